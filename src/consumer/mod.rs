@@ -1,0 +1,1 @@
+//! The example consumer: an order-support assistant whose tools refund orders.

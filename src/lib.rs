@@ -1,0 +1,16 @@
+//! countersign: a terminal review console for AI agents that take real actions, with the
+//! agentrt-compatible runtime that makes its decisions binding embedded in it.
+//!
+//! The parts, one module each:
+//! - [`runtime`]: the run database (store), canonical JSON and hashes, tools, policy, the step
+//!   loop, approvals, leases, cancel and resume. It never depends on the console.
+//! - [`safetext`]: the one place untrusted text becomes something a terminal may show.
+//! - [`commands`]: the operator commands (`runs`, `show`, `approve`, ...).
+//! - [`console`]: the interactive review console (TUI).
+//! - [`consumer`]: the built-in example consumer, an order-support assistant, and the demo.
+
+pub mod commands;
+pub mod console;
+pub mod consumer;
+pub mod runtime;
+pub mod safetext;
