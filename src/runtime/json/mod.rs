@@ -114,7 +114,10 @@ pub mod gojson {
 
     impl Object {
         pub fn new() -> Self {
-            Object { buf: vec![b'{'], any: false }
+            Object {
+                buf: vec![b'{'],
+                any: false,
+            }
         }
         fn key(&mut self, k: &str) {
             if self.any {
@@ -153,7 +156,8 @@ pub mod gojson {
         /// A boolean field.
         pub fn bool(&mut self, k: &str, v: bool) -> &mut Self {
             self.key(k);
-            self.buf.extend_from_slice(if v { b"true" } else { b"false" });
+            self.buf
+                .extend_from_slice(if v { b"true" } else { b"false" });
             self
         }
         /// A raw JSON field (compacted and HTML-escaped as Go does for `json.RawMessage`).
