@@ -542,3 +542,27 @@ fn store_data_version_moves_when_another_connection_commits() {
     let err = reader.write(|_| Ok::<_, StoreError>(())).unwrap_err();
     assert!(err.to_string().contains("opened read-only"), "{err}");
 }
+
+#[test]
+fn approval_json_omits_zero_times() {
+    let dir = tempdir();
+    let db = dir.path().join("j.db");
+    let store = Store::open(&db).unwrap();
+    let (aid, hash) = runs::waiting_run(&store, "r", t0());
+    let a = store.get_approval("r", &aid).unwrap();
+    let json = String::from_utf8(a.to_go_json().unwrap()).unwrap();
+    let cap = r#"{"args":{"amount":800,"order":"o1"},"tool":"refund"}"#;
+    assert_eq!(
+        json,
+        format!(
+            r#"{{"id":"{aid}","run_id":"r","step_id":"r-s1","kind":"remote_mutation","capability":{cap},"presentation":{cap},"request":{},"hash":"{hash}","status":"pending","created_at":"2026-10-01T09:00:00.5Z","expires_at":"2026-10-01T10:00:00.5Z"}}"#,
+            a.request_json
+        )
+    );
+    raw_exec(&db, "UPDATE approvals SET expires_at='', request_json='{'");
+    let a = store.get_approval("r", &aid).unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&a.to_go_json().unwrap()).unwrap();
+    assert!(v.get("expires_at").is_none() && v.get("decided_at").is_none());
+    assert_eq!(v["request"]["args"], serde_json::Value::Null);
+    assert!(v["decode_error"].as_str().unwrap().starts_with("request: "));
+}
