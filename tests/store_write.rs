@@ -566,3 +566,78 @@ fn approval_json_omits_zero_times() {
     assert_eq!(v["request"]["args"], serde_json::Value::Null);
     assert!(v["decode_error"].as_str().unwrap().starts_with("request: "));
 }
+
+#[test]
+fn store_read_then_write_transaction_waits_for_the_writer() {
+    // Every write transaction takes the write lock up front, so read-modify-write
+    // transactions from separate connections serialise: no lost update, no SQLITE_BUSY.
+    let dir = tempdir();
+    let db = dir.path().join("rw.db");
+    runs::create(&Store::open(&db).unwrap(), "r", "g", t0());
+    let threads: Vec<_> = (0..4)
+        .map(|_| {
+            let db = db.clone();
+            std::thread::spawn(move || {
+                let store = Store::open_existing(&db, false).unwrap();
+                for _ in 0..25 {
+                    store
+                        .write(|tx| {
+                            let seen = tx.get_run("r")?.reason_detail.parse::<i64>().unwrap_or(0);
+                            std::thread::yield_now();
+                            tx.conn()
+                                .execute(
+                                    "UPDATE runs SET reason_detail=? WHERE id='r'",
+                                    [(seen + 1).to_string()],
+                                )
+                                .map_err(|e| StoreError::sqlite("bump", e))
+                        })
+                        .unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(
+        Store::open_existing(&db, true)
+            .unwrap()
+            .get_run("r")
+            .unwrap()
+            .reason_detail,
+        "100"
+    );
+}
+
+#[test]
+fn store_locked_database_is_a_typed_error() {
+    let dir = tempdir();
+    let db = dir.path().join("l.db");
+    let store = Store::open(&db).unwrap();
+    let (aid, _) = runs::waiting_run(&store, "r", t0());
+    let holder = rusqlite::Connection::open(&db).unwrap();
+    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+    // Reads still work while another connection holds the write lock (WAL).
+    assert_eq!(
+        store.get_run("r").unwrap().status,
+        RunStatus::WaitingForApproval
+    );
+    let err = store.write(|tx| tx.add_active_ms("r", 1)).unwrap_err();
+    assert!(matches!(err, StoreError::Locked { .. }), "{err}");
+    assert!(
+        err.to_string()
+            .starts_with("agentrt: database is locked by another consumer: begin write: "),
+        "{err}"
+    );
+    let err =
+        countersign::runtime::operator::approve(&store, "r", &aid, "alice", "", t0()).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            countersign::runtime::operator::OperatorError::Locked { .. }
+        ),
+        "{err}"
+    );
+    holder.execute_batch("ROLLBACK").unwrap();
+    countersign::runtime::operator::approve(&store, "r", &aid, "alice", "", t0()).unwrap();
+}
