@@ -166,8 +166,19 @@ fn open_existing_refuses_a_symbolic_link() {
             link.display()
         )
     );
-    // OpenStore follows links.
+    // OpenStore follows links, and checks the sidecars SQLite keeps beside the target.
     Store::open(&link).unwrap();
+    let real_wal = sidecar(&db, "-wal");
+    std::fs::write(&real_wal, b"").unwrap();
+    std::fs::set_permissions(&real_wal, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let err = Store::open(&link).unwrap_err();
+    assert!(
+        err.to_string().starts_with(&format!(
+            "agentrt: {} is -rw-rw-rw-, writable by group or others; ",
+            std::fs::canonicalize(&real_wal).unwrap().display()
+        )),
+        "{err}"
+    );
 }
 
 #[test]

@@ -55,7 +55,10 @@ impl Store {
     pub fn open(path: impl AsRef<Path>) -> Result<Store, StoreError> {
         let path = path.as_ref();
         open::create_exclusive(path)?;
-        open::check_modes(path, true)?;
+        // SQLite follows a symbolic link and keeps its -wal/-shm beside the target: check
+        // those.
+        let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        open::check_modes(&real, true)?;
         let mut conn = open::connect(path, Access::Writer)?;
         open::enable_wal(&conn, path)?;
         open::refuse_triggers_and_views(&conn, path)?;
