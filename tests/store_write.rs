@@ -641,3 +641,27 @@ fn store_locked_database_is_a_typed_error() {
     holder.execute_batch("ROLLBACK").unwrap();
     countersign::runtime::operator::approve(&store, "r", &aid, "alice", "", t0()).unwrap();
 }
+
+#[test]
+fn store_extreme_seqs_are_errors_not_panics() {
+    let dir = tempdir();
+    let db = dir.path().join("x.db");
+    let store = Store::open(&db).unwrap();
+    runs::create(&store, "r", "g", t0());
+    raw_exec(
+        &db,
+        "UPDATE events SET seq = 9223372036854775807 WHERE seq = 2",
+    );
+    let report = store.verify_events(0, 0).unwrap();
+    assert_eq!(
+        report.chain_break.unwrap().detail,
+        "seq 9223372036854775807 follows 1: an event is missing"
+    );
+    let err = store
+        .write(|tx| tx.append_event("r", "", &t0(), "run.note", b"{}"))
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("the event sequence is exhausted"),
+        "{err}"
+    );
+}

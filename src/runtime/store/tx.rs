@@ -168,7 +168,12 @@ impl<'a> Tx<'a> {
             self.head = Some(events::head(&self.tx)?);
         }
         let (head, prev) = self.head.clone().unwrap_or_default();
-        let seq = head + 1;
+        let seq = head.checked_add(1).ok_or_else(|| {
+            StoreError::Invalid(
+                "the event sequence is exhausted: no event can follow seq 9223372036854775807"
+                    .into(),
+            )
+        })?;
         let at_text = at.to_rfc3339();
         let hash = event_hash(&prev, seq, run_id, step_id, &at_text, kind, payload);
         self.tx
