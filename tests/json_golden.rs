@@ -364,8 +364,7 @@ fn raw_policy_schema() -> Vec<u8> {
 
 /// The Go JSON of a ToolRequest (spec 2: spec fields in declaration order).
 fn tool_request(
-    run: &str,
-    step: &str,
+    (run, step): (&str, &str),
     name: &str,
     desc: &str,
     schema: &[u8],
@@ -392,8 +391,7 @@ fn tool_request(
 #[test]
 fn approval_hash_golden_a() {
     let req = tool_request(
-        "r1",
-        "s1",
+        ("r1", "s1"),
         "push",
         "push <main> & tag",
         br#"{"type":"object"}"#,
@@ -443,8 +441,7 @@ fn approval_hash_unchanged_by_the_policy_form() {
     let want = "8441b46fd5ab497a17788f45d057d8ec122a0bbba20f39f3d45fa37061479a6b";
     // the request carries the arguments as the agent wrote them ...
     let req = tool_request(
-        "id-01",
-        "id-02",
+        ("id-01", "id-02"),
         "sh",
         "sh",
         &schema,
@@ -458,8 +455,7 @@ fn approval_hash_unchanged_by_the_policy_form() {
     );
     // ... and the policy form of them in the request would hash the same
     let req2 = tool_request(
-        "id-01",
-        "id-02",
+        ("id-01", "id-02"),
         "sh",
         "sh",
         &schema,
@@ -475,7 +471,7 @@ fn approval_hash_unchanged_by_the_policy_form() {
 
 #[test]
 fn approval_hash_refuses_an_encoding_error() {
-    let req = tool_request("r", "s", "t", "d", b"{}", "read_only", 1, b"{}");
+    let req = tool_request(("r", "s"), "t", "d", b"{}", "read_only", 1, b"{}");
     assert_eq!(
         approval_hash("k", b"{", b"{}", &req),
         Err(JsonError::Invalid)
