@@ -221,9 +221,6 @@ pub(crate) fn approval_from(c: &mut Cols<'_, '_>) -> Approval {
     a
 }
 
-/// The `events` columns every event read selects, in this order.
-pub(crate) const EVENT_COLUMNS: &str = "seq, run_id, step_id, at, type, payload_json, hash";
-
 pub(crate) fn event_from(c: &mut Cols<'_, '_>) -> Event {
     let at_text = c.text(3, "at");
     let at = match Timestamp::parse(&at_text) {
