@@ -3,7 +3,15 @@
 //! Every argument is validated before the database is touched: a typo never opens, creates or
 //! migrates anything. Exit codes: 0 done, 1 refused or failed, 2 usage.
 
+pub mod approval;
 pub mod cli;
+mod events;
+mod open;
+pub mod out;
+mod runs;
+mod show;
+pub mod text;
+mod verify;
 
 use clap::Parser;
 use std::path::PathBuf;
@@ -84,13 +92,59 @@ pub fn who(flag: Option<&str>, verb: &str) -> Result<String, CommandError> {
     )))
 }
 
+/// Checks what clap cannot: relations between arguments. Runs before anything is opened.
+fn validate(cmd: &Command) -> Result<(), CommandError> {
+    match cmd {
+        Command::Verify(v) => {
+            if v.to != 0 && v.to < v.from {
+                return Err(CommandError::Usage(format!(
+                    "verify: --to {} is before --from {}",
+                    v.to, v.from
+                )));
+            }
+            if let Some((seq, _)) = &v.head
+                && ((v.to != 0 && *seq > v.to) || *seq < v.from)
+            {
+                return Err(CommandError::Usage(format!(
+                    "verify: --head seq {seq} is outside --from {} --to {}",
+                    v.from, v.to
+                )));
+            }
+        }
+        Command::Reject(d) if d.note.as_deref().is_none_or(|n| n.trim().is_empty()) => {
+            return Err(CommandError::Usage(
+                "reject: --note is required: say why, it is recorded with the decision".into(),
+            ));
+        }
+        Command::Cancel(c) if c.note.trim().is_empty() => {
+            return Err(CommandError::Usage(
+                "cancel: --note is required: say why, it is recorded with the cancel".into(),
+            ));
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
 fn run(cli: Cli) -> Result<(), CommandError> {
-    match cli.command {
-        None => Err(CommandError::Usage(
+    let Some(cmd) = cli.command else {
+        return Err(CommandError::Usage(
             "the console is not built yet; use a command (see --help)".into(),
-        )),
-        Some(_) => Err(CommandError::Failed(
+        ));
+    };
+    validate(&cmd)?;
+    let mut out = out::Out::stdout();
+    let json = cli.json;
+    let res = match &cmd {
+        Command::Runs(a) => runs::run(&database_path(cli.db)?, json, a, &mut out),
+        Command::Show(a) => show::run(&database_path(cli.db)?, json, a, &mut out),
+        Command::Events(a) => events::run(&database_path(cli.db)?, json, a, &mut out),
+        Command::Verify(a) => verify::run(&database_path(cli.db)?, json, a, &mut out),
+        _ => Err(CommandError::Failed(
             "this command is not built yet in this version".into(),
         )),
-    }
+    };
+    // Output already written stays written even when the command then fails.
+    let flushed = out.flush();
+    res.and(flushed)
 }
