@@ -8,6 +8,7 @@
 
 mod error;
 mod events;
+mod filters;
 mod open;
 mod pages;
 mod reads;
