@@ -665,3 +665,38 @@ fn store_extreme_seqs_are_errors_not_panics() {
         "{err}"
     );
 }
+
+#[test]
+fn store_runs_page_by_status_filters_in_one_read() {
+    let dir = tempdir();
+    let db = dir.path().join("st.db");
+    let store = Store::open(&db).unwrap();
+    runs::waiting_run(&store, "w1", t0());
+    runs::create(&store, "r1", "g", t0());
+    runs::waiting_run(&store, "w2", t0());
+    raw_exec(
+        &db,
+        "UPDATE runs SET goal = CAST(X'FF' AS TEXT) WHERE id = 'w1'",
+    );
+    let page = store
+        .list_runs_page_by_status("WAITING_FOR_APPROVAL", 1, 0)
+        .unwrap();
+    assert_eq!(
+        (page.total, page.items.len(), page.items[0].id.as_str()),
+        (2, 1, "w2")
+    );
+    let page = store
+        .list_runs_page_by_status("WAITING_FOR_APPROVAL", 5, 1)
+        .unwrap();
+    assert_eq!(page.items[0].id, "w1");
+    assert_eq!(page.items[0].raw_invalid, vec![("goal", vec![0xff])]);
+    assert_eq!(store.list_runs_page_by_status("", 10, 0).unwrap().total, 3);
+    assert_eq!(
+        store
+            .list_runs_page_by_status("COMPLETED", 10, 0)
+            .unwrap()
+            .total,
+        0
+    );
+    assert!(store.list_runs_page_by_status("RUNNING", 0, 0).is_err());
+}
