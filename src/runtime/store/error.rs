@@ -71,7 +71,9 @@ pub enum StoreError {
     Missing { path: PathBuf },
 
     /// SQLITE_BUSY / SQLITE_LOCKED after the busy timeout.
-    #[error("agentrt: database is locked by another consumer: {detail}; try again when its write finishes")]
+    #[error(
+        "agentrt: database is locked by another consumer: {detail}; try again when its write finishes"
+    )]
     Locked { detail: String },
 
     /// A hardening setting did not take or the journal mode is not WAL.
@@ -123,7 +125,10 @@ impl StoreError {
     /// True for [`StoreError::RunState`] and [`StoreError::RunLeased`] (agentrt's
     /// `errors.Is(err, ErrRunState)`).
     pub fn is_run_state(&self) -> bool {
-        matches!(self, StoreError::RunState { .. } | StoreError::RunLeased { .. })
+        matches!(
+            self,
+            StoreError::RunState { .. } | StoreError::RunLeased { .. }
+        )
     }
 
     /// Wraps a SQLite error; busy/locked become [`StoreError::Locked`].
@@ -177,7 +182,11 @@ pub fn go_file_mode(mode: u32) -> String {
         (is(libc::S_IFCHR), 'c'),
         (bit(libc::S_ISVTX), 't'),
     ];
-    let mut s: String = letters.iter().filter(|(on, _)| *on).map(|(_, c)| *c).collect();
+    let mut s: String = letters
+        .iter()
+        .filter(|(on, _)| *on)
+        .map(|(_, c)| *c)
+        .collect();
     if s.is_empty() {
         s.push('-');
     }

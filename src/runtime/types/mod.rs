@@ -6,8 +6,8 @@ mod status;
 mod time;
 mod values;
 
-pub use records::{Approval, Event, Lease, RawInvalid, Run, Step};
 pub(crate) use records::push_decode_error;
+pub use records::{Approval, Event, Lease, RawInvalid, Run, Step};
 pub use status::{ApprovalStatus, RunStatus, StepStatus};
 pub use time::{TimeError, Timestamp};
 pub use values::{Decision, Limits, Observation, PolicyDecision, ToolRequest, ToolSpec};

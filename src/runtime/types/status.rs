@@ -81,7 +81,10 @@ status_enum!(
 impl RunStatus {
     /// COMPLETED, FAILED or CANCELLED.
     pub fn is_terminal(&self) -> bool {
-        matches!(self, RunStatus::Completed | RunStatus::Failed | RunStatus::Cancelled)
+        matches!(
+            self,
+            RunStatus::Completed | RunStatus::Failed | RunStatus::Cancelled
+        )
     }
 }
 
@@ -91,12 +94,25 @@ mod tests {
 
     #[test]
     fn statuses_round_trip_and_keep_unknown_text() {
-        for s in ["RUNNING", "WAITING_FOR_APPROVAL", "INTERRUPTED", "COMPLETED", "FAILED", "CANCELLED"] {
+        for s in [
+            "RUNNING",
+            "WAITING_FOR_APPROVAL",
+            "INTERRUPTED",
+            "COMPLETED",
+            "FAILED",
+            "CANCELLED",
+        ] {
             assert_eq!(RunStatus::parse(s).as_str(), s);
             assert!(!matches!(RunStatus::parse(s), RunStatus::Unknown(_)));
         }
-        assert_eq!(RunStatus::parse("CREATED"), RunStatus::Unknown("CREATED".into()));
-        assert_eq!(StepStatus::parse("awaiting_approval"), StepStatus::AwaitingApproval);
+        assert_eq!(
+            RunStatus::parse("CREATED"),
+            RunStatus::Unknown("CREATED".into())
+        );
+        assert_eq!(
+            StepStatus::parse("awaiting_approval"),
+            StepStatus::AwaitingApproval
+        );
         assert_eq!(ApprovalStatus::parse("expired"), ApprovalStatus::Expired);
         assert!(RunStatus::Cancelled.is_terminal() && !RunStatus::Interrupted.is_terminal());
     }

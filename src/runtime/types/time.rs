@@ -106,9 +106,19 @@ impl Timestamp {
         // days since 0001-01-01 -> days since 1970-01-01 for the civil conversion.
         let (y, m, d) = civil_from_days(days - UNIX_OFFSET / 86_400);
         let mut s = if (0..=9999).contains(&y) {
-            format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}", sod / 3600, sod % 3600 / 60, sod % 60)
+            format!(
+                "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}",
+                sod / 3600,
+                sod % 3600 / 60,
+                sod % 60
+            )
         } else {
-            format!("{y}-{m:02}-{d:02}T{:02}:{:02}:{:02}", sod / 3600, sod % 3600 / 60, sod % 60)
+            format!(
+                "{y}-{m:02}-{d:02}T{:02}:{:02}:{:02}",
+                sod / 3600,
+                sod % 3600 / 60,
+                sod % 60
+            )
         };
         if self.nanos != 0 {
             let frac = format!("{:09}", self.nanos);
@@ -134,7 +144,9 @@ impl Timestamp {
             return Err(err("too short for RFC3339"));
         }
         let num = |from: usize, len: usize| -> Result<i64, TimeError> {
-            let part = b.get(from..from + len).ok_or_else(|| err("too short for RFC3339"))?;
+            let part = b
+                .get(from..from + len)
+                .ok_or_else(|| err("too short for RFC3339"))?;
             let mut v = 0i64;
             for &c in part {
                 if !c.is_ascii_digit() {
@@ -272,18 +284,29 @@ mod tests {
         assert_eq!(Timestamp::ZERO.to_rfc3339(), "");
         assert_eq!(Timestamp::ZERO.format_always(), "0001-01-01T00:00:00Z");
         assert_eq!(
-            Timestamp::parse("2026-10-01T11:00:00.50+02:00").unwrap().to_rfc3339(),
+            Timestamp::parse("2026-10-01T11:00:00.50+02:00")
+                .unwrap()
+                .to_rfc3339(),
             "2026-10-01T09:00:00.5Z"
         );
-        assert_eq!(Timestamp::from_unix(0, 0).to_rfc3339(), "1970-01-01T00:00:00Z");
+        assert_eq!(
+            Timestamp::from_unix(0, 0).to_rfc3339(),
+            "1970-01-01T00:00:00Z"
+        );
     }
 
     #[test]
     fn bad_times_are_errors_not_panics() {
         for s in [
-            "x", "2026-13-01T00:00:00Z", "2026-02-30T00:00:00Z", "2026-10-01 09:00:00Z",
-            "2026-10-01T09:00:00", "2026-10-01T09:00:00.Z", "2026-10-01T09:00:00.1234567891Z",
-            "2026-10-01T09:00:00Zjunk", "２０２６-10-01T09:00:00Z",
+            "x",
+            "2026-13-01T00:00:00Z",
+            "2026-02-30T00:00:00Z",
+            "2026-10-01 09:00:00Z",
+            "2026-10-01T09:00:00",
+            "2026-10-01T09:00:00.Z",
+            "2026-10-01T09:00:00.1234567891Z",
+            "2026-10-01T09:00:00Zjunk",
+            "２０２６-10-01T09:00:00Z",
         ] {
             assert!(Timestamp::parse(s).is_err(), "{s}");
         }
@@ -292,8 +315,14 @@ mod tests {
     #[test]
     fn arithmetic() {
         let t = Timestamp::parse("2026-10-01T09:00:00Z").unwrap();
-        assert_eq!(t.add_nanos(30_000_000_000).to_rfc3339(), "2026-10-01T09:00:30Z");
-        assert_eq!(t.add_nanos(-1).to_rfc3339(), "2026-10-01T08:59:59.999999999Z");
+        assert_eq!(
+            t.add_nanos(30_000_000_000).to_rfc3339(),
+            "2026-10-01T09:00:30Z"
+        );
+        assert_eq!(
+            t.add_nanos(-1).to_rfc3339(),
+            "2026-10-01T08:59:59.999999999Z"
+        );
         assert_eq!(t.add_nanos(1).sub(&t), 1);
         assert_eq!(t.unix_secs(), 1_790_845_200);
     }

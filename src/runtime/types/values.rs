@@ -41,10 +41,16 @@ impl Limits {
     pub fn to_go_json(&self) -> Vec<u8> {
         Object::new()
             .int("max_steps", self.max_steps)
-            .int("max_consecutive_tool_failures", self.max_consecutive_tool_failures)
+            .int(
+                "max_consecutive_tool_failures",
+                self.max_consecutive_tool_failures,
+            )
             .int("loop_threshold", self.loop_threshold)
             .int_opt("max_model_calls", self.max_model_calls)
-            .int_opt("max_output_tokens_per_call", self.max_output_tokens_per_call)
+            .int_opt(
+                "max_output_tokens_per_call",
+                self.max_output_tokens_per_call,
+            )
             .int_opt("max_total_tokens", self.max_total_tokens)
             .int_opt("max_estimated_cost_micros", self.max_estimated_cost_micros)
             .int_opt("max_active_time", self.max_active_time)
@@ -182,7 +188,8 @@ impl ToolSpec {
     /// terminal (omitempty).
     pub fn to_go_json(&self) -> Result<Vec<u8>, JsonError> {
         let mut o = Object::new();
-        o.str("name", &self.name).str("description", &self.description);
+        o.str("name", &self.name)
+            .str("description", &self.description);
         if self.input_schema.is_empty() {
             o.encoded("input_schema", b"null");
         } else {
