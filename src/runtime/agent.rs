@@ -17,7 +17,7 @@ pub struct StepInput {
     pub index: i64,
     pub goal: String,
     /// The run's earlier steps, oldest first.
-    pub steps: Vec<Step>,
+    pub steps: Vec<Arc<Step>>,
     /// Every registered tool, by name.
     pub tools: Vec<ToolSpec>,
     /// The step's accounted model handle (absent when the driver has no model).

@@ -4,6 +4,8 @@
 //! [`RunView`], a copy of the run as the driver knows it: nothing it is handed is shared with
 //! the driver or with another consumer, so it cannot change what they see.
 
+use std::sync::Arc;
+
 use super::json::{self, gojson};
 use super::tools::SideEffect;
 pub use super::types::PolicyDecision;
@@ -96,8 +98,8 @@ pub struct RunView {
     pub estimated_cost_micros: i64,
     pub active_ms: i64,
     /// The steps before the one being decided.
-    pub steps: Vec<Step>,
-    pub approvals: Vec<Approval>,
+    pub steps: Vec<Arc<Step>>,
+    pub approvals: Vec<Arc<Approval>>,
 }
 
 impl RunView {

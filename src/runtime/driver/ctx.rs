@@ -3,9 +3,7 @@
 
 use std::sync::Arc;
 
-use rusqlite::params;
-
-use super::db::Tx;
+use crate::runtime::store::{NewRun, StepUpdate, Transition, Tx};
 use super::lease::{self, Lease};
 use super::record;
 use super::{Inner, RuntimeError, validate_limits};
@@ -45,7 +43,7 @@ impl Claim {
         if !c.insert(run_id.to_string()) {
             let exp = inner
                 .store
-                .run(run_id)
+                .get_run(run_id)
                 .map(|r| {
                     if r.lease_owner == inner.owner {
                         r.lease_expires_at
@@ -84,8 +82,8 @@ pub(crate) struct RunCtx {
     pub limits: Limits,
     /// The run row as last read.
     pub run: Run,
-    pub steps: Vec<Step>,
-    pub approvals: Vec<Approval>,
+    pub steps: Vec<Arc<Step>>,
+    pub approvals: Vec<Arc<Approval>>,
     pub lease: Lease,
     pub _claim: Claim,
 }
@@ -102,27 +100,26 @@ impl RunCtx {
         let claim = Claim::take(&inner, id)?;
         let now = inner.now();
         let until = lease::expiry(inner.lease_ttl);
-        let limits_json = limits.to_go_json();
-        let created = record::run_created(goal, &limits_json, &inner.tools.spec_hashes());
+        let tools = inner.tools.spec_hashes();
         let ((), events) = inner.store.write(|tx| -> Result<(), RuntimeError> {
-            let lj = String::from_utf8_lossy(&limits_json);
-            tx.conn()
-                .execute(
-                    "INSERT INTO runs (id, goal, status, limits_json, created_at, started_at, lease_owner, lease_expires_at) VALUES (?,?,'RUNNING',?,?,?,?,?)",
-                    params![id, goal, lj, now.to_rfc3339(), now.to_rfc3339(), inner.owner, until.to_rfc3339()],
-                )
-                .map_err(|e| StoreError::sqlite("create run", e))?;
+            tx.insert_run(&NewRun {
+                id,
+                goal,
+                limits: &limits,
+                now,
+                tools: &tools,
+                lease_owner: &inner.owner,
+                lease_expires_at: until,
+            })?;
             for r in inner.tools.iter() {
                 insert_spec(tx, &r.spec_hash, &r.spec_json)?;
             }
-            tx.event(id, "", now, "run.created", &created)?;
-            tx.event(id, "", now, "run.started", b"{}")?;
             Ok(())
         })?;
         inner.deliver(&events);
-        let run = inner.store.run(id)?;
+        let run = inner.store.get_run(id)?;
         let lease = Lease::hold(
-            inner.store.path().to_path_buf(),
+            &inner.store,
             id,
             &inner.owner,
             inner.lease_ttl,
@@ -156,7 +153,7 @@ impl RunCtx {
 
     /// Why a write's compare-and-set failed.
     pub fn explain(&self, e: StoreError) -> Stop {
-        match self.inner.store.run(&self.run_id) {
+        match self.inner.store.get_run(&self.run_id) {
             Ok(run) if run.status == RunStatus::Cancelled && run.reason == "operator_cancelled" => {
                 Stop::Ended(run)
             }
@@ -171,7 +168,7 @@ impl RunCtx {
 
     /// Re-reads the run row.
     pub fn reload_run(&mut self) -> StepResult<()> {
-        self.run = self.inner.store.run(&self.run_id)?;
+        self.run = self.inner.store.get_run(&self.run_id)?;
         Ok(())
     }
 
@@ -189,28 +186,18 @@ impl RunCtx {
         now: Timestamp,
         limit: bool,
     ) -> Result<(), Stop> {
-        tx.require_status(&self.run_id, from, Some(&self.inner.owner))?;
-        let steps: i64 = tx
-            .conn()
-            .query_row(
-                "SELECT step_count FROM runs WHERE id = ?",
-                [&self.run_id],
-                |r| r.get(0),
-            )
-            .map_err(|e| StoreError::sqlite("read step count", e))?;
-        tx.conn()
-            .execute(
-                "UPDATE runs SET status = ?, reason = ?, reason_detail = ?, finished_at = ?, result_json = ?, lease_owner = '', lease_expires_at = '' WHERE id = ?",
-                params![
-                    status.as_str(),
-                    reason,
-                    detail,
-                    now.to_rfc3339(),
-                    String::from_utf8_lossy(result),
-                    self.run_id
-                ],
-            )
-            .map_err(|e| StoreError::sqlite("finish run", e))?;
+        tx.transition(&Transition {
+            run_id: &self.run_id,
+            from,
+            to: status.clone(),
+            reason,
+            detail,
+            finished_at: now,
+            result_json: &String::from_utf8_lossy(result),
+            lease_owner: Some(&self.inner.owner),
+            lease_expires_at: Timestamp::ZERO,
+        })?;
+        let steps = tx.get_run(&self.run_id)?.step_count;
         if limit {
             tx.event(
                 &self.run_id,
@@ -240,12 +227,7 @@ impl RunCtx {
                 context: "observation".into(),
                 err: e,
             })?;
-            tx.conn()
-                .execute(
-                    "UPDATE steps SET status = 'failed', observation_json = ?, observation_hash = ?, finished_at = ? WHERE run_id = ? AND status IN ('deciding','awaiting_approval','executing')",
-                    params![String::from_utf8_lossy(&oj), obs.content_hash, now.to_rfc3339(), self.run_id],
-                )
-                .map_err(|e| StoreError::sqlite("fail steps", e))?;
+            tx.fail_steps_in_flight(&self.run_id, &String::from_utf8_lossy(&oj), &obs.content_hash, now)?;
             self.finish_in(tx, from, RunStatus::Failed, "internal_error", detail, b"", now, false)
         });
         self.end_result(res)
@@ -263,7 +245,7 @@ impl RunCtx {
     /// The `Stop` after an ending write: the run as stored now.
     pub fn end_result(&mut self, res: StepResult<()>) -> Stop {
         match res {
-            Ok(()) => match self.inner.store.run(&self.run_id) {
+            Ok(()) => match self.inner.store.get_run(&self.run_id) {
                 Ok(run) => Stop::Ended(run),
                 Err(e) => Stop::Err(e.into()),
             },
@@ -273,14 +255,14 @@ impl RunCtx {
 
     /// Marks the cached step's new fields (after a committed write).
     pub fn step_mut(&mut self, step_id: &str) -> Option<&mut Step> {
-        self.steps.iter_mut().find(|s| s.id == step_id)
+        self.steps.iter_mut().find(|s| s.id == step_id).map(Arc::make_mut)
     }
 
     /// Replaces the cache from the database (resume, after a reload).
     pub fn reload_all(&mut self) -> Result<(), RuntimeError> {
-        self.run = self.inner.store.run(&self.run_id)?;
-        self.steps = self.inner.store.steps(&self.run_id)?;
-        self.approvals = self.inner.store.approvals(&self.run_id)?;
+        self.run = self.inner.store.get_run(&self.run_id)?;
+        self.steps = self.inner.store.list_steps(&self.run_id)?.into_iter().map(Arc::new).collect();
+        self.approvals = self.inner.store.list_approvals(&self.run_id)?.into_iter().map(Arc::new).collect();
         Ok(())
     }
 
@@ -307,47 +289,21 @@ impl RunCtx {
 }
 
 pub(crate) fn insert_spec(tx: &Tx<'_>, hash: &str, spec_json: &[u8]) -> Result<(), StoreError> {
-    tx.conn()
-        .execute(
-            "INSERT OR IGNORE INTO tool_specs (hash, spec_json) VALUES (?, ?)",
-            params![hash, String::from_utf8_lossy(spec_json)],
-        )
-        .map_err(|e| StoreError::sqlite("record tool spec", e))?;
-    Ok(())
+    tx.insert_tool_spec(hash, &String::from_utf8_lossy(spec_json))
 }
 
-/// `UPDATE steps ... WHERE id = ? AND status IN (expected)`; 0 rows is `ErrRunState`.
-pub(crate) fn step_cas(
-    tx: &Tx<'_>,
-    sql_set: &str,
-    step_id: &str,
-    expected: &[StepStatus],
-    values: &[&dyn rusqlite::ToSql],
-) -> Result<(), StoreError> {
-    let placeholders: Vec<String> = expected
-        .iter()
-        .map(|s| format!("'{}'", s.as_str()))
-        .collect();
-    let sql = format!(
-        "UPDATE steps SET {sql_set} WHERE id = ? AND status IN ({})",
-        placeholders.join(",")
-    );
-    let mut vals: Vec<&dyn rusqlite::ToSql> = values.to_vec();
-    vals.push(&step_id);
-    let n = tx
-        .conn()
-        .execute(&sql, vals.as_slice())
-        .map_err(|e| StoreError::sqlite("update step", e))?;
-    if n == 0 {
-        let st: String = tx
-            .conn()
-            .query_row("SELECT status FROM steps WHERE id = ?", [step_id], |r| {
-                r.get(0)
-            })
-            .unwrap_or_default();
-        return Err(StoreError::RunState {
-            detail: format!("step {step_id} is {st}"),
-        });
+/// Appending an event with the driver's argument order.
+pub(crate) trait EventExt {
+    fn event(&mut self, run_id: &str, step_id: &str, at: Timestamp, kind: &str, payload: &[u8]) -> Result<(), StoreError>;
+}
+
+impl EventExt for Tx<'_> {
+    fn event(&mut self, run_id: &str, step_id: &str, at: Timestamp, kind: &str, payload: &[u8]) -> Result<(), StoreError> {
+        self.append_event(run_id, step_id, &at, kind, payload).map(|_| ())
     }
-    Ok(())
+}
+
+/// A step update conditional on its status.
+pub(crate) fn step_set(tx: &Tx<'_>, step_id: &str, expected: &[StepStatus], u: StepUpdate<'_>) -> Result<(), StoreError> {
+    tx.update_step(step_id, expected, &u)
 }

@@ -3,16 +3,12 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
-use rusqlite::params;
-
-use super::ctx::{RunCtx, Stop, StepResult, step_cas};
-use super::db::Tx;
-use super::lease::require_lease;
+use super::ctx::{EventExt, RunCtx, Stop, StepResult, step_set};
+use crate::runtime::store::{NewApproval, StepUpdate, Transition, Tx};
 use super::record;
 use super::step::json_err;
 use crate::runtime::json::{self, gojson::Object};
 use crate::runtime::policy::{Outcome, PolicyRequest, RunView, outcome_of};
-use crate::runtime::store::StoreError;
 use crate::runtime::tools::Registered;
 use crate::runtime::types::{PolicyDecision, Run, RunStatus, StepStatus, Timestamp, ToolRequest};
 
@@ -40,15 +36,9 @@ pub(crate) struct ResumeGrant {
     pub hash: String,
 }
 
-/// The approval hash (spec 4.2) over Go JSON of `{"capability","kind","presentation","request"}`.
+/// The approval hash (spec 4.2).
 pub fn approval_hash(kind: &str, capability: &[u8], presentation: &[u8], request_json: &[u8]) -> Result<String, json::JsonError> {
-    let or_empty = |v: &[u8]| -> Vec<u8> { if v.is_empty() { b"{}".to_vec() } else { v.to_vec() } };
-    let mut o = Object::new();
-    o.raw("capability", &or_empty(capability))?;
-    o.str("kind", kind);
-    o.raw("presentation", &or_empty(presentation))?;
-    o.encoded("request", request_json);
-    Ok(json::sha256_hex(&json::canonical_json(&o.finish())))
+    json::approval_hash(kind, capability, presentation, request_json)
 }
 
 /// `step.policy`: the decision's fields, then `policy_id`?, `spec_hash`?, `view`?.
@@ -158,9 +148,8 @@ impl RunCtx {
                             cx.resume_to_running(tx, step_id, aid, &owner, until, now)?;
                         }
                         let pjs = String::from_utf8_lossy(&pj).into_owned();
-                        tx.conn()
-                            .execute("UPDATE steps SET policy_json = ?, policy_id = ? WHERE id = ?", params![pjs, pid, step_id])
-                            .map_err(|e| StoreError::sqlite("record policy", e))?;
+                        let all = [StepStatus::Deciding, StepStatus::AwaitingApproval];
+                        step_set(tx, step_id, &all, StepUpdate { policy_json: Some(&pjs), policy_id: Some(&pid), ..StepUpdate::default() })?;
                         tx.event(&rid, step_id, policy_at, "step.policy", &ev)?;
                         Ok(())
                     },
@@ -214,14 +203,19 @@ impl RunCtx {
             } else if !self.lease.ok() {
                 return Err(self.lease.lost_error().into());
             }
-            require_lease(tx, &self.run_id, &owner)?;
+            tx.require_lease(&self.run_id, &owner, crate::runtime::types::Timestamp::now())?;
             let pjs = String::from_utf8_lossy(pj).into_owned();
-            step_cas(
+            step_set(
                 tx,
-                "status = 'executing', policy_json = ?, policy_id = ?, started_at = ?",
                 step_id,
-                &[from_step],
-                &[&pjs, &pid, &started.to_rfc3339()],
+                &[from_step.clone()],
+                StepUpdate {
+                    status: Some(StepStatus::Executing),
+                    policy_json: Some(&pjs),
+                    policy_id: Some(&pid),
+                    started_at: Some(started),
+                    ..StepUpdate::default()
+                },
             )?;
             tx.event(&self.run_id, step_id, policy_at, "step.policy", ev)?;
             tx.event(&self.run_id, step_id, policy_at, "step.tool_started", &started_tool)?;
@@ -243,13 +237,17 @@ impl RunCtx {
 
     /// WAITING -> RUNNING (lease stamped) with `run.resumed {"approval_id"}`.
     pub fn resume_to_running(&self, tx: &mut Tx<'_>, step_id: &str, approval_id: &str, owner: &str, until: Timestamp, at: Timestamp) -> Result<(), Stop> {
-        tx.require_status(&self.run_id, &[RunStatus::WaitingForApproval], None)?;
-        tx.conn()
-            .execute(
-                "UPDATE runs SET status = 'RUNNING', reason = '', reason_detail = '', finished_at = '', result_json = '', lease_owner = ?, lease_expires_at = ? WHERE id = ?",
-                params![owner, until.to_rfc3339(), self.run_id],
-            )
-            .map_err(|e| StoreError::sqlite("resume run", e))?;
+        tx.transition(&Transition {
+            run_id: &self.run_id,
+            from: &[RunStatus::WaitingForApproval],
+            to: RunStatus::Running,
+            reason: "",
+            detail: "",
+            finished_at: Timestamp::ZERO,
+            result_json: "",
+            lease_owner: Some(owner),
+            lease_expires_at: until,
+        })?;
         let p = Object::new().str("approval_id", approval_id).finish();
         tx.event(&self.run_id, step_id, at, "run.resumed", &p)?;
         Ok(())
@@ -280,43 +278,49 @@ impl RunCtx {
         let owner = self.inner.owner.clone();
         let pid = policy_id.to_string();
         self.write(|tx| {
-            tx.require_status(&self.run_id, from_run, Some(&owner))?;
             let pjs = String::from_utf8_lossy(&pj).into_owned();
-            step_cas(
+            step_set(
                 tx,
-                "status = 'awaiting_approval', policy_json = ?, policy_id = ?, observation_json = '', observation_hash = '', finished_at = ''",
                 step_id,
                 expected,
-                &[&pjs, &pid],
+                StepUpdate {
+                    status: Some(StepStatus::AwaitingApproval),
+                    policy_json: Some(&pjs),
+                    policy_id: Some(&pid),
+                    observation_json: Some(""),
+                    observation_hash: Some(""),
+                    finished_at: Some(Timestamp::ZERO),
+                    ..StepUpdate::default()
+                },
             )?;
-            tx.conn()
-                .execute(
-                    "UPDATE runs SET status = 'WAITING_FOR_APPROVAL', reason = '', reason_detail = '', finished_at = '', result_json = '', lease_owner = '', lease_expires_at = '' WHERE id = ?",
-                    [&self.run_id],
-                )
-                .map_err(|e| StoreError::sqlite("pause run", e))?;
+            tx.transition(&Transition {
+                run_id: &self.run_id,
+                from: from_run,
+                to: RunStatus::WaitingForApproval,
+                reason: "",
+                detail: "",
+                finished_at: Timestamp::ZERO,
+                result_json: "",
+                lease_owner: Some(&owner),
+                lease_expires_at: Timestamp::ZERO,
+            })?;
             tx.event(&self.run_id, step_id, policy_at, "step.policy", policy_ev)?;
-            tx.conn()
-                .execute(
-                    "INSERT INTO approvals (id, run_id, step_id, kind, capability_json, presentation_json, request_json, hash, status, created_at, expires_at) VALUES (?,?,?,?,?,?,?,?,'pending',?,?)",
-                    params![
-                        aid,
-                        self.run_id,
-                        step_id,
-                        pd.kind,
-                        String::from_utf8_lossy(&cap),
-                        String::from_utf8_lossy(&pres),
-                        String::from_utf8_lossy(&rj),
-                        hash,
-                        now.to_rfc3339(),
-                        expires.to_rfc3339()
-                    ],
-                )
-                .map_err(|e| StoreError::sqlite("insert approval", e))?;
+            tx.insert_approval(&NewApproval {
+                id: &aid,
+                run_id: &self.run_id,
+                step_id,
+                kind: &pd.kind,
+                capability_json: &String::from_utf8_lossy(&cap),
+                presentation_json: &String::from_utf8_lossy(&pres),
+                request_json: &String::from_utf8_lossy(&rj),
+                hash: &hash,
+                created_at: now,
+                expires_at: expires,
+            })?;
             tx.event(&self.run_id, step_id, now, "approval.requested", &requested)?;
             Ok(())
         })?;
         self.lease.mark_lost();
-        Ok(self.inner.store.run(&self.run_id)?)
+        Ok(self.inner.store.get_run(&self.run_id)?)
     }
 }

@@ -3,15 +3,13 @@
 //! driver's future) still gets the outcome written.
 
 use base64::Engine as _;
-use rusqlite::params;
 
-use super::ctx::{RunCtx, Stop, StepResult};
+use super::ctx::{EventExt, RunCtx, Stop, StepResult};
 use super::dispatch::Allowed;
 use super::record::{self, observation, string_map};
 use super::step::json_err;
 use super::RuntimeError;
 use crate::runtime::json;
-use crate::runtime::store::StoreError;
 use crate::runtime::tools::{ToolCall, ToolError, ToolOutput};
 use crate::runtime::types::{Observation, RunStatus, StepStatus};
 
@@ -164,13 +162,7 @@ impl RunCtx {
         let dur = (now.sub(&a.started) / 1_000_000).max(0);
         let p = record::tool_finished_late(&a.tool.def.name, dur, obs).map_err(json_err("late outcome"))?;
         let ((), events) = self.inner.store.write(|tx| -> Result<(), RuntimeError> {
-            let exists: i64 = tx
-                .conn()
-                .query_row("SELECT COUNT(*) FROM runs WHERE id = ?", params![self.run_id], |r| r.get(0))
-                .map_err(|e| StoreError::sqlite("read run", e))?;
-            if exists == 0 {
-                return Err(StoreError::NotFound { what: format!("run {}", self.run_id) }.into());
-            }
+            tx.get_run(&self.run_id)?;
             tx.event(&self.run_id, &a.step_id, now, "step.tool_finished", &p)?;
             Ok(())
         })?;

@@ -2,17 +2,13 @@
 //! heartbeat thread renews the lease every TTL/3 on a connection of its own; losing it (0 rows
 //! renewed) or letting it lapse stops the loop before its next tool call or model request.
 
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, mpsc};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use rusqlite::{OptionalExtension, params};
-
-use super::db::{self, Tx};
-use crate::runtime::store::StoreError;
-use crate::runtime::types::{RunStatus, Timestamp};
+use crate::runtime::store::{LeaseHandle, Store, StoreError};
+use crate::runtime::types::Timestamp;
 
 /// agentrt's `DefaultLeaseTTL`.
 pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(30);
@@ -34,6 +30,18 @@ struct State {
     expires: AtomicI64,
 }
 
+/// A read-only probe of a held lease (for the model handle).
+#[derive(Clone)]
+pub struct LeaseProbe(Arc<State>);
+
+impl LeaseProbe {
+    /// Not lost and not lapsed.
+    pub fn ok(&self) -> bool {
+        !self.0.lost.load(Ordering::SeqCst)
+            && clamp(Timestamp::now().unix_nanos()) < self.0.expires.load(Ordering::SeqCst)
+    }
+}
+
 /// A held lease and its heartbeat. Dropping it stops the heartbeat (also on panic).
 pub struct Lease {
     state: Arc<State>,
@@ -44,7 +52,7 @@ pub struct Lease {
 impl Lease {
     /// Starts the heartbeat for a lease just written with `expires_at`.
     pub fn hold(
-        path: PathBuf,
+        store: &Store,
         run_id: &str,
         owner: &str,
         ttl: Duration,
@@ -61,7 +69,10 @@ impl Lease {
         let every = (ttl / 3).max(Duration::from_millis(1));
         let thread = std::thread::Builder::new()
             .name("agentrt-lease".into())
-            .spawn(move || heartbeat(path, st, ttl, every, rx))
+            .spawn({
+                let handle = store.lease_handle().ok();
+                move || heartbeat(handle, st, ttl, every, rx)
+            })
             .ok();
         Lease {
             state,
@@ -74,6 +85,10 @@ impl Lease {
     pub fn ok(&self) -> bool {
         !self.state.lost.load(Ordering::SeqCst)
             && clamp(Timestamp::now().unix_nanos()) < self.state.expires.load(Ordering::SeqCst)
+    }
+
+    pub fn probe(&self) -> LeaseProbe {
+        LeaseProbe(self.state.clone())
     }
 
     pub fn owner(&self) -> &str {
@@ -116,8 +131,13 @@ fn clamp(v: i128) -> i64 {
     v.clamp(i64::MIN as i128, i64::MAX as i128) as i64
 }
 
-fn heartbeat(path: PathBuf, st: Arc<State>, ttl: Duration, every: Duration, rx: mpsc::Receiver<()>) {
-    let mut conn = None;
+fn heartbeat(
+    handle: Option<LeaseHandle>,
+    st: Arc<State>,
+    ttl: Duration,
+    every: Duration,
+    rx: mpsc::Receiver<()>,
+) {
     loop {
         match rx.recv_timeout(every) {
             Err(mpsc::RecvTimeoutError::Timeout) => {}
@@ -126,57 +146,22 @@ fn heartbeat(path: PathBuf, st: Arc<State>, ttl: Duration, every: Duration, rx: 
         if st.lost.load(Ordering::SeqCst) {
             return;
         }
-        if conn.is_none() {
-            conn = db::connect(&path).ok();
-        }
-        let Some(c) = conn.as_ref() else { continue };
+        let Some(h) = handle.as_ref() else { continue };
         let until = expiry(ttl);
-        match c.execute(
-            "UPDATE runs SET lease_expires_at = ? WHERE id = ? AND lease_owner = ?",
-            params![until.to_rfc3339(), st.run_id, st.owner],
-        ) {
-            Ok(0) => {
+        match h.renew(&st.run_id, &st.owner, until) {
+            Ok(false) => {
                 st.lost.store(true, Ordering::SeqCst);
                 return;
             }
-            Ok(_) => st.expires.store(clamp(until.unix_nanos()), Ordering::SeqCst),
+            Ok(true) => st.expires.store(clamp(until.unix_nanos()), Ordering::SeqCst),
             Err(_) => {} // retried next tick
         }
     }
 }
 
-/// Inside a write that starts a side effect: the run is RUNNING, leased by `owner`, and the
-/// stored expiry is after the wall clock now.
-pub(crate) fn require_lease(tx: &Tx<'_>, run_id: &str, owner: &str) -> Result<(), StoreError> {
-    tx.require_status(run_id, &[RunStatus::Running], Some(owner))?;
-    let exp: Option<String> = tx
-        .conn()
-        .query_row(
-            "SELECT lease_expires_at FROM runs WHERE id = ?",
-            [run_id],
-            |r| r.get(0),
-        )
-        .optional()
-        .map_err(|e| StoreError::sqlite("read lease", e))?;
-    let exp = exp.unwrap_or_default();
-    let t = Timestamp::parse(&exp).unwrap_or_default();
-    if t <= Timestamp::now() {
-        return Err(StoreError::LeaseLost {
-            detail: format!("run {run_id}: the lease expired at {exp}"),
-        });
-    }
-    Ok(())
-}
-
 /// Releases a lease this owner still holds (no event).
-pub(crate) fn release(store: &db::Store, run_id: &str, owner: &str) {
-    let _ = store.write(|tx| -> Result<(), StoreError> {
-        tx.conn()
-            .execute(
-                "UPDATE runs SET lease_owner = '', lease_expires_at = '' WHERE id = ? AND lease_owner = ?",
-                params![run_id, owner],
-            )
-            .map_err(|e| StoreError::sqlite("release lease", e))?;
-        Ok(())
-    });
+pub(crate) fn release(store: &Store, run_id: &str, owner: &str) {
+    if let Ok(h) = store.lease_handle() {
+        let _ = h.release(run_id, owner);
+    }
 }

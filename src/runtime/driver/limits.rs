@@ -1,5 +1,7 @@
 //! The per-step limit checks, in the spec's order (3.5 step 3), over the cached steps.
 
+use std::sync::Arc;
+
 use crate::runtime::json;
 use crate::runtime::types::{Limits, Run, Step, Timestamp};
 
@@ -19,7 +21,7 @@ pub enum Hit {
 }
 
 /// Checks the limits before a step starts.
-pub fn check(run: &Run, steps: &[Step], limits: &Limits, now: Timestamp) -> Option<Hit> {
+pub fn check(run: &Run, steps: &[Arc<Step>], limits: &Limits, now: Timestamp) -> Option<Hit> {
     if limits.max_steps > 0 && run.step_count >= limits.max_steps {
         return Some(Hit::Limit {
             reason: "limit_steps",
@@ -75,7 +77,7 @@ pub fn check(run: &Run, steps: &[Step], limits: &Limits, now: Timestamp) -> Opti
 }
 
 /// Trailing steps whose observation is a failure; a step without one breaks the streak.
-pub fn failure_streak(steps: &[Step]) -> i64 {
+pub fn failure_streak(steps: &[Arc<Step>]) -> i64 {
     let mut n = 0;
     for s in steps.iter().rev() {
         match &s.observation {
@@ -87,7 +89,7 @@ pub fn failure_streak(steps: &[Step]) -> i64 {
 }
 
 /// Trailing tool-call steps with the same (tool, args hash, observation hash).
-fn loop_streak(steps: &[Step]) -> (Option<(String, String, String)>, i64) {
+fn loop_streak(steps: &[Arc<Step>]) -> (Option<(String, String, String)>, i64) {
     let mut key: Option<(String, String, String)> = None;
     let mut n = 0;
     for s in steps.iter().rev() {

@@ -6,7 +6,6 @@
 //! `resume`, `limits`, `record` (payloads), `db` (database access).
 
 mod ctx;
-pub mod db;
 mod dispatch;
 mod execute;
 pub mod lease;
@@ -28,11 +27,10 @@ use super::clock::{self, Clock};
 use super::json::JsonError;
 use super::model::ModelSetup;
 use super::policy::Policy;
-use super::store::StoreError;
+use super::store::{Store, StoreError};
 use super::tools::{Registry, RegistryError};
 use super::types::{Event, Limits, Run};
 
-pub use db::Store;
 pub use lease::DEFAULT_LEASE_TTL;
 pub use resume::{Reconcile, Reconciliation};
 
@@ -76,7 +74,7 @@ impl RuntimeError {
 
 /// The driver's configuration.
 pub struct Config {
-    pub store: Store,
+    pub store: Arc<Store>,
     pub tools: Registry,
     pub policy: Arc<dyn Policy>,
     /// The agent (required by `start`/`resume`; a Gate has none).
@@ -99,7 +97,7 @@ pub struct Config {
 
 impl Config {
     /// A configuration with the default policy-free parts left empty.
-    pub fn new(store: Store, tools: Registry, policy: Arc<dyn Policy>) -> Config {
+    pub fn new(store: Arc<Store>, tools: Registry, policy: Arc<dyn Policy>) -> Config {
         Config {
             store,
             tools,
@@ -117,7 +115,7 @@ impl Config {
 }
 
 pub(crate) struct Inner {
-    pub store: Store,
+    pub store: Arc<Store>,
     pub tools: Registry,
     pub policy: Arc<dyn Policy>,
     pub policy_id: String,
@@ -203,7 +201,7 @@ impl Driver {
         &self.inner.owner
     }
 
-    pub fn store(&self) -> &Store {
+    pub fn store(&self) -> &Arc<Store> {
         &self.inner.store
     }
 

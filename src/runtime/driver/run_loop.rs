@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::ctx::{RunCtx, Stop, StepResult};
+use super::ctx::{EventExt, RunCtx, Stop, StepResult};
 use super::dispatch::Dispatched;
 use super::execute::execute;
 use super::limits::{self, Hit};
@@ -102,7 +102,7 @@ async fn step_once(cx: &mut RunCtx, agent: &Arc<dyn Agent>) -> StepResult<Next> 
         return Err(cx.fail_internal(&[RunStatus::Running], &format!("internal: {d}")));
     }
     let now = cx.inner.now();
-    if let Some(hit) = limits::check(&cx.run, &cx.steps_plain(), &cx.limits, now) {
+    if let Some(hit) = limits::check(&cx.run, &cx.steps, &cx.limits, now) {
         return Err(cx.limit_hit(hit));
     }
     let view = cx.view();
@@ -114,7 +114,7 @@ async fn step_once(cx: &mut RunCtx, agent: &Arc<dyn Agent>) -> StepResult<Next> 
             &cx.run_id,
             &step.id,
             cx.limits.clone(),
-            cx.lease_probe(),
+            cx.lease.probe(),
         )
     });
     let input = StepInput {
@@ -127,9 +127,6 @@ async fn step_once(cx: &mut RunCtx, agent: &Arc<dyn Agent>) -> StepResult<Next> 
         model: model.clone(),
     };
     let decided = agent.decide(input).await;
-    if let Some(m) = &model {
-        cx.absorb_model(m);
-    }
     let d = match decided {
         Ok(d) => d,
         Err(e) => {

@@ -1,13 +1,13 @@
 //! A step's own transactions: start (claim the index), record the decision, end the step
 //! (observation, active time, `step.tool_finished`/`step.failed`), and the decision's checks.
 
-use rusqlite::params;
+use std::sync::Arc;
 
-use super::ctx::{RunCtx, Stop, StepResult, insert_spec, step_cas};
+use super::ctx::{EventExt, RunCtx, Stop, StepResult, insert_spec, step_set};
 use super::record;
 use super::{Inner, RuntimeError};
 use crate::runtime::json::{self, JsonError};
-use crate::runtime::store::StoreError;
+use crate::runtime::store::StepUpdate;
 use crate::runtime::types::{Decision, Observation, RunStatus, Step, StepStatus, Timestamp};
 
 pub(crate) fn json_err(context: &str) -> impl FnOnce(JsonError) -> Stop + '_ {
@@ -27,27 +27,7 @@ impl RunCtx {
         let index = self.run.step_count;
         let owner = self.inner.owner.clone();
         self.write(|tx| {
-            tx.require_status(&self.run_id, &[RunStatus::Running], Some(&owner))?;
-            let n = tx
-                .conn()
-                .execute(
-                    "UPDATE runs SET step_count = step_count + 1 WHERE id = ? AND status = 'RUNNING' AND step_count = ? AND lease_owner = ?",
-                    params![self.run_id, index, owner],
-                )
-                .map_err(|e| StoreError::sqlite("claim step", e))?;
-            if n == 0 {
-                return Err(StoreError::RunState {
-                    detail: format!("run {} step {index} was claimed by another writer", self.run_id),
-                }
-                .into());
-            }
-            tx.conn()
-                .execute(
-                    "INSERT INTO steps (id, run_id, idx, status, started_at) VALUES (?,?,?,'deciding',?)",
-                    params![id, self.run_id, index, now.to_rfc3339()],
-                )
-                .map_err(|e| StoreError::sqlite("insert step", e))?;
-            tx.event(&self.run_id, &id, now, "step.started", &record::step_started(index))?;
+            tx.start_step(&self.run_id, &id, index, &owner, now)?;
             Ok(())
         })?;
         self.run.step_count = index + 1;
@@ -59,7 +39,7 @@ impl RunCtx {
             started_at: now,
             ..Step::default()
         };
-        self.steps.push(step.clone());
+        self.steps.push(Arc::new(step.clone()));
         Ok(step)
     }
 
@@ -82,12 +62,11 @@ impl RunCtx {
                 insert_spec(tx, &r.spec_hash, &r.spec_json)?;
             }
             let djs = String::from_utf8_lossy(&dj).into_owned();
-            step_cas(
+            step_set(
                 tx,
-                "decision_json = ?, spec_hash = ?",
                 step_id,
                 &[StepStatus::Deciding],
-                &[&djs, &spec_hash],
+                StepUpdate { decision_json: Some(&djs), spec_hash: Some(&spec_hash), ..StepUpdate::default() },
             )?;
             tx.event(&self.run_id, step_id, now, "step.decided", &dj)?;
             Ok(())
@@ -112,8 +91,8 @@ impl RunCtx {
         obs: Option<&Observation>,
         detail: &str,
         now: Timestamp,
-        before: impl FnOnce(&RunCtx, &mut super::db::Tx<'_>) -> Result<(), Stop>,
-        after: impl FnOnce(&RunCtx, &mut super::db::Tx<'_>) -> Result<(), Stop>,
+        before: impl FnOnce(&RunCtx, &mut crate::runtime::store::Tx<'_>) -> Result<(), Stop>,
+        after: impl FnOnce(&RunCtx, &mut crate::runtime::store::Tx<'_>) -> Result<(), Stop>,
     ) -> StepResult<()> {
         let (started, executed, tool) = match self.steps.iter().find(|s| s.id == step_id) {
             Some(s) => (
@@ -133,19 +112,19 @@ impl RunCtx {
             before(self, tx)?;
             tx.require_status(&self.run_id, &[RunStatus::Running], Some(&owner))?;
             let ojs = String::from_utf8_lossy(&oj).into_owned();
-            step_cas(
+            step_set(
                 tx,
-                "status = ?, finished_at = ?, observation_json = ?, observation_hash = ?",
                 step_id,
                 expected,
-                &[&status.as_str(), &now.to_rfc3339(), &ojs, &oh],
+                StepUpdate {
+                    status: Some(status.clone()),
+                    finished_at: Some(now),
+                    observation_json: Some(&ojs),
+                    observation_hash: Some(&oh),
+                    ..StepUpdate::default()
+                },
             )?;
-            tx.conn()
-                .execute(
-                    "UPDATE runs SET active_ms = MIN(active_ms + ?, 9223372036854775807) WHERE id = ?",
-                    params![dur, self.run_id],
-                )
-                .map_err(|e| StoreError::sqlite("add active time", e))?;
+            tx.add_active_ms(&self.run_id, dur)?;
             if executed {
                 let ok = status == StepStatus::Done;
                 let empty = Observation::default();
