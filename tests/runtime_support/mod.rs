@@ -182,3 +182,36 @@ pub fn driver2(store: &Arc<Store>, tools: Registry, policy: Arc<dyn Policy>, age
     c.ids = None;
     Driver::new(c).unwrap()
 }
+
+/// Operator reject (test stand-in): the approval rejected, the step failed with a
+/// `policy_denied` observation, the run CANCELLED `approval_rejected`.
+pub fn reject(store: &Store, run_id: &str, approval_id: &str, by: &str, note: &str) {
+    use countersign::runtime::store::Transition;
+    use countersign::runtime::types::RunStatus;
+    decide(store, run_id, approval_id, by, note, "rejected");
+    let now = Timestamp::now();
+    store
+        .write(|tx| -> Result<(), countersign::runtime::store::StoreError> {
+            let a = tx.get_approval(run_id, approval_id)?;
+            let content = format!(r#"{{"approval_id":"{}","note":"{note}"}}"#, a.id);
+            let h = countersign::runtime::json::content_hash(content.as_bytes());
+            let oj = format!(r#"{{"kind":"policy_denied","content":{content},"summary":"approval rejected: {note}","content_hash":"{h}"}}"#);
+            tx.fail_step_unconditionally(run_id, &a.step_id, &oj, &h, now)?;
+            tx.transition(&Transition {
+                run_id,
+                from: &[RunStatus::WaitingForApproval],
+                to: RunStatus::Cancelled,
+                reason: "approval_rejected",
+                detail: note,
+                finished_at: now,
+                result_json: "",
+                lease_owner: None,
+                lease_expires_at: Timestamp::ZERO,
+            })?;
+            let steps = tx.get_run(run_id)?.step_count;
+            let p = format!(r#"{{"detail":"{note}","reason":"approval_rejected","status":"CANCELLED","steps":{steps}}}"#);
+            tx.append_event(run_id, "", &now, "run.finished", p.as_bytes())?;
+            Ok(())
+        })
+        .unwrap();
+}
