@@ -5,6 +5,7 @@
 
 pub mod approval;
 pub mod cli;
+mod decide;
 mod events;
 mod open;
 pub mod out;
@@ -140,6 +141,29 @@ fn run(cli: Cli) -> Result<(), CommandError> {
         Command::Show(a) => show::run(&database_path(cli.db)?, json, a, &mut out),
         Command::Events(a) => events::run(&database_path(cli.db)?, json, a, &mut out),
         Command::Verify(a) => verify::run(&database_path(cli.db)?, json, a, &mut out),
+        Command::Approve(a) | Command::Reject(a) => {
+            let verb = if matches!(cmd, Command::Approve(_)) {
+                decide::Verb::Approve
+            } else {
+                decide::Verb::Reject
+            };
+            let db = database_path(cli.db)?;
+            let by = who(
+                a.by.as_deref(),
+                if verb == decide::Verb::Approve {
+                    "approve"
+                } else {
+                    "reject"
+                },
+            )?;
+            decide::check_consent(verb, a, json)?;
+            decide::run(&db, json, verb, a, &by, &mut out)
+        }
+        Command::Cancel(a) => {
+            let db = database_path(cli.db)?;
+            let by = who(a.by.as_deref(), "cancel")?;
+            decide::cancel(&db, json, a, &by, &mut out)
+        }
         _ => Err(CommandError::Failed(
             "this command is not built yet in this version".into(),
         )),
