@@ -17,7 +17,9 @@ use crate::consumer::tools::{EffectClass, ValidArgs};
 pub enum BackendError {
     #[error("the backend database {path} already exists; pick a new path or remove it first")]
     Exists { path: String },
-    #[error("the backend database {path} is not a consumer backend (no orders table); point at the right file")]
+    #[error(
+        "the backend database {path} is not a consumer backend (no orders table); point at the right file"
+    )]
     NotABackend { path: String },
     #[error("the backend database failed: {0}")]
     Sql(#[from] rusqlite::Error),
@@ -105,6 +107,22 @@ pub struct Budgets {
     pub writes: i64,
     /// Sum of the impact of irreversible writes, in cents.
     pub irreversible_cents: i64,
+}
+
+/// One write handed to [`Backend::apply`].
+#[derive(Debug, Clone, Copy)]
+pub struct WriteRequest<'a> {
+    pub session_id: &'a str,
+    pub step_id: &'a str,
+    /// The call key (run id and step index).
+    pub key: &'a str,
+    pub tool: &'a str,
+    /// Fingerprint of the normalised arguments, compared on replay.
+    pub args_hash: &'a str,
+    /// The caller; `None` only in the seeded-defect test that removes the ownership check.
+    pub owner: Option<&'a str>,
+    pub effect: EffectClass,
+    pub args: &'a ValidArgs,
 }
 
 /// The outcome of [`Backend::apply`].
@@ -211,7 +229,9 @@ impl Backend {
             |r| r.get(0),
         )?;
         if has_tables > 0 && has_orders == 0 {
-            return Err(BackendError::NotABackend { path: path.display().to_string() });
+            return Err(BackendError::NotABackend {
+                path: path.display().to_string(),
+            });
         }
         conn.execute_batch(SCHEMA)?;
         let n: i64 = conn.query_row("SELECT count(*) FROM orders", [], |r| r.get(0))?;
@@ -225,7 +245,9 @@ impl Backend {
                 )?;
             }
         }
-        Ok(Backend { conn: Mutex::new(conn) })
+        Ok(Backend {
+            conn: Mutex::new(conn),
+        })
     }
 
     fn lock(&self) -> Result<std::sync::MutexGuard<'_, Connection>, BackendError> {
@@ -285,7 +307,12 @@ impl Backend {
             "SELECT count(*), COALESCE(SUM(CASE WHEN effect_class = 'irreversible_write'
                  THEN amount_cents ELSE 0 END), 0) FROM effects WHERE session_id = ?1",
             [session_id],
-            |r| Ok(Budgets { writes: r.get(0)?, irreversible_cents: r.get(1)? }),
+            |r| {
+                Ok(Budgets {
+                    writes: r.get(0)?,
+                    irreversible_cents: r.get(1)?,
+                })
+            },
         )?)
     }
 
@@ -314,28 +341,30 @@ impl Backend {
                 |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
             )
             .optional()?;
-        Ok(row.map(|(user_id, scopes, tools)| crate::consumer::session::Session {
-            id: id.to_string(),
-            user_id,
-            scopes: serde_json::from_str(&scopes).unwrap_or_default(),
-            tools: serde_json::from_str(&tools).unwrap_or_default(),
-        }))
+        Ok(row.map(
+            |(user_id, scopes, tools)| crate::consumer::session::Session {
+                id: id.to_string(),
+                user_id,
+                scopes: serde_json::from_str(&scopes).unwrap_or_default(),
+                tools: serde_json::from_str(&tools).unwrap_or_default(),
+            },
+        ))
     }
 
     /// Stages 5 to 7 again and stage 9, in ONE immediate transaction: replay or key reuse,
     /// ownership, state as a compare-and-set update, the effect row, and the call key.
     /// `owner` is `None` only for the seeded-defect test that removes the ownership check.
-    pub fn apply(
-        &self,
-        session_id: &str,
-        step_id: &str,
-        key: &str,
-        tool: &str,
-        args_hash: &str,
-        owner: Option<&str>,
-        effect: EffectClass,
-        args: &ValidArgs,
-    ) -> Result<Applied, BackendError> {
+    pub fn apply(&self, w: &WriteRequest<'_>) -> Result<Applied, BackendError> {
+        let WriteRequest {
+            session_id,
+            step_id,
+            key,
+            tool,
+            args_hash,
+            owner,
+            effect,
+            args,
+        } = *w;
         let mut conn = self.lock()?;
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         if let Some(done) = stored_call(&tx, key)? {
@@ -352,7 +381,9 @@ impl Backend {
                 row_to_order,
             )
             .optional()?;
-        let Some(order) = order else { return Ok(Applied::NotFound) };
+        let Some(order) = order else {
+            return Ok(Applied::NotFound);
+        };
         if let Some(owner) = owner
             && order.customer != owner
         {
@@ -360,7 +391,11 @@ impl Backend {
         }
         let (changed, amount, detail, result) = match args {
             ValidArgs::GetOrder { .. } => return Ok(Applied::Executed(read_result(&order))),
-            ValidArgs::IssueRefund { order_id, amount_cents, .. } => {
+            ValidArgs::IssueRefund {
+                order_id,
+                amount_cents,
+                ..
+            } => {
                 let n = tx.execute(
                     "UPDATE orders SET refunded_cents = refunded_cents + ?2
                      WHERE id = ?1 AND status = 'delivered' AND refunded_cents + ?2 <= total_cents",
@@ -370,7 +405,11 @@ impl Backend {
                 let result = json!({"order_id": order_id, "refund_cents": amount_cents, "refunded_cents": refunded});
                 (n, *amount_cents, String::new(), result)
             }
-            ValidArgs::UpdateShippingAddress { order_id, line1, postal_code } => {
+            ValidArgs::UpdateShippingAddress {
+                order_id,
+                line1,
+                postal_code,
+            } => {
                 let address = format!("{line1}, {postal_code}");
                 let n = tx.execute(
                     "UPDATE orders SET address = ?2 WHERE id = ?1 AND status = 'processing'",
@@ -381,7 +420,12 @@ impl Backend {
             }
             ValidArgs::SendStatusEmail { order_id } => {
                 // The recipient comes from the order record, never from the arguments.
-                (1, 0, order.email.clone(), json!({"order_id": order_id, "sent": true}))
+                (
+                    1,
+                    0,
+                    order.email.clone(),
+                    json!({"order_id": order_id, "sent": true}),
+                )
             }
         };
         if changed != 1 {
@@ -392,7 +436,10 @@ impl Backend {
                     if order.status != OrderStatus::Delivered {
                         p.push("order is not delivered".to_string());
                     }
-                    p.push(format!("amount exceeds refundable {}", order.refundable_cents()));
+                    p.push(format!(
+                        "amount exceeds refundable {}",
+                        order.refundable_cents()
+                    ));
                     p
                 }
             };
@@ -443,7 +490,12 @@ fn stored_call(conn: &Connection, key: &str) -> Result<Option<StoredCall>, Backe
         Some((tool, args_hash, result_json)) => {
             let result =
                 serde_json::from_str(&result_json).map_err(|_| BackendError::BadStoredResult)?;
-            Ok(Some(StoredCall { key: key.to_string(), tool, args_hash, result }))
+            Ok(Some(StoredCall {
+                key: key.to_string(),
+                tool,
+                args_hash,
+                result,
+            }))
         }
     }
 }

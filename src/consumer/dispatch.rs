@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use crate::consumer::backend::{Applied, Backend, Order, read_result};
+use crate::consumer::backend::{Applied, Backend, Order, WriteRequest, read_result};
 use crate::consumer::policy::{
     ApprovalRequest, ConsequencePolicy, Grant, Verdict, args_hash, binding_message, hmac_sha256,
 };
@@ -56,12 +56,15 @@ impl Code {
 pub enum Response {
     Ok { result: Value, replayed: bool },
     Refused { code: Code, detail: Vec<String> },
-    NeedsApproval(ApprovalRequest),
+    NeedsApproval(Box<ApprovalRequest>),
 }
 
 impl Response {
     fn refused(code: Code) -> Response {
-        Response::Refused { code, detail: Vec::new() }
+        Response::Refused {
+            code,
+            detail: Vec::new(),
+        }
     }
 
     /// `ok`, `needs_approval`, or the refusal code.
@@ -118,11 +121,17 @@ pub struct CallKey {
 impl CallKey {
     /// `<run_id>#<step_index>`.
     pub fn for_step(run_id: &str, step_index: i64, step_id: &str) -> CallKey {
-        CallKey { key: format!("{run_id}#{step_index}"), step_id: step_id.to_string() }
+        CallKey {
+            key: format!("{run_id}#{step_index}"),
+            step_id: step_id.to_string(),
+        }
     }
     /// A free-form key (dispatcher-level tests).
     pub fn plain(key: &str) -> CallKey {
-        CallKey { key: key.to_string(), step_id: String::new() }
+        CallKey {
+            key: key.to_string(),
+            step_id: String::new(),
+        }
     }
 }
 
@@ -157,7 +166,9 @@ pub struct Dispatcher {
 
 impl std::fmt::Debug for Dispatcher {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Dispatcher").field("options", &self.options).finish()
+        f.debug_struct("Dispatcher")
+            .field("options", &self.options)
+            .finish()
     }
 }
 
@@ -168,7 +179,13 @@ impl Dispatcher {
         policy: ConsequencePolicy,
         options: DispatcherOptions,
     ) -> Dispatcher {
-        Dispatcher { catalog, backend, policy, options, grant_key: rand::random() }
+        Dispatcher {
+            catalog,
+            backend,
+            policy,
+            options,
+            grant_key: rand::random(),
+        }
     }
 
     pub fn backend(&self) -> &Arc<Backend> {
@@ -183,7 +200,10 @@ impl Dispatcher {
 
     /// Stages 1 to 3: session and tool name only.
     pub fn check_tool(&self, session: &Session, name: &str) -> Result<&ToolContract, Response> {
-        let contract = self.catalog.get(name).ok_or(Response::refused(Code::UnknownTool))?;
+        let contract = self
+            .catalog
+            .get(name)
+            .ok_or(Response::refused(Code::UnknownTool))?;
         if !session.exposes(name) {
             return Err(Response::refused(Code::NotAvailable));
         }
@@ -202,10 +222,13 @@ impl Dispatcher {
         key: Option<&CallKey>,
     ) -> Result<Preflight, Response> {
         let contract = self.check_tool(session, name)?.clone();
-        let (normalized, args) = self
-            .catalog
-            .validate(&contract, raw)
-            .map_err(|detail| Response::Refused { code: Code::InvalidArguments, detail })?;
+        let (normalized, args) =
+            self.catalog
+                .validate(&contract, raw)
+                .map_err(|detail| Response::Refused {
+                    code: Code::InvalidArguments,
+                    detail,
+                })?;
         let order = self.owned_order(session, args.order_id())?;
         let hash = args_hash(&normalized);
         if contract.effect != EffectClass::Read {
@@ -219,7 +242,10 @@ impl Dispatcher {
         }
         let problems = contract.state_problems(&order, &args);
         if !problems.is_empty() {
-            return Err(Response::Refused { code: Code::InvalidState, detail: problems });
+            return Err(Response::Refused {
+                code: Code::InvalidState,
+                detail: problems,
+            });
         }
         let impact_cents = contract.impact_cents(&args);
         Ok(Preflight::Ready(Box::new(Prepared {
@@ -253,18 +279,12 @@ impl Dispatcher {
         p: &Prepared,
     ) -> Result<Option<ApprovalRequest>, Response> {
         let spent = self.backend.budgets(&session.id).map_err(unavailable)?;
-        Ok(match self.policy.decide(p.contract.effect, p.impact_cents, spent) {
-            Verdict::Auto => None,
-            Verdict::Approve(hold) => Some(self.policy.request(
-                hold,
-                session,
-                &p.contract,
-                &p.normalized,
-                &p.args,
-                &p.order,
-                spent,
-            )),
-        })
+        Ok(
+            match self.policy.decide(p.contract.effect, p.impact_cents, spent) {
+                Verdict::Auto => None,
+                Verdict::Approve(hold) => Some(self.policy.request(hold, session, p, spent)),
+            },
+        )
     }
 
     /// Stage 9: execute and record, re-checking stages 5 to 7 inside the backend transaction.
@@ -272,33 +292,45 @@ impl Dispatcher {
         if p.contract.effect == EffectClass::Read {
             // A read changes nothing; re-read so the answer is current.
             return match self.owned_order(session, p.args.order_id()) {
-                Ok(order) => Response::Ok { result: read_result(&order), replayed: false },
+                Ok(order) => Response::Ok {
+                    result: read_result(&order),
+                    replayed: false,
+                },
                 Err(r) => r,
             };
         }
-        let Some(key) = key else { return Response::refused(Code::MissingCallKey) };
+        let Some(key) = key else {
+            return Response::refused(Code::MissingCallKey);
+        };
         let owner = if self.options.skip_ownership_check_for_seeded_defect_test {
             None
         } else {
             Some(session.user_id.as_str())
         };
-        match self.backend.apply(
-            &session.id,
-            &key.step_id,
-            &key.key,
-            p.contract.name,
-            &p.args_hash,
+        match self.backend.apply(&WriteRequest {
+            session_id: &session.id,
+            step_id: &key.step_id,
+            key: &key.key,
+            tool: p.contract.name,
+            args_hash: &p.args_hash,
             owner,
-            p.contract.effect,
-            &p.args,
-        ) {
-            Ok(Applied::Executed(result)) => Response::Ok { result, replayed: false },
-            Ok(Applied::Replayed(result)) => Response::Ok { result, replayed: true },
+            effect: p.contract.effect,
+            args: &p.args,
+        }) {
+            Ok(Applied::Executed(result)) => Response::Ok {
+                result,
+                replayed: false,
+            },
+            Ok(Applied::Replayed(result)) => Response::Ok {
+                result,
+                replayed: true,
+            },
             Ok(Applied::KeyReused) => Response::refused(Code::KeyReused),
             Ok(Applied::NotFound) => Response::refused(Code::NotFound),
-            Ok(Applied::InvalidState(detail)) => {
-                Response::Refused { code: Code::InvalidState, detail }
-            }
+            Ok(Applied::InvalidState(detail)) => Response::Refused {
+                code: Code::InvalidState,
+                detail,
+            },
             Err(e) => unavailable(e),
         }
     }
@@ -314,7 +346,12 @@ impl Dispatcher {
     ) -> Response {
         let p = match self.preflight(session, name, raw, key) {
             Err(r) => return r,
-            Ok(Preflight::Replay(result)) => return Response::Ok { result, replayed: true },
+            Ok(Preflight::Replay(result)) => {
+                return Response::Ok {
+                    result,
+                    replayed: true,
+                };
+            }
             Ok(Preflight::Ready(p)) => p,
         };
         match self.consequence(session, &p) {
@@ -323,7 +360,7 @@ impl Dispatcher {
             Ok(Some(request)) => {
                 let bound = self.binding(session, p.contract.name, &p.normalized);
                 if grant.is_none_or(|g| !constant_time_eq(g.0.as_bytes(), bound.0.as_bytes())) {
-                    return Response::NeedsApproval(request);
+                    return Response::NeedsApproval(Box::new(request));
                 }
             }
         }
@@ -333,11 +370,17 @@ impl Dispatcher {
     /// A person's approval of one request (the stand-in for an approval service): bound to
     /// the user, the tool and the normalised arguments. Refused when the arguments are invalid.
     pub fn grant(&self, session: &Session, name: &str, raw: &Value) -> Result<Grant, Response> {
-        let contract = self.catalog.get(name).ok_or(Response::refused(Code::UnknownTool))?;
-        let (normalized, _) = self
+        let contract = self
             .catalog
-            .validate(contract, raw)
-            .map_err(|detail| Response::Refused { code: Code::InvalidArguments, detail })?;
+            .get(name)
+            .ok_or(Response::refused(Code::UnknownTool))?;
+        let (normalized, _) =
+            self.catalog
+                .validate(contract, raw)
+                .map_err(|detail| Response::Refused {
+                    code: Code::InvalidArguments,
+                    detail,
+                })?;
         Ok(self.binding(session, name, &normalized))
     }
 
@@ -348,7 +391,10 @@ impl Dispatcher {
 }
 
 fn unavailable(e: crate::consumer::backend::BackendError) -> Response {
-    Response::Refused { code: Code::BackendUnavailable, detail: vec![e.to_string()] }
+    Response::Refused {
+        code: Code::BackendUnavailable,
+        detail: vec![e.to_string()],
+    }
 }
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {

@@ -8,9 +8,10 @@
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::consumer::backend::{Budgets, Order};
+use crate::consumer::backend::Budgets;
+use crate::consumer::dispatch::Prepared;
 use crate::consumer::session::Session;
-use crate::consumer::tools::{EffectClass, ToolContract, ValidArgs};
+use crate::consumer::tools::{EffectClass, ValidArgs};
 
 /// The policy's numbers (placeholders for a hypothetical store).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,7 +23,11 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Limits {
-        Limits { auto_limit_cents: 5000, session_cap_cents: 10000, max_writes: 3 }
+        Limits {
+            auto_limit_cents: 5000,
+            session_cap_cents: 10000,
+            max_writes: 3,
+        }
     }
 }
 
@@ -88,12 +93,11 @@ impl ConsequencePolicy {
         &self,
         hold: Hold,
         session: &Session,
-        contract: &ToolContract,
-        normalized: &Value,
-        args: &ValidArgs,
-        order: &Order,
+        call: &Prepared,
         spent: Budgets,
     ) -> ApprovalRequest {
+        let (contract, normalized, args, order) =
+            (&call.contract, &call.normalized, &call.args, &call.order);
         let l = self.limits;
         let impact = contract.impact_cents(args);
         let reason = match hold {
@@ -114,7 +118,11 @@ impl ConsequencePolicy {
             ),
         };
         let title = match args {
-            ValidArgs::IssueRefund { order_id, amount_cents, .. } => {
+            ValidArgs::IssueRefund {
+                order_id,
+                amount_cents,
+                ..
+            } => {
                 format!("Refund {} on {order_id}", dollars(*amount_cents))
             }
             ValidArgs::UpdateShippingAddress { order_id, .. } => {
@@ -139,11 +147,17 @@ impl ConsequencePolicy {
         });
         if let Some(p) = presentation.as_object_mut() {
             match args {
-                ValidArgs::IssueRefund { amount_cents, reason, .. } => {
+                ValidArgs::IssueRefund {
+                    amount_cents,
+                    reason,
+                    ..
+                } => {
                     p.insert("amount_cents".into(), json!(amount_cents));
                     p.insert("reason".into(), json!(reason));
                 }
-                ValidArgs::UpdateShippingAddress { line1, postal_code, .. } => {
+                ValidArgs::UpdateShippingAddress {
+                    line1, postal_code, ..
+                } => {
                     p.insert("line1".into(), json!(line1));
                     p.insert("postal_code".into(), json!(postal_code));
                 }
@@ -210,7 +224,11 @@ pub fn sort_keys(v: &Value) -> Value {
         Value::Object(m) => {
             let mut keys: Vec<&String> = m.keys().collect();
             keys.sort();
-            Value::Object(keys.into_iter().map(|k| (k.clone(), sort_keys(&m[k]))).collect())
+            Value::Object(
+                keys.into_iter()
+                    .map(|k| (k.clone(), sort_keys(&m[k])))
+                    .collect(),
+            )
         }
         Value::Array(a) => Value::Array(a.iter().map(sort_keys).collect()),
         other => other.clone(),

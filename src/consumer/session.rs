@@ -33,7 +33,12 @@ impl Session {
 
     /// A session holding every scope with every tool of the catalog exposed.
     pub fn full(id: &str, user_id: &str) -> Session {
-        Session::new(id, user_id, &ALL_SCOPES, &crate::consumer::tools::TOOL_NAMES)
+        Session::new(
+            id,
+            user_id,
+            &ALL_SCOPES,
+            &crate::consumer::tools::TOOL_NAMES,
+        )
     }
 
     /// Whether the session holds `scope`.

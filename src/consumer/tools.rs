@@ -52,10 +52,22 @@ pub enum ToolKind {
 /// Arguments after normalisation and schema validation, typed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ValidArgs {
-    GetOrder { order_id: String },
-    IssueRefund { order_id: String, amount_cents: i64, reason: String },
-    UpdateShippingAddress { order_id: String, line1: String, postal_code: String },
-    SendStatusEmail { order_id: String },
+    GetOrder {
+        order_id: String,
+    },
+    IssueRefund {
+        order_id: String,
+        amount_cents: i64,
+        reason: String,
+    },
+    UpdateShippingAddress {
+        order_id: String,
+        line1: String,
+        postal_code: String,
+    },
+    SendStatusEmail {
+        order_id: String,
+    },
 }
 
 impl ValidArgs {
@@ -257,7 +269,9 @@ pub struct Catalog {
 
 impl std::fmt::Debug for Catalog {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Catalog").field("tools", &TOOL_NAMES).finish()
+        f.debug_struct("Catalog")
+            .field("tools", &TOOL_NAMES)
+            .finish()
     }
 }
 
@@ -349,7 +363,10 @@ fn describe(contract: &ToolContract, e: &jsonschema::ValidationError<'_>) -> Vec
     use jsonschema::error::ValidationErrorKind as K;
     let path = dollar_path(e.instance_path().as_str());
     match e.kind() {
-        K::Type { .. } => vec![format!("{path}: expected {}", expected_type(contract, &path))],
+        K::Type { .. } => vec![format!(
+            "{path}: expected {}",
+            expected_type(contract, &path)
+        )],
         K::Required { property } => {
             let name = property.as_str().unwrap_or("?");
             vec![format!("{path}.{name}: required")]
