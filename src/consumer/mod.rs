@@ -6,5 +6,6 @@
 pub mod backend;
 pub mod dispatch;
 pub mod policy;
+pub mod scenarios;
 pub mod session;
 pub mod tools;
