@@ -154,7 +154,8 @@ CREATE TABLE IF NOT EXISTS effects (
   effect_class TEXT NOT NULL, order_id TEXT NOT NULL, amount_cents INTEGER NOT NULL,
   detail TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS sessions (
-  id TEXT PRIMARY KEY, user_id TEXT NOT NULL, scopes_json TEXT NOT NULL, tools_json TEXT NOT NULL);
+  id TEXT PRIMARY KEY, user_id TEXT NOT NULL, scopes_json TEXT NOT NULL, tools_json TEXT NOT NULL,
+  scenario TEXT NOT NULL DEFAULT '');
 ";
 
 /// The four seeded orders (id, customer, total, status).
@@ -316,14 +317,20 @@ impl Backend {
         )?)
     }
 
-    /// Records the session a run acts for (identity lives here, never in tool arguments).
-    pub fn put_session(&self, s: &crate::consumer::session::Session) -> Result<(), BackendError> {
+    /// Records the session a run acts for (identity lives here, never in tool arguments), and
+    /// the scripted scenario that drives it (empty when none).
+    pub fn put_session(
+        &self,
+        s: &crate::consumer::session::Session,
+        scenario: &str,
+    ) -> Result<(), BackendError> {
         let conn = self.lock()?;
         let scopes = serde_json::to_string(&s.scopes).unwrap_or_else(|_| "[]".into());
         let tools = serde_json::to_string(&s.tools).unwrap_or_else(|_| "[]".into());
         conn.execute(
-            "INSERT OR REPLACE INTO sessions (id, user_id, scopes_json, tools_json) VALUES (?1, ?2, ?3, ?4)",
-            params![s.id, s.user_id, scopes, tools],
+            "INSERT OR REPLACE INTO sessions (id, user_id, scopes_json, tools_json, scenario)
+             VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![s.id, s.user_id, scopes, tools, scenario],
         )?;
         Ok(())
     }
@@ -349,6 +356,36 @@ impl Backend {
                 tools: serde_json::from_str(&tools).unwrap_or_default(),
             },
         ))
+    }
+
+    /// The scenario recorded with session `id` (empty when none).
+    pub fn session_scenario(&self, id: &str) -> Result<Option<String>, BackendError> {
+        let conn = self.lock()?;
+        Ok(conn
+            .query_row("SELECT scenario FROM sessions WHERE id = ?1", [id], |r| {
+                r.get(0)
+            })
+            .optional()?)
+    }
+
+    /// The completed call recorded for a runtime step, whatever its key.
+    pub fn completed_call_by_step(
+        &self,
+        session_id: &str,
+        step_id: &str,
+    ) -> Result<Option<StoredCall>, BackendError> {
+        let conn = self.lock()?;
+        let key: Option<String> = conn
+            .query_row(
+                "SELECT key FROM call_keys WHERE session_id = ?1 AND step_id = ?2 AND step_id != ''",
+                [session_id, step_id],
+                |r| r.get(0),
+            )
+            .optional()?;
+        match key {
+            Some(k) => stored_call(&conn, &k),
+            None => Ok(None),
+        }
     }
 
     /// Stages 5 to 7 again and stage 9, in ONE immediate transaction: replay or key reuse,

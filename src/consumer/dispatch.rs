@@ -126,6 +126,13 @@ impl CallKey {
             step_id: step_id.to_string(),
         }
     }
+    /// A lookup by the runtime's step id only (the policy is not handed the step index).
+    pub fn step_only(step_id: &str) -> CallKey {
+        CallKey {
+            key: String::new(),
+            step_id: step_id.to_string(),
+        }
+    }
     /// A free-form key (dispatcher-level tests).
     pub fn plain(key: &str) -> CallKey {
         CallKey {
@@ -233,7 +240,14 @@ impl Dispatcher {
         let hash = args_hash(&normalized);
         if contract.effect != EffectClass::Read {
             let key = key.ok_or(Response::refused(Code::MissingCallKey))?;
-            if let Some(done) = self.backend.completed_call(&key.key).map_err(unavailable)? {
+            // Outside the runtime the key is known; the runtime's policy knows only the step.
+            let done = if key.key.is_empty() {
+                self.backend
+                    .completed_call_by_step(&session.id, &key.step_id)
+            } else {
+                self.backend.completed_call(&key.key)
+            };
+            if let Some(done) = done.map_err(unavailable)? {
                 if done.tool == contract.name && done.args_hash == hash {
                     return Ok(Preflight::Replay(done.result));
                 }
@@ -299,7 +313,7 @@ impl Dispatcher {
                 Err(r) => r,
             };
         }
-        let Some(key) = key else {
+        let Some(key) = key.filter(|k| !k.key.is_empty()) else {
             return Response::refused(Code::MissingCallKey);
         };
         let owner = if self.options.skip_ownership_check_for_seeded_defect_test {
