@@ -17,9 +17,14 @@ use serde_json::Value;
 
 use crate::consumer::dispatch::{CallKey, Dispatcher, Preflight, Response};
 use crate::consumer::policy::sort_keys;
-use crate::consumer::scenarios::{Ending, Scenario};
+use crate::consumer::backend::Backend;
+use crate::consumer::scenarios::{self, Ending, Scenario};
 use crate::consumer::tools::{EffectClass, ToolContract, ValidArgs};
 use crate::runtime::agent::{self, Agent, DecideFuture, StepInput};
+use crate::runtime::clock::Clock;
+use crate::runtime::driver::{Config, Driver, RuntimeError};
+use crate::runtime::store::Store;
+use crate::runtime::types::Decision;
 use crate::runtime::policy::{self as rpolicy, Policy, PolicyDecision, PolicyRequest, RunView};
 use crate::runtime::tools::{
     Registry, RegistryError, SideEffect, Tool, ToolCall, ToolDef, ToolError, ToolFuture, ToolOutput,
@@ -221,29 +226,79 @@ impl Policy for ConsumerPolicy {
 /// A scripted agent that proposes a scenario's calls by step index, so a resumed run (a new
 /// agent over the same run) continues where the run is instead of starting over.
 pub struct ScenarioAgent {
-    scenario: Scenario,
+    source: Source,
+}
+
+enum Source {
+    Fixed(Box<Scenario>),
+    /// The scenario named in the run's backend session (one agent for many runs).
+    BySession(Arc<Backend>),
 }
 
 impl ScenarioAgent {
-    pub fn new(scenario: Scenario) -> Arc<ScenarioAgent> {
-        Arc::new(ScenarioAgent { scenario })
+    /// Always the given scenario.
+    pub fn fixed(scenario: Scenario) -> Arc<ScenarioAgent> {
+        Arc::new(ScenarioAgent { source: Source::Fixed(Box::new(scenario)) })
+    }
+
+    /// The scenario recorded with each run's session in `backend`.
+    pub fn by_session(backend: Arc<Backend>) -> Arc<ScenarioAgent> {
+        Arc::new(ScenarioAgent { source: Source::BySession(backend) })
+    }
+
+    fn scenario(&self, run_id: &str) -> Result<Scenario, String> {
+        match &self.source {
+            Source::Fixed(s) => Ok((**s).clone()),
+            Source::BySession(b) => {
+                let name = b
+                    .session_scenario(run_id)
+                    .map_err(|e| e.to_string())?
+                    .unwrap_or_default();
+                scenarios::named(&name)
+                    .ok_or_else(|| format!("run {run_id} has no scripted scenario"))
+            }
+        }
+    }
+}
+
+/// The decision a scenario makes at step `index`.
+pub fn scripted_decision(scenario: &Scenario, index: i64) -> Decision {
+    let i = usize::try_from(index).unwrap_or(usize::MAX);
+    match scenario.proposals.get(i) {
+        Some(p) => {
+            let mut d = agent::tool_call(&p.tool, &p.args.to_string());
+            d.reason = p.prose.clone();
+            d
+        }
+        None => match &scenario.ending {
+            Ending::Complete(v) => agent::complete(&v.to_string()),
+            Ending::Fail(m) => agent::fail(m),
+        },
     }
 }
 
 impl Agent for ScenarioAgent {
     fn decide(&self, input: StepInput) -> DecideFuture {
-        let i = usize::try_from(input.index).unwrap_or(usize::MAX);
-        let d = match self.scenario.proposals.get(i) {
-            Some(p) => {
-                let mut d = agent::tool_call(&p.tool, &p.args.to_string());
-                d.reason = p.prose.clone();
-                d
-            }
-            None => match &self.scenario.ending {
-                Ending::Complete(v) => agent::complete(&v.to_string()),
-                Ending::Fail(m) => agent::fail(m),
-            },
-        };
-        Box::pin(async move { Ok(d) })
+        let d = self.scenario(&input.run_id).map(|s| scripted_decision(&s, input.index));
+        Box::pin(async move { d })
     }
+}
+
+/// A driver over `store` with the consumer's tools and policy over `dispatcher`.
+pub fn driver(
+    store: Arc<Store>,
+    dispatcher: &Arc<Dispatcher>,
+    agent: Arc<dyn Agent>,
+    lease_owner: &str,
+    now: Option<Clock>,
+) -> Result<Driver, RuntimeError> {
+    let mut cfg = Config::new(
+        store,
+        registry(dispatcher)?,
+        Arc::new(ConsumerPolicy::new(dispatcher.clone())),
+    );
+    cfg.agent = Some(agent);
+    cfg.lease_owner = lease_owner.to_string();
+    cfg.now = now;
+    Driver::new(cfg)
 }

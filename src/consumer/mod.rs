@@ -3,6 +3,7 @@
 //! runtime declares: typed tool contracts, a dispatcher that checks identity, arguments,
 //! ownership, replay and state, and a consequence policy that decides what waits for a person.
 
+pub mod adapter;
 pub mod backend;
 pub mod dispatch;
 pub mod policy;
