@@ -127,7 +127,10 @@ mod tests {
             r#"{"allOf":[{"$ref":"other.json#/x"}]}"#,
         ] {
             assert!(
-                matches!(Schema::compile(s.as_bytes()), Err(SchemaError::ExternalRef(_))),
+                matches!(
+                    Schema::compile(s.as_bytes()),
+                    Err(SchemaError::ExternalRef(_))
+                ),
                 "{s}"
             );
         }
@@ -140,7 +143,10 @@ mod tests {
     #[test]
     fn schema_refuses_empty_and_malformed() {
         assert_eq!(Schema::compile(b"  ").unwrap_err(), SchemaError::Empty);
-        assert!(matches!(Schema::compile(b"{"), Err(SchemaError::NotJson(_))));
+        assert!(matches!(
+            Schema::compile(b"{"),
+            Err(SchemaError::NotJson(_))
+        ));
         assert!(matches!(
             Schema::compile(br#"{"type":12}"#),
             Err(SchemaError::Invalid(_))

@@ -10,8 +10,8 @@ use std::time::Duration;
 use thiserror::Error;
 
 use super::json;
-use super::types::ToolSpec;
 use super::schema::{Schema, SchemaError};
+use super::types::ToolSpec;
 
 /// A tool's side-effect class, what the default policy decides by.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -198,7 +198,10 @@ impl Registry {
             return Err(RegistryError::NoTimeout(def.name));
         }
         if let SideEffect::Unknown(s) = &def.side_effect {
-            return Err(RegistryError::UnknownSideEffect(def.name.clone(), s.clone()));
+            return Err(RegistryError::UnknownSideEffect(
+                def.name.clone(),
+                s.clone(),
+            ));
         }
         if self.tools.contains_key(&def.name) {
             return Err(RegistryError::Duplicate(def.name));

@@ -3,11 +3,11 @@
 
 use std::sync::Arc;
 
-use crate::runtime::store::{NewRun, StepUpdate, Transition, Tx};
 use super::lease::{self, Lease};
 use super::record;
 use super::{Inner, RuntimeError, validate_limits};
 use crate::runtime::store::StoreError;
+use crate::runtime::store::{NewRun, StepUpdate, Transition, Tx};
 use crate::runtime::types::{Approval, Limits, Run, RunStatus, Step, StepStatus, Timestamp};
 
 /// How a step or the loop stops early.
@@ -118,13 +118,7 @@ impl RunCtx {
         })?;
         inner.deliver(&events);
         let run = inner.store.get_run(id)?;
-        let lease = Lease::hold(
-            &inner.store,
-            id,
-            &inner.owner,
-            inner.lease_ttl,
-            until,
-        );
+        let lease = Lease::hold(&inner.store, id, &inner.owner, inner.lease_ttl, until);
         Ok(RunCtx {
             inner,
             run_id: id.to_string(),
@@ -227,8 +221,22 @@ impl RunCtx {
                 context: "observation".into(),
                 err: e,
             })?;
-            tx.fail_steps_in_flight(&self.run_id, &String::from_utf8_lossy(&oj), &obs.content_hash, now)?;
-            self.finish_in(tx, from, RunStatus::Failed, "internal_error", detail, b"", now, false)
+            tx.fail_steps_in_flight(
+                &self.run_id,
+                &String::from_utf8_lossy(&oj),
+                &obs.content_hash,
+                now,
+            )?;
+            self.finish_in(
+                tx,
+                from,
+                RunStatus::Failed,
+                "internal_error",
+                detail,
+                b"",
+                now,
+                false,
+            )
         });
         self.end_result(res)
     }
@@ -237,7 +245,16 @@ impl RunCtx {
     pub fn finish(&mut self, status: RunStatus, reason: &str, detail: &str, limit: bool) -> Stop {
         let now = self.inner.now();
         let res = self.write(|tx| {
-            self.finish_in(tx, &[RunStatus::Running], status, reason, detail, b"", now, limit)
+            self.finish_in(
+                tx,
+                &[RunStatus::Running],
+                status,
+                reason,
+                detail,
+                b"",
+                now,
+                limit,
+            )
         });
         self.end_result(res)
     }
@@ -255,14 +272,29 @@ impl RunCtx {
 
     /// Marks the cached step's new fields (after a committed write).
     pub fn step_mut(&mut self, step_id: &str) -> Option<&mut Step> {
-        self.steps.iter_mut().find(|s| s.id == step_id).map(Arc::make_mut)
+        self.steps
+            .iter_mut()
+            .find(|s| s.id == step_id)
+            .map(Arc::make_mut)
     }
 
     /// Replaces the cache from the database (resume, after a reload).
     pub fn reload_all(&mut self) -> Result<(), RuntimeError> {
         self.run = self.inner.store.get_run(&self.run_id)?;
-        self.steps = self.inner.store.list_steps(&self.run_id)?.into_iter().map(Arc::new).collect();
-        self.approvals = self.inner.store.list_approvals(&self.run_id)?.into_iter().map(Arc::new).collect();
+        self.steps = self
+            .inner
+            .store
+            .list_steps(&self.run_id)?
+            .into_iter()
+            .map(Arc::new)
+            .collect();
+        self.approvals = self
+            .inner
+            .store
+            .list_approvals(&self.run_id)?
+            .into_iter()
+            .map(Arc::new)
+            .collect();
         Ok(())
     }
 
@@ -294,16 +326,36 @@ pub(crate) fn insert_spec(tx: &Tx<'_>, hash: &str, spec_json: &[u8]) -> Result<(
 
 /// Appending an event with the driver's argument order.
 pub(crate) trait EventExt {
-    fn event(&mut self, run_id: &str, step_id: &str, at: Timestamp, kind: &str, payload: &[u8]) -> Result<(), StoreError>;
+    fn event(
+        &mut self,
+        run_id: &str,
+        step_id: &str,
+        at: Timestamp,
+        kind: &str,
+        payload: &[u8],
+    ) -> Result<(), StoreError>;
 }
 
 impl EventExt for Tx<'_> {
-    fn event(&mut self, run_id: &str, step_id: &str, at: Timestamp, kind: &str, payload: &[u8]) -> Result<(), StoreError> {
-        self.append_event(run_id, step_id, &at, kind, payload).map(|_| ())
+    fn event(
+        &mut self,
+        run_id: &str,
+        step_id: &str,
+        at: Timestamp,
+        kind: &str,
+        payload: &[u8],
+    ) -> Result<(), StoreError> {
+        self.append_event(run_id, step_id, &at, kind, payload)
+            .map(|_| ())
     }
 }
 
 /// A step update conditional on its status.
-pub(crate) fn step_set(tx: &Tx<'_>, step_id: &str, expected: &[StepStatus], u: StepUpdate<'_>) -> Result<(), StoreError> {
+pub(crate) fn step_set(
+    tx: &Tx<'_>,
+    step_id: &str,
+    expected: &[StepStatus],
+    u: StepUpdate<'_>,
+) -> Result<(), StoreError> {
     tx.update_step(step_id, expected, &u)
 }

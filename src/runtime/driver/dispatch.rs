@@ -3,12 +3,12 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
-use super::ctx::{EventExt, RunCtx, Stop, StepResult, step_set};
-use crate::runtime::store::{NewApproval, StepUpdate, Transition, Tx};
+use super::ctx::{EventExt, RunCtx, StepResult, Stop, step_set};
 use super::record;
 use super::step::json_err;
 use crate::runtime::json::{self, gojson::Object};
 use crate::runtime::policy::{Outcome, PolicyRequest, RunView, outcome_of};
+use crate::runtime::store::{NewApproval, StepUpdate, Transition, Tx};
 use crate::runtime::tools::Registered;
 use crate::runtime::types::{PolicyDecision, Run, RunStatus, StepStatus, Timestamp, ToolRequest};
 
@@ -37,17 +37,30 @@ pub(crate) struct ResumeGrant {
 }
 
 /// The approval hash (spec 4.2).
-pub fn approval_hash(kind: &str, capability: &[u8], presentation: &[u8], request_json: &[u8]) -> Result<String, json::JsonError> {
+pub fn approval_hash(
+    kind: &str,
+    capability: &[u8],
+    presentation: &[u8],
+    request_json: &[u8],
+) -> Result<String, json::JsonError> {
     json::approval_hash(kind, capability, presentation, request_json)
 }
 
 /// `step.policy`: the decision's fields, then `policy_id`?, `spec_hash`?, `view`?.
-pub(crate) fn policy_event(pd: &PolicyDecision, policy_id: &str, spec_hash: &str, view: Option<&RunView>) -> Result<Vec<u8>, json::JsonError> {
+pub(crate) fn policy_event(
+    pd: &PolicyDecision,
+    policy_id: &str,
+    spec_hash: &str,
+    view: Option<&RunView>,
+) -> Result<Vec<u8>, json::JsonError> {
     let mut o = Object::new();
-    o.str("outcome", &pd.outcome).str_opt("reason", &pd.reason).str_opt("kind", &pd.kind);
+    o.str("outcome", &pd.outcome)
+        .str_opt("reason", &pd.reason)
+        .str_opt("kind", &pd.kind);
     o.raw_opt("capability", &pd.capability)?;
     o.raw_opt("presentation", &pd.presentation)?;
-    o.str_opt("policy_id", policy_id).str_opt("spec_hash", spec_hash);
+    o.str_opt("policy_id", policy_id)
+        .str_opt("spec_hash", spec_hash);
     if let Some(v) = view {
         o.encoded("view", &v.go_json());
     }
@@ -56,7 +69,12 @@ pub(crate) fn policy_event(pd: &PolicyDecision, policy_id: &str, spec_hash: &str
 
 impl RunCtx {
     /// The request in policy form.
-    pub fn policy_request(&self, step_id: &str, reg: &Registered, args: &[u8]) -> Result<PolicyRequest, json::JsonError> {
+    pub fn policy_request(
+        &self,
+        step_id: &str,
+        reg: &Registered,
+        args: &[u8],
+    ) -> Result<PolicyRequest, json::JsonError> {
         Ok(PolicyRequest {
             run_id: self.run_id.clone(),
             step_id: step_id.to_string(),
@@ -90,40 +108,75 @@ impl RunCtx {
         from_step: StepStatus,
         grant: Option<ResumeGrant>,
     ) -> StepResult<Dispatched> {
-        let from_run: &[RunStatus] = if grant.is_some() { &[RunStatus::WaitingForApproval] } else { &[RunStatus::Running] };
+        let from_run: &[RunStatus] = if grant.is_some() {
+            &[RunStatus::WaitingForApproval]
+        } else {
+            &[RunStatus::Running]
+        };
         let suffix = if grant.is_some() { " on resume" } else { "" };
-        let args: Vec<u8> = if args.is_empty() { b"{}".to_vec() } else { args.to_vec() };
+        let args: Vec<u8> = if args.is_empty() {
+            b"{}".to_vec()
+        } else {
+            args.to_vec()
+        };
         let req = match self.policy_request(step_id, &reg, &args) {
             Ok(r) => r,
-            Err(e) => return Err(self.fail_internal(from_run, &format!("internal: policy JSON: {e}"))),
+            Err(e) => {
+                return Err(self.fail_internal(from_run, &format!("internal: policy JSON: {e}")));
+            }
         };
         let policy_at = self.inner.now();
         let pd = match self.evaluate(&req, &view) {
             Ok(pd) => pd,
             Err(e) => return Err(self.fail_internal(from_run, &format!("policy: {e}"))),
         };
-        for (field, v) in [("capability", &pd.capability), ("presentation", &pd.presentation)] {
+        for (field, v) in [
+            ("capability", &pd.capability),
+            ("presentation", &pd.presentation),
+        ] {
             if !v.is_empty()
                 && let Err(e) = json::check_json(v)
             {
-                return Err(self.fail_internal(from_run, &format!("internal: approval {field}: {e}")));
+                return Err(
+                    self.fail_internal(from_run, &format!("internal: approval {field}: {e}"))
+                );
             }
         }
         let pj = pd.to_go_json().map_err(json_err("policy decision"))?;
-        let ev = policy_event(&pd, &self.inner.policy_id, &reg.spec_hash, Some(&view)).map_err(json_err("policy event"))?;
-        let request = ToolRequest { run_id: self.run_id.clone(), step_id: step_id.to_string(), spec: reg.spec.clone(), args: args.clone() };
+        let ev = policy_event(&pd, &self.inner.policy_id, &reg.spec_hash, Some(&view))
+            .map_err(json_err("policy event"))?;
+        let request = ToolRequest {
+            run_id: self.run_id.clone(),
+            step_id: step_id.to_string(),
+            spec: reg.spec.clone(),
+            args: args.clone(),
+        };
         match outcome_of(&pd) {
-            Outcome::Allow => self.allow(step_id, index, reg, args, &pj, &ev, policy_at, from_step, grant),
+            Outcome::Allow => self.allow(
+                step_id, index, reg, args, &pj, &ev, policy_at, from_step, grant,
+            ),
             Outcome::RequireApproval => {
                 if let Some(g) = &grant {
                     let rj = request.to_go_json().map_err(json_err("request"))?;
-                    let h = approval_hash(&pd.kind, &pd.capability, &pd.presentation, &rj).map_err(json_err("approval hash"))?;
+                    let h = approval_hash(&pd.kind, &pd.capability, &pd.presentation, &rj)
+                        .map_err(json_err("approval hash"))?;
                     if h == g.hash {
-                        return self.allow(step_id, index, reg, args, &pj, &ev, policy_at, from_step, grant);
+                        return self.allow(
+                            step_id, index, reg, args, &pj, &ev, policy_at, from_step, grant,
+                        );
                     }
                 }
                 let pid = self.inner.policy_id.clone();
-                let run = self.pause(step_id, &[from_step], from_run, &pd, &request, policy_at, &ev, &pid)?;
+                let run = self.pause(
+                    step_id,
+                    &[from_step],
+                    from_run,
+                    &pd,
+                    &request,
+                    policy_at,
+                    &ev,
+                    &pid,
+                )?;
                 Err(Stop::Ended(run))
             }
             Outcome::Deny | Outcome::Abort => {
@@ -149,13 +202,31 @@ impl RunCtx {
                         }
                         let pjs = String::from_utf8_lossy(&pj).into_owned();
                         let all = [StepStatus::Deciding, StepStatus::AwaitingApproval];
-                        step_set(tx, step_id, &all, StepUpdate { policy_json: Some(&pjs), policy_id: Some(&pid), ..StepUpdate::default() })?;
+                        step_set(
+                            tx,
+                            step_id,
+                            &all,
+                            StepUpdate {
+                                policy_json: Some(&pjs),
+                                policy_id: Some(&pid),
+                                ..StepUpdate::default()
+                            },
+                        )?;
                         tx.event(&rid, step_id, policy_at, "step.policy", &ev)?;
                         Ok(())
                     },
                     |cx, tx| {
                         if abort {
-                            cx.finish_in(tx, &[RunStatus::Running], RunStatus::Failed, "policy_abort", &pd.reason, b"", now, false)?;
+                            cx.finish_in(
+                                tx,
+                                &[RunStatus::Running],
+                                RunStatus::Failed,
+                                "policy_abort",
+                                &pd.reason,
+                                b"",
+                                now,
+                                false,
+                            )?;
                         }
                         Ok(())
                     },
@@ -168,7 +239,9 @@ impl RunCtx {
                 }
                 Ok(Dispatched::Continue)
             }
-            Outcome::Unknown(x) => Err(self.fail_internal(from_run, &format!("unknown policy outcome {x:?}"))),
+            Outcome::Unknown(x) => {
+                Err(self.fail_internal(from_run, &format!("unknown policy outcome {x:?}")))
+            }
         }
     }
 
@@ -188,11 +261,20 @@ impl RunCtx {
         grant: Option<ResumeGrant>,
     ) -> StepResult<Dispatched> {
         let owner = self.inner.owner.clone();
-        let aid = grant.as_ref().map(|g| g.approval_id.clone()).unwrap_or_default();
-        let started_tool = record::tool_started(&aid, &args, &reg.def.name).map_err(json_err("tool start"))?;
+        let aid = grant
+            .as_ref()
+            .map(|g| g.approval_id.clone())
+            .unwrap_or_default();
+        let started_tool =
+            record::tool_started(&aid, &args, &reg.def.name).map_err(json_err("tool start"))?;
         let pid = self.inner.policy_id.clone();
         let until = super::lease::expiry(self.inner.lease_ttl);
-        let mut started = self.steps.iter().find(|s| s.id == step_id).map(|s| s.started_at).unwrap_or(policy_at);
+        let mut started = self
+            .steps
+            .iter()
+            .find(|s| s.id == step_id)
+            .map(|s| s.started_at)
+            .unwrap_or(policy_at);
         if grant.is_some() {
             // The human wait is not active time: the step's clock restarts at the resume.
             started = policy_at;
@@ -203,7 +285,11 @@ impl RunCtx {
             } else if !self.lease.ok() {
                 return Err(self.lease.lost_error().into());
             }
-            tx.require_lease(&self.run_id, &owner, crate::runtime::types::Timestamp::now())?;
+            tx.require_lease(
+                &self.run_id,
+                &owner,
+                crate::runtime::types::Timestamp::now(),
+            )?;
             let pjs = String::from_utf8_lossy(pj).into_owned();
             step_set(
                 tx,
@@ -218,7 +304,13 @@ impl RunCtx {
                 },
             )?;
             tx.event(&self.run_id, step_id, policy_at, "step.policy", ev)?;
-            tx.event(&self.run_id, step_id, policy_at, "step.tool_started", &started_tool)?;
+            tx.event(
+                &self.run_id,
+                step_id,
+                policy_at,
+                "step.tool_started",
+                &started_tool,
+            )?;
             Ok(())
         })?;
         if grant.is_some() {
@@ -232,11 +324,25 @@ impl RunCtx {
             s.policy_id = pid;
             s.started_at = started;
         }
-        Ok(Dispatched::Execute(Allowed { step_id: step_id.to_string(), index, tool: reg, args, started }))
+        Ok(Dispatched::Execute(Allowed {
+            step_id: step_id.to_string(),
+            index,
+            tool: reg,
+            args,
+            started,
+        }))
     }
 
     /// WAITING -> RUNNING (lease stamped) with `run.resumed {"approval_id"}`.
-    pub fn resume_to_running(&self, tx: &mut Tx<'_>, step_id: &str, approval_id: &str, owner: &str, until: Timestamp, at: Timestamp) -> Result<(), Stop> {
+    pub fn resume_to_running(
+        &self,
+        tx: &mut Tx<'_>,
+        step_id: &str,
+        approval_id: &str,
+        owner: &str,
+        until: Timestamp,
+        at: Timestamp,
+    ) -> Result<(), Stop> {
         tx.transition(&Transition {
             run_id: &self.run_id,
             from: &[RunStatus::WaitingForApproval],
@@ -268,13 +374,26 @@ impl RunCtx {
     ) -> StepResult<Run> {
         let now = self.inner.now();
         let aid = self.inner.id();
-        let cap = if pd.capability.is_empty() { b"{}".to_vec() } else { pd.capability.clone() };
-        let pres = if pd.presentation.is_empty() { b"{}".to_vec() } else { pd.presentation.clone() };
+        let cap = if pd.capability.is_empty() {
+            b"{}".to_vec()
+        } else {
+            pd.capability.clone()
+        };
+        let pres = if pd.presentation.is_empty() {
+            b"{}".to_vec()
+        } else {
+            pd.presentation.clone()
+        };
         let rj = request.to_go_json().map_err(json_err("request"))?;
         let hash = approval_hash(&pd.kind, &cap, &pres, &rj).map_err(json_err("approval hash"))?;
         let pj = pd.to_go_json().map_err(json_err("policy decision"))?;
-        let requested = record::approval_requested(&aid, &cap, &hash, &pd.kind, &pres, &pd.reason).map_err(json_err("approval"))?;
-        let expires = if self.limits.approval_ttl > 0 { now.add_nanos(self.limits.approval_ttl) } else { Timestamp::ZERO };
+        let requested = record::approval_requested(&aid, &cap, &hash, &pd.kind, &pres, &pd.reason)
+            .map_err(json_err("approval"))?;
+        let expires = if self.limits.approval_ttl > 0 {
+            now.add_nanos(self.limits.approval_ttl)
+        } else {
+            Timestamp::ZERO
+        };
         let owner = self.inner.owner.clone();
         let pid = policy_id.to_string();
         self.write(|tx| {

@@ -4,11 +4,11 @@
 
 use base64::Engine as _;
 
-use super::ctx::{EventExt, RunCtx, Stop, StepResult};
+use super::RuntimeError;
+use super::ctx::{EventExt, RunCtx, StepResult, Stop};
 use super::dispatch::Allowed;
 use super::record::{self, observation, string_map};
 use super::step::json_err;
-use super::RuntimeError;
 use crate::runtime::json;
 use crate::runtime::tools::{ToolCall, ToolError, ToolOutput};
 use crate::runtime::types::{Observation, RunStatus, StepStatus};
@@ -75,7 +75,10 @@ pub(crate) fn observe(tool: &str, outcome: &Outcome) -> (Observation, bool) {
                 &out.content
             };
             match json::check_json(content) {
-                Ok(()) => (observation("tool_result", content.to_vec(), out.summary.clone()), true),
+                Ok(()) => (
+                    observation("tool_result", content.to_vec(), out.summary.clone()),
+                    true,
+                ),
                 Err(reason) => {
                     let reason = reason.to_string();
                     let mut o = json::gojson::Object::new();
@@ -86,7 +89,9 @@ pub(crate) fn observe(tool: &str, outcome: &Outcome) -> (Observation, bool) {
                             &base64::engine::general_purpose::STANDARD.encode(content),
                         ),
                     };
-                    o.str("error", &reason).str("failure", "invalid_content").str("tool", tool);
+                    o.str("error", &reason)
+                        .str("failure", "invalid_content")
+                        .str("tool", tool);
                     (
                         observation(
                             "tool_error",
@@ -104,10 +109,17 @@ pub(crate) fn observe(tool: &str, outcome: &Outcome) -> (Observation, bool) {
             (err_obs(e, "timeout", format!("{tool} timeout: {e}")), false)
         }
         Outcome::Abort(d) => (
-            err_obs(&format!("abort run: {d}"), "abort", format!("{tool} aborted the run: {d}")),
+            err_obs(
+                &format!("abort run: {d}"),
+                "abort",
+                format!("{tool} aborted the run: {d}"),
+            ),
             false,
         ),
-        Outcome::Panic(p) => (err_obs(&format!("panic: {p}"), "", format!("{tool} panicked")), false),
+        Outcome::Panic(p) => (
+            err_obs(&format!("panic: {p}"), "", format!("{tool} panicked")),
+            false,
+        ),
     }
 }
 
@@ -119,8 +131,16 @@ impl RunCtx {
         let name = a.tool.def.name.clone();
         let (obs, ok) = observe(&name, &outcome);
         let now = self.inner.now();
-        let detail = if ok { String::new() } else { obs.summary.clone() };
-        let status = if ok { StepStatus::Done } else { StepStatus::Failed };
+        let detail = if ok {
+            String::new()
+        } else {
+            obs.summary.clone()
+        };
+        let status = if ok {
+            StepStatus::Done
+        } else {
+            StepStatus::Failed
+        };
         let terminal = ok && a.tool.def.terminal;
         let abort = match &outcome {
             Outcome::Abort(d) => Some(d.clone()),
@@ -138,9 +158,27 @@ impl RunCtx {
             |cx, tx| {
                 if terminal {
                     let d = format!("terminal tool {name}");
-                    cx.finish_in(tx, &[RunStatus::Running], RunStatus::Completed, "goal_completed", &d, &result, now, false)?;
+                    cx.finish_in(
+                        tx,
+                        &[RunStatus::Running],
+                        RunStatus::Completed,
+                        "goal_completed",
+                        &d,
+                        &result,
+                        now,
+                        false,
+                    )?;
                 } else if let Some(d) = &abort {
-                    cx.finish_in(tx, &[RunStatus::Running], RunStatus::Failed, "tool_abort", d, b"", now, false)?;
+                    cx.finish_in(
+                        tx,
+                        &[RunStatus::Running],
+                        RunStatus::Failed,
+                        "tool_abort",
+                        d,
+                        b"",
+                        now,
+                        false,
+                    )?;
                 }
                 Ok(())
             },
@@ -160,7 +198,8 @@ impl RunCtx {
     fn record_late(&mut self, a: &Allowed, obs: &Observation) -> StepResult<()> {
         let now = self.inner.now();
         let dur = (now.sub(&a.started) / 1_000_000).max(0);
-        let p = record::tool_finished_late(&a.tool.def.name, dur, obs).map_err(json_err("late outcome"))?;
+        let p = record::tool_finished_late(&a.tool.def.name, dur, obs)
+            .map_err(json_err("late outcome"))?;
         let ((), events) = self.inner.store.write(|tx| -> Result<(), RuntimeError> {
             tx.get_run(&self.run_id)?;
             tx.event(&self.run_id, &a.step_id, now, "step.tool_finished", &p)?;
@@ -183,7 +222,9 @@ pub(crate) async fn execute(mut cx: RunCtx, a: Allowed) -> (Option<RunCtx>, Step
         Ok((cx, res)) => (Some(cx), res),
         Err(e) => (
             None,
-            Err(Stop::Err(RuntimeError::Config(format!("recording a tool outcome failed: {e}")))),
+            Err(Stop::Err(RuntimeError::Config(format!(
+                "recording a tool outcome failed: {e}"
+            )))),
         ),
     }
 }

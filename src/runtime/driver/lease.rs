@@ -153,7 +153,9 @@ fn heartbeat(
                 st.lost.store(true, Ordering::SeqCst);
                 return;
             }
-            Ok(true) => st.expires.store(clamp(until.unix_nanos()), Ordering::SeqCst),
+            Ok(true) => st
+                .expires
+                .store(clamp(until.unix_nanos()), Ordering::SeqCst),
             Err(_) => {} // retried next tick
         }
     }

@@ -9,7 +9,10 @@ use crate::runtime::types::{Limits, Run, Step, Timestamp};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Hit {
     /// A limit: `limit.exceeded` then `run.finished`.
-    Limit { reason: &'static str, detail: String },
+    Limit {
+        reason: &'static str,
+        detail: String,
+    },
     /// Loop detection: `loop.detected` then `run.finished`.
     Loop {
         tool: String,
@@ -99,7 +102,11 @@ fn loop_streak(steps: &[Arc<Step>]) -> (Option<(String, String, String)>, i64) {
         if d.kind != "tool_call" || o.kind == "invalid_decision" {
             break;
         }
-        let k = (d.tool.clone(), json::content_hash(&d.args), o.content_hash.clone());
+        let k = (
+            d.tool.clone(),
+            json::content_hash(&d.args),
+            o.content_hash.clone(),
+        );
         match &key {
             None => key = Some(k),
             Some(prev) if *prev == k => {}

@@ -244,7 +244,9 @@ impl Driver {
 /// Validates limits (spec 14.1).
 pub fn validate_limits(l: &Limits) -> Result<(), RuntimeError> {
     if l.max_steps <= 0 {
-        return Err(RuntimeError::Config("limits: max_steps must be positive".into()));
+        return Err(RuntimeError::Config(
+            "limits: max_steps must be positive".into(),
+        ));
     }
     if l.max_consecutive_tool_failures <= 0 {
         return Err(RuntimeError::Config(

@@ -47,7 +47,11 @@ pub fn step_started(index: i64) -> Vec<u8> {
 }
 
 /// `step.tool_started`: `{"approval_id"?,"args","tool"}`.
-pub fn tool_started(approval_id: &str, args: &[u8], tool: &str) -> Result<Vec<u8>, json::JsonError> {
+pub fn tool_started(
+    approval_id: &str,
+    args: &[u8],
+    tool: &str,
+) -> Result<Vec<u8>, json::JsonError> {
     let mut o = Object::new();
     o.str_opt("approval_id", approval_id);
     o.raw("args", if args.is_empty() { b"{}" } else { args })?;
@@ -56,7 +60,13 @@ pub fn tool_started(approval_id: &str, args: &[u8], tool: &str) -> Result<Vec<u8
 }
 
 /// `step.tool_finished` for a success or a failure.
-pub fn tool_finished(tool: &str, duration_ms: i64, obs: &Observation, ok: bool, detail: &str) -> Vec<u8> {
+pub fn tool_finished(
+    tool: &str,
+    duration_ms: i64,
+    obs: &Observation,
+    ok: bool,
+    detail: &str,
+) -> Vec<u8> {
     let mut o = Object::new();
     if ok {
         o.str("content_hash", &obs.content_hash)
@@ -102,7 +112,13 @@ pub fn step_failed(detail: &str, obs: Option<&Observation>) -> Vec<u8> {
 }
 
 /// `run.finished`: `{"by"?,"detail","reason","status","steps"}`.
-pub fn run_finished(by: Option<&str>, detail: &str, reason: &str, status: &str, steps: i64) -> Vec<u8> {
+pub fn run_finished(
+    by: Option<&str>,
+    detail: &str,
+    reason: &str,
+    status: &str,
+    steps: i64,
+) -> Vec<u8> {
     let mut o = Object::new();
     if let Some(by) = by {
         o.str("by", by);
@@ -116,7 +132,10 @@ pub fn run_finished(by: Option<&str>, detail: &str, reason: &str, status: &str, 
 
 /// `limit.exceeded`.
 pub fn limit_exceeded(detail: &str, reason: &str) -> Vec<u8> {
-    Object::new().str("detail", detail).str("reason", reason).finish()
+    Object::new()
+        .str("detail", detail)
+        .str("reason", reason)
+        .finish()
 }
 
 /// `loop.detected`.
@@ -196,8 +215,16 @@ pub fn recorded_decision(d: &Decision) -> Decision {
     }
     let bad_args = !r.args.is_empty() && unusable(&r.args);
     let bad_result = !r.result.is_empty() && unusable(&r.result);
-    let args = if bad_args { std::mem::take(&mut r.args) } else { Vec::new() };
-    let result = if bad_result { std::mem::take(&mut r.result) } else { Vec::new() };
+    let args = if bad_args {
+        std::mem::take(&mut r.args)
+    } else {
+        Vec::new()
+    };
+    let result = if bad_result {
+        std::mem::take(&mut r.result)
+    } else {
+        Vec::new()
+    };
     let utf8 = std::str::from_utf8(&args).is_ok() && std::str::from_utf8(&result).is_ok();
     let enc = |v: &[u8]| -> String {
         if utf8 {

@@ -10,15 +10,28 @@ use crate::runtime::types::{Approval, Run, Step};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Reconciliation {
     Continue,
-    Completed { result: Vec<u8>, detail: String },
-    Conflict { detail: String },
-    Waiting { pause: Option<crate::runtime::types::PolicyDecision>, detail: String },
+    Completed {
+        result: Vec<u8>,
+        detail: String,
+    },
+    Conflict {
+        detail: String,
+    },
+    Waiting {
+        pause: Option<crate::runtime::types::PolicyDecision>,
+        detail: String,
+    },
     Unknown(String),
 }
 
 /// The crash-recovery hook (spec 8.3 step 6), handed copies of the run, steps, approvals.
 pub trait Reconcile: Send + Sync + 'static {
-    fn reconcile(&self, run: &Run, steps: &[Step], approvals: &[Approval]) -> Result<Reconciliation, String>;
+    fn reconcile(
+        &self,
+        run: &Run,
+        steps: &[Step],
+        approvals: &[Approval],
+    ) -> Result<Reconciliation, String>;
 }
 
 pub(crate) enum Attached {

@@ -3,14 +3,14 @@
 
 use std::sync::Arc;
 
-use super::ctx::{EventExt, RunCtx, Stop, StepResult};
+use super::RuntimeError;
+use super::ctx::{EventExt, RunCtx, StepResult, Stop};
 use super::dispatch::Dispatched;
 use super::execute::execute;
-use super::limits::{self, Hit};
 use super::lease::release;
+use super::limits::{self, Hit};
 use super::record;
 use super::step::validate;
-use super::RuntimeError;
 use crate::runtime::agent::{Agent, StepInput};
 use crate::runtime::model::ModelCaller;
 use crate::runtime::policy::RunView;
@@ -76,12 +76,27 @@ impl RunCtx {
     fn limit_hit(&mut self, hit: Hit) -> Stop {
         match hit {
             Hit::Limit { reason, detail } => self.finish(RunStatus::Failed, reason, &detail, true),
-            Hit::Loop { tool, args_hash, observation_hash, repeats, detail } => {
+            Hit::Loop {
+                tool,
+                args_hash,
+                observation_hash,
+                repeats,
+                detail,
+            } => {
                 let now = self.inner.now();
                 let p = record::loop_detected(&args_hash, &observation_hash, repeats, &tool);
                 let res = self.write(|tx| {
                     tx.event(&self.run_id, "", now, "loop.detected", &p)?;
-                    self.finish_in(tx, &[RunStatus::Running], RunStatus::Failed, "loop_detected", &detail, b"", now, false)
+                    self.finish_in(
+                        tx,
+                        &[RunStatus::Running],
+                        RunStatus::Failed,
+                        "loop_detected",
+                        &detail,
+                        b"",
+                        now,
+                        false,
+                    )
                 });
                 self.end_result(res)
             }
@@ -146,9 +161,19 @@ async fn step_once(cx: &mut RunCtx, agent: &Arc<dyn Agent>) -> StepResult<Next> 
         "complete" | "fail" => Err(cx.settle(&step.id, &rec.kind, &rec.message, &rec.result)),
         _ => {
             let Some(reg) = cx.inner.tools.get(&rec.tool).cloned() else {
-                return Err(cx.fail_internal(&[RunStatus::Running], "internal: validated tool vanished"));
+                return Err(
+                    cx.fail_internal(&[RunStatus::Running], "internal: validated tool vanished")
+                );
             };
-            match cx.dispatch(&step.id, step.index, reg, &rec.args, view, StepStatus::Deciding, None)? {
+            match cx.dispatch(
+                &step.id,
+                step.index,
+                reg,
+                &rec.args,
+                view,
+                StepStatus::Deciding,
+                None,
+            )? {
                 Dispatched::Execute(a) => Ok(Next::Execute(a)),
                 Dispatched::Continue => Ok(Next::Continue),
             }
@@ -166,7 +191,11 @@ impl RunCtx {
         } else {
             (RunStatus::Failed, "goal_failed", message)
         };
-        let result = if kind == "complete" { result.to_vec() } else { Vec::new() };
+        let result = if kind == "complete" {
+            result.to_vec()
+        } else {
+            Vec::new()
+        };
         let res = self.end_step(
             step_id,
             &[StepStatus::Deciding],
@@ -175,7 +204,18 @@ impl RunCtx {
             "",
             step_at,
             |_, _| Ok(()),
-            |cx, tx| cx.finish_in(tx, &[RunStatus::Running], status, reason, detail, &result, now, false),
+            |cx, tx| {
+                cx.finish_in(
+                    tx,
+                    &[RunStatus::Running],
+                    status,
+                    reason,
+                    detail,
+                    &result,
+                    now,
+                    false,
+                )
+            },
         );
         self.end_result(res)
     }
@@ -192,7 +232,18 @@ impl RunCtx {
             &detail,
             now,
             |_, _| Ok(()),
-            |cx, tx| cx.finish_in(tx, &[RunStatus::Running], RunStatus::Failed, reason, err, b"", now, limit),
+            |cx, tx| {
+                cx.finish_in(
+                    tx,
+                    &[RunStatus::Running],
+                    RunStatus::Failed,
+                    reason,
+                    err,
+                    b"",
+                    now,
+                    limit,
+                )
+            },
         );
         self.end_result(res)
     }

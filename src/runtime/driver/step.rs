@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::ctx::{EventExt, RunCtx, Stop, StepResult, insert_spec, step_set};
+use super::ctx::{EventExt, RunCtx, StepResult, Stop, insert_spec, step_set};
 use super::record;
 use super::{Inner, RuntimeError};
 use crate::runtime::json::{self, JsonError};
@@ -54,7 +54,10 @@ impl RunCtx {
         } else {
             None
         };
-        let spec_hash = reg.as_ref().map(|r| r.spec_hash.clone()).unwrap_or_default();
+        let spec_hash = reg
+            .as_ref()
+            .map(|r| r.spec_hash.clone())
+            .unwrap_or_default();
         let owner = self.inner.owner.clone();
         self.write(|tx| {
             tx.require_status(&self.run_id, &[RunStatus::Running], Some(&owner))?;
@@ -66,7 +69,11 @@ impl RunCtx {
                 tx,
                 step_id,
                 &[StepStatus::Deciding],
-                StepUpdate { decision_json: Some(&djs), spec_hash: Some(&spec_hash), ..StepUpdate::default() },
+                StepUpdate {
+                    decision_json: Some(&djs),
+                    spec_hash: Some(&spec_hash),
+                    ..StepUpdate::default()
+                },
             )?;
             tx.event(&self.run_id, step_id, now, "step.decided", &dj)?;
             Ok(())
@@ -98,13 +105,19 @@ impl RunCtx {
             Some(s) => (
                 s.started_at,
                 s.status == StepStatus::Executing,
-                s.decision.as_ref().map(|d| d.tool.clone()).unwrap_or_default(),
+                s.decision
+                    .as_ref()
+                    .map(|d| d.tool.clone())
+                    .unwrap_or_default(),
             ),
             None => (now, false, String::new()),
         };
         let dur = (now.sub(&started) / 1_000_000).max(0);
         let (oj, oh) = match obs {
-            Some(o) => (o.to_go_json().map_err(json_err("observation"))?, o.content_hash.clone()),
+            Some(o) => (
+                o.to_go_json().map_err(json_err("observation"))?,
+                o.content_hash.clone(),
+            ),
             None => (Vec::new(), String::new()),
         };
         let owner = self.inner.owner.clone();
@@ -154,10 +167,25 @@ impl RunCtx {
     }
 
     /// An invalid decision: `invalid_decision` observation, step failed, the loop continues.
-    pub fn invalid(&mut self, step_id: &str, expected: &[StepStatus], msg: &str, suffix: &str) -> StepResult<()> {
+    pub fn invalid(
+        &mut self,
+        step_id: &str,
+        expected: &[StepStatus],
+        msg: &str,
+        suffix: &str,
+    ) -> StepResult<()> {
         let obs = record::invalid_decision(msg, suffix);
         let now = self.inner.now();
-        self.end_step(step_id, expected, StepStatus::Failed, Some(&obs), msg, now, |_, _| Ok(()), |_, _| Ok(()))
+        self.end_step(
+            step_id,
+            expected,
+            StepStatus::Failed,
+            Some(&obs),
+            msg,
+            now,
+            |_, _| Ok(()),
+            |_, _| Ok(()),
+        )
     }
 }
 
@@ -171,9 +199,9 @@ pub(crate) fn validate(inner: &Inner, d: &Decision) -> Result<(), String> {
         "truncated" => Err(
             "decision kind \"truncated\": the model's reply was cut off before it finished".into(),
         ),
-        "no_tool_call" => Err(
-            "decision kind \"no_tool_call\": the model answered without calling a tool".into(),
-        ),
+        "no_tool_call" => {
+            Err("decision kind \"no_tool_call\": the model answered without calling a tool".into())
+        }
         "complete" => {
             if !d.invalid_result.is_empty() {
                 return Err("result is not usable JSON".into());
@@ -198,7 +226,10 @@ pub(crate) fn validate(inner: &Inner, d: &Decision) -> Result<(), String> {
 }
 
 /// Arguments: usable JSON, through the boundary check, and valid under the compiled schema.
-pub(crate) fn check_args(reg: &crate::runtime::tools::Registered, d: &Decision) -> Result<(), String> {
+pub(crate) fn check_args(
+    reg: &crate::runtime::tools::Registered,
+    d: &Decision,
+) -> Result<(), String> {
     if !d.invalid_args.is_empty() {
         return Err("arguments are not usable JSON".into());
     }

@@ -18,10 +18,19 @@ pub struct FakeReply {
 
 impl FakeReply {
     pub fn ok(body: &str, usage: super::Usage) -> FakeReply {
-        FakeReply { result: Ok(ModelReply { body: body.as_bytes().to_vec(), usage }), delay: Duration::ZERO }
+        FakeReply {
+            result: Ok(ModelReply {
+                body: body.as_bytes().to_vec(),
+                usage,
+            }),
+            delay: Duration::ZERO,
+        }
     }
     pub fn err(e: ModelError) -> FakeReply {
-        FakeReply { result: Err(e), delay: Duration::ZERO }
+        FakeReply {
+            result: Err(e),
+            delay: Duration::ZERO,
+        }
     }
     pub fn after(mut self, d: Duration) -> FakeReply {
         self.delay = d;
@@ -49,7 +58,12 @@ impl FakeModel {
 
     /// Records a reply for a request body (replayed in order for identical bodies).
     pub fn record(&self, body: &[u8], reply: FakeReply) {
-        self.recorded.lock().unwrap_or_else(|e| e.into_inner()).entry(content_hash(body)).or_default().push_back(reply);
+        self.recorded
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(content_hash(body))
+            .or_default()
+            .push_back(reply);
     }
 
     /// The requests seen so far.
@@ -65,9 +79,22 @@ impl Model for FakeModel {
 
     fn generate(&self, req: ModelRequest) -> ModelFuture {
         let key = content_hash(&req.body);
-        self.seen.lock().unwrap_or_else(|e| e.into_inner()).push(req);
-        let replayed = self.recorded.lock().unwrap_or_else(|e| e.into_inner()).get_mut(&key).and_then(|q| q.pop_front());
-        let next = replayed.or_else(|| self.script.lock().unwrap_or_else(|e| e.into_inner()).pop_front());
+        self.seen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(req);
+        let replayed = self
+            .recorded
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_mut(&key)
+            .and_then(|q| q.pop_front());
+        let next = replayed.or_else(|| {
+            self.script
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .pop_front()
+        });
         Box::pin(async move {
             match next {
                 Some(r) => {
@@ -76,7 +103,9 @@ impl Model for FakeModel {
                     }
                     r.result
                 }
-                None => Err(ModelError::Fatal("fake model: no recorded reply for this request".into())),
+                None => Err(ModelError::Fatal(
+                    "fake model: no recorded reply for this request".into(),
+                )),
             }
         })
     }

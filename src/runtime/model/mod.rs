@@ -103,9 +103,13 @@ pub struct Price {
 impl Price {
     /// `(input−cached)×in/1e6 + cached×cached/1e6 + output×out/1e6`, saturating, ≥ 0.
     pub fn cost(&self, u: &Usage) -> i64 {
-        let part = |tokens: i64, price: i64| -> i128 { (tokens.max(0) as i128) * (price.max(0) as i128) / 1_000_000 };
+        let part = |tokens: i64, price: i64| -> i128 {
+            (tokens.max(0) as i128) * (price.max(0) as i128) / 1_000_000
+        };
         let uncached = (u.input_tokens - u.cached_input_tokens).max(0);
-        let total = part(uncached, self.input) + part(u.cached_input_tokens, self.cached_input) + part(u.output_tokens, self.output);
+        let total = part(uncached, self.input)
+            + part(u.cached_input_tokens, self.cached_input)
+            + part(u.output_tokens, self.output);
         total.clamp(0, i64::MAX as i128) as i64
     }
 }
