@@ -47,3 +47,180 @@ async fn the_nineteen_argument_cases_through_the_runtime() {
         }
     }
 }
+
+fn args_for(tool: &str, order: &str) -> serde_json::Value {
+    match tool {
+        "issue_refund" => {
+            consumer_support::refund(serde_json::json!({"order_id": order, "amount_cents": 1000}))
+        }
+        "update_shipping_address" => consumer_support::address(order, "5 Pine Rd", "94107"),
+        _ => serde_json::json!({"order_id": order}),
+    }
+}
+
+/// Runs the 32 (user, order, tool) combinations through the runtime, one run each on a fresh
+/// backend, and returns the combinations that broke the rule "only owners reach an order".
+async fn matrix_failures(options: DispatcherOptions) -> Vec<String> {
+    let mut w = consumer_support::rt::world_with(options);
+    let owners = [
+        ("ord_1001", "cu_ana"),
+        ("ord_1002", "cu_ben"),
+        ("ord_1003", "cu_ana"),
+        ("ord_1004", "cu_ana"),
+    ];
+    let mut failed = Vec::new();
+    let mut n = 0;
+    for user in ["cu_ana", "cu_ben"] {
+        for (order, owner) in owners {
+            for tool in countersign::consumer::tools::TOOL_NAMES {
+                w.fresh_backend(options);
+                n += 1;
+                let id = format!("m-{user}-{order}-{tool}");
+                w.run_calls(&id, user, &[(tool, args_for(tool, order))])
+                    .await;
+                let (code, _) = outcome(&w.steps(&id)[0]);
+                let ok = if owner != user {
+                    code == "not_found" && w.effects(&id) == 0
+                } else {
+                    code != "not_found"
+                };
+                if !ok {
+                    failed.push(format!("{user} {order} {tool}: {code}"));
+                }
+            }
+        }
+    }
+    assert_eq!(n, 32);
+    failed
+}
+
+#[tokio::test]
+async fn authorization_matrix_through_the_runtime() {
+    let failed = matrix_failures(DispatcherOptions::default()).await;
+    assert!(failed.is_empty(), "{failed:#?}");
+}
+
+#[tokio::test]
+async fn seeded_defect_fails_the_matrix_through_the_runtime_only_for_non_owners() {
+    let broken = DispatcherOptions {
+        skip_ownership_check_for_seeded_defect_test: true,
+    };
+    let failed = matrix_failures(broken).await;
+    assert_eq!(failed.len(), 16, "{failed:#?}");
+    for f in &failed {
+        let user = f.split_whitespace().next().unwrap();
+        let order = f.split_whitespace().nth(1).unwrap();
+        let owner = if order == "ord_1002" {
+            "cu_ben"
+        } else {
+            "cu_ana"
+        };
+        assert_ne!(user, owner, "{f}");
+    }
+}
+
+#[tokio::test]
+async fn session_cap_pauses_the_third_refund_through_the_runtime() {
+    let w = world();
+    let four =
+        consumer_support::refund(serde_json::json!({"order_id": "ord_1004", "amount_cents": 4000}));
+    let run = w
+        .run_calls(
+            "cap",
+            "cu_ana",
+            &[
+                ("issue_refund", four.clone()),
+                ("issue_refund", four.clone()),
+                ("issue_refund", four),
+            ],
+        )
+        .await;
+    assert_eq!(run.status.as_str(), "WAITING_FOR_APPROVAL");
+    let codes: Vec<String> = w.steps("cap").iter().map(|s| outcome(s).0).collect();
+    assert_eq!(codes, ["ok", "ok", "needs_approval"]);
+    assert_eq!(w.effects("cap"), 2);
+    let approvals = w.store.list_approvals("cap").unwrap();
+    assert_eq!(approvals.len(), 1);
+    assert_eq!(approvals[0].kind, "session_cap");
+    let p: serde_json::Value = serde_json::from_str(&approvals[0].presentation).unwrap();
+    assert_eq!(
+        (
+            p["session_irreversible_cents"].as_i64(),
+            p["impact_cents"].as_i64()
+        ),
+        (Some(8000), Some(4000))
+    );
+    let c: serde_json::Value = serde_json::from_str(&approvals[0].capability).unwrap();
+    assert_eq!(
+        c,
+        serde_json::json!({"args": {"amount_cents": 4000, "order_id": "ord_1004", "reason": "damaged"}, "tool": "issue_refund"})
+    );
+}
+
+#[tokio::test]
+async fn injected_conversation_through_the_runtime_changes_nothing_and_waits_clean() {
+    use countersign::consumer::adapter::{self, ScenarioAgent};
+    use countersign::consumer::scenarios;
+    use countersign::consumer::session::Session;
+    let w = world();
+    let s = scenarios::named("injected").unwrap();
+    w.backend
+        .put_session(&Session::full("inj", s.user), s.name)
+        .unwrap();
+    let d = adapter::driver(
+        w.store.clone(),
+        &w.dispatcher,
+        ScenarioAgent::by_session(w.backend.clone()),
+        "test",
+        None,
+    )
+    .unwrap();
+    let run = d
+        .start_with_id(
+            "inj",
+            &s.goal,
+            countersign::runtime::driver::default_limits(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(run.status.as_str(), "WAITING_FOR_APPROVAL");
+    let steps = w.steps("inj");
+    let got: Vec<(String, &str)> = steps.iter().map(outcome).collect();
+    assert_eq!(
+        got,
+        [
+            ("not_found".to_string(), "policy"),
+            ("invalid_arguments".into(), "runtime"),
+            ("needs_approval".into(), "policy")
+        ]
+    );
+    assert!(w.backend.ledger().unwrap().is_empty());
+    // The hostile text is stored as data (goal, the model's prose) ...
+    assert_eq!(w.store.get_run("inj").unwrap().goal, s.goal);
+    assert!(
+        steps[2]
+            .decision
+            .as_ref()
+            .unwrap()
+            .reason
+            .contains("APPROVED")
+    );
+    // ... but what the operator is asked to approve was built by the runtime.
+    let a = &w.store.list_approvals("inj").unwrap()[0];
+    let shown = format!("{} {} {}", a.kind, a.capability, a.presentation);
+    for bad in [
+        "APPROVED", "\u{1b}", "\\u001b", "\u{202e}", "\\u202e", "\u{200b}", "ord_1002", "cu_ben",
+    ] {
+        assert!(!shown.contains(bad), "{bad:?} in {shown}");
+    }
+    let p: serde_json::Value = serde_json::from_str(&a.presentation).unwrap();
+    assert_eq!(
+        (
+            p["order"].as_str(),
+            p["amount_cents"].as_i64(),
+            p["customer"].as_str()
+        ),
+        (Some("ord_1004"), Some(9500), Some("cu_ana"))
+    );
+    assert_eq!(p["title"], "Refund 95.00 USD on ord_1004");
+}
