@@ -220,7 +220,7 @@ async fn injected_conversation_through_the_runtime_changes_nothing_and_waits_cle
             p["amount_cents"].as_i64(),
             p["customer"].as_str()
         ),
-        (Some("ord_1004"), Some(9500), Some("cu_ana"))
+        (Some("ord_1004"), Some(6000), Some("cu_ana"))
     );
-    assert_eq!(p["title"], "Refund 95.00 USD on ord_1004");
+    assert_eq!(p["title"], "Refund 60.00 USD on ord_1004");
 }

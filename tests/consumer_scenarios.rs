@@ -34,7 +34,7 @@ fn injected_conversation_changes_nothing_and_waits_with_a_clean_presentation() {
         assert!(!shown.contains(bad), "{bad:?} in {shown}");
     }
     assert_eq!(req.presentation["order"], "ord_1004");
-    assert_eq!(req.presentation["amount_cents"], 9500);
+    assert_eq!(req.presentation["amount_cents"], 6000);
 }
 
 #[test]

@@ -1,0 +1,87 @@
+//! The demo builder: what it writes through the runtime, that it never overwrites a file, that
+//! the run database passes the independent verifier, and that resuming approved runs executes
+//! each approved refund exactly once (ledger-checked).
+
+mod consumer_support;
+
+use countersign::consumer::backend::Backend;
+use countersign::consumer::demo;
+
+#[test]
+fn demo_writes_the_review_queue_through_the_runtime() {
+    let dir = tempfile::tempdir().unwrap();
+    let (runs, backend) = (dir.path().join("runs.db"), dir.path().join("backend.db"));
+    let s = demo::build(&runs, &backend).unwrap();
+    let status = |role: &str| -> Vec<String> {
+        s.with_role(role).iter().map(|r| r.status.clone()).collect()
+    };
+    assert_eq!(status("completed"), ["COMPLETED", "COMPLETED"]);
+    assert_eq!(status("failed"), ["FAILED"]);
+    assert_eq!(
+        status("waiting_over_limit"),
+        ["WAITING_FOR_APPROVAL", "WAITING_FOR_APPROVAL"]
+    );
+    assert_eq!(status("waiting_session_cap"), ["WAITING_FOR_APPROVAL"]);
+    assert_eq!(status("waiting_injected"), ["WAITING_FOR_APPROVAL"]);
+    assert_eq!(status("damaged"), ["COMPLETED"]);
+    // The ledger holds exactly the automatic effects: 3000 on ord_1001, the address change and
+    // its email, two refunds of 4000 on ord_1004; the status email of the damaged run.
+    let b = Backend::open(&backend).unwrap();
+    let ledger: Vec<(String, String, i64)> = b
+        .ledger()
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.tool, e.order_id, e.amount_cents))
+        .collect();
+    let want = [
+        ("issue_refund", "ord_1001", 3000),
+        ("update_shipping_address", "ord_1003", 0),
+        ("send_status_email", "ord_1003", 0),
+        ("issue_refund", "ord_1004", 4000),
+        ("issue_refund", "ord_1004", 4000),
+        ("send_status_email", "ord_1002", 0),
+    ];
+    let want: Vec<(String, String, i64)> = want
+        .iter()
+        .map(|(a, b, c)| (a.to_string(), b.to_string(), *c))
+        .collect();
+    assert_eq!(ledger, want);
+}
+
+#[test]
+fn demo_refuses_to_overwrite_existing_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let (runs, backend) = (dir.path().join("runs.db"), dir.path().join("backend.db"));
+    std::fs::write(&runs, b"precious").unwrap();
+    let err = demo::build(&runs, &backend).unwrap_err().to_string();
+    assert!(err.contains("already exists"), "{err}");
+    assert_eq!(std::fs::read(&runs).unwrap(), b"precious");
+    assert!(!backend.exists());
+    std::fs::remove_file(&runs).unwrap();
+    std::fs::write(&backend, b"precious").unwrap();
+    assert!(demo::build(&runs, &backend).is_err());
+    assert_eq!(std::fs::read(&backend).unwrap(), b"precious");
+    assert!(!runs.exists());
+}
+
+#[test]
+fn demo_run_database_passes_the_independent_verifier() {
+    let dir = tempfile::tempdir().unwrap();
+    let (runs, backend) = (dir.path().join("runs.db"), dir.path().join("backend.db"));
+    demo::build(&runs, &backend).unwrap();
+    let tool = consumer_support::shared_dir().join("tools/agentrt_verify.py");
+    let out = std::process::Command::new("python3")
+        .arg(&tool)
+        .arg(&runs)
+        .arg("--json")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The damaged row is reported, not hidden.
+    assert!(text.contains("decision"), "{text}");
+}
