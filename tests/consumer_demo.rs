@@ -82,6 +82,14 @@ fn demo_run_database_passes_the_independent_verifier() {
         "{text}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    // The damaged row is reported, not hidden.
-    assert!(text.contains("decision"), "{text}");
+    let report: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(report["ok"], true, "{text}");
+    assert_eq!(report["problems"], serde_json::json!([]), "{text}");
+    // The damaged row is reported, not hidden: exactly the one the demo wrote.
+    let damaged = report["damaged"].as_array().unwrap();
+    assert_eq!(damaged.len(), 1, "{text}");
+    assert!(
+        damaged[0].as_str().unwrap().contains("decision_json"),
+        "{text}"
+    );
 }
