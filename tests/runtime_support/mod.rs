@@ -151,3 +151,34 @@ pub fn verify(path: &Path) {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Operator approve (test stand-in until the operator module lands): pending -> approved with
+/// `approval.decided`, wall clock, run stays WAITING.
+pub fn approve(store: &Store, run_id: &str, approval_id: &str, by: &str) {
+    decide(store, run_id, approval_id, by, "ok", "approved");
+}
+
+pub fn decide(store: &Store, run_id: &str, approval_id: &str, by: &str, note: &str, status: &str) {
+    let now = Timestamp::now();
+    store
+        .write(|tx| -> Result<(), countersign::runtime::store::StoreError> {
+            let a = tx.get_approval(run_id, approval_id)?;
+            assert!(tx.set_approval_status(&a.id, "pending", &a.hash, status, now, Some(by), note)?);
+            let p = format!(r#"{{"approval_id":"{}","by":"{by}","note":"{note}","status":"{status}"}}"#, a.id);
+            tx.append_event(run_id, &a.step_id, &now, "approval.decided", p.as_bytes())?;
+            Ok(())
+        })
+        .unwrap();
+}
+
+/// The run's latest approval.
+pub fn latest_approval(store: &Store, run_id: &str) -> countersign::runtime::types::Approval {
+    store.list_approvals(run_id).unwrap().pop().expect("an approval")
+}
+
+/// A second driver on the same database: random ids so they do not collide with the first's.
+pub fn driver2(store: &Arc<Store>, tools: Registry, policy: Arc<dyn Policy>, agent: Arc<ScriptedAgent>) -> Driver {
+    let mut c = config(store, tools, policy, agent);
+    c.ids = None;
+    Driver::new(c).unwrap()
+}

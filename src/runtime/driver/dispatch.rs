@@ -12,6 +12,9 @@ use crate::runtime::store::{NewApproval, StepUpdate, Transition, Tx};
 use crate::runtime::tools::Registered;
 use crate::runtime::types::{PolicyDecision, Run, RunStatus, StepStatus, Timestamp, ToolRequest};
 
+/// The approval kind of the interrupted-side-effect pause (spec 8.3).
+pub(crate) const INTERRUPTED_KIND: &str = "interrupted_side_effect";
+
 /// An allowed request, ready to run.
 #[derive(Clone)]
 pub(crate) struct Allowed {
@@ -34,6 +37,9 @@ pub(crate) enum Dispatched {
 pub(crate) struct ResumeGrant {
     pub approval_id: String,
     pub hash: String,
+    /// The granted approval's kind: an `interrupted_side_effect` grant is the operator's
+    /// answer to "run it again?", so a policy that still wants an approval is satisfied by it.
+    pub kind: String,
 }
 
 /// The approval hash (spec 4.2).
@@ -160,7 +166,7 @@ impl RunCtx {
                     let rj = request.to_go_json().map_err(json_err("request"))?;
                     let h = approval_hash(&pd.kind, &pd.capability, &pd.presentation, &rj)
                         .map_err(json_err("approval hash"))?;
-                    if h == g.hash {
+                    if h == g.hash || g.kind == INTERRUPTED_KIND {
                         return self.allow(
                             step_id, index, reg, args, &pj, &ev, policy_at, from_step, grant,
                         );
@@ -232,7 +238,7 @@ impl RunCtx {
                     },
                 )?;
                 if grant.is_some() {
-                    self.lease.written(until);
+                    self.hold_lease(until);
                 }
                 if abort {
                     return Err(self.end_result(Ok(())));
@@ -314,7 +320,7 @@ impl RunCtx {
             Ok(())
         })?;
         if grant.is_some() {
-            self.lease.written(until);
+            self.hold_lease(until);
             self.run.status = RunStatus::Running;
         }
         if let Some(s) = self.step_mut(step_id) {
@@ -331,6 +337,11 @@ impl RunCtx {
             args,
             started,
         }))
+    }
+
+    /// Starts holding the lease a resume write just stamped.
+    pub fn hold_lease(&mut self, until: Timestamp) {
+        self.lease = super::lease::Lease::hold(&self.inner.store, &self.run_id, &self.inner.owner, self.inner.lease_ttl, until);
     }
 
     /// WAITING -> RUNNING (lease stamped) with `run.resumed {"approval_id"}`.

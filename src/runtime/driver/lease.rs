@@ -81,6 +81,20 @@ impl Lease {
         }
     }
 
+    /// A lease not (yet) held: `ok()` is false and there is no heartbeat.
+    pub fn inactive(run_id: &str, owner: &str) -> Lease {
+        Lease {
+            state: Arc::new(State {
+                run_id: run_id.to_string(),
+                owner: owner.to_string(),
+                lost: AtomicBool::new(false),
+                expires: AtomicI64::new(i64::MIN),
+            }),
+            stop: None,
+            thread: None,
+        }
+    }
+
     /// Not lost and the wall clock is before the last expiry written.
     pub fn ok(&self) -> bool {
         !self.state.lost.load(Ordering::SeqCst)

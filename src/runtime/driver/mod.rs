@@ -32,7 +32,7 @@ use super::tools::{Registry, RegistryError};
 use super::types::{Event, Limits, Run};
 
 pub use lease::DEFAULT_LEASE_TTL;
-pub use resume::{Reconcile, Reconciliation};
+pub use resume::{INTERRUPTED_NOTICE, Reconcile, Reconciliation, verify_hash};
 
 /// Receives every event after its transaction committed.
 pub type Observer = Arc<dyn Fn(&Event) + Send + Sync>;
@@ -229,7 +229,7 @@ impl Driver {
         let agent = self.agent()?;
         match resume::attach(self.inner.clone(), run_id).await? {
             resume::Attached::Done(run) => Ok(run),
-            resume::Attached::Continue(cx) => run_loop::drive(*cx, agent).await,
+            resume::Attached::Continue(cx, first) => run_loop::drive_from(*cx, agent, first).await,
         }
     }
 

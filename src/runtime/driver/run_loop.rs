@@ -23,9 +23,23 @@ enum Next {
 
 /// Drives the run until it ends, pauses, or the loop must stop.
 pub(crate) async fn drive(cx: RunCtx, agent: Arc<dyn Agent>) -> Result<Run, RuntimeError> {
+    drive_from(cx, agent, None).await
+}
+
+/// Drives the run, first executing an already-allowed request (a resumed grant).
+pub(crate) async fn drive_from(
+    cx: RunCtx,
+    agent: Arc<dyn Agent>,
+    first: Option<super::dispatch::Allowed>,
+) -> Result<Run, RuntimeError> {
     let mut cx = cx;
+    let mut first = first;
     let res = loop {
-        match step_once(&mut cx, &agent).await {
+        let next = match first.take() {
+            Some(a) => Ok(Next::Execute(a)),
+            None => step_once(&mut cx, &agent).await,
+        };
+        match next {
             Ok(Next::Continue) => continue,
             Ok(Next::Execute(a)) => {
                 let (back, r) = execute(cx, a).await;

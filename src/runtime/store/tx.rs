@@ -216,14 +216,15 @@ impl<'a> Tx<'a> {
                 detail: format!("run {run_id} is {status}, not {}", or_list(from)),
             });
         }
-        if let Some(owner) = lease_owner {
-            if status == RunStatus::Running && lease.owner != owner {
-                return Err(StoreError::RunLeased {
-                    run_id: run_id.into(),
-                    owner: lease.owner,
-                    expires_at: lease.expires_at,
-                });
-            }
+        if let Some(owner) = lease_owner
+            && status == RunStatus::Running
+            && lease.owner != owner
+        {
+            return Err(StoreError::RunLeased {
+                run_id: run_id.into(),
+                owner: lease.owner,
+                expires_at: lease.expires_at,
+            });
         }
         Ok(status)
     }
