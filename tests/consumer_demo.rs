@@ -24,6 +24,14 @@ fn demo_writes_the_review_queue_through_the_runtime() {
     assert_eq!(status("waiting_session_cap"), ["WAITING_FOR_APPROVAL"]);
     assert_eq!(status("waiting_injected"), ["WAITING_FOR_APPROVAL"]);
     assert_eq!(status("damaged"), ["COMPLETED"]);
+    assert_eq!(status("waiting_interrupted"), ["WAITING_FOR_APPROVAL"]);
+    // The crashed run waits on the runtime's interrupted-side-effect approval.
+    let store = countersign::runtime::store::Store::open_existing(&runs, true).unwrap();
+    let crashed = &s.with_role("waiting_interrupted")[0].id;
+    let a = store.list_approvals(crashed).unwrap();
+    assert_eq!(a.len(), 1);
+    assert_eq!(a[0].kind, "interrupted_side_effect");
+    assert_eq!(a[0].status.as_str(), "pending");
     // The ledger holds exactly the automatic effects: 3000 on ord_1001, the address change and
     // its email, two refunds of 4000 on ord_1004; the status email of the damaged run.
     let b = Backend::open(&backend).unwrap();
@@ -39,6 +47,7 @@ fn demo_writes_the_review_queue_through_the_runtime() {
         ("send_status_email", "ord_1003", 0),
         ("issue_refund", "ord_1004", 4000),
         ("issue_refund", "ord_1004", 4000),
+        ("issue_refund", "ord_1002", 2500),
         ("send_status_email", "ord_1002", 0),
     ];
     let want: Vec<(String, String, i64)> = want

@@ -10,16 +10,18 @@ use std::sync::Arc;
 
 use thiserror::Error;
 
-use crate::consumer::adapter::{self, ScenarioAgent};
+use crate::consumer::adapter::{self, ConsumerPolicy, ConsumerTool, ScenarioAgent};
 use crate::consumer::backend::{Backend, BackendError};
 use crate::consumer::dispatch::{Dispatcher, DispatcherOptions};
 use crate::consumer::policy::ConsequencePolicy;
 use crate::consumer::scenarios;
 use crate::consumer::session::Session;
 use crate::consumer::tools::Catalog;
-use crate::runtime::driver::{Driver, RuntimeError, default_limits, random_id};
+use crate::runtime::driver::{Config, Driver, RuntimeError, default_limits, random_id};
 use crate::runtime::store::{Store, StoreError};
+use crate::runtime::tools::{Registry, Tool, ToolCall, ToolDef, ToolFuture};
 use crate::runtime::types::Run;
+use crate::runtime::types::Timestamp;
 
 /// What building or resuming the demo can fail with.
 #[derive(Debug, Error)]
@@ -187,7 +189,9 @@ pub fn build(run_db: &Path, backend_db: &Path) -> Result<DemoSummary, DemoError>
         driver,
         runs: Vec::new(),
     };
-    on_runtime(|rt| rt.block_on(write_queue(&mut b)))?;
+    on_runtime(|rt| rt.block_on(write_first_runs(&mut b)))?;
+    let crashed = write_crashed_run(&mut b, "partial_refund", "waiting_interrupted")?;
+    on_runtime(|rt| rt.block_on(write_later_runs(&mut b, &crashed)))?;
     damage_one_row(run_db, &b)?;
     for r in &mut b.runs {
         r.status = b.store.get_run(&r.id)?.status.as_str().to_string();
@@ -199,7 +203,7 @@ pub fn build(run_db: &Path, backend_db: &Path) -> Result<DemoSummary, DemoError>
     })
 }
 
-async fn write_queue(b: &mut Builder) -> Result<(), DemoError> {
+async fn write_first_runs(b: &mut Builder) -> Result<(), DemoError> {
     let r = b.start("small_refund", "completed").await?;
     b.expect(&r, "COMPLETED")?;
     let r = b.start("address_change", "completed").await?;
@@ -212,12 +216,109 @@ async fn write_queue(b: &mut Builder) -> Result<(), DemoError> {
     b.expect(&r, "WAITING_FOR_APPROVAL")?;
     let r = b.start("injected", "waiting_injected").await?;
     b.expect(&r, "WAITING_FOR_APPROVAL")?;
+    Ok(())
+}
+
+async fn write_later_runs(b: &mut Builder, crashed: &str) -> Result<(), DemoError> {
+    // A new process takes the dead one's run over: the refund's outcome is unknown to the
+    // runtime (the backend knows), so the step waits for an operator.
+    let r = b.driver.resume(crashed).await?;
+    b.expect(&r, "WAITING_FOR_APPROVAL")?;
     let r = b.start("late_refund", "waiting_over_limit").await?;
     b.expect(&r, "WAITING_FOR_APPROVAL")?;
     let r = b.start("status_check", "damaged").await?;
     b.expect(&r, "COMPLETED")?;
     Ok(())
 }
+
+/// A tool that performs its effect, reports it, and then never returns: the process "dies"
+/// between the effect and the runtime recording its outcome.
+struct CrashAfterEffect {
+    inner: Arc<dyn Tool>,
+    done: std::sync::mpsc::Sender<()>,
+}
+
+impl Tool for CrashAfterEffect {
+    fn def(&self) -> ToolDef {
+        self.inner.def()
+    }
+    fn call(&self, call: ToolCall) -> ToolFuture {
+        let fut = self.inner.call(call);
+        let done = self.done.clone();
+        Box::pin(async move {
+            let _effect = fut.await;
+            let _ = done.send(());
+            std::future::pending().await
+        })
+    }
+}
+
+/// Starts `scenario` under a driver whose tools hang after their effect, kills that driver's
+/// whole async runtime once the effect is in the backend, and waits until its short lease has
+/// lapsed, as it would after a crash. Returns the run id; the run is left RUNNING with its step
+/// `executing`.
+fn write_crashed_run(b: &mut Builder, scenario: &str, role: &str) -> Result<String, DemoError> {
+    let s = scenarios::named(scenario)
+        .ok_or_else(|| DemoError::Unexpected(format!("no scenario {scenario}")))?;
+    let id = random_id();
+    b.backend.put_session(&Session::full(&id, s.user), s.name)?;
+    let (tx, rx) = std::sync::mpsc::channel();
+    let mut tools = Registry::new();
+    for c in b.dispatcher.catalog().contracts() {
+        let inner: Arc<dyn Tool> = Arc::new(ConsumerTool::new(c.clone(), b.dispatcher.clone()));
+        tools
+            .register(Arc::new(CrashAfterEffect {
+                inner,
+                done: tx.clone(),
+            }))
+            .map_err(RuntimeError::from)?;
+    }
+    let mut cfg = Config::new(
+        b.store.clone(),
+        tools,
+        Arc::new(ConsumerPolicy::new(b.dispatcher.clone())),
+    );
+    cfg.agent = Some(ScenarioAgent::by_session(b.backend.clone()));
+    cfg.lease_owner = format!("{DEMO_OWNER}-crashed");
+    cfg.lease_ttl = CRASHED_LEASE_TTL;
+    let driver = Driver::new(cfg)?;
+    let run_id = id.clone();
+    std::thread::scope(|sc| {
+        sc.spawn(move || -> Result<(), DemoError> {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .enable_all()
+                .build()?;
+            let goal = s.goal.clone();
+            rt.spawn(async move {
+                let _ = driver.start_with_id(&run_id, &goal, default_limits()).await;
+            });
+            let effect = rx.recv_timeout(std::time::Duration::from_secs(60));
+            rt.shutdown_background();
+            effect.map_err(|_| DemoError::Unexpected("the crashing tool never ran".into()))
+        })
+        .join()
+        .unwrap_or_else(|_| Err(DemoError::Unexpected("the crashing thread panicked".into())))
+    })?;
+    // Wait out the dead process's lease (a few hundred milliseconds).
+    for _ in 0..200 {
+        let lease = b.store.lease(&id)?;
+        if lease.owner.is_empty() || lease.expires_at < Timestamp::now() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    b.runs.push(DemoRun {
+        id: id.clone(),
+        scenario: scenario.to_string(),
+        role: role.to_string(),
+        status: b.store.get_run(&id)?.status.as_str().to_string(),
+    });
+    Ok(id)
+}
+
+/// The lease of the driver that "crashes": short, so the demo need not wait 30 s to take over.
+pub const CRASHED_LEASE_TTL: std::time::Duration = std::time::Duration::from_millis(600);
 
 /// Writes invalid JSON into the first step's `decision_json` of the `damaged` run, with raw
 /// SQL after the fact (what a broken writer or a disk fault would leave).
