@@ -7,7 +7,7 @@ mod consumer_support;
 use consumer_support::{address, fresh, nineteen, refund};
 use countersign::consumer::dispatch::{CallKey, Response};
 use countersign::consumer::session::Session;
-use serde_json::{Value, json};
+use serde_json::json;
 
 fn ana() -> Session {
     Session::full("s-ana", "cu_ana")

@@ -15,20 +15,20 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::consumer::backend::Backend;
 use crate::consumer::dispatch::{CallKey, Dispatcher, Preflight, Response};
 use crate::consumer::policy::sort_keys;
-use crate::consumer::backend::Backend;
 use crate::consumer::scenarios::{self, Ending, Scenario};
 use crate::consumer::tools::{EffectClass, ToolContract, ValidArgs};
 use crate::runtime::agent::{self, Agent, DecideFuture, StepInput};
 use crate::runtime::clock::Clock;
 use crate::runtime::driver::{Config, Driver, RuntimeError};
-use crate::runtime::store::Store;
-use crate::runtime::types::Decision;
 use crate::runtime::policy::{self as rpolicy, Policy, PolicyDecision, PolicyRequest, RunView};
+use crate::runtime::store::Store;
 use crate::runtime::tools::{
     Registry, RegistryError, SideEffect, Tool, ToolCall, ToolDef, ToolError, ToolFuture, ToolOutput,
 };
+use crate::runtime::types::Decision;
 
 /// How long a consumer tool may run before the runtime records a timeout.
 pub const TOOL_TIMEOUT: Duration = Duration::from_secs(10);
@@ -54,7 +54,10 @@ pub struct ConsumerTool {
 
 impl ConsumerTool {
     pub fn new(contract: ToolContract, dispatcher: Arc<Dispatcher>) -> ConsumerTool {
-        ConsumerTool { contract, dispatcher }
+        ConsumerTool {
+            contract,
+            dispatcher,
+        }
     }
 }
 
@@ -95,7 +98,11 @@ pub fn refusal_text(r: &Response) -> String {
 fn summary(name: &str, args: &ValidArgs, replayed: bool) -> String {
     let base = match args {
         ValidArgs::GetOrder { order_id } => format!("read {order_id}"),
-        ValidArgs::IssueRefund { order_id, amount_cents, .. } => {
+        ValidArgs::IssueRefund {
+            order_id,
+            amount_cents,
+            ..
+        } => {
             format!("refunded {amount_cents} cents on {order_id}")
         }
         ValidArgs::UpdateShippingAddress { order_id, .. } => {
@@ -141,7 +148,13 @@ pub fn run_tool(d: &Dispatcher, name: &str, call: &ToolCall) -> Result<ToolOutpu
                 Some(a) => summary(name, &a, true),
                 None => format!("{name}: replayed the completed call of this step"),
             };
-            return output(&Response::Ok { result, replayed: true }, summary);
+            return output(
+                &Response::Ok {
+                    result,
+                    replayed: true,
+                },
+                summary,
+            );
         }
         Ok(Preflight::Ready(p)) => p,
     };
@@ -185,7 +198,11 @@ impl Policy for ConsumerPolicy {
         let d = &self.dispatcher;
         let session = match d.backend().session(&req.run_id) {
             Ok(Some(s)) => s,
-            Ok(None) => return Ok(rpolicy::deny("no_session: this run has no consumer session")),
+            Ok(None) => {
+                return Ok(rpolicy::deny(
+                    "no_session: this run has no consumer session",
+                ));
+            }
             Err(e) => return Ok(rpolicy::deny(format!("backend_unavailable: {e}"))),
         };
         let Ok(raw) = serde_json::from_slice::<Value>(&req.args) else {
@@ -210,7 +227,8 @@ impl Policy for ConsumerPolicy {
                 p.impact_cents
             ))),
             Ok(Some(a)) => {
-                let cap = serde_json::to_vec(&sort_keys(&a.capability)).map_err(|e| e.to_string())?;
+                let cap =
+                    serde_json::to_vec(&sort_keys(&a.capability)).map_err(|e| e.to_string())?;
                 let pres =
                     serde_json::to_vec(&sort_keys(&a.presentation)).map_err(|e| e.to_string())?;
                 rpolicy::need_approval(&a.kind, &a.reason, &cap, &pres)
@@ -238,12 +256,16 @@ enum Source {
 impl ScenarioAgent {
     /// Always the given scenario.
     pub fn fixed(scenario: Scenario) -> Arc<ScenarioAgent> {
-        Arc::new(ScenarioAgent { source: Source::Fixed(Box::new(scenario)) })
+        Arc::new(ScenarioAgent {
+            source: Source::Fixed(Box::new(scenario)),
+        })
     }
 
     /// The scenario recorded with each run's session in `backend`.
     pub fn by_session(backend: Arc<Backend>) -> Arc<ScenarioAgent> {
-        Arc::new(ScenarioAgent { source: Source::BySession(backend) })
+        Arc::new(ScenarioAgent {
+            source: Source::BySession(backend),
+        })
     }
 
     fn scenario(&self, run_id: &str) -> Result<Scenario, String> {
@@ -279,7 +301,9 @@ pub fn scripted_decision(scenario: &Scenario, index: i64) -> Decision {
 
 impl Agent for ScenarioAgent {
     fn decide(&self, input: StepInput) -> DecideFuture {
-        let d = self.scenario(&input.run_id).map(|s| scripted_decision(&s, input.index));
+        let d = self
+            .scenario(&input.run_id)
+            .map(|s| scripted_decision(&s, input.index));
         Box::pin(async move { d })
     }
 }

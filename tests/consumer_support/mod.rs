@@ -297,26 +297,18 @@ pub mod rt {
             .unwrap()
         }
 
+        /// A driver whose agent proposes `calls` by step index (for resuming such a run).
+        pub fn driver_for_calls(&self, user: &str, calls: &[(&str, Value)]) -> Driver {
+            let _ = user;
+            self.driver(calls_scenario(calls))
+        }
+
         /// Starts run `id` for `user` proposing `calls` one per step, then completing.
         pub async fn run_calls(&self, id: &str, user: &str, calls: &[(&str, Value)]) -> Run {
             self.backend
                 .put_session(&Session::full(id, user), "")
                 .unwrap();
-            let scenario = Scenario {
-                name: "test",
-                user: "",
-                goal: "test".into(),
-                proposals: calls
-                    .iter()
-                    .map(|(t, a)| Proposal {
-                        tool: t.to_string(),
-                        args: a.clone(),
-                        prose: String::new(),
-                    })
-                    .collect(),
-                ending: Ending::Complete(json!({})),
-            };
-            self.driver(scenario)
+            self.driver(calls_scenario(calls))
                 .start_with_id(id, "test", default_limits())
                 .await
                 .unwrap()
@@ -334,6 +326,23 @@ pub mod rt {
                 .iter()
                 .filter(|e| e.session_id == run)
                 .count()
+        }
+    }
+
+    pub fn calls_scenario(calls: &[(&str, Value)]) -> Scenario {
+        Scenario {
+            name: "test",
+            user: "",
+            goal: "test".into(),
+            proposals: calls
+                .iter()
+                .map(|(t, a)| Proposal {
+                    tool: t.to_string(),
+                    args: a.clone(),
+                    prose: String::new(),
+                })
+                .collect(),
+            ending: Ending::Complete(json!({})),
         }
     }
 
@@ -374,4 +383,38 @@ pub mod rt {
             other => (other.to_string(), "none"),
         }
     }
+}
+
+/// Operator approve, a test stand-in until the runtime's operator module lands: pending ->
+/// approved with `approval.decided` in one transaction; the run stays WAITING until Resume.
+pub fn approve_latest(store: &countersign::runtime::store::Store, run_id: &str) -> String {
+    use countersign::runtime::types::Timestamp;
+    let a = store
+        .list_approvals(run_id)
+        .unwrap()
+        .pop()
+        .expect("an approval");
+    let now = Timestamp::now();
+    store
+        .write(
+            |tx| -> Result<(), countersign::runtime::store::StoreError> {
+                assert!(tx.set_approval_status(
+                    &a.id,
+                    "pending",
+                    &a.hash,
+                    "approved",
+                    now,
+                    Some("operator"),
+                    "ok"
+                )?);
+                let p = format!(
+                    r#"{{"approval_id":"{}","by":"operator","note":"ok","status":"approved"}}"#,
+                    a.id
+                );
+                tx.append_event(run_id, &a.step_id, &now, "approval.decided", p.as_bytes())?;
+                Ok(())
+            },
+        )
+        .unwrap();
+    a.id
 }
