@@ -5,6 +5,7 @@ pub mod clock;
 pub mod driver;
 pub mod json;
 pub mod model;
+pub mod operator;
 pub mod policy;
 pub mod schema;
 pub mod store;
@@ -12,6 +13,6 @@ pub mod tools;
 pub mod types;
 
 pub use json::{
-    JsonError, canonical_json, check_json, checked_canonical_json, content_hash, event_hash,
-    policy_json,
+    JsonError, approval_hash, canonical_json, check_json, checked_canonical_json, content_hash,
+    event_hash, policy_form_unchecked, policy_json, sha256_hex, tool_spec_hash, try_canonical,
 };

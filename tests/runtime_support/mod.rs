@@ -152,23 +152,9 @@ pub fn verify(path: &Path) {
     );
 }
 
-/// Operator approve (test stand-in until the operator module lands): pending -> approved with
-/// `approval.decided`, wall clock, run stays WAITING.
+/// Operator approve (the real operator function, wall clock).
 pub fn approve(store: &Store, run_id: &str, approval_id: &str, by: &str) {
-    decide(store, run_id, approval_id, by, "ok", "approved");
-}
-
-pub fn decide(store: &Store, run_id: &str, approval_id: &str, by: &str, note: &str, status: &str) {
-    let now = Timestamp::now();
-    store
-        .write(|tx| -> Result<(), countersign::runtime::store::StoreError> {
-            let a = tx.get_approval(run_id, approval_id)?;
-            assert!(tx.set_approval_status(&a.id, "pending", &a.hash, status, now, Some(by), note)?);
-            let p = format!(r#"{{"approval_id":"{}","by":"{by}","note":"{note}","status":"{status}"}}"#, a.id);
-            tx.append_event(run_id, &a.step_id, &now, "approval.decided", p.as_bytes())?;
-            Ok(())
-        })
-        .unwrap();
+    countersign::runtime::operator::approve(store, run_id, approval_id, by, "ok", Timestamp::now()).unwrap();
 }
 
 /// The run's latest approval.
@@ -181,4 +167,14 @@ pub fn driver2(store: &Arc<Store>, tools: Registry, policy: Arc<dyn Policy>, age
     let mut c = config(store, tools, policy, agent);
     c.ids = None;
     Driver::new(c).unwrap()
+}
+
+/// Operator reject (the real operator function, wall clock).
+pub fn reject(store: &Store, run_id: &str, approval_id: &str, by: &str, note: &str) {
+    countersign::runtime::operator::reject(store, run_id, approval_id, by, note, Timestamp::now()).unwrap();
+}
+
+/// Operator cancel (wall clock).
+pub fn cancel(store: &Store, run_id: &str, by: &str, note: &str) {
+    countersign::runtime::operator::cancel(store, run_id, by, note, Timestamp::now()).unwrap();
 }

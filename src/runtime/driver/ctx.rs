@@ -86,6 +86,9 @@ pub(crate) struct RunCtx {
     pub approvals: Vec<Arc<Approval>>,
     pub lease: Lease,
     pub _claim: Claim,
+    /// False while a resume has not yet taken the run: a lost compare-and-set is then the
+    /// resume's own `ErrRunState` (another resume won), not a lost lease.
+    pub attached: bool,
 }
 
 impl RunCtx {
@@ -129,6 +132,7 @@ impl RunCtx {
             approvals: Vec::new(),
             lease,
             _claim: claim,
+            attached: true,
         })
     }
 
@@ -151,6 +155,7 @@ impl RunCtx {
             Ok(run) if run.status == RunStatus::Cancelled && run.reason == "operator_cancelled" => {
                 Stop::Ended(run)
             }
+            _ if !self.attached => Stop::Err(RuntimeError::Store(e)),
             _ => {
                 self.lease.mark_lost();
                 Stop::Err(RuntimeError::Store(StoreError::LeaseLost {

@@ -341,6 +341,7 @@ impl RunCtx {
 
     /// Starts holding the lease a resume write just stamped.
     pub fn hold_lease(&mut self, until: Timestamp) {
+        self.attached = true;
         self.lease = super::lease::Lease::hold(&self.inner.store, &self.run_id, &self.inner.owner, self.inner.lease_ttl, until);
     }
 

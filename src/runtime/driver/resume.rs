@@ -56,6 +56,7 @@ fn ctx(inner: &Arc<Inner>, run: Run, claim: Claim) -> Result<RunCtx, RuntimeErro
         approvals: Vec::new(),
         lease: Lease::inactive("", &inner.owner),
         _claim: claim,
+        attached: false,
     };
     cx.lease = Lease::inactive(&cx.run_id, &inner.owner);
     cx.reload_all()?;
