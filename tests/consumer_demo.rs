@@ -25,6 +25,8 @@ fn demo_writes_the_review_queue_through_the_runtime() {
     assert_eq!(status("waiting_injected"), ["WAITING_FOR_APPROVAL"]);
     assert_eq!(status("damaged"), ["COMPLETED"]);
     assert_eq!(status("waiting_interrupted"), ["WAITING_FOR_APPROVAL"]);
+    assert_eq!(status("rejected"), ["CANCELLED"]);
+    assert_eq!(status("cancelled"), ["CANCELLED"]);
     // The crashed run waits on the runtime's interrupted-side-effect approval.
     let store = countersign::runtime::store::Store::open_existing(&runs, true).unwrap();
     let crashed = &s.with_role("waiting_interrupted")[0].id;
@@ -32,6 +34,10 @@ fn demo_writes_the_review_queue_through_the_runtime() {
     assert_eq!(a.len(), 1);
     assert_eq!(a[0].kind, "interrupted_side_effect");
     assert_eq!(a[0].status.as_str(), "pending");
+    let reason = |role: &str| store.get_run(&s.with_role(role)[0].id).unwrap().reason;
+    assert_eq!(reason("rejected"), "approval_rejected");
+    assert_eq!(reason("cancelled"), "operator_cancelled");
+    assert_eq!(s.runs.len(), 11);
     // The ledger holds exactly the automatic effects: 3000 on ord_1001, the address change and
     // its email, two refunds of 4000 on ord_1004; the status email of the damaged run.
     let b = Backend::open(&backend).unwrap();

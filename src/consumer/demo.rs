@@ -18,6 +18,7 @@ use crate::consumer::scenarios;
 use crate::consumer::session::Session;
 use crate::consumer::tools::Catalog;
 use crate::runtime::driver::{Config, Driver, RuntimeError, default_limits, random_id};
+use crate::runtime::operator::{self, OperatorError};
 use crate::runtime::store::{Store, StoreError};
 use crate::runtime::tools::{Registry, Tool, ToolCall, ToolDef, ToolFuture};
 use crate::runtime::types::Run;
@@ -36,6 +37,8 @@ pub enum DemoError {
     Store(#[from] StoreError),
     #[error("the runtime failed while writing the demo: {0}")]
     Runtime(#[from] RuntimeError),
+    #[error("an operator action of the demo failed: {0}")]
+    Operator(#[from] OperatorError),
     #[error("the demo could not start its async runtime: {0}")]
     Io(#[from] std::io::Error),
     #[error("the demo ended up in an unexpected state: {0}")]
@@ -226,9 +229,38 @@ async fn write_later_runs(b: &mut Builder, crashed: &str) -> Result<(), DemoErro
     b.expect(&r, "WAITING_FOR_APPROVAL")?;
     let r = b.start("late_refund", "waiting_over_limit").await?;
     b.expect(&r, "WAITING_FOR_APPROVAL")?;
+    // A refund the operator turned down, and a request withdrawn before anyone decided.
+    let r = b.start("full_refund", "rejected").await?;
+    b.expect(&r, "WAITING_FOR_APPROVAL")?;
+    let a = latest_approval(&b.store, &r.id)?;
+    operator::reject(
+        &b.store,
+        &r.id,
+        &a,
+        "ops@example.test",
+        "the customer reported one damaged item, not the whole order",
+        Timestamp::now(),
+    )?;
+    let r = b.start("changed_mind", "cancelled").await?;
+    b.expect(&r, "WAITING_FOR_APPROVAL")?;
+    operator::cancel(
+        &b.store,
+        &r.id,
+        "ops@example.test",
+        "the customer withdrew the request",
+        Timestamp::now(),
+    )?;
     let r = b.start("status_check", "damaged").await?;
     b.expect(&r, "COMPLETED")?;
     Ok(())
+}
+
+fn latest_approval(store: &Store, run_id: &str) -> Result<String, DemoError> {
+    store
+        .list_approvals(run_id)?
+        .pop()
+        .map(|a| a.id)
+        .ok_or_else(|| DemoError::Unexpected(format!("run {run_id} has no approval")))
 }
 
 /// A tool that performs its effect, reports it, and then never returns: the process "dies"

@@ -385,8 +385,8 @@ pub mod rt {
     }
 }
 
-/// Operator approve, a test stand-in until the runtime's operator module lands: pending ->
-/// approved with `approval.decided` in one transaction; the run stays WAITING until Resume.
+/// The operator approves the run's latest approval (the runtime's real operator path); the run
+/// stays WAITING until Resume. Returns the approval id.
 pub fn approve_latest(store: &countersign::runtime::store::Store, run_id: &str) -> String {
     use countersign::runtime::types::Timestamp;
     let a = store
@@ -394,27 +394,14 @@ pub fn approve_latest(store: &countersign::runtime::store::Store, run_id: &str) 
         .unwrap()
         .pop()
         .expect("an approval");
-    let now = Timestamp::now();
-    store
-        .write(
-            |tx| -> Result<(), countersign::runtime::store::StoreError> {
-                assert!(tx.set_approval_status(
-                    &a.id,
-                    "pending",
-                    &a.hash,
-                    "approved",
-                    now,
-                    Some("operator"),
-                    "ok"
-                )?);
-                let p = format!(
-                    r#"{{"approval_id":"{}","by":"operator","note":"ok","status":"approved"}}"#,
-                    a.id
-                );
-                tx.append_event(run_id, &a.step_id, &now, "approval.decided", p.as_bytes())?;
-                Ok(())
-            },
-        )
-        .unwrap();
+    countersign::runtime::operator::approve(
+        store,
+        run_id,
+        &a.id,
+        "operator",
+        "ok",
+        Timestamp::now(),
+    )
+    .unwrap();
     a.id
 }
