@@ -224,3 +224,37 @@ async fn injected_conversation_through_the_runtime_changes_nothing_and_waits_cle
     );
     assert_eq!(p["title"], "Refund 60.00 USD on ord_1004");
 }
+
+#[tokio::test]
+async fn exposure_scope_and_a_missing_session_are_refused_by_the_policy() {
+    use countersign::consumer::session::{ALL_SCOPES, Session};
+    use countersign::consumer::tools::TOOL_NAMES;
+    let w = world();
+    let r = consumer_support::refund(serde_json::json!({}));
+    w.backend
+        .put_session(
+            &Session::new("narrow", "cu_ana", &ALL_SCOPES, &["get_order"]),
+            "",
+        )
+        .unwrap();
+    w.backend
+        .put_session(
+            &Session::new("readonly", "cu_ana", &["orders:read"], &TOOL_NAMES),
+            "",
+        )
+        .unwrap();
+    for (id, want) in [
+        ("narrow", "not_available"),
+        ("readonly", "forbidden"),
+        ("nobody", "no_session"),
+    ] {
+        let scenario = consumer_support::rt::calls_scenario(&[("issue_refund", r.clone())]);
+        let d = w.driver(scenario);
+        d.start_with_id(id, "test", countersign::runtime::driver::default_limits())
+            .await
+            .unwrap();
+        let (code, layer) = outcome(&w.steps(id)[0]);
+        assert_eq!((code.as_str(), layer), (want, "policy"), "{id}");
+    }
+    assert!(w.backend.ledger().unwrap().is_empty());
+}
