@@ -94,10 +94,30 @@ async fn matrix_failures(options: DispatcherOptions) -> Vec<String> {
     failed
 }
 
+/// Whether, for every tool, the observation for another customer's order is byte-identical to
+/// the one for an order that does not exist.
+async fn missing_looks_like_not_yours(options: DispatcherOptions) -> bool {
+    let w = consumer_support::rt::world_with(options);
+    let mut same = true;
+    for tool in countersign::consumer::tools::TOOL_NAMES {
+        let other = format!("o-{tool}");
+        let missing = format!("x-{tool}");
+        w.run_calls(&other, "cu_ana", &[(tool, args_for(tool, "ord_1002"))])
+            .await;
+        w.run_calls(&missing, "cu_ana", &[(tool, args_for(tool, "ord_9999"))])
+            .await;
+        let a = w.steps(&other)[0].observation_json.clone();
+        let b = w.steps(&missing)[0].observation_json.clone();
+        same &= a == b;
+    }
+    same
+}
+
 #[tokio::test]
 async fn authorization_matrix_through_the_runtime() {
     let failed = matrix_failures(DispatcherOptions::default()).await;
     assert!(failed.is_empty(), "{failed:#?}");
+    assert!(missing_looks_like_not_yours(DispatcherOptions::default()).await);
 }
 
 #[tokio::test]
@@ -107,6 +127,7 @@ async fn seeded_defect_fails_the_matrix_through_the_runtime_only_for_non_owners(
     };
     let failed = matrix_failures(broken).await;
     assert_eq!(failed.len(), 16, "{failed:#?}");
+    assert!(!missing_looks_like_not_yours(broken).await);
     for f in &failed {
         let user = f.split_whitespace().next().unwrap();
         let order = f.split_whitespace().nth(1).unwrap();
