@@ -414,3 +414,24 @@ fn reversible_writes_are_automatic_until_the_write_budget_is_spent() {
     assert_eq!(codes, ["ok", "ok", "ok", "needs_approval"]);
     assert_eq!(backend.ledger().unwrap().len(), 3);
 }
+
+#[test]
+fn a_failing_backend_is_reported_without_its_internals() {
+    let (backend, d) = fresh();
+    backend
+        .execute_raw("DROP TABLE effects; DROP TABLE call_keys; DROP TABLE orders;")
+        .unwrap();
+    let r = d.call(
+        &ana(),
+        "issue_refund",
+        &refund(json!({})),
+        Some(&CallKey::plain("k")),
+        None,
+    );
+    assert_eq!(r.code(), "backend_unavailable");
+    let text = r.to_json().to_string();
+    assert!(
+        !text.contains("table") && !text.contains("SQL") && !text.contains("orders"),
+        "{text}"
+    );
+}

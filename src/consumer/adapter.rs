@@ -33,6 +33,9 @@ use crate::runtime::types::Decision;
 /// How long a consumer tool may run before the runtime records a timeout.
 pub const TOOL_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// What the model is told when the backend fails (never the internal error).
+const UNAVAILABLE: &str = "backend_unavailable: the order service failed; nothing was changed";
+
 /// The policy identity recorded with each decision.
 pub const POLICY_ID: &str = "countersign-consumer/consequence-v1";
 
@@ -131,7 +134,7 @@ pub fn run_tool(d: &Dispatcher, name: &str, call: &ToolCall) -> Result<ToolOutpu
                 call.run_id
             )));
         }
-        Err(e) => return Err(ToolError::Failed(format!("backend_unavailable: {e}"))),
+        Err(_) => return Err(ToolError::Failed(UNAVAILABLE.into())),
     };
     let raw: Value = serde_json::from_slice(&call.args)
         .map_err(|_| ToolError::Failed("invalid_arguments: $: not JSON".into()))?;
@@ -203,7 +206,7 @@ impl Policy for ConsumerPolicy {
                     "no_session: this run has no consumer session",
                 ));
             }
-            Err(e) => return Ok(rpolicy::deny(format!("backend_unavailable: {e}"))),
+            Err(_) => return Ok(rpolicy::deny(UNAVAILABLE)),
         };
         let Ok(raw) = serde_json::from_slice::<Value>(&req.args) else {
             return Ok(rpolicy::deny("invalid_arguments: $: not JSON"));

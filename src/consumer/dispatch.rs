@@ -404,10 +404,12 @@ impl Dispatcher {
     }
 }
 
-fn unavailable(e: crate::consumer::backend::BackendError) -> Response {
+/// The model is told the backend failed, never the internal error (which can name files,
+/// tables or SQL). Every backend write is one transaction, so a failure changed nothing.
+fn unavailable(_e: crate::consumer::backend::BackendError) -> Response {
     Response::Refused {
         code: Code::BackendUnavailable,
-        detail: vec![e.to_string()],
+        detail: vec!["the order service failed; nothing was changed".to_string()],
     }
 }
 
