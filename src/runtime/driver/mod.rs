@@ -8,6 +8,7 @@
 mod ctx;
 mod dispatch;
 mod execute;
+mod gate;
 pub mod lease;
 pub mod limits;
 pub mod record;
@@ -31,6 +32,7 @@ use super::store::{Store, StoreError};
 use super::tools::{Registry, RegistryError};
 use super::types::{Event, Limits, Run};
 
+pub use gate::{Gate, Session, Verdict};
 pub use lease::DEFAULT_LEASE_TTL;
 pub use resume::{INTERRUPTED_NOTICE, Reconcile, Reconciliation, verify_hash};
 
@@ -55,6 +57,8 @@ pub enum RuntimeError {
     ApprovalHash(String),
     #[error("agentrt: {context}: {err}")]
     Json { context: String, err: JsonError },
+    #[error("agentrt: session is closed")]
+    SessionClosed,
 }
 
 impl RuntimeError {

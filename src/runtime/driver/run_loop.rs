@@ -16,7 +16,7 @@ use crate::runtime::model::ModelCaller;
 use crate::runtime::policy::RunView;
 use crate::runtime::types::{Run, RunStatus, StepStatus};
 
-enum Next {
+pub(crate) enum Next {
     Continue,
     Execute(super::dispatch::Allowed),
 }
@@ -118,7 +118,15 @@ impl RunCtx {
     }
 }
 
-async fn step_once(cx: &mut RunCtx, agent: &Arc<dyn Agent>) -> StepResult<Next> {
+/// A started step: what the agent (or a Gate's caller) decides on.
+pub(crate) struct Open {
+    pub step: crate::runtime::types::Step,
+    pub view: RunView,
+    pub model: Option<ModelCaller>,
+}
+
+/// The first half of a step: read the run, check damage and limits, start the step.
+pub(crate) fn open_step(cx: &mut RunCtx) -> StepResult<Open> {
     cx.reload_run()?;
     if cx.run.status != RunStatus::Running {
         return Err(Stop::Ended(cx.run.clone()));
@@ -137,25 +145,29 @@ async fn step_once(cx: &mut RunCtx, agent: &Arc<dyn Agent>) -> StepResult<Next> 
     let view = cx.view();
     let step = cx.start_step()?;
     let model = cx.inner.model.as_ref().map(|m| {
-        ModelCaller::new(
-            m.clone(),
-            cx.inner.clone(),
-            &cx.run_id,
-            &step.id,
-            cx.limits.clone(),
-            cx.lease.probe(),
-        )
+        ModelCaller::new(m.clone(), cx.inner.clone(), &cx.run_id, &step.id, cx.limits.clone(), cx.lease.probe())
     });
-    let input = StepInput {
-        run_id: cx.run_id.clone(),
-        step_id: step.id.clone(),
-        index: step.index,
-        goal: cx.goal.clone(),
-        steps: view.steps.clone(),
-        tools: cx.inner.tools.iter().map(|r| r.spec.clone()).collect(),
-        model: model.clone(),
-    };
-    let decided = agent.decide(input).await;
+    Ok(Open { step, view, model })
+}
+
+impl RunCtx {
+    /// What an agent is handed for an open step (copies).
+    pub(crate) fn input(&self, open: &Open) -> StepInput {
+        StepInput {
+            run_id: self.run_id.clone(),
+            step_id: open.step.id.clone(),
+            index: open.step.index,
+            goal: self.goal.clone(),
+            steps: open.view.steps.clone(),
+            tools: self.inner.tools.iter().map(|r| r.spec.clone()).collect(),
+            model: open.model.clone(),
+        }
+    }
+}
+
+/// The second half: record what was decided, validate, settle or dispatch.
+pub(crate) fn decided(cx: &mut RunCtx, open: Open, decided: Result<crate::runtime::types::Decision, String>) -> StepResult<Next> {
+    let Open { step, view, model } = open;
     let d = match decided {
         Ok(d) => d,
         Err(e) => {
@@ -175,24 +187,21 @@ async fn step_once(cx: &mut RunCtx, agent: &Arc<dyn Agent>) -> StepResult<Next> 
         "complete" | "fail" => Err(cx.settle(&step.id, &rec.kind, &rec.message, &rec.result)),
         _ => {
             let Some(reg) = cx.inner.tools.get(&rec.tool).cloned() else {
-                return Err(
-                    cx.fail_internal(&[RunStatus::Running], "internal: validated tool vanished")
-                );
+                return Err(cx.fail_internal(&[RunStatus::Running], "internal: validated tool vanished"));
             };
-            match cx.dispatch(
-                &step.id,
-                step.index,
-                reg,
-                &rec.args,
-                view,
-                StepStatus::Deciding,
-                None,
-            )? {
+            match cx.dispatch(&step.id, step.index, reg, &rec.args, view, StepStatus::Deciding, None)? {
                 Dispatched::Execute(a) => Ok(Next::Execute(a)),
                 Dispatched::Continue => Ok(Next::Continue),
             }
         }
     }
+}
+
+async fn step_once(cx: &mut RunCtx, agent: &Arc<dyn Agent>) -> StepResult<Next> {
+    let open = open_step(cx)?;
+    let input = cx.input(&open);
+    let d = agent.decide(input).await;
+    decided(cx, open, d)
 }
 
 impl RunCtx {
@@ -235,7 +244,7 @@ impl RunCtx {
     }
 
     /// The agent failed: the step fails and so does the run.
-    fn agent_failed(&mut self, step_id: &str, reason: &str, err: &str, limit: bool) -> Stop {
+    pub(crate) fn agent_failed(&mut self, step_id: &str, reason: &str, err: &str, limit: bool) -> Stop {
         let now = self.inner.now();
         let detail = format!("agent error: {err}");
         let res = self.end_step(
