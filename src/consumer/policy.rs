@@ -240,3 +240,77 @@ pub fn args_hash(normalized: &Value) -> String {
     let bytes = serde_json::to_vec(&sort_keys(normalized)).unwrap_or_default();
     hex::encode(Sha256::digest(bytes))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spent(writes: i64, irreversible_cents: i64) -> Budgets {
+        Budgets {
+            writes,
+            irreversible_cents,
+        }
+    }
+
+    #[test]
+    fn consequence_limits_are_inclusive_at_their_boundaries() {
+        let p = ConsequencePolicy::default();
+        let irr = EffectClass::IrreversibleWrite;
+        assert_eq!(
+            p.decide(EffectClass::Read, 1_000_000, spent(99, 99_999)),
+            Verdict::Auto
+        );
+        assert_eq!(p.decide(irr, 5000, spent(0, 0)), Verdict::Auto);
+        assert_eq!(
+            p.decide(irr, 5001, spent(0, 0)),
+            Verdict::Approve(Hold::OverAutoLimit)
+        );
+        assert_eq!(p.decide(irr, 5000, spent(1, 5000)), Verdict::Auto);
+        assert_eq!(
+            p.decide(irr, 1, spent(2, 10000)),
+            Verdict::Approve(Hold::SessionCap)
+        );
+        assert_eq!(
+            p.decide(irr, i64::MAX, spent(0, i64::MAX)),
+            Verdict::Approve(Hold::OverAutoLimit)
+        );
+        // Once a session is past the cap (through approvals), even a zero-impact irreversible call
+        // waits: the total does not stay within the cap.
+        assert_eq!(
+            p.decide(irr, 0, spent(0, 10_001)),
+            Verdict::Approve(Hold::SessionCap)
+        );
+        assert_eq!(p.decide(irr, 0, spent(0, 10_000)), Verdict::Auto);
+        let rev = EffectClass::ReversibleWrite;
+        assert_eq!(p.decide(rev, 0, spent(2, 0)), Verdict::Auto);
+        assert_eq!(
+            p.decide(rev, 0, spent(3, 0)),
+            Verdict::Approve(Hold::WriteBudget)
+        );
+    }
+
+    #[test]
+    fn hmac_matches_rfc_4231_case_1() {
+        let mac = hmac_sha256(&[0x0b; 20], b"Hi There");
+        assert_eq!(
+            hex::encode(mac),
+            "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7"
+        );
+        // A key longer than the block is hashed first (RFC 4231 case 6).
+        let mac = hmac_sha256(
+            &[0xaa; 131],
+            b"Test Using Larger Than Block-Size Key - Hash Key First",
+        );
+        assert_eq!(
+            hex::encode(mac),
+            "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54"
+        );
+    }
+
+    #[test]
+    fn dollars_formats_cents() {
+        assert_eq!(dollars(8000), "80.00 USD");
+        assert_eq!(dollars(4205), "42.05 USD");
+        assert_eq!(dollars(7), "0.07 USD");
+    }
+}
