@@ -158,3 +158,55 @@ fn resume_demo_run_executes_each_approved_request_exactly_once() {
     assert!(demo::resume_demo_run(&runs, &backend, &crashed).is_err());
     assert_eq!(ledger().len(), before + 1);
 }
+
+/// A crash inside a refund's tool call, resumed by another driver: the runtime pauses on the
+/// interrupted side effect; approving re-runs the same step once. Whether or not the effect had
+/// landed before the crash, the ledger ends with exactly one refund for that step.
+async fn crash_then_approve(effect_lands: bool) -> (Vec<i64>, String) {
+    use countersign::consumer::adapter::ScenarioAgent;
+    use countersign::consumer::crash::crash_in_tool_call;
+    use countersign::consumer::session::Session;
+    let w = world();
+    let calls = [("issue_refund", refund("ord_1002", 2500))];
+    w.backend
+        .put_session(&Session::full("crash", "cu_ben"), "")
+        .unwrap();
+    let (store, d) = (w.store.clone(), w.dispatcher.clone());
+    let agent = ScenarioAgent::fixed(consumer_support::rt::calls_scenario(&calls));
+    tokio::task::spawn_blocking(move || {
+        crash_in_tool_call(&store, &d, agent, "crash", "test", effect_lands)
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!(w.store.get_run("crash").unwrap().status.as_str(), "RUNNING");
+    assert_eq!(refunds(&w, "ord_1002").len(), usize::from(effect_lands));
+    let driver = w.driver_for_calls("cu_ben", &calls);
+    let run = driver.resume("crash").await.unwrap();
+    assert_eq!(run.status.as_str(), "WAITING_FOR_APPROVAL");
+    assert_eq!(
+        w.store.list_approvals("crash").unwrap()[0].kind,
+        "interrupted_side_effect"
+    );
+    approve_latest(&w.store, "crash");
+    let run = driver.resume("crash").await.unwrap();
+    assert_eq!(run.status.as_str(), "COMPLETED");
+    assert!(driver.resume("crash").await.is_err());
+    (refunds(&w, "ord_1002"), outcome(&w.steps("crash")[0]).0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_after_the_effect_is_replayed_not_repeated() {
+    assert_eq!(
+        crash_then_approve(true).await,
+        (vec![2500], "ok (replayed)".to_string())
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_before_the_effect_runs_it_once_on_approval() {
+    assert_eq!(
+        crash_then_approve(false).await,
+        (vec![2500], "ok".to_string())
+    );
+}

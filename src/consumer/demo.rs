@@ -10,19 +10,18 @@ use std::sync::Arc;
 
 use thiserror::Error;
 
-use crate::consumer::adapter::{self, ConsumerPolicy, ConsumerTool, ScenarioAgent};
+use crate::consumer::adapter::{self, ScenarioAgent};
 use crate::consumer::backend::{Backend, BackendError};
+use crate::consumer::crash;
 use crate::consumer::dispatch::{Dispatcher, DispatcherOptions};
 use crate::consumer::policy::ConsequencePolicy;
 use crate::consumer::scenarios;
 use crate::consumer::session::Session;
 use crate::consumer::tools::Catalog;
-use crate::runtime::driver::{Config, Driver, RuntimeError, default_limits, random_id};
+use crate::runtime::driver::{Driver, RuntimeError, default_limits, random_id};
 use crate::runtime::operator::{self, OperatorError};
 use crate::runtime::store::{Store, StoreError};
-use crate::runtime::tools::{Registry, Tool, ToolCall, ToolDef, ToolFuture};
-use crate::runtime::types::Run;
-use crate::runtime::types::Timestamp;
+use crate::runtime::types::{Run, Timestamp};
 
 /// What building or resuming the demo can fail with.
 #[derive(Debug, Error)]
@@ -263,83 +262,15 @@ fn latest_approval(store: &Store, run_id: &str) -> Result<String, DemoError> {
         .ok_or_else(|| DemoError::Unexpected(format!("run {run_id} has no approval")))
 }
 
-/// A tool that performs its effect, reports it, and then never returns: the process "dies"
-/// between the effect and the runtime recording its outcome.
-struct CrashAfterEffect {
-    inner: Arc<dyn Tool>,
-    done: std::sync::mpsc::Sender<()>,
-}
-
-impl Tool for CrashAfterEffect {
-    fn def(&self) -> ToolDef {
-        self.inner.def()
-    }
-    fn call(&self, call: ToolCall) -> ToolFuture {
-        let fut = self.inner.call(call);
-        let done = self.done.clone();
-        Box::pin(async move {
-            let _effect = fut.await;
-            let _ = done.send(());
-            std::future::pending().await
-        })
-    }
-}
-
-/// Starts `scenario` under a driver whose tools hang after their effect, kills that driver's
-/// whole async runtime once the effect is in the backend, and waits until its short lease has
-/// lapsed, as it would after a crash. Returns the run id; the run is left RUNNING with its step
-/// `executing`.
+/// Starts `scenario` under a driver that crashes after its first tool's effect landed (see
+/// [`crash::crash_in_tool_call`]). The run is left RUNNING with its step `executing`.
 fn write_crashed_run(b: &mut Builder, scenario: &str, role: &str) -> Result<String, DemoError> {
     let s = scenarios::named(scenario)
         .ok_or_else(|| DemoError::Unexpected(format!("no scenario {scenario}")))?;
     let id = random_id();
     b.backend.put_session(&Session::full(&id, s.user), s.name)?;
-    let (tx, rx) = std::sync::mpsc::channel();
-    let mut tools = Registry::new();
-    for c in b.dispatcher.catalog().contracts() {
-        let inner: Arc<dyn Tool> = Arc::new(ConsumerTool::new(c.clone(), b.dispatcher.clone()));
-        tools
-            .register(Arc::new(CrashAfterEffect {
-                inner,
-                done: tx.clone(),
-            }))
-            .map_err(RuntimeError::from)?;
-    }
-    let mut cfg = Config::new(
-        b.store.clone(),
-        tools,
-        Arc::new(ConsumerPolicy::new(b.dispatcher.clone())),
-    );
-    cfg.agent = Some(ScenarioAgent::by_session(b.backend.clone()));
-    cfg.lease_owner = format!("{DEMO_OWNER}-crashed");
-    cfg.lease_ttl = CRASHED_LEASE_TTL;
-    let driver = Driver::new(cfg)?;
-    let run_id = id.clone();
-    std::thread::scope(|sc| {
-        sc.spawn(move || -> Result<(), DemoError> {
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(1)
-                .enable_all()
-                .build()?;
-            let goal = s.goal.clone();
-            rt.spawn(async move {
-                let _ = driver.start_with_id(&run_id, &goal, default_limits()).await;
-            });
-            let effect = rx.recv_timeout(std::time::Duration::from_secs(60));
-            rt.shutdown_background();
-            effect.map_err(|_| DemoError::Unexpected("the crashing tool never ran".into()))
-        })
-        .join()
-        .unwrap_or_else(|_| Err(DemoError::Unexpected("the crashing thread panicked".into())))
-    })?;
-    // Wait out the dead process's lease (a few hundred milliseconds).
-    for _ in 0..200 {
-        let lease = b.store.lease(&id)?;
-        if lease.owner.is_empty() || lease.expires_at < Timestamp::now() {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    let agent = ScenarioAgent::by_session(b.backend.clone());
+    crash::crash_in_tool_call(&b.store, &b.dispatcher, agent, &id, &s.goal, true)?;
     b.runs.push(DemoRun {
         id: id.clone(),
         scenario: scenario.to_string(),
@@ -348,9 +279,6 @@ fn write_crashed_run(b: &mut Builder, scenario: &str, role: &str) -> Result<Stri
     });
     Ok(id)
 }
-
-/// The lease of the driver that "crashes": short, so the demo need not wait 30 s to take over.
-pub const CRASHED_LEASE_TTL: std::time::Duration = std::time::Duration::from_millis(600);
 
 /// Writes invalid JSON into the first step's `decision_json` of the `damaged` run, with raw
 /// SQL after the fact (what a broken writer or a disk fault would leave).

@@ -5,6 +5,7 @@
 
 pub mod adapter;
 pub mod backend;
+pub mod crash;
 pub mod demo;
 pub mod dispatch;
 pub mod policy;
