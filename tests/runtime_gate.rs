@@ -12,7 +12,11 @@ use countersign::runtime::types::{Decision, RunStatus};
 use runtime_support::*;
 
 fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
 }
 
 fn script() -> Vec<Decision> {
@@ -24,8 +28,13 @@ fn script() -> Vec<Decision> {
     ]
 }
 
-fn tools(calls: &Arc<Mutex<Vec<countersign::runtime::tools::ToolCall>>>) -> countersign::runtime::tools::Registry {
-    registry(vec![echo("look", SideEffect::ReadOnly, calls.clone()), echo("rm", SideEffect::Destructive, calls.clone())])
+fn tools(
+    calls: &Arc<Mutex<Vec<countersign::runtime::tools::ToolCall>>>,
+) -> countersign::runtime::tools::Registry {
+    registry(vec![
+        echo("look", SideEffect::ReadOnly, calls.clone()),
+        echo("rm", SideEffect::Destructive, calls.clone()),
+    ])
 }
 
 #[test]
@@ -34,9 +43,20 @@ fn gate_external_loop_matches_the_driver() {
     let calls = Arc::new(Mutex::new(Vec::new()));
     let mut l = limits();
     l.max_consecutive_tool_failures = 5;
-    let d = driver(&a.store, tools(&calls), Arc::new(DefaultPolicy), ScriptedAgent::new(script()));
+    let d = driver(
+        &a.store,
+        tools(&calls),
+        Arc::new(DefaultPolicy),
+        ScriptedAgent::new(script()),
+    );
     let run_a = rt().block_on(d.start_with_id("r", "g", l.clone())).unwrap();
-    let gate = Gate::new(config(&b.store, tools(&calls), Arc::new(DefaultPolicy), ScriptedAgent::new(Vec::<Decision>::new()))).unwrap();
+    let gate = Gate::new(config(
+        &b.store,
+        tools(&calls),
+        Arc::new(DefaultPolicy),
+        ScriptedAgent::new(Vec::<Decision>::new()),
+    ))
+    .unwrap();
     let rtm = rt();
     let mut s = rtm.block_on(gate.begin("r", "g", l)).unwrap();
     let mut last = None;
@@ -46,19 +66,58 @@ fn gate_external_loop_matches_the_driver() {
         match s.propose(dec).unwrap() {
             Verdict::Allowed(req) => {
                 assert_eq!(req.args, br#"{"q": 1}"#);
-                assert!(matches!(rtm.block_on(s.execute()).unwrap(), Verdict::Observed(_)));
+                assert!(matches!(
+                    rtm.block_on(s.execute()).unwrap(),
+                    Verdict::Observed(_)
+                ));
             }
             Verdict::Denied(o) => assert!(o.is_failure()),
             v => last = Some(v),
         }
     }
-    let Some(Verdict::Ended(run_b)) = last else { panic!("the run ended") };
+    let Some(Verdict::Ended(run_b)) = last else {
+        panic!("the run ended")
+    };
     assert_eq!(run_b.status, run_a.status);
-    let ea: Vec<_> = events(&a.store, "r").into_iter().map(|e| (e.seq, e.kind, e.at_text, e.payload, e.hash)).collect();
-    let eb: Vec<_> = events(&b.store, "r").into_iter().map(|e| (e.seq, e.kind, e.at_text, e.payload, e.hash)).collect();
+    let ea: Vec<_> = events(&a.store, "r")
+        .into_iter()
+        .map(|e| (e.seq, e.kind, e.at_text, e.payload, e.hash))
+        .collect();
+    let eb: Vec<_> = events(&b.store, "r")
+        .into_iter()
+        .map(|e| (e.seq, e.kind, e.at_text, e.payload, e.hash))
+        .collect();
     assert_eq!(ea, eb, "identical rows, events, clock readings and chain");
-    let sa: Vec<_> = a.store.list_steps("r").unwrap().into_iter().map(|s| (s.id, s.status, s.decision_json, s.policy_json, s.observation_json)).collect();
-    let sb: Vec<_> = b.store.list_steps("r").unwrap().into_iter().map(|s| (s.id, s.status, s.decision_json, s.policy_json, s.observation_json)).collect();
+    let sa: Vec<_> = a
+        .store
+        .list_steps("r")
+        .unwrap()
+        .into_iter()
+        .map(|s| {
+            (
+                s.id,
+                s.status,
+                s.decision_json,
+                s.policy_json,
+                s.observation_json,
+            )
+        })
+        .collect();
+    let sb: Vec<_> = b
+        .store
+        .list_steps("r")
+        .unwrap()
+        .into_iter()
+        .map(|s| {
+            (
+                s.id,
+                s.status,
+                s.decision_json,
+                s.policy_json,
+                s.observation_json,
+            )
+        })
+        .collect();
     assert_eq!(sa, sb);
     verify(&b.path);
 }
@@ -68,16 +127,33 @@ fn gate_deny_continues_and_abort_ends() {
     let db = db();
     let calls = Arc::new(Mutex::new(Vec::new()));
     let pol = FnPolicy(|r: &policy::PolicyRequest, _v: &policy::RunView| {
-        Ok(if r.tool == "rm" { policy::abort("never rm") } else { policy::deny("not now") })
+        Ok(if r.tool == "rm" {
+            policy::abort("never rm")
+        } else {
+            policy::deny("not now")
+        })
     });
-    let gate = Gate::new(config(&db.store, tools(&calls), Arc::new(pol), ScriptedAgent::new(Vec::<Decision>::new()))).unwrap();
+    let gate = Gate::new(config(
+        &db.store,
+        tools(&calls),
+        Arc::new(pol),
+        ScriptedAgent::new(Vec::<Decision>::new()),
+    ))
+    .unwrap();
     let mut s = rt().block_on(gate.begin("r", "g", limits())).unwrap();
     s.step().unwrap().unwrap();
-    let Verdict::Denied(o) = s.propose(agent::tool_call("look", "{}")).unwrap() else { panic!() };
+    let Verdict::Denied(o) = s.propose(agent::tool_call("look", "{}")).unwrap() else {
+        panic!()
+    };
     assert_eq!(o.summary, "denied: not now");
     s.step().unwrap().unwrap();
-    let Verdict::Ended(run) = s.propose(agent::tool_call("rm", "{}")).unwrap() else { panic!() };
-    assert_eq!((run.status, run.reason.as_str()), (RunStatus::Failed, "policy_abort"));
+    let Verdict::Ended(run) = s.propose(agent::tool_call("rm", "{}")).unwrap() else {
+        panic!()
+    };
+    assert_eq!(
+        (run.status, run.reason.as_str()),
+        (RunStatus::Failed, "policy_abort")
+    );
     assert!(calls.lock().unwrap().is_empty());
     // The session is over.
     assert!(s.step().unwrap_err().is_run_state());
@@ -87,24 +163,46 @@ fn gate_deny_continues_and_abort_ends() {
 fn gate_approved_step_executes_the_recorded_request() {
     let db = db();
     let calls = Arc::new(Mutex::new(Vec::new()));
-    let reg = registry(vec![echo("push", SideEffect::RemoteMutation, calls.clone())]);
-    let gate = Gate::new(config(&db.store, reg, Arc::new(DefaultPolicy), ScriptedAgent::new(Vec::<Decision>::new()))).unwrap();
+    let reg = registry(vec![echo(
+        "push",
+        SideEffect::RemoteMutation,
+        calls.clone(),
+    )]);
+    let gate = Gate::new(config(
+        &db.store,
+        reg,
+        Arc::new(DefaultPolicy),
+        ScriptedAgent::new(Vec::<Decision>::new()),
+    ))
+    .unwrap();
     let rtm = rt();
     let mut s = rtm.block_on(gate.begin("r", "g", limits())).unwrap();
     s.step().unwrap().unwrap();
-    let Verdict::Pending(run) = s.propose(agent::tool_call("push", r#"{"n": 7}"#)).unwrap() else { panic!() };
+    let Verdict::Pending(run) = s.propose(agent::tool_call("push", r#"{"n": 7}"#)).unwrap() else {
+        panic!()
+    };
     assert_eq!(run.status, RunStatus::WaitingForApproval);
     let a = latest_approval(&db.store, "r");
     approve(&db.store, "r", &a.id, "alice");
     let (s2, v) = rtm.block_on(gate.attach("r")).unwrap();
     let mut s2 = s2.expect("a session");
-    let Verdict::Allowed(req) = v else { panic!("{v:?}") };
+    let Verdict::Allowed(req) = v else {
+        panic!("{v:?}")
+    };
     assert_eq!(req.args, br#"{"n":7}"#);
-    assert!(calls.lock().unwrap().is_empty(), "nothing runs before execute");
-    assert!(matches!(rtm.block_on(s2.execute()).unwrap(), Verdict::Observed(_)));
+    assert!(
+        calls.lock().unwrap().is_empty(),
+        "nothing runs before execute"
+    );
+    assert!(matches!(
+        rtm.block_on(s2.execute()).unwrap(),
+        Verdict::Observed(_)
+    ));
     assert_eq!(calls.lock().unwrap().len(), 1);
     s2.step().unwrap().unwrap();
-    let Verdict::Ended(run) = s2.propose(agent::complete("")).unwrap() else { panic!() };
+    let Verdict::Ended(run) = s2.propose(agent::complete("")).unwrap() else {
+        panic!()
+    };
     assert_eq!(run.status, RunStatus::Completed);
     verify(&db.path);
 }
@@ -113,7 +211,13 @@ fn gate_approved_step_executes_the_recorded_request() {
 fn gate_misuse_is_refused() {
     let db = db();
     let calls = Arc::new(Mutex::new(Vec::new()));
-    let gate = Gate::new(config(&db.store, tools(&calls), Arc::new(DefaultPolicy), ScriptedAgent::new(Vec::<Decision>::new()))).unwrap();
+    let gate = Gate::new(config(
+        &db.store,
+        tools(&calls),
+        Arc::new(DefaultPolicy),
+        ScriptedAgent::new(Vec::<Decision>::new()),
+    ))
+    .unwrap();
     let rtm = rt();
     let mut s = rtm.block_on(gate.begin("r", "g", limits())).unwrap();
     assert!(s.propose(agent::complete("")).is_err(), "no step is open");

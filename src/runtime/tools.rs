@@ -125,6 +125,8 @@ impl<F> FnTool<F>
 where
     F: Fn(ToolCall) -> ToolFuture + Send + Sync + 'static,
 {
+    /// The tool, ready to register.
+    #[allow(clippy::new_ret_no_self)]
     pub fn new(def: ToolDef, f: F) -> Arc<dyn Tool> {
         Arc::new(FnTool { def, f })
     }

@@ -154,16 +154,26 @@ pub fn verify(path: &Path) {
 
 /// Operator approve (the real operator function, wall clock).
 pub fn approve(store: &Store, run_id: &str, approval_id: &str, by: &str) {
-    countersign::runtime::operator::approve(store, run_id, approval_id, by, "ok", Timestamp::now()).unwrap();
+    countersign::runtime::operator::approve(store, run_id, approval_id, by, "ok", Timestamp::now())
+        .unwrap();
 }
 
 /// The run's latest approval.
 pub fn latest_approval(store: &Store, run_id: &str) -> countersign::runtime::types::Approval {
-    store.list_approvals(run_id).unwrap().pop().expect("an approval")
+    store
+        .list_approvals(run_id)
+        .unwrap()
+        .pop()
+        .expect("an approval")
 }
 
 /// A second driver on the same database: random ids so they do not collide with the first's.
-pub fn driver2(store: &Arc<Store>, tools: Registry, policy: Arc<dyn Policy>, agent: Arc<ScriptedAgent>) -> Driver {
+pub fn driver2(
+    store: &Arc<Store>,
+    tools: Registry,
+    policy: Arc<dyn Policy>,
+    agent: Arc<ScriptedAgent>,
+) -> Driver {
     let mut c = config(store, tools, policy, agent);
     c.ids = None;
     Driver::new(c).unwrap()
@@ -171,7 +181,8 @@ pub fn driver2(store: &Arc<Store>, tools: Registry, policy: Arc<dyn Policy>, age
 
 /// Operator reject (the real operator function, wall clock).
 pub fn reject(store: &Store, run_id: &str, approval_id: &str, by: &str, note: &str) {
-    countersign::runtime::operator::reject(store, run_id, approval_id, by, note, Timestamp::now()).unwrap();
+    countersign::runtime::operator::reject(store, run_id, approval_id, by, note, Timestamp::now())
+        .unwrap();
 }
 
 /// Operator cancel (wall clock).

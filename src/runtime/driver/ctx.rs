@@ -13,7 +13,7 @@ use crate::runtime::types::{Approval, Limits, Run, RunStatus, Step, StepStatus, 
 /// How a step or the loop stops early.
 pub(crate) enum Stop {
     /// The run is no longer ours to drive (ended, paused, or cancelled by an operator).
-    Ended(Run),
+    Ended(Box<Run>),
     Err(RuntimeError),
 }
 
@@ -153,7 +153,7 @@ impl RunCtx {
     pub fn explain(&self, e: StoreError) -> Stop {
         match self.inner.store.get_run(&self.run_id) {
             Ok(run) if run.status == RunStatus::Cancelled && run.reason == "operator_cancelled" => {
-                Stop::Ended(run)
+                Stop::Ended(Box::new(run))
             }
             _ if !self.attached => Stop::Err(RuntimeError::Store(e)),
             _ => {
@@ -268,7 +268,7 @@ impl RunCtx {
     pub fn end_result(&mut self, res: StepResult<()>) -> Stop {
         match res {
             Ok(()) => match self.inner.store.get_run(&self.run_id) {
-                Ok(run) => Stop::Ended(run),
+                Ok(run) => Stop::Ended(Box::new(run)),
                 Err(e) => Stop::Err(e.into()),
             },
             Err(s) => s,

@@ -183,7 +183,7 @@ impl RunCtx {
                     &ev,
                     &pid,
                 )?;
-                Err(Stop::Ended(run))
+                Err(Stop::Ended(Box::new(run)))
             }
             Outcome::Deny | Outcome::Abort => {
                 let abort = outcome_of(&pd) == Outcome::Abort;
@@ -300,7 +300,7 @@ impl RunCtx {
             step_set(
                 tx,
                 step_id,
-                &[from_step.clone()],
+                std::slice::from_ref(&from_step),
                 StepUpdate {
                     status: Some(StepStatus::Executing),
                     policy_json: Some(&pjs),
@@ -342,7 +342,13 @@ impl RunCtx {
     /// Starts holding the lease a resume write just stamped.
     pub fn hold_lease(&mut self, until: Timestamp) {
         self.attached = true;
-        self.lease = super::lease::Lease::hold(&self.inner.store, &self.run_id, &self.inner.owner, self.inner.lease_ttl, until);
+        self.lease = super::lease::Lease::hold(
+            &self.inner.store,
+            &self.run_id,
+            &self.inner.owner,
+            self.inner.lease_ttl,
+            until,
+        );
     }
 
     /// WAITING -> RUNNING (lease stamped) with `run.resumed {"approval_id"}`.

@@ -57,7 +57,9 @@ pub struct Gate {
 impl Gate {
     /// Validates the configuration as `Driver::new` does (the agent, if any, is unused).
     pub fn new(cfg: Config) -> Result<Gate, RuntimeError> {
-        Ok(Gate { driver: Driver::new(cfg)? })
+        Ok(Gate {
+            driver: Driver::new(cfg)?,
+        })
     }
 
     pub fn owner(&self) -> &str {
@@ -65,7 +67,12 @@ impl Gate {
     }
 
     /// Creates a run with a caller-chosen id and opens a session on it.
-    pub async fn begin(&self, run_id: &str, goal: &str, limits: Limits) -> Result<Session, RuntimeError> {
+    pub async fn begin(
+        &self,
+        run_id: &str,
+        goal: &str,
+        limits: Limits,
+    ) -> Result<Session, RuntimeError> {
         let cx = RunCtx::create(self.driver.inner.clone(), run_id, goal, limits)?;
         Ok(Session::new(cx, None))
     }
@@ -74,7 +81,7 @@ impl Gate {
     /// allowed request (execute it); with a run that ended or paused there is no session.
     pub async fn attach(&self, run_id: &str) -> Result<(Option<Session>, Verdict), RuntimeError> {
         match resume::attach(self.driver.inner.clone(), run_id).await? {
-            Attached::Done(run) => Ok((None, ended(run))),
+            Attached::Done(run) => Ok((None, ended(*run))),
             Attached::Continue(cx, first) => {
                 let v = match &first {
                     Some(a) => Verdict::Allowed(request_of(&cx, a)),
@@ -95,7 +102,12 @@ fn ended(run: Run) -> Verdict {
 }
 
 fn request_of(cx: &RunCtx, a: &Allowed) -> ToolRequest {
-    ToolRequest { run_id: cx.run_id.clone(), step_id: a.step_id.clone(), spec: a.tool.spec.clone(), args: a.args.clone() }
+    ToolRequest {
+        run_id: cx.run_id.clone(),
+        step_id: a.step_id.clone(),
+        spec: a.tool.spec.clone(),
+        args: a.args.clone(),
+    }
 }
 
 /// A session: holds the run's lease while open.
@@ -113,12 +125,19 @@ fn closed() -> RuntimeError {
 
 impl Session {
     fn new(cx: RunCtx, allowed: Option<Allowed>) -> Session {
-        Session { cx: Some(cx), open: None, allowed, over: None }
+        Session {
+            cx: Some(cx),
+            open: None,
+            allowed,
+            over: None,
+        }
     }
 
     fn cx(&mut self) -> Result<&mut RunCtx, RuntimeError> {
         if let Some(why) = &self.over {
-            return Err(RuntimeError::Store(StoreError::RunState { detail: why.clone() }));
+            return Err(RuntimeError::Store(StoreError::RunState {
+                detail: why.clone(),
+            }));
         }
         self.cx.as_mut().ok_or_else(closed)
     }
@@ -129,6 +148,7 @@ impl Session {
         self.allowed = None;
         match s {
             Stop::Ended(run) => {
+                let run = *run;
                 self.over = Some(format!("run {} is {}", run.id, run.status));
                 self.release();
                 self.cx = None;
@@ -153,7 +173,9 @@ impl Session {
     /// a run a limit ended. A step may not be opened while one is open.
     pub fn step(&mut self) -> Result<Result<StepInput, Verdict>, RuntimeError> {
         if self.open.is_some() || self.allowed.is_some() {
-            return Err(RuntimeError::Config("a step is already open in this session".into()));
+            return Err(RuntimeError::Config(
+                "a step is already open in this session".into(),
+            ));
         }
         let cx = self.cx()?;
         match open_step(cx) {
@@ -169,7 +191,10 @@ impl Session {
     /// What an agent would be handed for the open step (a copy; reads no clock).
     pub fn input(&mut self) -> Result<StepInput, RuntimeError> {
         let cx = self.cx.as_ref().ok_or_else(closed)?;
-        let open = self.open.as_ref().ok_or_else(|| RuntimeError::Config("no step is open".into()))?;
+        let open = self
+            .open
+            .as_ref()
+            .ok_or_else(|| RuntimeError::Config("no step is open".into()))?;
         Ok(cx.input(open))
     }
 
@@ -183,9 +208,15 @@ impl Session {
         self.conclude(Err(err.to_string()))
     }
 
-    fn conclude(&mut self, d: Result<crate::runtime::types::Decision, String>) -> Result<Verdict, RuntimeError> {
+    fn conclude(
+        &mut self,
+        d: Result<crate::runtime::types::Decision, String>,
+    ) -> Result<Verdict, RuntimeError> {
         self.cx()?;
-        let open = self.open.take().ok_or_else(|| RuntimeError::Config("no step is open".into()))?;
+        let open = self
+            .open
+            .take()
+            .ok_or_else(|| RuntimeError::Config("no step is open".into()))?;
         let step_id = open.step.id.clone();
         let cx = self.cx.as_mut().ok_or_else(closed)?;
         match decided(cx, open, d) {
@@ -195,7 +226,12 @@ impl Session {
                 Ok(Verdict::Allowed(req))
             }
             Ok(Next::Continue) => {
-                let obs = cx.steps.iter().find(|s| s.id == step_id).and_then(|s| s.observation.clone()).unwrap_or_default();
+                let obs = cx
+                    .steps
+                    .iter()
+                    .find(|s| s.id == step_id)
+                    .and_then(|s| s.observation.clone())
+                    .unwrap_or_default();
                 Ok(Verdict::Denied(obs))
             }
             Err(s) => self.stop(s),
@@ -205,7 +241,10 @@ impl Session {
     /// Runs exactly the request the last verdict allowed, and records its outcome.
     pub async fn execute(&mut self) -> Result<Verdict, RuntimeError> {
         self.cx()?;
-        let a = self.allowed.take().ok_or_else(|| RuntimeError::Config("no allowed request to execute".into()))?;
+        let a = self
+            .allowed
+            .take()
+            .ok_or_else(|| RuntimeError::Config("no allowed request to execute".into()))?;
         let cx = self.cx.take().ok_or_else(closed)?;
         let step_id = a.step_id.clone();
         let (back, res) = execute(cx, a).await;
@@ -213,8 +252,17 @@ impl Session {
         match res {
             Ok(()) => {
                 let cx = self.cx.as_ref().ok_or_else(closed)?;
-                let obs = cx.steps.iter().find(|s| s.id == step_id).and_then(|s| s.observation.clone()).unwrap_or_default();
-                Ok(if obs.is_failure() { Verdict::Denied(obs) } else { Verdict::Observed(obs) })
+                let obs = cx
+                    .steps
+                    .iter()
+                    .find(|s| s.id == step_id)
+                    .and_then(|s| s.observation.clone())
+                    .unwrap_or_default();
+                Ok(if obs.is_failure() {
+                    Verdict::Denied(obs)
+                } else {
+                    Verdict::Observed(obs)
+                })
             }
             Err(s) => self.stop(s),
         }

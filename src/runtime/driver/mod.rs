@@ -232,7 +232,7 @@ impl Driver {
     pub async fn resume(&self, run_id: &str) -> Result<Run, RuntimeError> {
         let agent = self.agent()?;
         match resume::attach(self.inner.clone(), run_id).await? {
-            resume::Attached::Done(run) => Ok(run),
+            resume::Attached::Done(run) => Ok(*run),
             resume::Attached::Continue(cx, first) => run_loop::drive_from(*cx, agent, first).await,
         }
     }

@@ -63,7 +63,7 @@ pub(crate) async fn drive_from(
     cx.lease.stop();
     release(&cx.inner.store, &cx.run_id, &cx.inner.owner);
     match res {
-        Stop::Ended(run) => Ok(run),
+        Stop::Ended(run) => Ok(*run),
         Stop::Err(e) => Err(e),
     }
 }
@@ -129,7 +129,7 @@ pub(crate) struct Open {
 pub(crate) fn open_step(cx: &mut RunCtx) -> StepResult<Open> {
     cx.reload_run()?;
     if cx.run.status != RunStatus::Running {
-        return Err(Stop::Ended(cx.run.clone()));
+        return Err(Stop::Ended(Box::new(cx.run.clone())));
     }
     if cx.run.lease_owner != cx.inner.owner || !cx.lease.ok() {
         cx.lease.mark_lost();
@@ -145,7 +145,14 @@ pub(crate) fn open_step(cx: &mut RunCtx) -> StepResult<Open> {
     let view = cx.view();
     let step = cx.start_step()?;
     let model = cx.inner.model.as_ref().map(|m| {
-        ModelCaller::new(m.clone(), cx.inner.clone(), &cx.run_id, &step.id, cx.limits.clone(), cx.lease.probe())
+        ModelCaller::new(
+            m.clone(),
+            cx.inner.clone(),
+            &cx.run_id,
+            &step.id,
+            cx.limits.clone(),
+            cx.lease.probe(),
+        )
     });
     Ok(Open { step, view, model })
 }
@@ -166,7 +173,11 @@ impl RunCtx {
 }
 
 /// The second half: record what was decided, validate, settle or dispatch.
-pub(crate) fn decided(cx: &mut RunCtx, open: Open, decided: Result<crate::runtime::types::Decision, String>) -> StepResult<Next> {
+pub(crate) fn decided(
+    cx: &mut RunCtx,
+    open: Open,
+    decided: Result<crate::runtime::types::Decision, String>,
+) -> StepResult<Next> {
     let Open { step, view, model } = open;
     let d = match decided {
         Ok(d) => d,
@@ -187,9 +198,19 @@ pub(crate) fn decided(cx: &mut RunCtx, open: Open, decided: Result<crate::runtim
         "complete" | "fail" => Err(cx.settle(&step.id, &rec.kind, &rec.message, &rec.result)),
         _ => {
             let Some(reg) = cx.inner.tools.get(&rec.tool).cloned() else {
-                return Err(cx.fail_internal(&[RunStatus::Running], "internal: validated tool vanished"));
+                return Err(
+                    cx.fail_internal(&[RunStatus::Running], "internal: validated tool vanished")
+                );
             };
-            match cx.dispatch(&step.id, step.index, reg, &rec.args, view, StepStatus::Deciding, None)? {
+            match cx.dispatch(
+                &step.id,
+                step.index,
+                reg,
+                &rec.args,
+                view,
+                StepStatus::Deciding,
+                None,
+            )? {
                 Dispatched::Execute(a) => Ok(Next::Execute(a)),
                 Dispatched::Continue => Ok(Next::Continue),
             }
@@ -244,7 +265,13 @@ impl RunCtx {
     }
 
     /// The agent failed: the step fails and so does the run.
-    pub(crate) fn agent_failed(&mut self, step_id: &str, reason: &str, err: &str, limit: bool) -> Stop {
+    pub(crate) fn agent_failed(
+        &mut self,
+        step_id: &str,
+        reason: &str,
+        err: &str,
+        limit: bool,
+    ) -> Stop {
         let now = self.inner.now();
         let detail = format!("agent error: {err}");
         let res = self.end_step(
