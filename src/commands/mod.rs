@@ -6,9 +6,11 @@
 pub mod approval;
 pub mod cli;
 mod decide;
+pub mod demo;
 mod events;
 mod open;
 pub mod out;
+mod resume;
 mod runs;
 mod show;
 pub mod text;
@@ -129,9 +131,8 @@ fn validate(cmd: &Command) -> Result<(), CommandError> {
 
 fn run(cli: Cli) -> Result<(), CommandError> {
     let Some(cmd) = cli.command else {
-        return Err(CommandError::Usage(
-            "the console is not built yet; use a command (see --help)".into(),
-        ));
+        let db = database_path(cli.db)?;
+        return open_console(&db, cli.read_only, cli.by);
     };
     validate(&cmd)?;
     let mut out = out::Out::stdout();
@@ -164,11 +165,32 @@ fn run(cli: Cli) -> Result<(), CommandError> {
             let by = who(a.by.as_deref(), "cancel")?;
             decide::cancel(&db, json, a, &by, &mut out)
         }
-        _ => Err(CommandError::Failed(
-            "this command is not built yet in this version".into(),
-        )),
+        Command::Resume(a) => resume::run(&database_path(cli.db)?, json, &a.run, &mut out),
+        Command::Demo(a) => {
+            // Never COUNTERSIGN_DB/AGENTRT_DB: they may name a real database.
+            let db = cli.db.clone().unwrap_or_else(demo::default_path);
+            let prepared = demo::prepare(&db)?;
+            if a.no_tui {
+                demo::describe(&db, &prepared, &mut out)
+            } else {
+                out.flush()?;
+                open_console(&db, false, cli.by.clone())
+            }
+        }
     };
     // Output already written stays written even when the command then fails.
     let flushed = out.flush();
     res.and(flushed)
+}
+
+/// Opens the review console on `db`.
+fn open_console(
+    db: &std::path::Path,
+    read_only: bool,
+    by: Option<String>,
+) -> Result<(), CommandError> {
+    let _ = (db, read_only, by);
+    Err(CommandError::Usage(
+        "the console is not built into this version yet; use a command (see --help)".into(),
+    ))
 }

@@ -320,3 +320,14 @@ pub fn resume_demo_run(run_db: &Path, backend_db: &Path, run_id: &str) -> Result
     let id = run_id.to_string();
     on_runtime(move |rt| rt.block_on(async move { Ok(driver.resume(&id).await?) }))
 }
+
+/// Where the backend of a demo run database lives: beside it, `<stem>.orders.db`
+/// (`demo.db` → `demo.orders.db`). `countersign demo` writes it there and `countersign resume`
+/// looks for it there.
+pub fn backend_beside(run_db: &Path) -> PathBuf {
+    let stem = run_db
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "runs".into());
+    run_db.with_file_name(format!("{stem}.orders.db"))
+}
