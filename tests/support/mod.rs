@@ -67,4 +67,5 @@ pub fn s<'a>(v: &'a serde_json::Value, ptr: &str) -> &'a str {
         .unwrap_or_else(|| panic!("manifest has no {ptr}"))
 }
 
+pub mod huge;
 pub mod runs;
