@@ -108,7 +108,10 @@ fn json_duplicate_keys_are_all_shown_and_flagged() {
     let node = parse_json(br#"{"a":1,"b":0,"a":2}"#).unwrap();
     let lines = render_json(&node, &JsonOptions::default());
     let text: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
-    assert_eq!(text, ["{", r#"  "a": 1,"#, r#"  "a": 2,"#, r#"  "b": 0"#, "}"]);
+    assert_eq!(
+        text,
+        ["{", r#"  "a": 1,"#, r#"  "a": 2,"#, r#"  "b": 0"#, "}"]
+    );
     assert!(!lines[1].badges().contains(Badge::DuplicateKey));
     assert!(lines[2].badges().contains(Badge::DuplicateKey));
     let fields = json_fields(&node, Options::security());
@@ -119,13 +122,26 @@ fn json_duplicate_keys_are_all_shown_and_flagged() {
 
 #[test]
 fn json_deep_nesting_is_refused_without_a_crash() {
-    let ok = format!("{}{}", "[".repeat(MAX_JSON_DEPTH), "]".repeat(MAX_JSON_DEPTH));
+    let ok = format!(
+        "{}{}",
+        "[".repeat(MAX_JSON_DEPTH),
+        "]".repeat(MAX_JSON_DEPTH)
+    );
     let node = parse_json(ok.as_bytes()).unwrap();
-    assert_eq!(render_json(&node, &JsonOptions::default()).len(), 2 * MAX_JSON_DEPTH - 1);
+    assert_eq!(
+        render_json(&node, &JsonOptions::default()).len(),
+        2 * MAX_JSON_DEPTH - 1
+    );
     let deep = "[".repeat(MAX_JSON_DEPTH + 2);
-    assert!(matches!(parse_json(deep.as_bytes()), Err(JsonError::TooDeep { .. })));
+    assert!(matches!(
+        parse_json(deep.as_bytes()),
+        Err(JsonError::TooDeep { .. })
+    ));
     let very_deep = "{\"a\":".repeat(1_000_000);
-    assert!(matches!(parse_json(very_deep.as_bytes()), Err(JsonError::TooDeep { .. })));
+    assert!(matches!(
+        parse_json(very_deep.as_bytes()),
+        Err(JsonError::TooDeep { .. })
+    ));
 }
 
 #[test]

@@ -75,7 +75,7 @@ impl<'a> Atoms<'a> {
     /// (text appended later may extend it).
     fn split_run(&mut self, keep_last: bool) {
         let graphemes: Vec<(usize, &str)> = self.run.grapheme_indices(true).collect();
-        let keep = usize::from(keep_last && graphemes.len() > 1);
+        let keep = usize::from(keep_last && !graphemes.is_empty());
         let mut consumed = 0;
         for &(idx, g) in &graphemes[..graphemes.len() - keep] {
             let start = self.run_start + idx;
