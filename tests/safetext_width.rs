@@ -203,3 +203,16 @@ fn wrap_breaks_rows_between_graphemes_and_escapes() {
     assert!(t.wrap(4)[0].badges().contains(Badge::Bidi));
     assert_eq!(t.wrap(4)[0].escape_count(), 1);
 }
+
+#[test]
+fn an_unbounded_width_is_the_full_escape() {
+    let v = format!("a\x1b{}\u{202e}", "\u{301}".repeat(9));
+    assert_eq!(
+        plain_line(v.as_bytes(), usize::MAX),
+        escape(v.as_bytes(), Options::line()).to_string()
+    );
+    assert_eq!(
+        plain_line(v.as_bytes(), usize::MAX),
+        r"a\x1b\u{0301}\u{0301}\u{0301}\u{0301}\u{0301}\u{0301}\u{0301}\u{0301}\u{0301}\u{202e}"
+    );
+}
