@@ -258,8 +258,13 @@ fn fullwidth_and_mathematical_letters_are_kept_with_a_badge_and_escaped_in_stric
         assert_eq!(t.to_string(), text);
         assert!(t.badges().contains(Badge::Lookalike), "{text}");
     }
-    let strict = escape("ｒｍ 𝐫".as_bytes(), Options::strict()).to_string();
-    assert_eq!(strict, r"\u{ff52}\u{ff4d} \u{1d42b}");
+    let strict = escape("ｒｍ 𝐫".as_bytes(), Options::strict());
+    assert_eq!(strict.to_string(), r"\u{ff52}\u{ff4d} \u{1d42b}");
+    // The strict view still badges what the letters are.
+    assert!(strict.badges().contains(Badge::Lookalike));
+    let strict = escape("pаypal".as_bytes(), Options::strict());
+    assert_eq!(strict.to_string(), r"p\u{0430}ypal");
+    assert!(strict.badges().contains(Badge::MixedScript));
 }
 
 #[test]

@@ -185,3 +185,34 @@ fn width_is_measured_after_escaping() {
     // The multi-line width is the widest line.
     assert_eq!(escape(b"ab\nabcd\n", Options::multi_line()).width(), 4);
 }
+
+#[test]
+fn wrap_breaks_rows_between_graphemes_and_escapes() {
+    let t = escape("ab\u{202e}cd日本\nnext".as_bytes(), Options::multi_line());
+    let rows: Vec<String> = t.wrap(10).iter().map(|r| r.to_string()).collect();
+    assert_eq!(rows, [r"ab\u{202e}", "cd日本", "next"]);
+    for w in 2..12 {
+        for row in t.wrap(w) {
+            assert!(row.width() <= w, "width {w}: {row}");
+        }
+    }
+    // An escape wider than the row is split by column rather than overflow.
+    let rows: Vec<String> = t.wrap(4).iter().map(|r| r.to_string()).collect();
+    assert_eq!(rows, ["ab", r"\u{2", r"02e}", "cd日", "本", "next"]);
+    // The first row speaks for the whole value.
+    assert!(t.wrap(4)[0].badges().contains(Badge::Bidi));
+    assert_eq!(t.wrap(4)[0].escape_count(), 1);
+}
+
+#[test]
+fn an_unbounded_width_is_the_full_escape() {
+    let v = format!("a\x1b{}\u{202e}", "\u{301}".repeat(9));
+    assert_eq!(
+        plain_line(v.as_bytes(), usize::MAX),
+        escape(v.as_bytes(), Options::line()).to_string()
+    );
+    assert_eq!(
+        plain_line(v.as_bytes(), usize::MAX),
+        r"a\x1b\u{0301}\u{0301}\u{0301}\u{0301}\u{0301}\u{0301}\u{0301}\u{0301}\u{0301}\u{202e}"
+    );
+}

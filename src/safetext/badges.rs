@@ -1,7 +1,7 @@
 //! Badges: what a field held that a reviewer should be warned about, found while escaping.
 
 use unicode_general_category::{GeneralCategory as Gc, get_general_category};
-use unicode_normalization::UnicodeNormalization;
+use unicode_normalization::{IsNormalized, UnicodeNormalization, is_nfkc_quick};
 use unicode_script::{Script, ScriptExtension, UnicodeScript};
 
 use super::escape::Reason;
@@ -98,6 +98,10 @@ pub(crate) struct Scanner {
 
 impl Scanner {
     pub(crate) fn kept(&mut self, c: char) {
+        if c.is_ascii() {
+            self.kept_ascii(c);
+            return;
+        }
         let gc = get_general_category(c);
         let wordish = matches!(
             gc,
@@ -127,6 +131,23 @@ impl Scanner {
         let word = self.word.get_or_insert_with(ScriptExtension::default);
         let was_empty = word.is_empty();
         word.intersect_with(ext);
+        if word.is_empty() && !was_empty {
+            self.badges.insert(Badge::MixedScript);
+        }
+    }
+
+    /// The ASCII fast path: letters are Latin, digits belong to every script.
+    fn kept_ascii(&mut self, c: char) {
+        if c.is_ascii_digit() {
+            return;
+        }
+        if !c.is_ascii_alphabetic() {
+            self.word = None;
+            return;
+        }
+        let word = self.word.get_or_insert_with(ScriptExtension::default);
+        let was_empty = word.is_empty();
+        word.intersect_with(Script::Latin.into());
         if word.is_empty() && !was_empty {
             self.badges.insert(Badge::MixedScript);
         }
@@ -185,6 +206,9 @@ fn augmented(c: char) -> ScriptExtension {
 /// mathematical `𝐫`, circled `ⓡ`, ...
 fn is_lookalike(c: char, gc: Gc) -> bool {
     if matches!(gc, Gc::NonspacingMark | Gc::SpacingMark | Gc::EnclosingMark) {
+        return false;
+    }
+    if is_nfkc_quick(std::iter::once(c)) == IsNormalized::Yes {
         return false;
     }
     let mut nfkc = std::iter::once(c).nfkc();

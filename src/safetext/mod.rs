@@ -34,6 +34,7 @@ mod escape;
 mod json;
 mod segments;
 mod width;
+mod wrap;
 
 pub use badges::{Badge, Badges};
 pub use decode::{DecodeError, decode};

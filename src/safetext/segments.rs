@@ -6,7 +6,7 @@ use std::fmt;
 use super::Options;
 use super::badges::{Badge, Badges, Scanner};
 use super::decode::{DecodeError, decode_into};
-use super::escape::{Escaper, Item, Token};
+use super::escape::{Esc, Escaper, Item, Reason, Token};
 use super::width::text_width;
 
 /// What a segment is, so a theme can style it.
@@ -177,6 +177,17 @@ impl SafeText {
         self.examined += other.examined;
     }
 
+    /// Copies the badges and counts of `other` (used by wrapping: the first row speaks for
+    /// the whole value).
+    pub(crate) fn take_counts_from(&mut self, other: &SafeText) {
+        self.badges = other.badges;
+        self.source_len = other.source_len;
+        self.escapes = other.escapes;
+        self.omitted_bytes = other.omitted_bytes;
+        self.marks_dropped = other.marks_dropped;
+        self.examined = other.examined;
+    }
+
     pub(crate) fn add_badge(&mut self, badge: Badge) {
         self.badges.insert(badge);
     }
@@ -239,6 +250,10 @@ impl Builder {
             }
             Token::Esc(esc, reason) => {
                 self.scanner.escaped(reason);
+                if let (Esc::Char(c), Reason::NonAscii) = (esc, reason) {
+                    // Strict mode escapes letters too; the badges still describe them.
+                    self.scanner.kept(c);
+                }
                 self.text.escapes += 1;
                 self.scratch.clear();
                 esc.write_to(&mut self.scratch);

@@ -75,7 +75,7 @@ impl<'a> Atoms<'a> {
     /// (text appended later may extend it).
     fn split_run(&mut self, keep_last: bool) {
         let graphemes: Vec<(usize, &str)> = self.run.grapheme_indices(true).collect();
-        let keep = usize::from(keep_last && graphemes.len() > 1);
+        let keep = usize::from(keep_last && !graphemes.is_empty());
         let mut consumed = 0;
         for &(idx, g) in &graphemes[..graphemes.len() - keep] {
             let start = self.run_start + idx;
@@ -234,6 +234,11 @@ fn marker_form(source_len: usize, max_width: usize, mode: Mode) -> Option<usize>
 /// text marked cut. The result's [`SafeText::width`] never exceeds `max_width`.
 pub fn escape_cut(bytes: &[u8], opts: Options, max_width: usize) -> SafeText {
     let opts = opts.with_form(Form::OneLine);
+    // No byte shows wider than 16 columns (`\xNN` is 4 per byte; a dropped-marks marker of
+    // ~40 columns stands for at least 3 bytes), so a width this large cannot cut anything.
+    if max_width >= bytes.len().saturating_mul(16).saturating_add(64) {
+        return super::segments::build_full(bytes, opts);
+    }
     // The head, up to the full width: if everything fits, that is the answer.
     let head_cap = max_width
         .saturating_add(64)
