@@ -29,17 +29,30 @@ fn registry(big: bool) -> Registry {
     };
     let t = FnTool::new(def, move |c| {
         let content = if big { blob.clone() } else { c.args.clone() };
-        Box::pin(async move { Ok(ToolOutput { content, summary: "ok".into() }) })
+        Box::pin(async move {
+            Ok(ToolOutput {
+                content,
+                summary: "ok".into(),
+            })
+        })
     });
     let mut r = Registry::new();
     r.register(t).unwrap();
     r
 }
 
-fn run_once(dir: &std::path::Path, rt: &tokio::runtime::Runtime, n: usize, big: bool, k: usize) -> Duration {
+fn run_once(
+    dir: &std::path::Path,
+    rt: &tokio::runtime::Runtime,
+    n: usize,
+    big: bool,
+    k: usize,
+) -> Duration {
     let path = dir.join(format!("bench-{n}-{big}-{k}.db"));
     let store = Arc::new(Store::open(&path).unwrap());
-    let mut script: Vec<_> = (0..n - 1).map(|i| agent::tool_call("work", &format!(r#"{{"i":{i}}}"#))).collect();
+    let mut script: Vec<_> = (0..n - 1)
+        .map(|i| agent::tool_call("work", &format!(r#"{{"i":{i}}}"#)))
+        .collect();
     script.push(agent::complete(""));
     let mut cfg = Config::new(store, registry(big), Arc::new(DefaultPolicy));
     cfg.agent = Some(ScriptedAgent::new(script));
@@ -55,7 +68,10 @@ fn run_once(dir: &std::path::Path, rt: &tokio::runtime::Runtime, n: usize, big: 
 
 fn floor(dir: &std::path::Path, write: bool, reps: usize) -> Duration {
     let c = rusqlite::Connection::open(dir.join(format!("floor-{write}.db"))).unwrap();
-    c.execute_batch("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; CREATE TABLE IF NOT EXISTS t (v TEXT);").unwrap();
+    c.execute_batch(
+        "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; CREATE TABLE IF NOT EXISTS t (v TEXT);",
+    )
+    .unwrap();
     let t = Instant::now();
     for _ in 0..reps {
         for _ in 0..4 {
@@ -76,17 +92,33 @@ fn median(mut v: Vec<Duration>) -> Duration {
 
 fn main() {
     let dir = tempfile::tempdir().unwrap();
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    let reps = std::env::var("BENCH_REPS").ok().and_then(|s| s.parse().ok()).unwrap_or(5usize);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let reps = std::env::var("BENCH_REPS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(5usize);
     let floor_empty = median((0..reps).map(|_| floor(dir.path(), false, 200)).collect());
     let floor_write = median((0..reps).map(|_| floor(dir.path(), true, 200)).collect());
-    println!("floor: 4 empty BEGIN IMMEDIATE commits = {floor_empty:?}; 4 one-row commits = {floor_write:?}");
-    println!("{:<8} {:<6} {:>14} {:>12} {:>12}", "steps", "obs", "time/step", "/empty", "/write");
+    println!(
+        "floor: 4 empty BEGIN IMMEDIATE commits = {floor_empty:?}; 4 one-row commits = {floor_write:?}"
+    );
+    println!(
+        "{:<8} {:<6} {:>14} {:>12} {:>12}",
+        "steps", "obs", "time/step", "/empty", "/write"
+    );
     let mut per = std::collections::BTreeMap::new();
     for big in [false, true] {
         for n in [10usize, 100, 400] {
             let k = if n == 400 { reps.min(3) } else { reps };
-            let t = median((0..k).map(|i| run_once(dir.path(), &rt, n, big, i)).collect());
+            let t = median(
+                (0..k)
+                    .map(|i| run_once(dir.path(), &rt, n, big, i))
+                    .collect(),
+            );
             let step = t / n as u32;
             per.insert((big, n), step);
             println!(
@@ -101,6 +133,9 @@ fn main() {
     }
     for big in [false, true] {
         let r = per[&(big, 400)].as_secs_f64() / per[&(big, 10)].as_secs_f64();
-        println!("{} observations: time/step at 400 steps / at 10 steps = {r:.2}", if big { "8 KiB" } else { "small" });
+        println!(
+            "{} observations: time/step at 400 steps / at 10 steps = {r:.2}",
+            if big { "8 KiB" } else { "small" }
+        );
     }
 }
