@@ -779,3 +779,49 @@ fn new_driver_rejects_a_malformed_policy_id() {
     );
     assert!(Driver::new(cfg).is_err());
 }
+
+#[test]
+fn policy_id_recorded_on_step_and_event() {
+    struct Named;
+    impl countersign::runtime::policy::Policy for Named {
+        fn evaluate(
+            &self,
+            r: &policy::PolicyRequest,
+            v: &policy::RunView,
+        ) -> Result<PolicyDecision, String> {
+            DefaultPolicy.evaluate(r, v)
+        }
+        fn id(&self) -> Option<String> {
+            Some("rules@v1".into())
+        }
+    }
+    use countersign::runtime::policy::Policy as _;
+    let db = db();
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let tools = registry(vec![echo("t", SideEffect::ReadOnly, calls.clone())]);
+    let driver = driver(
+        &db.store,
+        tools,
+        Arc::new(Named),
+        ScriptedAgent::new([agent::tool_call("t", "{}"), agent::complete("")]),
+    );
+    rt().block_on(driver.start_with_id("r", "g", limits()))
+        .unwrap();
+    let s = db.store.list_steps("r").unwrap();
+    assert_eq!(s[0].policy_id, "rules@v1");
+    let spec_hash = &s[0].spec_hash;
+    assert_eq!(spec_hash, &db.store.list_steps("r").unwrap()[0].spec_hash);
+    assert!(
+        db.store.tool_spec(spec_hash).is_ok(),
+        "the spec is stored once under its hash"
+    );
+    let ev = kinds(&db.store, "r");
+    let p = &ev.iter().find(|(k, _)| k == "step.policy").unwrap().1;
+    assert!(
+        p.contains(&format!(
+            r#","policy_id":"rules@v1","spec_hash":"{spec_hash}","view":{{"#
+        )),
+        "{p}"
+    );
+    verify(&db.path);
+}
