@@ -825,3 +825,40 @@ fn policy_id_recorded_on_step_and_event() {
     );
     verify(&db.path);
 }
+
+#[test]
+fn driver_unusable_policy_json_fails_without_executing() {
+    let db = db();
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let tools = registry(vec![echo("t", SideEffect::ReadOnly, calls.clone())]);
+    let pol = FnPolicy(|_r: &policy::PolicyRequest, _v: &policy::RunView| {
+        Ok(PolicyDecision {
+            outcome: "require_approval".into(),
+            kind: "k".into(),
+            capability: b"{\"a\":".to_vec(),
+            ..PolicyDecision::default()
+        })
+    });
+    let driver = driver(
+        &db.store,
+        tools,
+        Arc::new(pol),
+        ScriptedAgent::new([agent::tool_call("t", "{}")]),
+    );
+    let run = rt()
+        .block_on(driver.start_with_id("r", "g", limits()))
+        .unwrap();
+    assert_eq!(
+        (run.status, run.reason.as_str()),
+        (RunStatus::Failed, "internal_error")
+    );
+    assert!(
+        run.reason_detail
+            .starts_with("internal: approval capability: "),
+        "{}",
+        run.reason_detail
+    );
+    assert!(calls.lock().unwrap().is_empty());
+    assert!(db.store.list_approvals("r").unwrap().is_empty());
+    verify(&db.path);
+}
