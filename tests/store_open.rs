@@ -61,6 +61,15 @@ fn child_entry() {
                 println!("MODE{suffix} {:o}", mode(&p));
             }
         }
+        "readonly-nobody" => {
+            // SAFETY: dropping privileges in this child process only.
+            unsafe {
+                assert_eq!(libc::setgid(65534), 0);
+                assert_eq!(libc::setuid(65534), 0);
+            }
+            let store = Store::open_existing(&db, true).unwrap();
+            println!("\nRUNS {}", store.list_runs_page(10, 0).unwrap().total);
+        }
         other => panic!("unknown child action {other}"),
     }
 }
@@ -157,8 +166,19 @@ fn open_existing_refuses_a_symbolic_link() {
             link.display()
         )
     );
-    // OpenStore follows links.
+    // OpenStore follows links, and checks the sidecars SQLite keeps beside the target.
     Store::open(&link).unwrap();
+    let real_wal = sidecar(&db, "-wal");
+    std::fs::write(&real_wal, b"").unwrap();
+    std::fs::set_permissions(&real_wal, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let err = Store::open(&link).unwrap_err();
+    assert!(
+        err.to_string().starts_with(&format!(
+            "agentrt: {} is -rw-rw-rw-, writable by group or others; ",
+            std::fs::canonicalize(&real_wal).unwrap().display()
+        )),
+        "{err}"
+    );
 }
 
 #[test]
@@ -343,4 +363,74 @@ fn store_path_with_uri_characters() {
     let ro = Store::open_existing(&db, true).unwrap();
     assert_eq!(ro.list_runs_page(10, 0).unwrap().total, 0);
     assert!(!ro.is_read_only() || ro.write(|_| Ok::<_, StoreError>(())).is_err());
+}
+
+#[test]
+fn open_existing_read_only_never_writes_even_in_an_unwritable_directory() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!(
+            "not root: cannot drop to another user to make the directory unwritable; skipped"
+        );
+        return;
+    }
+    let dir = tempdir();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let db = dir.path().join("ro.db");
+    {
+        let store = Store::open(&db).unwrap();
+        support::runs::create(
+            &store,
+            "r",
+            "g",
+            countersign::runtime::types::Timestamp::now(),
+        );
+    }
+    assert!(
+        !sidecar(&db, "-shm").exists(),
+        "a clean close removes the sidecars"
+    );
+    std::os::unix::fs::chown(&db, Some(65534), Some(65534)).unwrap();
+    let before = std::fs::read(&db).unwrap();
+    let out = child("readonly-nobody", &db);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("RUNS 1"), "{stdout}");
+    assert!(!sidecar(&db, "-shm").exists() && !sidecar(&db, "-wal").exists());
+    assert_eq!(std::fs::read(&db).unwrap(), before);
+}
+
+#[test]
+fn open_existing_refuses_what_is_not_a_run_database() {
+    let dir = tempdir();
+    let db = dir.path().join("notes.txt");
+    std::fs::write(
+        &db,
+        "not a database at all, just some text that is long enough to be a header",
+    )
+    .unwrap();
+    std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let err = Store::open_existing(&db, true).unwrap_err();
+    assert!(matches!(err, StoreError::NotADatabase { .. }), "{err}");
+    assert!(err.to_string().starts_with(&format!(
+        "agentrt: open store: {} is not an agent-runtime database: ",
+        db.display()
+    )));
+    // An SQLite file without schema_migrations.
+    let other = dir.path().join("other.db");
+    rusqlite::Connection::open(&other)
+        .unwrap()
+        .execute_batch("CREATE TABLE t(x)")
+        .unwrap();
+    std::fs::set_permissions(&other, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let err = Store::open_existing(&other, true).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("is not an agent-runtime database: no such table: schema_migrations"),
+        "{err}"
+    );
 }

@@ -16,7 +16,7 @@ pub enum SelectError {
     NotFound {
         run_id: String,
         approval_id: String,
-        source: StoreError,
+        source: Box<StoreError>,
     },
     /// The named approval is decided or expired.
     #[error("approval {approval_id} is {status}: approval is not pending")]
@@ -61,7 +61,7 @@ pub fn pending_approval(
             .map_err(|source| SelectError::NotFound {
                 run_id: run_id.into(),
                 approval_id: id.into(),
-                source,
+                source: Box::new(source),
             })?;
         if a.status != ApprovalStatus::Pending {
             return Err(SelectError::NotPending {

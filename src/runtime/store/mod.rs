@@ -8,12 +8,15 @@
 
 mod error;
 mod events;
+mod filters;
+mod lease;
 mod open;
 mod pages;
 mod reads;
 mod rows;
 mod schema;
 mod tx;
+mod writes;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
@@ -22,10 +25,12 @@ use rusqlite::Connection;
 
 pub use error::{SCHEMA_VERSION, StoreError, go_file_mode, is_locked};
 pub use events::{ChainBreak, ChainReport};
+pub use lease::LeaseHandle;
 pub use open::ConnectionSettings;
 pub use pages::{MAX_PAGE_TEXT, Page};
 pub use schema::{DEFAULT_LEASE_TTL_NS, MIGRATIONS, PRE_LEASE_OWNER, SCHEMA_MIGRATIONS_DDL};
-pub use tx::{LeaseHandle, NewApproval, NewModelCall, NewRun, StepUpdate, Transition, Tx};
+pub use tx::{Transition, Tx};
+pub use writes::{NewApproval, NewModelCall, NewRun, StepUpdate};
 
 use crate::runtime::types::Timestamp;
 use error::Ctx;
@@ -55,7 +60,10 @@ impl Store {
     pub fn open(path: impl AsRef<Path>) -> Result<Store, StoreError> {
         let path = path.as_ref();
         open::create_exclusive(path)?;
-        open::check_modes(path, true)?;
+        // SQLite follows a symbolic link and keeps its -wal/-shm beside the target: check
+        // those.
+        let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        open::check_modes(&real, true)?;
         let mut conn = open::connect(path, Access::Writer)?;
         open::enable_wal(&conn, path)?;
         open::refuse_triggers_and_views(&conn, path)?;

@@ -121,3 +121,46 @@ pub(crate) fn push_decode_error(acc: &mut String, column: &str, err: &dyn std::f
     acc.push_str(": ");
     acc.push_str(&err.to_string());
 }
+
+impl Approval {
+    /// The approval as agentrt's CLI `-json` writes it (spec 2): `expires_at` and `decided_at`
+    /// omitted when zero, `decided_by`, `note`, `decode_error` omitted when empty; raw JSON
+    /// compacted and HTML-escaped as Go does; an undecodable request is Go's zero request.
+    pub fn to_go_json(&self) -> Result<Vec<u8>, crate::runtime::json::JsonError> {
+        use crate::runtime::json::gojson::Object;
+        let raw =
+            |o: &mut Object, k: &str, v: &str| -> Result<(), crate::runtime::json::JsonError> {
+                if v.is_empty() {
+                    o.encoded(k, b"null");
+                } else {
+                    o.raw(k, v.as_bytes())?;
+                }
+                Ok(())
+            };
+        let request = match &self.request {
+            Some(r) => r.to_go_json()?,
+            None => br#"{"run_id":"","step_id":"","spec":{"name":"","description":"","input_schema":null,"side_effect":"","timeout":0},"args":null}"#.to_vec(),
+        };
+        let mut o = Object::new();
+        o.str("id", &self.id)
+            .str("run_id", &self.run_id)
+            .str("step_id", &self.step_id)
+            .str("kind", &self.kind);
+        raw(&mut o, "capability", &self.capability)?;
+        raw(&mut o, "presentation", &self.presentation)?;
+        o.encoded("request", &request)
+            .str("hash", &self.hash)
+            .str("status", self.status.as_str())
+            .str("created_at", &self.created_at.format_always());
+        if !self.expires_at.is_zero() {
+            o.str("expires_at", &self.expires_at.format_always());
+        }
+        if !self.decided_at.is_zero() {
+            o.str("decided_at", &self.decided_at.format_always());
+        }
+        o.str_opt("decided_by", &self.decided_by)
+            .str_opt("note", &self.note)
+            .str_opt("decode_error", &self.decode_error);
+        Ok(o.finish())
+    }
+}
