@@ -862,3 +862,52 @@ fn driver_unusable_policy_json_fails_without_executing() {
     assert!(db.store.list_approvals("r").unwrap().is_empty());
     verify(&db.path);
 }
+
+#[test]
+fn driver_clock_readings_are_stable() {
+    // A clock moving 1 ms per reading pins how many readings each write takes, and in what order.
+    let db = db();
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let tools = registry(vec![echo("t", SideEffect::ReadOnly, calls.clone())]);
+    let driver = driver(
+        &db.store,
+        tools,
+        Arc::new(DefaultPolicy),
+        ScriptedAgent::new([agent::tool_call("t", "{}"), agent::complete("")]),
+    );
+    rt().block_on(driver.start_with_id("r", "g", limits()))
+        .unwrap();
+    let at: Vec<(String, String)> = events(&db.store, "r")
+        .into_iter()
+        .map(|e| (e.kind, e.at_text))
+        .collect();
+    let t = |ms: u32| {
+        if ms == 0 {
+            "2026-09-25T14:03:04.5Z".to_string()
+        } else {
+            format!("2026-09-25T14:03:04.{}Z", 500 + ms)
+                .trim_end_matches('0')
+                .replace(".Z", "Z")
+        }
+    };
+    let want = [
+        ("run.created", 0),
+        ("run.started", 0),
+        ("step.started", 1),
+        ("step.decided", 2),
+        ("step.policy", 3),
+        ("step.tool_started", 3),
+        ("step.tool_finished", 4),
+        ("step.started", 5),
+        ("step.decided", 6),
+        ("run.finished", 8),
+    ];
+    let want: Vec<(String, String)> = want.iter().map(|(k, ms)| (k.to_string(), t(*ms))).collect();
+    assert_eq!(at, want);
+    let s = db.store.list_steps("r").unwrap();
+    assert_eq!(
+        s[1].finished_at.to_rfc3339(),
+        t(7),
+        "the settling step ends at its own reading, before the run's"
+    );
+}
