@@ -779,3 +779,135 @@ fn new_driver_rejects_a_malformed_policy_id() {
     );
     assert!(Driver::new(cfg).is_err());
 }
+
+#[test]
+fn policy_id_recorded_on_step_and_event() {
+    struct Named;
+    impl countersign::runtime::policy::Policy for Named {
+        fn evaluate(
+            &self,
+            r: &policy::PolicyRequest,
+            v: &policy::RunView,
+        ) -> Result<PolicyDecision, String> {
+            DefaultPolicy.evaluate(r, v)
+        }
+        fn id(&self) -> Option<String> {
+            Some("rules@v1".into())
+        }
+    }
+    use countersign::runtime::policy::Policy as _;
+    let db = db();
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let tools = registry(vec![echo("t", SideEffect::ReadOnly, calls.clone())]);
+    let driver = driver(
+        &db.store,
+        tools,
+        Arc::new(Named),
+        ScriptedAgent::new([agent::tool_call("t", "{}"), agent::complete("")]),
+    );
+    rt().block_on(driver.start_with_id("r", "g", limits()))
+        .unwrap();
+    let s = db.store.list_steps("r").unwrap();
+    assert_eq!(s[0].policy_id, "rules@v1");
+    let spec_hash = &s[0].spec_hash;
+    assert_eq!(spec_hash, &db.store.list_steps("r").unwrap()[0].spec_hash);
+    assert!(
+        db.store.tool_spec(spec_hash).is_ok(),
+        "the spec is stored once under its hash"
+    );
+    let ev = kinds(&db.store, "r");
+    let p = &ev.iter().find(|(k, _)| k == "step.policy").unwrap().1;
+    assert!(
+        p.contains(&format!(
+            r#","policy_id":"rules@v1","spec_hash":"{spec_hash}","view":{{"#
+        )),
+        "{p}"
+    );
+    verify(&db.path);
+}
+
+#[test]
+fn driver_unusable_policy_json_fails_without_executing() {
+    let db = db();
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let tools = registry(vec![echo("t", SideEffect::ReadOnly, calls.clone())]);
+    let pol = FnPolicy(|_r: &policy::PolicyRequest, _v: &policy::RunView| {
+        Ok(PolicyDecision {
+            outcome: "require_approval".into(),
+            kind: "k".into(),
+            capability: b"{\"a\":".to_vec(),
+            ..PolicyDecision::default()
+        })
+    });
+    let driver = driver(
+        &db.store,
+        tools,
+        Arc::new(pol),
+        ScriptedAgent::new([agent::tool_call("t", "{}")]),
+    );
+    let run = rt()
+        .block_on(driver.start_with_id("r", "g", limits()))
+        .unwrap();
+    assert_eq!(
+        (run.status, run.reason.as_str()),
+        (RunStatus::Failed, "internal_error")
+    );
+    assert!(
+        run.reason_detail
+            .starts_with("internal: approval capability: "),
+        "{}",
+        run.reason_detail
+    );
+    assert!(calls.lock().unwrap().is_empty());
+    assert!(db.store.list_approvals("r").unwrap().is_empty());
+    verify(&db.path);
+}
+
+#[test]
+fn driver_clock_readings_are_stable() {
+    // A clock moving 1 ms per reading pins how many readings each write takes, and in what order.
+    let db = db();
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let tools = registry(vec![echo("t", SideEffect::ReadOnly, calls.clone())]);
+    let driver = driver(
+        &db.store,
+        tools,
+        Arc::new(DefaultPolicy),
+        ScriptedAgent::new([agent::tool_call("t", "{}"), agent::complete("")]),
+    );
+    rt().block_on(driver.start_with_id("r", "g", limits()))
+        .unwrap();
+    let at: Vec<(String, String)> = events(&db.store, "r")
+        .into_iter()
+        .map(|e| (e.kind, e.at_text))
+        .collect();
+    let t = |ms: u32| {
+        if ms == 0 {
+            "2026-09-25T14:03:04.5Z".to_string()
+        } else {
+            format!("2026-09-25T14:03:04.{}Z", 500 + ms)
+                .trim_end_matches('0')
+                .replace(".Z", "Z")
+        }
+    };
+    let want = [
+        ("run.created", 0),
+        ("run.started", 0),
+        ("step.started", 1),
+        ("step.decided", 2),
+        ("step.policy", 3),
+        ("step.tool_started", 3),
+        ("step.tool_finished", 4),
+        ("step.started", 5),
+        ("step.decided", 6),
+        ("run.finished", 8),
+    ];
+    let want: Vec<(String, String)> = want.iter().map(|(k, ms)| (k.to_string(), t(*ms))).collect();
+    assert_eq!(at, want);
+    let s = db.store.list_steps("r").unwrap();
+    assert_eq!(
+        s[1].finished_at.to_rfc3339(),
+        t(7),
+        "the settling step ends at its own reading, before the run's"
+    );
+}

@@ -306,3 +306,63 @@ fn lease_expired_lease_is_taken_over_and_reconciled_once() {
     let _ = raw;
     verify(&db.path);
 }
+
+#[test]
+fn lease_long_tool_call_keeps_the_lease() {
+    let db = db();
+    let t = FnTool::new(def("slow", SideEffect::ReadOnly, OBJ), |_c| {
+        Box::pin(async {
+            tokio::time::sleep(std::time::Duration::from_millis(900)).await;
+            Ok(ToolOutput::default())
+        })
+    });
+    let mut cfg = config(
+        &db.store,
+        registry(vec![t]),
+        Arc::new(DefaultPolicy),
+        ScriptedAgent::new([agent::tool_call("slow", "{}"), agent::complete("")]),
+    );
+    cfg.lease_ttl = std::time::Duration::from_millis(300);
+    let d = countersign::runtime::driver::Driver::new(cfg).unwrap();
+    let run = rt().block_on(d.start_with_id("r", "g", limits())).unwrap();
+    assert_eq!(
+        run.status,
+        RunStatus::Completed,
+        "the heartbeat renewed the lease through a call three TTLs long"
+    );
+}
+
+#[test]
+fn lease_one_driver_refuses_a_second_call_on_its_run() {
+    let db = db();
+    let rtm = rt();
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let rx = Arc::new(Mutex::new(rx));
+    let (started_tx, started_rx) = std::sync::mpsc::channel::<()>();
+    let agent = ScriptedAgent::new([Scripted::With(Box::new(move |_i| -> DecideFuture {
+        started_tx.send(()).unwrap();
+        Box::pin(async move {
+            let rx = rx.clone();
+            tokio::task::spawn_blocking(move || rx.lock().unwrap().recv().unwrap())
+                .await
+                .unwrap();
+            Ok(agent::complete(""))
+        })
+    }))]);
+    let d = driver(&db.store, registry(vec![]), Arc::new(DefaultPolicy), agent);
+    let d1 = d.clone();
+    let h = rtm.spawn(async move { d1.start_with_id("r", "g", limits()).await });
+    started_rx.recv().unwrap();
+    let e = rtm.block_on(d.resume("r")).unwrap_err();
+    assert!(e.is_run_leased(), "{e}");
+    assert!(
+        e.to_string()
+            .starts_with(&format!("agentrt: run r is leased by {} until ", d.owner())),
+        "{e}"
+    );
+    tx.send(()).unwrap();
+    assert_eq!(
+        rtm.block_on(h).unwrap().unwrap().status,
+        RunStatus::Completed
+    );
+}

@@ -305,3 +305,181 @@ fn resume_of_a_terminal_run_is_refused() {
         "agentrt: run is not in the required state: run r is COMPLETED and cannot be resumed"
     );
 }
+
+#[test]
+fn policy_loop_and_resume_handed_the_same_bytes() {
+    let db = db();
+    let calls: Calls = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let pol = |seen: Arc<Mutex<Vec<(Vec<u8>, Vec<u8>)>>>| {
+        FnPolicy(move |r: &policy::PolicyRequest, v: &policy::RunView| {
+            seen.lock()
+                .unwrap()
+                .push((r.args.clone(), r.input_schema.clone()));
+            DefaultPolicy.evaluate(r, v)
+        })
+    };
+    use countersign::runtime::policy::Policy as _;
+    let schema = "{\n  \"type\": \"object\",\n  \"description\": \"a && b <c> \u{2028} é\"\n}";
+    let t = |calls: Calls| {
+        let c2 = calls.clone();
+        FnTool::new(def("sh", SideEffect::RemoteMutation, schema), move |c| {
+            c2.lock().unwrap().push(c);
+            Box::pin(async { Ok(ToolOutput::default()) })
+        })
+    };
+    let args = "{\n  \"z\": {\"b\": 1.50, \"a\": \"make && rm <x> \u{2028} é \\u00e9 日本\"},\n  \"n\": 1e3\n}";
+    let d = driver(
+        &db.store,
+        registry(vec![t(calls.clone())]),
+        Arc::new(pol(seen.clone())),
+        ScriptedAgent::new([agent::tool_call("sh", args)]),
+    );
+    rt().block_on(d.start_with_id("r", "g", limits())).unwrap();
+    let a = latest_approval(&db.store, "r");
+    approve(&db.store, "r", &a.id, "alice");
+    let d2 = driver2(
+        &db.store,
+        registry(vec![t(calls.clone())]),
+        Arc::new(pol(seen.clone())),
+        ScriptedAgent::new([agent::complete("")]),
+    );
+    let run = rt().block_on(d2.resume("r")).unwrap();
+    assert_eq!(run.status, RunStatus::Completed);
+    let s = seen.lock().unwrap();
+    assert_eq!(s.len(), 2);
+    assert_eq!(s[0], s[1], "identical bytes in the loop and on resume");
+    assert_eq!(
+        String::from_utf8(s[0].0.clone()).unwrap(),
+        "{\"n\":1e3,\"z\":{\"a\":\"make && rm <x> \u{2028} é é 日本\",\"b\":1.50}}"
+    );
+    assert_eq!(calls.lock().unwrap().len(), 1);
+}
+
+#[test]
+fn resume_reconcile_outcomes() {
+    use countersign::runtime::driver::{Reconcile, Reconciliation};
+    use countersign::runtime::types::{Approval, Run, Step};
+    struct Hook(Reconciliation);
+    impl Reconcile for Hook {
+        fn reconcile(
+            &self,
+            _r: &Run,
+            steps: &[Step],
+            _a: &[Approval],
+        ) -> Result<Reconciliation, String> {
+            assert!(!steps.is_empty());
+            Ok(self.0.clone())
+        }
+    }
+    for (rec, status, reason) in [
+        (
+            Reconciliation::Completed {
+                result: br#"{"ok":1}"#.to_vec(),
+                detail: "did it".into(),
+            },
+            RunStatus::Completed,
+            "goal_completed",
+        ),
+        (
+            Reconciliation::Conflict {
+                detail: "two truths".into(),
+            },
+            RunStatus::Failed,
+            "reconcile_conflict",
+        ),
+        (
+            Reconciliation::Waiting {
+                pause: None,
+                detail: String::new(),
+            },
+            RunStatus::Failed,
+            "reconcile_conflict",
+        ),
+    ] {
+        let db = db();
+        let path = db.path.clone();
+        // A run whose driver stopped while deciding, its lease lapsed.
+        let lapse = countersign::runtime::agent::Scripted::With(Box::new(move |i: countersign::runtime::agent::StepInput| -> countersign::runtime::agent::DecideFuture {
+            rusqlite::Connection::open(&path).unwrap().execute("UPDATE runs SET lease_owner = 'gone/1', lease_expires_at = '2001-01-01T00:00:00Z' WHERE id = ?", [&i.run_id]).unwrap();
+            Box::pin(async { Ok(agent::complete("")) })
+        }));
+        let d = driver(
+            &db.store,
+            registry(vec![]),
+            Arc::new(DefaultPolicy),
+            ScriptedAgent::new([lapse]),
+        );
+        assert!(rt().block_on(d.start_with_id("r", "g", limits())).is_err());
+        let mut cfg = config(
+            &db.store,
+            registry(vec![]),
+            Arc::new(DefaultPolicy),
+            ScriptedAgent::new([agent::complete("")]),
+        );
+        cfg.ids = None;
+        cfg.reconcile = Some(Arc::new(Hook(rec.clone())));
+        let d2 = Driver::new(cfg).unwrap();
+        let run = rt().block_on(d2.resume("r")).unwrap();
+        assert_eq!(
+            (run.status, run.reason.as_str()),
+            (status, reason),
+            "{rec:?}"
+        );
+        if reason == "goal_completed" {
+            assert_eq!(run.reason_detail, "completed by reconciliation: did it");
+            assert_eq!(run.result_json, r#"{"ok":1}"#);
+        }
+        verify(&db.path);
+    }
+}
+
+#[test]
+fn driver_caller_gone_still_records_the_outcome() {
+    let db = db();
+    let t = FnTool::new(def("slow", SideEffect::ReadOnly, OBJ), |_c| {
+        Box::pin(async {
+            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+            Ok(ToolOutput {
+                content: br#"{"finally":true}"#.to_vec(),
+                summary: "done".into(),
+            })
+        })
+    });
+    let d = driver(
+        &db.store,
+        registry(vec![t]),
+        Arc::new(DefaultPolicy),
+        ScriptedAgent::new([agent::tool_call("slow", "{}"), agent::complete("")]),
+    );
+    let rtm = rt();
+    // The caller gives up while the tool runs (its future is dropped).
+    let gave_up = rtm.block_on(async {
+        tokio::time::timeout(
+            std::time::Duration::from_millis(50),
+            d.start_with_id("r", "g", limits()),
+        )
+        .await
+    });
+    assert!(gave_up.is_err());
+    // The detached task records the outcome anyway.
+    let mut done = false;
+    for _ in 0..200 {
+        let s = db.store.list_steps("r").unwrap();
+        if s.first().is_some_and(|s| s.status == StepStatus::Done) {
+            done = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(
+        done,
+        "the tool's outcome was recorded after the caller left"
+    );
+    let s = db.store.list_steps("r").unwrap();
+    assert_eq!(
+        s[0].observation.as_ref().unwrap().content,
+        br#"{"finally":true}"#
+    );
+    drop(rtm);
+}

@@ -60,14 +60,13 @@ fn ctx(inner: &Arc<Inner>, run: Run, claim: Claim) -> Result<RunCtx, RuntimeErro
         run_id: run.id.clone(),
         goal: run.goal.clone(),
         limits: run.limits.clone(),
+        lease: Lease::inactive(&run.id, &inner.owner),
         run,
         steps: Vec::new(),
         approvals: Vec::new(),
-        lease: Lease::inactive("", &inner.owner),
         _claim: claim,
         attached: false,
     };
-    cx.lease = Lease::inactive(&cx.run_id, &inner.owner);
     cx.reload_all()?;
     Ok(cx)
 }

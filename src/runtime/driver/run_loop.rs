@@ -138,7 +138,12 @@ pub(crate) fn open_step(cx: &mut RunCtx) -> StepResult<Open> {
     if let Some(d) = cx.damaged() {
         return Err(cx.fail_internal(&[RunStatus::Running], &format!("internal: {d}")));
     }
-    let now = cx.inner.now();
+    // The clock is read here only when an elapsed-time limit needs it.
+    let now = if cx.limits.max_elapsed_time > 0 {
+        cx.inner.now()
+    } else {
+        cx.run.created_at
+    };
     if let Some(hit) = limits::check(&cx.run, &cx.steps, &cx.limits, now) {
         return Err(cx.limit_hit(hit));
     }
