@@ -8,6 +8,7 @@ use ratatui::text::Line;
 use serde_json::Value;
 
 use super::data::ApprovalRow;
+use crate::safetext::{JsonNode, parse_json};
 use super::text::{self, Badges, TextStyles};
 
 /// Lines of a value shown before it is folded.
@@ -34,30 +35,46 @@ fn meta(label: &str, value: impl Into<Vec<u8>>) -> Field {
     Field { label: label.as_bytes().to_vec(), value: value.into(), meta: true }
 }
 
-fn flatten(prefix: &str, v: &Value, out: &mut Vec<Field>) {
+fn leaf(label: Vec<u8>, value: Vec<u8>, out: &mut Vec<Field>) {
+    out.push(Field { label, value, meta: false });
+}
+
+/// Every leaf of a JSON value in stored order, duplicate keys kept and flagged.
+fn flatten(prefix: &[u8], v: &JsonNode, out: &mut Vec<Field>) {
+    let join = |sep: &[u8], k: &[u8]| {
+        let mut l = prefix.to_vec();
+        l.extend_from_slice(sep);
+        l.extend_from_slice(k);
+        l
+    };
     match v {
-        Value::Object(m) if !m.is_empty() => {
+        JsonNode::Object(m) if !m.is_empty() => {
+            let mut seen: Vec<&[u8]> = Vec::new();
             for (k, v) in m {
-                flatten(&format!("{prefix}.{k}"), v, out);
+                if seen.contains(&k.as_slice()) {
+                    out.push(Field { label: b"DUPLICATE KEY".to_vec(), value: join(b".", k), meta: true });
+                }
+                seen.push(k);
+                flatten(&join(b".", k), v, out);
             }
         }
-        Value::Array(a) if !a.is_empty() => {
+        JsonNode::Array(a) if !a.is_empty() => {
             for (i, v) in a.iter().enumerate() {
-                flatten(&format!("{prefix}[{i}]"), v, out);
+                flatten(&join(b"", format!("[{i}]").as_bytes()), v, out);
             }
         }
-        Value::String(s) => out.push(Field { label: prefix.as_bytes().to_vec(), value: s.as_bytes().to_vec(), meta: false }),
-        other => out.push(Field {
-            label: prefix.as_bytes().to_vec(),
-            value: other.to_string().into_bytes(),
-            meta: false,
-        }),
+        JsonNode::Object(_) => leaf(prefix.to_vec(), b"{}".to_vec(), out),
+        JsonNode::Array(_) => leaf(prefix.to_vec(), b"[]".to_vec(), out),
+        JsonNode::String(s) => leaf(prefix.to_vec(), s.clone(), out),
+        JsonNode::Number(n) => leaf(prefix.to_vec(), n.clone().into_bytes(), out),
+        JsonNode::Bool(b) => leaf(prefix.to_vec(), b.to_string().into_bytes(), out),
+        JsonNode::Null => leaf(prefix.to_vec(), b"null".to_vec(), out),
     }
 }
 
 fn json_section(name: &str, raw: &[u8], out: &mut Vec<Field>) {
-    match serde_json::from_slice::<Value>(raw) {
-        Ok(v) => flatten(name, &v, out),
+    match parse_json(raw) {
+        Ok(v) => flatten(name.as_bytes(), &v, out),
         Err(e) => {
             out.push(Field { label: format!("{name} (does not decode: {e})").into_bytes(), value: raw.to_vec(), meta: false });
         }
@@ -94,11 +111,12 @@ pub fn fields(a: &ApprovalRow) -> Vec<Field> {
     if let Some(e) = &a.decode_error {
         out.push(meta("DAMAGED", e.clone()));
     }
-    match serde_json::from_slice::<Value>(&a.request) {
-        Ok(v) => match v.get("args") {
-            Some(args) => flatten("args", args, &mut out),
+    match parse_json(&a.request) {
+        Ok(JsonNode::Object(m)) => match m.iter().rev().find(|(k, _)| k == b"args") {
+            Some((_, args)) => flatten(b"args", args, &mut out),
             None => out.push(Field { label: b"args".to_vec(), value: b"(none)".to_vec(), meta: false }),
         },
+        Ok(_) => out.push(Field { label: b"request (not an object)".to_vec(), value: a.request.clone(), meta: false }),
         Err(e) => out.push(Field {
             label: format!("request (does not decode: {e})").into_bytes(),
             value: a.request.clone(),
@@ -148,7 +166,7 @@ pub fn layout(fields: &[Field], width: u16, expanded: &BTreeSet<usize>, strict: 
             let mut head = label.line.clone();
             for l in b.labels() {
                 head.spans.push(ratatui::text::Span::raw(" "));
-                head.spans.push(ratatui::text::Span::styled(format!("[{l}]"), badge_style));
+                head.spans.push(ratatui::text::Span::styled(format!("[{}]", l.to_uppercase()), badge_style));
             }
             if b.escapes > 0 {
                 head.spans.push(ratatui::text::Span::styled(format!(" {} escapes", b.escapes), st.escaped));
