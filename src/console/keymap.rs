@@ -235,9 +235,10 @@ impl Keymap {
     /// The first key of an action as text, for hints (`?` when unbound).
     pub fn key(&self, a: Action) -> String {
         let ks = self.keys(a);
-        // Prefer a printable character key for hints.
+        // Prefer enter/esc/tab, then a plain character, for hints.
         ks.iter()
-            .find(|k| matches!(k.code, KeyCodeOrd::Char(_)) && !k.ctrl)
+            .find(|k| matches!(k.code, KeyCodeOrd::Enter | KeyCodeOrd::Esc | KeyCodeOrd::Tab) && !k.ctrl)
+            .or_else(|| ks.iter().find(|k| matches!(k.code, KeyCodeOrd::Char(_)) && !k.ctrl))
             .or(ks.first())
             .map_or_else(|| "unbound".into(), |k| k.to_string())
     }

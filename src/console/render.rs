@@ -148,7 +148,9 @@ pub fn hints(app: &App) -> Vec<(String, &'static str)> {
         v.push((k(Action::Back), "back"));
     }
     v.push((k(Action::Help), "help"));
-    v.push((k(Action::Quit), if app.stack.len() > 1 { "back" } else { "quit" }));
+    if app.stack.len() <= 1 {
+        v.push((k(Action::Quit), "quit"));
+    }
     if app.cfg.read_only {
         v.push(("RO".into(), "actions off"));
     }

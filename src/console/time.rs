@@ -97,6 +97,16 @@ pub fn countdown(expires_at: &str, now: i64) -> String {
     }
 }
 
+/// Short countdown for tables: `in 56m`, `3m ago`, `never`.
+pub fn countdown_short(expires_at: &str, now: i64) -> String {
+    match secs(expires_at) {
+        _ if expires_at.is_empty() => "never".into(),
+        None => "?".into(),
+        Some(t) if t >= now => format!("in {}", span(t - now)),
+        Some(t) => format!("{} ago", span(now - t)),
+    }
+}
+
 /// Whether `expires_at` is set and already past at `now`.
 pub fn expired(expires_at: &str, now: i64) -> bool {
     secs(expires_at).is_some_and(|t| now > t)

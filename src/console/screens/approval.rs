@@ -27,7 +27,12 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App, s: &ApprovalScreen) {
         Span::styled(a.status.clone(), if a.status == "pending" { th.style(Role::StatusWaiting) } else { th.style(Role::Dim) }),
     ];
     if a.status == "pending" {
-        t.push(Span::styled(format!(" expires {}", time::countdown(&a.expires_at, app.now)), th.style(Role::Dim)));
+        let (txt, st) = if time::expired(&a.expires_at, app.now) {
+            (format!(" {}", time::countdown(&a.expires_at, app.now)), th.style(Role::Danger))
+        } else {
+            (format!(" expires {}", time::countdown(&a.expires_at, app.now)), th.style(Role::Dim))
+        };
+        t.push(Span::styled(txt, st));
     }
     if escapes > 0 {
         t.push(Span::styled(format!(" {escapes} escapes"), th.style(Role::Escaped)));

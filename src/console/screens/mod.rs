@@ -32,12 +32,42 @@ pub fn widths(cols: &[Col], total: u16) -> Vec<u16> {
 
 /// Pads a line to exactly `w` columns (the line is already at most `w` wide).
 pub fn pad(mut l: Line<'static>, w: u16) -> Vec<Span<'static>> {
-    let have = l.width();
     let w = usize::from(w);
+    if l.width() > w {
+        l = cut(l, w);
+    }
+    let have = l.width();
     if have < w {
         l.spans.push(Span::raw(" ".repeat(w - have)));
     }
     l.spans
+}
+
+/// Cuts a line of already-safe spans to `w` columns (by grapheme), ending in `…`.
+fn cut(l: Line<'static>, w: usize) -> Line<'static> {
+    use unicode_segmentation::UnicodeSegmentation;
+    let mut out = Vec::new();
+    let mut used = 0;
+    let budget = w.saturating_sub(1);
+    'outer: for sp in l.spans {
+        let mut t = String::new();
+        for g in sp.content.graphemes(true) {
+            let gw = unicode_width::UnicodeWidthStr::width(g);
+            if used + gw > budget {
+                if !t.is_empty() {
+                    out.push(Span::styled(t, sp.style));
+                }
+                break 'outer;
+            }
+            used += gw;
+            t.push_str(g);
+        }
+        out.push(Span::styled(t, sp.style));
+    }
+    if w > 0 {
+        out.push(Span::raw("…"));
+    }
+    Line::from(out)
 }
 
 /// Draws a header row and the visible rows of a list; `row` renders one row's cells.

@@ -27,14 +27,14 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App, s: &QueueScreen) {
     f.render_widget(Paragraph::new(Line::from(t)), title);
     let narrow = area.width < 76;
     let cols: Vec<Col> = if narrow {
-        vec![Col { title: "AGE", width: 5 }, Col { title: "EXPIRES", width: 10 }, Col { title: "TOOL", width: 13 }, Col { title: "SUMMARY", width: 0 }]
+        vec![Col { title: "AGE", width: 5 }, Col { title: "EXPIRES", width: 9 }, Col { title: "TOOL", width: 17 }, Col { title: "SUMMARY", width: 0 }]
     } else {
         vec![
             Col { title: "AGE", width: 6 },
-            Col { title: "EXPIRES", width: 12 },
+            Col { title: "EXPIRES", width: 10 },
             Col { title: "RUN", width: 8 },
             Col { title: "STEP", width: 4 },
-            Col { title: "TOOL", width: 16 },
+            Col { title: "TOOL", width: 18 },
             Col { title: "SUMMARY", width: 0 },
         ]
     };
@@ -57,7 +57,7 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App, s: &QueueScreen) {
             };
             let mut v = vec![
                 Line::from(time::age(&r.created_at, now)),
-                Line::styled(time::countdown(&r.expires_at, now), exp_style),
+                Line::styled(time::countdown_short(&r.expires_at, now), exp_style),
             ];
             if !narrow {
                 v.push(cell(app, r.run_id.as_bytes(), 8));
