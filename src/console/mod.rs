@@ -168,8 +168,10 @@ pub fn run(opts: ConsoleOptions) -> Result<(), ConsoleError> {
     terminal::install_panic_hook(log.clone());
     let _guard = terminal::Guard;
     terminal::enter()?;
+    // No `Terminal::clear`: it asks the terminal for the cursor position, which a terminal
+    // (or a test's parser) may never answer; the alternate screen starts blank.
+    crossterm::execute!(std::io::stdout(), crossterm::terminal::Clear(crossterm::terminal::ClearType::All))?;
     let mut term = Terminal::new(CrosstermBackend::new(std::io::stdout()))?;
-    term.clear()?;
     let size = term.size()?;
     let mut app = App::new(cfg, keymap, theme, now_secs(), (size.width, size.height));
 
@@ -211,7 +213,8 @@ pub fn run(opts: ConsoleOptions) -> Result<(), ConsoleError> {
                 Effect::Copy(s) => terminal::copy(&s)?,
                 Effect::Suspend => {
                     terminal::suspend()?;
-                    term.clear()?;
+                    crossterm::execute!(std::io::stdout(), crossterm::terminal::Clear(crossterm::terminal::ClearType::All))?;
+                    *term = Terminal::new(CrosstermBackend::new(std::io::stdout()))?;
                     app.dirty = true;
                 }
                 Effect::Quit => return Ok(true),
