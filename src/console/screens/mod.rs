@@ -40,12 +40,15 @@ pub fn pad(mut l: Line<'static>, w: u16) -> Vec<Span<'static>> {
     if have < w {
         l.spans.push(Span::raw(" ".repeat(w - have)));
     }
-    l.spans
+    // A line's own style (Line::styled) is folded into its spans, which are all we keep.
+    let base = l.style;
+    l.spans.into_iter().map(|s| Span::styled(s.content, base.patch(s.style))).collect()
 }
 
 /// Cuts a line of already-safe spans to `w` columns (by grapheme), ending in `…`.
 fn cut(l: Line<'static>, w: usize) -> Line<'static> {
     use unicode_segmentation::UnicodeSegmentation;
+    let base = l.style;
     let mut out = Vec::new();
     let mut used = 0;
     let budget = w.saturating_sub(1);
@@ -67,7 +70,7 @@ fn cut(l: Line<'static>, w: usize) -> Line<'static> {
     if w > 0 {
         out.push(Span::raw("…"));
     }
-    Line::from(out)
+    Line::from(out).style(base)
 }
 
 /// Draws a header row and the visible rows of a list; `row` renders one row's cells.

@@ -1,0 +1,146 @@
+//! Behaviour of the console beyond pictures: cell styles that carry meaning (escapes,
+//! selection, danger), late replies dropped, live reload keeping the cursor on its row, and
+//! no single key changing state.
+
+mod console_support;
+
+use console_support::*;
+use countersign::console::app::{Effect, Input, update};
+use countersign::console::data::{Page, Reply};
+use countersign::console::theme::Role;
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use ratatui::buffer::Buffer;
+
+fn find(b: &Buffer, needle: &str) -> Option<(u16, u16)> {
+    let text = buffer_text(b);
+    for (y, line) in text.lines().enumerate() {
+        if let Some(i) = line.find(needle) {
+            let x = unicode_width::UnicodeWidthStr::width(&line[..i]);
+            return Some((x as u16, y as u16));
+        }
+    }
+    None
+}
+
+#[test]
+fn escapes_are_drawn_in_the_escape_style() {
+    let (db, m) = all_db();
+    let mut h = Harness::open(db, 120, 40);
+    h.command(&format!("approval {}", approval_of(m, "hostile")));
+    let b = h.buffer();
+    let esc = h.app.theme.style(Role::Escaped);
+    let (x, y) = find(&b, "\\x1b[2J").expect("escaped ESC on screen");
+    for dx in 0..4 {
+        assert_eq!(b[(x + dx, y)].fg, esc.fg.unwrap(), "cell {dx} of \\x1b has the escape colour");
+        assert!(b[(x + dx, y)].modifier.contains(ratatui::style::Modifier::REVERSED));
+    }
+    // The letters after it are plain text, not escape-styled.
+    let (x2, y2) = find(&b, "APPROVED by").unwrap();
+    assert_ne!(b[(x2, y2)].fg, esc.fg.unwrap());
+}
+
+#[test]
+fn selection_and_expired_cells_are_styled() {
+    let (db, _) = all_db();
+    let h = Harness::open(db, 80, 24);
+    let b = h.buffer();
+    let sel = h.app.theme.style(Role::Selection);
+    // Row 3 is the first data row (header, title, column titles).
+    assert_eq!(b[(0, 3)].bg, sel.bg.unwrap(), "the cursor row is highlighted");
+    assert_ne!(b[(0, 4)].bg, sel.bg.unwrap(), "other rows are not");
+    let danger = h.app.theme.style(Role::Danger);
+    let (x, y) = find(&b, "1m ago").expect("an expired approval");
+    assert_eq!(b[(x, y)].bg, danger.bg.unwrap(), "an expired countdown is drawn as danger at {x},{y}: {:?}", b[(x, y)]);
+}
+
+#[test]
+fn no_single_key_changes_state() {
+    let (db, m) = all_db();
+    let mut h = Harness::open(db, 80, 24);
+    h.command(&format!("approval {}", approval_of(m, "waiting")));
+    for c in "arxRy".chars() {
+        h.key(KeyCode::Char(c));
+        if h.app.overlay.is_some() {
+            h.key(KeyCode::Esc);
+        }
+    }
+    assert!(h.commands.is_empty(), "a single key never sends a decision: {:?}", h.commands);
+    // Approve then enter does send exactly one approve, with the hash that was shown.
+    h.keys("a");
+    h.key(KeyCode::Enter);
+    assert_eq!(h.commands.len(), 1);
+    match &h.commands[0] {
+        countersign::console::data::Command::Approve { shown_hash, by, .. } => {
+            assert_eq!(by, "tester");
+            assert_eq!(shown_hash.len(), 64);
+        }
+        c => panic!("expected approve, got {c:?}"),
+    }
+}
+
+#[test]
+fn reject_without_a_reason_is_refused() {
+    let (db, m) = all_db();
+    let mut h = Harness::open(db, 80, 24);
+    h.command(&format!("approval {}", approval_of(m, "waiting")));
+    h.keys("r");
+    h.key(KeyCode::Enter);
+    assert!(h.commands.is_empty());
+    assert!(h.screen().contains("a reason is required"));
+}
+
+#[test]
+fn a_late_reply_is_dropped() {
+    let (db, _) = all_db();
+    let mut h = Harness::open(db, 80, 24);
+    let before = h.screen();
+    // A reply whose id nobody waits for (e.g. for a screen already left).
+    let fx = update(&mut h.app, Input::Reply(999_999, Reply::Queue(Page { offset: 0, total: 0, rows: vec![] })));
+    assert!(fx.is_empty());
+    assert_eq!(h.screen(), before, "the queue still shows its rows");
+}
+
+#[test]
+fn ctrl_c_quits_from_an_overlay_and_q_only_at_the_root() {
+    let (db, _) = all_db();
+    let mut h = Harness::open(db, 80, 24);
+    h.keys("2");
+    let fx = update(&mut h.app, Input::Key(KeyEvent::new(KeyCode::Char('q'), KeyModifiers::NONE)));
+    assert!(!fx.contains(&Effect::Quit), "q goes back from a pushed screen");
+    h.keys("/");
+    let fx = update(&mut h.app, Input::Key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL)));
+    assert!(fx.contains(&Effect::Quit));
+}
+
+#[test]
+fn paste_goes_only_into_inputs() {
+    let (db, _) = all_db();
+    let mut h = Harness::open(db, 80, 24);
+    h.input(Input::Paste("2f\n".into()));
+    assert!(h.screen().contains("Pending approvals"), "a paste outside an input does nothing");
+    h.keys("/");
+    h.input(Input::Paste("refund\nx".into()));
+    assert!(h.screen().contains("/refund x"), "{}", h.screen());
+}
+
+#[test]
+fn live_reload_keeps_the_cursor_on_the_same_row() {
+    let d = tempfile::tempdir().unwrap();
+    let (db, _) = fixture(d.path(), "live", "queue", &[]);
+    let mut h = Harness::open(&db, 80, 24);
+    h.keys("jj");
+    let sel = h.app.stack.last().and_then(|s| match s {
+        countersign::console::app::Screen::Queue(q) => q.list.selected().map(|r| r.approval_id.clone()),
+        _ => None,
+    });
+    // Another connection removes the first pending approval from the queue.
+    let w = rusqlite::Connection::open(&db).unwrap();
+    w.execute("UPDATE approvals SET status = 'expired' WHERE rowid = (SELECT MIN(rowid) FROM approvals WHERE status = 'pending')", []).unwrap();
+    h.input(Input::DataChanged);
+    let now = h.app.stack.last().and_then(|s| match s {
+        countersign::console::app::Screen::Queue(q) => Some((q.list.cursor, q.list.selected().map(|r| r.approval_id.clone()))),
+        _ => None,
+    });
+    assert_eq!(now, Some((1, sel)), "same approval selected, one row higher");
+}
+
