@@ -31,8 +31,16 @@ fn escapes_are_drawn_in_the_escape_style() {
     let esc = h.app.theme.style(Role::Escaped);
     let (x, y) = find(&b, "\\x1b[2J").expect("escaped ESC on screen");
     for dx in 0..4 {
-        assert_eq!(b[(x + dx, y)].fg, esc.fg.unwrap(), "cell {dx} of \\x1b has the escape colour");
-        assert!(b[(x + dx, y)].modifier.contains(ratatui::style::Modifier::REVERSED));
+        assert_eq!(
+            b[(x + dx, y)].fg,
+            esc.fg.unwrap(),
+            "cell {dx} of \\x1b has the escape colour"
+        );
+        assert!(
+            b[(x + dx, y)]
+                .modifier
+                .contains(ratatui::style::Modifier::REVERSED)
+        );
     }
     // The letters after it are plain text, not escape-styled.
     let (x2, y2) = find(&b, "APPROVED by").unwrap();
@@ -46,11 +54,20 @@ fn selection_and_expired_cells_are_styled() {
     let b = h.buffer();
     let sel = h.app.theme.style(Role::Selection);
     // Row 3 is the first data row (header, title, column titles).
-    assert_eq!(b[(0, 3)].bg, sel.bg.unwrap(), "the cursor row is highlighted");
+    assert_eq!(
+        b[(0, 3)].bg,
+        sel.bg.unwrap(),
+        "the cursor row is highlighted"
+    );
     assert_ne!(b[(0, 4)].bg, sel.bg.unwrap(), "other rows are not");
     let danger = h.app.theme.style(Role::Danger);
     let (x, y) = find(&b, "1m ago").expect("an expired approval");
-    assert_eq!(b[(x, y)].bg, danger.bg.unwrap(), "an expired countdown is drawn as danger at {x},{y}: {:?}", b[(x, y)]);
+    assert_eq!(
+        b[(x, y)].bg,
+        danger.bg.unwrap(),
+        "an expired countdown is drawn as danger at {x},{y}: {:?}",
+        b[(x, y)]
+    );
 }
 
 #[test]
@@ -64,7 +81,11 @@ fn no_single_key_changes_state() {
             h.key(KeyCode::Esc);
         }
     }
-    assert!(h.commands.is_empty(), "a single key never sends a decision: {:?}", h.commands);
+    assert!(
+        h.commands.is_empty(),
+        "a single key never sends a decision: {:?}",
+        h.commands
+    );
     // Approve then enter does send exactly one approve, with the hash that was shown.
     h.keys("a");
     h.key(KeyCode::Enter);
@@ -95,7 +116,17 @@ fn a_late_reply_is_dropped() {
     let mut h = Harness::open(db, 80, 24);
     let before = h.screen();
     // A reply whose id nobody waits for (e.g. for a screen already left).
-    let fx = update(&mut h.app, Input::Reply(999_999, Reply::Queue(Page { offset: 0, total: 0, rows: vec![] })));
+    let fx = update(
+        &mut h.app,
+        Input::Reply(
+            999_999,
+            Reply::Queue(Page {
+                offset: 0,
+                total: 0,
+                rows: vec![],
+            }),
+        ),
+    );
     assert!(fx.is_empty());
     assert_eq!(h.screen(), before, "the queue still shows its rows");
 }
@@ -105,10 +136,19 @@ fn ctrl_c_quits_from_an_overlay_and_q_only_at_the_root() {
     let (db, _) = all_db();
     let mut h = Harness::open(db, 80, 24);
     h.keys("2");
-    let fx = update(&mut h.app, Input::Key(KeyEvent::new(KeyCode::Char('q'), KeyModifiers::NONE)));
-    assert!(!fx.contains(&Effect::Quit), "q goes back from a pushed screen");
+    let fx = update(
+        &mut h.app,
+        Input::Key(KeyEvent::new(KeyCode::Char('q'), KeyModifiers::NONE)),
+    );
+    assert!(
+        !fx.contains(&Effect::Quit),
+        "q goes back from a pushed screen"
+    );
     h.keys("/");
-    let fx = update(&mut h.app, Input::Key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL)));
+    let fx = update(
+        &mut h.app,
+        Input::Key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL)),
+    );
     assert!(fx.contains(&Effect::Quit));
 }
 
@@ -117,7 +157,10 @@ fn paste_goes_only_into_inputs() {
     let (db, _) = all_db();
     let mut h = Harness::open(db, 80, 24);
     h.input(Input::Paste("2f\n".into()));
-    assert!(h.screen().contains("Pending approvals"), "a paste outside an input does nothing");
+    assert!(
+        h.screen().contains("Pending approvals"),
+        "a paste outside an input does nothing"
+    );
     h.keys("/");
     h.input(Input::Paste("refund\nx".into()));
     assert!(h.screen().contains("/refund x"), "{}", h.screen());
@@ -130,7 +173,9 @@ fn live_reload_keeps_the_cursor_on_the_same_row() {
     let mut h = Harness::open(&db, 80, 24);
     h.keys("jj");
     let sel = h.app.stack.last().and_then(|s| match s {
-        countersign::console::app::Screen::Queue(q) => q.list.selected().map(|r| r.approval_id.clone()),
+        countersign::console::app::Screen::Queue(q) => {
+            q.list.selected().map(|r| r.approval_id.clone())
+        }
         _ => None,
     });
     // Another connection removes the first pending approval from the queue.
@@ -138,9 +183,15 @@ fn live_reload_keeps_the_cursor_on_the_same_row() {
     w.execute("UPDATE approvals SET status = 'expired' WHERE rowid = (SELECT MIN(rowid) FROM approvals WHERE status = 'pending')", []).unwrap();
     h.input(Input::DataChanged);
     let now = h.app.stack.last().and_then(|s| match s {
-        countersign::console::app::Screen::Queue(q) => Some((q.list.cursor, q.list.selected().map(|r| r.approval_id.clone()))),
+        countersign::console::app::Screen::Queue(q) => Some((
+            q.list.cursor,
+            q.list.selected().map(|r| r.approval_id.clone()),
+        )),
         _ => None,
     });
-    assert_eq!(now, Some((1, sel)), "same approval selected, one row higher");
+    assert_eq!(
+        now,
+        Some((1, sel)),
+        "same approval selected, one row higher"
+    );
 }
-

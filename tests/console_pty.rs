@@ -69,9 +69,18 @@ struct Pty {
 impl Pty {
     fn start(db: &std::path::Path, extra: &[&str]) -> Pty {
         let bin = example_bin();
-        assert!(bin.exists(), "cargo test builds examples: {}", bin.display());
+        assert!(
+            bin.exists(),
+            "cargo test builds examples: {}",
+            bin.display()
+        );
         let pair = native_pty_system()
-            .openpty(PtySize { rows: 24, cols: 80, pixel_width: 0, pixel_height: 0 })
+            .openpty(PtySize {
+                rows: 24,
+                cols: 80,
+                pixel_width: 0,
+                pixel_height: 0,
+            })
             .unwrap();
         let dir = tempfile::tempdir().unwrap();
         let mut cmd = CommandBuilder::new(bin);
@@ -101,7 +110,18 @@ impl Pty {
                 }
             }
         });
-        Pty { parser: vt100::Parser::new_with_callbacks(std::num::NonZeroU16::new(24).unwrap(), std::num::NonZeroU16::new(80).unwrap(), 0, Recorder::default()), rx, writer, child, _dir: dir }
+        Pty {
+            parser: vt100::Parser::new_with_callbacks(
+                std::num::NonZeroU16::new(24).unwrap(),
+                std::num::NonZeroU16::new(80).unwrap(),
+                0,
+                Recorder::default(),
+            ),
+            rx,
+            writer,
+            child,
+            _dir: dir,
+        }
     }
 
     /// Feeds output to the parser until `pred` holds on the screen (bounded, generous wait).
@@ -109,7 +129,11 @@ impl Pty {
         let deadline = Instant::now() + Duration::from_secs(30);
         while !pred(self.parser.screen()) {
             let left = deadline.saturating_duration_since(Instant::now());
-            assert!(!left.is_zero(), "waiting for {what}; screen:\n{}", self.parser.screen().contents());
+            assert!(
+                !left.is_zero(),
+                "waiting for {what}; screen:\n{}",
+                self.parser.screen().contents()
+            );
             if let Ok(b) = self.rx.recv_timeout(left.min(Duration::from_millis(200))) {
                 self.parser.process(&b);
             }
@@ -153,15 +177,33 @@ fn console_in_a_pty_shows_hostile_text_inert_and_restores_the_terminal() {
     let (db, m) = fixture(d.path(), "pty", "hostile,queue,damaged", &[]);
     let mut p = Pty::start(&db, &[]);
     p.wait_text("Pending approvals");
-    assert!(p.parser.screen().alternate_screen(), "the console draws on the alternate screen");
-    assert!(p.parser.screen().bracketed_paste(), "bracketed paste is on while it runs");
-    assert_eq!(p.parser.screen().mouse_protocol_mode(), vt100::MouseProtocolMode::None, "mouse is off");
+    assert!(
+        p.parser.screen().alternate_screen(),
+        "the console draws on the alternate screen"
+    );
+    assert!(
+        p.parser.screen().bracketed_paste(),
+        "bracketed paste is on while it runs"
+    );
+    assert_eq!(
+        p.parser.screen().mouse_protocol_mode(),
+        vt100::MouseProtocolMode::None,
+        "mouse is off"
+    );
 
     p.send(format!(":approval {}\r", approval_of(&m, "hostile")).as_bytes());
     p.wait_text("args.reason");
+    // The frame may arrive in pieces: wait for the value lines too.
+    p.wait_text("\\u{202e}evil");
     let screen = p.parser.screen().contents();
-    assert!(screen.contains("\\x1b[2J"), "the ESC of the hostile value is shown escaped:\n{screen}");
-    assert!(screen.contains("\\u{202e}evil"), "the bidi override is shown escaped:\n{screen}");
+    assert!(
+        screen.contains("\\x1b[2J"),
+        "the ESC of the hostile value is shown escaped:\n{screen}"
+    );
+    assert!(
+        screen.contains("\\u{202e}evil"),
+        "the bidi override is shown escaped:\n{screen}"
+    );
     assert!(!screen.contains("APPROVED ✓"), "{screen}");
 
     // Approve opens a confirmation; esc leaves everything as it was.
@@ -182,7 +224,10 @@ fn console_in_a_pty_shows_hostile_text_inert_and_restores_the_terminal() {
     assert_eq!(cb.clipboard, 0, "nothing was put on the clipboard");
     assert_eq!(cb.clipboard_reads, 0, "nothing asked for the clipboard");
     assert_eq!(cb.bells, 0, "no bell rang");
-    assert_eq!(cb.other_osc, 0, "no other OSC sequence reached the terminal");
+    assert_eq!(
+        cb.other_osc, 0,
+        "no other OSC sequence reached the terminal"
+    );
 }
 
 #[test]

@@ -35,7 +35,9 @@ fn queue_filter_runs_in_sql() {
 fn approval_detail_shows_hostile_fields_escaped() {
     let (_, m) = all_db();
     let id = approval_of(m, "hostile");
-    each_size("approval__hostile", |h| h.command(&format!("approval {id}")));
+    each_size("approval__hostile", |h| {
+        h.command(&format!("approval {id}"))
+    });
 }
 
 #[test]
@@ -56,7 +58,9 @@ fn approval_detail_scrolls_and_expands() {
 fn approval_detail_of_a_damaged_request() {
     let (_, m) = all_db();
     let id = approval_of(m, "damaged");
-    each_size("approval__damaged", |h| h.command(&format!("approval {id}")));
+    each_size("approval__damaged", |h| {
+        h.command(&format!("approval {id}"))
+    });
 }
 
 #[test]
@@ -78,7 +82,9 @@ fn runs_status_filter() {
 fn run_detail_steps_of_the_hostile_run() {
     let (_, m) = all_db();
     let id = run_of(m, "hostile");
-    each_size("run_detail__hostile_steps", |h| h.command(&format!("run {id}")));
+    each_size("run_detail__hostile_steps", |h| {
+        h.command(&format!("run {id}"))
+    });
 }
 
 #[test]
@@ -109,7 +115,9 @@ fn run_detail_approvals_and_model_calls() {
 fn run_detail_of_the_damaged_run() {
     let (_, m) = all_db();
     let id = run_of(m, "damaged");
-    each_size("run_detail__damaged_steps", |h| h.command(&format!("run {id}")));
+    each_size("run_detail__damaged_steps", |h| {
+        h.command(&format!("run {id}"))
+    });
 }
 
 #[test]
@@ -162,7 +170,11 @@ fn command_line_overlay() {
 #[test]
 fn read_only_shows_actions_off() {
     let (db, m) = all_db();
-    let cfg = countersign::console::app::AppConfig { by: String::new(), read_only: true, can_resume: false };
+    let cfg = countersign::console::app::AppConfig {
+        by: String::new(),
+        read_only: true,
+        can_resume: false,
+    };
     let mut h = Harness::with(db, 80, 24, cfg, Box::new(NoWriter));
     h.command(&format!("approval {}", approval_of(m, "waiting")));
     h.keys("a");

@@ -137,10 +137,22 @@ impl TextInput {
 /// What a confirmation will do when accepted.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Pending {
-    Approve { run: String, approval: String, hash: String },
-    Reject { run: String, approval: String, hash: String },
-    Cancel { run: String },
-    Resume { run: String },
+    Approve {
+        run: String,
+        approval: String,
+        hash: String,
+    },
+    Reject {
+        run: String,
+        approval: String,
+        hash: String,
+    },
+    Cancel {
+        run: String,
+    },
+    Resume {
+        run: String,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -194,9 +206,13 @@ pub fn short(h: &str) -> &str {
 
 impl App {
     pub fn new(cfg: AppConfig, keymap: Keymap, theme: Theme, now: i64, size: (u16, u16)) -> App {
-        let notice = (!keymap.warnings.is_empty()).then(|| (Level::Info, keymap.warnings.join("; ")));
+        let notice =
+            (!keymap.warnings.is_empty()).then(|| (Level::Info, keymap.warnings.join("; ")));
         App {
-            stack: vec![Screen::Queue(QueueScreen { list: ListView::default(), filter: String::new() })],
+            stack: vec![Screen::Queue(QueueScreen {
+                list: ListView::default(),
+                filter: String::new(),
+            })],
             overlay: None,
             keymap,
             theme,
@@ -244,22 +260,48 @@ impl App {
     fn load_top(&mut self, keep: bool) -> Vec<Effect> {
         let win = window_for(self.list_rows());
         let id = self.id();
-        let Some(top) = self.stack.last_mut() else { return vec![] };
+        let Some(top) = self.stack.last_mut() else {
+            return vec![];
+        };
         let q = match top {
             Screen::Queue(s) => {
                 s.list.pending = Some(id);
-                let off = if keep { s.list.page.offset } else { s.list.window_offset(win) };
-                Query::Queue { filter: s.filter.clone(), offset: off, limit: win }
+                let off = if keep {
+                    s.list.page.offset
+                } else {
+                    s.list.window_offset(win)
+                };
+                Query::Queue {
+                    filter: s.filter.clone(),
+                    offset: off,
+                    limit: win,
+                }
             }
             Screen::Runs(s) => {
                 s.list.pending = Some(id);
-                let off = if keep { s.list.page.offset } else { s.list.window_offset(win) };
-                Query::Runs { status: s.status.clone(), filter: s.filter.clone(), offset: off, limit: win }
+                let off = if keep {
+                    s.list.page.offset
+                } else {
+                    s.list.window_offset(win)
+                };
+                Query::Runs {
+                    status: s.status.clone(),
+                    filter: s.filter.clone(),
+                    offset: off,
+                    limit: win,
+                }
             }
             Screen::Damaged(s) => {
                 s.list.pending = Some(id);
-                let off = if keep { s.list.page.offset } else { s.list.window_offset(win) };
-                Query::Damaged { offset: off, limit: win }
+                let off = if keep {
+                    s.list.page.offset
+                } else {
+                    s.list.window_offset(win)
+                };
+                Query::Damaged {
+                    offset: off,
+                    limit: win,
+                }
             }
             Screen::Approval(s) => {
                 s.pending = Some(id);
@@ -274,23 +316,55 @@ impl App {
                 let q = match s.tab {
                     Tab::Steps => {
                         s.steps.pending = Some(id2);
-                        let off = if keep { s.steps.page.offset } else { s.steps.window_offset(win) };
-                        Query::Steps { run, offset: off, limit: win }
+                        let off = if keep {
+                            s.steps.page.offset
+                        } else {
+                            s.steps.window_offset(win)
+                        };
+                        Query::Steps {
+                            run,
+                            offset: off,
+                            limit: win,
+                        }
                     }
                     Tab::Events => {
                         s.events.pending = Some(id2);
-                        let off = if keep { s.events.page.offset } else { s.events.window_offset(win) };
-                        Query::Events { run, offset: off, limit: win }
+                        let off = if keep {
+                            s.events.page.offset
+                        } else {
+                            s.events.window_offset(win)
+                        };
+                        Query::Events {
+                            run,
+                            offset: off,
+                            limit: win,
+                        }
                     }
                     Tab::Approvals => {
                         s.approvals.pending = Some(id2);
-                        let off = if keep { s.approvals.page.offset } else { s.approvals.window_offset(win) };
-                        Query::Approvals { run, offset: off, limit: win }
+                        let off = if keep {
+                            s.approvals.page.offset
+                        } else {
+                            s.approvals.window_offset(win)
+                        };
+                        Query::Approvals {
+                            run,
+                            offset: off,
+                            limit: win,
+                        }
                     }
                     Tab::ModelCalls => {
                         s.calls.pending = Some(id2);
-                        let off = if keep { s.calls.page.offset } else { s.calls.window_offset(win) };
-                        Query::ModelCalls { run, offset: off, limit: win }
+                        let off = if keep {
+                            s.calls.page.offset
+                        } else {
+                            s.calls.window_offset(win)
+                        };
+                        Query::ModelCalls {
+                            run,
+                            offset: off,
+                            limit: win,
+                        }
                     }
                 };
                 return vec![Effect::Query(id, hq), Effect::Query(id2, q)];
@@ -399,8 +473,14 @@ pub(crate) fn action_of(app: &App, k: &KeyEvent) -> Option<Action> {
 }
 
 /// Builds the confirmation for a decision on the shown approval.
-pub(crate) fn confirm_decision_cfg(cfg: &AppConfig, s: &ApprovalScreen, approve: bool) -> Result<Confirm, String> {
-    let Some(a) = &s.row else { return Err("the approval is not loaded yet".into()) };
+pub(crate) fn confirm_decision_cfg(
+    cfg: &AppConfig,
+    s: &ApprovalScreen,
+    approve: bool,
+) -> Result<Confirm, String> {
+    let Some(a) = &s.row else {
+        return Err("the approval is not loaded yet".into());
+    };
     if cfg.read_only {
         return Err("read-only: actions are off (started with --read-only)".into());
     }
@@ -408,7 +488,9 @@ pub(crate) fn confirm_decision_cfg(cfg: &AppConfig, s: &ApprovalScreen, approve:
         return Err(format!("approval is {}, not pending", a.status));
     }
     if a.decode_error.is_some() {
-        return Err("this approval does not decode; it cannot be decided (cancel the run instead)".into());
+        return Err(
+            "this approval does not decode; it cannot be decided (cancel the run instead)".into(),
+        );
     }
     if a.run_status != "WAITING_FOR_APPROVAL" {
         return Err(format!("run is {}, not waiting for approval", a.run_status));
@@ -419,21 +501,33 @@ pub(crate) fn confirm_decision_cfg(cfg: &AppConfig, s: &ApprovalScreen, approve:
     let flagged: usize = s.view.iter().filter(|v| v.badges.any()).count();
     let mut warnings = Vec::new();
     if folded > 0 {
-        warnings.push(format!("{folded} field(s) were folded in the view you saw (e expands)"));
+        warnings.push(format!(
+            "{folded} field(s) were folded in the view you saw (e expands)"
+        ));
     }
     if escapes > 0 {
         warnings.push(format!("{escapes} escape(s) in the values"));
     }
     if flagged > 0 {
-        warnings.push(format!("{flagged} field(s) hold bidi, hidden or control text"));
+        warnings.push(format!(
+            "{flagged} field(s) hold bidi, hidden or control text"
+        ));
     }
     if s.changed {
         warnings.push("this approval changed while you were reading it".into());
     }
     let what = if approve {
-        Pending::Approve { run: a.run_id.clone(), approval: a.id.clone(), hash: a.hash.clone() }
+        Pending::Approve {
+            run: a.run_id.clone(),
+            approval: a.id.clone(),
+            hash: a.hash.clone(),
+        }
     } else {
-        Pending::Reject { run: a.run_id.clone(), approval: a.id.clone(), hash: a.hash.clone() }
+        Pending::Reject {
+            run: a.run_id.clone(),
+            approval: a.id.clone(),
+            hash: a.hash.clone(),
+        }
     };
     Ok(Confirm {
         what,

@@ -196,25 +196,75 @@ impl Tab {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Query {
     Counts,
-    Queue { filter: String, offset: u64, limit: u64 },
-    Runs { status: Option<String>, filter: String, offset: u64, limit: u64 },
-    Run { id: String },
-    Steps { run: String, offset: u64, limit: u64 },
-    Events { run: String, offset: u64, limit: u64 },
-    Approvals { run: String, offset: u64, limit: u64 },
-    ModelCalls { run: String, offset: u64, limit: u64 },
-    Approval { id: String },
-    Damaged { offset: u64, limit: u64 },
+    Queue {
+        filter: String,
+        offset: u64,
+        limit: u64,
+    },
+    Runs {
+        status: Option<String>,
+        filter: String,
+        offset: u64,
+        limit: u64,
+    },
+    Run {
+        id: String,
+    },
+    Steps {
+        run: String,
+        offset: u64,
+        limit: u64,
+    },
+    Events {
+        run: String,
+        offset: u64,
+        limit: u64,
+    },
+    Approvals {
+        run: String,
+        offset: u64,
+        limit: u64,
+    },
+    ModelCalls {
+        run: String,
+        offset: u64,
+        limit: u64,
+    },
+    Approval {
+        id: String,
+    },
+    Damaged {
+        offset: u64,
+        limit: u64,
+    },
     Verify,
 }
 
 /// A write the UI asks the worker for (only after a confirmation).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Command {
-    Approve { run: String, approval: String, shown_hash: String, by: String, note: String },
-    Reject { run: String, approval: String, shown_hash: String, by: String, note: String },
-    Cancel { run: String, by: String, reason: String },
-    Resume { run: String },
+    Approve {
+        run: String,
+        approval: String,
+        shown_hash: String,
+        by: String,
+        note: String,
+    },
+    Reject {
+        run: String,
+        approval: String,
+        shown_hash: String,
+        by: String,
+        note: String,
+    },
+    Cancel {
+        run: String,
+        by: String,
+        reason: String,
+    },
+    Resume {
+        run: String,
+    },
 }
 
 /// What came back for a `Query`.
@@ -223,12 +273,12 @@ pub enum Reply {
     Counts(Counts),
     Queue(Page<QueueRow>),
     Runs(Page<RunRow>),
-    Run(Option<RunHeader>),
+    Run(Option<Box<RunHeader>>),
     Steps(Page<StepRow>),
     Events(Page<EventRow>),
     Approvals(Page<ApprovalRow>),
     ModelCalls(Page<ModelCallRow>),
-    Approval(Option<ApprovalRow>),
+    Approval(Option<Box<ApprovalRow>>),
     Damaged(Page<DamagedRow>),
     Verify(ChainReport),
     Failed(String),
@@ -240,7 +290,11 @@ pub enum DecideError {
     /// The row's hash is not the one shown: reload and show again.
     Changed,
     /// Someone decided first.
-    AlreadyDecided { status: String, by: String, at: String },
+    AlreadyDecided {
+        status: String,
+        by: String,
+        at: String,
+    },
     Expired(String),
     /// The run is not in a state that allows this.
     RunState(String),

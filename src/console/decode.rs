@@ -34,12 +34,18 @@ fn json(raw: &[u8]) -> Result<Option<Value>, String> {
     if raw.is_empty() {
         return Ok(None);
     }
-    serde_json::from_slice(raw).map(Some).map_err(|e| e.to_string())
+    serde_json::from_slice(raw)
+        .map(Some)
+        .map_err(|e| e.to_string())
 }
 
 fn time_err(raw: &[u8], required: bool) -> Option<String> {
     if raw.is_empty() {
-        return if required { Some("empty time".into()) } else { None };
+        return if required {
+            Some("empty time".into())
+        } else {
+            None
+        };
     }
     match std::str::from_utf8(raw) {
         Ok(s) if time::parse_rfc3339(s).is_some() => None,
@@ -57,7 +63,9 @@ pub fn step_row(id: String, idx: i64, status: String, raw: &StepRaw) -> StepRow 
     let mut errs = Vec::new();
     let mut col = |name: &str, v: &[u8], len: i64| -> Option<Value> {
         if len > MAX_PAGE_TEXT {
-            errs.push(format!("{name}: {len} characters, over MaxPageText, not read whole"));
+            errs.push(format!(
+                "{name}: {len} characters, over MaxPageText, not read whole"
+            ));
             return None;
         }
         match json(v) {
@@ -172,7 +180,13 @@ pub fn verify_chain(conn: &Connection) -> rusqlite::Result<ChainReport> {
             .query_map(params![last], |r| {
                 Ok((
                     r.get::<_, i64>(0)?,
-                    [bytes(r, 1)?, bytes(r, 2)?, bytes(r, 3)?, bytes(r, 4)?, bytes(r, 5)?],
+                    [
+                        bytes(r, 1)?,
+                        bytes(r, 2)?,
+                        bytes(r, 3)?,
+                        bytes(r, 4)?,
+                        bytes(r, 5)?,
+                    ],
                     bytes(r, 6)?,
                 ))
             })?
@@ -188,25 +202,41 @@ pub fn verify_chain(conn: &Connection) -> rusqlite::Result<ChainReport> {
                 } else {
                     format!("seq {seq} follows {last}: an event is missing")
                 };
-                return Ok(ChainReport { checked, head, broken_at: Some((seq, d)) });
+                return Ok(ChainReport {
+                    checked,
+                    head,
+                    broken_at: Some((seq, d)),
+                });
             }
             let fs: [&[u8]; 5] = [&f[0], &f[1], &f[2], &f[3], &f[4]];
             if event_hash_bytes(&prev, seq, &fs).as_bytes() != stored.as_slice() {
                 let d = "the stored hash is not the one the event's fields and the previous event's hash give".to_string();
-                return Ok(ChainReport { checked, head, broken_at: Some((seq, d)) });
+                return Ok(ChainReport {
+                    checked,
+                    head,
+                    broken_at: Some((seq, d)),
+                });
             }
             checked += 1;
             last = seq;
             prev = stored;
         }
     }
-    Ok(ChainReport { checked, head: String::from_utf8_lossy(&prev).into_owned(), broken_at: None })
+    Ok(ChainReport {
+        checked,
+        head: String::from_utf8_lossy(&prev).into_owned(),
+        broken_at: None,
+    })
 }
 
 /// Damaged columns of steps and approvals, as a page (one row per damaged column).
-pub fn damaged_page(conn: &Connection, offset: u64, limit: u64) -> rusqlite::Result<Page<DamagedRow>> {
+pub fn damaged_page(
+    conn: &Connection,
+    offset: u64,
+    limit: u64,
+) -> rusqlite::Result<Page<DamagedRow>> {
     // One line per (row, column) candidate, chosen in SQL so nothing but the page is read.
-    let union = format!(
+    let union = String::from(
         "SELECT s.run_id AS run, 'steps' AS tbl, s.id AS rid, c.col AS col, s.rowid AS k, c.n AS n FROM steps s \
          JOIN (SELECT 'decision' AS col, 1 AS n UNION ALL SELECT 'policy', 2 UNION ALL SELECT 'observation', 3 \
                UNION ALL SELECT 'started_at', 4 UNION ALL SELECT 'finished_at', 5) c ON \
@@ -222,9 +252,10 @@ pub fn damaged_page(conn: &Connection, offset: u64, limit: u64) -> rusqlite::Res
          (c.n = 6 AND NOT json_valid(a.request_json)) OR \
          (c.n = 7 AND julianday(a.created_at) IS NULL) OR \
          (c.n = 8 AND a.expires_at != '' AND julianday(a.expires_at) IS NULL) OR \
-         (c.n = 9 AND a.decided_at != '' AND julianday(a.decided_at) IS NULL)"
+         (c.n = 9 AND a.decided_at != '' AND julianday(a.decided_at) IS NULL)",
     );
-    let total: i64 = conn.query_row(&format!("SELECT COUNT(*) FROM ({union})"), [], |r| r.get(0))?;
+    let total: i64 =
+        conn.query_row(&format!("SELECT COUNT(*) FROM ({union})"), [], |r| r.get(0))?;
     let mut st = conn.prepare_cached(&format!(
         "SELECT run, tbl, rid, col, n FROM ({union}) ORDER BY tbl DESC, k, n LIMIT ?1 OFFSET ?2"
     ))?;
@@ -262,7 +293,19 @@ pub fn damaged_page(conn: &Connection, offset: u64, limit: u64) -> rusqlite::Res
         } else {
             time_err(&raw, n == 4 || n == 7).unwrap_or_else(|| "does not decode".into())
         };
-        rows.push(DamagedRow { run_id, table, row_id, column, error, raw, raw_len: raw_len.max(0) as u64 });
+        rows.push(DamagedRow {
+            run_id,
+            table,
+            row_id,
+            column,
+            error,
+            raw,
+            raw_len: raw_len.max(0) as u64,
+        });
     }
-    Ok(Page { offset, total: total.max(0) as u64, rows })
+    Ok(Page {
+        offset,
+        total: total.max(0) as u64,
+        rows,
+    })
 }

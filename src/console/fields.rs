@@ -8,8 +8,8 @@ use ratatui::text::Line;
 use serde_json::Value;
 
 use super::data::ApprovalRow;
-use crate::safetext::{JsonNode, parse_json};
 use super::text::{self, Badges, TextStyles};
+use crate::safetext::{JsonNode, parse_json};
 
 /// Lines of a value shown before it is folded.
 pub const FOLD_LINES: usize = 6;
@@ -32,11 +32,19 @@ pub struct FieldView {
 }
 
 fn meta(label: &str, value: impl Into<Vec<u8>>) -> Field {
-    Field { label: label.as_bytes().to_vec(), value: value.into(), meta: true }
+    Field {
+        label: label.as_bytes().to_vec(),
+        value: value.into(),
+        meta: true,
+    }
 }
 
 fn leaf(label: Vec<u8>, value: Vec<u8>, out: &mut Vec<Field>) {
-    out.push(Field { label, value, meta: false });
+    out.push(Field {
+        label,
+        value,
+        meta: false,
+    });
 }
 
 /// Every leaf of a JSON value in stored order, duplicate keys kept and flagged.
@@ -52,7 +60,11 @@ fn flatten(prefix: &[u8], v: &JsonNode, out: &mut Vec<Field>) {
             let mut seen: Vec<&[u8]> = Vec::new();
             for (k, v) in m {
                 if seen.contains(&k.as_slice()) {
-                    out.push(Field { label: b"DUPLICATE KEY".to_vec(), value: join(b".", k), meta: true });
+                    out.push(Field {
+                        label: b"DUPLICATE KEY".to_vec(),
+                        value: join(b".", k),
+                        meta: true,
+                    });
                 }
                 seen.push(k);
                 flatten(&join(b".", k), v, out);
@@ -76,7 +88,11 @@ fn json_section(name: &str, raw: &[u8], out: &mut Vec<Field>) {
     match parse_json(raw) {
         Ok(v) => flatten(name.as_bytes(), &v, out),
         Err(e) => {
-            out.push(Field { label: format!("{name} (does not decode: {e})").into_bytes(), value: raw.to_vec(), meta: false });
+            out.push(Field {
+                label: format!("{name} (does not decode: {e})").into_bytes(),
+                value: raw.to_vec(),
+                meta: false,
+            });
         }
     }
 }
@@ -90,13 +106,23 @@ pub fn tool_of(a: &ApprovalRow) -> Option<Vec<u8>> {
 /// Every field of an approval, in reading order.
 pub fn fields(a: &ApprovalRow) -> Vec<Field> {
     let mut out = vec![
-        meta("tool", tool_of(a).unwrap_or_else(|| b"(request does not decode)".to_vec())),
+        meta(
+            "tool",
+            tool_of(a).unwrap_or_else(|| b"(request does not decode)".to_vec()),
+        ),
         meta("kind", a.kind.clone()),
         meta("status", a.status.clone()),
         meta("run", a.run_id.clone()),
         meta("step", a.step_id.clone()),
         meta("asked", a.created_at.clone()),
-        meta("expires", if a.expires_at.is_empty() { "never".into() } else { a.expires_at.clone() }),
+        meta(
+            "expires",
+            if a.expires_at.is_empty() {
+                "never".into()
+            } else {
+                a.expires_at.clone()
+            },
+        ),
         meta("hash", a.hash.clone()),
     ];
     if !a.reason.is_empty() {
@@ -114,9 +140,17 @@ pub fn fields(a: &ApprovalRow) -> Vec<Field> {
     match parse_json(&a.request) {
         Ok(JsonNode::Object(m)) => match m.iter().rev().find(|(k, _)| k == b"args") {
             Some((_, args)) => flatten(b"args", args, &mut out),
-            None => out.push(Field { label: b"args".to_vec(), value: b"(none)".to_vec(), meta: false }),
+            None => out.push(Field {
+                label: b"args".to_vec(),
+                value: b"(none)".to_vec(),
+                meta: false,
+            }),
         },
-        Ok(_) => out.push(Field { label: b"request (not an object)".to_vec(), value: a.request.clone(), meta: false }),
+        Ok(_) => out.push(Field {
+            label: b"request (not an object)".to_vec(),
+            value: a.request.clone(),
+            meta: false,
+        }),
         Err(e) => out.push(Field {
             label: format!("request (does not decode: {e})").into_bytes(),
             value: a.request.clone(),
@@ -128,13 +162,29 @@ pub fn fields(a: &ApprovalRow) -> Vec<Field> {
 }
 
 /// Renders every field at `width`; fields not in `expanded` fold after `FOLD_LINES` lines.
-pub fn layout(fields: &[Field], width: u16, expanded: &BTreeSet<usize>, strict: bool, st: &TextStyles, label_style: ratatui::style::Style, badge_style: ratatui::style::Style) -> Vec<FieldView> {
+pub fn layout(
+    fields: &[Field],
+    width: u16,
+    expanded: &BTreeSet<usize>,
+    strict: bool,
+    st: &TextStyles,
+    label_style: ratatui::style::Style,
+    badge_style: ratatui::style::Style,
+) -> Vec<FieldView> {
     let width = usize::from(width.max(20));
     fields
         .iter()
         .enumerate()
         .map(|(i, f)| {
-            let label = text::line_mode(&f.label, 24.min(width / 3), &TextStyles { text: label_style, ..*st }, strict);
+            let label = text::line_mode(
+                &f.label,
+                24.min(width / 3),
+                &TextStyles {
+                    text: label_style,
+                    ..*st
+                },
+                strict,
+            );
             if f.meta {
                 let w = width.saturating_sub(label.width + 2);
                 let (mut vl, b) = text::block(&f.value, w, st, strict);
@@ -157,34 +207,60 @@ pub fn layout(fields: &[Field], width: u16, expanded: &BTreeSet<usize>, strict: 
                     }
                 }
                 if folded {
-                    lines.push(Line::styled(format!("  …[+{} lines folded; e expands]", n - FOLD_LINES), st.truncated));
+                    lines.push(Line::styled(
+                        format!("  …[+{} lines folded; e expands]", n - FOLD_LINES),
+                        st.truncated,
+                    ));
                 }
-                return FieldView { lines, value_lines: n, folded, badges: b };
+                return FieldView {
+                    lines,
+                    value_lines: n,
+                    folded,
+                    badges: b,
+                };
             }
             let (vl, b) = text::block(&f.value, width.saturating_sub(2), st, strict);
             let n = vl.len();
             let mut head = label.line.clone();
             for l in b.labels() {
                 head.spans.push(ratatui::text::Span::raw(" "));
-                head.spans.push(ratatui::text::Span::styled(format!("[{}]", l.to_uppercase()), badge_style));
+                head.spans.push(ratatui::text::Span::styled(
+                    format!("[{}]", l.to_uppercase()),
+                    badge_style,
+                ));
             }
             if b.escapes > 0 {
-                head.spans.push(ratatui::text::Span::styled(format!(" {} escapes", b.escapes), st.escaped));
+                head.spans.push(ratatui::text::Span::styled(
+                    format!(" {} escapes", b.escapes),
+                    st.escaped,
+                ));
             }
             if n > 1 {
-                head.spans.push(ratatui::text::Span::raw(format!(" ({n} lines)")));
+                head.spans
+                    .push(ratatui::text::Span::raw(format!(" ({n} lines)")));
             }
             let folded = n > FOLD_LINES && !expanded.contains(&i);
             let mut lines = vec![head];
-            for l in vl.into_iter().take(if folded { FOLD_LINES } else { usize::MAX }) {
+            for l in vl
+                .into_iter()
+                .take(if folded { FOLD_LINES } else { usize::MAX })
+            {
                 let mut l2 = Line::from("  ");
                 l2.spans.extend(l.spans);
                 lines.push(l2);
             }
             if folded {
-                lines.push(Line::styled(format!("  …[+{} lines folded; e expands]", n - FOLD_LINES), st.truncated));
+                lines.push(Line::styled(
+                    format!("  …[+{} lines folded; e expands]", n - FOLD_LINES),
+                    st.truncated,
+                ));
             }
-            FieldView { lines, value_lines: n, folded, badges: b }
+            FieldView {
+                lines,
+                value_lines: n,
+                folded,
+                badges: b,
+            }
         })
         .collect()
 }

@@ -147,7 +147,11 @@ impl Chord {
                 C::F(f[1..].parse().unwrap_or(1))
             }
             c if c.chars().count() == 1 => C::Char(c.chars().next().unwrap_or(' ')),
-            _ => return Err(format!("{s:?} is not a key: use a character, ctrl-x, alt-x, enter, esc, tab, up, pagedown, f1...")),
+            _ => {
+                return Err(format!(
+                    "{s:?} is not a key: use a character, ctrl-x, alt-x, enter, esc, tab, up, pagedown, f1..."
+                ));
+            }
         };
         if ctrl && code == C::Char('c') {
             return Err("ctrl-c always quits and cannot be bound".into());
@@ -213,7 +217,10 @@ impl Default for Keymap {
                 }
             }
         }
-        Keymap { by_key, warnings: Vec::new() }
+        Keymap {
+            by_key,
+            warnings: Vec::new(),
+        }
     }
 }
 
@@ -229,7 +236,11 @@ impl Keymap {
 
     /// Keys bound to an action, in order.
     pub fn keys(&self, a: Action) -> Vec<Chord> {
-        self.by_key.iter().filter(|(_, v)| **v == a).map(|(k, _)| *k).collect()
+        self.by_key
+            .iter()
+            .filter(|(_, v)| **v == a)
+            .map(|(k, _)| *k)
+            .collect()
     }
 
     /// The first key of an action as text, for hints (`?` when unbound).
@@ -237,8 +248,16 @@ impl Keymap {
         let ks = self.keys(a);
         // Prefer enter/esc/tab, then a plain character, for hints.
         ks.iter()
-            .find(|k| matches!(k.code, KeyCodeOrd::Enter | KeyCodeOrd::Esc | KeyCodeOrd::Tab) && !k.ctrl)
-            .or_else(|| ks.iter().find(|k| matches!(k.code, KeyCodeOrd::Char(_)) && !k.ctrl))
+            .find(|k| {
+                matches!(
+                    k.code,
+                    KeyCodeOrd::Enter | KeyCodeOrd::Esc | KeyCodeOrd::Tab
+                ) && !k.ctrl
+            })
+            .or_else(|| {
+                ks.iter()
+                    .find(|k| matches!(k.code, KeyCodeOrd::Char(_)) && !k.ctrl)
+            })
             .or(ks.first())
             .map_or_else(|| "unbound".into(), |k| k.to_string())
     }
@@ -246,7 +265,11 @@ impl Keymap {
     /// Applies a `[keys]` table: `action = ["key", ...]` (or one string). The user's keys
     /// replace that action's defaults.
     pub fn with_overrides(file: &str, keys: &toml::Table) -> Result<Keymap, KeymapError> {
-        let err = |key: String, problem: String| KeymapError { file: file.into(), key, problem };
+        let err = |key: String, problem: String| KeymapError {
+            file: file.into(),
+            key,
+            problem,
+        };
         let mut km = Keymap::default();
         let mut user: BTreeMap<Chord, Action> = BTreeMap::new();
         for (name, v) in keys {
@@ -255,12 +278,21 @@ impl Keymap {
                 .iter()
                 .copied()
                 .find(|a| a.name() == name)
-                .ok_or_else(|| err(key.clone(), "unknown action; `countersign` help (?) lists them".into()))?;
+                .ok_or_else(|| {
+                    err(
+                        key.clone(),
+                        "unknown action; `countersign` help (?) lists them".into(),
+                    )
+                })?;
             let list: Vec<&str> = match v {
                 toml::Value::String(s) => vec![s.as_str()],
                 toml::Value::Array(xs) => xs
                     .iter()
-                    .map(|x| x.as_str().ok_or_else(|| err(key.clone(), "must be a key or a list of keys".into())))
+                    .map(|x| {
+                        x.as_str().ok_or_else(|| {
+                            err(key.clone(), "must be a key or a list of keys".into())
+                        })
+                    })
                     .collect::<Result<_, _>>()?,
                 _ => return Err(err(key, "must be a key or a list of keys".into())),
             };
@@ -311,13 +343,23 @@ mod tests {
 
     #[test]
     fn user_binding_wins_and_the_conflict_is_reported() {
-        let t: toml::Table = "[keys]\napprove = [\"A\"]\nreject = \"j\"\n".parse().unwrap();
+        let t: toml::Table = "[keys]\napprove = [\"A\"]\nreject = \"j\"\n"
+            .parse()
+            .unwrap();
         let km = Keymap::with_overrides("c.toml", t["keys"].as_table().unwrap()).unwrap();
         assert_eq!(km.action(&key('A')), Some(Action::Approve));
-        assert_eq!(km.action(&key('a')), None, "defaults of a rebound action are dropped");
+        assert_eq!(
+            km.action(&key('a')),
+            None,
+            "defaults of a rebound action are dropped"
+        );
         assert_eq!(km.action(&key('j')), Some(Action::Reject));
         assert_eq!(km.warnings.len(), 1);
-        assert!(km.warnings[0].contains("key j now does reject (it did down)"), "{:?}", km.warnings);
+        assert!(
+            km.warnings[0].contains("key j now does reject (it did down)"),
+            "{:?}",
+            km.warnings
+        );
     }
 
     #[test]

@@ -7,7 +7,14 @@ use super::data::*;
 use super::keymap::Action;
 use super::text;
 
-const STATUSES: [&str; 6] = ["WAITING_FOR_APPROVAL", "RUNNING", "INTERRUPTED", "COMPLETED", "FAILED", "CANCELLED"];
+const STATUSES: [&str; 6] = [
+    "WAITING_FOR_APPROVAL",
+    "RUNNING",
+    "INTERRUPTED",
+    "COMPLETED",
+    "FAILED",
+    "CANCELLED",
+];
 
 pub fn on_key(app: &mut App, k: KeyEvent) -> Vec<Effect> {
     if k.kind == KeyEventKind::Release {
@@ -26,12 +33,16 @@ pub fn on_key(app: &mut App, k: KeyEvent) -> Vec<Effect> {
         return on_overlay_key(app, k);
     }
     app.notice = None;
-    let Some(a) = action_of(app, &k) else { return vec![] };
+    let Some(a) = action_of(app, &k) else {
+        return vec![];
+    };
     on_action(app, a)
 }
 
 fn on_overlay_key(app: &mut App, k: KeyEvent) -> Vec<Effect> {
-    let Some(ov) = app.overlay.take() else { return vec![] };
+    let Some(ov) = app.overlay.take() else {
+        return vec![];
+    };
     match ov {
         Overlay::Filter(mut t) => match k.code {
             KeyCode::Esc => vec![],
@@ -66,15 +77,42 @@ fn on_overlay_key(app: &mut App, k: KeyEvent) -> Vec<Effect> {
                 let by = app.cfg.by.clone();
                 let note = reason.unwrap_or_default();
                 let (cmd, label) = match c.what.clone() {
-                    Pending::Approve { run, approval, hash } => (
-                        Command::Approve { run, approval, shown_hash: hash, by, note },
+                    Pending::Approve {
+                        run,
+                        approval,
+                        hash,
+                    } => (
+                        Command::Approve {
+                            run,
+                            approval,
+                            shown_hash: hash,
+                            by,
+                            note,
+                        },
                         "approving",
                     ),
-                    Pending::Reject { run, approval, hash } => (
-                        Command::Reject { run, approval, shown_hash: hash, by, note },
+                    Pending::Reject {
+                        run,
+                        approval,
+                        hash,
+                    } => (
+                        Command::Reject {
+                            run,
+                            approval,
+                            shown_hash: hash,
+                            by,
+                            note,
+                        },
                         "rejecting",
                     ),
-                    Pending::Cancel { run } => (Command::Cancel { run, by, reason: note }, "cancelling"),
+                    Pending::Cancel { run } => (
+                        Command::Cancel {
+                            run,
+                            by,
+                            reason: note,
+                        },
+                        "cancelling",
+                    ),
                     Pending::Resume { run } => (Command::Resume { run }, "resuming"),
                 };
                 let id = app.next_id + 1;
@@ -163,14 +201,22 @@ pub(crate) fn run_command(app: &mut App, cmd: &str) -> Vec<Effect> {
         _ => {
             app.notice = Some((
                 Level::Error,
-                format!("unknown command; try :queue :runs :run ID :damaged :verify :q ({} chars ignored)", cmd.len()),
+                format!(
+                    "unknown command; try :queue :runs :run ID :damaged :verify :q ({} chars ignored)",
+                    cmd.len()
+                ),
             ));
             vec![]
         }
     }
 }
 
-fn move_list<T>(app_rows: u16, l: &mut super::nav::ListView<T>, a: Action, id_of: impl Fn(&T) -> String) -> bool {
+fn move_list<T>(
+    app_rows: u16,
+    l: &mut super::nav::ListView<T>,
+    a: Action,
+    id_of: impl Fn(&T) -> String,
+) -> bool {
     let page = i64::from(app_rows.max(1));
     let need = match a {
         Action::Up => l.move_by(-1),
@@ -189,7 +235,17 @@ fn move_list<T>(app_rows: u16, l: &mut super::nav::ListView<T>, a: Action, id_of
 }
 
 fn is_move(a: Action) -> bool {
-    matches!(a, Action::Up | Action::Down | Action::Top | Action::Bottom | Action::PageDown | Action::PageUp | Action::HalfDown | Action::HalfUp)
+    matches!(
+        a,
+        Action::Up
+            | Action::Down
+            | Action::Top
+            | Action::Bottom
+            | Action::PageDown
+            | Action::PageUp
+            | Action::HalfDown
+            | Action::HalfUp
+    )
 }
 
 pub(crate) fn on_action(app: &mut App, a: Action) -> Vec<Effect> {
@@ -225,7 +281,9 @@ pub(crate) fn on_action(app: &mut App, a: Action) -> Vec<Effect> {
         }
         Action::Damaged => {
             app.stack.truncate(1);
-            app.stack.push(Screen::Damaged(DamagedScreen { list: Default::default() }));
+            app.stack.push(Screen::Damaged(DamagedScreen {
+                list: Default::default(),
+            }));
             return reload(app);
         }
         Action::Refresh => {
@@ -251,10 +309,22 @@ pub(crate) fn on_action(app: &mut App, a: Action) -> Vec<Effect> {
             }
             match a {
                 Action::Open => push = s.list.selected().map(|r| (false, r.approval_id.clone())),
-                Action::Filter => app.overlay = Some(Overlay::Filter(TextInput { text: s.filter.clone() })),
-                Action::Copy => copy = s.list.selected().map(|r| text::escaped(r.approval_id.as_bytes())),
+                Action::Filter => {
+                    app.overlay = Some(Overlay::Filter(TextInput {
+                        text: s.filter.clone(),
+                    }))
+                }
+                Action::Copy => {
+                    copy = s
+                        .list
+                        .selected()
+                        .map(|r| text::escaped(r.approval_id.as_bytes()))
+                }
                 Action::Approve | Action::Reject => {
-                    app.notice = Some((Level::Info, "open the approval (enter) and read it to decide".into()))
+                    app.notice = Some((
+                        Level::Info,
+                        "open the approval (enter) and read it to decide".into(),
+                    ))
                 }
                 _ => {}
             }
@@ -265,10 +335,17 @@ pub(crate) fn on_action(app: &mut App, a: Action) -> Vec<Effect> {
             }
             match a {
                 Action::Open => push = s.list.selected().map(|r| (true, r.id.clone())),
-                Action::Filter => app.overlay = Some(Overlay::Filter(TextInput { text: s.filter.clone() })),
+                Action::Filter => {
+                    app.overlay = Some(Overlay::Filter(TextInput {
+                        text: s.filter.clone(),
+                    }))
+                }
                 Action::Copy => copy = s.list.selected().map(|r| text::escaped(r.id.as_bytes())),
                 Action::StatusFilter => {
-                    let i = s.status.as_deref().and_then(|x| STATUSES.iter().position(|y| *y == x));
+                    let i = s
+                        .status
+                        .as_deref()
+                        .and_then(|x| STATUSES.iter().position(|y| *y == x));
                     s.status = match i {
                         None => Some(STATUSES[0].to_string()),
                         Some(i) if i + 1 < STATUSES.len() => Some(STATUSES[i + 1].to_string()),
@@ -282,7 +359,9 @@ pub(crate) fn on_action(app: &mut App, a: Action) -> Vec<Effect> {
         }
         Screen::Damaged(s) => {
             if is_move(a) {
-                need = move_list(rows, &mut s.list, a, |r| format!("{}/{}/{}", r.table, r.row_id, r.column));
+                need = move_list(rows, &mut s.list, a, |r| {
+                    format!("{}/{}/{}", r.table, r.row_id, r.column)
+                });
             }
             match a {
                 Action::Open => push = s.list.selected().map(|r| (true, r.run_id.clone())),
@@ -290,7 +369,9 @@ pub(crate) fn on_action(app: &mut App, a: Action) -> Vec<Effect> {
                 Action::CancelRun => {
                     confirm = Some(match s.list.selected() {
                         Some(r) if !read_only => Ok(cancel_confirm(&r.run_id, None)),
-                        Some(_) => Err("read-only: actions are off (started with --read-only)".into()),
+                        Some(_) => {
+                            Err("read-only: actions are off (started with --read-only)".into())
+                        }
                         None => Err("no row selected".into()),
                     })
                 }
@@ -311,10 +392,16 @@ pub(crate) fn on_action(app: &mut App, a: Action) -> Vec<Effect> {
                 Action::NextTab | Action::PrevTab => {
                     let i = Tab::ALL.iter().position(|t| *t == s.tab).unwrap_or(0);
                     let n = Tab::ALL.len();
-                    s.tab = Tab::ALL[if a == Action::NextTab { (i + 1) % n } else { (i + n - 1) % n }];
+                    s.tab = Tab::ALL[if a == Action::NextTab {
+                        (i + 1) % n
+                    } else {
+                        (i + n - 1) % n
+                    }];
                     need = true;
                 }
-                Action::Open if s.tab == Tab::Approvals => push = s.approvals.selected().map(|r| (false, r.id.clone())),
+                Action::Open if s.tab == Tab::Approvals => {
+                    push = s.approvals.selected().map(|r| (false, r.id.clone()))
+                }
                 Action::Copy => copy = Some(text::escaped(s.id.as_bytes())),
                 Action::CancelRun => {
                     let status = s.header.as_ref().map(|h| h.status.as_str()).unwrap_or("");
@@ -327,17 +414,29 @@ pub(crate) fn on_action(app: &mut App, a: Action) -> Vec<Effect> {
                     });
                 }
                 Action::ResumeRun => {
-                    let status = s.header.as_ref().map(|h| h.status.clone()).unwrap_or_default();
+                    let status = s
+                        .header
+                        .as_ref()
+                        .map(|h| h.status.clone())
+                        .unwrap_or_default();
                     confirm = Some(if read_only {
                         Err("read-only: actions are off (started with --read-only)".into())
                     } else if !can_resume {
                         Err("this build registers no tools to resume runs with".into())
-                    } else if !matches!(status.as_str(), "WAITING_FOR_APPROVAL" | "RUNNING" | "INTERRUPTED") {
-                        Err(format!("run is {status}; only waiting or interrupted runs resume"))
+                    } else if !matches!(
+                        status.as_str(),
+                        "WAITING_FOR_APPROVAL" | "RUNNING" | "INTERRUPTED"
+                    ) {
+                        Err(format!(
+                            "run is {status}; only waiting or interrupted runs resume"
+                        ))
                     } else {
                         Ok(Confirm {
                             what: Pending::Resume { run: s.id.clone() },
-                            lines: vec![("resume run".into(), s.id.clone().into_bytes()), ("status".into(), status.into_bytes())],
+                            lines: vec![
+                                ("resume run".into(), s.id.clone().into_bytes()),
+                                ("status".into(), status.into_bytes()),
+                            ],
                             warnings: vec!["the run's next step executes its tool for real".into()],
                             reason: None,
                         })
@@ -378,7 +477,11 @@ pub(crate) fn on_action(app: &mut App, a: Action) -> Vec<Effect> {
                     }
                 }
                 Action::PageDown | Action::HalfDown | Action::PageUp | Action::HalfUp => {
-                    let step = if matches!(a, Action::PageDown | Action::PageUp) { body } else { body / 2 };
+                    let step = if matches!(a, Action::PageDown | Action::PageUp) {
+                        body
+                    } else {
+                        body / 2
+                    };
                     s.scroll = if matches!(a, Action::PageDown | Action::HalfDown) {
                         (s.scroll + step.max(1)).min(max_scroll)
                     } else {
@@ -400,15 +503,24 @@ pub(crate) fn on_action(app: &mut App, a: Action) -> Vec<Effect> {
                     relayout = true;
                 }
                 Action::Copy => {
-                    copy = s.fields.get(s.cursor).map(|f| format!("{}: {}", text::escaped(&f.label), text::escaped(&f.value)))
+                    copy = s.fields.get(s.cursor).map(|f| {
+                        format!("{}: {}", text::escaped(&f.label), text::escaped(&f.value))
+                    })
                 }
                 Action::Approve | Action::Reject => {
                     let s: &ApprovalScreen = s;
-                    confirm = Some(confirm_decision_ro(read_only, &app.cfg.by, s, a == Action::Approve));
+                    confirm = Some(confirm_decision_ro(
+                        read_only,
+                        &app.cfg.by,
+                        s,
+                        a == Action::Approve,
+                    ));
                 }
                 Action::CancelRun => {
                     confirm = Some(match &s.row {
-                        _ if read_only => Err("read-only: actions are off (started with --read-only)".into()),
+                        _ if read_only => {
+                            Err("read-only: actions are off (started with --read-only)".into())
+                        }
                         Some(r) => Ok(cancel_confirm(&r.run_id, None)),
                         None => Err("the approval is not loaded yet".into()),
                     })
@@ -420,7 +532,9 @@ pub(crate) fn on_action(app: &mut App, a: Action) -> Vec<Effect> {
             Action::Down => *scroll += 1,
             Action::Up => *scroll = scroll.saturating_sub(1),
             Action::PageDown | Action::HalfDown => *scroll += usize::from(rows / 2),
-            Action::PageUp | Action::HalfUp => *scroll = scroll.saturating_sub(usize::from(rows / 2)),
+            Action::PageUp | Action::HalfUp => {
+                *scroll = scroll.saturating_sub(usize::from(rows / 2))
+            }
             Action::Top => *scroll = 0,
             _ => {}
         },
@@ -439,7 +553,11 @@ pub(crate) fn on_action(app: &mut App, a: Action) -> Vec<Effect> {
         }
     }
     if let Some((is_run, id)) = push {
-        fx.extend(if is_run { app.push_run(id) } else { app.push_approval(id) });
+        fx.extend(if is_run {
+            app.push_run(id)
+        } else {
+            app.push_approval(id)
+        });
         return fx;
     }
     if need {
@@ -449,13 +567,22 @@ pub(crate) fn on_action(app: &mut App, a: Action) -> Vec<Effect> {
 }
 
 fn app_push_runs(app: &mut App) -> Vec<Effect> {
-    app.stack.push(Screen::Runs(RunsScreen { list: Default::default(), filter: String::new(), status: None }));
+    app.stack.push(Screen::Runs(RunsScreen {
+        list: Default::default(),
+        filter: String::new(),
+        status: None,
+    }));
     reload(app)
 }
 
 fn reload_top_window(app: &mut App) -> Vec<Effect> {
     let mut fx = app.start();
-    fx.retain(|e| !matches!(e, Effect::Query(_, Query::Counts) | Effect::Query(_, Query::Run { .. })));
+    fx.retain(|e| {
+        !matches!(
+            e,
+            Effect::Query(_, Query::Counts) | Effect::Query(_, Query::Run { .. })
+        )
+    });
     fx
 }
 
@@ -466,14 +593,27 @@ fn cancel_confirm(run: &str, h: Option<&RunHeader>) -> Confirm {
         lines.push(("goal".into(), h.goal.clone()));
     }
     Confirm {
-        what: Pending::Cancel { run: run.to_string() },
+        what: Pending::Cancel {
+            run: run.to_string(),
+        },
         lines,
-        warnings: vec!["the run ends as CANCELLED (operator_cancelled); this cannot be undone".into()],
+        warnings: vec![
+            "the run ends as CANCELLED (operator_cancelled); this cannot be undone".into(),
+        ],
         reason: Some(TextInput::default()),
     }
 }
 
-fn confirm_decision_ro(read_only: bool, by: &str, s: &ApprovalScreen, approve: bool) -> Result<Confirm, String> {
-    let cfg = AppConfig { by: by.to_string(), read_only, can_resume: false };
+fn confirm_decision_ro(
+    read_only: bool,
+    by: &str,
+    s: &ApprovalScreen,
+    approve: bool,
+) -> Result<Confirm, String> {
+    let cfg = AppConfig {
+        by: by.to_string(),
+        read_only,
+        can_resume: false,
+    };
     confirm_decision_cfg(&cfg, s, approve)
 }

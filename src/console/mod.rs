@@ -38,6 +38,9 @@ use data::{Decider, ResumeHook};
 use keymap::Keymap;
 use theme::{Depth, Theme};
 
+/// Makes the decision writer for a database path.
+pub type MakeDecider = Box<dyn FnOnce(&Path) -> Result<Box<dyn Decider>, String> + Send>;
+
 /// What `countersign --db PATH` (no command) passes to the console.
 pub struct ConsoleOptions {
     pub db: PathBuf,
@@ -55,12 +58,21 @@ pub struct ConsoleOptions {
     pub resume: Option<Arc<dyn ResumeHook>>,
     /// Makes the decision writer for a database (approve/reject shown, cancel); `None` means
     /// decisions report that this build has no writer.
-    pub decider: Option<Box<dyn FnOnce(&Path) -> Result<Box<dyn Decider>, String> + Send>>,
+    pub decider: Option<MakeDecider>,
 }
 
 impl ConsoleOptions {
     pub fn new(db: impl Into<PathBuf>) -> Self {
-        ConsoleOptions { db: db.into(), by: None, read_only: false, theme: None, config_dir: None, log_file: None, resume: None, decider: None }
+        ConsoleOptions {
+            db: db.into(),
+            by: None,
+            read_only: false,
+            theme: None,
+            config_dir: None,
+            log_file: None,
+            resume: None,
+            decider: None,
+        }
     }
 }
 
@@ -74,7 +86,9 @@ pub enum ConsoleError {
     Keymap(#[from] keymap::KeymapError),
     #[error("config file {file}: {problem}")]
     Config { file: String, problem: String },
-    #[error("no operator name: pass --by NAME or set COUNTERSIGN_BY (decisions record who made them)")]
+    #[error(
+        "no operator name: pass --by NAME or set COUNTERSIGN_BY (decisions record who made them)"
+    )]
     NoIdentity,
     #[error("terminal: {0}")]
     Terminal(#[from] std::io::Error),
@@ -89,14 +103,21 @@ impl Log {
         if let Some(d) = path.parent() {
             let _ = std::fs::create_dir_all(d);
         }
-        let f = std::fs::OpenOptions::new().create(true).append(true).open(path).ok();
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .ok();
         Log(Arc::new(Mutex::new(f)))
     }
     pub fn write(&self, msg: &str) {
         if let Ok(mut g) = self.0.lock()
             && let Some(f) = g.as_mut()
         {
-            let t = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+            let t = SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0);
             let _ = writeln!(f, "{t} {}", text::escaped(msg.as_bytes()));
         }
     }
@@ -107,31 +128,59 @@ fn env(k: &str) -> Option<String> {
 }
 
 fn default_config_dir() -> Option<PathBuf> {
-    env("XDG_CONFIG_HOME").map(PathBuf::from).or_else(|| env("HOME").map(|h| Path::new(&h).join(".config"))).map(|d| d.join("countersign"))
+    env("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .or_else(|| env("HOME").map(|h| Path::new(&h).join(".config")))
+        .map(|d| d.join("countersign"))
 }
 
 /// Reads `config.toml` (theme, `[keys]`); absent file = defaults.
-pub fn load_config(dir: Option<&Path>, theme_override: Option<&str>, depth: Depth) -> Result<(Theme, Keymap), ConsoleError> {
+pub fn load_config(
+    dir: Option<&Path>,
+    theme_override: Option<&str>,
+    depth: Depth,
+) -> Result<(Theme, Keymap), ConsoleError> {
     let mut theme_name = theme_override.map(str::to_owned);
     let mut keymap = Keymap::default();
     if let Some(dir) = dir {
         let p = dir.join("config.toml");
         if p.exists() {
             let file = p.display().to_string();
-            let src = std::fs::read_to_string(&p).map_err(|e| ConsoleError::Config { file: file.clone(), problem: e.to_string() })?;
-            let t: toml::Table = src.parse().map_err(|e: toml::de::Error| ConsoleError::Config { file: file.clone(), problem: e.message().to_string() })?;
+            let src = std::fs::read_to_string(&p).map_err(|e| ConsoleError::Config {
+                file: file.clone(),
+                problem: e.to_string(),
+            })?;
+            let t: toml::Table =
+                src.parse()
+                    .map_err(|e: toml::de::Error| ConsoleError::Config {
+                        file: file.clone(),
+                        problem: e.message().to_string(),
+                    })?;
             for k in t.keys() {
                 if k != "theme" && k != "keys" {
-                    return Err(ConsoleError::Config { file, problem: format!("key `{k}`: unknown setting; expected theme or [keys]") });
+                    return Err(ConsoleError::Config {
+                        file,
+                        problem: format!("key `{k}`: unknown setting; expected theme or [keys]"),
+                    });
                 }
             }
             if theme_name.is_none()
                 && let Some(v) = t.get("theme")
             {
-                theme_name = Some(v.as_str().ok_or_else(|| ConsoleError::Config { file: file.clone(), problem: "key `theme`: must be a string".into() })?.to_string());
+                theme_name = Some(
+                    v.as_str()
+                        .ok_or_else(|| ConsoleError::Config {
+                            file: file.clone(),
+                            problem: "key `theme`: must be a string".into(),
+                        })?
+                        .to_string(),
+                );
             }
             if let Some(k) = t.get("keys") {
-                let k = k.as_table().ok_or_else(|| ConsoleError::Config { file: file.clone(), problem: "key `keys`: must be a table".into() })?;
+                let k = k.as_table().ok_or_else(|| ConsoleError::Config {
+                    file: file.clone(),
+                    problem: "key `keys`: must be a table".into(),
+                })?;
                 keymap = Keymap::with_overrides(&file, k)?;
             }
         }
@@ -141,7 +190,10 @@ pub fn load_config(dir: Option<&Path>, theme_override: Option<&str>, depth: Dept
 }
 
 fn now_secs() -> i64 {
-    SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
 }
 
 /// Runs the console until the operator quits.
@@ -149,34 +201,59 @@ pub fn run(opts: ConsoleOptions) -> Result<(), ConsoleError> {
     let config_dir = opts.config_dir.clone().or_else(default_config_dir);
     let depth = Depth::detect(|k| std::env::var(k).ok());
     let (theme, keymap) = load_config(config_dir.as_deref(), opts.theme.as_deref(), depth)?;
-    let by = opts.by.clone().or_else(|| env("COUNTERSIGN_BY")).or_else(|| env("USER"));
+    let by = opts
+        .by
+        .clone()
+        .or_else(|| env("COUNTERSIGN_BY"))
+        .or_else(|| env("USER"));
     let by = match by {
         Some(b) => b,
         None if opts.read_only => String::new(),
         None => return Err(ConsoleError::NoIdentity),
     };
-    let log_path = opts.log_file.clone().or_else(|| config_dir.as_ref().map(|d| d.join("console.log")));
+    let log_path = opts
+        .log_file
+        .clone()
+        .or_else(|| config_dir.as_ref().map(|d| d.join("console.log")));
     let log = log_path.as_deref().map(Log::open);
     let data = sqlite::SqliteData::open(&opts.db)?;
     let decider = match (opts.read_only, opts.decider) {
-        (false, Some(make)) => Some(make(&opts.db).map_err(|e| ConsoleError::Config { file: opts.db.display().to_string(), problem: e })?),
+        (false, Some(make)) => Some(make(&opts.db).map_err(|e| ConsoleError::Config {
+            file: opts.db.display().to_string(),
+            problem: e,
+        })?),
         _ => None,
     };
     let can_resume = opts.resume.is_some() && !opts.read_only;
-    let cfg = AppConfig { by, read_only: opts.read_only, can_resume };
+    let cfg = AppConfig {
+        by,
+        read_only: opts.read_only,
+        can_resume,
+    };
 
     terminal::install_panic_hook(log.clone());
     let _guard = terminal::Guard;
     terminal::enter()?;
     // No `Terminal::clear`: it asks the terminal for the cursor position, which a terminal
     // (or a test's parser) may never answer; the alternate screen starts blank.
-    crossterm::execute!(std::io::stdout(), crossterm::terminal::Clear(crossterm::terminal::ClearType::All))?;
+    crossterm::execute!(
+        std::io::stdout(),
+        crossterm::terminal::Clear(crossterm::terminal::ClearType::All)
+    )?;
     let mut term = Terminal::new(CrosstermBackend::new(std::io::stdout()))?;
     let size = term.size()?;
     let mut app = App::new(cfg, keymap, theme, now_secs(), (size.width, size.height));
 
     let (tx, rx) = channel::<Input>();
-    let jobs = worker::Worker { data: Box::new(data), decider, resume: opts.resume.clone(), db: opts.db.clone(), poll: Duration::from_secs(1), log: log.clone() }.spawn(tx.clone());
+    let jobs = worker::Worker {
+        data: Box::new(data),
+        decider,
+        resume: opts.resume.clone(),
+        db: opts.db.clone(),
+        poll: Duration::from_secs(1),
+        log: log.clone(),
+    }
+    .spawn(tx.clone());
     let itx = tx.clone();
     std::thread::Builder::new()
         .name("countersign-input".into())
@@ -198,7 +275,10 @@ pub fn run(opts: ConsoleOptions) -> Result<(), ConsoleError> {
             }
         })?;
 
-    let perform = |fx: Vec<Effect>, term: &mut Terminal<CrosstermBackend<std::io::Stdout>>, app: &mut App| -> Result<bool, ConsoleError> {
+    let perform = |fx: Vec<Effect>,
+                   term: &mut Terminal<CrosstermBackend<std::io::Stdout>>,
+                   app: &mut App|
+     -> Result<bool, ConsoleError> {
         for e in fx {
             match e {
                 Effect::Query(id, q) => {
@@ -206,14 +286,21 @@ pub fn run(opts: ConsoleOptions) -> Result<(), ConsoleError> {
                 }
                 Effect::Command(id, c) => {
                     if let Some(l) = &log {
-                        l.write(&format!("command {id} by {}: {:?}", app.cfg.by, std::mem::discriminant(&c)));
+                        l.write(&format!(
+                            "command {id} by {}: {:?}",
+                            app.cfg.by,
+                            std::mem::discriminant(&c)
+                        ));
                     }
                     let _ = jobs.send(worker::Job::Command(id, c));
                 }
                 Effect::Copy(s) => terminal::copy(&s)?,
                 Effect::Suspend => {
                     terminal::suspend()?;
-                    crossterm::execute!(std::io::stdout(), crossterm::terminal::Clear(crossterm::terminal::ClearType::All))?;
+                    crossterm::execute!(
+                        std::io::stdout(),
+                        crossterm::terminal::Clear(crossterm::terminal::ClearType::All)
+                    )?;
                     *term = Terminal::new(CrosstermBackend::new(std::io::stdout()))?;
                     app.dirty = true;
                 }
@@ -229,13 +316,23 @@ pub fn run(opts: ConsoleOptions) -> Result<(), ConsoleError> {
     let mut next_tick = Instant::now() + Duration::from_secs(1);
     loop {
         if app.dirty && last_draw.elapsed() >= Duration::from_millis(10) {
-            crossterm::execute!(std::io::stdout(), crossterm::terminal::BeginSynchronizedUpdate)?;
+            crossterm::execute!(
+                std::io::stdout(),
+                crossterm::terminal::BeginSynchronizedUpdate
+            )?;
             term.draw(|f| render::draw(f, &app))?;
-            crossterm::execute!(std::io::stdout(), crossterm::terminal::EndSynchronizedUpdate)?;
+            crossterm::execute!(
+                std::io::stdout(),
+                crossterm::terminal::EndSynchronizedUpdate
+            )?;
             app.dirty = false;
             last_draw = Instant::now();
         }
-        let wait = if app.dirty { Duration::from_millis(10) } else { next_tick.saturating_duration_since(Instant::now()) };
+        let wait = if app.dirty {
+            Duration::from_millis(10)
+        } else {
+            next_tick.saturating_duration_since(Instant::now())
+        };
         let first = match rx.recv_timeout(wait) {
             Ok(i) => Some(i),
             Err(RecvTimeoutError::Timeout) => None,

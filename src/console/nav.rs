@@ -24,7 +24,18 @@ pub struct ListView<T> {
 
 impl<T> Default for ListView<T> {
     fn default() -> Self {
-        ListView { page: Page { offset: 0, total: 0, rows: Vec::new() }, cursor: 0, pending: None, key: None, loaded: false, top: 0 }
+        ListView {
+            page: Page {
+                offset: 0,
+                total: 0,
+                rows: Vec::new(),
+            },
+            cursor: 0,
+            pending: None,
+            key: None,
+            loaded: false,
+            top: 0,
+        }
     }
 }
 
@@ -41,7 +52,9 @@ impl<T> ListView<T> {
     /// Moves the cursor by `delta` rows (clamped); returns whether the window must be read.
     pub fn move_by(&mut self, delta: i64) -> bool {
         let last = self.page.total.saturating_sub(1);
-        let c = (self.cursor as i64).saturating_add(delta).clamp(0, last as i64) as u64;
+        let c = (self.cursor as i64)
+            .saturating_add(delta)
+            .clamp(0, last as i64) as u64;
         self.set_cursor(c)
     }
 
@@ -51,7 +64,8 @@ impl<T> ListView<T> {
     }
 
     fn in_window(&self, c: u64) -> bool {
-        self.page.total == 0 || (c >= self.page.offset && c < self.page.offset + self.page.rows.len() as u64)
+        self.page.total == 0
+            || (c >= self.page.offset && c < self.page.offset + self.page.rows.len() as u64)
     }
 
     /// Offset of the window to read for the current cursor.
@@ -97,7 +111,11 @@ mod tests {
     use super::*;
 
     fn page(offset: u64, total: u64, n: u64) -> Page<u64> {
-        Page { offset, total, rows: (offset..offset + n).collect() }
+        Page {
+            offset,
+            total,
+            rows: (offset..offset + n).collect(),
+        }
     }
 
     #[test]
@@ -107,7 +125,11 @@ mod tests {
         l.move_by(3);
         l.remember(|r| r.to_string());
         // Two rows inserted before it: the same row is now at index 5.
-        let shifted = Page { offset: 0, total: 12, rows: vec![100, 101, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9] };
+        let shifted = Page {
+            offset: 0,
+            total: 12,
+            rows: vec![100, 101, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9],
+        };
         l.apply(shifted, |r| r.to_string());
         assert_eq!(l.cursor, 5);
         assert_eq!(l.selected(), Some(&3));

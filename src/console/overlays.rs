@@ -14,11 +14,22 @@ pub fn draw_confirm(f: &mut Frame, body: Rect, app: &App, c: &Confirm) {
     let th = &app.theme;
     let w = body.width.saturating_sub(4).min(76);
     let h = (c.lines.len() + c.warnings.len() + 6 + usize::from(c.reason.is_some()) * 2) as u16;
-    let area = Rect { x: body.x + (body.width - w) / 2, y: body.y + body.height.saturating_sub(h) / 2, width: w, height: h.min(body.height) };
+    let area = Rect {
+        x: body.x + (body.width - w) / 2,
+        y: body.y + body.height.saturating_sub(h) / 2,
+        width: w,
+        height: h.min(body.height),
+    };
     clear(f, area);
     let (title, what) = match &c.what {
-        Pending::Approve { .. } => (" APPROVE ", "approve this request: the tool will run when the run resumes"),
-        Pending::Reject { .. } => (" REJECT ", "reject this request: the run ends as CANCELLED (approval_rejected)"),
+        Pending::Approve { .. } => (
+            " APPROVE ",
+            "approve this request: the tool will run when the run resumes",
+        ),
+        Pending::Reject { .. } => (
+            " REJECT ",
+            "reject this request: the run ends as CANCELLED (approval_rejected)",
+        ),
         Pending::Cancel { .. } => (" CANCEL RUN ", "cancel this run"),
         Pending::Resume { .. } => (" RESUME RUN ", "resume this run in the background"),
     };
@@ -30,7 +41,10 @@ pub fn draw_confirm(f: &mut Frame, body: Rect, app: &App, c: &Confirm) {
         lines.push(Line::from(l));
     }
     for wn in &c.warnings {
-        lines.push(Line::from(vec![Span::styled(" ⚠ ", th.style(Role::Badge)), Span::styled(format!(" {wn}"), th.style(Role::Error))]));
+        lines.push(Line::from(vec![
+            Span::styled(" ⚠ ", th.style(Role::Badge)),
+            Span::styled(format!(" {wn}"), th.style(Role::Error)),
+        ]));
     }
     if let Some(r) = &c.reason {
         lines.push(Line::from(""));
@@ -47,5 +61,8 @@ pub fn draw_confirm(f: &mut Frame, body: Rect, app: &App, c: &Confirm) {
         Span::raw(" goes back, nothing changes"),
     ]));
     let blk = block(app, Span::styled(title, th.style(Role::Danger)));
-    f.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }).block(blk), area);
+    f.render_widget(
+        Paragraph::new(lines).wrap(Wrap { trim: false }).block(blk),
+        area,
+    );
 }

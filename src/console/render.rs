@@ -51,8 +51,17 @@ fn draw_header(f: &mut Frame, area: Rect, app: &App) {
         Span::styled(" countersign ", th.style(Role::Title)),
         Span::styled(path.join(" › "), bar),
         Span::styled("  ", bar),
-        Span::styled(format!("pending {}", c.pending), th.style(Role::StatusWaiting)),
-        Span::styled(format!(" · runs {} · waiting {} · running {} · failed {}", c.runs, c.waiting, c.running, c.failed), bar),
+        Span::styled(
+            format!("pending {}", c.pending),
+            th.style(Role::StatusWaiting),
+        ),
+        Span::styled(
+            format!(
+                " · runs {} · waiting {} · running {} · failed {}",
+                c.runs, c.waiting, c.running, c.failed
+            ),
+            bar,
+        ),
     ];
     if area.width < 90 {
         spans.truncate(4);
@@ -71,7 +80,10 @@ fn draw_notice(f: &mut Frame, area: Rect, app: &App) {
             Span::styled("/", th.style(Role::KeyHint)),
             Span::raw(text::escaped(t.text.as_bytes())),
             Span::styled("▏", th.style(Role::KeyHint)),
-            Span::styled("  enter applies · esc keeps the old filter", th.style(Role::Dim)),
+            Span::styled(
+                "  enter applies · esc keeps the old filter",
+                th.style(Role::Dim),
+            ),
         ]),
         Some(Overlay::Command(t)) => Line::from(vec![
             Span::styled(":", th.style(Role::KeyHint)),
@@ -86,7 +98,8 @@ fn draw_notice(f: &mut Frame, area: Rect, app: &App) {
                     Level::Error => th.style(Role::Error),
                 };
                 // Notices may quote database text (who decided): escape them too.
-                let mut l = text::line(m.as_bytes(), usize::from(area.width), &th.text_styles()).line;
+                let mut l =
+                    text::line(m.as_bytes(), usize::from(area.width), &th.text_styles()).line;
                 l = l.style(st);
                 l
             }
@@ -101,7 +114,12 @@ pub fn hints(app: &App) -> Vec<(String, &'static str)> {
     let k = |a: Action| app.keymap.key(a);
     let mut v: Vec<(String, &'static str)> = Vec::new();
     match app.overlay {
-        Some(Overlay::Confirm(_)) => return vec![("enter".into(), "confirm"), ("esc".into(), "back, nothing changes")],
+        Some(Overlay::Confirm(_)) => {
+            return vec![
+                ("enter".into(), "confirm"),
+                ("esc".into(), "back, nothing changes"),
+            ];
+        }
         Some(_) => return vec![("enter".into(), "apply"), ("esc".into(), "cancel")],
         None => {}
     }

@@ -27,8 +27,21 @@ pub fn on_reply(app: &mut App, id: u64, r: Reply) -> Vec<Effect> {
         app.running.remove(pos);
         app.notice = Some(match r {
             Reply::Verify(rep) => match rep.broken_at {
-                None => (Level::Ok, format!("event chain verified: {} events, head {}", rep.checked, short(&rep.head))),
-                Some((seq, d)) => (Level::Error, format!("event chain broken at seq {seq}: {d} ({} verified before it)", rep.checked)),
+                None => (
+                    Level::Ok,
+                    format!(
+                        "event chain verified: {} events, head {}",
+                        rep.checked,
+                        short(&rep.head)
+                    ),
+                ),
+                Some((seq, d)) => (
+                    Level::Error,
+                    format!(
+                        "event chain broken at seq {seq}: {d} ({} verified before it)",
+                        rep.checked
+                    ),
+                ),
             },
             Reply::Failed(m) => (Level::Error, m),
             _ => (Level::Info, "done".into()),
@@ -40,21 +53,29 @@ pub fn on_reply(app: &mut App, id: u64, r: Reply) -> Vec<Effect> {
     let mut relayout = false;
     for (depth, s) in app.stack.iter_mut().enumerate() {
         let hit = match (s, r.clone()) {
-            (Screen::Queue(s), Reply::Queue(p)) => take(&mut s.list, id, p, |r| r.approval_id.clone()),
-            (Screen::Runs(s), Reply::Runs(p)) => take(&mut s.list, id, p, |r| r.id.clone()),
-            (Screen::Damaged(s), Reply::Damaged(p)) => {
-                take(&mut s.list, id, p, |r| format!("{}/{}/{}", r.table, r.row_id, r.column))
+            (Screen::Queue(s), Reply::Queue(p)) => {
+                take(&mut s.list, id, p, |r| r.approval_id.clone())
             }
+            (Screen::Runs(s), Reply::Runs(p)) => take(&mut s.list, id, p, |r| r.id.clone()),
+            (Screen::Damaged(s), Reply::Damaged(p)) => take(&mut s.list, id, p, |r| {
+                format!("{}/{}/{}", r.table, r.row_id, r.column)
+            }),
             (Screen::RunDetail(s), Reply::Run(h)) if s.header_pending == Some(id) => {
                 s.header_pending = None;
                 s.missing = h.is_none();
-                s.header = h;
+                s.header = h.map(|b| *b);
                 true
             }
             (Screen::RunDetail(s), Reply::Steps(p)) => take(&mut s.steps, id, p, |r| r.id.clone()),
-            (Screen::RunDetail(s), Reply::Events(p)) => take(&mut s.events, id, p, |r| r.seq.to_string()),
-            (Screen::RunDetail(s), Reply::Approvals(p)) => take(&mut s.approvals, id, p, |r| r.id.clone()),
-            (Screen::RunDetail(s), Reply::ModelCalls(p)) => take(&mut s.calls, id, p, |r| r.id.clone()),
+            (Screen::RunDetail(s), Reply::Events(p)) => {
+                take(&mut s.events, id, p, |r| r.seq.to_string())
+            }
+            (Screen::RunDetail(s), Reply::Approvals(p)) => {
+                take(&mut s.approvals, id, p, |r| r.id.clone())
+            }
+            (Screen::RunDetail(s), Reply::ModelCalls(p)) => {
+                take(&mut s.calls, id, p, |r| r.id.clone())
+            }
             (Screen::Approval(s), Reply::Approval(a)) if s.pending == Some(id) => {
                 s.pending = None;
                 s.missing = a.is_none();
@@ -62,17 +83,26 @@ pub fn on_reply(app: &mut App, id: u64, r: Reply) -> Vec<Effect> {
                     && old.hash != new.hash
                 {
                     s.changed = true;
-                    app.notice = Some((Level::Error, "approval changed since you read it; it was reloaded: read it again".into()));
+                    app.notice = Some((
+                        Level::Error,
+                        "approval changed since you read it; it was reloaded: read it again".into(),
+                    ));
                 }
-                s.fields = a.as_ref().map(fields::fields).unwrap_or_default();
+                s.fields = a.as_deref().map(fields::fields).unwrap_or_default();
                 s.cursor = s.cursor.min(s.fields.len().saturating_sub(1));
-                s.row = a;
+                s.row = a.map(|b| *b);
                 relayout = depth == top;
                 true
             }
-            (Screen::Queue(s), Reply::Failed(m)) if s.list.pending == Some(id) => fail(&mut app.notice, m),
-            (Screen::Runs(s), Reply::Failed(m)) if s.list.pending == Some(id) => fail(&mut app.notice, m),
-            (Screen::Damaged(s), Reply::Failed(m)) if s.list.pending == Some(id) => fail(&mut app.notice, m),
+            (Screen::Queue(s), Reply::Failed(m)) if s.list.pending == Some(id) => {
+                fail(&mut app.notice, m)
+            }
+            (Screen::Runs(s), Reply::Failed(m)) if s.list.pending == Some(id) => {
+                fail(&mut app.notice, m)
+            }
+            (Screen::Damaged(s), Reply::Failed(m)) if s.list.pending == Some(id) => {
+                fail(&mut app.notice, m)
+            }
             (Screen::Approval(s), Reply::Failed(m)) if s.pending == Some(id) => {
                 s.pending = None;
                 fail(&mut app.notice, m)
@@ -99,7 +129,9 @@ fn fail(notice: &mut Option<(Level, String)>, m: String) -> bool {
 }
 
 pub fn on_done(app: &mut App, id: u64, r: CommandResult) -> Vec<Effect> {
-    let Some(pos) = app.running.iter().position(|(i, _)| *i == id) else { return vec![] };
+    let Some(pos) = app.running.iter().position(|(i, _)| *i == id) else {
+        return vec![];
+    };
     app.running.remove(pos);
     app.notice = Some(match &r {
         Ok(m) => (Level::Ok, m.clone()),

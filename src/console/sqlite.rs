@@ -41,7 +41,8 @@ impl SqliteData {
             OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
         .map_err(err)?;
-        conn.busy_timeout(std::time::Duration::from_secs(2)).map_err(err)?;
+        conn.busy_timeout(std::time::Duration::from_secs(2))
+            .map_err(err)?;
         conn.execute_batch("PRAGMA query_only = ON;").map_err(err)?;
         conn.query_row("SELECT count(*) FROM runs", [], |_| Ok(()))
             .map_err(err)?;
@@ -112,7 +113,9 @@ impl SqliteData {
              CASE WHEN json_valid(a.request_json) THEN COALESCE(json_extract(a.request_json, '$.spec.name'), '') || ' ' || \
              COALESCE(substr(json_extract(a.request_json, '$.args'), 1, 4096), '') ELSE '' END), ?1) > 0)";
         let total: i64 = self.conn.query_row(
-            &format!("SELECT COUNT(*) FROM approvals a JOIN runs r ON r.id = a.run_id WHERE {cond}"),
+            &format!(
+                "SELECT COUNT(*) FROM approvals a JOIN runs r ON r.id = a.run_id WHERE {cond}"
+            ),
             params![like(filter)],
             |r| r.get(0),
         )?;
@@ -139,7 +142,11 @@ impl SqliteData {
                 })
             })?
             .collect::<rusqlite::Result<Vec<_>>>()?;
-        Ok(Page { offset, total: total.max(0) as u64, rows })
+        Ok(Page {
+            offset,
+            total: total.max(0) as u64,
+            rows,
+        })
     }
 
     fn runs(
@@ -170,22 +177,29 @@ impl SqliteData {
         );
         let mut st = self.conn.prepare_cached(&sql)?;
         let rows = st
-            .query_map(params![status, like(filter), limit as i64, offset as i64], |r| {
-                Ok(RunRow {
-                    id: text(r, 0)?,
-                    goal: bytes(r, 1)?,
-                    status: text(r, 2)?,
-                    reason: text(r, 3)?,
-                    reason_detail: bytes(r, 4)?,
-                    step_count: r.get::<_, Option<i64>>(5)?.unwrap_or(0),
-                    created_at: text(r, 6)?,
-                    finished_at: text(r, 7)?,
-                    pending: r.get::<_, i64>(8)?.max(0) as u64,
-                    damaged: r.get::<_, bool>(9)?,
-                })
-            })?
+            .query_map(
+                params![status, like(filter), limit as i64, offset as i64],
+                |r| {
+                    Ok(RunRow {
+                        id: text(r, 0)?,
+                        goal: bytes(r, 1)?,
+                        status: text(r, 2)?,
+                        reason: text(r, 3)?,
+                        reason_detail: bytes(r, 4)?,
+                        step_count: r.get::<_, Option<i64>>(5)?.unwrap_or(0),
+                        created_at: text(r, 6)?,
+                        finished_at: text(r, 7)?,
+                        pending: r.get::<_, i64>(8)?.max(0) as u64,
+                        damaged: r.get::<_, bool>(9)?,
+                    })
+                },
+            )?
             .collect::<rusqlite::Result<Vec<_>>>()?;
-        Ok(Page { offset, total: total.max(0) as u64, rows })
+        Ok(Page {
+            offset,
+            total: total.max(0) as u64,
+            rows,
+        })
     }
 
     fn run(&self, id: &str) -> rusqlite::Result<Option<RunHeader>> {
@@ -201,8 +215,11 @@ impl SqliteData {
         );
         let mut st = self.conn.prepare_cached(&sql)?;
         let mut rows = st.query(params![id])?;
-        let Some(r) = rows.next()? else { return Ok(None) };
-        let n = |i: usize| -> rusqlite::Result<i64> { Ok(r.get::<_, Option<i64>>(i)?.unwrap_or(0)) };
+        let Some(r) = rows.next()? else {
+            return Ok(None);
+        };
+        let n =
+            |i: usize| -> rusqlite::Result<i64> { Ok(r.get::<_, Option<i64>>(i)?.unwrap_or(0)) };
         Ok(Some(RunHeader {
             id: text(r, 0)?,
             goal: bytes(r, 1)?,
@@ -259,10 +276,19 @@ impl SqliteData {
                         r.get::<_, Option<i64>>(10)?.unwrap_or(0),
                     ],
                 };
-                Ok(decode::step_row(text(r, 0)?, r.get::<_, i64>(1)?, text(r, 2)?, &raw))
+                Ok(decode::step_row(
+                    text(r, 0)?,
+                    r.get::<_, i64>(1)?,
+                    text(r, 2)?,
+                    &raw,
+                ))
             })?
             .collect::<rusqlite::Result<Vec<_>>>()?;
-        Ok(Page { offset, total, rows })
+        Ok(Page {
+            offset,
+            total,
+            rows,
+        })
     }
 
     fn events(&self, run: &str, offset: u64, limit: u64) -> rusqlite::Result<Page<EventRow>> {
@@ -284,7 +310,13 @@ impl SqliteData {
                     seq,
                     prev_seq,
                     prev_hash.as_deref(),
-                    &[&bytes(r, 1)?, &bytes(r, 2)?, &bytes(r, 3)?, &bytes(r, 4)?, &payload],
+                    &[
+                        &bytes(r, 1)?,
+                        &bytes(r, 2)?,
+                        &bytes(r, 3)?,
+                        &bytes(r, 4)?,
+                        &payload,
+                    ],
                     &bytes(r, 6)?,
                 );
                 let payload = if len > MAX_PAGE_TEXT {
@@ -304,10 +336,19 @@ impl SqliteData {
                 })
             })?
             .collect::<rusqlite::Result<Vec<_>>>()?;
-        Ok(Page { offset, total, rows })
+        Ok(Page {
+            offset,
+            total,
+            rows,
+        })
     }
 
-    fn model_calls(&self, run: &str, offset: u64, limit: u64) -> rusqlite::Result<Page<ModelCallRow>> {
+    fn model_calls(
+        &self,
+        run: &str,
+        offset: u64,
+        limit: u64,
+    ) -> rusqlite::Result<Page<ModelCallRow>> {
         let total = self.total("model_calls", run)?;
         let sql = format!(
             "SELECT id, step_id, attempt, status, {m}, input_tokens, output_tokens, cost_micros, \
@@ -318,7 +359,9 @@ impl SqliteData {
         let mut st = self.conn.prepare_cached(&sql)?;
         let rows = st
             .query_map(params![run, limit as i64, offset as i64], |r| {
-                let n = |i: usize| -> rusqlite::Result<i64> { Ok(r.get::<_, Option<i64>>(i)?.unwrap_or(0)) };
+                let n = |i: usize| -> rusqlite::Result<i64> {
+                    Ok(r.get::<_, Option<i64>>(i)?.unwrap_or(0))
+                };
                 Ok(ModelCallRow {
                     id: text(r, 0)?,
                     step_id: text(r, 1)?,
@@ -333,7 +376,11 @@ impl SqliteData {
                 })
             })?
             .collect::<rusqlite::Result<Vec<_>>>()?;
-        Ok(Page { offset, total, rows })
+        Ok(Page {
+            offset,
+            total,
+            rows,
+        })
     }
 
     /// Approvals of a run, capped for showing (spec section 10).
@@ -353,7 +400,11 @@ impl SqliteData {
         let rows = st
             .query_map(params![run, limit as i64, offset as i64], approval_from_row)?
             .collect::<rusqlite::Result<Vec<_>>>()?;
-        Ok(Page { offset, total, rows })
+        Ok(Page {
+            offset,
+            total,
+            rows,
+        })
     }
 
     /// One approval read whole: what a decision is taken on.
@@ -365,7 +416,9 @@ impl SqliteData {
              WHERE a.id = ?1",
         )?;
         let mut rows = st.query(params![id])?;
-        let Some(r) = rows.next()? else { return Ok(None) };
+        let Some(r) = rows.next()? else {
+            return Ok(None);
+        };
         let mut a = approval_from_row(r)?;
         drop(rows);
         let reason: Option<Vec<u8>> = self
@@ -427,14 +480,21 @@ impl ConsoleData for SqliteData {
     fn query(&mut self, q: &Query) -> Result<Reply, DataError> {
         Ok(match q {
             Query::Counts => Reply::Counts(self.counts().map_err(rd)?),
-            Query::Queue { filter, offset, limit } => {
-                Reply::Queue(self.queue(filter, *offset, *limit).map_err(rd)?)
-            }
-            Query::Runs { status, filter, offset, limit } => Reply::Runs(
+            Query::Queue {
+                filter,
+                offset,
+                limit,
+            } => Reply::Queue(self.queue(filter, *offset, *limit).map_err(rd)?),
+            Query::Runs {
+                status,
+                filter,
+                offset,
+                limit,
+            } => Reply::Runs(
                 self.runs(status.as_deref(), filter, *offset, *limit)
                     .map_err(rd)?,
             ),
-            Query::Run { id } => Reply::Run(self.run(id).map_err(rd)?),
+            Query::Run { id } => Reply::Run(self.run(id).map_err(rd)?.map(Box::new)),
             Query::Steps { run, offset, limit } => {
                 Reply::Steps(self.steps(run, *offset, *limit).map_err(rd)?)
             }
@@ -447,7 +507,7 @@ impl ConsoleData for SqliteData {
             Query::ModelCalls { run, offset, limit } => {
                 Reply::ModelCalls(self.model_calls(run, *offset, *limit).map_err(rd)?)
             }
-            Query::Approval { id } => Reply::Approval(self.approval(id).map_err(rd)?),
+            Query::Approval { id } => Reply::Approval(self.approval(id).map_err(rd)?.map(Box::new)),
             Query::Damaged { offset, limit } => {
                 Reply::Damaged(self.damaged(*offset, *limit).map_err(rd)?)
             }

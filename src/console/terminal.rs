@@ -6,7 +6,9 @@ use std::io::{self, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crossterm::event::{DisableBracketedPaste, DisableMouseCapture, EnableBracketedPaste};
-use crossterm::terminal::{EnterAlternateScreen, LeaveAlternateScreen, disable_raw_mode, enable_raw_mode};
+use crossterm::terminal::{
+    EnterAlternateScreen, LeaveAlternateScreen, disable_raw_mode, enable_raw_mode,
+};
 use crossterm::{cursor, execute};
 
 static ACTIVE: AtomicBool = AtomicBool::new(false);
@@ -15,7 +17,13 @@ static ACTIVE: AtomicBool = AtomicBool::new(false);
 pub fn enter() -> io::Result<()> {
     enable_raw_mode()?;
     ACTIVE.store(true, Ordering::SeqCst);
-    execute!(io::stdout(), EnterAlternateScreen, EnableBracketedPaste, DisableMouseCapture, cursor::Hide)?;
+    execute!(
+        io::stdout(),
+        EnterAlternateScreen,
+        EnableBracketedPaste,
+        DisableMouseCapture,
+        cursor::Hide
+    )?;
     Ok(())
 }
 
@@ -23,7 +31,13 @@ pub fn enter() -> io::Result<()> {
 pub fn restore() {
     if ACTIVE.swap(false, Ordering::SeqCst) {
         let mut out = io::stdout();
-        let _ = execute!(out, DisableBracketedPaste, DisableMouseCapture, LeaveAlternateScreen, cursor::Show);
+        let _ = execute!(
+            out,
+            DisableBracketedPaste,
+            DisableMouseCapture,
+            LeaveAlternateScreen,
+            cursor::Show
+        );
         let _ = disable_raw_mode();
         let _ = out.flush();
     }
@@ -43,7 +57,10 @@ impl Drop for Guard {
 pub fn install_panic_hook(log: Option<super::Log>) {
     std::panic::set_hook(Box::new(move |info| {
         restore();
-        let loc = info.location().map(|l| format!("{}:{}", l.file(), l.line())).unwrap_or_default();
+        let loc = info
+            .location()
+            .map(|l| format!("{}:{}", l.file(), l.line()))
+            .unwrap_or_default();
         if let Some(l) = &log {
             let payload = info
                 .payload()
@@ -53,7 +70,10 @@ pub fn install_panic_hook(log: Option<super::Log>) {
                 .unwrap_or_default();
             l.write(&format!("panic at {loc}: {payload}"));
         }
-        let _ = writeln!(io::stderr(), "countersign: internal error at {loc}; the log file has details");
+        let _ = writeln!(
+            io::stderr(),
+            "countersign: internal error at {loc}; the log file has details"
+        );
     }));
 }
 

@@ -25,7 +25,10 @@ pub struct Badges {
 
 impl Badges {
     fn of(t: &SafeText) -> Badges {
-        Badges { set: t.badges(), escapes: t.escape_count() }
+        Badges {
+            set: t.badges(),
+            escapes: t.escape_count(),
+        }
     }
     /// Whether a warning badge (not merely `cut`) is set.
     pub fn any(&self) -> bool {
@@ -33,10 +36,17 @@ impl Badges {
     }
     /// Labels of the warning badges (`bidi`, `invisible`, `control`, ...).
     pub fn labels(&self) -> Vec<&'static str> {
-        self.set.iter().filter(|b| *b != Badge::Cut).map(Badge::label).collect()
+        self.set
+            .iter()
+            .filter(|b| *b != Badge::Cut)
+            .map(Badge::label)
+            .collect()
     }
     pub fn union(self, o: Badges) -> Badges {
-        Badges { set: self.set.union(o.set), escapes: self.escapes + o.escapes }
+        Badges {
+            set: self.set.union(o.set),
+            escapes: self.escapes + o.escapes,
+        }
     }
 }
 
@@ -76,11 +86,21 @@ pub fn line_mode(raw: &[u8], max: usize, st: &TextStyles, strict: bool) -> Shown
         .filter(|s| s.kind() != SegmentKind::LineBreak)
         .map(|s| Span::styled(s.text().to_string(), style_of(s.kind(), st)))
         .collect();
-    Shown { width: t.width(), cut: t.is_cut(), badges: Badges::of(&t), line: Line::from(spans) }
+    Shown {
+        width: t.width(),
+        cut: t.is_cut(),
+        badges: Badges::of(&t),
+        line: Line::from(spans),
+    }
 }
 
 /// A detail block: real line breaks, hard-wrapped at `width` by grapheme, every escape visible.
-pub fn block(raw: &[u8], width: usize, st: &TextStyles, strict: bool) -> (Vec<Line<'static>>, Badges) {
+pub fn block(
+    raw: &[u8],
+    width: usize,
+    st: &TextStyles,
+    strict: bool,
+) -> (Vec<Line<'static>>, Badges) {
     let t = safetext::escape(raw, opts(strict).with_form(safetext::Form::MultiLine));
     let width = width.max(4);
     let mut lines = Vec::new();
@@ -155,15 +175,28 @@ mod tests {
         assert_eq!(plain("rm\u{200B} -rf".as_bytes(), 80), "rm\\u{200b} -rf");
         assert_eq!(plain(b"\xff", 80), "\\xff");
         let b = badges("x\u{202E}\u{200B}\x07".as_bytes());
-        assert!(b.labels().contains(&"bidi") && b.labels().contains(&"control"), "{:?}", b.labels());
+        assert!(
+            b.labels().contains(&"bidi") && b.labels().contains(&"control"),
+            "{:?}",
+            b.labels()
+        );
     }
 
     #[test]
     fn console_cells_fit_their_width_after_escaping() {
-        let s = line("x\u{1b}".repeat(5000).as_bytes(), 30, &TextStyles::default());
+        let s = line(
+            "x\u{1b}".repeat(5000).as_bytes(),
+            30,
+            &TextStyles::default(),
+        );
         assert!(s.cut);
         assert!(s.line.width() <= 30);
-        let (ls, _) = block("日本語".repeat(40).as_bytes(), 21, &TextStyles::default(), false);
+        let (ls, _) = block(
+            "日本語".repeat(40).as_bytes(),
+            21,
+            &TextStyles::default(),
+            false,
+        );
         assert!(ls.iter().all(|l| l.width() <= 21));
     }
 

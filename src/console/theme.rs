@@ -35,7 +35,10 @@ roles! {
 pub const EMBEDDED: &[(&str, &str)] = &[
     ("default", include_str!("../../themes/default.toml")),
     ("light", include_str!("../../themes/light.toml")),
-    ("high-contrast", include_str!("../../themes/high-contrast.toml")),
+    (
+        "high-contrast",
+        include_str!("../../themes/high-contrast.toml"),
+    ),
     ("mono", include_str!("../../themes/mono.toml")),
 ];
 
@@ -119,20 +122,33 @@ impl Theme {
                 return Theme::parse(name, &file, &src, depth);
             }
         }
-        let (_, src) = EMBEDDED.iter().find(|(n, _)| *n == name).ok_or_else(|| ThemeError {
-            file: format!("themes/{name}.toml"),
-            key: "theme".into(),
-            problem: format!(
-                "no such theme; the built-in ones are {}",
-                EMBEDDED.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
-            ),
-        })?;
+        let (_, src) = EMBEDDED
+            .iter()
+            .find(|(n, _)| *n == name)
+            .ok_or_else(|| ThemeError {
+                file: format!("themes/{name}.toml"),
+                key: "theme".into(),
+                problem: format!(
+                    "no such theme; the built-in ones are {}",
+                    EMBEDDED
+                        .iter()
+                        .map(|(n, _)| *n)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            })?;
         Theme::parse(name, &format!("(built-in) themes/{name}.toml"), src, depth)
     }
 
     pub fn parse(name: &str, file: &str, src: &str, depth: Depth) -> Result<Theme, ThemeError> {
-        let err = |key: &str, problem: String| ThemeError { file: file.into(), key: key.into(), problem };
-        let doc: toml::Table = src.parse().map_err(|e: toml::de::Error| err("-", e.message().to_string()))?;
+        let err = |key: &str, problem: String| ThemeError {
+            file: file.into(),
+            key: key.into(),
+            problem,
+        };
+        let doc: toml::Table = src
+            .parse()
+            .map_err(|e: toml::de::Error| err("-", e.message().to_string()))?;
         let mut palette = BTreeMap::new();
         for (k, v) in doc.iter() {
             if k != "palette" && k != "roles" && k != "name" {
@@ -141,46 +157,76 @@ impl Theme {
             let _ = v;
         }
         if let Some(p) = doc.get("palette") {
-            let t = p.as_table().ok_or_else(|| err("palette", "must be a table".into()))?;
+            let t = p
+                .as_table()
+                .ok_or_else(|| err("palette", "must be a table".into()))?;
             for (k, v) in t {
                 let key = format!("palette.{k}");
-                let s = v.as_str().ok_or_else(|| err(&key, "must be a colour string".into()))?;
+                let s = v
+                    .as_str()
+                    .ok_or_else(|| err(&key, "must be a colour string".into()))?;
                 palette.insert(k.clone(), parse_color(s).map_err(|p| err(&key, p))?);
             }
         }
         let mut styles = vec![Style::default(); Role::ALL.len()];
-        let roles = doc.get("roles").and_then(|r| r.as_table()).ok_or_else(|| err("roles", "missing [roles] table".into()))?;
+        let roles = doc
+            .get("roles")
+            .and_then(|r| r.as_table())
+            .ok_or_else(|| err("roles", "missing [roles] table".into()))?;
         for (k, v) in roles {
             let role = Role::ALL
                 .iter()
                 .find(|r| r.name() == k)
                 .ok_or_else(|| err(&format!("roles.{k}"), "unknown role".into()))?;
-            let t = v.as_table().ok_or_else(|| err(&format!("roles.{k}"), "must be a table like { fg = \"...\" }".into()))?;
+            let t = v.as_table().ok_or_else(|| {
+                err(
+                    &format!("roles.{k}"),
+                    "must be a table like { fg = \"...\" }".into(),
+                )
+            })?;
             let mut st = Style::default();
             for (f, val) in t {
                 let key = format!("roles.{k}.{f}");
                 match f.as_str() {
                     "fg" | "bg" => {
-                        let s = val.as_str().ok_or_else(|| err(&key, "must be a colour string".into()))?;
-                        let c = palette.get(s).copied().map_or_else(|| parse_color(s), Ok).map_err(|p| err(&key, p))?;
+                        let s = val
+                            .as_str()
+                            .ok_or_else(|| err(&key, "must be a colour string".into()))?;
+                        let c = palette
+                            .get(s)
+                            .copied()
+                            .map_or_else(|| parse_color(s), Ok)
+                            .map_err(|p| err(&key, p))?;
                         let c = degrade(c, depth);
                         if let Some(c) = c {
                             st = if f == "fg" { st.fg(c) } else { st.bg(c) };
                         }
                     }
                     "modifiers" => {
-                        let arr = val.as_array().ok_or_else(|| err(&key, "must be a list of names".into()))?;
+                        let arr = val
+                            .as_array()
+                            .ok_or_else(|| err(&key, "must be a list of names".into()))?;
                         for m in arr {
-                            let m = m.as_str().ok_or_else(|| err(&key, "must be a list of names".into()))?;
+                            let m = m
+                                .as_str()
+                                .ok_or_else(|| err(&key, "must be a list of names".into()))?;
                             st = st.add_modifier(parse_modifier(m).map_err(|p| err(&key, p))?);
                         }
                     }
-                    _ => return Err(err(&key, "unknown field; expected fg, bg or modifiers".into())),
+                    _ => {
+                        return Err(err(
+                            &key,
+                            "unknown field; expected fg, bg or modifiers".into(),
+                        ));
+                    }
                 }
             }
             styles[*role as usize] = st;
         }
-        Ok(Theme { name: name.into(), styles })
+        Ok(Theme {
+            name: name.into(),
+            styles,
+        })
     }
 }
 
@@ -192,7 +238,11 @@ fn parse_modifier(m: &str) -> Result<Modifier, String> {
         "underlined" | "underline" => Modifier::UNDERLINED,
         "reversed" | "reverse" => Modifier::REVERSED,
         "crossed_out" => Modifier::CROSSED_OUT,
-        _ => return Err(format!("unknown modifier {m:?}; expected bold, dim, italic, underlined, reversed or crossed_out")),
+        _ => {
+            return Err(format!(
+                "unknown modifier {m:?}; expected bold, dim, italic, underlined, reversed or crossed_out"
+            ));
+        }
     })
 }
 
@@ -208,7 +258,8 @@ pub fn parse_color(s: &str) -> Result<Color, String> {
     if let Ok(i) = s.parse::<u8>() {
         return Ok(Color::Indexed(i));
     }
-    s.parse::<Color>().map_err(|_| format!("{s:?} is not a colour: use #rrggbb, an ANSI name or 0-255"))
+    s.parse::<Color>()
+        .map_err(|_| format!("{s:?} is not a colour: use #rrggbb, an ANSI name or 0-255"))
 }
 
 const ANSI16: [(u8, u8, u8, Color); 16] = [
@@ -244,13 +295,21 @@ pub fn degrade(c: Color, depth: Depth) -> Option<Color> {
         Depth::Mono => None,
         Depth::TrueColor => Some(c),
         Depth::Ansi256 => Some(Color::Indexed(nearest_256(r, g, b))),
-        Depth::Ansi16 => ANSI16.iter().min_by_key(|(x, y, z, _)| dist((r, g, b), (*x, *y, *z))).map(|t| t.3),
+        Depth::Ansi16 => ANSI16
+            .iter()
+            .min_by_key(|(x, y, z, _)| dist((r, g, b), (*x, *y, *z)))
+            .map(|t| t.3),
     }
 }
 
 fn nearest_256(r: u8, g: u8, b: u8) -> u8 {
     const LV: [u8; 6] = [0, 95, 135, 175, 215, 255];
-    let idx = |v: u8| LV.iter().enumerate().min_by_key(|(_, l)| (v as i32 - **l as i32).abs()).map_or(0, |(i, _)| i);
+    let idx = |v: u8| {
+        LV.iter()
+            .enumerate()
+            .min_by_key(|(_, l)| (v as i32 - **l as i32).abs())
+            .map_or(0, |(i, _)| i)
+    };
     let (ri, gi, bi) = (idx(r), idx(g), idx(b));
     let cube = (LV[ri], LV[gi], LV[bi]);
     let avg = (r as u32 + g as u32 + b as u32) / 3;
@@ -293,18 +352,42 @@ mod tests {
         let c = Color::Rgb(0xff, 0x00, 0x00);
         assert_eq!(degrade(c, Depth::Ansi256), Some(Color::Indexed(196)));
         assert_eq!(degrade(c, Depth::Ansi16), Some(Color::LightRed));
-        assert_eq!(degrade(Color::Rgb(0x80, 0x80, 0x80), Depth::Ansi256), Some(Color::Indexed(244)));
+        assert_eq!(
+            degrade(Color::Rgb(0x80, 0x80, 0x80), Depth::Ansi256),
+            Some(Color::Indexed(244))
+        );
     }
 
     #[test]
     fn bad_theme_names_file_key_and_problem() {
-        let e = Theme::parse("x", "my.toml", "[roles]\ntext = { fg = \"#12345\" }\n", Depth::TrueColor).unwrap_err();
+        let e = Theme::parse(
+            "x",
+            "my.toml",
+            "[roles]\ntext = { fg = \"#12345\" }\n",
+            Depth::TrueColor,
+        )
+        .unwrap_err();
         assert_eq!(e.file, "my.toml");
         assert_eq!(e.key, "roles.text.fg");
         assert!(e.problem.contains("#rrggbb"), "{}", e.problem);
-        let e = Theme::parse("x", "my.toml", "[roles]\nnope = { fg = \"red\" }\n", Depth::TrueColor).unwrap_err();
-        assert_eq!((e.key.as_str(), e.problem.as_str()), ("roles.nope", "unknown role"));
-        let e = Theme::parse("x", "my.toml", "[roles]\ntext = { fg = \"red\", modifiers = [\"blink\"] }\n", Depth::TrueColor).unwrap_err();
+        let e = Theme::parse(
+            "x",
+            "my.toml",
+            "[roles]\nnope = { fg = \"red\" }\n",
+            Depth::TrueColor,
+        )
+        .unwrap_err();
+        assert_eq!(
+            (e.key.as_str(), e.problem.as_str()),
+            ("roles.nope", "unknown role")
+        );
+        let e = Theme::parse(
+            "x",
+            "my.toml",
+            "[roles]\ntext = { fg = \"red\", modifiers = [\"blink\"] }\n",
+            Depth::TrueColor,
+        )
+        .unwrap_err();
         assert_eq!(e.key, "roles.text.modifiers");
     }
 
@@ -312,7 +395,11 @@ mod tests {
     fn user_theme_file_overrides_the_embedded_one() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("themes")).unwrap();
-        std::fs::write(dir.path().join("themes/default.toml"), "[roles]\ndanger = { fg = \"#00ff00\" }\n").unwrap();
+        std::fs::write(
+            dir.path().join("themes/default.toml"),
+            "[roles]\ndanger = { fg = \"#00ff00\" }\n",
+        )
+        .unwrap();
         let t = Theme::load("default", Some(dir.path()), Depth::TrueColor).unwrap();
         assert_eq!(t.style(Role::Danger).fg, Some(Color::Rgb(0, 255, 0)));
         std::fs::write(dir.path().join("themes/default.toml"), "[roles\n").unwrap();

@@ -119,7 +119,10 @@ mod tests {
     #[test]
     fn parses_go_rfc3339nano_and_rejects_garbage() {
         assert_eq!(parse_rfc3339("1970-01-01T00:00:00Z"), Some((0, 0)));
-        assert_eq!(parse_rfc3339("2026-10-01T09:00:00.5Z"), Some((1790845200, 500_000_000)));
+        assert_eq!(
+            parse_rfc3339("2026-10-01T09:00:00.5Z"),
+            Some((1790845200, 500_000_000))
+        );
         assert_eq!(parse_rfc3339("1970-01-01T01:00:00+01:00"), Some((0, 0)));
         assert_eq!(parse_rfc3339("garbage"), None);
         assert_eq!(parse_rfc3339("2026-13-01T09:00:00Z"), None);

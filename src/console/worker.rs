@@ -81,13 +81,20 @@ impl Worker {
     fn command(&mut self, id: u64, c: Command, out: &Sender<Input>) {
         if let Command::Resume { run } = &c {
             let Some(hook) = self.resume.clone() else {
-                let _ = out.send(Input::Done(id, Err(DecideError::Unavailable("this build cannot resume runs".into()))));
+                let _ = out.send(Input::Done(
+                    id,
+                    Err(DecideError::Unavailable(
+                        "this build cannot resume runs".into(),
+                    )),
+                ));
                 return;
             };
             if !hook.can_resume(run) {
                 let _ = out.send(Input::Done(
                     id,
-                    Err(DecideError::Unavailable("this build does not register the tools this run needs".into())),
+                    Err(DecideError::Unavailable(
+                        "this build does not register the tools this run needs".into(),
+                    )),
                 ));
                 return;
             }
@@ -101,10 +108,15 @@ impl Worker {
         }
         let r = match &mut self.decider {
             Some(d) => d.run(&c),
-            None => Err(DecideError::Unavailable("this console has no writer (read-only)".into())),
+            None => Err(DecideError::Unavailable(
+                "this console has no writer (read-only)".into(),
+            )),
         };
         if let Some(l) = &self.log {
-            l.write(&format!("command {id}: {}", if r.is_ok() { "ok" } else { "refused" }));
+            l.write(&format!(
+                "command {id}: {}",
+                if r.is_ok() { "ok" } else { "refused" }
+            ));
         }
         let _ = out.send(Input::Done(id, r));
     }

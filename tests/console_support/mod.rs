@@ -8,7 +8,9 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 use countersign::console::app::{App, AppConfig, Effect, Input, update};
-use countersign::console::data::{Command as Cmd, CommandResult, ConsoleData, DecideError, Decider};
+use countersign::console::data::{
+    Command as Cmd, CommandResult, ConsoleData, DecideError, Decider,
+};
 use countersign::console::keymap::Keymap;
 use countersign::console::render;
 use countersign::console::sqlite::SqliteData;
@@ -30,22 +32,45 @@ pub fn now() -> i64 {
 pub fn shared_dir() -> PathBuf {
     let m = Path::new(env!("CARGO_MANIFEST_DIR"));
     let near = m.join("../shared");
-    if near.join("tools/agentrt_fixture.py").exists() { near } else { PathBuf::from("/work/shared") }
+    if near.join("tools/agentrt_fixture.py").exists() {
+        near
+    } else {
+        PathBuf::from("/work/shared")
+    }
 }
 
 /// Writes a fixture database; returns its path and the manifest.
-pub fn fixture(dir: &Path, name: &str, scenarios: &str, extra: &[&str]) -> (PathBuf, serde_json::Value) {
+pub fn fixture(
+    dir: &Path,
+    name: &str,
+    scenarios: &str,
+    extra: &[&str],
+) -> (PathBuf, serde_json::Value) {
     let db = dir.join(format!("{name}.db"));
     let man = dir.join(format!("{name}.json"));
     let out = Command::new("python3")
         .arg(shared_dir().join("tools/agentrt_fixture.py"))
         .arg(&db)
-        .args(["--force", "--no-check", "--seed", SEED, "--base-time", BASE, "--scenario", scenarios, "--manifest"])
+        .args([
+            "--force",
+            "--no-check",
+            "--seed",
+            SEED,
+            "--base-time",
+            BASE,
+            "--scenario",
+            scenarios,
+            "--manifest",
+        ])
         .arg(&man)
         .args(extra)
         .output()
         .expect("python3 runs the fixture writer");
-    assert!(out.status.success(), "fixture: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "fixture: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let m: serde_json::Value = serde_json::from_slice(&std::fs::read(&man).unwrap()).unwrap();
     (db, m)
 }
@@ -63,11 +88,17 @@ pub fn all_db() -> &'static (PathBuf, serde_json::Value) {
 }
 
 pub fn approval_of(m: &serde_json::Value, scenario: &str) -> String {
-    m["scenarios"][scenario]["runs"][0]["approvals"][0].as_str().unwrap().to_string()
+    m["scenarios"][scenario]["runs"][0]["approvals"][0]
+        .as_str()
+        .unwrap()
+        .to_string()
 }
 
 pub fn run_of(m: &serde_json::Value, scenario: &str) -> String {
-    m["scenarios"][scenario]["runs"][0]["id"].as_str().unwrap().to_string()
+    m["scenarios"][scenario]["runs"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string()
 }
 
 /// A decider that refuses everything (the read-side tests never decide).
@@ -88,14 +119,30 @@ pub struct Harness {
 
 impl Harness {
     pub fn open(db: &Path, w: u16, h: u16) -> Harness {
-        Self::with(db, w, h, AppConfig { by: "tester".into(), read_only: false, can_resume: false }, Box::new(NoWriter))
+        Self::with(
+            db,
+            w,
+            h,
+            AppConfig {
+                by: "tester".into(),
+                read_only: false,
+                can_resume: false,
+            },
+            Box::new(NoWriter),
+        )
     }
 
     pub fn with(db: &Path, w: u16, h: u16, cfg: AppConfig, decider: Box<dyn Decider>) -> Harness {
         let theme = Theme::load("default", None, Depth::TrueColor).unwrap();
         let app = App::new(cfg, Keymap::default(), theme, now(), (w, h));
         let data = SqliteData::open(db).unwrap();
-        let mut h = Harness { app, data, decider, commands: vec![], copies: vec![] };
+        let mut h = Harness {
+            app,
+            data,
+            decider,
+            commands: vec![],
+            copies: vec![],
+        };
         let fx = h.app.start();
         h.run(fx);
         h
@@ -134,7 +181,10 @@ impl Harness {
     }
 
     pub fn ctrl(&mut self, c: char) {
-        self.input(Input::Key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::CONTROL)));
+        self.input(Input::Key(KeyEvent::new(
+            KeyCode::Char(c),
+            KeyModifiers::CONTROL,
+        )));
     }
 
     /// Types characters one key at a time.

@@ -14,7 +14,11 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App, s: &ApprovalScreen) {
     let th = &app.theme;
     let [title, body] = Layout::vertical([Constraint::Length(1), Constraint::Min(1)]).areas(area);
     let Some(a) = &s.row else {
-        let msg = if s.missing { " no such approval" } else { " reading…" };
+        let msg = if s.missing {
+            " no such approval"
+        } else {
+            " reading…"
+        };
         f.render_widget(Paragraph::new(Line::styled(msg, th.style(Role::Dim))), area);
         return;
     };
@@ -24,21 +28,40 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App, s: &ApprovalScreen) {
         Span::styled(" Approval ", th.style(Role::Title)),
         Span::styled(short(&a.hash).to_string(), th.style(Role::Text)),
         Span::raw(" "),
-        Span::styled(a.status.clone(), if a.status == "pending" { th.style(Role::StatusWaiting) } else { th.style(Role::Dim) }),
+        Span::styled(
+            a.status.clone(),
+            if a.status == "pending" {
+                th.style(Role::StatusWaiting)
+            } else {
+                th.style(Role::Dim)
+            },
+        ),
     ];
     if a.status == "pending" {
         let (txt, st) = if time::expired(&a.expires_at, app.now) {
-            (format!(" {}", time::countdown(&a.expires_at, app.now)), th.style(Role::Danger))
+            (
+                format!(" {}", time::countdown(&a.expires_at, app.now)),
+                th.style(Role::Danger),
+            )
         } else {
-            (format!(" expires {}", time::countdown(&a.expires_at, app.now)), th.style(Role::Dim))
+            (
+                format!(" expires {}", time::countdown(&a.expires_at, app.now)),
+                th.style(Role::Dim),
+            )
         };
         t.push(Span::styled(txt, st));
     }
     if escapes > 0 {
-        t.push(Span::styled(format!(" {escapes} escapes"), th.style(Role::Escaped)));
+        t.push(Span::styled(
+            format!(" {escapes} escapes"),
+            th.style(Role::Escaped),
+        ));
     }
     if folded > 0 {
-        t.push(Span::styled(format!(" {folded} folded"), th.style(Role::Truncated)));
+        t.push(Span::styled(
+            format!(" {folded} folded"),
+            th.style(Role::Truncated),
+        ));
     }
     if s.strict {
         t.push(Span::styled(" STRICT", th.style(Role::Badge)));
@@ -52,11 +75,19 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App, s: &ApprovalScreen) {
     for (i, v) in s.view.iter().enumerate() {
         for (j, l) in v.lines.iter().enumerate() {
             let mut l = l.clone();
-            let mark = if i == s.cursor && j == 0 { Span::styled("▶", sel) } else { Span::raw(" ") };
+            let mark = if i == s.cursor && j == 0 {
+                Span::styled("▶", sel)
+            } else {
+                Span::raw(" ")
+            };
             l.spans.insert(0, mark);
             lines.push(l);
         }
     }
-    let visible: Vec<Line> = lines.into_iter().skip(s.scroll).take(usize::from(body.height)).collect();
+    let visible: Vec<Line> = lines
+        .into_iter()
+        .skip(s.scroll)
+        .take(usize::from(body.height))
+        .collect();
     f.render_widget(Paragraph::new(visible), body);
 }

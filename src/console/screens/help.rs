@@ -13,12 +13,22 @@ pub fn lines(app: &App) -> Vec<Line<'static>> {
     let th = &app.theme;
     let mut v = vec![
         Line::styled(" Keys", th.style(Role::Title)),
-        Line::from(vec![Span::styled(format!(" {:<22}", "ctrl-c"), th.style(Role::KeyHint)), Span::raw("quit, always")]),
-        Line::from(vec![Span::styled(format!(" {:<22}", "ctrl-z"), th.style(Role::KeyHint)), Span::raw("suspend")]),
+        Line::from(vec![
+            Span::styled(format!(" {:<22}", "ctrl-c"), th.style(Role::KeyHint)),
+            Span::raw("quit, always"),
+        ]),
+        Line::from(vec![
+            Span::styled(format!(" {:<22}", "ctrl-z"), th.style(Role::KeyHint)),
+            Span::raw("suspend"),
+        ]),
     ];
     for a in Action::ALL {
         let keys: Vec<String> = app.keymap.keys(*a).iter().map(|k| k.to_string()).collect();
-        let keys = if keys.is_empty() { "(unbound)".to_string() } else { keys.join(" ") };
+        let keys = if keys.is_empty() {
+            "(unbound)".to_string()
+        } else {
+            keys.join(" ")
+        };
         v.push(Line::from(vec![
             Span::styled(format!(" {keys:<22}"), th.style(Role::KeyHint)),
             Span::raw(a.help().to_string()),
@@ -27,9 +37,15 @@ pub fn lines(app: &App) -> Vec<Line<'static>> {
     }
     v.push(Line::from(""));
     v.push(Line::styled(" Escapes", th.style(Role::Title)));
-    v.push(Line::from("  Text from the database is never shown raw: controls, bidi and invisible"));
-    v.push(Line::from("  characters appear as \\x1b, \\u{202e}... in the escape style; a backslash in"));
-    v.push(Line::from("  the data shows as \\\\. Cut values say how many bytes were cut."));
+    v.push(Line::from(
+        "  Text from the database is never shown raw: controls, bidi and invisible",
+    ));
+    v.push(Line::from(
+        "  characters appear as \\x1b, \\u{202e}... in the escape style; a backslash in",
+    ));
+    v.push(Line::from(
+        "  the data shows as \\\\. Cut values say how many bytes were cut.",
+    ));
     v
 }
 

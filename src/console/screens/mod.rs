@@ -27,7 +27,15 @@ pub struct Col {
 pub fn widths(cols: &[Col], total: u16) -> Vec<u16> {
     let gaps = cols.len().saturating_sub(1) as u16;
     let fixed: u16 = cols.iter().map(|c| c.width).sum::<u16>() + gaps;
-    cols.iter().map(|c| if c.width == 0 { total.saturating_sub(fixed).max(8) } else { c.width }).collect()
+    cols.iter()
+        .map(|c| {
+            if c.width == 0 {
+                total.saturating_sub(fixed).max(8)
+            } else {
+                c.width
+            }
+        })
+        .collect()
 }
 
 /// Pads a line to exactly `w` columns (the line is already at most `w` wide).
@@ -42,7 +50,10 @@ pub fn pad(mut l: Line<'static>, w: u16) -> Vec<Span<'static>> {
     }
     // A line's own style (Line::styled) is folded into its spans, which are all we keep.
     let base = l.style;
-    l.spans.into_iter().map(|s| Span::styled(s.content, base.patch(s.style))).collect()
+    l.spans
+        .into_iter()
+        .map(|s| Span::styled(s.content, base.patch(s.style)))
+        .collect()
 }
 
 /// Cuts a line of already-safe spans to `w` columns (by grapheme), ending in `…`.
@@ -88,7 +99,13 @@ pub fn table<T>(
     let mut lines = Vec::new();
     let mut head = Vec::new();
     for (c, w) in cols.iter().zip(&ws) {
-        head.extend(pad(Line::styled(c.title.chars().take(usize::from(*w)).collect::<String>(), th.style(Role::Header)), *w));
+        head.extend(pad(
+            Line::styled(
+                c.title.chars().take(usize::from(*w)).collect::<String>(),
+                th.style(Role::Header),
+            ),
+            *w,
+        ));
         head.push(Span::raw(" "));
     }
     lines.push(Line::from(head));
@@ -107,7 +124,10 @@ pub fn table<T>(
         if n >= list.page.total {
             break;
         }
-        let Some(r) = n.checked_sub(list.page.offset).and_then(|k| list.page.rows.get(k as usize)) else {
+        let Some(r) = n
+            .checked_sub(list.page.offset)
+            .and_then(|k| list.page.rows.get(k as usize))
+        else {
             lines.push(Line::styled(" …", th.style(Role::Dim)));
             continue;
         };
@@ -122,7 +142,8 @@ pub fn table<T>(
             l = l.patch_style(sel);
             let w = l.width();
             if w < usize::from(area.width) {
-                l.spans.push(Span::styled(" ".repeat(usize::from(area.width) - w), sel));
+                l.spans
+                    .push(Span::styled(" ".repeat(usize::from(area.width) - w), sel));
             }
         }
         lines.push(l);
@@ -132,7 +153,11 @@ pub fn table<T>(
 
 /// Position text for a list: `12/340`.
 pub fn position<T>(l: &ListView<T>) -> String {
-    if l.page.total == 0 { "0/0".into() } else { format!("{}/{}", l.cursor + 1, l.page.total) }
+    if l.page.total == 0 {
+        "0/0".into()
+    } else {
+        format!("{}/{}", l.cursor + 1, l.page.total)
+    }
 }
 
 pub fn dim(app: &App, s: impl Into<String>) -> Span<'static> {

@@ -17,25 +17,66 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App, s: &QueueScreen) {
     let th = &app.theme;
     let [title, rest] = Layout::vertical([Constraint::Length(1), Constraint::Min(1)]).areas(area);
     let mut t = vec![
-        super::styled(format!(" Pending approvals {}", position(&s.list)), th.style(Role::Title)),
+        super::styled(
+            format!(" Pending approvals {}", position(&s.list)),
+            th.style(Role::Title),
+        ),
         super::dim(app, "  oldest first"),
     ];
     if !s.filter.is_empty() {
         t.push(super::dim(app, "  filter /"));
-        t.push(super::styled(text::escaped(s.filter.as_bytes()), th.style(Role::FilterMatch)));
+        t.push(super::styled(
+            text::escaped(s.filter.as_bytes()),
+            th.style(Role::FilterMatch),
+        ));
     }
     f.render_widget(Paragraph::new(Line::from(t)), title);
     let narrow = area.width < 76;
     let cols: Vec<Col> = if narrow {
-        vec![Col { title: "AGE", width: 5 }, Col { title: "EXPIRES", width: 9 }, Col { title: "TOOL", width: 17 }, Col { title: "SUMMARY", width: 0 }]
+        vec![
+            Col {
+                title: "AGE",
+                width: 5,
+            },
+            Col {
+                title: "EXPIRES",
+                width: 9,
+            },
+            Col {
+                title: "TOOL",
+                width: 17,
+            },
+            Col {
+                title: "SUMMARY",
+                width: 0,
+            },
+        ]
     } else {
         vec![
-            Col { title: "AGE", width: 6 },
-            Col { title: "EXPIRES", width: 10 },
-            Col { title: "RUN", width: 8 },
-            Col { title: "STEP", width: 4 },
-            Col { title: "TOOL", width: 18 },
-            Col { title: "SUMMARY", width: 0 },
+            Col {
+                title: "AGE",
+                width: 6,
+            },
+            Col {
+                title: "EXPIRES",
+                width: 10,
+            },
+            Col {
+                title: "RUN",
+                width: 8,
+            },
+            Col {
+                title: "STEP",
+                width: 4,
+            },
+            Col {
+                title: "TOOL",
+                width: 18,
+            },
+            Col {
+                title: "SUMMARY",
+                width: 0,
+            },
         ]
     };
     let now = app.now;
@@ -46,7 +87,11 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App, s: &QueueScreen) {
         &cols,
         &s.list,
         |r, ws| {
-            let exp_style = if time::expired(&r.expires_at, now) { th.style(Role::Danger) } else { th.style(Role::Text) };
+            let exp_style = if time::expired(&r.expires_at, now) {
+                th.style(Role::Danger)
+            } else {
+                th.style(Role::Text)
+            };
             let tool = match &r.tool {
                 Some(t) => cell(app, t, ws[if narrow { 2 } else { 4 }]),
                 None => Line::styled("(damaged)", th.style(Role::Damaged)),
@@ -61,12 +106,18 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App, s: &QueueScreen) {
             ];
             if !narrow {
                 v.push(cell(app, r.run_id.as_bytes(), 8));
-                v.push(Line::from(r.step_index.map_or_else(|| "?".into(), |i| i.to_string())));
+                v.push(Line::from(
+                    r.step_index.map_or_else(|| "?".into(), |i| i.to_string()),
+                ));
             }
             v.push(tool);
             v.push(summary);
             v
         },
-        if s.filter.is_empty() { "no pending approvals" } else { "no pending approval matches the filter" },
+        if s.filter.is_empty() {
+            "no pending approvals"
+        } else {
+            "no pending approval matches the filter"
+        },
     );
 }

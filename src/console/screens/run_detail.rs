@@ -19,7 +19,11 @@ fn limit(l: &Value, key: &str) -> i64 {
 }
 
 fn of(used: i64, max: i64) -> String {
-    if max > 0 { format!("{used}/{max}") } else { format!("{used}") }
+    if max > 0 {
+        format!("{used}/{max}")
+    } else {
+        format!("{used}")
+    }
 }
 
 fn dollars(micros: i64) -> String {
@@ -47,7 +51,13 @@ fn header_lines(app: &App, h: &RunHeader, w: u16) -> Vec<Line<'static>> {
         Span::raw(of(h.model_calls, limit(&limits, "max_model_calls"))),
         Span::styled("  tokens ", th.style(Role::Dim)),
         Span::raw(of(tokens, limit(&limits, "max_total_tokens"))),
-        Span::styled(format!(" (in {} out {} cached {})", h.input_tokens, h.output_tokens, h.cached_input_tokens), th.style(Role::Dim)),
+        Span::styled(
+            format!(
+                " (in {} out {} cached {})",
+                h.input_tokens, h.output_tokens, h.cached_input_tokens
+            ),
+            th.style(Role::Dim),
+        ),
         Span::styled("  cost ", th.style(Role::Dim)),
         Span::raw(dollars(h.cost_micros)),
         Span::styled("  active ", th.style(Role::Dim)),
@@ -58,7 +68,11 @@ fn header_lines(app: &App, h: &RunHeader, w: u16) -> Vec<Line<'static>> {
         l4.push(Span::raw("none"));
     } else {
         l4.extend(cell(app, &h.lease_owner, 32).spans);
-        l4.push(Span::raw(format!(" until {} ({})", h.lease_expires_at, time::countdown(&h.lease_expires_at, app.now))));
+        l4.push(Span::raw(format!(
+            " until {} ({})",
+            h.lease_expires_at,
+            time::countdown(&h.lease_expires_at, app.now)
+        )));
     }
     let mut lines = vec![Line::from(l1), Line::from(l2), l3, Line::from(l4)];
     if !h.reason_detail.is_empty() {
@@ -76,11 +90,20 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App, s: &RunDetailScreen) {
         None if s.missing => vec![Line::styled(" no such run", th.style(Role::Error))],
         None => vec![Line::styled(" reading…", th.style(Role::Dim))],
     };
-    let [hd, tabs, rest] = Layout::vertical([Constraint::Length(5), Constraint::Length(1), Constraint::Min(1)]).areas(area);
+    let [hd, tabs, rest] = Layout::vertical([
+        Constraint::Length(5),
+        Constraint::Length(1),
+        Constraint::Min(1),
+    ])
+    .areas(area);
     f.render_widget(Paragraph::new(head), hd);
     let mut ts = Vec::new();
     for t in Tab::ALL {
-        let st = if t == s.tab { th.style(Role::Selection) } else { th.style(Role::Dim) };
+        let st = if t == s.tab {
+            th.style(Role::Selection)
+        } else {
+            th.style(Role::Dim)
+        };
         ts.push(Span::styled(format!(" {} ", t.title()), st));
         ts.push(Span::raw(" "));
     }
@@ -99,11 +122,26 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App, s: &RunDetailScreen) {
             rest,
             app,
             &[
-                Col { title: "#", width: 3 },
-                Col { title: "STATUS", width: 17 },
-                Col { title: "TOOL", width: 14 },
-                Col { title: "POLICY", width: 16 },
-                Col { title: "OBSERVATION / DAMAGE", width: 0 },
+                Col {
+                    title: "#",
+                    width: 3,
+                },
+                Col {
+                    title: "STATUS",
+                    width: 17,
+                },
+                Col {
+                    title: "TOOL",
+                    width: 14,
+                },
+                Col {
+                    title: "POLICY",
+                    width: 16,
+                },
+                Col {
+                    title: "OBSERVATION / DAMAGE",
+                    width: 0,
+                },
             ],
             &s.steps,
             |r, ws| {
@@ -115,7 +153,10 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App, s: &RunDetailScreen) {
                 vec![
                     Line::from(r.idx.to_string()),
                     Line::from(r.status.clone()),
-                    r.tool.as_ref().map_or_else(|| Line::from(r.decision_kind.clone().unwrap_or_default()), |t| cell(app, t, ws[2])),
+                    r.tool.as_ref().map_or_else(
+                        || Line::from(r.decision_kind.clone().unwrap_or_default()),
+                        |t| cell(app, t, ws[2]),
+                    ),
                     Line::from(r.policy_outcome.clone().unwrap_or_default()),
                     last,
                 ]
@@ -126,7 +167,28 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App, s: &RunDetailScreen) {
             f,
             rest,
             app,
-            &[Col { title: "SEQ", width: 5 }, Col { title: "CHAIN", width: 6 }, Col { title: "AGE", width: 6 }, Col { title: "TYPE", width: 19 }, Col { title: "PAYLOAD", width: 0 }],
+            &[
+                Col {
+                    title: "SEQ",
+                    width: 5,
+                },
+                Col {
+                    title: "CHAIN",
+                    width: 6,
+                },
+                Col {
+                    title: "AGE",
+                    width: 6,
+                },
+                Col {
+                    title: "TYPE",
+                    width: 19,
+                },
+                Col {
+                    title: "PAYLOAD",
+                    width: 0,
+                },
+            ],
             &s.events,
             |r, ws| {
                 let chain = match r.chain {
@@ -148,7 +210,28 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App, s: &RunDetailScreen) {
             f,
             rest,
             app,
-            &[Col { title: "STATUS", width: 9 }, Col { title: "AGE", width: 6 }, Col { title: "HASH", width: 12 }, Col { title: "BY", width: 10 }, Col { title: "PRESENTATION", width: 0 }],
+            &[
+                Col {
+                    title: "STATUS",
+                    width: 9,
+                },
+                Col {
+                    title: "AGE",
+                    width: 6,
+                },
+                Col {
+                    title: "HASH",
+                    width: 12,
+                },
+                Col {
+                    title: "BY",
+                    width: 10,
+                },
+                Col {
+                    title: "PRESENTATION",
+                    width: 0,
+                },
+            ],
             &s.approvals,
             |r, ws| {
                 let st = match r.status.as_str() {
@@ -175,13 +258,34 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App, s: &RunDetailScreen) {
             rest,
             app,
             &[
-                Col { title: "TRY", width: 3 },
-                Col { title: "STATUS", width: 10 },
-                Col { title: "MODEL", width: 18 },
-                Col { title: "IN", width: 7 },
-                Col { title: "OUT", width: 6 },
-                Col { title: "COST", width: 8 },
-                Col { title: "ERROR", width: 0 },
+                Col {
+                    title: "TRY",
+                    width: 3,
+                },
+                Col {
+                    title: "STATUS",
+                    width: 10,
+                },
+                Col {
+                    title: "MODEL",
+                    width: 18,
+                },
+                Col {
+                    title: "IN",
+                    width: 7,
+                },
+                Col {
+                    title: "OUT",
+                    width: 6,
+                },
+                Col {
+                    title: "COST",
+                    width: 8,
+                },
+                Col {
+                    title: "ERROR",
+                    width: 0,
+                },
             ],
             &s.calls,
             |r, ws| {

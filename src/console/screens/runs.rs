@@ -16,27 +16,71 @@ use crate::console::time;
 pub fn draw(f: &mut Frame, area: Rect, app: &App, s: &RunsScreen) {
     let th = &app.theme;
     let [title, rest] = Layout::vertical([Constraint::Length(1), Constraint::Min(1)]).areas(area);
-    let mut t = vec![super::styled(format!(" Runs {}", position(&s.list)), th.style(Role::Title)), super::dim(app, "  newest first")];
+    let mut t = vec![
+        super::styled(
+            format!(" Runs {}", position(&s.list)),
+            th.style(Role::Title),
+        ),
+        super::dim(app, "  newest first"),
+    ];
     if let Some(st) = &s.status {
         t.push(super::dim(app, "  status "));
         t.push(super::styled(st.clone(), th.status(st)));
     }
     if !s.filter.is_empty() {
         t.push(super::dim(app, "  filter /"));
-        t.push(super::styled(text::escaped(s.filter.as_bytes()), th.style(Role::FilterMatch)));
+        t.push(super::styled(
+            text::escaped(s.filter.as_bytes()),
+            th.style(Role::FilterMatch),
+        ));
     }
     f.render_widget(Paragraph::new(Line::from(t)), title);
     let narrow = area.width < 76;
     let cols: Vec<Col> = if narrow {
-        vec![Col { title: "", width: 2 }, Col { title: "STATUS", width: 9 }, Col { title: "AGE", width: 5 }, Col { title: "GOAL", width: 0 }]
+        vec![
+            Col {
+                title: "",
+                width: 2,
+            },
+            Col {
+                title: "STATUS",
+                width: 9,
+            },
+            Col {
+                title: "AGE",
+                width: 5,
+            },
+            Col {
+                title: "GOAL",
+                width: 0,
+            },
+        ]
     } else {
         vec![
-            Col { title: "", width: 2 },
-            Col { title: "STATUS", width: 9 },
-            Col { title: "REASON", width: 16 },
-            Col { title: "STEPS", width: 5 },
-            Col { title: "AGE", width: 6 },
-            Col { title: "GOAL", width: 0 },
+            Col {
+                title: "",
+                width: 2,
+            },
+            Col {
+                title: "STATUS",
+                width: 9,
+            },
+            Col {
+                title: "REASON",
+                width: 16,
+            },
+            Col {
+                title: "STEPS",
+                width: 5,
+            },
+            Col {
+                title: "AGE",
+                width: 6,
+            },
+            Col {
+                title: "GOAL",
+                width: 0,
+            },
         ]
     };
     let now = app.now;
@@ -54,7 +98,10 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App, s: &RunsScreen) {
             if r.damaged {
                 marks.push(Span::styled("!", th.style(Role::Damaged)));
             }
-            let mut v = vec![Line::from(marks), Line::styled(status_short(&r.status).to_string(), th.status(&r.status))];
+            let mut v = vec![
+                Line::from(marks),
+                Line::styled(status_short(&r.status).to_string(), th.status(&r.status)),
+            ];
             if !narrow {
                 v.push(cell(app, r.reason.as_bytes(), ws[2]));
                 v.push(Line::from(r.step_count.to_string()));
