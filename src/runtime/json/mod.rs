@@ -1,9 +1,26 @@
 //! Canonical JSON, the boundary check, the policy form, Go-style JSON encoding and the hashes
 //! (spec sections 4.2, 4.6, 5). Everything that is hashed or stored as JSON passes through here.
 //!
-//! CONTRACT (other modules code against these signatures; the bodies are being written):
+//! Files: `parse.rs` (a byte-level, non-recursive reader with Go decoder semantics),
+//! `canon.rs` (the canonical and policy encoders), `check.rs` (the boundary check),
+//! `gojson.rs` (Go `json.Marshal`-style output), `hash.rs` (the hashes).
+//!
+//! Malformed input: Go's decoder would fail where the reader here returns nothing; agentrt
+//! then hashes the raw bytes (spec 5.3). So [`canonical_json`] returns malformed input
+//! unchanged and [`content_hash`] is the SHA-256 of it. That includes input nested deeper than
+//! Go's scanner allows (10,000 levels), so no input can exhaust the stack.
 
 use thiserror::Error;
+
+mod canon;
+mod check;
+pub mod gojson;
+mod hash;
+mod parse;
+#[cfg(test)]
+mod tests;
+
+use canon::Escape;
 
 /// Why consumer JSON was refused at the boundary (spec 5.2). `Display` is the bare reason
 /// ("nested deeper than 256 levels", "not valid UTF-8", ...); callers add their prefix
@@ -16,10 +33,17 @@ pub enum JsonError {
     InvalidUtf8,
     #[error("not valid JSON")]
     Invalid,
+    /// Holds the four hex digits as written.
     #[error("unpaired surrogate \\u{0}")]
     UnpairedSurrogate(String),
-    #[error("duplicate key {0:?}")]
+    /// The decoded key; `Display` quotes it as Go's `%q` does.
+    #[error("duplicate key {}", check::go_quote(.0))]
     DuplicateKey(String),
+    /// A number inside an array or object that Go's token decoder reads as a float64 and
+    /// finds out of range (spec 5.2 item 5); the text is Go's `UnmarshalTypeError`.
+    #[error("json: cannot unmarshal number {0} into Go value of type float64")]
+    NumberOutOfRange(String),
+    /// Holds the first 24 characters of the literal.
     #[error("number {0}... is longer than 10000 characters")]
     NumberTooLong(String),
     #[error("number {0} has an exponent beyond ±10000")]
@@ -28,41 +52,46 @@ pub enum JsonError {
 
 /// The lossy canonical encoder used for hashing (spec 5.1): byte-identical to Go's
 /// `json.Marshal` of the `UseNumber`-decoded first value; empty or blank input is `null`.
+///
+/// Where Go's decoder would fail (malformed or truncated JSON, nesting past 10,000 levels) the
+/// raw bytes are returned unchanged, so that [`content_hash`] hashes them (spec 5.3).
 pub fn canonical_json(raw: &[u8]) -> Vec<u8> {
-    let _ = raw;
-    todo!("canonical_json")
+    try_canonical(raw).unwrap_or_else(|| raw.to_vec())
+}
+
+/// [`canonical_json`], or `None` where Go's decoder would fail.
+pub fn try_canonical(raw: &[u8]) -> Option<Vec<u8>> {
+    canon::try_form(raw, Escape::Go)
 }
 
 /// Hex SHA-256 of [`canonical_json`].
 pub fn content_hash(raw: &[u8]) -> String {
-    let _ = raw;
-    todo!("content_hash")
+    sha256_hex(&canonical_json(raw))
 }
 
 /// The boundary check (spec 5.2), in the spec's order.
 pub fn check_json(raw: &[u8]) -> Result<(), JsonError> {
-    let _ = raw;
-    todo!("check_json")
+    check::check(raw).map(|_| ())
 }
 
 /// `check_json` then [`canonical_json`] (agentrt's exported `CanonicalJSON`).
 pub fn checked_canonical_json(raw: &[u8]) -> Result<Vec<u8>, JsonError> {
-    check_json(raw)?;
-    Ok(canonical_json(raw))
+    let doc = check::check(raw)?;
+    Ok(canon::encode(&doc, raw, Escape::Go))
 }
 
 /// The policy form (spec 4.6): canonical traversal with HTML escaping off; refuses what
 /// `check_json` refuses.
 pub fn policy_json(raw: &[u8]) -> Result<Vec<u8>, JsonError> {
-    let _ = raw;
-    todo!("policy_json")
+    let doc = check::check(raw)?;
+    Ok(canon::encode(&doc, raw, Escape::Minimal))
 }
 
 /// The policy form without the boundary check (used for tool schemas: a repeated key keeps
-/// its last value). Empty input is `null`.
+/// its last value). Empty input is `null`; malformed input is returned unchanged, as
+/// [`canonical_json`] does.
 pub fn policy_form_unchecked(raw: &[u8]) -> Vec<u8> {
-    let _ = raw;
-    todo!("policy_form_unchecked")
+    canon::try_form(raw, Escape::Minimal).unwrap_or_else(|| raw.to_vec())
 }
 
 /// The event-chain hash (spec 5.3).
@@ -75,113 +104,36 @@ pub fn event_hash(
     kind: &str,
     payload: &str,
 ) -> String {
-    let _ = (prev, seq, run_id, step_id, at, kind, payload);
-    todo!("event_hash")
+    let seq = seq.to_string();
+    hash::event_hash([
+        prev.as_bytes(),
+        seq.as_bytes(),
+        run_id.as_bytes(),
+        step_id.as_bytes(),
+        at.as_bytes(),
+        kind.as_bytes(),
+        payload.as_bytes(),
+    ])
 }
 
 /// Hex SHA-256 of some bytes.
 pub fn sha256_hex(bytes: &[u8]) -> String {
-    let _ = bytes;
-    todo!("sha256_hex")
+    hash::sha256_hex(bytes)
 }
 
-/// Go-style JSON encoding helpers (what `encoding/json.Marshal` writes).
-pub mod gojson {
-    use super::JsonError;
+/// The approval hash (spec 4.2) of a kind, the capability and presentation as given (empty
+/// means `{}`) and the Go JSON of the `ToolRequest` (`run_id`, `step_id`, `spec`, `args`).
+/// A part that is not valid JSON is an error, never a stand-in hash.
+pub fn approval_hash(
+    kind: &str,
+    capability: &[u8],
+    presentation: &[u8],
+    request_go_json: &[u8],
+) -> Result<String, JsonError> {
+    hash::approval_hash(kind, capability, presentation, request_go_json)
+}
 
-    /// Appends `s` as a Go JSON string: `"` and `\` escaped, `\b \f \n \r \t` short, other
-    /// bytes < 0x20 as `\u00xx`, `<`, `>`, `&` as `\u003c`, `\u003e`, `\u0026`, U+2028/U+2029
-    /// as `\u2028`/`\u2029`, everything else raw.
-    pub fn write_string(out: &mut Vec<u8>, s: &str) {
-        let _ = (out, s);
-        todo!("write_string")
-    }
-
-    /// Appends raw JSON as Go marshals a `json.RawMessage`: validated, compacted (insignificant
-    /// whitespace removed, key order and duplicates kept) and HTML-escaped inside strings.
-    /// Empty input is an error (Go refuses an empty RawMessage... callers decide what absent means).
-    pub fn write_raw(out: &mut Vec<u8>, raw: &[u8]) -> Result<(), JsonError> {
-        let _ = (out, raw);
-        todo!("write_raw")
-    }
-
-    /// Go JSON object builder: `{"a":...,"b":...}` in the order fields are added.
-    #[derive(Debug, Default)]
-    pub struct Object {
-        buf: Vec<u8>,
-        any: bool,
-    }
-
-    impl Object {
-        pub fn new() -> Self {
-            Object { buf: vec![b'{'], any: false }
-        }
-        fn key(&mut self, k: &str) {
-            if self.any {
-                self.buf.push(b',');
-            }
-            self.any = true;
-            write_string(&mut self.buf, k);
-            self.buf.push(b':');
-        }
-        /// A string field.
-        pub fn str(&mut self, k: &str, v: &str) -> &mut Self {
-            self.key(k);
-            write_string(&mut self.buf, v);
-            self
-        }
-        /// A string field, omitted when empty (Go `omitempty`).
-        pub fn str_opt(&mut self, k: &str, v: &str) -> &mut Self {
-            if !v.is_empty() {
-                self.str(k, v);
-            }
-            self
-        }
-        /// An integer field.
-        pub fn int(&mut self, k: &str, v: i64) -> &mut Self {
-            self.key(k);
-            self.buf.extend_from_slice(v.to_string().as_bytes());
-            self
-        }
-        /// An integer field, omitted when zero.
-        pub fn int_opt(&mut self, k: &str, v: i64) -> &mut Self {
-            if v != 0 {
-                self.int(k, v);
-            }
-            self
-        }
-        /// A boolean field.
-        pub fn bool(&mut self, k: &str, v: bool) -> &mut Self {
-            self.key(k);
-            self.buf.extend_from_slice(if v { b"true" } else { b"false" });
-            self
-        }
-        /// A raw JSON field (compacted and HTML-escaped as Go does for `json.RawMessage`).
-        pub fn raw(&mut self, k: &str, v: &[u8]) -> Result<&mut Self, JsonError> {
-            self.key(k);
-            write_raw(&mut self.buf, v)?;
-            Ok(self)
-        }
-        /// A raw JSON field, omitted when empty.
-        pub fn raw_opt(&mut self, k: &str, v: &[u8]) -> Result<&mut Self, JsonError> {
-            if !v.is_empty() {
-                self.raw(k, v)?;
-            }
-            Ok(self)
-        }
-        /// Already-encoded JSON, appended verbatim (the caller vouches for it).
-        pub fn encoded(&mut self, k: &str, v: &[u8]) -> &mut Self {
-            self.key(k);
-            self.buf.extend_from_slice(v);
-            self
-        }
-        /// The finished object.
-        pub fn finish(&mut self) -> Vec<u8> {
-            let mut b = std::mem::take(&mut self.buf);
-            b.push(b'}');
-            self.any = false;
-            self.buf = vec![b'{'];
-            b
-        }
-    }
+/// The tool spec hash (spec 5.3): hex SHA-256 of the canonical JSON of the Go-JSON `ToolSpec`.
+pub fn tool_spec_hash(spec_go_json: &[u8]) -> String {
+    content_hash(spec_go_json)
 }
