@@ -7,6 +7,7 @@
 
 pub mod app;
 pub mod data;
+pub mod decider;
 pub mod decode;
 pub mod fields;
 pub mod keymap;
@@ -56,8 +57,8 @@ pub struct ConsoleOptions {
     pub log_file: Option<PathBuf>,
     /// Resumes runs whose tools this build registers (the binary supplies it).
     pub resume: Option<Arc<dyn ResumeHook>>,
-    /// Makes the decision writer for a database (approve/reject shown, cancel); `None` means
-    /// decisions report that this build has no writer.
+    /// Makes the decision writer for a database (approve/reject shown, cancel); `None` uses
+    /// the store's operator calls ([`decider::StoreDecider`]).
     pub decider: Option<MakeDecider>,
 }
 
@@ -90,6 +91,8 @@ pub enum ConsoleError {
         "no operator name: pass --by NAME or set COUNTERSIGN_BY (decisions record who made them)"
     )]
     NoIdentity,
+    #[error("cannot open the run database for decisions: {0} (use --read-only to only look)")]
+    Writer(String),
     #[error("terminal: {0}")]
     Terminal(#[from] std::io::Error),
 }

@@ -135,6 +135,22 @@ pub fn on_done(app: &mut App, id: u64, r: CommandResult) -> Vec<Effect> {
     app.running.remove(pos);
     app.notice = Some(match &r {
         Ok(m) => (Level::Ok, m.clone()),
+        Err(DecideError::AlreadyDecided { status, by, at }) => {
+            let who = if by.is_empty() {
+                String::new()
+            } else {
+                format!(" by {by}")
+            };
+            let when = if at.is_empty() {
+                String::new()
+            } else {
+                format!(" {} ago", super::time::age(at, app.now))
+            };
+            (
+                Level::Error,
+                format!("already {status}{who}{when}; nothing was changed"),
+            )
+        }
         Err(e) => (Level::Error, e.to_string()),
     });
     // Whatever happened, show the rows as they are now.
