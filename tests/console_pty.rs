@@ -68,6 +68,10 @@ struct Pty {
 
 impl Pty {
     fn start(db: &std::path::Path, extra: &[&str]) -> Pty {
+        Self::start_as(db, extra, "pty-tester")
+    }
+
+    fn start_as(db: &std::path::Path, extra: &[&str], by: &str) -> Pty {
         let bin = example_bin();
         assert!(
             bin.exists(),
@@ -89,7 +93,7 @@ impl Pty {
             cmd.arg(a);
         }
         cmd.env("TERM", "xterm-256color");
-        cmd.env("COUNTERSIGN_BY", "pty-tester");
+        cmd.env("COUNTERSIGN_BY", by);
         cmd.env("XDG_CONFIG_HOME", dir.path());
         let child = pair.slave.spawn_command(cmd).unwrap();
         drop(pair.slave);
@@ -243,4 +247,43 @@ fn console_in_a_pty_read_only_says_actions_are_off() {
     p.send(b"\x03");
     p.finish();
     assert!(!p.parser.screen().alternate_screen());
+}
+
+#[test]
+fn two_consoles_on_one_database_see_each_others_decisions() {
+    let d = tempfile::tempdir().unwrap();
+    // Fresh approvals (base time now) so the wall clock finds them unexpired.
+    let (db, m) = fixture(d.path(), "two", "queue", &["--base-time", "now"]);
+    let ap = approval_of(&m, "queue");
+    let mut a = Pty::start_as(&db, &[], "alice");
+    let mut b = Pty::start_as(&db, &[], "bob");
+    for p in [&mut a, &mut b] {
+        p.wait_text("Pending approvals 1/5");
+        p.send(format!(":approval {ap}\r").as_bytes());
+        p.wait_text("presentation");
+    }
+    b.send(b"a");
+    b.wait_text("enter confirms");
+    a.send(b"a");
+    a.wait_text("enter confirms");
+    a.send(b"\r");
+    a.wait_text("approved by alice");
+    // The second console follows the database (data_version poll, about once a second): its
+    // header count drops while its confirmation is still open.
+    b.wait_text("pending 4");
+    b.send(b"\r");
+    b.wait_text("already approved by alice");
+    a.send(b"\x03");
+    b.send(b"\x03");
+    a.finish();
+    b.finish();
+    let c = rusqlite::Connection::open(&db).unwrap();
+    let (st, by): (String, String) = c
+        .query_row(
+            "SELECT status, decided_by FROM approvals WHERE id = ?1",
+            [&ap],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!((st.as_str(), by.as_str()), ("approved", "alice"));
 }

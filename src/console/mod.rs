@@ -220,12 +220,12 @@ pub fn run(opts: ConsoleOptions) -> Result<(), ConsoleError> {
         .or_else(|| config_dir.as_ref().map(|d| d.join("console.log")));
     let log = log_path.as_deref().map(Log::open);
     let data = sqlite::SqliteData::open(&opts.db)?;
-    let decider = match (opts.read_only, opts.decider) {
-        (false, Some(make)) => Some(make(&opts.db).map_err(|e| ConsoleError::Config {
-            file: opts.db.display().to_string(),
-            problem: e,
-        })?),
-        _ => None,
+    let decider: Option<Box<dyn Decider>> = match (opts.read_only, opts.decider) {
+        (true, _) => None,
+        (false, Some(make)) => Some(make(&opts.db).map_err(ConsoleError::Writer)?),
+        (false, None) => Some(Box::new(
+            decider::StoreDecider::open(&opts.db).map_err(ConsoleError::Writer)?,
+        )),
     };
     let can_resume = opts.resume.is_some() && !opts.read_only;
     let cfg = AppConfig {
