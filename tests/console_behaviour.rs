@@ -195,3 +195,83 @@ fn live_reload_keeps_the_cursor_on_the_same_row() {
         "same approval selected, one row higher"
     );
 }
+
+struct FakeResume(String);
+
+impl countersign::console::data::ResumeHook for FakeResume {
+    fn can_resume(&self, run_id: &str) -> bool {
+        run_id == self.0
+    }
+    fn resume(&self, _db: &std::path::Path, run_id: &str) -> Result<String, String> {
+        Ok(format!("resumed {run_id}"))
+    }
+}
+
+fn worker_for(
+    hook: FakeResume,
+) -> (
+    std::sync::mpsc::Sender<countersign::console::worker::Job>,
+    std::sync::mpsc::Receiver<Input>,
+) {
+    let (db, _) = all_db();
+    let data = countersign::console::sqlite::SqliteData::open(db).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let w = countersign::console::worker::Worker {
+        data: Box::new(data),
+        decider: None,
+        resume: Some(std::sync::Arc::new(hook)),
+        db: db.clone(),
+        poll: std::time::Duration::from_secs(3600),
+        log: None,
+    };
+    (w.spawn(tx), rx)
+}
+
+#[test]
+fn resume_runs_in_the_background_with_progress_and_result() {
+    use countersign::console::data::Command;
+    use countersign::console::worker::Job;
+    let (_, m) = all_db();
+    let run = run_of(m, "approved");
+    let (jobs, rx) = worker_for(FakeResume(run.clone()));
+    jobs.send(Job::Command(7, Command::Resume { run: run.clone() }))
+        .unwrap();
+    let mut got = Vec::new();
+    while got.len() < 2 {
+        got.push(rx.recv().unwrap());
+    }
+    assert!(
+        matches!(&got[0], Input::Progress(7, m) if m.contains("resuming")),
+        "{got:?}"
+    );
+    assert!(
+        matches!(&got[1], Input::Done(7, Ok(m)) if *m == format!("resumed {run}")),
+        "{got:?}"
+    );
+    // A run whose tools this build does not register is refused, not attempted.
+    jobs.send(Job::Command(
+        8,
+        Command::Resume {
+            run: "other".into(),
+        },
+    ))
+    .unwrap();
+    match rx.recv().unwrap() {
+        Input::Done(8, Err(e)) => {
+            assert!(e.to_string().contains("does not register the tools"), "{e}")
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn the_worker_answers_queries_tagged_with_their_id() {
+    use countersign::console::data::Query;
+    use countersign::console::worker::Job;
+    let (jobs, rx) = worker_for(FakeResume(String::new()));
+    jobs.send(Job::Query(41, Query::Counts)).unwrap();
+    match rx.recv().unwrap() {
+        Input::Reply(41, Reply::Counts(c)) => assert!(c.runs >= 12 && c.pending >= 1, "{c:?}"),
+        other => panic!("{other:?}"),
+    }
+}
