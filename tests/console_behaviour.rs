@@ -275,3 +275,43 @@ fn the_worker_answers_queries_tagged_with_their_id() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn verify_command_reports_the_whole_chain() {
+    let (db, _) = all_db();
+    let mut h = Harness::open(db, 100, 24);
+    h.command("verify");
+    let s = h.screen();
+    assert!(s.contains("event chain verified:"), "{s}");
+    let d = tempfile::tempdir().unwrap();
+    let (bad, _) = fixture(
+        d.path(),
+        "chain",
+        "completed,waiting",
+        &["--tamper", "chain"],
+    );
+    let mut h = Harness::open(&bad, 100, 24);
+    h.command("verify");
+    let s = h.screen();
+    assert!(s.contains("event chain broken at seq"), "{s}");
+}
+
+#[test]
+fn mono_theme_marks_selection_by_reversal() {
+    let (db, _) = all_db();
+    let mut h = Harness::open(db, 80, 24);
+    h.app.theme = countersign::console::theme::Theme::load(
+        "default",
+        None,
+        countersign::console::theme::Depth::Mono,
+    )
+    .unwrap();
+    let b = h.buffer();
+    assert!(
+        b[(0, 3)]
+            .modifier
+            .contains(ratatui::style::Modifier::REVERSED),
+        "selected row reversed"
+    );
+    assert_eq!(b[(0, 3)].bg, ratatui::style::Color::Reset, "and no colour");
+}

@@ -14,7 +14,7 @@ use portable_pty::{CommandBuilder, PtySize, native_pty_system};
 #[derive(Default)]
 struct Recorder {
     titles: usize,
-    clipboard: usize,
+    clipboard: Vec<Vec<u8>>,
     clipboard_reads: usize,
     bells: usize,
     other_osc: usize,
@@ -27,8 +27,8 @@ impl vt100::Callbacks for Recorder {
     fn set_window_icon_name(&mut self, _: &mut vt100::Screen, _: &[u8]) {
         self.titles += 1;
     }
-    fn copy_to_clipboard(&mut self, _: &mut vt100::Screen, _: &[u8], _: &[u8]) {
-        self.clipboard += 1;
+    fn copy_to_clipboard(&mut self, _: &mut vt100::Screen, _: &[u8], data: &[u8]) {
+        self.clipboard.push(data.to_vec());
     }
     fn paste_from_clipboard(&mut self, _: &mut vt100::Screen, _: &[u8]) {
         self.clipboard_reads += 1;
@@ -216,6 +216,13 @@ fn console_in_a_pty_shows_hostile_text_inert_and_restores_the_terminal() {
     p.send(b"\x1b");
     p.wait_text("nothing was changed");
 
+    // Copy the hostile field: the clipboard gets the escaped form, never the raw bytes.
+    for _ in 0..11 {
+        p.send(b"j");
+    }
+    p.send(b"y");
+    p.wait_text("copied (escaped form)");
+
     // ctrl-c quits from anywhere; the terminal is given back.
     p.send(b"\x03");
     p.finish();
@@ -225,7 +232,18 @@ fn console_in_a_pty_shows_hostile_text_inert_and_restores_the_terminal() {
     assert!(!sc.bracketed_paste(), "bracketed paste off again");
     let cb = p.parser.callbacks();
     assert_eq!(cb.titles, 0, "no title was set");
-    assert_eq!(cb.clipboard, 0, "nothing was put on the clipboard");
+    assert_eq!(cb.clipboard.len(), 1, "one copy, the one asked for");
+    use base64::Engine;
+    let copied = base64::engine::general_purpose::STANDARD
+        .decode(&cb.clipboard[0])
+        .unwrap();
+    let copied = String::from_utf8(copied).unwrap();
+    assert!(copied.starts_with("args.reason: damaged\\r"), "{copied}");
+    assert!(copied.contains("\\x1b[2J"), "{copied}");
+    assert!(
+        !copied.chars().any(|c| c.is_control()),
+        "no control character on the clipboard: {copied:?}"
+    );
     assert_eq!(cb.clipboard_reads, 0, "nothing asked for the clipboard");
     assert_eq!(cb.bells, 0, "no bell rang");
     assert_eq!(
@@ -277,6 +295,11 @@ fn two_consoles_on_one_database_see_each_others_decisions() {
     b.send(b"\x03");
     a.finish();
     b.finish();
+    let log = std::fs::read_to_string(a._dir.path().join("countersign/console.log")).unwrap();
+    assert!(
+        log.contains("command") && log.contains("by alice"),
+        "decisions are logged to the file: {log}"
+    );
     let c = rusqlite::Connection::open(&db).unwrap();
     let (st, by): (String, String) = c
         .query_row(

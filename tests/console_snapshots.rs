@@ -190,3 +190,18 @@ fn empty_database_screens() {
     h.keys("2");
     snap("runs__empty@80x24", &h.screen());
 }
+
+#[test]
+fn confirm_resume_when_this_build_can_resume() {
+    let (db, m) = all_db();
+    let cfg = countersign::console::app::AppConfig {
+        by: "tester".into(),
+        read_only: false,
+        can_resume: true,
+    };
+    let mut h = Harness::with(db, 80, 24, cfg, Box::new(NoWriter));
+    h.command(&format!("run {}", run_of(m, "approved")));
+    snap("run_detail__approved_resumable@80x24", &h.screen());
+    h.keys("R");
+    snap("confirm_resume__approved@80x24", &h.screen());
+}

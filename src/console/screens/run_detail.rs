@@ -44,25 +44,31 @@ fn header_lines(app: &App, h: &RunHeader, w: u16) -> Vec<Line<'static>> {
     let mut l2 = vec![Span::styled("goal ", th.style(Role::Dim))];
     l2.extend(cell(app, &h.goal, w.saturating_sub(5)).spans);
     let tokens = h.input_tokens.saturating_add(h.output_tokens);
-    let l3 = Line::from(vec![
-        Span::styled("steps ", th.style(Role::Dim)),
+    let dim = th.style(Role::Dim);
+    let mut l3 = vec![
+        Span::styled("steps ", dim),
         Span::raw(of(h.step_count, limit(&limits, "max_steps"))),
-        Span::styled("  model calls ", th.style(Role::Dim)),
+        Span::styled("  calls ", dim),
         Span::raw(of(h.model_calls, limit(&limits, "max_model_calls"))),
-        Span::styled("  tokens ", th.style(Role::Dim)),
+        Span::styled("  tokens ", dim),
         Span::raw(of(tokens, limit(&limits, "max_total_tokens"))),
-        Span::styled(
+    ];
+    if w >= 110 {
+        l3.push(Span::styled(
             format!(
                 " (in {} out {} cached {})",
                 h.input_tokens, h.output_tokens, h.cached_input_tokens
             ),
-            th.style(Role::Dim),
-        ),
-        Span::styled("  cost ", th.style(Role::Dim)),
-        Span::raw(dollars(h.cost_micros)),
-        Span::styled("  active ", th.style(Role::Dim)),
-        Span::raw(time::span(h.active_ms / 1000)),
-    ]);
+            dim,
+        ));
+    }
+    l3.push(Span::styled("  cost ", dim));
+    l3.push(Span::raw(dollars(h.cost_micros)));
+    if w >= 76 {
+        l3.push(Span::styled("  active ", dim));
+        l3.push(Span::raw(time::span(h.active_ms / 1000)));
+    }
+    let l3 = Line::from(l3);
     let mut l4 = vec![Span::styled("lease ", th.style(Role::Dim))];
     if h.lease_owner.is_empty() {
         l4.push(Span::raw("none"));
