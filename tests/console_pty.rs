@@ -256,8 +256,13 @@ fn console_in_a_pty_shows_hostile_text_inert_and_restores_the_terminal() {
 fn console_in_a_pty_read_only_says_actions_are_off() {
     let d = tempfile::tempdir().unwrap();
     let (db, m) = fixture(d.path(), "ro", "waiting", &[]);
-    let mut p = Pty::start(&db, &["--read-only"]);
+    let mut p = Pty::start(&db, &["--read-only", "--mouse"]);
     p.wait_text("READ-ONLY");
+    assert_ne!(
+        p.parser.screen().mouse_protocol_mode(),
+        vt100::MouseProtocolMode::None,
+        "mouse on when asked"
+    );
     p.send(format!(":approval {}\r", approval_of(&m, "waiting")).as_bytes());
     p.wait_text("args.order_id");
     p.send(b"a");
@@ -265,6 +270,11 @@ fn console_in_a_pty_read_only_says_actions_are_off() {
     p.send(b"\x03");
     p.finish();
     assert!(!p.parser.screen().alternate_screen());
+    assert_eq!(
+        p.parser.screen().mouse_protocol_mode(),
+        vt100::MouseProtocolMode::None,
+        "mouse off again"
+    );
 }
 
 #[test]

@@ -55,6 +55,8 @@ pub struct ConsoleOptions {
     pub config_dir: Option<PathBuf>,
     /// Log file; default `<config_dir>/console.log`. Nothing is logged to the terminal.
     pub log_file: Option<PathBuf>,
+    /// Mouse reports (the scroll wheel moves the cursor); off unless asked.
+    pub mouse: bool,
     /// Resumes runs whose tools this build registers (the binary supplies it).
     pub resume: Option<Arc<dyn ResumeHook>>,
     /// Makes the decision writer for a database (approve/reject shown, cancel); `None` uses
@@ -71,6 +73,7 @@ impl ConsoleOptions {
             theme: None,
             config_dir: None,
             log_file: None,
+            mouse: false,
             resume: None,
             decider: None,
         }
@@ -235,6 +238,7 @@ pub fn run(opts: ConsoleOptions) -> Result<(), ConsoleError> {
     };
 
     terminal::install_panic_hook(log.clone());
+    terminal::want_mouse(opts.mouse);
     let _guard = terminal::Guard;
     terminal::enter()?;
     // No `Terminal::clear`: it asks the terminal for the cursor position, which a terminal
@@ -270,6 +274,14 @@ pub fn run(opts: ConsoleOptions) -> Result<(), ConsoleError> {
                     Event::Key(k) => Input::Key(k),
                     Event::Paste(s) => Input::Paste(s),
                     Event::Resize(w, h) => Input::Resize(w, h),
+                    Event::Mouse(m) => {
+                        let code = match m.kind {
+                            event::MouseEventKind::ScrollDown => event::KeyCode::Down,
+                            event::MouseEventKind::ScrollUp => event::KeyCode::Up,
+                            _ => continue,
+                        };
+                        Input::Key(event::KeyEvent::new(code, event::KeyModifiers::NONE))
+                    }
                     _ => continue,
                 };
                 if itx.send(input).is_err() {

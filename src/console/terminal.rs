@@ -5,25 +5,38 @@
 use std::io::{self, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crossterm::event::{DisableBracketedPaste, DisableMouseCapture, EnableBracketedPaste};
+use crossterm::event::{
+    DisableBracketedPaste, DisableMouseCapture, EnableBracketedPaste, EnableMouseCapture,
+};
 use crossterm::terminal::{
     EnterAlternateScreen, LeaveAlternateScreen, disable_raw_mode, enable_raw_mode,
 };
 use crossterm::{cursor, execute};
 
 static ACTIVE: AtomicBool = AtomicBool::new(false);
+static MOUSE: AtomicBool = AtomicBool::new(false);
+
+/// Asks for mouse reports (scroll wheel) on the next `enter`; off by default.
+pub fn want_mouse(on: bool) {
+    MOUSE.store(on, Ordering::SeqCst);
+}
 
 /// Puts the terminal in the console's modes.
 pub fn enter() -> io::Result<()> {
     enable_raw_mode()?;
     ACTIVE.store(true, Ordering::SeqCst);
+    let mut out = io::stdout();
     execute!(
-        io::stdout(),
+        out,
         EnterAlternateScreen,
         EnableBracketedPaste,
-        DisableMouseCapture,
         cursor::Hide
     )?;
+    if MOUSE.load(Ordering::SeqCst) {
+        execute!(out, EnableMouseCapture)?;
+    } else {
+        execute!(out, DisableMouseCapture)?;
+    }
     Ok(())
 }
 
