@@ -63,6 +63,8 @@ struct Pty {
     rx: Receiver<Vec<u8>>,
     writer: Box<dyn Write + Send>,
     child: Box<dyn portable_pty::Child + Send + Sync>,
+    /// Every byte the program wrote.
+    raw: Vec<u8>,
     _dir: tempfile::TempDir,
 }
 
@@ -124,6 +126,7 @@ impl Pty {
             rx,
             writer,
             child,
+            raw: Vec::new(),
             _dir: dir,
         }
     }
@@ -140,6 +143,7 @@ impl Pty {
             );
             if let Ok(b) = self.rx.recv_timeout(left.min(Duration::from_millis(200))) {
                 self.parser.process(&b);
+                self.raw.extend_from_slice(&b);
             }
         }
     }
@@ -160,6 +164,7 @@ impl Pty {
         loop {
             while let Ok(b) = self.rx.try_recv() {
                 self.parser.process(&b);
+                self.raw.extend_from_slice(&b);
             }
             if let Ok(Some(_)) = self.child.try_wait() {
                 break;
@@ -167,6 +172,7 @@ impl Pty {
             assert!(Instant::now() < deadline, "the console did not exit");
             if let Ok(b) = self.rx.recv_timeout(Duration::from_millis(100)) {
                 self.parser.process(&b);
+                self.raw.extend_from_slice(&b);
             }
         }
         while let Ok(b) = self.rx.recv_timeout(Duration::from_millis(300)) {
@@ -267,6 +273,25 @@ fn console_in_a_pty_read_only_says_actions_are_off() {
     p.wait_text("args.order_id");
     p.send(b"a");
     p.wait_text("read-only: actions are off");
+    // ctrl-z: the console gives the terminal back and stops (a pty child's orphaned process
+    // group ignores the stop), then takes it again and redraws: it keeps working.
+    let mark = p.raw.len();
+    p.send(b"\x1a");
+    p.send(b"?");
+    p.wait_text("Keys");
+    let after = &p.raw[mark..];
+    let leave = after
+        .windows(8)
+        .position(|w| w == b"\x1b[?1049l")
+        .expect("left the alternate screen on ctrl-z");
+    assert!(
+        after[leave..].windows(8).any(|w| w == b"\x1b[?1049h"),
+        "and entered it again"
+    );
+    assert!(
+        p.parser.screen().alternate_screen(),
+        "back on the alternate screen after suspend"
+    );
     p.send(b"\x03");
     p.finish();
     assert!(!p.parser.screen().alternate_screen());

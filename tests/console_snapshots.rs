@@ -205,3 +205,16 @@ fn confirm_resume_when_this_build_can_resume() {
     h.keys("R");
     snap("confirm_resume__approved@80x24", &h.screen());
 }
+
+#[test]
+fn queue_of_the_hostile_scenario_alone() {
+    let d = tempfile::tempdir().unwrap();
+    let (db, _) = fixture(d.path(), "hostile", "hostile", &[]);
+    for (w, h) in SIZES {
+        let hs = Harness::open(&db, w, h);
+        snap(&format!("queue__hostile@{w}x{h}"), &hs.screen());
+    }
+    let mut hs = Harness::open(&db, 80, 24);
+    hs.keys("2");
+    snap("runs__hostile@80x24", &hs.screen());
+}

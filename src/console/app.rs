@@ -243,6 +243,11 @@ impl App {
         self.stack.last().unwrap_or(&Screen::Help { scroll: 0 })
     }
 
+    /// Whether the top screen shows relative times (the clock ticks only then).
+    pub fn shows_clock(&self) -> bool {
+        !matches!(self.top(), Screen::Help { .. })
+    }
+
     /// Effects to read everything the top screen shows (and the header counts).
     pub fn start(&mut self) -> Vec<Effect> {
         let mut fx = self.load_counts();

@@ -359,7 +359,9 @@ pub fn run(opts: ConsoleOptions) -> Result<(), ConsoleError> {
         }
         if Instant::now() >= next_tick {
             next_tick = Instant::now() + Duration::from_secs(1);
-            inputs.push(Input::Tick(now_secs()));
+            if app.shows_clock() {
+                inputs.push(Input::Tick(now_secs()));
+            }
         }
         for i in inputs {
             if let Input::Resize(..) = i {

@@ -97,7 +97,20 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App, s: &QueueScreen) {
                 None => Line::styled("(damaged)", th.style(Role::Damaged)),
             };
             let summary = match &r.args {
-                Some(a) => cell(app, a, *ws.last().unwrap_or(&8)),
+                Some(a) => {
+                    let w = *ws.last().unwrap_or(&8);
+                    // Warn in the list too: the cut cell may hide what the detail will show.
+                    if text::badges(a).any() {
+                        let mut l = Line::from(vec![
+                            ratatui::text::Span::styled("⚠", th.style(Role::Badge)),
+                            ratatui::text::Span::raw(" "),
+                        ]);
+                        l.spans.extend(cell(app, a, w.saturating_sub(2)).spans);
+                        l
+                    } else {
+                        cell(app, a, w)
+                    }
+                }
                 None => Line::styled("unread: request does not decode", th.style(Role::Damaged)),
             };
             let mut v = vec![
