@@ -482,6 +482,7 @@ pub(crate) fn confirm_decision_cfg(
     cfg: &AppConfig,
     s: &ApprovalScreen,
     approve: bool,
+    now: i64,
 ) -> Result<Confirm, String> {
     let Some(a) = &s.row else {
         return Err("the approval is not loaded yet".into());
@@ -520,6 +521,12 @@ pub(crate) fn confirm_decision_cfg(
     }
     if s.changed {
         warnings.push("this approval changed while you were reading it".into());
+    }
+    if super::time::expired(&a.expires_at, now) {
+        warnings.push(format!(
+            "it {}: deciding now expires it and cancels the run",
+            super::time::countdown(&a.expires_at, now)
+        ));
     }
     let what = if approve {
         Pending::Approve {

@@ -514,6 +514,7 @@ pub(crate) fn on_action(app: &mut App, a: Action) -> Vec<Effect> {
                         &app.cfg.by,
                         s,
                         a == Action::Approve,
+                        app.now,
                     ));
                 }
                 Action::CancelRun => {
@@ -609,11 +610,12 @@ fn confirm_decision_ro(
     by: &str,
     s: &ApprovalScreen,
     approve: bool,
+    now: i64,
 ) -> Result<Confirm, String> {
     let cfg = AppConfig {
         by: by.to_string(),
         read_only,
         can_resume: false,
     };
-    confirm_decision_cfg(&cfg, s, approve)
+    confirm_decision_cfg(&cfg, s, approve, now)
 }

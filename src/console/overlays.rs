@@ -20,7 +20,15 @@ pub fn draw_confirm(f: &mut Frame, body: Rect, app: &App, c: &Confirm) {
         width: w,
         height: h.min(body.height),
     };
-    clear(f, area);
+    // Clear whole rows: no untrusted text may sit beside the decision box.
+    clear(
+        f,
+        Rect {
+            x: body.x,
+            width: body.width,
+            ..area
+        },
+    );
     let (title, what) = match &c.what {
         Pending::Approve { .. } => (
             " APPROVE ",
