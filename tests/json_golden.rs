@@ -299,6 +299,13 @@ fn check_json_refuses_numbers_past_the_bound() {
         "json: cannot unmarshal number -1.8e308 into Go value of type float64"
     );
     assert_eq!(check_json(br#"{"n":1.7976931348623157e308}"#), Ok(()));
+    assert!(refused(b"[1e99999999999999999999999999]").starts_with("json: cannot unmarshal"));
+    assert_eq!(
+        refused(b"[1e-99999999999999999999999999]"),
+        "number 1e-99999999999999999999999999 has an exponent beyond ±10000"
+    );
+    let tiny = format!("[0.{}1]", "0".repeat(9_990));
+    assert_eq!(check_json(tiny.as_bytes()), Ok(()));
     // the range refusal is part of the token walk (check 5), before the length check (6)
     let nested_long = format!("[{long}]");
     assert!(refused(nested_long.as_bytes()).starts_with("json: cannot unmarshal number 1000"));
@@ -364,8 +371,7 @@ fn raw_policy_schema() -> Vec<u8> {
 
 /// The Go JSON of a ToolRequest (spec 2: spec fields in declaration order).
 fn tool_request(
-    run: &str,
-    step: &str,
+    (run, step): (&str, &str),
     name: &str,
     desc: &str,
     schema: &[u8],
@@ -392,8 +398,7 @@ fn tool_request(
 #[test]
 fn approval_hash_golden_a() {
     let req = tool_request(
-        "r1",
-        "s1",
+        ("r1", "s1"),
         "push",
         "push <main> & tag",
         br#"{"type":"object"}"#,
@@ -443,8 +448,7 @@ fn approval_hash_unchanged_by_the_policy_form() {
     let want = "8441b46fd5ab497a17788f45d057d8ec122a0bbba20f39f3d45fa37061479a6b";
     // the request carries the arguments as the agent wrote them ...
     let req = tool_request(
-        "id-01",
-        "id-02",
+        ("id-01", "id-02"),
         "sh",
         "sh",
         &schema,
@@ -458,8 +462,7 @@ fn approval_hash_unchanged_by_the_policy_form() {
     );
     // ... and the policy form of them in the request would hash the same
     let req2 = tool_request(
-        "id-01",
-        "id-02",
+        ("id-01", "id-02"),
         "sh",
         "sh",
         &schema,
@@ -475,7 +478,7 @@ fn approval_hash_unchanged_by_the_policy_form() {
 
 #[test]
 fn approval_hash_refuses_an_encoding_error() {
-    let req = tool_request("r", "s", "t", "d", b"{}", "read_only", 1, b"{}");
+    let req = tool_request(("r", "s"), "t", "d", b"{}", "read_only", 1, b"{}");
     assert_eq!(
         approval_hash("k", b"{", b"{}", &req),
         Err(JsonError::Invalid)
@@ -524,4 +527,52 @@ fn event_hash_golden() {
         event_hash("p", 2, "é", "", "", "", ""),
         sha256_hex("1:p,1:2,2:é,0:,0:,0:,0:,".as_bytes())
     );
+}
+
+#[test]
+fn gojson_writes_what_go_marshal_writes() {
+    let mut out = Vec::new();
+    countersign::runtime::json::gojson::write_string(
+        &mut out,
+        "q\"\\/<>&\u{8}\u{c}\n\r\t\u{1}\u{7f}\u{2028}\u{2029}é",
+    );
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        "\"q\\\"\\\\/\\u003c\\u003e\\u0026\\b\\f\\n\\r\\t\\u0001\u{7f}\\u2028\\u2029é\""
+    );
+    // RawMessage: validated, compacted, HTML-escaped; key order and duplicates kept
+    let mut out = Vec::new();
+    countersign::runtime::json::gojson::write_raw(
+        &mut out,
+        "{ \"b\" : [1 , 2.50],\n \"a\":\"<x> \u{2028}\\u003c\", \"b\": null }".as_bytes(),
+    )
+    .unwrap();
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        r#"{"b":[1,2.50],"a":"\u003cx\u003e \u2028\u003c","b":null}"#
+    );
+    // like Go's compact, UTF-8 validity is not its business
+    let mut out = Vec::new();
+    countersign::runtime::json::gojson::write_raw(&mut out, b" \"\xff\" ").unwrap();
+    assert_eq!(out, b"\"\xff\"");
+    for bad in [&b""[..], b" ", b"{} {}", b"[1,]", b"\"\x01\"", b"01"] {
+        let mut out = Vec::new();
+        assert_eq!(
+            countersign::runtime::json::gojson::write_raw(&mut out, bad),
+            Err(JsonError::Invalid),
+            "{:?}",
+            String::from_utf8_lossy(bad)
+        );
+    }
+    // the object builder writes fields in the order added, omitting empty optional ones
+    let o = Object::default()
+        .str("s", "<")
+        .str_opt("e", "")
+        .int("i", -3)
+        .int_opt("z", 0)
+        .bool("b", true)
+        .raw_opt("r", b"")
+        .unwrap()
+        .finish();
+    assert_eq!(o, br#"{"s":"\u003c","i":-3,"b":true}"#);
 }

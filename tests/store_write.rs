@@ -1,10 +1,10 @@
 //! Writing through the store's API: the result passes the independent verifier; transactions
-//! roll back whole (error or panic) leaving no seq gap; compare-and-set messages; bounded page
-//! reads; the chain across runs and writers; damaged text never fails a read.
+//! roll back whole (error or panic) leaving no seq gap; compare-and-set messages; saturating
+//! accounting; the chain across runs and writers; locks and extreme values are typed errors.
 
 mod support;
 
-use countersign::runtime::store::{MAX_PAGE_TEXT, Store, StoreError, Transition};
+use countersign::runtime::store::{Store, StoreError, Transition};
 use countersign::runtime::types::{RunStatus, StepStatus, Timestamp};
 use support::runs::{self, OWNER};
 use support::{assert_verifies, tempdir};
@@ -209,208 +209,6 @@ fn store_compare_and_set_messages() {
 }
 
 #[test]
-fn store_lists_in_insertion_order() {
-    let dir = tempdir();
-    let store = Store::open(dir.path().join("o.db")).unwrap();
-    // Later rows get earlier (and non-sorting) times: lists follow rowid, not time.
-    let times = [
-        "2026-10-01T09:00:00.5Z",
-        "2026-10-01T09:00:00Z",
-        "2026-10-01T08:59:59.25Z",
-    ];
-    for (i, t) in times.iter().enumerate() {
-        runs::create(&store, &format!("r{i}"), "g", Timestamp::parse(t).unwrap());
-    }
-    let page = store.list_runs_page(10, 0).unwrap();
-    assert_eq!(
-        page.items.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
-        ["r2", "r1", "r0"]
-    );
-    let page = store.list_runs_page(1, 1).unwrap();
-    assert_eq!((page.items[0].id.as_str(), page.total), ("r1", 3));
-    let err = store.list_runs_page(0, 0).unwrap_err();
-    assert_eq!(err.to_string(), "agentrt: list runs: limit 0 and offset 0");
-    assert!(store.list_events_page("", 5, -1).is_err());
-}
-
-#[test]
-fn store_pages_are_bounded() {
-    let dir = tempdir();
-    let db = dir.path().join("big.db");
-    let store = Store::open(&db).unwrap();
-    runs::waiting_run(&store, "r", t0());
-    let huge = "x".repeat(MAX_PAGE_TEXT as usize + 10);
-    let huge_json = format!(r#"{{"kind":"tool_call","tool":"refund","args":{{"pad":"{huge}"}}}}"#);
-    let huge_req = format!(
-        r#"{{"run_id":"r","step_id":"r-s1","spec":{{"name":"refund"}},"args":{{"pad":"{huge}"}}}}"#
-    );
-    raw_exec(
-        &db,
-        &format!(
-            "UPDATE runs SET goal='{huge}'; UPDATE steps SET decision_json='{huge_json}' WHERE id='r-s1'; \
-             UPDATE approvals SET request_json='{huge_req}', capability_json='{huge_json}'; \
-             UPDATE events SET payload_json='{huge_json}' WHERE seq=1;"
-        ),
-    );
-    let run = store.get_run_capped("r").unwrap();
-    assert_eq!(
-        run.goal,
-        format!(
-            "{}\u{2026}[truncated: {} characters]",
-            &huge[..MAX_PAGE_TEXT as usize],
-            huge.len()
-        )
-    );
-    assert_eq!(
-        store.get_run("r").unwrap().goal,
-        huge,
-        "the whole read is whole"
-    );
-    let steps = store.list_steps_page("r", 10, 0).unwrap();
-    let s1 = &steps.items[1];
-    assert_eq!(s1.decision_json, r#"{"kind":"tool_call","tool":"refund"}"#);
-    assert_eq!(
-        s1.decode_error,
-        format!(
-            "decision: {} characters, over MaxPageText, not read whole",
-            huge_json.len()
-        )
-    );
-    let a = &store.list_approvals_page("r", "", 10, 0).unwrap().items[0];
-    assert_eq!(
-        a.request_json,
-        format!(
-            r#"{{"run_id":"r","step_id":"r-s1","spec":{{"name":"refund"}},"args":{{"truncated":true,"length":{}}}}}"#,
-            huge_req.len()
-        )
-    );
-    assert_eq!(
-        a.decode_error,
-        format!(
-            "request: {} characters, over MaxPageText; its arguments were not read",
-            huge_req.len()
-        )
-    );
-    assert!(
-        a.capability.starts_with(r#"{"truncated":true,"length":"#),
-        "{}",
-        &a.capability[..40]
-    );
-    let e = &store.list_events_page("r", 1, 0).unwrap().items[0];
-    assert!(e.payload.starts_with(&format!(
-        r#"{{"truncated":true,"length":{},"head":"#,
-        huge_json.len()
-    )));
-    assert!(e.payload.len() < MAX_PAGE_TEXT as usize * 2);
-    let after = store.list_events_after("", 0, 2).unwrap();
-    assert_eq!(after.len(), 2);
-    assert!(after[0].payload.starts_with(r#"{"truncated":true"#));
-}
-
-#[test]
-fn store_list_events_after_follows_seq_across_runs() {
-    let dir = tempdir();
-    let store = Store::open(dir.path().join("f.db")).unwrap();
-    runs::create(&store, "a", "g", t0());
-    runs::create(&store, "b", "g", t0());
-    runs::create(&store, "a2", "g", t0());
-    let all = store.list_events_after("", 1, 100).unwrap();
-    assert_eq!(
-        all.iter().map(|e| e.seq).collect::<Vec<_>>(),
-        [2, 3, 4, 5, 6]
-    );
-    let b = store.list_events_after("b", 0, 100).unwrap();
-    assert_eq!(b.iter().map(|e| e.seq).collect::<Vec<_>>(), [3, 4]);
-    assert!(store.list_events_after("a", 2, 100).unwrap().is_empty());
-}
-
-#[test]
-fn store_pending_approval_ids_and_reason() {
-    let dir = tempdir();
-    let db = dir.path().join("p.db");
-    let store = Store::open(&db).unwrap();
-    let (a1, _) = runs::waiting_run(&store, "w1", t0());
-    let (a2, _) = runs::waiting_run(&store, "w2", t0());
-    raw_exec(
-        &db,
-        "INSERT INTO approvals SELECT 'w2-a2', run_id, step_id, kind, capability_json, presentation_json, request_json, hash, status, created_at, decided_at, decided_by, note, expires_at FROM approvals WHERE id='w2-a1'",
-    );
-    let all = store.pending_approval_ids().unwrap();
-    assert_eq!(all["w1"], vec![a1.clone()]);
-    assert_eq!(all["w2"], [a2.clone(), "w2-a2".to_string()]);
-    let of = store.pending_approval_ids_of(&["w2"], 1).unwrap();
-    assert_eq!(of.len(), 1);
-    assert_eq!(of["w2"], vec![a2.clone()]);
-    assert_eq!(
-        store.approval_reason("w1", &a1).unwrap(),
-        "side effect remote_mutation is require_approval by policy"
-    );
-    assert_eq!(
-        store.approval_reason("w2", "w2-a2").unwrap(),
-        "",
-        "no approval.requested names it"
-    );
-    assert!(matches!(
-        store.approval_reason("w1", "nope").unwrap_err(),
-        StoreError::NotFound { .. }
-    ));
-    // A run no longer waiting is not listed.
-    raw_exec(&db, "UPDATE runs SET status='CANCELLED' WHERE id='w1'");
-    assert!(!store.pending_approval_ids().unwrap().contains_key("w1"));
-}
-
-#[test]
-fn store_undecodable_text_and_times_never_fail_a_read() {
-    let dir = tempdir();
-    let db = dir.path().join("d.db");
-    let store = Store::open(&db).unwrap();
-    runs::waiting_run(&store, "r", t0());
-    raw_exec(
-        &db,
-        "UPDATE runs SET goal=CAST(X'41FF42' AS TEXT), finished_at='yesterday', limits_json='{'; \
-         UPDATE approvals SET created_at='soon', note=CAST(X'FE' AS TEXT); \
-         UPDATE steps SET observation_json='[1' WHERE idx=0; UPDATE events SET at='later' WHERE seq=2;",
-    );
-    let run = store.get_run("r").unwrap();
-    assert_eq!(run.goal, "A\u{fffd}B");
-    assert_eq!(run.raw_invalid, vec![("goal", vec![0x41, 0xff, 0x42])]);
-    assert!(
-        run.decode_error
-            .starts_with("goal: not valid UTF-8; finished_at: parsing time \"yesterday\""),
-        "{}",
-        run.decode_error
-    );
-    assert!(run.decode_error.contains("; limits: "));
-    assert_eq!(run.finished_at, Timestamp::ZERO);
-    let a = &store.list_approvals("r").unwrap()[0];
-    assert!(
-        a.decode_error
-            .starts_with("created_at: parsing time \"soon\""),
-        "{}",
-        a.decode_error
-    );
-    assert!(
-        a.decode_error.ends_with("note: not valid UTF-8"),
-        "{}",
-        a.decode_error
-    );
-    assert!(a.request.is_some());
-    let s0 = &store.list_steps("r").unwrap()[0];
-    assert!(
-        s0.decode_error.starts_with("observation: "),
-        "{}",
-        s0.decode_error
-    );
-    let e = &store.list_events_page("r", 10, 0).unwrap().items[1];
-    assert_eq!((e.at, e.at_text.as_str()), (Timestamp::ZERO, "later"));
-    assert!(e.decode_error.starts_with("at: "));
-    assert_eq!(
-        store.list_runs_page(10, 0).unwrap().items[0].decode_error,
-        run.decode_error
-    );
-}
-
-#[test]
 fn store_usage_totals_saturate_rather_than_wrap() {
     let dir = tempdir();
     let store = Store::open(dir.path().join("u.db")).unwrap();
@@ -529,45 +327,6 @@ fn verify_events_concurrent_writers_keep_the_chain() {
 }
 
 #[test]
-fn store_data_version_moves_when_another_connection_commits() {
-    let dir = tempdir();
-    let db = dir.path().join("dv.db");
-    let writer = Store::open(&db).unwrap();
-    let reader = Store::open_existing(&db, true).unwrap();
-    let v0 = reader.data_version().unwrap();
-    assert_eq!(reader.data_version().unwrap(), v0);
-    runs::create(&writer, "r", "g", t0());
-    assert_ne!(reader.data_version().unwrap(), v0);
-    assert_eq!(reader.get_run("r").unwrap().status, RunStatus::Running);
-    let err = reader.write(|_| Ok::<_, StoreError>(())).unwrap_err();
-    assert!(err.to_string().contains("opened read-only"), "{err}");
-}
-
-#[test]
-fn approval_json_omits_zero_times() {
-    let dir = tempdir();
-    let db = dir.path().join("j.db");
-    let store = Store::open(&db).unwrap();
-    let (aid, hash) = runs::waiting_run(&store, "r", t0());
-    let a = store.get_approval("r", &aid).unwrap();
-    let json = String::from_utf8(a.to_go_json().unwrap()).unwrap();
-    let cap = r#"{"args":{"amount":800,"order":"o1"},"tool":"refund"}"#;
-    assert_eq!(
-        json,
-        format!(
-            r#"{{"id":"{aid}","run_id":"r","step_id":"r-s1","kind":"remote_mutation","capability":{cap},"presentation":{cap},"request":{},"hash":"{hash}","status":"pending","created_at":"2026-10-01T09:00:00.5Z","expires_at":"2026-10-01T10:00:00.5Z"}}"#,
-            a.request_json
-        )
-    );
-    raw_exec(&db, "UPDATE approvals SET expires_at='', request_json='{'");
-    let a = store.get_approval("r", &aid).unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&a.to_go_json().unwrap()).unwrap();
-    assert!(v.get("expires_at").is_none() && v.get("decided_at").is_none());
-    assert_eq!(v["request"]["args"], serde_json::Value::Null);
-    assert!(v["decode_error"].as_str().unwrap().starts_with("request: "));
-}
-
-#[test]
 fn store_read_then_write_transaction_waits_for_the_writer() {
     // Every write transaction takes the write lock up front, so read-modify-write
     // transactions from separate connections serialise: no lost update, no SQLITE_BUSY.
@@ -640,4 +399,28 @@ fn store_locked_database_is_a_typed_error() {
     );
     holder.execute_batch("ROLLBACK").unwrap();
     countersign::runtime::operator::approve(&store, "r", &aid, "alice", "", t0()).unwrap();
+}
+
+#[test]
+fn store_extreme_seqs_are_errors_not_panics() {
+    let dir = tempdir();
+    let db = dir.path().join("x.db");
+    let store = Store::open(&db).unwrap();
+    runs::create(&store, "r", "g", t0());
+    raw_exec(
+        &db,
+        "UPDATE events SET seq = 9223372036854775807 WHERE seq = 2",
+    );
+    let report = store.verify_events(0, 0).unwrap();
+    assert_eq!(
+        report.chain_break.unwrap().detail,
+        "seq 9223372036854775807 follows 1: an event is missing"
+    );
+    let err = store
+        .write(|tx| tx.append_event("r", "", &t0(), "run.note", b"{}"))
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("the event sequence is exhausted"),
+        "{err}"
+    );
 }

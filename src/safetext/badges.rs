@@ -113,12 +113,12 @@ impl Scanner {
                 | Gc::LetterNumber
                 | Gc::OtherNumber
         );
+        if !c.is_ascii() && is_lookalike(c, gc) {
+            self.badges.insert(Badge::Lookalike);
+        }
         if !wordish {
             self.word = None;
             return;
-        }
-        if !c.is_ascii() && is_lookalike(c, gc) {
-            self.badges.insert(Badge::Lookalike);
         }
         let ext = augmented(c);
         if ext.is_common() || ext.is_inherited() {

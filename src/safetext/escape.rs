@@ -246,6 +246,12 @@ pub(crate) fn decode_at(bytes: &[u8], pos: usize) -> Result<(char, usize), u8> {
     }
 }
 
+/// Whether a variation selector after `base` may select a visible variant: after non-ASCII
+/// characters (emoji, CJK ideographs) and the keycap bases `0-9 # *`.
+fn selects_variation(base: Option<char>) -> bool {
+    base.is_some_and(|b| !b.is_ascii() || b.is_ascii_digit() || b == '#' || b == '*')
+}
+
 /// A token of escaped output.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Token {
@@ -273,8 +279,9 @@ pub(crate) struct Escaper<'a> {
     input: &'a [u8],
     pos: usize,
     opts: Options,
-    /// The last token was a kept character a combining mark may attach to.
-    after_base: bool,
+    /// The kept character a combining mark may attach to (`None` at the start of a field,
+    /// after an escape or a line break).
+    base: Option<char>,
     /// Marks kept since that base.
     run: usize,
     /// Marks dropped since that base (pending marker) and where they started.
@@ -296,7 +303,7 @@ impl<'a> Escaper<'a> {
             input,
             pos,
             opts,
-            after_base: false,
+            base: None,
             run: 0,
             cut: 0,
             cut_start: pos,
@@ -342,7 +349,7 @@ impl Iterator for Escaper<'_> {
             let start = self.pos;
             let (token, len) = match decode_at(self.input, start) {
                 Err(b) => {
-                    self.after_base = false;
+                    self.base = None;
                     self.run = 0;
                     (Some(Token::Esc(Esc::Byte(b), Reason::InvalidUtf8)), 1)
                 }
@@ -371,21 +378,27 @@ impl Escaper<'_> {
     fn token_for(&mut self, c: char) -> Option<Token> {
         match classify(c, &self.opts) {
             Class::Keep => {
-                self.after_base = true;
+                self.base = Some(c);
                 self.run = 0;
                 Some(Token::Text(c))
             }
             Class::LineBreak => {
-                self.after_base = false;
+                self.base = None;
                 self.run = 0;
                 Some(Token::LineBreak)
             }
             Class::Escape(esc, reason) => {
-                self.after_base = false;
+                self.base = None;
                 self.run = 0;
                 Some(Token::Esc(esc, reason))
             }
-            Class::Mark if !self.after_base => Some(Token::Esc(Esc::Char(c), Reason::Mark)),
+            Class::Mark if self.base.is_none() => Some(Token::Esc(Esc::Char(c), Reason::Mark)),
+            Class::Mark if is_variation_selector(c) && !selects_variation(self.base) => {
+                // A selector after a plain ASCII letter or sign changes nothing visible.
+                self.base = None;
+                self.run = 0;
+                Some(Token::Esc(Esc::Char(c), Reason::Invisible))
+            }
             Class::Mark if self.run < self.opts.max_marks => {
                 self.run += 1;
                 Some(Token::Text(c))
@@ -399,7 +412,7 @@ impl Escaper<'_> {
                     None
                 }
                 Marks::EscapeExcess => {
-                    self.after_base = false;
+                    self.base = None;
                     Some(Token::Esc(Esc::Char(c), Reason::Mark))
                 }
             },

@@ -49,6 +49,8 @@ struct Atoms<'a> {
     esc: Escaper<'a>,
     run: String,
     run_start: usize,
+    /// The run length at which it is segmented next.
+    flush_at: usize,
     out: VecDeque<Atom>,
     done: bool,
 }
@@ -59,6 +61,7 @@ impl<'a> Atoms<'a> {
             esc,
             run: String::new(),
             run_start: 0,
+            flush_at: RUN_FLUSH_BYTES,
             out: VecDeque::new(),
             done: false,
         }
@@ -86,6 +89,7 @@ impl<'a> Atoms<'a> {
         }
         self.run.drain(..consumed);
         self.run_start += consumed;
+        self.flush_at = self.run.len() + RUN_FLUSH_BYTES;
     }
 
     fn push_item(&mut self, item: Item) {
@@ -124,7 +128,7 @@ impl Iterator for Atoms<'_> {
                         self.run_start = start;
                     }
                     self.run.push(c);
-                    if self.run.len() > RUN_FLUSH_BYTES {
+                    if self.run.len() > self.flush_at {
                         self.split_run(true);
                         if self.run.len() > MAX_GRAPHEME_BYTES {
                             self.split_run(false);
@@ -240,7 +244,7 @@ pub fn escape_cut(bytes: &[u8], opts: Options, max_width: usize) -> SafeText {
     let mut width = 0;
     let mut complete = true;
     while width <= max_width {
-        if atoms.examined() > head_cap {
+        if atoms.examined() > head_cap && atoms.examined() < bytes.len() {
             complete = false;
             break;
         }

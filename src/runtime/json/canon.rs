@@ -139,12 +139,14 @@ pub(super) fn write_str(out: &mut Vec<u8>, s: &[u8], esc: Escape) {
             i += 1;
             continue;
         }
-        if html && c == 0xe2 && s.get(i + 1) == Some(&0x80) {
-            if let Some(&last @ (0xa8 | 0xa9)) = s.get(i + 2) {
-                out.extend_from_slice(if last == 0xa8 { b"\\u2028" } else { b"\\u2029" });
-                i += 3;
-                continue;
-            }
+        if html
+            && c == 0xe2
+            && s.get(i + 1) == Some(&0x80)
+            && let Some(&last @ (0xa8 | 0xa9)) = s.get(i + 2)
+        {
+            out.extend_from_slice(if last == 0xa8 { b"\\u2028" } else { b"\\u2029" });
+            i += 3;
+            continue;
         }
         match rune_len(s.get(i..).unwrap_or_default()) {
             Some(n) => {

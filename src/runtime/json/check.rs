@@ -27,7 +27,7 @@ pub(super) fn check(raw: &[u8]) -> Result<Doc, JsonError> {
     Ok(doc)
 }
 
-/// 1. Depth: `[`/`{` outside strings (escape-aware), closers decrement. Needs no valid input.
+/// Check 1, depth: `[`/`{` outside strings (escape-aware), closers decrement. Needs no valid input.
 /// A stray closer may take the count below zero; it is not clamped (such input is refused as
 /// not valid JSON anyway, only the reason could differ).
 fn check_depth(raw: &[u8]) -> Result<(), JsonError> {
@@ -58,7 +58,7 @@ fn check_depth(raw: &[u8]) -> Result<(), JsonError> {
     Ok(())
 }
 
-/// 5. The token walk, in document order: a repeated key in one object, or a number nested in an
+/// Check 5, the token walk in document order: a repeated key in one object, or a number nested in an
 /// array/object that Go's `strconv.ParseFloat` would put outside float64 range (it decodes
 /// such tokens without `UseNumber`). A top-level number is not decoded by that walk.
 fn check_tokens(doc: &Doc, raw: &[u8]) -> Result<(), JsonError> {
@@ -121,7 +121,7 @@ fn out_of_float64_range(lit: &[u8]) -> bool {
         .is_none_or(f64::is_infinite)
 }
 
-/// 6. Every number literal, in document order: length first, then the exponent.
+/// Check 6, every number literal in document order: length first, then the exponent.
 fn check_numbers(doc: &Doc, raw: &[u8]) -> Result<(), JsonError> {
     for node in &doc.nodes {
         let Node::Num(r) = node else { continue };

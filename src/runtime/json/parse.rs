@@ -331,16 +331,16 @@ impl Parser<'_> {
             self.put_char(char::from_u32(r)?);
             return Some(());
         }
-        if r < 0xdc00 && self.raw.get(self.i..self.i + 2) == Some(b"\\u") {
-            if let Some(r2) = self
+        if r < 0xdc00
+            && self.raw.get(self.i..self.i + 2) == Some(b"\\u")
+            && let Some(r2) = self
                 .hex4(self.i + 2)
                 .filter(|r2| (0xdc00..0xe000).contains(r2))
-            {
-                let c = char::from_u32(0x10000 + ((r - 0xd800) << 10) + (r2 - 0xdc00))?;
-                self.i += 6;
-                self.put_char(c);
-                return Some(());
-            }
+        {
+            let c = char::from_u32(0x10000 + ((r - 0xd800) << 10) + (r2 - 0xdc00))?;
+            self.i += 6;
+            self.put_char(c);
+            return Some(());
         }
         if self.doc.first_unpaired.is_none() {
             let written = self.raw.get(at..at + 4)?;

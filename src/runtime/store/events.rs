@@ -147,12 +147,14 @@ pub(crate) fn verify(conn: &Connection, from: i64, to: i64) -> Result<ChainRepor
             return Ok(report);
         }
         for (seq, fields, stored) in page {
-            cursor = seq + 1;
+            // The last possible seq: nothing can follow it.
+            let last = seq == i64::MAX;
+            cursor = seq.saturating_add(1);
             let missing = match last_seq {
                 None if from == 1 && seq != 1 => {
                     Some(format!("the first event is seq {seq}: an event is missing"))
                 }
-                Some(l) if seq != l + 1 => {
+                Some(l) if l.checked_add(1) != Some(seq) => {
                     Some(format!("seq {seq} follows {l}: an event is missing"))
                 }
                 _ => None,
@@ -209,6 +211,9 @@ pub(crate) fn verify(conn: &Connection, from: i64, to: i64) -> Result<ChainRepor
             }
             prev = stored;
             last_seq = Some(seq);
+            if last {
+                return Ok(report);
+            }
         }
     }
 }

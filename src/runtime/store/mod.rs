@@ -8,12 +8,15 @@
 
 mod error;
 mod events;
+mod filters;
+mod lease;
 mod open;
 mod pages;
 mod reads;
 mod rows;
 mod schema;
 mod tx;
+mod writes;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
@@ -22,10 +25,12 @@ use rusqlite::Connection;
 
 pub use error::{SCHEMA_VERSION, StoreError, go_file_mode, is_locked};
 pub use events::{ChainBreak, ChainReport};
+pub use lease::LeaseHandle;
 pub use open::ConnectionSettings;
 pub use pages::{MAX_PAGE_TEXT, Page};
 pub use schema::{DEFAULT_LEASE_TTL_NS, MIGRATIONS, PRE_LEASE_OWNER, SCHEMA_MIGRATIONS_DDL};
-pub use tx::{LeaseHandle, NewApproval, NewModelCall, NewRun, StepUpdate, Transition, Tx};
+pub use tx::{Transition, Tx};
+pub use writes::{NewApproval, NewModelCall, NewRun, StepUpdate};
 
 use crate::runtime::types::Timestamp;
 use error::Ctx;

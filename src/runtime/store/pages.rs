@@ -40,7 +40,7 @@ fn jfield(c: &str, path: &str) -> String {
     format!("COALESCE(substr(json_extract({c}, '{path}'),1,{MAX_PAGE_TEXT}),'')")
 }
 
-fn check_page(what: &'static str, limit: i64, offset: i64) -> Result<(), StoreError> {
+pub(crate) fn check_page(what: &'static str, limit: i64, offset: i64) -> Result<(), StoreError> {
     if limit <= 0 || offset < 0 {
         return Err(StoreError::InvalidPage {
             what,
@@ -51,7 +51,7 @@ fn check_page(what: &'static str, limit: i64, offset: i64) -> Result<(), StoreEr
     Ok(())
 }
 
-fn run_select() -> String {
+pub(crate) fn run_select() -> String {
     let text = |c: &str| tc(c);
     format!(
         "SELECT {}, {}, {}, {}, {}, CASE WHEN length(limits_json) > {MAX_PAGE_TEXT} THEN '' ELSE limits_json END, \
@@ -195,14 +195,18 @@ fn join_note(acc: &mut String, note: String) {
     acc.push_str(&note);
 }
 
-fn count(conn: &Connection, sql: &str, args: &[&dyn rusqlite::ToSql]) -> Result<i64, StoreError> {
+pub(crate) fn count(
+    conn: &Connection,
+    sql: &str,
+    args: &[&dyn rusqlite::ToSql],
+) -> Result<i64, StoreError> {
     conn.prepare_cached(sql)
         .ctx("count")?
         .query_row(args, |r| r.get(0))
         .ctx("count")
 }
 
-fn query<T>(
+pub(crate) fn query<T>(
     conn: &Connection,
     sql: &str,
     args: &[&dyn rusqlite::ToSql],

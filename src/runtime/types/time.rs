@@ -335,4 +335,24 @@ mod tests {
         assert_eq!(t.add_nanos(1).sub(&t), 1);
         assert_eq!(t.unix_secs(), 1_790_845_200);
     }
+
+    proptest::proptest! {
+        #[test]
+        fn format_then_parse_is_identity(secs in 0i64..253_402_300_799, nanos in 0u32..1_000_000_000) {
+            let t = Timestamp::from_unix(secs - 62_135_596_800, nanos);
+            proptest::prop_assert_eq!(Timestamp::parse(&t.format_always()).unwrap(), t);
+        }
+
+        #[test]
+        fn parse_never_panics(s in "\\PC{0,40}") {
+            let _ = Timestamp::parse(&s);
+        }
+
+        #[test]
+        fn parse_never_panics_on_near_misses(s in "[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]{0,12})?(Z|[+-][0-9]{2}:[0-9]{2})?") {
+            if let Ok(t) = Timestamp::parse(&s) {
+                proptest::prop_assert_eq!(Timestamp::parse(&t.to_rfc3339()).unwrap_or(Timestamp::ZERO), t);
+            }
+        }
+    }
 }

@@ -1,0 +1,186 @@
+//! The command line: every flag and argument, validated before the database is touched.
+
+use clap::{Args, Parser, Subcommand};
+
+/// countersign: review and decide what AI agents want to do, over an agentrt run database.
+///
+/// With no command, the interactive review console opens on the database.
+#[derive(Debug, Parser)]
+#[command(
+    name = "countersign",
+    version,
+    about,
+    long_about = None,
+    after_help = "The database comes from --db, else COUNTERSIGN_DB, else AGENTRT_DB.\n\
+Exit codes: 0 done, 1 refused or failed, 2 usage."
+)]
+pub struct Cli {
+    /// The run database (else $COUNTERSIGN_DB, else $AGENTRT_DB).
+    #[arg(long, global = true, value_name = "PATH")]
+    pub db: Option<std::path::PathBuf>,
+
+    /// Print JSON instead of text (stored values, unsanitised, as JSON).
+    #[arg(long, global = true)]
+    pub json: bool,
+
+    /// Console only: open the database read-only; actions are off.
+    #[arg(long)]
+    pub read_only: bool,
+
+    /// Console only: who decides (else $COUNTERSIGN_BY, else $USER).
+    #[arg(long, value_name = "WHO")]
+    pub by: Option<String>,
+
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// List runs, newest first.
+    Runs(RunsArgs),
+    /// Show a run: its usage and lease, every pending approval in full, then its steps.
+    Show(PageArgsWithRun),
+    /// Print a run's audit trail (JSON Lines with --json).
+    Events(PageArgsWithRun),
+    /// Grant a run's pending approval after printing it in full.
+    Approve(DecideArgs),
+    /// Refuse a run's pending approval (cancels the run); --note is required.
+    Reject(DecideArgs),
+    /// End a run that is not finished; --note is required.
+    Cancel(CancelArgs),
+    /// Resume a run whose tools this build registers (the example consumer's).
+    Resume(RunArg),
+    /// Check the hash chain over every run's events.
+    Verify(VerifyArgs),
+    /// Write a demo database of the example consumer and open the console on it.
+    Demo(DemoArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RunsArgs {
+    /// Only runs in this status (RUNNING, WAITING_FOR_APPROVAL, COMPLETED, FAILED, CANCELLED, INTERRUPTED).
+    #[arg(long, value_name = "STATUS", value_parser = parse_status)]
+    pub status: Option<String>,
+    /// How many runs to print; 0 prints every run, page by page.
+    #[arg(long, default_value_t = 100, value_name = "N")]
+    pub limit: u32,
+    /// How many runs to skip.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub offset: u32,
+}
+
+#[derive(Debug, Args)]
+pub struct PageArgsWithRun {
+    /// The run id.
+    #[arg(value_name = "RUN", value_parser = parse_id)]
+    pub run: String,
+    /// How many rows to print; 0 prints all, page by page.
+    #[arg(long, default_value_t = 500, value_name = "N")]
+    pub limit: u32,
+    /// How many rows to skip.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub offset: u32,
+}
+
+#[derive(Debug, Args)]
+pub struct DecideArgs {
+    /// The run id.
+    #[arg(value_name = "RUN", value_parser = parse_id)]
+    pub run: String,
+    /// The approval to decide (naming it is consent); needed when the run has several.
+    #[arg(long, value_name = "ID", value_parser = parse_id)]
+    pub approval: Option<String>,
+    /// Decide without asking.
+    #[arg(long)]
+    pub yes: bool,
+    /// Who decides (else $COUNTERSIGN_BY, else $USER; never empty).
+    #[arg(long, value_name = "WHO")]
+    pub by: Option<String>,
+    /// A note recorded with the decision (required for reject).
+    #[arg(long, value_name = "TEXT")]
+    pub note: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct CancelArgs {
+    /// The run id.
+    #[arg(value_name = "RUN", value_parser = parse_id)]
+    pub run: String,
+    /// Who cancels (else $COUNTERSIGN_BY, else $USER; never empty).
+    #[arg(long, value_name = "WHO")]
+    pub by: Option<String>,
+    /// Why the run is cancelled (required).
+    #[arg(long, value_name = "TEXT")]
+    pub note: String,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArg {
+    /// The run id.
+    #[arg(value_name = "RUN", value_parser = parse_id)]
+    pub run: String,
+}
+
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// First seq to check (chains from the stored hash of the event before it).
+    #[arg(long, default_value_t = 0, value_name = "SEQ")]
+    pub from: u64,
+    /// Last seq to check (0: the head as read when verify starts).
+    #[arg(long, default_value_t = 0, value_name = "SEQ")]
+    pub to: u64,
+    /// A head kept from an earlier verify, as SEQ:HASH; the chain must still reach it.
+    #[arg(long, value_name = "SEQ:HASH", value_parser = parse_head)]
+    pub head: Option<(u64, String)>,
+}
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Print where the demo was written and what to try instead of opening the console.
+    #[arg(long)]
+    pub no_tui: bool,
+}
+
+fn parse_id(s: &str) -> Result<String, String> {
+    if s.is_empty() {
+        return Err("an id cannot be empty".into());
+    }
+    if s.starts_with('-') {
+        return Err(format!("{s:?} looks like a flag, not an id"));
+    }
+    Ok(s.to_string())
+}
+
+fn parse_status(s: &str) -> Result<String, String> {
+    const KNOWN: [&str; 6] = [
+        "RUNNING",
+        "WAITING_FOR_APPROVAL",
+        "INTERRUPTED",
+        "COMPLETED",
+        "FAILED",
+        "CANCELLED",
+    ];
+    let up = s.to_ascii_uppercase();
+    if KNOWN.contains(&up.as_str()) {
+        Ok(up)
+    } else {
+        Err(format!("unknown status; one of {}", KNOWN.join(", ")))
+    }
+}
+
+fn parse_head(s: &str) -> Result<(u64, String), String> {
+    let (seq, hash) = s
+        .split_once(':')
+        .ok_or_else(|| "expected SEQ:HASH, e.g. 42:ab12...".to_string())?;
+    let seq: u64 = seq
+        .parse()
+        .map_err(|_| format!("{seq:?} is not a sequence number"))?;
+    if seq == 0 {
+        return Err("the kept head's seq starts at 1".into());
+    }
+    if hash.is_empty() {
+        return Err("the kept head's hash is empty".into());
+    }
+    Ok((seq, hash.to_string()))
+}

@@ -1,0 +1,228 @@
+//! `approve` / `reject` / `cancel`: print the approval in full, get consent, then decide bound
+//! to the hash of exactly what was printed.
+
+use std::io::{BufRead, IsTerminal};
+use std::path::Path;
+
+use serde_json::json;
+
+use super::CommandError;
+use super::approval;
+use super::cli::{CancelArgs, DecideArgs};
+use super::events::event_line;
+use super::open::open;
+use super::out::{Out, Raws, approval_json, summary_json};
+use super::text::clean;
+use crate::runtime::operator::{self, OperatorError, SelectError};
+use crate::runtime::types::{Event, RunStatus, Timestamp};
+
+/// Approve or reject.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verb {
+    Approve,
+    Reject,
+}
+
+impl Verb {
+    fn name(self) -> &'static str {
+        match self {
+            Verb::Approve => "approve",
+            Verb::Reject => "reject",
+        }
+    }
+}
+
+/// Whether a person can be asked: stdin is a terminal (so `/dev/null`, a file or a pipe is not).
+pub fn interactive() -> bool {
+    std::io::stdin().is_terminal()
+}
+
+/// The consent rule, checked before the database is opened: naming the approval or `--yes` is
+/// consent; otherwise a person must be there to type `y`.
+pub fn check_consent(verb: Verb, a: &DecideArgs, json_out: bool) -> Result<(), CommandError> {
+    if a.approval.is_some() || a.yes || (interactive() && !json_out) {
+        return Ok(());
+    }
+    Err(CommandError::Usage(format!(
+        "{0}: refusing without --approval, --yes, or an interactive terminal to confirm at; pass --approval <id> or --yes",
+        verb.name()
+    )))
+}
+
+pub fn run(
+    db: &Path,
+    json_out: bool,
+    verb: Verb,
+    a: &DecideArgs,
+    by: &str,
+    out: &mut Out,
+) -> Result<(), CommandError> {
+    let name = verb.name();
+    let store = open(db, true)?;
+    let ap = operator::pending_approval(&store, &a.run, a.approval.as_deref()).map_err(|e| {
+        CommandError::Failed(format!("{name}: {}", select_message(&store, &a.run, &e)))
+    })?;
+    if !json_out {
+        let reason = store.approval_reason(&a.run, &ap.id).unwrap_or_default();
+        let (text, shown) = approval::render(&ap, db, &reason);
+        out.raw(&text)?;
+        if shown.cut > 0 || shown.escapes > 0 {
+            out.line(&format!(
+                "note: {} field(s) above were cut head-and-tail and {} escape(s) are shown; `countersign --db ... show {}` prints the same, the console shows every field whole",
+                shown.cut,
+                shown.escapes,
+                clean(&a.run, 64)
+            ))?;
+        }
+    }
+    if a.approval.is_none() && !a.yes {
+        out.raw(&format!(
+            "{name} approval {} of run {}? [y/N] ",
+            clean(&ap.id, 64),
+            clean(&a.run, 64)
+        ))?;
+        out.flush()?;
+        let mut line = String::new();
+        let n = std::io::stdin()
+            .lock()
+            .read_line(&mut line)
+            .map_err(|e| CommandError::Failed(format!("{name}: reading the answer: {e}")))?;
+        if n == 0 {
+            return Err(CommandError::Usage(format!(
+                "{name}: no answer was typed; pass --approval <id> or --yes"
+            )));
+        }
+        let answer = line.trim().to_ascii_lowercase();
+        if answer != "y" && answer != "yes" {
+            return Err(CommandError::Failed(format!(
+                "{name}: declined at the prompt"
+            )));
+        }
+    }
+    let note = a.note.as_deref().unwrap_or("");
+    let now = Timestamp::now();
+    let decided = match verb {
+        Verb::Approve => operator::approve_shown(&store, &a.run, &ap.id, &ap.hash, by, note, now),
+        Verb::Reject => operator::reject_shown(&store, &a.run, &ap.id, &ap.hash, by, note, now),
+    }
+    .map_err(|e| decide_error(name, &ap.id, e))?;
+    trace(&decided.events);
+    if json_out {
+        let mut raws = Raws::default();
+        let doc = json!({
+            "run": summary_json(&decided.run, ""),
+            "approval": approval_json(&decided.approval, &mut raws),
+        });
+        return out.json(&doc, &raws);
+    }
+    out.line(&format!(
+        "approval {}: {} by {}",
+        clean(&decided.approval.id, 64),
+        decided.approval.status.as_str(),
+        clean(by, 200)
+    ))?;
+    out.line(&run_line(
+        &decided.run.id,
+        &decided.run.status,
+        &decided.run.reason,
+    ))?;
+    if verb == Verb::Approve && decided.run.status == RunStatus::WaitingForApproval {
+        out.line(&format!(
+            "the run stays waiting until it is resumed: countersign --db ... resume {}",
+            clean(&decided.run.id, 64)
+        ))?;
+    }
+    Ok(())
+}
+
+pub fn cancel(
+    db: &Path,
+    json_out: bool,
+    a: &CancelArgs,
+    by: &str,
+    out: &mut Out,
+) -> Result<(), CommandError> {
+    let store = open(db, true)?;
+    let done =
+        operator::cancel(&store, &a.run, by, &a.note, Timestamp::now()).map_err(|e| match e {
+            OperatorError::RunFinished { .. } => CommandError::Failed(format!(
+                "run is already finished: {}",
+                clean(&e.to_string(), 4000)
+            )),
+            other => CommandError::Failed(clean(&other.to_string(), 4000)),
+        })?;
+    trace(&done.events);
+    if json_out {
+        return out.json(
+            &json!({"run": summary_json(&done.run, "")}),
+            &Raws::default(),
+        );
+    }
+    out.line(&run_line(&done.run.id, &done.run.status, &done.run.reason))
+}
+
+fn run_line(id: &str, status: &RunStatus, reason: &str) -> String {
+    let mut s = format!("run {}: {}", clean(id, 64), status.as_str());
+    if !reason.is_empty() {
+        s.push_str(&format!(" ({})", clean(reason, 64)));
+    }
+    s
+}
+
+/// The decision's events, one escaped line each, on stderr (stdout stays the report).
+fn trace(events: &[Event]) {
+    for e in events {
+        eprintln!("{}", event_line(e));
+    }
+}
+
+/// Why no approval was selected; an already decided one says by whom, how and when.
+fn select_message(store: &crate::runtime::store::Store, run: &str, e: &SelectError) -> String {
+    if let SelectError::NotPending { approval_id, .. } = e
+        && let Ok(a) = store.get_approval(run, approval_id)
+    {
+        let mut s = format!(
+            "approval {} is already {}",
+            clean(&a.id, 64),
+            a.status.as_str()
+        );
+        if !a.decided_by.is_empty() {
+            s.push_str(&format!(" by {}", clean(&a.decided_by, 200)));
+        }
+        if !a.decided_at.is_zero() {
+            s.push_str(&format!(" at {}", super::text::stamp(&a.decided_at)));
+        }
+        if !a.note.is_empty() {
+            s.push_str(&format!(" ({})", clean(&a.note, 400)));
+        }
+        return s;
+    }
+    clean(&e.to_string(), 4000)
+}
+
+fn decide_error(name: &str, approval_id: &str, e: OperatorError) -> CommandError {
+    let text = match &e {
+        OperatorError::Changed { .. } => format!(
+            "{name}: approval {} changed after it was shown; run the command again and read it before deciding",
+            clean(approval_id, 64)
+        ),
+        OperatorError::NotPending { .. } => {
+            format!(
+                "approval is already decided: {}",
+                clean(&e.to_string(), 4000)
+            )
+        }
+        OperatorError::Expired { .. } => format!(
+            "approval expired before it was decided, so the run is cancelled: {}",
+            clean(&e.to_string(), 4000)
+        ),
+        OperatorError::RunNotWaiting { .. } => {
+            format!(
+                "run is not waiting for approval: {}",
+                clean(&e.to_string(), 4000)
+            )
+        }
+        _ => clean(&e.to_string(), 4000),
+    };
+    CommandError::Failed(text)
+}

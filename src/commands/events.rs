@@ -1,0 +1,90 @@
+//! `events <run>`: the audit trail, as text lines or JSON Lines, one bounded page at a time.
+
+use serde_json::{Value, json};
+
+use super::CommandError;
+use super::cli::PageArgsWithRun;
+use super::open::{fail, open};
+use super::out::{Out, Raws};
+use super::text::{clean, stamp_ms};
+use crate::runtime::types::Event;
+
+const PAGE: i64 = 500;
+/// Payload text cap in text mode (bytes of escaped text, cut head-and-tail).
+const PAYLOAD_TEXT: usize = 8000;
+
+pub fn run(
+    db: &std::path::Path,
+    json_out: bool,
+    a: &PageArgsWithRun,
+    out: &mut Out,
+) -> Result<(), CommandError> {
+    let store = open(db, false)?;
+    let r = store.get_run_capped(&a.run).map_err(fail)?;
+    let all = a.limit == 0;
+    let limit = if all { PAGE } else { a.limit as i64 };
+    let mut offset = a.offset as i64;
+    loop {
+        let page = store.list_events_page(&r.id, limit, offset).map_err(fail)?;
+        let shown = page.items.len() as i64;
+        for e in &page.items {
+            if json_out {
+                let mut raws = Raws::default();
+                let v = event_json(e, &mut raws);
+                out.jsonl(&v, &raws)?;
+            } else {
+                out.line(&event_line(e))?;
+            }
+        }
+        offset += shown;
+        let more = offset < page.total;
+        if all && shown > 0 && more {
+            continue;
+        }
+        if more {
+            if json_out {
+                let meta = json!({"meta": true, "truncated": true, "total": page.total, "returned": shown, "offset": a.offset});
+                out.jsonl(&meta, &Raws::default())?;
+            } else {
+                out.line(&format!(
+                    "... {} more event(s); rerun with --offset {offset} to see them (showing {shown} of {})",
+                    page.total - offset,
+                    page.total
+                ))?;
+            }
+        }
+        return Ok(());
+    }
+}
+
+/// `<local time>  <type padded to 22> <payload, escaped>`.
+pub fn event_line(e: &Event) -> String {
+    let kind = clean(&e.kind, 60);
+    let pad = 22usize.saturating_sub(unicode_width::UnicodeWidthStr::width(kind.as_str()));
+    format!(
+        "{}  {kind}{} {}",
+        stamp_ms(&e.at),
+        " ".repeat(pad),
+        clean(&e.payload, PAYLOAD_TEXT)
+    )
+}
+
+/// One JSON Lines record: the stored values, unsanitised; a payload that is not JSON is
+/// emitted as a string with `invalid_payload: true`, never dropped.
+pub fn event_json(e: &Event, raws: &mut Raws) -> Value {
+    let mut m = serde_json::Map::new();
+    m.insert("seq".into(), json!(e.seq));
+    m.insert("run_id".into(), json!(e.run_id));
+    if !e.step_id.is_empty() {
+        m.insert("step_id".into(), json!(e.step_id));
+    }
+    m.insert("at".into(), json!(e.at_text));
+    m.insert("type".into(), json!(e.kind));
+    let payload = raws.slot(&e.payload);
+    let invalid = matches!(&payload, Value::String(s) if !s.starts_with('\u{0}'));
+    m.insert("payload".into(), payload);
+    if invalid {
+        m.insert("invalid_payload".into(), json!(true));
+    }
+    Value::Object(m)
+}

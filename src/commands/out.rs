@@ -1,0 +1,169 @@
+//! Where command output goes, and the JSON shapes shared by several commands.
+
+use std::io::Write;
+
+use serde_json::{Map, Value, json};
+
+use super::CommandError;
+use crate::runtime::types::{Approval, Run, Timestamp};
+
+/// Standard output (or a buffer in tests). A failed write is an error (exit 1), so a reader
+/// that went away never makes the command claim success.
+pub struct Out {
+    w: Box<dyn Write>,
+}
+
+impl Out {
+    pub fn stdout() -> Out {
+        Out {
+            w: Box::new(std::io::BufWriter::new(std::io::stdout())),
+        }
+    }
+
+    pub fn raw(&mut self, s: &str) -> Result<(), CommandError> {
+        self.w
+            .write_all(s.as_bytes())
+            .map_err(|e| CommandError::Failed(format!("writing output: {e}")))
+    }
+
+    pub fn line(&mut self, s: &str) -> Result<(), CommandError> {
+        self.raw(s)?;
+        self.raw("\n")
+    }
+
+    /// One JSON document, indented.
+    pub fn json(&mut self, v: &Value, raws: &Raws) -> Result<(), CommandError> {
+        let s = raws.render(v, true)?;
+        self.line(&s)
+    }
+
+    /// One compact JSON line (JSON Lines).
+    pub fn jsonl(&mut self, v: &Value, raws: &Raws) -> Result<(), CommandError> {
+        let s = raws.render(v, false)?;
+        self.line(&s)
+    }
+
+    pub fn flush(&mut self) -> Result<(), CommandError> {
+        self.w
+            .flush()
+            .map_err(|e| CommandError::Failed(format!("writing output: {e}")))
+    }
+}
+
+/// RFC 3339 text, or nothing for the zero time.
+fn time_field(m: &mut Map<String, Value>, key: &str, t: &Timestamp) {
+    if !t.is_zero() {
+        m.insert(key.into(), json!(t.to_rfc3339()));
+    }
+}
+
+/// A run as `runs --json` and `show --json` print it (agentrt's RunSummary, spec 13).
+pub fn summary_json(r: &Run, pending_approval_id: &str) -> Value {
+    let mut m = Map::new();
+    m.insert("id".into(), json!(r.id));
+    m.insert("goal".into(), json!(r.goal));
+    m.insert("status".into(), json!(r.status.as_str()));
+    if !r.reason.is_empty() {
+        m.insert("reason".into(), json!(r.reason));
+    }
+    if !r.reason_detail.is_empty() {
+        m.insert("reason_detail".into(), json!(r.reason_detail));
+    }
+    m.insert("steps".into(), json!(r.step_count));
+    m.insert("created_at".into(), json!(r.created_at.to_rfc3339()));
+    time_field(&mut m, "finished_at", &r.finished_at);
+    if !pending_approval_id.is_empty() {
+        m.insert("pending_approval_id".into(), json!(pending_approval_id));
+    }
+    if r.model_calls != 0 {
+        m.insert("model_calls".into(), json!(r.model_calls));
+    }
+    if r.input_tokens != 0 || r.output_tokens != 0 || r.cached_input_tokens != 0 {
+        let mut u = Map::new();
+        u.insert("input_tokens".into(), json!(r.input_tokens));
+        u.insert("output_tokens".into(), json!(r.output_tokens));
+        if r.cached_input_tokens != 0 {
+            u.insert("cached_input_tokens".into(), json!(r.cached_input_tokens));
+        }
+        m.insert("usage".into(), Value::Object(u));
+    }
+    if r.estimated_cost_micros != 0 {
+        m.insert(
+            "estimated_cost_micros".into(),
+            json!(r.estimated_cost_micros),
+        );
+    }
+    if !r.lease_owner.is_empty() {
+        m.insert("lease_owner".into(), json!(r.lease_owner));
+        time_field(&mut m, "lease_expires_at", &r.lease_expires_at);
+    }
+    if !r.decode_error.is_empty() {
+        m.insert("decode_error".into(), json!(r.decode_error));
+    }
+    Value::Object(m)
+}
+
+/// Stored JSON kept exactly as stored (number literals and key order included) inside a
+/// document built as a `Value`: the value holds a placeholder that [`Raws::render`] replaces.
+#[derive(Default)]
+pub struct Raws {
+    texts: Vec<String>,
+}
+
+impl Raws {
+    /// A slot for stored JSON text; text that is not valid JSON stays a string (nothing is
+    /// dropped), and empty text is `{}`.
+    pub fn slot(&mut self, text: &str) -> Value {
+        let text = if text.is_empty() { "{}" } else { text };
+        if serde_json::from_str::<serde::de::IgnoredAny>(text).is_err() {
+            return Value::String(text.to_string());
+        }
+        self.texts.push(text.to_string());
+        Value::String(format!(
+            "\u{0}countersign-raw-{}\u{0}",
+            self.texts.len() - 1
+        ))
+    }
+
+    /// The document as text, placeholders replaced by the stored JSON.
+    pub fn render(&self, doc: &Value, pretty: bool) -> Result<String, CommandError> {
+        let enc = if pretty {
+            serde_json::to_string_pretty(doc)
+        } else {
+            serde_json::to_string(doc)
+        };
+        let mut s = enc.map_err(|e| CommandError::Failed(format!("encoding JSON: {e}")))?;
+        for (i, t) in self.texts.iter().enumerate() {
+            let needle = format!("\"\\u0000countersign-raw-{i}\\u0000\"");
+            s = s.replacen(&needle, t, 1);
+        }
+        Ok(s)
+    }
+}
+
+/// An approval as `--json` prints it (spec 2's Approval JSON).
+pub fn approval_json(a: &Approval, raws: &mut Raws) -> Value {
+    let mut m = Map::new();
+    m.insert("id".into(), json!(a.id));
+    m.insert("run_id".into(), json!(a.run_id));
+    m.insert("step_id".into(), json!(a.step_id));
+    m.insert("kind".into(), json!(a.kind));
+    m.insert("capability".into(), raws.slot(&a.capability));
+    m.insert("presentation".into(), raws.slot(&a.presentation));
+    m.insert("request".into(), raws.slot(&a.request_json));
+    m.insert("hash".into(), json!(a.hash));
+    m.insert("status".into(), json!(a.status.as_str()));
+    m.insert("created_at".into(), json!(a.created_at.to_rfc3339()));
+    time_field(&mut m, "expires_at", &a.expires_at);
+    time_field(&mut m, "decided_at", &a.decided_at);
+    if !a.decided_by.is_empty() {
+        m.insert("decided_by".into(), json!(a.decided_by));
+    }
+    if !a.note.is_empty() {
+        m.insert("note".into(), json!(a.note));
+    }
+    if !a.decode_error.is_empty() {
+        m.insert("decode_error".into(), json!(a.decode_error));
+    }
+    Value::Object(m)
+}

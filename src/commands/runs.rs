@@ -1,0 +1,103 @@
+//! `runs`: every run, newest first, one bounded page at a time.
+
+use serde_json::{Value, json};
+
+use super::CommandError;
+use super::cli::RunsArgs;
+use super::open::{fail, open};
+use super::out::{Out, summary_json};
+use super::text::{clean, dash, stamp, table};
+use crate::runtime::types::{Run, RunStatus};
+
+/// Rows read per page when `--limit 0` asks for everything.
+const PAGE: i64 = 500;
+
+pub fn run(
+    db: &std::path::Path,
+    json_out: bool,
+    a: &RunsArgs,
+    out: &mut Out,
+) -> Result<(), CommandError> {
+    let store = open(db, false)?;
+    let status = a.status.as_deref().unwrap_or("");
+    let mut offset = a.offset as i64;
+    let all = a.limit == 0;
+    let mut first = true;
+    loop {
+        let want = if all { PAGE } else { a.limit as i64 };
+        let page = store
+            .list_runs_page_by_status(status, want, offset)
+            .map_err(fail)?;
+        let waiting: Vec<String> = page
+            .items
+            .iter()
+            .filter(|r| r.status == RunStatus::WaitingForApproval)
+            .map(|r| r.id.clone())
+            .collect();
+        let waiting: Vec<&str> = waiting.iter().map(String::as_str).collect();
+        let pending = store.pending_approval_ids_of(&waiting, 2).map_err(fail)?;
+        let one_pending = |r: &Run| -> String {
+            match pending.get(&r.id) {
+                Some(ids) if ids.len() == 1 => ids[0].clone(),
+                _ => String::new(),
+            }
+        };
+        let shown = page.items.len() as i64;
+        if json_out {
+            let runs: Vec<Value> = page
+                .items
+                .iter()
+                .map(|r| summary_json(r, &one_pending(r)))
+                .collect();
+            let mut doc =
+                json!({"runs": runs, "total": page.total, "limit": a.limit, "offset": offset});
+            if !all && offset + shown < page.total {
+                doc["truncated"] = json!(true);
+            }
+            out.json(&doc, &Default::default())?;
+        } else {
+            if first && page.total == 0 {
+                out.line("no runs")?;
+                return Ok(());
+            }
+            let rows: Vec<Vec<String>> = page
+                .items
+                .iter()
+                .map(|r| {
+                    vec![
+                        clean(&r.id, 64),
+                        clean(r.status.as_str(), 32),
+                        dash(&r.reason, 32),
+                        r.step_count.to_string(),
+                        stamp(&r.created_at),
+                        dash(&one_pending(r), 64),
+                        clean(&r.goal, 60),
+                    ]
+                })
+                .collect();
+            let header = [
+                "RUN", "STATUS", "REASON", "STEPS", "CREATED", "APPROVAL", "GOAL",
+            ];
+            let t = table(&header, &rows);
+            if first {
+                out.raw(&t)?;
+            } else {
+                // Later pages: the rows only, aligned on their own.
+                out.raw(t.split_once('\n').map(|x| x.1).unwrap_or(""))?;
+            }
+            if !all && offset + shown < page.total {
+                let more = page.total - offset - shown;
+                out.line(&format!(
+                    "... {more} more run(s); rerun with --offset {} to see them (showing {shown} of {})",
+                    offset + shown,
+                    page.total
+                ))?;
+            }
+        }
+        first = false;
+        offset += shown;
+        if !all || shown == 0 || offset >= page.total {
+            return Ok(());
+        }
+    }
+}

@@ -1,0 +1,213 @@
+//! `show <run>`: the run, its usage and lease, every pending approval in full, then its steps.
+//! Reads one bounded page of steps and of pending approvals; totals come from COUNT.
+
+use serde_json::{Value, json};
+
+use super::CommandError;
+use super::approval;
+use super::cli::PageArgsWithRun;
+use super::open::{fail, open};
+use super::out::{Out, Raws, approval_json, summary_json};
+use super::text::{clean, dash, stamp, table};
+use crate::runtime::types::{Run, Step};
+
+const PAGE: i64 = 500;
+
+pub fn run(
+    db: &std::path::Path,
+    json_out: bool,
+    a: &PageArgsWithRun,
+    out: &mut Out,
+) -> Result<(), CommandError> {
+    let store = open(db, false)?;
+    let r = store.get_run_capped(&a.run).map_err(fail)?;
+    let limit = if a.limit == 0 { PAGE } else { a.limit as i64 };
+    let offset = a.offset as i64;
+    let pending = store
+        .list_approvals_page(&r.id, "pending", limit, offset)
+        .map_err(fail)?;
+    let waiting = r.status == crate::runtime::types::RunStatus::WaitingForApproval;
+    let one = if waiting && pending.total == 1 {
+        pending
+            .items
+            .first()
+            .map(|x| x.id.clone())
+            .unwrap_or_default()
+    } else {
+        String::new()
+    };
+    if json_out {
+        let mut raws = Raws::default();
+        let steps = store.list_steps_page(&r.id, limit, offset).map_err(fail)?;
+        let shown = steps.items.len() as i64;
+        let mut doc = json!({
+            "run": summary_json(&r, &one),
+            "steps": steps.items.iter().map(step_json).collect::<Vec<_>>(),
+            "steps_total": steps.total,
+        });
+        if offset + shown < steps.total {
+            doc["steps_truncated"] = json!(true);
+        }
+        if !pending.items.is_empty() {
+            doc["approvals"] = Value::Array(
+                pending
+                    .items
+                    .iter()
+                    .map(|x| approval_json(x, &mut raws))
+                    .collect(),
+            );
+        }
+        doc["approvals_total"] = json!(pending.total);
+        doc["limit"] = json!(a.limit);
+        doc["offset"] = json!(a.offset);
+        return out.json(&doc, &raws);
+    }
+    header(&r, out)?;
+    for ap in &pending.items {
+        let reason = store.approval_reason(&r.id, &ap.id).unwrap_or_default();
+        let (text, _) = approval::render(ap, db, &reason);
+        out.raw(&text)?;
+    }
+    let shown_pending = pending.items.len() as i64;
+    if offset + shown_pending < pending.total {
+        out.line(&format!(
+            "\n... {} more pending approval(s) not shown; rerun with --offset {} to see them",
+            pending.total - offset - shown_pending,
+            offset + shown_pending
+        ))?;
+    }
+    let mut off = offset;
+    let mut first = true;
+    loop {
+        let steps = store.list_steps_page(&r.id, limit, off).map_err(fail)?;
+        let shown = steps.items.len() as i64;
+        if shown > 0 {
+            let rows: Vec<Vec<String>> = steps.items.iter().map(step_row).collect();
+            let header = [
+                "STEP",
+                "TOOL",
+                "DECISION",
+                "STATUS",
+                "POLICY",
+                "OBSERVATION",
+                "SUMMARY",
+            ];
+            let t = table(&header, &rows);
+            if first {
+                out.raw("\n")?;
+                out.raw(&t)?;
+            } else {
+                out.raw(t.split_once('\n').map(|x| x.1).unwrap_or(""))?;
+            }
+            for s in steps.items.iter().filter(|s| !s.decode_error.is_empty()) {
+                out.line(&format!(
+                    "  step {} unread: {}",
+                    s.index,
+                    clean(&s.decode_error, 4000)
+                ))?;
+            }
+        }
+        first = false;
+        off += shown;
+        if a.limit != 0 || shown == 0 || off >= steps.total {
+            if a.limit != 0 && off < steps.total {
+                out.line(&format!(
+                    "... {} more step(s); rerun with --offset {off} to see them (showing {shown} of {})",
+                    steps.total - off,
+                    steps.total
+                ))?;
+            }
+            return Ok(());
+        }
+    }
+}
+
+fn header(r: &Run, out: &mut Out) -> Result<(), CommandError> {
+    out.line(&format!("run     {}", clean(&r.id, 200)))?;
+    out.line(&format!("goal    {}", clean(&r.goal, 4000)))?;
+    let mut status = clean(r.status.as_str(), 64);
+    if !r.reason.is_empty() {
+        status.push_str(&format!(" ({})", clean(&r.reason, 64)));
+    }
+    if !r.reason_detail.is_empty() {
+        status.push_str(&format!(": {}", clean(&r.reason_detail, 4000)));
+    }
+    out.line(&format!("status  {status}"))?;
+    out.line(&format!("steps   {}", r.step_count))?;
+    let mut created = format!("created {}", stamp(&r.created_at));
+    if !r.finished_at.is_zero() {
+        created.push_str(&format!("  finished {}", stamp(&r.finished_at)));
+    }
+    out.line(&created)?;
+    if r.model_calls != 0 {
+        out.line(&format!(
+            "model   {} call(s), {} in, {} out, estimated ${:.4}",
+            r.model_calls,
+            r.input_tokens,
+            r.output_tokens,
+            r.estimated_cost_micros as f64 / 1e6
+        ))?;
+    }
+    if !r.lease_owner.is_empty() {
+        out.line(&format!(
+            "lease   {} until {}",
+            clean(&r.lease_owner, 200),
+            stamp(&r.lease_expires_at)
+        ))?;
+    }
+    if !r.decode_error.is_empty() {
+        out.line(&format!("unread  {}", clean(&r.decode_error, 4000)))?;
+    }
+    Ok(())
+}
+
+fn step_row(s: &Step) -> Vec<String> {
+    let (tool, decision) = s
+        .decision
+        .as_ref()
+        .map(|d| (d.tool.as_str(), d.kind.as_str()))
+        .unwrap_or(("", ""));
+    let policy = s.policy.as_ref().map(|p| p.outcome.as_str()).unwrap_or("");
+    let (obs, summary) = s
+        .observation
+        .as_ref()
+        .map(|o| (o.kind.as_str(), o.summary.as_str()))
+        .unwrap_or(("", ""));
+    vec![
+        s.index.to_string(),
+        dash(tool, 40),
+        dash(decision, 20),
+        clean(s.status.as_str(), 20),
+        dash(policy, 20),
+        dash(obs, 20),
+        dash(summary, 60),
+    ]
+}
+
+fn step_json(s: &Step) -> Value {
+    let mut m = serde_json::Map::new();
+    m.insert("index".into(), json!(s.index));
+    m.insert("id".into(), json!(s.id));
+    if let Some(d) = &s.decision {
+        if !d.tool.is_empty() {
+            m.insert("tool".into(), json!(d.tool));
+        }
+        if !d.kind.is_empty() {
+            m.insert("decision".into(), json!(d.kind));
+        }
+    }
+    m.insert("status".into(), json!(s.status.as_str()));
+    if let Some(p) = &s.policy {
+        m.insert("policy".into(), json!(p.outcome));
+    }
+    if let Some(o) = &s.observation {
+        m.insert("observation".into(), json!(o.kind));
+        if !o.summary.is_empty() {
+            m.insert("summary".into(), json!(o.summary));
+        }
+    }
+    if !s.decode_error.is_empty() {
+        m.insert("decode_error".into(), json!(s.decode_error));
+    }
+    Value::Object(m)
+}

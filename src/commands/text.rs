@@ -1,0 +1,155 @@
+//! Text output helpers: every untrusted string goes through [`clean`] (the safe-text module)
+//! before it is printed; times are printed in local time with date and zone.
+
+use crate::runtime::types::Timestamp;
+
+/// An untrusted string made safe for one line of terminal output: escaped (never stripped),
+/// and cut head-and-tail to `max` display columns with a visible marker when longer.
+pub fn clean(text: &str, max: usize) -> String {
+    clean_bytes(text.as_bytes(), max)
+}
+
+/// As [`clean`], for bytes that may not be UTF-8 (shown as `\xNN`).
+pub fn clean_bytes(bytes: &[u8], max: usize) -> String {
+    crate::safetext::plain_line(bytes, max)
+}
+
+/// `-` for an empty field, else the cleaned field.
+pub fn dash(text: &str, max: usize) -> String {
+    if text.is_empty() {
+        "-".into()
+    } else {
+        clean(text, max)
+    }
+}
+
+/// Local time as `2006-01-02 15:04:05 -0700` (`-` for the zero time).
+pub fn stamp(ts: &Timestamp) -> String {
+    stamp_with(ts, false)
+}
+
+/// Local time with milliseconds: `2006-01-02 15:04:05.000 -0700`.
+pub fn stamp_ms(ts: &Timestamp) -> String {
+    stamp_with(ts, true)
+}
+
+fn stamp_with(ts: &Timestamp, millis: bool) -> String {
+    if ts.is_zero() {
+        return "-".into();
+    }
+    let secs = ts.unix_secs();
+    let ms = (ts.unix_nanos().rem_euclid(1_000_000_000) / 1_000_000) as u32;
+    let (y, mo, d, h, mi, s, off) = local_parts(secs);
+    let sign = if off < 0 { '-' } else { '+' };
+    let off = off.unsigned_abs();
+    let frac = if millis {
+        format!(".{ms:03}")
+    } else {
+        String::new()
+    };
+    format!(
+        "{y:04}-{mo:02}-{d:02} {h:02}:{mi:02}:{s:02}{frac} {sign}{:02}{:02}",
+        off / 3600,
+        (off % 3600) / 60
+    )
+}
+
+/// (year, month, day, hour, minute, second, offset seconds east of UTC) in local time.
+fn local_parts(secs: i64) -> (i64, u32, u32, u32, u32, u32, i64) {
+    // SAFETY: localtime_r only writes into the tm we hand it; a zeroed tm is a valid value.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    let t: libc::time_t = secs as libc::time_t;
+    let ok = unsafe { !libc::localtime_r(&t, &mut tm).is_null() };
+    if !ok {
+        return utc_parts(secs);
+    }
+    (
+        tm.tm_year as i64 + 1900,
+        (tm.tm_mon + 1) as u32,
+        tm.tm_mday as u32,
+        tm.tm_hour as u32,
+        tm.tm_min as u32,
+        tm.tm_sec as u32,
+        tm.tm_gmtoff,
+    )
+}
+
+/// Civil UTC parts from Unix seconds (used only when the C library cannot convert).
+fn utc_parts(secs: i64) -> (i64, u32, u32, u32, u32, u32, i64) {
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // Howard Hinnant's days-to-civil algorithm.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (
+        y,
+        m,
+        d,
+        (rem / 3600) as u32,
+        ((rem % 3600) / 60) as u32,
+        (rem % 60) as u32,
+        0,
+    )
+}
+
+/// Left-aligned columns separated by two spaces, widths measured in display columns (the
+/// cells are already escaped, so their width is what the terminal will draw).
+pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    use unicode_width::UnicodeWidthStr;
+    let n = header.len();
+    let mut widths: Vec<usize> = header.iter().map(|h| h.width()).collect();
+    for r in rows {
+        for (i, c) in r.iter().enumerate().take(n) {
+            widths[i] = widths[i].max(c.width());
+        }
+    }
+    let mut out = String::new();
+    let mut line = |cells: Vec<&str>| {
+        let mut l = String::new();
+        for (i, c) in cells.iter().enumerate() {
+            l.push_str(c);
+            if i + 1 < cells.len() {
+                let pad = widths[i].saturating_sub(c.width()) + 2;
+                l.extend(std::iter::repeat_n(' ', pad));
+            }
+        }
+        out.push_str(l.trim_end());
+        out.push('\n');
+    };
+    line(header.to_vec());
+    for r in rows {
+        line(r.iter().map(String::as_str).collect());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utc_parts_match_known_dates() {
+        assert_eq!(utc_parts(0), (1970, 1, 1, 0, 0, 0, 0));
+        // 2026-10-01T09:00:00Z
+        assert_eq!(utc_parts(1_790_845_200), (2026, 10, 1, 9, 0, 0, 0));
+    }
+
+    #[test]
+    fn table_aligns_by_display_width() {
+        let t = table(
+            &["A", "B"],
+            &[
+                vec!["日本".into(), "x".into()],
+                vec!["a".into(), "y".into()],
+            ],
+        );
+        assert_eq!(t, "A     B\n日本  x\na     y\n");
+    }
+}

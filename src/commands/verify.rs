@@ -1,0 +1,130 @@
+//! `verify`: the event chain over every run's events, optionally a range and a kept head.
+
+use serde_json::json;
+
+use super::CommandError;
+use super::cli::VerifyArgs;
+use super::open::{fail, open};
+use super::out::{Out, Raws};
+use super::text::clean;
+
+pub fn run(
+    db: &std::path::Path,
+    json_out: bool,
+    a: &VerifyArgs,
+    out: &mut Out,
+) -> Result<(), CommandError> {
+    let store = open(db, false)?;
+    // The head is read first: events committed meanwhile are not checked.
+    let (head_seq, head_hash) = store.chain_head().map_err(fail)?;
+    let from = a.from as i64;
+    let to = if a.to == 0 { head_seq } else { a.to as i64 };
+    let report = store.verify_events(from, to).map_err(fail)?;
+    let last = if report.checked > 0 {
+        to.min(head_seq)
+    } else {
+        0
+    };
+    let reached_to = a.to == 0 || (a.to as i64) <= head_seq;
+    let kept = match &a.head {
+        Some((seq, hash)) if (*seq as i64) <= head_seq => {
+            let found = store.event_hash(*seq as i64).map_err(fail)?;
+            Some((*seq as i64, hash.clone(), Some(found)))
+        }
+        Some((seq, hash)) => Some((*seq as i64, hash.clone(), None)),
+        None => None,
+    };
+    if json_out {
+        let mut doc = json!({
+            "head": {"seq": head_seq, "hash": head_hash},
+            "from": report.from, "to": report.to, "hash": report.hash,
+            "checked": report.checked, "intact": report.ok(),
+        });
+        if let Some(b) = &report.chain_break {
+            doc["break"] =
+                json!({"seq": b.seq, "expected": b.expected, "found": b.found, "detail": b.detail});
+        }
+        if a.to != 0 {
+            doc["requested"] = json!({"to": a.to, "reached": reached_to});
+        }
+        if let Some((seq, hash, found)) = &kept {
+            doc["kept_head"] = json!({
+                "seq": seq, "hash": hash,
+                "found": found.clone().unwrap_or_default(),
+                "matches": found.as_deref() == Some(hash.as_str()),
+            });
+        }
+        out.json(&doc, &Raws::default())?;
+    } else {
+        if head_seq == 0 {
+            out.line("head: no events")?;
+        } else {
+            out.line(&format!("head: seq {head_seq} {}", clean(&head_hash, 128)))?;
+        }
+        match &report.chain_break {
+            Some(b) => {
+                out.line(&format!(
+                    "broken at seq {}: {}",
+                    b.seq,
+                    clean(&b.detail, 400)
+                ))?;
+                out.line(&format!(
+                    "  expected {}",
+                    if b.expected.is_empty() {
+                        "-".into()
+                    } else {
+                        clean(&b.expected, 128)
+                    }
+                ))?;
+                out.line(&format!(
+                    "  found    {}",
+                    if b.found.is_empty() {
+                        "-".into()
+                    } else {
+                        clean(&b.found, 128)
+                    }
+                ))?;
+            }
+            None if report.checked == 0 => out.line("intact: no events in the range")?,
+            None => {
+                out.line(&format!(
+                    "intact: {} event(s), seq {} to {}",
+                    report.checked, report.from, last
+                ))?;
+                out.line(&format!(
+                    "last checked: seq {last} {}",
+                    clean(&report.hash, 128)
+                ))?;
+            }
+        }
+        if let Some((seq, hash, Some(found))) = &kept
+            && found == hash
+        {
+            out.line(&format!("kept head: seq {seq} matches"))?;
+        }
+    }
+    out.flush()?;
+    if let Some(b) = &report.chain_break {
+        return Err(CommandError::Failed(format!(
+            "the event chain is broken at seq {}",
+            b.seq
+        )));
+    }
+    if !reached_to {
+        return Err(CommandError::Failed(format!(
+            "the event chain is shorter than asked: --to {} was not reached; the last event checked is seq {head_seq}",
+            a.to
+        )));
+    }
+    match kept {
+        Some((seq, _, None)) => Err(CommandError::Failed(format!(
+            "the kept head, seq {seq}, was not reached; the last event checked is seq {head_seq}"
+        ))),
+        Some((seq, hash, Some(found))) if found != hash => Err(CommandError::Failed(format!(
+            "the event chain does not match the head kept: seq {seq} has hash {}, not the {} kept",
+            clean(&found, 128),
+            clean(&hash, 128)
+        ))),
+        _ => Ok(()),
+    }
+}

@@ -1,0 +1,296 @@
+//! approve / reject / cancel as the real binary: consent, the hash of what was printed, races
+//! between two reviewers in separate processes, and databases that still verify afterwards.
+
+mod support;
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use support::{assert_verifies, fixture, s, tempdir};
+
+fn cs(db: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_countersign"))
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .env_remove("COUNTERSIGN_BY")
+        .env("USER", "ci-user")
+        .stdin(Stdio::null())
+        .output()
+        .expect("countersign runs")
+}
+
+fn out(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+fn err(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// (status, decided_by, note) of an approval, read by Python's sqlite3 (independent of ours).
+fn approval_row(db: &Path, id: &str) -> (String, String, String) {
+    let o = Command::new("python3")
+        .args([
+            "-c",
+            "import sqlite3,sys\nc=sqlite3.connect(sys.argv[1])\nr=c.execute('select status,decided_by,note from approvals where id=?',(sys.argv[2],)).fetchone()\nprint('\\t'.join(r))",
+        ])
+        .arg(db)
+        .arg(id)
+        .output()
+        .expect("python3");
+    let line = String::from_utf8_lossy(&o.stdout).trim_end().to_string();
+    let mut parts = line.split('\t').map(str::to_string);
+    (
+        parts.next().unwrap_or_default(),
+        parts.next().unwrap_or_default(),
+        parts.next().unwrap_or_default(),
+    )
+}
+
+fn run_status(db: &Path, id: &str) -> String {
+    let o = Command::new("python3")
+        .args(["-c", "import sqlite3,sys\nc=sqlite3.connect(sys.argv[1])\nprint(c.execute('select status||\" \"||reason from runs where id=?',(sys.argv[2],)).fetchone()[0])"])
+        .arg(db)
+        .arg(id)
+        .output()
+        .expect("python3");
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
+fn waiting(dir: &Path, name: &str, extra: &[&str]) -> (std::path::PathBuf, String, String) {
+    let db = dir.join(name);
+    let mut args = vec!["--scenario", "waiting", "--base-time", "now"];
+    args.extend_from_slice(extra);
+    let m = fixture(&db, &args);
+    let run = s(&m, "/scenarios/waiting/runs/0/id").to_string();
+    let ap = s(&m, "/scenarios/waiting/runs/0/approvals/0").to_string();
+    (db, run, ap)
+}
+
+#[test]
+fn approve_prints_the_approval_then_records_the_decision() {
+    let dir = tempdir();
+    let (db, run, ap) = waiting(dir.path(), "a.db", &[]);
+    let o = cs(
+        &db,
+        &[
+            "approve",
+            &run,
+            "--yes",
+            "--by",
+            "alice",
+            "--note",
+            "looks right",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    let text = out(&o);
+    let closing = format!("----- end of approval {ap} for tool issue_refund -----\n");
+    let at = text.find(&closing).expect("the approval was printed");
+    assert!(
+        text[..at].contains("APPROVAL WAITING  "),
+        "printed before deciding"
+    );
+    assert!(
+        text[at..].contains(&format!("approval {ap}: approved by alice")),
+        "{text}"
+    );
+    assert!(
+        text.ends_with(&format!(
+            "the run stays waiting until it is resumed: countersign --db ... resume {run}\n"
+        )),
+        "{text}"
+    );
+    assert_eq!(
+        approval_row(&db, &ap),
+        ("approved".into(), "alice".into(), "looks right".into())
+    );
+    assert_eq!(run_status(&db, &run), "WAITING_FOR_APPROVAL");
+    assert!(
+        err(&o).contains("approval.decided"),
+        "events traced to stderr"
+    );
+    assert_verifies(&db);
+    // A second decision is refused and says by whom.
+    let again = cs(&db, &["approve", &run, "--approval", &ap, "--by", "bob"]);
+    assert_eq!(again.status.code(), Some(1));
+    assert!(
+        err(&again).contains(&format!("approval {ap} is already approved by alice at ")),
+        "{}",
+        err(&again)
+    );
+}
+
+#[test]
+fn reject_fails_the_step_and_cancels_the_run() {
+    let dir = tempdir();
+    let (db, run, ap) = waiting(dir.path(), "r.db", &[]);
+    let o = cs(
+        &db,
+        &[
+            "reject",
+            &run,
+            "--approval",
+            &ap,
+            "--by",
+            "bob",
+            "--note",
+            "not the customer's order",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    assert!(
+        out(&o).contains(&format!("run {run}: CANCELLED (approval_rejected)")),
+        "{}",
+        out(&o)
+    );
+    assert_eq!(approval_row(&db, &ap).0, "rejected");
+    assert_eq!(run_status(&db, &run), "CANCELLED approval_rejected");
+    assert_verifies(&db);
+}
+
+#[test]
+fn deciding_in_a_script_needs_consent_and_changes_nothing_without_it() {
+    let dir = tempdir();
+    let (db, run, ap) = waiting(dir.path(), "c.db", &[]);
+    let o = cs(&db, &["approve", &run]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        err(&o).starts_with("usage: approve: refusing without --approval, --yes"),
+        "{}",
+        err(&o)
+    );
+    assert!(o.stdout.is_empty());
+    assert_eq!(approval_row(&db, &ap).0, "pending");
+}
+
+#[test]
+fn a_tampered_approval_is_refused() {
+    let dir = tempdir();
+    let db = dir.path().join("t.db");
+    let m = fixture(
+        &db,
+        &[
+            "--scenario",
+            "waiting",
+            "--base-time",
+            "now",
+            "--tamper",
+            "approval-hash",
+        ],
+    );
+    let run = s(&m, "/scenarios/waiting/runs/0/id");
+    let ap = s(&m, "/scenarios/waiting/runs/0/approvals/0");
+    let o = cs(&db, &["approve", run, "--yes", "--by", "alice"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        err(&o).contains("approval hash does not match its recorded request"),
+        "{}",
+        err(&o)
+    );
+    assert_eq!(approval_row(&db, ap).0, "pending");
+}
+
+#[test]
+fn two_reviewers_racing_in_two_processes_decide_once() {
+    let dir = tempdir();
+    for round in 0..6 {
+        let (db, run, ap) = waiting(dir.path(), &format!("race{round}.db"), &[]);
+        let spawn = |verb: &str, who: &str| {
+            let mut c = Command::new(env!("CARGO_BIN_EXE_countersign"));
+            c.arg("--db")
+                .arg(&db)
+                .args([verb, &run, "--approval", &ap, "--by", who]);
+            if verb == "reject" {
+                c.args(["--note", "race"]);
+            }
+            c.stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            c.spawn().expect("spawn")
+        };
+        let a = spawn("approve", "alice");
+        let b = spawn(if round % 2 == 0 { "approve" } else { "reject" }, "bob");
+        let (a, b) = (
+            a.wait_with_output().expect("a"),
+            b.wait_with_output().expect("b"),
+        );
+        let wins = [&a, &b]
+            .iter()
+            .filter(|o| o.status.code() == Some(0))
+            .count();
+        assert_eq!(
+            wins,
+            1,
+            "round {round}: exactly one decision lands: {} / {}",
+            err(&a),
+            err(&b)
+        );
+        let loser = if a.status.code() == Some(0) { &b } else { &a };
+        assert_eq!(loser.status.code(), Some(1));
+        let e = err(loser);
+        // An approve that loses to a reject finds the run cancelled; otherwise the approval decided.
+        assert!(
+            e.contains("already") || e.contains("is CANCELLED, not waiting for approval"),
+            "round {round}: {e}"
+        );
+        let (status, by, _) = approval_row(&db, &ap);
+        assert!(status == "approved" || status == "rejected");
+        assert!(by == "alice" || by == "bob");
+        assert_verifies(&db);
+    }
+}
+
+#[test]
+fn cancel_ends_the_run_and_refuses_a_finished_one() {
+    let dir = tempdir();
+    let (db, run, _) = waiting(dir.path(), "k.db", &[]);
+    let o = cs(
+        &db,
+        &[
+            "cancel",
+            &run,
+            "--note",
+            "customer withdrew",
+            "--by",
+            "carol",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    assert_eq!(
+        out(&o),
+        format!("run {run}: CANCELLED (operator_cancelled)\n")
+    );
+    assert_verifies(&db);
+    let again = cs(&db, &["cancel", &run, "--note", "again"]);
+    assert_eq!(again.status.code(), Some(1));
+    assert!(
+        err(&again).starts_with("error: run is already finished: "),
+        "{}",
+        err(&again)
+    );
+}
+
+#[test]
+fn decide_json_includes_the_decided_hash() {
+    let dir = tempdir();
+    let (db, run, ap) = waiting(dir.path(), "j.db", &[]);
+    let o = cs(
+        &db,
+        &[
+            "--json",
+            "approve",
+            &run,
+            "--approval",
+            &ap,
+            "--by",
+            "alice",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("one JSON document");
+    assert_eq!(v["approval"]["status"], "approved");
+    assert_eq!(v["approval"]["id"], ap.as_str());
+    assert_eq!(v["approval"]["hash"].as_str().map(str::len), Some(64));
+    assert_eq!(v["run"]["status"], "WAITING_FOR_APPROVAL");
+}

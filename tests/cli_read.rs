@@ -1,0 +1,273 @@
+//! The operator commands, run as the real binary against databases written by the independent
+//! Python implementation of agentrt's format.
+
+mod support;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use support::{fixture, s, tempdir};
+
+fn cs(db: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_countersign"))
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .env_remove("COUNTERSIGN_DB")
+        .env_remove("AGENTRT_DB")
+        .output()
+        .expect("countersign runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+const FIXED: [&str; 4] = ["--seed", "7", "--base-time", "2026-10-01T09:00:00Z"];
+
+fn all_runs(m: &serde_json::Value) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for (scenario, v) in m["scenarios"].as_object().expect("scenarios") {
+        for r in v["runs"].as_array().expect("runs") {
+            out.push((scenario.clone(), r["id"].as_str().expect("id").to_string()));
+        }
+    }
+    out
+}
+
+#[test]
+fn every_scenario_lists_shows_and_reports_events() {
+    let dir = tempdir();
+    let db = dir.path().join("all.db");
+    let m = fixture(&db, &FIXED);
+    let runs = cs(&db, &["runs"]);
+    assert_eq!(runs.status.code(), Some(0), "{}", stderr(&runs));
+    let listing = stdout(&runs);
+    assert!(listing.starts_with("RUN  "), "{listing}");
+    for (scenario, id) in all_runs(&m) {
+        assert!(listing.contains(&id), "runs lists {scenario} run {id}");
+        let show = cs(&db, &["show", &id]);
+        assert_eq!(
+            show.status.code(),
+            Some(0),
+            "show {scenario}: {}",
+            stderr(&show)
+        );
+        assert!(stdout(&show).starts_with(&format!("run     {id}\n")));
+        let ev = cs(&db, &["events", &id]);
+        assert_eq!(
+            ev.status.code(),
+            Some(0),
+            "events {scenario}: {}",
+            stderr(&ev)
+        );
+        assert!(stdout(&ev).contains("run.created"), "{scenario}");
+        let evj = cs(&db, &["--json", "events", &id]);
+        assert_eq!(evj.status.code(), Some(0), "events --json {scenario}");
+        let mut last = 0;
+        for line in stdout(&evj).lines() {
+            let v: serde_json::Value =
+                serde_json::from_str(line).expect("one JSON object per line");
+            let seq = v["seq"].as_i64().expect("seq");
+            assert!(seq > last, "seq order");
+            last = seq;
+            assert_eq!(v["run_id"], id.as_str());
+            assert!(v["at"].is_string() && v["type"].is_string() && v.get("payload").is_some());
+        }
+        assert!(last > 0, "{scenario} has events");
+    }
+    let json = cs(&db, &["--json", "runs"]);
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).expect("runs --json");
+    assert_eq!(v["total"].as_u64(), Some(all_runs(&m).len() as u64));
+}
+
+#[test]
+fn runs_filters_by_status_and_pages() {
+    let dir = tempdir();
+    let db = dir.path().join("q.db");
+    let m = fixture(&db, &FIXED);
+    let waiting = cs(&db, &["runs", "--status", "waiting_for_approval"]);
+    assert_eq!(waiting.status.code(), Some(0), "{}", stderr(&waiting));
+    let text = stdout(&waiting);
+    assert!(
+        text.lines()
+            .skip(1)
+            .all(|l| l.contains("WAITING_FOR_APPROVAL")),
+        "{text}"
+    );
+    let completed = s(&m, "/scenarios/completed/runs/0/id");
+    assert!(!text.contains(completed));
+    let page = cs(&db, &["runs", "--limit", "2", "--offset", "1"]);
+    let text = stdout(&page);
+    assert_eq!(
+        text.lines().count(),
+        4,
+        "header, two rows, the more line: {text}"
+    );
+    let total = all_runs(&m).len();
+    assert!(
+        text.ends_with(&format!(
+            "... {} more run(s); rerun with --offset 3 to see them (showing 2 of {total})\n",
+            total - 3
+        )),
+        "{text}"
+    );
+    let everything = cs(&db, &["runs", "--limit", "0"]);
+    assert_eq!(stdout(&everything).lines().count(), total + 1);
+}
+
+/// Code points that change how a terminal draws or behaves, or hide text.
+fn forbidden(c: char) -> bool {
+    let u = c as u32;
+    (u < 0x20 && c != '\n')
+        || (0x7f..=0x9f).contains(&u)
+        || matches!(u, 0x200b..=0x200f | 0x202a..=0x202e | 0x2060..=0x2069 | 0x061c | 0xfeff | 0x00ad | 0x180e | 0x2028 | 0x2029)
+        || (0xe0000..=0xe007f).contains(&u)
+}
+
+#[test]
+fn hostile_text_reaches_the_terminal_escaped_and_whole() {
+    let dir = tempdir();
+    let db = dir.path().join("h.db");
+    let m = fixture(
+        &db,
+        &[
+            "--scenario",
+            "hostile",
+            "--seed",
+            "7",
+            "--base-time",
+            "2026-10-01T09:00:00Z",
+        ],
+    );
+    let id = s(&m, "/scenarios/hostile/runs/0/id");
+    for args in [vec!["show", id], vec!["events", id], vec!["runs"]] {
+        let o = cs(&db, &args);
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", stderr(&o));
+        let text =
+            std::str::from_utf8(&o.stdout).expect("output is UTF-8: invalid bytes are escaped");
+        assert!(!o.stdout.contains(&0x1b), "{args:?} wrote an ESC byte");
+        if let Some(c) = text.chars().find(|&c| forbidden(c)) {
+            panic!("{args:?} wrote U+{:04X}", c as u32);
+        }
+    }
+    let show = stdout(&cs(&db, &["show", id]));
+    // Every field is still there, in escaped form.
+    for needle in [
+        "amount_cents",
+        "order_id",
+        "reason",
+        r"\x1b[2J",
+        r"\u{202e}",
+        r"\x07",
+    ] {
+        assert!(show.contains(needle), "show keeps {needle}");
+    }
+    let last_lines: Vec<&str> = show
+        .lines()
+        .filter(|l| l.starts_with("----- end of approval"))
+        .collect();
+    assert_eq!(
+        last_lines.len(),
+        1,
+        "only our own closing line starts a line"
+    );
+}
+
+#[test]
+fn events_json_keeps_the_stored_payload_bytes() {
+    let dir = tempdir();
+    let db = dir.path().join("w.db");
+    let m = fixture(
+        &db,
+        &[
+            "--scenario",
+            "waiting",
+            "--seed",
+            "7",
+            "--base-time",
+            "2026-10-01T09:00:00Z",
+        ],
+    );
+    let id = s(&m, "/scenarios/waiting/runs/0/id");
+    let o = cs(&db, &["--json", "events", id]);
+    let stored = Command::new("python3")
+        .args(["-c", "import sqlite3,sys\nc=sqlite3.connect(sys.argv[1])\nfor (p,) in c.execute('select payload_json from events where run_id=? order by seq',(sys.argv[2],)): print(p)"])
+        .arg(&db)
+        .arg(id)
+        .output()
+        .expect("python3");
+    let stored = String::from_utf8(stored.stdout).expect("utf8");
+    let out = stdout(&o);
+    let lines: Vec<&str> = out.lines().collect();
+    for (line, payload) in lines.iter().zip(stored.lines()) {
+        assert!(
+            line.ends_with(&format!(",\"payload\":{payload}}}")),
+            "{line} keeps {payload}"
+        );
+    }
+    assert_eq!(lines.len(), stored.lines().count());
+}
+
+#[test]
+fn verify_intact_chain_exits_zero_and_broken_chain_exits_one() {
+    let dir = tempdir();
+    let db = dir.path().join("v.db");
+    let m = fixture(&db, &FIXED);
+    let head_seq = m["chain_head"]["seq"]
+        .as_i64()
+        .or_else(|| m["chain"]["seq"].as_i64());
+    let o = cs(&db, &["verify"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = stdout(&o);
+    let first = text.lines().next().expect("head line");
+    let seq: i64 = first
+        .split(' ')
+        .nth(2)
+        .expect("seq")
+        .parse()
+        .expect("number");
+    if let Some(h) = head_seq {
+        assert_eq!(seq, h);
+    }
+    let hash = first.split(' ').nth(3).expect("hash");
+    assert_eq!(
+        text,
+        format!(
+            "head: seq {seq} {hash}\nintact: {seq} event(s), seq 1 to {seq}\nlast checked: seq {seq} {hash}\n"
+        )
+    );
+    let kept = cs(&db, &["verify", "--head", &format!("{seq}:{hash}")]);
+    assert_eq!(kept.status.code(), Some(0));
+    assert!(stdout(&kept).ends_with(&format!("kept head: seq {seq} matches\n")));
+    let wrong = cs(&db, &["verify", "--head", &format!("{seq}:00")]);
+    assert_eq!(wrong.status.code(), Some(1));
+    assert!(
+        stderr(&wrong).contains("does not match the head kept"),
+        "{}",
+        stderr(&wrong)
+    );
+    let beyond = cs(&db, &["verify", "--to", &(seq + 5).to_string()]);
+    assert_eq!(beyond.status.code(), Some(1));
+    assert!(stderr(&beyond).contains("shorter than asked"));
+
+    let bad = dir.path().join("broken.db");
+    fixture(
+        &bad,
+        &[
+            "--tamper",
+            "chain",
+            "--seed",
+            "7",
+            "--base-time",
+            "2026-10-01T09:00:00Z",
+        ],
+    );
+    let o = cs(&bad, &["verify"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stdout(&o).contains("broken at seq "), "{}", stdout(&o));
+    assert!(stderr(&o).starts_with("error: the event chain is broken at seq "));
+}

@@ -1,0 +1,185 @@
+//! Usage errors exit 2 and touch nothing; open failures are one sentence and exit 1; help is
+//! snapshot-tested.
+
+mod support;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use support::{fixture, tempdir};
+
+fn cs(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_countersign"))
+        .args(args)
+        .env_remove("COUNTERSIGN_DB")
+        .env_remove("AGENTRT_DB")
+        .env_remove("COUNTERSIGN_BY")
+        .output()
+        .expect("countersign runs")
+}
+
+fn with_db(db: &Path, args: &[&str]) -> Output {
+    let mut all = vec!["--db", db.to_str().expect("utf8 path")];
+    all.extend_from_slice(args);
+    cs(&all)
+}
+
+fn err(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn bad_flags_exit_two_and_touch_nothing() {
+    let dir = tempdir();
+    let db = dir.path().join("never.db");
+    let cases: &[&[&str]] = &[
+        &["runs", "--limit", "x"],
+        &["runs", "--status", "DONE"],
+        &["runs", "extra"],
+        &["show"],
+        &["show", "--limit", "5"],
+        &["events", "r1", "r2"],
+        &["approve"],
+        &["reject", "r1"],
+        &["reject", "r1", "--note", "  "],
+        &["cancel", "r1"],
+        &["verify", "--from", "5", "--to", "2"],
+        &["verify", "--head", "nope"],
+        &["verify", "--head", "0:abc"],
+        &["verify", "--from", "3", "--head", "2:abc"],
+        &["frobnicate"],
+        &["resume"],
+    ];
+    for args in cases {
+        let o = with_db(&db, args);
+        assert_eq!(
+            o.status.code(),
+            Some(2),
+            "{args:?} is a usage error: {}",
+            err(&o)
+        );
+        assert!(o.stdout.is_empty(), "{args:?} printed to stdout");
+        assert!(!db.exists(), "{args:?} created the database");
+    }
+}
+
+#[test]
+fn no_database_is_a_usage_error() {
+    let o = cs(&["runs"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        err(&o).starts_with("usage: no database: pass --db or set COUNTERSIGN_DB"),
+        "{}",
+        err(&o)
+    );
+}
+
+#[test]
+fn the_database_comes_from_the_environment() {
+    let dir = tempdir();
+    let db = dir.path().join("env.db");
+    fixture(&db, &["--scenario", "completed"]);
+    for var in ["COUNTERSIGN_DB", "AGENTRT_DB"] {
+        let o = Command::new(env!("CARGO_BIN_EXE_countersign"))
+            .arg("runs")
+            .env_remove("COUNTERSIGN_DB")
+            .env_remove("AGENTRT_DB")
+            .env(var, &db)
+            .output()
+            .expect("runs");
+        assert_eq!(o.status.code(), Some(0), "{var}: {}", err(&o));
+        assert!(String::from_utf8_lossy(&o.stdout).contains("COMPLETED"));
+    }
+}
+
+#[test]
+fn open_failures_are_one_sentence_and_exit_one() {
+    let dir = tempdir();
+    let missing = dir.path().join("missing.db");
+    let o = with_db(&missing, &["runs"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(err(&o).contains("no such file"), "{}", err(&o));
+    assert!(!missing.exists(), "a missing database is not created");
+
+    let cases = [
+        ("mode", "writable by group or others"),
+        ("trigger", "trigger or view"),
+        ("view", "trigger or view"),
+        ("version7", "newer"),
+        ("version5", "older"),
+    ];
+    for (tamper, needle) in cases {
+        let db = dir.path().join(format!("{tamper}.db"));
+        fixture(&db, &["--scenario", "completed", "--tamper", tamper]);
+        let o = with_db(&db, &["runs"]);
+        assert_eq!(o.status.code(), Some(1), "{tamper}");
+        assert!(o.stdout.is_empty(), "{tamper}: nothing on stdout");
+        let e = err(&o);
+        assert!(e.starts_with("error: "), "{tamper}: {e}");
+        assert_eq!(e.trim_end().lines().count(), 1, "{tamper}: one line: {e}");
+        assert!(e.contains(needle), "{tamper}: {e}");
+        assert!(
+            e.contains(db.to_str().expect("utf8")),
+            "{tamper} names the path: {e}"
+        );
+    }
+
+    let real = dir.path().join("real.db");
+    fixture(&real, &["--scenario", "completed"]);
+    let link = dir.path().join("link.db");
+    std::os::unix::fs::symlink(&real, &link).expect("symlink");
+    let o = with_db(&link, &["runs"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        err(&o).contains("symbolic link") && err(&o).contains("name the database file itself"),
+        "{}",
+        err(&o)
+    );
+}
+
+#[test]
+fn paths_with_spaces_and_url_characters_work() {
+    let dir = tempdir();
+    // The fixture tool itself cannot write to such a path: write, then rename.
+    let plain = dir.path().join("plain.db");
+    fixture(&plain, &["--scenario", "completed"]);
+    let db = dir.path().join("a b?c#d%20e.db");
+    for suffix in ["", "-wal", "-shm"] {
+        let from = dir.path().join(format!("plain.db{suffix}"));
+        if from.exists() {
+            std::fs::rename(&from, dir.path().join(format!("a b?c#d%20e.db{suffix}")))
+                .expect("rename");
+        }
+    }
+    let o = with_db(&db, &["runs"]);
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+}
+
+fn snapshot_settings() -> insta::Settings {
+    let mut s = insta::Settings::clone_current();
+    s.set_snapshot_path(concat!(env!("CARGO_MANIFEST_DIR"), "/snapshots"));
+    s.set_prepend_module_to_snapshot(false);
+    s
+}
+
+#[test]
+fn help_texts_are_stable() {
+    let settings = snapshot_settings();
+    for cmd in [
+        "", "runs", "show", "events", "approve", "reject", "cancel", "resume", "verify", "demo",
+    ] {
+        let mut args: Vec<&str> = Vec::new();
+        if !cmd.is_empty() {
+            args.push(cmd);
+        }
+        args.push("--help");
+        let o = cs(&args);
+        assert_eq!(o.status.code(), Some(0), "{cmd} --help exits 0");
+        let name = if cmd.is_empty() {
+            "help__countersign".to_string()
+        } else {
+            format!("help__{cmd}")
+        };
+        settings.bind(|| insta::assert_snapshot!(name, String::from_utf8_lossy(&o.stdout)));
+    }
+}
