@@ -1,0 +1,354 @@
+//! What the console reads and asks for: row types, queries, replies and the two traits the
+//! worker thread drives (`ConsoleData` for reads, `Decider` for decisions).
+//!
+//! Every value that came from the database and may have been chosen by a model, tool or policy
+//! is kept as raw bytes (`Vec<u8>`) so nothing is lost before it reaches the sanitiser;
+//! enum-like columns (status, kind, type, times) are read as lossy strings and still escaped
+//! when drawn.
+
+use std::fmt;
+
+/// One page of a list read by key order, with the total from `COUNT`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Page<T> {
+    pub offset: u64,
+    pub total: u64,
+    pub rows: Vec<T>,
+}
+
+/// A pending approval as the queue shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueueRow {
+    pub approval_id: String,
+    pub run_id: String,
+    pub step_id: String,
+    pub step_index: Option<i64>,
+    pub kind: String,
+    pub created_at: String,
+    pub expires_at: String,
+    /// `request.spec.name`, absent when the request does not decode.
+    pub tool: Option<Vec<u8>>,
+    /// The arguments as stored (capped), absent when the request does not decode.
+    pub args: Option<Vec<u8>>,
+}
+
+/// Counts shown in the header.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Counts {
+    pub pending: u64,
+    pub runs: u64,
+    pub waiting: u64,
+    pub running: u64,
+    pub failed: u64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunRow {
+    pub id: String,
+    pub goal: Vec<u8>,
+    pub status: String,
+    pub reason: String,
+    pub reason_detail: Vec<u8>,
+    pub step_count: i64,
+    pub created_at: String,
+    pub finished_at: String,
+    pub pending: u64,
+    pub damaged: bool,
+}
+
+/// The header of the run detail screen.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RunHeader {
+    pub id: String,
+    pub goal: Vec<u8>,
+    pub status: String,
+    pub reason: String,
+    pub reason_detail: Vec<u8>,
+    pub limits_json: Vec<u8>,
+    pub step_count: i64,
+    pub created_at: String,
+    pub started_at: String,
+    pub finished_at: String,
+    pub model_calls: i64,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub cached_input_tokens: i64,
+    pub cost_micros: i64,
+    pub active_ms: i64,
+    pub lease_owner: Vec<u8>,
+    pub lease_expires_at: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepRow {
+    pub id: String,
+    pub idx: i64,
+    pub status: String,
+    pub tool: Option<Vec<u8>>,
+    pub decision_kind: Option<String>,
+    pub policy_outcome: Option<String>,
+    pub observation_kind: Option<String>,
+    pub summary: Option<Vec<u8>>,
+    pub decode_error: Option<String>,
+}
+
+/// Whether one event's stored hash is the one its fields and the previous hash give.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChainMark {
+    Ok,
+    Broken,
+    /// The previous event is missing (seq gap) or its hash could not be read.
+    Unknown,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct EventRow {
+    pub seq: i64,
+    pub step_id: String,
+    pub at: String,
+    pub kind: String,
+    pub payload: Vec<u8>,
+    pub chain: ChainMark,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelCallRow {
+    pub id: String,
+    pub step_id: String,
+    pub attempt: i64,
+    pub status: String,
+    pub model: Vec<u8>,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub cost_micros: i64,
+    pub latency_ms: i64,
+    pub error: Vec<u8>,
+}
+
+/// An approval row; from `approval()` it is the whole row, from a page it may be capped.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ApprovalRow {
+    pub id: String,
+    pub run_id: String,
+    pub step_id: String,
+    pub kind: String,
+    pub status: String,
+    pub capability: Vec<u8>,
+    pub presentation: Vec<u8>,
+    pub request: Vec<u8>,
+    pub hash: String,
+    pub created_at: String,
+    pub decided_at: String,
+    pub decided_by: Vec<u8>,
+    pub note: Vec<u8>,
+    pub expires_at: String,
+    /// `<column>: <error>` joined by `; ` when a column does not decode (spec section 9).
+    pub decode_error: Option<String>,
+    /// The run's status when the row was read (decisions need WAITING_FOR_APPROVAL).
+    pub run_status: String,
+    /// The `reason` of the `approval.requested` event, if found.
+    pub reason: Vec<u8>,
+}
+
+/// One column of one row that does not decode.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DamagedRow {
+    pub run_id: String,
+    pub table: &'static str,
+    pub row_id: String,
+    pub column: &'static str,
+    pub error: String,
+    /// The stored bytes (first 4 KiB), shown escaped byte by byte.
+    pub raw: Vec<u8>,
+    pub raw_len: u64,
+}
+
+/// Result of verifying the whole event chain.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChainReport {
+    pub checked: u64,
+    pub head: String,
+    pub broken_at: Option<(i64, String)>,
+}
+
+/// Which tab of the run detail a page belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Tab {
+    Steps,
+    Events,
+    Approvals,
+    ModelCalls,
+}
+
+impl Tab {
+    pub const ALL: [Tab; 4] = [Tab::Steps, Tab::Events, Tab::Approvals, Tab::ModelCalls];
+    pub fn title(self) -> &'static str {
+        match self {
+            Tab::Steps => "steps",
+            Tab::Events => "events",
+            Tab::Approvals => "approvals",
+            Tab::ModelCalls => "model calls",
+        }
+    }
+}
+
+/// A read the UI asks the worker for.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Query {
+    Counts,
+    Queue {
+        filter: String,
+        offset: u64,
+        limit: u64,
+    },
+    Runs {
+        status: Option<String>,
+        filter: String,
+        offset: u64,
+        limit: u64,
+    },
+    Run {
+        id: String,
+    },
+    Steps {
+        run: String,
+        offset: u64,
+        limit: u64,
+    },
+    Events {
+        run: String,
+        offset: u64,
+        limit: u64,
+    },
+    Approvals {
+        run: String,
+        offset: u64,
+        limit: u64,
+    },
+    ModelCalls {
+        run: String,
+        offset: u64,
+        limit: u64,
+    },
+    Approval {
+        id: String,
+    },
+    Damaged {
+        offset: u64,
+        limit: u64,
+    },
+    Verify,
+}
+
+/// A write the UI asks the worker for (only after a confirmation).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Command {
+    Approve {
+        run: String,
+        approval: String,
+        shown_hash: String,
+        by: String,
+        note: String,
+    },
+    Reject {
+        run: String,
+        approval: String,
+        shown_hash: String,
+        by: String,
+        note: String,
+    },
+    Cancel {
+        run: String,
+        by: String,
+        reason: String,
+    },
+    Resume {
+        run: String,
+    },
+}
+
+/// What came back for a `Query`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    Counts(Counts),
+    Queue(Page<QueueRow>),
+    Runs(Page<RunRow>),
+    Run(Option<Box<RunHeader>>),
+    Steps(Page<StepRow>),
+    Events(Page<EventRow>),
+    Approvals(Page<ApprovalRow>),
+    ModelCalls(Page<ModelCallRow>),
+    Approval(Option<Box<ApprovalRow>>),
+    Damaged(Page<DamagedRow>),
+    Verify(ChainReport),
+    Failed(String),
+}
+
+/// Why a decision did not happen, as the console explains it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DecideError {
+    /// The row's hash is not the one shown: reload and show again.
+    Changed,
+    /// Someone decided first.
+    AlreadyDecided {
+        status: String,
+        by: String,
+        at: String,
+    },
+    Expired(String),
+    /// The run is not in a state that allows this.
+    RunState(String),
+    Locked,
+    /// This build cannot do it (no writer, no resume hook, read-only).
+    Unavailable(String),
+    Other(String),
+}
+
+impl fmt::Display for DecideError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DecideError::Changed => write!(f, "approval changed since you read it; reloaded"),
+            DecideError::AlreadyDecided { status, by, at } => {
+                write!(f, "already {status} by {by} at {at}")
+            }
+            DecideError::Expired(m) => write!(f, "approval expired: {m}"),
+            DecideError::RunState(m) => write!(f, "run state: {m}"),
+            DecideError::Locked => write!(f, "database is locked by another writer; try again"),
+            DecideError::Unavailable(m) => write!(f, "{m}"),
+            DecideError::Other(m) => write!(f, "{m}"),
+        }
+    }
+}
+
+/// Outcome of a `Command`.
+pub type CommandResult = Result<String, DecideError>;
+
+/// Errors of the read side; one sentence each.
+#[derive(Debug, thiserror::Error)]
+pub enum DataError {
+    #[error("cannot open the run database {path}: {cause}")]
+    Open { path: String, cause: String },
+    #[error("database read failed: {0}")]
+    Read(String),
+}
+
+/// The reads the console needs. Implemented on a read-only SQLite connection; tests of
+/// `update()` may use a fake.
+pub trait ConsoleData: Send {
+    /// `PRAGMA data_version` of this connection: changes when another connection commits.
+    fn data_version(&mut self) -> Result<i64, DataError>;
+    fn query(&mut self, q: &Query) -> Result<Reply, DataError>;
+}
+
+/// The writes the console can ask for. Implemented on the store's operator calls.
+pub trait Decider: Send {
+    fn run(&mut self, cmd: &Command) -> CommandResult;
+}
+
+/// Resumes runs whose tools this build registers (supplied by the binary).
+pub trait ResumeHook: Send + Sync {
+    /// Whether this build can resume the run (knows every tool it needs).
+    fn can_resume(&self, run_id: &str) -> bool;
+    /// Resume the run to its next pause or end; returns a one-line result.
+    fn resume(&self, db_path: &std::path::Path, run_id: &str) -> Result<String, String>;
+}

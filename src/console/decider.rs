@@ -1,0 +1,101 @@
+//! The console's decisions on the store's operator calls: approve and reject bound to the hash
+//! of the row that was rendered (spec 4.4 ApproveShown/RejectShown), and cancel (spec 8.1).
+//! Runs on the worker thread with its own read-write connection.
+
+use std::path::Path;
+
+use super::data::{Command, CommandResult, DecideError, Decider};
+use crate::runtime::operator::{self, OperatorError};
+use crate::runtime::store::Store;
+use crate::runtime::types::Timestamp;
+
+pub struct StoreDecider {
+    store: Store,
+    /// A fixed clock for tests; `None` = the wall clock.
+    now: Option<Timestamp>,
+}
+
+impl StoreDecider {
+    /// Opens the database for writing (never creates or migrates it).
+    pub fn open(path: &Path) -> Result<StoreDecider, String> {
+        let store = Store::open_existing(path, false).map_err(|e| e.to_string())?;
+        Ok(StoreDecider { store, now: None })
+    }
+
+    pub fn with_clock(mut self, now: Timestamp) -> StoreDecider {
+        self.now = Some(now);
+        self
+    }
+
+    fn now(&self) -> Timestamp {
+        self.now.unwrap_or_else(Timestamp::now)
+    }
+}
+
+fn map(e: OperatorError) -> DecideError {
+    match e {
+        OperatorError::Changed { .. } => DecideError::Changed,
+        OperatorError::NotPending {
+            status,
+            decided_by,
+            decided_at,
+            ..
+        } => DecideError::AlreadyDecided {
+            status: status.to_string(),
+            by: decided_by,
+            at: if decided_at.is_zero() {
+                String::new()
+            } else {
+                decided_at.to_string()
+            },
+        },
+        e @ OperatorError::Expired { .. } => DecideError::Expired(e.to_string()),
+        e @ (OperatorError::RunNotWaiting { .. } | OperatorError::RunFinished { .. }) => {
+            DecideError::RunState(e.to_string())
+        }
+        OperatorError::Locked { .. } => DecideError::Locked,
+        e => DecideError::Other(e.to_string()),
+    }
+}
+
+impl Decider for StoreDecider {
+    fn run(&mut self, cmd: &Command) -> CommandResult {
+        let now = self.now();
+        match cmd {
+            Command::Approve {
+                run,
+                approval,
+                shown_hash,
+                by,
+                note,
+            } => {
+                operator::approve_shown(&self.store, run, approval, shown_hash, by, note, now)
+                    .map_err(map)?;
+                Ok(format!(
+                    "approved by {by}; the run goes on when its runtime resumes it"
+                ))
+            }
+            Command::Reject {
+                run,
+                approval,
+                shown_hash,
+                by,
+                note,
+            } => {
+                operator::reject_shown(&self.store, run, approval, shown_hash, by, note, now)
+                    .map_err(map)?;
+                Ok(format!("rejected by {by}; the run is cancelled"))
+            }
+            Command::Cancel { run, by, reason } => {
+                let c = operator::cancel(&self.store, run, by, reason, now).map_err(map)?;
+                Ok(format!(
+                    "run cancelled by {by}; {} step(s) failed",
+                    c.steps_failed
+                ))
+            }
+            Command::Resume { .. } => Err(DecideError::Unavailable(
+                "resume goes through the resume hook".into(),
+            )),
+        }
+    }
+}

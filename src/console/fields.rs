@@ -1,0 +1,266 @@
+//! The approval detail's fields: metadata, then every leaf of the arguments and of the
+//! presentation, each rendered in full through the escaper and folded past a few lines
+//! (expandable), so nothing is approved unseen and the confirmation can say what was cut.
+
+use std::collections::BTreeSet;
+
+use ratatui::text::Line;
+use serde_json::Value;
+
+use super::data::ApprovalRow;
+use super::text::{self, Badges, TextStyles};
+use crate::safetext::{JsonNode, parse_json};
+
+/// Lines of a value shown before it is folded.
+pub const FOLD_LINES: usize = 6;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Field {
+    /// Label bytes (keys are untrusted too).
+    pub label: Vec<u8>,
+    pub value: Vec<u8>,
+    /// Metadata fields are drawn compactly; value fields get badges and folding.
+    pub meta: bool,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct FieldView {
+    pub lines: Vec<Line<'static>>,
+    pub value_lines: usize,
+    pub folded: bool,
+    pub badges: Badges,
+}
+
+fn meta(label: &str, value: impl Into<Vec<u8>>) -> Field {
+    Field {
+        label: label.as_bytes().to_vec(),
+        value: value.into(),
+        meta: true,
+    }
+}
+
+fn leaf(label: Vec<u8>, value: Vec<u8>, out: &mut Vec<Field>) {
+    out.push(Field {
+        label,
+        value,
+        meta: false,
+    });
+}
+
+/// Every leaf of a JSON value in stored order, duplicate keys kept and flagged.
+fn flatten(prefix: &[u8], v: &JsonNode, out: &mut Vec<Field>) {
+    let join = |sep: &[u8], k: &[u8]| {
+        let mut l = prefix.to_vec();
+        l.extend_from_slice(sep);
+        l.extend_from_slice(k);
+        l
+    };
+    match v {
+        JsonNode::Object(m) if !m.is_empty() => {
+            let mut seen: Vec<&[u8]> = Vec::new();
+            for (k, v) in m {
+                if seen.contains(&k.as_slice()) {
+                    out.push(Field {
+                        label: b"DUPLICATE KEY".to_vec(),
+                        value: join(b".", k),
+                        meta: true,
+                    });
+                }
+                seen.push(k);
+                flatten(&join(b".", k), v, out);
+            }
+        }
+        JsonNode::Array(a) if !a.is_empty() => {
+            for (i, v) in a.iter().enumerate() {
+                flatten(&join(b"", format!("[{i}]").as_bytes()), v, out);
+            }
+        }
+        JsonNode::Object(_) => leaf(prefix.to_vec(), b"{}".to_vec(), out),
+        JsonNode::Array(_) => leaf(prefix.to_vec(), b"[]".to_vec(), out),
+        JsonNode::String(s) => leaf(prefix.to_vec(), s.clone(), out),
+        JsonNode::Number(n) => leaf(prefix.to_vec(), n.clone().into_bytes(), out),
+        JsonNode::Bool(b) => leaf(prefix.to_vec(), b.to_string().into_bytes(), out),
+        JsonNode::Null => leaf(prefix.to_vec(), b"null".to_vec(), out),
+    }
+}
+
+fn json_section(name: &str, raw: &[u8], out: &mut Vec<Field>) {
+    match parse_json(raw) {
+        Ok(v) => flatten(name.as_bytes(), &v, out),
+        Err(e) => {
+            out.push(Field {
+                label: format!("{name} (does not decode: {e})").into_bytes(),
+                value: raw.to_vec(),
+                meta: false,
+            });
+        }
+    }
+}
+
+/// The tool name the request names, if it decodes.
+pub fn tool_of(a: &ApprovalRow) -> Option<Vec<u8>> {
+    let v: Value = serde_json::from_slice(&a.request).ok()?;
+    Some(v.get("spec")?.get("name")?.as_str()?.as_bytes().to_vec())
+}
+
+/// Every field of an approval, in reading order.
+pub fn fields(a: &ApprovalRow) -> Vec<Field> {
+    let mut out = vec![
+        meta(
+            "tool",
+            tool_of(a).unwrap_or_else(|| b"(request does not decode)".to_vec()),
+        ),
+        meta("kind", a.kind.clone()),
+        meta("status", a.status.clone()),
+        meta("run", a.run_id.clone()),
+        meta("step", a.step_id.clone()),
+        meta("asked", a.created_at.clone()),
+        meta(
+            "expires",
+            if a.expires_at.is_empty() {
+                "never".into()
+            } else {
+                a.expires_at.clone()
+            },
+        ),
+        meta("hash", a.hash.clone()),
+    ];
+    if !a.reason.is_empty() {
+        out.push(meta("reason", a.reason.clone()));
+    }
+    if !a.decided_at.is_empty() || !a.decided_by.is_empty() {
+        let mut d = a.decided_by.clone();
+        d.extend_from_slice(format!(" at {}", a.decided_at).as_bytes());
+        out.push(meta("decided", d));
+        out.push(meta("note", a.note.clone()));
+    }
+    if let Some(e) = &a.decode_error {
+        out.push(meta("DAMAGED", e.clone()));
+    }
+    match parse_json(&a.request) {
+        Ok(JsonNode::Object(m)) => match m.iter().rev().find(|(k, _)| k == b"args") {
+            Some((_, args)) => flatten(b"args", args, &mut out),
+            None => out.push(Field {
+                label: b"args".to_vec(),
+                value: b"(none)".to_vec(),
+                meta: false,
+            }),
+        },
+        Ok(_) => out.push(Field {
+            label: b"request (not an object)".to_vec(),
+            value: a.request.clone(),
+            meta: false,
+        }),
+        Err(e) => out.push(Field {
+            label: format!("request (does not decode: {e})").into_bytes(),
+            value: a.request.clone(),
+            meta: false,
+        }),
+    }
+    json_section("presentation", &a.presentation, &mut out);
+    out
+}
+
+/// Renders every field at `width`; fields not in `expanded` fold after `FOLD_LINES` lines.
+pub fn layout(
+    fields: &[Field],
+    width: u16,
+    expanded: &BTreeSet<usize>,
+    strict: bool,
+    st: &TextStyles,
+    label_style: ratatui::style::Style,
+    badge_style: ratatui::style::Style,
+) -> Vec<FieldView> {
+    let width = usize::from(width.max(20));
+    fields
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let label = text::line_mode(
+                &f.label,
+                24.min(width / 3),
+                &TextStyles {
+                    text: label_style,
+                    ..*st
+                },
+                strict,
+            );
+            if f.meta {
+                let w = width.saturating_sub(label.width + 2);
+                let (mut vl, b) = text::block(&f.value, w, st, strict);
+                let mut first = label.line.clone();
+                first.spans.push(ratatui::text::Span::raw(": "));
+                let folded = vl.len() > FOLD_LINES && !expanded.contains(&i);
+                let n = vl.len();
+                if folded {
+                    vl.truncate(FOLD_LINES);
+                }
+                let mut lines = Vec::new();
+                for (j, l) in vl.into_iter().enumerate() {
+                    if j == 0 {
+                        first.spans.extend(l.spans);
+                        lines.push(std::mem::take(&mut first));
+                    } else {
+                        let mut l2 = Line::from(" ".repeat(label.width + 2));
+                        l2.spans.extend(l.spans);
+                        lines.push(l2);
+                    }
+                }
+                if folded {
+                    lines.push(Line::styled(
+                        format!("  …[+{} lines folded; e expands]", n - FOLD_LINES),
+                        st.truncated,
+                    ));
+                }
+                return FieldView {
+                    lines,
+                    value_lines: n,
+                    folded,
+                    badges: b,
+                };
+            }
+            let (vl, b) = text::block(&f.value, width.saturating_sub(2), st, strict);
+            let n = vl.len();
+            let mut head = label.line.clone();
+            for l in b.labels() {
+                head.spans.push(ratatui::text::Span::raw(" "));
+                head.spans.push(ratatui::text::Span::styled(
+                    format!("[{}]", l.to_uppercase()),
+                    badge_style,
+                ));
+            }
+            if b.escapes > 0 {
+                head.spans.push(ratatui::text::Span::styled(
+                    format!(" {} escapes", b.escapes),
+                    st.escaped,
+                ));
+            }
+            if n > 1 {
+                head.spans
+                    .push(ratatui::text::Span::raw(format!(" ({n} lines)")));
+            }
+            let folded = n > FOLD_LINES && !expanded.contains(&i);
+            let mut lines = vec![head];
+            for l in vl
+                .into_iter()
+                .take(if folded { FOLD_LINES } else { usize::MAX })
+            {
+                let mut l2 = Line::from("  ");
+                l2.spans.extend(l.spans);
+                lines.push(l2);
+            }
+            if folded {
+                lines.push(Line::styled(
+                    format!("  …[+{} lines folded; e expands]", n - FOLD_LINES),
+                    st.truncated,
+                ));
+            }
+            FieldView {
+                lines,
+                value_lines: n,
+                folded,
+                badges: b,
+            }
+        })
+        .collect()
+}

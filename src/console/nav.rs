@@ -1,0 +1,148 @@
+//! A list read a window at a time: the cursor is an absolute row number, the loaded window a
+//! page around it; moving outside the window asks for a new one; a reload keeps the cursor on
+//! the same row (by its id) when that row is still there.
+
+use super::data::Page;
+
+/// Rows read around the cursor: a few screens.
+pub fn window_for(view_rows: u16) -> u64 {
+    (u64::from(view_rows) * 3).max(30)
+}
+
+#[derive(Debug, Clone)]
+pub struct ListView<T> {
+    pub page: Page<T>,
+    pub cursor: u64,
+    /// Request id of the read in flight; a reply with another id is late and dropped.
+    pub pending: Option<u64>,
+    /// Id of the selected row, to find it again after a reload.
+    pub key: Option<String>,
+    pub loaded: bool,
+    /// First row drawn (kept so the cursor moves within the screen before it scrolls).
+    pub top: u64,
+}
+
+impl<T> Default for ListView<T> {
+    fn default() -> Self {
+        ListView {
+            page: Page {
+                offset: 0,
+                total: 0,
+                rows: Vec::new(),
+            },
+            cursor: 0,
+            pending: None,
+            key: None,
+            loaded: false,
+            top: 0,
+        }
+    }
+}
+
+impl<T> ListView<T> {
+    pub fn selected(&self) -> Option<&T> {
+        let i = self.cursor.checked_sub(self.page.offset)?;
+        self.page.rows.get(usize::try_from(i).ok()?)
+    }
+
+    pub fn total(&self) -> u64 {
+        self.page.total
+    }
+
+    /// Moves the cursor by `delta` rows (clamped); returns whether the window must be read.
+    pub fn move_by(&mut self, delta: i64) -> bool {
+        let last = self.page.total.saturating_sub(1);
+        let c = (self.cursor as i64)
+            .saturating_add(delta)
+            .clamp(0, last as i64) as u64;
+        self.set_cursor(c)
+    }
+
+    pub fn set_cursor(&mut self, c: u64) -> bool {
+        self.cursor = c.min(self.page.total.saturating_sub(1));
+        !self.in_window(self.cursor)
+    }
+
+    fn in_window(&self, c: u64) -> bool {
+        self.page.total == 0
+            || (c >= self.page.offset && c < self.page.offset + self.page.rows.len() as u64)
+    }
+
+    /// Offset of the window to read for the current cursor.
+    pub fn window_offset(&self, window: u64) -> u64 {
+        self.cursor.saturating_sub(window / 3)
+    }
+
+    /// Applies a page that came back; keeps the cursor on the row with the remembered id.
+    pub fn apply(&mut self, page: Page<T>, id_of: impl Fn(&T) -> String) {
+        let key = self.key.clone();
+        self.page = page;
+        self.loaded = true;
+        self.pending = None;
+        if let Some(k) = key
+            && let Some(i) = self.page.rows.iter().position(|r| id_of(r) == k)
+        {
+            self.cursor = self.page.offset + i as u64;
+        }
+        self.cursor = self.cursor.min(self.page.total.saturating_sub(1));
+        self.key = self.selected().map(&id_of);
+    }
+
+    /// Remembers the selected row's id (call after moving).
+    pub fn remember(&mut self, id_of: impl Fn(&T) -> String) {
+        self.key = self.selected().map(id_of);
+    }
+
+    /// Keeps `top` such that the cursor is visible in `rows` lines.
+    pub fn scroll_into_view(&mut self, rows: u16) {
+        let rows = u64::from(rows.max(1));
+        if self.cursor < self.top {
+            self.top = self.cursor;
+        } else if self.cursor >= self.top + rows {
+            self.top = self.cursor + 1 - rows;
+        }
+        let max_top = self.page.total.saturating_sub(rows);
+        self.top = self.top.min(max_top);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn page(offset: u64, total: u64, n: u64) -> Page<u64> {
+        Page {
+            offset,
+            total,
+            rows: (offset..offset + n).collect(),
+        }
+    }
+
+    #[test]
+    fn cursor_stays_on_the_same_row_after_a_reload() {
+        let mut l = ListView::default();
+        l.apply(page(0, 10, 10), |r| r.to_string());
+        l.move_by(3);
+        l.remember(|r| r.to_string());
+        // Two rows inserted before it: the same row is now at index 5.
+        let shifted = Page {
+            offset: 0,
+            total: 12,
+            rows: vec![100, 101, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9],
+        };
+        l.apply(shifted, |r| r.to_string());
+        assert_eq!(l.cursor, 5);
+        assert_eq!(l.selected(), Some(&3));
+    }
+
+    #[test]
+    fn moving_out_of_the_window_asks_for_a_read() {
+        let mut l = ListView::default();
+        l.apply(page(0, 1000, 30), |r| r.to_string());
+        assert!(!l.move_by(29));
+        assert!(l.move_by(1));
+        assert_eq!(l.window_offset(30), 20);
+        assert!(!l.move_by(-10_000));
+        assert_eq!(l.cursor, 0);
+    }
+}

@@ -1,0 +1,227 @@
+//! Drawing: header, the top screen, the notice line, the key-hint bar, and an overlay. Reads
+//! the state, never changes it. Every untrusted string goes through `text`.
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::Style;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Clear, Paragraph};
+
+use super::app::*;
+use super::keymap::Action;
+use super::screens;
+use super::text;
+use super::theme::Role;
+
+pub fn draw(f: &mut Frame, app: &App) {
+    let area = f.area();
+    if area.width < 20 || area.height < 6 {
+        f.render_widget(Paragraph::new("window too small"), area);
+        return;
+    }
+    let [head, body, notice, hints] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Min(1),
+        Constraint::Length(1),
+        Constraint::Length(1),
+    ])
+    .areas(area);
+    draw_header(f, head, app);
+    match app.top() {
+        Screen::Queue(s) => screens::queue::draw(f, body, app, s),
+        Screen::Runs(s) => screens::runs::draw(f, body, app, s),
+        Screen::RunDetail(s) => screens::run_detail::draw(f, body, app, s),
+        Screen::Approval(s) => screens::approval::draw(f, body, app, s),
+        Screen::Damaged(s) => screens::damaged::draw(f, body, app, s),
+        Screen::Help { scroll } => screens::help::draw(f, body, app, *scroll),
+    }
+    draw_notice(f, notice, app);
+    draw_hints(f, hints, app);
+    if let Some(Overlay::Confirm(c)) = &app.overlay {
+        super::overlays::draw_confirm(f, body, app, c);
+    }
+}
+
+fn draw_header(f: &mut Frame, area: Rect, app: &App) {
+    let th = &app.theme;
+    let bar = th.style(Role::StatusBar);
+    let path: Vec<&str> = app.stack.iter().map(Screen::title).collect();
+    let c = &app.counts;
+    let mut spans = vec![
+        Span::styled(" countersign ", th.style(Role::Title)),
+        Span::styled(path.join(" › "), bar),
+        Span::styled("  ", bar),
+        Span::styled(
+            format!("pending {}", c.pending),
+            th.style(Role::StatusWaiting),
+        ),
+        Span::styled(
+            format!(
+                " · runs {} · waiting {} · running {} · failed {}",
+                c.runs, c.waiting, c.running, c.failed
+            ),
+            bar,
+        ),
+    ];
+    if area.width < 90 {
+        spans.truncate(4);
+        spans.push(Span::styled(format!(" · runs {}", c.runs), bar));
+    }
+    if app.cfg.read_only {
+        spans.push(Span::styled("  READ-ONLY", th.style(Role::Danger)));
+    }
+    f.render_widget(Paragraph::new(Line::from(spans)).style(bar), area);
+}
+
+fn draw_notice(f: &mut Frame, area: Rect, app: &App) {
+    let th = &app.theme;
+    let line = match &app.overlay {
+        Some(Overlay::Filter(t)) => Line::from(vec![
+            Span::styled("/", th.style(Role::KeyHint)),
+            Span::raw(text::escaped(t.text.as_bytes())),
+            Span::styled("▏", th.style(Role::KeyHint)),
+            Span::styled(
+                "  enter applies · esc keeps the old filter",
+                th.style(Role::Dim),
+            ),
+        ]),
+        Some(Overlay::Command(t)) => Line::from(vec![
+            Span::styled(":", th.style(Role::KeyHint)),
+            Span::raw(text::escaped(t.text.as_bytes())),
+            Span::styled("▏", th.style(Role::KeyHint)),
+        ]),
+        _ => match &app.notice {
+            Some((lvl, m)) => {
+                let st = match lvl {
+                    Level::Info => th.style(Role::Text),
+                    Level::Ok => th.style(Role::Ok),
+                    Level::Error => th.style(Role::Error),
+                };
+                // Notices may quote database text (who decided): escape them too.
+                let mut l =
+                    text::line(m.as_bytes(), usize::from(area.width), &th.text_styles()).line;
+                l = l.style(st);
+                l
+            }
+            None => Line::from(""),
+        },
+    };
+    f.render_widget(Paragraph::new(line), area);
+}
+
+/// Context hints from the keymap (so rebinding shows up here too).
+pub fn hints(app: &App) -> Vec<(String, &'static str)> {
+    let k = |a: Action| app.keymap.key(a);
+    let mut v: Vec<(String, &'static str)> = Vec::new();
+    match app.overlay {
+        Some(Overlay::Confirm(_)) => {
+            return vec![
+                ("enter".into(), "confirm"),
+                ("esc".into(), "back, nothing changes"),
+            ];
+        }
+        Some(_) => return vec![("enter".into(), "apply"), ("esc".into(), "cancel")],
+        None => {}
+    }
+    match app.top() {
+        Screen::Queue(_) => {
+            v.push((k(Action::Open), "open"));
+            v.push((k(Action::Filter), "filter"));
+            v.push((k(Action::Runs), "runs"));
+            v.push((k(Action::Damaged), "damaged"));
+        }
+        Screen::Runs(_) => {
+            v.push((k(Action::Open), "open"));
+            v.push((k(Action::Filter), "filter"));
+            v.push((k(Action::StatusFilter), "status"));
+        }
+        Screen::RunDetail(_) => {
+            v.push((k(Action::NextTab), "tab"));
+            if !app.cfg.read_only {
+                v.push((k(Action::CancelRun), "cancel run"));
+                if app.cfg.can_resume {
+                    v.push((k(Action::ResumeRun), "resume"));
+                }
+            }
+        }
+        Screen::Approval(_) => {
+            if !app.cfg.read_only {
+                v.push((k(Action::Approve), "approve"));
+                v.push((k(Action::Reject), "reject"));
+            }
+            v.push((k(Action::Expand), "expand"));
+            v.push((k(Action::Strict), "strict"));
+            v.push((k(Action::Copy), "copy"));
+        }
+        Screen::Damaged(_) => {
+            v.push((k(Action::Open), "run"));
+            v.push((k(Action::Copy), "copy bytes"));
+            if !app.cfg.read_only {
+                v.push((k(Action::CancelRun), "cancel run"));
+            }
+        }
+        Screen::Help { .. } => {}
+    }
+    if app.stack.len() > 1 {
+        v.push((k(Action::Back), "back"));
+    }
+    v.push((k(Action::Help), "help"));
+    if app.stack.len() <= 1 {
+        v.push((k(Action::Quit), "quit"));
+    }
+    if app.cfg.read_only {
+        v.push(("RO".into(), "actions off"));
+    }
+    v
+}
+
+fn draw_hints(f: &mut Frame, area: Rect, app: &App) {
+    let th = &app.theme;
+    let mut spans = Vec::new();
+    let mut w = 0usize;
+    for (key, what) in hints(app) {
+        let len = key.chars().count() + what.chars().count() + 3;
+        if w + len > usize::from(area.width) {
+            break;
+        }
+        w += len;
+        spans.push(Span::styled(key, th.style(Role::KeyHint)));
+        spans.push(Span::styled(format!(" {what}  "), th.style(Role::Dim)));
+    }
+    f.render_widget(Paragraph::new(Line::from(spans)), area);
+}
+
+/// A bordered block with a title, themed.
+pub fn block<'a>(app: &App, title: impl Into<Line<'a>>) -> Block<'a> {
+    Block::default()
+        .borders(Borders::ALL)
+        .border_style(app.theme.style(Role::Border))
+        .title(title.into().style(app.theme.style(Role::Title)))
+}
+
+/// Clears an area and returns it (for overlays).
+pub fn clear(f: &mut Frame, r: Rect) -> Rect {
+    f.render_widget(Clear, r);
+    r
+}
+
+/// A one-line cell of untrusted bytes at `w` columns.
+pub fn cell(app: &App, raw: &[u8], w: u16) -> Line<'static> {
+    text::line(raw, usize::from(w), &app.theme.text_styles()).line
+}
+
+/// A cell of trusted text (our own labels, numbers) padded/cut to `w`.
+pub fn plain(s: &str, w: u16, st: Style) -> Span<'static> {
+    let w = usize::from(w);
+    let t: String = s.chars().take(w).collect();
+    Span::styled(format!("{t:<w$}"), st)
+}
+
+/// Shortened status for narrow tables.
+pub fn status_short(s: &str) -> &str {
+    match s {
+        "WAITING_FOR_APPROVAL" => "WAITING",
+        "INTERRUPTED" => "INTERRUPT",
+        other => other,
+    }
+}

@@ -1,0 +1,160 @@
+//! Replies from the worker: applied to the slot whose request id they carry; a reply nobody
+//! waits for any more (the screen was left, a newer read was sent) is dropped.
+
+use super::app::*;
+use super::data::*;
+use super::fields;
+use super::nav::ListView;
+
+fn take<T>(l: &mut ListView<T>, id: u64, page: Page<T>, id_of: impl Fn(&T) -> String) -> bool {
+    if l.pending == Some(id) {
+        l.apply(page, id_of);
+        true
+    } else {
+        false
+    }
+}
+
+pub fn on_reply(app: &mut App, id: u64, r: Reply) -> Vec<Effect> {
+    if app.counts_pending == Some(id) {
+        app.counts_pending = None;
+        if let Reply::Counts(c) = r {
+            app.counts = c;
+        }
+        return vec![];
+    }
+    if let Some(pos) = app.running.iter().position(|(i, _)| *i == id) {
+        app.running.remove(pos);
+        app.notice = Some(match r {
+            Reply::Verify(rep) => match rep.broken_at {
+                None => (
+                    Level::Ok,
+                    format!(
+                        "event chain verified: {} events, head {}",
+                        rep.checked,
+                        short(&rep.head)
+                    ),
+                ),
+                Some((seq, d)) => (
+                    Level::Error,
+                    format!(
+                        "event chain broken at seq {seq}: {d} ({} verified before it)",
+                        rep.checked
+                    ),
+                ),
+            },
+            Reply::Failed(m) => (Level::Error, m),
+            _ => (Level::Info, "done".into()),
+        });
+        return vec![];
+    }
+    let rows = app.list_rows();
+    let top = app.stack.len().saturating_sub(1);
+    let mut relayout = false;
+    for (depth, s) in app.stack.iter_mut().enumerate() {
+        let hit = match (s, r.clone()) {
+            (Screen::Queue(s), Reply::Queue(p)) => {
+                take(&mut s.list, id, p, |r| r.approval_id.clone())
+            }
+            (Screen::Runs(s), Reply::Runs(p)) => take(&mut s.list, id, p, |r| r.id.clone()),
+            (Screen::Damaged(s), Reply::Damaged(p)) => take(&mut s.list, id, p, |r| {
+                format!("{}/{}/{}", r.table, r.row_id, r.column)
+            }),
+            (Screen::RunDetail(s), Reply::Run(h)) if s.header_pending == Some(id) => {
+                s.header_pending = None;
+                s.missing = h.is_none();
+                s.header = h.map(|b| *b);
+                true
+            }
+            (Screen::RunDetail(s), Reply::Steps(p)) => take(&mut s.steps, id, p, |r| r.id.clone()),
+            (Screen::RunDetail(s), Reply::Events(p)) => {
+                take(&mut s.events, id, p, |r| r.seq.to_string())
+            }
+            (Screen::RunDetail(s), Reply::Approvals(p)) => {
+                take(&mut s.approvals, id, p, |r| r.id.clone())
+            }
+            (Screen::RunDetail(s), Reply::ModelCalls(p)) => {
+                take(&mut s.calls, id, p, |r| r.id.clone())
+            }
+            (Screen::Approval(s), Reply::Approval(a)) if s.pending == Some(id) => {
+                s.pending = None;
+                s.missing = a.is_none();
+                if let (Some(old), Some(new)) = (&s.row, &a)
+                    && old.hash != new.hash
+                {
+                    s.changed = true;
+                    app.notice = Some((
+                        Level::Error,
+                        "approval changed since you read it; it was reloaded: read it again".into(),
+                    ));
+                }
+                s.fields = a.as_deref().map(fields::fields).unwrap_or_default();
+                s.cursor = s.cursor.min(s.fields.len().saturating_sub(1));
+                s.row = a.map(|b| *b);
+                relayout = depth == top;
+                true
+            }
+            (Screen::Queue(s), Reply::Failed(m)) if s.list.pending == Some(id) => {
+                fail(&mut app.notice, m)
+            }
+            (Screen::Runs(s), Reply::Failed(m)) if s.list.pending == Some(id) => {
+                fail(&mut app.notice, m)
+            }
+            (Screen::Damaged(s), Reply::Failed(m)) if s.list.pending == Some(id) => {
+                fail(&mut app.notice, m)
+            }
+            (Screen::Approval(s), Reply::Failed(m)) if s.pending == Some(id) => {
+                s.pending = None;
+                fail(&mut app.notice, m)
+            }
+            (Screen::RunDetail(_), Reply::Failed(m)) => fail(&mut app.notice, m),
+            _ => false,
+        };
+        if hit {
+            break;
+        }
+    }
+    if let Some(Screen::Queue(s)) = app.stack.last_mut() {
+        s.list.scroll_into_view(rows);
+    }
+    if relayout {
+        app.relayout();
+    }
+    vec![]
+}
+
+fn fail(notice: &mut Option<(Level, String)>, m: String) -> bool {
+    *notice = Some((Level::Error, m));
+    true
+}
+
+pub fn on_done(app: &mut App, id: u64, r: CommandResult) -> Vec<Effect> {
+    let Some(pos) = app.running.iter().position(|(i, _)| *i == id) else {
+        return vec![];
+    };
+    app.running.remove(pos);
+    app.notice = Some(match &r {
+        Ok(m) => (Level::Ok, m.clone()),
+        Err(DecideError::AlreadyDecided { status, by, at }) => {
+            let who = if by.is_empty() {
+                String::new()
+            } else {
+                format!(" by {by}")
+            };
+            let when = if at.is_empty() {
+                String::new()
+            } else {
+                format!(" {} ago", super::time::age(at, app.now))
+            };
+            (
+                Level::Error,
+                format!("already {status}{who}{when}; nothing was changed"),
+            )
+        }
+        Err(e) => (Level::Error, e.to_string()),
+    });
+    // Whatever happened, show the rows as they are now.
+    let mut fx = app.start();
+    fx.dedup();
+    fx
+}

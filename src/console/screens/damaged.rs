@@ -1,0 +1,94 @@
+//! Damaged rows: which rows of which runs do not decode, the decode error, and the raw value
+//! escaped byte by byte.
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::text::Line;
+use ratatui::widgets::{Paragraph, Wrap};
+
+use super::{Col, position, table};
+use crate::console::app::{App, DamagedScreen};
+use crate::console::render::{block, cell};
+use crate::console::text;
+use crate::console::theme::Role;
+
+pub fn draw(f: &mut Frame, area: Rect, app: &App, s: &DamagedScreen) {
+    let th = &app.theme;
+    let raw_h = (area.height / 3).clamp(3, 10);
+    let [title, list, raw] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Min(2),
+        Constraint::Length(raw_h),
+    ])
+    .areas(area);
+    f.render_widget(
+        Paragraph::new(Line::from(vec![
+            super::styled(
+                format!(" Damaged rows {}", position(&s.list)),
+                th.style(Role::Title),
+            ),
+            super::dim(
+                app,
+                "  rows that do not decode; their runs can still be cancelled",
+            ),
+        ])),
+        title,
+    );
+    table(
+        f,
+        list,
+        app,
+        &[
+            Col {
+                title: "RUN",
+                width: 8,
+            },
+            Col {
+                title: "ROW",
+                width: 22,
+            },
+            Col {
+                title: "ERROR",
+                width: 0,
+            },
+        ],
+        &s.list,
+        |r, ws| {
+            vec![
+                cell(app, r.run_id.as_bytes(), 8),
+                Line::from(format!(
+                    "{}.{} {}",
+                    r.table,
+                    r.column,
+                    &r.row_id.get(..6).unwrap_or(&r.row_id)
+                ))
+                .style(th.style(Role::Damaged)),
+                cell(app, r.error.as_bytes(), ws[2]),
+            ]
+        },
+        "no damaged rows",
+    );
+    let (t, body) = match s.list.selected() {
+        Some(r) => (
+            format!(
+                " raw {}.{} ({} bytes{}) ",
+                r.table,
+                r.column,
+                r.raw_len,
+                if r.raw_len as usize > r.raw.len() {
+                    ", first 4096 shown"
+                } else {
+                    ""
+                }
+            ),
+            Line::styled(text::bytes_escaped(&r.raw), th.style(Role::Text)),
+        ),
+        None => (" raw ".into(), Line::from("")),
+    };
+    f.render_widget(
+        Paragraph::new(body)
+            .wrap(Wrap { trim: false })
+            .block(block(app, t)),
+        raw,
+    );
+}

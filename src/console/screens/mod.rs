@@ -1,0 +1,169 @@
+//! One file per screen; this one holds the table drawing they share.
+
+pub mod approval;
+pub mod damaged;
+pub mod help;
+pub mod queue;
+pub mod run_detail;
+pub mod runs;
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::style::Style;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+
+use super::app::App;
+use super::nav::ListView;
+use super::theme::Role;
+
+/// A column: title and width (0 = takes the rest).
+pub struct Col {
+    pub title: &'static str,
+    pub width: u16,
+}
+
+/// Resolves widths: fixed columns first, the flexible one gets the rest (at least 8).
+pub fn widths(cols: &[Col], total: u16) -> Vec<u16> {
+    let gaps = cols.len().saturating_sub(1) as u16;
+    let fixed: u16 = cols.iter().map(|c| c.width).sum::<u16>() + gaps;
+    cols.iter()
+        .map(|c| {
+            if c.width == 0 {
+                total.saturating_sub(fixed).max(8)
+            } else {
+                c.width
+            }
+        })
+        .collect()
+}
+
+/// Pads a line to exactly `w` columns (the line is already at most `w` wide).
+pub fn pad(mut l: Line<'static>, w: u16) -> Vec<Span<'static>> {
+    let w = usize::from(w);
+    if l.width() > w {
+        l = cut(l, w);
+    }
+    let have = l.width();
+    if have < w {
+        l.spans.push(Span::raw(" ".repeat(w - have)));
+    }
+    // A line's own style (Line::styled) is folded into its spans, which are all we keep.
+    let base = l.style;
+    l.spans
+        .into_iter()
+        .map(|s| Span::styled(s.content, base.patch(s.style)))
+        .collect()
+}
+
+/// Cuts a line of already-safe spans to `w` columns (by grapheme), ending in `…`.
+fn cut(l: Line<'static>, w: usize) -> Line<'static> {
+    use unicode_segmentation::UnicodeSegmentation;
+    let base = l.style;
+    let mut out = Vec::new();
+    let mut used = 0;
+    let budget = w.saturating_sub(1);
+    'outer: for sp in l.spans {
+        let mut t = String::new();
+        for g in sp.content.graphemes(true) {
+            let gw = unicode_width::UnicodeWidthStr::width(g);
+            if used + gw > budget {
+                if !t.is_empty() {
+                    out.push(Span::styled(t, sp.style));
+                }
+                break 'outer;
+            }
+            used += gw;
+            t.push_str(g);
+        }
+        out.push(Span::styled(t, sp.style));
+    }
+    if w > 0 {
+        out.push(Span::raw("…"));
+    }
+    Line::from(out).style(base)
+}
+
+/// Draws a header row and the visible rows of a list; `row` renders one row's cells.
+pub fn table<T>(
+    f: &mut Frame,
+    area: Rect,
+    app: &App,
+    cols: &[Col],
+    list: &ListView<T>,
+    row: impl Fn(&T, &[u16]) -> Vec<Line<'static>>,
+    empty: &str,
+) {
+    let th = &app.theme;
+    let ws = widths(cols, area.width);
+    let mut lines = Vec::new();
+    let mut head = Vec::new();
+    for (c, w) in cols.iter().zip(&ws) {
+        head.extend(pad(
+            Line::styled(
+                c.title.chars().take(usize::from(*w)).collect::<String>(),
+                th.style(Role::Header),
+            ),
+            *w,
+        ));
+        head.push(Span::raw(" "));
+    }
+    lines.push(Line::from(head));
+    let rows = area.height.saturating_sub(1);
+    if list.page.total == 0 {
+        let msg = if list.loaded { empty } else { "reading…" };
+        lines.push(Line::styled(format!(" {msg}"), th.style(Role::Dim)));
+    }
+    let sel = th.style(Role::Selection);
+    let mut top = list.top;
+    if list.cursor >= top + u64::from(rows) {
+        top = list.cursor + 1 - u64::from(rows.max(1));
+    }
+    for i in 0..u64::from(rows) {
+        let n = top + i;
+        if n >= list.page.total {
+            break;
+        }
+        let Some(r) = n
+            .checked_sub(list.page.offset)
+            .and_then(|k| list.page.rows.get(k as usize))
+        else {
+            lines.push(Line::styled(" …", th.style(Role::Dim)));
+            continue;
+        };
+        let cells = row(r, &ws);
+        let mut spans = Vec::new();
+        for (c, w) in cells.into_iter().zip(&ws) {
+            spans.extend(pad(c, *w));
+            spans.push(Span::raw(" "));
+        }
+        let mut l = Line::from(spans);
+        if n == list.cursor {
+            l = l.patch_style(sel);
+            let w = l.width();
+            if w < usize::from(area.width) {
+                l.spans
+                    .push(Span::styled(" ".repeat(usize::from(area.width) - w), sel));
+            }
+        }
+        lines.push(l);
+    }
+    f.render_widget(Paragraph::new(lines), area);
+}
+
+/// Position text for a list: `12/340`.
+pub fn position<T>(l: &ListView<T>) -> String {
+    if l.page.total == 0 {
+        "0/0".into()
+    } else {
+        format!("{}/{}", l.cursor + 1, l.page.total)
+    }
+}
+
+pub fn dim(app: &App, s: impl Into<String>) -> Span<'static> {
+    Span::styled(s.into(), app.theme.style(Role::Dim))
+}
+
+pub fn styled(s: impl Into<String>, st: Style) -> Span<'static> {
+    Span::styled(s.into(), st)
+}

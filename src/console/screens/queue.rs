@@ -1,0 +1,136 @@
+//! The queue (home): pending approvals oldest first, with age, expiry countdown, run, step,
+//! tool and a one-line escaped summary of the arguments.
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::text::Line;
+use ratatui::widgets::Paragraph;
+
+use super::{Col, position, table};
+use crate::console::app::{App, QueueScreen};
+use crate::console::render::cell;
+use crate::console::text;
+use crate::console::theme::Role;
+use crate::console::time;
+
+pub fn draw(f: &mut Frame, area: Rect, app: &App, s: &QueueScreen) {
+    let th = &app.theme;
+    let [title, rest] = Layout::vertical([Constraint::Length(1), Constraint::Min(1)]).areas(area);
+    let mut t = vec![
+        super::styled(
+            format!(" Pending approvals {}", position(&s.list)),
+            th.style(Role::Title),
+        ),
+        super::dim(app, "  oldest first"),
+    ];
+    if !s.filter.is_empty() {
+        t.push(super::dim(app, "  filter /"));
+        t.push(super::styled(
+            text::escaped(s.filter.as_bytes()),
+            th.style(Role::FilterMatch),
+        ));
+    }
+    f.render_widget(Paragraph::new(Line::from(t)), title);
+    let narrow = area.width < 76;
+    let cols: Vec<Col> = if narrow {
+        vec![
+            Col {
+                title: "AGE",
+                width: 5,
+            },
+            Col {
+                title: "EXPIRES",
+                width: 9,
+            },
+            Col {
+                title: "TOOL",
+                width: 17,
+            },
+            Col {
+                title: "SUMMARY",
+                width: 0,
+            },
+        ]
+    } else {
+        vec![
+            Col {
+                title: "AGE",
+                width: 6,
+            },
+            Col {
+                title: "EXPIRES",
+                width: 10,
+            },
+            Col {
+                title: "RUN",
+                width: 8,
+            },
+            Col {
+                title: "STEP",
+                width: 4,
+            },
+            Col {
+                title: "TOOL",
+                width: 18,
+            },
+            Col {
+                title: "SUMMARY",
+                width: 0,
+            },
+        ]
+    };
+    let now = app.now;
+    table(
+        f,
+        rest,
+        app,
+        &cols,
+        &s.list,
+        |r, ws| {
+            let exp_style = if time::expired(&r.expires_at, now) {
+                th.style(Role::Danger)
+            } else {
+                th.style(Role::Text)
+            };
+            let tool = match &r.tool {
+                Some(t) => cell(app, t, ws[if narrow { 2 } else { 4 }]),
+                None => Line::styled("(damaged)", th.style(Role::Damaged)),
+            };
+            let summary = match &r.args {
+                Some(a) => {
+                    let w = *ws.last().unwrap_or(&8);
+                    // Warn in the list too: the cut cell may hide what the detail will show.
+                    if text::badges(a).any() {
+                        let mut l = Line::from(vec![
+                            ratatui::text::Span::styled("⚠", th.style(Role::Badge)),
+                            ratatui::text::Span::raw(" "),
+                        ]);
+                        l.spans.extend(cell(app, a, w.saturating_sub(2)).spans);
+                        l
+                    } else {
+                        cell(app, a, w)
+                    }
+                }
+                None => Line::styled("unread: request does not decode", th.style(Role::Damaged)),
+            };
+            let mut v = vec![
+                Line::from(time::age(&r.created_at, now)),
+                Line::styled(time::countdown_short(&r.expires_at, now), exp_style),
+            ];
+            if !narrow {
+                v.push(cell(app, r.run_id.as_bytes(), 8));
+                v.push(Line::from(
+                    r.step_index.map_or_else(|| "?".into(), |i| i.to_string()),
+                ));
+            }
+            v.push(tool);
+            v.push(summary);
+            v
+        },
+        if s.filter.is_empty() {
+            "no pending approvals"
+        } else {
+            "no pending approval matches the filter"
+        },
+    );
+}

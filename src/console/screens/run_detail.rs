@@ -1,0 +1,311 @@
+//! Run detail: header (status, reason, limits and their use, model calls, tokens, cost, lease)
+//! and tabs for steps, events (with chain marks), approvals and model calls.
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+use serde_json::Value;
+
+use super::{Col, position, table};
+use crate::console::app::{App, RunDetailScreen};
+use crate::console::data::{ChainMark, RunHeader, Tab};
+use crate::console::render::{cell, status_short};
+use crate::console::theme::Role;
+use crate::console::time;
+
+fn limit(l: &Value, key: &str) -> i64 {
+    l.get(key).and_then(Value::as_i64).unwrap_or(0)
+}
+
+fn of(used: i64, max: i64) -> String {
+    if max > 0 {
+        format!("{used}/{max}")
+    } else {
+        format!("{used}")
+    }
+}
+
+fn dollars(micros: i64) -> String {
+    format!("${}.{:04}", micros / 1_000_000, (micros % 1_000_000) / 100)
+}
+
+fn header_lines(app: &App, h: &RunHeader, w: u16) -> Vec<Line<'static>> {
+    let th = &app.theme;
+    let limits: Value = serde_json::from_slice(&h.limits_json).unwrap_or(Value::Null);
+    let mut l1 = vec![Span::styled("run ", th.style(Role::Dim))];
+    l1.extend(cell(app, h.id.as_bytes(), 32).spans);
+    l1.push(Span::raw("  "));
+    l1.push(Span::styled(h.status.clone(), th.status(&h.status)));
+    if !h.reason.is_empty() {
+        l1.push(Span::raw("  "));
+        l1.extend(cell(app, h.reason.as_bytes(), 24).spans);
+    }
+    let mut l2 = vec![Span::styled("goal ", th.style(Role::Dim))];
+    l2.extend(cell(app, &h.goal, w.saturating_sub(5)).spans);
+    let tokens = h.input_tokens.saturating_add(h.output_tokens);
+    let dim = th.style(Role::Dim);
+    let mut l3 = vec![
+        Span::styled("steps ", dim),
+        Span::raw(of(h.step_count, limit(&limits, "max_steps"))),
+        Span::styled("  calls ", dim),
+        Span::raw(of(h.model_calls, limit(&limits, "max_model_calls"))),
+        Span::styled("  tokens ", dim),
+        Span::raw(of(tokens, limit(&limits, "max_total_tokens"))),
+    ];
+    if w >= 110 {
+        l3.push(Span::styled(
+            format!(
+                " (in {} out {} cached {})",
+                h.input_tokens, h.output_tokens, h.cached_input_tokens
+            ),
+            dim,
+        ));
+    }
+    l3.push(Span::styled("  cost ", dim));
+    l3.push(Span::raw(dollars(h.cost_micros)));
+    if w >= 76 {
+        l3.push(Span::styled("  active ", dim));
+        l3.push(Span::raw(time::span(h.active_ms / 1000)));
+    }
+    let l3 = Line::from(l3);
+    let mut l4 = vec![Span::styled("lease ", th.style(Role::Dim))];
+    if h.lease_owner.is_empty() {
+        l4.push(Span::raw("none"));
+    } else {
+        l4.extend(cell(app, &h.lease_owner, 32).spans);
+        l4.push(Span::raw(format!(
+            " until {} ({})",
+            h.lease_expires_at,
+            time::countdown(&h.lease_expires_at, app.now)
+        )));
+    }
+    let mut lines = vec![Line::from(l1), Line::from(l2), l3, Line::from(l4)];
+    if !h.reason_detail.is_empty() {
+        let mut l5 = vec![Span::styled("detail ", th.style(Role::Dim))];
+        l5.extend(cell(app, &h.reason_detail, w.saturating_sub(7)).spans);
+        lines.push(Line::from(l5));
+    }
+    lines
+}
+
+pub fn draw(f: &mut Frame, area: Rect, app: &App, s: &RunDetailScreen) {
+    let th = &app.theme;
+    let head: Vec<Line> = match &s.header {
+        Some(h) => header_lines(app, h, area.width),
+        None if s.missing => vec![Line::styled(" no such run", th.style(Role::Error))],
+        None => vec![Line::styled(" reading…", th.style(Role::Dim))],
+    };
+    let [hd, tabs, rest] = Layout::vertical([
+        Constraint::Length(5),
+        Constraint::Length(1),
+        Constraint::Min(1),
+    ])
+    .areas(area);
+    f.render_widget(Paragraph::new(head), hd);
+    let mut ts = Vec::new();
+    for t in Tab::ALL {
+        let st = if t == s.tab {
+            th.style(Role::Selection)
+        } else {
+            th.style(Role::Dim)
+        };
+        ts.push(Span::styled(format!(" {} ", t.title()), st));
+        ts.push(Span::raw(" "));
+    }
+    let pos = match s.tab {
+        Tab::Steps => position(&s.steps),
+        Tab::Events => position(&s.events),
+        Tab::Approvals => position(&s.approvals),
+        Tab::ModelCalls => position(&s.calls),
+    };
+    ts.push(Span::styled(pos, th.style(Role::Dim)));
+    f.render_widget(Paragraph::new(Line::from(ts)), tabs);
+    let now = app.now;
+    match s.tab {
+        Tab::Steps => table(
+            f,
+            rest,
+            app,
+            &[
+                Col {
+                    title: "#",
+                    width: 3,
+                },
+                Col {
+                    title: "STATUS",
+                    width: 17,
+                },
+                Col {
+                    title: "TOOL",
+                    width: 14,
+                },
+                Col {
+                    title: "POLICY",
+                    width: 16,
+                },
+                Col {
+                    title: "OBSERVATION / DAMAGE",
+                    width: 0,
+                },
+            ],
+            &s.steps,
+            |r, ws| {
+                let last = match (&r.decode_error, &r.summary) {
+                    (Some(e), _) => Line::styled(format!("DAMAGED {e}"), th.style(Role::Damaged)),
+                    (None, Some(sm)) => cell(app, sm, ws[4]),
+                    (None, None) => Line::from(r.observation_kind.clone().unwrap_or_default()),
+                };
+                vec![
+                    Line::from(r.idx.to_string()),
+                    Line::from(r.status.clone()),
+                    r.tool.as_ref().map_or_else(
+                        || Line::from(r.decision_kind.clone().unwrap_or_default()),
+                        |t| cell(app, t, ws[2]),
+                    ),
+                    Line::from(r.policy_outcome.clone().unwrap_or_default()),
+                    last,
+                ]
+            },
+            "no steps",
+        ),
+        Tab::Events => table(
+            f,
+            rest,
+            app,
+            &[
+                Col {
+                    title: "SEQ",
+                    width: 5,
+                },
+                Col {
+                    title: "CHAIN",
+                    width: 6,
+                },
+                Col {
+                    title: "AGE",
+                    width: 6,
+                },
+                Col {
+                    title: "TYPE",
+                    width: 19,
+                },
+                Col {
+                    title: "PAYLOAD",
+                    width: 0,
+                },
+            ],
+            &s.events,
+            |r, ws| {
+                let chain = match r.chain {
+                    ChainMark::Ok => Line::styled("ok", th.style(Role::Ok)),
+                    ChainMark::Broken => Line::styled("BROKEN", th.style(Role::Danger)),
+                    ChainMark::Unknown => Line::styled("?", th.style(Role::Dim)),
+                };
+                vec![
+                    Line::from(r.seq.to_string()),
+                    chain,
+                    Line::from(time::age(&r.at, now)),
+                    cell(app, r.kind.as_bytes(), ws[3]),
+                    cell(app, &r.payload, ws[4]),
+                ]
+            },
+            "no events",
+        ),
+        Tab::Approvals => table(
+            f,
+            rest,
+            app,
+            &[
+                Col {
+                    title: "STATUS",
+                    width: 9,
+                },
+                Col {
+                    title: "AGE",
+                    width: 6,
+                },
+                Col {
+                    title: "HASH",
+                    width: 12,
+                },
+                Col {
+                    title: "BY",
+                    width: 10,
+                },
+                Col {
+                    title: "PRESENTATION",
+                    width: 0,
+                },
+            ],
+            &s.approvals,
+            |r, ws| {
+                let st = match r.status.as_str() {
+                    "pending" => th.style(Role::StatusWaiting),
+                    "approved" => th.style(Role::Ok),
+                    _ => th.style(Role::Dim),
+                };
+                let last = match &r.decode_error {
+                    Some(e) => Line::styled(format!("DAMAGED {e}"), th.style(Role::Damaged)),
+                    None => cell(app, &r.presentation, ws[4]),
+                };
+                vec![
+                    Line::styled(r.status.clone(), st),
+                    Line::from(time::age(&r.created_at, now)),
+                    cell(app, crate::console::app::short(&r.hash).as_bytes(), 12),
+                    cell(app, &r.decided_by, ws[3]),
+                    last,
+                ]
+            },
+            "no approvals",
+        ),
+        Tab::ModelCalls => table(
+            f,
+            rest,
+            app,
+            &[
+                Col {
+                    title: "TRY",
+                    width: 3,
+                },
+                Col {
+                    title: "STATUS",
+                    width: 10,
+                },
+                Col {
+                    title: "MODEL",
+                    width: 18,
+                },
+                Col {
+                    title: "IN",
+                    width: 7,
+                },
+                Col {
+                    title: "OUT",
+                    width: 6,
+                },
+                Col {
+                    title: "COST",
+                    width: 8,
+                },
+                Col {
+                    title: "ERROR",
+                    width: 0,
+                },
+            ],
+            &s.calls,
+            |r, ws| {
+                vec![
+                    Line::from(r.attempt.to_string()),
+                    Line::from(status_short(&r.status).to_string()),
+                    cell(app, &r.model, ws[2]),
+                    Line::from(r.input_tokens.to_string()),
+                    Line::from(r.output_tokens.to_string()),
+                    Line::from(dollars(r.cost_micros)),
+                    cell(app, &r.error, ws[6]),
+                ]
+            },
+            "no model calls",
+        ),
+    }
+}

@@ -1,0 +1,115 @@
+//! Runs, newest first: status, reason, steps, age, goal; markers for waiting and damaged;
+//! filter by status (f) and by text (/), both in SQL.
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+
+use super::{Col, position, table};
+use crate::console::app::{App, RunsScreen};
+use crate::console::render::{cell, status_short};
+use crate::console::text;
+use crate::console::theme::Role;
+use crate::console::time;
+
+pub fn draw(f: &mut Frame, area: Rect, app: &App, s: &RunsScreen) {
+    let th = &app.theme;
+    let [title, rest] = Layout::vertical([Constraint::Length(1), Constraint::Min(1)]).areas(area);
+    let mut t = vec![
+        super::styled(
+            format!(" Runs {}", position(&s.list)),
+            th.style(Role::Title),
+        ),
+        super::dim(app, "  newest first"),
+    ];
+    if let Some(st) = &s.status {
+        t.push(super::dim(app, "  status "));
+        t.push(super::styled(st.clone(), th.status(st)));
+    }
+    if !s.filter.is_empty() {
+        t.push(super::dim(app, "  filter /"));
+        t.push(super::styled(
+            text::escaped(s.filter.as_bytes()),
+            th.style(Role::FilterMatch),
+        ));
+    }
+    f.render_widget(Paragraph::new(Line::from(t)), title);
+    let narrow = area.width < 76;
+    let cols: Vec<Col> = if narrow {
+        vec![
+            Col {
+                title: "",
+                width: 2,
+            },
+            Col {
+                title: "STATUS",
+                width: 9,
+            },
+            Col {
+                title: "AGE",
+                width: 5,
+            },
+            Col {
+                title: "GOAL",
+                width: 0,
+            },
+        ]
+    } else {
+        vec![
+            Col {
+                title: "",
+                width: 2,
+            },
+            Col {
+                title: "STATUS",
+                width: 9,
+            },
+            Col {
+                title: "REASON",
+                width: 16,
+            },
+            Col {
+                title: "STEPS",
+                width: 5,
+            },
+            Col {
+                title: "AGE",
+                width: 6,
+            },
+            Col {
+                title: "GOAL",
+                width: 0,
+            },
+        ]
+    };
+    let now = app.now;
+    table(
+        f,
+        rest,
+        app,
+        &cols,
+        &s.list,
+        |r, ws| {
+            let mut marks = Vec::new();
+            if r.pending > 0 {
+                marks.push(Span::styled("⏸", th.style(Role::StatusWaiting)));
+            }
+            if r.damaged {
+                marks.push(Span::styled("!", th.style(Role::Damaged)));
+            }
+            let mut v = vec![
+                Line::from(marks),
+                Line::styled(status_short(&r.status).to_string(), th.status(&r.status)),
+            ];
+            if !narrow {
+                v.push(cell(app, r.reason.as_bytes(), ws[2]));
+                v.push(Line::from(r.step_count.to_string()));
+            }
+            v.push(Line::from(time::age(&r.created_at, now)));
+            v.push(cell(app, &r.goal, *ws.last().unwrap_or(&8)));
+            v
+        },
+        "no runs",
+    );
+}

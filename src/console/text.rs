@@ -1,0 +1,207 @@
+//! The console's door to `safetext`: untrusted bytes become styled ratatui spans here and
+//! nowhere else, so every widget draws `SafeText` segments (escapes in the escape style, cut
+//! markers in the truncated style), measured after escaping.
+
+use ratatui::style::Style;
+use ratatui::text::{Line, Span};
+use unicode_segmentation::UnicodeSegmentation;
+
+use crate::safetext::{self, Badge, Mode, Options, SafeText, SegmentKind};
+
+/// Styles the escaper paints with.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TextStyles {
+    pub text: Style,
+    pub escaped: Style,
+    pub truncated: Style,
+}
+
+/// What a value holds that the reviewer should be warned about.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Badges {
+    pub set: safetext::Badges,
+    pub escapes: usize,
+}
+
+impl Badges {
+    fn of(t: &SafeText) -> Badges {
+        Badges {
+            set: t.badges(),
+            escapes: t.escape_count(),
+        }
+    }
+    /// Whether a warning badge (not merely `cut`) is set.
+    pub fn any(&self) -> bool {
+        self.set.iter().any(|b| b != Badge::Cut)
+    }
+    /// Labels of the warning badges (`bidi`, `invisible`, `control`, ...).
+    pub fn labels(&self) -> Vec<&'static str> {
+        self.set
+            .iter()
+            .filter(|b| *b != Badge::Cut)
+            .map(Badge::label)
+            .collect()
+    }
+    pub fn union(self, o: Badges) -> Badges {
+        Badges {
+            set: self.set.union(o.set),
+            escapes: self.escapes + o.escapes,
+        }
+    }
+}
+
+fn style_of(k: SegmentKind, st: &TextStyles) -> Style {
+    match k {
+        SegmentKind::Plain => st.text,
+        SegmentKind::Escape => st.escaped,
+        SegmentKind::Cut | SegmentKind::Badge => st.truncated,
+        SegmentKind::LineBreak => st.text,
+    }
+}
+
+/// A one-line rendering of a value.
+#[derive(Debug, Clone, Default)]
+pub struct Shown {
+    pub line: Line<'static>,
+    pub width: usize,
+    pub cut: bool,
+    pub badges: Badges,
+}
+
+fn opts(strict: bool) -> Options {
+    Options::security().with_mode(if strict { Mode::Strict } else { Mode::Readable })
+}
+
+/// One-line cell: newlines and tabs as escapes, cut head-and-tail to `max` columns with a
+/// marker saying how many bytes were cut.
+pub fn line(raw: &[u8], max: usize, st: &TextStyles) -> Shown {
+    line_mode(raw, max, st, false)
+}
+
+pub fn line_mode(raw: &[u8], max: usize, st: &TextStyles, strict: bool) -> Shown {
+    let t = safetext::escape_cut(raw, opts(strict), max);
+    let spans: Vec<Span<'static>> = t
+        .segments()
+        .iter()
+        .filter(|s| s.kind() != SegmentKind::LineBreak)
+        .map(|s| Span::styled(s.text().to_string(), style_of(s.kind(), st)))
+        .collect();
+    Shown {
+        width: t.width(),
+        cut: t.is_cut(),
+        badges: Badges::of(&t),
+        line: Line::from(spans),
+    }
+}
+
+/// A detail block: real line breaks, hard-wrapped at `width` by grapheme, every escape visible.
+pub fn block(
+    raw: &[u8],
+    width: usize,
+    st: &TextStyles,
+    strict: bool,
+) -> (Vec<Line<'static>>, Badges) {
+    let t = safetext::escape(raw, opts(strict).with_form(safetext::Form::MultiLine));
+    let width = width.max(4);
+    let mut lines = Vec::new();
+    for segs in t.lines() {
+        let mut cur: Vec<Span<'static>> = Vec::new();
+        let mut w = 0;
+        for s in segs {
+            if s.kind() == SegmentKind::LineBreak {
+                continue;
+            }
+            let style = style_of(s.kind(), st);
+            let mut run = String::new();
+            for g in s.text().graphemes(true) {
+                let gw = safetext::text_width(g);
+                if w + gw > width && w > 0 {
+                    if !run.is_empty() {
+                        cur.push(Span::styled(std::mem::take(&mut run), style));
+                    }
+                    lines.push(Line::from(std::mem::take(&mut cur)));
+                    w = 0;
+                }
+                run.push_str(g);
+                w += gw;
+            }
+            if !run.is_empty() {
+                cur.push(Span::styled(run, style));
+            }
+        }
+        lines.push(Line::from(cur));
+    }
+    if lines.is_empty() {
+        lines.push(Line::from(""));
+    }
+    (lines, Badges::of(&t))
+}
+
+/// The reversible escaped form as plain text (what the clipboard and the log get).
+pub fn escaped(raw: &[u8]) -> String {
+    safetext::escape_reversible(raw, Options::line())
+}
+
+/// What a value holds, without rendering it.
+pub fn badges(raw: &[u8]) -> Badges {
+    Badges::of(&safetext::escape(raw, Options::security()))
+}
+
+/// Bytes escaped one by one for the damaged view: printable ASCII as itself, everything else
+/// (and backslash) as `\xHH`. Its output is printable ASCII only.
+pub fn bytes_escaped(raw: &[u8]) -> String {
+    let mut s = String::with_capacity(raw.len());
+    for b in raw {
+        match b {
+            b'\\' => s.push_str("\\\\"),
+            0x20..=0x7e => s.push(*b as char),
+            _ => s.push_str(&format!("\\x{b:02x}")),
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plain(raw: &[u8], max: usize) -> String {
+        line(raw, max, &TextStyles::default()).line.to_string()
+    }
+
+    #[test]
+    fn console_cells_escape_controls_bidi_and_invisibles() {
+        assert_eq!(plain(b"a\x1b[2Jb", 80), "a\\x1b[2Jb");
+        assert_eq!(plain("rm\u{200B} -rf".as_bytes(), 80), "rm\\u{200b} -rf");
+        assert_eq!(plain(b"\xff", 80), "\\xff");
+        let b = badges("x\u{202E}\u{200B}\x07".as_bytes());
+        assert!(
+            b.labels().contains(&"bidi") && b.labels().contains(&"control"),
+            "{:?}",
+            b.labels()
+        );
+    }
+
+    #[test]
+    fn console_cells_fit_their_width_after_escaping() {
+        let s = line(
+            "x\u{1b}".repeat(5000).as_bytes(),
+            30,
+            &TextStyles::default(),
+        );
+        assert!(s.cut);
+        assert!(s.line.width() <= 30);
+        let (ls, _) = block(
+            "日本語".repeat(40).as_bytes(),
+            21,
+            &TextStyles::default(),
+            false,
+        );
+        assert!(ls.iter().all(|l| l.width() <= 21));
+    }
+
+    #[test]
+    fn damaged_bytes_are_shown_byte_by_byte_as_ascii() {
+        assert_eq!(bytes_escaped(b"a\\\xff\x1b"), "a\\\\\\xff\\x1b");
+    }
+}

@@ -1,0 +1,409 @@
+//! Themes: semantic roles mapped to styles, read from TOML. The four shipped themes are
+//! embedded; a file of the same name in the user's config directory wins. `NO_COLOR` selects
+//! mono; hex colours degrade to 256 or 16 colours when the terminal lacks truecolor. A bad
+//! file is an error naming the file, the key and the problem.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use ratatui::style::{Color, Modifier, Style};
+
+use super::text::TextStyles;
+
+macro_rules! roles {
+    ($($v:ident => $n:literal),* $(,)?) => {
+        /// A semantic role a theme styles.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+        pub enum Role { $($v),* }
+        impl Role {
+            pub const ALL: &'static [Role] = &[$(Role::$v),*];
+            pub fn name(self) -> &'static str { match self { $(Role::$v => $n),* } }
+        }
+    };
+}
+
+roles! {
+    Text => "text", Dim => "dim", Border => "border", Title => "title",
+    Selection => "selection", Header => "header", StatusRunning => "status_running",
+    StatusWaiting => "status_waiting", StatusCompleted => "status_completed",
+    StatusFailed => "status_failed", StatusCancelled => "status_cancelled", Damaged => "damaged",
+    Escaped => "escaped", Truncated => "truncated", Danger => "danger", Ok => "ok",
+    KeyHint => "key_hint", FilterMatch => "filter_match", StatusBar => "status_bar",
+    Error => "error", Badge => "badge",
+}
+
+pub const EMBEDDED: &[(&str, &str)] = &[
+    ("default", include_str!("../../themes/default.toml")),
+    ("light", include_str!("../../themes/light.toml")),
+    (
+        "high-contrast",
+        include_str!("../../themes/high-contrast.toml"),
+    ),
+    ("mono", include_str!("../../themes/mono.toml")),
+];
+
+/// How many colours the terminal shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Depth {
+    TrueColor,
+    Ansi256,
+    Ansi16,
+    Mono,
+}
+
+impl Depth {
+    /// From the environment: `NO_COLOR` (non-empty) → mono, `COLORTERM` truecolor/24bit,
+    /// `TERM` *256color*, else 16.
+    pub fn detect(get: impl Fn(&str) -> Option<String>) -> Depth {
+        if get("NO_COLOR").is_some_and(|v| !v.is_empty()) {
+            return Depth::Mono;
+        }
+        if get("COLORTERM").is_some_and(|v| v == "truecolor" || v == "24bit") {
+            return Depth::TrueColor;
+        }
+        if get("TERM").is_some_and(|v| v.contains("256color")) {
+            return Depth::Ansi256;
+        }
+        Depth::Ansi16
+    }
+}
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+#[error("theme file {file}: key `{key}`: {problem}")]
+pub struct ThemeError {
+    pub file: String,
+    pub key: String,
+    pub problem: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct Theme {
+    pub name: String,
+    styles: Vec<Style>,
+}
+
+impl Theme {
+    pub fn style(&self, r: Role) -> Style {
+        self.styles[r as usize]
+    }
+
+    pub fn text_styles(&self) -> TextStyles {
+        TextStyles {
+            text: self.style(Role::Text),
+            escaped: self.style(Role::Escaped),
+            truncated: self.style(Role::Truncated),
+        }
+    }
+
+    /// Style of a run status.
+    pub fn status(&self, status: &str) -> Style {
+        self.style(match status {
+            "RUNNING" | "INTERRUPTED" => Role::StatusRunning,
+            "WAITING_FOR_APPROVAL" => Role::StatusWaiting,
+            "COMPLETED" => Role::StatusCompleted,
+            "FAILED" => Role::StatusFailed,
+            "CANCELLED" => Role::StatusCancelled,
+            _ => Role::Dim,
+        })
+    }
+
+    /// The embedded theme `name`, or the user's `<config_dir>/themes/<name>.toml` if present.
+    pub fn load(name: &str, config_dir: Option<&Path>, depth: Depth) -> Result<Theme, ThemeError> {
+        let name = if depth == Depth::Mono { "mono" } else { name };
+        if let Some(dir) = config_dir {
+            let p: PathBuf = dir.join("themes").join(format!("{name}.toml"));
+            if p.exists() {
+                let file = p.display().to_string();
+                let src = std::fs::read_to_string(&p).map_err(|e| ThemeError {
+                    file: file.clone(),
+                    key: "-".into(),
+                    problem: format!("cannot read it: {e}"),
+                })?;
+                return Theme::parse(name, &file, &src, depth);
+            }
+        }
+        let (_, src) = EMBEDDED
+            .iter()
+            .find(|(n, _)| *n == name)
+            .ok_or_else(|| ThemeError {
+                file: format!("themes/{name}.toml"),
+                key: "theme".into(),
+                problem: format!(
+                    "no such theme; the built-in ones are {}",
+                    EMBEDDED
+                        .iter()
+                        .map(|(n, _)| *n)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            })?;
+        Theme::parse(name, &format!("(built-in) themes/{name}.toml"), src, depth)
+    }
+
+    pub fn parse(name: &str, file: &str, src: &str, depth: Depth) -> Result<Theme, ThemeError> {
+        let err = |key: &str, problem: String| ThemeError {
+            file: file.into(),
+            key: key.into(),
+            problem,
+        };
+        let doc: toml::Table = src
+            .parse()
+            .map_err(|e: toml::de::Error| err("-", e.message().to_string()))?;
+        let mut palette = BTreeMap::new();
+        for (k, v) in doc.iter() {
+            if k != "palette" && k != "roles" && k != "name" {
+                return Err(err(k, "unknown section; expected palette or roles".into()));
+            }
+            let _ = v;
+        }
+        if let Some(p) = doc.get("palette") {
+            let t = p
+                .as_table()
+                .ok_or_else(|| err("palette", "must be a table".into()))?;
+            for (k, v) in t {
+                let key = format!("palette.{k}");
+                let s = v
+                    .as_str()
+                    .ok_or_else(|| err(&key, "must be a colour string".into()))?;
+                palette.insert(k.clone(), parse_color(s).map_err(|p| err(&key, p))?);
+            }
+        }
+        let mut styles = vec![Style::default(); Role::ALL.len()];
+        let roles = doc
+            .get("roles")
+            .and_then(|r| r.as_table())
+            .ok_or_else(|| err("roles", "missing [roles] table".into()))?;
+        for (k, v) in roles {
+            let role = Role::ALL
+                .iter()
+                .find(|r| r.name() == k)
+                .ok_or_else(|| err(&format!("roles.{k}"), "unknown role".into()))?;
+            let t = v.as_table().ok_or_else(|| {
+                err(
+                    &format!("roles.{k}"),
+                    "must be a table like { fg = \"...\" }".into(),
+                )
+            })?;
+            let mut st = Style::default();
+            for (f, val) in t {
+                let key = format!("roles.{k}.{f}");
+                match f.as_str() {
+                    "fg" | "bg" => {
+                        let s = val
+                            .as_str()
+                            .ok_or_else(|| err(&key, "must be a colour string".into()))?;
+                        let c = palette
+                            .get(s)
+                            .copied()
+                            .map_or_else(|| parse_color(s), Ok)
+                            .map_err(|p| err(&key, p))?;
+                        let c = degrade(c, depth);
+                        if let Some(c) = c {
+                            st = if f == "fg" { st.fg(c) } else { st.bg(c) };
+                        }
+                    }
+                    "modifiers" => {
+                        let arr = val
+                            .as_array()
+                            .ok_or_else(|| err(&key, "must be a list of names".into()))?;
+                        for m in arr {
+                            let m = m
+                                .as_str()
+                                .ok_or_else(|| err(&key, "must be a list of names".into()))?;
+                            st = st.add_modifier(parse_modifier(m).map_err(|p| err(&key, p))?);
+                        }
+                    }
+                    _ => {
+                        return Err(err(
+                            &key,
+                            "unknown field; expected fg, bg or modifiers".into(),
+                        ));
+                    }
+                }
+            }
+            styles[*role as usize] = st;
+        }
+        Ok(Theme {
+            name: name.into(),
+            styles,
+        })
+    }
+}
+
+fn parse_modifier(m: &str) -> Result<Modifier, String> {
+    Ok(match m {
+        "bold" => Modifier::BOLD,
+        "dim" => Modifier::DIM,
+        "italic" => Modifier::ITALIC,
+        "underlined" | "underline" => Modifier::UNDERLINED,
+        "reversed" | "reverse" => Modifier::REVERSED,
+        "crossed_out" => Modifier::CROSSED_OUT,
+        _ => {
+            return Err(format!(
+                "unknown modifier {m:?}; expected bold, dim, italic, underlined, reversed or crossed_out"
+            ));
+        }
+    })
+}
+
+/// `#rrggbb`, an ANSI name (`red`, `lightblue`, `gray`, `reset`...) or a 0-255 index as a string.
+pub fn parse_color(s: &str) -> Result<Color, String> {
+    if let Some(h) = s.strip_prefix('#') {
+        if h.len() == 6 && h.bytes().all(|b| b.is_ascii_hexdigit()) {
+            let v = u32::from_str_radix(h, 16).map_err(|e| e.to_string())?;
+            return Ok(Color::Rgb((v >> 16) as u8, (v >> 8) as u8, v as u8));
+        }
+        return Err(format!("{s:?} is not a #rrggbb colour"));
+    }
+    if let Ok(i) = s.parse::<u8>() {
+        return Ok(Color::Indexed(i));
+    }
+    s.parse::<Color>()
+        .map_err(|_| format!("{s:?} is not a colour: use #rrggbb, an ANSI name or 0-255"))
+}
+
+const ANSI16: [(u8, u8, u8, Color); 16] = [
+    (0, 0, 0, Color::Black),
+    (128, 0, 0, Color::Red),
+    (0, 128, 0, Color::Green),
+    (128, 128, 0, Color::Yellow),
+    (0, 0, 128, Color::Blue),
+    (128, 0, 128, Color::Magenta),
+    (0, 128, 128, Color::Cyan),
+    (192, 192, 192, Color::Gray),
+    (128, 128, 128, Color::DarkGray),
+    (255, 0, 0, Color::LightRed),
+    (0, 255, 0, Color::LightGreen),
+    (255, 255, 0, Color::LightYellow),
+    (0, 0, 255, Color::LightBlue),
+    (255, 0, 255, Color::LightMagenta),
+    (0, 255, 255, Color::LightCyan),
+    (255, 255, 255, Color::White),
+];
+
+fn dist(a: (u8, u8, u8), b: (u8, u8, u8)) -> u32 {
+    let d = |x: u8, y: u8| (x as i32 - y as i32).pow(2) as u32;
+    d(a.0, b.0) * 3 + d(a.1, b.1) * 4 + d(a.2, b.2) * 2
+}
+
+/// A colour as this terminal can show it (`None` in mono).
+pub fn degrade(c: Color, depth: Depth) -> Option<Color> {
+    let Color::Rgb(r, g, b) = c else {
+        return (depth != Depth::Mono).then_some(c);
+    };
+    match depth {
+        Depth::Mono => None,
+        Depth::TrueColor => Some(c),
+        Depth::Ansi256 => Some(Color::Indexed(nearest_256(r, g, b))),
+        Depth::Ansi16 => ANSI16
+            .iter()
+            .min_by_key(|(x, y, z, _)| dist((r, g, b), (*x, *y, *z)))
+            .map(|t| t.3),
+    }
+}
+
+fn nearest_256(r: u8, g: u8, b: u8) -> u8 {
+    const LV: [u8; 6] = [0, 95, 135, 175, 215, 255];
+    let idx = |v: u8| {
+        LV.iter()
+            .enumerate()
+            .min_by_key(|(_, l)| (v as i32 - **l as i32).abs())
+            .map_or(0, |(i, _)| i)
+    };
+    let (ri, gi, bi) = (idx(r), idx(g), idx(b));
+    let cube = (LV[ri], LV[gi], LV[bi]);
+    let avg = (r as u32 + g as u32 + b as u32) / 3;
+    let gi_ = ((avg.saturating_sub(8)) / 10).min(23) as u8;
+    let gv = 8 + 10 * gi_;
+    if dist((r, g, b), (gv, gv, gv)) < dist((r, g, b), cube) {
+        232 + gi_
+    } else {
+        16 + 36 * ri as u8 + 6 * gi as u8 + bi as u8
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_embedded_theme_parses_at_every_depth() {
+        for (n, _) in EMBEDDED {
+            for d in [Depth::TrueColor, Depth::Ansi256, Depth::Ansi16, Depth::Mono] {
+                Theme::load(n, None, d).unwrap_or_else(|e| panic!("{n}: {e}"));
+            }
+        }
+    }
+
+    #[test]
+    fn no_color_selects_mono_with_no_colours() {
+        let env = |k: &str| (k == "NO_COLOR").then(|| "1".to_string());
+        assert_eq!(Depth::detect(env), Depth::Mono);
+        let t = Theme::load("default", None, Depth::Mono).unwrap();
+        assert_eq!(t.name, "mono");
+        for r in Role::ALL {
+            assert_eq!(t.style(*r).fg, None, "{}", r.name());
+            assert_eq!(t.style(*r).bg, None, "{}", r.name());
+        }
+    }
+
+    #[test]
+    fn hex_degrades_to_256_and_16() {
+        let c = Color::Rgb(0xff, 0x00, 0x00);
+        assert_eq!(degrade(c, Depth::Ansi256), Some(Color::Indexed(196)));
+        assert_eq!(degrade(c, Depth::Ansi16), Some(Color::LightRed));
+        assert_eq!(
+            degrade(Color::Rgb(0x80, 0x80, 0x80), Depth::Ansi256),
+            Some(Color::Indexed(244))
+        );
+    }
+
+    #[test]
+    fn bad_theme_names_file_key_and_problem() {
+        let e = Theme::parse(
+            "x",
+            "my.toml",
+            "[roles]\ntext = { fg = \"#12345\" }\n",
+            Depth::TrueColor,
+        )
+        .unwrap_err();
+        assert_eq!(e.file, "my.toml");
+        assert_eq!(e.key, "roles.text.fg");
+        assert!(e.problem.contains("#rrggbb"), "{}", e.problem);
+        let e = Theme::parse(
+            "x",
+            "my.toml",
+            "[roles]\nnope = { fg = \"red\" }\n",
+            Depth::TrueColor,
+        )
+        .unwrap_err();
+        assert_eq!(
+            (e.key.as_str(), e.problem.as_str()),
+            ("roles.nope", "unknown role")
+        );
+        let e = Theme::parse(
+            "x",
+            "my.toml",
+            "[roles]\ntext = { fg = \"red\", modifiers = [\"blink\"] }\n",
+            Depth::TrueColor,
+        )
+        .unwrap_err();
+        assert_eq!(e.key, "roles.text.modifiers");
+    }
+
+    #[test]
+    fn user_theme_file_overrides_the_embedded_one() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("themes")).unwrap();
+        std::fs::write(
+            dir.path().join("themes/default.toml"),
+            "[roles]\ndanger = { fg = \"#00ff00\" }\n",
+        )
+        .unwrap();
+        let t = Theme::load("default", Some(dir.path()), Depth::TrueColor).unwrap();
+        assert_eq!(t.style(Role::Danger).fg, Some(Color::Rgb(0, 255, 0)));
+        std::fs::write(dir.path().join("themes/default.toml"), "[roles\n").unwrap();
+        let e = Theme::load("default", Some(dir.path()), Depth::TrueColor).unwrap_err();
+        assert!(e.file.ends_with("themes/default.toml"), "{e}");
+    }
+}

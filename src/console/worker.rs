@@ -1,0 +1,123 @@
+//! Database work off the UI thread: one thread owns the read-only connection (and the decider),
+//! answers queries as messages tagged with their request id, and polls `PRAGMA data_version`
+//! about once a second to tell the UI when another connection committed.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
+use std::time::{Duration, Instant};
+
+use super::app::Input;
+use super::data::*;
+
+pub enum Job {
+    Query(u64, Query),
+    Command(u64, Command),
+}
+
+/// Answers one query (also used synchronously by tests and the bench).
+pub fn handle(data: &mut dyn ConsoleData, q: &Query) -> Reply {
+    match data.query(q) {
+        Ok(r) => r,
+        Err(e) => Reply::Failed(e.to_string()),
+    }
+}
+
+pub struct Worker {
+    pub data: Box<dyn ConsoleData>,
+    pub decider: Option<Box<dyn Decider>>,
+    pub resume: Option<Arc<dyn ResumeHook>>,
+    pub db: PathBuf,
+    pub poll: Duration,
+    pub log: Option<super::Log>,
+}
+
+impl Worker {
+    /// Starts the thread; jobs go in through the returned sender, results come out on `out`.
+    pub fn spawn(self, out: Sender<Input>) -> Sender<Job> {
+        let (tx, rx) = channel();
+        std::thread::Builder::new()
+            .name("countersign-db".into())
+            .spawn(move || self.run(rx, out))
+            .ok();
+        tx
+    }
+
+    fn run(mut self, rx: Receiver<Job>, out: Sender<Input>) {
+        let mut version = self.data.data_version().ok();
+        let mut next_poll = Instant::now() + self.poll;
+        loop {
+            let wait = next_poll.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(wait) {
+                Ok(Job::Query(id, q)) => {
+                    let r = handle(self.data.as_mut(), &q);
+                    if out.send(Input::Reply(id, r)).is_err() {
+                        return;
+                    }
+                }
+                Ok(Job::Command(id, c)) => self.command(id, c, &out),
+                Err(RecvTimeoutError::Timeout) => {
+                    next_poll = Instant::now() + self.poll;
+                    match self.data.data_version() {
+                        Ok(v) if Some(v) != version => {
+                            version = Some(v);
+                            if out.send(Input::DataChanged).is_err() {
+                                return;
+                            }
+                        }
+                        Ok(_) => {}
+                        Err(e) => {
+                            if let Some(l) = &self.log {
+                                l.write(&format!("data_version poll failed: {e}"));
+                            }
+                        }
+                    }
+                }
+                Err(RecvTimeoutError::Disconnected) => return,
+            }
+        }
+    }
+
+    fn command(&mut self, id: u64, c: Command, out: &Sender<Input>) {
+        if let Command::Resume { run } = &c {
+            let Some(hook) = self.resume.clone() else {
+                let _ = out.send(Input::Done(
+                    id,
+                    Err(DecideError::Unavailable(
+                        "this build cannot resume runs".into(),
+                    )),
+                ));
+                return;
+            };
+            if !hook.can_resume(run) {
+                let _ = out.send(Input::Done(
+                    id,
+                    Err(DecideError::Unavailable(
+                        "this build does not register the tools this run needs".into(),
+                    )),
+                ));
+                return;
+            }
+            let (db, run, out) = (self.db.clone(), run.clone(), out.clone());
+            let _ = out.send(Input::Progress(id, "resuming in the background…".into()));
+            std::thread::spawn(move || {
+                let r = hook.resume(&db, &run).map_err(DecideError::Other);
+                let _ = out.send(Input::Done(id, r));
+            });
+            return;
+        }
+        let r = match &mut self.decider {
+            Some(d) => d.run(&c),
+            None => Err(DecideError::Unavailable(
+                "this console has no writer (read-only)".into(),
+            )),
+        };
+        if let Some(l) = &self.log {
+            l.write(&format!(
+                "command {id}: {}",
+                if r.is_ok() { "ok" } else { "refused" }
+            ));
+        }
+        let _ = out.send(Input::Done(id, r));
+    }
+}

@@ -1,0 +1,317 @@
+//! Behaviour of the console beyond pictures: cell styles that carry meaning (escapes,
+//! selection, danger), late replies dropped, live reload keeping the cursor on its row, and
+//! no single key changing state.
+
+mod console_support;
+
+use console_support::*;
+use countersign::console::app::{Effect, Input, update};
+use countersign::console::data::{Page, Reply};
+use countersign::console::theme::Role;
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use ratatui::buffer::Buffer;
+
+fn find(b: &Buffer, needle: &str) -> Option<(u16, u16)> {
+    let text = buffer_text(b);
+    for (y, line) in text.lines().enumerate() {
+        if let Some(i) = line.find(needle) {
+            let x = unicode_width::UnicodeWidthStr::width(&line[..i]);
+            return Some((x as u16, y as u16));
+        }
+    }
+    None
+}
+
+#[test]
+fn escapes_are_drawn_in_the_escape_style() {
+    let (db, m) = all_db();
+    let mut h = Harness::open(db, 120, 40);
+    h.command(&format!("approval {}", approval_of(m, "hostile")));
+    let b = h.buffer();
+    let esc = h.app.theme.style(Role::Escaped);
+    let (x, y) = find(&b, "\\x1b[2J").expect("escaped ESC on screen");
+    for dx in 0..4 {
+        assert_eq!(
+            b[(x + dx, y)].fg,
+            esc.fg.unwrap(),
+            "cell {dx} of \\x1b has the escape colour"
+        );
+        assert!(
+            b[(x + dx, y)]
+                .modifier
+                .contains(ratatui::style::Modifier::REVERSED)
+        );
+    }
+    // The letters after it are plain text, not escape-styled.
+    let (x2, y2) = find(&b, "APPROVED by").unwrap();
+    assert_ne!(b[(x2, y2)].fg, esc.fg.unwrap());
+}
+
+#[test]
+fn selection_and_expired_cells_are_styled() {
+    let (db, _) = all_db();
+    let h = Harness::open(db, 80, 24);
+    let b = h.buffer();
+    let sel = h.app.theme.style(Role::Selection);
+    // Row 3 is the first data row (header, title, column titles).
+    assert_eq!(
+        b[(0, 3)].bg,
+        sel.bg.unwrap(),
+        "the cursor row is highlighted"
+    );
+    assert_ne!(b[(0, 4)].bg, sel.bg.unwrap(), "other rows are not");
+    let danger = h.app.theme.style(Role::Danger);
+    let (x, y) = find(&b, "1m ago").expect("an expired approval");
+    assert_eq!(
+        b[(x, y)].bg,
+        danger.bg.unwrap(),
+        "an expired countdown is drawn as danger at {x},{y}: {:?}",
+        b[(x, y)]
+    );
+}
+
+#[test]
+fn no_single_key_changes_state() {
+    let (db, m) = all_db();
+    let mut h = Harness::open(db, 80, 24);
+    h.command(&format!("approval {}", approval_of(m, "waiting")));
+    for c in "arxRy".chars() {
+        h.key(KeyCode::Char(c));
+        if h.app.overlay.is_some() {
+            h.key(KeyCode::Esc);
+        }
+    }
+    assert!(
+        h.commands.is_empty(),
+        "a single key never sends a decision: {:?}",
+        h.commands
+    );
+    // Approve then enter does send exactly one approve, with the hash that was shown.
+    h.keys("a");
+    h.key(KeyCode::Enter);
+    assert_eq!(h.commands.len(), 1);
+    match &h.commands[0] {
+        countersign::console::data::Command::Approve { shown_hash, by, .. } => {
+            assert_eq!(by, "tester");
+            assert_eq!(shown_hash.len(), 64);
+        }
+        c => panic!("expected approve, got {c:?}"),
+    }
+}
+
+#[test]
+fn reject_without_a_reason_is_refused() {
+    let (db, m) = all_db();
+    let mut h = Harness::open(db, 80, 24);
+    h.command(&format!("approval {}", approval_of(m, "waiting")));
+    h.keys("r");
+    h.key(KeyCode::Enter);
+    assert!(h.commands.is_empty());
+    assert!(h.screen().contains("a reason is required"));
+}
+
+#[test]
+fn a_late_reply_is_dropped() {
+    let (db, _) = all_db();
+    let mut h = Harness::open(db, 80, 24);
+    let before = h.screen();
+    // A reply whose id nobody waits for (e.g. for a screen already left).
+    let fx = update(
+        &mut h.app,
+        Input::Reply(
+            999_999,
+            Reply::Queue(Page {
+                offset: 0,
+                total: 0,
+                rows: vec![],
+            }),
+        ),
+    );
+    assert!(fx.is_empty());
+    assert_eq!(h.screen(), before, "the queue still shows its rows");
+}
+
+#[test]
+fn ctrl_c_quits_from_an_overlay_and_q_only_at_the_root() {
+    let (db, _) = all_db();
+    let mut h = Harness::open(db, 80, 24);
+    h.keys("2");
+    let fx = update(
+        &mut h.app,
+        Input::Key(KeyEvent::new(KeyCode::Char('q'), KeyModifiers::NONE)),
+    );
+    assert!(
+        !fx.contains(&Effect::Quit),
+        "q goes back from a pushed screen"
+    );
+    h.keys("/");
+    let fx = update(
+        &mut h.app,
+        Input::Key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL)),
+    );
+    assert!(fx.contains(&Effect::Quit));
+}
+
+#[test]
+fn paste_goes_only_into_inputs() {
+    let (db, _) = all_db();
+    let mut h = Harness::open(db, 80, 24);
+    h.input(Input::Paste("2f\n".into()));
+    assert!(
+        h.screen().contains("Pending approvals"),
+        "a paste outside an input does nothing"
+    );
+    h.keys("/");
+    h.input(Input::Paste("refund\nx".into()));
+    assert!(h.screen().contains("/refund x"), "{}", h.screen());
+}
+
+#[test]
+fn live_reload_keeps_the_cursor_on_the_same_row() {
+    let d = tempfile::tempdir().unwrap();
+    let (db, _) = fixture(d.path(), "live", "queue", &[]);
+    let mut h = Harness::open(&db, 80, 24);
+    h.keys("jj");
+    let sel = h.app.stack.last().and_then(|s| match s {
+        countersign::console::app::Screen::Queue(q) => {
+            q.list.selected().map(|r| r.approval_id.clone())
+        }
+        _ => None,
+    });
+    // Another connection removes the first pending approval from the queue.
+    let w = rusqlite::Connection::open(&db).unwrap();
+    w.execute("UPDATE approvals SET status = 'expired' WHERE rowid = (SELECT MIN(rowid) FROM approvals WHERE status = 'pending')", []).unwrap();
+    h.input(Input::DataChanged);
+    let now = h.app.stack.last().and_then(|s| match s {
+        countersign::console::app::Screen::Queue(q) => Some((
+            q.list.cursor,
+            q.list.selected().map(|r| r.approval_id.clone()),
+        )),
+        _ => None,
+    });
+    assert_eq!(
+        now,
+        Some((1, sel)),
+        "same approval selected, one row higher"
+    );
+}
+
+struct FakeResume(String);
+
+impl countersign::console::data::ResumeHook for FakeResume {
+    fn can_resume(&self, run_id: &str) -> bool {
+        run_id == self.0
+    }
+    fn resume(&self, _db: &std::path::Path, run_id: &str) -> Result<String, String> {
+        Ok(format!("resumed {run_id}"))
+    }
+}
+
+fn worker_for(
+    hook: FakeResume,
+) -> (
+    std::sync::mpsc::Sender<countersign::console::worker::Job>,
+    std::sync::mpsc::Receiver<Input>,
+) {
+    let (db, _) = all_db();
+    let data = countersign::console::sqlite::SqliteData::open(db).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let w = countersign::console::worker::Worker {
+        data: Box::new(data),
+        decider: None,
+        resume: Some(std::sync::Arc::new(hook)),
+        db: db.clone(),
+        poll: std::time::Duration::from_secs(3600),
+        log: None,
+    };
+    (w.spawn(tx), rx)
+}
+
+#[test]
+fn resume_runs_in_the_background_with_progress_and_result() {
+    use countersign::console::data::Command;
+    use countersign::console::worker::Job;
+    let (_, m) = all_db();
+    let run = run_of(m, "approved");
+    let (jobs, rx) = worker_for(FakeResume(run.clone()));
+    jobs.send(Job::Command(7, Command::Resume { run: run.clone() }))
+        .unwrap();
+    let mut got = Vec::new();
+    while got.len() < 2 {
+        got.push(rx.recv().unwrap());
+    }
+    assert!(
+        matches!(&got[0], Input::Progress(7, m) if m.contains("resuming")),
+        "{got:?}"
+    );
+    assert!(
+        matches!(&got[1], Input::Done(7, Ok(m)) if *m == format!("resumed {run}")),
+        "{got:?}"
+    );
+    // A run whose tools this build does not register is refused, not attempted.
+    jobs.send(Job::Command(
+        8,
+        Command::Resume {
+            run: "other".into(),
+        },
+    ))
+    .unwrap();
+    match rx.recv().unwrap() {
+        Input::Done(8, Err(e)) => {
+            assert!(e.to_string().contains("does not register the tools"), "{e}")
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn the_worker_answers_queries_tagged_with_their_id() {
+    use countersign::console::data::Query;
+    use countersign::console::worker::Job;
+    let (jobs, rx) = worker_for(FakeResume(String::new()));
+    jobs.send(Job::Query(41, Query::Counts)).unwrap();
+    match rx.recv().unwrap() {
+        Input::Reply(41, Reply::Counts(c)) => assert!(c.runs >= 12 && c.pending >= 1, "{c:?}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn verify_command_reports_the_whole_chain() {
+    let (db, _) = all_db();
+    let mut h = Harness::open(db, 100, 24);
+    h.command("verify");
+    let s = h.screen();
+    assert!(s.contains("event chain verified:"), "{s}");
+    let d = tempfile::tempdir().unwrap();
+    let (bad, _) = fixture(
+        d.path(),
+        "chain",
+        "completed,waiting",
+        &["--tamper", "chain"],
+    );
+    let mut h = Harness::open(&bad, 100, 24);
+    h.command("verify");
+    let s = h.screen();
+    assert!(s.contains("event chain broken at seq"), "{s}");
+}
+
+#[test]
+fn mono_theme_marks_selection_by_reversal() {
+    let (db, _) = all_db();
+    let mut h = Harness::open(db, 80, 24);
+    h.app.theme = countersign::console::theme::Theme::load(
+        "default",
+        None,
+        countersign::console::theme::Depth::Mono,
+    )
+    .unwrap();
+    let b = h.buffer();
+    assert!(
+        b[(0, 3)]
+            .modifier
+            .contains(ratatui::style::Modifier::REVERSED),
+        "selected row reversed"
+    );
+    assert_eq!(b[(0, 3)].bg, ratatui::style::Color::Reset, "and no colour");
+}

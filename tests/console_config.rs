@@ -1,0 +1,90 @@
+//! The console's config file: theme choice and key rebinding; bad files are errors that name
+//! the file, the key and the problem, never a silent fallback.
+
+use countersign::console::keymap::Action;
+use countersign::console::theme::{Depth, Role};
+use countersign::console::{ConsoleError, load_config};
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+fn dir_with(config: &str) -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(d.path().join("config.toml"), config).unwrap();
+    d
+}
+
+#[test]
+fn config_selects_theme_and_rebinds_keys() {
+    let d = dir_with("theme = \"high-contrast\"\n[keys]\napprove = \"A\"\n");
+    let (theme, keys) = load_config(Some(d.path()), None, Depth::Ansi16).unwrap();
+    assert_eq!(theme.name, "high-contrast");
+    let k = KeyEvent::new(KeyCode::Char('A'), KeyModifiers::SHIFT);
+    assert_eq!(keys.action(&k), Some(Action::Approve));
+    assert!(theme.style(Role::Danger).bg.is_some());
+}
+
+#[test]
+fn no_color_wins_over_the_configured_theme() {
+    let d = dir_with("theme = \"light\"\n");
+    let (theme, _) = load_config(Some(d.path()), None, Depth::Mono).unwrap();
+    assert_eq!(theme.name, "mono");
+    assert!(
+        Role::ALL
+            .iter()
+            .all(|r| theme.style(*r).fg.is_none() && theme.style(*r).bg.is_none())
+    );
+}
+
+#[test]
+fn bad_config_names_file_key_and_problem() {
+    let d = dir_with("colour = \"red\"\n");
+    let e = load_config(Some(d.path()), None, Depth::TrueColor)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("config.toml") && e.contains("`colour`") && e.contains("unknown setting"),
+        "{e}"
+    );
+
+    let d = dir_with("[keys]\napprove = \"z\"\nreject = \"z\"\n");
+    let e = load_config(Some(d.path()), None, Depth::TrueColor).unwrap_err();
+    assert!(matches!(e, ConsoleError::Keymap(_)), "{e}");
+    let e = e.to_string();
+    assert!(
+        e.contains("config.toml")
+            && e.contains("keys.reject")
+            && e.contains("also bound to approve"),
+        "{e}"
+    );
+
+    let d = dir_with("theme = \"nope\"\n");
+    let e = load_config(Some(d.path()), None, Depth::TrueColor)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("no such theme") && e.contains("default, light, high-contrast, mono"),
+        "{e}"
+    );
+
+    let d = dir_with("theme = \"mine\"\n");
+    std::fs::create_dir_all(d.path().join("themes")).unwrap();
+    std::fs::write(
+        d.path().join("themes/mine.toml"),
+        "[roles]\nselection = { bg = \"#zzzzzz\" }\n",
+    )
+    .unwrap();
+    let e = load_config(Some(d.path()), None, Depth::TrueColor)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("themes/mine.toml") && e.contains("roles.selection.bg") && e.contains("#rrggbb"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_default_key_taken_by_the_user_is_reported() {
+    let d = dir_with("[keys]\nreject = \"j\"\n");
+    let (_, keys) = load_config(Some(d.path()), None, Depth::TrueColor).unwrap();
+    assert_eq!(keys.warnings.len(), 1, "{:?}", keys.warnings);
+    assert!(keys.warnings[0].contains("key j now does reject (it did down)"));
+}

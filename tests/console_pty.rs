@@ -1,0 +1,347 @@
+//! The real console in a pseudo-terminal: every byte it writes goes through a terminal parser
+//! (vt100), which records anything that would change the terminal's state outside the frame.
+
+mod console_support;
+
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::sync::mpsc::{Receiver, channel};
+use std::time::{Duration, Instant};
+
+use console_support::*;
+use portable_pty::{CommandBuilder, PtySize, native_pty_system};
+
+#[derive(Default)]
+struct Recorder {
+    titles: usize,
+    clipboard: Vec<Vec<u8>>,
+    clipboard_reads: usize,
+    bells: usize,
+    other_osc: usize,
+}
+
+impl vt100::Callbacks for Recorder {
+    fn set_window_title(&mut self, _: &mut vt100::Screen, _: &[u8]) {
+        self.titles += 1;
+    }
+    fn set_window_icon_name(&mut self, _: &mut vt100::Screen, _: &[u8]) {
+        self.titles += 1;
+    }
+    fn copy_to_clipboard(&mut self, _: &mut vt100::Screen, _: &[u8], data: &[u8]) {
+        self.clipboard.push(data.to_vec());
+    }
+    fn paste_from_clipboard(&mut self, _: &mut vt100::Screen, _: &[u8]) {
+        self.clipboard_reads += 1;
+    }
+    fn audible_bell(&mut self, _: &mut vt100::Screen) {
+        self.bells += 1;
+    }
+    fn unhandled_osc(&mut self, _: &mut vt100::Screen, _: &[&[u8]]) {
+        self.other_osc += 1;
+    }
+}
+
+fn example_bin() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().unwrap().parent().unwrap();
+    let bin = dir.join("examples").join("console_pty");
+    if !bin.exists() {
+        // `cargo test --test console_pty` alone does not build examples; build it once.
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let st = std::process::Command::new(cargo)
+            .args(["build", "-q", "--example", "console_pty"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .unwrap();
+        assert!(st.success(), "building the console_pty example");
+    }
+    bin
+}
+
+struct Pty {
+    parser: vt100::Parser<Recorder>,
+    rx: Receiver<Vec<u8>>,
+    writer: Box<dyn Write + Send>,
+    child: Box<dyn portable_pty::Child + Send + Sync>,
+    /// Every byte the program wrote.
+    raw: Vec<u8>,
+    _dir: tempfile::TempDir,
+}
+
+impl Pty {
+    fn start(db: &std::path::Path, extra: &[&str]) -> Pty {
+        Self::start_as(db, extra, "pty-tester")
+    }
+
+    fn start_as(db: &std::path::Path, extra: &[&str], by: &str) -> Pty {
+        let bin = example_bin();
+        assert!(
+            bin.exists(),
+            "cargo test builds examples: {}",
+            bin.display()
+        );
+        let pair = native_pty_system()
+            .openpty(PtySize {
+                rows: 24,
+                cols: 80,
+                pixel_width: 0,
+                pixel_height: 0,
+            })
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let mut cmd = CommandBuilder::new(bin);
+        cmd.arg(db);
+        for a in extra {
+            cmd.arg(a);
+        }
+        cmd.env("TERM", "xterm-256color");
+        cmd.env("COUNTERSIGN_BY", by);
+        cmd.env("XDG_CONFIG_HOME", dir.path());
+        let child = pair.slave.spawn_command(cmd).unwrap();
+        drop(pair.slave);
+        let mut reader = pair.master.try_clone_reader().unwrap();
+        let writer = pair.master.take_writer().unwrap();
+        let (tx, rx) = channel();
+        std::thread::spawn(move || {
+            let _keep = pair.master;
+            let mut buf = [0u8; 8192];
+            loop {
+                match reader.read(&mut buf) {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => {
+                        if tx.send(buf[..n].to_vec()).is_err() {
+                            return;
+                        }
+                    }
+                }
+            }
+        });
+        Pty {
+            parser: vt100::Parser::new_with_callbacks(
+                std::num::NonZeroU16::new(24).unwrap(),
+                std::num::NonZeroU16::new(80).unwrap(),
+                0,
+                Recorder::default(),
+            ),
+            rx,
+            writer,
+            child,
+            raw: Vec::new(),
+            _dir: dir,
+        }
+    }
+
+    /// Feeds output to the parser until `pred` holds on the screen (bounded, generous wait).
+    fn wait(&mut self, what: &str, pred: impl Fn(&vt100::Screen) -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !pred(self.parser.screen()) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            assert!(
+                !left.is_zero(),
+                "waiting for {what}; screen:\n{}",
+                self.parser.screen().contents()
+            );
+            if let Ok(b) = self.rx.recv_timeout(left.min(Duration::from_millis(200))) {
+                self.parser.process(&b);
+                self.raw.extend_from_slice(&b);
+            }
+        }
+    }
+
+    fn wait_text(&mut self, s: &str) {
+        let s2 = s.to_string();
+        self.wait(s, move |sc| sc.contents().contains(&s2));
+    }
+
+    fn send(&mut self, b: &[u8]) {
+        self.writer.write_all(b).unwrap();
+        self.writer.flush().unwrap();
+    }
+
+    /// Waits for the process to end, reading what it still writes.
+    fn finish(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            while let Ok(b) = self.rx.try_recv() {
+                self.parser.process(&b);
+                self.raw.extend_from_slice(&b);
+            }
+            if let Ok(Some(_)) = self.child.try_wait() {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the console did not exit");
+            if let Ok(b) = self.rx.recv_timeout(Duration::from_millis(100)) {
+                self.parser.process(&b);
+                self.raw.extend_from_slice(&b);
+            }
+        }
+        while let Ok(b) = self.rx.recv_timeout(Duration::from_millis(300)) {
+            self.parser.process(&b);
+        }
+    }
+}
+
+#[test]
+fn console_in_a_pty_shows_hostile_text_inert_and_restores_the_terminal() {
+    let d = tempfile::tempdir().unwrap();
+    let (db, m) = fixture(d.path(), "pty", "hostile,queue,damaged", &[]);
+    let mut p = Pty::start(&db, &[]);
+    p.wait_text("Pending approvals");
+    assert!(
+        p.parser.screen().alternate_screen(),
+        "the console draws on the alternate screen"
+    );
+    assert!(
+        p.parser.screen().bracketed_paste(),
+        "bracketed paste is on while it runs"
+    );
+    assert_eq!(
+        p.parser.screen().mouse_protocol_mode(),
+        vt100::MouseProtocolMode::None,
+        "mouse is off"
+    );
+
+    p.send(format!(":approval {}\r", approval_of(&m, "hostile")).as_bytes());
+    p.wait_text("args.reason");
+    // The frame may arrive in pieces: wait for the value lines too.
+    p.wait_text("\\u{202e}evil");
+    let screen = p.parser.screen().contents();
+    assert!(
+        screen.contains("\\x1b[2J"),
+        "the ESC of the hostile value is shown escaped:\n{screen}"
+    );
+    assert!(
+        screen.contains("\\u{202e}evil"),
+        "the bidi override is shown escaped:\n{screen}"
+    );
+    assert!(!screen.contains("APPROVED ✓"), "{screen}");
+
+    // Approve opens a confirmation; esc leaves everything as it was.
+    p.send(b"a");
+    p.wait_text("enter confirms");
+    p.send(b"\x1b");
+    p.wait_text("nothing was changed");
+
+    // Copy the hostile field: the clipboard gets the escaped form, never the raw bytes.
+    for _ in 0..11 {
+        p.send(b"j");
+    }
+    p.send(b"y");
+    p.wait_text("copied (escaped form)");
+
+    // ctrl-c quits from anywhere; the terminal is given back.
+    p.send(b"\x03");
+    p.finish();
+    let sc = p.parser.screen();
+    assert!(!sc.alternate_screen(), "left the alternate screen");
+    assert!(!sc.hide_cursor(), "cursor shown again");
+    assert!(!sc.bracketed_paste(), "bracketed paste off again");
+    let cb = p.parser.callbacks();
+    assert_eq!(cb.titles, 0, "no title was set");
+    assert_eq!(cb.clipboard.len(), 1, "one copy, the one asked for");
+    use base64::Engine;
+    let copied = base64::engine::general_purpose::STANDARD
+        .decode(&cb.clipboard[0])
+        .unwrap();
+    let copied = String::from_utf8(copied).unwrap();
+    assert!(copied.starts_with("args.reason: damaged\\r"), "{copied}");
+    assert!(copied.contains("\\x1b[2J"), "{copied}");
+    assert!(
+        !copied.chars().any(|c| c.is_control()),
+        "no control character on the clipboard: {copied:?}"
+    );
+    assert_eq!(cb.clipboard_reads, 0, "nothing asked for the clipboard");
+    assert_eq!(cb.bells, 0, "no bell rang");
+    assert_eq!(
+        cb.other_osc, 0,
+        "no other OSC sequence reached the terminal"
+    );
+}
+
+#[test]
+fn console_in_a_pty_read_only_says_actions_are_off() {
+    let d = tempfile::tempdir().unwrap();
+    let (db, m) = fixture(d.path(), "ro", "waiting", &[]);
+    let mut p = Pty::start(&db, &["--read-only", "--mouse"]);
+    p.wait_text("READ-ONLY");
+    assert_ne!(
+        p.parser.screen().mouse_protocol_mode(),
+        vt100::MouseProtocolMode::None,
+        "mouse on when asked"
+    );
+    p.send(format!(":approval {}\r", approval_of(&m, "waiting")).as_bytes());
+    p.wait_text("args.order_id");
+    p.send(b"a");
+    p.wait_text("read-only: actions are off");
+    // ctrl-z: the console gives the terminal back and stops (a pty child's orphaned process
+    // group ignores the stop), then takes it again and redraws: it keeps working.
+    let mark = p.raw.len();
+    p.send(b"\x1a");
+    p.send(b"?");
+    p.wait_text("Keys");
+    let after = &p.raw[mark..];
+    let leave = after
+        .windows(8)
+        .position(|w| w == b"\x1b[?1049l")
+        .expect("left the alternate screen on ctrl-z");
+    assert!(
+        after[leave..].windows(8).any(|w| w == b"\x1b[?1049h"),
+        "and entered it again"
+    );
+    assert!(
+        p.parser.screen().alternate_screen(),
+        "back on the alternate screen after suspend"
+    );
+    p.send(b"\x03");
+    p.finish();
+    assert!(!p.parser.screen().alternate_screen());
+    assert_eq!(
+        p.parser.screen().mouse_protocol_mode(),
+        vt100::MouseProtocolMode::None,
+        "mouse off again"
+    );
+}
+
+#[test]
+fn two_consoles_on_one_database_see_each_others_decisions() {
+    let d = tempfile::tempdir().unwrap();
+    // Fresh approvals (base time now) so the wall clock finds them unexpired.
+    let (db, m) = fixture(d.path(), "two", "queue", &["--base-time", "now"]);
+    let ap = approval_of(&m, "queue");
+    let mut a = Pty::start_as(&db, &[], "alice");
+    let mut b = Pty::start_as(&db, &[], "bob");
+    for p in [&mut a, &mut b] {
+        p.wait_text("Pending approvals 1/5");
+        p.send(format!(":approval {ap}\r").as_bytes());
+        p.wait_text("presentation");
+    }
+    b.send(b"a");
+    b.wait_text("enter confirms");
+    a.send(b"a");
+    a.wait_text("enter confirms");
+    a.send(b"\r");
+    a.wait_text("approved by alice");
+    // The second console follows the database (data_version poll, about once a second): its
+    // header count drops while its confirmation is still open.
+    b.wait_text("pending 4");
+    b.send(b"\r");
+    b.wait_text("already approved by alice");
+    a.send(b"\x03");
+    b.send(b"\x03");
+    a.finish();
+    b.finish();
+    let log = std::fs::read_to_string(a._dir.path().join("countersign/console.log")).unwrap();
+    assert!(
+        log.contains("command") && log.contains("by alice"),
+        "decisions are logged to the file: {log}"
+    );
+    let c = rusqlite::Connection::open(&db).unwrap();
+    let (st, by): (String, String) = c
+        .query_row(
+            "SELECT status, decided_by FROM approvals WHERE id = ?1",
+            [&ap],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!((st.as_str(), by.as_str()), ("approved", "alice"));
+}
