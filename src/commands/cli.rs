@@ -31,6 +31,14 @@ pub struct Cli {
     #[arg(long, value_name = "WHO")]
     pub by: Option<String>,
 
+    /// Console only: the theme (default, light, high-contrast, mono, or one of yours).
+    #[arg(long, value_name = "NAME")]
+    pub theme: Option<String>,
+
+    /// Console only: let the mouse wheel move the cursor (off by default).
+    #[arg(long)]
+    pub mouse: bool,
+
     #[command(subcommand)]
     pub command: Option<Command>,
 }

@@ -130,9 +130,15 @@ fn validate(cmd: &Command) -> Result<(), CommandError> {
 }
 
 fn run(cli: Cli) -> Result<(), CommandError> {
+    let flags = ConsoleFlags {
+        by: cli.by.clone(),
+        read_only: cli.read_only,
+        theme: cli.theme.clone(),
+        mouse: cli.mouse,
+    };
     let Some(cmd) = cli.command else {
         let db = database_path(cli.db)?;
-        return open_console(&db, cli.read_only, cli.by);
+        return open_console(&db, &flags);
     };
     validate(&cmd)?;
     let mut out = out::Out::stdout();
@@ -174,7 +180,7 @@ fn run(cli: Cli) -> Result<(), CommandError> {
                 demo::describe(&db, &prepared, &mut out)
             } else {
                 out.flush()?;
-                open_console(&db, false, cli.by.clone())
+                open_console(&db, &flags)
             }
         }
     };
@@ -183,14 +189,43 @@ fn run(cli: Cli) -> Result<(), CommandError> {
     res.and(flushed)
 }
 
-/// Opens the review console on `db`.
-fn open_console(
-    db: &std::path::Path,
-    read_only: bool,
+/// Resumes, from the console, the runs this build can resume (the example consumer's).
+struct ConsumerResume {
+    db: PathBuf,
+}
+
+impl crate::console::data::ResumeHook for ConsumerResume {
+    fn can_resume(&self, run_id: &str) -> bool {
+        resume::resumable(&self.db, run_id).is_ok()
+    }
+
+    fn resume(&self, db_path: &std::path::Path, run_id: &str) -> Result<String, String> {
+        resume::resume_run(db_path, run_id)
+            .map(|r| resume::outcome_line(&r))
+            .map_err(|e| match e {
+                CommandError::Usage(m) | CommandError::Failed(m) => m,
+            })
+    }
+}
+
+/// The console's own flags.
+struct ConsoleFlags {
     by: Option<String>,
-) -> Result<(), CommandError> {
-    let _ = (db, read_only, by);
-    Err(CommandError::Usage(
-        "the console is not built into this version yet; use a command (see --help)".into(),
-    ))
+    read_only: bool,
+    theme: Option<String>,
+    mouse: bool,
+}
+
+/// Opens the review console on `db`. Its errors are printed after the terminal is restored,
+/// escaped like every other message.
+fn open_console(db: &std::path::Path, cli: &ConsoleFlags) -> Result<(), CommandError> {
+    let mut opts = crate::console::ConsoleOptions::new(db);
+    opts.by = cli.by.clone();
+    opts.read_only = cli.read_only;
+    opts.theme = cli.theme.clone();
+    opts.mouse = cli.mouse;
+    opts.resume = Some(std::sync::Arc::new(ConsumerResume {
+        db: db.to_path_buf(),
+    }));
+    crate::console::run(opts).map_err(|e| CommandError::Failed(text::clean(&e.to_string(), 4000)))
 }

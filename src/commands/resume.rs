@@ -50,7 +50,9 @@ fn tools_of(store: &Store, run_id: &str) -> Result<Vec<String>, CommandError> {
     Ok(names)
 }
 
-pub fn run(db: &Path, json_out: bool, run_id: &str, out: &mut Out) -> Result<(), CommandError> {
+/// Why this build cannot resume `run_id`, or `Ok` when it can (the example consumer's tools
+/// and its backend beside the database).
+pub fn resumable(db: &Path, run_id: &str) -> Result<(), CommandError> {
     {
         let store = open(db, false)?;
         let r = store.get_run_capped(run_id).map_err(fail)?;
@@ -82,11 +84,18 @@ pub fn run(db: &Path, json_out: bool, run_id: &str, out: &mut Out) -> Result<(),
             clean(&backend.to_string_lossy(), 400)
         )));
     }
-    let r = resume_demo_run(db, &backend, run_id)
-        .map_err(|e| CommandError::Failed(clean(&e.to_string(), 4000)))?;
-    if json_out {
-        return out.json(&json!({"run": summary_json(&r, "")}), &Raws::default());
-    }
+    Ok(())
+}
+
+/// Resumes a run of the example consumer to its next pause or end.
+pub fn resume_run(db: &Path, run_id: &str) -> Result<crate::runtime::types::Run, CommandError> {
+    resumable(db, run_id)?;
+    resume_demo_run(db, &backend_beside(db), run_id)
+        .map_err(|e| CommandError::Failed(clean(&e.to_string(), 4000)))
+}
+
+/// One line saying where a resumed run is now.
+pub fn outcome_line(r: &crate::runtime::types::Run) -> String {
     let mut line = format!("run {}: {}", clean(&r.id, 64), r.status.as_str());
     if !r.reason.is_empty() {
         line.push_str(&format!(" ({})", clean(&r.reason, 64)));
@@ -94,7 +103,15 @@ pub fn run(db: &Path, json_out: bool, run_id: &str, out: &mut Out) -> Result<(),
     if !r.reason_detail.is_empty() {
         line.push_str(&format!(": {}", clean(&r.reason_detail, 400)));
     }
-    out.line(&line)?;
+    line
+}
+
+pub fn run(db: &Path, json_out: bool, run_id: &str, out: &mut Out) -> Result<(), CommandError> {
+    let r = resume_run(db, run_id)?;
+    if json_out {
+        return out.json(&json!({"run": summary_json(&r, "")}), &Raws::default());
+    }
+    out.line(&outcome_line(&r))?;
     if r.status == crate::runtime::types::RunStatus::WaitingForApproval {
         out.line("the run waits for a person again: see `show` for the new approval")?;
     }

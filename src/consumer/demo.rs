@@ -34,7 +34,7 @@ pub enum DemoError {
     Backend(#[from] BackendError),
     #[error("the demo run database failed: {0}")]
     Store(#[from] StoreError),
-    #[error("the runtime failed while writing the demo: {0}")]
+    #[error("the runtime refused or failed: {0}")]
     Runtime(#[from] RuntimeError),
     #[error("an operator action of the demo failed: {0}")]
     Operator(#[from] OperatorError),
