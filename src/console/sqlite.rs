@@ -239,6 +239,7 @@ impl SqliteData {
             active_ms: n(15)?,
             lease_owner: bytes(r, 16)?,
             lease_expires_at: text(r, 17)?,
+            resumable: false,
         }))
     }
 
