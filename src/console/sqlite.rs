@@ -294,12 +294,16 @@ impl SqliteData {
 
     fn events(&self, run: &str, offset: u64, limit: u64) -> rusqlite::Result<Page<EventRow>> {
         let total = self.total("events", run)?;
-        let mut st = self.conn.prepare_cached(
-            "SELECT e.seq, e.run_id, e.step_id, e.at, e.type, e.payload_json, e.hash, \
+        // The payload is read capped; an event whose payload is over the cap is not hashed
+        // here (its chain mark is unknown; `:verify` walks the whole chain).
+        let sql = format!(
+            "SELECT e.seq, e.run_id, e.step_id, e.at, e.type, {p}, e.hash, \
              (SELECT p.hash FROM events p WHERE p.seq < e.seq ORDER BY p.seq DESC LIMIT 1), \
              (SELECT MAX(p.seq) FROM events p WHERE p.seq < e.seq), length(e.payload_json) \
              FROM events e WHERE e.run_id = ?1 ORDER BY e.seq LIMIT ?2 OFFSET ?3",
-        )?;
+            p = cap("e.payload_json")
+        );
+        let mut st = self.conn.prepare_cached(&sql)?;
         let rows = st
             .query_map(params![run, limit as i64, offset as i64], |r| {
                 let seq: i64 = r.get(0)?;
@@ -307,25 +311,22 @@ impl SqliteData {
                 let len = r.get::<_, Option<i64>>(9)?.unwrap_or(0);
                 let prev_seq: Option<i64> = r.get(8)?;
                 let prev_hash = opt_bytes(r, 7)?;
-                let chain = decode::chain_mark(
-                    seq,
-                    prev_seq,
-                    prev_hash.as_deref(),
-                    &[
-                        &bytes(r, 1)?,
-                        &bytes(r, 2)?,
-                        &bytes(r, 3)?,
-                        &bytes(r, 4)?,
-                        &payload,
-                    ],
-                    &bytes(r, 6)?,
-                );
-                let payload = if len > MAX_PAGE_TEXT {
-                    let mut p = payload[..payload.len().min(MAX_PAGE_TEXT as usize)].to_vec();
-                    p.extend_from_slice(format!("…[truncated: {len} characters]").as_bytes());
-                    p
+                let chain = if len > MAX_PAGE_TEXT {
+                    ChainMark::Unknown
                 } else {
-                    payload
+                    decode::chain_mark(
+                        seq,
+                        prev_seq,
+                        prev_hash.as_deref(),
+                        &[
+                            &bytes(r, 1)?,
+                            &bytes(r, 2)?,
+                            &bytes(r, 3)?,
+                            &bytes(r, 4)?,
+                            &payload,
+                        ],
+                        &bytes(r, 6)?,
+                    )
                 };
                 Ok(EventRow {
                     seq,
