@@ -208,6 +208,8 @@ pub enum Query {
         filter: String,
         offset: u64,
         limit: u64,
+        /// A row already read (its index and id) to read the window by key around.
+        anchor: Option<(u64, String)>,
     },
     Run {
         id: String,
