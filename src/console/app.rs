@@ -289,11 +289,21 @@ impl App {
                 } else {
                     s.list.window_offset(win)
                 };
+                // Page by key around the first row already read when the new window is
+                // near it; a live reload (keep) re-reads by position so new runs shift it.
+                let first = s
+                    .list
+                    .page
+                    .rows
+                    .first()
+                    .map(|r| (s.list.page.offset, r.id.clone()));
+                let anchor = first.filter(|(ai, _)| !keep && ai.abs_diff(off) <= 2 * win);
                 Query::Runs {
                     status: s.status.clone(),
                     filter: s.filter.clone(),
                     offset: off,
                     limit: win,
+                    anchor,
                 }
             }
             Screen::Damaged(s) => {

@@ -70,24 +70,32 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App, s: &ApprovalScreen) {
         t.push(Span::styled(" CHANGED", th.style(Role::Danger)));
     }
     f.render_widget(Paragraph::new(Line::from(t)), title);
-    let mut lines: Vec<Line> = Vec::new();
+    // Only the visible lines are cloned: an expanded 1 MiB field stays cheap to draw.
     let sel = th.style(Role::Selection);
-    for (i, v) in s.view.iter().enumerate() {
+    let rows = usize::from(body.height);
+    let mut visible: Vec<Line> = Vec::with_capacity(rows);
+    let mut n = 0usize;
+    'fields: for (i, v) in s.view.iter().enumerate() {
+        if n + v.lines.len() <= s.scroll {
+            n += v.lines.len();
+            continue;
+        }
         for (j, l) in v.lines.iter().enumerate() {
-            let mut l = l.clone();
-            let mark = if i == s.cursor && j == 0 {
-                Span::styled("▶", sel)
-            } else {
-                Span::raw(" ")
-            };
-            l.spans.insert(0, mark);
-            lines.push(l);
+            if n >= s.scroll {
+                let mut l = l.clone();
+                let mark = if i == s.cursor && j == 0 {
+                    Span::styled("▶", sel)
+                } else {
+                    Span::raw(" ")
+                };
+                l.spans.insert(0, mark);
+                visible.push(l);
+                if visible.len() >= rows {
+                    break 'fields;
+                }
+            }
+            n += 1;
         }
     }
-    let visible: Vec<Line> = lines
-        .into_iter()
-        .skip(s.scroll)
-        .take(usize::from(body.height))
-        .collect();
     f.render_widget(Paragraph::new(visible), body);
 }
