@@ -6,6 +6,7 @@
 //! it can be shared between threads; every write is one `BEGIN IMMEDIATE` transaction
 //! ([`Store::write`]).
 
+mod damaged;
 mod error;
 mod events;
 mod filters;
@@ -16,6 +17,7 @@ mod reads;
 mod rows;
 mod schema;
 mod tx;
+mod views;
 mod writes;
 
 use std::path::{Path, PathBuf};
@@ -23,6 +25,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use rusqlite::Connection;
 
+pub use damaged::{DAMAGED_RAW_HEAD, DamagedColumn};
 pub use error::{SCHEMA_VERSION, StoreError, go_file_mode, is_locked};
 pub use events::{ChainBreak, ChainReport};
 pub use lease::LeaseHandle;
@@ -30,6 +33,10 @@ pub use open::ConnectionSettings;
 pub use pages::{MAX_PAGE_TEXT, Page};
 pub use schema::{DEFAULT_LEASE_TTL_NS, MIGRATIONS, PRE_LEASE_OWNER, SCHEMA_MIGRATIONS_DDL};
 pub use tx::{Transition, Tx};
+pub use views::{
+    ApprovalView, ChainMark, MarkedEvent, ModelCallView, QUEUE_ARGS_HEAD, QueueItem, RunApprovals,
+    RunOverview, ViewCounts, raw_bytes,
+};
 pub use writes::{NewApproval, NewModelCall, NewRun, StepUpdate};
 
 use crate::runtime::types::Timestamp;

@@ -22,7 +22,7 @@ pub struct Page<T> {
 }
 
 /// Text cap: over the limit → head + `…[truncated: N characters]`.
-fn tc(c: &str) -> String {
+pub(super) fn tc(c: &str) -> String {
     format!(
         "CASE WHEN length({c}) > {MAX_PAGE_TEXT} THEN substr({c},1,{MAX_PAGE_TEXT}) || '\u{2026}[truncated: ' || length({c}) || ' characters]' ELSE {c} END"
     )
@@ -71,7 +71,7 @@ pub(crate) fn run_select() -> String {
     )
 }
 
-fn step_select() -> String {
+pub(super) fn step_select() -> String {
     let over = |c: &str, repl: String| {
         format!(
             "CASE WHEN length({c}) <= {MAX_PAGE_TEXT} THEN {c} WHEN json_valid({c}) THEN {repl} ELSE '' END"
@@ -114,7 +114,7 @@ fn step_select() -> String {
     )
 }
 
-fn approval_select() -> String {
+pub(super) fn approval_select() -> String {
     let request = format!(
         "CASE WHEN length(request_json) <= {MAX_PAGE_TEXT} THEN request_json WHEN json_valid(request_json) THEN \
          json_object('run_id', {}, 'step_id', {}, 'spec', json_object('name', {}), 'args', \
@@ -141,7 +141,7 @@ fn approval_select() -> String {
     )
 }
 
-fn event_select() -> String {
+pub(super) fn event_select() -> String {
     format!(
         "SELECT seq, {}, {}, {}, {}, {}, {} FROM events",
         tc("run_id"),
@@ -153,7 +153,7 @@ fn event_select() -> String {
     )
 }
 
-fn capped_step(r: &rusqlite::Row<'_>) -> Step {
+pub(super) fn capped_step(r: &rusqlite::Row<'_>) -> Step {
     let mut c = Cols::new(r);
     let mut notes = String::new();
     for (i, name) in [(12, "decision"), (13, "policy"), (14, "observation")] {
@@ -172,7 +172,7 @@ fn capped_step(r: &rusqlite::Row<'_>) -> Step {
     s
 }
 
-fn capped_approval(r: &rusqlite::Row<'_>) -> Approval {
+pub(super) fn capped_approval(r: &rusqlite::Row<'_>) -> Approval {
     let mut c = Cols::new(r);
     let n = c.int(14, "request");
     let mut a = approval_from(&mut c);
@@ -427,28 +427,35 @@ impl Store {
     /// payload names it (capped); `""` if there is none. [`StoreError::NotFound`] if no such
     /// approval.
     pub fn approval_reason(&self, run_id: &str, approval_id: &str) -> Result<String, StoreError> {
-        self.read(|c| {
-            let step: Option<String> = c
-                .prepare_cached("SELECT step_id FROM approvals WHERE id = ? AND run_id = ?")
-                .ctx("approval reason")?
-                .query_row(params![approval_id, run_id], |r| r.get(0))
-                .optional()
-                .ctx("approval reason")?;
-            let step = step.ok_or_else(|| StoreError::NotFound {
-                what: format!("approval {approval_id} of run {run_id}"),
-            })?;
-            let reason: Option<Vec<u8>> = c
-                .prepare_cached(&format!(
-                    "SELECT CAST(substr(json_extract(payload_json, '$.reason'),1,{MAX_PAGE_TEXT}) AS BLOB) FROM events \
-                     WHERE run_id = ? AND step_id = ? AND type = 'approval.requested' AND json_valid(payload_json) \
-                     AND json_extract(payload_json, '$.approval_id') = ? ORDER BY seq LIMIT 1"
-                ))
-                .ctx("approval reason")?
-                .query_row(params![run_id, step, approval_id], |r| r.get::<_, Option<Vec<u8>>>(0))
-                .optional()
-                .ctx("approval reason")?
-                .flatten();
-            Ok(String::from_utf8_lossy(&reason.unwrap_or_default()).into_owned())
-        })
+        self.read(|c| approval_reason(c, run_id, approval_id))
     }
+}
+
+/// [`Store::approval_reason`] inside a transaction the caller holds.
+pub(super) fn approval_reason(
+    c: &Connection,
+    run_id: &str,
+    approval_id: &str,
+) -> Result<String, StoreError> {
+    let step: Option<String> = c
+        .prepare_cached("SELECT step_id FROM approvals WHERE id = ? AND run_id = ?")
+        .ctx("approval reason")?
+        .query_row(params![approval_id, run_id], |r| r.get(0))
+        .optional()
+        .ctx("approval reason")?;
+    let step = step.ok_or_else(|| StoreError::NotFound {
+        what: format!("approval {approval_id} of run {run_id}"),
+    })?;
+    let reason: Option<Vec<u8>> = c
+            .prepare_cached(&format!(
+                "SELECT CAST(substr(json_extract(payload_json, '$.reason'),1,{MAX_PAGE_TEXT}) AS BLOB) FROM events \
+                 WHERE run_id = ? AND step_id = ? AND type = 'approval.requested' AND json_valid(payload_json) \
+                 AND json_extract(payload_json, '$.approval_id') = ? ORDER BY seq LIMIT 1"
+            ))
+            .ctx("approval reason")?
+            .query_row(params![run_id, step, approval_id], |r| r.get::<_, Option<Vec<u8>>>(0))
+            .optional()
+            .ctx("approval reason")?
+            .flatten();
+    Ok(String::from_utf8_lossy(&reason.unwrap_or_default()).into_owned())
 }

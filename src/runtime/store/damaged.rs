@@ -1,0 +1,164 @@
+//! Which columns of which rows do not decode (spec 9), as a bounded page: SQL picks the
+//! (row, column) pairs SQLite itself sees as undecodable (`json_valid`, `julianday`) so only the
+//! page's keys are read; each row on the page is then read through the store's capped select
+//! and decoder, whose decode error for that column is the reason given, with the stored bytes
+//! (first 4096) kept for showing escaped.
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+use super::Store;
+use super::error::{Ctx, StoreError};
+use super::pages::{
+    Page, approval_select, capped_approval, capped_step, check_page, count, query, step_select,
+};
+
+/// Stored bytes a damaged column keeps.
+pub const DAMAGED_RAW_HEAD: i64 = 4096;
+
+/// One column of one row that does not decode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DamagedColumn {
+    pub run_id: String,
+    /// `steps` or `approvals`.
+    pub table: &'static str,
+    pub row_id: String,
+    /// The column as decode errors name it (`decision`, `request`, `created_at`, ...).
+    pub column: &'static str,
+    /// The store decoder's error for the column.
+    pub error: String,
+    /// The stored bytes, at most [`DAMAGED_RAW_HEAD`].
+    pub raw: Vec<u8>,
+    /// The stored length in bytes.
+    pub raw_len: i64,
+}
+
+/// (table, decode-error column name, SQL column) by candidate number.
+const COLUMNS: [(&str, &str, &str); 9] = [
+    ("steps", "decision", "decision_json"),
+    ("steps", "policy", "policy_json"),
+    ("steps", "observation", "observation_json"),
+    ("steps", "started_at", "started_at"),
+    ("steps", "finished_at", "finished_at"),
+    ("approvals", "request", "request_json"),
+    ("approvals", "created_at", "created_at"),
+    ("approvals", "expires_at", "expires_at"),
+    ("approvals", "decided_at", "decided_at"),
+];
+
+/// One line per undecodable (row, column): run, table, row key, candidate number (1..=9).
+const CANDIDATES: &str = "SELECT s.run_id AS run, 'steps' AS tbl, s.rowid AS k, c.n AS n FROM steps s \
+    JOIN (SELECT 1 AS n UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4 UNION ALL SELECT 5) c ON \
+    (c.n = 1 AND s.decision_json != '' AND NOT json_valid(s.decision_json)) OR \
+    (c.n = 2 AND s.policy_json != '' AND NOT json_valid(s.policy_json)) OR \
+    (c.n = 3 AND s.observation_json != '' AND NOT json_valid(s.observation_json)) OR \
+    (c.n = 4 AND julianday(s.started_at) IS NULL) OR \
+    (c.n = 5 AND s.finished_at != '' AND julianday(s.finished_at) IS NULL) \
+    UNION ALL \
+    SELECT a.run_id, 'approvals', a.rowid, c.n FROM approvals a \
+    JOIN (SELECT 6 AS n UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9) c ON \
+    (c.n = 6 AND NOT json_valid(a.request_json)) OR \
+    (c.n = 7 AND julianday(a.created_at) IS NULL) OR \
+    (c.n = 8 AND a.expires_at != '' AND julianday(a.expires_at) IS NULL) OR \
+    (c.n = 9 AND a.decided_at != '' AND julianday(a.decided_at) IS NULL)";
+
+/// The parts of a `"; "`-joined decode error that name `column`.
+fn error_of(decode_error: &str, column: &str) -> Option<String> {
+    let prefix = format!("{column}: ");
+    let parts: Vec<&str> = decode_error
+        .split("; ")
+        .filter(|p| p.starts_with(&prefix))
+        .map(|p| &p[prefix.len()..])
+        .collect();
+    (!parts.is_empty()).then(|| parts.join("; "))
+}
+
+fn damaged_column(
+    c: &Connection,
+    rowid: i64,
+    n: usize,
+) -> Result<Option<DamagedColumn>, StoreError> {
+    let (table, column, sqlcol) = COLUMNS[n.clamp(1, 9) - 1];
+    let decoded = if table == "steps" {
+        let sql = format!("{} WHERE rowid = ?", step_select());
+        c.prepare_cached(&sql)
+            .ctx("damaged rows")?
+            .query_row([rowid], |r| {
+                let s = capped_step(r);
+                Ok((s.run_id, s.id, s.decode_error))
+            })
+            .optional()
+            .ctx("damaged rows")?
+    } else {
+        let sql = format!("{} WHERE rowid = ?", approval_select());
+        c.prepare_cached(&sql)
+            .ctx("damaged rows")?
+            .query_row([rowid], |r| {
+                let a = capped_approval(r);
+                Ok((a.run_id, a.id, a.decode_error))
+            })
+            .optional()
+            .ctx("damaged rows")?
+    };
+    let Some((run_id, row_id, decode_error)) = decoded else {
+        return Ok(None);
+    };
+    let (raw, raw_len): (Vec<u8>, i64) = c
+        .prepare_cached(&format!(
+            "SELECT substr(CAST({sqlcol} AS BLOB), 1, {DAMAGED_RAW_HEAD}), length(CAST({sqlcol} AS BLOB)) \
+             FROM {table} WHERE rowid = ?"
+        ))
+        .ctx("damaged rows")?
+        .query_row(params![rowid], |r| {
+            Ok((
+                r.get::<_, Option<Vec<u8>>>(0)?.unwrap_or_default(),
+                r.get::<_, Option<i64>>(1)?.unwrap_or(0),
+            ))
+        })
+        .ctx("damaged rows")?;
+    let error = error_of(&decode_error, column).unwrap_or_else(|| {
+        "SQLite does not read it as JSON or as a time, though the decoder accepts it".into()
+    });
+    Ok(Some(DamagedColumn {
+        run_id,
+        table,
+        row_id,
+        column,
+        error,
+        raw,
+        raw_len,
+    }))
+}
+
+impl Store {
+    /// Undecodable columns of steps and approvals, one per (row, column): steps before
+    /// approvals, then by insertion order and column, with the total.
+    pub fn list_damaged_page(
+        &self,
+        limit: i64,
+        offset: i64,
+    ) -> Result<Page<DamagedColumn>, StoreError> {
+        check_page("damaged rows", limit, offset)?;
+        self.read(|c| {
+            let total = count(c, &format!("SELECT COUNT(*) FROM ({CANDIDATES})"), &[])?;
+            let keys = query(
+                c,
+                &format!(
+                    "SELECT k, n FROM ({CANDIDATES}) ORDER BY tbl DESC, k, n LIMIT ? OFFSET ?"
+                ),
+                &[&limit, &offset],
+                "damaged rows",
+                |r| {
+                    (
+                        r.get::<_, i64>(0).unwrap_or(0),
+                        r.get::<_, i64>(1).unwrap_or(1),
+                    )
+                },
+            )?;
+            let mut items = Vec::with_capacity(keys.len());
+            for (k, n) in keys {
+                items.extend(damaged_column(c, k, n.clamp(1, 9) as usize)?);
+            }
+            Ok(Page { items, total })
+        })
+    }
+}
