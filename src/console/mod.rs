@@ -8,7 +8,6 @@
 pub mod app;
 pub mod data;
 pub mod decider;
-pub mod decode;
 pub mod fields;
 pub mod keymap;
 mod keys;

@@ -18,7 +18,7 @@ use super::pages::{
 use super::rows::{APPROVAL_COLUMNS, Cols, approval_from, event_from, run_from};
 use crate::runtime::types::{Approval, Event, RawInvalid, Run, RunStatus, Timestamp};
 
-/// Bytes of the arguments a queue item keeps (cut on a character boundary).
+/// Characters of the arguments a queue item keeps (bytes when they are not UTF-8).
 pub const QUEUE_ARGS_HEAD: usize = 4096;
 
 /// A step row SQLite itself sees as undecodable (`s` = steps): what marks a run damaged.
@@ -41,8 +41,8 @@ pub struct QueueItem {
     pub step_index: Option<i64>,
     /// The tool named by the request (`spec.name`), absent when the request does not decode.
     pub tool: Option<String>,
-    /// The first [`QUEUE_ARGS_HEAD`] bytes of the request's arguments, absent when the
-    /// request does not decode.
+    /// The first [`QUEUE_ARGS_HEAD`] characters of the request's arguments as stored, absent
+    /// when the request does not decode.
     pub args_head: Option<Vec<u8>>,
 }
 
@@ -134,16 +134,15 @@ pub fn raw_bytes(raw_invalid: &RawInvalid, column: &str, text: &str) -> Vec<u8> 
         .unwrap_or_else(|| text.as_bytes().to_vec())
 }
 
-/// The first `max` bytes of `b`, cut back to a UTF-8 character boundary when `b` is UTF-8.
+/// The first `max` characters of `b` (the first `max` bytes when `b` is not UTF-8).
 fn head(b: &[u8], max: usize) -> Vec<u8> {
-    if b.len() <= max {
-        return b.to_vec();
+    match std::str::from_utf8(b) {
+        Ok(s) => match s.char_indices().nth(max) {
+            Some((end, _)) => b[..end].to_vec(),
+            None => b.to_vec(),
+        },
+        Err(_) => b[..b.len().min(max)].to_vec(),
     }
-    let mut end = max;
-    while end > 0 && (b[end] & 0xC0) == 0x80 {
-        end -= 1;
-    }
-    b[..end].to_vec()
 }
 
 fn opt_int(
