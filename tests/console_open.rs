@@ -1,0 +1,91 @@
+//! The console's reader opens the run database the way the store does (one hardened open):
+//! whatever `Store::open_existing(path, true)` refuses, the console refuses with the store's
+//! message, and a sound database opens and reads.
+
+mod support;
+
+use std::path::Path;
+
+use countersign::console::data::{ConsoleData, DataError, Query, Reply};
+use countersign::console::sqlite::SqliteData;
+use countersign::runtime::store::Store;
+use support::{fixture, tempdir};
+
+/// The console's open error for `db`, which must carry the store's own refusal.
+fn assert_refused_like_the_store(db: &Path, want: &str) {
+    let store_err = Store::open_existing(db, true)
+        .expect_err("the store refuses it")
+        .to_string();
+    assert!(store_err.contains(want), "store said: {store_err}");
+    let err = match SqliteData::open(db) {
+        Ok(_) => panic!("the console opened {}", db.display()),
+        Err(e) => e,
+    };
+    assert!(matches!(err, DataError::Open { .. }), "{err:?}");
+    let msg = err.to_string();
+    assert!(
+        msg.contains(&store_err),
+        "console said {msg:?}, store said {store_err:?}"
+    );
+}
+
+#[test]
+fn console_refuses_triggers_and_views_like_the_store() {
+    let dir = tempdir();
+    for (tamper, want) in [("trigger", "trigger"), ("view", "view")] {
+        let db = dir.path().join(format!("{tamper}.db"));
+        fixture(&db, &["--scenario", "waiting", "--tamper", tamper]);
+        assert_refused_like_the_store(&db, want);
+    }
+}
+
+#[test]
+fn console_refuses_a_group_writable_database_like_the_store() {
+    let dir = tempdir();
+    let db = dir.path().join("mode.db");
+    fixture(&db, &["--scenario", "waiting", "--tamper", "mode"]);
+    assert_refused_like_the_store(&db, "chmod 600");
+}
+
+#[test]
+fn console_refuses_a_symbolic_link_like_the_store() {
+    let dir = tempdir();
+    let db = dir.path().join("real.db");
+    fixture(&db, &["--scenario", "waiting"]);
+    let link = dir.path().join("link.db");
+    std::os::unix::fs::symlink(&db, &link).unwrap();
+    assert_refused_like_the_store(&link, "symbolic link");
+}
+
+#[test]
+fn console_refuses_schema_version_7_like_the_store() {
+    let dir = tempdir();
+    let db = dir.path().join("v7.db");
+    fixture(&db, &["--scenario", "waiting", "--tamper", "version7"]);
+    assert_refused_like_the_store(&db, "version");
+}
+
+#[test]
+fn console_refuses_a_missing_file_and_never_creates_it() {
+    let dir = tempdir();
+    let db = dir.path().join("missing.db");
+    assert_refused_like_the_store(&db, "no such file");
+    assert!(!db.exists(), "reading never creates a database");
+}
+
+#[test]
+fn console_reads_a_sound_database_through_the_store() {
+    let dir = tempdir();
+    let db = dir.path().join("ok.db");
+    fixture(&db, &["--scenario", "waiting,completed"]);
+    let mut data = SqliteData::open(&db).unwrap();
+    let Reply::Counts(c) = data.query(&Query::Counts).unwrap() else {
+        panic!("counts")
+    };
+    assert_eq!((c.runs, c.waiting, c.pending), (2, 1, 1));
+    // Another connection's commit shows as a new data version (the console's live reload).
+    let before = data.data_version().unwrap();
+    let w = rusqlite::Connection::open(&db).unwrap();
+    w.execute("UPDATE runs SET goal = goal || '!'", []).unwrap();
+    assert_ne!(data.data_version().unwrap(), before);
+}
