@@ -43,7 +43,8 @@ impl SqliteData {
         .map_err(err)?;
         conn.busy_timeout(std::time::Duration::from_secs(2))
             .map_err(err)?;
-        conn.execute_batch("PRAGMA query_only = ON;").map_err(err)?;
+        conn.execute_batch("PRAGMA query_only = ON; PRAGMA cache_size = -32768;")
+            .map_err(err)?;
         conn.query_row("SELECT count(*) FROM runs", [], |_| Ok(()))
             .map_err(err)?;
         Ok(SqliteData { conn })
