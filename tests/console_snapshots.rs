@@ -239,3 +239,15 @@ impl countersign::console::data::ResumeHook for OnlyRun {
         Ok("resumed".into())
     }
 }
+
+#[test]
+fn code_point_inspector_of_a_hostile_field() {
+    let (db, m) = all_db();
+    let mut h = Harness::open(db, 120, 40);
+    h.command(&format!("approval {}", approval_of(m, "hostile")));
+    for _ in 0..11 {
+        h.key(KeyCode::Char('j'));
+    }
+    h.key(KeyCode::Char('i'));
+    snap("approval__hostile_inspect@120x40", &h.screen());
+}

@@ -80,6 +80,8 @@ pub struct ApprovalScreen {
     pub view: Vec<FieldView>,
     pub expanded: BTreeSet<usize>,
     pub strict: bool,
+    /// Code-point inspector of the selected field.
+    pub inspect: bool,
     pub cursor: usize,
     pub scroll: usize,
     /// Set when a reload found a different hash than the one shown before.
@@ -418,6 +420,7 @@ impl App {
             view: Vec::new(),
             expanded: BTreeSet::new(),
             strict: false,
+            inspect: false,
             cursor: 0,
             scroll: 0,
             changed: false,

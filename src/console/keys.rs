@@ -504,6 +504,7 @@ pub(crate) fn on_action(app: &mut App, a: Action) -> Vec<Effect> {
                     s.strict = !s.strict;
                     relayout = true;
                 }
+                Action::Inspect => s.inspect = !s.inspect,
                 Action::Copy => {
                     copy = s.fields.get(s.cursor).map(|f| {
                         format!("{}: {}", text::escaped(&f.label), text::escaped(&f.value))

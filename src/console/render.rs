@@ -152,6 +152,7 @@ pub fn hints(app: &App) -> Vec<(String, &'static str)> {
             }
             v.push((k(Action::Expand), "expand"));
             v.push((k(Action::Strict), "strict"));
+            v.push((k(Action::Inspect), "inspect"));
             v.push((k(Action::Copy), "copy"));
         }
         Screen::Damaged(_) => {

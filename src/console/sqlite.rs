@@ -17,11 +17,15 @@ pub struct SqliteData {
 impl SqliteData {
     /// Opens the database read-only with the store's hardened open (the console's reader never
     /// writes); refuses what the store refuses, with the store's message.
+    /// Keeps a 32 MiB page cache so page reads of a large database stop re-reading the same
+    /// pages.
     pub fn open(path: &Path) -> Result<Self, DataError> {
-        let store = Store::open_existing(path, true).map_err(|e| DataError::Open {
+        let err = |e: StoreError| DataError::Open {
             path: path.display().to_string(),
             cause: e.to_string(),
-        })?;
+        };
+        let store = Store::open_existing(path, true).map_err(err)?;
+        store.set_page_cache_kib(32 * 1024).map_err(err)?;
         Ok(SqliteData { store })
     }
 }

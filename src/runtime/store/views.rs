@@ -560,3 +560,15 @@ fn mark(c: &Connection, seq: i64) -> Result<ChainMark, StoreError> {
         Some(_) => ChainMark::Broken,
     })
 }
+
+impl Store {
+    /// Sets this connection's page cache to `kib` KiB (`PRAGMA cache_size = -kib`): a front
+    /// end paging through a large database keeps the pages it re-reads. Not a hardening
+    /// setting; the connection's other settings are unchanged.
+    pub fn set_page_cache_kib(&self, kib: i64) -> Result<(), StoreError> {
+        let kib = kib.clamp(0, 1 << 30);
+        self.lock()
+            .execute_batch(&format!("PRAGMA cache_size = -{kib};"))
+            .ctx("page cache")
+    }
+}
