@@ -231,9 +231,18 @@ impl Driver {
     /// RUNNING/INTERRUPTED run whose previous driver stopped (8.3).
     pub async fn resume(&self, run_id: &str) -> Result<Run, RuntimeError> {
         let agent = self.agent()?;
-        match resume::attach(self.inner.clone(), run_id).await? {
+        match resume::attach(self.inner.clone(), run_id, false).await? {
             resume::Attached::Done(run) => Ok(*run),
             resume::Attached::Continue(cx, first) => run_loop::drive_from(*cx, agent, first).await,
+            resume::Attached::Grant(cx, d) => match cx.run_grant(*d)? {
+                resume::Attached::Continue(cx, first) => {
+                    run_loop::drive_from(*cx, agent, first).await
+                }
+                resume::Attached::Done(run) => Ok(*run),
+                resume::Attached::Grant(..) => {
+                    Err(RuntimeError::Config("a grant was deferred twice".into()))
+                }
+            },
         }
     }
 

@@ -52,6 +52,8 @@ pub(crate) enum Attached {
     Done(Box<Run>),
     /// The loop carries on, first executing an allowed request if there is one.
     Continue(Box<RunCtx>, Option<Allowed>),
+    /// A grant checked but not yet written (Gate only).
+    Grant(Box<RunCtx>, Box<Deferred>),
 }
 
 fn ctx(inner: &Arc<Inner>, run: Run, claim: Claim) -> Result<RunCtx, RuntimeError> {
@@ -82,13 +84,17 @@ fn stop_to(res: Stop) -> Result<Attached, RuntimeError> {
     }
 }
 
-pub(crate) async fn attach(inner: Arc<Inner>, run_id: &str) -> Result<Attached, RuntimeError> {
+pub(crate) async fn attach(
+    inner: Arc<Inner>,
+    run_id: &str,
+    defer: bool,
+) -> Result<Attached, RuntimeError> {
     let run = inner.store.get_run(run_id)?;
     match run.status {
         RunStatus::WaitingForApproval => {
             let claim = Claim::take(&inner, run_id)?;
             let cx = ctx(&inner, run, claim)?;
-            resume_waiting(cx)
+            resume_waiting(cx, defer)
         }
         RunStatus::Running | RunStatus::Interrupted => {
             check_lease(&inner, &run)?;
@@ -135,7 +141,7 @@ pub fn verify_hash(a: &Approval) -> Result<(), RuntimeError> {
     Ok(())
 }
 
-fn resume_waiting(mut cx: RunCtx) -> Result<Attached, RuntimeError> {
+fn resume_waiting(mut cx: RunCtx, defer: bool) -> Result<Attached, RuntimeError> {
     let waiting = [RunStatus::WaitingForApproval];
     if let Some(d) = cx.damaged() {
         return stop_to(cx.fail_internal(&waiting, &format!("internal: {d}")));
@@ -238,24 +244,78 @@ fn resume_waiting(mut cx: RunCtx) -> Result<Attached, RuntimeError> {
         hash: a.hash.clone(),
         kind: a.kind.clone(),
     };
-    match cx.dispatch(
-        &step.id,
-        step.index,
+    let deferred = Deferred {
+        step_id: step.id.clone(),
+        index: step.index,
         reg,
-        &req.args,
+        args: req.args.clone(),
         view,
-        StepStatus::AwaitingApproval,
-        Some(grant),
-    ) {
-        Ok(Dispatched::Execute(al)) => Ok(Attached::Continue(Box::new(cx), Some(al))),
-        Ok(Dispatched::Continue) => Ok(Attached::Continue(Box::new(cx), None)),
-        Err(s) => stop_to(s),
+        grant,
+        approval: (*a).clone(),
+    };
+    if defer {
+        return Ok(Attached::Grant(Box::new(cx), Box::new(deferred)));
+    }
+    cx.run_grant(deferred)
+}
+
+/// A granted request checked and ready for the resume transaction (a Gate defers it to
+/// `execute`, judging the grant TTL again there).
+pub(crate) struct Deferred {
+    pub step_id: String,
+    pub index: i64,
+    pub reg: Arc<crate::runtime::tools::Registered>,
+    pub args: Vec<u8>,
+    pub view: RunView,
+    pub grant: ResumeGrant,
+    pub approval: Approval,
+}
+
+impl Deferred {
+    /// The request the grant binds, with the spec registered now.
+    pub fn request(&self, run_id: &str) -> ToolRequest {
+        ToolRequest {
+            run_id: run_id.to_string(),
+            step_id: self.step_id.clone(),
+            spec: self.reg.spec.clone(),
+            args: self.args.clone(),
+        }
+    }
+}
+
+impl RunCtx {
+    /// Asks the policy again and, when it still allows the grant, writes the resume
+    /// transaction (spec 8.2 step 9).
+    pub(crate) fn run_grant(mut self, d: Deferred) -> Result<Attached, RuntimeError> {
+        match self.dispatch(
+            &d.step_id,
+            d.index,
+            d.reg,
+            &d.args,
+            d.view,
+            StepStatus::AwaitingApproval,
+            Some(d.grant),
+        ) {
+            Ok(Dispatched::Execute(al)) => Ok(Attached::Continue(Box::new(self), Some(al))),
+            Ok(Dispatched::Continue) => Ok(Attached::Continue(Box::new(self), None)),
+            Err(s) => stop_to(s),
+        }
+    }
+
+    /// The grant TTL judged again with a fresh reading (a Gate's `execute`).
+    pub(crate) fn grant_expired(&mut self, d: &Deferred) -> Option<Stop> {
+        let now = self.inner.now();
+        if self.limits.grant_ttl > 0 && now > d.approval.decided_at.add_nanos(self.limits.grant_ttl)
+        {
+            return Some(self.expire(&d.approval, now));
+        }
+        None
     }
 }
 
 impl RunCtx {
     /// Expires an approval (pending or granted) and cancels the WAITING run (spec 4.5).
-    fn expire(&mut self, a: &Approval, now: Timestamp) -> Stop {
+    pub(crate) fn expire(&mut self, a: &Approval, now: Timestamp) -> Stop {
         let detail = format!("approval {} expired", a.id);
         let p = Object::new()
             .str("approval_id", &a.id)
