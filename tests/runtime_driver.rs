@@ -795,7 +795,6 @@ fn policy_id_recorded_on_step_and_event() {
             Some("rules@v1".into())
         }
     }
-    use countersign::runtime::policy::Policy as _;
     let db = db();
     let calls = Arc::new(Mutex::new(Vec::new()));
     let tools = registry(vec![echo("t", SideEffect::ReadOnly, calls.clone())]);

@@ -311,7 +311,8 @@ fn policy_loop_and_resume_handed_the_same_bytes() {
     let db = db();
     let calls: Calls = Arc::new(Mutex::new(Vec::new()));
     let seen = Arc::new(Mutex::new(Vec::new()));
-    let pol = |seen: Arc<Mutex<Vec<(Vec<u8>, Vec<u8>)>>>| {
+    type Seen = Arc<Mutex<Vec<(Vec<u8>, Vec<u8>)>>>;
+    let pol = |seen: Seen| {
         FnPolicy(move |r: &policy::PolicyRequest, v: &policy::RunView| {
             seen.lock()
                 .unwrap()
