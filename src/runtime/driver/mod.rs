@@ -12,6 +12,7 @@ mod gate;
 pub mod lease;
 pub mod limits;
 pub mod record;
+mod recover;
 mod resume;
 mod run_loop;
 mod step;
@@ -34,7 +35,8 @@ use super::types::{Event, Limits, Run};
 
 pub use gate::{Gate, Session, Verdict};
 pub use lease::DEFAULT_LEASE_TTL;
-pub use resume::{INTERRUPTED_NOTICE, Reconcile, Reconciliation, verify_hash};
+pub use recover::{INTERRUPTED_NOTICE, Reconcile, Reconciliation};
+pub use resume::verify_hash;
 
 /// Receives every event after its transaction committed.
 pub type Observer = Arc<dyn Fn(&Event) + Send + Sync>;
