@@ -2,8 +2,9 @@
 //! (4.3), resumes (8.2, 8.3) and holds leases (7).
 //!
 //! Files: `ctx` (one run being driven: cache, writes, endings), `step` (start, record,
-//! validate, end), `dispatch` (policy and pause), `execute` (tools), `run_loop`, `lease`,
-//! `resume`, `limits`, `record` (payloads), `db` (database access).
+//! validate, end), `dispatch` (policy and pause), `execute` (tools), `run_loop` (the loop in
+//! two halves), `gate` (the same halves for an external loop), `resume` (8.2), `recover`
+//! (8.3), `lease`, `limits`, `record` (payloads).
 
 mod ctx;
 mod dispatch;
@@ -61,6 +62,8 @@ pub enum RuntimeError {
     Json { context: String, err: JsonError },
     #[error("agentrt: session is closed")]
     SessionClosed,
+    #[error(transparent)]
+    Operator(#[from] super::operator::OperatorError),
 }
 
 impl RuntimeError {
@@ -246,6 +249,14 @@ impl Driver {
                 }
             },
         }
+    }
+
+    /// Operator cancel on the driver's clock (`Driver.Cancel`): never overwritten by a live
+    /// loop, which returns the cancelled run at its next write.
+    pub fn cancel(&self, run_id: &str, by: &str, note: &str) -> Result<Run, RuntimeError> {
+        super::operator::cancel(&self.inner.store, run_id, by, note, self.inner.now())
+            .map(|c| c.run)
+            .map_err(RuntimeError::from)
     }
 
     fn agent(&self) -> Result<Arc<dyn Agent>, RuntimeError> {
