@@ -315,3 +315,60 @@ fn driver_unusable_policy_json_fails_without_executing() {
     assert!(db.store.list_approvals("r").unwrap().is_empty());
     verify(&db.path);
 }
+
+#[test]
+fn runtime_written_run_passes_the_outside_verifier() {
+    // Tool calls, a denial, an invalid decision and a pause, in one database.
+    let db = db();
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let tools = registry(vec![
+        echo("look", SideEffect::ReadOnly, calls.clone()),
+        echo("rm", SideEffect::Destructive, calls.clone()),
+        echo("push", SideEffect::RemoteMutation, calls.clone()),
+    ]);
+    let agent = ScriptedAgent::new([
+        agent::tool_call("look", r#"{"q": "a <b> & c"}"#),
+        agent::tool_call("rm", r#"{"path": "/"}"#),
+        agent::tool_call("look", r#"{"q": 1, "q": 2}"#),
+        agent::tool_call(
+            "push",
+            "{\n  \"ref\": \"main\",\n  \"why\": \"\u{2028}é\"\n}",
+        ),
+    ]);
+    let driver = driver(&db.store, tools, Arc::new(DefaultPolicy), agent);
+    let run = rt()
+        .block_on(driver.start_with_id("r", "g", limits()))
+        .unwrap();
+    assert_eq!(run.status, RunStatus::WaitingForApproval);
+    let kinds: Vec<String> = db
+        .store
+        .list_steps("r")
+        .unwrap()
+        .iter()
+        .map(|s| {
+            s.observation
+                .as_ref()
+                .map(|o| o.kind.clone())
+                .unwrap_or_else(|| s.status.to_string())
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "tool_result",
+            "policy_denied",
+            "invalid_decision",
+            "awaiting_approval"
+        ]
+    );
+    let a = latest_approval(&db.store, "r");
+    let h = json::approval_hash(
+        &a.kind,
+        a.capability.as_bytes(),
+        a.presentation.as_bytes(),
+        a.request_json.as_bytes(),
+    )
+    .unwrap();
+    assert_eq!(a.hash, h);
+    verify(&db.path);
+}
