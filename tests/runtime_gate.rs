@@ -288,3 +288,39 @@ fn gate_abandoned_approved_step_stays_approved_and_grant_ttl_holds_until_execute
     assert!(calls.lock().unwrap().is_empty());
     verify(&db.path);
 }
+
+#[test]
+fn gate_limits_fire_through_step() {
+    let db = db();
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let gate = Gate::new(config(
+        &db.store,
+        tools(&calls),
+        Arc::new(DefaultPolicy),
+        ScriptedAgent::new(Vec::<Decision>::new()),
+    ))
+    .unwrap();
+    let rtm = rt();
+    let mut l = limits();
+    l.max_steps = 1;
+    let mut s = rtm.block_on(gate.begin("r", "g", l)).unwrap();
+    s.step().unwrap().unwrap();
+    assert!(matches!(
+        s.propose(agent::tool_call("look", "{}")).unwrap(),
+        Verdict::Allowed(_)
+    ));
+    assert!(matches!(
+        rtm.block_on(s.execute()).unwrap(),
+        Verdict::Observed(_)
+    ));
+    // The next step is refused by the limit: no step, no error, the run ended.
+    let Err(Verdict::Ended(run)) = s.step().unwrap() else {
+        panic!("the limit ends the run")
+    };
+    assert_eq!(
+        (run.status, run.reason.as_str()),
+        (RunStatus::Failed, "limit_steps")
+    );
+    assert_eq!(db.store.list_steps("r").unwrap().len(), 1);
+    verify(&db.path);
+}
