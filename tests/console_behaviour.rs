@@ -315,3 +315,84 @@ fn mono_theme_marks_selection_by_reversal() {
     );
     assert_eq!(b[(0, 3)].bg, ratatui::style::Color::Reset, "and no colour");
 }
+
+#[test]
+fn runs_read_by_key_around_an_anchor_equal_runs_read_by_offset() {
+    use countersign::console::data::{ConsoleData, Query};
+    let d = tempfile::tempdir().unwrap();
+    let (db, _) = fixture(
+        d.path(),
+        "big",
+        "queue,completed",
+        &["--big", "300", "--steps-per-run", "1"],
+    );
+    let mut data = countersign::console::sqlite::SqliteData::open(&db).unwrap();
+    let ids = |r: Reply| match r {
+        Reply::Runs(p) => (
+            p.total,
+            p.rows.into_iter().map(|r| r.id).collect::<Vec<_>>(),
+        ),
+        other => panic!("{other:?}"),
+    };
+    let read = |data: &mut countersign::console::sqlite::SqliteData,
+                offset: u64,
+                anchor: Option<(u64, String)>| {
+        ids(data
+            .query(&Query::Runs {
+                status: None,
+                filter: String::new(),
+                offset,
+                limit: 40,
+                anchor,
+            })
+            .unwrap())
+    };
+    let (total, all) = {
+        let r = data
+            .query(&Query::Runs {
+                status: None,
+                filter: String::new(),
+                offset: 0,
+                limit: 1000,
+                anchor: None,
+            })
+            .unwrap();
+        ids(r)
+    };
+    assert_eq!(total as usize, all.len());
+    for ai in [0u64, 1, 39, 100, 250, all.len() as u64 - 1] {
+        let anchor = Some((ai, all[ai as usize].clone()));
+        for off in [
+            ai.saturating_sub(60),
+            ai.saturating_sub(13),
+            ai,
+            ai + 1,
+            ai + 17,
+            ai + 40,
+            ai + 79,
+        ] {
+            let by_key = read(&mut data, off, anchor.clone());
+            let by_offset = read(&mut data, off, None);
+            assert_eq!(by_key, by_offset, "anchor {ai}, offset {off}");
+        }
+    }
+    // With a text filter too.
+    let f = |offset, anchor| Query::Runs {
+        status: Some("COMPLETED".into()),
+        filter: "order".into(),
+        offset,
+        limit: 25,
+        anchor,
+    };
+    let (_, filtered) = ids(data.query(&f(0, None)).unwrap());
+    assert!(filtered.len() > 10, "{}", filtered.len());
+    let anchor = Some((5u64, filtered[5].clone()));
+    assert_eq!(
+        ids(data.query(&f(3, anchor.clone())).unwrap()),
+        ids(data.query(&f(3, None)).unwrap())
+    );
+    assert_eq!(
+        ids(data.query(&f(9, anchor)).unwrap()),
+        ids(data.query(&f(9, None)).unwrap())
+    );
+}

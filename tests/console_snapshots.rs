@@ -200,6 +200,15 @@ fn confirm_resume_when_this_build_can_resume() {
         can_resume: true,
     };
     let mut h = Harness::with(db, 80, 24, cfg, Box::new(NoWriter));
+    h.resume = Some(std::sync::Arc::new(OnlyRun(run_of(m, "approved"))));
+    h.command(&format!("run {}", run_of(m, "completed")));
+    h.keys("R");
+    assert!(
+        h.screen().contains("run is COMPLETED") || h.screen().contains("does not register"),
+        "{}",
+        h.screen()
+    );
+    h.key(KeyCode::Esc);
     h.command(&format!("run {}", run_of(m, "approved")));
     snap("run_detail__approved_resumable@80x24", &h.screen());
     h.keys("R");
@@ -217,4 +226,28 @@ fn queue_of_the_hostile_scenario_alone() {
     let mut hs = Harness::open(&db, 80, 24);
     hs.keys("2");
     snap("runs__hostile@80x24", &hs.screen());
+}
+
+/// A resume hook that knows the tools of one run only.
+struct OnlyRun(String);
+
+impl countersign::console::data::ResumeHook for OnlyRun {
+    fn can_resume(&self, run_id: &str) -> bool {
+        run_id == self.0
+    }
+    fn resume(&self, _: &std::path::Path, _: &str) -> Result<String, String> {
+        Ok("resumed".into())
+    }
+}
+
+#[test]
+fn code_point_inspector_of_a_hostile_field() {
+    let (db, m) = all_db();
+    let mut h = Harness::open(db, 120, 40);
+    h.command(&format!("approval {}", approval_of(m, "hostile")));
+    for _ in 0..11 {
+        h.key(KeyCode::Char('j'));
+    }
+    h.key(KeyCode::Char('i'));
+    snap("approval__hostile_inspect@120x40", &h.screen());
 }

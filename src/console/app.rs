@@ -80,6 +80,8 @@ pub struct ApprovalScreen {
     pub view: Vec<FieldView>,
     pub expanded: BTreeSet<usize>,
     pub strict: bool,
+    /// Code-point inspector of the selected field.
+    pub inspect: bool,
     pub cursor: usize,
     pub scroll: usize,
     /// Set when a reload found a different hash than the one shown before.
@@ -289,11 +291,21 @@ impl App {
                 } else {
                     s.list.window_offset(win)
                 };
+                // Page by key around the first row already read when the new window is
+                // near it; a live reload (keep) re-reads by position so new runs shift it.
+                let first = s
+                    .list
+                    .page
+                    .rows
+                    .first()
+                    .map(|r| (s.list.page.offset, r.id.clone()));
+                let anchor = first.filter(|(ai, _)| !keep && ai.abs_diff(off) <= 2 * win);
                 Query::Runs {
                     status: s.status.clone(),
                     filter: s.filter.clone(),
                     offset: off,
                     limit: win,
+                    anchor,
                 }
             }
             Screen::Damaged(s) => {
@@ -408,6 +420,7 @@ impl App {
             view: Vec::new(),
             expanded: BTreeSet::new(),
             strict: false,
+            inspect: false,
             cursor: 0,
             scroll: 0,
             changed: false,

@@ -77,6 +77,8 @@ pub struct RunHeader {
     pub active_ms: i64,
     pub lease_owner: Vec<u8>,
     pub lease_expires_at: String,
+    /// Whether this build can resume the run (set by the worker from the resume hook).
+    pub resumable: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -206,6 +208,8 @@ pub enum Query {
         filter: String,
         offset: u64,
         limit: u64,
+        /// A row already read (its index and id) to read the window by key around.
+        anchor: Option<(u64, String)>,
     },
     Run {
         id: String,

@@ -44,6 +44,7 @@ actions! {
     PrevTab => "prev_tab", "previous tab", ["backtab", "["];
     Expand => "expand", "expand or fold the selected field", ["e", "space"];
     Strict => "strict", "strict view: every non-ASCII code point escaped", ["s"];
+    Inspect => "inspect", "code-point inspector for the selected field", ["i"];
     StatusFilter => "status_filter", "cycle the run status filter", ["f"];
     Queue => "queue", "go to the approval queue", ["1"];
     Runs => "runs", "go to the runs", ["2"];

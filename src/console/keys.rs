@@ -423,6 +423,8 @@ pub(crate) fn on_action(app: &mut App, a: Action) -> Vec<Effect> {
                         Err("read-only: actions are off (started with --read-only)".into())
                     } else if !can_resume {
                         Err("this build registers no tools to resume runs with".into())
+                    } else if !s.header.as_ref().is_some_and(|h| h.resumable) {
+                        Err("this build does not register the tools this run needs; its own runtime resumes it".into())
                     } else if !matches!(
                         status.as_str(),
                         "WAITING_FOR_APPROVAL" | "RUNNING" | "INTERRUPTED"
@@ -502,6 +504,7 @@ pub(crate) fn on_action(app: &mut App, a: Action) -> Vec<Effect> {
                     s.strict = !s.strict;
                     relayout = true;
                 }
+                Action::Inspect => s.inspect = !s.inspect,
                 Action::Copy => {
                     copy = s.fields.get(s.cursor).map(|f| {
                         format!("{}: {}", text::escaped(&f.label), text::escaped(&f.value))

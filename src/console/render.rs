@@ -139,7 +139,8 @@ pub fn hints(app: &App) -> Vec<(String, &'static str)> {
             v.push((k(Action::NextTab), "tab"));
             if !app.cfg.read_only {
                 v.push((k(Action::CancelRun), "cancel run"));
-                if app.cfg.can_resume {
+                let resumable = matches!(app.top(), Screen::RunDetail(s) if s.header.as_ref().is_some_and(|h| h.resumable));
+                if app.cfg.can_resume && resumable {
                     v.push((k(Action::ResumeRun), "resume"));
                 }
             }
@@ -151,6 +152,7 @@ pub fn hints(app: &App) -> Vec<(String, &'static str)> {
             }
             v.push((k(Action::Expand), "expand"));
             v.push((k(Action::Strict), "strict"));
+            v.push((k(Action::Inspect), "inspect"));
             v.push((k(Action::Copy), "copy"));
         }
         Screen::Damaged(_) => {

@@ -43,7 +43,8 @@ impl SqliteData {
         .map_err(err)?;
         conn.busy_timeout(std::time::Duration::from_secs(2))
             .map_err(err)?;
-        conn.execute_batch("PRAGMA query_only = ON;").map_err(err)?;
+        conn.execute_batch("PRAGMA query_only = ON; PRAGMA cache_size = -32768;")
+            .map_err(err)?;
         conn.query_row("SELECT count(*) FROM runs", [], |_| Ok(()))
             .map_err(err)?;
         Ok(SqliteData { conn })
@@ -149,12 +150,17 @@ impl SqliteData {
         })
     }
 
+    /// Runs newest first. With an anchor (a row's index and id from the window already
+    /// read), the window is read by key around it (`rowid <` / `rowid >=` the anchor's), so a
+    /// page deep in a long list costs what a page near the top does; without one (or when the
+    /// anchor is gone) it falls back to OFFSET.
     fn runs(
         &self,
         status: Option<&str>,
         filter: &str,
         offset: u64,
         limit: u64,
+        anchor: Option<&(u64, String)>,
     ) -> rusqlite::Result<Page<RunRow>> {
         let cond = "(?1 = '' OR r.status = ?1) AND (?2 = '' OR instr(lower(r.id || ' ' || \
              substr(r.goal, 1, 4096) || ' ' || r.status || ' ' || r.reason), ?2) > 0)";
@@ -164,42 +170,106 @@ impl SqliteData {
             params![status, like(filter)],
             |r| r.get(0),
         )?;
-        let sql = format!(
+        let cols = format!(
             "SELECT r.id, {goal}, r.status, r.reason, {detail}, r.step_count, r.created_at, r.finished_at, \
              (SELECT COUNT(*) FROM approvals a WHERE a.run_id = r.id AND a.status = 'pending'), \
              EXISTS (SELECT 1 FROM steps s WHERE s.run_id = r.id AND ({sbad})) OR \
-             EXISTS (SELECT 1 FROM approvals a WHERE a.run_id = r.id AND ({abad})) \
-             FROM runs r WHERE {cond} ORDER BY r.rowid DESC LIMIT ?3 OFFSET ?4",
+             EXISTS (SELECT 1 FROM approvals a WHERE a.run_id = r.id AND ({abad})) FROM runs r",
             goal = cap("r.goal"),
             detail = cap("r.reason_detail"),
             sbad = decode::STEP_BAD_SQL,
             abad = decode::APPROVAL_BAD_SQL,
         );
-        let mut st = self.conn.prepare_cached(&sql)?;
-        let rows = st
-            .query_map(
-                params![status, like(filter), limit as i64, offset as i64],
-                |r| {
-                    Ok(RunRow {
-                        id: text(r, 0)?,
-                        goal: bytes(r, 1)?,
-                        status: text(r, 2)?,
-                        reason: text(r, 3)?,
-                        reason_detail: bytes(r, 4)?,
-                        step_count: r.get::<_, Option<i64>>(5)?.unwrap_or(0),
-                        created_at: text(r, 6)?,
-                        finished_at: text(r, 7)?,
-                        pending: r.get::<_, i64>(8)?.max(0) as u64,
-                        damaged: r.get::<_, bool>(9)?,
-                    })
-                },
-            )?
-            .collect::<rusqlite::Result<Vec<_>>>()?;
-        Ok(Page {
+        let row = |r: &Row<'_>| -> rusqlite::Result<RunRow> {
+            Ok(RunRow {
+                id: text(r, 0)?,
+                goal: bytes(r, 1)?,
+                status: text(r, 2)?,
+                reason: text(r, 3)?,
+                reason_detail: bytes(r, 4)?,
+                step_count: r.get::<_, Option<i64>>(5)?.unwrap_or(0),
+                created_at: text(r, 6)?,
+                finished_at: text(r, 7)?,
+                pending: r.get::<_, i64>(8)?.max(0) as u64,
+                damaged: r.get::<_, bool>(9)?,
+            })
+        };
+        let page = |rows| Page {
             offset,
             total: total.max(0) as u64,
             rows,
-        })
+        };
+        let anchor_rowid: Option<i64> = match anchor {
+            Some((_, id)) => self
+                .conn
+                .query_row("SELECT rowid FROM runs WHERE id = ?1", params![id], |r| {
+                    r.get(0)
+                })
+                .map(Some)
+                .or_else(|e| match e {
+                    rusqlite::Error::QueryReturnedNoRows => Ok(None),
+                    e => Err(e),
+                })?,
+            None => None,
+        };
+        let (Some((ai, _)), Some(ar)) = (anchor, anchor_rowid) else {
+            let sql = format!("{cols} WHERE {cond} ORDER BY r.rowid DESC LIMIT ?3 OFFSET ?4");
+            let mut st = self.conn.prepare_cached(&sql)?;
+            let rows = st
+                .query_map(
+                    params![status, like(filter), limit as i64, offset as i64],
+                    row,
+                )?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            return Ok(page(rows));
+        };
+        let ai = *ai;
+        let end = offset + limit; // one past the window
+        let mut rows = Vec::new();
+        // Rows at or above the anchor (index <= ai): rowid >= anchor, nearest first, reversed.
+        if offset <= ai {
+            let hi = ai.min(end.saturating_sub(1));
+            let sql = format!(
+                "{cols} WHERE {cond} AND r.rowid >= ?3 ORDER BY r.rowid ASC LIMIT ?4 OFFSET ?5"
+            );
+            let mut st = self.conn.prepare_cached(&sql)?;
+            let mut up = st
+                .query_map(
+                    params![
+                        status,
+                        like(filter),
+                        ar,
+                        (hi - offset + 1) as i64,
+                        (ai - hi) as i64
+                    ],
+                    row,
+                )?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            up.reverse();
+            rows.extend(up);
+        }
+        // Rows below the anchor (index > ai): rowid < anchor, newest first.
+        let from = offset.max(ai + 1);
+        if end > from {
+            let sql = format!(
+                "{cols} WHERE {cond} AND r.rowid < ?3 ORDER BY r.rowid DESC LIMIT ?4 OFFSET ?5"
+            );
+            let mut st = self.conn.prepare_cached(&sql)?;
+            rows.extend(
+                st.query_map(
+                    params![
+                        status,
+                        like(filter),
+                        ar,
+                        (end - from) as i64,
+                        (from - ai - 1) as i64
+                    ],
+                    row,
+                )?
+                .collect::<rusqlite::Result<Vec<_>>>()?,
+            );
+        }
+        Ok(page(rows))
     }
 
     fn run(&self, id: &str) -> rusqlite::Result<Option<RunHeader>> {
@@ -239,6 +309,7 @@ impl SqliteData {
             active_ms: n(15)?,
             lease_owner: bytes(r, 16)?,
             lease_expires_at: text(r, 17)?,
+            resumable: false,
         }))
     }
 
@@ -293,12 +364,16 @@ impl SqliteData {
 
     fn events(&self, run: &str, offset: u64, limit: u64) -> rusqlite::Result<Page<EventRow>> {
         let total = self.total("events", run)?;
-        let mut st = self.conn.prepare_cached(
-            "SELECT e.seq, e.run_id, e.step_id, e.at, e.type, e.payload_json, e.hash, \
+        // The payload is read capped; an event whose payload is over the cap is not hashed
+        // here (its chain mark is unknown; `:verify` walks the whole chain).
+        let sql = format!(
+            "SELECT e.seq, e.run_id, e.step_id, e.at, e.type, {p}, e.hash, \
              (SELECT p.hash FROM events p WHERE p.seq < e.seq ORDER BY p.seq DESC LIMIT 1), \
              (SELECT MAX(p.seq) FROM events p WHERE p.seq < e.seq), length(e.payload_json) \
              FROM events e WHERE e.run_id = ?1 ORDER BY e.seq LIMIT ?2 OFFSET ?3",
-        )?;
+            p = cap("e.payload_json")
+        );
+        let mut st = self.conn.prepare_cached(&sql)?;
         let rows = st
             .query_map(params![run, limit as i64, offset as i64], |r| {
                 let seq: i64 = r.get(0)?;
@@ -306,25 +381,22 @@ impl SqliteData {
                 let len = r.get::<_, Option<i64>>(9)?.unwrap_or(0);
                 let prev_seq: Option<i64> = r.get(8)?;
                 let prev_hash = opt_bytes(r, 7)?;
-                let chain = decode::chain_mark(
-                    seq,
-                    prev_seq,
-                    prev_hash.as_deref(),
-                    &[
-                        &bytes(r, 1)?,
-                        &bytes(r, 2)?,
-                        &bytes(r, 3)?,
-                        &bytes(r, 4)?,
-                        &payload,
-                    ],
-                    &bytes(r, 6)?,
-                );
-                let payload = if len > MAX_PAGE_TEXT {
-                    let mut p = payload[..payload.len().min(MAX_PAGE_TEXT as usize)].to_vec();
-                    p.extend_from_slice(format!("…[truncated: {len} characters]").as_bytes());
-                    p
+                let chain = if len > MAX_PAGE_TEXT {
+                    ChainMark::Unknown
                 } else {
-                    payload
+                    decode::chain_mark(
+                        seq,
+                        prev_seq,
+                        prev_hash.as_deref(),
+                        &[
+                            &bytes(r, 1)?,
+                            &bytes(r, 2)?,
+                            &bytes(r, 3)?,
+                            &bytes(r, 4)?,
+                            &payload,
+                        ],
+                        &bytes(r, 6)?,
+                    )
                 };
                 Ok(EventRow {
                     seq,
@@ -490,8 +562,9 @@ impl ConsoleData for SqliteData {
                 filter,
                 offset,
                 limit,
+                anchor,
             } => Reply::Runs(
-                self.runs(status.as_deref(), filter, *offset, *limit)
+                self.runs(status.as_deref(), filter, *offset, *limit, anchor.as_ref())
                     .map_err(rd)?,
             ),
             Query::Run { id } => Reply::Run(self.run(id).map_err(rd)?.map(Box::new)),

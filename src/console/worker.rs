@@ -23,6 +23,14 @@ pub fn handle(data: &mut dyn ConsoleData, q: &Query) -> Reply {
     }
 }
 
+/// Marks a run header resumable when the hook knows its tools and the run has not ended.
+pub fn mark_resumable(r: &mut Reply, hook: Option<&dyn ResumeHook>) {
+    if let (Reply::Run(Some(h)), Some(hook)) = (r, hook) {
+        h.resumable = !matches!(h.status.as_str(), "COMPLETED" | "FAILED" | "CANCELLED")
+            && hook.can_resume(&h.id);
+    }
+}
+
 pub struct Worker {
     pub data: Box<dyn ConsoleData>,
     pub decider: Option<Box<dyn Decider>>,
@@ -50,7 +58,8 @@ impl Worker {
             let wait = next_poll.saturating_duration_since(Instant::now());
             match rx.recv_timeout(wait) {
                 Ok(Job::Query(id, q)) => {
-                    let r = handle(self.data.as_mut(), &q);
+                    let mut r = handle(self.data.as_mut(), &q);
+                    mark_resumable(&mut r, self.resume.as_deref());
                     if out.send(Input::Reply(id, r)).is_err() {
                         return;
                     }

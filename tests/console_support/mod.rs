@@ -115,6 +115,7 @@ pub struct Harness {
     pub decider: Box<dyn Decider>,
     pub commands: Vec<Cmd>,
     pub copies: Vec<String>,
+    pub resume: Option<std::sync::Arc<dyn countersign::console::data::ResumeHook>>,
 }
 
 impl Harness {
@@ -142,6 +143,7 @@ impl Harness {
             decider,
             commands: vec![],
             copies: vec![],
+            resume: None,
         };
         let fx = h.app.start();
         h.run(fx);
@@ -153,7 +155,8 @@ impl Harness {
         while let Some(e) = (!fx.is_empty()).then(|| fx.remove(0)) {
             let more = match e {
                 Effect::Query(id, q) => {
-                    let r = worker::handle(&mut self.data as &mut dyn ConsoleData, &q);
+                    let mut r = worker::handle(&mut self.data as &mut dyn ConsoleData, &q);
+                    worker::mark_resumable(&mut r, self.resume.as_deref());
                     update(&mut self.app, Input::Reply(id, r))
                 }
                 Effect::Command(id, c) => {
