@@ -1,10 +1,9 @@
-//! The real console in a pseudo-terminal: every byte it writes goes through a terminal parser
+//! The real binary's console in a pseudo-terminal: every byte it writes goes through a terminal parser
 //! (vt100), which records anything that would change the terminal's state outside the frame.
 
 mod console_support;
 
 use std::io::{Read, Write};
-use std::path::PathBuf;
 use std::sync::mpsc::{Receiver, channel};
 use std::time::{Duration, Instant};
 
@@ -41,23 +40,6 @@ impl vt100::Callbacks for Recorder {
     }
 }
 
-fn example_bin() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent().unwrap().parent().unwrap();
-    let bin = dir.join("examples").join("console_pty");
-    if !bin.exists() {
-        // `cargo test --test console_pty` alone does not build examples; build it once.
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let st = std::process::Command::new(cargo)
-            .args(["build", "-q", "--example", "console_pty"])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .status()
-            .unwrap();
-        assert!(st.success(), "building the console_pty example");
-    }
-    bin
-}
-
 struct Pty {
     parser: vt100::Parser<Recorder>,
     rx: Receiver<Vec<u8>>,
@@ -74,12 +56,6 @@ impl Pty {
     }
 
     fn start_as(db: &std::path::Path, extra: &[&str], by: &str) -> Pty {
-        let bin = example_bin();
-        assert!(
-            bin.exists(),
-            "cargo test builds examples: {}",
-            bin.display()
-        );
         let pair = native_pty_system()
             .openpty(PtySize {
                 rows: 24,
@@ -89,7 +65,8 @@ impl Pty {
             })
             .unwrap();
         let dir = tempfile::tempdir().unwrap();
-        let mut cmd = CommandBuilder::new(bin);
+        let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_countersign"));
+        cmd.arg("--db");
         cmd.arg(db);
         for a in extra {
             cmd.arg(a);

@@ -232,3 +232,95 @@ fn gate_misuse_is_refused() {
     let run = db.store.get_run("r").unwrap();
     assert!(run.lease_owner.is_empty(), "close released the lease");
 }
+
+#[test]
+fn gate_abandoned_approved_step_stays_approved_and_grant_ttl_holds_until_execute() {
+    use std::sync::atomic::Ordering;
+    let db = db();
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let reg = || {
+        registry(vec![echo(
+            "push",
+            SideEffect::RemoteMutation,
+            calls.clone(),
+        )])
+    };
+    let (clock, offset) =
+        countersign::runtime::clock::manual(countersign::runtime::types::Timestamp::now());
+    let mut cfg = config(
+        &db.store,
+        reg(),
+        Arc::new(DefaultPolicy),
+        ScriptedAgent::new(Vec::<Decision>::new()),
+    );
+    cfg.now = Some(clock.clone());
+    let gate = Gate::new(cfg).unwrap();
+    let rtm = rt();
+    let mut l = limits();
+    l.grant_ttl = 60_000_000_000;
+    let mut s = rtm.block_on(gate.begin("r", "g", l)).unwrap();
+    s.step().unwrap().unwrap();
+    assert!(matches!(
+        s.propose(agent::tool_call("push", "{}")).unwrap(),
+        Verdict::Pending(_)
+    ));
+    let a = latest_approval(&db.store, "r");
+    approve(&db.store, "r", &a.id, "alice");
+    // Attach, then abandon the session: nothing is written, the grant stays usable.
+    let before = events(&db.store, "r").len();
+    let (s1, v) = rtm.block_on(gate.attach("r")).unwrap();
+    assert!(matches!(v, Verdict::Allowed(_)));
+    drop(s1);
+    assert_eq!(events(&db.store, "r").len(), before);
+    assert_eq!(latest_approval(&db.store, "r").status.as_str(), "approved");
+    // Attach again within the TTL; the grant expires before execute: nothing runs.
+    let (s2, v) = rtm.block_on(gate.attach("r")).unwrap();
+    assert!(matches!(v, Verdict::Allowed(_)));
+    let mut s2 = s2.unwrap();
+    offset.store(120_000_000_000, Ordering::SeqCst);
+    let Verdict::Ended(run) = rtm.block_on(s2.execute()).unwrap() else {
+        panic!()
+    };
+    assert_eq!(
+        (run.status, run.reason.as_str()),
+        (RunStatus::Cancelled, "approval_expired")
+    );
+    assert!(calls.lock().unwrap().is_empty());
+    verify(&db.path);
+}
+
+#[test]
+fn gate_limits_fire_through_step() {
+    let db = db();
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let gate = Gate::new(config(
+        &db.store,
+        tools(&calls),
+        Arc::new(DefaultPolicy),
+        ScriptedAgent::new(Vec::<Decision>::new()),
+    ))
+    .unwrap();
+    let rtm = rt();
+    let mut l = limits();
+    l.max_steps = 1;
+    let mut s = rtm.block_on(gate.begin("r", "g", l)).unwrap();
+    s.step().unwrap().unwrap();
+    assert!(matches!(
+        s.propose(agent::tool_call("look", "{}")).unwrap(),
+        Verdict::Allowed(_)
+    ));
+    assert!(matches!(
+        rtm.block_on(s.execute()).unwrap(),
+        Verdict::Observed(_)
+    ));
+    // The next step is refused by the limit: no step, no error, the run ended.
+    let Err(Verdict::Ended(run)) = s.step().unwrap() else {
+        panic!("the limit ends the run")
+    };
+    assert_eq!(
+        (run.status, run.reason.as_str()),
+        (RunStatus::Failed, "limit_steps")
+    );
+    assert_eq!(db.store.list_steps("r").unwrap().len(), 1);
+    verify(&db.path);
+}

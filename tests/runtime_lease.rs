@@ -366,3 +366,35 @@ fn lease_one_driver_refuses_a_second_call_on_its_run() {
         RunStatus::Completed
     );
 }
+
+#[test]
+fn cancel_through_the_driver_uses_its_clock_and_refuses_a_terminal_run() {
+    let db = db();
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let tools = registry(vec![echo(
+        "push",
+        SideEffect::RemoteMutation,
+        calls.clone(),
+    )]);
+    let d = driver(
+        &db.store,
+        tools,
+        Arc::new(DefaultPolicy),
+        ScriptedAgent::new([agent::tool_call("push", "{}")]),
+    );
+    rt().block_on(d.start_with_id("r", "g", limits())).unwrap();
+    let run = d.cancel("r", "carol", "not today").unwrap();
+    assert_eq!(
+        (run.status, run.reason.as_str()),
+        (RunStatus::Cancelled, "operator_cancelled")
+    );
+    assert!(
+        run.finished_at
+            .to_rfc3339()
+            .starts_with("2026-09-25T14:03:04."),
+        "the driver's clock: {}",
+        run.finished_at
+    );
+    assert!(d.cancel("r", "carol", "again").is_err());
+    verify(&db.path);
+}

@@ -405,3 +405,28 @@ fn lease_no_model_call_after_the_lease_is_lost() {
     assert!(fake.requests().is_empty(), "the model was never asked");
     assert!(rows(&db).is_empty());
 }
+
+#[test]
+fn model_concurrent_calls_reserve_against_the_limits() {
+    let mut l = limits();
+    l.max_model_calls = 1;
+    let slow = |_| FakeReply::ok("{}", u(1, 1, 0)).after(Duration::from_millis(100));
+    let both = Scripted::With(Box::new(move |i: StepInput| -> DecideFuture {
+        Box::pin(async move {
+            let m = i.model.clone().unwrap();
+            let (a, b) = tokio::join!(m.call(req(50)), m.call(req(50)));
+            assert!(
+                a.is_ok() != b.is_ok(),
+                "exactly one of two concurrent calls fits the limit"
+            );
+            Ok(agent::complete(""))
+        })
+    }));
+    let c = run_with((0..2).map(slow).collect(), vec![both], l, |_| {});
+    assert_eq!(
+        rows(&c.db).len(),
+        1,
+        "the second call was refused before dispatch"
+    );
+    assert_eq!(c.db.store.get_run("r").unwrap().model_calls, 1);
+}

@@ -311,7 +311,8 @@ fn policy_loop_and_resume_handed_the_same_bytes() {
     let db = db();
     let calls: Calls = Arc::new(Mutex::new(Vec::new()));
     let seen = Arc::new(Mutex::new(Vec::new()));
-    let pol = |seen: Arc<Mutex<Vec<(Vec<u8>, Vec<u8>)>>>| {
+    type Seen = Arc<Mutex<Vec<(Vec<u8>, Vec<u8>)>>>;
+    let pol = |seen: Seen| {
         FnPolicy(move |r: &policy::PolicyRequest, v: &policy::RunView| {
             seen.lock()
                 .unwrap()
@@ -482,4 +483,108 @@ fn driver_caller_gone_still_records_the_outcome() {
         br#"{"finally":true}"#
     );
     drop(rtm);
+}
+
+/// A run left with a step `executing` (its driver lost the lease while the tool ran).
+fn left_executing(db: &Db, side: SideEffect, calls: &Calls) {
+    let path = db.path.clone();
+    let c2 = calls.clone();
+    let t = FnTool::new(def("t", side, OBJ), move |c| {
+        c2.lock().unwrap().push(c.clone());
+        rusqlite::Connection::open(&path)
+            .unwrap()
+            .execute("UPDATE runs SET lease_owner = 'gone/1', lease_expires_at = '2001-01-01T00:00:00Z' WHERE id = ?", [&c.run_id])
+            .unwrap();
+        Box::pin(async { Ok(ToolOutput::default()) })
+    });
+    let d = driver(
+        &db.store,
+        registry(vec![t]),
+        Arc::new(DefaultPolicy),
+        ScriptedAgent::new([agent::tool_call("t", r#"{"x":1}"#)]),
+    );
+    let e = rt()
+        .block_on(d.start_with_id("r", "g", limits()))
+        .unwrap_err();
+    assert!(e.is_lease_lost(), "{e}");
+    assert_eq!(
+        db.store.list_steps("r").unwrap()[0].status,
+        StepStatus::Executing
+    );
+}
+
+#[test]
+fn resume_interrupted_read_only_step_continues() {
+    let db = db();
+    let calls: Calls = Arc::new(Mutex::new(Vec::new()));
+    left_executing(&db, SideEffect::ReadOnly, &calls);
+    let tools = registry(vec![echo("t", SideEffect::ReadOnly, calls.clone())]);
+    let d = driver2(
+        &db.store,
+        tools,
+        Arc::new(DefaultPolicy),
+        ScriptedAgent::new([agent::complete("")]),
+    );
+    let run = rt().block_on(d.resume("r")).unwrap();
+    assert_eq!(run.status, RunStatus::Completed);
+    assert_eq!(calls.lock().unwrap().len(), 1, "not run again");
+    let s = db.store.list_steps("r").unwrap();
+    assert_eq!(s[0].status, StepStatus::Interrupted);
+    assert_eq!(
+        s[0].observation.as_ref().unwrap().content,
+        br#"{"previous_status":"executing"}"#
+    );
+    verify(&db.path);
+}
+
+#[test]
+fn resume_reconcile_waiting_pauses_the_interrupted_request() {
+    use countersign::runtime::driver::{Reconcile, Reconciliation};
+    use countersign::runtime::types::{Approval, Run, Step};
+    struct Hook;
+    impl Reconcile for Hook {
+        fn reconcile(
+            &self,
+            _r: &Run,
+            _s: &[Step],
+            _a: &[Approval],
+        ) -> Result<Reconciliation, String> {
+            let pd = policy::need_approval(
+                "check_first",
+                "the ledger disagrees",
+                br#"{"ledger":"?"}"#,
+                b"",
+            )
+            .unwrap();
+            Ok(Reconciliation::Waiting {
+                pause: Some(pd),
+                detail: "ledger".into(),
+            })
+        }
+    }
+    let db = db();
+    let calls: Calls = Arc::new(Mutex::new(Vec::new()));
+    left_executing(&db, SideEffect::LocalMutation, &calls);
+    let mut cfg = config(
+        &db.store,
+        registry(vec![echo("t", SideEffect::LocalMutation, calls.clone())]),
+        Arc::new(DefaultPolicy),
+        ScriptedAgent::new([agent::complete("")]),
+    );
+    cfg.ids = None;
+    cfg.reconcile = Some(Arc::new(Hook));
+    let d = Driver::new(cfg).unwrap();
+    let run = rt().block_on(d.resume("r")).unwrap();
+    assert_eq!(run.status, RunStatus::WaitingForApproval);
+    let a = latest_approval(&db.store, "r");
+    assert_eq!(
+        (a.kind.as_str(), a.capability.as_str()),
+        ("check_first", r#"{"ledger":"?"}"#)
+    );
+    assert_eq!(
+        db.store.list_steps("r").unwrap()[0].status,
+        StepStatus::AwaitingApproval
+    );
+    assert_eq!(calls.lock().unwrap().len(), 1);
+    verify(&db.path);
 }

@@ -80,7 +80,7 @@ impl Gate {
     /// Does what a resume does before its loop. With a granted approval the session holds the
     /// allowed request (execute it); with a run that ended or paused there is no session.
     pub async fn attach(&self, run_id: &str) -> Result<(Option<Session>, Verdict), RuntimeError> {
-        match resume::attach(self.driver.inner.clone(), run_id).await? {
+        match resume::attach(self.driver.inner.clone(), run_id, true).await? {
             Attached::Done(run) => Ok((None, ended(*run))),
             Attached::Continue(cx, first) => {
                 let v = match &first {
@@ -88,6 +88,13 @@ impl Gate {
                     None => Verdict::Ready,
                 };
                 Ok((Some(Session::new(*cx, first)), v))
+            }
+            // Nothing is written until `execute`: an abandoned session leaves the grant as it was.
+            Attached::Grant(cx, d) => {
+                let v = Verdict::Allowed(d.request(&cx.run_id));
+                let mut s = Session::new(*cx, None);
+                s.grant = Some(d);
+                Ok((Some(s), v))
             }
         }
     }
@@ -115,6 +122,8 @@ pub struct Session {
     cx: Option<RunCtx>,
     open: Option<Open>,
     allowed: Option<Allowed>,
+    /// A grant `attach` checked; `execute` writes the resume and runs it.
+    grant: Option<Box<resume::Deferred>>,
     /// Why the session is over (returned by every later call).
     over: Option<String>,
 }
@@ -127,6 +136,7 @@ impl Session {
     fn new(cx: RunCtx, allowed: Option<Allowed>) -> Session {
         Session {
             cx: Some(cx),
+            grant: None,
             open: None,
             allowed,
             over: None,
@@ -172,7 +182,7 @@ impl Session {
     /// Checks the limits and opens a step: the agent's input, or (inner `Err`) the verdict of
     /// a run a limit ended. A step may not be opened while one is open.
     pub fn step(&mut self) -> Result<Result<StepInput, Verdict>, RuntimeError> {
-        if self.open.is_some() || self.allowed.is_some() {
+        if self.open.is_some() || self.allowed.is_some() || self.grant.is_some() {
             return Err(RuntimeError::Config(
                 "a step is already open in this session".into(),
             ));
@@ -241,6 +251,38 @@ impl Session {
     /// Runs exactly the request the last verdict allowed, and records its outcome.
     pub async fn execute(&mut self) -> Result<Verdict, RuntimeError> {
         self.cx()?;
+        if let Some(d) = self.grant.take() {
+            // The grant TTL is judged again, then the policy, then the resume is written.
+            let mut cx = self.cx.take().ok_or_else(closed)?;
+            if let Some(stop) = cx.grant_expired(&d) {
+                self.cx = Some(cx);
+                return self.stop(stop);
+            }
+            let step_id = d.step_id.clone();
+            match cx.run_grant(*d)? {
+                Attached::Continue(cx, Some(a)) => {
+                    self.cx = Some(*cx);
+                    self.allowed = Some(a);
+                }
+                Attached::Continue(cx, None) => {
+                    let obs = cx
+                        .steps
+                        .iter()
+                        .find(|s| s.id == step_id)
+                        .and_then(|s| s.observation.clone())
+                        .unwrap_or_default();
+                    self.cx = Some(*cx);
+                    return Ok(Verdict::Denied(obs));
+                }
+                Attached::Done(run) => {
+                    self.over = Some(format!("run {} is {}", run.id, run.status));
+                    return Ok(ended(*run));
+                }
+                Attached::Grant(..) => {
+                    return Err(RuntimeError::Config("a grant was deferred twice".into()));
+                }
+            }
+        }
         let a = self
             .allowed
             .take()
@@ -274,6 +316,7 @@ impl Session {
         self.cx = None;
         self.open = None;
         self.allowed = None;
+        self.grant = None;
     }
 }
 

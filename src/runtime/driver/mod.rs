@@ -2,8 +2,9 @@
 //! (4.3), resumes (8.2, 8.3) and holds leases (7).
 //!
 //! Files: `ctx` (one run being driven: cache, writes, endings), `step` (start, record,
-//! validate, end), `dispatch` (policy and pause), `execute` (tools), `run_loop`, `lease`,
-//! `resume`, `limits`, `record` (payloads), `db` (database access).
+//! validate, end), `dispatch` (policy and pause), `execute` (tools), `run_loop` (the loop in
+//! two halves), `gate` (the same halves for an external loop), `resume` (8.2), `recover`
+//! (8.3), `lease`, `limits`, `record` (payloads).
 
 mod ctx;
 mod dispatch;
@@ -12,6 +13,7 @@ mod gate;
 pub mod lease;
 pub mod limits;
 pub mod record;
+mod recover;
 mod resume;
 mod run_loop;
 mod step;
@@ -34,7 +36,8 @@ use super::types::{Event, Limits, Run};
 
 pub use gate::{Gate, Session, Verdict};
 pub use lease::DEFAULT_LEASE_TTL;
-pub use resume::{INTERRUPTED_NOTICE, Reconcile, Reconciliation, verify_hash};
+pub use recover::{INTERRUPTED_NOTICE, Reconcile, Reconciliation};
+pub use resume::verify_hash;
 
 /// Receives every event after its transaction committed.
 pub type Observer = Arc<dyn Fn(&Event) + Send + Sync>;
@@ -59,6 +62,8 @@ pub enum RuntimeError {
     Json { context: String, err: JsonError },
     #[error("agentrt: session is closed")]
     SessionClosed,
+    #[error(transparent)]
+    Operator(#[from] super::operator::OperatorError),
 }
 
 impl RuntimeError {
@@ -231,10 +236,27 @@ impl Driver {
     /// RUNNING/INTERRUPTED run whose previous driver stopped (8.3).
     pub async fn resume(&self, run_id: &str) -> Result<Run, RuntimeError> {
         let agent = self.agent()?;
-        match resume::attach(self.inner.clone(), run_id).await? {
+        match resume::attach(self.inner.clone(), run_id, false).await? {
             resume::Attached::Done(run) => Ok(*run),
             resume::Attached::Continue(cx, first) => run_loop::drive_from(*cx, agent, first).await,
+            resume::Attached::Grant(cx, d) => match cx.run_grant(*d)? {
+                resume::Attached::Continue(cx, first) => {
+                    run_loop::drive_from(*cx, agent, first).await
+                }
+                resume::Attached::Done(run) => Ok(*run),
+                resume::Attached::Grant(..) => {
+                    Err(RuntimeError::Config("a grant was deferred twice".into()))
+                }
+            },
         }
+    }
+
+    /// Operator cancel on the driver's clock (`Driver.Cancel`): never overwritten by a live
+    /// loop, which returns the cancelled run at its next write.
+    pub fn cancel(&self, run_id: &str, by: &str, note: &str) -> Result<Run, RuntimeError> {
+        super::operator::cancel(&self.inner.store, run_id, by, note, self.inner.now())
+            .map(|c| c.run)
+            .map_err(RuntimeError::from)
     }
 
     fn agent(&self) -> Result<Arc<dyn Agent>, RuntimeError> {

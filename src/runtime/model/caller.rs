@@ -72,6 +72,14 @@ impl ModelCaller {
         }
     }
 
+    /// Adds (`sign` 1) or gives back (`sign` -1) a reservation.
+    fn adjust(&self, by: &Reserved, sign: i64) {
+        let mut r = self.s.reserved.lock().unwrap_or_else(|e| e.into_inner());
+        r.calls = r.calls.saturating_add(sign * by.calls);
+        r.tokens = r.tokens.saturating_add(sign.saturating_mul(by.tokens));
+        r.cost = r.cost.saturating_add(sign.saturating_mul(by.cost));
+    }
+
     /// The run reason when a call failed on a model limit or an unavailable model.
     pub fn failure_reason(&self) -> Option<String> {
         self.s
@@ -228,7 +236,10 @@ impl ModelCaller {
         let call_id = s.inner.id();
         let dispatched = s.inner.now();
         // Reserve against the limits and record the dispatch, under the lease.
-        let (reserve, events) = s
+        // The reservation is taken inside the dispatch transaction (under the store's write
+        // lock), so a concurrent call of this step projects against it.
+        let reserved_here = std::cell::Cell::new(None::<Reserved>);
+        let written = s
             .inner
             .store
             .write(|tx| -> Result<Reserved, ModelCallError> {
@@ -257,15 +268,23 @@ impl ModelCaller {
                     .finish();
                 tx.append_event(&s.run_id, &s.step_id, &dispatched, "model.dispatched", &p)
                     .map_err(|e| ModelCallError::Store(e.to_string()))?;
+                self.adjust(&r, 1);
+                reserved_here.set(Some(r));
                 Ok(r)
-            })?;
-        s.inner.deliver(&events);
-        {
-            let mut r = s.reserved.lock().unwrap_or_else(|e| e.into_inner());
-            r.calls += reserve.calls;
-            r.tokens = r.tokens.saturating_add(reserve.tokens);
-            r.cost = r.cost.saturating_add(reserve.cost);
-        }
+            });
+        let reserve = match written {
+            Ok((r, events)) => {
+                s.inner.deliver(&events);
+                r
+            }
+            Err(e) => {
+                // The commit failed after the reservation was taken: give it back.
+                if let Some(r) = reserved_here.get() {
+                    self.adjust(&r, -1);
+                }
+                return Err(e);
+            }
+        };
         let timeout = if s.setup.attempt_timeout.is_zero() {
             Duration::from_secs(120)
         } else {
@@ -380,12 +399,7 @@ impl ModelCaller {
             tx.append_event(&s.run_id, &s.step_id, &completed, kind, &p)?;
             Ok(())
         });
-        {
-            let mut r = s.reserved.lock().unwrap_or_else(|e| e.into_inner());
-            r.calls -= reserve.calls;
-            r.tokens = r.tokens.saturating_sub(reserve.tokens);
-            r.cost = r.cost.saturating_sub(reserve.cost);
-        }
+        self.adjust(&reserve, -1);
         match written {
             Ok(((), events)) => s.inner.deliver(&events),
             Err(e) => return Err(ModelCallError::Store(e.to_string())),

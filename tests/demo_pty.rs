@@ -1,0 +1,165 @@
+//! Issue 7's promise, end to end in a real terminal: `countersign demo` opens the console on a
+//! queue with waiting approvals; approving one there and resuming its run changes the order
+//! ledger exactly once.
+
+mod support;
+
+use std::io::{Read, Write};
+use std::path::Path;
+use std::process::Command;
+use std::sync::mpsc::{Receiver, channel};
+use std::time::{Duration, Instant};
+
+use portable_pty::{CommandBuilder, PtySize, native_pty_system};
+
+struct Term {
+    parser: vt100::Parser,
+    rx: Receiver<Vec<u8>>,
+    writer: Box<dyn Write + Send>,
+    child: Box<dyn portable_pty::Child + Send + Sync>,
+}
+
+impl Term {
+    fn start(args: &[&str], home: &Path) -> Term {
+        let pair = native_pty_system()
+            .openpty(PtySize {
+                rows: 40,
+                cols: 120,
+                pixel_width: 0,
+                pixel_height: 0,
+            })
+            .expect("pty");
+        let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_countersign"));
+        cmd.args(args);
+        cmd.env("TERM", "xterm-256color");
+        cmd.env("COUNTERSIGN_BY", "alice");
+        cmd.env("XDG_CONFIG_HOME", home);
+        let child = pair.slave.spawn_command(cmd).expect("spawn");
+        drop(pair.slave);
+        let mut reader = pair.master.try_clone_reader().expect("reader");
+        let writer = pair.master.take_writer().expect("writer");
+        let (tx, rx) = channel();
+        std::thread::spawn(move || {
+            let _keep = pair.master;
+            let mut buf = [0u8; 8192];
+            while let Ok(n) = reader.read(&mut buf) {
+                if n == 0 || tx.send(buf[..n].to_vec()).is_err() {
+                    return;
+                }
+            }
+        });
+        Term {
+            parser: vt100::Parser::new(
+                std::num::NonZeroU16::new(40).expect("rows"),
+                std::num::NonZeroU16::new(120).expect("cols"),
+                0,
+            ),
+            rx,
+            writer,
+            child,
+        }
+    }
+
+    /// Reads output until the screen shows `text` (bounded, generous wait; no fixed sleeps).
+    fn wait_text(&mut self, text: &str) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !self.parser.screen().contents().contains(text) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            assert!(
+                !left.is_zero(),
+                "waiting for {text:?}; screen:\n{}",
+                self.parser.screen().contents()
+            );
+            if let Ok(b) = self.rx.recv_timeout(left.min(Duration::from_millis(200))) {
+                self.parser.process(&b);
+            }
+        }
+    }
+
+    fn send(&mut self, b: &[u8]) {
+        self.writer.write_all(b).expect("type");
+        self.writer.flush().expect("flush");
+    }
+
+    fn exit_code(&mut self) -> u32 {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            while let Ok(b) = self.rx.try_recv() {
+                self.parser.process(&b);
+            }
+            if let Ok(Some(st)) = self.child.try_wait() {
+                return st.exit_code();
+            }
+            assert!(Instant::now() < deadline, "the console did not exit");
+            if let Ok(b) = self.rx.recv_timeout(Duration::from_millis(100)) {
+                self.parser.process(&b);
+            }
+        }
+    }
+}
+
+fn py(db: &Path, sql: &str) -> String {
+    let o = Command::new("python3")
+        .args(["-c", "import sqlite3,sys\nc=sqlite3.connect(sys.argv[1])\nfor r in c.execute(sys.argv[2]): print('|'.join(str(x) for x in r))"])
+        .arg(db)
+        .arg(sql)
+        .output()
+        .expect("python3");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
+#[test]
+fn demo_opens_the_console_and_an_approved_resumed_refund_runs_once() {
+    let dir = support::tempdir();
+    let db = dir.path().join("demo.db");
+    let backend = dir.path().join("demo.orders.db");
+    let db_s = db.to_str().expect("utf8");
+    // `demo` writes the queue and opens the console on it.
+    let mut t = Term::start(&["--db", db_s, "demo"], dir.path());
+    t.wait_text("Pending approvals");
+    t.wait_text("issue_refund");
+    t.send(b"q");
+    assert_eq!(t.exit_code(), 0);
+    // The oldest pending approval of a waiting run is the queue's first row.
+    let run = py(
+        &db,
+        "select a.run_id from approvals a join runs r on r.id=a.run_id where a.status='pending' and r.status='WAITING_FOR_APPROVAL' order by a.rowid limit 1",
+    );
+    let count = |run: &str| {
+        py(
+            &backend,
+            &format!("select count(*) from effects where session_id='{run}'"),
+        )
+    };
+    let before = count(&run);
+    // A second `demo` opens the same demo: approve the first row, then resume its run.
+    let mut t = Term::start(&["--db", db_s, "demo"], dir.path());
+    t.wait_text("Pending approvals");
+    t.wait_text(&run[..4]);
+    t.send(b"\r");
+    t.wait_text("hash");
+    t.send(b"a");
+    t.wait_text("enter confirm");
+    t.send(b"\r");
+    t.wait_text("approved by alice");
+    t.send(format!(":run {run}\r").as_bytes());
+    t.wait_text(&format!("run {run}"));
+    t.send(b"R");
+    t.wait_text("enter confirm");
+    t.send(b"\r");
+    t.wait_text(&format!("run {run}: COMPLETED"));
+    t.send(b"\x1b");
+    for _ in 0..4 {
+        t.send(b"q");
+    }
+    assert_eq!(t.exit_code(), 0);
+    let after = count(&run);
+    assert_eq!(
+        after.parse::<i64>().expect("n"),
+        before.parse::<i64>().expect("n") + 1,
+        "exactly one effect for the approved request"
+    );
+    let (code, report) = support::verify(&db);
+    assert_eq!(code, 0, "{report:#}");
+}
