@@ -7,6 +7,7 @@
 //! ([`Store::write`]).
 
 mod damaged;
+mod detail;
 mod error;
 mod events;
 mod filters;
@@ -26,6 +27,7 @@ use std::sync::{Mutex, MutexGuard};
 use rusqlite::Connection;
 
 pub use damaged::{DAMAGED_RAW_HEAD, DamagedColumn};
+pub use detail::{ApprovalView, ChainMark, MarkedEvent, ModelCallView, RunApprovals};
 pub use error::{SCHEMA_VERSION, StoreError, go_file_mode, is_locked};
 pub use events::{ChainBreak, ChainReport};
 pub use lease::LeaseHandle;
@@ -33,10 +35,7 @@ pub use open::ConnectionSettings;
 pub use pages::{MAX_PAGE_TEXT, Page};
 pub use schema::{DEFAULT_LEASE_TTL_NS, MIGRATIONS, PRE_LEASE_OWNER, SCHEMA_MIGRATIONS_DDL};
 pub use tx::{Transition, Tx};
-pub use views::{
-    ApprovalView, ChainMark, MarkedEvent, ModelCallView, QUEUE_ARGS_HEAD, QueueItem, RunApprovals,
-    RunOverview, ViewCounts, raw_bytes,
-};
+pub use views::{QUEUE_ARGS_HEAD, QueueItem, RunOverview, ViewCounts, raw_bytes};
 pub use writes::{NewApproval, NewModelCall, NewRun, StepUpdate};
 
 use crate::runtime::types::Timestamp;

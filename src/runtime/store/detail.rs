@@ -1,0 +1,253 @@
+//! Read models of one run's detail for a review front end: a run's approvals with its status,
+//! one approval whole with its run's status and reason, events with their chain marks (by the
+//! store's own verification), and model calls. Each is one read transaction over a bounded
+//! page through the store's capped selects and decoders.
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+use super::Store;
+use super::error::{Ctx, StoreError};
+use super::events::verify;
+use super::pages::{
+    MAX_PAGE_TEXT, Page, approval_reason, approval_select, capped_approval, check_page, count,
+    event_select, query, tc,
+};
+use super::rows::{APPROVAL_COLUMNS, Cols, approval_from, event_from};
+use crate::runtime::types::{Approval, Event, RawInvalid, RunStatus, Timestamp};
+
+/// A page of a run's approvals and the run's status, read together.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RunApprovals {
+    pub page: Page<Approval>,
+    /// `None` when the run does not exist.
+    pub run_status: Option<RunStatus>,
+}
+
+/// One approval read whole (what a decision is taken on) with its run's status and the
+/// `reason` of its `approval.requested` event.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApprovalView {
+    pub approval: Approval,
+    pub run_status: Option<RunStatus>,
+    pub reason: String,
+}
+
+/// Whether one event's stored hash is the one its fields and the previous event's hash give.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChainMark {
+    Holds,
+    Broken,
+    /// Not checked here: the previous event is missing, or the payload is over
+    /// [`MAX_PAGE_TEXT`] (verifying the whole chain checks it).
+    Unknown,
+}
+
+/// An event read as a page reads it, with its chain mark.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MarkedEvent {
+    pub event: Event,
+    pub mark: ChainMark,
+}
+
+/// A `model_calls` row (text capped as pages cap it).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ModelCallView {
+    pub id: String,
+    pub run_id: String,
+    pub step_id: String,
+    pub attempt: i64,
+    pub status: String,
+    pub model: String,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub cached_input_tokens: i64,
+    pub cost_micros: i64,
+    pub latency_ms: i64,
+    pub error: String,
+    pub dispatched_at: Timestamp,
+    pub completed_at: Timestamp,
+    pub decode_error: String,
+    pub raw_invalid: RawInvalid,
+}
+
+fn run_status(c: &Connection, run_id: &str) -> Result<Option<RunStatus>, StoreError> {
+    let s: Option<Vec<u8>> = c
+        .prepare_cached("SELECT CAST(status AS BLOB) FROM runs WHERE id = ?")
+        .ctx("run status")?
+        .query_row([run_id], |r| r.get::<_, Option<Vec<u8>>>(0))
+        .optional()
+        .ctx("run status")?
+        .map(Option::unwrap_or_default);
+    Ok(s.map(|s| RunStatus::parse(&String::from_utf8_lossy(&s))))
+}
+
+impl Store {
+    /// A run's approvals in creation order (capped, for showing) and the run's status, read in
+    /// one transaction.
+    pub fn list_run_approvals(
+        &self,
+        run_id: &str,
+        limit: i64,
+        offset: i64,
+    ) -> Result<RunApprovals, StoreError> {
+        check_page("approvals", limit, offset)?;
+        self.read(|c| {
+            let sql = format!(
+                "{} WHERE run_id = ? ORDER BY rowid LIMIT ? OFFSET ?",
+                approval_select()
+            );
+            let items = query(
+                c,
+                &sql,
+                &[&run_id, &limit, &offset],
+                "list approvals",
+                capped_approval,
+            )?;
+            let total = count(
+                c,
+                "SELECT COUNT(*) FROM approvals WHERE run_id = ?",
+                &[&run_id],
+            )?;
+            Ok(RunApprovals {
+                page: Page { items, total },
+                run_status: run_status(c, run_id)?,
+            })
+        })
+    }
+
+    /// One approval by id, whole, with its run's status and its reason; `None` if absent.
+    pub fn approval_view(&self, id: &str) -> Result<Option<ApprovalView>, StoreError> {
+        self.read(|c| {
+            let Some(approval) = c
+                .prepare_cached(&format!(
+                    "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE id = ? ORDER BY rowid LIMIT 1"
+                ))
+                .ctx("get approval")?
+                .query_row([id], |r| Ok(approval_from(&mut Cols::new(r))))
+                .optional()
+                .ctx("get approval")?
+            else {
+                return Ok(None);
+            };
+            let reason = approval_reason(c, &approval.run_id, &approval.id).unwrap_or_default();
+            Ok(Some(ApprovalView {
+                run_status: run_status(c, &approval.run_id)?,
+                reason,
+                approval,
+            }))
+        })
+    }
+
+    /// A run's events in seq order (capped), each with its chain mark, with the total. The
+    /// mark is computed with the store's chain verification over that one event; an event
+    /// whose payload is over [`MAX_PAGE_TEXT`] or whose previous event is missing is
+    /// [`ChainMark::Unknown`].
+    pub fn list_marked_events(
+        &self,
+        run_id: &str,
+        limit: i64,
+        offset: i64,
+    ) -> Result<Page<MarkedEvent>, StoreError> {
+        check_page("events", limit, offset)?;
+        self.read(|c| {
+            let sql = format!(
+                "{} WHERE run_id = ? ORDER BY seq LIMIT ? OFFSET ?",
+                event_select()
+            );
+            let events = query(c, &sql, &[&run_id, &limit, &offset], "list events", |r| {
+                event_from(&mut Cols::new(r))
+            })?;
+            let mut items = Vec::with_capacity(events.len());
+            for event in events {
+                let mark = mark(c, event.seq)?;
+                items.push(MarkedEvent { event, mark });
+            }
+            let total = count(
+                c,
+                "SELECT COUNT(*) FROM events WHERE run_id = ?",
+                &[&run_id],
+            )?;
+            Ok(Page { items, total })
+        })
+    }
+
+    /// A run's model calls in insertion order (text capped), with the total.
+    pub fn list_model_calls_page(
+        &self,
+        run_id: &str,
+        limit: i64,
+        offset: i64,
+    ) -> Result<Page<ModelCallView>, StoreError> {
+        check_page("model calls", limit, offset)?;
+        self.read(|c| {
+            let sql = format!(
+                "SELECT {}, {}, {}, attempt, {}, {}, input_tokens, output_tokens, cached_input_tokens, \
+                 cost_micros, latency_ms, {}, {}, {} FROM model_calls WHERE run_id = ? \
+                 ORDER BY rowid LIMIT ? OFFSET ?",
+                tc("id"),
+                tc("run_id"),
+                tc("step_id"),
+                tc("status"),
+                tc("model"),
+                tc("error"),
+                tc("dispatched_at"),
+                tc("completed_at"),
+            );
+            let items = query(c, &sql, &[&run_id, &limit, &offset], "list model calls", |r| {
+                let mut c = Cols::new(r);
+                let mut m = ModelCallView {
+                    id: c.text(0, "id"),
+                    run_id: c.text(1, "run_id"),
+                    step_id: c.text(2, "step_id"),
+                    attempt: c.int(3, "attempt"),
+                    status: c.text(4, "status"),
+                    model: c.text(5, "model"),
+                    input_tokens: c.int(6, "input_tokens"),
+                    output_tokens: c.int(7, "output_tokens"),
+                    cached_input_tokens: c.int(8, "cached_input_tokens"),
+                    cost_micros: c.int(9, "cost_micros"),
+                    latency_ms: c.int(10, "latency_ms"),
+                    error: c.text(11, "error"),
+                    dispatched_at: c.time(12, "dispatched_at"),
+                    completed_at: c.time(13, "completed_at"),
+                    ..ModelCallView::default()
+                };
+                m.decode_error = std::mem::take(&mut c.decode_error);
+                m.raw_invalid = std::mem::take(&mut c.raw_invalid);
+                m
+            })?;
+            let total = count(
+                c,
+                "SELECT COUNT(*) FROM model_calls WHERE run_id = ?",
+                &[&run_id],
+            )?;
+            Ok(Page { items, total })
+        })
+    }
+}
+
+/// The chain mark of event `seq` inside the caller's transaction.
+fn mark(c: &Connection, seq: i64) -> Result<ChainMark, StoreError> {
+    let (len, prev): (i64, Option<i64>) = c
+        .prepare_cached(
+            "SELECT COALESCE(length(payload_json), 0), (SELECT MAX(seq) FROM events WHERE seq < ?1) \
+             FROM events WHERE seq = ?1",
+        )
+        .ctx("chain mark")?
+        .query_row(params![seq], |r| Ok((r.get(0)?, r.get(1)?)))
+        .ctx("chain mark")?;
+    let prev_ok = match prev {
+        None => seq == 1,
+        Some(p) => p.checked_add(1) == Some(seq),
+    };
+    if len > MAX_PAGE_TEXT || !prev_ok {
+        return Ok(ChainMark::Unknown);
+    }
+    let report = verify(c, seq, seq)?;
+    Ok(match report.chain_break {
+        None if report.checked == 1 => ChainMark::Holds,
+        None => ChainMark::Unknown,
+        Some(b) if b.expected.is_empty() => ChainMark::Unknown,
+        Some(_) => ChainMark::Broken,
+    })
+}
