@@ -1,6 +1,8 @@
 //! The embedded runtime: agentrt's run database and the guarantees that make decisions binding.
 
 pub mod json;
+pub mod store;
+pub mod types;
 
 pub use json::{
     JsonError, approval_hash, canonical_json, check_json, checked_canonical_json, content_hash,

@@ -1,0 +1,214 @@
+//! The store's typed errors. Messages keep agentrt's sentinel text first (spec 2.1, 1.2, 1.3)
+//! and name the path and the fix where there is one.
+
+use std::path::PathBuf;
+
+use thiserror::Error;
+
+use crate::runtime::json::JsonError;
+use crate::runtime::types::Timestamp;
+
+/// The schema version this build writes.
+pub const SCHEMA_VERSION: i64 = 6;
+
+/// Everything the store can fail with.
+#[derive(Debug, Error)]
+pub enum StoreError {
+    /// Unknown run, approval, event or spec.
+    #[error("agentrt: not found: {what}")]
+    NotFound { what: String },
+
+    /// A compare-and-set found another state: `detail` is e.g. `run <id> is <S>, not <A> or <B>`.
+    #[error("agentrt: run is not in the required state: {detail}")]
+    RunState { detail: String },
+
+    /// A driver write to a RUNNING run whose lease another owner holds (a kind of RunState).
+    #[error("agentrt: run {run_id} is leased by {owner} until {}", expires_at.format_always())]
+    RunLeased {
+        run_id: String,
+        owner: String,
+        expires_at: Timestamp,
+    },
+
+    /// The writer's lease is gone.
+    #[error("agentrt: run lease lost: {detail}")]
+    LeaseLost { detail: String },
+
+    /// The database is at another schema version than this build's.
+    #[error("agentrt: database schema version does not match this build: {} is at version {found}, this build writes {SCHEMA_VERSION}; {}", path.display(), if *found > SCHEMA_VERSION { "the database is newer: open it with a newer build" } else { "the database is older: let the consumer that owns it migrate it" })]
+    SchemaVersion { path: PathBuf, found: i64 },
+
+    /// The file holds no `schema_migrations` table (or is not SQLite at all).
+    #[error("agentrt: open store: {} is not an agent-runtime database: {detail}; name a run database", path.display())]
+    NotADatabase { path: PathBuf, detail: String },
+
+    /// A trigger or view is in the schema.
+    #[error("agentrt: database holds a trigger or view: {} has {kind} \"{name}\"; a trigger or a view could run SQL you did not write inside the runtime's statements, so it is refused: drop it or use a copy without it", path.display())]
+    UnsafeSchema {
+        path: PathBuf,
+        kind: String,
+        name: String,
+    },
+
+    /// A file mode (or sidecar owner/type) the runtime refuses.
+    #[error("agentrt: {} is {}, {reason}; the runtime keeps its database readable and writable by its owner only: chmod 600 {} and chown it to the user that runs the runtime", path.display(), go_file_mode(*mode), path.display())]
+    InsecureMode {
+        path: PathBuf,
+        mode: u32,
+        reason: String,
+    },
+
+    /// `open_existing` on a symbolic link.
+    #[error("agentrt: database path is a symbolic link: {}; name the database file itself", path.display())]
+    Symlink { path: PathBuf },
+
+    /// `open_existing` on a directory, device, fifo ...
+    #[error("agentrt: open store: {} is not a regular file; name the database file itself", path.display())]
+    NotRegular { path: PathBuf },
+
+    /// `open_existing` on a path that does not exist (nothing is created).
+    #[error("agentrt: open store: lstat {}: no such file or directory; check the path (reading never creates a database)", path.display())]
+    Missing { path: PathBuf },
+
+    /// SQLITE_BUSY / SQLITE_LOCKED after the busy timeout.
+    #[error(
+        "agentrt: database is locked by another consumer: {detail}; try again when its write finishes"
+    )]
+    Locked { detail: String },
+
+    /// A hardening setting did not take or the journal mode is not WAL.
+    #[error("agentrt: open store: {}: {detail}", path.display())]
+    Hardening { path: PathBuf, detail: String },
+
+    /// A file system call failed.
+    #[error("agentrt: open store: {}: {err}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        err: std::io::Error,
+    },
+
+    /// Invalid page arguments.
+    #[error("agentrt: list {what}: limit {limit} and offset {offset}")]
+    InvalidPage {
+        what: &'static str,
+        limit: i64,
+        offset: i64,
+    },
+
+    /// A stored tool spec that no longer hashes to its key.
+    #[error("agentrt: tool spec {hash} does not hash to its key: the stored spec was changed")]
+    SpecHash { hash: String },
+
+    /// A value could not be encoded as the runtime stores it.
+    #[error("agentrt: {context}: {err}")]
+    Json {
+        context: String,
+        #[source]
+        err: JsonError,
+    },
+
+    /// A value the runtime writes as TEXT was not UTF-8, or a caller value was refused.
+    #[error("agentrt: {0}")]
+    Invalid(String),
+
+    /// Any other SQLite error, with what was being done.
+    #[error("agentrt: {context}: {err}")]
+    Sqlite {
+        context: String,
+        #[source]
+        err: rusqlite::Error,
+    },
+}
+
+impl StoreError {
+    /// True for [`StoreError::RunState`] and [`StoreError::RunLeased`] (agentrt's
+    /// `errors.Is(err, ErrRunState)`).
+    pub fn is_run_state(&self) -> bool {
+        matches!(
+            self,
+            StoreError::RunState { .. } | StoreError::RunLeased { .. }
+        )
+    }
+
+    /// Wraps a SQLite error; busy/locked become [`StoreError::Locked`].
+    pub fn sqlite(context: impl Into<String>, err: rusqlite::Error) -> StoreError {
+        let context = context.into();
+        if is_locked(&err) {
+            return StoreError::Locked {
+                detail: format!("{context}: {err}"),
+            };
+        }
+        StoreError::Sqlite { context, err }
+    }
+}
+
+/// SQLITE_BUSY or SQLITE_LOCKED (any extended code).
+pub fn is_locked(err: &rusqlite::Error) -> bool {
+    match err {
+        rusqlite::Error::SqliteFailure(e, _) => matches!(
+            e.code,
+            rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+        ),
+        _ => false,
+    }
+}
+
+/// Extension to turn rusqlite results into store results with a context.
+pub(crate) trait Ctx<T> {
+    fn ctx(self, context: &str) -> Result<T, StoreError>;
+}
+
+impl<T> Ctx<T> for Result<T, rusqlite::Error> {
+    fn ctx(self, context: &str) -> Result<T, StoreError> {
+        self.map_err(|e| StoreError::sqlite(context, e))
+    }
+}
+
+/// Go's `os.FileMode.String()` for a `st_mode` (type letter then `rwx` triplets).
+pub fn go_file_mode(mode: u32) -> String {
+    let fmt = mode & libc::S_IFMT as u32;
+    let is = |t: libc::mode_t| fmt == t as u32;
+    let bit = |b: libc::mode_t| mode & b as u32 != 0;
+    // Go's order of type and special letters: d L D p S u g c t.
+    let letters = [
+        (is(libc::S_IFDIR), 'd'),
+        (is(libc::S_IFLNK), 'L'),
+        (is(libc::S_IFBLK) || is(libc::S_IFCHR), 'D'),
+        (is(libc::S_IFIFO), 'p'),
+        (is(libc::S_IFSOCK), 'S'),
+        (bit(libc::S_ISUID), 'u'),
+        (bit(libc::S_ISGID), 'g'),
+        (is(libc::S_IFCHR), 'c'),
+        (bit(libc::S_ISVTX), 't'),
+    ];
+    let mut s: String = letters
+        .iter()
+        .filter(|(on, _)| *on)
+        .map(|(_, c)| *c)
+        .collect();
+    if s.is_empty() {
+        s.push('-');
+    }
+    let rwx = b"rwxrwxrwx";
+    for (i, c) in rwx.iter().enumerate() {
+        if mode & (1 << (8 - i)) != 0 {
+            s.push(*c as char);
+        } else {
+            s.push('-');
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_modes_print_as_go_does() {
+        assert_eq!(go_file_mode(libc::S_IFREG as u32 | 0o666), "-rw-rw-rw-");
+        assert_eq!(go_file_mode(libc::S_IFREG as u32 | 0o600), "-rw-------");
+        assert_eq!(go_file_mode(libc::S_IFDIR as u32 | 0o755), "drwxr-xr-x");
+    }
+}

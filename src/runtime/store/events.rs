@@ -1,0 +1,257 @@
+//! The event chain (spec 1.5, 5.3): the head a write transaction appends after, the insert, and
+//! verification that never holds an event whole (128 events per query, fields over 4096 bytes
+//! read in 65536-byte chunks).
+
+use rusqlite::{Connection, OptionalExtension, params};
+use sha2::{Digest, Sha256};
+
+use super::Store;
+use super::error::{Ctx, StoreError};
+
+/// Events per verification query.
+const VERIFY_PAGE: i64 = 128;
+/// Bytes of each field read inline.
+const INLINE: i64 = 4096;
+/// Chunk size for the rest of a long field.
+const CHUNK: i64 = 65536;
+/// Stored hashes are shown cut at this many characters.
+const HASH_CUT: usize = 128;
+
+/// Where a chain stops holding.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChainBreak {
+    pub seq: i64,
+    /// The hash the fields give (empty for a missing event).
+    pub expected: String,
+    /// The stored hash, cut at 128 characters (empty for a missing event).
+    pub found: String,
+    pub detail: String,
+}
+
+/// What `verify_events` checked.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ChainReport {
+    pub from: i64,
+    pub to: i64,
+    pub checked: i64,
+    /// The stored hash of the last event checked (cut at 128 characters).
+    pub hash: String,
+    pub chain_break: Option<ChainBreak>,
+}
+
+impl ChainReport {
+    /// True when every event checked holds.
+    pub fn ok(&self) -> bool {
+        self.chain_break.is_none()
+    }
+}
+
+/// `(head seq, hash of the event with the highest seq)` as a write transaction reads it.
+pub(crate) fn head(conn: &Connection) -> Result<(i64, String), StoreError> {
+    let seq: i64 = conn
+        .prepare_cached(
+            "SELECT MAX(COALESCE((SELECT seq FROM sqlite_sequence WHERE name='events'),0), \
+             COALESCE((SELECT MAX(seq) FROM events),0))",
+        )
+        .ctx("chain head")?
+        .query_row([], |r| r.get(0))
+        .ctx("chain head")?;
+    let hash: Option<Vec<u8>> = conn
+        .prepare_cached("SELECT CAST(hash AS BLOB) FROM events ORDER BY seq DESC LIMIT 1")
+        .ctx("chain head")?
+        .query_row([], |r| r.get(0))
+        .optional()
+        .ctx("chain head")?;
+    Ok((
+        seq,
+        String::from_utf8_lossy(&hash.unwrap_or_default()).into_owned(),
+    ))
+}
+
+fn cut(s: &str) -> String {
+    s.chars().take(HASH_CUT).collect()
+}
+
+/// Feeds one netstring field to the hasher: `len:bytes,`.
+fn ns(h: &mut Sha256, len: i64, bytes: &[u8]) {
+    h.update(len.to_string().as_bytes());
+    h.update(b":");
+    h.update(bytes);
+    h.update(b",");
+}
+
+const FIELDS: [&str; 5] = ["run_id", "step_id", "at", "type", "payload_json"];
+
+pub(crate) fn verify(conn: &Connection, from: i64, to: i64) -> Result<ChainReport, StoreError> {
+    let from = from.max(1);
+    let to = if to < 1 {
+        conn.query_row("SELECT COALESCE(MAX(seq),0) FROM events", [], |r| r.get(0))
+            .ctx("verify events")?
+    } else {
+        to
+    };
+    let mut report = ChainReport {
+        from,
+        to,
+        ..ChainReport::default()
+    };
+    // A range not starting at 1 chains from the stored hash of the previous event.
+    let (mut last_seq, mut prev): (Option<i64>, String) = if from > 1 {
+        match conn
+            .query_row(
+                "SELECT seq, CAST(hash AS BLOB) FROM events WHERE seq < ? ORDER BY seq DESC LIMIT 1",
+                [from],
+                |r| Ok((r.get::<_, i64>(0)?, r.get::<_, Option<Vec<u8>>>(1)?.unwrap_or_default())),
+            )
+            .optional()
+            .ctx("verify events")?
+        {
+            Some((s, h)) => (Some(s), String::from_utf8_lossy(&h).into_owned()),
+            None => (None, String::new()),
+        }
+    } else {
+        (None, String::new())
+    };
+    let cols: Vec<String> = FIELDS
+        .iter()
+        .map(|c| format!("length(CAST({c} AS BLOB)), substr(CAST({c} AS BLOB), 1, {INLINE})"))
+        .collect();
+    let sql = format!(
+        "SELECT seq, {}, length(CAST(hash AS BLOB)), substr(CAST(hash AS BLOB), 1, 129) \
+         FROM events WHERE seq >= ? AND seq <= ? ORDER BY seq LIMIT {VERIFY_PAGE}",
+        cols.join(", ")
+    );
+    let mut cursor = from;
+    loop {
+        type Field = (i64, Vec<u8>);
+        let mut page: Vec<(i64, Vec<Field>, String)> = Vec::new();
+        {
+            let mut stmt = conn.prepare_cached(&sql).ctx("verify events")?;
+            let mut rows = stmt.query(params![cursor, to]).ctx("verify events")?;
+            while let Some(r) = rows.next().ctx("verify events")? {
+                let mut fields = Vec::with_capacity(5);
+                for i in 0..5 {
+                    let len: Option<i64> = r.get(1 + 2 * i).ctx("verify events")?;
+                    let head: Option<Vec<u8>> = r.get(2 + 2 * i).ctx("verify events")?;
+                    fields.push((len.unwrap_or(0), head.unwrap_or_default()));
+                }
+                let hash: Option<Vec<u8>> = r.get(12).ctx("verify events")?;
+                page.push((
+                    r.get(0).ctx("verify events")?,
+                    fields,
+                    String::from_utf8_lossy(&hash.unwrap_or_default()).into_owned(),
+                ));
+            }
+        }
+        if page.is_empty() {
+            return Ok(report);
+        }
+        for (seq, fields, stored) in page {
+            cursor = seq + 1;
+            let missing = match last_seq {
+                None if from == 1 && seq != 1 => {
+                    Some(format!("the first event is seq {seq}: an event is missing"))
+                }
+                Some(l) if seq != l + 1 => {
+                    Some(format!("seq {seq} follows {l}: an event is missing"))
+                }
+                _ => None,
+            };
+            if let Some(detail) = missing {
+                report.chain_break = Some(ChainBreak {
+                    seq,
+                    expected: String::new(),
+                    found: String::new(),
+                    detail,
+                });
+                return Ok(report);
+            }
+            let mut h = Sha256::new();
+            ns(&mut h, prev.len() as i64, prev.as_bytes());
+            let s = seq.to_string();
+            ns(&mut h, s.len() as i64, s.as_bytes());
+            for (i, (len, head)) in fields.iter().enumerate() {
+                h.update(len.to_string().as_bytes());
+                h.update(b":");
+                h.update(head);
+                let mut off = head.len() as i64;
+                while off < *len {
+                    let chunk: Vec<u8> = conn
+                        .prepare_cached(&format!(
+                            "SELECT substr(CAST({} AS BLOB), ?, {CHUNK}) FROM events WHERE seq = ?",
+                            FIELDS[i]
+                        ))
+                        .ctx("verify events")?
+                        .query_row(params![off + 1, seq], |r| {
+                            Ok(r.get::<_, Option<Vec<u8>>>(0)?.unwrap_or_default())
+                        })
+                        .ctx("verify events")?;
+                    if chunk.is_empty() {
+                        break;
+                    }
+                    off += chunk.len() as i64;
+                    h.update(&chunk);
+                }
+                h.update(b",");
+            }
+            let expected = hex::encode(h.finalize());
+            report.checked += 1;
+            report.hash = cut(&stored);
+            if expected != stored {
+                report.chain_break = Some(ChainBreak {
+                    seq,
+                    expected,
+                    found: cut(&stored),
+                    detail: "the stored hash is not the one the event's fields and the previous event's hash give"
+                        .into(),
+                });
+                return Ok(report);
+            }
+            prev = stored;
+            last_seq = Some(seq);
+        }
+    }
+}
+
+impl Store {
+    /// Verifies the hash chain over `from..=to` (spec 5.3; from < 1 = 1, to < 1 = head).
+    pub fn verify_events(&self, from: i64, to: i64) -> Result<ChainReport, StoreError> {
+        self.read(|c| verify(c, from, to))
+    }
+
+    /// The head as kept: the highest seq and its stored hash cut at 128 characters
+    /// (`(0, "")` for an empty chain).
+    pub fn chain_head(&self) -> Result<(i64, String), StoreError> {
+        self.read(|c| {
+            let row: Option<(i64, Vec<u8>)> = c
+                .query_row(
+                    "SELECT seq, substr(CAST(hash AS BLOB), 1, 128) FROM events ORDER BY seq DESC LIMIT 1",
+                    [],
+                    |r| Ok((r.get(0)?, r.get::<_, Option<Vec<u8>>>(1)?.unwrap_or_default())),
+                )
+                .optional()
+                .ctx("chain head")?;
+            Ok(row
+                .map(|(s, h)| (s, String::from_utf8_lossy(&h).into_owned()))
+                .unwrap_or_default())
+        })
+    }
+
+    /// The stored hash of one event, cut at 128 characters.
+    pub fn event_hash(&self, seq: i64) -> Result<String, StoreError> {
+        self.read(|c| {
+            let h: Option<Vec<u8>> = c
+                .query_row(
+                    "SELECT substr(CAST(hash AS BLOB), 1, 128) FROM events WHERE seq = ?",
+                    [seq],
+                    |r| Ok(r.get::<_, Option<Vec<u8>>>(0)?.unwrap_or_default()),
+                )
+                .optional()
+                .ctx("event hash")?;
+            h.map(|h| String::from_utf8_lossy(&h).into_owned())
+                .ok_or_else(|| StoreError::NotFound {
+                    what: format!("event {seq}"),
+                })
+        })
+    }
+}

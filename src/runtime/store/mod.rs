@@ -1,0 +1,136 @@
+//! The run database (spec 1, 9, 10): opening and hardening, migrations, decoding rows that may
+//! be damaged, bounded page reads, write transactions that append hash-chained events, and
+//! chain verification.
+//!
+//! One [`Store`] holds one SQLite connection behind a mutex (agentrt's one-connection pool), so
+//! it can be shared between threads; every write is one `BEGIN IMMEDIATE` transaction
+//! ([`Store::write`]).
+
+mod error;
+mod events;
+mod open;
+mod pages;
+mod reads;
+mod rows;
+mod schema;
+mod tx;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+
+use rusqlite::Connection;
+
+pub use error::{SCHEMA_VERSION, StoreError, go_file_mode, is_locked};
+pub use events::{ChainBreak, ChainReport};
+pub use pages::{MAX_PAGE_TEXT, Page};
+pub use schema::{DEFAULT_LEASE_TTL_NS, MIGRATIONS, PRE_LEASE_OWNER, SCHEMA_MIGRATIONS_DDL};
+pub use tx::{LeaseHandle, NewApproval, NewModelCall, NewRun, StepUpdate, Transition, Tx};
+
+use crate::runtime::types::Timestamp;
+use error::Ctx;
+use open::Access;
+
+/// An open run database.
+pub struct Store {
+    conn: Mutex<Connection>,
+    path: PathBuf,
+    read_only: bool,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("path", &self.path)
+            .field("read_only", &self.read_only)
+            .finish()
+    }
+}
+
+impl Store {
+    /// agentrt's `OpenStore`: creates the file (exclusively, mode 0600) if missing, applies the
+    /// mode rules (tightening what it owns), opens a hardened writer connection, switches to
+    /// WAL, refuses triggers and views, and migrates to version 6 in one IMMEDIATE
+    /// transaction. Follows symbolic links.
+    pub fn open(path: impl AsRef<Path>) -> Result<Store, StoreError> {
+        let path = path.as_ref();
+        open::create_exclusive(path)?;
+        open::check_modes(path, true)?;
+        let mut conn = open::connect(path, Access::Writer)?;
+        open::enable_wal(&conn, path)?;
+        open::refuse_triggers_and_views(&conn, path)?;
+        schema::migrate(&mut conn, path, Timestamp::now())?;
+        Ok(Store {
+            conn: Mutex::new(conn),
+            path: path.to_path_buf(),
+            read_only: false,
+        })
+    }
+
+    /// agentrt's `OpenExisting`: never creates or migrates. In order: lstat (missing,
+    /// symlink), regular file, mode rules (a writer tightens), open (read-only via
+    /// SQLITE_OPEN_READ_ONLY, retried immutable on SQLITE_READONLY_DIRECTORY), trigger/view
+    /// refusal, version check (exactly 6).
+    pub fn open_existing(path: impl AsRef<Path>, read_only: bool) -> Result<Store, StoreError> {
+        let path = path.as_ref();
+        open::check_existing(path, !read_only)?;
+        let access = if read_only {
+            Access::ReadOnly
+        } else {
+            Access::Writer
+        };
+        let conn = open::connect(path, access)?;
+        open::refuse_triggers_and_views(&conn, path)?;
+        open::check_version(&conn, path)?;
+        Ok(Store {
+            conn: Mutex::new(conn),
+            path: path.to_path_buf(),
+            read_only,
+        })
+    }
+
+    /// The path it was opened with.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// True when opened read-only.
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// The connection (a panic in another holder does not wedge the store: a poisoned lock is
+    /// taken over; SQLite rolled the transaction back when its guard dropped).
+    fn lock(&self) -> MutexGuard<'_, Connection> {
+        self.conn.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Runs `f` inside one read transaction (so a page and its total agree).
+    pub(crate) fn read<T>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let mut conn = self.lock();
+        let tx = conn.transaction().ctx("read: begin")?;
+        let out = f(&tx)?;
+        tx.commit().ctx("read: end")?;
+        Ok(out)
+    }
+
+    /// SQLite's `PRAGMA data_version`: changes when another connection commits (live reload).
+    pub fn data_version(&self) -> Result<i64, StoreError> {
+        self.lock()
+            .query_row("PRAGMA data_version", [], |r| r.get(0))
+            .ctx("data_version")
+    }
+
+    /// Opens a second hardened connection for lease renewals (agentrt's heartbeat handle).
+    pub fn lease_handle(&self) -> Result<LeaseHandle, StoreError> {
+        if self.read_only {
+            return Err(StoreError::Invalid(format!(
+                "{} was opened read-only: a lease needs a writer",
+                self.path.display()
+            )));
+        }
+        Ok(LeaseHandle::new(open::connect(&self.path, Access::Writer)?))
+    }
+}

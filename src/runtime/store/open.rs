@@ -1,0 +1,315 @@
+//! Opening a run database (spec 1.3): file-mode rules, exclusive creation, the hardened
+//! connection (settings read back), WAL, the trigger/view refusal and the version check.
+
+use std::fs;
+use std::io::ErrorKind;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use rusqlite::config::DbConfig;
+use rusqlite::{Connection, OpenFlags};
+
+use super::error::{Ctx, StoreError};
+use super::schema;
+
+/// The extended result code of SQLITE_READONLY_DIRECTORY.
+const SQLITE_READONLY_DIRECTORY: i32 = 1544;
+
+/// The mode rules of spec 1.3 for the database and its `-wal`/`-shm` sidecars. A writer then
+/// tightens (`chmod 0600`) the files it owns that group or others can read.
+pub(crate) fn check_modes(path: &Path, writer: bool) -> Result<(), StoreError> {
+    let io = |err| StoreError::Io {
+        path: path.to_path_buf(),
+        err,
+    };
+    let db = fs::metadata(path).map_err(io)?;
+    let mut files = vec![(path.to_path_buf(), db.mode(), db.uid())];
+    for suffix in ["-wal", "-shm"] {
+        let side = sidecar(path, suffix);
+        let meta = match fs::symlink_metadata(&side) {
+            Ok(m) => m,
+            Err(e) if e.kind() == ErrorKind::NotFound => continue,
+            Err(err) => return Err(StoreError::Io { path: side, err }),
+        };
+        if !meta.file_type().is_file() {
+            return Err(StoreError::InsecureMode {
+                path: side,
+                mode: meta.mode(),
+                reason: "which is not a regular file".into(),
+            });
+        }
+        if meta.uid() != db.uid() {
+            return Err(StoreError::InsecureMode {
+                path: side,
+                mode: meta.mode(),
+                reason: "owned by another user than the database".into(),
+            });
+        }
+        files.push((side, meta.mode(), meta.uid()));
+    }
+    for (p, mode, _) in &files {
+        if mode & 0o022 != 0 {
+            return Err(StoreError::InsecureMode {
+                path: p.clone(),
+                mode: *mode,
+                reason: "writable by group or others".into(),
+            });
+        }
+    }
+    if writer {
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let me = unsafe { libc::geteuid() };
+        for (p, mode, uid) in &files {
+            if *uid == me && mode & 0o077 != 0 {
+                fs::set_permissions(p, fs::Permissions::from_mode(0o600)).map_err(|err| {
+                    StoreError::Io {
+                        path: p.clone(),
+                        err,
+                    }
+                })?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `<path><suffix>` (SQLite's sidecar names).
+pub(crate) fn sidecar(path: &Path, suffix: &str) -> PathBuf {
+    let mut s = path.as_os_str().to_owned();
+    s.push(suffix);
+    PathBuf::from(s)
+}
+
+/// Creates the database file `O_RDWR|O_CREAT|O_EXCL` mode 0600 (then fchmod 0600 whatever the
+/// umask) if it is missing; a concurrent creator wins and the file is then used as it is.
+pub(crate) fn create_exclusive(path: &Path) -> Result<(), StoreError> {
+    if fs::metadata(path).is_ok() {
+        return Ok(());
+    }
+    match fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+    {
+        Ok(f) => f
+            .set_permissions(fs::Permissions::from_mode(0o600))
+            .map_err(|err| StoreError::Io {
+                path: path.to_path_buf(),
+                err,
+            }),
+        Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(()),
+        Err(err) => Err(StoreError::Io {
+            path: path.to_path_buf(),
+            err,
+        }),
+    }
+}
+
+/// The checks `open_existing` makes before touching SQLite: lstat (missing, symlink), regular
+/// file, then the mode rules.
+pub(crate) fn check_existing(path: &Path, writer: bool) -> Result<(), StoreError> {
+    let meta = match fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == ErrorKind::NotFound => {
+            return Err(StoreError::Missing {
+                path: path.to_path_buf(),
+            });
+        }
+        Err(err) => {
+            return Err(StoreError::Io {
+                path: path.to_path_buf(),
+                err,
+            });
+        }
+    };
+    if meta.file_type().is_symlink() {
+        return Err(StoreError::Symlink {
+            path: path.to_path_buf(),
+        });
+    }
+    if !meta.file_type().is_file() {
+        return Err(StoreError::NotRegular {
+            path: path.to_path_buf(),
+        });
+    }
+    check_modes(path, writer)
+}
+
+/// How a connection is opened.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Access {
+    /// Read-write, synchronous FULL.
+    Writer,
+    /// SQLITE_OPEN_READ_ONLY (retried immutable on SQLITE_READONLY_DIRECTORY).
+    ReadOnly,
+}
+
+/// Opens and hardens one connection to an existing file, by path (no URI parsing, so `?`,
+/// `#`, `%` and spaces are plain characters).
+pub(crate) fn connect(path: &Path, access: Access) -> Result<Connection, StoreError> {
+    let flags = match access {
+        Access::Writer => OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        Access::ReadOnly => OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    };
+    let conn = Connection::open_with_flags(path, flags).map_err(|e| open_err(path, e))?;
+    harden(&conn, path, access)?;
+    if access == Access::ReadOnly {
+        // A WAL database without -shm in an unwritable directory refuses a plain read-only
+        // open at its first read: retry with immutable=1.
+        if let Err(e) = conn.query_row("SELECT COUNT(*) FROM sqlite_master", [], |r| {
+            r.get::<_, i64>(0)
+        }) {
+            if extended_code(&e) == Some(SQLITE_READONLY_DIRECTORY) {
+                drop(conn);
+                let uri = format!("file:{}?mode=ro&immutable=1", uri_escape(path));
+                let conn = Connection::open_with_flags(
+                    uri,
+                    OpenFlags::SQLITE_OPEN_READ_ONLY
+                        | OpenFlags::SQLITE_OPEN_NO_MUTEX
+                        | OpenFlags::SQLITE_OPEN_URI,
+                )
+                .map_err(|e| open_err(path, e))?;
+                harden(&conn, path, access)?;
+                return Ok(conn);
+            }
+        }
+    }
+    Ok(conn)
+}
+
+fn open_err(path: &Path, err: rusqlite::Error) -> StoreError {
+    StoreError::sqlite(format!("open store: {}", path.display()), err)
+}
+
+fn extended_code(e: &rusqlite::Error) -> Option<i32> {
+    match e {
+        rusqlite::Error::SqliteFailure(f, _) => Some(f.extended_code),
+        _ => None,
+    }
+}
+
+/// Percent-escapes a path for a `file:` URI (every byte but unreserved characters and `/`).
+fn uri_escape(path: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let mut out = String::new();
+    for &b in path.as_os_str().as_bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~/".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// busy_timeout 5000, foreign_keys on, trusted_schema off, DEFENSIVE on (and synchronous FULL
+/// for writers), each read back: a setting that did not take is an error.
+fn harden(conn: &Connection, path: &Path, access: Access) -> Result<(), StoreError> {
+    let bad = |detail: String| StoreError::Hardening {
+        path: path.to_path_buf(),
+        detail,
+    };
+    conn.busy_timeout(Duration::from_millis(5000))
+        .ctx("open store: busy_timeout")?;
+    conn.execute_batch("PRAGMA foreign_keys=ON; PRAGMA trusted_schema=OFF;")
+        .ctx("open store: pragmas")?;
+    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_DEFENSIVE, true)
+        .ctx("open store: defensive")?;
+    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_TRUSTED_SCHEMA, false)
+        .ctx("open store: trusted_schema")?;
+    let pragma = |name: &str| -> Result<i64, StoreError> {
+        conn.query_row(&format!("PRAGMA {name}"), [], |r| r.get(0))
+            .ctx(&format!("open store: read back {name}"))
+    };
+    if pragma("busy_timeout")? != 5000 {
+        return Err(bad(
+            "SQLite did not keep busy_timeout 5000; the connection is refused".into(),
+        ));
+    }
+    if pragma("foreign_keys")? != 1 {
+        return Err(bad(
+            "SQLite did not enable foreign_keys; the connection is refused".into(),
+        ));
+    }
+    if pragma("trusted_schema")? != 0
+        || conn
+            .db_config(DbConfig::SQLITE_DBCONFIG_TRUSTED_SCHEMA)
+            .ctx("open store: read back trusted_schema")?
+    {
+        return Err(bad(
+            "SQLite did not turn trusted_schema off; the connection is refused".into(),
+        ));
+    }
+    if !conn
+        .db_config(DbConfig::SQLITE_DBCONFIG_DEFENSIVE)
+        .ctx("open store: read back defensive")?
+    {
+        return Err(bad(
+            "SQLite did not enable DEFENSIVE mode; the connection is refused".into(),
+        ));
+    }
+    if access == Access::Writer {
+        conn.execute_batch("PRAGMA synchronous=FULL;")
+            .ctx("open store: synchronous")?;
+        if pragma("synchronous")? != 2 {
+            return Err(bad(
+                "SQLite did not keep synchronous FULL; the connection is refused".into(),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `PRAGMA journal_mode=WAL`, retrying SQLITE_BUSY every 5 ms for up to 5 s.
+pub(crate) fn enable_wal(conn: &Connection, path: &Path) -> Result<(), StoreError> {
+    let start = Instant::now();
+    loop {
+        match conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get::<_, String>(0)) {
+            Ok(mode) if mode.eq_ignore_ascii_case("wal") => return Ok(()),
+            Ok(mode) => {
+                return Err(StoreError::Hardening {
+                    path: path.to_path_buf(),
+                    detail: format!("journal mode is {mode}, not wal; the database needs WAL"),
+                });
+            }
+            Err(e) if super::error::is_locked(&e) && start.elapsed() < Duration::from_secs(5) => {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(e) => return Err(StoreError::sqlite("open store: journal mode", e)),
+        }
+    }
+}
+
+/// Refuses a schema holding a trigger or view.
+pub(crate) fn refuse_triggers_and_views(conn: &Connection, path: &Path) -> Result<(), StoreError> {
+    match schema::trigger_or_view(conn) {
+        Ok(None) => Ok(()),
+        Ok(Some((kind, name))) => Err(StoreError::UnsafeSchema {
+            path: path.to_path_buf(),
+            kind,
+            name,
+        }),
+        Err(e) => Err(StoreError::NotADatabase {
+            path: path.to_path_buf(),
+            detail: e.to_string(),
+        }),
+    }
+}
+
+/// `open_existing`'s version check: exactly this build's version.
+pub(crate) fn check_version(conn: &Connection, path: &Path) -> Result<(), StoreError> {
+    match schema::stored_version(conn) {
+        Err(e) => Err(StoreError::NotADatabase {
+            path: path.to_path_buf(),
+            detail: e.to_string(),
+        }),
+        Ok(v) if v != super::error::SCHEMA_VERSION => Err(StoreError::SchemaVersion {
+            path: path.to_path_buf(),
+            found: v,
+        }),
+        Ok(_) => Ok(()),
+    }
+}

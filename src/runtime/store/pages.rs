@@ -1,0 +1,450 @@
+//! Bounded page reads for front ends (spec 10): each reads only its page (plus a COUNT), with
+//! every text column capped at [`MAX_PAGE_TEXT`] characters and JSON columns replaced by a
+//! `{"truncated":true,...}` stand-in when over it. Nothing fails on a damaged row.
+
+use std::collections::BTreeMap;
+
+use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
+
+use super::Store;
+use super::error::{Ctx, StoreError};
+use super::rows::{Cols, approval_from, event_from, run_from, step_from};
+use crate::runtime::types::{Approval, Event, Run, Step};
+
+/// agentrt's MaxPageText: 64 Ki characters (SQLite `length()` on TEXT).
+pub const MAX_PAGE_TEXT: i64 = 65536;
+
+/// One page of rows and how many there are in all.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Page<T> {
+    pub items: Vec<T>,
+    pub total: i64,
+}
+
+/// Text cap: over the limit → head + `…[truncated: N characters]`.
+fn tc(c: &str) -> String {
+    format!(
+        "CASE WHEN length({c}) > {MAX_PAGE_TEXT} THEN substr({c},1,{MAX_PAGE_TEXT}) || '\u{2026}[truncated: ' || length({c}) || ' characters]' ELSE {c} END"
+    )
+}
+
+/// JSON cap: over the limit → `{"truncated":true,"length":N,"head":"…"}`.
+fn jc(c: &str) -> String {
+    format!(
+        "CASE WHEN length({c}) > {MAX_PAGE_TEXT} THEN json_object('truncated', json('true'), 'length', length({c}), 'head', substr({c},1,{MAX_PAGE_TEXT})) ELSE {c} END"
+    )
+}
+
+/// A string field of an oversized JSON column, capped (`''` when absent or not JSON).
+fn jfield(c: &str, path: &str) -> String {
+    format!("COALESCE(substr(json_extract({c}, '{path}'),1,{MAX_PAGE_TEXT}),'')")
+}
+
+fn check_page(what: &'static str, limit: i64, offset: i64) -> Result<(), StoreError> {
+    if limit <= 0 || offset < 0 {
+        return Err(StoreError::InvalidPage {
+            what,
+            limit,
+            offset,
+        });
+    }
+    Ok(())
+}
+
+fn run_select() -> String {
+    let text = |c: &str| tc(c);
+    format!(
+        "SELECT {}, {}, {}, {}, {}, CASE WHEN length(limits_json) > {MAX_PAGE_TEXT} THEN '' ELSE limits_json END, \
+         step_count, {}, {}, {}, {}, model_calls, input_tokens, output_tokens, cached_input_tokens, \
+         estimated_cost_micros, active_ms, {}, {} FROM runs",
+        text("id"),
+        text("goal"),
+        text("status"),
+        text("reason"),
+        text("reason_detail"),
+        text("created_at"),
+        text("started_at"),
+        text("finished_at"),
+        jc("result_json"),
+        text("lease_owner"),
+        text("lease_expires_at"),
+    )
+}
+
+fn step_select() -> String {
+    let over = |c: &str, repl: String| {
+        format!(
+            "CASE WHEN length({c}) <= {MAX_PAGE_TEXT} THEN {c} WHEN json_valid({c}) THEN {repl} ELSE '' END"
+        )
+    };
+    let decision = over(
+        "decision_json",
+        format!(
+            "json_object('kind', {}, 'tool', {})",
+            jfield("decision_json", "$.kind"),
+            jfield("decision_json", "$.tool")
+        ),
+    );
+    let policy = over(
+        "policy_json",
+        format!(
+            "json_object('outcome', {})",
+            jfield("policy_json", "$.outcome")
+        ),
+    );
+    let observation = over(
+        "observation_json",
+        format!(
+            "json_object('kind', {}, 'summary', {})",
+            jfield("observation_json", "$.kind"),
+            jfield("observation_json", "$.summary")
+        ),
+    );
+    format!(
+        "SELECT {}, {}, idx, {}, {decision}, {policy}, {observation}, {}, {}, {}, {}, {}, \
+         length(decision_json), length(policy_json), length(observation_json) FROM steps",
+        tc("id"),
+        tc("run_id"),
+        tc("status"),
+        tc("observation_hash"),
+        tc("started_at"),
+        tc("finished_at"),
+        tc("spec_hash"),
+        tc("policy_id"),
+    )
+}
+
+fn approval_select() -> String {
+    let request = format!(
+        "CASE WHEN length(request_json) <= {MAX_PAGE_TEXT} THEN request_json WHEN json_valid(request_json) THEN \
+         json_object('run_id', {}, 'step_id', {}, 'spec', json_object('name', {}), 'args', \
+         json_object('truncated', json('true'), 'length', length(request_json))) ELSE '' END",
+        jfield("request_json", "$.run_id"),
+        jfield("request_json", "$.step_id"),
+        jfield("request_json", "$.spec.name"),
+    );
+    format!(
+        "SELECT {}, {}, {}, {}, {}, {}, {request}, {}, {}, {}, {}, {}, {}, {}, length(request_json) FROM approvals",
+        tc("id"),
+        tc("run_id"),
+        tc("step_id"),
+        tc("kind"),
+        jc("capability_json"),
+        jc("presentation_json"),
+        tc("hash"),
+        tc("status"),
+        tc("created_at"),
+        tc("decided_at"),
+        tc("decided_by"),
+        tc("note"),
+        tc("expires_at"),
+    )
+}
+
+fn event_select() -> String {
+    format!(
+        "SELECT seq, {}, {}, {}, {}, {}, {} FROM events",
+        tc("run_id"),
+        tc("step_id"),
+        tc("at"),
+        tc("type"),
+        jc("payload_json"),
+        tc("hash"),
+    )
+}
+
+fn capped_step(r: &rusqlite::Row<'_>) -> Step {
+    let mut c = Cols::new(r);
+    let mut notes = String::new();
+    for (i, name) in [(12, "decision"), (13, "policy"), (14, "observation")] {
+        let n = c.int(i, name);
+        if n > MAX_PAGE_TEXT {
+            if !notes.is_empty() {
+                notes.push_str("; ");
+            }
+            notes.push_str(&format!(
+                "{name}: {n} characters, over MaxPageText, not read whole"
+            ));
+        }
+    }
+    let mut s = step_from(&mut c);
+    join_note(&mut s.decode_error, notes);
+    s
+}
+
+fn capped_approval(r: &rusqlite::Row<'_>) -> Approval {
+    let mut c = Cols::new(r);
+    let n = c.int(14, "request");
+    let mut a = approval_from(&mut c);
+    if n > MAX_PAGE_TEXT {
+        join_note(
+            &mut a.decode_error,
+            format!("request: {n} characters, over MaxPageText; its arguments were not read"),
+        );
+    }
+    a
+}
+
+fn join_note(acc: &mut String, note: String) {
+    if note.is_empty() {
+        return;
+    }
+    if !acc.is_empty() {
+        acc.push_str("; ");
+    }
+    acc.push_str(&note);
+}
+
+fn count(conn: &Connection, sql: &str, args: &[&dyn rusqlite::ToSql]) -> Result<i64, StoreError> {
+    conn.prepare_cached(sql)
+        .ctx("count")?
+        .query_row(args, |r| r.get(0))
+        .ctx("count")
+}
+
+fn query<T>(
+    conn: &Connection,
+    sql: &str,
+    args: &[&dyn rusqlite::ToSql],
+    what: &str,
+    f: impl Fn(&rusqlite::Row<'_>) -> T,
+) -> Result<Vec<T>, StoreError> {
+    let mut stmt = conn.prepare_cached(sql).ctx(what)?;
+    let rows = stmt.query_map(args, |r| Ok(f(r))).ctx(what)?;
+    rows.collect::<Result<Vec<_>, _>>().ctx(what)
+}
+
+impl Store {
+    /// Runs newest first (`ORDER BY rowid DESC`), capped, with the total.
+    pub fn list_runs_page(&self, limit: i64, offset: i64) -> Result<Page<Run>, StoreError> {
+        check_page("runs", limit, offset)?;
+        self.read(|c| {
+            let sql = format!("{} ORDER BY rowid DESC LIMIT ? OFFSET ?", run_select());
+            let items = query(c, &sql, &[&limit, &offset], "list runs", |r| {
+                run_from(&mut Cols::new(r))
+            })?;
+            Ok(Page {
+                items,
+                total: count(c, "SELECT COUNT(*) FROM runs", &[])?,
+            })
+        })
+    }
+
+    /// One run read as a page reads it ([`StoreError::NotFound`] if absent).
+    pub fn get_run_capped(&self, id: &str) -> Result<Run, StoreError> {
+        self.read(|c| {
+            let sql = format!("{} WHERE id = ?", run_select());
+            c.prepare_cached(&sql)
+                .ctx("get run")?
+                .query_row([id], |r| Ok(run_from(&mut Cols::new(r))))
+                .optional()
+                .ctx("get run")?
+                .ok_or_else(|| StoreError::NotFound {
+                    what: format!("run {id}"),
+                })
+        })
+    }
+
+    /// A run's steps by index, capped, with the total.
+    pub fn list_steps_page(
+        &self,
+        run_id: &str,
+        limit: i64,
+        offset: i64,
+    ) -> Result<Page<Step>, StoreError> {
+        check_page("steps", limit, offset)?;
+        self.read(|c| {
+            let sql = format!(
+                "{} WHERE run_id = ? ORDER BY idx LIMIT ? OFFSET ?",
+                step_select()
+            );
+            let items = query(
+                c,
+                &sql,
+                &[&run_id, &limit, &offset],
+                "list steps",
+                capped_step,
+            )?;
+            Ok(Page {
+                items,
+                total: count(c, "SELECT COUNT(*) FROM steps WHERE run_id = ?", &[&run_id])?,
+            })
+        })
+    }
+
+    /// A run's approvals in creation order, optionally only those with `status`, capped, with
+    /// the total. For showing only: deciding reads the approval whole.
+    pub fn list_approvals_page(
+        &self,
+        run_id: &str,
+        status: &str,
+        limit: i64,
+        offset: i64,
+    ) -> Result<Page<Approval>, StoreError> {
+        check_page("approvals", limit, offset)?;
+        self.read(|c| {
+            let filter = "WHERE run_id = ? AND (? = '' OR status = ?)";
+            let sql = format!(
+                "{} {filter} ORDER BY rowid LIMIT ? OFFSET ?",
+                approval_select()
+            );
+            let items = query(
+                c,
+                &sql,
+                &[&run_id, &status, &status, &limit, &offset],
+                "list approvals",
+                capped_approval,
+            )?;
+            let total = count(
+                c,
+                &format!("SELECT COUNT(*) FROM approvals {filter}"),
+                &[&run_id, &status, &status],
+            )?;
+            Ok(Page { items, total })
+        })
+    }
+
+    /// Events of a run (or of all runs for `""`) in seq order, capped, with the total.
+    pub fn list_events_page(
+        &self,
+        run_id: &str,
+        limit: i64,
+        offset: i64,
+    ) -> Result<Page<Event>, StoreError> {
+        check_page("events", limit, offset)?;
+        self.read(|c| {
+            let (filter, args): (&str, Vec<&dyn rusqlite::ToSql>) = if run_id.is_empty() {
+                ("", vec![])
+            } else {
+                ("WHERE run_id = ?", vec![&run_id])
+            };
+            let sql = format!("{} {filter} ORDER BY seq LIMIT ? OFFSET ?", event_select());
+            let mut a = args.clone();
+            a.push(&limit);
+            a.push(&offset);
+            let items = query(c, &sql, &a, "list events", |r| {
+                event_from(&mut Cols::new(r))
+            })?;
+            let total = count(c, &format!("SELECT COUNT(*) FROM events {filter}"), &args)?;
+            Ok(Page { items, total })
+        })
+    }
+
+    /// Events with seq > `after` in seq (commit) order, of one run or all (`""`), capped.
+    pub fn list_events_after(
+        &self,
+        run_id: &str,
+        after: i64,
+        limit: i64,
+    ) -> Result<Vec<Event>, StoreError> {
+        check_page("events", limit, 0)?;
+        self.read(|c| {
+            if run_id.is_empty() {
+                let sql = format!("{} WHERE seq > ? ORDER BY seq LIMIT ?", event_select());
+                query(c, &sql, &[&after, &limit], "list events", |r| {
+                    event_from(&mut Cols::new(r))
+                })
+            } else {
+                let sql = format!(
+                    "{} WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+                    event_select()
+                );
+                query(c, &sql, &[&run_id, &after, &limit], "list events", |r| {
+                    event_from(&mut Cols::new(r))
+                })
+            }
+        })
+    }
+
+    /// Run → pending approval ids (creation order) for every WAITING run, one join query.
+    pub fn pending_approval_ids(&self) -> Result<BTreeMap<String, Vec<String>>, StoreError> {
+        self.read(|c| {
+            let sql = format!(
+                "SELECT {}, {} FROM approvals a JOIN runs r ON r.id = a.run_id \
+                 WHERE a.status = 'pending' AND r.status = 'WAITING_FOR_APPROVAL' ORDER BY a.rowid",
+                tc("a.run_id"),
+                tc("a.id")
+            );
+            let pairs = query(c, &sql, &[], "pending approvals", |r| {
+                let mut c = Cols::new(r);
+                (c.text(0, "run_id"), c.text(1, "id"))
+            })?;
+            let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+            for (run, id) in pairs {
+                out.entry(run).or_default().push(id);
+            }
+            Ok(out)
+        })
+    }
+
+    /// The same for the named runs only, at most `max` ids per run (window function).
+    pub fn pending_approval_ids_of(
+        &self,
+        run_ids: &[&str],
+        max: i64,
+    ) -> Result<BTreeMap<String, Vec<String>>, StoreError> {
+        let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        if run_ids.is_empty() || max <= 0 {
+            return Ok(out);
+        }
+        self.read(|c| {
+            // SQLite's variable limit is 32766; the console names a page of runs at a time.
+            for chunk in run_ids.chunks(500) {
+                let marks = vec!["?"; chunk.len()].join(",");
+                let sql = format!(
+                    "SELECT rid, aid FROM (SELECT {} AS rid, {} AS aid, ROW_NUMBER() OVER \
+                     (PARTITION BY a.run_id ORDER BY a.rowid) AS n FROM approvals a JOIN runs r ON r.id = a.run_id \
+                     WHERE a.status = 'pending' AND r.status = 'WAITING_FOR_APPROVAL' AND a.run_id IN ({marks})) \
+                     WHERE n <= ? ORDER BY rid, n",
+                    tc("a.run_id"),
+                    tc("a.id")
+                );
+                let mut args: Vec<rusqlite::types::Value> =
+                    chunk.iter().map(|s| rusqlite::types::Value::Text(s.to_string())).collect();
+                args.push(rusqlite::types::Value::Integer(max));
+                let mut stmt = c.prepare(&sql).ctx("pending approvals")?;
+                let rows = stmt
+                    .query_map(params_from_iter(args), |r| {
+                        let mut c = Cols::new(r);
+                        Ok((c.text(0, "run_id"), c.text(1, "id")))
+                    })
+                    .ctx("pending approvals")?;
+                for row in rows {
+                    let (run, id) = row.ctx("pending approvals")?;
+                    out.entry(run).or_default().push(id);
+                }
+            }
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    /// The `reason` of the first `approval.requested` event of the approval's step whose
+    /// payload names it (capped); `""` if there is none. [`StoreError::NotFound`] if no such
+    /// approval.
+    pub fn approval_reason(&self, run_id: &str, approval_id: &str) -> Result<String, StoreError> {
+        self.read(|c| {
+            let step: Option<String> = c
+                .prepare_cached("SELECT step_id FROM approvals WHERE id = ? AND run_id = ?")
+                .ctx("approval reason")?
+                .query_row(params![approval_id, run_id], |r| r.get(0))
+                .optional()
+                .ctx("approval reason")?;
+            let step = step.ok_or_else(|| StoreError::NotFound {
+                what: format!("approval {approval_id} of run {run_id}"),
+            })?;
+            let reason: Option<Vec<u8>> = c
+                .prepare_cached(&format!(
+                    "SELECT CAST(substr(json_extract(payload_json, '$.reason'),1,{MAX_PAGE_TEXT}) AS BLOB) FROM events \
+                     WHERE run_id = ? AND step_id = ? AND type = 'approval.requested' AND json_valid(payload_json) \
+                     AND json_extract(payload_json, '$.approval_id') = ? ORDER BY seq LIMIT 1"
+                ))
+                .ctx("approval reason")?
+                .query_row(params![run_id, step, approval_id], |r| r.get::<_, Option<Vec<u8>>>(0))
+                .optional()
+                .ctx("approval reason")?
+                .flatten();
+            Ok(String::from_utf8_lossy(&reason.unwrap_or_default()).into_owned())
+        })
+    }
+}

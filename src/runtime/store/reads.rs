@@ -1,0 +1,179 @@
+//! Whole-row reads the runtime uses (one run's rows, never a whole table). Each is a free
+//! function over a connection so a write transaction can read the same way.
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+use super::Store;
+use super::error::{Ctx, StoreError};
+use super::rows::{
+    APPROVAL_COLUMNS, Cols, RUN_COLUMNS, STEP_COLUMNS, approval_from, run_from, step_from,
+};
+use crate::runtime::json::{canonical_json, sha256_hex};
+use crate::runtime::types::{Approval, Lease, Run, Step, Timestamp, ToolSpec};
+
+pub(crate) fn get_run(conn: &Connection, id: &str) -> Result<Run, StoreError> {
+    conn.prepare_cached(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?"))
+        .ctx("get run")?
+        .query_row([id], |r| Ok(run_from(&mut Cols::new(r))))
+        .optional()
+        .ctx("get run")?
+        .ok_or_else(|| StoreError::NotFound {
+            what: format!("run {id}"),
+        })
+}
+
+pub(crate) fn list_steps(conn: &Connection, run_id: &str) -> Result<Vec<Step>, StoreError> {
+    let mut stmt = conn
+        .prepare_cached(&format!(
+            "SELECT {STEP_COLUMNS} FROM steps WHERE run_id = ? ORDER BY rowid"
+        ))
+        .ctx("list steps")?;
+    let rows = stmt
+        .query_map([run_id], |r| Ok(step_from(&mut Cols::new(r))))
+        .ctx("list steps")?;
+    rows.collect::<Result<Vec<_>, _>>().ctx("list steps")
+}
+
+pub(crate) fn get_step(conn: &Connection, id: &str) -> Result<Step, StoreError> {
+    conn.prepare_cached(&format!("SELECT {STEP_COLUMNS} FROM steps WHERE id = ?"))
+        .ctx("get step")?
+        .query_row([id], |r| Ok(step_from(&mut Cols::new(r))))
+        .optional()
+        .ctx("get step")?
+        .ok_or_else(|| StoreError::NotFound {
+            what: format!("step {id}"),
+        })
+}
+
+pub(crate) fn list_approvals(conn: &Connection, run_id: &str) -> Result<Vec<Approval>, StoreError> {
+    let mut stmt = conn
+        .prepare_cached(&format!(
+            "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE run_id = ? ORDER BY rowid"
+        ))
+        .ctx("list approvals")?;
+    let rows = stmt
+        .query_map([run_id], |r| Ok(approval_from(&mut Cols::new(r))))
+        .ctx("list approvals")?;
+    rows.collect::<Result<Vec<_>, _>>().ctx("list approvals")
+}
+
+pub(crate) fn get_approval(
+    conn: &Connection,
+    run_id: &str,
+    id: &str,
+) -> Result<Approval, StoreError> {
+    conn.prepare_cached(&format!(
+        "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE id = ? AND run_id = ?"
+    ))
+    .ctx("get approval")?
+    .query_row(params![id, run_id], |r| {
+        Ok(approval_from(&mut Cols::new(r)))
+    })
+    .optional()
+    .ctx("get approval")?
+    .ok_or_else(|| StoreError::NotFound {
+        what: format!("approval {id} of run {run_id}"),
+    })
+}
+
+/// The last-inserted approval of a step (by rowid), if any (spec 4.9).
+pub(crate) fn latest_approval_of_step(
+    conn: &Connection,
+    run_id: &str,
+    step_id: &str,
+) -> Result<Option<Approval>, StoreError> {
+    conn.prepare_cached(&format!(
+        "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE run_id = ? AND step_id = ? ORDER BY rowid DESC LIMIT 1"
+    ))
+    .ctx("latest approval")?
+    .query_row(params![run_id, step_id], |r| Ok(approval_from(&mut Cols::new(r))))
+    .optional()
+    .ctx("latest approval")
+}
+
+pub(crate) fn lease(conn: &Connection, run_id: &str) -> Result<Lease, StoreError> {
+    let row: Option<(Vec<u8>, Vec<u8>)> = conn
+        .prepare_cached(
+            "SELECT CAST(lease_owner AS BLOB), CAST(lease_expires_at AS BLOB) FROM runs WHERE id = ?",
+        )
+        .ctx("lease")?
+        .query_row([run_id], |r| {
+            Ok((
+                r.get::<_, Option<Vec<u8>>>(0)?.unwrap_or_default(),
+                r.get::<_, Option<Vec<u8>>>(1)?.unwrap_or_default(),
+            ))
+        })
+        .optional()
+        .ctx("lease")?;
+    let (owner, exp) = row.ok_or_else(|| StoreError::NotFound {
+        what: format!("run {run_id}"),
+    })?;
+    Ok(Lease {
+        owner: String::from_utf8_lossy(&owner).into_owned(),
+        expires_at: Timestamp::parse(&String::from_utf8_lossy(&exp)).unwrap_or(Timestamp::ZERO),
+    })
+}
+
+pub(crate) fn tool_spec(conn: &Connection, hash: &str) -> Result<ToolSpec, StoreError> {
+    let json: Option<Vec<u8>> = conn
+        .prepare_cached("SELECT CAST(spec_json AS BLOB) FROM tool_specs WHERE hash = ?")
+        .ctx("tool spec")?
+        .query_row([hash], |r| r.get(0))
+        .optional()
+        .ctx("tool spec")?;
+    let json = json.ok_or_else(|| StoreError::NotFound {
+        what: format!("tool spec {hash}"),
+    })?;
+    if sha256_hex(&canonical_json(&json)) != hash {
+        return Err(StoreError::SpecHash {
+            hash: hash.to_string(),
+        });
+    }
+    ToolSpec::from_json(&json).map_err(|e| StoreError::Invalid(format!("tool spec {hash}: {e}")))
+}
+
+impl Store {
+    /// One run, whole ([`StoreError::NotFound`] if absent).
+    pub fn get_run(&self, id: &str) -> Result<Run, StoreError> {
+        self.read(|c| get_run(c, id))
+    }
+
+    /// Every step of a run, in insertion order (whole rows; damaged rows carry `decode_error`).
+    pub fn list_steps(&self, run_id: &str) -> Result<Vec<Step>, StoreError> {
+        self.read(|c| list_steps(c, run_id))
+    }
+
+    /// One step, whole.
+    pub fn get_step(&self, id: &str) -> Result<Step, StoreError> {
+        self.read(|c| get_step(c, id))
+    }
+
+    /// Every approval of a run, in insertion order (whole rows).
+    pub fn list_approvals(&self, run_id: &str) -> Result<Vec<Approval>, StoreError> {
+        self.read(|c| list_approvals(c, run_id))
+    }
+
+    /// One approval of a run, whole (what deciding uses).
+    pub fn get_approval(&self, run_id: &str, id: &str) -> Result<Approval, StoreError> {
+        self.read(|c| get_approval(c, run_id, id))
+    }
+
+    /// The last-inserted approval of a step.
+    pub fn latest_approval_of_step(
+        &self,
+        run_id: &str,
+        step_id: &str,
+    ) -> Result<Option<Approval>, StoreError> {
+        self.read(|c| latest_approval_of_step(c, run_id, step_id))
+    }
+
+    /// The run's lease as stored (unheld = empty owner, zero time).
+    pub fn lease(&self, run_id: &str) -> Result<Lease, StoreError> {
+        self.read(|c| lease(c, run_id))
+    }
+
+    /// A stored tool spec; refuses a row whose JSON no longer hashes to its key.
+    pub fn tool_spec(&self, hash: &str) -> Result<ToolSpec, StoreError> {
+        self.read(|c| tool_spec(c, hash))
+    }
+}

@@ -1,0 +1,770 @@
+//! Write transactions (spec 1.5, 3.2, 3.4): [`Store::write`] runs a closure inside one
+//! `BEGIN IMMEDIATE` transaction; the closure appends hash-chained events and changes rows
+//! through [`Tx`], each change a compare-and-set on the state it expects. The SQL of every
+//! write lives here, one statement per method.
+
+use rusqlite::{Connection, params};
+
+use super::error::{Ctx, StoreError};
+use super::{Store, events, reads};
+use crate::runtime::json::{event_hash, gojson};
+use crate::runtime::types::{Approval, Event, Limits, Run, RunStatus, Step, StepStatus, Timestamp};
+
+/// A write transaction in progress.
+pub struct Tx<'a> {
+    tx: rusqlite::Transaction<'a>,
+    head: Option<(i64, String)>,
+    events: Vec<Event>,
+}
+
+impl Store {
+    /// Runs `f` in one `BEGIN IMMEDIATE` transaction. On `Ok` it commits and returns the value
+    /// with the events appended (hand them to observers now, after the commit); an `Err` or a
+    /// panic in `f` rolls everything back. SQLITE_BUSY past the busy timeout is
+    /// [`StoreError::Locked`].
+    pub fn write<T, E: From<StoreError>>(
+        &self,
+        f: impl FnOnce(&mut Tx<'_>) -> Result<T, E>,
+    ) -> Result<(T, Vec<Event>), E> {
+        if self.read_only {
+            return Err(StoreError::Invalid(format!(
+                "{} was opened read-only; open it for writing to change it",
+                self.path.display()
+            ))
+            .into());
+        }
+        let mut conn = self.lock();
+        let tx = conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .ctx("begin write")?;
+        let mut w = Tx {
+            tx,
+            head: None,
+            events: Vec::new(),
+        };
+        let out = f(&mut w)?;
+        let Tx { tx, events, .. } = w;
+        tx.commit().ctx("commit")?;
+        Ok((out, events))
+    }
+}
+
+/// What `insert_run` writes.
+#[derive(Debug, Clone)]
+pub struct NewRun<'a> {
+    pub id: &'a str,
+    pub goal: &'a str,
+    pub limits: &'a Limits,
+    /// created_at = started_at = this.
+    pub now: Timestamp,
+    /// Spec hashes of every registered tool, by tool name (`run.created`'s `tools`).
+    pub tools: &'a [String],
+    pub lease_owner: &'a str,
+    pub lease_expires_at: Timestamp,
+}
+
+/// A run state change (spec 3.4).
+#[derive(Debug, Clone)]
+pub struct Transition<'a> {
+    pub run_id: &'a str,
+    pub from: &'a [RunStatus],
+    pub to: RunStatus,
+    pub reason: &'a str,
+    pub detail: &'a str,
+    pub finished_at: Timestamp,
+    pub result_json: &'a str,
+    /// The writer's lease owner: checked on a RUNNING run (driver writes) and stamped on a
+    /// move to RUNNING; `None` for operator paths.
+    pub lease_owner: Option<&'a str>,
+    /// The lease expiry stamped on a move to RUNNING (wall now + TTL).
+    pub lease_expires_at: Timestamp,
+}
+
+/// The columns a step update sets (`None` = unchanged).
+#[derive(Debug, Clone, Default)]
+pub struct StepUpdate<'a> {
+    pub status: Option<StepStatus>,
+    pub decision_json: Option<&'a str>,
+    pub policy_json: Option<&'a str>,
+    pub observation_json: Option<&'a str>,
+    pub observation_hash: Option<&'a str>,
+    pub started_at: Option<Timestamp>,
+    pub finished_at: Option<Timestamp>,
+    pub spec_hash: Option<&'a str>,
+    pub policy_id: Option<&'a str>,
+}
+
+/// What `insert_approval` writes (status `pending`).
+#[derive(Debug, Clone)]
+pub struct NewApproval<'a> {
+    pub id: &'a str,
+    pub run_id: &'a str,
+    pub step_id: &'a str,
+    pub kind: &'a str,
+    pub capability_json: &'a str,
+    pub presentation_json: &'a str,
+    pub request_json: &'a str,
+    pub hash: &'a str,
+    pub created_at: Timestamp,
+    pub expires_at: Timestamp,
+}
+
+/// A `model_calls` row.
+#[derive(Debug, Clone, Default)]
+pub struct NewModelCall<'a> {
+    pub id: &'a str,
+    pub run_id: &'a str,
+    pub step_id: &'a str,
+    pub attempt: i64,
+    pub status: &'a str,
+    pub model: &'a str,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub cached_input_tokens: i64,
+    pub cost_micros: i64,
+    pub latency_ms: i64,
+    pub error: &'a str,
+    pub dispatched_at: Timestamp,
+    pub completed_at: Timestamp,
+}
+
+/// `a or b or c`.
+fn or_list(from: &[RunStatus]) -> String {
+    from.iter()
+        .map(|s| s.as_str())
+        .collect::<Vec<_>>()
+        .join(" or ")
+}
+
+impl<'a> Tx<'a> {
+    /// The connection, for reads or custom SQL inside this transaction.
+    pub fn conn(&self) -> &Connection {
+        &self.tx
+    }
+
+    /// Events appended so far in this transaction.
+    pub fn events(&self) -> &[Event] {
+        &self.events
+    }
+
+    /// Appends an event: seq = chain head + 1, hash chained to the previous event (spec 1.5).
+    /// An empty payload is stored as `{}`.
+    pub fn append_event(
+        &mut self,
+        run_id: &str,
+        step_id: &str,
+        at: &Timestamp,
+        kind: &str,
+        payload: &[u8],
+    ) -> Result<Event, StoreError> {
+        let payload = if payload.is_empty() {
+            b"{}".as_slice()
+        } else {
+            payload
+        };
+        let payload = std::str::from_utf8(payload)
+            .map_err(|_| StoreError::Invalid(format!("event {kind} payload is not valid UTF-8")))?;
+        if self.head.is_none() {
+            self.head = Some(events::head(&self.tx)?);
+        }
+        let (head, prev) = self.head.clone().unwrap_or_default();
+        let seq = head + 1;
+        let at_text = at.to_rfc3339();
+        let hash = event_hash(&prev, seq, run_id, step_id, &at_text, kind, payload);
+        self.tx
+            .prepare_cached(
+                "INSERT INTO events (seq, run_id, step_id, at, type, payload_json, hash) VALUES (?,?,?,?,?,?,?)",
+            )
+            .ctx("append event")?
+            .execute(params![seq, run_id, step_id, at_text, kind, payload, hash])
+            .ctx("append event")?;
+        self.head = Some((seq, hash.clone()));
+        let ev = Event {
+            seq,
+            run_id: run_id.into(),
+            step_id: step_id.into(),
+            at_text,
+            at: *at,
+            kind: kind.into(),
+            payload: payload.into(),
+            hash,
+            ..Event::default()
+        };
+        self.events.push(ev.clone());
+        Ok(ev)
+    }
+
+    /// Reads the run's status and checks it is one of `from`; with `lease_owner`, a RUNNING
+    /// run must be leased by it (else [`StoreError::RunLeased`]). Returns the status.
+    pub fn require_status(
+        &self,
+        run_id: &str,
+        from: &[RunStatus],
+        lease_owner: Option<&str>,
+    ) -> Result<RunStatus, StoreError> {
+        let lease = reads::lease(&self.tx, run_id)?;
+        let status: String = self
+            .tx
+            .prepare_cached("SELECT CAST(status AS TEXT) FROM runs WHERE id = ?")
+            .ctx("require status")?
+            .query_row([run_id], |r| r.get::<_, Option<Vec<u8>>>(0))
+            .ctx("require status")
+            .map(|b| String::from_utf8_lossy(&b.unwrap_or_default()).into_owned())?;
+        let status = RunStatus::parse(&status);
+        if !from.contains(&status) {
+            return Err(StoreError::RunState {
+                detail: format!("run {run_id} is {status}, not {}", or_list(from)),
+            });
+        }
+        if let Some(owner) = lease_owner {
+            if status == RunStatus::Running && lease.owner != owner {
+                return Err(StoreError::RunLeased {
+                    run_id: run_id.into(),
+                    owner: lease.owner,
+                    expires_at: lease.expires_at,
+                });
+            }
+        }
+        Ok(status)
+    }
+
+    /// `requireLease`: RUNNING, leased by `owner`, stored expiry after `now` (wall clock).
+    pub fn require_lease(
+        &self,
+        run_id: &str,
+        owner: &str,
+        now: Timestamp,
+    ) -> Result<(), StoreError> {
+        self.require_status(run_id, &[RunStatus::Running], Some(owner))?;
+        let lease = reads::lease(&self.tx, run_id)?;
+        if lease.expires_at <= now {
+            return Err(StoreError::LeaseLost {
+                detail: format!(
+                    "run {run_id}: the lease expired at {}",
+                    lease.expires_at.format_always()
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// requireStatus then the state change (spec 3.4). A move to RUNNING stamps the writer's
+    /// lease; any other move clears it. Never touches step_count or accounting.
+    pub fn transition(&self, t: &Transition<'_>) -> Result<(), StoreError> {
+        self.require_status(t.run_id, t.from, t.lease_owner)?;
+        let (owner, expires) = if t.to == RunStatus::Running {
+            (t.lease_owner.unwrap_or(""), t.lease_expires_at.to_rfc3339())
+        } else {
+            ("", String::new())
+        };
+        self.tx
+            .prepare_cached(
+                "UPDATE runs SET status=?, reason=?, reason_detail=?, finished_at=?, result_json=?, \
+                 lease_owner=?, lease_expires_at=? WHERE id=?",
+            )
+            .ctx("transition")?
+            .execute(params![
+                t.to.as_str(),
+                t.reason,
+                t.detail,
+                t.finished_at.to_rfc3339(),
+                t.result_json,
+                owner,
+                expires,
+                t.run_id
+            ])
+            .ctx("transition")?;
+        Ok(())
+    }
+
+    /// Sets the lease columns (a takeover inside a resume transaction).
+    pub fn set_lease(
+        &self,
+        run_id: &str,
+        owner: &str,
+        expires_at: Timestamp,
+    ) -> Result<(), StoreError> {
+        self.tx
+            .prepare_cached("UPDATE runs SET lease_owner=?, lease_expires_at=? WHERE id=?")
+            .ctx("set lease")?
+            .execute(params![owner, expires_at.to_rfc3339(), run_id])
+            .ctx("set lease")?;
+        Ok(())
+    }
+
+    /// Inserts a run RUNNING (created_at = started_at = now, leased) and appends `run.created`
+    /// `{"goal","limits","tools"}` then `run.started` `{}`.
+    pub fn insert_run(&mut self, r: &NewRun<'_>) -> Result<(), StoreError> {
+        let limits = r.limits.to_go_json();
+        let limits_text = String::from_utf8_lossy(&limits).into_owned();
+        let now = r.now.to_rfc3339();
+        self.tx
+            .prepare_cached(
+                "INSERT INTO runs (id, goal, status, limits_json, created_at, started_at, lease_owner, lease_expires_at) \
+                 VALUES (?,?,?,?,?,?,?,?)",
+            )
+            .ctx("insert run")?
+            .execute(params![
+                r.id,
+                r.goal,
+                RunStatus::Running.as_str(),
+                limits_text,
+                now,
+                now,
+                r.lease_owner,
+                r.lease_expires_at.to_rfc3339()
+            ])
+            .ctx("insert run")?;
+        let mut tools = b"[".to_vec();
+        for (i, h) in r.tools.iter().enumerate() {
+            if i > 0 {
+                tools.push(b',');
+            }
+            gojson::write_string(&mut tools, h);
+        }
+        tools.push(b']');
+        let mut goal = Vec::new();
+        gojson::write_string(&mut goal, r.goal);
+        let payload = gojson::Object::new()
+            .encoded("goal", &goal)
+            .encoded("limits", &limits)
+            .encoded("tools", &tools)
+            .finish();
+        self.append_event(r.id, "", &r.now, "run.created", &payload)?;
+        self.append_event(r.id, "", &r.now, "run.started", b"{}")?;
+        Ok(())
+    }
+
+    /// Claims step index `index` (`step_count` must equal it, run RUNNING and leased by
+    /// `lease_owner`), inserts the step `deciding` and appends `step.started {"index":n}`.
+    pub fn start_step(
+        &mut self,
+        run_id: &str,
+        step_id: &str,
+        index: i64,
+        lease_owner: &str,
+        now: Timestamp,
+    ) -> Result<(), StoreError> {
+        let n = self
+            .tx
+            .prepare_cached(
+                "UPDATE runs SET step_count = step_count + 1 WHERE id=? AND status='RUNNING' AND step_count=? AND lease_owner=?",
+            )
+            .ctx("claim step")?
+            .execute(params![run_id, index, lease_owner])
+            .ctx("claim step")?;
+        if n == 0 {
+            self.require_status(run_id, &[RunStatus::Running], Some(lease_owner))?;
+            return Err(StoreError::RunState {
+                detail: format!("run {run_id} has moved past step {index}"),
+            });
+        }
+        self.tx
+            .prepare_cached(
+                "INSERT INTO steps (id, run_id, idx, status, started_at) VALUES (?,?,?,?,?)",
+            )
+            .ctx("insert step")?
+            .execute(params![
+                step_id,
+                run_id,
+                index,
+                StepStatus::Deciding.as_str(),
+                now.to_rfc3339()
+            ])
+            .ctx("insert step")?;
+        let payload = gojson::Object::new().int("index", index).finish();
+        self.append_event(run_id, step_id, &now, "step.started", &payload)?;
+        Ok(())
+    }
+
+    /// Updates a step only if its status is one of `expected` (0 rows → RunState
+    /// "step <id> is <status>").
+    pub fn update_step(
+        &self,
+        step_id: &str,
+        expected: &[StepStatus],
+        u: &StepUpdate<'_>,
+    ) -> Result<(), StoreError> {
+        let mut sets: Vec<&str> = Vec::new();
+        let mut vals: Vec<String> = Vec::new();
+        let mut set = |col: &'static str, v: Option<String>| {
+            if let Some(v) = v {
+                sets.push(col);
+                vals.push(v);
+            }
+        };
+        set(
+            "status=?",
+            u.status.as_ref().map(|s| s.as_str().to_string()),
+        );
+        set("decision_json=?", u.decision_json.map(str::to_string));
+        set("policy_json=?", u.policy_json.map(str::to_string));
+        set("observation_json=?", u.observation_json.map(str::to_string));
+        set("observation_hash=?", u.observation_hash.map(str::to_string));
+        set("started_at=?", u.started_at.map(|t| t.to_rfc3339()));
+        set("finished_at=?", u.finished_at.map(|t| t.to_rfc3339()));
+        set("spec_hash=?", u.spec_hash.map(str::to_string));
+        set("policy_id=?", u.policy_id.map(str::to_string));
+        if sets.is_empty() {
+            return Ok(());
+        }
+        let placeholders = vec!["?"; expected.len().max(1)].join(",");
+        let sql = format!(
+            "UPDATE steps SET {} WHERE id=? AND status IN ({placeholders})",
+            sets.join(", ")
+        );
+        let mut args: Vec<String> = vals;
+        args.push(step_id.to_string());
+        if expected.is_empty() {
+            args.push(String::new());
+        }
+        args.extend(expected.iter().map(|s| s.as_str().to_string()));
+        let n = self
+            .tx
+            .prepare_cached(&sql)
+            .ctx("update step")?
+            .execute(rusqlite::params_from_iter(args.iter()))
+            .ctx("update step")?;
+        if n == 0 {
+            let status: Option<String> = self
+                .tx
+                .query_row(
+                    "SELECT CAST(status AS TEXT) FROM steps WHERE id=?",
+                    [step_id],
+                    |r| {
+                        Ok(String::from_utf8_lossy(
+                            &r.get::<_, Option<Vec<u8>>>(0)?.unwrap_or_default(),
+                        )
+                        .into_owned())
+                    },
+                )
+                .ok();
+            return Err(match status {
+                Some(s) => StoreError::RunState {
+                    detail: format!("step {step_id} is {s}"),
+                },
+                None => StoreError::NotFound {
+                    what: format!("step {step_id}"),
+                },
+            });
+        }
+        Ok(())
+    }
+
+    /// Cancel / failInternal: every step of the run in `deciding`, `awaiting_approval` or
+    /// `executing` → `failed` with this observation (unconditional by status). Returns how
+    /// many steps changed.
+    pub fn fail_steps_in_flight(
+        &self,
+        run_id: &str,
+        observation_json: &str,
+        observation_hash: &str,
+        finished_at: Timestamp,
+    ) -> Result<usize, StoreError> {
+        self.tx
+            .prepare_cached(
+                "UPDATE steps SET status='failed', observation_json=?, observation_hash=?, finished_at=? \
+                 WHERE run_id=? AND status IN ('deciding','awaiting_approval','executing')",
+            )
+            .ctx("fail steps in flight")?
+            .execute(params![observation_json, observation_hash, finished_at.to_rfc3339(), run_id])
+            .ctx("fail steps in flight")
+    }
+
+    /// Fails one step by id and run, whatever its status (Reject's step failure).
+    pub fn fail_step_unconditionally(
+        &self,
+        run_id: &str,
+        step_id: &str,
+        observation_json: &str,
+        observation_hash: &str,
+        finished_at: Timestamp,
+    ) -> Result<usize, StoreError> {
+        self.tx
+            .prepare_cached(
+                "UPDATE steps SET status='failed', observation_json=?, observation_hash=?, finished_at=? \
+                 WHERE id=? AND run_id=?",
+            )
+            .ctx("fail step")?
+            .execute(params![observation_json, observation_hash, finished_at.to_rfc3339(), step_id, run_id])
+            .ctx("fail step")
+    }
+
+    /// Inserts an approval `pending`.
+    pub fn insert_approval(&self, a: &NewApproval<'_>) -> Result<(), StoreError> {
+        self.tx
+            .prepare_cached(
+                "INSERT INTO approvals (id, run_id, step_id, kind, capability_json, presentation_json, \
+                 request_json, hash, status, created_at, expires_at) VALUES (?,?,?,?,?,?,?,?,'pending',?,?)",
+            )
+            .ctx("insert approval")?
+            .execute(params![
+                a.id,
+                a.run_id,
+                a.step_id,
+                a.kind,
+                if a.capability_json.is_empty() { "{}" } else { a.capability_json },
+                if a.presentation_json.is_empty() { "{}" } else { a.presentation_json },
+                a.request_json,
+                a.hash,
+                a.created_at.to_rfc3339(),
+                a.expires_at.to_rfc3339()
+            ])
+            .ctx("insert approval")?;
+        Ok(())
+    }
+
+    /// Sets an approval's decision only if it is still `expected_status` with `hash`
+    /// (returns false when 0 rows changed). `decided_by = None` leaves that column.
+    #[allow(clippy::too_many_arguments)]
+    pub fn set_approval_status(
+        &self,
+        id: &str,
+        expected_status: &str,
+        hash: &str,
+        status: &str,
+        decided_at: Timestamp,
+        decided_by: Option<&str>,
+        note: &str,
+    ) -> Result<bool, StoreError> {
+        let n = match decided_by {
+            Some(by) => self
+                .tx
+                .prepare_cached(
+                    "UPDATE approvals SET status=?, decided_at=?, decided_by=?, note=? WHERE id=? AND status=? AND hash=?",
+                )
+                .ctx("decide approval")?
+                .execute(params![status, decided_at.to_rfc3339(), by, note, id, expected_status, hash]),
+            None => self
+                .tx
+                .prepare_cached(
+                    "UPDATE approvals SET status=?, decided_at=?, note=? WHERE id=? AND status=? AND hash=?",
+                )
+                .ctx("decide approval")?
+                .execute(params![status, decided_at.to_rfc3339(), note, id, expected_status, hash]),
+        }
+        .ctx("decide approval")?;
+        Ok(n == 1)
+    }
+
+    /// Sets an approval's status only, keeping who/when (a grant expiring), if still
+    /// `expected_status` with `hash`.
+    pub fn set_approval_status_only(
+        &self,
+        id: &str,
+        expected_status: &str,
+        hash: &str,
+        status: &str,
+    ) -> Result<bool, StoreError> {
+        let n = self
+            .tx
+            .prepare_cached("UPDATE approvals SET status=? WHERE id=? AND status=? AND hash=?")
+            .ctx("expire approval")?
+            .execute(params![status, id, expected_status, hash])
+            .ctx("expire approval")?;
+        Ok(n == 1)
+    }
+
+    /// `INSERT OR IGNORE INTO tool_specs`.
+    pub fn insert_tool_spec(&self, hash: &str, spec_json: &str) -> Result<(), StoreError> {
+        self.tx
+            .prepare_cached("INSERT OR IGNORE INTO tool_specs (hash, spec_json) VALUES (?,?)")
+            .ctx("insert tool spec")?
+            .execute(params![hash, spec_json])
+            .ctx("insert tool spec")?;
+        Ok(())
+    }
+
+    /// `active_ms = active_ms + ms` (ms clamped >= 0, saturating).
+    pub fn add_active_ms(&self, run_id: &str, ms: i64) -> Result<(), StoreError> {
+        self.tx
+            .prepare_cached(&format!(
+                "UPDATE runs SET {} WHERE id=?",
+                sat_set("active_ms")
+            ))
+            .ctx("add active time")?
+            .execute(params![ms.max(0), ms.max(0), run_id])
+            .ctx("add active time")?;
+        Ok(())
+    }
+
+    /// Adds to the run's model accounting (each charge clamped >= 0, totals saturating).
+    pub fn add_usage(
+        &self,
+        run_id: &str,
+        calls: i64,
+        input_tokens: i64,
+        output_tokens: i64,
+        cached_input_tokens: i64,
+        cost_micros: i64,
+    ) -> Result<(), StoreError> {
+        let cols = [
+            "model_calls",
+            "input_tokens",
+            "output_tokens",
+            "cached_input_tokens",
+            "estimated_cost_micros",
+        ];
+        let sets: Vec<String> = cols.iter().map(|c| sat_set(c)).collect();
+        let mut args: Vec<i64> = Vec::new();
+        for v in [
+            calls,
+            input_tokens,
+            output_tokens,
+            cached_input_tokens,
+            cost_micros,
+        ] {
+            args.push(v.max(0));
+            args.push(v.max(0));
+        }
+        let sql = format!("UPDATE runs SET {} WHERE id=?", sets.join(", "));
+        let mut stmt = self.tx.prepare_cached(&sql).ctx("add usage")?;
+        let mut values: Vec<rusqlite::types::Value> = args
+            .into_iter()
+            .map(rusqlite::types::Value::Integer)
+            .collect();
+        values.push(rusqlite::types::Value::Text(run_id.to_string()));
+        stmt.execute(rusqlite::params_from_iter(values))
+            .ctx("add usage")?;
+        Ok(())
+    }
+
+    /// Inserts a `model_calls` row.
+    pub fn insert_model_call(&self, m: &NewModelCall<'_>) -> Result<(), StoreError> {
+        self.tx
+            .prepare_cached(
+                "INSERT INTO model_calls (id, run_id, step_id, attempt, status, model, input_tokens, output_tokens, \
+                 cached_input_tokens, cost_micros, latency_ms, error, dispatched_at, completed_at) \
+                 VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            )
+            .ctx("insert model call")?
+            .execute(params![
+                m.id,
+                m.run_id,
+                m.step_id,
+                m.attempt,
+                m.status,
+                m.model,
+                m.input_tokens,
+                m.output_tokens,
+                m.cached_input_tokens,
+                m.cost_micros,
+                m.latency_ms,
+                m.error,
+                m.dispatched_at.to_rfc3339(),
+                m.completed_at.to_rfc3339()
+            ])
+            .ctx("insert model call")?;
+        Ok(())
+    }
+
+    /// Records a model call's outcome (row by id).
+    pub fn finish_model_call(&self, m: &NewModelCall<'_>) -> Result<(), StoreError> {
+        self.tx
+            .prepare_cached(
+                "UPDATE model_calls SET status=?, input_tokens=?, output_tokens=?, cached_input_tokens=?, \
+                 cost_micros=?, latency_ms=?, error=?, completed_at=? WHERE id=?",
+            )
+            .ctx("finish model call")?
+            .execute(params![
+                m.status,
+                m.input_tokens,
+                m.output_tokens,
+                m.cached_input_tokens,
+                m.cost_micros,
+                m.latency_ms,
+                m.error,
+                m.completed_at.to_rfc3339(),
+                m.id
+            ])
+            .ctx("finish model call")?;
+        Ok(())
+    }
+
+    /// The run row, read inside this transaction.
+    pub fn get_run(&self, id: &str) -> Result<Run, StoreError> {
+        reads::get_run(&self.tx, id)
+    }
+
+    /// The run's steps, read inside this transaction.
+    pub fn list_steps(&self, run_id: &str) -> Result<Vec<Step>, StoreError> {
+        reads::list_steps(&self.tx, run_id)
+    }
+
+    /// One step, read inside this transaction.
+    pub fn get_step(&self, id: &str) -> Result<Step, StoreError> {
+        reads::get_step(&self.tx, id)
+    }
+
+    /// The run's approvals, read inside this transaction.
+    pub fn list_approvals(&self, run_id: &str) -> Result<Vec<Approval>, StoreError> {
+        reads::list_approvals(&self.tx, run_id)
+    }
+
+    /// One approval, read whole inside this transaction.
+    pub fn get_approval(&self, run_id: &str, id: &str) -> Result<Approval, StoreError> {
+        reads::get_approval(&self.tx, run_id, id)
+    }
+
+    /// The last-inserted approval of a step, read inside this transaction.
+    pub fn latest_approval_of_step(
+        &self,
+        run_id: &str,
+        step_id: &str,
+    ) -> Result<Option<Approval>, StoreError> {
+        reads::latest_approval_of_step(&self.tx, run_id, step_id)
+    }
+}
+
+/// `col = CASE WHEN col > MAX - ? THEN MAX ELSE col + ? END` (two parameters, same value).
+fn sat_set(col: &str) -> String {
+    format!(
+        "{col} = CASE WHEN {col} > 9223372036854775807 - ? THEN 9223372036854775807 ELSE {col} + ? END"
+    )
+}
+
+/// The dedicated lease connection (renew/release; writes no events).
+pub struct LeaseHandle {
+    conn: std::sync::Mutex<Connection>,
+}
+
+impl LeaseHandle {
+    pub(crate) fn new(conn: Connection) -> LeaseHandle {
+        LeaseHandle {
+            conn: std::sync::Mutex::new(conn),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Connection> {
+        self.conn.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// `UPDATE runs SET lease_expires_at=? WHERE id=? AND lease_owner=?`; false = lease lost.
+    pub fn renew(
+        &self,
+        run_id: &str,
+        owner: &str,
+        expires_at: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let n = self
+            .lock()
+            .execute(
+                "UPDATE runs SET lease_expires_at=? WHERE id=? AND lease_owner=?",
+                params![expires_at.to_rfc3339(), run_id, owner],
+            )
+            .ctx("renew lease")?;
+        Ok(n == 1)
+    }
+
+    /// `UPDATE runs SET lease_owner='', lease_expires_at='' WHERE id=? AND lease_owner=?`.
+    pub fn release(&self, run_id: &str, owner: &str) -> Result<bool, StoreError> {
+        let n = self
+            .lock()
+            .execute(
+                "UPDATE runs SET lease_owner='', lease_expires_at='' WHERE id=? AND lease_owner=?",
+                params![run_id, owner],
+            )
+            .ctx("release lease")?;
+        Ok(n == 1)
+    }
+}

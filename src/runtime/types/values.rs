@@ -1,0 +1,251 @@
+//! The core JSON shapes of spec section 2, encoded as Go's `encoding/json` writes them (struct
+//! field order, `omitempty`, raw JSON compacted and HTML-escaped) and decoded from stored JSON.
+//! Raw JSON fields are kept as the stored bytes (empty = absent) so nothing is re-encoded
+//! differently from what was written.
+
+use serde::{Deserialize, Deserializer};
+use serde_json::value::RawValue;
+
+use crate::runtime::json::{JsonError, canonical_json, gojson::Object, sha256_hex};
+
+/// Deserializes a present raw field, keeping `null` as the bytes `null` (as Go's
+/// `json.RawMessage` does) instead of turning it into "absent".
+fn raw_present<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+    let v: Box<RawValue> = Box::deserialize(d)?;
+    Ok(v.get().as_bytes().to_vec())
+}
+
+/// Per-run limits (spec 2, 14.1). Durations are integer nanoseconds; zero means off.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default)]
+pub struct Limits {
+    pub max_steps: i64,
+    pub max_consecutive_tool_failures: i64,
+    pub loop_threshold: i64,
+    pub max_model_calls: i64,
+    pub max_output_tokens_per_call: i64,
+    pub max_total_tokens: i64,
+    pub max_estimated_cost_micros: i64,
+    /// ns
+    pub max_active_time: i64,
+    /// ns
+    pub max_elapsed_time: i64,
+    /// ns
+    pub approval_ttl: i64,
+    /// ns
+    pub grant_ttl: i64,
+}
+
+impl Limits {
+    /// Go JSON (`limits_json`, `run.created`'s `limits`).
+    pub fn to_go_json(&self) -> Vec<u8> {
+        Object::new()
+            .int("max_steps", self.max_steps)
+            .int(
+                "max_consecutive_tool_failures",
+                self.max_consecutive_tool_failures,
+            )
+            .int("loop_threshold", self.loop_threshold)
+            .int_opt("max_model_calls", self.max_model_calls)
+            .int_opt(
+                "max_output_tokens_per_call",
+                self.max_output_tokens_per_call,
+            )
+            .int_opt("max_total_tokens", self.max_total_tokens)
+            .int_opt("max_estimated_cost_micros", self.max_estimated_cost_micros)
+            .int_opt("max_active_time", self.max_active_time)
+            .int_opt("max_elapsed_time", self.max_elapsed_time)
+            .int_opt("approval_ttl", self.approval_ttl)
+            .int_opt("grant_ttl", self.grant_ttl)
+            .finish()
+    }
+
+    /// Decodes stored `limits_json`.
+    pub fn from_json(raw: &[u8]) -> Result<Limits, serde_json::Error> {
+        serde_json::from_slice(raw)
+    }
+}
+
+/// What the agent decided (spec 2). Raw fields hold JSON bytes; empty = absent.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default)]
+pub struct Decision {
+    pub kind: String,
+    pub tool: String,
+    #[serde(deserialize_with = "raw_present")]
+    pub args: Vec<u8>,
+    pub reason: String,
+    #[serde(deserialize_with = "raw_present")]
+    pub result: Vec<u8>,
+    pub message: String,
+    pub origin: String,
+    pub invalid_args: String,
+    pub invalid_result: String,
+    pub invalid_base64: bool,
+}
+
+impl Decision {
+    /// Go JSON in declared field order with `omitempty`.
+    pub fn to_go_json(&self) -> Result<Vec<u8>, JsonError> {
+        let mut o = Object::new();
+        o.str("kind", &self.kind).str_opt("tool", &self.tool);
+        o.raw_opt("args", &self.args)?;
+        o.str_opt("reason", &self.reason);
+        o.raw_opt("result", &self.result)?;
+        o.str_opt("message", &self.message)
+            .str_opt("origin", &self.origin)
+            .str_opt("invalid_args", &self.invalid_args)
+            .str_opt("invalid_result", &self.invalid_result);
+        if self.invalid_base64 {
+            o.bool("invalid_base64", true);
+        }
+        Ok(o.finish())
+    }
+
+    pub fn from_json(raw: &[u8]) -> Result<Decision, serde_json::Error> {
+        serde_json::from_slice(raw)
+    }
+}
+
+/// A policy's answer (spec 2).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default)]
+pub struct PolicyDecision {
+    pub outcome: String,
+    pub reason: String,
+    pub kind: String,
+    #[serde(deserialize_with = "raw_present")]
+    pub capability: Vec<u8>,
+    #[serde(deserialize_with = "raw_present")]
+    pub presentation: Vec<u8>,
+}
+
+impl PolicyDecision {
+    /// Go JSON in declared field order with `omitempty`.
+    pub fn to_go_json(&self) -> Result<Vec<u8>, JsonError> {
+        let mut o = Object::new();
+        o.str("outcome", &self.outcome)
+            .str_opt("reason", &self.reason)
+            .str_opt("kind", &self.kind);
+        o.raw_opt("capability", &self.capability)?;
+        o.raw_opt("presentation", &self.presentation)?;
+        Ok(o.finish())
+    }
+
+    pub fn from_json(raw: &[u8]) -> Result<PolicyDecision, serde_json::Error> {
+        serde_json::from_slice(raw)
+    }
+}
+
+/// What a step observed (spec 2). Every kind but `tool_result` counts as a failure.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default)]
+pub struct Observation {
+    pub kind: String,
+    #[serde(deserialize_with = "raw_present")]
+    pub content: Vec<u8>,
+    pub summary: String,
+    pub content_hash: String,
+}
+
+impl Observation {
+    /// Go JSON in declared field order with `omitempty`.
+    pub fn to_go_json(&self) -> Result<Vec<u8>, JsonError> {
+        let mut o = Object::new();
+        o.str("kind", &self.kind);
+        o.raw_opt("content", &self.content)?;
+        o.str_opt("summary", &self.summary)
+            .str_opt("content_hash", &self.content_hash);
+        Ok(o.finish())
+    }
+
+    pub fn from_json(raw: &[u8]) -> Result<Observation, serde_json::Error> {
+        serde_json::from_slice(raw)
+    }
+
+    /// True for every kind but `tool_result`.
+    pub fn is_failure(&self) -> bool {
+        self.kind != "tool_result"
+    }
+}
+
+/// A registered tool's description (spec 2). `timeout_ns` is the JSON key `timeout`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    #[serde(deserialize_with = "raw_present")]
+    pub input_schema: Vec<u8>,
+    pub side_effect: String,
+    #[serde(rename = "timeout")]
+    pub timeout_ns: i64,
+    pub terminal: bool,
+}
+
+impl ToolSpec {
+    /// Go JSON: name, description, input_schema (raw, required), side_effect, timeout,
+    /// terminal (omitempty).
+    pub fn to_go_json(&self) -> Result<Vec<u8>, JsonError> {
+        let mut o = Object::new();
+        o.str("name", &self.name)
+            .str("description", &self.description);
+        if self.input_schema.is_empty() {
+            o.encoded("input_schema", b"null");
+        } else {
+            o.raw("input_schema", &self.input_schema)?;
+        }
+        o.str("side_effect", &self.side_effect)
+            .int("timeout", self.timeout_ns);
+        if self.terminal {
+            o.bool("terminal", true);
+        }
+        Ok(o.finish())
+    }
+
+    /// `tool_specs.spec_json`: canonical JSON of the Go JSON.
+    pub fn spec_json(&self) -> Result<Vec<u8>, JsonError> {
+        Ok(canonical_json(&self.to_go_json()?))
+    }
+
+    /// `tool_specs.hash`: hex SHA-256 of [`ToolSpec::spec_json`].
+    pub fn spec_hash(&self) -> Result<String, JsonError> {
+        Ok(sha256_hex(&self.spec_json()?))
+    }
+
+    pub fn from_json(raw: &[u8]) -> Result<ToolSpec, serde_json::Error> {
+        serde_json::from_slice(raw)
+    }
+}
+
+/// The request an approval binds (spec 2): `args` is `{}` when absent.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default)]
+pub struct ToolRequest {
+    pub run_id: String,
+    pub step_id: String,
+    pub spec: ToolSpec,
+    #[serde(deserialize_with = "raw_present")]
+    pub args: Vec<u8>,
+}
+
+impl ToolRequest {
+    /// Go JSON (`approvals.request_json`).
+    pub fn to_go_json(&self) -> Result<Vec<u8>, JsonError> {
+        let spec = self.spec.to_go_json()?;
+        let mut o = Object::new();
+        o.str("run_id", &self.run_id)
+            .str("step_id", &self.step_id)
+            .encoded("spec", &spec);
+        if self.args.is_empty() {
+            o.encoded("args", b"{}");
+        } else {
+            o.raw("args", &self.args)?;
+        }
+        Ok(o.finish())
+    }
+
+    pub fn from_json(raw: &[u8]) -> Result<ToolRequest, serde_json::Error> {
+        serde_json::from_slice(raw)
+    }
+}
