@@ -1,6 +1,7 @@
 //! The embedded runtime: agentrt's run database and the guarantees that make decisions binding.
 
 pub mod json;
+pub mod operator;
 pub mod store;
 pub mod types;
 

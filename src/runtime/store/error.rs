@@ -165,6 +165,7 @@ impl<T> Ctx<T> for Result<T, rusqlite::Error> {
     }
 }
 
+#[allow(clippy::unnecessary_cast)] // mode_t is u16 on some platforms
 /// Go's `os.FileMode.String()` for a `st_mode` (type letter then `rwx` triplets).
 pub fn go_file_mode(mode: u32) -> String {
     let fmt = mode & libc::S_IFMT as u32;
@@ -202,6 +203,7 @@ pub fn go_file_mode(mode: u32) -> String {
 }
 
 #[cfg(test)]
+#[allow(clippy::unnecessary_cast)]
 mod tests {
     use super::*;
 

@@ -22,6 +22,7 @@ use rusqlite::Connection;
 
 pub use error::{SCHEMA_VERSION, StoreError, go_file_mode, is_locked};
 pub use events::{ChainBreak, ChainReport};
+pub use open::ConnectionSettings;
 pub use pages::{MAX_PAGE_TEXT, Page};
 pub use schema::{DEFAULT_LEASE_TTL_NS, MIGRATIONS, PRE_LEASE_OWNER, SCHEMA_MIGRATIONS_DDL};
 pub use tx::{LeaseHandle, NewApproval, NewModelCall, NewRun, StepUpdate, Transition, Tx};
@@ -121,6 +122,11 @@ impl Store {
         self.lock()
             .query_row("PRAGMA data_version", [], |r| r.get(0))
             .ctx("data_version")
+    }
+
+    /// The connection's hardening settings as SQLite reports them.
+    pub fn connection_settings(&self) -> Result<ConnectionSettings, StoreError> {
+        open::settings(&self.lock())
     }
 
     /// Opens a second hardened connection for lease renewals (agentrt's heartbeat handle).

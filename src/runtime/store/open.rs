@@ -156,25 +156,26 @@ pub(crate) fn connect(path: &Path, access: Access) -> Result<Connection, StoreEr
     };
     let conn = Connection::open_with_flags(path, flags).map_err(|e| open_err(path, e))?;
     harden(&conn, path, access)?;
+    // A WAL database without -shm in an unwritable directory refuses a plain read-only open
+    // at its first read: retry with immutable=1.
     if access == Access::ReadOnly {
-        // A WAL database without -shm in an unwritable directory refuses a plain read-only
-        // open at its first read: retry with immutable=1.
-        if let Err(e) = conn.query_row("SELECT COUNT(*) FROM sqlite_master", [], |r| {
+        let probe = conn.query_row("SELECT COUNT(*) FROM sqlite_master", [], |r| {
             r.get::<_, i64>(0)
-        }) {
-            if extended_code(&e) == Some(SQLITE_READONLY_DIRECTORY) {
-                drop(conn);
-                let uri = format!("file:{}?mode=ro&immutable=1", uri_escape(path));
-                let conn = Connection::open_with_flags(
-                    uri,
-                    OpenFlags::SQLITE_OPEN_READ_ONLY
-                        | OpenFlags::SQLITE_OPEN_NO_MUTEX
-                        | OpenFlags::SQLITE_OPEN_URI,
-                )
-                .map_err(|e| open_err(path, e))?;
-                harden(&conn, path, access)?;
-                return Ok(conn);
-            }
+        });
+        if let Err(e) = probe
+            && extended_code(&e) == Some(SQLITE_READONLY_DIRECTORY)
+        {
+            drop(conn);
+            let uri = format!("file:{}?mode=ro&immutable=1", uri_escape(path));
+            let conn = Connection::open_with_flags(
+                uri,
+                OpenFlags::SQLITE_OPEN_READ_ONLY
+                    | OpenFlags::SQLITE_OPEN_NO_MUTEX
+                    | OpenFlags::SQLITE_OPEN_URI,
+            )
+            .map_err(|e| open_err(path, e))?;
+            harden(&conn, path, access)?;
+            return Ok(conn);
         }
     }
     Ok(conn)
@@ -292,6 +293,7 @@ pub(crate) fn refuse_triggers_and_views(conn: &Connection, path: &Path) -> Resul
             kind,
             name,
         }),
+        Err(e) if super::error::is_locked(&e) => Err(StoreError::sqlite("open store", e)),
         Err(e) => Err(StoreError::NotADatabase {
             path: path.to_path_buf(),
             detail: e.to_string(),
@@ -302,6 +304,7 @@ pub(crate) fn refuse_triggers_and_views(conn: &Connection, path: &Path) -> Resul
 /// `open_existing`'s version check: exactly this build's version.
 pub(crate) fn check_version(conn: &Connection, path: &Path) -> Result<(), StoreError> {
     match schema::stored_version(conn) {
+        Err(e) if super::error::is_locked(&e) => Err(StoreError::sqlite("open store", e)),
         Err(e) => Err(StoreError::NotADatabase {
             path: path.to_path_buf(),
             detail: e.to_string(),
@@ -312,4 +315,35 @@ pub(crate) fn check_version(conn: &Connection, path: &Path) -> Result<(), StoreE
         }),
         Ok(_) => Ok(()),
     }
+}
+
+/// The hardening settings as the connection reports them (for tests and diagnostics).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConnectionSettings {
+    pub busy_timeout_ms: i64,
+    pub foreign_keys: bool,
+    pub trusted_schema: bool,
+    pub defensive: bool,
+    /// 0 OFF, 1 NORMAL, 2 FULL, 3 EXTRA.
+    pub synchronous: i64,
+    pub journal_mode: String,
+}
+
+pub(crate) fn settings(conn: &Connection) -> Result<ConnectionSettings, StoreError> {
+    let int = |name: &str| -> Result<i64, StoreError> {
+        conn.query_row(&format!("PRAGMA {name}"), [], |r| r.get(0))
+            .ctx("settings")
+    };
+    Ok(ConnectionSettings {
+        busy_timeout_ms: int("busy_timeout")?,
+        foreign_keys: int("foreign_keys")? == 1,
+        trusted_schema: int("trusted_schema")? == 1,
+        defensive: conn
+            .db_config(DbConfig::SQLITE_DBCONFIG_DEFENSIVE)
+            .ctx("settings")?,
+        synchronous: int("synchronous")?,
+        journal_mode: conn
+            .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+            .ctx("settings")?,
+    })
 }

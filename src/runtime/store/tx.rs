@@ -205,7 +205,7 @@ impl<'a> Tx<'a> {
         let lease = reads::lease(&self.tx, run_id)?;
         let status: String = self
             .tx
-            .prepare_cached("SELECT CAST(status AS TEXT) FROM runs WHERE id = ?")
+            .prepare_cached("SELECT CAST(status AS BLOB) FROM runs WHERE id = ?")
             .ctx("require status")?
             .query_row([run_id], |r| r.get::<_, Option<Vec<u8>>>(0))
             .ctx("require status")
@@ -216,14 +216,15 @@ impl<'a> Tx<'a> {
                 detail: format!("run {run_id} is {status}, not {}", or_list(from)),
             });
         }
-        if let Some(owner) = lease_owner {
-            if status == RunStatus::Running && lease.owner != owner {
-                return Err(StoreError::RunLeased {
-                    run_id: run_id.into(),
-                    owner: lease.owner,
-                    expires_at: lease.expires_at,
-                });
-            }
+        if let Some(owner) = lease_owner
+            && status == RunStatus::Running
+            && lease.owner != owner
+        {
+            return Err(StoreError::RunLeased {
+                run_id: run_id.into(),
+                owner: lease.owner,
+                expires_at: lease.expires_at,
+            });
         }
         Ok(status)
     }
@@ -429,7 +430,7 @@ impl<'a> Tx<'a> {
             let status: Option<String> = self
                 .tx
                 .query_row(
-                    "SELECT CAST(status AS TEXT) FROM steps WHERE id=?",
+                    "SELECT CAST(status AS BLOB) FROM steps WHERE id=?",
                     [step_id],
                     |r| {
                         Ok(String::from_utf8_lossy(

@@ -129,6 +129,15 @@ impl Timestamp {
         s
     }
 
+    /// Go's `time.RFC3339` (whole seconds, no fraction) of the UTC instant.
+    pub fn format_rfc3339_seconds(&self) -> String {
+        Timestamp {
+            secs: self.secs,
+            nanos: 0,
+        }
+        .format_always()
+    }
+
     /// Parses a stored time: `''` is the zero time; otherwise Go's `time.RFC3339Nano` layout
     /// (`YYYY-MM-DDTHH:MM:SS[.fraction]` then `Z` or `±HH:MM`), converted to UTC.
     pub fn parse(text: &str) -> Result<Timestamp, TimeError> {

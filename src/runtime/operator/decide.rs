@@ -1,0 +1,399 @@
+//! Approve / Reject / ApproveShown / RejectShown (spec 4.4).
+
+use crate::runtime::json::{approval_hash, content_hash, gojson::Object};
+use crate::runtime::store::{Store, StoreError, Transition, Tx};
+use crate::runtime::types::{
+    Approval, ApprovalStatus, Event, Observation, Run, RunStatus, Timestamp,
+};
+
+use super::OperatorError;
+use super::expire;
+
+/// What the decision is bound to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shown<'a> {
+    /// Approve/Reject: the stored row, whatever its hash (still verified against its request).
+    Unbound,
+    /// ApproveShown/RejectShown: only if the stored hash is this one (compared under the
+    /// write lock). An empty hash is refused.
+    Hash(&'a str),
+}
+
+/// A decision that landed.
+#[derive(Debug, Clone)]
+pub struct Decided {
+    /// The run after the decision (WAITING after an approve, CANCELLED after a reject).
+    pub run: Run,
+    /// The approval after the decision.
+    pub approval: Approval,
+    /// The events appended, in seq order.
+    pub events: Vec<Event>,
+}
+
+/// Approves a pending approval: the run stays WAITING until a resume.
+pub fn approve(
+    store: &Store,
+    run_id: &str,
+    approval_id: &str,
+    by: &str,
+    note: &str,
+    now: Timestamp,
+) -> Result<Decided, OperatorError> {
+    decide(
+        store,
+        run_id,
+        approval_id,
+        Shown::Unbound,
+        by,
+        note,
+        ApprovalStatus::Approved,
+        now,
+    )
+}
+
+/// Rejects a pending approval: its step fails and the run is CANCELLED (`approval_rejected`).
+pub fn reject(
+    store: &Store,
+    run_id: &str,
+    approval_id: &str,
+    by: &str,
+    note: &str,
+    now: Timestamp,
+) -> Result<Decided, OperatorError> {
+    decide(
+        store,
+        run_id,
+        approval_id,
+        Shown::Unbound,
+        by,
+        note,
+        ApprovalStatus::Rejected,
+        now,
+    )
+}
+
+/// Approves only if the stored hash is `shown`, the hash the reviewer read.
+pub fn approve_shown(
+    store: &Store,
+    run_id: &str,
+    approval_id: &str,
+    shown: &str,
+    by: &str,
+    note: &str,
+    now: Timestamp,
+) -> Result<Decided, OperatorError> {
+    decide(
+        store,
+        run_id,
+        approval_id,
+        Shown::Hash(shown),
+        by,
+        note,
+        ApprovalStatus::Approved,
+        now,
+    )
+}
+
+/// Rejects only if the stored hash is `shown`.
+pub fn reject_shown(
+    store: &Store,
+    run_id: &str,
+    approval_id: &str,
+    shown: &str,
+    by: &str,
+    note: &str,
+    now: Timestamp,
+) -> Result<Decided, OperatorError> {
+    decide(
+        store,
+        run_id,
+        approval_id,
+        Shown::Hash(shown),
+        by,
+        note,
+        ApprovalStatus::Rejected,
+        now,
+    )
+}
+
+/// agentrt's `decide`: `status` is [`ApprovalStatus::Approved`] or [`ApprovalStatus::Rejected`].
+#[allow(clippy::too_many_arguments)]
+pub fn decide(
+    store: &Store,
+    run_id: &str,
+    approval_id: &str,
+    shown: Shown<'_>,
+    by: &str,
+    note: &str,
+    status: ApprovalStatus,
+    now: Timestamp,
+) -> Result<Decided, OperatorError> {
+    decide_hooked(
+        store,
+        run_id,
+        approval_id,
+        shown,
+        by,
+        note,
+        status,
+        now,
+        || {},
+    )
+}
+
+/// [`decide`] with `between` called after the checks made outside the transaction and before
+/// it begins: lets a test change the row in that window to prove the checks are repeated
+/// under the write lock.
+#[doc(hidden)]
+#[allow(clippy::too_many_arguments)]
+pub fn decide_hooked(
+    store: &Store,
+    run_id: &str,
+    approval_id: &str,
+    shown: Shown<'_>,
+    by: &str,
+    note: &str,
+    status: ApprovalStatus,
+    now: Timestamp,
+    between: impl FnOnce(),
+) -> Result<Decided, OperatorError> {
+    if !matches!(status, ApprovalStatus::Approved | ApprovalStatus::Rejected) {
+        return Err(StoreError::Invalid(format!(
+            "an approval is decided approved or rejected, not {status}"
+        ))
+        .into());
+    }
+    if shown == Shown::Hash("") {
+        return Err(OperatorError::Changed {
+            approval_id: approval_id.into(),
+            detail: ": no hash was shown".into(),
+        });
+    }
+    // 1-3: outside the transaction (cheap refusals, and expiry by the deciding clock).
+    let run = store.get_run(run_id)?;
+    if run.status != RunStatus::WaitingForApproval {
+        return Err(OperatorError::RunNotWaiting {
+            run_id: run_id.into(),
+            status: run.status,
+        });
+    }
+    let a = store
+        .get_approval(run_id, approval_id)
+        .map_err(|e| not_found(e, run_id, approval_id))?;
+    check(&a, shown)?;
+    if !a.expires_at.is_zero() && now > a.expires_at {
+        expire::expire(store, run_id, &a, now)?;
+        return Err(OperatorError::Expired {
+            approval_id: approval_id.into(),
+            at: a.expires_at,
+            already: false,
+        });
+    }
+    between();
+    // 4: the same checks again under the write lock, then a conditional update.
+    let ((), events) = store.write(|tx| -> Result<(), OperatorError> {
+        require_waiting(tx, run_id)?;
+        let a = tx
+            .get_approval(run_id, approval_id)
+            .map_err(|e| not_found(e, run_id, approval_id))?;
+        check(&a, shown)?;
+        if !tx.set_approval_status(
+            &a.id,
+            "pending",
+            &a.hash,
+            status.as_str(),
+            now,
+            Some(by),
+            note,
+        )? {
+            let cur = tx.get_approval(run_id, approval_id)?;
+            return Err(not_pending(&cur));
+        }
+        let payload = Object::new()
+            .str("approval_id", &a.id)
+            .str("by", by)
+            .str("note", note)
+            .str("status", status.as_str())
+            .finish();
+        tx.append_event(run_id, &a.step_id, &now, "approval.decided", &payload)?;
+        if status == ApprovalStatus::Rejected {
+            let content = Object::new()
+                .str("approval_id", &a.id)
+                .str("note", note)
+                .finish();
+            let (obs, hash) = observation(
+                "policy_denied",
+                &content,
+                &format!("approval rejected: {note}"),
+            )?;
+            tx.fail_step_unconditionally(run_id, &a.step_id, &obs, &hash, now)?;
+            finish(
+                tx,
+                run_id,
+                RunStatus::Cancelled,
+                "approval_rejected",
+                note,
+                None,
+                now,
+            )?;
+        }
+        Ok(())
+    })?;
+    Ok(Decided {
+        run: store.get_run(run_id)?,
+        approval: store.get_approval(run_id, approval_id)?,
+        events,
+    })
+}
+
+/// agentrt's `check`: expired, not pending, not the shown one, then the hash.
+fn check(a: &Approval, shown: Shown<'_>) -> Result<(), OperatorError> {
+    match a.status {
+        ApprovalStatus::Pending => {}
+        ApprovalStatus::Expired => {
+            return Err(OperatorError::Expired {
+                approval_id: a.id.clone(),
+                at: a.expires_at,
+                already: true,
+            });
+        }
+        _ => return Err(not_pending(a)),
+    }
+    if let Shown::Hash(h) = shown
+        && a.hash != h
+    {
+        return Err(OperatorError::Changed {
+            approval_id: a.id.clone(),
+            detail: String::new(),
+        });
+    }
+    verify_hash(a)
+}
+
+/// agentrt's `verifyHash`: a row with a decode error, or whose stored kind, capability,
+/// presentation and decoded request do not hash to its `hash`, is refused.
+pub fn verify_hash(a: &Approval) -> Result<(), OperatorError> {
+    let mismatch = |detail: String| OperatorError::HashMismatch {
+        approval_id: a.id.clone(),
+        detail,
+    };
+    if !a.decode_error.is_empty() {
+        return Err(mismatch(a.decode_error.clone()));
+    }
+    let Some(req) = &a.request else {
+        return Err(mismatch(format!("approval {} has no request", a.id)));
+    };
+    let encoded = req
+        .to_go_json()
+        .map_err(|e| mismatch(format!("approval {}: request: {e}", a.id)))?;
+    let h = approval_hash(
+        &a.kind,
+        a.capability.as_bytes(),
+        a.presentation.as_bytes(),
+        &encoded,
+    )
+    .map_err(|e| mismatch(format!("approval {}: {e}", a.id)))?;
+    if h != a.hash {
+        return Err(mismatch(format!("approval {}", a.id)));
+    }
+    Ok(())
+}
+
+pub(super) fn not_pending(a: &Approval) -> OperatorError {
+    if a.status == ApprovalStatus::Expired {
+        return OperatorError::Expired {
+            approval_id: a.id.clone(),
+            at: a.expires_at,
+            already: true,
+        };
+    }
+    OperatorError::NotPending {
+        approval_id: a.id.clone(),
+        status: a.status.clone(),
+        decided_by: a.decided_by.clone(),
+        decided_at: a.decided_at,
+    }
+}
+
+fn not_found(e: StoreError, run_id: &str, approval_id: &str) -> OperatorError {
+    match e {
+        StoreError::NotFound { .. } => OperatorError::NotFound {
+            run_id: run_id.into(),
+            approval_id: approval_id.into(),
+        },
+        other => other.into(),
+    }
+}
+
+/// requireStatus WAITING inside the transaction, as RunNotWaiting.
+pub(super) fn require_waiting(tx: &Tx<'_>, run_id: &str) -> Result<(), OperatorError> {
+    match tx.require_status(run_id, &[RunStatus::WaitingForApproval], None) {
+        Ok(_) => Ok(()),
+        Err(e) if e.is_run_state() => Err(OperatorError::RunNotWaiting {
+            run_id: run_id.into(),
+            status: tx.get_run(run_id)?.status,
+        }),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The Go JSON of an observation with `content` and its content hash.
+pub(super) fn observation(
+    kind: &str,
+    content: &[u8],
+    summary: &str,
+) -> Result<(String, String), OperatorError> {
+    let hash = content_hash(content);
+    let obs = Observation {
+        kind: kind.into(),
+        content: content.to_vec(),
+        summary: summary.into(),
+        content_hash: hash.clone(),
+    };
+    let json = obs.to_go_json().map_err(|err| StoreError::Json {
+        context: "observation".into(),
+        err,
+    })?;
+    Ok((String::from_utf8_lossy(&json).into_owned(), hash))
+}
+
+/// The run's terminal transition from WAITING (or the given statuses) and `run.finished`
+/// `{["by",]"detail","reason","status","steps"}`.
+pub(super) fn finish(
+    tx: &mut Tx<'_>,
+    run_id: &str,
+    to: RunStatus,
+    reason: &str,
+    detail: &str,
+    by: Option<(&str, &[RunStatus])>,
+    now: Timestamp,
+) -> Result<(), OperatorError> {
+    let from: &[RunStatus] = match by {
+        Some((_, from)) => from,
+        None => &[RunStatus::WaitingForApproval],
+    };
+    tx.transition(&Transition {
+        run_id,
+        from,
+        to: to.clone(),
+        reason,
+        detail,
+        finished_at: now,
+        result_json: "",
+        lease_owner: None,
+        lease_expires_at: Timestamp::ZERO,
+    })?;
+    let steps = tx.get_run(run_id)?.step_count;
+    let mut o = Object::new();
+    if let Some((who, _)) = by {
+        o.str("by", who);
+    }
+    let payload = o
+        .str("detail", detail)
+        .str("reason", reason)
+        .str("status", to.as_str())
+        .int("steps", steps)
+        .finish();
+    tx.append_event(run_id, "", &now, "run.finished", &payload)?;
+    Ok(())
+}

@@ -1,0 +1,57 @@
+//! Expiry (spec 4.5): an approval past its time is marked `expired` and its run CANCELLED.
+
+use crate::runtime::json::gojson::Object;
+use crate::runtime::store::{Store, Tx};
+use crate::runtime::types::{Approval, ApprovalStatus, Event, RunStatus, Timestamp};
+
+use super::OperatorError;
+use super::decide::{finish, not_pending, require_waiting};
+
+/// Expires `a` (pending past `approval_ttl`, or a grant past `grant_ttl`) and cancels its run
+/// (`approval_expired`), in one transaction. Returns the events appended.
+pub fn expire(
+    store: &Store,
+    run_id: &str,
+    a: &Approval,
+    now: Timestamp,
+) -> Result<Vec<Event>, OperatorError> {
+    let ((), events) = store.write(|tx| expire_in(tx, run_id, a, now))?;
+    Ok(events)
+}
+
+/// [`expire`] inside a caller's transaction (a resume that finds its grant expired). The
+/// approval changes only if it still has the status and hash of `a`: a pending one also gets
+/// `decided_at = now` and `note = "expired"` (decided_by untouched); a grant keeps who/when.
+/// The step row is not changed.
+pub fn expire_in(
+    tx: &mut Tx<'_>,
+    run_id: &str,
+    a: &Approval,
+    now: Timestamp,
+) -> Result<(), OperatorError> {
+    require_waiting(tx, run_id)?;
+    let changed = if a.status == ApprovalStatus::Pending {
+        tx.set_approval_status(&a.id, "pending", &a.hash, "expired", now, None, "expired")?
+    } else {
+        tx.set_approval_status_only(&a.id, a.status.as_str(), &a.hash, "expired")?
+    };
+    if !changed {
+        let cur = tx.get_approval(run_id, &a.id)?;
+        return Err(not_pending(&cur));
+    }
+    let payload = Object::new()
+        .str("approval_id", &a.id)
+        .str("status", "expired")
+        .finish();
+    tx.append_event(run_id, &a.step_id, &now, "approval.decided", &payload)?;
+    let detail = format!("approval {} expired", a.id);
+    finish(
+        tx,
+        run_id,
+        RunStatus::Cancelled,
+        "approval_expired",
+        &detail,
+        None,
+        now,
+    )
+}

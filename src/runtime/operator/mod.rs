@@ -1,0 +1,102 @@
+//! What an operator does to a run (spec 4.4, 4.5, 4.8, 8.1): decide an approval (approve or
+//! reject, optionally bound to the hash the reviewer was shown), expire one, pick the pending
+//! approval of a run, and cancel a run. Every change is one write transaction that re-checks
+//! what it expects under the write lock. Each function takes the clock reading `now` (the wall
+//! clock in production, a fixed time in tests) and returns the events it appended, to be
+//! handed to observers after the commit.
+
+mod cancel;
+mod decide;
+mod expire;
+mod select;
+
+use thiserror::Error;
+
+use crate::runtime::store::StoreError;
+use crate::runtime::types::{ApprovalStatus, RunStatus, Timestamp};
+
+pub use cancel::{Cancelled, cancel};
+pub use decide::{
+    Decided, Shown, approve, approve_shown, decide, decide_hooked, reject, reject_shown,
+    verify_hash,
+};
+pub use expire::{expire, expire_in};
+pub use select::{MAX_NAMED, SelectError, pending_approval};
+
+/// Why an operator action did not happen. Messages keep agentrt's text first and say what to
+/// do.
+#[derive(Debug, Error)]
+pub enum OperatorError {
+    /// The run is not WAITING_FOR_APPROVAL (agentrt's ErrRunState, view's ErrRunNotWaiting).
+    #[error(
+        "agentrt: run is not in the required state: run {run_id} is {status}, not waiting for approval"
+    )]
+    RunNotWaiting { run_id: String, status: RunStatus },
+
+    /// Cancel of a run that already ended (view's ErrRunFinished).
+    #[error("agentrt: run is not in the required state: run {run_id} is already {status}")]
+    RunFinished { run_id: String, status: RunStatus },
+
+    /// No such approval in that run.
+    #[error("agentrt: not found: approval {approval_id} of run {run_id}")]
+    NotFound { run_id: String, approval_id: String },
+
+    /// Someone decided first: who, how and when.
+    #[error(
+        "agentrt: approval is not pending: approval {approval_id} is already {status}{}",
+        by_at(decided_by, decided_at)
+    )]
+    NotPending {
+        approval_id: String,
+        status: ApprovalStatus,
+        decided_by: String,
+        decided_at: Timestamp,
+    },
+
+    /// The approval expired: `already` when it was expired before this call, else it expired
+    /// at `at` and this call recorded it (run cancelled).
+    #[error("agentrt: approval is not pending: approval {approval_id} {}", if *already { "is already expired".to_string() } else { format!("expired at {}", at.format_rfc3339_seconds()) })]
+    Expired {
+        approval_id: String,
+        at: Timestamp,
+        already: bool,
+    },
+
+    /// The row is not the one the reviewer was shown (or no hash was shown).
+    #[error(
+        "agentrt: approval is not the one that was shown: approval {approval_id}{detail}; show it again and decide on what is shown"
+    )]
+    Changed { approval_id: String, detail: String },
+
+    /// The stored hash does not match the stored request (tampered or undecodable row).
+    #[error(
+        "agentrt: approval hash does not match its recorded request: {detail}; it cannot be approved or rejected, cancel the run instead"
+    )]
+    HashMismatch { approval_id: String, detail: String },
+
+    /// Another writer held the database past the busy timeout.
+    #[error("database is locked by another consumer: {detail}; try again when its write finishes")]
+    Locked { detail: String },
+
+    /// Any other store failure.
+    #[error(transparent)]
+    Store(StoreError),
+}
+
+fn by_at(by: &str, at: &Timestamp) -> String {
+    match (by.is_empty(), at.is_zero()) {
+        (true, true) => String::new(),
+        (false, true) => format!(" (by {by})"),
+        (true, false) => format!(" (at {at})"),
+        (false, false) => format!(" (by {by} at {at})"),
+    }
+}
+
+impl From<StoreError> for OperatorError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Locked { detail } => OperatorError::Locked { detail },
+            other => OperatorError::Store(other),
+        }
+    }
+}

@@ -1,0 +1,86 @@
+//! The pending-approval selection rule (spec 4.8).
+
+use thiserror::Error;
+
+use crate::runtime::store::{Store, StoreError};
+use crate::runtime::types::{Approval, ApprovalStatus};
+
+/// At most this many candidates are read and named.
+pub const MAX_NAMED: i64 = 20;
+
+/// Why no single pending approval was selected.
+#[derive(Debug, Error)]
+pub enum SelectError {
+    /// The named approval does not exist in that run.
+    #[error("approval {approval_id} of run {run_id}: {source}")]
+    NotFound {
+        run_id: String,
+        approval_id: String,
+        source: StoreError,
+    },
+    /// The named approval is decided or expired.
+    #[error("approval {approval_id} is {status}: approval is not pending")]
+    NotPending {
+        approval_id: String,
+        status: ApprovalStatus,
+    },
+    /// The run has none.
+    #[error("run {run_id}: no pending approval")]
+    NoPending { run_id: String },
+    /// The run has several: name one. `candidates` holds at most [`MAX_NAMED`] ids.
+    #[error("run {run_id} has {total} pending approvals, name one of {}: more than one pending approval", name_list(candidates, *total))]
+    Ambiguous {
+        run_id: String,
+        total: i64,
+        candidates: Vec<String>,
+    },
+    /// Reading failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+fn name_list(ids: &[String], total: i64) -> String {
+    let mut s = ids.join(", ");
+    let more = total - ids.len() as i64;
+    if more > 0 {
+        s.push_str(&format!(", and {more} more"));
+    }
+    s
+}
+
+/// With an id: that approval, whole, if pending. Without: the run's only pending approval,
+/// read whole (at most [`MAX_NAMED`] candidates are read to tell).
+pub fn pending_approval(
+    store: &Store,
+    run_id: &str,
+    approval_id: Option<&str>,
+) -> Result<Approval, SelectError> {
+    if let Some(id) = approval_id {
+        let a = store
+            .get_approval(run_id, id)
+            .map_err(|source| SelectError::NotFound {
+                run_id: run_id.into(),
+                approval_id: id.into(),
+                source,
+            })?;
+        if a.status != ApprovalStatus::Pending {
+            return Err(SelectError::NotPending {
+                approval_id: id.into(),
+                status: a.status,
+            });
+        }
+        return Ok(a);
+    }
+    let page = store.list_approvals_page(run_id, "pending", MAX_NAMED, 0)?;
+    match page.total {
+        0 => Err(SelectError::NoPending {
+            run_id: run_id.into(),
+        }),
+        1 if page.items.len() == 1 => Ok(store.get_approval(run_id, &page.items[0].id)?),
+        total => Err(SelectError::Ambiguous {
+            run_id: run_id.into(),
+            total,
+            candidates: page.items.into_iter().map(|a| a.id).collect(),
+        }),
+    }
+}
