@@ -1,8 +1,15 @@
 //! The embedded runtime: agentrt's run database and the guarantees that make decisions binding.
 
+pub mod agent;
+pub mod clock;
+pub mod driver;
 pub mod json;
+pub mod model;
 pub mod operator;
+pub mod policy;
+pub mod schema;
 pub mod store;
+pub mod tools;
 pub mod types;
 
 pub use json::{

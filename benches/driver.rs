@@ -1,0 +1,106 @@
+//! Driver step cost against the floor of the same run database on the same filesystem.
+//!
+//! A run of n steps = n−1 allowed tool calls with distinct arguments, then `complete`; the
+//! tool returns either its arguments ("small") or ~8 KiB of JSON. A step is four write
+//! transactions, so the floor is four BEGIN IMMEDIATE commits with synchronous FULL (empty,
+//! and with one small insert each), measured in the same process and directory.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use countersign::runtime::agent::{self, ScriptedAgent};
+use countersign::runtime::driver::{Config, Driver, default_limits};
+use countersign::runtime::policy::DefaultPolicy;
+use countersign::runtime::store::Store;
+use countersign::runtime::tools::{FnTool, Registry, SideEffect, ToolDef, ToolOutput};
+
+fn registry(big: bool) -> Registry {
+    let blob: Vec<u8> = {
+        let filler = "x".repeat(8 * 1024 - 40);
+        format!(r#"{{"data":"{filler}","n":1}}"#).into_bytes()
+    };
+    let def = ToolDef {
+        name: "work".into(),
+        description: "bench tool".into(),
+        input_schema: br#"{"type":"object","properties":{"i":{"type":"integer"}}}"#.to_vec(),
+        side_effect: SideEffect::ReadOnly,
+        timeout: Duration::from_secs(30),
+        terminal: false,
+    };
+    let t = FnTool::new(def, move |c| {
+        let content = if big { blob.clone() } else { c.args.clone() };
+        Box::pin(async move { Ok(ToolOutput { content, summary: "ok".into() }) })
+    });
+    let mut r = Registry::new();
+    r.register(t).unwrap();
+    r
+}
+
+fn run_once(dir: &std::path::Path, rt: &tokio::runtime::Runtime, n: usize, big: bool, k: usize) -> Duration {
+    let path = dir.join(format!("bench-{n}-{big}-{k}.db"));
+    let store = Arc::new(Store::open(&path).unwrap());
+    let mut script: Vec<_> = (0..n - 1).map(|i| agent::tool_call("work", &format!(r#"{{"i":{i}}}"#))).collect();
+    script.push(agent::complete(""));
+    let mut cfg = Config::new(store, registry(big), Arc::new(DefaultPolicy));
+    cfg.agent = Some(ScriptedAgent::new(script));
+    let d = Driver::new(cfg).unwrap();
+    let mut l = default_limits();
+    l.max_steps = n as i64 + 1;
+    let t = Instant::now();
+    let run = rt.block_on(d.start_with_id("bench", "bench", l)).unwrap();
+    let el = t.elapsed();
+    assert_eq!(run.step_count as usize, n, "{}", run.reason_detail);
+    el
+}
+
+fn floor(dir: &std::path::Path, write: bool, reps: usize) -> Duration {
+    let c = rusqlite::Connection::open(dir.join(format!("floor-{write}.db"))).unwrap();
+    c.execute_batch("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; CREATE TABLE IF NOT EXISTS t (v TEXT);").unwrap();
+    let t = Instant::now();
+    for _ in 0..reps {
+        for _ in 0..4 {
+            c.execute_batch("BEGIN IMMEDIATE").unwrap();
+            if write {
+                c.execute("INSERT INTO t (v) VALUES ('x')", []).unwrap();
+            }
+            c.execute_batch("COMMIT").unwrap();
+        }
+    }
+    t.elapsed() / reps as u32
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn main() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let reps = std::env::var("BENCH_REPS").ok().and_then(|s| s.parse().ok()).unwrap_or(5usize);
+    let floor_empty = median((0..reps).map(|_| floor(dir.path(), false, 200)).collect());
+    let floor_write = median((0..reps).map(|_| floor(dir.path(), true, 200)).collect());
+    println!("floor: 4 empty BEGIN IMMEDIATE commits = {floor_empty:?}; 4 one-row commits = {floor_write:?}");
+    println!("{:<8} {:<6} {:>14} {:>12} {:>12}", "steps", "obs", "time/step", "/empty", "/write");
+    let mut per = std::collections::BTreeMap::new();
+    for big in [false, true] {
+        for n in [10usize, 100, 400] {
+            let k = if n == 400 { reps.min(3) } else { reps };
+            let t = median((0..k).map(|i| run_once(dir.path(), &rt, n, big, i)).collect());
+            let step = t / n as u32;
+            per.insert((big, n), step);
+            println!(
+                "{:<8} {:<6} {:>14?} {:>12.2} {:>12.2}",
+                n,
+                if big { "8KiB" } else { "small" },
+                step,
+                step.as_secs_f64() / floor_empty.as_secs_f64(),
+                step.as_secs_f64() / floor_write.as_secs_f64()
+            );
+        }
+    }
+    for big in [false, true] {
+        let r = per[&(big, 400)].as_secs_f64() / per[&(big, 10)].as_secs_f64();
+        println!("{} observations: time/step at 400 steps / at 10 steps = {r:.2}", if big { "8 KiB" } else { "small" });
+    }
+}

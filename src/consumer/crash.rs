@@ -1,0 +1,108 @@
+//! A real crash in the middle of a tool call, for the demo and the tests: a driver whose tools
+//! stop forever inside `call()` (after their effect landed, or before it) runs on its own tokio
+//! runtime, which is shut down once the tool got there; the process's short lease then lapses,
+//! exactly what a new process finds after the old one died. Nothing here writes to the run
+//! database itself: every row is the runtime's.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::consumer::adapter::{ConsumerPolicy, ConsumerTool};
+use crate::consumer::demo::{DEMO_OWNER, DemoError};
+use crate::consumer::dispatch::Dispatcher;
+use crate::runtime::agent::Agent;
+use crate::runtime::driver::{Config, Driver, RuntimeError, default_limits};
+use crate::runtime::store::Store;
+use crate::runtime::tools::{Registry, Tool, ToolCall, ToolDef, ToolFuture};
+use crate::runtime::types::Timestamp;
+
+/// The lease of the driver that "crashes": short, so a take-over need not wait 30 s.
+pub const CRASHED_LEASE_TTL: Duration = Duration::from_millis(600);
+
+/// A tool that reaches its crash point (after its effect, or before it), reports it, and
+/// never returns.
+struct Crashing {
+    inner: Arc<dyn Tool>,
+    effect_lands: bool,
+    at_crash: std::sync::mpsc::Sender<()>,
+}
+
+impl Tool for Crashing {
+    fn def(&self) -> ToolDef {
+        self.inner.def()
+    }
+    fn call(&self, call: ToolCall) -> ToolFuture {
+        let effect = self.effect_lands.then(|| self.inner.call(call));
+        let at_crash = self.at_crash.clone();
+        Box::pin(async move {
+            if let Some(fut) = effect {
+                let _outcome_never_recorded = fut.await;
+            }
+            let _ = at_crash.send(());
+            std::future::pending().await
+        })
+    }
+}
+
+/// Starts run `run_id` (its backend session must already be recorded) under a driver whose
+/// first tool call crashes, with the effect landed in the backend when `effect_lands`, and
+/// returns once the dead driver's lease has lapsed. The run is left RUNNING with that step
+/// `executing`; a resume by another driver takes it over.
+pub fn crash_in_tool_call(
+    store: &Arc<Store>,
+    dispatcher: &Arc<Dispatcher>,
+    agent: Arc<dyn Agent>,
+    run_id: &str,
+    goal: &str,
+    effect_lands: bool,
+) -> Result<(), DemoError> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let mut tools = Registry::new();
+    for c in dispatcher.catalog().contracts() {
+        let inner: Arc<dyn Tool> = Arc::new(ConsumerTool::new(c.clone(), dispatcher.clone()));
+        let tool = Crashing {
+            inner,
+            effect_lands,
+            at_crash: tx.clone(),
+        };
+        tools.register(Arc::new(tool)).map_err(RuntimeError::from)?;
+    }
+    let mut cfg = Config::new(
+        store.clone(),
+        tools,
+        Arc::new(ConsumerPolicy::new(dispatcher.clone())),
+    );
+    cfg.agent = Some(agent);
+    cfg.lease_owner = format!("{DEMO_OWNER}-crashed");
+    cfg.lease_ttl = CRASHED_LEASE_TTL;
+    let driver = Driver::new(cfg)?;
+    let (id, goal) = (run_id.to_string(), goal.to_string());
+    std::thread::scope(|sc| {
+        sc.spawn(move || -> Result<(), DemoError> {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .enable_all()
+                .build()?;
+            rt.spawn(async move {
+                let _ = driver.start_with_id(&id, &goal, default_limits()).await;
+            });
+            let reached = rx.recv_timeout(Duration::from_secs(60));
+            // The "process" dies: every task of its runtime is dropped where it stands.
+            rt.shutdown_background();
+            reached.map_err(|_| DemoError::Unexpected("the crashing tool was never called".into()))
+        })
+        .join()
+        .unwrap_or_else(|_| Err(DemoError::Unexpected("the crashing thread panicked".into())))
+    })?;
+    // Wait out the dead process's lease (a few hundred milliseconds, bounded).
+    for _ in 0..500 {
+        let lease = store.lease(run_id)?;
+        if lease.owner.is_empty() || lease.expires_at < Timestamp::now() {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Err(DemoError::Unexpected(format!(
+        "the lease of crashed run {run_id} never lapsed"
+    )))
+}

@@ -1,0 +1,366 @@
+//! One run being driven: its cache of steps and approvals, its lease, the write wrapper that
+//! turns a lost compare-and-set into the right ending, and the run's terminal transitions.
+
+use std::sync::Arc;
+
+use super::lease::{self, Lease};
+use super::record;
+use super::{Inner, RuntimeError, validate_limits};
+use crate::runtime::store::StoreError;
+use crate::runtime::store::{NewRun, StepUpdate, Transition, Tx};
+use crate::runtime::types::{Approval, Limits, Run, RunStatus, Step, StepStatus, Timestamp};
+
+/// How a step or the loop stops early.
+pub(crate) enum Stop {
+    /// The run is no longer ours to drive (ended, paused, or cancelled by an operator).
+    Ended(Box<Run>),
+    Err(RuntimeError),
+}
+
+impl From<RuntimeError> for Stop {
+    fn from(e: RuntimeError) -> Stop {
+        Stop::Err(e)
+    }
+}
+
+impl From<StoreError> for Stop {
+    fn from(e: StoreError) -> Stop {
+        Stop::Err(RuntimeError::Store(e))
+    }
+}
+
+pub(crate) type StepResult<T> = Result<T, Stop>;
+
+/// Removes the run from the driver's in-process claim set when the loop ends.
+pub(crate) struct Claim {
+    inner: Arc<Inner>,
+    run_id: String,
+}
+
+impl Claim {
+    pub fn take(inner: &Arc<Inner>, run_id: &str) -> Result<Claim, RuntimeError> {
+        let mut c = inner.claims.lock().unwrap_or_else(|e| e.into_inner());
+        if !c.insert(run_id.to_string()) {
+            let exp = inner
+                .store
+                .get_run(run_id)
+                .map(|r| {
+                    if r.lease_owner == inner.owner {
+                        r.lease_expires_at
+                    } else {
+                        Timestamp::ZERO
+                    }
+                })
+                .unwrap_or_default();
+            return Err(RuntimeError::Store(StoreError::RunLeased {
+                run_id: run_id.to_string(),
+                owner: inner.owner.clone(),
+                expires_at: exp,
+            }));
+        }
+        Ok(Claim {
+            inner: inner.clone(),
+            run_id: run_id.to_string(),
+        })
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        self.inner
+            .claims
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.run_id);
+    }
+}
+
+pub(crate) struct RunCtx {
+    pub inner: Arc<Inner>,
+    pub run_id: String,
+    pub goal: String,
+    pub limits: Limits,
+    /// The run row as last read.
+    pub run: Run,
+    pub steps: Vec<Arc<Step>>,
+    pub approvals: Vec<Arc<Approval>>,
+    pub lease: Lease,
+    pub _claim: Claim,
+    /// False while a resume has not yet taken the run: a lost compare-and-set is then the
+    /// resume's own `ErrRunState` (another resume won), not a lost lease.
+    pub attached: bool,
+}
+
+impl RunCtx {
+    /// Creates the run (RUNNING, lease stamped) with `run.created` and `run.started`.
+    pub fn create(
+        inner: Arc<Inner>,
+        id: &str,
+        goal: &str,
+        limits: Limits,
+    ) -> Result<RunCtx, RuntimeError> {
+        validate_limits(&limits)?;
+        let claim = Claim::take(&inner, id)?;
+        let now = inner.now();
+        let until = lease::expiry(inner.lease_ttl);
+        let tools = inner.tools.spec_hashes();
+        let ((), events) = inner.store.write(|tx| -> Result<(), RuntimeError> {
+            tx.insert_run(&NewRun {
+                id,
+                goal,
+                limits: &limits,
+                now,
+                tools: &tools,
+                lease_owner: &inner.owner,
+                lease_expires_at: until,
+            })?;
+            for r in inner.tools.iter() {
+                insert_spec(tx, &r.spec_hash, &r.spec_json)?;
+            }
+            Ok(())
+        })?;
+        inner.deliver(&events);
+        let run = inner.store.get_run(id)?;
+        let lease = Lease::hold(&inner.store, id, &inner.owner, inner.lease_ttl, until);
+        Ok(RunCtx {
+            inner,
+            run_id: id.to_string(),
+            goal: goal.to_string(),
+            limits,
+            run,
+            steps: Vec::new(),
+            approvals: Vec::new(),
+            lease,
+            _claim: claim,
+            attached: true,
+        })
+    }
+
+    /// Runs one write transaction for this run. A compare-and-set that finds the run changed
+    /// becomes `Stop::Ended` when an operator cancelled it, else `ErrLeaseLost`.
+    pub fn write<T>(&self, f: impl FnOnce(&mut Tx<'_>) -> Result<T, Stop>) -> StepResult<T> {
+        match self.inner.store.write(f) {
+            Ok((v, events)) => {
+                self.inner.deliver(&events);
+                Ok(v)
+            }
+            Err(Stop::Err(RuntimeError::Store(e))) if e.is_run_state() => Err(self.explain(e)),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Why a write's compare-and-set failed.
+    pub fn explain(&self, e: StoreError) -> Stop {
+        match self.inner.store.get_run(&self.run_id) {
+            Ok(run) if run.status == RunStatus::Cancelled && run.reason == "operator_cancelled" => {
+                Stop::Ended(Box::new(run))
+            }
+            _ if !self.attached => Stop::Err(RuntimeError::Store(e)),
+            _ => {
+                self.lease.mark_lost();
+                Stop::Err(RuntimeError::Store(StoreError::LeaseLost {
+                    detail: format!("run {}: {e}", self.run_id),
+                }))
+            }
+        }
+    }
+
+    /// Re-reads the run row.
+    pub fn reload_run(&mut self) -> StepResult<()> {
+        self.run = self.inner.store.get_run(&self.run_id)?;
+        Ok(())
+    }
+
+    /// The run's terminal transition (or a pause) inside `tx`, with `limit.exceeded` when a
+    /// limit ended it and `run.finished` for a terminal status.
+    #[allow(clippy::too_many_arguments)]
+    pub fn finish_in(
+        &self,
+        tx: &mut Tx<'_>,
+        from: &[RunStatus],
+        status: RunStatus,
+        reason: &str,
+        detail: &str,
+        result: &[u8],
+        now: Timestamp,
+        limit: bool,
+    ) -> Result<(), Stop> {
+        tx.transition(&Transition {
+            run_id: &self.run_id,
+            from,
+            to: status.clone(),
+            reason,
+            detail,
+            finished_at: now,
+            result_json: &String::from_utf8_lossy(result),
+            lease_owner: Some(&self.inner.owner),
+            lease_expires_at: Timestamp::ZERO,
+        })?;
+        let steps = tx.get_run(&self.run_id)?.step_count;
+        if limit {
+            tx.event(
+                &self.run_id,
+                "",
+                now,
+                "limit.exceeded",
+                &record::limit_exceeded(detail, reason),
+            )?;
+        }
+        tx.event(
+            &self.run_id,
+            "",
+            now,
+            "run.finished",
+            &record::run_finished(None, detail, reason, status.as_str(), steps),
+        )?;
+        Ok(())
+    }
+
+    /// Ends the run FAILED as `internal_error` (`failInternal`): every in-flight step fails
+    /// with an `invalid_decision` observation naming the cause.
+    pub fn fail_internal(&mut self, from: &[RunStatus], detail: &str) -> Stop {
+        let now = self.inner.now();
+        let obs = record::invalid_decision(detail, "");
+        let res = self.write(|tx| {
+            let oj = obs.to_go_json().map_err(|e| RuntimeError::Json {
+                context: "observation".into(),
+                err: e,
+            })?;
+            tx.fail_steps_in_flight(
+                &self.run_id,
+                &String::from_utf8_lossy(&oj),
+                &obs.content_hash,
+                now,
+            )?;
+            self.finish_in(
+                tx,
+                from,
+                RunStatus::Failed,
+                "internal_error",
+                detail,
+                b"",
+                now,
+                false,
+            )
+        });
+        self.end_result(res)
+    }
+
+    /// Ends the run with a terminal status from RUNNING (no step change).
+    pub fn finish(&mut self, status: RunStatus, reason: &str, detail: &str, limit: bool) -> Stop {
+        let now = self.inner.now();
+        let res = self.write(|tx| {
+            self.finish_in(
+                tx,
+                &[RunStatus::Running],
+                status,
+                reason,
+                detail,
+                b"",
+                now,
+                limit,
+            )
+        });
+        self.end_result(res)
+    }
+
+    /// The `Stop` after an ending write: the run as stored now.
+    pub fn end_result(&mut self, res: StepResult<()>) -> Stop {
+        match res {
+            Ok(()) => match self.inner.store.get_run(&self.run_id) {
+                Ok(run) => Stop::Ended(Box::new(run)),
+                Err(e) => Stop::Err(e.into()),
+            },
+            Err(s) => s,
+        }
+    }
+
+    /// Marks the cached step's new fields (after a committed write).
+    pub fn step_mut(&mut self, step_id: &str) -> Option<&mut Step> {
+        self.steps
+            .iter_mut()
+            .find(|s| s.id == step_id)
+            .map(Arc::make_mut)
+    }
+
+    /// Replaces the cache from the database (resume, after a reload).
+    pub fn reload_all(&mut self) -> Result<(), RuntimeError> {
+        self.run = self.inner.store.get_run(&self.run_id)?;
+        self.steps = self
+            .inner
+            .store
+            .list_steps(&self.run_id)?
+            .into_iter()
+            .map(Arc::new)
+            .collect();
+        self.approvals = self
+            .inner
+            .store
+            .list_approvals(&self.run_id)?
+            .into_iter()
+            .map(Arc::new)
+            .collect();
+        Ok(())
+    }
+
+    /// The first undecodable row, as `decodeErrors` words it (spec 9).
+    pub fn damaged(&self) -> Option<String> {
+        for s in &self.steps {
+            if !s.decode_error.is_empty() {
+                return Some(format!(
+                    "step {} ({}) could not be decoded: {}",
+                    s.index, s.id, s.decode_error
+                ));
+            }
+        }
+        for a in &self.approvals {
+            if !a.decode_error.is_empty() {
+                return Some(format!(
+                    "approval {} could not be decoded: {}",
+                    a.id, a.decode_error
+                ));
+            }
+        }
+        None
+    }
+}
+
+pub(crate) fn insert_spec(tx: &Tx<'_>, hash: &str, spec_json: &[u8]) -> Result<(), StoreError> {
+    tx.insert_tool_spec(hash, &String::from_utf8_lossy(spec_json))
+}
+
+/// Appending an event with the driver's argument order.
+pub(crate) trait EventExt {
+    fn event(
+        &mut self,
+        run_id: &str,
+        step_id: &str,
+        at: Timestamp,
+        kind: &str,
+        payload: &[u8],
+    ) -> Result<(), StoreError>;
+}
+
+impl EventExt for Tx<'_> {
+    fn event(
+        &mut self,
+        run_id: &str,
+        step_id: &str,
+        at: Timestamp,
+        kind: &str,
+        payload: &[u8],
+    ) -> Result<(), StoreError> {
+        self.append_event(run_id, step_id, &at, kind, payload)
+            .map(|_| ())
+    }
+}
+
+/// A step update conditional on its status.
+pub(crate) fn step_set(
+    tx: &Tx<'_>,
+    step_id: &str,
+    expected: &[StepStatus],
+    u: StepUpdate<'_>,
+) -> Result<(), StoreError> {
+    tx.update_step(step_id, expected, &u)
+}

@@ -1,0 +1,230 @@
+//! Running an allowed request (spec 3.5 step 8): under the tool's timeout, a panic caught, the
+//! outcome recorded by a task detached from the caller, so a caller that gives up (drops the
+//! driver's future) still gets the outcome written.
+
+use base64::Engine as _;
+
+use super::RuntimeError;
+use super::ctx::{EventExt, RunCtx, StepResult, Stop};
+use super::dispatch::Allowed;
+use super::record::{self, observation, string_map};
+use super::step::json_err;
+use crate::runtime::json;
+use crate::runtime::tools::{ToolCall, ToolError, ToolOutput};
+use crate::runtime::types::{Observation, RunStatus, StepStatus};
+
+/// What a tool call came to, before it is recorded.
+pub(crate) enum Outcome {
+    Ok(ToolOutput),
+    Failed(String),
+    Abort(String),
+    Timeout,
+    Panic(String),
+}
+
+/// Calls the tool under its timeout, catching a panic.
+pub(crate) async fn call_tool(a: &Allowed, run_id: &str) -> Outcome {
+    let call = ToolCall {
+        run_id: run_id.to_string(),
+        step_id: a.step_id.clone(),
+        step_index: a.index,
+        args: a.args.clone(),
+    };
+    let tool = a.tool.tool.clone();
+    // The tool runs in its own task so that a panic in it is caught at the join.
+    let mut handle = tokio::spawn(async move { tool.call(call).await });
+    match tokio::time::timeout(a.tool.def.timeout, &mut handle).await {
+        Err(_) => {
+            handle.abort();
+            Outcome::Timeout
+        }
+        Ok(Err(join)) => {
+            if join.is_panic() {
+                let p = join.into_panic();
+                let msg = p
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| p.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "a non-string panic value".into());
+                Outcome::Panic(msg)
+            } else {
+                Outcome::Failed("the tool's task was cancelled".into())
+            }
+        }
+        Ok(Ok(Ok(out))) => Outcome::Ok(out),
+        Ok(Ok(Err(ToolError::Failed(e)))) => Outcome::Failed(e),
+        Ok(Ok(Err(ToolError::AbortRun(d)))) => Outcome::Abort(d),
+    }
+}
+
+/// The observation of an outcome, and whether it is a success.
+pub(crate) fn observe(tool: &str, outcome: &Outcome) -> (Observation, bool) {
+    let err_obs = |error: &str, failure: &str, summary: String| {
+        let content = if failure.is_empty() {
+            string_map(&[("error", error), ("tool", tool)])
+        } else {
+            string_map(&[("error", error), ("failure", failure), ("tool", tool)])
+        };
+        observation("tool_error", content, summary)
+    };
+    match outcome {
+        Outcome::Ok(out) => {
+            let content: &[u8] = if out.content.iter().all(|b| b.is_ascii_whitespace()) {
+                b"{}"
+            } else {
+                &out.content
+            };
+            match json::check_json(content) {
+                Ok(()) => (
+                    observation("tool_result", content.to_vec(), out.summary.clone()),
+                    true,
+                ),
+                Err(reason) => {
+                    let reason = reason.to_string();
+                    let mut o = json::gojson::Object::new();
+                    match std::str::from_utf8(content) {
+                        Ok(s) => o.str("content", s),
+                        Err(_) => o.str(
+                            "content_base64",
+                            &base64::engine::general_purpose::STANDARD.encode(content),
+                        ),
+                    };
+                    o.str("error", &reason)
+                        .str("failure", "invalid_content")
+                        .str("tool", tool);
+                    (
+                        observation(
+                            "tool_error",
+                            o.finish(),
+                            format!("{tool} returned content is not usable JSON: {reason}"),
+                        ),
+                        false,
+                    )
+                }
+            }
+        }
+        Outcome::Failed(e) => (err_obs(e, "error", format!("{tool} error: {e}")), false),
+        Outcome::Timeout => {
+            let e = "context deadline exceeded";
+            (err_obs(e, "timeout", format!("{tool} timeout: {e}")), false)
+        }
+        Outcome::Abort(d) => (
+            err_obs(
+                &format!("abort run: {d}"),
+                "abort",
+                format!("{tool} aborted the run: {d}"),
+            ),
+            false,
+        ),
+        Outcome::Panic(p) => (
+            err_obs(&format!("panic: {p}"), "", format!("{tool} panicked")),
+            false,
+        ),
+    }
+}
+
+impl RunCtx {
+    /// Records a tool's outcome: step done/failed with `step.tool_finished`; a terminal tool's
+    /// success completes the run and a tool abort fails it, in the same transaction. If an
+    /// operator cancelled the run meanwhile, the outcome is appended late.
+    pub fn record_outcome(&mut self, a: &Allowed, outcome: Outcome) -> StepResult<()> {
+        let name = a.tool.def.name.clone();
+        let (obs, ok) = observe(&name, &outcome);
+        let now = self.inner.now();
+        let detail = if ok {
+            String::new()
+        } else {
+            obs.summary.clone()
+        };
+        let status = if ok {
+            StepStatus::Done
+        } else {
+            StepStatus::Failed
+        };
+        let terminal = ok && a.tool.def.terminal;
+        let abort = match &outcome {
+            Outcome::Abort(d) => Some(d.clone()),
+            _ => None,
+        };
+        let result = obs.content.clone();
+        let res = self.end_step(
+            &a.step_id,
+            &[StepStatus::Executing],
+            status,
+            Some(&obs),
+            &detail,
+            now,
+            |_, _| Ok(()),
+            |cx, tx| {
+                if terminal {
+                    let d = format!("terminal tool {name}");
+                    cx.finish_in(
+                        tx,
+                        &[RunStatus::Running],
+                        RunStatus::Completed,
+                        "goal_completed",
+                        &d,
+                        &result,
+                        now,
+                        false,
+                    )?;
+                } else if let Some(d) = &abort {
+                    cx.finish_in(
+                        tx,
+                        &[RunStatus::Running],
+                        RunStatus::Failed,
+                        "tool_abort",
+                        d,
+                        b"",
+                        now,
+                        false,
+                    )?;
+                }
+                Ok(())
+            },
+        );
+        match res {
+            Ok(()) if terminal || abort.is_some() => Err(self.end_result(Ok(()))),
+            Ok(()) => Ok(()),
+            Err(Stop::Ended(run)) => {
+                self.record_late(a, &obs)?;
+                Err(Stop::Ended(run))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// A late `step.tool_finished` after the run was cancelled (spec 8.1).
+    fn record_late(&mut self, a: &Allowed, obs: &Observation) -> StepResult<()> {
+        let now = self.inner.now();
+        let dur = (now.sub(&a.started) / 1_000_000).max(0);
+        let p = record::tool_finished_late(&a.tool.def.name, dur, obs)
+            .map_err(json_err("late outcome"))?;
+        let ((), events) = self.inner.store.write(|tx| -> Result<(), RuntimeError> {
+            tx.get_run(&self.run_id)?;
+            tx.event(&self.run_id, &a.step_id, now, "step.tool_finished", &p)?;
+            Ok(())
+        })?;
+        self.inner.deliver(&events);
+        Ok(())
+    }
+}
+
+/// Executes an allowed request and records its outcome on a task of its own: if the caller
+/// drops the driver's future, the outcome is still recorded.
+pub(crate) async fn execute(mut cx: RunCtx, a: Allowed) -> (Option<RunCtx>, StepResult<()>) {
+    let task = tokio::spawn(async move {
+        let outcome = call_tool(&a, &cx.run_id).await;
+        let res = cx.record_outcome(&a, outcome);
+        (cx, res)
+    });
+    match task.await {
+        Ok((cx, res)) => (Some(cx), res),
+        Err(e) => (
+            None,
+            Err(Stop::Err(RuntimeError::Config(format!(
+                "recording a tool outcome failed: {e}"
+            )))),
+        ),
+    }
+}

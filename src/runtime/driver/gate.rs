@@ -1,0 +1,286 @@
+//! The Gate (spec 8.4): the same step code for a consumer that owns its loop. A [`Session`]
+//! holds the run's lease, at most one open step, and refuses calls once it is over.
+//!
+//! `begin` creates the run (as `start_with_id` does before its loop); `attach` does what
+//! `resume` does before its loop. `step` checks the limits and opens a step; `propose`
+//! records and validates a decision and asks the policy, answering with a [`Verdict`];
+//! `execute` runs exactly the recorded request the verdict allowed; `fail` ends the step as
+//! an agent error; `close` releases the lease.
+
+use super::ctx::{RunCtx, Stop};
+use super::dispatch::Allowed;
+use super::execute::execute;
+use super::resume::{self, Attached};
+use super::run_loop::{Next, Open, decided, open_step};
+use super::{Config, Driver, RuntimeError};
+use crate::runtime::agent::StepInput;
+use crate::runtime::store::StoreError;
+use crate::runtime::types::{Limits, Observation, Run, RunStatus, ToolRequest};
+
+/// What a proposal (or an execution) came to.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verdict {
+    /// The request may run: `execute` runs exactly this.
+    Allowed(ToolRequest),
+    /// The step failed (invalid decision, policy denial, tool failure); the session goes on.
+    Denied(Observation),
+    /// The tool ran and succeeded; the session goes on.
+    Observed(Observation),
+    /// The run waits on an approval: the session is over.
+    Pending(Run),
+    /// The run ended: the session is over.
+    Ended(Run),
+    /// After `attach` of a run taken over (or resumed to a fresh decision): open a step.
+    Ready,
+}
+
+impl Verdict {
+    /// agentrt's outcome names: `allowed`, `denied`, `pending`, `ended` (and `observed`).
+    pub fn outcome(&self) -> &'static str {
+        match self {
+            Verdict::Allowed(_) => "allowed",
+            Verdict::Denied(_) => "denied",
+            Verdict::Observed(_) => "observed",
+            Verdict::Pending(_) => "pending",
+            Verdict::Ended(_) => "ended",
+            Verdict::Ready => "ready",
+        }
+    }
+}
+
+/// The Gate: a driver without an agent.
+#[derive(Clone)]
+pub struct Gate {
+    driver: Driver,
+}
+
+impl Gate {
+    /// Validates the configuration as `Driver::new` does (the agent, if any, is unused).
+    pub fn new(cfg: Config) -> Result<Gate, RuntimeError> {
+        Ok(Gate {
+            driver: Driver::new(cfg)?,
+        })
+    }
+
+    pub fn owner(&self) -> &str {
+        self.driver.owner()
+    }
+
+    /// Creates a run with a caller-chosen id and opens a session on it.
+    pub async fn begin(
+        &self,
+        run_id: &str,
+        goal: &str,
+        limits: Limits,
+    ) -> Result<Session, RuntimeError> {
+        let cx = RunCtx::create(self.driver.inner.clone(), run_id, goal, limits)?;
+        Ok(Session::new(cx, None))
+    }
+
+    /// Does what a resume does before its loop. With a granted approval the session holds the
+    /// allowed request (execute it); with a run that ended or paused there is no session.
+    pub async fn attach(&self, run_id: &str) -> Result<(Option<Session>, Verdict), RuntimeError> {
+        match resume::attach(self.driver.inner.clone(), run_id).await? {
+            Attached::Done(run) => Ok((None, ended(*run))),
+            Attached::Continue(cx, first) => {
+                let v = match &first {
+                    Some(a) => Verdict::Allowed(request_of(&cx, a)),
+                    None => Verdict::Ready,
+                };
+                Ok((Some(Session::new(*cx, first)), v))
+            }
+        }
+    }
+}
+
+fn ended(run: Run) -> Verdict {
+    if run.status == RunStatus::WaitingForApproval {
+        Verdict::Pending(run)
+    } else {
+        Verdict::Ended(run)
+    }
+}
+
+fn request_of(cx: &RunCtx, a: &Allowed) -> ToolRequest {
+    ToolRequest {
+        run_id: cx.run_id.clone(),
+        step_id: a.step_id.clone(),
+        spec: a.tool.spec.clone(),
+        args: a.args.clone(),
+    }
+}
+
+/// A session: holds the run's lease while open.
+pub struct Session {
+    cx: Option<RunCtx>,
+    open: Option<Open>,
+    allowed: Option<Allowed>,
+    /// Why the session is over (returned by every later call).
+    over: Option<String>,
+}
+
+fn closed() -> RuntimeError {
+    RuntimeError::SessionClosed
+}
+
+impl Session {
+    fn new(cx: RunCtx, allowed: Option<Allowed>) -> Session {
+        Session {
+            cx: Some(cx),
+            open: None,
+            allowed,
+            over: None,
+        }
+    }
+
+    fn cx(&mut self) -> Result<&mut RunCtx, RuntimeError> {
+        if let Some(why) = &self.over {
+            return Err(RuntimeError::Store(StoreError::RunState {
+                detail: why.clone(),
+            }));
+        }
+        self.cx.as_mut().ok_or_else(closed)
+    }
+
+    /// Ends the session on a stop: a paused or ended run is a verdict, an error closes it.
+    fn stop(&mut self, s: Stop) -> Result<Verdict, RuntimeError> {
+        self.open = None;
+        self.allowed = None;
+        match s {
+            Stop::Ended(run) => {
+                let run = *run;
+                self.over = Some(format!("run {} is {}", run.id, run.status));
+                self.release();
+                self.cx = None;
+                Ok(ended(run))
+            }
+            Stop::Err(e) => {
+                self.release();
+                self.cx = None;
+                Err(e)
+            }
+        }
+    }
+
+    fn release(&mut self) {
+        if let Some(cx) = self.cx.as_mut() {
+            cx.lease.stop();
+            super::lease::release(&cx.inner.store, &cx.run_id, &cx.inner.owner);
+        }
+    }
+
+    /// Checks the limits and opens a step: the agent's input, or (inner `Err`) the verdict of
+    /// a run a limit ended. A step may not be opened while one is open.
+    pub fn step(&mut self) -> Result<Result<StepInput, Verdict>, RuntimeError> {
+        if self.open.is_some() || self.allowed.is_some() {
+            return Err(RuntimeError::Config(
+                "a step is already open in this session".into(),
+            ));
+        }
+        let cx = self.cx()?;
+        match open_step(cx) {
+            Ok(open) => {
+                let input = cx.input(&open);
+                self.open = Some(open);
+                Ok(Ok(input))
+            }
+            Err(s) => self.stop(s).map(Err),
+        }
+    }
+
+    /// What an agent would be handed for the open step (a copy; reads no clock).
+    pub fn input(&mut self) -> Result<StepInput, RuntimeError> {
+        let cx = self.cx.as_ref().ok_or_else(closed)?;
+        let open = self
+            .open
+            .as_ref()
+            .ok_or_else(|| RuntimeError::Config("no step is open".into()))?;
+        Ok(cx.input(open))
+    }
+
+    /// Records, validates and evaluates a decision for the open step.
+    pub fn propose(&mut self, d: crate::runtime::types::Decision) -> Result<Verdict, RuntimeError> {
+        self.conclude(Ok(d))
+    }
+
+    /// Ends the open step as an agent error (`agent_error`, or the model's reason).
+    pub fn fail(&mut self, err: &str) -> Result<Verdict, RuntimeError> {
+        self.conclude(Err(err.to_string()))
+    }
+
+    fn conclude(
+        &mut self,
+        d: Result<crate::runtime::types::Decision, String>,
+    ) -> Result<Verdict, RuntimeError> {
+        self.cx()?;
+        let open = self
+            .open
+            .take()
+            .ok_or_else(|| RuntimeError::Config("no step is open".into()))?;
+        let step_id = open.step.id.clone();
+        let cx = self.cx.as_mut().ok_or_else(closed)?;
+        match decided(cx, open, d) {
+            Ok(Next::Execute(a)) => {
+                let req = request_of(cx, &a);
+                self.allowed = Some(a);
+                Ok(Verdict::Allowed(req))
+            }
+            Ok(Next::Continue) => {
+                let obs = cx
+                    .steps
+                    .iter()
+                    .find(|s| s.id == step_id)
+                    .and_then(|s| s.observation.clone())
+                    .unwrap_or_default();
+                Ok(Verdict::Denied(obs))
+            }
+            Err(s) => self.stop(s),
+        }
+    }
+
+    /// Runs exactly the request the last verdict allowed, and records its outcome.
+    pub async fn execute(&mut self) -> Result<Verdict, RuntimeError> {
+        self.cx()?;
+        let a = self
+            .allowed
+            .take()
+            .ok_or_else(|| RuntimeError::Config("no allowed request to execute".into()))?;
+        let cx = self.cx.take().ok_or_else(closed)?;
+        let step_id = a.step_id.clone();
+        let (back, res) = execute(cx, a).await;
+        self.cx = back;
+        match res {
+            Ok(()) => {
+                let cx = self.cx.as_ref().ok_or_else(closed)?;
+                let obs = cx
+                    .steps
+                    .iter()
+                    .find(|s| s.id == step_id)
+                    .and_then(|s| s.observation.clone())
+                    .unwrap_or_default();
+                Ok(if obs.is_failure() {
+                    Verdict::Denied(obs)
+                } else {
+                    Verdict::Observed(obs)
+                })
+            }
+            Err(s) => self.stop(s),
+        }
+    }
+
+    /// Releases the lease; later calls get `ErrSessionClosed`.
+    pub fn close(&mut self) {
+        self.release();
+        self.cx = None;
+        self.open = None;
+        self.allowed = None;
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        if let Some(cx) = self.cx.as_mut() {
+            cx.lease.stop();
+        }
+    }
+}

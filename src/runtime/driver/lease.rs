@@ -1,0 +1,183 @@
+//! Leases (spec 7): who may drive a RUNNING run. Times are from the wall clock only. A
+//! heartbeat thread renews the lease every TTL/3 on a connection of its own; losing it (0 rows
+//! renewed) or letting it lapse stops the loop before its next tool call or model request.
+
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::{Arc, mpsc};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crate::runtime::store::{LeaseHandle, Store, StoreError};
+use crate::runtime::types::Timestamp;
+
+/// agentrt's `DefaultLeaseTTL`.
+pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(30);
+
+pub(crate) fn ttl_ns(ttl: Duration) -> i64 {
+    i64::try_from(ttl.as_nanos()).unwrap_or(i64::MAX)
+}
+
+/// The expiry a write stamps now.
+pub(crate) fn expiry(ttl: Duration) -> Timestamp {
+    Timestamp::now().add_nanos(ttl_ns(ttl))
+}
+
+struct State {
+    run_id: String,
+    owner: String,
+    lost: AtomicBool,
+    /// Unix ns of the last expiry written.
+    expires: AtomicI64,
+}
+
+/// A read-only probe of a held lease (for the model handle).
+#[derive(Clone)]
+pub struct LeaseProbe(Arc<State>);
+
+impl LeaseProbe {
+    /// Not lost and not lapsed.
+    pub fn ok(&self) -> bool {
+        !self.0.lost.load(Ordering::SeqCst)
+            && clamp(Timestamp::now().unix_nanos()) < self.0.expires.load(Ordering::SeqCst)
+    }
+}
+
+/// A held lease and its heartbeat. Dropping it stops the heartbeat (also on panic).
+pub struct Lease {
+    state: Arc<State>,
+    stop: Option<mpsc::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Lease {
+    /// Starts the heartbeat for a lease just written with `expires_at`.
+    pub fn hold(
+        store: &Store,
+        run_id: &str,
+        owner: &str,
+        ttl: Duration,
+        expires_at: Timestamp,
+    ) -> Lease {
+        let state = Arc::new(State {
+            run_id: run_id.to_string(),
+            owner: owner.to_string(),
+            lost: AtomicBool::new(false),
+            expires: AtomicI64::new(clamp(expires_at.unix_nanos())),
+        });
+        let (tx, rx) = mpsc::channel::<()>();
+        let st = state.clone();
+        let every = (ttl / 3).max(Duration::from_millis(1));
+        let thread = std::thread::Builder::new()
+            .name("agentrt-lease".into())
+            .spawn({
+                let handle = store.lease_handle().ok();
+                move || heartbeat(handle, st, ttl, every, rx)
+            })
+            .ok();
+        Lease {
+            state,
+            stop: Some(tx),
+            thread,
+        }
+    }
+
+    /// A lease not (yet) held: `ok()` is false and there is no heartbeat.
+    pub fn inactive(run_id: &str, owner: &str) -> Lease {
+        Lease {
+            state: Arc::new(State {
+                run_id: run_id.to_string(),
+                owner: owner.to_string(),
+                lost: AtomicBool::new(false),
+                expires: AtomicI64::new(i64::MIN),
+            }),
+            stop: None,
+            thread: None,
+        }
+    }
+
+    /// Not lost and the wall clock is before the last expiry written.
+    pub fn ok(&self) -> bool {
+        !self.state.lost.load(Ordering::SeqCst)
+            && clamp(Timestamp::now().unix_nanos()) < self.state.expires.load(Ordering::SeqCst)
+    }
+
+    pub fn probe(&self) -> LeaseProbe {
+        LeaseProbe(self.state.clone())
+    }
+
+    pub fn owner(&self) -> &str {
+        &self.state.owner
+    }
+
+    /// Records an expiry the loop itself wrote (a move to RUNNING).
+    pub fn written(&self, expires_at: Timestamp) {
+        self.state
+            .expires
+            .store(clamp(expires_at.unix_nanos()), Ordering::SeqCst);
+    }
+
+    pub fn mark_lost(&self) {
+        self.state.lost.store(true, Ordering::SeqCst);
+    }
+
+    pub fn lost_error(&self) -> StoreError {
+        StoreError::LeaseLost {
+            detail: format!("run {}", self.state.run_id),
+        }
+    }
+
+    /// Stops the heartbeat and waits for it.
+    pub fn stop(&mut self) {
+        self.stop.take();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn clamp(v: i128) -> i64 {
+    v.clamp(i64::MIN as i128, i64::MAX as i128) as i64
+}
+
+fn heartbeat(
+    handle: Option<LeaseHandle>,
+    st: Arc<State>,
+    ttl: Duration,
+    every: Duration,
+    rx: mpsc::Receiver<()>,
+) {
+    loop {
+        match rx.recv_timeout(every) {
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            _ => return, // stopped
+        }
+        if st.lost.load(Ordering::SeqCst) {
+            return;
+        }
+        let Some(h) = handle.as_ref() else { continue };
+        let until = expiry(ttl);
+        match h.renew(&st.run_id, &st.owner, until) {
+            Ok(false) => {
+                st.lost.store(true, Ordering::SeqCst);
+                return;
+            }
+            Ok(true) => st
+                .expires
+                .store(clamp(until.unix_nanos()), Ordering::SeqCst),
+            Err(_) => {} // retried next tick
+        }
+    }
+}
+
+/// Releases a lease this owner still holds (no event).
+pub(crate) fn release(store: &Store, run_id: &str, owner: &str) {
+    if let Ok(h) = store.lease_handle() {
+        let _ = h.release(run_id, owner);
+    }
+}

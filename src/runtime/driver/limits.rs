@@ -1,0 +1,184 @@
+//! The per-step limit checks, in the spec's order (3.5 step 3), over the cached steps.
+
+use std::sync::Arc;
+
+use crate::runtime::json;
+use crate::runtime::types::{Limits, Run, Step, Timestamp};
+
+/// What ended the run before its next step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Hit {
+    /// A limit: `limit.exceeded` then `run.finished`.
+    Limit {
+        reason: &'static str,
+        detail: String,
+    },
+    /// Loop detection: `loop.detected` then `run.finished`.
+    Loop {
+        tool: String,
+        args_hash: String,
+        observation_hash: String,
+        repeats: i64,
+        detail: String,
+    },
+}
+
+/// Checks the limits before a step starts.
+pub fn check(run: &Run, steps: &[Arc<Step>], limits: &Limits, now: Timestamp) -> Option<Hit> {
+    if limits.max_steps > 0 && run.step_count >= limits.max_steps {
+        return Some(Hit::Limit {
+            reason: "limit_steps",
+            detail: format!("step limit {} reached", limits.max_steps),
+        });
+    }
+    if limits.max_consecutive_tool_failures > 0 {
+        let n = failure_streak(steps);
+        if n >= limits.max_consecutive_tool_failures {
+            return Some(Hit::Limit {
+                reason: "repeated_tool_failures",
+                detail: format!("{n} consecutive failed steps"),
+            });
+        }
+    }
+    if limits.max_active_time > 0 {
+        let active_ns = run.active_ms.saturating_mul(1_000_000);
+        if active_ns >= limits.max_active_time {
+            return Some(Hit::Limit {
+                reason: "limit_active_time",
+                detail: format!(
+                    "active time {} reached limit {}",
+                    go_duration(active_ns),
+                    go_duration(limits.max_active_time)
+                ),
+            });
+        }
+    }
+    if limits.max_elapsed_time > 0 && now.sub(&run.created_at) >= limits.max_elapsed_time {
+        return Some(Hit::Limit {
+            reason: "limit_elapsed_time",
+            detail: format!(
+                "elapsed time reached limit {}",
+                go_duration(limits.max_elapsed_time)
+            ),
+        });
+    }
+    if limits.loop_threshold > 0 {
+        let (key, n) = loop_streak(steps);
+        if let Some((tool, args_hash, observation_hash)) = key
+            && n >= limits.loop_threshold
+        {
+            return Some(Hit::Loop {
+                detail: format!("{tool} produced the same observation {n} times in a row"),
+                tool,
+                args_hash,
+                observation_hash,
+                repeats: n,
+            });
+        }
+    }
+    None
+}
+
+/// Trailing steps whose observation is a failure; a step without one breaks the streak.
+pub fn failure_streak(steps: &[Arc<Step>]) -> i64 {
+    let mut n = 0;
+    for s in steps.iter().rev() {
+        match &s.observation {
+            Some(o) if o.is_failure() => n += 1,
+            _ => break,
+        }
+    }
+    n
+}
+
+/// Trailing tool-call steps with the same (tool, args hash, observation hash).
+fn loop_streak(steps: &[Arc<Step>]) -> (Option<(String, String, String)>, i64) {
+    let mut key: Option<(String, String, String)> = None;
+    let mut n = 0;
+    for s in steps.iter().rev() {
+        let (Some(d), Some(o)) = (&s.decision, &s.observation) else {
+            break;
+        };
+        if d.kind != "tool_call" || o.kind == "invalid_decision" {
+            break;
+        }
+        let k = (
+            d.tool.clone(),
+            json::content_hash(&d.args),
+            o.content_hash.clone(),
+        );
+        match &key {
+            None => key = Some(k),
+            Some(prev) if *prev == k => {}
+            Some(_) => break,
+        }
+        n += 1;
+    }
+    (key, n)
+}
+
+/// Go's `time.Duration.String()` for nanoseconds: `1h2m3.5s`, `1.5s`, `100ms`, `0s`.
+pub fn go_duration(ns: i64) -> String {
+    if ns == 0 {
+        return "0s".into();
+    }
+    let neg = ns < 0;
+    let u = ns.unsigned_abs();
+    let mut s = String::new();
+    if u < 1_000_000_000 {
+        // sub-second: ns, µs or ms with a fraction
+        let (unit, div) = if u < 1_000 {
+            ("ns", 1)
+        } else if u < 1_000_000 {
+            ("µs", 1_000)
+        } else {
+            ("ms", 1_000_000)
+        };
+        s.push_str(&frac(u, div));
+        s.push_str(unit);
+    } else {
+        let h = u / 3_600_000_000_000;
+        let rem = u % 3_600_000_000_000;
+        let m = rem / 60_000_000_000;
+        let sec = rem % 60_000_000_000;
+        if h > 0 {
+            s.push_str(&format!("{h}h"));
+        }
+        if h > 0 || m > 0 {
+            s.push_str(&format!("{m}m"));
+        }
+        s.push_str(&frac(sec, 1_000_000_000));
+        s.push('s');
+    }
+    if neg {
+        s.insert(0, '-');
+    }
+    s
+}
+
+fn frac(v: u64, div: u64) -> String {
+    let whole = v / div;
+    let f = v % div;
+    if f == 0 {
+        return whole.to_string();
+    }
+    let width = div.to_string().len() - 1;
+    let digits = format!("{f:0width$}");
+    format!("{whole}.{}", digits.trim_end_matches('0'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::go_duration;
+
+    #[test]
+    fn durations_print_as_go_does() {
+        assert_eq!(go_duration(0), "0s");
+        assert_eq!(go_duration(1_500_000_000), "1.5s");
+        assert_eq!(go_duration(100_000_000), "100ms");
+        assert_eq!(go_duration(1_500), "1.5µs");
+        assert_eq!(go_duration(3_723_500_000_000), "1h2m3.5s");
+        assert_eq!(go_duration(60_000_000_000), "1m0s");
+        assert_eq!(go_duration(7), "7ns");
+    }
+}

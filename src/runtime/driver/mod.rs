@@ -1,0 +1,276 @@
+//! The driver: runs the step loop of spec 3.5 against the run database, pauses for approvals
+//! (4.3), resumes (8.2, 8.3) and holds leases (7).
+//!
+//! Files: `ctx` (one run being driven: cache, writes, endings), `step` (start, record,
+//! validate, end), `dispatch` (policy and pause), `execute` (tools), `run_loop`, `lease`,
+//! `resume`, `limits`, `record` (payloads), `db` (database access).
+
+mod ctx;
+mod dispatch;
+mod execute;
+mod gate;
+pub mod lease;
+pub mod limits;
+pub mod record;
+mod resume;
+mod run_loop;
+mod step;
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rand::RngCore;
+use thiserror::Error;
+
+use super::agent::Agent;
+use super::clock::{self, Clock};
+use super::json::JsonError;
+use super::model::ModelSetup;
+use super::policy::Policy;
+use super::store::{Store, StoreError};
+use super::tools::{Registry, RegistryError};
+use super::types::{Event, Limits, Run};
+
+pub use gate::{Gate, Session, Verdict};
+pub use lease::DEFAULT_LEASE_TTL;
+pub use resume::{INTERRUPTED_NOTICE, Reconcile, Reconciliation, verify_hash};
+
+/// Receives every event after its transaction committed.
+pub type Observer = Arc<dyn Fn(&Event) + Send + Sync>;
+
+/// Generates ids (32 lowercase hex by default).
+pub type IdGen = Arc<dyn Fn() -> String + Send + Sync>;
+
+/// What the driver can fail with.
+#[derive(Debug, Error)]
+pub enum RuntimeError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    #[error("agentrt: {0}")]
+    Config(String),
+    #[error("agentrt: approved tool {0:?} is not registered")]
+    ApprovedToolNotRegistered(String),
+    #[error("agentrt: approval hash does not match its recorded request: {0}")]
+    ApprovalHash(String),
+    #[error("agentrt: {context}: {err}")]
+    Json { context: String, err: JsonError },
+    #[error("agentrt: session is closed")]
+    SessionClosed,
+}
+
+impl RuntimeError {
+    /// True when this is agentrt's `ErrRunState` (or `ErrRunLeased`, which matches it).
+    pub fn is_run_state(&self) -> bool {
+        matches!(self, RuntimeError::Store(e) if e.is_run_state())
+    }
+    /// True for `ErrRunLeased`.
+    pub fn is_run_leased(&self) -> bool {
+        matches!(self, RuntimeError::Store(StoreError::RunLeased { .. }))
+    }
+    /// True for `ErrLeaseLost`.
+    pub fn is_lease_lost(&self) -> bool {
+        matches!(self, RuntimeError::Store(StoreError::LeaseLost { .. }))
+    }
+}
+
+/// The driver's configuration.
+pub struct Config {
+    pub store: Arc<Store>,
+    pub tools: Registry,
+    pub policy: Arc<dyn Policy>,
+    /// The agent (required by `start`/`resume`; a Gate has none).
+    pub agent: Option<Arc<dyn Agent>>,
+    /// The model the agent's handle calls (optional).
+    pub model: Option<ModelSetup>,
+    /// Lease owner name; the owner is `name/` + 12 hex of a random id (empty: 32 hex).
+    pub lease_owner: String,
+    /// Lease TTL (zero: 30 s).
+    pub lease_ttl: Duration,
+    /// The clock for everything recorded (not leases). `None`: the wall clock.
+    pub now: Option<Clock>,
+    /// Receives events after commit.
+    pub observer: Option<Observer>,
+    /// Id generator (tests); `None`: random 32 hex.
+    pub ids: Option<IdGen>,
+    /// Crash-recovery hook for a resumed RUNNING/INTERRUPTED run (spec 8.3).
+    pub reconcile: Option<Arc<dyn Reconcile>>,
+}
+
+impl Config {
+    /// A configuration with the default policy-free parts left empty.
+    pub fn new(store: Arc<Store>, tools: Registry, policy: Arc<dyn Policy>) -> Config {
+        Config {
+            store,
+            tools,
+            policy,
+            agent: None,
+            model: None,
+            lease_owner: String::new(),
+            lease_ttl: Duration::ZERO,
+            now: None,
+            observer: None,
+            ids: None,
+            reconcile: None,
+        }
+    }
+}
+
+pub(crate) struct Inner {
+    pub store: Arc<Store>,
+    pub tools: Registry,
+    pub policy: Arc<dyn Policy>,
+    pub policy_id: String,
+    pub agent: Option<Arc<dyn Agent>>,
+    pub model: Option<ModelSetup>,
+    pub owner: String,
+    pub lease_ttl: Duration,
+    pub now: Clock,
+    pub observer: Option<Observer>,
+    pub ids: IdGen,
+    pub reconcile: Option<Arc<dyn Reconcile>>,
+    /// Runs this driver is executing (one loop per run per driver).
+    pub claims: Mutex<HashSet<String>>,
+}
+
+impl Inner {
+    pub fn now(&self) -> super::types::Timestamp {
+        (self.now)()
+    }
+    pub fn id(&self) -> String {
+        (self.ids)()
+    }
+    pub fn deliver(&self, events: &[Event]) {
+        if let Some(o) = &self.observer {
+            for e in events {
+                o(e);
+            }
+        }
+    }
+}
+
+/// Random 32 lowercase hex (128 bits).
+pub fn random_id() -> String {
+    let mut b = [0u8; 16];
+    rand::rng().fill_bytes(&mut b);
+    hex::encode(b)
+}
+
+/// The step loop for runs on one database.
+#[derive(Clone)]
+pub struct Driver {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl Driver {
+    /// Builds a driver. The registry has already refused bad tools; the policy id, if any,
+    /// must be at most 256 bytes without control characters.
+    pub fn new(cfg: Config) -> Result<Driver, RuntimeError> {
+        let policy_id = cfg.policy.id().unwrap_or_default();
+        super::policy::check_policy_id(&policy_id).map_err(RuntimeError::Config)?;
+        let ids = cfg.ids.unwrap_or_else(|| Arc::new(random_id));
+        let own = random_id();
+        let owner = if cfg.lease_owner.is_empty() {
+            own
+        } else {
+            format!("{}/{}", cfg.lease_owner, &own[..12])
+        };
+        Ok(Driver {
+            inner: Arc::new(Inner {
+                store: cfg.store,
+                tools: cfg.tools,
+                policy: cfg.policy,
+                policy_id,
+                agent: cfg.agent,
+                model: cfg.model,
+                owner,
+                lease_ttl: if cfg.lease_ttl.is_zero() {
+                    DEFAULT_LEASE_TTL
+                } else {
+                    cfg.lease_ttl
+                },
+                now: cfg.now.unwrap_or_else(clock::wall),
+                observer: cfg.observer,
+                ids,
+                reconcile: cfg.reconcile,
+                claims: Mutex::new(HashSet::new()),
+            }),
+        })
+    }
+
+    /// This driver's lease owner.
+    pub fn owner(&self) -> &str {
+        &self.inner.owner
+    }
+
+    pub fn store(&self) -> &Arc<Store> {
+        &self.inner.store
+    }
+
+    /// Creates a run with a fresh id and drives it until it ends or pauses.
+    pub async fn start(&self, goal: &str, limits: Limits) -> Result<Run, RuntimeError> {
+        let id = self.inner.id();
+        self.start_with_id(&id, goal, limits).await
+    }
+
+    /// Creates a run with a caller-chosen id and drives it.
+    pub async fn start_with_id(
+        &self,
+        id: &str,
+        goal: &str,
+        limits: Limits,
+    ) -> Result<Run, RuntimeError> {
+        let agent = self.agent()?;
+        let cx = ctx::RunCtx::create(self.inner.clone(), id, goal, limits)?;
+        run_loop::drive(cx, agent).await
+    }
+
+    /// Resumes a run: a WAITING run whose latest approval was granted (8.2), or a
+    /// RUNNING/INTERRUPTED run whose previous driver stopped (8.3).
+    pub async fn resume(&self, run_id: &str) -> Result<Run, RuntimeError> {
+        let agent = self.agent()?;
+        match resume::attach(self.inner.clone(), run_id).await? {
+            resume::Attached::Done(run) => Ok(*run),
+            resume::Attached::Continue(cx, first) => run_loop::drive_from(*cx, agent, first).await,
+        }
+    }
+
+    fn agent(&self) -> Result<Arc<dyn Agent>, RuntimeError> {
+        self.inner
+            .agent
+            .clone()
+            .ok_or_else(|| RuntimeError::Config("the driver has no agent".into()))
+    }
+}
+
+/// Validates limits (spec 14.1).
+pub fn validate_limits(l: &Limits) -> Result<(), RuntimeError> {
+    if l.max_steps <= 0 {
+        return Err(RuntimeError::Config(
+            "limits: max_steps must be positive".into(),
+        ));
+    }
+    if l.max_consecutive_tool_failures <= 0 {
+        return Err(RuntimeError::Config(
+            "limits: max_consecutive_tool_failures must be positive".into(),
+        ));
+    }
+    if l.loop_threshold <= 0 {
+        return Err(RuntimeError::Config(
+            "limits: loop_threshold must be positive".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// agentrt's `DefaultLimits()`: 50 steps, 3 consecutive failures, loop threshold 3.
+pub fn default_limits() -> Limits {
+    Limits {
+        max_steps: 50,
+        max_consecutive_tool_failures: 3,
+        loop_threshold: 3,
+        ..Limits::default()
+    }
+}

@@ -1,0 +1,300 @@
+//! The loop (spec 3.5): read the run, check damage and limits, start a step, ask the agent,
+//! record, validate, dispatch, execute; until the run ends or pauses.
+
+use std::sync::Arc;
+
+use super::RuntimeError;
+use super::ctx::{EventExt, RunCtx, StepResult, Stop};
+use super::dispatch::Dispatched;
+use super::execute::execute;
+use super::lease::release;
+use super::limits::{self, Hit};
+use super::record;
+use super::step::validate;
+use crate::runtime::agent::{Agent, StepInput};
+use crate::runtime::model::ModelCaller;
+use crate::runtime::policy::RunView;
+use crate::runtime::types::{Run, RunStatus, StepStatus};
+
+pub(crate) enum Next {
+    Continue,
+    Execute(super::dispatch::Allowed),
+}
+
+/// Drives the run until it ends, pauses, or the loop must stop.
+pub(crate) async fn drive(cx: RunCtx, agent: Arc<dyn Agent>) -> Result<Run, RuntimeError> {
+    drive_from(cx, agent, None).await
+}
+
+/// Drives the run, first executing an already-allowed request (a resumed grant).
+pub(crate) async fn drive_from(
+    cx: RunCtx,
+    agent: Arc<dyn Agent>,
+    first: Option<super::dispatch::Allowed>,
+) -> Result<Run, RuntimeError> {
+    let mut cx = cx;
+    let mut first = first;
+    let res = loop {
+        let next = match first.take() {
+            Some(a) => Ok(Next::Execute(a)),
+            None => step_once(&mut cx, &agent).await,
+        };
+        match next {
+            Ok(Next::Continue) => continue,
+            Ok(Next::Execute(a)) => {
+                let (back, r) = execute(cx, a).await;
+                match back {
+                    Some(c) => cx = c,
+                    None => {
+                        return match r {
+                            Err(Stop::Err(e)) => Err(e),
+                            _ => Err(RuntimeError::Config("the tool task was lost".into())),
+                        };
+                    }
+                }
+                match r {
+                    Ok(()) => continue,
+                    Err(s) => break s,
+                }
+            }
+            Err(s) => break s,
+        }
+    };
+    cx.lease.stop();
+    release(&cx.inner.store, &cx.run_id, &cx.inner.owner);
+    match res {
+        Stop::Ended(run) => Ok(*run),
+        Stop::Err(e) => Err(e),
+    }
+}
+
+impl RunCtx {
+    /// What the policy sees for the step about to start.
+    pub fn view(&self) -> RunView {
+        RunView {
+            run_id: self.run_id.clone(),
+            status: RunStatus::Running.as_str().to_string(),
+            step_count: self.run.step_count + 1,
+            model_calls: self.run.model_calls,
+            input_tokens: self.run.input_tokens,
+            output_tokens: self.run.output_tokens,
+            cached_input_tokens: self.run.cached_input_tokens,
+            estimated_cost_micros: self.run.estimated_cost_micros,
+            active_ms: self.run.active_ms,
+            steps: self.steps.clone(),
+            approvals: self.approvals.clone(),
+        }
+    }
+
+    /// Ends the run on a limit hit (spec 3.5 step 3).
+    fn limit_hit(&mut self, hit: Hit) -> Stop {
+        match hit {
+            Hit::Limit { reason, detail } => self.finish(RunStatus::Failed, reason, &detail, true),
+            Hit::Loop {
+                tool,
+                args_hash,
+                observation_hash,
+                repeats,
+                detail,
+            } => {
+                let now = self.inner.now();
+                let p = record::loop_detected(&args_hash, &observation_hash, repeats, &tool);
+                let res = self.write(|tx| {
+                    tx.event(&self.run_id, "", now, "loop.detected", &p)?;
+                    self.finish_in(
+                        tx,
+                        &[RunStatus::Running],
+                        RunStatus::Failed,
+                        "loop_detected",
+                        &detail,
+                        b"",
+                        now,
+                        false,
+                    )
+                });
+                self.end_result(res)
+            }
+        }
+    }
+}
+
+/// A started step: what the agent (or a Gate's caller) decides on.
+pub(crate) struct Open {
+    pub step: crate::runtime::types::Step,
+    pub view: RunView,
+    pub model: Option<ModelCaller>,
+}
+
+/// The first half of a step: read the run, check damage and limits, start the step.
+pub(crate) fn open_step(cx: &mut RunCtx) -> StepResult<Open> {
+    cx.reload_run()?;
+    if cx.run.status != RunStatus::Running {
+        return Err(Stop::Ended(Box::new(cx.run.clone())));
+    }
+    if cx.run.lease_owner != cx.inner.owner || !cx.lease.ok() {
+        cx.lease.mark_lost();
+        return Err(cx.lease.lost_error().into());
+    }
+    if let Some(d) = cx.damaged() {
+        return Err(cx.fail_internal(&[RunStatus::Running], &format!("internal: {d}")));
+    }
+    let now = cx.inner.now();
+    if let Some(hit) = limits::check(&cx.run, &cx.steps, &cx.limits, now) {
+        return Err(cx.limit_hit(hit));
+    }
+    let view = cx.view();
+    let step = cx.start_step()?;
+    let model = cx.inner.model.as_ref().map(|m| {
+        ModelCaller::new(
+            m.clone(),
+            cx.inner.clone(),
+            &cx.run_id,
+            &step.id,
+            cx.limits.clone(),
+            cx.lease.probe(),
+        )
+    });
+    Ok(Open { step, view, model })
+}
+
+impl RunCtx {
+    /// What an agent is handed for an open step (copies).
+    pub(crate) fn input(&self, open: &Open) -> StepInput {
+        StepInput {
+            run_id: self.run_id.clone(),
+            step_id: open.step.id.clone(),
+            index: open.step.index,
+            goal: self.goal.clone(),
+            steps: open.view.steps.clone(),
+            tools: self.inner.tools.iter().map(|r| r.spec.clone()).collect(),
+            model: open.model.clone(),
+        }
+    }
+}
+
+/// The second half: record what was decided, validate, settle or dispatch.
+pub(crate) fn decided(
+    cx: &mut RunCtx,
+    open: Open,
+    decided: Result<crate::runtime::types::Decision, String>,
+) -> StepResult<Next> {
+    let Open { step, view, model } = open;
+    let d = match decided {
+        Ok(d) => d,
+        Err(e) => {
+            let (reason, limit) = match model.as_ref().and_then(|m| m.failure_reason()) {
+                Some(r) => (r, true),
+                None => ("agent_error".to_string(), false),
+            };
+            return Err(cx.agent_failed(&step.id, &reason, &e, limit));
+        }
+    };
+    let rec = cx.record_decision(&step.id, &d)?;
+    if let Err(msg) = validate(&cx.inner, &rec) {
+        cx.invalid(&step.id, &[StepStatus::Deciding], &msg, "")?;
+        return Ok(Next::Continue);
+    }
+    match rec.kind.as_str() {
+        "complete" | "fail" => Err(cx.settle(&step.id, &rec.kind, &rec.message, &rec.result)),
+        _ => {
+            let Some(reg) = cx.inner.tools.get(&rec.tool).cloned() else {
+                return Err(
+                    cx.fail_internal(&[RunStatus::Running], "internal: validated tool vanished")
+                );
+            };
+            match cx.dispatch(
+                &step.id,
+                step.index,
+                reg,
+                &rec.args,
+                view,
+                StepStatus::Deciding,
+                None,
+            )? {
+                Dispatched::Execute(a) => Ok(Next::Execute(a)),
+                Dispatched::Continue => Ok(Next::Continue),
+            }
+        }
+    }
+}
+
+async fn step_once(cx: &mut RunCtx, agent: &Arc<dyn Agent>) -> StepResult<Next> {
+    let open = open_step(cx)?;
+    let input = cx.input(&open);
+    let d = agent.decide(input).await;
+    decided(cx, open, d)
+}
+
+impl RunCtx {
+    /// `complete`/`fail`: step done and the run's ending in one transaction.
+    fn settle(&mut self, step_id: &str, kind: &str, message: &str, result: &[u8]) -> Stop {
+        let step_at = self.inner.now();
+        let now = self.inner.now();
+        let (status, reason, detail) = if kind == "complete" {
+            (RunStatus::Completed, "goal_completed", "")
+        } else {
+            (RunStatus::Failed, "goal_failed", message)
+        };
+        let result = if kind == "complete" {
+            result.to_vec()
+        } else {
+            Vec::new()
+        };
+        let res = self.end_step(
+            step_id,
+            &[StepStatus::Deciding],
+            StepStatus::Done,
+            None,
+            "",
+            step_at,
+            |_, _| Ok(()),
+            |cx, tx| {
+                cx.finish_in(
+                    tx,
+                    &[RunStatus::Running],
+                    status,
+                    reason,
+                    detail,
+                    &result,
+                    now,
+                    false,
+                )
+            },
+        );
+        self.end_result(res)
+    }
+
+    /// The agent failed: the step fails and so does the run.
+    pub(crate) fn agent_failed(
+        &mut self,
+        step_id: &str,
+        reason: &str,
+        err: &str,
+        limit: bool,
+    ) -> Stop {
+        let now = self.inner.now();
+        let detail = format!("agent error: {err}");
+        let res = self.end_step(
+            step_id,
+            &[StepStatus::Deciding],
+            StepStatus::Failed,
+            None,
+            &detail,
+            now,
+            |_, _| Ok(()),
+            |cx, tx| {
+                cx.finish_in(
+                    tx,
+                    &[RunStatus::Running],
+                    RunStatus::Failed,
+                    reason,
+                    err,
+                    b"",
+                    now,
+                    limit,
+                )
+            },
+        );
+        self.end_result(res)
+    }
+}

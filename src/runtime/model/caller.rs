@@ -1,0 +1,398 @@
+//! The accounted model handle an agent is given for one step.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use super::{ModelCallError, ModelError, ModelReply, ModelRequest, ModelSetup, Usage};
+use crate::runtime::driver::Inner;
+use crate::runtime::driver::lease::LeaseProbe;
+use crate::runtime::json::gojson::Object;
+use crate::runtime::store::{NewModelCall, StoreError};
+use crate::runtime::types::{Limits, Timestamp};
+
+#[derive(Default, Clone, Copy)]
+struct Reserved {
+    calls: i64,
+    tokens: i64,
+    cost: i64,
+}
+
+struct State {
+    setup: ModelSetup,
+    inner: Arc<Inner>,
+    run_id: String,
+    step_id: String,
+    limits: Limits,
+    lease: LeaseProbe,
+    reserved: Mutex<Reserved>,
+    failure: Mutex<Option<String>>,
+}
+
+/// The step's model handle: each call is reserved, dispatched, recorded and charged.
+#[derive(Clone)]
+pub struct ModelCaller {
+    s: Arc<State>,
+}
+
+impl std::fmt::Debug for ModelCaller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ModelCaller({}/{})", self.s.run_id, self.s.step_id)
+    }
+}
+
+/// How one attempt ended, as recorded.
+struct Recorded {
+    status: &'static str,
+    usage: Usage,
+    error: String,
+    retry: bool,
+    reply: Option<ModelReply>,
+}
+
+impl ModelCaller {
+    pub(crate) fn new(
+        setup: ModelSetup,
+        inner: Arc<Inner>,
+        run_id: &str,
+        step_id: &str,
+        limits: Limits,
+        lease: LeaseProbe,
+    ) -> ModelCaller {
+        ModelCaller {
+            s: Arc::new(State {
+                setup,
+                inner,
+                run_id: run_id.to_string(),
+                step_id: step_id.to_string(),
+                limits,
+                lease,
+                reserved: Mutex::new(Reserved::default()),
+                failure: Mutex::new(None),
+            }),
+        }
+    }
+
+    /// The run reason when a call failed on a model limit or an unavailable model.
+    pub fn failure_reason(&self) -> Option<String> {
+        self.s
+            .failure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    fn fail(&self, reason: &str) {
+        *self.s.failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(reason.to_string());
+    }
+
+    /// Calls the model (with retries), accounting every attempt.
+    pub async fn call(&self, req: ModelRequest) -> Result<ModelReply, ModelCallError> {
+        let s = &self.s;
+        let mut req = req;
+        let cap_limit = s.limits.max_output_tokens_per_call;
+        if cap_limit > 0 && (req.max_output_tokens == 0 || req.max_output_tokens > cap_limit) {
+            req.max_output_tokens = cap_limit;
+        }
+        let max_attempts = s.setup.max_retries.saturating_add(1);
+        let mut backoff = s.setup.backoff;
+        let mut attempt: u32 = 0;
+        loop {
+            attempt += 1;
+            if !s.lease.ok() {
+                return Err(ModelCallError::LeaseLost(format!("run {}", s.run_id)));
+            }
+            let est = Usage {
+                input_tokens: req.input_estimate(),
+                output_tokens: req.max_output_tokens,
+                cached_input_tokens: 0,
+            };
+            let this = self.clone();
+            let r = req.clone();
+            // Dispatch, call and record on a task of its own: a caller that gives up still
+            // gets the attempt recorded.
+            let task = tokio::spawn(async move { this.attempt(attempt, r, est).await });
+            let rec = match task.await {
+                Ok(r) => r?,
+                Err(e) => {
+                    return Err(ModelCallError::Store(format!(
+                        "model call task failed: {e}"
+                    )));
+                }
+            };
+            if let Some(reply) = rec.reply {
+                return Ok(reply);
+            }
+            if !rec.retry || attempt >= max_attempts {
+                self.fail("model_unavailable");
+                return Err(ModelCallError::Unavailable {
+                    attempts: attempt,
+                    last: rec.error,
+                });
+            }
+            tokio::time::sleep(backoff).await;
+            backoff = backoff.saturating_mul(2);
+        }
+    }
+
+    fn project(
+        &self,
+        tx: &crate::runtime::store::Tx<'_>,
+        est: &Usage,
+        model: &str,
+    ) -> Result<Reserved, ModelCallError> {
+        let s = &self.s;
+        let l = &s.limits;
+        let run = tx
+            .get_run(&s.run_id)
+            .map_err(|e| ModelCallError::Store(e.to_string()))?;
+        let res = *s.reserved.lock().unwrap_or_else(|e| e.into_inner());
+        let limit = |reason: &str, detail: String| {
+            self.fail(reason);
+            ModelCallError::Limit {
+                reason: reason.into(),
+                detail,
+            }
+        };
+        if l.max_model_calls > 0 && run.model_calls.saturating_add(res.calls) >= l.max_model_calls {
+            return Err(limit(
+                "limit_model_calls",
+                format!("model call limit {} reached", l.max_model_calls),
+            ));
+        }
+        let tokens = est.input_tokens.saturating_add(est.output_tokens);
+        if l.max_total_tokens > 0 {
+            if est.output_tokens == 0 {
+                return Err(limit(
+                    "limit_tokens",
+                    format!(
+                        "a request without an output cap cannot be projected under the token limit {}",
+                        l.max_total_tokens
+                    ),
+                ));
+            }
+            let projected = run
+                .input_tokens
+                .saturating_add(run.output_tokens)
+                .saturating_add(res.tokens)
+                .saturating_add(tokens);
+            if projected > l.max_total_tokens {
+                return Err(limit(
+                    "limit_tokens",
+                    format!(
+                        "projected tokens {projected} exceed limit {}",
+                        l.max_total_tokens
+                    ),
+                ));
+            }
+        }
+        let cost = s.setup.price(model).map(|p| p.cost(est)).unwrap_or(0);
+        if l.max_estimated_cost_micros > 0 && s.setup.price(model).is_some() {
+            if est.output_tokens == 0 {
+                return Err(limit(
+                    "limit_cost",
+                    format!(
+                        "a request without an output cap cannot be projected under the cost limit {}",
+                        l.max_estimated_cost_micros
+                    ),
+                ));
+            }
+            let projected = run
+                .estimated_cost_micros
+                .saturating_add(res.cost)
+                .saturating_add(cost);
+            if projected > l.max_estimated_cost_micros {
+                return Err(limit(
+                    "limit_cost",
+                    format!(
+                        "projected cost {projected} micros exceeds limit {}",
+                        l.max_estimated_cost_micros
+                    ),
+                ));
+            }
+        }
+        Ok(Reserved {
+            calls: 1,
+            tokens,
+            cost,
+        })
+    }
+
+    async fn attempt(
+        &self,
+        attempt: u32,
+        req: ModelRequest,
+        est: Usage,
+    ) -> Result<Recorded, ModelCallError> {
+        let s = &self.s;
+        let model = s.setup.model.name();
+        let call_id = s.inner.id();
+        let dispatched = s.inner.now();
+        // Reserve against the limits and record the dispatch, under the lease.
+        let (reserve, events) = s
+            .inner
+            .store
+            .write(|tx| -> Result<Reserved, ModelCallError> {
+                tx.require_lease(&s.run_id, &s.inner.owner, Timestamp::now())
+                    .map_err(|e| match e {
+                        StoreError::LeaseLost { detail } => ModelCallError::LeaseLost(detail),
+                        e if e.is_run_state() => ModelCallError::LeaseLost(e.to_string()),
+                        e => ModelCallError::Store(e.to_string()),
+                    })?;
+                let r = self.project(tx, &est, &model)?;
+                tx.insert_model_call(&NewModelCall {
+                    id: &call_id,
+                    run_id: &s.run_id,
+                    step_id: &s.step_id,
+                    attempt: attempt as i64,
+                    status: "dispatched",
+                    model: &model,
+                    dispatched_at: dispatched,
+                    ..NewModelCall::default()
+                })
+                .map_err(|e| ModelCallError::Store(e.to_string()))?;
+                let p = Object::new()
+                    .int("attempt", attempt as i64)
+                    .str("call_id", &call_id)
+                    .str("model", &model)
+                    .finish();
+                tx.append_event(&s.run_id, &s.step_id, &dispatched, "model.dispatched", &p)
+                    .map_err(|e| ModelCallError::Store(e.to_string()))?;
+                Ok(r)
+            })?;
+        s.inner.deliver(&events);
+        {
+            let mut r = s.reserved.lock().unwrap_or_else(|e| e.into_inner());
+            r.calls += reserve.calls;
+            r.tokens = r.tokens.saturating_add(reserve.tokens);
+            r.cost = r.cost.saturating_add(reserve.cost);
+        }
+        let timeout = if s.setup.attempt_timeout.is_zero() {
+            Duration::from_secs(120)
+        } else {
+            s.setup.attempt_timeout
+        };
+        let out = tokio::time::timeout(timeout, s.setup.model.generate(req)).await;
+        let rec = match out {
+            Err(_) => Recorded {
+                status: "ambiguous",
+                usage: est,
+                error: "attempt timed out".into(),
+                retry: true,
+                reply: None,
+            },
+            Ok(Ok(reply)) if reply.usage.is_unusable() => Recorded {
+                status: "error",
+                usage: est,
+                error: format!("unusable usage: {:?}", reply.usage),
+                retry: false,
+                reply: None,
+            },
+            Ok(Ok(reply)) => Recorded {
+                status: "ok",
+                usage: reply.usage,
+                error: String::new(),
+                retry: false,
+                reply: Some(reply),
+            },
+            Ok(Err(ModelError::Transient(e))) => Recorded {
+                status: "error",
+                usage: Usage::default(),
+                error: e,
+                retry: true,
+                reply: None,
+            },
+            Ok(Err(ModelError::Ambiguous(e))) => Recorded {
+                status: "ambiguous",
+                usage: est,
+                error: e,
+                retry: true,
+                reply: None,
+            },
+            Ok(Err(ModelError::Served { message, usage })) => {
+                let usage = if usage.is_unusable() { est } else { usage };
+                Recorded {
+                    status: "error",
+                    usage,
+                    error: message,
+                    retry: false,
+                    reply: None,
+                }
+            }
+            Ok(Err(ModelError::Fatal(e))) => Recorded {
+                status: "error",
+                usage: Usage::default(),
+                error: e,
+                retry: false,
+                reply: None,
+            },
+            Ok(Err(ModelError::UnusableUsage(e))) => Recorded {
+                status: "error",
+                usage: est,
+                error: format!("unusable usage: {e}"),
+                retry: false,
+                reply: None,
+            },
+        };
+        let completed = s.inner.now();
+        let latency = (completed.sub(&dispatched) / 1_000_000).max(0);
+        let cost = s
+            .setup
+            .price(&model)
+            .map(|p| p.cost(&rec.usage))
+            .unwrap_or(0);
+        let kind = if rec.status == "ok" {
+            "model.completed"
+        } else {
+            "model.failed"
+        };
+        let usage_json = rec.usage.go_json();
+        let p = Object::new()
+            .int("attempt", attempt as i64)
+            .str("call_id", &call_id)
+            .int("cost_micros", cost)
+            .str("error", &rec.error)
+            .int("latency_ms", latency)
+            .str("model", &model)
+            .str("status", rec.status)
+            .encoded("usage", &usage_json)
+            .finish();
+        let written = s.inner.store.write(|tx| -> Result<(), StoreError> {
+            tx.finish_model_call(&NewModelCall {
+                id: &call_id,
+                status: rec.status,
+                input_tokens: rec.usage.input_tokens,
+                output_tokens: rec.usage.output_tokens,
+                cached_input_tokens: rec.usage.cached_input_tokens,
+                cost_micros: cost,
+                latency_ms: latency,
+                error: &rec.error,
+                completed_at: completed,
+                ..NewModelCall::default()
+            })?;
+            tx.add_usage(
+                &s.run_id,
+                1,
+                rec.usage.input_tokens,
+                rec.usage.output_tokens,
+                rec.usage.cached_input_tokens,
+                cost,
+            )?;
+            tx.append_event(&s.run_id, &s.step_id, &completed, kind, &p)?;
+            Ok(())
+        });
+        {
+            let mut r = s.reserved.lock().unwrap_or_else(|e| e.into_inner());
+            r.calls -= reserve.calls;
+            r.tokens = r.tokens.saturating_sub(reserve.tokens);
+            r.cost = r.cost.saturating_sub(reserve.cost);
+        }
+        match written {
+            Ok(((), events)) => s.inner.deliver(&events),
+            Err(e) => return Err(ModelCallError::Store(e.to_string())),
+        }
+        if rec.status != "ok" && !rec.retry && rec.error.starts_with("unusable usage") {
+            self.fail("model_unavailable");
+        }
+        Ok(rec)
+    }
+}

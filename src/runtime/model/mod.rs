@@ -1,0 +1,165 @@
+//! Model accounting (spec 15): every attempt reserved as a `model_calls` row before it is
+//! dispatched, its outcome recorded and charged to the run (saturating), and the run's model
+//! limits projected before the call that would cross them.
+
+mod caller;
+mod fake;
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use thiserror::Error;
+
+pub use caller::ModelCaller;
+pub use fake::{FakeModel, FakeReply};
+
+/// Token usage as a provider reports it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub cached_input_tokens: i64,
+}
+
+impl Usage {
+    /// Go JSON of the struct (`cached_input_tokens` omitted when zero).
+    pub fn go_json(&self) -> Vec<u8> {
+        crate::runtime::json::gojson::Object::new()
+            .int("input_tokens", self.input_tokens)
+            .int("output_tokens", self.output_tokens)
+            .int_opt("cached_input_tokens", self.cached_input_tokens)
+            .finish()
+    }
+
+    /// Negative counts or more cached than input tokens.
+    pub fn is_unusable(&self) -> bool {
+        self.input_tokens < 0
+            || self.output_tokens < 0
+            || self.cached_input_tokens < 0
+            || self.cached_input_tokens > self.input_tokens
+    }
+}
+
+/// One request to a model: its JSON body and its output cap (0 = none).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ModelRequest {
+    pub body: Vec<u8>,
+    pub max_output_tokens: i64,
+}
+
+impl ModelRequest {
+    /// agentrt's input estimate: len(JSON of the request)/3 + 1 tokens.
+    pub fn input_estimate(&self) -> i64 {
+        (self.body.len() / 3) as i64 + 1
+    }
+}
+
+/// A model's reply.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ModelReply {
+    pub body: Vec<u8>,
+    pub usage: Usage,
+}
+
+/// How an attempt failed.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ModelError {
+    /// Worth retrying (rate limit, 5xx); nothing was served.
+    #[error("{0}")]
+    Transient(String),
+    /// The outcome is unknown (timeout, connection lost): charged the estimate.
+    #[error("{0}")]
+    Ambiguous(String),
+    /// The provider served an error and reported usage: charged, not retried.
+    #[error("{message}")]
+    Served { message: String, usage: Usage },
+    /// Not retried (bad request, auth).
+    #[error("{0}")]
+    Fatal(String),
+    /// The reply's usage cannot be charged.
+    #[error("unusable usage: {0}")]
+    UnusableUsage(String),
+}
+
+pub type ModelFuture = Pin<Box<dyn Future<Output = Result<ModelReply, ModelError>> + Send>>;
+
+/// A model provider.
+pub trait Model: Send + Sync + 'static {
+    fn name(&self) -> String;
+    fn generate(&self, req: ModelRequest) -> ModelFuture;
+}
+
+/// Prices in micros per million tokens.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Price {
+    pub input: i64,
+    pub cached_input: i64,
+    pub output: i64,
+}
+
+impl Price {
+    /// `(input−cached)×in/1e6 + cached×cached/1e6 + output×out/1e6`, saturating, ≥ 0.
+    pub fn cost(&self, u: &Usage) -> i64 {
+        let part = |tokens: i64, price: i64| -> i128 {
+            (tokens.max(0) as i128) * (price.max(0) as i128) / 1_000_000
+        };
+        let uncached = (u.input_tokens - u.cached_input_tokens).max(0);
+        let total = part(uncached, self.input)
+            + part(u.cached_input_tokens, self.cached_input)
+            + part(u.output_tokens, self.output);
+        total.clamp(0, i64::MAX as i128) as i64
+    }
+}
+
+/// The model a driver's agents call, with its accounting settings.
+#[derive(Clone)]
+pub struct ModelSetup {
+    pub model: Arc<dyn Model>,
+    /// Prices by model name (a missing model is free).
+    pub prices: HashMap<String, Price>,
+    /// Retries after a transient or ambiguous failure (0 = none).
+    pub max_retries: u32,
+    /// Per-attempt timeout (zero: 2 min).
+    pub attempt_timeout: Duration,
+    /// First backoff (doubling).
+    pub backoff: Duration,
+}
+
+impl ModelSetup {
+    pub fn new(model: Arc<dyn Model>) -> ModelSetup {
+        ModelSetup {
+            model,
+            prices: HashMap::new(),
+            max_retries: 0,
+            attempt_timeout: Duration::from_secs(120),
+            backoff: Duration::from_secs(1),
+        }
+    }
+
+    fn price(&self, name: &str) -> Option<Price> {
+        self.prices.get(name).copied()
+    }
+}
+
+/// Why an accounted call failed.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ModelCallError {
+    /// A model limit (`limit_model_calls`, `limit_tokens`, `limit_cost`): `<reason>: <detail>`.
+    #[error("{reason}: {detail}")]
+    Limit { reason: String, detail: String },
+    #[error("model unavailable after {attempts} attempt(s): {last}")]
+    Unavailable { attempts: u32, last: String },
+    #[error("agentrt: run lease lost: {0}")]
+    LeaseLost(String),
+    #[error("{0}")]
+    Store(String),
+}
+
+impl From<crate::runtime::store::StoreError> for ModelCallError {
+    fn from(e: crate::runtime::store::StoreError) -> Self {
+        ModelCallError::Store(e.to_string())
+    }
+}

@@ -1,0 +1,242 @@
+//! Policy: what decides whether a recorded tool call runs (spec 3.5 step 7, 4.6, 4.7).
+//!
+//! A policy is handed the policy form of the arguments and of the schema (spec 4.6) and a
+//! [`RunView`], a copy of the run as the driver knows it: nothing it is handed is shared with
+//! the driver or with another consumer, so it cannot change what they see.
+
+use std::sync::Arc;
+
+use super::json::{self, gojson};
+use super::tools::SideEffect;
+pub use super::types::PolicyDecision;
+use super::types::{Approval, Step};
+
+/// The four outcomes, and whatever else a policy might say (which fails the run).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    Allow,
+    Deny,
+    Abort,
+    RequireApproval,
+    Unknown(String),
+}
+
+impl Outcome {
+    pub fn as_str(&self) -> &str {
+        match self {
+            Outcome::Allow => "allow",
+            Outcome::Deny => "deny",
+            Outcome::Abort => "abort",
+            Outcome::RequireApproval => "require_approval",
+            Outcome::Unknown(s) => s,
+        }
+    }
+
+    pub fn parse(s: &str) -> Outcome {
+        match s {
+            "allow" => Outcome::Allow,
+            "deny" => Outcome::Deny,
+            "abort" => Outcome::Abort,
+            "require_approval" => Outcome::RequireApproval,
+            other => Outcome::Unknown(other.to_string()),
+        }
+    }
+}
+
+/// The outcome of a decision.
+pub fn outcome_of(d: &PolicyDecision) -> Outcome {
+    Outcome::parse(&d.outcome)
+}
+
+fn decision(outcome: Outcome, reason: impl Into<String>) -> PolicyDecision {
+    PolicyDecision {
+        outcome: outcome.as_str().to_string(),
+        reason: reason.into(),
+        ..PolicyDecision::default()
+    }
+}
+
+/// An `allow` decision.
+pub fn allow(reason: impl Into<String>) -> PolicyDecision {
+    decision(Outcome::Allow, reason)
+}
+
+/// A `deny` decision: the agent is told and may try something else.
+pub fn deny(reason: impl Into<String>) -> PolicyDecision {
+    decision(Outcome::Deny, reason)
+}
+
+/// An `abort` decision: the run fails (`policy_abort`).
+pub fn abort(reason: impl Into<String>) -> PolicyDecision {
+    decision(Outcome::Abort, reason)
+}
+
+/// What the policy is asked about: the request in policy form.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyRequest {
+    pub run_id: String,
+    pub step_id: String,
+    pub tool: String,
+    pub description: String,
+    pub side_effect: SideEffect,
+    /// Arguments in policy form (spec 4.6).
+    pub args: Vec<u8>,
+    /// The tool's input schema in policy form.
+    pub input_schema: Vec<u8>,
+}
+
+/// A copy of the run as the policy sees it (what `step.policy`'s `view` summarises).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RunView {
+    pub run_id: String,
+    pub status: String,
+    pub step_count: i64,
+    pub model_calls: i64,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub cached_input_tokens: i64,
+    pub estimated_cost_micros: i64,
+    pub active_ms: i64,
+    /// The steps before the one being decided.
+    pub steps: Vec<Arc<Step>>,
+    pub approvals: Vec<Arc<Approval>>,
+}
+
+impl RunView {
+    /// The `view` object of `step.policy` (struct order).
+    pub fn go_json(&self) -> Vec<u8> {
+        gojson::Object::new()
+            .str("status", &self.status)
+            .int("step_count", self.step_count)
+            .int("model_calls", self.model_calls)
+            .int("input_tokens", self.input_tokens)
+            .int("output_tokens", self.output_tokens)
+            .int("cached_input_tokens", self.cached_input_tokens)
+            .int("estimated_cost_micros", self.estimated_cost_micros)
+            .int("active_ms", self.active_ms)
+            .int("steps", self.steps.len() as i64)
+            .int("approvals", self.approvals.len() as i64)
+            .finish()
+    }
+}
+
+/// A policy. An `Err` fails the run as `internal_error` with detail `policy: <err>`.
+pub trait Policy: Send + Sync + 'static {
+    fn evaluate(&self, req: &PolicyRequest, view: &RunView) -> Result<PolicyDecision, String>;
+    /// An identity recorded with each decision (`policy_id`): at most 256 bytes, no control
+    /// characters. `None` = not identified.
+    fn id(&self) -> Option<String> {
+        None
+    }
+}
+
+/// `NeedApproval`: a `require_approval` decision binding what the operator will be shown.
+/// `capability`/`presentation` are JSON (empty = `{}`); they must pass the boundary check.
+pub fn need_approval(
+    kind: &str,
+    reason: &str,
+    capability: &[u8],
+    presentation: &[u8],
+) -> Result<PolicyDecision, String> {
+    let norm = |field: &str, v: &[u8]| -> Result<Vec<u8>, String> {
+        if v.iter().all(|b| b.is_ascii_whitespace()) {
+            return Ok(b"{}".to_vec());
+        }
+        json::check_json(v).map_err(|e| format!("agentrt: approval {field}: {e}"))?;
+        let mut out = Vec::new();
+        gojson::write_raw(&mut out, v).map_err(|e| format!("agentrt: approval {field}: {e}"))?;
+        Ok(out)
+    };
+    Ok(PolicyDecision {
+        outcome: "require_approval".to_string(),
+        reason: reason.to_string(),
+        kind: kind.to_string(),
+        capability: norm("capability", capability)?,
+        presentation: norm("presentation", presentation)?,
+    })
+}
+
+/// `SideEffectPolicy`: an outcome per side-effect class; unmapped classes are denied.
+#[derive(Debug, Clone)]
+pub struct SideEffectPolicy {
+    pub read_only: Outcome,
+    pub local_mutation: Outcome,
+    pub remote_mutation: Outcome,
+    pub destructive: Outcome,
+}
+
+/// agentrt's `DefaultPolicy()`: read-only and local mutations allowed, remote mutations need
+/// an approval, destructive (and unknown) classes denied.
+#[derive(Debug, Clone, Default)]
+pub struct DefaultPolicy;
+
+impl Default for SideEffectPolicy {
+    fn default() -> Self {
+        SideEffectPolicy {
+            read_only: Outcome::Allow,
+            local_mutation: Outcome::Allow,
+            remote_mutation: Outcome::RequireApproval,
+            destructive: Outcome::Deny,
+        }
+    }
+}
+
+impl Policy for SideEffectPolicy {
+    fn evaluate(&self, req: &PolicyRequest, _view: &RunView) -> Result<PolicyDecision, String> {
+        let class = req.side_effect.as_str();
+        let outcome = match &req.side_effect {
+            SideEffect::ReadOnly => &self.read_only,
+            SideEffect::LocalMutation => &self.local_mutation,
+            SideEffect::RemoteMutation => &self.remote_mutation,
+            SideEffect::Destructive => &self.destructive,
+            SideEffect::Unknown(_) => {
+                return Ok(deny(format!("no policy for side effect {class:?}")));
+            }
+        };
+        let reason = format!("side effect {class} is {} by policy", outcome.as_str());
+        if *outcome != Outcome::RequireApproval {
+            return Ok(decision(outcome.clone(), reason));
+        }
+        // capability = presentation = {"args": <policy-form args>, "tool": <name>} (Go map).
+        let mut o = gojson::Object::new();
+        o.raw("args", &req.args).map_err(|e| e.to_string())?;
+        o.str("tool", &req.tool);
+        let cap = o.finish();
+        Ok(PolicyDecision {
+            outcome: "require_approval".to_string(),
+            reason,
+            kind: class.to_string(),
+            capability: cap.clone(),
+            presentation: cap,
+        })
+    }
+}
+
+impl Policy for DefaultPolicy {
+    fn evaluate(&self, req: &PolicyRequest, view: &RunView) -> Result<PolicyDecision, String> {
+        SideEffectPolicy::default().evaluate(req, view)
+    }
+}
+
+/// A policy made of a closure (tests, examples).
+pub struct FnPolicy<F>(pub F);
+
+impl<F> Policy for FnPolicy<F>
+where
+    F: Fn(&PolicyRequest, &RunView) -> Result<PolicyDecision, String> + Send + Sync + 'static,
+{
+    fn evaluate(&self, req: &PolicyRequest, view: &RunView) -> Result<PolicyDecision, String> {
+        (self.0)(req, view)
+    }
+}
+
+/// Checks a policy identity (spec 14.2): at most 256 bytes, no control character.
+pub fn check_policy_id(id: &str) -> Result<(), String> {
+    if id.len() > 256 {
+        return Err("agentrt: policy id is longer than 256 bytes".into());
+    }
+    if id.chars().any(char::is_control) {
+        return Err("agentrt: policy id holds a control character".into());
+    }
+    Ok(())
+}

@@ -1,0 +1,163 @@
+//! Tool input schemas: compiled once at registration, checked against every argument document
+//! (spec 3.5 step 5, 8.2 step 7).
+//!
+//! Choices where the spec is silent for a Rust port:
+//! - The jsonschema crate is built without remote or file resolution, and registration refuses
+//!   any `$ref`/`$dynamicRef`/`$recursiveRef` that does not point inside the schema itself
+//!   (`#...`), so nothing is ever fetched and no schema depends on something outside it.
+//! - serde_json (without arbitrary precision) cannot hold a number such as `1e400` that passes
+//!   the boundary check (its exponent is within ±10000). Arguments holding one are refused as
+//!   an invalid decision ("arguments cannot be checked against the schema: ...") rather than
+//!   validated approximately; Go's decoder refuses the same numbers.
+//! - A panic inside the validation library is caught and becomes a refusal, never a crash.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use serde_json::Value;
+use thiserror::Error;
+
+/// Why a schema could not be compiled at registration.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum SchemaError {
+    #[error("the input schema is empty")]
+    Empty,
+    #[error("the input schema is not usable JSON: {0}")]
+    NotJson(String),
+    #[error("the input schema refers outside itself ({0:?}); only \"#...\" references are allowed")]
+    ExternalRef(String),
+    #[error("the input schema is not a valid JSON Schema: {0}")]
+    Invalid(String),
+}
+
+/// A compiled input schema.
+pub struct Schema {
+    validator: jsonschema::Validator,
+}
+
+impl std::fmt::Debug for Schema {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Schema")
+    }
+}
+
+impl Schema {
+    /// Compiles a raw schema. Refuses what the boundary check refuses on depth and numbers, a
+    /// schema that is not one JSON value, and references outside the document.
+    pub fn compile(raw: &[u8]) -> Result<Schema, SchemaError> {
+        if raw.iter().all(|b| b.is_ascii_whitespace()) {
+            return Err(SchemaError::Empty);
+        }
+        if let Err(e) = crate::runtime::json::check_json(raw) {
+            // A schema may legitimately repeat nothing and escape nothing odd; anything the
+            // boundary refuses is refused here too.
+            return Err(SchemaError::NotJson(e.to_string()));
+        }
+        let value: Value =
+            serde_json::from_slice(raw).map_err(|e| SchemaError::NotJson(e.to_string()))?;
+        if let Some(r) = external_ref(&value) {
+            return Err(SchemaError::ExternalRef(r));
+        }
+        let built = catch_unwind(AssertUnwindSafe(|| jsonschema::validator_for(&value)));
+        match built {
+            Ok(Ok(validator)) => Ok(Schema { validator }),
+            Ok(Err(e)) => Err(SchemaError::Invalid(e.to_string())),
+            Err(_) => Err(SchemaError::Invalid(
+                "the schema library panicked while compiling it".into(),
+            )),
+        }
+    }
+
+    /// Checks arguments (already through the boundary check) against the schema. The error is
+    /// the sentence an invalid decision records.
+    pub fn check(&self, args: &[u8]) -> Result<(), String> {
+        let value: Value = match serde_json::from_slice(args) {
+            Ok(v) => v,
+            Err(e) => {
+                return Err(format!(
+                    "arguments cannot be checked against the schema: {e}"
+                ));
+            }
+        };
+        let res = catch_unwind(AssertUnwindSafe(|| {
+            self.validator
+                .validate(&value)
+                .map_err(|e| format!("arguments do not match schema: {e}"))
+        }));
+        match res {
+            Ok(r) => r,
+            Err(_) => Err(
+                "arguments cannot be checked against the schema: the schema library panicked"
+                    .into(),
+            ),
+        }
+    }
+}
+
+/// The first reference keyword in `v` whose target is outside the document.
+fn external_ref(v: &Value) -> Option<String> {
+    match v {
+        Value::Object(m) => {
+            for (k, val) in m {
+                if matches!(k.as_str(), "$ref" | "$dynamicRef" | "$recursiveRef")
+                    && let Value::String(s) = val
+                    && !s.starts_with('#')
+                {
+                    return Some(s.clone());
+                }
+                if let Some(r) = external_ref(val) {
+                    return Some(r);
+                }
+            }
+            None
+        }
+        Value::Array(a) => a.iter().find_map(external_ref),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schema_refuses_references_outside_itself() {
+        for s in [
+            r#"{"$ref":"https://example.com/s.json"}"#,
+            r#"{"properties":{"a":{"$ref":"file:///etc/passwd"}}}"#,
+            r#"{"allOf":[{"$ref":"other.json#/x"}]}"#,
+        ] {
+            assert!(
+                matches!(
+                    Schema::compile(s.as_bytes()),
+                    Err(SchemaError::ExternalRef(_))
+                ),
+                "{s}"
+            );
+        }
+        let local = r##"{"$defs":{"n":{"type":"integer"}},"type":"object","properties":{"a":{"$ref":"#/$defs/n"}}}"##;
+        let s = Schema::compile(local.as_bytes()).unwrap();
+        assert!(s.check(br#"{"a":1}"#).is_ok());
+        assert!(s.check(br#"{"a":"x"}"#).is_err());
+    }
+
+    #[test]
+    fn schema_refuses_empty_and_malformed() {
+        assert_eq!(Schema::compile(b"  ").unwrap_err(), SchemaError::Empty);
+        assert!(matches!(
+            Schema::compile(b"{"),
+            Err(SchemaError::NotJson(_))
+        ));
+        assert!(matches!(
+            Schema::compile(br#"{"type":12}"#),
+            Err(SchemaError::Invalid(_))
+        ));
+    }
+
+    #[test]
+    fn check_args_refuses_numbers_past_float_range() {
+        let s = Schema::compile(br#"{"type":"object"}"#).unwrap();
+        let e = s.check(br#"{"n":1e400}"#).unwrap_err();
+        assert!(e.starts_with("arguments cannot be checked"), "{e}");
+        assert!(s.check(br#"{"n":1e300}"#).is_ok());
+    }
+}

@@ -1,0 +1,781 @@
+//! The loop (spec 3.5) through a real store: rows, events and payloads.
+
+mod runtime_support;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use countersign::runtime::agent::{self, ScriptedAgent};
+use countersign::runtime::driver::Driver;
+use countersign::runtime::json;
+use countersign::runtime::policy::{self, DefaultPolicy, FnPolicy, PolicyDecision};
+use countersign::runtime::tools::{FnTool, SideEffect, ToolError, ToolOutput};
+use countersign::runtime::types::{RunStatus, StepStatus};
+use runtime_support::*;
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn driver_completes_and_persists() {
+    let db = db();
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let tools = registry(vec![echo("lookup", SideEffect::ReadOnly, calls.clone())]);
+    let agent = ScriptedAgent::new([
+        agent::tool_call("lookup", r#"{"q": "<x>"}"#),
+        agent::complete(r#"{"a":"<b>"}"#),
+    ]);
+    let delivered: Arc<Mutex<Vec<(i64, bool)>>> = Arc::new(Mutex::new(Vec::new()));
+    let mut cfg = config(&db.store, tools, Arc::new(DefaultPolicy), agent.clone());
+    let (d2, path) = (delivered.clone(), db.path.clone());
+    // The observer checks, on a connection of its own, that each event is committed.
+    cfg.observer = Some(Arc::new(move |e| {
+        let c = rusqlite::Connection::open(&path).unwrap();
+        let n: i64 = c
+            .query_row("SELECT COUNT(*) FROM events WHERE seq = ?", [e.seq], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        d2.lock().unwrap().push((e.seq, n == 1));
+    }));
+    let driver = Driver::new(cfg).unwrap();
+    let run = rt()
+        .block_on(driver.start_with_id("run-1", "find it", limits()))
+        .unwrap();
+    assert_eq!(run.status, RunStatus::Completed);
+    assert_eq!(run.reason, "goal_completed");
+    assert_eq!(run.result_json, r#"{"a":"<b>"}"#);
+    assert_eq!(run.step_count, 2);
+    assert!(run.lease_owner.is_empty(), "finishing releases the lease");
+    let c = calls.lock().unwrap();
+    assert_eq!(c.len(), 1);
+    assert_eq!(c[0].run_id, "run-1");
+    assert_eq!(c[0].step_index, 0);
+    assert_eq!(c[0].args, br#"{"q": "<x>"}"#);
+    let steps = db.store.list_steps("run-1").unwrap();
+    assert_eq!(steps.len(), 2);
+    assert_eq!(c[0].step_id, steps[0].id);
+    assert_eq!(steps[0].status, StepStatus::Done);
+    assert_eq!(
+        steps[0].decision_json,
+        r#"{"kind":"tool_call","tool":"lookup","args":{"q":"\u003cx\u003e"}}"#
+    );
+    let obs = steps[0].observation.as_ref().unwrap();
+    assert_eq!(obs.kind, "tool_result");
+    assert_eq!(obs.content_hash, json::content_hash(br#"{"q":"<x>"}"#));
+    assert_eq!(steps[0].observation_hash, obs.content_hash);
+    assert_eq!(steps[1].status, StepStatus::Done);
+    let ev = kinds(&db.store, "run-1");
+    let t: Vec<&str> = ev.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(
+        t,
+        [
+            "run.created",
+            "run.started",
+            "step.started",
+            "step.decided",
+            "step.policy",
+            "step.tool_started",
+            "step.tool_finished",
+            "step.started",
+            "step.decided",
+            "run.finished"
+        ]
+    );
+    assert_eq!(ev[2].1, r#"{"index":0}"#);
+    assert_eq!(ev[5].1, r#"{"args":{"q":"\u003cx\u003e"},"tool":"lookup"}"#);
+    assert!(ev[4].1.starts_with(r#"{"outcome":"allow","reason":"side effect read_only is allow by policy","spec_hash":""#), "{}", ev[4].1);
+    assert!(ev[4].1.ends_with(r#","view":{"status":"RUNNING","step_count":1,"model_calls":0,"input_tokens":0,"output_tokens":0,"cached_input_tokens":0,"estimated_cost_micros":0,"active_ms":0,"steps":0,"approvals":0}}"#), "{}", ev[4].1);
+    assert_eq!(
+        ev[8].1,
+        r#"{"kind":"complete","result":{"a":"\u003cb\u003e"}}"#
+    );
+    assert_eq!(
+        ev[9].1,
+        r#"{"detail":"","reason":"goal_completed","status":"COMPLETED","steps":2}"#
+    );
+    let d = delivered.lock().unwrap();
+    assert_eq!(d.len(), ev.len());
+    assert!(
+        d.iter().all(|(_, committed)| *committed),
+        "every event was committed before delivery"
+    );
+    verify(&db.path);
+}
+
+#[test]
+fn driver_invalid_arguments_become_observation() {
+    let db = db();
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let strict = r#"{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}"#;
+    let c2 = calls.clone();
+    let t = FnTool::new(def("count", SideEffect::ReadOnly, strict), move |c| {
+        c2.lock().unwrap().push(c);
+        Box::pin(async { Ok(ToolOutput::default()) })
+    });
+    let agent = ScriptedAgent::new([
+        agent::tool_call("count", r#"{"n": "seven"}"#),
+        agent::tool_call("count", r#"{"n": 1"#),
+        agent::tool_call("nope", "{}"),
+        agent::complete(""),
+    ]);
+    let driver = driver(&db.store, registry(vec![t]), Arc::new(DefaultPolicy), agent);
+    let mut l = limits();
+    l.max_consecutive_tool_failures = 5;
+    let run = rt().block_on(driver.start_with_id("r", "g", l)).unwrap();
+    assert_eq!(run.status, RunStatus::Completed);
+    assert!(
+        calls.lock().unwrap().is_empty(),
+        "an invalid decision runs nothing"
+    );
+    let steps = db.store.list_steps("r").unwrap();
+    // Recorded verbatim before validation.
+    assert_eq!(
+        steps[0].decision_json,
+        r#"{"kind":"tool_call","tool":"count","args":{"n":"seven"}}"#
+    );
+    let o = steps[0].observation.as_ref().unwrap();
+    assert_eq!(o.kind, "invalid_decision");
+    assert!(
+        o.summary
+            .starts_with("invalid decision: arguments do not match schema: "),
+        "{}",
+        o.summary
+    );
+    assert_eq!(steps[0].status, StepStatus::Failed);
+    // Unusable JSON is kept out of band.
+    assert_eq!(
+        steps[1].decision_json,
+        r#"{"kind":"tool_call","tool":"count","invalid_args":"{\"n\": 1"}"#
+    );
+    assert_eq!(
+        steps[1].observation.as_ref().unwrap().kind,
+        "invalid_decision"
+    );
+    assert_eq!(
+        steps[2].observation.as_ref().unwrap().content,
+        br#"{"error":"unknown tool \"nope\""}"#
+    );
+    let failed: Vec<String> = events(&db.store, "r")
+        .into_iter()
+        .filter(|e| e.kind == "step.failed")
+        .map(|e| e.payload)
+        .collect();
+    assert_eq!(failed.len(), 3);
+    let h = json::content_hash(br#"{"error":"unknown tool \"nope\""}"#);
+    assert_eq!(
+        failed[2],
+        format!(
+            r#"{{"content_hash":"{h}","detail":"unknown tool \"nope\"","observation":"invalid_decision"}}"#
+        )
+    );
+    verify(&db.path);
+}
+
+#[test]
+fn driver_invalid_arguments_are_recorded_out_of_band_as_base64_when_not_utf8() {
+    let db = db();
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let tools = registry(vec![echo("t", SideEffect::ReadOnly, calls.clone())]);
+    let mut d = agent::tool_call("t", "");
+    d.args = b"{\"a\":\"\xff\"}".to_vec();
+    d.invalid_args = "agent-supplied, dropped".into();
+    let agent = ScriptedAgent::new([d, agent::complete("")]);
+    let driver = driver(&db.store, tools, Arc::new(DefaultPolicy), agent);
+    rt().block_on(driver.start_with_id("r", "g", limits()))
+        .unwrap();
+    let steps = db.store.list_steps("r").unwrap();
+    assert_eq!(
+        steps[0].decision_json,
+        r#"{"kind":"tool_call","tool":"t","invalid_args":"eyJhIjoi/yJ9","invalid_base64":true}"#
+    );
+    assert!(calls.lock().unwrap().is_empty());
+    verify(&db.path);
+}
+
+#[test]
+fn driver_policy_deny_is_observation() {
+    let db = db();
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let tools = registry(vec![echo("rm", SideEffect::Destructive, calls.clone())]);
+    let agent = ScriptedAgent::new([
+        agent::tool_call("rm", r#"{"path":"/"}"#),
+        agent::complete(""),
+    ]);
+    let driver = driver(&db.store, tools, Arc::new(DefaultPolicy), agent);
+    let run = rt()
+        .block_on(driver.start_with_id("r", "g", limits()))
+        .unwrap();
+    assert_eq!(run.status, RunStatus::Completed);
+    assert!(calls.lock().unwrap().is_empty());
+    let steps = db.store.list_steps("r").unwrap();
+    assert_eq!(steps[0].status, StepStatus::Failed);
+    assert_eq!(
+        steps[0].policy_json,
+        r#"{"outcome":"deny","reason":"side effect destructive is deny by policy"}"#
+    );
+    let o = steps[0].observation.as_ref().unwrap();
+    assert_eq!(o.kind, "policy_denied");
+    assert_eq!(
+        o.content,
+        br#"{"reason":"side effect destructive is deny by policy","tool":"rm"}"#
+    );
+    assert_eq!(
+        o.summary,
+        "denied: side effect destructive is deny by policy"
+    );
+    let t = types(&db.store, "r");
+    assert_eq!(
+        &t[2..6],
+        ["step.started", "step.decided", "step.policy", "step.failed"]
+    );
+    verify(&db.path);
+}
+
+#[test]
+fn driver_policy_abort_ends_run() {
+    let db = db();
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let tools = registry(vec![echo("t", SideEffect::ReadOnly, calls.clone())]);
+    let agent = ScriptedAgent::new([agent::tool_call("t", "{}"), agent::complete("")]);
+    let pol =
+        FnPolicy(|_r: &policy::PolicyRequest, _v: &policy::RunView| Ok(policy::abort("never")));
+    let driver = driver(&db.store, tools, Arc::new(pol), agent);
+    let run = rt()
+        .block_on(driver.start_with_id("r", "g", limits()))
+        .unwrap();
+    assert_eq!(
+        (run.status, run.reason.as_str(), run.reason_detail.as_str()),
+        (RunStatus::Failed, "policy_abort", "never")
+    );
+    assert!(calls.lock().unwrap().is_empty());
+    let steps = db.store.list_steps("r").unwrap();
+    assert_eq!(steps.len(), 1);
+    assert_eq!(
+        steps[0].observation.as_ref().unwrap().summary,
+        "aborted: never"
+    );
+    let t = types(&db.store, "r");
+    assert_eq!(&t[4..], ["step.policy", "step.failed", "run.finished"]);
+    verify(&db.path);
+}
+
+#[test]
+fn driver_require_approval_pauses_run() {
+    let db = db();
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let tools = registry(vec![echo(
+        "push",
+        SideEffect::RemoteMutation,
+        calls.clone(),
+    )]);
+    let args = "{\"ref\": \"main\", \"n\": 7, \"why\": \"<a> & b\"}";
+    let agent = ScriptedAgent::new([agent::tool_call("push", args)]);
+    let driver = driver(&db.store, tools, Arc::new(DefaultPolicy), agent);
+    let run = rt()
+        .block_on(driver.start_with_id("r", "g", limits()))
+        .unwrap();
+    assert_eq!(run.status, RunStatus::WaitingForApproval);
+    assert!(run.lease_owner.is_empty() && run.lease_expires_at.is_zero());
+    assert!(calls.lock().unwrap().is_empty());
+    let steps = db.store.list_steps("r").unwrap();
+    assert_eq!(steps[0].status, StepStatus::AwaitingApproval);
+    let a = db.store.list_approvals("r").unwrap();
+    assert_eq!(a.len(), 1);
+    assert_eq!(a[0].status.as_str(), "pending");
+    assert_eq!(a[0].kind, "remote_mutation");
+    // The request carries the arguments as the agent wrote them (compacted, escaped).
+    let req = a[0].request.as_ref().unwrap();
+    assert_eq!(
+        req.args,
+        br#"{"ref":"main","n":7,"why":"\u003ca\u003e \u0026 b"}"#
+    );
+    let want = json::approval_hash(
+        &a[0].kind,
+        a[0].capability.as_bytes(),
+        a[0].presentation.as_bytes(),
+        a[0].request_json.as_bytes(),
+    )
+    .unwrap();
+    assert_eq!(a[0].hash, want);
+    // The capability carries the policy form of the arguments.
+    assert_eq!(
+        a[0].capability,
+        r#"{"args":{"n":7,"ref":"main","why":"\u003ca\u003e \u0026 b"},"tool":"push"}"#
+    );
+    let ev = kinds(&db.store, "r");
+    let t: Vec<&str> = ev.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(
+        &t[2..],
+        [
+            "step.started",
+            "step.decided",
+            "step.policy",
+            "approval.requested"
+        ]
+    );
+    assert_eq!(
+        ev[5].1,
+        format!(
+            r#"{{"approval_id":"{}","capability":{},"hash":"{}","kind":"remote_mutation","presentation":{},"reason":"side effect remote_mutation is require_approval by policy"}}"#,
+            a[0].id, a[0].capability, a[0].hash, a[0].presentation
+        )
+    );
+    verify(&db.path);
+}
+
+#[test]
+fn driver_terminal_tool_completes_run() {
+    let db = db();
+    let mut d = def("finish", SideEffect::ReadOnly, OBJ);
+    d.terminal = true;
+    let t = FnTool::new(d, |_c| {
+        Box::pin(async {
+            Ok(ToolOutput {
+                content: br#"{"done":true}"#.to_vec(),
+                summary: "finished".into(),
+            })
+        })
+    });
+    let agent = ScriptedAgent::new([agent::tool_call("finish", "{}")]);
+    let driver = driver(&db.store, registry(vec![t]), Arc::new(DefaultPolicy), agent);
+    let run = rt()
+        .block_on(driver.start_with_id("r", "g", limits()))
+        .unwrap();
+    assert_eq!(
+        (run.status, run.reason.as_str(), run.reason_detail.as_str()),
+        (
+            RunStatus::Completed,
+            "goal_completed",
+            "terminal tool finish"
+        )
+    );
+    assert_eq!(run.result_json, r#"{"done":true}"#);
+    let ev = events(&db.store, "r");
+    let n = ev.len();
+    assert_eq!(ev[n - 2].kind, "step.tool_finished");
+    assert_eq!(ev[n - 1].kind, "run.finished");
+    verify(&db.path);
+}
+
+#[test]
+fn driver_tool_abort_ends_run() {
+    let db = db();
+    let t = FnTool::new(def("t", SideEffect::ReadOnly, OBJ), |_c| {
+        Box::pin(async { Err(ToolError::AbortRun("disk full".into())) })
+    });
+    let agent = ScriptedAgent::new([agent::tool_call("t", "{}"), agent::complete("")]);
+    let driver = driver(&db.store, registry(vec![t]), Arc::new(DefaultPolicy), agent);
+    let run = rt()
+        .block_on(driver.start_with_id("r", "g", limits()))
+        .unwrap();
+    assert_eq!(
+        (run.status, run.reason.as_str(), run.reason_detail.as_str()),
+        (RunStatus::Failed, "tool_abort", "disk full")
+    );
+    let s = db.store.list_steps("r").unwrap();
+    let o = s[0].observation.as_ref().unwrap();
+    assert_eq!(
+        o.content,
+        br#"{"error":"abort run: disk full","failure":"abort","tool":"t"}"#
+    );
+    assert_eq!(o.summary, "t aborted the run: disk full");
+    verify(&db.path);
+}
+
+#[test]
+fn driver_step_limit() {
+    let db = db();
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let tools = registry(vec![echo("t", SideEffect::ReadOnly, calls.clone())]);
+    let agent =
+        ScriptedAgent::new((0..10).map(|i| agent::tool_call("t", &format!(r#"{{"i":{i}}}"#))));
+    let mut l = limits();
+    l.max_steps = 3;
+    let driver = driver(&db.store, tools, Arc::new(DefaultPolicy), agent);
+    let run = rt().block_on(driver.start_with_id("r", "g", l)).unwrap();
+    assert_eq!(
+        (run.status, run.reason.as_str(), run.reason_detail.as_str()),
+        (RunStatus::Failed, "limit_steps", "step limit 3 reached")
+    );
+    assert_eq!(calls.lock().unwrap().len(), 3);
+    let ev = kinds(&db.store, "r");
+    let n = ev.len();
+    assert_eq!(
+        ev[n - 2],
+        (
+            "limit.exceeded".into(),
+            r#"{"detail":"step limit 3 reached","reason":"limit_steps"}"#.into()
+        )
+    );
+    assert_eq!(ev[n - 1].0, "run.finished");
+    verify(&db.path);
+}
+
+#[test]
+fn driver_consecutive_failures_end_run() {
+    let db = db();
+    let t = FnTool::new(def("t", SideEffect::ReadOnly, OBJ), |_c| {
+        Box::pin(async { Err(ToolError::Failed("boom".into())) })
+    });
+    let agent =
+        ScriptedAgent::new((0..10).map(|i| agent::tool_call("t", &format!(r#"{{"i":{i}}}"#))));
+    let driver = driver(&db.store, registry(vec![t]), Arc::new(DefaultPolicy), agent);
+    let run = rt()
+        .block_on(driver.start_with_id("r", "g", limits()))
+        .unwrap();
+    assert_eq!(
+        (run.status, run.reason.as_str(), run.reason_detail.as_str()),
+        (
+            RunStatus::Failed,
+            "repeated_tool_failures",
+            "3 consecutive failed steps"
+        )
+    );
+    let s = db.store.list_steps("r").unwrap();
+    assert_eq!(s.len(), 3);
+    let o = s[0].observation.as_ref().unwrap();
+    assert_eq!(
+        o.content,
+        br#"{"error":"boom","failure":"error","tool":"t"}"#
+    );
+    assert_eq!(o.summary, "t error: boom");
+    let fin: Vec<String> = events(&db.store, "r")
+        .into_iter()
+        .filter(|e| e.kind == "step.tool_finished")
+        .map(|e| e.payload)
+        .collect();
+    assert!(
+        fin[0].starts_with(r#"{"duration_ms":"#)
+            && fin[0].ends_with(r#","error":"t error: boom","tool":"t"}"#),
+        "{}",
+        fin[0]
+    );
+    verify(&db.path);
+}
+
+#[test]
+fn driver_failure_streak_resets_on_success() {
+    let db = db();
+    let n = Arc::new(Mutex::new(0));
+    let t = FnTool::new(def("t", SideEffect::ReadOnly, OBJ), move |_c| {
+        let mut g = n.lock().unwrap();
+        *g += 1;
+        let ok = *g % 3 == 0;
+        Box::pin(async move {
+            if ok {
+                Ok(ToolOutput::default())
+            } else {
+                Err(ToolError::Failed("x".into()))
+            }
+        })
+    });
+    let mut script: Vec<_> = (0..6)
+        .map(|i| agent::tool_call("t", &format!(r#"{{"i":{i}}}"#)))
+        .collect();
+    script.push(agent::complete(""));
+    let agent = ScriptedAgent::new(script);
+    let driver = driver(&db.store, registry(vec![t]), Arc::new(DefaultPolicy), agent);
+    let run = rt()
+        .block_on(driver.start_with_id("r", "g", limits()))
+        .unwrap();
+    assert_eq!(run.status, RunStatus::Completed, "{}", run.reason_detail);
+}
+
+#[test]
+fn driver_identical_call_and_result_stops() {
+    let db = db();
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let tools = registry(vec![echo("t", SideEffect::ReadOnly, calls.clone())]);
+    let agent = ScriptedAgent::new((0..10).map(|_| agent::tool_call("t", r#"{"same":1}"#)));
+    let driver = driver(&db.store, tools, Arc::new(DefaultPolicy), agent);
+    let run = rt()
+        .block_on(driver.start_with_id("r", "g", limits()))
+        .unwrap();
+    assert_eq!(
+        (run.status, run.reason.as_str(), run.reason_detail.as_str()),
+        (
+            RunStatus::Failed,
+            "loop_detected",
+            "t produced the same observation 3 times in a row"
+        )
+    );
+    assert_eq!(calls.lock().unwrap().len(), 3);
+    let ev = kinds(&db.store, "r");
+    let n = ev.len();
+    let h = json::content_hash(br#"{"same":1}"#);
+    assert_eq!(
+        ev[n - 2],
+        (
+            "loop.detected".into(),
+            format!(r#"{{"args_hash":"{h}","observation_hash":"{h}","repeats":3,"tool":"t"}}"#)
+        )
+    );
+    verify(&db.path);
+}
+
+#[test]
+fn driver_repeated_call_with_changing_result_allowed() {
+    let db = db();
+    let n = Arc::new(Mutex::new(0));
+    let t = FnTool::new(def("t", SideEffect::ReadOnly, OBJ), move |_c| {
+        let mut g = n.lock().unwrap();
+        *g += 1;
+        let v = *g;
+        Box::pin(async move {
+            Ok(ToolOutput {
+                content: format!(r#"{{"v":{v}}}"#).into_bytes(),
+                summary: String::new(),
+            })
+        })
+    });
+    let mut script: Vec<_> = (0..5)
+        .map(|_| agent::tool_call("t", r#"{"same":1}"#))
+        .collect();
+    script.push(agent::complete(""));
+    let driver = driver(
+        &db.store,
+        registry(vec![t]),
+        Arc::new(DefaultPolicy),
+        ScriptedAgent::new(script),
+    );
+    let run = rt()
+        .block_on(driver.start_with_id("r", "g", limits()))
+        .unwrap();
+    assert_eq!(run.status, RunStatus::Completed);
+}
+
+#[test]
+fn driver_tool_timeout() {
+    let db = db();
+    let mut d = def("slow", SideEffect::ReadOnly, OBJ);
+    d.timeout = Duration::from_millis(20);
+    let t = FnTool::new(d, |_c| {
+        Box::pin(async {
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            Ok(ToolOutput::default())
+        })
+    });
+    let agent = ScriptedAgent::new([agent::tool_call("slow", "{}"), agent::complete("")]);
+    let driver = driver(&db.store, registry(vec![t]), Arc::new(DefaultPolicy), agent);
+    let run = rt()
+        .block_on(driver.start_with_id("r", "g", limits()))
+        .unwrap();
+    assert_eq!(run.status, RunStatus::Completed);
+    let s = db.store.list_steps("r").unwrap();
+    let o = s[0].observation.as_ref().unwrap();
+    assert_eq!(
+        o.content,
+        br#"{"error":"context deadline exceeded","failure":"timeout","tool":"slow"}"#
+    );
+    assert_eq!(o.summary, "slow timeout: context deadline exceeded");
+}
+
+#[test]
+fn driver_tool_panic_is_observed() {
+    let db = db();
+    let t = FnTool::new(def("bad", SideEffect::ReadOnly, OBJ), |_c| {
+        Box::pin(async { panic!("kaboom") })
+    });
+    let agent = ScriptedAgent::new([agent::tool_call("bad", "{}"), agent::complete("")]);
+    let driver = driver(&db.store, registry(vec![t]), Arc::new(DefaultPolicy), agent);
+    let run = rt()
+        .block_on(driver.start_with_id("r", "g", limits()))
+        .unwrap();
+    assert_eq!(run.status, RunStatus::Completed);
+    let s = db.store.list_steps("r").unwrap();
+    let o = s[0].observation.as_ref().unwrap();
+    assert_eq!(o.content, br#"{"error":"panic: kaboom","tool":"bad"}"#);
+    assert_eq!(o.summary, "bad panicked");
+}
+
+#[test]
+fn driver_pseudo_decision_kinds_are_invalid() {
+    let db = db();
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let tools = registry(vec![echo("t", SideEffect::ReadOnly, calls.clone())]);
+    let mut trunc = agent::tool_call("t", "{}");
+    trunc.kind = "truncated".into();
+    let mut none = agent::tool_call("t", "{}");
+    none.kind = "no_tool_call".into();
+    let mut empty = agent::tool_call("t", "{}");
+    empty.kind = String::new();
+    let mut odd = agent::complete("");
+    odd.origin = "telepathy".into();
+    let agent = ScriptedAgent::new([trunc, none, agent::complete(""), empty, odd]);
+    let mut l = limits();
+    l.max_consecutive_tool_failures = 10;
+    let driver = driver(&db.store, tools, Arc::new(DefaultPolicy), agent);
+    let run = rt()
+        .block_on(driver.start_with_id("r", "g", l.clone()))
+        .unwrap();
+    assert_eq!(run.status, RunStatus::Completed);
+    let s = db.store.list_steps("r").unwrap();
+    assert_eq!(s.len(), 3);
+    for st in &s[..2] {
+        assert_eq!(st.observation.as_ref().unwrap().kind, "invalid_decision");
+    }
+    assert!(
+        calls.lock().unwrap().is_empty(),
+        "a pseudo-kind never runs the tool it names"
+    );
+    // An empty kind and an unknown origin are invalid too.
+    let db2 = runtime_support::db();
+    let mut empty = agent::tool_call("t", "{}");
+    empty.kind = String::new();
+    let mut odd = agent::complete("");
+    odd.origin = "telepathy".into();
+    let tools = registry(vec![echo("t", SideEffect::ReadOnly, calls.clone())]);
+    let driver = runtime_support::driver(
+        &db2.store,
+        tools,
+        Arc::new(DefaultPolicy),
+        ScriptedAgent::new([empty, odd, agent::complete("")]),
+    );
+    rt().block_on(driver.start_with_id("r", "g", l)).unwrap();
+    let s = db2.store.list_steps("r").unwrap();
+    assert_eq!(
+        s[0].observation.as_ref().unwrap().content,
+        br#"{"error":"decision has no kind"}"#
+    );
+    assert_eq!(
+        s[1].observation.as_ref().unwrap().content,
+        br#"{"error":"unknown decision origin \"telepathy\""}"#
+    );
+}
+
+#[test]
+fn policy_unknown_outcome_fails_loop() {
+    let db = db();
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let tools = registry(vec![echo("t", SideEffect::ReadOnly, calls.clone())]);
+    let pol = FnPolicy(|_r: &policy::PolicyRequest, _v: &policy::RunView| {
+        Ok(PolicyDecision {
+            outcome: "maybe".into(),
+            ..PolicyDecision::default()
+        })
+    });
+    let driver = driver(
+        &db.store,
+        tools,
+        Arc::new(pol),
+        ScriptedAgent::new([agent::tool_call("t", "{}")]),
+    );
+    let run = rt()
+        .block_on(driver.start_with_id("r", "g", limits()))
+        .unwrap();
+    assert_eq!(
+        (run.status, run.reason.as_str(), run.reason_detail.as_str()),
+        (
+            RunStatus::Failed,
+            "internal_error",
+            "unknown policy outcome \"maybe\""
+        )
+    );
+    assert!(calls.lock().unwrap().is_empty());
+    let s = db.store.list_steps("r").unwrap();
+    assert_eq!(s[0].status, StepStatus::Failed);
+    verify(&db.path);
+}
+
+#[test]
+fn driver_policy_error_fails_run_as_internal_error() {
+    let db = db();
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let tools = registry(vec![echo("t", SideEffect::ReadOnly, calls.clone())]);
+    let pol = FnPolicy(|_r: &policy::PolicyRequest, _v: &policy::RunView| {
+        Err("rules file missing".to_string())
+    });
+    let driver = driver(
+        &db.store,
+        tools,
+        Arc::new(pol),
+        ScriptedAgent::new([agent::tool_call("t", "{}")]),
+    );
+    let run = rt()
+        .block_on(driver.start_with_id("r", "g", limits()))
+        .unwrap();
+    assert_eq!(
+        (run.reason.as_str(), run.reason_detail.as_str()),
+        ("internal_error", "policy: rules file missing")
+    );
+    assert!(calls.lock().unwrap().is_empty());
+}
+
+#[test]
+fn driver_agent_error_fails_run() {
+    let db = db();
+    let tools = registry(vec![]);
+    let agent = ScriptedAgent::new(Vec::<countersign::runtime::agent::Scripted>::new());
+    let driver = driver(&db.store, tools, Arc::new(DefaultPolicy), agent);
+    let run = rt()
+        .block_on(driver.start_with_id("r", "g", limits()))
+        .unwrap();
+    assert_eq!(
+        (run.status, run.reason.as_str(), run.reason_detail.as_str()),
+        (RunStatus::Failed, "agent_error", "script exhausted")
+    );
+    let ev = kinds(&db.store, "r");
+    assert!(
+        ev.iter().any(
+            |(k, p)| k == "step.failed" && p == r#"{"detail":"agent error: script exhausted"}"#
+        )
+    );
+    verify(&db.path);
+}
+
+#[test]
+fn driver_unusable_tool_content_is_tool_error() {
+    let db = db();
+    let t = FnTool::new(def("t", SideEffect::ReadOnly, OBJ), |_c| {
+        Box::pin(async {
+            Ok(ToolOutput {
+                content: br#"{"a":1,"a":2}"#.to_vec(),
+                summary: "s".into(),
+            })
+        })
+    });
+    let driver = driver(
+        &db.store,
+        registry(vec![t]),
+        Arc::new(DefaultPolicy),
+        ScriptedAgent::new([agent::tool_call("t", "{}"), agent::complete("")]),
+    );
+    rt().block_on(driver.start_with_id("r", "g", limits()))
+        .unwrap();
+    let s = db.store.list_steps("r").unwrap();
+    let o = s[0].observation.as_ref().unwrap();
+    assert_eq!(o.kind, "tool_error");
+    assert_eq!(o.content, br#"{"content":"{\"a\":1,\"a\":2}","error":"duplicate key \"a\"","failure":"invalid_content","tool":"t"}"#);
+    verify(&db.path);
+}
+
+#[test]
+fn new_driver_rejects_a_malformed_policy_id() {
+    struct Named;
+    impl countersign::runtime::policy::Policy for Named {
+        fn evaluate(
+            &self,
+            _r: &policy::PolicyRequest,
+            _v: &policy::RunView,
+        ) -> Result<PolicyDecision, String> {
+            Ok(policy::allow("ok"))
+        }
+        fn id(&self) -> Option<String> {
+            Some("bad\nid".into())
+        }
+    }
+    let db = db();
+    let cfg = config(
+        &db.store,
+        registry(vec![]),
+        Arc::new(Named),
+        ScriptedAgent::new([agent::complete("")]),
+    );
+    assert!(Driver::new(cfg).is_err());
+}
