@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod invariants;
+pub mod world;
 
 use std::path::Path;
 
