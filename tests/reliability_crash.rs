@@ -33,7 +33,7 @@ const CHILD_ENV: &str = "COUNTERSIGN_CRASH_CHILD";
 
 /// How long the work child runs at most when nobody kills it (it stops by itself after its
 /// scenarios); the kill lands uniformly in [0, this).
-const KILL_WINDOW_MS: u64 = 1500;
+const KILL_WINDOW_MS: u64 = 1800;
 
 fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -64,6 +64,10 @@ pub struct Trial {
     /// The work child ended before the kill.
     pub finished_first: bool,
     pub violations: Vec<String>,
+    /// Runs the recovery took over from the dead process (`lease.taken_over` events).
+    pub takeovers: u64,
+    /// Interrupted side effects that waited for an operator.
+    pub interrupted: u64,
 }
 
 /// One trial in `dir`: work, SIGKILL at a seeded moment, recover, check.
@@ -109,7 +113,18 @@ fn trial(dir: &Path, seed: u64, python: bool) -> Trial {
     }
     t.violations
         .extend(invariants::after_trial(&run_db, Some(&backend_db), python));
+    t.takeovers = count(&run_db, "SELECT COUNT(*) FROM events WHERE type = 'lease.taken_over'");
+    t.interrupted = count(
+        &run_db,
+        "SELECT COUNT(*) FROM approvals WHERE kind = 'interrupted_side_effect'",
+    );
     t
+}
+
+fn count(db: &Path, sql: &str) -> u64 {
+    rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .and_then(|c| c.query_row(sql, [], |r| r.get::<_, i64>(0)))
+        .unwrap_or(0) as u64
 }
 
 fn child_stderr(c: std::process::Child) -> String {
@@ -121,14 +136,24 @@ fn child_stderr(c: std::process::Child) -> String {
     s
 }
 
+/// Totals over a campaign.
+#[derive(Debug, Default)]
+struct Totals {
+    finished_first: u64,
+    takeovers: u64,
+    interrupted: u64,
+}
+
 /// Runs `trials` trials from `seed` (trial i uses seed + i); returns the failed ones.
-fn campaign(trials: u64, seed: u64) -> (Vec<Trial>, u64) {
+fn campaign(trials: u64, seed: u64) -> (Vec<Trial>, Totals) {
     let mut failed = Vec::new();
-    let mut finished_first = 0;
+    let mut totals = Totals::default();
     for i in 0..trials {
         let dir = support::tempdir();
         let t = trial(dir.path(), seed + i, i % 10 == 0);
-        finished_first += t.finished_first as u64;
+        totals.finished_first += t.finished_first as u64;
+        totals.takeovers += t.takeovers;
+        totals.interrupted += t.interrupted;
         if !t.violations.is_empty() {
             eprintln!(
                 "crash trial {i} seed {} (killed after {} ms): {:#?}",
@@ -137,7 +162,7 @@ fn campaign(trials: u64, seed: u64) -> (Vec<Trial>, u64) {
             failed.push(t);
         }
     }
-    (failed, finished_first)
+    (failed, totals)
 }
 
 #[test]
@@ -145,10 +170,12 @@ fn crash_injection_keeps_every_invariant() {
     let trials = env_u64("COUNTERSIGN_CRASH_TRIALS", 4);
     let seed = env_u64("COUNTERSIGN_CRASH_SEED", 20261130);
     let started = Instant::now();
-    let (failed, finished_first) = campaign(trials, seed);
+    let (failed, totals) = campaign(trials, seed);
     eprintln!(
-        "crash injection: {trials} trials from seed {seed}, {} killed mid-work, {} failed, {:?}",
-        trials - finished_first,
+        "crash injection: {trials} trials from seed {seed}, {} killed mid-work, {} runs taken over, {} interrupted side effects, {} failed, {:?}",
+        trials - totals.finished_first,
+        totals.takeovers,
+        totals.interrupted,
         failed.len(),
         started.elapsed()
     );
@@ -189,7 +216,9 @@ fn crash_child() {
 async fn work(run_db: &Path, backend_db: &Path, seed: u64) -> Result<(), String> {
     let w = World::open(run_db, backend_db, &format!("crash-work-{seed}"))?;
     let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed);
+    // Every scenario twice, shuffled: about as long as the kill window when nobody kills it.
     let mut names = world::scenario_names();
+    names.extend(world::scenario_names());
     names.shuffle(&mut rng);
     for (i, name) in names.iter().enumerate() {
         let id = format!("run-{seed}-{i:02}-{name}");
