@@ -45,7 +45,13 @@ fn env_u64(name: &str, default: u64) -> u64 {
 /// Starts this test binary as a child in `mode` (`work` or `recover`).
 fn child(mode: &str, run_db: &Path, backend_db: &Path, seed: u64) -> std::process::Child {
     Command::new(std::env::current_exe().expect("test binary"))
-        .args(["--exact", "crash_child", "--ignored", "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            "crash_child",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(CHILD_ENV, mode)
         .env("COUNTERSIGN_CRASH_RUN_DB", run_db)
         .env("COUNTERSIGN_CRASH_BACKEND_DB", backend_db)
@@ -113,7 +119,10 @@ fn trial(dir: &Path, seed: u64, python: bool) -> Trial {
     }
     t.violations
         .extend(invariants::after_trial(&run_db, Some(&backend_db), python));
-    t.takeovers = count(&run_db, "SELECT COUNT(*) FROM events WHERE type = 'lease.taken_over'");
+    t.takeovers = count(
+        &run_db,
+        "SELECT COUNT(*) FROM events WHERE type = 'lease.taken_over'",
+    );
     t.interrupted = count(
         &run_db,
         "SELECT COUNT(*) FROM approvals WHERE kind = 'interrupted_side_effect'",
@@ -327,12 +336,20 @@ async fn recover(run_db: &Path, backend_db: &Path, seed: u64) -> Result<(), Stri
 fn crash_checkers_accept_a_settled_fixture_and_name_a_run_left_running() {
     let dir = support::tempdir();
     let db = dir.path().join("f.db");
-    let m = support::fixture(&db, &["--scenario", "completed,waiting,rejected,cancelled,failed,interrupted,running"]);
+    let m = support::fixture(
+        &db,
+        &[
+            "--scenario",
+            "completed,waiting,rejected,cancelled,failed,interrupted,running",
+        ],
+    );
     assert_eq!(invariants::store_holds(&db), Vec::<String>::new());
     let running = support::s(&m, "/scenarios/running/runs/0/id");
     assert_eq!(
         invariants::runs_settled(&db),
-        vec![format!("run {running} is RUNNING: neither finished nor waiting for a person")]
+        vec![format!(
+            "run {running} is RUNNING: neither finished nor waiting for a person"
+        )]
     );
     assert_eq!(invariants::python_verifier(&db), Vec::<String>::new());
 }
@@ -355,10 +372,20 @@ fn crash_checkers_name_an_approved_run_never_resumed() {
 fn crash_checkers_catch_a_broken_chain_and_a_damaged_row() {
     let dir = support::tempdir();
     let db = dir.path().join("f.db");
-    support::fixture(&db, &["--scenario", "completed,damaged", "--tamper", "chain"]);
+    support::fixture(
+        &db,
+        &["--scenario", "completed,damaged", "--tamper", "chain"],
+    );
     let v = invariants::store_holds(&db);
-    assert!(v.iter().any(|l| l.starts_with("event chain breaks at seq ")), "{v:#?}");
-    assert!(v.iter().any(|l| l.contains("does not decode: decision: ")), "{v:#?}");
+    assert!(
+        v.iter()
+            .any(|l| l.starts_with("event chain breaks at seq ")),
+        "{v:#?}"
+    );
+    assert!(
+        v.iter().any(|l| l.contains("does not decode: decision: ")),
+        "{v:#?}"
+    );
     assert!(!invariants::python_verifier(&db).is_empty());
 }
 
@@ -396,5 +423,8 @@ fn crash_checkers_catch_an_effect_run_twice_unless_a_rerun_was_approved() {
         "UPDATE approvals SET status = 'approved' WHERE run_id = '{run}' AND kind = 'interrupted_side_effect'"
     ));
     drop(raw);
-    assert_eq!(invariants::ledger_once(&backend_db, &run_db), Vec::<String>::new());
+    assert_eq!(
+        invariants::ledger_once(&backend_db, &run_db),
+        Vec::<String>::new()
+    );
 }

@@ -76,7 +76,9 @@ fn read_logs(dir: &Path) -> Outcome {
                 ["count", kind, n] => {
                     *o.counts.entry(kind.to_string()).or_default() += n.parse::<u64>().unwrap_or(0)
                 }
-                _ => o.violations.push(format!("{who}: unreadable log line {line:?}")),
+                _ => o
+                    .violations
+                    .push(format!("{who}: unreadable log line {line:?}")),
             }
         }
     }
@@ -98,7 +100,9 @@ fn check_winners(db: &Path, o: &Outcome) -> Vec<String> {
             &format!("SELECT status FROM approvals WHERE id = '{approval}'"),
         );
         if &status != how {
-            v.push(format!("approval {approval}: {how} won but the row says {status}"));
+            v.push(format!(
+                "approval {approval}: {how} won but the row says {status}"
+            ));
         }
     }
     for (run, winners) in &o.cancelled {
@@ -107,7 +111,10 @@ fn check_winners(db: &Path, o: &Outcome) -> Vec<String> {
         }
         match store.get_run(run) {
             Ok(r) if r.status == RunStatus::Cancelled && r.reason == "operator_cancelled" => {}
-            Ok(r) => v.push(format!("run {run} was cancelled but is {} {}", r.status, r.reason)),
+            Ok(r) => v.push(format!(
+                "run {run} was cancelled but is {} {}",
+                r.status, r.reason
+            )),
             Err(e) => v.push(format!("run {run}: {e}")),
         }
     }
@@ -132,7 +139,13 @@ fn stress(procs: u64, secs: u64, seed: u64) -> (Outcome, Vec<String>) {
         let role = ROLES[(i % ROLES.len() as u64) as usize];
         let name = format!("{role}-{i}");
         let c = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "stress_child", "--ignored", "--nocapture", "--test-threads=1"])
+            .args([
+                "--exact",
+                "stress_child",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
             .env(CHILD_ENV, role)
             .env("COUNTERSIGN_STRESS_NAME", &name)
             .env("COUNTERSIGN_STRESS_DIR", dir.path())
@@ -177,8 +190,14 @@ fn stress_holds_single_winners_and_readers_see_events_with_states() {
         violations.len()
     );
     assert_eq!(violations, Vec::<String>::new());
-    assert!(o.counts.get("started").copied().unwrap_or(0) > 0, "the drivers started runs");
-    assert!(o.counts.get("reads").copied().unwrap_or(0) > 0, "the consoles read");
+    assert!(
+        o.counts.get("started").copied().unwrap_or(0) > 0,
+        "the drivers started runs"
+    );
+    assert!(
+        o.counts.get("reads").copied().unwrap_or(0) > 0,
+        "the consoles read"
+    );
 }
 
 // ---- the child processes ----
@@ -312,7 +331,13 @@ fn cancel_one(w: &World, rng: &mut StdRng, log: &mut Log) {
         std::thread::sleep(Duration::from_millis(10));
         return;
     }
-    match operator::cancel(&w.store, &run.id, "stress-operator", "stress", Timestamp::now()) {
+    match operator::cancel(
+        &w.store,
+        &run.id,
+        "stress-operator",
+        "stress",
+        Timestamp::now(),
+    ) {
         Ok(_) => {
             log.line(&format!("cancelled {}", run.id));
             log.count("cancelled");
@@ -350,10 +375,16 @@ fn read_all(store: &Store, log: &mut Log) {
             ));
         }
         if run.status.is_terminal() && !has("run.finished") {
-            log.violation(&format!("run {} is {} without run.finished", run.id, run.status));
+            log.violation(&format!(
+                "run {} is {} without run.finished",
+                run.id, run.status
+            ));
         }
         if run.status == RunStatus::WaitingForApproval && !has("approval.requested") {
-            log.violation(&format!("run {} is waiting without approval.requested", run.id));
+            log.violation(&format!(
+                "run {} is waiting without approval.requested",
+                run.id
+            ));
         }
         for a in approvals {
             let requested = events
@@ -366,7 +397,10 @@ fn read_all(store: &Store, log: &mut Log) {
                 log.violation(&format!("approval {} without approval.requested", a.id));
             }
             if a.status != ApprovalStatus::Pending && !decided {
-                log.violation(&format!("approval {} is {} without approval.decided", a.id, a.status));
+                log.violation(&format!(
+                    "approval {} is {} without approval.decided",
+                    a.id, a.status
+                ));
             }
         }
     }

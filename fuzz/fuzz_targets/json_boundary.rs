@@ -13,9 +13,16 @@ fuzz_target!(|data: &[u8]| {
     let _ = countersign::runtime::policy_form_unchecked(data);
     if check_json(data).is_ok() {
         let twice = canonical_json(&once);
-        assert_eq!(twice, once, "canonical_json is not idempotent on accepted input");
-        let checked = checked_canonical_json(data).expect("check_json accepted but checked_canonical_json refused");
-        assert_eq!(checked, once, "checked_canonical_json disagrees with canonical_json");
+        assert_eq!(
+            twice, once,
+            "canonical_json is not idempotent on accepted input"
+        );
+        let checked = checked_canonical_json(data)
+            .expect("check_json accepted but checked_canonical_json refused");
+        assert_eq!(
+            checked, once,
+            "checked_canonical_json disagrees with canonical_json"
+        );
         policy_json(data).expect("check_json accepted but policy_json refused");
     }
 });

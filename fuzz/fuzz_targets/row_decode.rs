@@ -19,7 +19,11 @@ fuzz_target!(|data: &[u8]| {
         let four_digit_year = back.as_bytes().get(4) == Some(&b'-')
             && back.as_bytes()[..4].iter().all(u8::is_ascii_digit);
         if four_digit_year {
-            assert_eq!(Timestamp::parse(&back), Ok(t), "time {text:?} -> {back:?} does not round-trip");
+            assert_eq!(
+                Timestamp::parse(&back),
+                Ok(t),
+                "time {text:?} -> {back:?} does not round-trip"
+            );
         }
         let _ = t.to_rfc3339();
         let _ = t.add_nanos(i64::MAX);

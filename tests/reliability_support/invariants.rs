@@ -82,14 +82,25 @@ pub fn rows_decode(db: &Path) -> Vec<String> {
             Err(e) => out.push(format!("run {id}: {e}")),
         }
         match store.list_steps(&id) {
-            Ok(steps) => out.extend(steps.iter().filter(|s| !s.decode_error.is_empty()).map(
-                |s| format!("step {} of run {id} does not decode: {}", s.id, s.decode_error),
-            )),
+            Ok(steps) => out.extend(
+                steps
+                    .iter()
+                    .filter(|s| !s.decode_error.is_empty())
+                    .map(|s| {
+                        format!(
+                            "step {} of run {id} does not decode: {}",
+                            s.id, s.decode_error
+                        )
+                    }),
+            ),
             Err(e) => out.push(format!("steps of run {id}: {e}")),
         }
         match store.list_approvals(&id) {
             Ok(a) => out.extend(a.iter().filter(|a| !a.decode_error.is_empty()).map(|a| {
-                format!("approval {} of run {id} does not decode: {}", a.id, a.decode_error)
+                format!(
+                    "approval {} of run {id} does not decode: {}",
+                    a.id, a.decode_error
+                )
             })),
             Err(e) => out.push(format!("approvals of run {id}: {e}")),
         }
@@ -97,9 +108,17 @@ pub fn rows_decode(db: &Path) -> Vec<String> {
         loop {
             match store.list_events_page(&id, PAGE, offset) {
                 Ok(page) => {
-                    out.extend(page.items.iter().filter(|e| !e.decode_error.is_empty()).map(
-                        |e| format!("event {} of run {id} does not decode: {}", e.seq, e.decode_error),
-                    ));
+                    out.extend(
+                        page.items
+                            .iter()
+                            .filter(|e| !e.decode_error.is_empty())
+                            .map(|e| {
+                                format!(
+                                    "event {} of run {id} does not decode: {}",
+                                    e.seq, e.decode_error
+                                )
+                            }),
+                    );
                     offset += page.items.len() as i64;
                     if page.items.is_empty() || offset >= page.total {
                         break;
@@ -123,14 +142,26 @@ fn orphans(db: &Path) -> Vec<String> {
         Err(e) => return vec![e],
     };
     let checks = [
-        ("steps", "SELECT id FROM steps WHERE run_id NOT IN (SELECT id FROM runs)"),
-        ("events", "SELECT seq FROM events WHERE run_id NOT IN (SELECT id FROM runs)"),
-        ("approvals", "SELECT id FROM approvals WHERE run_id NOT IN (SELECT id FROM runs)"),
+        (
+            "steps",
+            "SELECT id FROM steps WHERE run_id NOT IN (SELECT id FROM runs)",
+        ),
+        (
+            "events",
+            "SELECT seq FROM events WHERE run_id NOT IN (SELECT id FROM runs)",
+        ),
+        (
+            "approvals",
+            "SELECT id FROM approvals WHERE run_id NOT IN (SELECT id FROM runs)",
+        ),
         (
             "approvals",
             "SELECT id FROM approvals WHERE step_id NOT IN (SELECT id FROM steps)",
         ),
-        ("model_calls", "SELECT id FROM model_calls WHERE run_id NOT IN (SELECT id FROM runs)"),
+        (
+            "model_calls",
+            "SELECT id FROM model_calls WHERE run_id NOT IN (SELECT id FROM runs)",
+        ),
     ];
     let mut out = Vec::new();
     for (table, sql) in checks {

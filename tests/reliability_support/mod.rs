@@ -4,6 +4,7 @@
 //! helpers: `shared_dir`, the Python fixture writer and verifier).
 #![allow(dead_code)]
 
+pub mod damage;
 pub mod invariants;
 pub mod world;
 
@@ -96,7 +97,9 @@ pub fn overwrite(db: &Path, offset: usize, len: usize) {
         .open(db)
         .expect("open file to corrupt");
     f.seek(SeekFrom::Start(offset as u64)).expect("seek");
-    let junk: Vec<u8> = (0..len).map(|i| (i as u8).wrapping_mul(151) ^ 0xA5).collect();
+    let junk: Vec<u8> = (0..len)
+        .map(|i| (i as u8).wrapping_mul(151) ^ 0xA5)
+        .collect();
     f.write_all(&junk).expect("write junk");
     f.sync_all().expect("sync");
 }
