@@ -231,6 +231,7 @@ async fn work(run_db: &Path, backend_db: &Path, seed: u64) -> Result<(), String>
     names.shuffle(&mut rng);
     for (i, name) in names.iter().enumerate() {
         let id = format!("run-{seed}-{i:02}-{name}");
+        w.reset_orders()?;
         let run = w.start(&id, name).await?;
         if run.status == RunStatus::WaitingForApproval {
             decide(&w, &id, &mut rng).await?;

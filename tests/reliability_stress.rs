@@ -129,6 +129,9 @@ fn store_text(db: &Path, sql: &str) -> String {
 
 fn stress(procs: u64, secs: u64, seed: u64) -> (Outcome, Vec<String>) {
     let dir = support::tempdir();
+    if std::env::var_os("COUNTERSIGN_STRESS_KEEP").is_some() {
+        eprintln!("stress: keeping {}", dir.path().display());
+    }
     let run_db = dir.path().join("run.db");
     let backend_db = dir.path().join("backend.db");
     drop(countersign::consumer::backend::Backend::create_new(&backend_db).unwrap());
@@ -151,6 +154,10 @@ fn stress(procs: u64, secs: u64, seed: u64) -> (Outcome, Vec<String>) {
             .env("COUNTERSIGN_STRESS_DIR", dir.path())
             .env("COUNTERSIGN_STRESS_DEADLINE_MS", deadline_ms.to_string())
             .env("COUNTERSIGN_STRESS_CHILD_SEED", (seed + i).to_string())
+            .env(
+                "COUNTERSIGN_STRESS_LEASE_MS",
+                env_u64("COUNTERSIGN_STRESS_LEASE_MS", 30_000).to_string(),
+            )
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -173,6 +180,9 @@ fn stress(procs: u64, secs: u64, seed: u64) -> (Outcome, Vec<String>) {
     violations.extend(invariants::store_holds(&run_db));
     violations.extend(invariants::ledger_once(&backend_db, &run_db));
     violations.extend(invariants::python_verifier(&run_db));
+    if std::env::var_os("COUNTERSIGN_STRESS_KEEP").is_some() {
+        let _ = dir.keep();
+    }
     (o, violations)
 }
 
@@ -243,8 +253,15 @@ fn stress_child() {
         file: std::fs::File::create(dir.join(format!("{name}.log"))).unwrap(),
         counts: BTreeMap::new(),
     };
-    let w = World::open(&dir.join("run.db"), &dir.join("backend.db"), &name)
-        .unwrap_or_else(|e| panic!("{name}: open: {e}"));
+    // agentrt's default lease (30 s) unless COUNTERSIGN_STRESS_LEASE_MS says otherwise: nobody
+    // here takes runs over, so a lease is lost only if the runtime loses it.
+    let w = World::open_with_ttl(
+        &dir.join("run.db"),
+        &dir.join("backend.db"),
+        &name,
+        Duration::from_millis(env_u64("COUNTERSIGN_STRESS_LEASE_MS", 30_000)),
+    )
+    .unwrap_or_else(|e| panic!("{name}: open: {e}"));
     let mut rng = StdRng::seed_from_u64(seed);
     let rt = world::runtime();
     let live = || Timestamp::now().unix_nanos() / 1_000_000 < deadline_ms;
@@ -256,10 +273,24 @@ fn stress_child() {
             "driver" => {
                 let scenario = names.choose(&mut rng).unwrap();
                 let id = format!("{name}-{n}");
+                if let Err(e) = w.reset_orders() {
+                    log.count("locked");
+                    if !e.contains("locked") {
+                        log.violation(&format!("reset orders: {e}"));
+                    }
+                }
                 match rt.block_on(w.start(&id, scenario)) {
                     Ok(_) => log.count("started"),
                     Err(e) if e.contains("locked") => log.count("locked"),
-                    Err(e) => log.violation(&format!("start {id}: {e}")),
+                    Err(e) => {
+                        let now = w.store.get_run(&id).map(|r| {
+                            format!(
+                                "{} {} {:?} lease {:?}",
+                                r.status, r.reason, r.reason_detail, r.lease_owner
+                            )
+                        });
+                        log.violation(&format!("start {id}: {e} (run now: {now:?})"))
+                    }
                 }
             }
             "reviewer" => review(&w, &rt, &mut rng, &mut log),

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use countersign::consumer::adapter::{ConsumerPolicy, ScenarioAgent, registry};
-use countersign::consumer::backend::Backend;
+use countersign::consumer::backend::{Backend, SEED};
 use countersign::consumer::dispatch::{Dispatcher, DispatcherOptions};
 use countersign::consumer::policy::ConsequencePolicy;
 use countersign::consumer::scenarios;
@@ -37,6 +37,16 @@ impl World {
     /// Opens (creating or migrating as agentrt's `OpenStore` does) the run database and opens
     /// the backend; the driver's lease owner is `owner`.
     pub fn open(run_db: &Path, backend_db: &Path, owner: &str) -> Result<World, String> {
+        World::open_with_ttl(run_db, backend_db, owner, LEASE_TTL)
+    }
+
+    /// [`World::open`] with another lease TTL.
+    pub fn open_with_ttl(
+        run_db: &Path,
+        backend_db: &Path,
+        owner: &str,
+        lease_ttl: Duration,
+    ) -> Result<World, String> {
         let store = Arc::new(Store::open(run_db).map_err(|e| e.to_string())?);
         let backend = Arc::new(Backend::open(backend_db).map_err(|e| e.to_string())?);
         let catalog = Arc::new(Catalog::new()?);
@@ -53,13 +63,28 @@ impl World {
         );
         cfg.agent = Some(ScenarioAgent::by_session(backend.clone()));
         cfg.lease_owner = owner.to_string();
-        cfg.lease_ttl = LEASE_TTL;
+        cfg.lease_ttl = lease_ttl;
         let driver = Driver::new(cfg).map_err(|e| e.to_string())?;
         Ok(World {
             store,
             backend,
             driver,
         })
+    }
+
+    /// Puts the seeded orders back as they were seeded (nothing refunded, seeded shipping
+    /// status), so that a long trial keeps meeting refunds that pause for a person instead of
+    /// refunds the order no longer allows. The ledger keeps every effect.
+    pub fn reset_orders(&self) -> Result<(), String> {
+        let sql: String = SEED
+            .iter()
+            .map(|(id, _, _, status)| {
+                format!(
+                    "UPDATE orders SET refunded_cents = 0, status = '{status}' WHERE id = '{id}';"
+                )
+            })
+            .collect();
+        self.backend.execute_raw(&sql).map_err(|e| e.to_string())
     }
 
     /// Records the scenario's session and drives a new run `id` until it ends or pauses.
