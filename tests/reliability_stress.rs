@@ -273,11 +273,10 @@ fn stress_child() {
             "driver" => {
                 let scenario = names.choose(&mut rng).unwrap();
                 let id = format!("{name}-{n}");
-                if let Err(e) = w.reset_orders() {
-                    log.count("locked");
-                    if !e.contains("locked") {
-                        log.violation(&format!("reset orders: {e}"));
-                    }
+                match w.reset_orders() {
+                    Ok(()) => {}
+                    Err(e) if e.contains("locked") => log.count("locked"),
+                    Err(e) => log.violation(&format!("reset orders: {e}")),
                 }
                 match rt.block_on(w.start(&id, scenario)) {
                     Ok(_) => log.count("started"),
