@@ -247,8 +247,7 @@ async fn decide(w: &World, id: &str, rng: &mut StdRng) -> Result<(), String> {
         .list_approvals(id)
         .map_err(|e| e.to_string())?
         .into_iter()
-        .filter(|a| a.status == ApprovalStatus::Pending)
-        .last();
+        .rfind(|a| a.status == ApprovalStatus::Pending);
     let Some(a) = pending else { return Ok(()) };
     let now = Timestamp::now();
     match rng.random_range(0..10) {
