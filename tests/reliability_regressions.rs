@@ -85,7 +85,6 @@ fn cancel_found_by_the_tool_start_write_returns_the_cancelled_run() {
 }
 
 #[test]
-#[ignore = "finding 1: a cancel noticed by the lease heartbeat is reported as ErrLeaseLost, not as the cancelled run"]
 fn cancel_noticed_by_the_heartbeat_returns_the_cancelled_run() {
     // Lease 300 ms: the heartbeat ticks every 100 ms, so it finds the lease gone in 450 ms.
     let (run, ran) =
