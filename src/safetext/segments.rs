@@ -69,7 +69,9 @@ impl SafeText {
         &self.segments
     }
 
-    /// The field's badges (bidi, invisible, mixed scripts, cut, ...).
+    /// The field's badges (bidi, invisible, mixed scripts, cut, ...). For a width-cut value
+    /// they describe the shown head and tail (the middle is counted, not scanned); escape the
+    /// value in full for the badges of all of it.
     pub fn badges(&self) -> Badges {
         self.badges
     }

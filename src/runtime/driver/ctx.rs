@@ -145,7 +145,22 @@ impl RunCtx {
                 Ok(v)
             }
             Err(Stop::Err(RuntimeError::Store(e))) if e.is_run_state() => Err(self.explain(e)),
+            // A lease found lost (by the heartbeat or the write itself) may be an operator's
+            // cancel, which clears the lease: then the run ended, it was not taken away.
+            Err(Stop::Err(RuntimeError::Store(e @ StoreError::LeaseLost { .. }))) => {
+                Err(self.cancelled_or(Stop::Err(RuntimeError::Store(e))))
+            }
             Err(e) => Err(e),
+        }
+    }
+
+    /// The cancelled run when an operator cancelled it, else `other`.
+    fn cancelled_or(&self, other: Stop) -> Stop {
+        match self.inner.store.get_run(&self.run_id) {
+            Ok(run) if run.status == RunStatus::Cancelled && run.reason == "operator_cancelled" => {
+                Stop::Ended(Box::new(run))
+            }
+            _ => other,
         }
     }
 

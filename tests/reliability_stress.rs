@@ -1,0 +1,437 @@
+//! Concurrency stress (issue 9 part 2): several processes work one run database at once:
+//! drivers start the example consumer's scenarios, reviewers approve, reject and resume
+//! pending approvals (racing each other), operators cancel runs, consoles read. Afterwards:
+//! every approval and every cancel had a single winner and the database agrees with it; no
+//! console ever saw a run state without its events; integrity, the chain, every row decodes,
+//! and no effect ran twice.
+//!
+//! `cargo test --test reliability_stress` runs a short version (4 processes, 3 s);
+//! `COUNTERSIGN_STRESS_SECS=60 COUNTERSIGN_STRESS_PROCS=8 cargo test --test reliability_stress
+//! -- --nocapture` runs the long one (the processes stop by themselves at the deadline).
+
+mod reliability_support;
+mod support;
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use rand::rngs::StdRng;
+use rand::seq::IndexedRandom;
+use rand::{Rng, SeedableRng};
+
+use countersign::runtime::operator::{self, OperatorError};
+use countersign::runtime::store::Store;
+use countersign::runtime::types::{ApprovalStatus, RunStatus, Timestamp};
+use reliability_support::invariants;
+use reliability_support::world::{self, World};
+
+const CHILD_ENV: &str = "COUNTERSIGN_STRESS_CHILD";
+const ROLES: [&str; 4] = ["driver", "reviewer", "operator", "console"];
+
+fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// What the parent reads back from the processes' logs.
+#[derive(Debug, Default)]
+struct Outcome {
+    /// approval id → (process, "approved"/"rejected") for every decision that succeeded.
+    decided: BTreeMap<String, Vec<(String, String)>>,
+    /// run id → processes whose cancel succeeded.
+    cancelled: BTreeMap<String, Vec<String>>,
+    /// Lines a process flagged as violations.
+    violations: Vec<String>,
+    /// Counts of operations and of expected losing races, by kind.
+    counts: BTreeMap<String, u64>,
+}
+
+fn read_logs(dir: &Path) -> Outcome {
+    let mut o = Outcome::default();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().and_then(|e| e.to_str()) != Some("log") {
+            continue;
+        }
+        let who = path.file_stem().unwrap().to_string_lossy().into_owned();
+        for line in std::fs::read_to_string(&path).unwrap().lines() {
+            let parts: Vec<&str> = line.splitn(3, ' ').collect();
+            match parts.as_slice() {
+                ["decided", id, how] => o
+                    .decided
+                    .entry(id.to_string())
+                    .or_default()
+                    .push((who.clone(), how.to_string())),
+                ["cancelled", run, _] | ["cancelled", run] => o
+                    .cancelled
+                    .entry(run.to_string())
+                    .or_default()
+                    .push(who.clone()),
+                ["violation", ..] => o.violations.push(format!("{who}: {line}")),
+                ["count", kind, n] => {
+                    *o.counts.entry(kind.to_string()).or_default() += n.parse::<u64>().unwrap_or(0)
+                }
+                _ => o
+                    .violations
+                    .push(format!("{who}: unreadable log line {line:?}")),
+            }
+        }
+    }
+    o
+}
+
+/// Checks the single-winner outcomes against the database.
+fn check_winners(db: &Path, o: &Outcome) -> Vec<String> {
+    let store = Store::open_existing(db, true).unwrap();
+    let mut v = Vec::new();
+    for (approval, winners) in &o.decided {
+        if winners.len() != 1 {
+            v.push(format!("approval {approval} was decided by {winners:?}"));
+            continue;
+        }
+        let (_, how) = &winners[0];
+        let status: String = store_text(
+            db,
+            &format!("SELECT status FROM approvals WHERE id = '{approval}'"),
+        );
+        if &status != how {
+            v.push(format!(
+                "approval {approval}: {how} won but the row says {status}"
+            ));
+        }
+    }
+    for (run, winners) in &o.cancelled {
+        if winners.len() != 1 {
+            v.push(format!("run {run} was cancelled by {winners:?}"));
+        }
+        match store.get_run(run) {
+            Ok(r) if r.status == RunStatus::Cancelled && r.reason == "operator_cancelled" => {}
+            Ok(r) => v.push(format!(
+                "run {run} was cancelled but is {} {}",
+                r.status, r.reason
+            )),
+            Err(e) => v.push(format!("run {run}: {e}")),
+        }
+    }
+    v
+}
+
+fn store_text(db: &Path, sql: &str) -> String {
+    let c = rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .unwrap();
+    c.query_row(sql, [], |r| r.get(0)).unwrap_or_default()
+}
+
+fn stress(procs: u64, secs: u64, seed: u64) -> (Outcome, Vec<String>) {
+    let dir = support::tempdir();
+    if std::env::var_os("COUNTERSIGN_STRESS_KEEP").is_some() {
+        eprintln!("stress: keeping {}", dir.path().display());
+    }
+    let run_db = dir.path().join("run.db");
+    let backend_db = dir.path().join("backend.db");
+    drop(countersign::consumer::backend::Backend::create_new(&backend_db).unwrap());
+    drop(Store::open(&run_db).unwrap());
+    let deadline_ms = Timestamp::now().unix_nanos() / 1_000_000 + (secs * 1000) as i128;
+    let mut children = Vec::new();
+    for i in 0..procs {
+        let role = ROLES[(i % ROLES.len() as u64) as usize];
+        let name = format!("{role}-{i}");
+        let c = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "stress_child",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(CHILD_ENV, role)
+            .env("COUNTERSIGN_STRESS_NAME", &name)
+            .env("COUNTERSIGN_STRESS_DIR", dir.path())
+            .env("COUNTERSIGN_STRESS_DEADLINE_MS", deadline_ms.to_string())
+            .env("COUNTERSIGN_STRESS_CHILD_SEED", (seed + i).to_string())
+            .env(
+                "COUNTERSIGN_STRESS_LEASE_MS",
+                env_u64("COUNTERSIGN_STRESS_LEASE_MS", 30_000).to_string(),
+            )
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        children.push((name, c));
+    }
+    let mut violations = Vec::new();
+    for (name, c) in children {
+        let out = c.wait_with_output().unwrap();
+        if !out.status.success() {
+            violations.push(format!(
+                "process {name} failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+    }
+    let o = read_logs(dir.path());
+    violations.extend(o.violations.iter().cloned());
+    violations.extend(check_winners(&run_db, &o));
+    violations.extend(invariants::store_holds(&run_db));
+    violations.extend(invariants::ledger_once(&backend_db, &run_db));
+    violations.extend(invariants::python_verifier(&run_db));
+    if std::env::var_os("COUNTERSIGN_STRESS_KEEP").is_some() {
+        let _ = dir.keep();
+    }
+    (o, violations)
+}
+
+#[test]
+fn stress_holds_single_winners_and_readers_see_events_with_states() {
+    let procs = env_u64("COUNTERSIGN_STRESS_PROCS", 4);
+    let secs = env_u64("COUNTERSIGN_STRESS_SECS", 3);
+    let seed = env_u64("COUNTERSIGN_STRESS_SEED", 20261130);
+    let (o, violations) = stress(procs, secs, seed);
+    eprintln!(
+        "stress: {procs} processes, {secs} s, seed {seed}: {} approvals decided, {} runs cancelled, counts {:?}, {} violations",
+        o.decided.len(),
+        o.cancelled.len(),
+        o.counts,
+        violations.len()
+    );
+    assert_eq!(violations, Vec::<String>::new());
+    assert!(
+        o.counts.get("started").copied().unwrap_or(0) > 0,
+        "the drivers started runs"
+    );
+    assert!(
+        o.counts.get("reads").copied().unwrap_or(0) > 0,
+        "the consoles read"
+    );
+}
+
+// ---- the child processes ----
+
+struct Log {
+    file: std::fs::File,
+    counts: BTreeMap<String, u64>,
+}
+
+impl Log {
+    fn line(&mut self, s: &str) {
+        writeln!(self.file, "{s}").unwrap();
+    }
+    fn count(&mut self, kind: &str) {
+        *self.counts.entry(kind.to_string()).or_default() += 1;
+    }
+    fn violation(&mut self, s: &str) {
+        self.line(&format!("violation {s}"));
+    }
+    fn finish(mut self) {
+        for (k, n) in std::mem::take(&mut self.counts) {
+            self.line(&format!("count {k} {n}"));
+        }
+    }
+}
+
+/// Entry point of the harness's child processes (ignored; does nothing unless started by the
+/// harness with `COUNTERSIGN_STRESS_CHILD` set).
+#[test]
+#[ignore = "entry point of the stress harness's child processes"]
+fn stress_child() {
+    let Ok(role) = std::env::var(CHILD_ENV) else {
+        return;
+    };
+    let name = std::env::var("COUNTERSIGN_STRESS_NAME").unwrap();
+    let dir = PathBuf::from(std::env::var("COUNTERSIGN_STRESS_DIR").unwrap());
+    let deadline_ms: i128 = std::env::var("COUNTERSIGN_STRESS_DEADLINE_MS")
+        .unwrap()
+        .parse()
+        .unwrap();
+    let seed = env_u64("COUNTERSIGN_STRESS_CHILD_SEED", 0);
+    let mut log = Log {
+        file: std::fs::File::create(dir.join(format!("{name}.log"))).unwrap(),
+        counts: BTreeMap::new(),
+    };
+    // agentrt's default lease (30 s) unless COUNTERSIGN_STRESS_LEASE_MS says otherwise: nobody
+    // here takes runs over, so a lease is lost only if the runtime loses it.
+    let w = World::open_with_ttl(
+        &dir.join("run.db"),
+        &dir.join("backend.db"),
+        &name,
+        Duration::from_millis(env_u64("COUNTERSIGN_STRESS_LEASE_MS", 30_000)),
+    )
+    .unwrap_or_else(|e| panic!("{name}: open: {e}"));
+    let mut rng = StdRng::seed_from_u64(seed);
+    let rt = world::runtime();
+    let live = || Timestamp::now().unix_nanos() / 1_000_000 < deadline_ms;
+    let names = world::scenario_names();
+    let mut n = 0;
+    while live() {
+        n += 1;
+        match role.as_str() {
+            "driver" => {
+                let scenario = names.choose(&mut rng).unwrap();
+                let id = format!("{name}-{n}");
+                match w.reset_orders() {
+                    Ok(()) => {}
+                    Err(e) if e.contains("locked") => log.count("locked"),
+                    Err(e) => log.violation(&format!("reset orders: {e}")),
+                }
+                match rt.block_on(w.start(&id, scenario)) {
+                    Ok(_) => log.count("started"),
+                    Err(e) if e.contains("locked") => log.count("locked"),
+                    Err(e) => {
+                        let now = w.store.get_run(&id).map(|r| {
+                            format!(
+                                "{} {} {:?} lease {:?}",
+                                r.status, r.reason, r.reason_detail, r.lease_owner
+                            )
+                        });
+                        log.violation(&format!("start {id}: {e} (run now: {now:?})"))
+                    }
+                }
+            }
+            "reviewer" => review(&w, &rt, &mut rng, &mut log),
+            "operator" => cancel_one(&w, &mut rng, &mut log),
+            "console" => read_all(&w.store, &mut log),
+            other => panic!("unknown role {other}"),
+        }
+    }
+    log.finish();
+}
+
+fn review(w: &World, rt: &tokio::runtime::Runtime, rng: &mut StdRng, log: &mut Log) {
+    let pending = match w.store.pending_approval_ids() {
+        Ok(p) => p,
+        Err(e) => return log.violation(&format!("pending approvals: {e}")),
+    };
+    let pairs: Vec<(String, String)> = pending
+        .into_iter()
+        .flat_map(|(run, ids)| ids.into_iter().map(move |a| (run.clone(), a)))
+        .collect();
+    let Some((run, approval)) = pairs.choose(rng).cloned() else {
+        std::thread::sleep(Duration::from_millis(5));
+        return;
+    };
+    let approve = rng.random_bool(0.75);
+    let now = Timestamp::now();
+    let r = if approve {
+        operator::approve(&w.store, &run, &approval, "stress-reviewer", "ok", now)
+    } else {
+        operator::reject(&w.store, &run, &approval, "stress-reviewer", "no", now)
+    };
+    match r {
+        Ok(_) => {
+            let how = if approve { "approved" } else { "rejected" };
+            log.line(&format!("decided {approval} {how}"));
+            log.count(how);
+            if approve {
+                w.wait_lease_lapsed(&run);
+                match rt.block_on(w.driver.resume(&run)) {
+                    Ok(_) => log.count("resumed"),
+                    Err(e) if e.is_run_state() || e.is_lease_lost() => log.count("resume_lost"),
+                    Err(e) if e.to_string().contains("locked") => log.count("locked"),
+                    Err(e) => log.violation(&format!("resume {run}: {e}")),
+                }
+            }
+        }
+        Err(
+            OperatorError::NotPending { .. }
+            | OperatorError::RunNotWaiting { .. }
+            | OperatorError::RunFinished { .. },
+        ) => log.count("decide_lost"),
+        Err(OperatorError::Locked { .. }) => log.count("locked"),
+        Err(e) => log.violation(&format!("decide {approval} of {run}: {e}")),
+    }
+}
+
+fn cancel_one(w: &World, rng: &mut StdRng, log: &mut Log) {
+    let runs = match w.store.list_runs_page(200, 0) {
+        Ok(p) => p.items,
+        Err(e) => return log.violation(&format!("list runs: {e}")),
+    };
+    let open: Vec<_> = runs.iter().filter(|r| !r.status.is_terminal()).collect();
+    let Some(run) = open.choose(rng) else {
+        std::thread::sleep(Duration::from_millis(5));
+        return;
+    };
+    // Cancel now and then, not everything: reviewers and drivers need runs to work on.
+    if !rng.random_bool(0.2) {
+        std::thread::sleep(Duration::from_millis(10));
+        return;
+    }
+    match operator::cancel(
+        &w.store,
+        &run.id,
+        "stress-operator",
+        "stress",
+        Timestamp::now(),
+    ) {
+        Ok(_) => {
+            log.line(&format!("cancelled {}", run.id));
+            log.count("cancelled");
+        }
+        Err(OperatorError::RunFinished { .. }) => log.count("cancel_lost"),
+        Err(OperatorError::Locked { .. }) => log.count("locked"),
+        Err(e) if e.to_string().contains("not in the required state") => log.count("cancel_lost"),
+        Err(e) => log.violation(&format!("cancel {}: {e}", run.id)),
+    }
+}
+
+/// Reads a page of runs, then each run's events: a state read first must have its events by
+/// the time they are read (a later snapshot holds everything an earlier one did).
+fn read_all(store: &Store, log: &mut Log) {
+    let runs = match store.list_runs_page(50, 0) {
+        Ok(p) => p.items,
+        Err(e) => return log.violation(&format!("list runs: {e}")),
+    };
+    for run in runs {
+        let approvals = match store.list_approvals_page(&run.id, "", 100, 0) {
+            Ok(p) => p.items,
+            Err(e) => return log.violation(&format!("approvals of {}: {e}", run.id)),
+        };
+        let events = match store.list_events_page(&run.id, 10_000, 0) {
+            Ok(p) => p.items,
+            Err(e) => return log.violation(&format!("events of {}: {e}", run.id)),
+        };
+        log.count("reads");
+        let has = |kind: &str| events.iter().any(|e| e.kind == kind);
+        let started = events.iter().filter(|e| e.kind == "step.started").count() as i64;
+        if started < run.step_count {
+            log.violation(&format!(
+                "run {} has step_count {} but {started} step.started events",
+                run.id, run.step_count
+            ));
+        }
+        if run.status.is_terminal() && !has("run.finished") {
+            log.violation(&format!(
+                "run {} is {} without run.finished",
+                run.id, run.status
+            ));
+        }
+        if run.status == RunStatus::WaitingForApproval && !has("approval.requested") {
+            log.violation(&format!(
+                "run {} is waiting without approval.requested",
+                run.id
+            ));
+        }
+        for a in approvals {
+            let requested = events
+                .iter()
+                .any(|e| e.kind == "approval.requested" && e.payload.contains(&a.id));
+            let decided = events
+                .iter()
+                .any(|e| e.kind == "approval.decided" && e.payload.contains(&a.id));
+            if !requested {
+                log.violation(&format!("approval {} without approval.requested", a.id));
+            }
+            if a.status != ApprovalStatus::Pending && !decided {
+                log.violation(&format!(
+                    "approval {} is {} without approval.decided",
+                    a.id, a.status
+                ));
+            }
+        }
+    }
+}
