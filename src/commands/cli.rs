@@ -155,7 +155,8 @@ fn parse_id(s: &str) -> Result<String, String> {
         return Err("an id cannot be empty".into());
     }
     if s.starts_with('-') {
-        return Err(format!("{s:?} looks like a flag, not an id"));
+        // The value is not echoed: clap prints this to the terminal, and the value is not ours.
+        return Err("an id cannot start with '-' (it looks like a flag)".into());
     }
     Ok(s.to_string())
 }
@@ -183,7 +184,7 @@ fn parse_head(s: &str) -> Result<(u64, String), String> {
         .ok_or_else(|| "expected SEQ:HASH, e.g. 42:ab12...".to_string())?;
     let seq: u64 = seq
         .parse()
-        .map_err(|_| format!("{seq:?} is not a sequence number"))?;
+        .map_err(|_| "SEQ is not a whole number".to_string())?;
     if seq == 0 {
         return Err("the kept head's seq starts at 1".into());
     }
