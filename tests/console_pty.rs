@@ -47,6 +47,9 @@ struct Pty {
     child: Box<dyn portable_pty::Child + Send + Sync>,
     /// Every byte the program wrote.
     raw: Vec<u8>,
+    /// A duplicate of the pty master, to read the line discipline's flags (Linux shares one
+    /// termios between master and slave): raw mode is ICANON and ECHO off.
+    tty: std::os::fd::OwnedFd,
     _dir: tempfile::TempDir,
 }
 
@@ -56,6 +59,10 @@ impl Pty {
     }
 
     fn start_as(db: &std::path::Path, extra: &[&str], by: &str) -> Pty {
+        Self::start_env(db, extra, by, &[])
+    }
+
+    fn start_env(db: &std::path::Path, extra: &[&str], by: &str, envs: &[(&str, &str)]) -> Pty {
         let pair = native_pty_system()
             .openpty(PtySize {
                 rows: 24,
@@ -74,8 +81,22 @@ impl Pty {
         cmd.env("TERM", "xterm-256color");
         cmd.env("COUNTERSIGN_BY", by);
         cmd.env("XDG_CONFIG_HOME", dir.path());
+        for (k, v) in envs {
+            cmd.env(k, v);
+        }
         let child = pair.slave.spawn_command(cmd).unwrap();
         drop(pair.slave);
+        let fd = pair
+            .master
+            .as_raw_fd()
+            .expect("the pty master's descriptor");
+        // SAFETY: `fd` is open (the master lives in the reader thread); dup gives this test
+        // its own descriptor, closed by OwnedFd.
+        let tty = unsafe {
+            let d = libc::dup(fd);
+            assert!(d >= 0, "dup the pty master");
+            <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(d)
+        };
         let mut reader = pair.master.try_clone_reader().unwrap();
         let writer = pair.master.take_writer().unwrap();
         let (tx, rx) = channel();
@@ -104,6 +125,7 @@ impl Pty {
             writer,
             child,
             raw: Vec::new(),
+            tty,
             _dir: dir,
         }
     }
@@ -123,6 +145,31 @@ impl Pty {
                 self.raw.extend_from_slice(&b);
             }
         }
+    }
+
+    /// Whether the terminal is in raw mode now (canonical input and echo both off).
+    fn raw_mode(&self) -> bool {
+        use std::os::fd::AsRawFd;
+        // SAFETY: termios is plain data; tcgetattr fills it from an open descriptor.
+        let mut t: libc::termios = unsafe { std::mem::zeroed() };
+        let rc = unsafe { libc::tcgetattr(self.tty.as_raw_fd(), &mut t) };
+        assert_eq!(rc, 0, "tcgetattr on the pty");
+        t.c_lflag & (libc::ICANON | libc::ECHO) == 0
+    }
+
+    /// The terminal is as the console found it: main screen, cursor shown, cooked mode,
+    /// bracketed paste and mouse off.
+    fn assert_restored(&self) {
+        let sc = self.parser.screen();
+        assert!(!sc.alternate_screen(), "left the alternate screen");
+        assert!(!sc.hide_cursor(), "cursor shown again");
+        assert!(!sc.bracketed_paste(), "bracketed paste off again");
+        assert_eq!(
+            sc.mouse_protocol_mode(),
+            vt100::MouseProtocolMode::None,
+            "mouse off"
+        );
+        assert!(!self.raw_mode(), "raw mode off again");
     }
 
     fn wait_text(&mut self, s: &str) {
@@ -154,6 +201,7 @@ impl Pty {
         }
         while let Ok(b) = self.rx.recv_timeout(Duration::from_millis(300)) {
             self.parser.process(&b);
+            self.raw.extend_from_slice(&b);
         }
     }
 }
@@ -168,6 +216,7 @@ fn console_in_a_pty_shows_hostile_text_inert_and_restores_the_terminal() {
         p.parser.screen().alternate_screen(),
         "the console draws on the alternate screen"
     );
+    assert!(p.raw_mode(), "the console runs in raw mode");
     assert!(
         p.parser.screen().bracketed_paste(),
         "bracketed paste is on while it runs"
@@ -209,10 +258,7 @@ fn console_in_a_pty_shows_hostile_text_inert_and_restores_the_terminal() {
     // ctrl-c quits from anywhere; the terminal is given back.
     p.send(b"\x03");
     p.finish();
-    let sc = p.parser.screen();
-    assert!(!sc.alternate_screen(), "left the alternate screen");
-    assert!(!sc.hide_cursor(), "cursor shown again");
-    assert!(!sc.bracketed_paste(), "bracketed paste off again");
+    p.assert_restored();
     let cb = p.parser.callbacks();
     assert_eq!(cb.titles, 0, "no title was set");
     assert_eq!(cb.clipboard.len(), 1, "one copy, the one asked for");
@@ -271,12 +317,7 @@ fn console_in_a_pty_read_only_says_actions_are_off() {
     );
     p.send(b"\x03");
     p.finish();
-    assert!(!p.parser.screen().alternate_screen());
-    assert_eq!(
-        p.parser.screen().mouse_protocol_mode(),
-        vt100::MouseProtocolMode::None,
-        "mouse off again"
-    );
+    p.assert_restored();
 }
 
 #[test]
@@ -307,6 +348,8 @@ fn two_consoles_on_one_database_see_each_others_decisions() {
     b.send(b"\x03");
     a.finish();
     b.finish();
+    a.assert_restored();
+    b.assert_restored();
     let log = std::fs::read_to_string(a._dir.path().join("countersign/console.log")).unwrap();
     assert!(
         log.contains("command") && log.contains("by alice"),
@@ -321,4 +364,68 @@ fn two_consoles_on_one_database_see_each_others_decisions() {
         )
         .unwrap();
     assert_eq!((st.as_str(), by.as_str()), ("approved", "alice"));
+}
+
+/// Waits for the child to end and returns its exit code.
+fn exit_code(p: &mut Pty) -> u32 {
+    p.finish();
+    p.child.wait().expect("exit status").exit_code()
+}
+
+#[test]
+fn a_panic_on_the_ui_thread_restores_the_terminal_and_says_one_line() {
+    let d = tempfile::tempdir().unwrap();
+    let (db, _) = fixture(d.path(), "panic", "waiting", &[]);
+    let mut p = Pty::start_env(&db, &[], "pty-tester", &[("COUNTERSIGN_TEST_PANIC", "ui")]);
+    let code = exit_code(&mut p);
+    assert_ne!(code, 0, "a panic is a failure");
+    p.assert_restored();
+    let out = String::from_utf8_lossy(&p.raw).into_owned();
+    assert!(out.contains("countersign: internal error at "), "{out}");
+    assert!(
+        !out.contains("fault injected"),
+        "the panic's text (which could quote data) stays in the log: {out}"
+    );
+}
+
+#[test]
+fn a_panic_on_the_database_thread_ends_the_console_cleanly() {
+    let d = tempfile::tempdir().unwrap();
+    let (db, _) = fixture(d.path(), "wpanic", "waiting", &[]);
+    let mut p = Pty::start_env(
+        &db,
+        &[],
+        "pty-tester",
+        &[("COUNTERSIGN_TEST_PANIC", "worker")],
+    );
+    let code = exit_code(&mut p);
+    assert_eq!(code, 1, "refused or failed");
+    p.assert_restored();
+    let out = String::from_utf8_lossy(&p.raw).into_owned();
+    assert!(out.contains("database thread stopped"), "{out}");
+}
+
+#[test]
+fn a_caught_panic_on_another_thread_leaves_the_console_running() {
+    // As a tool's panic during a background resume is: the runtime catches it and refuses the
+    // step; the console must not give the terminal back under itself.
+    let d = tempfile::tempdir().unwrap();
+    let (db, _) = fixture(d.path(), "cpanic", "waiting", &[]);
+    let mut p = Pty::start_env(
+        &db,
+        &[],
+        "pty-tester",
+        &[("COUNTERSIGN_TEST_PANIC", "caught")],
+    );
+    p.wait_text("Pending approvals");
+    p.send(b"?");
+    p.wait_text("Keys");
+    assert!(
+        p.parser.screen().alternate_screen(),
+        "still on the alternate screen"
+    );
+    assert!(p.raw_mode(), "still in raw mode");
+    p.send(b"\x03");
+    assert_eq!(exit_code(&mut p), 0);
+    p.assert_restored();
 }

@@ -1,6 +1,7 @@
 //! Issue 7's promise, end to end in a real terminal: `countersign demo` opens the console on a
 //! queue with waiting approvals; approving one there and resuming its run changes the order
-//! ledger exactly once.
+//! ledger exactly once; rejecting the next with a reason records it; quitting gives the
+//! terminal back (main screen, cursor shown, raw mode off).
 
 mod support;
 
@@ -17,6 +18,8 @@ struct Term {
     rx: Receiver<Vec<u8>>,
     writer: Box<dyn Write + Send>,
     child: Box<dyn portable_pty::Child + Send + Sync>,
+    /// A duplicate of the pty master: its termios is the terminal's (Linux shares one).
+    tty: std::os::fd::OwnedFd,
 }
 
 impl Term {
@@ -36,6 +39,17 @@ impl Term {
         cmd.env("XDG_CONFIG_HOME", home);
         let child = pair.slave.spawn_command(cmd).expect("spawn");
         drop(pair.slave);
+        let fd = pair
+            .master
+            .as_raw_fd()
+            .expect("the pty master's descriptor");
+        // SAFETY: `fd` is open (the master lives in the reader thread); the duplicate is this
+        // test's own, closed by OwnedFd.
+        let tty = unsafe {
+            let d = libc::dup(fd);
+            assert!(d >= 0, "dup the pty master");
+            <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(d)
+        };
         let mut reader = pair.master.try_clone_reader().expect("reader");
         let writer = pair.master.take_writer().expect("writer");
         let (tx, rx) = channel();
@@ -57,7 +71,18 @@ impl Term {
             rx,
             writer,
             child,
+            tty,
         }
+    }
+
+    /// Raw mode: canonical input and echo both off.
+    fn raw_mode(&self) -> bool {
+        use std::os::fd::AsRawFd;
+        // SAFETY: termios is plain data, filled by tcgetattr from an open descriptor.
+        let mut t: libc::termios = unsafe { std::mem::zeroed() };
+        let rc = unsafe { libc::tcgetattr(self.tty.as_raw_fd(), &mut t) };
+        assert_eq!(rc, 0, "tcgetattr on the pty");
+        t.c_lflag & (libc::ICANON | libc::ECHO) == 0
     }
 
     /// Reads output until the screen shows `text` (bounded, generous wait; no fixed sleeps).
@@ -88,6 +113,9 @@ impl Term {
                 self.parser.process(&b);
             }
             if let Ok(Some(st)) = self.child.try_wait() {
+                while let Ok(b) = self.rx.recv_timeout(Duration::from_millis(300)) {
+                    self.parser.process(&b);
+                }
                 return st.exit_code();
             }
             assert!(Instant::now() < deadline, "the console did not exit");
@@ -149,11 +177,38 @@ fn demo_opens_the_console_and_an_approved_resumed_refund_runs_once() {
     t.wait_text("enter confirm");
     t.send(b"\r");
     t.wait_text(&format!("run {run}: COMPLETED"));
-    t.send(b"\x1b");
-    for _ in 0..4 {
-        t.send(b"q");
-    }
+    // Reject the next approval in the queue, with a reason.
+    let next = py(
+        &db,
+        "select a.id || '|' || a.run_id from approvals a join runs r on r.id=a.run_id where a.status='pending' and r.status='WAITING_FOR_APPROVAL' order by a.rowid limit 1",
+    );
+    let (next, next_run) = next.split_once('|').expect("id|run");
+    t.send(b":queue\r");
+    t.wait_text(&next_run[..4]);
+    t.send(b"\r");
+    t.wait_text("hash");
+    assert!(t.raw_mode(), "the console runs in raw mode");
+    t.send(b"r");
+    t.wait_text("reason");
+    t.send(b"wrong order");
+    t.wait_text("wrong order");
+    t.send(b"\r");
+    t.wait_text("rejected by alice");
+    t.send(b"\x03");
     assert_eq!(t.exit_code(), 0);
+    let sc = t.parser.screen();
+    assert!(!sc.alternate_screen(), "left the alternate screen");
+    assert!(!sc.hide_cursor(), "cursor shown again");
+    assert!(!t.raw_mode(), "raw mode off again");
+    assert_eq!(
+        py(
+            &db,
+            &format!(
+                "select status || '|' || decided_by || '|' || note from approvals where id='{next}'"
+            ),
+        ),
+        "rejected|alice|wrong order"
+    );
     let after = count(&run);
     assert_eq!(
         after.parse::<i64>().expect("n"),

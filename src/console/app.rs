@@ -24,6 +24,8 @@ pub enum Input {
     DataChanged,
     Done(u64, CommandResult),
     Progress(u64, String),
+    /// The database thread died (a panic); the console cannot go on.
+    WorkerStopped,
 }
 
 /// What `update` asks the loop to do.
@@ -252,8 +254,10 @@ impl App {
 
     /// Effects to read everything the top screen shows (and the header counts).
     pub fn start(&mut self) -> Vec<Effect> {
-        let mut fx = self.load_counts();
-        fx.extend(self.load_top(false));
+        // The screen's rows first: the worker answers in order, and the counts can take a full
+        // scan on a large database (agentrt's schema has no index on status).
+        let mut fx = self.load_top(false);
+        fx.extend(self.load_counts());
         fx
     }
 
@@ -470,8 +474,9 @@ pub fn update(app: &mut App, input: Input) -> Vec<Effect> {
             vec![]
         }
         Input::DataChanged => {
-            let mut fx = app.load_counts();
-            fx.extend(app.load_top(true));
+            // The screen's rows first: the counts can take a full scan on a large database.
+            let mut fx = app.load_top(true);
+            fx.extend(app.load_counts());
             fx
         }
         Input::Reply(id, r) => super::replies::on_reply(app, id, r),
@@ -480,6 +485,10 @@ pub fn update(app: &mut App, input: Input) -> Vec<Effect> {
             if app.running.iter().any(|(i, _)| *i == id) {
                 app.notice = Some((Level::Info, msg));
             }
+            vec![]
+        }
+        Input::WorkerStopped => {
+            app.quit = true;
             vec![]
         }
     }

@@ -97,6 +97,8 @@ pub enum ConsoleError {
     Writer(String),
     #[error("terminal: {0}")]
     Terminal(#[from] std::io::Error),
+    #[error("the console's database thread stopped on an internal error; the log file has details")]
+    WorkerStopped,
 }
 
 /// A log file (append only); never the terminal.
@@ -328,6 +330,7 @@ pub fn run(opts: ConsoleOptions) -> Result<(), ConsoleError> {
     perform(fx, &mut term, &mut app)?;
     let mut last_draw = Instant::now() - Duration::from_secs(1);
     let mut next_tick = Instant::now() + Duration::from_secs(1);
+    let mut fault = terminal::test_fault();
     loop {
         if app.dirty && last_draw.elapsed() >= Duration::from_millis(10) {
             crossterm::execute!(
@@ -341,6 +344,18 @@ pub fn run(opts: ConsoleOptions) -> Result<(), ConsoleError> {
             )?;
             app.dirty = false;
             last_draw = Instant::now();
+            match fault.take().as_deref() {
+                Some("ui") => panic!("fault injected by COUNTERSIGN_TEST_PANIC=ui"),
+                Some("caught") => {
+                    let _ = std::thread::spawn(|| {
+                        std::panic::catch_unwind(|| {
+                            panic!("fault injected by COUNTERSIGN_TEST_PANIC=caught")
+                        })
+                    })
+                    .join();
+                }
+                _ => {}
+            }
         }
         let wait = if app.dirty {
             Duration::from_millis(10)
@@ -365,6 +380,9 @@ pub fn run(opts: ConsoleOptions) -> Result<(), ConsoleError> {
         for i in inputs {
             if let Input::Resize(..) = i {
                 term.autoresize()?;
+            }
+            if let Input::WorkerStopped = i {
+                return Err(ConsoleError::WorkerStopped);
             }
             let fx = update(&mut app, i);
             if perform(fx, &mut term, &mut app)? || app.quit {

@@ -65,11 +65,21 @@ impl Drop for Guard {
     }
 }
 
-/// On panic: restore the terminal first, log the panic to the log file, and print one line
-/// without the panic's text (which could quote data).
+/// On a panic of the thread that installed it (the UI thread): restore the terminal first, log
+/// the panic to the log file, and print one line without the panic's text (which could quote
+/// data). A panic on any other thread (the database worker, a background resume, a tool whose
+/// panic the runtime catches and turns into a refusal) is only logged: the console is still
+/// running there, and giving the terminal back under it would leave it drawing on a cooked
+/// terminal. The worker's own death is reported to the UI thread by the worker (see
+/// `worker::Worker::spawn`), which then exits through its guard.
 pub fn install_panic_hook(log: Option<super::Log>) {
+    let ui = std::thread::current().id();
     std::panic::set_hook(Box::new(move |info| {
-        restore();
+        let here = std::thread::current();
+        let on_ui = here.id() == ui;
+        if on_ui {
+            restore();
+        }
         let loc = info
             .location()
             .map(|l| format!("{}:{}", l.file(), l.line()))
@@ -81,13 +91,28 @@ pub fn install_panic_hook(log: Option<super::Log>) {
                 .map(|s| s.to_string())
                 .or_else(|| info.payload().downcast_ref::<String>().cloned())
                 .unwrap_or_default();
-            l.write(&format!("panic at {loc}: {payload}"));
+            let thread = here.name().unwrap_or("unnamed");
+            l.write(&format!("panic on thread {thread} at {loc}: {payload}"));
         }
-        let _ = writeln!(
-            io::stderr(),
-            "countersign: internal error at {loc}; the log file has details"
-        );
+        if on_ui {
+            let _ = writeln!(
+                io::stderr(),
+                "countersign: internal error at {loc}; the log file has details"
+            );
+        }
     }));
+}
+
+/// Test-only faults, honoured in debug builds only (the tests run the debug binary; a release
+/// build ignores the variable): `COUNTERSIGN_TEST_PANIC=ui` panics the UI thread after its
+/// first frame, `worker` the database thread on its first query, `caught` a background
+/// thread inside `catch_unwind` (as a tool's panic during a resume is).
+pub fn test_fault() -> Option<String> {
+    if cfg!(debug_assertions) {
+        std::env::var("COUNTERSIGN_TEST_PANIC").ok()
+    } else {
+        None
+    }
 }
 
 /// ctrl-z: restore, stop the process, and re-enter on SIGCONT.

@@ -46,18 +46,25 @@ impl Worker {
         let (tx, rx) = channel();
         std::thread::Builder::new()
             .name("countersign-db".into())
-            .spawn(move || self.run(rx, out))
+            .spawn(move || {
+                let _tell = TellIfPanicking(out.clone());
+                self.run(rx, out)
+            })
             .ok();
         tx
     }
 
     fn run(mut self, rx: Receiver<Job>, out: Sender<Input>) {
+        let fault = super::terminal::test_fault();
         let mut version = self.data.data_version().ok();
         let mut next_poll = Instant::now() + self.poll;
         loop {
             let wait = next_poll.saturating_duration_since(Instant::now());
             match rx.recv_timeout(wait) {
                 Ok(Job::Query(id, q)) => {
+                    if fault.as_deref() == Some("worker") {
+                        panic!("fault injected by COUNTERSIGN_TEST_PANIC=worker");
+                    }
                     let mut r = handle(self.data.as_mut(), &q);
                     mark_resumable(&mut r, self.resume.as_deref());
                     if out.send(Input::Reply(id, r)).is_err() {
@@ -128,5 +135,17 @@ impl Worker {
             ));
         }
         let _ = out.send(Input::Done(id, r));
+    }
+}
+
+/// Tells the UI thread that the database thread is gone when it unwinds from a panic, so the
+/// console exits (restoring the terminal) instead of waiting for answers that never come.
+struct TellIfPanicking(Sender<Input>);
+
+impl Drop for TellIfPanicking {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let _ = self.0.send(Input::WorkerStopped);
+        }
     }
 }
