@@ -5,8 +5,8 @@
 mod console_support;
 
 use console_support::*;
-use countersign::console::app::{Effect, Input, update};
-use countersign::console::data::{Page, Reply};
+use countersign::console::app::{Effect, Input, Screen, update};
+use countersign::console::data::{Page, Query, Reply};
 use countersign::console::theme::Role;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::buffer::Buffer;
@@ -124,11 +124,67 @@ fn a_late_reply_is_dropped() {
                 offset: 0,
                 total: 0,
                 rows: vec![],
+                exact: true,
             }),
         ),
     );
     assert!(fx.is_empty());
     assert_eq!(h.screen(), before, "the queue still shows its rows");
+}
+
+#[test]
+fn the_queue_draws_its_rows_before_its_count_and_the_header_waits_for_its_counts() {
+    let (db, _) = all_db();
+    let mut h = Harness::open(db, 80, 24);
+    // What the counting lane answers later is not there yet: the header says so, no zeros.
+    h.app.counts = None;
+    let s = h.screen();
+    assert!(s.contains("pending …"), "{s}");
+    assert!(!s.contains("pending 0"), "{s}");
+    // A reload: answer its queue read with an inexact page (rows, and "more follow").
+    let fx = update(&mut h.app, Input::DataChanged);
+    let (qid, filter) = fx
+        .iter()
+        .find_map(|e| match e {
+            Effect::Query(id, Query::Queue { filter, .. }) => Some((*id, filter.clone())),
+            _ => None,
+        })
+        .expect("the queue is read again");
+    let rows = match &h.app.stack[0] {
+        Screen::Queue(s) => s.list.page.rows.clone(),
+        _ => panic!("the queue is the root"),
+    };
+    assert!(rows.len() >= 2);
+    let n = rows.len() as u64;
+    let fx = update(
+        &mut h.app,
+        Input::Reply(
+            qid,
+            Reply::Queue(Page {
+                offset: 0,
+                total: n + 1,
+                rows,
+                exact: false,
+            }),
+        ),
+    );
+    // The rows are shown now, the position says the count is a lower bound, and the count is
+    // asked for (on the counting lane) for the same filter.
+    let cid = match fx.as_slice() {
+        [Effect::Query(id, Query::QueueTotal { filter: f })] if *f == filter => *id,
+        other => panic!("one count request follows the page: {other:?}"),
+    };
+    assert!(countersign::console::worker::is_count(&Query::QueueTotal {
+        filter: filter.clone()
+    }));
+    let s = h.screen();
+    assert!(s.contains(&format!("1/{}+", n + 1)), "{s}");
+    // A count for another read is not this list's.
+    update(&mut h.app, Input::Reply(cid + 1000, Reply::Total(7)));
+    assert!(h.screen().contains(&format!("1/{}+", n + 1)));
+    update(&mut h.app, Input::Reply(cid, Reply::Total(4242)));
+    let s = h.screen();
+    assert!(s.contains("1/4242") && !s.contains("1/4242+"), "{s}");
 }
 
 #[test]
@@ -221,7 +277,7 @@ fn worker_for(
         decider: None,
         resume: Some(std::sync::Arc::new(hook)),
         db: db.clone(),
-        poll: std::time::Duration::from_secs(3600),
+        poll: None,
         log: None,
     };
     (w.spawn(tx), rx)

@@ -84,6 +84,26 @@ fn queue_lists_pending_approvals_of_waiting_runs_oldest_first() {
             .all(|q| q.tool.as_deref() == Some("send_status_email"))
     );
     assert!(store.list_queue_page("", 0, 0).is_err());
+
+    // A window without its count says whether rows follow it; the count is the page's total.
+    let n = want.len() as i64;
+    let (items, more) = store.list_queue_rows("", 2, 0).unwrap();
+    assert_eq!((items.len(), more), (2, true));
+    let (items, more) = store.list_queue_rows("", n, 0).unwrap();
+    assert_eq!((items.len() as i64, more), (n, false), "the last window");
+    let (items, more) = store.list_queue_rows("", 2, n - 1).unwrap();
+    assert_eq!((items.len(), more), (1, false));
+    assert_eq!(
+        items[0].approval.id,
+        want[want.len() - 1],
+        "the same order as the page"
+    );
+    assert_eq!(store.count_queue("").unwrap(), n);
+    assert_eq!(
+        store.count_queue("SEND_STATUS_EMAIL").unwrap(),
+        emails.total
+    );
+    assert!(store.list_queue_rows("", 0, 0).is_err());
 }
 
 #[test]

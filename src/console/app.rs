@@ -193,7 +193,8 @@ pub struct App {
     pub cfg: AppConfig,
     pub now: i64,
     pub size: (u16, u16),
-    pub counts: Counts,
+    /// The header counts; `None` until the first read of them comes back.
+    pub counts: Option<Counts>,
     pub counts_pending: Option<u64>,
     pub notice: Option<(Level, String)>,
     /// Commands in flight: id → what they do (for the progress line).
@@ -223,7 +224,7 @@ impl App {
             cfg,
             now,
             size,
-            counts: Counts::default(),
+            counts: None,
             counts_pending: None,
             notice,
             running: Vec::new(),
@@ -233,7 +234,7 @@ impl App {
         }
     }
 
-    fn id(&mut self) -> u64 {
+    pub(crate) fn id(&mut self) -> u64 {
         self.next_id += 1;
         self.next_id
     }

@@ -14,6 +14,10 @@ pub struct Page<T> {
     pub offset: u64,
     pub total: u64,
     pub rows: Vec<T>,
+    /// Whether `total` is the count. When not, it is a lower bound (the rows read, plus one
+    /// when more follow) and the count comes after the rows as [`Reply::Total`] for the same
+    /// request, so a screen draws its rows without waiting for a scan.
+    pub exact: bool,
 }
 
 /// A pending approval as the queue shows it.
@@ -203,6 +207,10 @@ pub enum Query {
         offset: u64,
         limit: u64,
     },
+    /// The queue's count for `filter` (sent by the worker after an inexact queue page).
+    QueueTotal {
+        filter: String,
+    },
     Runs {
         status: Option<String>,
         filter: String,
@@ -285,6 +293,8 @@ pub enum Reply {
     Approval(Option<Box<ApprovalRow>>),
     Damaged(Page<DamagedRow>),
     Verify(ChainReport),
+    /// The exact total of the list a page with `exact: false` came from.
+    Total(u64),
     Failed(String),
 }
 

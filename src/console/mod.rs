@@ -224,6 +224,7 @@ pub fn run(opts: ConsoleOptions) -> Result<(), ConsoleError> {
         .or_else(|| config_dir.as_ref().map(|d| d.join("console.log")));
     let log = log_path.as_deref().map(Log::open);
     let data = sqlite::SqliteData::open(&opts.db)?;
+    let counting_data = sqlite::SqliteData::open_counting(&opts.db)?;
     let decider: Option<Box<dyn Decider>> = match (opts.read_only, opts.decider) {
         (true, _) => None,
         (false, Some(make)) => Some(make(&opts.db).map_err(ConsoleError::Writer)?),
@@ -258,7 +259,16 @@ pub fn run(opts: ConsoleOptions) -> Result<(), ConsoleError> {
         decider,
         resume: opts.resume.clone(),
         db: opts.db.clone(),
-        poll: Duration::from_secs(1),
+        poll: Some(Duration::from_secs(1)),
+        log: log.clone(),
+    }
+    .spawn(tx.clone());
+    let counts = worker::Worker {
+        data: Box::new(counting_data),
+        decider: None,
+        resume: None,
+        db: opts.db.clone(),
+        poll: None,
         log: log.clone(),
     }
     .spawn(tx.clone());
@@ -297,6 +307,9 @@ pub fn run(opts: ConsoleOptions) -> Result<(), ConsoleError> {
      -> Result<bool, ConsoleError> {
         for e in fx {
             match e {
+                Effect::Query(id, q) if worker::is_count(&q) => {
+                    let _ = counts.send(worker::Job::Query(id, q));
+                }
                 Effect::Query(id, q) => {
                     let _ = jobs.send(worker::Job::Query(id, q));
                 }

@@ -15,6 +15,8 @@ pub struct ListView<T> {
     pub cursor: u64,
     /// Request id of the read in flight; a reply with another id is late and dropped.
     pub pending: Option<u64>,
+    /// Request id whose exact total is still to come (the page applied was inexact).
+    pub counting: Option<u64>,
     /// Id of the selected row, to find it again after a reload.
     pub key: Option<String>,
     pub loaded: bool,
@@ -29,9 +31,11 @@ impl<T> Default for ListView<T> {
                 offset: 0,
                 total: 0,
                 rows: Vec::new(),
+                exact: true,
             },
             cursor: 0,
             pending: None,
+            counting: None,
             key: None,
             loaded: false,
             top: 0,
@@ -88,6 +92,19 @@ impl<T> ListView<T> {
         self.key = self.selected().map(&id_of);
     }
 
+    /// Applies the exact total that followed an inexact page of read `id`; false when that
+    /// read is no longer the one shown.
+    pub fn apply_total(&mut self, id: u64, total: u64) -> bool {
+        if self.counting != Some(id) {
+            return false;
+        }
+        self.counting = None;
+        self.page.total = total;
+        self.page.exact = true;
+        self.cursor = self.cursor.min(total.saturating_sub(1));
+        true
+    }
+
     /// Remembers the selected row's id (call after moving).
     pub fn remember(&mut self, id_of: impl Fn(&T) -> String) {
         self.key = self.selected().map(id_of);
@@ -115,6 +132,7 @@ mod tests {
             offset,
             total,
             rows: (offset..offset + n).collect(),
+            exact: true,
         }
     }
 
@@ -129,6 +147,7 @@ mod tests {
             offset: 0,
             total: 12,
             rows: vec![100, 101, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9],
+            exact: true,
         };
         l.apply(shifted, |r| r.to_string());
         assert_eq!(l.cursor, 5);

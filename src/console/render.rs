@@ -8,6 +8,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Clear, Paragraph};
 
 use super::app::*;
+use super::data::Counts;
 use super::keymap::Action;
 use super::screens;
 use super::text;
@@ -46,26 +47,35 @@ fn draw_header(f: &mut Frame, area: Rect, app: &App) {
     let th = &app.theme;
     let bar = th.style(Role::StatusBar);
     let path: Vec<&str> = app.stack.iter().map(Screen::title).collect();
-    let c = &app.counts;
+    // Until the counts come back (a scan on a large database) the header says so rather
+    // than showing zeros.
+    let n = |f: fn(&Counts) -> u64| {
+        app.counts
+            .as_ref()
+            .map_or("…".to_string(), |c| f(c).to_string())
+    };
     let mut spans = vec![
         Span::styled(" countersign ", th.style(Role::Title)),
         Span::styled(path.join(" › "), bar),
         Span::styled("  ", bar),
         Span::styled(
-            format!("pending {}", c.pending),
+            format!("pending {}", n(|c| c.pending)),
             th.style(Role::StatusWaiting),
         ),
         Span::styled(
             format!(
                 " · runs {} · waiting {} · running {} · failed {}",
-                c.runs, c.waiting, c.running, c.failed
+                n(|c| c.runs),
+                n(|c| c.waiting),
+                n(|c| c.running),
+                n(|c| c.failed)
             ),
             bar,
         ),
     ];
     if area.width < 90 {
         spans.truncate(4);
-        spans.push(Span::styled(format!(" · runs {}", c.runs), bar));
+        spans.push(Span::styled(format!(" · runs {}", n(|c| c.runs)), bar));
     }
     if app.cfg.read_only {
         spans.push(Span::styled("  READ-ONLY", th.style(Role::Danger)));

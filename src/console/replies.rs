@@ -8,6 +8,7 @@ use super::nav::ListView;
 
 fn take<T>(l: &mut ListView<T>, id: u64, page: Page<T>, id_of: impl Fn(&T) -> String) -> bool {
     if l.pending == Some(id) {
+        l.counting = None;
         l.apply(page, id_of);
         true
     } else {
@@ -19,7 +20,7 @@ pub fn on_reply(app: &mut App, id: u64, r: Reply) -> Vec<Effect> {
     if app.counts_pending == Some(id) {
         app.counts_pending = None;
         if let Reply::Counts(c) = r {
-            app.counts = c;
+            app.counts = Some(c);
         }
         return vec![];
     }
@@ -50,11 +51,27 @@ pub fn on_reply(app: &mut App, id: u64, r: Reply) -> Vec<Effect> {
     }
     let rows = app.list_rows();
     let top = app.stack.len().saturating_sub(1);
+    // Request id for the count that follows an inexact queue page (unused otherwise).
+    let count_id = app.id();
+    let mut follow = vec![];
     let mut relayout = false;
     for (depth, s) in app.stack.iter_mut().enumerate() {
         let hit = match (s, r.clone()) {
+            (Screen::Queue(s), Reply::Total(n)) => s.list.apply_total(id, n),
             (Screen::Queue(s), Reply::Queue(p)) => {
-                take(&mut s.list, id, p, |r| r.approval_id.clone())
+                let exact = p.exact;
+                let hit = take(&mut s.list, id, p, |r| r.approval_id.clone());
+                if hit && !exact {
+                    // The rows are shown; the count comes after them (on the counting lane).
+                    s.list.counting = Some(count_id);
+                    follow.push(Effect::Query(
+                        count_id,
+                        Query::QueueTotal {
+                            filter: s.filter.clone(),
+                        },
+                    ));
+                }
+                hit
             }
             (Screen::Runs(s), Reply::Runs(p)) => take(&mut s.list, id, p, |r| r.id.clone()),
             (Screen::Damaged(s), Reply::Damaged(p)) => take(&mut s.list, id, p, |r| {
@@ -97,6 +114,10 @@ pub fn on_reply(app: &mut App, id: u64, r: Reply) -> Vec<Effect> {
             (Screen::Queue(s), Reply::Failed(m)) if s.list.pending == Some(id) => {
                 fail(&mut app.notice, m)
             }
+            (Screen::Queue(s), Reply::Failed(m)) if s.list.counting == Some(id) => {
+                s.list.counting = None;
+                fail(&mut app.notice, m)
+            }
             (Screen::Runs(s), Reply::Failed(m)) if s.list.pending == Some(id) => {
                 fail(&mut app.notice, m)
             }
@@ -120,7 +141,7 @@ pub fn on_reply(app: &mut App, id: u64, r: Reply) -> Vec<Effect> {
     if relayout {
         app.relayout();
     }
-    vec![]
+    follow
 }
 
 fn fail(notice: &mut Option<(Level, String)>, m: String) -> bool {

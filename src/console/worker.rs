@@ -1,6 +1,8 @@
 //! Database work off the UI thread: one thread owns the read-only connection (and the decider),
 //! answers queries as messages tagged with their request id, and polls `PRAGMA data_version`
-//! about once a second to tell the UI when another connection committed.
+//! about once a second to tell the UI when another connection committed. A second one, the
+//! counting lane, has its own connection and answers only the counts (scans on a large
+//! database: agentrt's schema indexes no status), so paging never waits behind a count.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -23,6 +25,11 @@ pub fn handle(data: &mut dyn ConsoleData, q: &Query) -> Reply {
     }
 }
 
+/// Whether a query belongs on the counting lane (a count that may scan whole tables).
+pub fn is_count(q: &Query) -> bool {
+    matches!(q, Query::Counts | Query::QueueTotal { .. })
+}
+
 /// Marks a run header resumable when the hook knows its tools and the run has not ended.
 pub fn mark_resumable(r: &mut Reply, hook: Option<&dyn ResumeHook>) {
     if let (Reply::Run(Some(h)), Some(hook)) = (r, hook) {
@@ -36,7 +43,8 @@ pub struct Worker {
     pub decider: Option<Box<dyn Decider>>,
     pub resume: Option<Arc<dyn ResumeHook>>,
     pub db: PathBuf,
-    pub poll: Duration,
+    /// How often to poll `data_version`; `None` for the counting lane, which does not poll.
+    pub poll: Option<Duration>,
     pub log: Option<super::Log>,
 }
 
@@ -57,7 +65,9 @@ impl Worker {
     fn run(mut self, rx: Receiver<Job>, out: Sender<Input>) {
         let fault = super::terminal::test_fault();
         let mut version = self.data.data_version().ok();
-        let mut next_poll = Instant::now() + self.poll;
+        // Without polling, wake only for jobs (an hour is "never" here).
+        let every = self.poll.unwrap_or(Duration::from_secs(3600));
+        let mut next_poll = Instant::now() + every;
         loop {
             let wait = next_poll.saturating_duration_since(Instant::now());
             match rx.recv_timeout(wait) {
@@ -72,8 +82,11 @@ impl Worker {
                     }
                 }
                 Ok(Job::Command(id, c)) => self.command(id, c, &out),
+                Err(RecvTimeoutError::Timeout) if self.poll.is_none() => {
+                    next_poll = Instant::now() + every;
+                }
                 Err(RecvTimeoutError::Timeout) => {
-                    next_poll = Instant::now() + self.poll;
+                    next_poll = Instant::now() + every;
                     match self.data.data_version() {
                         Ok(v) if Some(v) != version => {
                             version = Some(v);

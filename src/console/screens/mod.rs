@@ -151,12 +151,13 @@ pub fn table<T>(
     f.render_widget(Paragraph::new(lines), area);
 }
 
-/// Position text for a list: `12/340`.
+/// Position text for a list: `12/340`, or `12/106+` while the count is still coming.
 pub fn position<T>(l: &ListView<T>) -> String {
+    let more = if l.page.exact { "" } else { "+" };
     if l.page.total == 0 {
-        "0/0".into()
+        format!("0/0{more}")
     } else {
-        format!("{}/{}", l.cursor + 1, l.page.total)
+        format!("{}/{}{more}", l.cursor + 1, l.page.total)
     }
 }
 

@@ -222,27 +222,53 @@ impl Store {
         limit: i64,
         offset: i64,
     ) -> Result<Page<QueueItem>, StoreError> {
+        let (items, _) = self.list_queue_rows(filter, limit, offset)?;
+        let total = self.count_queue(filter)?;
+        Ok(Page { items, total })
+    }
+
+    /// One window of the queue (as [`Store::list_queue_page`]) without its total, and whether
+    /// more rows follow it. Reading a window costs what its rows cost; the total is a scan of
+    /// the pending approvals (agentrt's schema indexes no status), which a screen can ask for
+    /// after it has drawn the rows.
+    pub fn list_queue_rows(
+        &self,
+        filter: &str,
+        limit: i64,
+        offset: i64,
+    ) -> Result<(Vec<QueueItem>, bool), StoreError> {
         check_page("queue", limit, offset)?;
         let filter = filter.to_lowercase();
         self.read(|c| {
             let from = "FROM approvals a JOIN runs r ON r.id = a.run_id";
-            let total = count(
-                c,
-                &format!("SELECT COUNT(*) {from} WHERE {QUEUE_COND}"),
-                &[&filter],
-            )?;
-            let keys = rowids(
+            let mut keys = rowids(
                 c,
                 &format!(
                     "SELECT a.rowid {from} WHERE {QUEUE_COND} ORDER BY a.rowid LIMIT ?2 OFFSET ?3"
                 ),
-                &[&filter, &limit, &offset],
+                &[&filter, &limit.saturating_add(1), &offset],
             )?;
+            let more = keys.len() as i64 > limit;
+            keys.truncate(usize::try_from(limit).unwrap_or(0));
             let mut items = Vec::with_capacity(keys.len());
             for k in keys {
                 items.extend(queue_item(c, k)?);
             }
-            Ok(Page { items, total })
+            Ok((items, more))
+        })
+    }
+
+    /// How many approvals the queue holds for `filter` (as [`Store::list_queue_page`]).
+    pub fn count_queue(&self, filter: &str) -> Result<i64, StoreError> {
+        let filter = filter.to_lowercase();
+        self.read(|c| {
+            count(
+                c,
+                &format!(
+                    "SELECT COUNT(*) FROM approvals a JOIN runs r ON r.id = a.run_id WHERE {QUEUE_COND}"
+                ),
+                &[&filter],
+            )
         })
     }
 
