@@ -452,3 +452,46 @@ fn runs_read_by_key_around_an_anchor_equal_runs_read_by_offset() {
         ids(data.query(&f(9, None)).unwrap())
     );
 }
+
+#[test]
+fn the_first_screen_is_read_before_the_header_counts() {
+    use countersign::console::app::{App, AppConfig};
+    use countersign::console::keymap::Keymap;
+    use countersign::console::theme::{Depth, Theme};
+    let theme = Theme::load("default", None, Depth::TrueColor).unwrap();
+    let cfg = AppConfig {
+        by: "t".into(),
+        read_only: true,
+        can_resume: false,
+    };
+    let mut app = App::new(cfg, Keymap::default(), theme, 0, (80, 24));
+    let is_counts = |e: &Effect| matches!(e, Effect::Query(_, Query::Counts));
+    let fx = app.start();
+    assert!(
+        !fx.iter().any(is_counts),
+        "no count before the rows: {fx:?}"
+    );
+    let qid = fx
+        .iter()
+        .find_map(|e| match e {
+            Effect::Query(id, Query::Queue { .. }) => Some(*id),
+            _ => None,
+        })
+        .expect("the queue is read first");
+    let fx = update(
+        &mut app,
+        Input::Reply(
+            qid,
+            Reply::Queue(Page {
+                offset: 0,
+                total: 0,
+                rows: vec![],
+                exact: true,
+            }),
+        ),
+    );
+    assert_eq!(fx.iter().filter(|e| is_counts(e)).count(), 1, "{fx:?}");
+    // Once asked, not asked again by the next reply.
+    let fx = update(&mut app, Input::Reply(qid + 1000, Reply::Total(3)));
+    assert!(!fx.iter().any(is_counts), "{fx:?}");
+}

@@ -253,16 +253,21 @@ impl App {
         !matches!(self.top(), Screen::Help { .. })
     }
 
-    /// Effects to read everything the top screen shows (and the header counts).
+    /// Effects to read everything the top screen shows. The header counts follow the first
+    /// reply (see `replies::on_reply`): on a large database they are scans, and the rows come
+    /// first.
     pub fn start(&mut self) -> Vec<Effect> {
-        // The screen's rows first: the worker answers in order, and the counts can take a full
-        // scan on a large database (agentrt's schema has no index on status).
+        self.load_top(false)
+    }
+
+    /// The top screen's rows and then the header counts (a refresh, or after a decision).
+    pub fn reload_all(&mut self) -> Vec<Effect> {
         let mut fx = self.load_top(false);
         fx.extend(self.load_counts());
         fx
     }
 
-    fn load_counts(&mut self) -> Vec<Effect> {
+    pub(crate) fn load_counts(&mut self) -> Vec<Effect> {
         let id = self.id();
         self.counts_pending = Some(id);
         vec![Effect::Query(id, Query::Counts)]

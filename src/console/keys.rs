@@ -287,7 +287,7 @@ pub(crate) fn on_action(app: &mut App, a: Action) -> Vec<Effect> {
             return reload(app);
         }
         Action::Refresh => {
-            let mut fx = app.start();
+            let mut fx = app.reload_all();
             fx.dedup();
             return fx;
         }

@@ -141,6 +141,10 @@ pub fn on_reply(app: &mut App, id: u64, r: Reply) -> Vec<Effect> {
     if relayout {
         app.relayout();
     }
+    // The header counts are first read once the first screen's rows have come back.
+    if app.counts.is_none() && app.counts_pending.is_none() {
+        follow.extend(app.load_counts());
+    }
     follow
 }
 
@@ -174,8 +178,8 @@ pub fn on_done(app: &mut App, id: u64, r: CommandResult) -> Vec<Effect> {
         }
         Err(e) => (Level::Error, e.to_string()),
     });
-    // Whatever happened, show the rows as they are now.
-    let mut fx = app.start();
+    // Whatever happened, show the rows and counts as they are now.
+    let mut fx = app.reload_all();
     fx.dedup();
     fx
 }
