@@ -289,3 +289,36 @@ fn open_existing_refuses_either_other_version() {
         StoreError::SchemaVersion { found: 7, .. }
     ));
 }
+
+#[test]
+fn open_of_a_database_whose_tables_are_past_its_recorded_version_is_a_typed_refusal() {
+    // The fixture records version 5 on a database that already has migration 6's columns:
+    // the migrating open fails in migration 6 and says what to do; nothing changes.
+    let (_d, db, _m) = tampered("version5");
+    let err = Store::open(&db).unwrap_err();
+    assert!(
+        matches!(err, StoreError::Migration { version: 6, .. }),
+        "{err}"
+    );
+    let msg = err.to_string();
+    assert!(
+        msg.starts_with(&format!("agentrt: migrate {} to version 6: ", db.display())),
+        "{msg}"
+    );
+    assert!(msg.contains("already exists"), "SQLite's reason: {msg}");
+    assert!(
+        !msg.contains('\n') && !msg.contains("CREATE TABLE"),
+        "one line, no script: {msg}"
+    );
+    assert!(
+        msg.ends_with("its tables do not match the version it records (5), so nothing was changed: restore it from a backup or open it with the build that wrote it"),
+        "{msg}"
+    );
+    let c = rusqlite::Connection::open(&db).unwrap();
+    let v: i64 = c
+        .query_row("SELECT MAX(version) FROM schema_migrations", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(v, 5, "the migration rolled back");
+}

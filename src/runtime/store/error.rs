@@ -76,6 +76,15 @@ pub enum StoreError {
     )]
     Locked { detail: String },
 
+    /// A migration's script failed: the tables do not match the recorded version (a database
+    /// edited by hand, or restored from parts). The transaction rolled back.
+    #[error("agentrt: migrate {} to version {version}: {detail}; its tables do not match the version it records ({}), so nothing was changed: restore it from a backup or open it with the build that wrote it", path.display(), version - 1)]
+    Migration {
+        path: PathBuf,
+        version: i64,
+        detail: String,
+    },
+
     /// A hardening setting did not take or the journal mode is not WAL.
     #[error("agentrt: open store: {}: {detail}", path.display())]
     Hardening { path: PathBuf, detail: String },

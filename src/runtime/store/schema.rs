@@ -147,7 +147,11 @@ pub(crate) fn migrate(
     for version in (current + 1)..=SCHEMA_VERSION {
         let script = MIGRATIONS[(version - 1) as usize];
         tx.execute_batch(script)
-            .ctx(&format!("migrate: apply migration {version}"))?;
+            .map_err(|e| StoreError::Migration {
+                path: path.to_path_buf(),
+                version,
+                detail: sqlite_message(&e),
+            })?;
         tx.execute(
             "INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)",
             params![version, now.to_rfc3339()],
@@ -168,6 +172,17 @@ pub(crate) fn migrate(
         }
     }
     tx.commit().ctx("migrate: commit")
+}
+
+/// SQLite's own message for a failed script, on one line, without the script's text (which
+/// rusqlite appends for input errors).
+fn sqlite_message(e: &rusqlite::Error) -> String {
+    let m = match e {
+        rusqlite::Error::SqlInputError { msg, .. } => msg.clone(),
+        rusqlite::Error::SqliteFailure(_, Some(msg)) => msg.clone(),
+        other => other.to_string(),
+    };
+    m.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// Migration 6's backfill: hash every existing event in seq order from an empty previous hash,
