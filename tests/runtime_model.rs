@@ -207,6 +207,72 @@ fn model_exhausted_retries_is_unavailable() {
 }
 
 #[test]
+fn model_retry_after_is_honoured() {
+    // The backoff is 1 ms; the provider asks for 300 ms: the retry waits at least that long.
+    let wait = Duration::from_millis(300);
+    let script = vec![
+        FakeReply::err(ModelError::RetryAfter {
+            message: "429 rate limited".into(),
+            after: wait,
+        }),
+        FakeReply::ok("{}", u(10, 1, 0)),
+    ];
+    let t = std::time::Instant::now();
+    let c = run_with(
+        script,
+        vec![calls_then(1, req(50), agent::complete(""))],
+        limits(),
+        |s| s.max_retries = 1,
+    );
+    assert!(
+        t.elapsed() >= wait,
+        "the second attempt came after the provider's wait, not the 1 ms backoff: {:?}",
+        t.elapsed()
+    );
+    assert_eq!(c.run.status, RunStatus::Completed);
+    let r = rows(&c.db);
+    assert_eq!(
+        r.iter()
+            .map(|r| (r.0, r.1.as_str(), r.6.as_str()))
+            .collect::<Vec<_>>(),
+        vec![(1, "error", "429 rate limited"), (2, "ok", "")]
+    );
+    verify(&c.db.path);
+}
+
+#[test]
+fn model_retry_wait_that_cannot_fit_is_unavailable() {
+    // A wait past max_retry_after is not slept: the run ends model_unavailable after the one
+    // attempt, though retries were left.
+    let script = vec![
+        FakeReply::err(ModelError::RetryAfter {
+            message: "429 rate limited".into(),
+            after: Duration::from_secs(90),
+        }),
+        FakeReply::ok("{}", u(10, 1, 0)),
+    ];
+    let c = run_with(
+        script,
+        vec![calls_then(1, req(50), agent::complete(""))],
+        limits(),
+        |s| {
+            s.max_retries = 3;
+            s.max_retry_after = Duration::from_secs(60);
+        },
+    );
+    assert_eq!(
+        (c.run.status, c.run.reason.as_str()),
+        (RunStatus::Failed, "model_unavailable")
+    );
+    assert_eq!(
+        c.run.reason_detail,
+        "model unavailable after 1 attempt(s): 429 rate limited: the provider asks to retry after 90000 ms, longer than the 60000 ms this run waits"
+    );
+    assert_eq!(rows(&c.db).len(), 1, "no second attempt");
+    verify(&c.db.path);
+}
+
+#[test]
 fn model_ambiguous_attempt_charged_conservatively() {
     let script = vec![
         FakeReply::err(ModelError::Ambiguous("connection reset".into())),

@@ -46,6 +46,8 @@ struct Recorded {
     usage: Usage,
     error: String,
     retry: bool,
+    /// The least wait before another attempt (a rate limit's Retry-After).
+    wait: Duration,
     reply: Option<ModelReply>,
 }
 
@@ -137,7 +139,22 @@ impl ModelCaller {
                     last: rec.error,
                 });
             }
-            tokio::time::sleep(backoff).await;
+            if rec.wait > s.setup.max_retry_after {
+                // The provider asks for a wait longer than this caller may wait: the call
+                // cannot succeed in time, so it is unavailable now rather than after sleeping.
+                self.fail("model_unavailable");
+                return Err(ModelCallError::Unavailable {
+                    attempts: attempt,
+                    last: format!(
+                        "{}: the provider asks to retry after {} ms, longer than the {} ms this run waits",
+                        rec.error,
+                        rec.wait.as_millis(),
+                        s.setup.max_retry_after.as_millis()
+                    ),
+                });
+            }
+            // Honour the provider's wait; the backoff still doubles underneath it.
+            tokio::time::sleep(backoff.max(rec.wait)).await;
             backoff = backoff.saturating_mul(2);
         }
     }
@@ -297,6 +314,7 @@ impl ModelCaller {
                 usage: est,
                 error: "attempt timed out".into(),
                 retry: true,
+                wait: Duration::ZERO,
                 reply: None,
             },
             Ok(Ok(reply)) if reply.usage.is_unusable() => Recorded {
@@ -304,6 +322,7 @@ impl ModelCaller {
                 usage: est,
                 error: format!("unusable usage: {:?}", reply.usage),
                 retry: false,
+                wait: Duration::ZERO,
                 reply: None,
             },
             Ok(Ok(reply)) => Recorded {
@@ -311,6 +330,7 @@ impl ModelCaller {
                 usage: reply.usage,
                 error: String::new(),
                 retry: false,
+                wait: Duration::ZERO,
                 reply: Some(reply),
             },
             Ok(Err(ModelError::Transient(e))) => Recorded {
@@ -318,6 +338,7 @@ impl ModelCaller {
                 usage: Usage::default(),
                 error: e,
                 retry: true,
+                wait: Duration::ZERO,
                 reply: None,
             },
             Ok(Err(ModelError::Ambiguous(e))) => Recorded {
@@ -325,6 +346,7 @@ impl ModelCaller {
                 usage: est,
                 error: e,
                 retry: true,
+                wait: Duration::ZERO,
                 reply: None,
             },
             Ok(Err(ModelError::Served { message, usage })) => {
@@ -334,14 +356,24 @@ impl ModelCaller {
                     usage,
                     error: message,
                     retry: false,
+                    wait: Duration::ZERO,
                     reply: None,
                 }
             }
+            Ok(Err(ModelError::RetryAfter { message, after })) => Recorded {
+                status: "error",
+                usage: Usage::default(),
+                error: message,
+                retry: true,
+                wait: after,
+                reply: None,
+            },
             Ok(Err(ModelError::Fatal(e))) => Recorded {
                 status: "error",
                 usage: Usage::default(),
                 error: e,
                 retry: false,
+                wait: Duration::ZERO,
                 reply: None,
             },
             Ok(Err(ModelError::UnusableUsage(e))) => Recorded {
@@ -349,6 +381,7 @@ impl ModelCaller {
                 usage: est,
                 error: format!("unusable usage: {e}"),
                 retry: false,
+                wait: Duration::ZERO,
                 reply: None,
             },
         };

@@ -76,6 +76,11 @@ pub enum ModelError {
     /// The provider served an error and reported usage: charged, not retried.
     #[error("{message}")]
     Served { message: String, usage: Usage },
+    /// Worth retrying, but not before `after` (a rate limit's `Retry-After`); nothing was
+    /// served. A wait longer than `ModelSetup::max_retry_after` cannot fit: the call is
+    /// unavailable at once.
+    #[error("{message}")]
+    RetryAfter { message: String, after: Duration },
     /// Not retried (bad request, auth).
     #[error("{0}")]
     Fatal(String),
@@ -126,6 +131,8 @@ pub struct ModelSetup {
     pub attempt_timeout: Duration,
     /// First backoff (doubling).
     pub backoff: Duration,
+    /// The longest `Retry-After` the caller waits (agentrt's `MaxRetryAfter`, 1 min).
+    pub max_retry_after: Duration,
 }
 
 impl ModelSetup {
@@ -136,6 +143,7 @@ impl ModelSetup {
             max_retries: 0,
             attempt_timeout: Duration::from_secs(120),
             backoff: Duration::from_secs(1),
+            max_retry_after: Duration::from_secs(60),
         }
     }
 
