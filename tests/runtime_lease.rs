@@ -398,3 +398,39 @@ fn cancel_through_the_driver_uses_its_clock_and_refuses_a_terminal_run() {
     assert!(d.cancel("r", "carol", "again").is_err());
     verify(&db.path);
 }
+
+#[test]
+fn lease_heartbeat_stops_when_a_panic_unwinds_the_loop() {
+    // An agent whose decide panics (a bug in the consumer's code): the panic unwinds the loop,
+    // and the run keeps the lease row it had, but nobody renews it any more, so another process
+    // can take the run over once it expires. `lease_long_tool_call_keeps_the_lease` shows the
+    // same heartbeat renewing while the loop lives.
+    let db = db();
+    let agent = ScriptedAgent::new([Scripted::With(Box::new(|_i| -> DecideFuture {
+        panic!("a bug in the agent")
+    }))]);
+    let mut cfg = config(&db.store, registry(vec![]), Arc::new(DefaultPolicy), agent);
+    cfg.lease_ttl = std::time::Duration::from_millis(300);
+    let d = countersign::runtime::driver::Driver::new(cfg).unwrap();
+    let rtm = rt();
+    let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        rtm.block_on(d.start_with_id("r", "g", limits()))
+    }));
+    assert!(out.is_err(), "the agent's panic unwound the loop");
+    let read = || -> (String, String) {
+        rusqlite::Connection::open(&db.path)
+            .unwrap()
+            .query_row(
+                "SELECT status, lease_expires_at FROM runs WHERE id = 'r'",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap()
+    };
+    let before = read();
+    assert_eq!(before.0, "RUNNING", "{before:?}");
+    assert!(!before.1.is_empty(), "the lease row is still there");
+    // Several heartbeat periods (TTL/3 = 100 ms): a live heartbeat would have renewed it.
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    assert_eq!(read(), before, "nothing renewed the lease after the panic");
+}
