@@ -324,3 +324,104 @@ fn gate_limits_fire_through_step() {
     assert_eq!(db.store.list_steps("r").unwrap().len(), 1);
     verify(&db.path);
 }
+
+#[test]
+fn gate_abandoned_during_execute_pauses_for_an_operator() {
+    // Spec 8.4: a session abandoned while its tool runs leaves what a crash leaves: the step is
+    // `executing`, and the next attach marks it interrupted and pauses the run on an
+    // interrupted-side-effect approval (no reconcile hook here). The tool is not run again.
+    use countersign::runtime::tools::{FnTool, ToolOutput};
+    let db = db();
+    let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let started = Arc::new(tokio::sync::Notify::new());
+    let tool = {
+        let (calls, started) = (calls.clone(), started.clone());
+        FnTool::new(def("push", SideEffect::RemoteMutation, OBJ), move |_c| {
+            calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let started = started.clone();
+            Box::pin(async move {
+                started.notify_one();
+                tokio::time::sleep(std::time::Duration::from_secs(4)).await;
+                Ok(ToolOutput::default())
+            })
+        })
+    };
+    let make = || {
+        Gate::new(config(
+            &db.store,
+            registry(vec![tool.clone()]),
+            Arc::new(DefaultPolicy),
+            ScriptedAgent::new(Vec::<Decision>::new()),
+        ))
+        .unwrap()
+    };
+    let gate = make();
+    let rtm = rt();
+    let mut s = rtm.block_on(gate.begin("r", "g", limits())).unwrap();
+    s.step().unwrap().unwrap();
+    assert!(matches!(
+        s.propose(agent::tool_call("push", "{}")).unwrap(),
+        Verdict::Pending(_)
+    ));
+    let a = latest_approval(&db.store, "r");
+    approve(&db.store, "r", &a.id, "alice");
+    let (s1, v) = rtm.block_on(gate.attach("r")).unwrap();
+    assert!(matches!(v, Verdict::Allowed(_)));
+    let mut s1 = s1.unwrap();
+    // Execute, and abandon the session once the tool has started.
+    rtm.block_on(async {
+        tokio::select! {
+            r = s1.execute() => panic!("the tool finished: {:?}", r.map(|v| v.outcome())),
+            _ = started.notified() => {}
+        }
+    });
+    drop(s1);
+    let steps = db.store.list_steps("r").unwrap();
+    assert_eq!(steps.last().unwrap().status.as_str(), "executing");
+    // As after a crash, the abandoned session's lease is left to lapse (nothing renews it; the
+    // test's clock is fixed, so the lapse is written); then the next attach, by another owner
+    // (another process), finds the step in flight: interrupted, and an operator decides.
+    rusqlite::Connection::open(&db.path)
+        .unwrap()
+        .execute(
+            "UPDATE runs SET lease_expires_at = '2001-01-01T00:00:00Z' WHERE id = 'r'",
+            [],
+        )
+        .unwrap();
+    let (s2, v) = rtm.block_on(make().attach("r")).unwrap();
+    assert!(s2.is_none(), "the session is over at once");
+    let Verdict::Pending(run) = v else {
+        panic!("expected a pause, got {}", v.outcome())
+    };
+    assert_eq!(run.status, RunStatus::WaitingForApproval);
+    let a2 = latest_approval(&db.store, "r");
+    assert_ne!(a2.id, a.id);
+    assert_eq!(a2.kind, "interrupted_side_effect");
+    let steps = db.store.list_steps("r").unwrap();
+    assert_eq!(
+        steps.last().unwrap().status.as_str(),
+        "awaiting_approval",
+        "interrupted, then paused on the operator"
+    );
+    assert_eq!(
+        calls.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "the side effect was not repeated"
+    );
+    let ev = types(&db.store, "r");
+    let i = ev
+        .iter()
+        .rposition(|k| k == "lease.taken_over")
+        .expect("taken over");
+    assert_eq!(
+        &ev[i..],
+        [
+            "lease.taken_over",
+            "step.interrupted",
+            "step.policy",
+            "approval.requested"
+        ],
+        "the driver's crash path, event for event"
+    );
+    verify(&db.path);
+}
