@@ -614,3 +614,105 @@ fn driver_clock_readings_are_stable() {
         "the settling step ends at its own reading, before the run's"
     );
 }
+
+#[test]
+fn driver_cached_view_equals_a_fresh_read_at_every_policy_call() {
+    // The loop keeps the run, its steps and approvals in memory and updates them after each
+    // write instead of reading them back. What the policy is handed is that cache: at every
+    // call it must equal what another connection reads from the database (the step being
+    // decided aside), through tool calls, a failure, a model-free pause, a decision and a
+    // resume.
+    use countersign::runtime::policy::{self, FnPolicy, Policy};
+    use countersign::runtime::store::Store;
+    let db = db();
+    let fresh = Store::open_existing(&db.path, true).unwrap();
+    let diffs = Arc::new(Mutex::new(Vec::<String>::new()));
+    let seen = Arc::new(Mutex::new(0usize));
+    let pol = {
+        let (diffs, seen) = (diffs.clone(), seen.clone());
+        FnPolicy(move |r: &policy::PolicyRequest, v: &policy::RunView| {
+            *seen.lock().unwrap() += 1;
+            let run = fresh.get_run(&v.run_id).unwrap();
+            let mut steps = fresh.list_steps(&v.run_id).unwrap();
+            steps.retain(|s| s.id != r.step_id);
+            let approvals = fresh.list_approvals(&v.run_id).unwrap();
+            let cached: Vec<_> = v.steps.iter().map(|s| (**s).clone()).collect();
+            let cached_a: Vec<_> = v.approvals.iter().map(|a| (**a).clone()).collect();
+            let mut d = diffs.lock().unwrap();
+            if cached != steps {
+                d.push(format!("steps at {}: {cached:#?} vs {steps:#?}", r.step_id));
+            }
+            if cached_a != approvals {
+                d.push(format!("approvals at {}", r.step_id));
+            }
+            let counters = (
+                v.step_count,
+                v.model_calls,
+                v.input_tokens,
+                v.output_tokens,
+                v.estimated_cost_micros,
+                v.active_ms,
+            );
+            let stored = (
+                run.step_count,
+                run.model_calls,
+                run.input_tokens,
+                run.output_tokens,
+                run.estimated_cost_micros,
+                run.active_ms,
+            );
+            if counters != stored {
+                d.push(format!(
+                    "run counters at {}: {counters:?} vs {stored:?}",
+                    r.step_id
+                ));
+            }
+            DefaultPolicy.evaluate(r, v)
+        })
+    };
+    let pol: Arc<dyn Policy> = Arc::new(pol);
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let reg = || {
+        registry(vec![
+            echo("look", SideEffect::ReadOnly, calls.clone()),
+            echo("push", SideEffect::RemoteMutation, calls.clone()),
+        ])
+    };
+    let d = driver(
+        &db.store,
+        reg(),
+        pol.clone(),
+        ScriptedAgent::new([
+            agent::tool_call("look", r#"{"q":1}"#),
+            agent::tool_call("nope", "{}"),
+            agent::tool_call("look", r#"{"q":2}"#),
+            agent::tool_call("push", r#"{"to":"origin"}"#),
+        ]),
+    );
+    let run = rt().block_on(d.start_with_id("r", "g", limits())).unwrap();
+    assert_eq!(
+        run.status,
+        RunStatus::WaitingForApproval,
+        "{} {} / {}",
+        run.reason,
+        run.reason_detail,
+        diffs.lock().unwrap().join("\n")
+    );
+    let a = latest_approval(&db.store, "r");
+    approve(&db.store, "r", &a.id, "alice");
+    let d2 = driver2(
+        &db.store,
+        reg(),
+        pol,
+        ScriptedAgent::new([agent::tool_call("look", r#"{"q":3}"#), agent::complete("")]),
+    );
+    let run = rt().block_on(d2.resume("r")).unwrap();
+    assert_eq!(run.status, RunStatus::Completed);
+    assert!(
+        *seen.lock().unwrap() >= 4,
+        "the policy was asked at each tool call"
+    );
+    let d = diffs.lock().unwrap();
+    assert!(d.is_empty(), "{}", d.join("\n"));
+    verify(&db.path);
+}
