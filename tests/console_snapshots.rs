@@ -250,4 +250,28 @@ fn code_point_inspector_of_a_hostile_field() {
     }
     h.key(KeyCode::Char('i'));
     snap("approval__hostile_inspect@120x40", &h.screen());
+    // `]` pages on through every code point; past the last page it stays there; `[` goes back.
+    let first = h.screen();
+    assert!(
+        first.contains("code points 1–40 of 563, page 1/15"),
+        "{first}"
+    );
+    h.key(KeyCode::Char(']'));
+    snap("approval__hostile_inspect_page2@120x40", &h.screen());
+    for _ in 0..20 {
+        h.key(KeyCode::Char(']'));
+    }
+    let last = h.screen();
+    assert!(
+        last.contains("code points 561–563 of 563, page 15/15"),
+        "{last}"
+    );
+    for _ in 0..14 {
+        h.key(KeyCode::Char('['));
+    }
+    assert_eq!(h.screen(), first, "back on the first page");
+    // Another field starts at its first page.
+    h.key(KeyCode::Char(']'));
+    h.key(KeyCode::Char('j'));
+    assert!(h.screen().contains("page 1/"), "{}", h.screen());
 }

@@ -84,6 +84,8 @@ pub struct ApprovalScreen {
     pub strict: bool,
     /// Code-point inspector of the selected field.
     pub inspect: bool,
+    /// The inspector's page (`]` / `[` while it is open); back to 0 when the field changes.
+    pub inspect_page: usize,
     pub cursor: usize,
     pub scroll: usize,
     /// Set when a reload found a different hash than the one shown before.
@@ -431,6 +433,7 @@ impl App {
             expanded: BTreeSet::new(),
             strict: false,
             inspect: false,
+            inspect_page: 0,
             cursor: 0,
             scroll: 0,
             changed: false,

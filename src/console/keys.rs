@@ -462,7 +462,19 @@ pub(crate) fn on_action(app: &mut App, a: Action) -> Vec<Effect> {
             let total: usize = s.view.iter().map(|v| v.lines.len()).sum();
             let max_scroll = total.saturating_sub(body);
             match a {
+                Action::NextTab | Action::PrevTab if s.inspect => {
+                    let pages = s.fields.get(s.cursor).map_or(1, |f| {
+                        super::screens::approval::inspector_pages(app.size, &f.value)
+                    });
+                    let last = pages.saturating_sub(1);
+                    s.inspect_page = if a == Action::NextTab {
+                        (s.inspect_page + 1).min(last)
+                    } else {
+                        s.inspect_page.min(last).saturating_sub(1)
+                    };
+                }
                 Action::Up | Action::Down | Action::Top | Action::Bottom => {
+                    s.inspect_page = 0;
                     s.cursor = match a {
                         Action::Up => s.cursor.saturating_sub(1),
                         Action::Down => (s.cursor + 1).min(n.saturating_sub(1)),
@@ -491,6 +503,9 @@ pub(crate) fn on_action(app: &mut App, a: Action) -> Vec<Effect> {
                     };
                     // The cursor follows to the first field visible.
                     if let Some(i) = starts.iter().rposition(|st| *st <= s.scroll) {
+                        if i != s.cursor {
+                            s.inspect_page = 0;
+                        }
                         s.cursor = i;
                     }
                 }
@@ -504,7 +519,10 @@ pub(crate) fn on_action(app: &mut App, a: Action) -> Vec<Effect> {
                     s.strict = !s.strict;
                     relayout = true;
                 }
-                Action::Inspect => s.inspect = !s.inspect,
+                Action::Inspect => {
+                    s.inspect = !s.inspect;
+                    s.inspect_page = 0;
+                }
                 Action::Copy => {
                     copy = s.fields.get(s.cursor).map(|f| {
                         format!("{}: {}", text::escaped(&f.label), text::escaped(&f.value))

@@ -163,6 +163,12 @@ pub fn hints(app: &App) -> Vec<(String, &'static str)> {
             v.push((k(Action::Expand), "expand"));
             v.push((k(Action::Strict), "strict"));
             v.push((k(Action::Inspect), "inspect"));
+            if let Screen::Approval(s) = app.top()
+                && s.inspect
+            {
+                v.push((k(Action::NextTab), "code points »"));
+                v.push((k(Action::PrevTab), "«"));
+            }
             v.push((k(Action::Copy), "copy"));
         }
         Screen::Damaged(_) => {

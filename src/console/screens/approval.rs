@@ -13,7 +13,7 @@ use crate::console::time;
 pub fn draw(f: &mut Frame, area: Rect, app: &App, s: &ApprovalScreen) {
     let th = &app.theme;
     let insp_h = if s.inspect {
-        (area.height / 3).clamp(4, 10)
+        inspector_height(area.height)
     } else {
         0
     };
@@ -111,19 +111,26 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App, s: &ApprovalScreen) {
     if s.inspect
         && let Some(field) = s.fields.get(s.cursor)
     {
-        draw_inspector(f, insp, app, &field.value);
+        draw_inspector(f, insp, app, &field.value, s.inspect_page);
     }
 }
 
-/// One cell per code point of the value (invalid bytes as bytes): `U+202E Cf \u{202e}`,
-/// packed into the panel; everything shown goes through the escaper.
-fn draw_inspector(f: &mut Frame, area: Rect, app: &App, value: &[u8]) {
+/// The inspector panel's height for a screen body `h` rows high.
+fn inspector_height(h: u16) -> u16 {
+    (h / 3).clamp(4, 10)
+}
+
+/// Most code points the inspector walks (it says so when a value has more).
+const INSPECT_MAX: usize = 2000;
+/// Width of one inspector cell.
+const CELL_W: u16 = 22;
+
+/// One cell per code point of the value (invalid bytes as bytes): its label and its bytes.
+fn inspector_cells(value: &[u8]) -> Vec<(String, Vec<u8>)> {
     use unicode_general_category::get_general_category;
-    let th = &app.theme;
     let mut cells: Vec<(String, Vec<u8>)> = Vec::new();
     let mut rest = value;
-    let max = 2000;
-    while !rest.is_empty() && cells.len() < max {
+    while !rest.is_empty() && cells.len() < INSPECT_MAX {
         let (valid, bad) = match std::str::from_utf8(rest) {
             Ok(s) => (s, 0),
             Err(e) => (
@@ -131,7 +138,7 @@ fn draw_inspector(f: &mut Frame, area: Rect, app: &App, value: &[u8]) {
                 e.error_len().unwrap_or(rest.len() - e.valid_up_to()),
             ),
         };
-        for c in valid.chars().take(max - cells.len()) {
+        for c in valid.chars().take(INSPECT_MAX - cells.len()) {
             let cat = format!("{:?}", get_general_category(c));
             let short: String = cat.chars().filter(|c| c.is_ascii_uppercase()).collect();
             cells.push((
@@ -145,14 +152,43 @@ fn draw_inspector(f: &mut Frame, area: Rect, app: &App, value: &[u8]) {
         }
         rest = &rest[used + bad..];
     }
-    let inner = area.width.saturating_sub(2);
-    let cell_w: u16 = 22;
-    let per_line = usize::from((inner / cell_w).max(1));
+    cells
+}
+
+/// Rows and cells per row of an inspector panel `area` holds.
+fn inspector_grid(area: Rect) -> (usize, usize) {
+    let rows = usize::from(area.height.saturating_sub(2)).max(1);
+    let per_line = usize::from((area.width.saturating_sub(2) / CELL_W).max(1));
+    (rows, per_line)
+}
+
+/// How many pages the inspector shows `value` in, on a terminal of `size` (as `render::draw`
+/// lays it out: header, body, notice, hints), so `]` stops at the last page.
+pub fn inspector_pages(size: (u16, u16), value: &[u8]) -> usize {
+    let body_h = size.1.saturating_sub(3);
+    let panel = Rect::new(0, 0, size.0, inspector_height(body_h));
+    let (rows, per_line) = inspector_grid(panel);
+    inspector_cells(value)
+        .len()
+        .div_ceil(rows * per_line)
+        .max(1)
+}
+
+/// The code points of the value, packed into the panel a page at a time (`page`, clamped to
+/// the last); everything shown goes through the escaper, and the title says which code points
+/// are shown of how many: `U+202E Cf \u{202e}`.
+fn draw_inspector(f: &mut Frame, area: Rect, app: &App, value: &[u8], page: usize) {
+    let th = &app.theme;
+    let cells = inspector_cells(value);
+    let max = INSPECT_MAX;
+    let cell_w = CELL_W;
+    let (rows, per_line) = inspector_grid(area);
+    let per_page = rows * per_line;
+    let pages = cells.len().div_ceil(per_page).max(1);
+    let page = page.min(pages - 1);
+    let first = page * per_page;
     let mut lines = Vec::new();
-    for chunk in cells
-        .chunks(per_line)
-        .take(usize::from(area.height.saturating_sub(2)))
-    {
+    for chunk in cells[first.min(cells.len())..].chunks(per_line).take(rows) {
         let mut spans = Vec::new();
         for (label, raw) in chunk {
             spans.push(Span::styled(label.clone(), th.style(Role::Dim)));
@@ -163,11 +199,17 @@ fn draw_inspector(f: &mut Frame, area: Rect, app: &App, value: &[u8]) {
         }
         lines.push(Line::from(spans));
     }
-    let more = if cells.len() >= max || lines.len() * per_line < cells.len() {
+    let last = (first + per_page).min(cells.len());
+    let capped = if cells.len() >= max {
+        format!(" of the first {max}")
+    } else {
+        format!(" of {}", cells.len())
+    };
+    let more = if pages > 1 || cells.len() >= max {
         format!(
-            " code points ({} shown of the first {}) ",
-            (lines.len() * per_line).min(cells.len()),
-            cells.len()
+            " code points {}–{last}{capped}, page {}/{pages} ",
+            first + 1,
+            page + 1
         )
     } else {
         format!(" code points ({}) ", cells.len())
