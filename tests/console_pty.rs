@@ -2,6 +2,7 @@
 //! (vt100), which records anything that would change the terminal's state outside the frame.
 
 mod console_support;
+mod pty_support;
 
 use std::io::{Read, Write};
 use std::sync::mpsc::{Receiver, channel};
@@ -86,17 +87,7 @@ impl Pty {
         }
         let child = pair.slave.spawn_command(cmd).unwrap();
         drop(pair.slave);
-        let fd = pair
-            .master
-            .as_raw_fd()
-            .expect("the pty master's descriptor");
-        // SAFETY: `fd` is open (the master lives in the reader thread); dup gives this test
-        // its own descriptor, closed by OwnedFd.
-        let tty = unsafe {
-            let d = libc::dup(fd);
-            assert!(d >= 0, "dup the pty master");
-            <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(d)
-        };
+        let tty = pty_support::dup_master(pair.master.as_ref());
         let mut reader = pair.master.try_clone_reader().unwrap();
         let writer = pair.master.take_writer().unwrap();
         let (tx, rx) = channel();
@@ -149,12 +140,7 @@ impl Pty {
 
     /// Whether the terminal is in raw mode now (canonical input and echo both off).
     fn raw_mode(&self) -> bool {
-        use std::os::fd::AsRawFd;
-        // SAFETY: termios is plain data; tcgetattr fills it from an open descriptor.
-        let mut t: libc::termios = unsafe { std::mem::zeroed() };
-        let rc = unsafe { libc::tcgetattr(self.tty.as_raw_fd(), &mut t) };
-        assert_eq!(rc, 0, "tcgetattr on the pty");
-        t.c_lflag & (libc::ICANON | libc::ECHO) == 0
+        pty_support::raw_mode(&self.tty)
     }
 
     /// The terminal is as the console found it: main screen, cursor shown, cooked mode,

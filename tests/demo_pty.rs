@@ -3,6 +3,7 @@
 //! ledger exactly once; rejecting the next with a reason records it; quitting gives the
 //! terminal back (main screen, cursor shown, raw mode off).
 
+mod pty_support;
 mod support;
 
 use std::io::{Read, Write};
@@ -39,17 +40,7 @@ impl Term {
         cmd.env("XDG_CONFIG_HOME", home);
         let child = pair.slave.spawn_command(cmd).expect("spawn");
         drop(pair.slave);
-        let fd = pair
-            .master
-            .as_raw_fd()
-            .expect("the pty master's descriptor");
-        // SAFETY: `fd` is open (the master lives in the reader thread); the duplicate is this
-        // test's own, closed by OwnedFd.
-        let tty = unsafe {
-            let d = libc::dup(fd);
-            assert!(d >= 0, "dup the pty master");
-            <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(d)
-        };
+        let tty = pty_support::dup_master(pair.master.as_ref());
         let mut reader = pair.master.try_clone_reader().expect("reader");
         let writer = pair.master.take_writer().expect("writer");
         let (tx, rx) = channel();
@@ -77,12 +68,7 @@ impl Term {
 
     /// Raw mode: canonical input and echo both off.
     fn raw_mode(&self) -> bool {
-        use std::os::fd::AsRawFd;
-        // SAFETY: termios is plain data, filled by tcgetattr from an open descriptor.
-        let mut t: libc::termios = unsafe { std::mem::zeroed() };
-        let rc = unsafe { libc::tcgetattr(self.tty.as_raw_fd(), &mut t) };
-        assert_eq!(rc, 0, "tcgetattr on the pty");
-        t.c_lflag & (libc::ICANON | libc::ECHO) == 0
+        pty_support::raw_mode(&self.tty)
     }
 
     /// Reads output until the screen shows `text` (bounded, generous wait; no fixed sleeps).
