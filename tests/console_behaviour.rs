@@ -491,7 +491,29 @@ fn the_first_screen_is_read_before_the_header_counts() {
         ),
     );
     assert_eq!(fx.iter().filter(|e| is_counts(e)).count(), 1, "{fx:?}");
+    let cid = fx
+        .iter()
+        .find_map(|e| match e {
+            Effect::Query(id, Query::Counts) => Some(*id),
+            _ => None,
+        })
+        .unwrap();
     // Once asked, not asked again by the next reply.
     let fx = update(&mut app, Input::Reply(qid + 1000, Reply::Total(3)));
     assert!(!fx.iter().any(is_counts), "{fx:?}");
+    // A count that fails says so, and is asked again with the next reply.
+    update(
+        &mut app,
+        Input::Reply(
+            cid,
+            Reply::Failed("database disk image is malformed".into()),
+        ),
+    );
+    assert_eq!(
+        app.notice.as_ref().map(|n| n.1.as_str()),
+        Some("header counts: database disk image is malformed")
+    );
+    assert!(app.counts.is_none());
+    let fx = update(&mut app, Input::Reply(qid + 1001, Reply::Total(3)));
+    assert_eq!(fx.iter().filter(|e| is_counts(e)).count(), 1, "{fx:?}");
 }

@@ -19,8 +19,11 @@ fn take<T>(l: &mut ListView<T>, id: u64, page: Page<T>, id_of: impl Fn(&T) -> St
 pub fn on_reply(app: &mut App, id: u64, r: Reply) -> Vec<Effect> {
     if app.counts_pending == Some(id) {
         app.counts_pending = None;
-        if let Reply::Counts(c) = r {
-            app.counts = Some(c);
+        match r {
+            Reply::Counts(c) => app.counts = Some(c),
+            // The header keeps saying `…`; the next reply asks again.
+            Reply::Failed(m) => app.notice = Some((Level::Error, format!("header counts: {m}"))),
+            _ => {}
         }
         return vec![];
     }
