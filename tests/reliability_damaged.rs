@@ -3,6 +3,7 @@
 //! wrong and keep working on the rest; nothing panics; cancel still works on a run whose rows
 //! do not decode (spec 8.1, 9). Damaged pages on disk: `reliability_damaged_pages.rs`.
 
+mod console_support;
 mod reliability_support;
 mod support;
 
@@ -41,6 +42,7 @@ fn damaged_json_columns_are_named_and_every_other_row_reads() {
     );
     raw.set("runs", "limits_json", &format!("id='{completed}'"), "nope");
     drop(raw);
+    surfaces_hold(&db.path, &[&waiting, &completed]);
 
     let got = found(
         &db.path,
@@ -128,6 +130,7 @@ fn invalid_utf8_text_is_named_with_its_bytes_kept() {
         b"{\"x\":\"\x80\"}",
     );
     drop(raw);
+    surfaces_hold(&db.path, &[&waiting]);
 
     let store = Store::open_existing(&db.path, true).unwrap();
     let run = store.get_run(&waiting).unwrap();
@@ -198,6 +201,7 @@ fn bad_times_read_as_zero_and_are_named() {
     );
     raw.set("approvals", "created_at", &format!("id='{approval}'"), "");
     drop(raw);
+    surfaces_hold(&db.path, &[&waiting, &completed]);
 
     let store = Store::open_existing(&db.path, true).unwrap();
     let run = store.get_run(&completed).unwrap();
@@ -266,6 +270,7 @@ fn fifty_megabyte_fields_are_capped_in_pages_and_whole_reads_still_work() {
         req.as_str(),
     );
     drop(raw);
+    surfaces_hold(&db.path, &[&waiting]);
     let writer = Store::open_existing(&db.path, false).unwrap();
     let payload = format!("{{\"blob\":\"{big}\"}}");
     let (ev, _) = writer
@@ -342,6 +347,7 @@ fn missing_referenced_rows_are_named_and_the_rest_reads() {
          VALUES ('ghost_step', 'ghost_run', 0, 'executing', '2030-01-01T00:00:00Z');",
     );
     drop(raw);
+    surfaces_hold(&db.path, &[&waiting, &completed, "ghost_run"]);
 
     let store = Store::open_existing(&db.path, true).unwrap();
     let total = db.m["counts"]["runs"].as_i64().unwrap();
@@ -394,6 +400,7 @@ fn store_undecodable_rows_do_not_wedge_the_run() {
     );
     raw.set("runs", "limits_json", &format!("id='{waiting}'"), "{");
     drop(raw);
+    surfaces_hold(&db.path, &[&waiting]);
 
     let store = Store::open_existing(&db.path, false).unwrap();
     assert!(!store.get_run(&waiting).unwrap().decode_error.is_empty());
@@ -420,5 +427,79 @@ fn store_undecodable_rows_do_not_wedge_the_run() {
     match operator::cancel(&store, &waiting, "ops", "again", Timestamp::now()) {
         Err(OperatorError::RunFinished { status, .. }) => assert_eq!(status, RunStatus::Cancelled),
         other => panic!("a second cancel must be refused: {other:?}"),
+    }
+}
+
+/// What an operator runs on a damaged database works and shows nothing unescaped: the
+/// commands (`runs`, `verify`, and `show` and `events` of each run named, in text and JSON)
+/// exit 0 or 1, never a panic, and with one line on stderr when they refuse; the console draws
+/// its queue, runs and damaged screens and every tab of each run's detail. Neither writes.
+fn surfaces_hold(db: &std::path::Path, runs: &[&str]) {
+    use crossterm::event::KeyCode;
+    let unsafe_char = |c: char| {
+        (c.is_control() && c != '\n')
+            || ('\u{202a}'..='\u{202e}').contains(&c)
+            || ('\u{2066}'..='\u{2069}').contains(&c)
+    };
+    let mut cmds: Vec<Vec<String>> = vec![vec!["runs".into()], vec!["verify".into()]];
+    for r in runs {
+        cmds.push(vec!["show".into(), r.to_string()]);
+        cmds.push(vec!["events".into(), r.to_string()]);
+    }
+    for args in &cmds {
+        for json in [false, true] {
+            let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_countersign"));
+            c.arg("--db").arg(db);
+            if json {
+                c.arg("--json");
+            }
+            let o = c.args(args).output().expect("run countersign");
+            let code = o.status.code();
+            let err = String::from_utf8_lossy(&o.stderr).into_owned();
+            assert!(
+                matches!(code, Some(0) | Some(1)),
+                "{args:?} (json {json}): exit {code:?}: {err}"
+            );
+            if code == Some(1) {
+                assert_eq!(err.lines().count(), 1, "{args:?}: one line: {err}");
+            }
+            for (name, bytes) in [("stdout", &o.stdout), ("stderr", &o.stderr)] {
+                let text = std::str::from_utf8(bytes)
+                    .unwrap_or_else(|e| panic!("{args:?} {name} is not UTF-8: {e}"));
+                // JSON output is the stored values for programs, as agentrt's is: its strings
+                // escape every C0 control and DEL (nothing can start a terminal sequence), but
+                // keep other characters as they are. Text output escapes all of them.
+                let bad = |c: char| {
+                    if json && name == "stdout" {
+                        (c < ' ' && c != '\n') || c == '\u{7f}'
+                    } else {
+                        unsafe_char(c)
+                    }
+                };
+                assert!(
+                    !text.chars().any(bad),
+                    "{args:?} (json {json}) {name} holds a raw control or bidi character"
+                );
+            }
+        }
+    }
+    let mut h = console_support::Harness::open(db, 120, 40);
+    let mut screens = vec![];
+    for c in ["queue", "runs", "damaged"] {
+        h.command(c);
+        screens.push(h.screen());
+    }
+    for r in runs {
+        h.command(&format!("run {r}"));
+        for _ in 0..4 {
+            screens.push(h.screen());
+            h.key(KeyCode::Tab);
+        }
+    }
+    for s in &screens {
+        assert!(
+            !s.chars().any(unsafe_char),
+            "the console drew a raw control or bidi character:\n{s}"
+        );
     }
 }
