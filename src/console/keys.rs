@@ -161,9 +161,7 @@ fn apply_filter(app: &mut App, f: String) -> Vec<Effect> {
 }
 
 fn reload(app: &mut App) -> Vec<Effect> {
-    let mut fx = app.start();
-    fx.retain(|e| !matches!(e, Effect::Query(_, Query::Counts)));
-    fx
+    app.start()
 }
 
 pub(crate) fn run_command(app: &mut App, cmd: &str) -> Vec<Effect> {
@@ -599,12 +597,7 @@ fn app_push_runs(app: &mut App) -> Vec<Effect> {
 
 fn reload_top_window(app: &mut App) -> Vec<Effect> {
     let mut fx = app.start();
-    fx.retain(|e| {
-        !matches!(
-            e,
-            Effect::Query(_, Query::Counts) | Effect::Query(_, Query::Run { .. })
-        )
-    });
+    fx.retain(|e| !matches!(e, Effect::Query(_, Query::Run { .. })));
     fx
 }
 

@@ -54,9 +54,8 @@ pub fn on_reply(app: &mut App, id: u64, r: Reply) -> Vec<Effect> {
     }
     let rows = app.list_rows();
     let top = app.stack.len().saturating_sub(1);
-    // Request id for the count that follows an inexact queue page (unused otherwise).
-    let count_id = app.id();
-    let mut follow = vec![];
+    // The queue screen (its depth) and filter whose page came back inexact: its count follows.
+    let mut count_for: Option<(usize, String)> = None;
     let mut relayout = false;
     for (depth, s) in app.stack.iter_mut().enumerate() {
         let hit = match (s, r.clone()) {
@@ -65,14 +64,7 @@ pub fn on_reply(app: &mut App, id: u64, r: Reply) -> Vec<Effect> {
                 let exact = p.exact;
                 let hit = take(&mut s.list, id, p, |r| r.approval_id.clone());
                 if hit && !exact {
-                    // The rows are shown; the count comes after them (on the counting lane).
-                    s.list.counting = Some(count_id);
-                    follow.push(Effect::Query(
-                        count_id,
-                        Query::QueueTotal {
-                            filter: s.filter.clone(),
-                        },
-                    ));
+                    count_for = Some((depth, s.filter.clone()));
                 }
                 hit
             }
@@ -143,6 +135,15 @@ pub fn on_reply(app: &mut App, id: u64, r: Reply) -> Vec<Effect> {
     }
     if relayout {
         app.relayout();
+    }
+    let mut follow = vec![];
+    // The rows are shown; the queue's count comes after them (on the counting lane).
+    if let Some((depth, filter)) = count_for {
+        let cid = app.id();
+        if let Some(Screen::Queue(s)) = app.stack.get_mut(depth) {
+            s.list.counting = Some(cid);
+            follow.push(Effect::Query(cid, Query::QueueTotal { filter }));
+        }
     }
     // The header counts are first read once the first screen's rows have come back.
     if app.counts.is_none() && app.counts_pending.is_none() {
