@@ -716,3 +716,60 @@ fn driver_cached_view_equals_a_fresh_read_at_every_policy_call() {
     assert!(d.is_empty(), "{}", d.join("\n"));
     verify(&db.path);
 }
+
+#[test]
+fn driver_terminal_tool_commits_with_its_run() {
+    // A terminal tool's outcome and its run's ending are one transaction: after every commit
+    // (the observer is handed each commit's events before the driver writes again) a
+    // connection of its own never sees the step finished while the run is not.
+    let db = db();
+    let mut d = def("finish", SideEffect::ReadOnly, OBJ);
+    d.terminal = true;
+    let t = FnTool::new(d, |_c| {
+        Box::pin(async {
+            Ok(ToolOutput {
+                content: br#"{"done":true}"#.to_vec(),
+                summary: "finished".into(),
+            })
+        })
+    });
+    let seen: Arc<Mutex<Vec<(i64, String, String)>>> = Arc::new(Mutex::new(Vec::new()));
+    let (s2, path) = (seen.clone(), db.path.clone());
+    let mut cfg = config(
+        &db.store,
+        registry(vec![t]),
+        Arc::new(DefaultPolicy),
+        ScriptedAgent::new([agent::tool_call("finish", "{}")]),
+    );
+    cfg.observer = Some(Arc::new(move |e| {
+        let c = rusqlite::Connection::open(&path).unwrap();
+        let state = c
+            .query_row(
+                "SELECT COALESCE((SELECT status FROM steps WHERE run_id = 'r' AND idx = 0), ''), \
+                 (SELECT status FROM runs WHERE id = 'r')",
+                [],
+                |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)),
+            )
+            .unwrap();
+        s2.lock().unwrap().push((e.seq, state.0, state.1));
+    }));
+    let run = rt()
+        .block_on(Driver::new(cfg).unwrap().start_with_id("r", "g", limits()))
+        .unwrap();
+    assert_eq!(run.status, RunStatus::Completed);
+    let seen = seen.lock().unwrap();
+    for (seq, step, run) in seen.iter() {
+        let finished = step == "done" || step == "failed";
+        assert!(
+            !finished || run == "COMPLETED",
+            "after the commit of event {seq} the step is {step} and the run {run}"
+        );
+    }
+    let states: Vec<(&str, &str)> = seen
+        .iter()
+        .map(|(_, s, r)| (s.as_str(), r.as_str()))
+        .collect();
+    assert!(states.contains(&("executing", "RUNNING")));
+    assert_eq!(states.last(), Some(&("done", "COMPLETED")));
+    verify(&db.path);
+}

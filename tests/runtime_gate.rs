@@ -425,3 +425,182 @@ fn gate_abandoned_during_execute_pauses_for_an_operator() {
     );
     verify(&db.path);
 }
+
+/// The tool-start events of a run's step.
+fn starts(db: &Db, step_id: &str) -> usize {
+    events(&db.store, "r")
+        .into_iter()
+        .filter(|e| e.kind == "step.tool_started" && e.step_id == step_id)
+        .count()
+}
+
+#[test]
+fn gate_allowed_then_cancelled_runs_nothing() {
+    // Spec 8.4: an allowed verdict writes no start; `execute` writes it in one transaction
+    // that requires the run's state and the lease. An operator's cancel in between wins.
+    let db = db();
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let gate = Gate::new(config(
+        &db.store,
+        tools(&calls),
+        Arc::new(DefaultPolicy),
+        ScriptedAgent::new(Vec::<Decision>::new()),
+    ))
+    .unwrap();
+    let rtm = rt();
+    let mut s = rtm.block_on(gate.begin("r", "g", limits())).unwrap();
+    let input = s.step().unwrap().unwrap();
+    let Verdict::Allowed(_) = s.propose(agent::tool_call("look", "{}")).unwrap() else {
+        panic!("allowed")
+    };
+    let step = db.store.get_step(&input.step_id).unwrap();
+    assert_eq!(step.status.as_str(), "deciding", "the verdict starts nothing");
+    assert_eq!(starts(&db, &input.step_id), 0);
+    // The operator cancels on a connection of its own.
+    let other = countersign::runtime::store::Store::open_existing(&db.path, false).unwrap();
+    cancel(&other, "r", "alice", "stop");
+    let Verdict::Ended(run) = rtm.block_on(s.execute()).unwrap() else {
+        panic!("the cancelled run is the verdict")
+    };
+    assert_eq!(
+        (run.status, run.reason.as_str()),
+        (RunStatus::Cancelled, "operator_cancelled")
+    );
+    assert!(calls.lock().unwrap().is_empty(), "the tool did not run");
+    assert_eq!(starts(&db, &input.step_id), 0, "no start was logged");
+    assert!(s.step().unwrap_err().is_run_state());
+    verify(&db.path);
+}
+
+#[test]
+fn gate_abandoned_after_allowed_runs_nothing() {
+    // An allowed step abandoned before `execute` is still deciding: the next attach finds no
+    // attempt (interrupted while deciding, no operator pause), and the tool can be proposed
+    // and run again.
+    let db = db();
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let reg = || {
+        registry(vec![echo(
+            "push",
+            SideEffect::LocalMutation,
+            calls.clone(),
+        )])
+    };
+    let make = || {
+        let mut c = config(
+            &db.store,
+            reg(),
+            Arc::new(DefaultPolicy),
+            ScriptedAgent::new(Vec::<Decision>::new()),
+        );
+        c.ids = None;
+        Gate::new(c).unwrap()
+    };
+    let rtm = rt();
+    let mut s = rtm.block_on(make().begin("r", "g", limits())).unwrap();
+    let first = s.step().unwrap().unwrap();
+    assert!(matches!(
+        s.propose(agent::tool_call("push", r#"{"n":1}"#)).unwrap(),
+        Verdict::Allowed(_)
+    ));
+    drop(s);
+    // The abandoned owner's lease lapses (as after a crash).
+    rusqlite::Connection::open(&db.path)
+        .unwrap()
+        .execute(
+            "UPDATE runs SET lease_expires_at = '2001-01-01T00:00:00Z' WHERE id = 'r'",
+            [],
+        )
+        .unwrap();
+    let (s2, v) = rtm.block_on(make().attach("r")).unwrap();
+    assert!(matches!(v, Verdict::Ready), "no pause: {}", v.outcome());
+    let mut s2 = s2.expect("a session");
+    let st = db.store.get_step(&first.step_id).unwrap();
+    assert_eq!(st.status.as_str(), "interrupted");
+    assert_eq!(
+        st.observation.unwrap().content,
+        br#"{"previous_status":"deciding"}"#,
+        "interrupted while deciding: no attempt"
+    );
+    assert_eq!(starts(&db, &first.step_id), 0);
+    assert!(
+        db.store.list_approvals("r").unwrap().is_empty(),
+        "nothing waits on an operator"
+    );
+    assert!(calls.lock().unwrap().is_empty());
+    // The tool is not blocked.
+    s2.step().unwrap().unwrap();
+    assert!(matches!(
+        s2.propose(agent::tool_call("push", r#"{"n":1}"#)).unwrap(),
+        Verdict::Allowed(_)
+    ));
+    assert!(matches!(
+        rtm.block_on(s2.execute()).unwrap(),
+        Verdict::Observed(_)
+    ));
+    assert_eq!(calls.lock().unwrap().len(), 1, "run once, by the new session");
+    verify(&db.path);
+}
+
+#[test]
+fn gate_calls_after_the_lease_is_lost_are_refused() {
+    // A takeover by another owner between the verdict and `execute`: the start does not
+    // commit, the tool does not run, and every later call of the old session is refused with
+    // ErrLeaseLost.
+    let db = db();
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let make = || {
+        let mut c = config(
+            &db.store,
+            tools(&calls),
+            Arc::new(DefaultPolicy),
+            ScriptedAgent::new(Vec::<Decision>::new()),
+        );
+        c.ids = None;
+        Gate::new(c).unwrap()
+    };
+    let rtm = rt();
+    let g1 = make();
+    let mut s = rtm.block_on(g1.begin("r", "g", limits())).unwrap();
+    let first = s.step().unwrap().unwrap();
+    assert!(matches!(
+        s.propose(agent::tool_call("look", "{}")).unwrap(),
+        Verdict::Allowed(_)
+    ));
+    // The lease lapses on disk (the heartbeat has not run yet) and another process's gate,
+    // on its own connection, takes the run over.
+    rusqlite::Connection::open(&db.path)
+        .unwrap()
+        .execute(
+            "UPDATE runs SET lease_expires_at = '2001-01-01T00:00:00Z' WHERE id = 'r'",
+            [],
+        )
+        .unwrap();
+    let other = Arc::new(countersign::runtime::store::Store::open_existing(&db.path, false).unwrap());
+    let mut c2 = config(
+        &other,
+        tools(&calls),
+        Arc::new(DefaultPolicy),
+        ScriptedAgent::new(Vec::<Decision>::new()),
+    );
+    c2.ids = None;
+    let (s2, v) = rtm.block_on(Gate::new(c2).unwrap().attach("r")).unwrap();
+    assert!(matches!(v, Verdict::Ready));
+    let e = rtm.block_on(s.execute()).unwrap_err();
+    assert!(e.is_lease_lost(), "{e}");
+    assert!(calls.lock().unwrap().is_empty(), "the side effect did not start");
+    assert_eq!(starts(&db, &first.step_id), 0);
+    for e in [
+        s.step().unwrap_err(),
+        rtm.block_on(s.execute()).unwrap_err(),
+        s.propose(agent::complete("")).unwrap_err(),
+        s.fail("x").unwrap_err(),
+    ] {
+        assert!(e.is_lease_lost(), "every later call: {e}");
+    }
+    let run = db.store.get_run("r").unwrap();
+    assert_eq!(run.status, RunStatus::Running);
+    assert_ne!(run.lease_owner, g1.owner(), "the new owner holds it");
+    drop(s2);
+    verify(&db.path);
+}

@@ -137,6 +137,56 @@ fn child_role() {
             let _ = rt().block_on(d.start_with_id(&run_id, "write a file", limits()));
             unreachable!("the parent kills this process while the tool runs");
         }
+        "resume_then_die" => {
+            // Resume an approved run and SIGKILL this process the moment the resume
+            // transaction (WAITING -> RUNNING, step executing, tool start) has committed:
+            // the observer is handed `step.tool_started` after the commit, before the tool runs.
+            let tools = registry(vec![counting_tool(
+                "push",
+                SideEffect::RemoteMutation,
+                count,
+                false,
+            )]);
+            let mut c = Config::new(store, tools, Arc::new(DefaultPolicy));
+            c.agent = Some(ScriptedAgent::new([agent::complete("")]));
+            c.lease_owner = "doomed".into();
+            c.lease_ttl = Duration::from_millis(600);
+            c.observer = Some(Arc::new(|e| {
+                if e.kind == "step.tool_started" {
+                    unsafe {
+                        libc::kill(libc::getpid(), libc::SIGKILL);
+                    }
+                }
+            }));
+            let d = Driver::new(c).unwrap();
+            let _ = rt().block_on(d.resume(&run_id));
+            unreachable!("killed after the resume transaction");
+        }
+        "hold" | "contend" => {
+            // Two processes configured with the same owner name: `hold` starts the run and
+            // keeps its tool running; `contend` tries to resume it (exit 4 when refused as
+            // leased by another owner).
+            let tools = registry(vec![counting_tool(
+                "write",
+                SideEffect::LocalMutation,
+                count,
+                true,
+            )]);
+            let mut c = Config::new(store, tools, Arc::new(DefaultPolicy));
+            c.agent = Some(ScriptedAgent::new([agent::tool_call("write", "{}")]));
+            c.lease_owner = "worker".into();
+            let d = Driver::new(c).unwrap();
+            if role == "hold" {
+                let _ = rt().block_on(d.start_with_id(&run_id, "hold it", limits()));
+                unreachable!("the parent kills this process while the tool runs");
+            }
+            match rt().block_on(d.resume(&run_id)) {
+                Err(e) if e.is_run_leased() && e.to_string().contains(" is leased by worker/") => {
+                    std::process::exit(4)
+                }
+                other => panic!("unexpected {other:?}"),
+            }
+        }
         other => panic!("unknown role {other}"),
     }
 }
@@ -350,4 +400,126 @@ fn resume_interrupted_side_effect_rejected_ends_the_run() {
     assert_eq!(lines(&count).len(), 1, "nothing executed twice");
     assert!(calls.lock().unwrap().is_empty());
     verify(&db.path);
+}
+
+/// Waits until `k` has died, and says whether a signal killed it.
+fn killed_by_sigkill(mut k: Child) -> bool {
+    use std::os::unix::process::ExitStatusExt;
+    k.wait().unwrap().signal() == Some(libc::SIGKILL)
+}
+
+#[test]
+fn resume_crash_after_resume_keeps_the_approved_request() {
+    // agentrt's TestResume_CrashAfterResumeKeepsTheApprovedRequest, with a real SIGKILL: the
+    // process dies right after the resume transaction commits. The approved request is kept
+    // (the step is executing with it), the next resume pauses it as an interrupted side
+    // effect with the same arguments, and once approved it runs exactly once.
+    let db = db();
+    let count = db.dir.path().join("count.txt");
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let d = driver2(
+        &db.store,
+        registry(vec![echo("push", SideEffect::RemoteMutation, calls.clone())]),
+        Arc::new(DefaultPolicy),
+        ScriptedAgent::new([agent::tool_call("push", r#"{"n": 7}"#)]),
+    );
+    let run = rt().block_on(d.start_with_id("r", "push", limits())).unwrap();
+    assert_eq!(run.status, RunStatus::WaitingForApproval);
+    let a1 = latest_approval(&db.store, "r");
+    approve(&db.store, "r", &a1.id, "alice");
+    let path = db.path.to_string_lossy().into_owned();
+    let cnt = count.to_string_lossy().into_owned();
+    let k = child(
+        "resume_then_die",
+        &[("RT_DB", &path), ("RT_COUNT", &cnt), ("RT_RUN", "r")],
+    );
+    assert!(killed_by_sigkill(k), "the child died by SIGKILL");
+    assert!(lines(&count).is_empty(), "the dead process never called the tool");
+    let run = db.store.get_run("r").unwrap();
+    assert_eq!(run.status, RunStatus::Running, "the resume committed");
+    assert!(run.lease_owner.starts_with("doomed/"));
+    let s = db.store.list_steps("r").unwrap();
+    assert_eq!(s.len(), 1);
+    assert_eq!(s[0].status, StepStatus::Executing);
+    let t = types(&db.store, "r");
+    assert_eq!(
+        &t[t.len() - 3..],
+        ["run.resumed", "step.policy", "step.tool_started"],
+        "the resume transaction is the last thing written"
+    );
+    // Wait out the dead owner's short lease, then take over: an operator decides.
+    while db.store.get_run("r").unwrap().lease_expires_at
+        > countersign::runtime::types::Timestamp::now()
+    {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let make = || {
+        driver2(
+            &db.store,
+            registry(vec![counting_tool(
+                "push",
+                SideEffect::RemoteMutation,
+                count.clone(),
+                false,
+            )]),
+            Arc::new(countersign::runtime::policy::FnPolicy(
+                |_r: &countersign::runtime::policy::PolicyRequest,
+                 _v: &countersign::runtime::policy::RunView| {
+                    Ok(countersign::runtime::policy::allow("re-run"))
+                },
+            )),
+            ScriptedAgent::new([agent::complete("")]),
+        )
+    };
+    let run = rt().block_on(make().resume("r")).unwrap();
+    assert_eq!(run.status, RunStatus::WaitingForApproval);
+    assert!(lines(&count).is_empty(), "nothing re-runs without an operator");
+    let a2 = latest_approval(&db.store, "r");
+    assert_eq!(a2.kind, "interrupted_side_effect");
+    assert_eq!(a2.step_id, a1.step_id, "the same step");
+    let (r1, r2) = (a1.request.clone().unwrap(), a2.request.clone().unwrap());
+    assert_eq!(r2.args, r1.args, "the approved request was kept");
+    assert_eq!(r2.spec.name, "push");
+    approve(&db.store, "r", &a2.id, "alice");
+    let run = rt().block_on(make().resume("r")).unwrap();
+    assert_eq!(run.status, RunStatus::Completed, "{}", run.reason_detail);
+    let l = lines(&count);
+    assert_eq!(l.len(), 1, "it ran exactly once: {l:?}");
+    assert!(l[0].starts_with("r 0 "), "on the approved step: {l:?}");
+    assert!(calls.lock().unwrap().is_empty());
+    verify(&db.path);
+}
+
+#[test]
+fn lease_same_owner_name_in_two_processes_excludes_each_other() {
+    // Two processes configured with the same lease owner name are two owners: while one
+    // holds the run, the other's resume is refused as leased, and nothing runs twice.
+    let db = db();
+    let count = db.dir.path().join("count.txt");
+    let path = db.path.to_string_lossy().into_owned();
+    let cnt = count.to_string_lossy().into_owned();
+    let env = [("RT_DB", path.as_str()), ("RT_COUNT", cnt.as_str()), ("RT_RUN", "r")];
+    let mut holder = child("hold", &env);
+    while lines(&count).is_empty() {
+        if let Some(st) = holder.try_wait().unwrap() {
+            panic!("holder exited early: {st}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let owner = db.store.get_run("r").unwrap().lease_owner;
+    assert!(owner.starts_with("worker/"), "{owner}");
+    let codes: Vec<i32> = (0..3)
+        .map(|_| child("contend", &env))
+        .collect::<Vec<_>>()
+        .into_iter()
+        .map(|mut k| k.wait().unwrap().code().unwrap_or(-1))
+        .collect();
+    assert_eq!(codes, [4, 4, 4], "each contender was refused as leased");
+    assert_eq!(lines(&count).len(), 1, "the tool ran once, in the holder");
+    let run = db.store.get_run("r").unwrap();
+    assert_eq!(run.lease_owner, owner, "the holder still holds it");
+    unsafe {
+        libc::kill(holder.id() as i32, libc::SIGKILL);
+    }
+    holder.wait().unwrap();
 }

@@ -588,3 +588,281 @@ fn resume_reconcile_waiting_pauses_the_interrupted_request() {
     assert_eq!(calls.lock().unwrap().len(), 1);
     verify(&db.path);
 }
+
+/// A refund tool that counts its calls; its first call is cut off (the driver's lease lapses
+/// on disk while it runs, so its outcome is never recorded).
+fn refund_tool(path: std::path::PathBuf, calls: Calls) -> Arc<dyn countersign::runtime::tools::Tool> {
+    FnTool::new(def("refund", SideEffect::RemoteMutation, OBJ), move |c| {
+        let first = {
+            let mut v = calls.lock().unwrap();
+            v.push(c.clone());
+            v.len() == 1
+        };
+        if first {
+            rusqlite::Connection::open(&path)
+                .unwrap()
+                .execute("UPDATE runs SET lease_owner = 'gone/1', lease_expires_at = '2001-01-01T00:00:00Z' WHERE id = ?", [&c.run_id])
+                .unwrap();
+        }
+        Box::pin(async { Ok(ToolOutput { content: br#"{"refunded":true}"#.to_vec(), summary: "refunded".into() }) })
+    })
+}
+
+/// Refunds above 100 need a `refund` approval; everything else is allowed.
+fn refund_policy() -> Arc<dyn policy::Policy> {
+    Arc::new(FnPolicy(|r: &policy::PolicyRequest, _v: &policy::RunView| {
+        let v: serde_json::Value = serde_json::from_slice(&r.args).unwrap();
+        if r.tool == "refund" && v["amount"].as_i64().unwrap_or(0) > 100 {
+            policy::need_approval("refund", "above the automatic limit", &r.args, &r.args)
+        } else {
+            Ok(policy::allow("within the limit"))
+        }
+    }))
+}
+
+#[test]
+fn resume_interrupted_grant_still_needs_the_policys_approval() {
+    // Spec 8.2 step 9 holds for an interrupted side effect's grant too: after the operator
+    // approves the re-run, the policy is asked again; its own approval must be granted.
+    let db = db();
+    let calls: Calls = Arc::new(Mutex::new(Vec::new()));
+    // Each driver's agent refunds 500, then completes (only the first driver gets to decide
+    // the refund; the later ones resume it and decide what follows).
+    let make = || {
+        let mut c = config(
+            &db.store,
+            registry(vec![refund_tool(db.path.clone(), calls.clone())]),
+            refund_policy(),
+            ScriptedAgent::new([agent::tool_call("refund", r#"{"amount":500}"#)]),
+        );
+        c.ids = None;
+        Driver::new(c).unwrap()
+    };
+    let run = rt().block_on(make().start_with_id("r", "g", limits())).unwrap();
+    assert_eq!(run.status, RunStatus::WaitingForApproval);
+    let a1 = latest_approval(&db.store, "r");
+    assert_eq!(a1.kind, "refund");
+    approve(&db.store, "r", &a1.id, "alice");
+    // The refund starts and is cut off: its outcome is unknown.
+    let e = rt().block_on(make().resume("r")).unwrap_err();
+    assert!(e.is_lease_lost(), "{e}");
+    assert_eq!(calls.lock().unwrap().len(), 1);
+    // The takeover pauses on the interrupted side effect.
+    let run = rt().block_on(make().resume("r")).unwrap();
+    assert_eq!(run.status, RunStatus::WaitingForApproval);
+    let a2 = latest_approval(&db.store, "r");
+    assert_eq!(a2.kind, "interrupted_side_effect");
+    approve(&db.store, "r", &a2.id, "alice");
+    // Approving the re-run is not the refund approval the policy asks for: pause again.
+    let run = rt().block_on(make().resume("r")).unwrap();
+    assert_eq!(
+        run.status,
+        RunStatus::WaitingForApproval,
+        "the interrupted grant alone does not run a refund above the limit"
+    );
+    assert_eq!(calls.lock().unwrap().len(), 1, "nothing ran again yet");
+    let a3 = latest_approval(&db.store, "r");
+    assert_eq!(a3.kind, "refund", "the policy's own approval");
+    assert_ne!(a3.id, a2.id);
+    let steps = db.store.list_steps("r").unwrap();
+    assert_eq!(steps.len(), 1);
+    assert_eq!(steps[0].status, StepStatus::AwaitingApproval);
+    // Both approvals given: it runs, once, on the same step.
+    approve(&db.store, "r", &a3.id, "bob");
+    let mut c = config(
+        &db.store,
+        registry(vec![refund_tool(db.path.clone(), calls.clone())]),
+        refund_policy(),
+        ScriptedAgent::new([agent::complete("")]),
+    );
+    c.ids = None;
+    let run = rt().block_on(Driver::new(c).unwrap().resume("r")).unwrap();
+    assert_eq!(run.status, RunStatus::Completed, "{}", run.reason_detail);
+    let c = calls.lock().unwrap();
+    assert_eq!(c.len(), 2, "the cut-off call and exactly one re-run");
+    assert!(c.iter().all(|x| x.step_index == 0));
+    drop(c);
+    verify(&db.path);
+}
+
+#[test]
+fn driver_encoding_failure_fails_the_run_internal_error() {
+    // A value that will not encode (here a reconciliation's pause whose capability is not
+    // JSON) ends the run internal_error with nothing more executed, instead of leaving it
+    // RUNNING behind a Json error.
+    use countersign::runtime::driver::{Gate, Reconcile, Reconciliation};
+    use countersign::runtime::types::{Approval, Run, Step};
+    struct Hook;
+    impl Reconcile for Hook {
+        fn reconcile(
+            &self,
+            _r: &Run,
+            _s: &[Step],
+            _a: &[Approval],
+        ) -> Result<Reconciliation, String> {
+            Ok(Reconciliation::Waiting {
+                pause: Some(PolicyDecision {
+                    outcome: "require_approval".into(),
+                    reason: "check".into(),
+                    kind: "check".into(),
+                    capability: b"{not json".to_vec(),
+                    presentation: Vec::new(),
+                }),
+                detail: String::new(),
+            })
+        }
+    }
+    for gate in [false, true] {
+        let db = db();
+        let calls: Calls = Arc::new(Mutex::new(Vec::new()));
+        left_executing(&db, SideEffect::LocalMutation, &calls);
+        let mut cfg = config(
+            &db.store,
+            registry(vec![echo("t", SideEffect::LocalMutation, calls.clone())]),
+            Arc::new(DefaultPolicy),
+            ScriptedAgent::new([agent::tool_call("t", "{}"), agent::complete("")]),
+        );
+        cfg.ids = None;
+        cfg.reconcile = Some(Arc::new(Hook));
+        let run = if gate {
+            let (s, v) = rt().block_on(Gate::new(cfg).unwrap().attach("r")).unwrap();
+            assert!(s.is_none(), "no session on an ended run");
+            let countersign::runtime::driver::Verdict::Ended(run) = v else {
+                panic!("ended, got {}", v.outcome())
+            };
+            run
+        } else {
+            rt().block_on(Driver::new(cfg).unwrap().resume("r")).unwrap()
+        };
+        assert_eq!(
+            (run.status.clone(), run.reason.as_str()),
+            (RunStatus::Failed, "internal_error"),
+            "gate {gate}: {}",
+            run.reason_detail
+        );
+        assert!(
+            run.reason_detail.starts_with("internal: policy event: "),
+            "{}",
+            run.reason_detail
+        );
+        assert!(run.lease_owner.is_empty(), "the lease was released");
+        assert_eq!(calls.lock().unwrap().len(), 1, "nothing more executed");
+        assert_eq!(db.store.list_steps("r").unwrap().len(), 1, "no step more");
+        verify(&db.path);
+    }
+}
+
+#[test]
+fn resume_interrupted_step_is_reconciled_and_continued() {
+    // agentrt's TestResume_InterruptedStepIsReconciledAndContinued: `Continue` carries on
+    // with the loop; the interrupted step is not paused for an operator nor run again.
+    use countersign::runtime::driver::{Reconcile, Reconciliation};
+    use countersign::runtime::types::{Approval, Run, Step};
+    struct Hook(Arc<Mutex<Vec<String>>>);
+    impl Reconcile for Hook {
+        fn reconcile(
+            &self,
+            r: &Run,
+            s: &[Step],
+            a: &[Approval],
+        ) -> Result<Reconciliation, String> {
+            self.0.lock().unwrap().push(format!(
+                "{} {} {} {}",
+                r.status,
+                s.len(),
+                s[0].status,
+                a.len()
+            ));
+            Ok(Reconciliation::Continue)
+        }
+    }
+    let db = db();
+    let calls: Calls = Arc::new(Mutex::new(Vec::new()));
+    left_executing(&db, SideEffect::LocalMutation, &calls);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let mut cfg = config(
+        &db.store,
+        registry(vec![echo("t", SideEffect::LocalMutation, calls.clone())]),
+        Arc::new(DefaultPolicy),
+        ScriptedAgent::new([agent::complete(r#"{"reconciled":true}"#)]),
+    );
+    cfg.ids = None;
+    cfg.reconcile = Some(Arc::new(Hook(seen.clone())));
+    let run = rt().block_on(Driver::new(cfg).unwrap().resume("r")).unwrap();
+    assert_eq!(
+        (run.status, run.reason.as_str()),
+        (RunStatus::Completed, "goal_completed")
+    );
+    assert_eq!(run.result_json, r#"{"reconciled":true}"#);
+    assert_eq!(
+        *seen.lock().unwrap(),
+        ["RUNNING 1 interrupted 0"],
+        "the hook was handed the run with its step already interrupted"
+    );
+    assert_eq!(calls.lock().unwrap().len(), 1, "not run again");
+    assert!(db.store.list_approvals("r").unwrap().is_empty(), "no pause");
+    let steps = db.store.list_steps("r").unwrap();
+    assert_eq!(steps.len(), 2);
+    assert_eq!(steps[0].status, StepStatus::Interrupted);
+    assert_eq!(steps[1].status, StepStatus::Done);
+    let t = types(&db.store, "r");
+    let i = t.iter().position(|k| k == "lease.taken_over").unwrap();
+    assert_eq!(
+        &t[i..i + 3],
+        ["lease.taken_over", "step.interrupted", "run.resumed"]
+    );
+    assert!(
+        kinds(&db.store, "r")
+            .iter()
+            .any(|(k, p)| k == "run.resumed" && p == r#"{"after":"interruption"}"#)
+    );
+    verify(&db.path);
+}
+
+#[test]
+fn resume_and_attach_leave_failed_and_cancelled_runs_terminal() {
+    // Terminal stays terminal: a FAILED or CANCELLED run is refused by resume and by a gate's
+    // attach, and neither writes anything.
+    use countersign::runtime::driver::Gate;
+    let db = db();
+    let d = driver2(
+        &db.store,
+        registry(vec![]),
+        Arc::new(DefaultPolicy),
+        ScriptedAgent::new([agent::fail("gave up"), agent::complete("")]),
+    );
+    let run = rt().block_on(d.start_with_id("failed", "g", limits())).unwrap();
+    assert_eq!(run.status, RunStatus::Failed);
+    let (calls, d2) = paused(&db, "{}");
+    cancel(&db.store, "r", "alice", "no");
+    for (id, status) in [("failed", "FAILED"), ("r", "CANCELLED")] {
+        let before = (db.store.get_run(id).unwrap(), events(&db.store, id));
+        for e in [
+            rt().block_on(d2.resume(id)).unwrap_err(),
+            rt().block_on(d.resume(id)).unwrap_err(),
+            rt().block_on(
+                Gate::new(config(
+                    &db.store,
+                    registry(vec![]),
+                    Arc::new(DefaultPolicy),
+                    ScriptedAgent::new([agent::complete("")]),
+                ))
+                .unwrap()
+                .attach(id),
+            )
+            .map(|(_, v)| v.outcome())
+            .unwrap_err(),
+        ] {
+            assert_eq!(
+                e.to_string(),
+                format!(
+                    "agentrt: run is not in the required state: run {id} is {status} and cannot be resumed"
+                )
+            );
+        }
+        let after = (db.store.get_run(id).unwrap(), events(&db.store, id));
+        assert_eq!(before, after, "{id}: nothing was written");
+    }
+    assert!(calls.lock().unwrap().is_empty());
+    verify(&db.path);
+}

@@ -261,6 +261,26 @@ impl RunCtx {
         self.end_result(res)
     }
 
+    /// A value that would not encode ends the run `internal_error` (from whichever
+    /// non-terminal status it holds; a RUNNING run only under this driver's lease), so nothing
+    /// more executes and the run is not left RUNNING. Any other stop passes through.
+    pub fn fail_encoding(&mut self, s: Stop) -> Stop {
+        match s {
+            Stop::Err(RuntimeError::Json { context, err }) => {
+                let detail = format!("internal: {context}: {err}");
+                self.fail_internal(
+                    &[
+                        RunStatus::Running,
+                        RunStatus::WaitingForApproval,
+                        RunStatus::Interrupted,
+                    ],
+                    &detail,
+                )
+            }
+            s => s,
+        }
+    }
+
     /// Ends the run with a terminal status from RUNNING (no step change).
     pub fn finish(&mut self, status: RunStatus, reason: &str, detail: &str, limit: bool) -> Stop {
         let now = self.inner.now();

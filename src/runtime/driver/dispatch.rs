@@ -24,6 +24,20 @@ pub(crate) struct Allowed {
     /// The arguments as recorded (`{}` when there were none).
     pub args: Vec<u8>,
     pub started: Timestamp,
+    /// The start not yet written (`None` once `start_tool` committed it).
+    pub start: Option<Start>,
+}
+
+/// What the start transaction of an allowed request writes (spec 8.4).
+#[derive(Clone)]
+pub(crate) struct Start {
+    policy_json: Vec<u8>,
+    policy_event: Vec<u8>,
+    tool_started: Vec<u8>,
+    policy_at: Timestamp,
+    from_step: StepStatus,
+    /// On resume: the granted approval (the start also moves the run WAITING -> RUNNING).
+    resumed: Option<String>,
 }
 
 /// What dispatch led to.
@@ -37,9 +51,6 @@ pub(crate) enum Dispatched {
 pub(crate) struct ResumeGrant {
     pub approval_id: String,
     pub hash: String,
-    /// The granted approval's kind: an `interrupted_side_effect` grant is the operator's
-    /// answer to "run it again?", so a policy that still wants an approval is satisfied by it.
-    pub kind: String,
 }
 
 /// The approval hash (spec 4.2).
@@ -166,7 +177,9 @@ impl RunCtx {
                     let rj = request.to_go_json().map_err(json_err("request"))?;
                     let h = approval_hash(&pd.kind, &pd.capability, &pd.presentation, &rj)
                         .map_err(json_err("approval hash"))?;
-                    if h == g.hash || g.kind == INTERRUPTED_KIND {
+                    // Spec 8.2 step 9, for every grant (an interrupted side effect's too): the
+                    // policy's own approval must be the one granted.
+                    if h == g.hash {
                         return self.allow(
                             step_id, index, reg, args, &pj, &ev, policy_at, from_step, grant,
                         );
@@ -251,8 +264,8 @@ impl RunCtx {
         }
     }
 
-    /// The allowed request: step executing, `step.policy` and `step.tool_started` in one write
-    /// that requires the lease (on resume, also WAITING -> RUNNING with `run.resumed`).
+    /// The allowed request, written nowhere yet (spec 8.4): the step stays `deciding` (or
+    /// `awaiting_approval` on resume) until [`RunCtx::start_tool`] writes the start.
     #[allow(clippy::too_many_arguments)]
     fn allow(
         &mut self,
@@ -266,15 +279,12 @@ impl RunCtx {
         from_step: StepStatus,
         grant: Option<ResumeGrant>,
     ) -> StepResult<Dispatched> {
-        let owner = self.inner.owner.clone();
         let aid = grant
             .as_ref()
             .map(|g| g.approval_id.clone())
             .unwrap_or_default();
         let started_tool =
             record::tool_started(&aid, &args, &reg.def.name).map_err(json_err("tool start"))?;
-        let pid = self.inner.policy_id.clone();
-        let until = super::lease::expiry(self.inner.lease_ttl);
         let mut started = self
             .steps
             .iter()
@@ -285,9 +295,40 @@ impl RunCtx {
             // The human wait is not active time: the step's clock restarts at the resume.
             started = policy_at;
         }
+        Ok(Dispatched::Execute(Allowed {
+            step_id: step_id.to_string(),
+            index,
+            tool: reg,
+            args,
+            started,
+            start: Some(Start {
+                policy_json: pj.to_vec(),
+                policy_event: ev.to_vec(),
+                tool_started: started_tool,
+                policy_at,
+                from_step,
+                resumed: grant.map(|g| g.approval_id),
+            }),
+        }))
+    }
+
+    /// Writes the start of an allowed request (spec 8.4), in one transaction that requires
+    /// the run's state and the lease: step `executing`, `step.policy`, `step.tool_started`
+    /// (on resume, first WAITING -> RUNNING with `run.resumed`, taking the lease). Nothing
+    /// may run unless this commits; a cancel, a lost or lapsed lease or a takeover since the
+    /// verdict fails it.
+    pub fn start_tool(&mut self, a: &mut Allowed) -> StepResult<()> {
+        let Some(st) = a.start.take() else {
+            return Ok(());
+        };
+        let owner = self.inner.owner.clone();
+        let pid = self.inner.policy_id.clone();
+        let until = super::lease::expiry(self.inner.lease_ttl);
+        let step_id = a.step_id.as_str();
+        let started = a.started;
         self.write(|tx| {
-            if grant.is_some() {
-                self.resume_to_running(tx, step_id, &aid, &owner, until, policy_at)?;
+            if let Some(aid) = &st.resumed {
+                self.resume_to_running(tx, step_id, aid, &owner, until, st.policy_at)?;
             } else if !self.lease.ok() {
                 return Err(self.lease.lost_error().into());
             }
@@ -296,11 +337,11 @@ impl RunCtx {
                 &owner,
                 crate::runtime::types::Timestamp::now(),
             )?;
-            let pjs = String::from_utf8_lossy(pj).into_owned();
+            let pjs = String::from_utf8_lossy(&st.policy_json).into_owned();
             step_set(
                 tx,
                 step_id,
-                std::slice::from_ref(&from_step),
+                std::slice::from_ref(&st.from_step),
                 StepUpdate {
                     status: Some(StepStatus::Executing),
                     policy_json: Some(&pjs),
@@ -309,34 +350,34 @@ impl RunCtx {
                     ..StepUpdate::default()
                 },
             )?;
-            tx.event(&self.run_id, step_id, policy_at, "step.policy", ev)?;
             tx.event(
                 &self.run_id,
                 step_id,
-                policy_at,
+                st.policy_at,
+                "step.policy",
+                &st.policy_event,
+            )?;
+            tx.event(
+                &self.run_id,
+                step_id,
+                st.policy_at,
                 "step.tool_started",
-                &started_tool,
+                &st.tool_started,
             )?;
             Ok(())
         })?;
-        if grant.is_some() {
+        if st.resumed.is_some() {
             self.hold_lease(until);
             self.run.status = RunStatus::Running;
         }
         if let Some(s) = self.step_mut(step_id) {
             s.status = StepStatus::Executing;
-            s.policy = PolicyDecision::from_json(pj).ok();
-            s.policy_json = String::from_utf8_lossy(pj).into_owned();
+            s.policy = PolicyDecision::from_json(&st.policy_json).ok();
+            s.policy_json = String::from_utf8_lossy(&st.policy_json).into_owned();
             s.policy_id = pid;
             s.started_at = started;
         }
-        Ok(Dispatched::Execute(Allowed {
-            step_id: step_id.to_string(),
-            index,
-            tool: reg,
-            args,
-            started,
-        }))
+        Ok(())
     }
 
     /// Starts holding the lease a resume write just stamped.

@@ -210,9 +210,14 @@ impl RunCtx {
     }
 }
 
-/// Executes an allowed request and records its outcome on a task of its own: if the caller
-/// drops the driver's future, the outcome is still recorded.
-pub(crate) async fn execute(mut cx: RunCtx, a: Allowed) -> (Option<RunCtx>, StepResult<()>) {
+/// Writes the start of an allowed request, then executes it and records its outcome on a task
+/// of its own: if the caller drops the driver's future, the outcome is still recorded.
+pub(crate) async fn execute(mut cx: RunCtx, mut a: Allowed) -> (Option<RunCtx>, StepResult<()>) {
+    // The start is written (compare-and-set on the lease and the run's state) before the tool
+    // is called: if it does not commit, nothing runs.
+    if let Err(s) = cx.start_tool(&mut a) {
+        return (Some(cx), Err(s));
+    }
     let task = tokio::spawn(async move {
         let outcome = call_tool(&a, &cx.run_id).await;
         let res = cx.record_outcome(&a, outcome);

@@ -3,9 +3,12 @@
 //!
 //! `begin` creates the run (as `start_with_id` does before its loop); `attach` does what
 //! `resume` does before its loop. `step` checks the limits and opens a step; `propose`
-//! records and validates a decision and asks the policy, answering with a [`Verdict`];
-//! `execute` runs exactly the recorded request the verdict allowed; `fail` ends the step as
-//! an agent error; `close` releases the lease.
+//! records and validates a decision and asks the policy, answering with a [`Verdict`] (an
+//! `Allowed` verdict writes nothing more: the step is still deciding and nothing runs);
+//! `execute` writes the tool start in one transaction that compare-and-sets on the lease and
+//! the run's state, then runs exactly the recorded request the verdict allowed; `fail` ends the
+//! step as an agent error; `close` releases the lease. Once the lease is lost every later call
+//! is refused with `ErrLeaseLost`.
 
 use super::ctx::{RunCtx, Stop};
 use super::dispatch::Allowed;
@@ -125,7 +128,15 @@ pub struct Session {
     /// A grant `attach` checked; `execute` writes the resume and runs it.
     grant: Option<Box<resume::Deferred>>,
     /// Why the session is over (returned by every later call).
-    over: Option<String>,
+    over: Option<Over>,
+}
+
+/// Why a session is over.
+enum Over {
+    /// The run paused or ended: `ErrRunState`.
+    State(String),
+    /// The lease was lost: `ErrLeaseLost`, for every later call (spec 7).
+    Lost(String),
 }
 
 fn closed() -> RuntimeError {
@@ -144,27 +155,42 @@ impl Session {
     }
 
     fn cx(&mut self) -> Result<&mut RunCtx, RuntimeError> {
-        if let Some(why) = &self.over {
-            return Err(RuntimeError::Store(StoreError::RunState {
-                detail: why.clone(),
-            }));
+        match &self.over {
+            Some(Over::State(why)) => {
+                return Err(RuntimeError::Store(StoreError::RunState {
+                    detail: why.clone(),
+                }));
+            }
+            Some(Over::Lost(why)) => {
+                return Err(RuntimeError::Store(StoreError::LeaseLost {
+                    detail: why.clone(),
+                }));
+            }
+            None => {}
         }
         self.cx.as_mut().ok_or_else(closed)
     }
 
     /// Ends the session on a stop: a paused or ended run is a verdict, an error closes it.
     fn stop(&mut self, s: Stop) -> Result<Verdict, RuntimeError> {
+        let s = match self.cx.as_mut() {
+            Some(cx) => cx.fail_encoding(s),
+            None => s,
+        };
         self.open = None;
         self.allowed = None;
         match s {
             Stop::Ended(run) => {
                 let run = *run;
-                self.over = Some(format!("run {} is {}", run.id, run.status));
+                self.over = Some(Over::State(format!("run {} is {}", run.id, run.status)));
                 self.release();
                 self.cx = None;
                 Ok(ended(run))
             }
             Stop::Err(e) => {
+                if let RuntimeError::Store(StoreError::LeaseLost { detail }) = &e {
+                    self.over = Some(Over::Lost(detail.clone()));
+                }
                 self.release();
                 self.cx = None;
                 Err(e)
@@ -275,7 +301,7 @@ impl Session {
                     return Ok(Verdict::Denied(obs));
                 }
                 Attached::Done(run) => {
-                    self.over = Some(format!("run {} is {}", run.id, run.status));
+                    self.over = Some(Over::State(format!("run {} is {}", run.id, run.status)));
                     return Ok(ended(*run));
                 }
                 Attached::Grant(..) => {

@@ -138,7 +138,7 @@ pub(crate) fn resume_interrupted(mut cx: RunCtx) -> Result<Attached, RuntimeErro
         return match s {
             // A live owner took it between our read and the write: report it as leased.
             Stop::Err(RuntimeError::Store(StoreError::LeaseLost { detail })) => Err(state(detail)),
-            s => stop_to(s),
+            s => stop_to(cx.fail_encoding(s)),
         };
     }
     cx.hold_lease(until);
@@ -322,10 +322,13 @@ impl RunCtx {
             spec: reg.spec.clone(),
             args,
         };
-        let ev = policy_event(&pd, "", &reg.spec_hash, None).map_err(|e| RuntimeError::Json {
-            context: "policy event".into(),
-            err: e,
-        })?;
+        let ev = match policy_event(&pd, "", &reg.spec_hash, None) {
+            Ok(ev) => ev,
+            Err(e) => {
+                let s = self.fail_encoding(json_err("policy event")(e));
+                return stop_to(s);
+            }
+        };
         let res: StepResult<Run> = self.pause(
             &s.id,
             &[StepStatus::Interrupted],
@@ -338,7 +341,7 @@ impl RunCtx {
         );
         match res {
             Ok(run) => Ok(Attached::Done(Box::new(run))),
-            Err(st) => stop_to(st),
+            Err(st) => stop_to(self.fail_encoding(st)),
         }
     }
 }

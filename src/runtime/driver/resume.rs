@@ -186,7 +186,7 @@ fn resume_waiting(mut cx: RunCtx, defer: bool) -> Result<Attached, RuntimeError>
                 cx.hold_lease(until);
                 Ok(Attached::Continue(Box::new(cx), None))
             }
-            Err(s) => stop_to(s),
+            Err(s) => stop_to(cx.fail_encoding(s)),
         };
     }
     let before: Vec<Arc<Step>> = cx
@@ -211,7 +211,6 @@ fn resume_waiting(mut cx: RunCtx, defer: bool) -> Result<Attached, RuntimeError>
     let grant = ResumeGrant {
         approval_id: a.id.clone(),
         hash: a.hash.clone(),
-        kind: a.kind.clone(),
     };
     let deferred = Deferred {
         step_id: step.id.clone(),
@@ -267,7 +266,7 @@ impl RunCtx {
         ) {
             Ok(Dispatched::Execute(al)) => Ok(Attached::Continue(Box::new(self), Some(al))),
             Ok(Dispatched::Continue) => Ok(Attached::Continue(Box::new(self), None)),
-            Err(s) => stop_to(s),
+            Err(s) => stop_to(self.fail_encoding(s)),
         }
     }
 

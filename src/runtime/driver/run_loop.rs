@@ -54,10 +54,10 @@ pub(crate) async fn drive_from(
                 }
                 match r {
                     Ok(()) => continue,
-                    Err(s) => break s,
+                    Err(s) => break cx.fail_encoding(s),
                 }
             }
-            Err(s) => break s,
+            Err(s) => break cx.fail_encoding(s),
         }
     };
     cx.lease.stop();
