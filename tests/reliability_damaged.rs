@@ -503,3 +503,61 @@ fn surfaces_hold(db: &std::path::Path, runs: &[&str]) {
         );
     }
 }
+
+#[test]
+fn store_unknown_run_status_is_listed_damaged_and_cancellable() {
+    // A run whose status the runtime does not know (lower case, or stored as a BLOB, which
+    // no compare-and-set on the text matches) is listed as damaged, and Cancel still ends it.
+    let db = clean_db();
+    let waiting = run_of(&db.m, "waiting");
+    let interrupted = run_of(&db.m, "interrupted");
+    let approved = run_of(&db.m, "approved");
+    let raw = Raw::open(&db.path);
+    raw.set("runs", "status", &format!("id='{waiting}'"), "waiting_for_approval");
+    raw.exec(&format!(
+        "UPDATE runs SET status = CAST('RUNNING' AS BLOB) WHERE id = '{interrupted}'"
+    ));
+    raw.exec(&format!(
+        "UPDATE runs SET status = X'00FF57' WHERE id = '{approved}'"
+    ));
+    drop(raw);
+    surfaces_hold(&db.path, &[&waiting, &interrupted, &approved]);
+    let store = Store::open_existing(&db.path, false).unwrap();
+    let listed: Vec<(String, &str, &str)> = store
+        .list_damaged_page(100, 0)
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|d| (d.run_id, d.table, d.column))
+        .collect();
+    let overview = store.list_runs_overview("", "", 100, 0, None).unwrap();
+    for id in [&waiting, &interrupted, &approved] {
+        assert!(
+            listed.contains(&(id.to_string(), "runs", "status")),
+            "{id} is listed among the damaged rows: {listed:?}"
+        );
+        let o = overview.items.iter().find(|o| &o.run.id == id).unwrap();
+        assert!(o.damaged, "{id} is marked damaged in the runs overview");
+        assert!(
+            store.get_run(id).unwrap().decode_error.contains("status: "),
+            "{id}: the run read names its status"
+        );
+        let done = operator::cancel(&store, id, "ops", "damaged status", Timestamp::now())
+            .unwrap_or_else(|e| panic!("{id}: cancel must end a damaged run: {e}"));
+        assert_eq!(
+            (done.run.status, done.run.reason.as_str()),
+            (RunStatus::Cancelled, "operator_cancelled")
+        );
+        assert!(store.get_run(id).unwrap().decode_error.is_empty());
+    }
+    assert!(store.verify_events(1, 0).unwrap().ok());
+    assert!(
+        store
+            .list_damaged_page(100, 0)
+            .unwrap()
+            .items
+            .iter()
+            .all(|d| d.table != "runs"),
+        "nothing damaged is left at the run level"
+    );
+}

@@ -93,3 +93,37 @@ fn bytes_overwritten_anywhere_never_panic_a_reader() {
         "the header overwrite is reported: {noticed:?}"
     );
 }
+
+#[test]
+fn cancel_ends_a_run_whose_steps_cannot_be_read() {
+    // A garbled steps page: the in-flight steps cannot be failed ("database disk image is
+    // malformed"), and the run is cancelled all the same, in one transaction with its
+    // run.finished, the chain intact.
+    use countersign::runtime::operator;
+    use countersign::runtime::types::{RunStatus, Timestamp};
+    let db = flat_db();
+    let ps = page_size(&db.path);
+    let root = root_page(&db.path, "steps");
+    overwrite(&db.path, (root - 1) * ps, ps);
+    let waiting = run_of(&db.m, "waiting");
+    let store = Store::open_existing(&db.path, false).unwrap();
+    let e = store.list_steps(&waiting).unwrap_err().to_string();
+    assert!(e.contains("malformed") || e.contains("corrupt"), "{e}");
+    let done = operator::cancel(&store, &waiting, "ops", "steps unreadable", Timestamp::now())
+        .unwrap_or_else(|e| panic!("cancel must end the run: {e}"));
+    assert_eq!(
+        (done.run.status.clone(), done.run.reason.as_str()),
+        (RunStatus::Cancelled, "operator_cancelled")
+    );
+    assert_eq!(done.steps_failed, 0);
+    let why = done.steps_unreadable.expect("it says the steps were not read");
+    assert!(why.contains("malformed") || why.contains("corrupt"), "{why}");
+    assert_eq!(done.events.last().unwrap().kind, "run.finished");
+    let run = store.get_run(&waiting).unwrap();
+    assert_eq!(run.status, RunStatus::Cancelled);
+    assert!(store.verify_events(1, 0).unwrap().ok());
+    match operator::cancel(&store, &waiting, "ops", "again", Timestamp::now()) {
+        Err(operator::OperatorError::RunFinished { .. }) => {}
+        other => panic!("a second cancel is refused: {other:?}"),
+    }
+}

@@ -14,6 +14,9 @@ pub struct Cancelled {
     pub run: Run,
     /// How many in-flight steps were failed.
     pub steps_failed: usize,
+    /// Why the run's steps could not be failed, when SQLite found their pages damaged: the
+    /// run was cancelled all the same (its step rows were left as they were).
+    pub steps_unreadable: Option<String>,
     pub events: Vec<Event>,
 }
 
@@ -22,6 +25,10 @@ pub struct Cancelled {
 /// `{"by","note"}`, the run becomes CANCELLED (`operator_cancelled`, detail = note, lease
 /// cleared) and `run.finished` names who. Pending approvals are left as they are. A live loop
 /// finds the run cancelled at its next write.
+///
+/// A damaged run is cancelled too: a status the runtime does not know (it is not terminal; the
+/// compare-and-set is on the status as stored), and a run whose steps cannot be read (SQLite
+/// reports their pages damaged): the steps are then left as they are and the run still ends.
 pub fn cancel(
     store: &Store,
     run_id: &str,
@@ -41,39 +48,67 @@ pub fn cancel(
         RunStatus::WaitingForApproval,
         RunStatus::Interrupted,
     ];
-    let (steps_failed, events) = store.write(|tx| -> Result<usize, OperatorError> {
-        if let Err(e) = tx.require_status(run_id, &FROM, None) {
-            let status = tx.get_run(run_id)?.status;
-            return Err(if status.is_terminal() {
-                OperatorError::RunFinished {
-                    run_id: run_id.into(),
-                    status,
-                }
+    // SQLite refuses every later write of a transaction in which it found a damaged page, so
+    // when the steps' pages are damaged the cancel is written again, without them.
+    let attempt = |skip_steps: bool, steps_corrupt: &mut bool| {
+        store.write(|tx| {
+            // The status as stored (an unknown one is damaged, not terminal: it may be
+            // cancelled, the compare-and-set being on that status).
+            let from: Vec<RunStatus> = match tx.require_status(run_id, &FROM, None) {
+                Ok(_) => FROM.to_vec(),
+                Err(e) => match tx.get_run(run_id)?.status {
+                    status if status.is_terminal() => {
+                        return Err(OperatorError::RunFinished {
+                            run_id: run_id.into(),
+                            status,
+                        });
+                    }
+                    status @ RunStatus::Unknown(_) => vec![status],
+                    _ => return Err(e.into()),
+                },
+            };
+            let content = Object::new().str("by", by).str("note", note).finish();
+            let (obs, hash) = observation(
+                "interrupted",
+                &content,
+                &format!("cancelled by operator: {note}"),
+            )?;
+            let n = if skip_steps {
+                0
             } else {
-                e.into()
-            });
+                match tx.fail_steps_in_flight(run_id, &obs, &hash, now) {
+                    Ok(n) => n,
+                    Err(e) => {
+                        *steps_corrupt = e.is_corrupt();
+                        return Err(e.into());
+                    }
+                }
+            };
+            finish(
+                tx,
+                run_id,
+                RunStatus::Cancelled,
+                "operator_cancelled",
+                note,
+                Some((by, &from)),
+                now,
+            )?;
+            Ok::<_, OperatorError>(n)
+        })
+    };
+    let mut steps_corrupt = false;
+    let (steps_failed, steps_unreadable, events) = match attempt(false, &mut steps_corrupt) {
+        Ok((n, events)) => (n, None, events),
+        Err(e) if steps_corrupt => {
+            let (n, events) = attempt(true, &mut steps_corrupt)?;
+            (n, Some(e.to_string()), events)
         }
-        let content = Object::new().str("by", by).str("note", note).finish();
-        let (obs, hash) = observation(
-            "interrupted",
-            &content,
-            &format!("cancelled by operator: {note}"),
-        )?;
-        let n = tx.fail_steps_in_flight(run_id, &obs, &hash, now)?;
-        finish(
-            tx,
-            run_id,
-            RunStatus::Cancelled,
-            "operator_cancelled",
-            note,
-            Some((by, &FROM)),
-            now,
-        )?;
-        Ok(n)
-    })?;
+        Err(e) => return Err(e),
+    };
     Ok(Cancelled {
         run: store.get_run(run_id)?,
         steps_failed,
+        steps_unreadable,
         events,
     })
 }

@@ -9,8 +9,10 @@ use rusqlite::{Connection, OptionalExtension, params};
 use super::Store;
 use super::error::{Ctx, StoreError};
 use super::pages::{
-    Page, approval_select, capped_approval, capped_step, check_page, count, query, step_select,
+    Page, approval_select, capped_approval, capped_step, check_page, count, query, run_select,
+    step_select,
 };
+use super::rows::{Cols, run_from};
 
 /// Stored bytes a damaged column keeps.
 pub const DAMAGED_RAW_HEAD: i64 = 4096;
@@ -19,7 +21,7 @@ pub const DAMAGED_RAW_HEAD: i64 = 4096;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DamagedColumn {
     pub run_id: String,
-    /// `steps` or `approvals`.
+    /// `steps`, `runs` (its status) or `approvals`.
     pub table: &'static str,
     pub row_id: String,
     /// The column as decode errors name it (`decision`, `request`, `created_at`, ...).
@@ -33,7 +35,7 @@ pub struct DamagedColumn {
 }
 
 /// (table, decode-error column name, SQL column) by candidate number.
-const COLUMNS: [(&str, &str, &str); 9] = [
+const COLUMNS: [(&str, &str, &str); 10] = [
     ("steps", "decision", "decision_json"),
     ("steps", "policy", "policy_json"),
     ("steps", "observation", "observation_json"),
@@ -43,6 +45,7 @@ const COLUMNS: [(&str, &str, &str); 9] = [
     ("approvals", "created_at", "created_at"),
     ("approvals", "expires_at", "expires_at"),
     ("approvals", "decided_at", "decided_at"),
+    ("runs", "status", "status"),
 ];
 
 /// One line per undecodable (row, column): run, table, row key, candidate number (1..=9).
@@ -59,7 +62,10 @@ const CANDIDATES: &str = "SELECT s.run_id AS run, 'steps' AS tbl, s.rowid AS k, 
     (c.n = 6 AND NOT json_valid(a.request_json)) OR \
     (c.n = 7 AND julianday(a.created_at) IS NULL) OR \
     (c.n = 8 AND a.expires_at != '' AND julianday(a.expires_at) IS NULL) OR \
-    (c.n = 9 AND a.decided_at != '' AND julianday(a.decided_at) IS NULL)";
+    (c.n = 9 AND a.decided_at != '' AND julianday(a.decided_at) IS NULL) \
+    UNION ALL \
+    SELECT r.id, 'runs', r.rowid, 10 FROM runs r WHERE typeof(r.status) != 'text' OR r.status NOT IN \
+    ('RUNNING','WAITING_FOR_APPROVAL','INTERRUPTED','COMPLETED','FAILED','CANCELLED')";
 
 /// The parts of a `"; "`-joined decode error that name `column`.
 fn error_of(decode_error: &str, column: &str) -> Option<String> {
@@ -77,8 +83,18 @@ fn damaged_column(
     rowid: i64,
     n: usize,
 ) -> Result<Option<DamagedColumn>, StoreError> {
-    let (table, column, sqlcol) = COLUMNS[n.clamp(1, 9) - 1];
-    let decoded = if table == "steps" {
+    let (table, column, sqlcol) = COLUMNS[n.clamp(1, COLUMNS.len()) - 1];
+    let decoded = if table == "runs" {
+        let sql = format!("{} WHERE rowid = ?", run_select());
+        c.prepare_cached(&sql)
+            .ctx("damaged rows")?
+            .query_row([rowid], |r| {
+                let run = run_from(&mut Cols::new(r));
+                Ok((run.id.clone(), run.id, run.decode_error))
+            })
+            .optional()
+            .ctx("damaged rows")?
+    } else if table == "steps" {
         let sql = format!("{} WHERE rowid = ?", step_select());
         c.prepare_cached(&sql)
             .ctx("damaged rows")?
@@ -130,8 +146,8 @@ fn damaged_column(
 }
 
 impl Store {
-    /// Undecodable columns of steps and approvals, one per (row, column): steps before
-    /// approvals, then by insertion order and column, with the total.
+    /// Undecodable columns of steps, run statuses and approvals, one per (row, column): steps,
+    /// then runs, then approvals, each by insertion order and column, with the total.
     pub fn list_damaged_page(
         &self,
         limit: i64,
@@ -156,7 +172,7 @@ impl Store {
             )?;
             let mut items = Vec::with_capacity(keys.len());
             for (k, n) in keys {
-                items.extend(damaged_column(c, k, n.clamp(1, 9) as usize)?);
+                items.extend(damaged_column(c, k, n.clamp(1, COLUMNS.len() as i64) as usize)?);
             }
             Ok(Page { items, total })
         })

@@ -140,6 +140,18 @@ impl StoreError {
         )
     }
 
+    /// True when SQLite found the file damaged (SQLITE_CORRUPT: "database disk image is
+    /// malformed").
+    pub fn is_corrupt(&self) -> bool {
+        matches!(
+            self,
+            StoreError::Sqlite {
+                err: rusqlite::Error::SqliteFailure(e, _),
+                ..
+            } if e.code == rusqlite::ErrorCode::DatabaseCorrupt
+        )
+    }
+
     /// Wraps a SQLite error; busy/locked become [`StoreError::Locked`].
     pub fn sqlite(context: impl Into<String>, err: rusqlite::Error) -> StoreError {
         let context = context.into();

@@ -111,6 +111,11 @@ impl<'r, 's> Cols<'r, 's> {
         }
     }
 
+    /// True when the column's storage class is TEXT.
+    pub fn is_text(&self, idx: usize) -> bool {
+        matches!(self.row.get_ref(idx), Ok(ValueRef::Text(_)))
+    }
+
     /// Adds a decode error that is not about a column's content (e.g. a capped column).
     pub fn note(&mut self, column: &str, err: &dyn std::fmt::Display) {
         self.fail(column, err);
@@ -145,6 +150,11 @@ pub(crate) fn run_from(c: &mut Cols<'_, '_>) -> Run {
         lease_expires_at: c.time(18, "lease_expires_at"),
         ..Run::default()
     };
+    // A status the runtime does not know (or stored as anything but TEXT, which no
+    // compare-and-set on it matches) marks the run damaged; Cancel still ends it.
+    if matches!(run.status, RunStatus::Unknown(_)) || !c.is_text(2) {
+        c.note("status", &"not a run status the runtime knows");
+    }
     let limits_json = run.limits_json.clone();
     run.limits = c
         .json(&limits_json, "limits", Limits::from_json)

@@ -22,6 +22,10 @@ pub(super) const STEP_BAD_SQL: &str = "(s.decision_json != '' AND NOT json_valid
     (s.observation_json != '' AND NOT json_valid(s.observation_json)) OR \
     julianday(s.started_at) IS NULL OR (s.finished_at != '' AND julianday(s.finished_at) IS NULL)";
 
+/// A run whose status is not one the runtime knows, or not TEXT (`r` = runs).
+pub(super) const RUN_STATUS_BAD_SQL: &str = "typeof(r.status) != 'text' OR r.status NOT IN \
+    ('RUNNING','WAITING_FOR_APPROVAL','INTERRUPTED','COMPLETED','FAILED','CANCELLED')";
+
 /// An approval row SQLite itself sees as undecodable (`a` = approvals).
 pub(super) const APPROVAL_BAD_SQL: &str = "NOT json_valid(a.request_json) OR \
     julianday(a.created_at) IS NULL OR (a.expires_at != '' AND julianday(a.expires_at) IS NULL) OR \
@@ -49,7 +53,7 @@ pub struct RunOverview {
     /// Pending approvals, counted only while the run is WAITING_FOR_APPROVAL (a cancelled run
     /// may keep a pending approval; it is not waiting).
     pub pending: i64,
-    /// Whether a step or approval of the run does not decode.
+    /// Whether the run's status, or a step or approval of the run, does not decode.
     pub damaged: bool,
 }
 
@@ -153,6 +157,7 @@ fn overview(c: &Connection, rowid: i64) -> Result<Option<RunOverview>, StoreErro
     let sql = format!(
         "SELECT CASE WHEN r.status = 'WAITING_FOR_APPROVAL' THEN \
          (SELECT COUNT(*) FROM approvals a WHERE a.run_id = r.id AND a.status = 'pending') ELSE 0 END, \
+         ({RUN_STATUS_BAD_SQL}) OR \
          EXISTS (SELECT 1 FROM steps s WHERE s.run_id = r.id AND ({STEP_BAD_SQL})) OR \
          EXISTS (SELECT 1 FROM approvals a WHERE a.run_id = r.id AND ({APPROVAL_BAD_SQL})) \
          FROM runs r WHERE r.rowid = ?"
