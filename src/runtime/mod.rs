@@ -1,5 +1,18 @@
 //! The embedded runtime: agentrt's run database and the guarantees that make decisions binding.
 
+/// An item public only with the `testing` feature (which only the crate's own tests and
+/// benches enable, through its dev-dependency on itself), crate-private otherwise: raw
+/// connection access and test hooks that would let a consumer around compare-and-set and the
+/// hash chain.
+macro_rules! testing_pub {
+    ($(#[$m:meta])* fn $($rest:tt)*) => {
+        #[cfg(feature = "testing")]
+        $(#[$m])* pub fn $($rest)*
+        #[cfg(not(feature = "testing"))]
+        $(#[$m])* #[allow(dead_code)] pub(crate) fn $($rest)*
+    };
+}
+
 pub mod agent;
 pub mod clock;
 pub mod driver;

@@ -109,14 +109,7 @@ impl Lease {
         &self.state.owner
     }
 
-    /// Records an expiry the loop itself wrote (a move to RUNNING).
-    pub fn written(&self, expires_at: Timestamp) {
-        self.state
-            .expires
-            .store(clamp(expires_at.unix_nanos()), Ordering::SeqCst);
-    }
-
-    pub fn mark_lost(&self) {
+    pub(crate) fn mark_lost(&self) {
         self.state.lost.store(true, Ordering::SeqCst);
     }
 

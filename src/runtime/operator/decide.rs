@@ -141,12 +141,12 @@ pub fn decide(
     )
 }
 
+testing_pub! {
 /// [`decide`] with `between` called after the checks made outside the transaction and before
 /// it begins: lets a test change the row in that window to prove the checks are repeated
-/// under the write lock.
-#[doc(hidden)]
+/// under the write lock. Public only with the `testing` feature.
 #[allow(clippy::too_many_arguments)]
-pub fn decide_hooked(
+fn decide_hooked(
     store: &Store,
     run_id: &str,
     approval_id: &str,
@@ -244,6 +244,7 @@ pub fn decide_hooked(
         approval: store.get_approval(run_id, approval_id)?,
         events,
     })
+}
 }
 
 /// agentrt's `check`: expired, not pending, not the shown one, then the hash.

@@ -18,11 +18,15 @@ pub struct Tx<'a> {
 }
 
 impl Store {
+    testing_pub! {
     /// Runs `f` in one `BEGIN IMMEDIATE` transaction. On `Ok` it commits and returns the value
     /// with the events appended (hand them to observers now, after the commit); an `Err` or a
     /// panic in `f` rolls everything back. SQLITE_BUSY past the busy timeout is
     /// [`StoreError::Locked`].
-    pub fn write<T, E: From<StoreError>>(
+    ///
+    /// Public only with the `testing` feature: outside the runtime, state changes go through
+    /// the driver and the operator functions, which compare-and-set on what they expect.
+    fn write<T, E: From<StoreError>>(
         &self,
         f: impl FnOnce(&mut Tx<'_>) -> Result<T, E>,
     ) -> Result<(T, Vec<Event>), E> {
@@ -46,6 +50,7 @@ impl Store {
         let Tx { tx, events, .. } = w;
         tx.commit().ctx("commit")?;
         Ok((out, events))
+    }
     }
 }
 
@@ -75,9 +80,12 @@ fn or_list(from: &[RunStatus]) -> String {
 }
 
 impl<'a> Tx<'a> {
-    /// The connection, for reads or custom SQL inside this transaction.
-    pub fn conn(&self) -> &Connection {
+    testing_pub! {
+    /// The connection, for reads or custom SQL inside this transaction (tests only: the
+    /// `testing` feature).
+    fn conn(&self) -> &Connection {
         &self.tx
+    }
     }
 
     /// Events appended so far in this transaction.
