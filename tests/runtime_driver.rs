@@ -773,3 +773,64 @@ fn driver_terminal_tool_commits_with_its_run() {
     assert_eq!(states.last(), Some(&("done", "COMPLETED")));
     verify(&db.path);
 }
+
+#[test]
+fn driver_store_work_never_blocks_the_async_executor() {
+    // Store work runs off the runtime's worker threads: on a current-thread runtime (one
+    // thread for every task), a driver whose write waits on SQLite's lock (another connection
+    // holds it) leaves the other tasks running. Here a ticker task must make 50 ticks while
+    // the driver is stuck behind the lock; only then is the lock released. With store work
+    // on the worker thread the ticker starves until the busy timeout fails the driver.
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let db = db();
+    let (hold_tx, hold_rx) = std::sync::mpsc::channel::<()>();
+    let (held_tx, held_rx) = std::sync::mpsc::channel::<()>();
+    let path = db.path.clone();
+    let holder = std::thread::spawn(move || {
+        let c = rusqlite::Connection::open(&path).unwrap();
+        c.execute_batch("BEGIN IMMEDIATE").unwrap();
+        held_tx.send(()).unwrap();
+        hold_rx.recv().unwrap();
+        c.execute_batch("COMMIT").unwrap();
+    });
+    held_rx.recv().unwrap();
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let d = driver(
+        &db.store,
+        registry(vec![echo("lookup", SideEffect::ReadOnly, calls.clone())]),
+        Arc::new(DefaultPolicy),
+        ScriptedAgent::new([agent::tool_call("lookup", "{}"), agent::complete("")]),
+    );
+    let rtm = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let ticks = Arc::new(AtomicUsize::new(0));
+    let run = rtm.block_on(async {
+        let run = tokio::spawn(async move { d.start_with_id("r", "g", limits()).await });
+        let t = ticks.clone();
+        let ticker = tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+                t.fetch_add(1, Ordering::SeqCst);
+            }
+        });
+        while ticks.load(Ordering::SeqCst) < 50 {
+            assert!(
+                !run.is_finished(),
+                "the driver finished before the lock was released"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
+        assert!(!run.is_finished(), "the driver is still waiting on the lock");
+        hold_tx.send(()).unwrap();
+        let r = run.await.unwrap();
+        ticker.abort();
+        r
+    });
+    holder.join().unwrap();
+    let run = run.expect("the run goes on once the lock is free");
+    assert_eq!(run.status, RunStatus::Completed);
+    assert_eq!(calls.lock().unwrap().len(), 1);
+    verify(&db.path);
+}

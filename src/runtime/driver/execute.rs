@@ -214,17 +214,33 @@ impl RunCtx {
 /// of its own: if the caller drops the driver's future, the outcome is still recorded.
 pub(crate) async fn execute(mut cx: RunCtx, mut a: Allowed) -> (Option<RunCtx>, StepResult<()>) {
     // The start is written (compare-and-set on the lease and the run's state) before the tool
-    // is called: if it does not commit, nothing runs.
-    if let Err(s) = cx.start_tool(&mut a) {
-        return (Some(cx), Err(s));
+    // is called: if it does not commit, nothing runs. Store work runs on the blocking pool.
+    if a.start.is_some() {
+        match super::blocking(move || {
+            let r = cx.start_tool(&mut a);
+            (cx, a, r)
+        })
+        .await
+        {
+            Ok((c, al, Ok(()))) => {
+                cx = c;
+                a = al;
+            }
+            Ok((c, _, Err(s))) => return (Some(c), Err(s)),
+            Err(e) => return (None, Err(Stop::Err(e))),
+        }
     }
     let task = tokio::spawn(async move {
         let outcome = call_tool(&a, &cx.run_id).await;
-        let res = cx.record_outcome(&a, outcome);
-        (cx, res)
+        super::blocking(move || {
+            let res = cx.record_outcome(&a, outcome);
+            (cx, res)
+        })
+        .await
     });
     match task.await {
-        Ok((cx, res)) => (Some(cx), res),
+        Ok(Ok((cx, res))) => (Some(cx), res),
+        Ok(Err(e)) => (None, Err(Stop::Err(e))),
         Err(e) => (
             None,
             Err(Stop::Err(RuntimeError::Config(format!(

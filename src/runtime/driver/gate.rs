@@ -76,7 +76,12 @@ impl Gate {
         goal: &str,
         limits: Limits,
     ) -> Result<Session, RuntimeError> {
-        let cx = RunCtx::create(self.driver.inner.clone(), run_id, goal, limits)?;
+        let (inner, id, goal) = (
+            self.driver.inner.clone(),
+            run_id.to_string(),
+            goal.to_string(),
+        );
+        let cx = super::blocking(move || RunCtx::create(inner, &id, &goal, limits)).await??;
         Ok(Session::new(cx, None))
     }
 
@@ -174,7 +179,7 @@ impl Session {
     /// Ends the session on a stop: a paused or ended run is a verdict, an error closes it.
     fn stop(&mut self, s: Stop) -> Result<Verdict, RuntimeError> {
         let s = match self.cx.as_mut() {
-            Some(cx) => cx.fail_encoding(s),
+            Some(cx) => super::off_worker(|| cx.fail_encoding(s)),
             None => s,
         };
         self.open = None;
@@ -200,8 +205,10 @@ impl Session {
 
     fn release(&mut self) {
         if let Some(cx) = self.cx.as_mut() {
-            cx.lease.stop();
-            super::lease::release(&cx.inner.store, &cx.run_id, &cx.inner.owner);
+            super::off_worker(|| {
+                cx.lease.stop();
+                super::lease::release(&cx.inner.store, &cx.run_id, &cx.inner.owner);
+            });
         }
     }
 
@@ -214,7 +221,7 @@ impl Session {
             ));
         }
         let cx = self.cx()?;
-        match open_step(cx) {
+        match super::off_worker(|| open_step(cx)) {
             Ok(open) => {
                 let input = cx.input(&open);
                 self.open = Some(open);
@@ -255,7 +262,7 @@ impl Session {
             .ok_or_else(|| RuntimeError::Config("no step is open".into()))?;
         let step_id = open.step.id.clone();
         let cx = self.cx.as_mut().ok_or_else(closed)?;
-        match decided(cx, open, d) {
+        match super::off_worker(|| decided(cx, open, d)) {
             Ok(Next::Execute(a)) => {
                 let req = request_of(cx, &a);
                 self.allowed = Some(a);
@@ -280,12 +287,20 @@ impl Session {
         if let Some(d) = self.grant.take() {
             // The grant TTL is judged again, then the policy, then the resume is written.
             let mut cx = self.cx.take().ok_or_else(closed)?;
-            if let Some(stop) = cx.grant_expired(&d) {
-                self.cx = Some(cx);
-                return self.stop(stop);
-            }
             let step_id = d.step_id.clone();
-            match cx.run_grant(*d)? {
+            let judged = super::blocking(move || match cx.grant_expired(&d) {
+                Some(stop) => Err((cx, stop)),
+                None => Ok(cx.run_grant(*d)),
+            })
+            .await?;
+            let attached = match judged {
+                Err((cx, stop)) => {
+                    self.cx = Some(cx);
+                    return self.stop(stop);
+                }
+                Ok(attached) => attached,
+            };
+            match attached? {
                 Attached::Continue(cx, Some(a)) => {
                     self.cx = Some(*cx);
                     self.allowed = Some(a);

@@ -156,6 +156,32 @@ impl Inner {
     }
 }
 
+/// Runs store work (each commit fsyncs; a lock wait can last the busy timeout) on tokio's
+/// blocking pool, off the async worker threads, so a run waiting on SQLite never stalls the
+/// other tasks of the runtime (a current-thread runtime included). A panic in `f` is resumed
+/// here.
+pub(crate) async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, RuntimeError> {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(v) => Ok(v),
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(e) => Err(RuntimeError::Config(format!("store work was cancelled: {e}"))),
+    }
+}
+
+/// Runs `f` (store work) from a synchronous call such as a Gate session's `step`: on a
+/// multi-thread tokio runtime's worker the runtime is first told this thread will block
+/// (`block_in_place`), so its other tasks move to another worker; elsewhere `f` just runs.
+pub(crate) fn off_worker<T>(f: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(f)
+        }
+        _ => f(),
+    }
+}
+
 /// Random 32 lowercase hex (128 bits).
 pub fn random_id() -> String {
     let mut b = [0u8; 16];
@@ -228,7 +254,9 @@ impl Driver {
         limits: Limits,
     ) -> Result<Run, RuntimeError> {
         let agent = self.agent()?;
-        let cx = ctx::RunCtx::create(self.inner.clone(), id, goal, limits)?;
+        let (inner, id_owned, goal_owned) = (self.inner.clone(), id.to_string(), goal.to_string());
+        let cx =
+            blocking(move || ctx::RunCtx::create(inner, &id_owned, &goal_owned, limits)).await??;
         run_loop::drive(cx, agent).await
     }
 
@@ -239,7 +267,7 @@ impl Driver {
         match resume::attach(self.inner.clone(), run_id, false).await? {
             resume::Attached::Done(run) => Ok(*run),
             resume::Attached::Continue(cx, first) => run_loop::drive_from(*cx, agent, first).await,
-            resume::Attached::Grant(cx, d) => match cx.run_grant(*d)? {
+            resume::Attached::Grant(cx, d) => match blocking(move || cx.run_grant(*d)).await?? {
                 resume::Attached::Continue(cx, first) => {
                     run_loop::drive_from(*cx, agent, first).await
                 }

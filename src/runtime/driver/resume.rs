@@ -53,11 +53,17 @@ pub(crate) fn stop_to(res: Stop) -> Result<Attached, RuntimeError> {
     }
 }
 
+/// Does what a resume does before its loop, on the blocking pool (store work).
 pub(crate) async fn attach(
     inner: Arc<Inner>,
     run_id: &str,
     defer: bool,
 ) -> Result<Attached, RuntimeError> {
+    let run_id = run_id.to_string();
+    super::blocking(move || attach_now(inner, &run_id, defer)).await?
+}
+
+fn attach_now(inner: Arc<Inner>, run_id: &str, defer: bool) -> Result<Attached, RuntimeError> {
     let run = inner.store.get_run(run_id)?;
     match run.status {
         RunStatus::WaitingForApproval => {

@@ -37,7 +37,11 @@ pub(crate) async fn drive_from(
     let res = loop {
         let next = match first.take() {
             Some(a) => Ok(Next::Execute(a)),
-            None => step_once(&mut cx, &agent).await,
+            None => {
+                let (c, next) = step_once(cx, &agent).await?;
+                cx = c;
+                next
+            }
         };
         match next {
             Ok(Next::Continue) => continue,
@@ -54,14 +58,19 @@ pub(crate) async fn drive_from(
                 }
                 match r {
                     Ok(()) => continue,
-                    Err(s) => break cx.fail_encoding(s),
+                    Err(s) => break s,
                 }
             }
-            Err(s) => break cx.fail_encoding(s),
+            Err(s) => break s,
         }
     };
-    cx.lease.stop();
-    release(&cx.inner.store, &cx.run_id, &cx.inner.owner);
+    let res = super::blocking(move || {
+        let res = cx.fail_encoding(res);
+        cx.lease.stop();
+        release(&cx.inner.store, &cx.run_id, &cx.inner.owner);
+        res
+    })
+    .await?;
     match res {
         Stop::Ended(run) => Ok(*run),
         Stop::Err(e) => Err(e),
@@ -223,11 +232,34 @@ pub(crate) fn decided(
     }
 }
 
-async fn step_once(cx: &mut RunCtx, agent: &Arc<dyn Agent>) -> StepResult<Next> {
-    let open = open_step(cx)?;
+/// One step of the driver's loop: the store work before and after the agent's decision runs
+/// on the blocking pool (an allowed request's start is written in the same hop as the
+/// decision, as nothing happens between them in the driver's loop).
+async fn step_once(
+    mut cx: RunCtx,
+    agent: &Arc<dyn Agent>,
+) -> Result<(RunCtx, StepResult<Next>), RuntimeError> {
+    let (mut cx, open) = super::blocking(move || {
+        let open = open_step(&mut cx);
+        (cx, open)
+    })
+    .await?;
+    let open = match open {
+        Ok(o) => o,
+        Err(s) => return Ok((cx, Err(s))),
+    };
     let input = cx.input(&open);
     let d = agent.decide(input).await;
-    decided(cx, open, d)
+    super::blocking(move || {
+        let mut next = decided(&mut cx, open, d);
+        if let Ok(Next::Execute(a)) = &mut next
+            && let Err(s) = cx.start_tool(a)
+        {
+            next = Err(s);
+        }
+        (cx, next)
+    })
+    .await
 }
 
 impl RunCtx {
