@@ -513,7 +513,12 @@ fn store_unknown_run_status_is_listed_damaged_and_cancellable() {
     let interrupted = run_of(&db.m, "interrupted");
     let approved = run_of(&db.m, "approved");
     let raw = Raw::open(&db.path);
-    raw.set("runs", "status", &format!("id='{waiting}'"), "waiting_for_approval");
+    raw.set(
+        "runs",
+        "status",
+        &format!("id='{waiting}'"),
+        "waiting_for_approval",
+    );
     raw.exec(&format!(
         "UPDATE runs SET status = CAST('RUNNING' AS BLOB) WHERE id = '{interrupted}'"
     ));

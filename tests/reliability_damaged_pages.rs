@@ -109,15 +109,26 @@ fn cancel_ends_a_run_whose_steps_cannot_be_read() {
     let store = Store::open_existing(&db.path, false).unwrap();
     let e = store.list_steps(&waiting).unwrap_err().to_string();
     assert!(e.contains("malformed") || e.contains("corrupt"), "{e}");
-    let done = operator::cancel(&store, &waiting, "ops", "steps unreadable", Timestamp::now())
-        .unwrap_or_else(|e| panic!("cancel must end the run: {e}"));
+    let done = operator::cancel(
+        &store,
+        &waiting,
+        "ops",
+        "steps unreadable",
+        Timestamp::now(),
+    )
+    .unwrap_or_else(|e| panic!("cancel must end the run: {e}"));
     assert_eq!(
         (done.run.status.clone(), done.run.reason.as_str()),
         (RunStatus::Cancelled, "operator_cancelled")
     );
     assert_eq!(done.steps_failed, 0);
-    let why = done.steps_unreadable.expect("it says the steps were not read");
-    assert!(why.contains("malformed") || why.contains("corrupt"), "{why}");
+    let why = done
+        .steps_unreadable
+        .expect("it says the steps were not read");
+    assert!(
+        why.contains("malformed") || why.contains("corrupt"),
+        "{why}"
+    );
     assert_eq!(done.events.last().unwrap().kind, "run.finished");
     let run = store.get_run(&waiting).unwrap();
     assert_eq!(run.status, RunStatus::Cancelled);

@@ -822,7 +822,10 @@ fn driver_store_work_never_blocks_the_async_executor() {
             );
             tokio::time::sleep(std::time::Duration::from_millis(1)).await;
         }
-        assert!(!run.is_finished(), "the driver is still waiting on the lock");
+        assert!(
+            !run.is_finished(),
+            "the driver is still waiting on the lock"
+        );
         hold_tx.send(()).unwrap();
         let r = run.await.unwrap();
         ticker.abort();

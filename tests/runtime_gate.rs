@@ -454,7 +454,11 @@ fn gate_allowed_then_cancelled_runs_nothing() {
         panic!("allowed")
     };
     let step = db.store.get_step(&input.step_id).unwrap();
-    assert_eq!(step.status.as_str(), "deciding", "the verdict starts nothing");
+    assert_eq!(
+        step.status.as_str(),
+        "deciding",
+        "the verdict starts nothing"
+    );
     assert_eq!(starts(&db, &input.step_id), 0);
     // The operator cancels on a connection of its own.
     let other = countersign::runtime::store::Store::open_existing(&db.path, false).unwrap();
@@ -479,13 +483,7 @@ fn gate_abandoned_after_allowed_runs_nothing() {
     // and run again.
     let db = db();
     let calls = Arc::new(Mutex::new(Vec::new()));
-    let reg = || {
-        registry(vec![echo(
-            "push",
-            SideEffect::LocalMutation,
-            calls.clone(),
-        )])
-    };
+    let reg = || registry(vec![echo("push", SideEffect::LocalMutation, calls.clone())]);
     let make = || {
         let mut c = config(
             &db.store,
@@ -538,7 +536,11 @@ fn gate_abandoned_after_allowed_runs_nothing() {
         rtm.block_on(s2.execute()).unwrap(),
         Verdict::Observed(_)
     ));
-    assert_eq!(calls.lock().unwrap().len(), 1, "run once, by the new session");
+    assert_eq!(
+        calls.lock().unwrap().len(),
+        1,
+        "run once, by the new session"
+    );
     verify(&db.path);
 }
 
@@ -576,7 +578,8 @@ fn gate_calls_after_the_lease_is_lost_are_refused() {
             [],
         )
         .unwrap();
-    let other = Arc::new(countersign::runtime::store::Store::open_existing(&db.path, false).unwrap());
+    let other =
+        Arc::new(countersign::runtime::store::Store::open_existing(&db.path, false).unwrap());
     let mut c2 = config(
         &other,
         tools(&calls),
@@ -588,7 +591,10 @@ fn gate_calls_after_the_lease_is_lost_are_refused() {
     assert!(matches!(v, Verdict::Ready));
     let e = rtm.block_on(s.execute()).unwrap_err();
     assert!(e.is_lease_lost(), "{e}");
-    assert!(calls.lock().unwrap().is_empty(), "the side effect did not start");
+    assert!(
+        calls.lock().unwrap().is_empty(),
+        "the side effect did not start"
+    );
     assert_eq!(starts(&db, &first.step_id), 0);
     for e in [
         s.step().unwrap_err(),

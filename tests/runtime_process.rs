@@ -419,11 +419,17 @@ fn resume_crash_after_resume_keeps_the_approved_request() {
     let calls = Arc::new(Mutex::new(Vec::new()));
     let d = driver2(
         &db.store,
-        registry(vec![echo("push", SideEffect::RemoteMutation, calls.clone())]),
+        registry(vec![echo(
+            "push",
+            SideEffect::RemoteMutation,
+            calls.clone(),
+        )]),
         Arc::new(DefaultPolicy),
         ScriptedAgent::new([agent::tool_call("push", r#"{"n": 7}"#)]),
     );
-    let run = rt().block_on(d.start_with_id("r", "push", limits())).unwrap();
+    let run = rt()
+        .block_on(d.start_with_id("r", "push", limits()))
+        .unwrap();
     assert_eq!(run.status, RunStatus::WaitingForApproval);
     let a1 = latest_approval(&db.store, "r");
     approve(&db.store, "r", &a1.id, "alice");
@@ -434,7 +440,10 @@ fn resume_crash_after_resume_keeps_the_approved_request() {
         &[("RT_DB", &path), ("RT_COUNT", &cnt), ("RT_RUN", "r")],
     );
     assert!(killed_by_sigkill(k), "the child died by SIGKILL");
-    assert!(lines(&count).is_empty(), "the dead process never called the tool");
+    assert!(
+        lines(&count).is_empty(),
+        "the dead process never called the tool"
+    );
     let run = db.store.get_run("r").unwrap();
     assert_eq!(run.status, RunStatus::Running, "the resume committed");
     assert!(run.lease_owner.starts_with("doomed/"));
@@ -473,7 +482,10 @@ fn resume_crash_after_resume_keeps_the_approved_request() {
     };
     let run = rt().block_on(make().resume("r")).unwrap();
     assert_eq!(run.status, RunStatus::WaitingForApproval);
-    assert!(lines(&count).is_empty(), "nothing re-runs without an operator");
+    assert!(
+        lines(&count).is_empty(),
+        "nothing re-runs without an operator"
+    );
     let a2 = latest_approval(&db.store, "r");
     assert_eq!(a2.kind, "interrupted_side_effect");
     assert_eq!(a2.step_id, a1.step_id, "the same step");
@@ -498,7 +510,11 @@ fn lease_same_owner_name_in_two_processes_excludes_each_other() {
     let count = db.dir.path().join("count.txt");
     let path = db.path.to_string_lossy().into_owned();
     let cnt = count.to_string_lossy().into_owned();
-    let env = [("RT_DB", path.as_str()), ("RT_COUNT", cnt.as_str()), ("RT_RUN", "r")];
+    let env = [
+        ("RT_DB", path.as_str()),
+        ("RT_COUNT", cnt.as_str()),
+        ("RT_RUN", "r"),
+    ];
     let mut holder = child("hold", &env);
     while lines(&count).is_empty() {
         if let Some(st) = holder.try_wait().unwrap() {

@@ -591,7 +591,10 @@ fn resume_reconcile_waiting_pauses_the_interrupted_request() {
 
 /// A refund tool that counts its calls; its first call is cut off (the driver's lease lapses
 /// on disk while it runs, so its outcome is never recorded).
-fn refund_tool(path: std::path::PathBuf, calls: Calls) -> Arc<dyn countersign::runtime::tools::Tool> {
+fn refund_tool(
+    path: std::path::PathBuf,
+    calls: Calls,
+) -> Arc<dyn countersign::runtime::tools::Tool> {
     FnTool::new(def("refund", SideEffect::RemoteMutation, OBJ), move |c| {
         let first = {
             let mut v = calls.lock().unwrap();
@@ -604,20 +607,27 @@ fn refund_tool(path: std::path::PathBuf, calls: Calls) -> Arc<dyn countersign::r
                 .execute("UPDATE runs SET lease_owner = 'gone/1', lease_expires_at = '2001-01-01T00:00:00Z' WHERE id = ?", [&c.run_id])
                 .unwrap();
         }
-        Box::pin(async { Ok(ToolOutput { content: br#"{"refunded":true}"#.to_vec(), summary: "refunded".into() }) })
+        Box::pin(async {
+            Ok(ToolOutput {
+                content: br#"{"refunded":true}"#.to_vec(),
+                summary: "refunded".into(),
+            })
+        })
     })
 }
 
 /// Refunds above 100 need a `refund` approval; everything else is allowed.
 fn refund_policy() -> Arc<dyn policy::Policy> {
-    Arc::new(FnPolicy(|r: &policy::PolicyRequest, _v: &policy::RunView| {
-        let v: serde_json::Value = serde_json::from_slice(&r.args).unwrap();
-        if r.tool == "refund" && v["amount"].as_i64().unwrap_or(0) > 100 {
-            policy::need_approval("refund", "above the automatic limit", &r.args, &r.args)
-        } else {
-            Ok(policy::allow("within the limit"))
-        }
-    }))
+    Arc::new(FnPolicy(
+        |r: &policy::PolicyRequest, _v: &policy::RunView| {
+            let v: serde_json::Value = serde_json::from_slice(&r.args).unwrap();
+            if r.tool == "refund" && v["amount"].as_i64().unwrap_or(0) > 100 {
+                policy::need_approval("refund", "above the automatic limit", &r.args, &r.args)
+            } else {
+                Ok(policy::allow("within the limit"))
+            }
+        },
+    ))
 }
 
 #[test]
@@ -638,7 +648,9 @@ fn resume_interrupted_grant_still_needs_the_policys_approval() {
         c.ids = None;
         Driver::new(c).unwrap()
     };
-    let run = rt().block_on(make().start_with_id("r", "g", limits())).unwrap();
+    let run = rt()
+        .block_on(make().start_with_id("r", "g", limits()))
+        .unwrap();
     assert_eq!(run.status, RunStatus::WaitingForApproval);
     let a1 = latest_approval(&db.store, "r");
     assert_eq!(a1.kind, "refund");
@@ -732,7 +744,8 @@ fn driver_encoding_failure_fails_the_run_internal_error() {
             };
             run
         } else {
-            rt().block_on(Driver::new(cfg).unwrap().resume("r")).unwrap()
+            rt().block_on(Driver::new(cfg).unwrap().resume("r"))
+                .unwrap()
         };
         assert_eq!(
             (run.status.clone(), run.reason.as_str()),
@@ -760,12 +773,7 @@ fn resume_interrupted_step_is_reconciled_and_continued() {
     use countersign::runtime::types::{Approval, Run, Step};
     struct Hook(Arc<Mutex<Vec<String>>>);
     impl Reconcile for Hook {
-        fn reconcile(
-            &self,
-            r: &Run,
-            s: &[Step],
-            a: &[Approval],
-        ) -> Result<Reconciliation, String> {
+        fn reconcile(&self, r: &Run, s: &[Step], a: &[Approval]) -> Result<Reconciliation, String> {
             self.0.lock().unwrap().push(format!(
                 "{} {} {} {}",
                 r.status,
@@ -788,7 +796,9 @@ fn resume_interrupted_step_is_reconciled_and_continued() {
     );
     cfg.ids = None;
     cfg.reconcile = Some(Arc::new(Hook(seen.clone())));
-    let run = rt().block_on(Driver::new(cfg).unwrap().resume("r")).unwrap();
+    let run = rt()
+        .block_on(Driver::new(cfg).unwrap().resume("r"))
+        .unwrap();
     assert_eq!(
         (run.status, run.reason.as_str()),
         (RunStatus::Completed, "goal_completed")
@@ -831,7 +841,9 @@ fn resume_and_attach_leave_failed_and_cancelled_runs_terminal() {
         Arc::new(DefaultPolicy),
         ScriptedAgent::new([agent::fail("gave up"), agent::complete("")]),
     );
-    let run = rt().block_on(d.start_with_id("failed", "g", limits())).unwrap();
+    let run = rt()
+        .block_on(d.start_with_id("failed", "g", limits()))
+        .unwrap();
     assert_eq!(run.status, RunStatus::Failed);
     let (calls, d2) = paused(&db, "{}");
     cancel(&db.store, "r", "alice", "no");

@@ -25,7 +25,7 @@ pub(crate) struct Allowed {
     pub args: Vec<u8>,
     pub started: Timestamp,
     /// The start not yet written (`None` once `start_tool` committed it).
-    pub start: Option<Start>,
+    pub start: Option<Box<Start>>,
 }
 
 /// What the start transaction of an allowed request writes (spec 8.4).
@@ -301,14 +301,14 @@ impl RunCtx {
             tool: reg,
             args,
             started,
-            start: Some(Start {
+            start: Some(Box::new(Start {
                 policy_json: pj.to_vec(),
                 policy_event: ev.to_vec(),
                 tool_started: started_tool,
                 policy_at,
                 from_step,
                 resumed: grant.map(|g| g.approval_id),
-            }),
+            })),
         }))
     }
 

@@ -289,12 +289,13 @@ impl Session {
             let mut cx = self.cx.take().ok_or_else(closed)?;
             let step_id = d.step_id.clone();
             let judged = super::blocking(move || match cx.grant_expired(&d) {
-                Some(stop) => Err((cx, stop)),
+                Some(stop) => Err(Box::new((cx, stop))),
                 None => Ok(cx.run_grant(*d)),
             })
             .await?;
             let attached = match judged {
-                Err((cx, stop)) => {
+                Err(expired) => {
+                    let (cx, stop) = *expired;
                     self.cx = Some(cx);
                     return self.stop(stop);
                 }

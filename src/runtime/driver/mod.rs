@@ -166,7 +166,9 @@ pub(crate) async fn blocking<T: Send + 'static>(
     match tokio::task::spawn_blocking(f).await {
         Ok(v) => Ok(v),
         Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-        Err(e) => Err(RuntimeError::Config(format!("store work was cancelled: {e}"))),
+        Err(e) => Err(RuntimeError::Config(format!(
+            "store work was cancelled: {e}"
+        ))),
     }
 }
 

@@ -16,12 +16,11 @@ use crate::runtime::store::StoreError;
 use crate::runtime::types::{ApprovalStatus, RunStatus, Timestamp};
 
 pub use cancel::{Cancelled, cancel};
-pub use decide::{
-    Decided, Shown, approve, approve_shown, decide, reject, reject_shown,
-    verify_hash,
-};
 #[cfg(feature = "testing")]
 pub use decide::decide_hooked;
+pub use decide::{
+    Decided, Shown, approve, approve_shown, decide, reject, reject_shown, verify_hash,
+};
 pub use expire::{expire, expire_in};
 pub use select::{MAX_NAMED, SelectError, pending_approval};
 

@@ -172,7 +172,11 @@ impl Store {
             )?;
             let mut items = Vec::with_capacity(keys.len());
             for (k, n) in keys {
-                items.extend(damaged_column(c, k, n.clamp(1, COLUMNS.len() as i64) as usize)?);
+                items.extend(damaged_column(
+                    c,
+                    k,
+                    n.clamp(1, COLUMNS.len() as i64) as usize,
+                )?);
             }
             Ok(Page { items, total })
         })
