@@ -8,6 +8,7 @@
 //! `providers` feature. The conversation types, the endpoint and key rules, render and replay
 //! need no network and are always built.
 
+pub mod agent;
 pub mod render;
 pub mod replay;
 pub mod shared;
