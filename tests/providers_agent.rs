@@ -19,20 +19,31 @@ fn call(name: &str, id: &str, args: &str) -> String {
 }
 
 fn agent(db: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_countersign"))
-        .arg("--db")
-        .arg(db)
-        .arg("agent")
-        .args(args)
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("ANTHROPIC_API_KEY")
-        .env_remove("OLLAMA_HOST")
-        .env_remove("COUNTERSIGN_DB")
-        .env_remove("AGENTRT_DB")
-        .env_remove("HTTP_PROXY")
-        .env_remove("http_proxy")
-        .output()
-        .unwrap()
+    agent_env(db, args, &[])
+}
+
+fn agent_env(db: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_countersign"));
+    c.arg("--db").arg(db).arg("agent").args(args);
+    for k in [
+        "OPENAI_API_KEY",
+        "ANTHROPIC_API_KEY",
+        "OLLAMA_HOST",
+        "COUNTERSIGN_DB",
+        "AGENTRT_DB",
+        "HTTP_PROXY",
+        "http_proxy",
+        "HTTPS_PROXY",
+        "https_proxy",
+        "ALL_PROXY",
+        "all_proxy",
+    ] {
+        c.env_remove(k);
+    }
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().unwrap()
 }
 
 fn text(b: &[u8]) -> String {
@@ -55,7 +66,10 @@ fn agent_runs_the_consumer_on_a_live_model_to_the_end() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("runs.db");
     let base = format!("{}/v1", s.url());
-    let out = agent(
+    // A proxy named in the environment is never used: it would carry the key elsewhere.
+    let proxy = Server::start(vec![]);
+    let p = proxy.url();
+    let out = agent_env(
         &db,
         &[
             "--model",
@@ -63,6 +77,14 @@ fn agent_runs_the_consumer_on_a_live_model_to_the_end() {
             "--model-base-url",
             &base,
             "Where is my order ord_1001?",
+        ],
+        &[
+            ("HTTP_PROXY", &p),
+            ("http_proxy", &p),
+            ("ALL_PROXY", &p),
+            ("all_proxy", &p),
+            ("NO_PROXY", ""),
+            ("no_proxy", ""),
         ],
     );
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
@@ -72,6 +94,11 @@ fn agent_runs_the_consumer_on_a_live_model_to_the_end() {
         "{stdout}"
     );
     assert_eq!(s.requests.lock().unwrap().len(), 2);
+    assert_eq!(
+        *proxy.connections.lock().unwrap(),
+        0,
+        "the environment's proxy was not used"
+    );
     let first = s.body_json(0);
     let names: Vec<&str> = first["tools"]
         .as_array()
