@@ -802,3 +802,58 @@ fn the_models_work_through_the_accounting_caller_types() {
         OA_TOOL.as_bytes()
     );
 }
+
+#[test]
+fn ollama_text_only_and_5xx_and_anthropic_raw_assistant_turns() {
+    let s = Server::start(vec![
+        json(
+            200,
+            r#"{"message":{"role":"assistant","content":"just text"},"done_reason":"stop","prompt_eval_count":3,"eval_count":2}"#,
+        ),
+        json(500, "boom"),
+    ]);
+    let m = ollama_at(&s.url());
+    let r = call(&m).unwrap();
+    assert_eq!(
+        (r.text.as_str(), r.stop_reason.as_str(), r.tool_uses.len()),
+        ("just text", "end_turn", 0)
+    );
+    assert_eq!(
+        call(&m).unwrap_err(),
+        ModelError::Transient("transient: ollama: 500: boom".into())
+    );
+
+    // A whole assistant message handed back in the configured raw block is resent as it was
+    // (thinking block and signature intact); another consumer's raw block type is refused.
+    let s = Server::start(vec![json(
+        200,
+        r#"{"content":[{"type":"text","text":"ok"}],"stop_reason":"end_turn","usage":{"input_tokens":1,"output_tokens":1}}"#,
+    )]);
+    let a = anthropic_at(&s.url());
+    let raw = r#"{"role":"assistant","content":[{"type":"thinking","thinking":"hm","signature":"sig=="},{"type":"tool_use","id":"tu","name":"refund","input":{"n":9007199254740995}}]}"#;
+    let mut req = request();
+    req.messages[1] = Message::assistant(vec![ContentBlock {
+        kind: a.raw_assistant_block().into(),
+        text: raw.into(),
+        ..ContentBlock::default()
+    }]);
+    let reply = rt()
+        .block_on(a.generate(req.to_model_request().unwrap()))
+        .unwrap();
+    assert_eq!(reply.usage, u(1, 1, 0));
+    let body = String::from_utf8(s.request(0).1).unwrap();
+    assert!(body.contains(r#"{"role":"assistant","content":[{"type":"thinking","thinking":"hm","signature":"sig=="},{"type":"tool_use","id":"tu","name":"refund","input":{"n":9007199254740995}}]}"#), "{body}");
+    req.messages[1].content[0].kind = "other.raw_assistant".into();
+    match rt().block_on(a.generate(req.to_model_request().unwrap())) {
+        Err(ModelError::Fatal(e)) => assert_eq!(
+            e,
+            "anthropic: unsupported content block type \"other.raw_assistant\""
+        ),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        s.requests.lock().unwrap().len(),
+        1,
+        "nothing sent for the refused turn"
+    );
+}

@@ -329,4 +329,102 @@ mod tests {
         assert!(d.reason.len() <= 500, "{}", d.reason.len());
         assert!(d.reason.ends_with(", …]"), "{}", d.reason);
     }
+
+    fn step(index: i64, d: Option<Decision>, o: Option<(&str, &str, &str)>) -> Arc<Step> {
+        Arc::new(Step {
+            id: format!("s{index}"),
+            index,
+            decision: d,
+            observation: o.map(|(kind, content, summary)| Observation {
+                kind: kind.into(),
+                content: content.as_bytes().to_vec(),
+                summary: summary.into(),
+                content_hash: String::new(),
+            }),
+            ..Step::default()
+        })
+    }
+
+    fn input(steps: Vec<Arc<Step>>, current: &str) -> StepInput {
+        StepInput {
+            run_id: "r".into(),
+            step_id: current.into(),
+            index: steps.len() as i64,
+            goal: "g".into(),
+            steps,
+            tools: Vec::new(),
+            model: None,
+        }
+    }
+
+    #[test]
+    fn messages_window_cap_interrupted_denied_and_undecided_steps() {
+        let call = |t: &str, a: &str| crate::runtime::agent::tool_call(t, a);
+        let steps = vec![
+            step(
+                0,
+                Some(call("read", r#"{"a":1}"#)),
+                Some(("tool_result", r#""old result""#, "old")),
+            ),
+            // Interrupted while deciding: skipped, takes no window slot.
+            step(1, None, None),
+            step(
+                2,
+                Some(call("read", "")),
+                Some(("tool_result", &format!("\"{}\"", "x".repeat(40)), "long")),
+            ),
+            step(
+                3,
+                Some(call("refund", "{}")),
+                Some(("interrupted", "", "cut off")),
+            ),
+            step(
+                4,
+                Some(call("wipe", "{}")),
+                Some(("denied", r#""no""#, "policy said no")),
+            ),
+            step(
+                5,
+                Some(Decision {
+                    kind: "fail".into(),
+                    ..Decision::default()
+                }),
+                Some(("invalid_decision", "", "bad kind")),
+            ),
+            step(6, None, None),
+        ];
+        let mut o = Options::new(Arc::new(|i: &StepInput| format!("Goal: {}", i.goal)));
+        o.recent_results = 3;
+        o.max_content_bytes = 30;
+        let m = messages(&input(steps, "s6"), &o);
+        assert_eq!(m.len(), 1 + 2 * 5);
+        assert_eq!(m[0].content[0].text, "Goal: g");
+        // Step 0 is outside the window of 3 rendered steps: its summary.
+        assert_eq!(m[2].content[0].content, "[summary] old");
+        assert_eq!(m[2].content[0].tool_use_id, "step_0");
+        assert_eq!(
+            m[3].content[0].input,
+            b"{}".to_vec(),
+            "blank arguments render as {{}}"
+        );
+        // Step 2 is outside the window too (4 rendered steps after it... 3 recent: 3, 4, 5).
+        assert_eq!(m[4].content[0].content, "[summary] long");
+        assert_eq!(m[6].content[0].content, INTERRUPTED_TEXT);
+        assert!(m[6].content[0].is_error);
+        assert_eq!(m[8].content[0].content, r#""no""#);
+        assert!(m[8].content[0].is_error, "a denied call is an error result");
+        assert_eq!(m[9].content[0].text, "(no tool call)");
+        assert_eq!(
+            m[10].content[0].text,
+            "Your reply was not a tool call that could run (bad kind). Answer with exactly one valid tool call."
+        );
+        // Inside the window, a result over the cap shows its summary.
+        let steps = vec![step(
+            0,
+            Some(call("read", "{}")),
+            Some(("tool_result", &format!("\"{}\"", "y".repeat(40)), "big")),
+        )];
+        let m = messages(&input(steps, "s1"), &o);
+        assert_eq!(m[2].content[0].content, "[summary] big");
+    }
 }
