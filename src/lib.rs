@@ -8,9 +8,13 @@
 //! - [`commands`]: the operator commands (`runs`, `show`, `approve`, ...).
 //! - [`console`]: the interactive review console (TUI).
 //! - [`consumer`]: the built-in example consumer, an order-support assistant, and the demo.
+//! - [`providers`]: real models (OpenAI-compatible, Anthropic, Ollama), the render layer from
+//!   steps to a conversation and from a reply to a decision, and replay. Beside the runtime,
+//!   which never needs HTTP.
 
 pub mod commands;
 pub mod console;
 pub mod consumer;
+pub mod providers;
 pub mod runtime;
 pub mod safetext;

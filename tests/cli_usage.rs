@@ -167,6 +167,7 @@ fn help_texts_are_stable() {
     let settings = snapshot_settings();
     for cmd in [
         "", "runs", "show", "events", "approve", "reject", "cancel", "resume", "verify", "demo",
+        "agent",
     ] {
         let mut args: Vec<&str> = Vec::new();
         if !cmd.is_empty() {

@@ -3,10 +3,12 @@
 
 mod runtime_support;
 
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use countersign::runtime::agent::{self, DecideFuture, Scripted, ScriptedAgent, StepInput};
+use countersign::runtime::clock;
 use countersign::runtime::driver::Driver;
 use countersign::runtime::model::{
     FakeModel, FakeReply, ModelError, ModelRequest, ModelSetup, Price, Usage,
@@ -206,9 +208,47 @@ fn model_exhausted_retries_is_unavailable() {
     verify(&c.db.path);
 }
 
+/// Like `run_with`, but on a manual clock that only the model caller's waits move: every
+/// wait it asks for is recorded as (clock offset when it began, length) and then "passes" at
+/// once by moving the clock on. Nothing sleeps for real.
+fn run_timed(
+    script: Vec<FakeReply>,
+    limits: Limits,
+    n_calls: usize,
+    tune: impl FnOnce(&mut ModelSetup),
+) -> (Case, Vec<(i64, Duration)>) {
+    let db = db();
+    let fake = Arc::new(FakeModel::new("m1", script));
+    let mut setup = ModelSetup::new(fake);
+    let (now, offset) = clock::manual(start_time());
+    let waits = Arc::new(Mutex::new(Vec::new()));
+    let w = waits.clone();
+    setup.sleep = Arc::new(move |d: Duration| {
+        let (w, offset) = (w.clone(), offset.clone());
+        Box::pin(async move {
+            let at = offset.load(Ordering::SeqCst);
+            w.lock().unwrap().push((at, d));
+            offset.fetch_add(d.as_nanos() as i64, Ordering::SeqCst);
+        })
+    });
+    tune(&mut setup);
+    let mut cfg = config(
+        &db.store,
+        registry(vec![]),
+        Arc::new(DefaultPolicy),
+        ScriptedAgent::new(vec![calls_then(n_calls, req(50), agent::complete(""))]),
+    );
+    cfg.now = Some(now);
+    cfg.model = Some(setup);
+    let d = Driver::new(cfg).unwrap();
+    let run = rt().block_on(d.start_with_id("r", "g", limits)).unwrap();
+    let waits = waits.lock().unwrap().clone();
+    (Case { db, run }, waits)
+}
+
 #[test]
 fn model_retry_after_is_honoured() {
-    // The backoff is 1 ms; the provider asks for 300 ms: the retry waits at least that long.
+    // The backoff is 1 ms; the provider asks for 300 ms: the retry waits that long.
     let wait = Duration::from_millis(300);
     let script = vec![
         FakeReply::err(ModelError::RetryAfter {
@@ -217,17 +257,14 @@ fn model_retry_after_is_honoured() {
         }),
         FakeReply::ok("{}", u(10, 1, 0)),
     ];
-    let t = std::time::Instant::now();
-    let c = run_with(
-        script,
-        vec![calls_then(1, req(50), agent::complete(""))],
-        limits(),
-        |s| s.max_retries = 1,
-    );
-    assert!(
-        t.elapsed() >= wait,
-        "the second attempt came after the provider's wait, not the 1 ms backoff: {:?}",
-        t.elapsed()
+    let (c, waits) = run_timed(script, limits(), 1, |s| {
+        s.max_retries = 1;
+        s.backoff = Duration::from_millis(1);
+    });
+    assert_eq!(
+        waits,
+        vec![(0, wait)],
+        "the second attempt came after the provider's wait, not the 1 ms backoff"
     );
     assert_eq!(c.run.status, RunStatus::Completed);
     let r = rows(&c.db);
@@ -238,6 +275,118 @@ fn model_retry_after_is_honoured() {
         vec![(1, "error", "429 rate limited"), (2, "ok", "")]
     );
     verify(&c.db.path);
+}
+
+#[test]
+fn model_retry_never_sleeps_past_a_time_limit() {
+    const S: i64 = 1_000_000_000;
+    let secs = Duration::from_secs;
+    let transient = |n: usize| -> Vec<FakeReply> {
+        (0..n)
+            .map(|_| FakeReply::err(ModelError::Transient("503 overloaded".into())))
+            .collect()
+    };
+    // Every wait the caller asked for ended by the time limit.
+    let within = |waits: &[(i64, Duration)], limit: i64| {
+        for (at, d) in waits {
+            assert!(
+                at + d.as_nanos() as i64 <= limit,
+                "a wait of {d:?} from {at} ns runs past the {limit} ns limit: {waits:?}"
+            );
+        }
+    };
+
+    // 1. A Retry-After shorter than max_retry_after but longer than the elapsed time left is
+    //    not slept: the call is unavailable at once, though retries were left.
+    let mut l = limits();
+    l.max_elapsed_time = 10 * S;
+    let script = vec![
+        FakeReply::err(ModelError::RetryAfter {
+            message: "429 rate limited".into(),
+            after: secs(30),
+        }),
+        FakeReply::ok("{}", u(10, 1, 0)),
+    ];
+    let (c, waits) = run_timed(script, l, 1, |s| s.max_retries = 5);
+    assert_eq!(waits, vec![], "nothing slept");
+    assert_eq!(
+        (
+            c.run.status,
+            c.run.reason.as_str(),
+            c.run.reason_detail.as_str()
+        ),
+        (
+            RunStatus::Failed,
+            "model_unavailable",
+            "model unavailable after 1 attempt(s): a retry after 30s would reach the elapsed time limit 10s: 429 rate limited"
+        )
+    );
+    assert_eq!(rows(&c.db).len(), 1);
+    verify(&c.db.path);
+
+    // 2. The doubling backoff stops once it would reach the active-time limit: 1 s and 2 s
+    //    are slept, the 4 s wait would end past 5 s of active time.
+    let mut l = limits();
+    l.max_active_time = 5 * S;
+    let (c, waits) = run_timed(transient(10), l, 1, |s| {
+        s.max_retries = 10;
+        s.backoff = secs(1);
+    });
+    assert_eq!(waits, vec![(0, secs(1)), (S, secs(2))]);
+    within(&waits, 5 * S);
+    assert_eq!(
+        c.run.reason_detail,
+        "model unavailable after 3 attempt(s): a retry after 4s would reach the active time limit 5s: 503 overloaded"
+    );
+    assert_eq!(rows(&c.db).len(), 3);
+    verify(&c.db.path);
+
+    // 3. Without time limits the backoff still stops doubling at its cap.
+    let (c, waits) = run_timed(transient(6), limits(), 1, |s| {
+        s.max_retries = 5;
+        s.backoff = secs(1);
+        s.max_backoff = secs(4);
+    });
+    let lengths: Vec<Duration> = waits.iter().map(|w| w.1).collect();
+    assert_eq!(lengths, [1, 2, 4, 4, 4].map(secs));
+    assert_eq!(
+        c.run.reason_detail,
+        "model unavailable after 6 attempt(s): 503 overloaded"
+    );
+
+    // 4. An attempt's timeout is cut to the time left: a model that never answers is given
+    //    the 10 s the run has, not the 120 s attempt timeout, and no retry follows.
+    let mut l = limits();
+    l.max_elapsed_time = 10 * S;
+    let script = vec![FakeReply::ok("{}", u(10, 1, 0)).after(secs(3600))];
+    let (c, waits) = run_timed(script, l, 1, |s| {
+        s.max_retries = 3;
+        s.attempt_timeout = secs(120);
+    });
+    assert_eq!(waits, vec![(0, secs(10))]);
+    within(&waits, 10 * S);
+    assert_eq!(
+        c.run.reason_detail,
+        "model unavailable after 1 attempt(s): a retry after 1s would reach the elapsed time limit 10s: attempt timed out"
+    );
+    let r = rows(&c.db);
+    assert_eq!((r.len(), r[0].1.as_str()), (1, "ambiguous"));
+    verify(&c.db.path);
+
+    // 5. A Retry-After that fits is honoured in full.
+    let mut l = limits();
+    l.max_elapsed_time = 100 * S;
+    l.max_active_time = 100 * S;
+    let script = vec![
+        FakeReply::err(ModelError::RetryAfter {
+            message: "429 rate limited".into(),
+            after: secs(30),
+        }),
+        FakeReply::ok("{}", u(10, 1, 0)),
+    ];
+    let (c, waits) = run_timed(script, l, 1, |s| s.max_retries = 1);
+    assert_eq!(waits, vec![(0, secs(30))]);
+    assert_eq!(c.run.status, RunStatus::Completed);
 }
 
 #[test]

@@ -63,6 +63,9 @@ pub enum Command {
     Verify(VerifyArgs),
     /// Write a demo database of the example consumer and open the console on it.
     Demo(DemoArgs),
+    /// Run the example consumer on one goal with a live model (PROVIDER:MODEL).
+    #[cfg(feature = "providers")]
+    Agent(super::agent::AgentArgs),
 }
 
 #[derive(Debug, Args)]

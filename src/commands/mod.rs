@@ -3,6 +3,8 @@
 //! Every argument is validated before the database is touched: a typo never opens, creates or
 //! migrates anything. Exit codes: 0 done, 1 refused or failed, 2 usage.
 
+#[cfg(feature = "providers")]
+pub mod agent;
 pub mod approval;
 pub mod cli;
 mod decide;
@@ -172,6 +174,8 @@ fn run(cli: Cli) -> Result<(), CommandError> {
             decide::cancel(&db, json, a, &by, &mut out)
         }
         Command::Resume(a) => resume::run(&database_path(cli.db)?, json, &a.run, &mut out),
+        #[cfg(feature = "providers")]
+        Command::Agent(a) => agent::run(cli.db.as_deref(), a, &mut out),
         Command::Demo(a) => {
             // Never COUNTERSIGN_DB/AGENTRT_DB: they may name a real database.
             let db = cli.db.clone().unwrap_or_else(demo::default_path);

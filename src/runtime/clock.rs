@@ -30,3 +30,17 @@ pub fn stepping(start: Timestamp, step_ns: i64) -> (Clock, Arc<AtomicI64>) {
 pub fn manual(start: Timestamp) -> (Clock, Arc<AtomicI64>) {
     stepping(start, 0)
 }
+
+/// A way to wait. The model caller waits through it (a retry's backoff, an attempt's
+/// deadline), so a test can see every wait it asks for and move a manual clock instead of
+/// sleeping.
+pub type Sleep = Arc<
+    dyn Fn(std::time::Duration) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>
+        + Send
+        + Sync,
+>;
+
+/// Waiting on tokio's timer.
+pub fn tokio_sleep() -> Sleep {
+    Arc::new(|d| Box::pin(tokio::time::sleep(d)))
+}

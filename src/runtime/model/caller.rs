@@ -6,6 +6,7 @@ use std::time::Duration;
 use super::{ModelCallError, ModelError, ModelReply, ModelRequest, ModelSetup, Usage};
 use crate::runtime::driver::Inner;
 use crate::runtime::driver::lease::LeaseProbe;
+use crate::runtime::driver::limits::go_duration;
 use crate::runtime::json::gojson::Object;
 use crate::runtime::store::{NewModelCall, StoreError};
 use crate::runtime::types::{Limits, Timestamp};
@@ -49,6 +50,65 @@ struct Recorded {
     /// The least wait before another attempt (a rate limit's Retry-After).
     wait: Duration,
     reply: Option<ModelReply>,
+    /// When the attempt's outcome was recorded (the clock reading the wait is measured from).
+    completed: Timestamp,
+    /// The run's earliest time limit, as read when the attempt was dispatched.
+    deadline: Option<Deadline>,
+}
+
+/// The first of the run's time limits to run out: when, and which.
+#[derive(Clone, Copy, Debug)]
+struct Deadline {
+    at: Timestamp,
+    /// `"elapsed"` or `"active"`.
+    which: &'static str,
+    /// The limit as configured (ns).
+    limit: i64,
+}
+
+impl Deadline {
+    /// The earlier of the elapsed-time deadline (`created_at + max_elapsed_time`) and the
+    /// active-time one (this step's start + what the run has left of `max_active_time`; the
+    /// step's own time counts as active until it finishes).
+    fn of(
+        limits: &Limits,
+        run: &crate::runtime::types::Run,
+        step_started: Option<Timestamp>,
+    ) -> Option<Deadline> {
+        let mut best: Option<Deadline> = None;
+        let mut consider = |d: Deadline| {
+            if best.is_none_or(|b| d.at.sub(&b.at) < 0) {
+                best = Some(d);
+            }
+        };
+        if limits.max_elapsed_time > 0 {
+            consider(Deadline {
+                at: run.created_at.add_nanos(limits.max_elapsed_time),
+                which: "elapsed",
+                limit: limits.max_elapsed_time,
+            });
+        }
+        if limits.max_active_time > 0
+            && let Some(started) = step_started
+        {
+            let used = run.active_ms.saturating_mul(1_000_000);
+            consider(Deadline {
+                at: started.add_nanos(limits.max_active_time.saturating_sub(used)),
+                which: "active",
+                limit: limits.max_active_time,
+            });
+        }
+        best
+    }
+
+    /// Nanoseconds left at `now` (≤ 0: none).
+    fn left(&self, now: &Timestamp) -> i64 {
+        self.at.sub(now)
+    }
+}
+
+fn nanos(d: Duration) -> i64 {
+    i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)
 }
 
 impl ModelCaller {
@@ -153,10 +213,53 @@ impl ModelCaller {
                     ),
                 });
             }
-            // Honour the provider's wait; the backoff still doubles underneath it.
-            tokio::time::sleep(backoff.max(rec.wait)).await;
-            backoff = backoff.saturating_mul(2);
+            // The backoff doubles up to its cap; a provider's wait raises it, never lowers it.
+            let wait = backoff.min(s.setup.max_backoff).max(rec.wait);
+            if let Some(dl) = rec.deadline
+                && nanos(wait) >= dl.left(&rec.completed)
+            {
+                // Sleeping would reach a time limit: the next attempt could not start in time,
+                // so the call is unavailable now.
+                self.fail("model_unavailable");
+                return Err(ModelCallError::Unavailable {
+                    attempts: attempt,
+                    last: format!(
+                        "a retry after {} would reach the {} time limit {}: {}",
+                        go_duration(nanos(wait)),
+                        dl.which,
+                        go_duration(dl.limit),
+                        rec.error
+                    ),
+                });
+            }
+            (s.setup.sleep)(wait).await;
+            backoff = backoff.saturating_mul(2).min(s.setup.max_backoff);
         }
+    }
+
+    /// The run's earliest time limit, read in the dispatch transaction.
+    fn deadline(
+        &self,
+        tx: &crate::runtime::store::Tx<'_>,
+    ) -> Result<Option<Deadline>, ModelCallError> {
+        let s = &self.s;
+        let l = &s.limits;
+        if l.max_elapsed_time <= 0 && l.max_active_time <= 0 {
+            return Ok(None);
+        }
+        let run = tx
+            .get_run(&s.run_id)
+            .map_err(|e| ModelCallError::Store(e.to_string()))?;
+        let started = if l.max_active_time > 0 {
+            Some(
+                tx.get_step(&s.step_id)
+                    .map_err(|e| ModelCallError::Store(e.to_string()))?
+                    .started_at,
+            )
+        } else {
+            None
+        };
+        Ok(Deadline::of(l, &run, started))
     }
 
     fn project(
@@ -256,16 +359,36 @@ impl ModelCaller {
         // The reservation is taken inside the dispatch transaction (under the store's write
         // lock), so a concurrent call of this step projects against it.
         let reserved_here = std::cell::Cell::new(None::<Reserved>);
-        let written = s
-            .inner
-            .store
-            .write(|tx| -> Result<Reserved, ModelCallError> {
+        let written = s.inner.store.write(
+            |tx| -> Result<(Reserved, Option<Deadline>), ModelCallError> {
                 tx.require_lease(&s.run_id, &s.inner.owner, Timestamp::now())
                     .map_err(|e| match e {
                         StoreError::LeaseLost { detail } => ModelCallError::LeaseLost(detail),
                         e if e.is_run_state() => ModelCallError::LeaseLost(e.to_string()),
                         e => ModelCallError::Store(e.to_string()),
                     })?;
+                let deadline = self.deadline(tx)?;
+                if let Some(dl) = deadline
+                    && dl.left(&dispatched) <= 0
+                {
+                    // No time is left for an attempt: the run is at its limit.
+                    let (reason, detail) = if dl.which == "elapsed" {
+                        (
+                            "limit_elapsed_time",
+                            format!("elapsed time reached limit {}", go_duration(dl.limit)),
+                        )
+                    } else {
+                        (
+                            "limit_active_time",
+                            format!("active time reached limit {}", go_duration(dl.limit)),
+                        )
+                    };
+                    self.fail(reason);
+                    return Err(ModelCallError::Limit {
+                        reason: reason.into(),
+                        detail,
+                    });
+                }
                 let r = self.project(tx, &est, &model)?;
                 tx.insert_model_call(&NewModelCall {
                     id: &call_id,
@@ -287,9 +410,10 @@ impl ModelCaller {
                     .map_err(|e| ModelCallError::Store(e.to_string()))?;
                 self.adjust(&r, 1);
                 reserved_here.set(Some(r));
-                Ok(r)
-            });
-        let reserve = match written {
+                Ok((r, deadline))
+            },
+        );
+        let (reserve, deadline) = match written {
             Ok((r, events)) => {
                 s.inner.deliver(&events);
                 r
@@ -307,7 +431,18 @@ impl ModelCaller {
         } else {
             s.setup.attempt_timeout
         };
-        let out = tokio::time::timeout(timeout, s.setup.model.generate(req)).await;
+        // No attempt runs past the time the run has left.
+        let timeout = match deadline {
+            Some(dl) => timeout.min(Duration::from_nanos(dl.left(&dispatched).max(0) as u64)),
+            None => timeout,
+        };
+        let generate = s.setup.model.generate(req);
+        let timer = (s.setup.sleep)(timeout);
+        let out = tokio::select! {
+            biased;
+            r = generate => Ok(r),
+            () = timer => Err(()),
+        };
         let rec = match out {
             Err(_) => Recorded {
                 status: "ambiguous",
@@ -316,6 +451,8 @@ impl ModelCaller {
                 retry: true,
                 wait: Duration::ZERO,
                 reply: None,
+                completed: Timestamp::default(),
+                deadline,
             },
             Ok(Ok(reply)) if reply.usage.is_unusable() => Recorded {
                 status: "error",
@@ -324,6 +461,8 @@ impl ModelCaller {
                 retry: false,
                 wait: Duration::ZERO,
                 reply: None,
+                completed: Timestamp::default(),
+                deadline,
             },
             Ok(Ok(reply)) => Recorded {
                 status: "ok",
@@ -332,6 +471,8 @@ impl ModelCaller {
                 retry: false,
                 wait: Duration::ZERO,
                 reply: Some(reply),
+                completed: Timestamp::default(),
+                deadline,
             },
             Ok(Err(ModelError::Transient(e))) => Recorded {
                 status: "error",
@@ -340,6 +481,8 @@ impl ModelCaller {
                 retry: true,
                 wait: Duration::ZERO,
                 reply: None,
+                completed: Timestamp::default(),
+                deadline,
             },
             Ok(Err(ModelError::Ambiguous(e))) => Recorded {
                 status: "ambiguous",
@@ -348,6 +491,8 @@ impl ModelCaller {
                 retry: true,
                 wait: Duration::ZERO,
                 reply: None,
+                completed: Timestamp::default(),
+                deadline,
             },
             Ok(Err(ModelError::Served { message, usage })) => {
                 let usage = if usage.is_unusable() { est } else { usage };
@@ -358,6 +503,8 @@ impl ModelCaller {
                     retry: false,
                     wait: Duration::ZERO,
                     reply: None,
+                    completed: Timestamp::default(),
+                    deadline,
                 }
             }
             Ok(Err(ModelError::RetryAfter { message, after })) => Recorded {
@@ -367,6 +514,8 @@ impl ModelCaller {
                 retry: true,
                 wait: after,
                 reply: None,
+                completed: Timestamp::default(),
+                deadline,
             },
             Ok(Err(ModelError::Fatal(e))) => Recorded {
                 status: "error",
@@ -375,6 +524,8 @@ impl ModelCaller {
                 retry: false,
                 wait: Duration::ZERO,
                 reply: None,
+                completed: Timestamp::default(),
+                deadline,
             },
             Ok(Err(ModelError::UnusableUsage(e))) => Recorded {
                 status: "error",
@@ -383,9 +534,12 @@ impl ModelCaller {
                 retry: false,
                 wait: Duration::ZERO,
                 reply: None,
+                completed: Timestamp::default(),
+                deadline,
             },
         };
         let completed = s.inner.now();
+        let rec = Recorded { completed, ..rec };
         let latency = (completed.sub(&dispatched) / 1_000_000).max(0);
         let cost = s
             .setup

@@ -133,6 +133,10 @@ pub struct ModelSetup {
     pub backoff: Duration,
     /// The longest `Retry-After` the caller waits (agentrt's `MaxRetryAfter`, 1 min).
     pub max_retry_after: Duration,
+    /// The longest backoff between attempts (the doubling stops here; 30 s).
+    pub max_backoff: Duration,
+    /// How the caller waits (tokio's timer; a test passes its own to see each wait).
+    pub sleep: crate::runtime::clock::Sleep,
 }
 
 impl ModelSetup {
@@ -144,6 +148,8 @@ impl ModelSetup {
             attempt_timeout: Duration::from_secs(120),
             backoff: Duration::from_secs(1),
             max_retry_after: Duration::from_secs(60),
+            max_backoff: Duration::from_secs(30),
+            sleep: crate::runtime::clock::tokio_sleep(),
         }
     }
 

@@ -1,0 +1,332 @@
+//! `agent`: runs the example consumer (the order-support assistant) on one goal with a live
+//! model. The run database is opened or created at `--db`, the order backend beside it
+//! (`<stem>.orders.db`, created with its seeded orders if missing). The run pauses for an
+//! operator's approval as the demo's do; it ends through the terminal tool `finish`.
+//!
+//! Keys: `--model-key-file` (owner-only, refused otherwise), else the provider's usual
+//! environment variable (`ANTHROPIC_API_KEY`; `OPENAI_API_KEY` only for OpenAI's own base).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use clap::Args;
+
+use super::CommandError;
+use super::out::Out;
+use super::resume::outcome_line;
+use super::text::clean;
+use crate::consumer::adapter::{self, ConsumerPolicy};
+use crate::consumer::backend::Backend;
+use crate::consumer::demo::backend_beside;
+use crate::consumer::dispatch::{Dispatcher, DispatcherOptions};
+use crate::consumer::policy::ConsequencePolicy;
+use crate::consumer::session::Session;
+use crate::consumer::tools::Catalog;
+use crate::providers::agent::ModelAgent;
+use crate::providers::render::Options;
+use crate::providers::{Secret, anthropic, ollama, openai};
+use crate::runtime::driver::{Config, Driver, default_limits};
+use crate::runtime::model::{Model, ModelSetup};
+use crate::runtime::policy::{self as rpolicy, Policy, PolicyDecision, PolicyRequest, RunView};
+use crate::runtime::store::Store;
+use crate::runtime::tools::{FnTool, SideEffect, ToolDef, ToolOutput};
+use crate::runtime::types::RunStatus;
+
+#[derive(Debug, Args)]
+pub struct AgentArgs {
+    /// The model, as PROVIDER:MODEL (openai, anthropic or ollama), e.g. anthropic:claude-opus-5.
+    #[arg(long, value_name = "PROVIDER:MODEL")]
+    pub model: String,
+    /// The provider's base URL (an OpenAI-compatible server, a gateway, an Ollama host).
+    #[arg(long, value_name = "URL")]
+    pub model_base_url: Option<String>,
+    /// A file holding the API key (readable by its owner only).
+    #[arg(long, value_name = "PATH")]
+    pub model_key_file: Option<PathBuf>,
+    /// The customer the assistant acts for.
+    #[arg(long, value_name = "ID", default_value = "cu_ana")]
+    pub customer: String,
+    /// What the customer asks.
+    #[arg(value_name = "GOAL")]
+    pub goal: String,
+}
+
+/// The terminal tool the model ends a run with.
+pub const FINISH: &str = "finish";
+
+const SYSTEM: &str = "You are an order-support assistant acting for one signed-in customer. \
+Use the tools to look orders up and act on them; every change is checked, and some wait for a \
+person's approval. Call exactly one tool per reply. When the request is handled (or cannot be), \
+call `finish` with a short summary for the customer.";
+
+fn failed(m: impl Into<String>) -> CommandError {
+    CommandError::Failed(m.into())
+}
+
+/// Reads a key file: a regular file, owned by this user, that nobody else may read or write.
+pub fn read_key_file(path: &Path) -> Result<Secret, CommandError> {
+    let shown = clean(&path.to_string_lossy(), 400);
+    let meta = std::fs::symlink_metadata(path)
+        .map_err(|e| failed(format!("cannot read the key file {shown}: {e}")))?;
+    if !meta.is_file() {
+        return Err(failed(format!(
+            "the key file {shown} is not a regular file"
+        )));
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let me = unsafe { libc::geteuid() };
+        if meta.uid() != me {
+            return Err(failed(format!(
+                "the key file {shown} belongs to another user; refusing to use it"
+            )));
+        }
+        if meta.mode() & 0o077 != 0 {
+            return Err(failed(format!(
+                "the key file {shown} is readable by others (mode {:04o}); refusing it: chmod 600 it",
+                meta.mode() & 0o7777
+            )));
+        }
+    }
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| failed(format!("cannot read the key file {shown}: {e}")))?;
+    let key = text.trim();
+    if key.is_empty() {
+        return Err(failed(format!("the key file {shown} is empty")));
+    }
+    Ok(Secret::new(key))
+}
+
+/// Builds the model named `PROVIDER:MODEL`, with `env` for the environment.
+pub fn model_for(
+    a: &AgentArgs,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<(Arc<dyn Model>, crate::providers::shared::PriceTable), CommandError> {
+    let Some((provider, model)) = a
+        .model
+        .split_once(':')
+        .filter(|(p, m)| !p.is_empty() && !m.is_empty())
+    else {
+        return Err(CommandError::Usage(format!(
+            "agent: --model {} is not PROVIDER:MODEL (openai, anthropic or ollama)",
+            clean(&a.model, 200)
+        )));
+    };
+    let key = match &a.model_key_file {
+        Some(p) => read_key_file(p)?,
+        None => Secret::default(),
+    };
+    let base = a.model_base_url.clone().unwrap_or_default();
+    match provider {
+        "openai" => {
+            let default_base = base.trim_end_matches('/').is_empty()
+                || base.trim_end_matches('/') == openai::DEFAULT_BASE_URL;
+            if key.is_empty() && default_base && env("OPENAI_API_KEY").is_none_or(|k| k.is_empty())
+            {
+                return Err(failed(
+                    "no API key for OpenAI: set OPENAI_API_KEY or pass --model-key-file",
+                ));
+            }
+            let m = openai::OpenAi::new_with_env(
+                openai::Config {
+                    model: model.into(),
+                    base_url: base,
+                    api_key: key,
+                    ..Default::default()
+                },
+                env,
+            )
+            .map_err(failed)?;
+            // OpenAI's prices are not in this build's table: the run is not priced.
+            Ok((Arc::new(m), Default::default()))
+        }
+        "anthropic" => {
+            if key.is_empty() && env("ANTHROPIC_API_KEY").is_none_or(|k| k.is_empty()) {
+                return Err(failed(
+                    "no API key for Anthropic: set ANTHROPIC_API_KEY or pass --model-key-file",
+                ));
+            }
+            let m = anthropic::Anthropic::new_with_env(
+                anthropic::Config {
+                    model: model.into(),
+                    base_url: base,
+                    api_key: key,
+                    ..Default::default()
+                },
+                env,
+            )
+            .map_err(failed)?;
+            Ok((Arc::new(m), anthropic::prices()))
+        }
+        "ollama" => {
+            let m = ollama::Ollama::new_with_env(
+                ollama::Config {
+                    model: model.into(),
+                    host: base,
+                    ..Default::default()
+                },
+                env,
+            )
+            .map_err(failed)?;
+            Ok((Arc::new(m), ollama::free(&[model])))
+        }
+        other => Err(CommandError::Usage(format!(
+            "agent: unknown provider {}: use openai, anthropic or ollama",
+            clean(other, 64)
+        ))),
+    }
+}
+
+/// The consumer's policy, plus `finish` (read-only, ends the run) allowed.
+struct AgentPolicy {
+    inner: ConsumerPolicy,
+}
+
+impl Policy for AgentPolicy {
+    fn evaluate(&self, req: &PolicyRequest, view: &RunView) -> Result<PolicyDecision, String> {
+        if req.tool == FINISH {
+            return Ok(rpolicy::allow("finish: ends the run, changes nothing"));
+        }
+        self.inner.evaluate(req, view)
+    }
+    fn id(&self) -> Option<String> {
+        self.inner.id()
+    }
+}
+
+fn finish_tool() -> Arc<dyn crate::runtime::tools::Tool> {
+    FnTool::new(
+        ToolDef {
+            name: FINISH.into(),
+            description: "End the conversation with a short summary for the customer.".into(),
+            input_schema: br#"{"type":"object","properties":{"summary":{"type":"string","maxLength":2000}},"required":["summary"],"additionalProperties":false}"#.to_vec(),
+            side_effect: SideEffect::ReadOnly,
+            timeout: std::time::Duration::from_secs(5),
+            terminal: true,
+        },
+        |c| {
+            let args = c.args.clone();
+            Box::pin(async move {
+                Ok(ToolOutput {
+                    content: args,
+                    summary: "finished".into(),
+                })
+            })
+        },
+    )
+}
+
+pub fn run(db: Option<&Path>, a: &AgentArgs, out: &mut Out) -> Result<(), CommandError> {
+    let db = db.ok_or_else(|| CommandError::Usage("agent: --db PATH is required".into()))?;
+    if a.goal.trim().is_empty() {
+        return Err(CommandError::Usage("agent: the GOAL is empty".into()));
+    }
+    let (model, prices) = model_for(a, &|k| std::env::var(k).ok())?;
+    let store = Arc::new(Store::open(db).map_err(|e| failed(clean(&e.to_string(), 400)))?);
+    let bpath = backend_beside(db);
+    let backend = if std::fs::symlink_metadata(&bpath).is_ok() {
+        Backend::open(&bpath)
+    } else {
+        Backend::create_new(&bpath)
+    }
+    .map_err(|e| {
+        failed(format!(
+            "order backend {}: {}",
+            clean(&bpath.to_string_lossy(), 400),
+            clean(&e.to_string(), 400)
+        ))
+    })?;
+    let backend = Arc::new(backend);
+    let known = backend
+        .owners()
+        .map_err(|e| failed(clean(&e.to_string(), 400)))?
+        .iter()
+        .any(|(_, c)| *c == a.customer);
+    if !known {
+        return Err(failed(format!(
+            "no customer {} in the order backend {}",
+            clean(&a.customer, 64),
+            clean(&bpath.to_string_lossy(), 400)
+        )));
+    }
+    let catalog = Arc::new(Catalog::new().map_err(failed)?);
+    let dispatcher = Arc::new(Dispatcher::new(
+        catalog,
+        backend.clone(),
+        ConsequencePolicy::default(),
+        DispatcherOptions::default(),
+    ));
+    let mut tools = adapter::registry(&dispatcher).map_err(|e| failed(e.to_string()))?;
+    tools
+        .register(finish_tool())
+        .map_err(|e| failed(e.to_string()))?;
+    let mut cfg = Config::new(
+        store,
+        tools,
+        Arc::new(AgentPolicy {
+            inner: ConsumerPolicy::new(dispatcher.clone()),
+        }),
+    );
+    let customer = a.customer.clone();
+    cfg.agent = Some(Arc::new(ModelAgent {
+        options: Options::new(Arc::new(move |i| {
+            format!("Customer {customer} asks: {}", i.goal)
+        })),
+        system: SYSTEM.into(),
+        max_output_tokens: 1024,
+    }));
+    cfg.lease_owner = "countersign-agent".into();
+    let mut setup = ModelSetup::new(model);
+    setup.prices = prices.into_iter().collect();
+    setup.max_retries = 2;
+    cfg.model = Some(setup);
+    let driver = Driver::new(cfg).map_err(|e| failed(clean(&e.to_string(), 400)))?;
+    let id = random_id();
+    backend
+        .put_session(&Session::full(&id, &a.customer), "")
+        .map_err(|e| failed(clean(&e.to_string(), 400)))?;
+    let goal = a.goal.clone();
+    let run = std::thread::scope(|s| {
+        s.spawn(|| {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .map_err(|e| failed(e.to_string()))?;
+            rt.block_on(driver.start_with_id(&id, &goal, default_limits()))
+                .map_err(|e| failed(clean(&e.to_string(), 400)))
+        })
+        .join()
+        .unwrap_or_else(|_| Err(failed("the agent's thread panicked")))
+    })?;
+    out.line(&outcome_line(&run))?;
+    match run.status {
+        RunStatus::Completed => Ok(()),
+        RunStatus::WaitingForApproval => {
+            out.line(&format!(
+                "the run waits for a person: countersign --db {} show {}",
+                clean(&db.to_string_lossy(), 400),
+                clean(&run.id, 64)
+            ))?;
+            Ok(())
+        }
+        _ if run.reason == "model_unavailable" => Err(failed(format!(
+            "the model could not be reached or answered unusably: {}",
+            clean(&run.reason_detail, 400)
+        ))),
+        _ => Err(failed(format!(
+            "run {} ended {}",
+            clean(&run.id, 64),
+            run.status.as_str()
+        ))),
+    }
+}
+
+fn random_id() -> String {
+    use rand::RngCore;
+    let mut b = [0u8; 8];
+    rand::rng().fill_bytes(&mut b);
+    format!("run_{}", hex::encode(b))
+}

@@ -1,0 +1,351 @@
+//! The Ollama adapter: `POST <host>/api/chat`, the native API (spec §6). No key, so no
+//! loopback rule; only `OLLAMA_HOST` is read from the environment.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+use super::http;
+use super::openai::{generate_with, join};
+use super::shared::{self, Failure};
+use super::wire::{ChatRequest, ChatResponse, ToolUse};
+use crate::runtime::json::gojson::Object;
+use crate::runtime::model::{Model, ModelFuture, ModelRequest, Usage};
+
+pub const DEFAULT_HOST: &str = "127.0.0.1:11434";
+pub const DEFAULT_NUM_CTX: i64 = 32768;
+const P: &str = "ollama";
+
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct Config {
+    pub model: String,
+    pub name: String,
+    pub host: String,
+    pub think: bool,
+    /// 0: 32768.
+    pub num_ctx: i64,
+}
+
+pub fn name(model: &str) -> String {
+    format!("ollama:{model}")
+}
+
+/// The host as the adapter would use it (`http://` prefixed, trailing `/` removed).
+pub fn host(h: &str) -> Result<String, String> {
+    let full = if h.contains("://") {
+        h.to_string()
+    } else {
+        format!("http://{h}")
+    };
+    let (scheme, _) = full.split_once("://").unwrap_or(("", ""));
+    let scheme = scheme.to_ascii_lowercase();
+    if scheme != "http" && scheme != "https" {
+        return Err(format!("{P}: host {h:?}: the scheme must be http or https"));
+    }
+    let bad = || format!("{P}: host {h:?} is not a server address");
+    let (ep, userinfo) = shared::split_url(P, &full).map_err(|_| bad())?;
+    if userinfo || full.contains('?') || full.contains('#') {
+        return Err(bad());
+    }
+    Ok(format!("{}://{}{}", ep.scheme, ep.authority, ep.path))
+}
+
+struct Inner {
+    model: String,
+    name: String,
+    base: String,
+    think: bool,
+    num_ctx: i64,
+    client: reqwest::Client,
+}
+
+#[derive(Clone)]
+pub struct Ollama {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Ollama {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "ollama.Model{{Name:{:?} Host:{:?}}}",
+            self.inner.name, self.inner.base
+        )
+    }
+}
+
+impl Ollama {
+    pub fn new(cfg: Config) -> Result<Ollama, String> {
+        Ollama::new_with_env(cfg, &|k| std::env::var(k).ok())
+    }
+
+    pub fn new_with_env(
+        cfg: Config,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Ollama, String> {
+        if cfg.model.is_empty() {
+            return Err("ollama: model is required".into());
+        }
+        let h = if !cfg.host.is_empty() {
+            cfg.host.clone()
+        } else {
+            env("OLLAMA_HOST")
+                .filter(|h| !h.is_empty())
+                .unwrap_or_else(|| DEFAULT_HOST.to_string())
+        };
+        let base = host(&h)?;
+        Ok(Ollama {
+            inner: Arc::new(Inner {
+                name: if cfg.name.is_empty() {
+                    name(&cfg.model)
+                } else {
+                    cfg.name.clone()
+                },
+                model: cfg.model,
+                base,
+                think: cfg.think,
+                num_ctx: if cfg.num_ctx > 0 {
+                    cfg.num_ctx
+                } else {
+                    DEFAULT_NUM_CTX
+                },
+                client: http::client(None)?,
+            }),
+        })
+    }
+
+    pub fn body(&self, req: &ChatRequest) -> Result<Vec<u8>, String> {
+        let mut msgs: Vec<Vec<u8>> = Vec::new();
+        if !req.system.is_empty() {
+            msgs.push(
+                Object::new()
+                    .str("role", "system")
+                    .str("content", &req.system)
+                    .finish(),
+            );
+        }
+        for m in &req.messages {
+            let mut text = String::new();
+            let mut calls = Vec::new();
+            let mut results = Vec::new();
+            for b in &m.content {
+                match b.kind.as_str() {
+                    "text" => text.push_str(&b.text),
+                    "tool_use" => {
+                        let mut f = Object::new();
+                        f.str("name", &b.name);
+                        if b.input.is_empty() {
+                            f.encoded("arguments", b"{}");
+                        } else {
+                            f.raw("arguments", &b.input).map_err(|_| {
+                                format!("ollama: tool use {}: input is not JSON", b.name)
+                            })?;
+                        }
+                        calls.push(
+                            Object::new()
+                                .str_opt("id", &b.tool_use_id)
+                                .encoded("function", &f.finish())
+                                .finish(),
+                        );
+                    }
+                    "tool_result" => results.push(
+                        Object::new()
+                            .str("role", "tool")
+                            .str("content", &b.content)
+                            .str_opt("tool_name", &b.name)
+                            .finish(),
+                    ),
+                    _ => {}
+                }
+            }
+            if m.role == "assistant" {
+                let mut o = Object::new();
+                o.str("role", "assistant").str("content", &text);
+                if !calls.is_empty() {
+                    o.encoded("tool_calls", &join(&calls));
+                }
+                msgs.push(o.finish());
+            } else {
+                if !text.is_empty() {
+                    msgs.push(
+                        Object::new()
+                            .str("role", "user")
+                            .str("content", &text)
+                            .finish(),
+                    );
+                }
+                msgs.extend(results);
+            }
+        }
+        let mut o = Object::new();
+        o.str("model", &self.inner.model)
+            .encoded("messages", &join(&msgs));
+        if !req.tools.is_empty() {
+            let mut tools = Vec::new();
+            for t in &req.tools {
+                let mut f = Object::new();
+                f.str("name", &t.name).str("description", &t.description);
+                if t.input_schema.is_empty() {
+                    f.encoded("parameters", b"{}");
+                } else {
+                    f.raw("parameters", &t.input_schema)
+                        .map_err(|_| format!("ollama: tool {}: the schema is not JSON", t.name))?;
+                }
+                tools.push(
+                    Object::new()
+                        .str("type", "function")
+                        .encoded("function", &f.finish())
+                        .finish(),
+                );
+            }
+            o.encoded("tools", &join(&tools));
+        }
+        let opts = Object::new()
+            .int("temperature", 0)
+            .int("num_ctx", self.inner.num_ctx)
+            .int_opt("num_predict", req.max_output_tokens)
+            .finish();
+        o.bool("stream", false)
+            .bool("think", self.inner.think)
+            .encoded("options", &opts);
+        Ok(o.finish())
+    }
+
+    async fn generate_chat(&self, req: ChatRequest) -> Result<ChatResponse, Failure> {
+        let body = self.body(&req).map_err(Failure::Permanent)?;
+        let url = format!("{}/api/chat", self.inner.base);
+        let ex = http::post(P, &self.inner.client, &url, &[], body).await?;
+        if let Some(f) = ex.failure(P) {
+            return Err(f);
+        }
+        parse_reply(&ex.body)
+    }
+}
+
+pub fn parse_reply(body: &[u8]) -> Result<ChatResponse, Failure> {
+    #[derive(Deserialize)]
+    struct Counts {
+        prompt_eval_count: Option<Box<RawValue>>,
+        eval_count: Option<Box<RawValue>>,
+    }
+    #[derive(Deserialize, Default)]
+    #[serde(default)]
+    struct Function {
+        name: String,
+        arguments: Option<Box<RawValue>>,
+    }
+    #[derive(Deserialize, Default)]
+    #[serde(default)]
+    struct Call {
+        id: Option<String>,
+        function: Function,
+    }
+    #[derive(Deserialize, Default)]
+    #[serde(default)]
+    struct Msg {
+        content: Option<String>,
+        tool_calls: Option<Vec<Call>>,
+    }
+    #[derive(Deserialize, Default)]
+    #[serde(default)]
+    struct Reply {
+        message: Msg,
+        done_reason: Option<String>,
+        error: Option<String>,
+    }
+    let unusable = |e: String| Failure::UnusableUsage(format!("{P}: {e}"));
+    let usage = match serde_json::from_slice::<Counts>(body) {
+        Ok(c) => {
+            let u = Usage {
+                input_tokens: shared::usage_count(
+                    "prompt_eval_count",
+                    c.prompt_eval_count.as_deref().map(RawValue::get),
+                )
+                .map_err(unusable)?,
+                output_tokens: shared::usage_count(
+                    "eval_count",
+                    c.eval_count.as_deref().map(RawValue::get),
+                )
+                .map_err(unusable)?,
+                cached_input_tokens: 0,
+            };
+            shared::check_usage(&u).map_err(unusable)?;
+            u
+        }
+        Err(_) => Usage::default(),
+    };
+    let served = |message: String| Failure::Served { message, usage };
+    let r: Reply = serde_json::from_slice(body).map_err(|e| served(format!("{P}: decode: {e}")))?;
+    if let Some(e) = r.error.filter(|e| !e.is_empty()) {
+        return Err(served(format!("{P}: {}", shared::truncate(&e, 512))));
+    }
+    let mut uses = Vec::new();
+    for (i, c) in r
+        .message
+        .tool_calls
+        .unwrap_or_default()
+        .into_iter()
+        .enumerate()
+    {
+        let args = c
+            .function
+            .arguments
+            .as_deref()
+            .map(|a| a.get().trim().to_string())
+            .unwrap_or_default();
+        let args = if args.is_empty() || args == "null" {
+            "{}".to_string()
+        } else {
+            args
+        };
+        if !args.starts_with('{') {
+            return Err(served(format!(
+                "{P}: tool call {}: arguments are not a JSON object: {}",
+                shared::truncate(&c.function.name, 512),
+                shared::truncate(&args, 512)
+            )));
+        }
+        uses.push(ToolUse {
+            id: c
+                .id
+                .filter(|i| !i.is_empty())
+                .unwrap_or_else(|| shared::synthesize_tool_use_id(i)),
+            name: c.function.name,
+            args: args.into_bytes(),
+        });
+    }
+    let done = r.done_reason.unwrap_or_default();
+    let stop = if done == "length" {
+        uses.clear();
+        "max_tokens".to_string()
+    } else if !uses.is_empty() {
+        "tool_use".into()
+    } else if done == "stop" || done.is_empty() {
+        "end_turn".into()
+    } else {
+        done
+    };
+    Ok(ChatResponse {
+        text: r.message.content.unwrap_or_default(),
+        tool_uses: uses,
+        stop_reason: stop,
+        usage,
+        raw: body.to_vec(),
+    })
+}
+
+impl Model for Ollama {
+    fn name(&self) -> String {
+        self.inner.name.clone()
+    }
+    fn generate(&self, req: ModelRequest) -> ModelFuture {
+        let me = self.clone();
+        generate_with(req, move |c| async move { me.generate_chat(c).await })
+    }
+}
+
+pub fn free(models: &[&str]) -> shared::PriceTable {
+    shared::free(&models.iter().map(|m| name(m)).collect::<Vec<_>>())
+}

@@ -1,0 +1,432 @@
+//! The OpenAI-compatible adapter: `POST <base>/chat/completions` (spec §5). Works with any
+//! server that speaks it (gateways, local servers, Ollama's `/v1`).
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+use super::Secret;
+use super::http::{self, Header};
+use super::shared::{self, Failure};
+use super::wire::{ChatRequest, ChatResponse, ToolUse};
+use crate::runtime::json::gojson::Object;
+use crate::runtime::model::{Model, ModelError, ModelFuture, ModelRequest, Usage};
+
+pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+const P: &str = "openai";
+
+/// The adapter's configuration. Every encoding of it shows the key as `[redacted]`.
+#[derive(Clone, Default, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct Config {
+    pub model: String,
+    /// The accounting and pricing identity (default `openai:<model>`).
+    pub name: String,
+    #[serde(rename = "BaseURL")]
+    pub base_url: String,
+    #[serde(rename = "APIKey")]
+    pub api_key: Secret,
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "openai.Config{{Model:{:?} Name:{:?} BaseURL:{:?} APIKey:{}}}",
+            self.model, self.name, self.base_url, self.api_key
+        )
+    }
+}
+
+impl std::fmt::Display for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self, f)
+    }
+}
+
+/// `openai:<model>`.
+pub fn name(model: &str) -> String {
+    format!("openai:{model}")
+}
+
+struct Inner {
+    model: String,
+    name: String,
+    base: String,
+    key: Secret,
+    client: reqwest::Client,
+}
+
+/// The adapter.
+#[derive(Clone)]
+pub struct OpenAi {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for OpenAi {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "openai.Model{{Name:{:?} BaseURL:{:?} APIKey:{}}}",
+            self.inner.name, self.inner.base, self.inner.key
+        )
+    }
+}
+
+impl std::fmt::Display for OpenAi {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self, f)
+    }
+}
+
+impl Serialize for OpenAi {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&format!("{self:?}"))
+    }
+}
+
+impl OpenAi {
+    /// Builds the adapter; `OPENAI_API_KEY` is read only for the default base.
+    pub fn new(cfg: Config) -> Result<OpenAi, String> {
+        OpenAi::new_with_env(cfg, &|k| std::env::var(k).ok())
+    }
+
+    /// [`OpenAi::new`] with the environment given (tests).
+    pub fn new_with_env(
+        cfg: Config,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<OpenAi, String> {
+        if cfg.model.is_empty() {
+            return Err("openai: model is required".into());
+        }
+        let mut key = cfg.api_key.clone();
+        let base = cfg.base_url.trim_end_matches('/');
+        let base = if base.is_empty() {
+            DEFAULT_BASE_URL
+        } else {
+            base
+        };
+        // A custom base never receives the environment's key: it was meant for OpenAI.
+        if key.is_empty()
+            && base == DEFAULT_BASE_URL
+            && let Some(k) = env("OPENAI_API_KEY").filter(|k| !k.is_empty())
+        {
+            key = Secret::new(k);
+        }
+        let ep = shared::check_endpoint(P, base, !key.is_empty())?;
+        let loopback = (!key.is_empty() && ep.scheme == "http").then_some(ep.authority.as_str());
+        let client = http::client(loopback)?;
+        Ok(OpenAi {
+            inner: Arc::new(Inner {
+                name: if cfg.name.is_empty() {
+                    name(&cfg.model)
+                } else {
+                    cfg.name.clone()
+                },
+                model: cfg.model,
+                base: base.to_string(),
+                key,
+                client,
+            }),
+        })
+    }
+
+    /// The request body sent for `req`.
+    pub fn body(&self, req: &ChatRequest) -> Result<Vec<u8>, String> {
+        let mut msgs: Vec<Vec<u8>> = Vec::new();
+        if !req.system.is_empty() {
+            msgs.push(
+                Object::new()
+                    .str("role", "system")
+                    .str("content", &req.system)
+                    .finish(),
+            );
+        }
+        for m in &req.messages {
+            let mut text = String::new();
+            let mut calls = Vec::new();
+            let mut results = Vec::new();
+            for b in &m.content {
+                match b.kind.as_str() {
+                    "text" => text.push_str(&b.text),
+                    "tool_use" => {
+                        let args = if b.input.is_empty() {
+                            "{}".to_string()
+                        } else {
+                            String::from_utf8_lossy(&b.input).into_owned()
+                        };
+                        let f = Object::new()
+                            .str("name", &b.name)
+                            .str("arguments", &args)
+                            .finish();
+                        calls.push(
+                            Object::new()
+                                .str("id", &b.tool_use_id)
+                                .str("type", "function")
+                                .encoded("function", &f)
+                                .finish(),
+                        );
+                    }
+                    "tool_result" => results.push(
+                        Object::new()
+                            .str("role", "tool")
+                            .str_opt("tool_call_id", &b.tool_use_id)
+                            .str("content", &b.content)
+                            .finish(),
+                    ),
+                    _ => {}
+                }
+            }
+            if m.role == "assistant" {
+                let mut o = Object::new();
+                o.str("role", "assistant").str("content", &text);
+                if !calls.is_empty() {
+                    o.encoded("tool_calls", &join(&calls));
+                }
+                msgs.push(o.finish());
+            } else {
+                if !text.is_empty() {
+                    msgs.push(
+                        Object::new()
+                            .str("role", "user")
+                            .str("content", &text)
+                            .finish(),
+                    );
+                }
+                msgs.extend(results);
+            }
+        }
+        let mut o = Object::new();
+        o.str("model", &self.inner.model)
+            .encoded("messages", &join(&msgs));
+        if !req.tools.is_empty() {
+            let mut tools = Vec::new();
+            for t in &req.tools {
+                let mut f = Object::new();
+                f.str("name", &t.name).str("description", &t.description);
+                if t.input_schema.is_empty() {
+                    f.encoded("parameters", b"{}");
+                } else {
+                    f.raw("parameters", &t.input_schema)
+                        .map_err(|_| format!("openai: tool {}: the schema is not JSON", t.name))?;
+                }
+                tools.push(
+                    Object::new()
+                        .str("type", "function")
+                        .encoded("function", &f.finish())
+                        .finish(),
+                );
+            }
+            o.encoded("tools", &join(&tools))
+                .str("tool_choice", "auto")
+                .bool("parallel_tool_calls", false);
+        }
+        o.int("temperature", 0)
+            .int_opt("max_tokens", req.max_output_tokens);
+        Ok(o.finish())
+    }
+
+    async fn generate_chat(&self, req: ChatRequest) -> Result<ChatResponse, Failure> {
+        let body = self.body(&req).map_err(Failure::Permanent)?;
+        let url = format!("{}/chat/completions", self.inner.base);
+        let mut headers = Vec::new();
+        if !self.inner.key.is_empty() {
+            headers.push(Header::Secret("authorization", &self.inner.key, "Bearer "));
+        }
+        let ex = http::post(P, &self.inner.client, &url, &headers, body).await?;
+        if let Some(f) = ex.failure(P) {
+            return Err(f);
+        }
+        parse_reply(&ex.body)
+    }
+}
+
+pub(crate) fn join(items: &[Vec<u8>]) -> Vec<u8> {
+    let mut out = vec![b'['];
+    for (i, it) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(it);
+    }
+    out.push(b']');
+    out
+}
+
+#[derive(Deserialize)]
+struct UsageOnly {
+    usage: Option<WireUsage>,
+}
+
+#[derive(Deserialize)]
+struct WireUsage {
+    prompt_tokens: Option<Box<RawValue>>,
+    completion_tokens: Option<Box<RawValue>>,
+    prompt_tokens_details: Option<Details>,
+}
+
+#[derive(Deserialize)]
+struct Details {
+    cached_tokens: Option<Box<RawValue>>,
+}
+
+fn raw(v: &Option<Box<RawValue>>) -> Option<&str> {
+    v.as_deref().map(RawValue::get)
+}
+
+/// Usage is read first, on its own: a reply that is unusable otherwise is still charged it.
+fn read_usage(body: &[u8]) -> Result<Usage, Failure> {
+    let unusable = |e: String| Failure::UnusableUsage(format!("{P}: {e}"));
+    let Ok(UsageOnly { usage: Some(u) }) = serde_json::from_slice::<UsageOnly>(body) else {
+        return Ok(Usage::default());
+    };
+    let usage = Usage {
+        input_tokens: shared::usage_count("usage.prompt_tokens", raw(&u.prompt_tokens))
+            .map_err(unusable)?,
+        output_tokens: shared::usage_count("usage.completion_tokens", raw(&u.completion_tokens))
+            .map_err(unusable)?,
+        cached_input_tokens: shared::usage_count(
+            "usage.prompt_tokens_details.cached_tokens",
+            u.prompt_tokens_details
+                .as_ref()
+                .and_then(|d| raw(&d.cached_tokens)),
+        )
+        .map_err(unusable)?,
+    };
+    shared::check_usage(&usage).map_err(unusable)?;
+    Ok(usage)
+}
+
+/// Reads a 2xx body (spec §5, response handling 4–8).
+pub fn parse_reply(body: &[u8]) -> Result<ChatResponse, Failure> {
+    #[derive(Deserialize, Default)]
+    #[serde(default)]
+    struct Function {
+        name: String,
+        arguments: Option<String>,
+    }
+    #[derive(Deserialize, Default)]
+    #[serde(default)]
+    struct Call {
+        id: Option<String>,
+        function: Function,
+    }
+    #[derive(Deserialize, Default)]
+    #[serde(default)]
+    struct Msg {
+        content: Option<String>,
+        tool_calls: Option<Vec<Call>>,
+    }
+    #[derive(Deserialize, Default)]
+    #[serde(default)]
+    struct Choice {
+        message: Msg,
+        finish_reason: Option<String>,
+    }
+    #[derive(Deserialize, Default)]
+    #[serde(default)]
+    struct ApiError {
+        #[serde(rename = "type")]
+        kind: Option<String>,
+        message: Option<String>,
+    }
+    #[derive(Deserialize, Default)]
+    #[serde(default)]
+    struct Reply {
+        choices: Option<Vec<Choice>>,
+        error: Option<ApiError>,
+    }
+    let usage = read_usage(body)?;
+    let served = |message: String| Failure::Served { message, usage };
+    let r: Reply = serde_json::from_slice(body).map_err(|e| served(format!("{P}: decode: {e}")))?;
+    if let Some(e) = r.error {
+        return Err(served(format!(
+            "{P}: {}: {}",
+            shared::truncate(e.kind.as_deref().unwrap_or(""), 512),
+            shared::truncate(e.message.as_deref().unwrap_or(""), 512)
+        )));
+    }
+    let Some(choice) = r.choices.unwrap_or_default().into_iter().next() else {
+        return Err(served(format!("{P}: response carried no choice")));
+    };
+    let finish = choice.finish_reason.unwrap_or_default();
+    // A reply cut off by the cap or filtered carries partial calls: dropped, not judged.
+    let dropped = finish == "length" || finish == "content_filter";
+    let mut uses = Vec::new();
+    let calls = if dropped {
+        Vec::new()
+    } else {
+        choice.message.tool_calls.unwrap_or_default()
+    };
+    for (i, c) in calls.into_iter().enumerate() {
+        let args = c.function.arguments.unwrap_or_default();
+        let args = args.trim();
+        let args = if args.is_empty() { "{}" } else { args };
+        if !args.starts_with('{') || crate::runtime::json::check_json(args.as_bytes()).is_err() {
+            return Err(served(format!(
+                "{P}: tool call {}: arguments are not a JSON object: {}",
+                shared::truncate(&c.function.name, 512),
+                shared::truncate(args, 512)
+            )));
+        }
+        uses.push(ToolUse {
+            id: c
+                .id
+                .filter(|i| !i.is_empty())
+                .unwrap_or_else(|| shared::synthesize_tool_use_id(i)),
+            name: c.function.name,
+            args: args.as_bytes().to_vec(),
+        });
+    }
+    let stop = match finish.as_str() {
+        "tool_calls" => "tool_use".to_string(),
+        "stop" => "end_turn".into(),
+        "length" => "max_tokens".into(),
+        "content_filter" => "refusal".into(),
+        _ if !uses.is_empty() => "tool_use".into(),
+        "" => "end_turn".into(),
+        other => other.to_string(),
+    };
+    if stop == "max_tokens" || stop == "refusal" {
+        uses.clear();
+    }
+    Ok(ChatResponse {
+        text: choice.message.content.unwrap_or_default(),
+        tool_uses: uses,
+        stop_reason: stop,
+        usage,
+        raw: body.to_vec(),
+    })
+}
+
+/// Runs one chat request through an adapter as the runtime's model.
+pub(crate) fn generate_with<F, Fut>(req: ModelRequest, f: F) -> ModelFuture
+where
+    F: FnOnce(ChatRequest) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = Result<ChatResponse, Failure>> + Send + 'static,
+{
+    Box::pin(async move {
+        let chat = ChatRequest::from_model_request(&req).map_err(ModelError::Fatal)?;
+        let resp = f(chat).await.map_err(ModelError::from)?;
+        resp.to_model_reply().map_err(|e| ModelError::Served {
+            message: format!("the reply does not encode: {e}"),
+            usage: resp.usage,
+        })
+    })
+}
+
+impl Model for OpenAi {
+    fn name(&self) -> String {
+        self.inner.name.clone()
+    }
+    fn generate(&self, req: ModelRequest) -> ModelFuture {
+        let me = self.clone();
+        generate_with(req, move |c| async move { me.generate_chat(c).await })
+    }
+}
+
+/// Zero prices for these models under the names this adapter reports.
+pub fn free(models: &[&str]) -> shared::PriceTable {
+    shared::free(&models.iter().map(|m| name(m)).collect::<Vec<_>>())
+}
