@@ -5,7 +5,8 @@
 
 use std::path::Path;
 
-use super::text::{clean, stamp};
+use super::shell;
+use super::text::{clean, col, stamp};
 use crate::runtime::types::Approval;
 use crate::safetext::{JsonOptions, Options, parse_json, render_json};
 
@@ -25,7 +26,7 @@ pub struct Shown {
 pub fn render(a: &Approval, db: &Path, reason: &str) -> (String, Shown) {
     let mut shown = Shown::default();
     let mut s = String::new();
-    let id = clean(&a.id, 80);
+    let id = col(&a.raw_invalid, "id", &a.id, 80);
     let tool = a
         .request
         .as_ref()
@@ -37,7 +38,7 @@ pub fn render(a: &Approval, db: &Path, reason: &str) -> (String, Shown) {
         clean(&tool, 80)
     };
     s.push_str(&format!("\nAPPROVAL WAITING  {id}\n"));
-    s.push_str(&format!("kind    {}\n", clean(&a.kind, 80)));
+    s.push_str(&format!("kind    {}\n", col(&a.raw_invalid, "kind", &a.kind, 80)));
     s.push_str(&format!("tool    {tool}\n"));
     if !reason.is_empty() {
         s.push_str(&format!("reason  {}\n", clean(reason, 400)));
@@ -61,14 +62,13 @@ pub fn render(a: &Approval, db: &Path, reason: &str) -> (String, Shown) {
     s.push_str(
         "presentation (supplied by the consumer's policy; it may contain model-chosen text)\n",
     );
-    fields(&mut s, a.presentation.as_bytes(), &mut shown);
-    s.push_str(&format!("hash    {}\n", clean(&a.hash, 128)));
-    s.push_str(&format!(
-        "decide with: countersign --db {} approve {} --approval {}\n",
-        shell_quote(&db.to_string_lossy()),
-        shell_quote(&a.run_id),
-        shell_quote(&a.id)
-    ));
+    fields(
+        &mut s,
+        shell::stored(&a.raw_invalid, "presentation", &a.presentation),
+        &mut shown,
+    );
+    s.push_str(&format!("hash    {}\n", col(&a.raw_invalid, "hash", &a.hash, 128)));
+    s.push_str(&decide_hint(a, db));
     s.push_str(&format!(
         "----- end of approval {id} for tool {tool} -----\n"
     ));
@@ -149,14 +149,31 @@ fn count(t: &crate::safetext::SafeText, shown: &mut Shown) {
     shown.escapes += t.escape_count();
 }
 
-/// Quotes a word for a POSIX shell when it needs it; the result is escaped for the terminal.
-fn shell_quote(s: &str) -> String {
-    let plain = !s.is_empty()
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_./:@%+=,".contains(&b));
-    if plain {
-        s.to_string()
-    } else {
-        clean(&format!("'{}'", s.replace('\'', "'\\''")), 4000)
+/// The `decide with:` line: a command a POSIX shell runs with exactly the stored ids and path
+/// (see [`super::shell`]), or a sentence saying why none can be printed and where to decide.
+/// Printable ASCII only, written as it is (never through the terminal escaper).
+pub fn decide_hint(a: &Approval, db: &Path) -> String {
+    let run = shell::id_word(shell::stored(&a.raw_invalid, "run_id", &a.run_id));
+    let approval = shell::id_word(shell::stored(&a.raw_invalid, "id", &a.id));
+    let rest = match (&run, &approval) {
+        (Ok(r), Ok(ap)) => Ok(format!("approve {r} --approval {ap}")),
+        // Without --approval the command shows the run's one pending approval and asks.
+        (Ok(r), Err(why)) => Err((format!("approve {r}"), format!("its approval id {}", why.why()))),
+        (Err(why), _) => {
+            return format!(
+                "decide with: the console; this run's id {} so no command line can name it\n",
+                why.why()
+            );
+        }
+    };
+    match rest {
+        Ok(rest) => match shell::command(db, &rest) {
+            Ok(cmd) => format!("decide with: {cmd}\n"),
+            Err(why) => format!("decide with: the console or `approve` with the same --db; {why}\n"),
+        },
+        Err((rest, why)) => match shell::command(db, &rest) {
+            Ok(cmd) => format!("decide with: {cmd}\n  ({why}, so the command shows the approval and asks)\n"),
+            Err(dbwhy) => format!("decide with: the console; {dbwhy}\n"),
+        },
     }
 }

@@ -28,6 +28,7 @@
 //! - [`Field::Security`] (tool names, arguments, ids) also escapes variation selectors, emoji
 //!   modifiers, regional indicators and the keycap mark, whose widths terminals disagree on.
 
+mod age;
 mod badges;
 mod decode;
 mod escape;
@@ -178,6 +179,25 @@ impl Default for Options {
     fn default() -> Self {
         Options::line()
     }
+}
+
+/// Whether `--json` output writes `c` as a `\u` escape although JSON allows it raw: C1
+/// controls, bidi controls, format characters, default-ignorable code points and the line and
+/// paragraph separators, which a terminal may act on, reorder text by, or draw as nothing.
+pub fn json_escapes(c: char) -> bool {
+    if c.is_ascii() {
+        return false;
+    }
+    let cp = c as u32;
+    (0x80..=0x9F).contains(&cp)
+        || escape::is_bidi_control(c)
+        || escape::is_default_ignorable(c)
+        || matches!(
+            unicode_general_category::get_general_category(c),
+            unicode_general_category::GeneralCategory::Format
+                | unicode_general_category::GeneralCategory::LineSeparator
+                | unicode_general_category::GeneralCategory::ParagraphSeparator
+        )
 }
 
 /// Escapes untrusted bytes in full (no width cut): the value for a detail view.
