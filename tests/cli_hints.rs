@@ -56,7 +56,11 @@ fn run_in_sh(root: &Path, bin: &Path, line: &str) -> Vec<Vec<u8>> {
     std::fs::create_dir_all(&cwd).unwrap();
     let argv_out = root.join("argv");
     let _ = std::fs::remove_file(&argv_out);
-    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
     let o = Command::new("sh")
         .arg("-c")
         .arg(line)
@@ -141,7 +145,11 @@ fn printed_commands_pass_exactly_the_stored_ids_to_a_shell() {
         assert_eq!(lines.len(), 1, "one decide line for {id:?}:\n{text}");
         for line in &lines {
             assert!(printable_ascii(line), "{line:?}");
-            assert_eq!(run_in_sh(tmp.path(), &bin, line), want("approve", true), "{line}");
+            assert_eq!(
+                run_in_sh(tmp.path(), &bin, line),
+                want("approve", true),
+                "{line}"
+            );
             checked += 1;
         }
         // The note after a cut or escaped approval: on a copy whose presentation shows escapes.
@@ -172,7 +180,12 @@ fn printed_commands_pass_exactly_the_stored_ids_to_a_shell() {
         assert_eq!(note.len(), 1, "a note for {id:?}:\n{text}");
         let mut want_show = want("show", false);
         want_show[1] = copy.as_os_str().as_bytes().to_vec();
-        assert_eq!(run_in_sh(tmp.path(), &bin, &note[0]), want_show, "{}", note[0]);
+        assert_eq!(
+            run_in_sh(tmp.path(), &bin, &note[0]),
+            want_show,
+            "{}",
+            note[0]
+        );
         // The resume hint after approving.
         let ap = cs(
             &db,
@@ -196,7 +209,10 @@ fn printed_commands_pass_exactly_the_stored_ids_to_a_shell() {
             .flat_map(commands)
             .collect();
         assert_eq!(resume.len(), 1, "a resume hint for {id:?}:\n{text}");
-        assert_eq!(run_in_sh(tmp.path(), &bin, &resume[0]), want("resume", false));
+        assert_eq!(
+            run_in_sh(tmp.path(), &bin, &resume[0]),
+            want("resume", false)
+        );
         checked += 2;
     }
     assert!(checked >= 3 * (hostile::IDS.len() - 3), "{checked}");
@@ -206,9 +222,9 @@ fn printed_commands_pass_exactly_the_stored_ids_to_a_shell() {
 fn the_demo_hints_quote_the_database_path() {
     let tmp = tempdir();
     let bin = stub(tmp.path());
-    let dir = tmp
-        .path()
-        .join(std::ffi::OsString::from_vec(b"demo '$(touch X)' \xce\xbf".to_vec()));
+    let dir = tmp.path().join(std::ffi::OsString::from_vec(
+        b"demo '$(touch X)' \xce\xbf".to_vec(),
+    ));
     std::fs::create_dir_all(&dir).unwrap();
     let db = dir.join("d.db");
     let o = Command::new(env!("CARGO_BIN_EXE_countersign"))
@@ -218,13 +234,21 @@ fn the_demo_hints_quote_the_database_path() {
         .env_remove("COUNTERSIGN_DB")
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let text = String::from_utf8_lossy(&o.stdout).into_owned();
     let lines = commands(&text);
     assert_eq!(lines.len(), 3, "{text}");
     for line in &lines {
         assert!(printable_ascii(line), "{line:?}");
         let argv = run_in_sh(tmp.path(), &bin, line);
-        assert_eq!(argv[..2], [b"--db".to_vec(), db.as_os_str().as_bytes().to_vec()]);
+        assert_eq!(
+            argv[..2],
+            [b"--db".to_vec(), db.as_os_str().as_bytes().to_vec()]
+        );
     }
 }

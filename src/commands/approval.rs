@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use super::shell;
-use super::text::{clean, col, stamp};
+use super::text::{badged, clean, col, ident, ident_col, stamp};
 use crate::runtime::types::Approval;
 use crate::safetext::{JsonOptions, Options, parse_json, render_json};
 
@@ -26,7 +26,7 @@ pub struct Shown {
 pub fn render(a: &Approval, db: &Path, reason: &str) -> (String, Shown) {
     let mut shown = Shown::default();
     let mut s = String::new();
-    let id = col(&a.raw_invalid, "id", &a.id, 80);
+    let id = ident_col(&a.raw_invalid, "id", &a.id, 80);
     let tool = a
         .request
         .as_ref()
@@ -35,10 +35,13 @@ pub fn render(a: &Approval, db: &Path, reason: &str) -> (String, Shown) {
     let tool = if tool.is_empty() {
         "-".to_string()
     } else {
-        clean(&tool, 80)
+        ident(tool.as_bytes(), 80)
     };
     s.push_str(&format!("\nAPPROVAL WAITING  {id}\n"));
-    s.push_str(&format!("kind    {}\n", col(&a.raw_invalid, "kind", &a.kind, 80)));
+    s.push_str(&format!(
+        "kind    {}\n",
+        ident_col(&a.raw_invalid, "kind", &a.kind, 80)
+    ));
     s.push_str(&format!("tool    {tool}\n"));
     if !reason.is_empty() {
         s.push_str(&format!("reason  {}\n", clean(reason, 400)));
@@ -67,7 +70,10 @@ pub fn render(a: &Approval, db: &Path, reason: &str) -> (String, Shown) {
         shell::stored(&a.raw_invalid, "presentation", &a.presentation),
         &mut shown,
     );
-    s.push_str(&format!("hash    {}\n", col(&a.raw_invalid, "hash", &a.hash, 128)));
+    s.push_str(&format!(
+        "hash    {}\n",
+        col(&a.raw_invalid, "hash", &a.hash, 128)
+    ));
     s.push_str(&decide_hint(a, db));
     s.push_str(&format!(
         "----- end of approval {id} for tool {tool} -----\n"
@@ -92,7 +98,7 @@ fn fields(s: &mut String, raw: &[u8], shown: &mut Shown) {
             s.push_str(&format!("  value ({} bytes, not JSON)\n", raw.len()));
             let t = crate::safetext::escape_cut(raw, Options::security(), FIELD_WIDTH);
             count(&t, shown);
-            s.push_str(&format!("    {t}\n"));
+            s.push_str(&format!("    {}\n", badged(&t)));
             return;
         }
     };
@@ -108,13 +114,14 @@ fn fields(s: &mut String, raw: &[u8], shown: &mut Shown) {
                 let (key, value) = &members[i];
                 let key_text = crate::safetext::escape_cut(key, Options::security(), 200);
                 count(&key_text, shown);
+                let key_text = badged(&key_text);
                 match sizes.get(key.as_slice()) {
                     Some(size) => s.push_str(&format!("  {key_text} ({size} bytes)\n")),
                     None => s.push_str(&format!("  {key_text}\n")),
                 }
                 for line in render_json(value, &opts) {
                     count(&line, shown);
-                    s.push_str(&format!("    {line}\n"));
+                    s.push_str(&format!("    {}\n", badged(&line)));
                 }
             }
         }
@@ -122,7 +129,7 @@ fn fields(s: &mut String, raw: &[u8], shown: &mut Shown) {
             s.push_str("  value\n");
             for line in render_json(other, &opts) {
                 count(&line, shown);
-                s.push_str(&format!("    {line}\n"));
+                s.push_str(&format!("    {}\n", badged(&line)));
             }
         }
     }
@@ -158,7 +165,10 @@ pub fn decide_hint(a: &Approval, db: &Path) -> String {
     let rest = match (&run, &approval) {
         (Ok(r), Ok(ap)) => Ok(format!("approve {r} --approval {ap}")),
         // Without --approval the command shows the run's one pending approval and asks.
-        (Ok(r), Err(why)) => Err((format!("approve {r}"), format!("its approval id {}", why.why()))),
+        (Ok(r), Err(why)) => Err((
+            format!("approve {r}"),
+            format!("its approval id {}", why.why()),
+        )),
         (Err(why), _) => {
             return format!(
                 "decide with: the console; this run's id {} so no command line can name it\n",
@@ -169,10 +179,14 @@ pub fn decide_hint(a: &Approval, db: &Path) -> String {
     match rest {
         Ok(rest) => match shell::command(db, &rest) {
             Ok(cmd) => format!("decide with: {cmd}\n"),
-            Err(why) => format!("decide with: the console or `approve` with the same --db; {why}\n"),
+            Err(why) => {
+                format!("decide with: the console or `approve` with the same --db; {why}\n")
+            }
         },
         Err((rest, why)) => match shell::command(db, &rest) {
-            Ok(cmd) => format!("decide with: {cmd}\n  ({why}, so the command shows the approval and asks)\n"),
+            Ok(cmd) => format!(
+                "decide with: {cmd}\n  ({why}, so the command shows the approval and asks)\n"
+            ),
             Err(dbwhy) => format!("decide with: the console; {dbwhy}\n"),
         },
     }

@@ -11,8 +11,8 @@ use super::approval;
 use super::cli::{CancelArgs, DecideArgs};
 use super::events::event_line;
 use super::open::open;
-use super::shell;
 use super::out::{Out, Raws, approval_json, summary_json};
+use super::shell;
 use super::text::clean;
 use crate::runtime::operator::{self, OperatorError, SelectError};
 use crate::runtime::types::{Event, RunStatus, Timestamp};
@@ -171,7 +171,8 @@ pub fn cancel(
 fn run_command(db: &Path, run: impl AsRef<[u8]>, verb: &str) -> Result<String, String> {
     let r = shell::id_word(run.as_ref())
         .map_err(|why| format!("no `{verb}` command is printed: the run's id {}", why.why()))?;
-    shell::command(db, &format!("{verb} {r}")).map_err(|why| format!("no `{verb}` command is printed: {why}"))
+    shell::command(db, &format!("{verb} {r}"))
+        .map_err(|why| format!("no `{verb}` command is printed: {why}"))
 }
 
 fn run_line(id: &str, status: &RunStatus, reason: &str) -> String {

@@ -8,8 +8,8 @@ use super::open::{fail, open};
 use super::out::{Out, Raws};
 use super::shell;
 use super::text::{clean_bytes, col, stamp_ms};
-use crate::safetext::{JsonOptions, Options, parse_json, render_json};
 use crate::runtime::types::Event;
+use crate::safetext::{JsonOptions, Options, parse_json, render_json};
 
 const PAGE: i64 = 500;
 /// Payload text cap in text mode (bytes of escaped text, cut head-and-tail).

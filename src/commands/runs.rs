@@ -6,7 +6,7 @@ use super::CommandError;
 use super::cli::RunsArgs;
 use super::open::{fail, open};
 use super::out::{Out, summary_json};
-use super::text::{clean, col, col_dash, dash, stamp, table};
+use super::text::{clean, col, col_dash, dash, ident_col, stamp, table};
 use crate::runtime::types::{Run, RunStatus};
 
 /// Rows read per page when `--limit 0` asks for everything.
@@ -65,7 +65,7 @@ pub fn run(
                 .iter()
                 .map(|r| {
                     vec![
-                        col(&r.raw_invalid, "id", &r.id, 64),
+                        ident_col(&r.raw_invalid, "id", &r.id, 64),
                         clean(r.status.as_str(), 32),
                         col_dash(&r.raw_invalid, "reason", &r.reason, 32),
                         r.step_count.to_string(),

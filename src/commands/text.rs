@@ -29,6 +29,34 @@ pub fn col_dash(raw_invalid: &RawInvalid, column: &str, text: &str, max: usize) 
     }
 }
 
+/// Escaped text followed by its badges (` [mixed scripts]`, ` [invisible]`, ...), so the
+/// commands warn about what the console badges: look-alikes, mixed scripts, bidi, controls,
+/// invisible or dropped characters, invalid UTF-8, cuts.
+pub fn badged(t: &crate::safetext::SafeText) -> String {
+    let mut s = t.to_string();
+    for b in t.badges().iter() {
+        s.push_str(" [");
+        s.push_str(b.label());
+        s.push(']');
+    }
+    s
+}
+
+/// An identifier (run, approval or step id, tool name, kind): escaped as a security field
+/// (variation selectors and emoji machinery too), cut to `max`, and badged.
+pub fn ident(bytes: &[u8], max: usize) -> String {
+    badged(&crate::safetext::escape_cut(
+        bytes,
+        crate::safetext::Options::security(),
+        max,
+    ))
+}
+
+/// [`ident`] for a TEXT column of a row (stored bytes when not UTF-8).
+pub fn ident_col(raw_invalid: &RawInvalid, column: &str, text: &str, max: usize) -> String {
+    ident(super::shell::stored(raw_invalid, column, text), max)
+}
+
 /// `-` for an empty field, else the cleaned field.
 pub fn dash(text: &str, max: usize) -> String {
     if text.is_empty() {

@@ -15,9 +15,6 @@
 //!     g = [c for _, c in g]; print(hex(g[0]), hex(g[-1]))'
 //! ```
 
-/// The Unicode version of [`ASSIGNED`].
-pub(crate) const VERSION: (u8, u8) = (14, 0);
-
 /// Sorted, disjoint, inclusive ranges of the code points assigned in Unicode 14.0.
 #[rustfmt::skip]
 pub(crate) const ASSIGNED: &[(u32, u32)] = &[

@@ -261,10 +261,15 @@ pub(crate) fn classify(c: char, opts: &Options) -> Class {
         return Class::Jamo(h);
     }
     if is_mark(gc) {
-        Class::Mark
-    } else {
-        Class::Keep
+        return Class::Mark;
     }
+    let mut buf = [0u8; 4];
+    if unicode_width::UnicodeWidthStr::width(&*c.encode_utf8(&mut buf)) == 0 {
+        // Alone it measures zero columns (e.g. the prepended letters U+0D4E, U+111C2): a
+        // widget drops such a cluster, so it is escaped.
+        return esc(Reason::Invisible);
+    }
+    Class::Keep
 }
 
 /// One code point or invalid byte decoded at `pos`: `Ok((char, len))` or `Err(byte)`.
@@ -402,7 +407,10 @@ impl Iterator for Escaper<'_> {
                     self.run = 0;
                     (Some(Token::Esc(Esc::Byte(b), Reason::InvalidUtf8)), 1)
                 }
-                Ok((c, len)) => (self.token_for(c), len),
+                Ok((c, len)) => {
+                    let next = self.input.get(start + len).copied();
+                    (self.token_for(c, next), len)
+                }
             };
             self.pos = start + len;
             let Some(token) = token else {
@@ -424,8 +432,15 @@ impl Iterator for Escaper<'_> {
 impl Escaper<'_> {
     /// The token for `c` in the current context, updating the context; `None` when the
     /// mark joins the dropped run.
-    fn token_for(&mut self, c: char) -> Option<Token> {
+    fn token_for(&mut self, c: char, next: Option<u8>) -> Option<Token> {
         let hangul = self.hangul.take();
+        if c == '[' && next == Some(b'+') {
+            // `[+` starts every cut marker (`…[+9 bytes]…`, `[+3 combining marks dropped]`):
+            // in the data it is escaped, so only a real marker shows `[+`.
+            self.base = None;
+            self.run = 0;
+            return Some(Token::Esc(Esc::Byte(b'['), Reason::Notation));
+        }
         match classify(c, &self.opts) {
             Class::Keep => {
                 self.base = Some(c);

@@ -10,7 +10,7 @@
 //! |------------------|------------------------------------------------------------------|
 //! | `\\`             | one backslash (so data can never forge an escape)                |
 //! | `\n` `\t` `\r`   | LF, TAB, CR (LF is a real line break in the multi-line form)     |
-//! | `\xNN`, NN < 80  | that ASCII control byte (C0 controls other than the three, DEL)  |
+//! | `\xNN`, NN < 80  | that ASCII control byte (C0 controls other than the three, DEL), or `\x5b`: a `[` followed by `+` in the data, so a cut marker (which starts `[+` or `…[+`) cannot be forged |
 //! | `\xNN`, NN >= 80 | one byte of invalid UTF-8, never a lossy U+FFFD                  |
 //! | `\u{XXXX}`       | that code point (lowercase hex, at least 4 digits), e.g. C1 controls, bidi controls, invisible characters, spaces other than U+0020, private use, unassigned, combining marks with nothing to combine with |
 //! | `\"`             | a double quote, only inside strings of the JSON rendering        |
