@@ -166,3 +166,43 @@ fn a_mixed_script_id_is_badged_in_the_commands() {
         "{show}"
     );
 }
+
+/// Issue 14, item 4: two different requests never print alike in `show` / `approve`: a dotted
+/// key is quoted, a trailing space is inside quotes, strings keep their quotes, and a duplicate
+/// key is marked with a warning before anything is decided.
+#[test]
+fn different_requests_never_print_alike() {
+    let d = tempdir();
+    let db = waiting(d.path(), "r1");
+    exec(
+        &db,
+        r#"UPDATE approvals SET request_json = replace(request_json, '"args":{', '"args":{"refund":{"amount_cents":100},"refund.amount_cents":900000,"amount ":"8000","n":"null","o":"{}","p":{},"amount":1,');"#,
+    );
+    let show = text(&cs(&db, &["show", "r1"]));
+    let args = &show[show.find("arguments").unwrap()..show.find("presentation").unwrap()];
+    for want in [
+        "  \"refund.amount_cents\" (6 bytes)\n    900000\n",
+        "  refund (",
+        "      \"amount_cents\": 100\n",
+        "  \"amount \" (6 bytes)\n    \"8000\"\n",
+        "  n (6 bytes)\n    \"null\"\n",
+        "  o (4 bytes)\n    \"{}\"\n",
+        "  p (2 bytes)\n    {}\n",
+        "  amount (DUPLICATE KEY: occurrence 1 of 2, in stored order)\n    1\n",
+        "  amount (DUPLICATE KEY: occurrence 2 of 2, in stored order)\n    800\n",
+    ] {
+        assert!(args.contains(want), "show lacks {want:?}:\n{args}");
+    }
+    assert!(
+        show.contains("WARNING: the arguments repeat 1 key(s)"),
+        "{show}"
+    );
+    // approve says so before it decides (here: before the prompt it would show).
+    let o = cs(&db, &["approve", "r1", "--approval", "r1-a1", "--by", "t"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    let warn = out
+        .find("WARNING: the arguments repeat")
+        .expect("a warning");
+    let decided = out.find("approval r1-a1:").unwrap_or(usize::MAX);
+    assert!(warn < decided, "{out}");
+}

@@ -20,6 +20,8 @@ pub struct Shown {
     pub cut: usize,
     /// Escapes in what was printed.
     pub escapes: usize,
+    /// Keys that repeat a key of the same object (top level and nested).
+    pub duplicates: usize,
 }
 
 /// The text of a pending approval, ending with countersign's own closing line.
@@ -62,6 +64,12 @@ pub fn render(a: &Approval, db: &Path, reason: &str) -> (String, Shown) {
         "arguments (the tool call the model made; one field per line, byte count is the field's own size)\n",
     );
     fields(&mut s, &args, &mut shown);
+    let dup_args = shown.duplicates;
+    if dup_args > 0 {
+        s.push_str(&format!(
+            "WARNING: the arguments repeat {dup_args} key(s) (marked DUPLICATE KEY / [duplicate key] above): a decoder keeps only one of each (Go's, which agentrt tools use, keeps the last in stored order), so read every occurrence before deciding\n"
+        ));
+    }
     s.push_str(
         "presentation (supplied by the consumer's policy; it may contain model-chosen text)\n",
     );
@@ -112,15 +120,30 @@ fn fields(s: &mut String, raw: &[u8], shown: &mut Shown) {
             order.sort_by(|&x, &y| members[x].0.cmp(&members[y].0));
             for i in order {
                 let (key, value) = &members[i];
-                let key_text = crate::safetext::escape_cut(key, Options::security(), 200);
+                let times = members.iter().filter(|(k, _)| k == key).count();
+                let nth = members[..=i].iter().filter(|(k, _)| k == key).count();
+                let key_text = key_label(key);
                 count(&key_text, shown);
                 let key_text = badged(&key_text);
-                match sizes.get(key.as_slice()) {
-                    Some(size) => s.push_str(&format!("  {key_text} ({size} bytes)\n")),
-                    None => s.push_str(&format!("  {key_text}\n")),
+                if times > 1 {
+                    if nth > 1 {
+                        shown.duplicates += 1;
+                    }
+                    // serde keeps one of them, so its size would describe the wrong one.
+                    s.push_str(&format!(
+                        "  {key_text} (DUPLICATE KEY: occurrence {nth} of {times}, in stored order)\n"
+                    ));
+                } else {
+                    match sizes.get(key.as_slice()) {
+                        Some(size) => s.push_str(&format!("  {key_text} ({size} bytes)\n")),
+                        None => s.push_str(&format!("  {key_text}\n")),
+                    }
                 }
                 for line in render_json(value, &opts) {
                     count(&line, shown);
+                    if line.badges().contains(crate::safetext::Badge::DuplicateKey) {
+                        shown.duplicates += 1;
+                    }
                     s.push_str(&format!("    {}\n", badged(&line)));
                 }
             }
@@ -129,6 +152,9 @@ fn fields(s: &mut String, raw: &[u8], shown: &mut Shown) {
             s.push_str("  value\n");
             for line in render_json(other, &opts) {
                 count(&line, shown);
+                if line.badges().contains(crate::safetext::Badge::DuplicateKey) {
+                    shown.duplicates += 1;
+                }
                 s.push_str(&format!("    {}\n", badged(&line)));
             }
         }
@@ -147,6 +173,19 @@ fn field_sizes(raw: &[u8]) -> std::collections::HashMap<Vec<u8>, usize> {
         }
     }
     out
+}
+
+/// A top-level key as printed: bare when it is `[A-Za-z0-9_-]+`, else in quotes with `"`
+/// escaped, so `refund.amount_cents` and `amount ` (trailing space) cannot pass for others.
+fn key_label(key: &[u8]) -> crate::safetext::SafeText {
+    let simple = !key.is_empty()
+        && key
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || *b == b'_' || *b == b'-');
+    if simple {
+        return crate::safetext::escape_cut(key, Options::security(), 200);
+    }
+    crate::safetext::quoted(key, Options::security(), 200)
 }
 
 fn count(t: &crate::safetext::SafeText, shown: &mut Shown) {

@@ -41,7 +41,7 @@ pub use badges::{Badge, Badges};
 pub use decode::{DecodeError, decode};
 pub use json::{
     JsonError, JsonField, JsonNode, JsonOptions, MAX_JSON_DEPTH, json_fields, parse_json,
-    render_json,
+    quoted_text as quoted, render_json,
 };
 pub use segments::{SafeText, Segment, SegmentKind};
 pub use width::{escape_cut, plain_line, plain_line_strict, plain_line_with, text_width};
