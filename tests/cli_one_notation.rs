@@ -206,3 +206,20 @@ fn different_requests_never_print_alike() {
     let decided = out.find("approval r1-a1:").unwrap_or(usize::MAX);
     assert!(warn < decided, "{out}");
 }
+
+#[test]
+fn a_lone_jamo_in_an_id_is_escaped_and_badged_in_the_commands() {
+    let d = tempdir();
+    let id = "ord_10\u{1161}\u{11a8}04";
+    let db = waiting(d.path(), id);
+    let show = text(&cs(&db, &["show", id]));
+    assert!(
+        show.starts_with("run     ord_10\\u{1161}\\u{11a8}04 [invisible]\n"),
+        "{show}"
+    );
+    let runs = text(&cs(&db, &["runs"]));
+    assert!(
+        runs.contains("ord_10\\u{1161}\\u{11a8}04 [invisible]"),
+        "{runs}"
+    );
+}
