@@ -183,9 +183,9 @@ fn key_label(key: &[u8]) -> crate::safetext::SafeText {
             .iter()
             .all(|b| b.is_ascii_alphanumeric() || *b == b'_' || *b == b'-');
     if simple {
-        return crate::safetext::escape_cut(key, Options::security(), 200);
+        return crate::safetext::escape_cut(key, Options::security(), FIELD_WIDTH);
     }
-    crate::safetext::quoted(key, Options::security(), 200)
+    crate::safetext::quoted(key, Options::security(), FIELD_WIDTH)
 }
 
 fn count(t: &crate::safetext::SafeText, shown: &mut Shown) {

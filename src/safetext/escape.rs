@@ -183,7 +183,7 @@ pub(crate) fn hangul_type(c: char) -> Option<Hangul> {
         0x1100..=0x115F | 0xA960..=0xA97C => Some(Hangul::L),
         0x1160..=0x11A7 | 0xD7B0..=0xD7C6 => Some(Hangul::V),
         0x11A8..=0x11FF | 0xD7CB..=0xD7FB => Some(Hangul::T),
-        0xAC00..=0xD7A3 if (cp - 0xAC00) % 28 == 0 => Some(Hangul::Lv),
+        0xAC00..=0xD7A3 if (cp - 0xAC00).is_multiple_of(28) => Some(Hangul::Lv),
         0xAC00..=0xD7A3 => Some(Hangul::Lvt),
         _ => None,
     }
