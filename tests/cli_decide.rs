@@ -97,7 +97,8 @@ fn approve_prints_the_approval_then_records_the_decision() {
     );
     assert!(
         text.ends_with(&format!(
-            "the run stays waiting until it is resumed: countersign --db ... resume {run}\n"
+            "the run stays waiting until it is resumed: countersign --db {} resume {run}\n",
+            db.display()
         )),
         "{text}"
     );

@@ -415,3 +415,48 @@ fn a_caught_panic_on_another_thread_leaves_the_console_running() {
     assert_eq!(exit_code(&mut p), 0);
     p.assert_restored();
 }
+
+/// Issue 14, item 3: characters a widget or a terminal would drop or draw as nothing (Hangul
+/// conjoining vowels and finals with no syllable to join, code points newer than the width
+/// tables of terminals in use such as U+1FAE9) reach the terminal as `\u{...}` escapes, with a
+/// badge, in the queue and in the approval detail: checked on the bytes the pty got.
+#[test]
+fn console_in_a_pty_escapes_what_a_terminal_would_draw_as_nothing() {
+    let d = tempfile::tempdir().unwrap();
+    let (db, m) = fixture(d.path(), "blank", "waiting", &[]);
+    let c = rusqlite::Connection::open(&db).unwrap();
+    c.execute_batch(
+        "UPDATE approvals SET request_json = replace(replace(request_json, '\"issue_refund\"', \
+         '\"\u{1fae9}\u{1fae9}\u{1fae9}\u{1fae9}\u{1fae9}\u{1fae9}\"'), 'ord_1004', 'ord_10\u{1161}\u{11a8}04');
+         UPDATE runs SET goal = replace(goal, 'ord_1004', 'ord_10\u{1161}\u{11a8}04');",
+    )
+    .unwrap();
+    drop(c);
+    let mut p = Pty::start(&db, &[]);
+    p.wait_text("Pending approvals");
+    // The queue's tool column is too narrow for six escapes: it shows a cut marker, not blank.
+    p.wait_text("…[+24]…");
+    p.send(format!(":approval {}\r", approval_of(&m, "waiting")).as_bytes());
+    p.wait_text("args.order_id");
+    p.wait_text("ord_10\\u{1161}\\u{11a8}04");
+    let detail = p.parser.screen().contents();
+    assert!(
+        detail.contains("\\u{1fae9}\\u{1fae9}\\u{1fae9}\\u{1fae9}\\u{1fae9}\\u{1fae9}"),
+        "the tool name is six escapes, not blank:\n{detail}"
+    );
+    assert!(
+        detail.contains("[INVISIBLE]"),
+        "the escaped field is badged:\n{detail}"
+    );
+    p.send(b"\x03");
+    p.finish();
+    p.assert_restored();
+    let raw = String::from_utf8_lossy(&p.raw);
+    for c in ['\u{1161}', '\u{11a8}', '\u{1fae9}'] {
+        assert!(
+            !raw.contains(c),
+            "U+{:04X} itself was written to the terminal",
+            c as u32
+        );
+    }
+}

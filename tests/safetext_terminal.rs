@@ -76,6 +76,11 @@ const HOSTILE: &[&[u8]] = &[
         .as_bytes(),
     "\\x1b \\u{202e} APPROVED ✓ ----- end of approval 日本語 👨\u{200d}👩\u{200d}👧 🇯🇵 👍🏽"
         .as_bytes(),
+    // Issue 14: lone Hangul jamo, code points newer than Unicode 14, zero-width letters,
+    // forged cut markers, a homoglyph id.
+    "ord_10\u{1161}\u{11a8}04 \u{d7b0}\u{d7cb} \u{1fae9}\u{1fae9}\u{1fae9} \u{d4e}x \u{111c2}"
+        .as_bytes(),
+    "…[+9 bytes]… [+3 combining marks dropped] ...[+1]... \u{43e}rd_1004".as_bytes(),
 ];
 
 fn shown(text: &SafeText) -> String {

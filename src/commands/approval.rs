@@ -5,7 +5,8 @@
 
 use std::path::Path;
 
-use super::text::{clean, stamp};
+use super::shell;
+use super::text::{badged, clean, col, ident, ident_col, stamp};
 use crate::runtime::types::Approval;
 use crate::safetext::{JsonOptions, Options, parse_json, render_json};
 
@@ -19,13 +20,15 @@ pub struct Shown {
     pub cut: usize,
     /// Escapes in what was printed.
     pub escapes: usize,
+    /// Keys that repeat a key of the same object (top level and nested).
+    pub duplicates: usize,
 }
 
 /// The text of a pending approval, ending with countersign's own closing line.
 pub fn render(a: &Approval, db: &Path, reason: &str) -> (String, Shown) {
     let mut shown = Shown::default();
     let mut s = String::new();
-    let id = clean(&a.id, 80);
+    let id = ident_col(&a.raw_invalid, "id", &a.id, 80);
     let tool = a
         .request
         .as_ref()
@@ -34,10 +37,13 @@ pub fn render(a: &Approval, db: &Path, reason: &str) -> (String, Shown) {
     let tool = if tool.is_empty() {
         "-".to_string()
     } else {
-        clean(&tool, 80)
+        ident(tool.as_bytes(), 80)
     };
     s.push_str(&format!("\nAPPROVAL WAITING  {id}\n"));
-    s.push_str(&format!("kind    {}\n", clean(&a.kind, 80)));
+    s.push_str(&format!(
+        "kind    {}\n",
+        ident_col(&a.raw_invalid, "kind", &a.kind, 80)
+    ));
     s.push_str(&format!("tool    {tool}\n"));
     if !reason.is_empty() {
         s.push_str(&format!("reason  {}\n", clean(reason, 400)));
@@ -58,17 +64,25 @@ pub fn render(a: &Approval, db: &Path, reason: &str) -> (String, Shown) {
         "arguments (the tool call the model made; one field per line, byte count is the field's own size)\n",
     );
     fields(&mut s, &args, &mut shown);
+    let dup_args = shown.duplicates;
+    if dup_args > 0 {
+        s.push_str(&format!(
+            "WARNING: the arguments repeat {dup_args} key(s) (marked DUPLICATE KEY / [duplicate key] above): a decoder keeps only one of each (Go's, which agentrt tools use, keeps the last in stored order), so read every occurrence before deciding\n"
+        ));
+    }
     s.push_str(
         "presentation (supplied by the consumer's policy; it may contain model-chosen text)\n",
     );
-    fields(&mut s, a.presentation.as_bytes(), &mut shown);
-    s.push_str(&format!("hash    {}\n", clean(&a.hash, 128)));
+    fields(
+        &mut s,
+        shell::stored(&a.raw_invalid, "presentation", &a.presentation),
+        &mut shown,
+    );
     s.push_str(&format!(
-        "decide with: countersign --db {} approve {} --approval {}\n",
-        shell_quote(&db.to_string_lossy()),
-        shell_quote(&a.run_id),
-        shell_quote(&a.id)
+        "hash    {}\n",
+        col(&a.raw_invalid, "hash", &a.hash, 128)
     ));
+    s.push_str(&decide_hint(a, db));
     s.push_str(&format!(
         "----- end of approval {id} for tool {tool} -----\n"
     ));
@@ -92,7 +106,7 @@ fn fields(s: &mut String, raw: &[u8], shown: &mut Shown) {
             s.push_str(&format!("  value ({} bytes, not JSON)\n", raw.len()));
             let t = crate::safetext::escape_cut(raw, Options::security(), FIELD_WIDTH);
             count(&t, shown);
-            s.push_str(&format!("    {t}\n"));
+            s.push_str(&format!("    {}\n", badged(&t)));
             return;
         }
     };
@@ -106,15 +120,31 @@ fn fields(s: &mut String, raw: &[u8], shown: &mut Shown) {
             order.sort_by(|&x, &y| members[x].0.cmp(&members[y].0));
             for i in order {
                 let (key, value) = &members[i];
-                let key_text = crate::safetext::escape_cut(key, Options::security(), 200);
+                let times = members.iter().filter(|(k, _)| k == key).count();
+                let nth = members[..=i].iter().filter(|(k, _)| k == key).count();
+                let key_text = key_label(key);
                 count(&key_text, shown);
-                match sizes.get(key.as_slice()) {
-                    Some(size) => s.push_str(&format!("  {key_text} ({size} bytes)\n")),
-                    None => s.push_str(&format!("  {key_text}\n")),
+                let key_text = badged(&key_text);
+                if times > 1 {
+                    if nth > 1 {
+                        shown.duplicates += 1;
+                    }
+                    // serde keeps one of them, so its size would describe the wrong one.
+                    s.push_str(&format!(
+                        "  {key_text} (DUPLICATE KEY: occurrence {nth} of {times}, in stored order)\n"
+                    ));
+                } else {
+                    match sizes.get(key.as_slice()) {
+                        Some(size) => s.push_str(&format!("  {key_text} ({size} bytes)\n")),
+                        None => s.push_str(&format!("  {key_text}\n")),
+                    }
                 }
                 for line in render_json(value, &opts) {
                     count(&line, shown);
-                    s.push_str(&format!("    {line}\n"));
+                    if line.badges().contains(crate::safetext::Badge::DuplicateKey) {
+                        shown.duplicates += 1;
+                    }
+                    s.push_str(&format!("    {}\n", badged(&line)));
                 }
             }
         }
@@ -122,7 +152,10 @@ fn fields(s: &mut String, raw: &[u8], shown: &mut Shown) {
             s.push_str("  value\n");
             for line in render_json(other, &opts) {
                 count(&line, shown);
-                s.push_str(&format!("    {line}\n"));
+                if line.badges().contains(crate::safetext::Badge::DuplicateKey) {
+                    shown.duplicates += 1;
+                }
+                s.push_str(&format!("    {}\n", badged(&line)));
             }
         }
     }
@@ -142,6 +175,19 @@ fn field_sizes(raw: &[u8]) -> std::collections::HashMap<Vec<u8>, usize> {
     out
 }
 
+/// A top-level key as printed: bare when it is `[A-Za-z0-9_-]+`, else in quotes with `"`
+/// escaped, so `refund.amount_cents` and `amount ` (trailing space) cannot pass for others.
+fn key_label(key: &[u8]) -> crate::safetext::SafeText {
+    let simple = !key.is_empty()
+        && key
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || *b == b'_' || *b == b'-');
+    if simple {
+        return crate::safetext::escape_cut(key, Options::security(), FIELD_WIDTH);
+    }
+    crate::safetext::quoted(key, Options::security(), FIELD_WIDTH)
+}
+
 fn count(t: &crate::safetext::SafeText, shown: &mut Shown) {
     if t.is_cut() {
         shown.cut += 1;
@@ -149,14 +195,38 @@ fn count(t: &crate::safetext::SafeText, shown: &mut Shown) {
     shown.escapes += t.escape_count();
 }
 
-/// Quotes a word for a POSIX shell when it needs it; the result is escaped for the terminal.
-fn shell_quote(s: &str) -> String {
-    let plain = !s.is_empty()
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_./:@%+=,".contains(&b));
-    if plain {
-        s.to_string()
-    } else {
-        clean(&format!("'{}'", s.replace('\'', "'\\''")), 4000)
+/// The `decide with:` line: a command a POSIX shell runs with exactly the stored ids and path
+/// (see [`super::shell`]), or a sentence saying why none can be printed and where to decide.
+/// Printable ASCII only, written as it is (never through the terminal escaper).
+pub fn decide_hint(a: &Approval, db: &Path) -> String {
+    let run = shell::id_word(shell::stored(&a.raw_invalid, "run_id", &a.run_id));
+    let approval = shell::id_word(shell::stored(&a.raw_invalid, "id", &a.id));
+    let rest = match (&run, &approval) {
+        (Ok(r), Ok(ap)) => Ok(format!("approve {r} --approval {ap}")),
+        // Without --approval the command shows the run's one pending approval and asks.
+        (Ok(r), Err(why)) => Err((
+            format!("approve {r}"),
+            format!("its approval id {}", why.why()),
+        )),
+        (Err(why), _) => {
+            return format!(
+                "decide with: the console; this run's id {} so no command line can name it\n",
+                why.why()
+            );
+        }
+    };
+    match rest {
+        Ok(rest) => match shell::command(db, &rest) {
+            Ok(cmd) => format!("decide with: {cmd}\n"),
+            Err(why) => {
+                format!("decide with: the console or `approve` with the same --db; {why}\n")
+            }
+        },
+        Err((rest, why)) => match shell::command(db, &rest) {
+            Ok(cmd) => format!(
+                "decide with: {cmd}\n  ({why}, so the command shows the approval and asks)\n"
+            ),
+            Err(dbwhy) => format!("decide with: the console; {dbwhy}\n"),
+        },
     }
 }

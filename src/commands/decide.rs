@@ -12,6 +12,7 @@ use super::cli::{CancelArgs, DecideArgs};
 use super::events::event_line;
 use super::open::open;
 use super::out::{Out, Raws, approval_json, summary_json};
+use super::shell;
 use super::text::clean;
 use crate::runtime::operator::{self, OperatorError, SelectError};
 use crate::runtime::types::{Event, RunStatus, Timestamp};
@@ -67,11 +68,13 @@ pub fn run(
         let (text, shown) = approval::render(&ap, db, &reason);
         out.raw(&text)?;
         if shown.cut > 0 || shown.escapes > 0 {
+            let again = match run_command(db, &a.run, "show") {
+                Ok(cmd) => format!("the same text again: {cmd}"),
+                Err(why) => why,
+            };
             out.line(&format!(
-                "note: {} field(s) above were cut head-and-tail and {} escape(s) are shown; `countersign --db ... show {}` prints the same, the console shows every field whole",
-                shown.cut,
-                shown.escapes,
-                clean(&a.run, 64)
+                "note: {} field(s) above were cut head-and-tail and {} escape(s) are shown; the console shows every field whole; {again}",
+                shown.cut, shown.escapes,
             ))?;
         }
     }
@@ -127,10 +130,11 @@ pub fn run(
         &decided.run.reason,
     ))?;
     if verb == Verb::Approve && decided.run.status == RunStatus::WaitingForApproval {
-        out.line(&format!(
-            "the run stays waiting until it is resumed: countersign --db ... resume {}",
-            clean(&decided.run.id, 64)
-        ))?;
+        let id = shell::stored(&decided.run.raw_invalid, "id", &decided.run.id);
+        out.line(&match run_command(db, id, "resume") {
+            Ok(cmd) => format!("the run stays waiting until it is resumed: {cmd}"),
+            Err(why) => format!("the run stays waiting until it is resumed; {why}"),
+        })?;
     }
     Ok(())
 }
@@ -159,6 +163,16 @@ pub fn cancel(
         );
     }
     out.line(&run_line(&done.run.id, &done.run.status, &done.run.reason))
+}
+
+/// `countersign --db PATH VERB RUN` with every word quoted for a POSIX shell, or why no such
+/// command can be printed. Printable ASCII only (see [`shell`]); callers print it last on its
+/// line so what a person copies ends where the line ends.
+fn run_command(db: &Path, run: impl AsRef<[u8]>, verb: &str) -> Result<String, String> {
+    let r = shell::id_word(run.as_ref())
+        .map_err(|why| format!("no `{verb}` command is printed: the run's id {}", why.why()))?;
+    shell::command(db, &format!("{verb} {r}"))
+        .map_err(|why| format!("no `{verb}` command is printed: {why}"))
 }
 
 fn run_line(id: &str, status: &RunStatus, reason: &str) -> String {

@@ -90,15 +90,20 @@ pub fn describe(db: &Path, prepared: &Prepared, out: &mut Out) -> Result<(), Com
             "the demo at {shown} already exists (remove it and its .orders.db for a fresh one)"
         ))?,
     }
-    out.line("try:")?;
-    out.line(&format!(
-        "  countersign --db {shown}                 # the review console"
-    ))?;
-    out.line(&format!(
-        "  countersign --db {shown} runs --status waiting_for_approval"
-    ))?;
-    out.line(&format!(
-        "  countersign --db {shown} approve RUN     # then: resume RUN"
-    ))?;
+    match super::shell::db_arg(db) {
+        Ok(d) => {
+            out.line("try:")?;
+            out.line(&format!("  countersign {d}"))?;
+            out.line(&format!(
+                "  countersign {d} runs --status waiting_for_approval"
+            ))?;
+            out.line(&format!("  countersign {d} approve RUN"))?;
+            out.line("  (then resume RUN with the same --db; RUN is a run id)")?;
+        }
+        Err(why) => out.line(&format!(
+            "the database path {} so no command can be printed for it",
+            why.why()
+        ))?,
+    }
     Ok(())
 }

@@ -6,8 +6,10 @@ use super::CommandError;
 use super::cli::PageArgsWithRun;
 use super::open::{fail, open};
 use super::out::{Out, Raws};
-use super::text::{clean, stamp_ms};
+use super::shell;
+use super::text::{clean_bytes, col, stamp_ms};
 use crate::runtime::types::Event;
+use crate::safetext::{JsonOptions, Options, parse_json, render_json};
 
 const PAGE: i64 = 500;
 /// Payload text cap in text mode (bytes of escaped text, cut head-and-tail).
@@ -57,16 +59,40 @@ pub fn run(
     }
 }
 
-/// `<local time>  <type padded to 22> <payload, escaped>`.
+/// `<local time>  <type padded to 22> <payload, escaped>`. A JSON payload is shown decoded
+/// (its `\u001b` is the ESC it stands for, shown `\x1b` like a raw one), so one notation
+/// holds on every line; a payload that is not JSON is shown as escaped text.
 pub fn event_line(e: &Event) -> String {
-    let kind = clean(&e.kind, 60);
+    let kind = col(&e.raw_invalid, "type", &e.kind, 60);
     let pad = 22usize.saturating_sub(unicode_width::UnicodeWidthStr::width(kind.as_str()));
     format!(
         "{}  {kind}{} {}",
         stamp_ms(&e.at),
         " ".repeat(pad),
-        clean(&e.payload, PAYLOAD_TEXT)
+        payload_text(shell::stored(&e.raw_invalid, "payload", &e.payload))
     )
+}
+
+/// A payload on one line: JSON rendered by the safe-text module (keys sorted, strings
+/// decoded and escaped), else the escaped bytes; cut head-and-tail to [`PAYLOAD_TEXT`].
+fn payload_text(payload: &[u8]) -> String {
+    let Ok(node) = parse_json(payload) else {
+        return clean_bytes(payload, PAYLOAD_TEXT);
+    };
+    let opts = JsonOptions {
+        text: Options::security(),
+        string_width: PAYLOAD_TEXT / 2,
+        indent: 0,
+    };
+    let mut s = String::new();
+    for line in render_json(&node, &opts) {
+        let t = line.to_string();
+        s.push_str(&t);
+        if t.ends_with(',') {
+            s.push(' ');
+        }
+    }
+    s
 }
 
 /// One JSON Lines record: the stored values, unsanitised; a payload that is not JSON is

@@ -14,6 +14,7 @@ mod open;
 pub mod out;
 mod resume;
 mod runs;
+pub mod shell;
 mod show;
 pub mod text;
 mod verify;

@@ -137,8 +137,30 @@ impl Raws {
             let needle = format!("\"\\u0000countersign-raw-{i}\\u0000\"");
             s = s.replacen(&needle, t, 1);
         }
-        Ok(s)
+        Ok(terminal_safe_json(&s))
     }
+}
+
+/// Valid JSON text with every character a terminal may act on or hide (C1 controls, bidi
+/// controls, other format and default-ignorable characters, line and paragraph separators)
+/// written as a `\u` escape. Such characters can only occur inside strings (JSON's structure
+/// is ASCII), and never right after an escaping backslash, so each string keeps its value.
+pub fn terminal_safe_json(s: &str) -> String {
+    if !s.chars().any(crate::safetext::json_escapes) {
+        return s.to_string();
+    }
+    let mut out = String::with_capacity(s.len() + 16);
+    for c in s.chars() {
+        if crate::safetext::json_escapes(c) {
+            let mut buf = [0u16; 2];
+            for unit in c.encode_utf16(&mut buf) {
+                out.push_str(&format!("\\u{unit:04x}"));
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// An approval as `--json` prints it (spec 2's Approval JSON).

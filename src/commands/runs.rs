@@ -6,7 +6,7 @@ use super::CommandError;
 use super::cli::RunsArgs;
 use super::open::{fail, open};
 use super::out::{Out, summary_json};
-use super::text::{clean, dash, stamp, table};
+use super::text::{clean, col, col_dash, dash, ident_col, stamp, table};
 use crate::runtime::types::{Run, RunStatus};
 
 /// Rows read per page when `--limit 0` asks for everything.
@@ -65,13 +65,13 @@ pub fn run(
                 .iter()
                 .map(|r| {
                     vec![
-                        clean(&r.id, 64),
+                        ident_col(&r.raw_invalid, "id", &r.id, 64),
                         clean(r.status.as_str(), 32),
-                        dash(&r.reason, 32),
+                        col_dash(&r.raw_invalid, "reason", &r.reason, 32),
                         r.step_count.to_string(),
                         stamp(&r.created_at),
                         dash(&one_pending(r), 64),
-                        clean(&r.goal, 60),
+                        col(&r.raw_invalid, "goal", &r.goal, 60),
                     ]
                 })
                 .collect();

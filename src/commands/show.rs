@@ -8,7 +8,7 @@ use super::approval;
 use super::cli::PageArgsWithRun;
 use super::open::{fail, open};
 use super::out::{Out, Raws, approval_json, summary_json};
-use super::text::{clean, dash, stamp, table};
+use super::text::{clean, col, dash, ident, ident_col, stamp, table};
 use crate::runtime::types::{Run, Step};
 
 const PAGE: i64 = 500;
@@ -123,14 +123,26 @@ pub fn run(
 }
 
 fn header(r: &Run, out: &mut Out) -> Result<(), CommandError> {
-    out.line(&format!("run     {}", clean(&r.id, 200)))?;
-    out.line(&format!("goal    {}", clean(&r.goal, 4000)))?;
+    out.line(&format!(
+        "run     {}",
+        ident_col(&r.raw_invalid, "id", &r.id, 200)
+    ))?;
+    out.line(&format!(
+        "goal    {}",
+        col(&r.raw_invalid, "goal", &r.goal, 4000)
+    ))?;
     let mut status = clean(r.status.as_str(), 64);
     if !r.reason.is_empty() {
-        status.push_str(&format!(" ({})", clean(&r.reason, 64)));
+        status.push_str(&format!(
+            " ({})",
+            col(&r.raw_invalid, "reason", &r.reason, 64)
+        ));
     }
     if !r.reason_detail.is_empty() {
-        status.push_str(&format!(": {}", clean(&r.reason_detail, 4000)));
+        status.push_str(&format!(
+            ": {}",
+            col(&r.raw_invalid, "reason_detail", &r.reason_detail, 4000)
+        ));
     }
     out.line(&format!("status  {status}"))?;
     out.line(&format!("steps   {}", r.step_count))?;
@@ -151,7 +163,7 @@ fn header(r: &Run, out: &mut Out) -> Result<(), CommandError> {
     if !r.lease_owner.is_empty() {
         out.line(&format!(
             "lease   {} until {}",
-            clean(&r.lease_owner, 200),
+            col(&r.raw_invalid, "lease_owner", &r.lease_owner, 200),
             stamp(&r.lease_expires_at)
         ))?;
     }
@@ -175,7 +187,11 @@ fn step_row(s: &Step) -> Vec<String> {
         .unwrap_or(("", ""));
     vec![
         s.index.to_string(),
-        dash(tool, 40),
+        if tool.is_empty() {
+            "-".into()
+        } else {
+            ident(tool.as_bytes(), 40)
+        },
         dash(decision, 20),
         clean(s.status.as_str(), 20),
         dash(policy, 20),

@@ -1,7 +1,7 @@
 //! Text output helpers: every untrusted string goes through [`clean`] (the safe-text module)
 //! before it is printed; times are printed in local time with date and zone.
 
-use crate::runtime::types::Timestamp;
+use crate::runtime::types::{RawInvalid, Timestamp};
 
 /// An untrusted string made safe for one line of terminal output: escaped (never stripped),
 /// and cut head-and-tail to `max` display columns with a visible marker when longer.
@@ -12,6 +12,49 @@ pub fn clean(text: &str, max: usize) -> String {
 /// As [`clean`], for bytes that may not be UTF-8 (shown as `\xNN`).
 pub fn clean_bytes(bytes: &[u8], max: usize) -> String {
     crate::safetext::plain_line(bytes, max)
+}
+
+/// As [`clean`] for a TEXT column of a row: the stored bytes when they were not UTF-8 (so
+/// they show as `\xNN`, never as a lossy U+FFFD), else the text.
+pub fn col(raw_invalid: &RawInvalid, column: &str, text: &str, max: usize) -> String {
+    clean_bytes(super::shell::stored(raw_invalid, column, text), max)
+}
+
+/// [`col`], or `-` for an empty field.
+pub fn col_dash(raw_invalid: &RawInvalid, column: &str, text: &str, max: usize) -> String {
+    if text.is_empty() {
+        "-".into()
+    } else {
+        col(raw_invalid, column, text, max)
+    }
+}
+
+/// Escaped text followed by its badges (` [mixed scripts]`, ` [invisible]`, ...), so the
+/// commands warn about what the console badges: look-alikes, mixed scripts, bidi, controls,
+/// invisible or dropped characters, invalid UTF-8, cuts.
+pub fn badged(t: &crate::safetext::SafeText) -> String {
+    let mut s = t.to_string();
+    for b in t.badges().iter() {
+        s.push_str(" [");
+        s.push_str(b.label());
+        s.push(']');
+    }
+    s
+}
+
+/// An identifier (run, approval or step id, tool name, kind): escaped as a security field
+/// (variation selectors and emoji machinery too), cut to `max`, and badged.
+pub fn ident(bytes: &[u8], max: usize) -> String {
+    badged(&crate::safetext::escape_cut(
+        bytes,
+        crate::safetext::Options::security(),
+        max,
+    ))
+}
+
+/// [`ident`] for a TEXT column of a row (stored bytes when not UTF-8).
+pub fn ident_col(raw_invalid: &RawInvalid, column: &str, text: &str, max: usize) -> String {
+    ident(super::shell::stored(raw_invalid, column, text), max)
 }
 
 /// `-` for an empty field, else the cleaned field.

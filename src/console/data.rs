@@ -27,7 +27,8 @@ pub struct QueueRow {
     pub run_id: String,
     pub step_id: String,
     pub step_index: Option<i64>,
-    pub kind: String,
+    /// Stored bytes (`\xNN` when not UTF-8).
+    pub kind: Vec<u8>,
     pub created_at: String,
     pub expires_at: String,
     /// `request.spec.name`, absent when the request does not decode.
@@ -51,7 +52,8 @@ pub struct RunRow {
     pub id: String,
     pub goal: Vec<u8>,
     pub status: String,
-    pub reason: String,
+    /// Stored bytes (`\xNN` when not UTF-8, never a lossy U+FFFD).
+    pub reason: Vec<u8>,
     pub reason_detail: Vec<u8>,
     pub step_count: i64,
     pub created_at: String,
@@ -66,7 +68,8 @@ pub struct RunHeader {
     pub id: String,
     pub goal: Vec<u8>,
     pub status: String,
-    pub reason: String,
+    /// Stored bytes (`\xNN` when not UTF-8, never a lossy U+FFFD).
+    pub reason: Vec<u8>,
     pub reason_detail: Vec<u8>,
     pub limits_json: Vec<u8>,
     pub step_count: i64,
@@ -137,7 +140,8 @@ pub struct ApprovalRow {
     pub id: String,
     pub run_id: String,
     pub step_id: String,
-    pub kind: String,
+    /// Stored bytes (`\xNN` when not UTF-8).
+    pub kind: Vec<u8>,
     pub status: String,
     pub capability: Vec<u8>,
     pub presentation: Vec<u8>,

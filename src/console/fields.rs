@@ -21,6 +21,8 @@ pub struct Field {
     pub value: Vec<u8>,
     /// Metadata fields are drawn compactly; value fields get badges and folding.
     pub meta: bool,
+    /// A JSON string: drawn in quotes, so `"8000"` is told from `8000` and `"null"` from `null`.
+    pub is_string: bool,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -36,6 +38,7 @@ fn meta(label: &str, value: impl Into<Vec<u8>>) -> Field {
         label: label.as_bytes().to_vec(),
         value: value.into(),
         meta: true,
+        is_string: false,
     }
 }
 
@@ -44,7 +47,32 @@ fn leaf(label: Vec<u8>, value: Vec<u8>, out: &mut Vec<Field>) {
         label,
         value,
         meta: false,
+        is_string: false,
     });
+}
+
+/// A key as a path step: `.key` for `[A-Za-z0-9_-]+`, else `."key"` with `"` and `\` escaped
+/// JSON-style, so `refund.amount_cents` (one key) and `refund` then `amount_cents` differ, and
+/// a trailing space is inside quotes. The bytes are then escaped for display like any label.
+fn key_step(key: &[u8]) -> Vec<u8> {
+    let simple = !key.is_empty()
+        && key
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || *b == b'_' || *b == b'-');
+    let mut out = b".".to_vec();
+    if simple {
+        out.extend_from_slice(key);
+        return out;
+    }
+    out.push(b'"');
+    for &b in key {
+        if b == b'"' || b == b'\\' {
+            out.push(b'\\');
+        }
+        out.push(b);
+    }
+    out.push(b'"');
+    out
 }
 
 /// Every leaf of a JSON value in stored order, duplicate keys kept and flagged.
@@ -62,12 +90,13 @@ fn flatten(prefix: &[u8], v: &JsonNode, out: &mut Vec<Field>) {
                 if seen.contains(&k.as_slice()) {
                     out.push(Field {
                         label: b"DUPLICATE KEY".to_vec(),
-                        value: join(b".", k),
+                        value: join(b"", &key_step(k)),
                         meta: true,
+                        is_string: false,
                     });
                 }
                 seen.push(k);
-                flatten(&join(b".", k), v, out);
+                flatten(&join(b"", &key_step(k)), v, out);
             }
         }
         JsonNode::Array(a) if !a.is_empty() => {
@@ -77,7 +106,12 @@ fn flatten(prefix: &[u8], v: &JsonNode, out: &mut Vec<Field>) {
         }
         JsonNode::Object(_) => leaf(prefix.to_vec(), b"{}".to_vec(), out),
         JsonNode::Array(_) => leaf(prefix.to_vec(), b"[]".to_vec(), out),
-        JsonNode::String(s) => leaf(prefix.to_vec(), s.clone(), out),
+        JsonNode::String(s) => out.push(Field {
+            label: prefix.to_vec(),
+            value: s.clone(),
+            meta: false,
+            is_string: true,
+        }),
         JsonNode::Number(n) => leaf(prefix.to_vec(), n.clone().into_bytes(), out),
         JsonNode::Bool(b) => leaf(prefix.to_vec(), b.to_string().into_bytes(), out),
         JsonNode::Null => leaf(prefix.to_vec(), b"null".to_vec(), out),
@@ -92,6 +126,7 @@ fn json_section(name: &str, raw: &[u8], out: &mut Vec<Field>) {
                 label: format!("{name} (does not decode: {e})").into_bytes(),
                 value: raw.to_vec(),
                 meta: false,
+                is_string: false,
             });
         }
     }
@@ -144,17 +179,20 @@ pub fn fields(a: &ApprovalRow) -> Vec<Field> {
                 label: b"args".to_vec(),
                 value: b"(none)".to_vec(),
                 meta: false,
+                is_string: false,
             }),
         },
         Ok(_) => out.push(Field {
             label: b"request (not an object)".to_vec(),
             value: a.request.clone(),
             meta: false,
+            is_string: false,
         }),
         Err(e) => out.push(Field {
             label: format!("request (does not decode: {e})").into_bytes(),
             value: a.request.clone(),
             meta: false,
+            is_string: false,
         }),
     }
     json_section("presentation", &a.presentation, &mut out);
@@ -219,28 +257,60 @@ pub fn layout(
                     badges: b,
                 };
             }
-            let (vl, b) = text::block(&f.value, width.saturating_sub(2), st, strict);
+            // The label is never cut: it wraps over as many lines as it needs.
+            let (mut label_lines, _) = text::block(
+                &f.label,
+                width,
+                &TextStyles {
+                    text: label_style,
+                    ..*st
+                },
+                strict,
+            );
+            // Two columns of indent, and two for the quotes of a string.
+            let quotes = if f.is_string { 2 } else { 0 };
+            let (mut vl, b) = text::block(&f.value, width.saturating_sub(2 + quotes), st, strict);
+            if f.is_string {
+                if let Some(first) = vl.first_mut() {
+                    first
+                        .spans
+                        .insert(0, ratatui::text::Span::styled("\"", st.text));
+                }
+                if let Some(last) = vl.last_mut() {
+                    last.spans.push(ratatui::text::Span::styled("\"", st.text));
+                }
+            }
             let n = vl.len();
-            let mut head = label.line.clone();
+            let mut head = label_lines.pop().unwrap_or_default();
+            let mut notes: Vec<ratatui::text::Span<'static>> = Vec::new();
             for l in b.labels() {
-                head.spans.push(ratatui::text::Span::raw(" "));
-                head.spans.push(ratatui::text::Span::styled(
+                notes.push(ratatui::text::Span::raw(" "));
+                notes.push(ratatui::text::Span::styled(
                     format!("[{}]", l.to_uppercase()),
                     badge_style,
                 ));
             }
             if b.escapes > 0 {
-                head.spans.push(ratatui::text::Span::styled(
+                notes.push(ratatui::text::Span::styled(
                     format!(" {} escapes", b.escapes),
                     st.escaped,
                 ));
             }
             if n > 1 {
-                head.spans
-                    .push(ratatui::text::Span::raw(format!(" ({n} lines)")));
+                notes.push(ratatui::text::Span::raw(format!(" ({n} lines)")));
+            }
+            let mut lines = label_lines;
+            let notes_width: usize = notes.iter().map(ratatui::text::Span::width).sum();
+            if head.width() + notes_width > width && head.width() > 0 {
+                // Badges and counts that do not fit go on a line of their own, never over the
+                // label's end.
+                lines.push(head);
+                head = Line::from(notes);
+            } else {
+                head.spans.extend(notes);
             }
             let folded = n > FOLD_LINES && !expanded.contains(&i);
-            let mut lines = vec![head];
+            lines.push(head);
             for l in vl
                 .into_iter()
                 .take(if folded { FOLD_LINES } else { usize::MAX })

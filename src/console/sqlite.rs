@@ -81,7 +81,7 @@ fn queue_row(q: store::QueueItem) -> QueueRow {
         run_id: a.run_id,
         step_id: a.step_id,
         step_index: q.step_index,
-        kind: a.kind,
+        kind: raw_bytes(&a.raw_invalid, "kind", &a.kind),
         tool: q.tool.map(String::into_bytes),
         args: q.args_head,
     }
@@ -98,8 +98,8 @@ fn run_row(o: store::RunOverview) -> RunRow {
         finished_at: r.finished_at.to_rfc3339(),
         pending: o.pending.max(0) as u64,
         damaged: o.damaged,
+        reason: raw_bytes(&r.raw_invalid, "reason", &r.reason),
         id: r.id,
-        reason: r.reason,
     }
 }
 
@@ -122,8 +122,8 @@ fn run_header(r: Run) -> RunHeader {
         active_ms: r.active_ms,
         lease_expires_at: r.lease_expires_at.to_rfc3339(),
         resumable: false,
+        reason: raw_bytes(&r.raw_invalid, "reason", &r.reason),
         id: r.id,
-        reason: r.reason,
     }
 }
 
@@ -194,7 +194,7 @@ fn approval_row(a: Approval, run_status: Option<&crate::runtime::types::RunStatu
         id: a.id,
         run_id: a.run_id,
         step_id: a.step_id,
-        kind: a.kind,
+        kind: raw_bytes(&a.raw_invalid, "kind", &a.kind),
         hash: a.hash,
     }
 }

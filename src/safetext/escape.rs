@@ -83,6 +83,9 @@ pub(crate) enum Class {
     Keep,
     /// A combining mark that may be kept after a base character.
     Mark,
+    /// A Hangul conjoining vowel or final (U+1161–U+11FF, U+D7B0–U+D7FF): kept only where it
+    /// joins the syllable before it, else it would be drawn as nothing.
+    Jamo(Hangul),
     LineBreak,
     Escape(Esc, Reason),
 }
@@ -159,6 +162,42 @@ fn is_mark(gc: Gc) -> bool {
     matches!(gc, Gc::NonspacingMark | Gc::SpacingMark | Gc::EnclosingMark)
 }
 
+/// The Hangul syllable type of a character (UAX #29's Hangul_Syllable_Type), for the jamo rule.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Hangul {
+    /// Leading consonant (choseong).
+    L,
+    /// Vowel (jungseong).
+    V,
+    /// Trailing consonant (jongseong).
+    T,
+    /// A precomposed syllable without a final.
+    Lv,
+    /// A precomposed syllable with a final.
+    Lvt,
+}
+
+pub(crate) fn hangul_type(c: char) -> Option<Hangul> {
+    let cp = c as u32;
+    match cp {
+        0x1100..=0x115F | 0xA960..=0xA97C => Some(Hangul::L),
+        0x1160..=0x11A7 | 0xD7B0..=0xD7C6 => Some(Hangul::V),
+        0x11A8..=0x11FF | 0xD7CB..=0xD7FB => Some(Hangul::T),
+        0xAC00..=0xD7A3 if (cp - 0xAC00).is_multiple_of(28) => Some(Hangul::Lv),
+        0xAC00..=0xD7A3 => Some(Hangul::Lvt),
+        _ => None,
+    }
+}
+
+/// Whether a vowel or final `next` joins the syllable ending in `prev` (UAX #29 GB6–GB8).
+fn joins(prev: Option<Hangul>, next: Hangul) -> bool {
+    use Hangul::*;
+    matches!(
+        (prev, next),
+        (Some(L | V | Lv), V) | (Some(V | T | Lv | Lvt), T)
+    )
+}
+
 /// The context-free class of a code point under `opts`.
 pub(crate) fn classify(c: char, opts: &Options) -> Class {
     match c {
@@ -211,14 +250,26 @@ pub(crate) fn classify(c: char, opts: &Options) -> Class {
     if is_noncharacter(cp) || (0xFFF9..=0xFFFC).contains(&cp) {
         return esc(Reason::Unassigned);
     }
+    if !super::age::assigned_in_14(c) {
+        // Newer than the width tables of the terminals in use: drawn as nothing or misaligned.
+        return esc(Reason::Unassigned);
+    }
     if opts.field == Field::Security && is_emoji_machinery(c) {
         return esc(Reason::Emoji);
     }
-    if is_mark(gc) {
-        Class::Mark
-    } else {
-        Class::Keep
+    if let Some(h @ (Hangul::V | Hangul::T)) = hangul_type(c) {
+        return Class::Jamo(h);
     }
+    if is_mark(gc) {
+        return Class::Mark;
+    }
+    let mut buf = [0u8; 4];
+    if unicode_width::UnicodeWidthStr::width(&*c.encode_utf8(&mut buf)) == 0 {
+        // Alone it measures zero columns (e.g. the prepended letters U+0D4E, U+111C2): a
+        // widget drops such a cluster, so it is escaped.
+        return esc(Reason::Invisible);
+    }
+    Class::Keep
 }
 
 /// One code point or invalid byte decoded at `pos`: `Ok((char, len))` or `Err(byte)`.
@@ -284,6 +335,8 @@ pub(crate) struct Escaper<'a> {
     base: Option<char>,
     /// Marks kept since that base.
     run: usize,
+    /// The Hangul type of the character just kept (`None` after anything else).
+    hangul: Option<Hangul>,
     /// Marks dropped since that base (pending marker) and where they started.
     cut: usize,
     cut_start: usize,
@@ -305,6 +358,7 @@ impl<'a> Escaper<'a> {
             opts,
             base: None,
             run: 0,
+            hangul: None,
             cut: 0,
             cut_start: pos,
             pending: None,
@@ -353,7 +407,10 @@ impl Iterator for Escaper<'_> {
                     self.run = 0;
                     (Some(Token::Esc(Esc::Byte(b), Reason::InvalidUtf8)), 1)
                 }
-                Ok((c, len)) => (self.token_for(c), len),
+                Ok((c, len)) => {
+                    let next = self.input.get(start + len).copied();
+                    (self.token_for(c, next), len)
+                }
             };
             self.pos = start + len;
             let Some(token) = token else {
@@ -375,12 +432,33 @@ impl Iterator for Escaper<'_> {
 impl Escaper<'_> {
     /// The token for `c` in the current context, updating the context; `None` when the
     /// mark joins the dropped run.
-    fn token_for(&mut self, c: char) -> Option<Token> {
+    fn token_for(&mut self, c: char, next: Option<u8>) -> Option<Token> {
+        let hangul = self.hangul.take();
+        if c == '[' && next == Some(b'+') {
+            // `[+` starts every cut marker (`…[+9 bytes]…`, `[+3 combining marks dropped]`):
+            // in the data it is escaped, so only a real marker shows `[+`.
+            self.base = None;
+            self.run = 0;
+            return Some(Token::Esc(Esc::Byte(b'['), Reason::Notation));
+        }
         match classify(c, &self.opts) {
             Class::Keep => {
                 self.base = Some(c);
                 self.run = 0;
+                self.hangul = hangul_type(c);
                 Some(Token::Text(c))
+            }
+            Class::Jamo(h) if joins(hangul, h) => {
+                self.base = Some(c);
+                self.run = 0;
+                self.hangul = Some(h);
+                Some(Token::Text(c))
+            }
+            Class::Jamo(_) => {
+                // Alone it is a zero-width cluster a widget drops: escaped, never stripped.
+                self.base = None;
+                self.run = 0;
+                Some(Token::Esc(Esc::Char(c), Reason::Invisible))
             }
             Class::LineBreak => {
                 self.base = None;

@@ -329,6 +329,19 @@ pub fn render_json(node: &JsonNode, opts: &JsonOptions) -> Vec<SafeText> {
     lines
 }
 
+/// `bytes` as a quoted JSON-style string for display: `"` and `\\` escaped inside, cut to
+/// `width`; the quotes are our own segments.
+pub fn quoted_text(bytes: &[u8], text: super::Options, width: usize) -> SafeText {
+    quoted(
+        bytes,
+        &JsonOptions {
+            text,
+            string_width: width,
+            indent: 0,
+        },
+    )
+}
+
 fn quoted(bytes: &[u8], opts: &JsonOptions) -> SafeText {
     let mut out = SafeText::default();
     out.push_own(SegmentKind::Plain, "\"");

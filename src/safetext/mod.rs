@@ -10,7 +10,7 @@
 //! |------------------|------------------------------------------------------------------|
 //! | `\\`             | one backslash (so data can never forge an escape)                |
 //! | `\n` `\t` `\r`   | LF, TAB, CR (LF is a real line break in the multi-line form)     |
-//! | `\xNN`, NN < 80  | that ASCII control byte (C0 controls other than the three, DEL)  |
+//! | `\xNN`, NN < 80  | that ASCII control byte (C0 controls other than the three, DEL), or `\x5b`: a `[` followed by `+` in the data, so a cut marker (which starts `[+` or `…[+`) cannot be forged |
 //! | `\xNN`, NN >= 80 | one byte of invalid UTF-8, never a lossy U+FFFD                  |
 //! | `\u{XXXX}`       | that code point (lowercase hex, at least 4 digits), e.g. C1 controls, bidi controls, invisible characters, spaces other than U+0020, private use, unassigned, combining marks with nothing to combine with |
 //! | `\"`             | a double quote, only inside strings of the JSON rendering        |
@@ -28,6 +28,7 @@
 //! - [`Field::Security`] (tool names, arguments, ids) also escapes variation selectors, emoji
 //!   modifiers, regional indicators and the keycap mark, whose widths terminals disagree on.
 
+mod age;
 mod badges;
 mod decode;
 mod escape;
@@ -40,7 +41,7 @@ pub use badges::{Badge, Badges};
 pub use decode::{DecodeError, decode};
 pub use json::{
     JsonError, JsonField, JsonNode, JsonOptions, MAX_JSON_DEPTH, json_fields, parse_json,
-    render_json,
+    quoted_text as quoted, render_json,
 };
 pub use segments::{SafeText, Segment, SegmentKind};
 pub use width::{escape_cut, plain_line, plain_line_strict, plain_line_with, text_width};
@@ -178,6 +179,25 @@ impl Default for Options {
     fn default() -> Self {
         Options::line()
     }
+}
+
+/// Whether `--json` output writes `c` as a `\u` escape although JSON allows it raw: C1
+/// controls, bidi controls, format characters, default-ignorable code points and the line and
+/// paragraph separators, which a terminal may act on, reorder text by, or draw as nothing.
+pub fn json_escapes(c: char) -> bool {
+    if c.is_ascii() {
+        return false;
+    }
+    let cp = c as u32;
+    (0x80..=0x9F).contains(&cp)
+        || escape::is_bidi_control(c)
+        || escape::is_default_ignorable(c)
+        || matches!(
+            unicode_general_category::get_general_category(c),
+            unicode_general_category::GeneralCategory::Format
+                | unicode_general_category::GeneralCategory::LineSeparator
+                | unicode_general_category::GeneralCategory::ParagraphSeparator
+        )
 }
 
 /// Escapes untrusted bytes in full (no width cut): the value for a detail view.

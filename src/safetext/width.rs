@@ -169,7 +169,7 @@ fn is_sync_point(bytes: &[u8], p: usize, opts: &Options) -> bool {
     };
     match classify(c, opts) {
         Class::Escape(..) | Class::LineBreak => true,
-        Class::Mark => false,
+        Class::Mark | Class::Jamo(_) => false,
         Class::Keep => {
             let mut q = p - 1;
             while q > 0 && p - q < 4 && (0x80..0xC0).contains(&bytes[q]) {
@@ -181,7 +181,7 @@ fn is_sync_point(bytes: &[u8], p: usize, opts: &Options) -> bool {
             };
             match classify(prev, opts) {
                 Class::Escape(..) | Class::LineBreak => true,
-                Class::Mark => false,
+                Class::Mark | Class::Jamo(_) => false,
                 Class::Keep => {
                     let mut buf = [0u8; 8];
                     let a = prev.encode_utf8(&mut buf[..4]).len();

@@ -2,6 +2,8 @@
 //! independent Python implementation, and its verifier.
 #![allow(dead_code)]
 
+pub mod hostile;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

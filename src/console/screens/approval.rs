@@ -111,7 +111,7 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App, s: &ApprovalScreen) {
     if s.inspect
         && let Some(field) = s.fields.get(s.cursor)
     {
-        draw_inspector(f, insp, app, &field.value, s.inspect_page);
+        draw_inspector(f, insp, app, &field.value, field.is_string, s.inspect_page);
     }
 }
 
@@ -177,7 +177,16 @@ pub fn inspector_pages(size: (u16, u16), value: &[u8]) -> usize {
 /// The code points of the value, packed into the panel a page at a time (`page`, clamped to
 /// the last); everything shown goes through the escaper, and the title says which code points
 /// are shown of how many: `U+202E Cf \u{202e}`.
-fn draw_inspector(f: &mut Frame, area: Rect, app: &App, value: &[u8], page: usize) {
+/// `is_string`: the value is a JSON string, which the title says (the cells are its content,
+/// without the quotes), so `"8000"` is told from `8000` here too.
+fn draw_inspector(
+    f: &mut Frame,
+    area: Rect,
+    app: &App,
+    value: &[u8],
+    is_string: bool,
+    page: usize,
+) {
     let th = &app.theme;
     let cells = inspector_cells(value);
     let max = INSPECT_MAX;
@@ -205,14 +214,19 @@ fn draw_inspector(f: &mut Frame, area: Rect, app: &App, value: &[u8], page: usiz
     } else {
         format!(" of {}", cells.len())
     };
+    let kind = if is_string {
+        " a string:"
+    } else {
+        " not a string:"
+    };
     let more = if pages > 1 || cells.len() >= max {
         format!(
-            " code points {}–{last}{capped}, page {}/{pages} ",
+            "{kind} code points {}–{last}{capped}, page {}/{pages} ",
             first + 1,
             page + 1
         )
     } else {
-        format!(" code points ({}) ", cells.len())
+        format!("{kind} code points ({}) ", cells.len())
     };
     f.render_widget(
         Paragraph::new(lines).block(crate::console::render::block(app, more)),

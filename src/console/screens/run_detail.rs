@@ -39,7 +39,7 @@ fn header_lines(app: &App, h: &RunHeader, w: u16) -> Vec<Line<'static>> {
     l1.push(Span::styled(h.status.clone(), th.status(&h.status)));
     if !h.reason.is_empty() {
         l1.push(Span::raw("  "));
-        l1.extend(cell(app, h.reason.as_bytes(), 24).spans);
+        l1.extend(cell(app, &h.reason, 24).spans);
     }
     let mut l2 = vec![Span::styled("goal ", th.style(Role::Dim))];
     l2.extend(cell(app, &h.goal, w.saturating_sub(5)).spans);

@@ -103,7 +103,7 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App, s: &RunsScreen) {
                 Line::styled(status_short(&r.status).to_string(), th.status(&r.status)),
             ];
             if !narrow {
-                v.push(cell(app, r.reason.as_bytes(), ws[2]));
+                v.push(cell(app, &r.reason, ws[2]));
                 v.push(Line::from(r.step_count.to_string()));
             }
             v.push(Line::from(time::age(&r.created_at, now)));

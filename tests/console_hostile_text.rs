@@ -1,0 +1,68 @@
+//! Issue 14 in the console: one escape notation (a stored reason or kind that is not UTF-8 shows
+//! as `\xNN`, never U+FFFD, in the runs list and the approval detail).
+
+mod console_support;
+
+use console_support::*;
+
+#[test]
+fn invalid_utf8_reason_and_kind_show_as_bytes() {
+    let d = tempfile::tempdir().unwrap();
+    let (db, m) = fixture(d.path(), "bad", "waiting", &[]);
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute_batch(
+            "UPDATE runs SET reason = CAST(X'726561736f6eff' AS TEXT);
+             UPDATE approvals SET kind = CAST(X'6b696e64ff' AS TEXT);",
+        )
+        .unwrap();
+    let mut h = Harness::open(&db, 120, 40);
+    h.keys("2");
+    let runs = h.screen();
+    assert!(runs.contains(r"reason\xff"), "{runs}");
+    assert!(!runs.contains('\u{fffd}'), "{runs}");
+    h.command(&format!("approval {}", approval_of(&m, "waiting")));
+    let detail = h.screen();
+    assert!(detail.contains(r"kind\xff"), "{detail}");
+    assert!(!detail.contains('\u{fffd}'), "{detail}");
+}
+
+/// Issue 14, item 4, in the approval detail: key paths quote keys that need it, strings keep
+/// their quotes, labels are never cut (they wrap), duplicate keys are flagged.
+#[test]
+fn different_requests_never_render_alike_in_the_detail() {
+    let d = tempfile::tempdir().unwrap();
+    let (db, m) = fixture(d.path(), "alike", "waiting", &[]);
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute_batch(
+            r#"UPDATE approvals SET request_json = replace(request_json, '"args":{', '"args":{"refund":{"amount_cents":100},"refund.amount_cents":900000,"amount ":"8000","n":"null","o":"{}","customer_REFUND_amount_in_cents_total_for_this_order_line":1,"customer_CHARGE_amount_in_cents_total_for_this_order_line":2,"amount_cents":1,');"#,
+        )
+        .unwrap();
+    let mut h = Harness::open(&db, 60, 120);
+    h.command(&format!("approval {}", approval_of(&m, "waiting")));
+    let s = h.screen();
+    let has_line = |l: &str| s.lines().any(|x| x.trim_end() == l);
+    for line in [
+        " args.refund.amount_cents",
+        " args.\"refund.amount_cents\"",
+        " args.\"amount \"",
+        "   \"8000\"",
+        " args.n",
+        "   \"null\"",
+        "   \"{}\"",
+        "   100",
+        "   900000",
+    ] {
+        assert!(has_line(line), "no line {line:?}:\n{s}");
+    }
+    // Labels wider than a third of the screen are wrapped whole, not cut.
+    let flat: String = s.lines().map(str::trim).collect();
+    for label in [
+        "args.customer_REFUND_amount_in_cents_total_for_this_order_line",
+        "args.customer_CHARGE_amount_in_cents_total_for_this_order_line",
+    ] {
+        assert!(flat.contains(label), "{label} is shown whole:\n{s}");
+    }
+    assert!(s.contains("DUPLICATE KEY"), "{s}");
+}
