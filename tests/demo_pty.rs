@@ -73,8 +73,18 @@ impl Term {
 
     /// Reads output until the screen shows `text` (bounded, generous wait; no fixed sleeps).
     fn wait_text(&mut self, text: &str) {
+        self.wait_all(&[text]);
+    }
+
+    /// Waits until every text is on the screen at once, so that a text still left from the
+    /// previous screen (a run id's first characters, say) cannot stand for the new one.
+    fn wait_all(&mut self, texts: &[&str]) {
+        let text = texts.join(" + ");
         let deadline = Instant::now() + Duration::from_secs(60);
-        while !self.parser.screen().contents().contains(text) {
+        while !texts
+            .iter()
+            .all(|t| self.parser.screen().contents().contains(t))
+        {
             let left = deadline.saturating_duration_since(Instant::now());
             assert!(
                 !left.is_zero(),
@@ -170,7 +180,7 @@ fn demo_opens_the_console_and_an_approved_resumed_refund_runs_once() {
     );
     let (next, next_run) = next.split_once('|').expect("id|run");
     t.send(b":queue\r");
-    t.wait_text(&next_run[..4]);
+    t.wait_all(&["Pending approvals 1/", &next_run[..4]]);
     t.send(b"\r");
     t.wait_text("hash");
     assert!(t.raw_mode(), "the console runs in raw mode");
