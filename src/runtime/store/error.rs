@@ -58,6 +58,17 @@ pub enum StoreError {
         reason: String,
     },
 
+    /// A file SQLite would read into the database on open (a `-journal` it would replay, or
+    /// the super-journal one names) that is not a regular file of the database's owner or
+    /// that others can write: refused before SQLite opens anything.
+    #[error("agentrt: {} is {}, {reason}; SQLite would replay it into {} and rewrite the database, so nothing was opened: if you did not leave it there yourself, move it away (mv {} {}.suspect) and open the database again", path.display(), go_file_mode(*mode), db.display(), path.display(), path.display())]
+    ForeignJournal {
+        path: PathBuf,
+        db: PathBuf,
+        mode: u32,
+        reason: String,
+    },
+
     /// `open_existing` on a symbolic link.
     #[error("agentrt: database path is a symbolic link: {}; name the database file itself", path.display())]
     Symlink { path: PathBuf },

@@ -16,14 +16,18 @@ use super::schema;
 /// The extended result code of SQLITE_READONLY_DIRECTORY.
 const SQLITE_READONLY_DIRECTORY: i32 = 1544;
 
-/// The mode rules of spec 1.3 for the database and its `-wal`/`-shm` sidecars. A writer then
-/// tightens (`chmod 0600`) the files it owns that group or others can read.
+/// The mode rules of spec 1.3 for the database and its `-wal`/`-shm` sidecars, and the same
+/// rules for every other file SQLite may read beside it before it reads the database: a
+/// `-journal` (SQLite replays a hot journal into the database before it looks at WAL) and the
+/// super-journal a journal names. A writer then tightens (`chmod 0600`) the files it owns that
+/// group or others can read.
 pub(crate) fn check_modes(path: &Path, writer: bool) -> Result<(), StoreError> {
     let io = |err| StoreError::Io {
         path: path.to_path_buf(),
         err,
     };
     let db = fs::metadata(path).map_err(io)?;
+    check_journals(path, &db)?;
     let mut files = vec![(path.to_path_buf(), db.mode(), db.uid())];
     for suffix in ["-wal", "-shm"] {
         let side = sidecar(path, suffix);
@@ -72,6 +76,112 @@ pub(crate) fn check_modes(path: &Path, writer: bool) -> Result<(), StoreError> {
         }
     }
     Ok(())
+}
+
+/// The rollback journal's magic (its first 8 bytes, and the last 8 of one naming a
+/// super-journal).
+const JOURNAL_MAGIC: [u8; 8] = [0xd9, 0xd5, 0x05, 0xf9, 0x20, 0xa1, 0x63, 0xd7];
+
+/// Longest super-journal name read from a journal (SQLite's own bound is the VFS's
+/// mxPathname, 512 for unix).
+const SUPER_JOURNAL_NAME_MAX: u32 = 4096;
+
+/// `<db>-journal` and the super-journal it names, if present, are checked as the database is:
+/// a regular file (lstat), owned by the database's owner, not writable by group or others.
+fn check_journals(path: &Path, db: &fs::Metadata) -> Result<(), StoreError> {
+    let journal = sidecar(path, "-journal");
+    let Some(meta) = foreign_file(&journal, path, db)? else {
+        return Ok(());
+    };
+    if let Some(name) = super_journal_name(&journal, meta.len())? {
+        let sup =
+            PathBuf::from(<std::ffi::OsString as std::os::unix::ffi::OsStringExt>::from_vec(name));
+        foreign_file(&sup, path, db)?;
+    }
+    Ok(())
+}
+
+/// lstat `file`; `None` if absent; refused unless it is a regular file of the database's owner
+/// that group and others cannot write.
+fn foreign_file(
+    file: &Path,
+    db_path: &Path,
+    db: &fs::Metadata,
+) -> Result<Option<fs::Metadata>, StoreError> {
+    let meta = match fs::symlink_metadata(file) {
+        Ok(m) => m,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+        Err(err) => {
+            return Err(StoreError::Io {
+                path: file.to_path_buf(),
+                err,
+            });
+        }
+    };
+    let reason = if !meta.file_type().is_file() {
+        Some("which is not a regular file")
+    } else if meta.uid() != db.uid() {
+        Some("owned by another user than the database")
+    } else if meta.mode() & 0o022 != 0 {
+        Some("writable by group or others")
+    } else {
+        None
+    };
+    match reason {
+        None => Ok(Some(meta)),
+        Some(reason) => Err(StoreError::ForeignJournal {
+            path: file.to_path_buf(),
+            db: db_path.to_path_buf(),
+            mode: meta.mode(),
+            reason: reason.into(),
+        }),
+    }
+}
+
+/// The super-journal name a rollback journal ends with, read as SQLite's `readSuperJournal`
+/// reads it (length, checksum and magic in the last 16 bytes); `None` when it names none or
+/// the checksum does not hold (SQLite then ignores the name too).
+fn super_journal_name(journal: &Path, size: u64) -> Result<Option<Vec<u8>>, StoreError> {
+    use std::io::{Read, Seek, SeekFrom};
+    if size < 16 {
+        return Ok(None);
+    }
+    let io = |err| StoreError::Io {
+        path: journal.to_path_buf(),
+        err,
+    };
+    let mut f = fs::File::open(journal).map_err(io)?;
+    let mut tail = [0u8; 16];
+    f.seek(SeekFrom::Start(size - 16)).map_err(io)?;
+    f.read_exact(&mut tail).map_err(io)?;
+    let len = u32::from_be_bytes([tail[0], tail[1], tail[2], tail[3]]);
+    let cksum = u32::from_be_bytes([tail[4], tail[5], tail[6], tail[7]]);
+    if tail[8..] != JOURNAL_MAGIC || len == 0 || len > SUPER_JOURNAL_NAME_MAX {
+        return Ok(None);
+    }
+    if u64::from(len) > size - 16 {
+        return Ok(None);
+    }
+    let mut name = vec![0u8; len as usize];
+    f.seek(SeekFrom::Start(size - 16 - u64::from(len)))
+        .map_err(io)?;
+    f.read_exact(&mut name).map_err(io)?;
+    // SQLite sums the name's bytes as C `char`s, signed on some targets and unsigned on
+    // others: a name either sum accepts is checked.
+    let signed = name
+        .iter()
+        .fold(0u32, |acc, &b| acc.wrapping_add(b as i8 as i32 as u32));
+    let unsigned = name
+        .iter()
+        .fold(0u32, |acc, &b| acc.wrapping_add(u32::from(b)));
+    if signed != cksum && unsigned != cksum {
+        return Ok(None);
+    }
+    // A C string: the name ends at its first NUL.
+    if let Some(nul) = name.iter().position(|&b| b == 0) {
+        name.truncate(nul);
+    }
+    Ok((!name.is_empty()).then_some(name))
 }
 
 /// `<path><suffix>` (SQLite's sidecar names).

@@ -1,0 +1,342 @@
+//! Damaged and hostile files beside the database (issue 14 items 2, 7, 9): a crafted hot
+//! `-journal` another user dropped in a shared directory (SQLite replays a hot journal into the
+//! database before it looks at WAL), a super-journal a journal names, leftovers a read-only
+//! open must not create or need, and the messages for each. Tests run as root: files are
+//! given to another uid with `chown`, and readers run under another uid in a forked child.
+
+mod reliability_support;
+mod support;
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use countersign::runtime::store::{Store, StoreError};
+use reliability_support::damage::{approval_of, clean_db, run_of};
+use reliability_support::{Raw, page_size};
+
+/// The uid (and gid) given the hostile files and running the second-user readers.
+const OTHER: u32 = 65534;
+
+fn root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+fn sidecar(db: &Path, suffix: &str) -> PathBuf {
+    let mut s = db.as_os_str().to_owned();
+    s.push(suffix);
+    s.into()
+}
+
+/// The approval's request as the main file holds it (immutable: no journal is looked at).
+fn request_of(db: &Path, approval: &str) -> String {
+    let conn = rusqlite::Connection::open_with_flags(
+        format!("file:{}?immutable=1", db.display()),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_URI,
+    )
+    .unwrap();
+    conn.query_row(
+        "SELECT request_json FROM approvals WHERE id = ?",
+        [approval],
+        |r| r.get(0),
+    )
+    .unwrap()
+}
+
+/// Everything in the main file, the database still in WAL mode, no sidecars left.
+fn settle(db: &Path) {
+    let raw = Raw::open(db);
+    raw.exec("PRAGMA wal_checkpoint(TRUNCATE);");
+    drop(raw);
+    assert!(!sidecar(db, "-wal").exists());
+}
+
+/// A rollback journal (SQLite's format: header padded to one 512-byte sector, then page
+/// records `pgno, page, checksum`) holding `pages` (1-based number, bytes), optionally naming
+/// a super-journal at its end.
+fn journal_bytes(
+    page_size: usize,
+    db_pages: u32,
+    pages: &[(u32, &[u8])],
+    super_name: &[u8],
+) -> Vec<u8> {
+    const MAGIC: [u8; 8] = [0xd9, 0xd5, 0x05, 0xf9, 0x20, 0xa1, 0x63, 0xd7];
+    let nonce: u32 = 0x1234_5678;
+    let sector = 512usize;
+    let mut j = Vec::new();
+    j.extend_from_slice(&MAGIC);
+    j.extend_from_slice(&(pages.len() as u32).to_be_bytes());
+    j.extend_from_slice(&nonce.to_be_bytes());
+    j.extend_from_slice(&db_pages.to_be_bytes());
+    j.extend_from_slice(&(sector as u32).to_be_bytes());
+    j.extend_from_slice(&(page_size as u32).to_be_bytes());
+    j.resize(sector, 0);
+    for (pgno, data) in pages {
+        assert_eq!(data.len(), page_size);
+        j.extend_from_slice(&pgno.to_be_bytes());
+        j.extend_from_slice(data);
+        let mut sum = nonce;
+        let mut i = page_size as isize - 200;
+        while i > 0 {
+            sum = sum.wrapping_add(u32::from(data[i as usize]));
+            i -= 200;
+        }
+        j.extend_from_slice(&sum.to_be_bytes());
+    }
+    if !super_name.is_empty() {
+        // PENDING_BYTE page number, the name, its length, its checksum, the magic.
+        j.extend_from_slice(&((1u32 << 30) / page_size as u32 + 1).to_be_bytes());
+        j.extend_from_slice(super_name);
+        j.extend_from_slice(&(super_name.len() as u32).to_be_bytes());
+        let sum = super_name
+            .iter()
+            .fold(0u32, |acc, &b| acc.wrapping_add(b as i8 as i32 as u32));
+        j.extend_from_slice(&sum.to_be_bytes());
+        j.extend_from_slice(&MAGIC);
+    }
+    j
+}
+
+/// The attack of issue 14 item 2: a copy of the database whose waiting approval asks for
+/// 9000 instead of 8000 with a hash that matches, turned into a hot journal of the pages that
+/// differ. Returns (database, approval id, run id, the journal's bytes).
+struct Attack {
+    _dir: tempfile::TempDir,
+    db: PathBuf,
+    approval: String,
+    run: String,
+    journal: Vec<u8>,
+    before: Vec<u8>,
+}
+
+fn attack() -> Attack {
+    let fx = clean_db();
+    let run = run_of(&fx.m, "waiting");
+    let raw = Raw::open(&fx.path);
+    let approval = approval_of(&raw, &run);
+    drop(raw);
+    settle(&fx.path);
+    let dir = support::tempdir();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let db = dir.path().join("run.db");
+    std::fs::copy(&fx.path, &db).unwrap();
+    std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let before = std::fs::read(&db).unwrap();
+
+    let evil = dir.path().join("evil.db");
+    std::fs::copy(&fx.path, &evil).unwrap();
+    let raw = Raw::open(&evil);
+    let (kind, cap, pres, req): (String, String, String, String) = raw
+        .conn
+        .query_row(
+            "SELECT kind, capability_json, presentation_json, request_json FROM approvals WHERE id = ?",
+            [&approval],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        )
+        .unwrap();
+    let forged = req.replacen("\"amount_cents\":8000", "\"amount_cents\":9000", 1);
+    assert_ne!(forged, req, "the waiting approval asks for 8000");
+    let hash = countersign::runtime::json::approval_hash(
+        &kind,
+        cap.as_bytes(),
+        pres.as_bytes(),
+        forged.as_bytes(),
+    )
+    .unwrap();
+    raw.conn
+        .execute(
+            "UPDATE approvals SET request_json = ?, hash = ? WHERE id = ?",
+            [&forged, &hash, &approval],
+        )
+        .unwrap();
+    drop(raw);
+    settle(&evil);
+    let evil_bytes = std::fs::read(&evil).unwrap();
+    std::fs::remove_file(&evil).unwrap();
+    assert_eq!(evil_bytes.len(), before.len());
+
+    let ps = page_size(&db);
+    let pages: Vec<(u32, &[u8])> = evil_bytes
+        .chunks(ps)
+        .zip(before.chunks(ps))
+        .enumerate()
+        .filter(|(_, (e, b))| e != b)
+        .map(|(i, (e, _))| (i as u32 + 1, e))
+        .collect();
+    assert!(!pages.is_empty());
+    let journal = journal_bytes(ps, (evil_bytes.len() / ps) as u32, &pages, b"");
+    Attack {
+        _dir: dir,
+        db,
+        approval,
+        run,
+        journal,
+        before,
+    }
+}
+
+fn drop_journal(db: &Path, bytes: &[u8], uid: u32, mode: u32) -> PathBuf {
+    let j = sidecar(db, "-journal");
+    std::fs::write(&j, bytes).unwrap();
+    std::fs::set_permissions(&j, std::fs::Permissions::from_mode(mode)).unwrap();
+    std::os::unix::fs::chown(&j, Some(uid), Some(uid)).unwrap();
+    j
+}
+
+#[test]
+fn the_crafted_hot_journal_does_rewrite_an_approval_when_sqlite_replays_it() {
+    // The control: the attack is real. The same journal owned by the database's owner is a
+    // journal SQLite trusts and replays: the approval then asks for 9000, with a valid hash.
+    if !root() {
+        eprintln!("not root; skipped");
+        return;
+    }
+    let a = attack();
+    drop_journal(&a.db, &a.journal, 0, 0o600);
+    let store = Store::open_existing(&a.db, false).expect("its owner's journal is replayed");
+    let ap = store.get_approval(&a.run, &a.approval).unwrap();
+    assert!(
+        ap.request_json.contains("\"amount_cents\":9000"),
+        "{}",
+        ap.request_json
+    );
+    assert!(!sidecar(&a.db, "-journal").exists(), "replayed and deleted");
+}
+
+#[test]
+fn a_hot_journal_owned_by_another_user_is_refused_and_the_database_is_untouched() {
+    if !root() {
+        eprintln!("not root: cannot give the journal to another user; skipped");
+        return;
+    }
+    let a = attack();
+    let j = drop_journal(&a.db, &a.journal, OTHER, 0o644);
+    for read_only in [false, true] {
+        let err = Store::open_existing(&a.db, read_only).unwrap_err();
+        assert!(matches!(err, StoreError::ForeignJournal { .. }), "{err}");
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "agentrt: {j} is -rw-r--r--, owned by another user than the database; SQLite would replay it into {db} and rewrite the database, so nothing was opened: if you did not leave it there yourself, move it away (mv {j} {j}.suspect) and open the database again",
+                j = j.display(),
+                db = a.db.display()
+            )
+        );
+    }
+    // The creating opener checks it too.
+    let err = Store::open(&a.db).unwrap_err();
+    assert!(matches!(err, StoreError::ForeignJournal { .. }), "{err}");
+    assert_eq!(
+        std::fs::read(&a.db).unwrap(),
+        a.before,
+        "not a byte changed"
+    );
+    assert!(j.exists(), "the journal is left for the person to look at");
+    assert!(request_of(&a.db, &a.approval).contains("\"amount_cents\":8000"));
+    // The command says the same in one line and exits 1.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_countersign"))
+        .arg("--db")
+        .arg(&a.db)
+        .args(["show", &a.run])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("SQLite would replay it"), "{stderr}");
+    // Moved away as the message says, the database opens as it was.
+    std::fs::rename(&j, sidecar(&a.db, "-journal.suspect")).unwrap();
+    let store = Store::open_existing(&a.db, true).unwrap();
+    let ap = store.get_approval(&a.run, &a.approval).unwrap();
+    assert!(ap.request_json.contains("\"amount_cents\":8000"));
+}
+
+#[test]
+fn a_journal_others_can_write_or_that_is_not_a_file_is_refused() {
+    if !root() {
+        eprintln!("not root; skipped");
+        return;
+    }
+    let a = attack();
+    let j = drop_journal(&a.db, &a.journal, 0, 0o600);
+    std::fs::set_permissions(&j, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let err = Store::open_existing(&a.db, false).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("is -rw-rw-rw-, writable by group or others; SQLite would replay it"),
+        "{err}"
+    );
+    std::fs::remove_file(&j).unwrap();
+    // A symbolic link to a journal (SQLite would follow it).
+    let elsewhere = a.db.with_file_name("elsewhere");
+    std::fs::write(&elsewhere, &a.journal).unwrap();
+    std::fs::set_permissions(&elsewhere, std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &j).unwrap();
+    let err = Store::open_existing(&a.db, false).unwrap_err();
+    assert!(
+        err.to_string().contains("which is not a regular file"),
+        "{err}"
+    );
+    std::fs::remove_file(&j).unwrap();
+    std::fs::create_dir(&j).unwrap();
+    let err = Store::open_existing(&a.db, true).unwrap_err();
+    assert!(
+        err.to_string().contains("which is not a regular file"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&a.db).unwrap(), a.before);
+}
+
+#[test]
+fn a_super_journal_a_journal_names_is_checked_like_the_database() {
+    if !root() {
+        eprintln!("not root; skipped");
+        return;
+    }
+    let a = attack();
+    // The owner's own journal names a super-journal another user wrote (SQLite reads it, and
+    // deletes it after the replay).
+    let sup = a.db.with_file_name("planted-super-journal");
+    std::fs::write(&sup, b"").unwrap();
+    std::fs::set_permissions(&sup, std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::os::unix::fs::chown(&sup, Some(OTHER), Some(OTHER)).unwrap();
+    let ps = page_size(&a.db);
+    let mut bytes = a.journal.clone();
+    // Same pages, now naming the super-journal.
+    let named = journal_bytes(
+        ps,
+        (a.before.len() / ps) as u32,
+        &[],
+        sup.as_os_str().as_encoded_bytes(),
+    );
+    bytes.extend_from_slice(&named[512..]);
+    drop_journal(&a.db, &bytes, 0, 0o600);
+    let err = Store::open_existing(&a.db, false).unwrap_err();
+    assert!(matches!(err, StoreError::ForeignJournal { .. }), "{err}");
+    assert!(
+        err.to_string().starts_with(&format!(
+            "agentrt: {} is -rw-r--r--, owned by another user than the database; SQLite would replay it",
+            sup.display()
+        )),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&a.db).unwrap(), a.before);
+    assert!(sup.exists());
+}
+
+#[test]
+fn a_sidecar_given_to_another_user_after_a_check_is_still_seen_by_the_next_open() {
+    // The check runs on every open, not once per path: a journal dropped between two opens is
+    // refused by the second.
+    if !root() {
+        eprintln!("not root; skipped");
+        return;
+    }
+    let a = attack();
+    drop(Store::open_existing(&a.db, true).unwrap());
+    drop_journal(&a.db, &a.journal, OTHER, 0o600);
+    let err = Store::open_existing(&a.db, false).unwrap_err();
+    assert!(matches!(err, StoreError::ForeignJournal { .. }), "{err}");
+    assert_eq!(std::fs::read(&a.db).unwrap(), a.before);
+    assert_eq!(std::fs::metadata(&a.db).unwrap().uid(), 0);
+}
