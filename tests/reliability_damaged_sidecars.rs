@@ -340,3 +340,243 @@ fn a_sidecar_given_to_another_user_after_a_check_is_still_seen_by_the_next_open(
     assert_eq!(std::fs::read(&a.db).unwrap(), a.before);
     assert_eq!(std::fs::metadata(&a.db).unwrap().uid(), 0);
 }
+
+/// Runs `countersign --db <db> <args>` as `uid` (setpriv): (exit code, stdout, stderr).
+fn as_user(uid: u32, db: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = std::process::Command::new("setpriv")
+        .args([
+            &format!("--reuid={uid}"),
+            &format!("--regid={uid}"),
+            "--clear-groups",
+        ])
+        .arg(env!("CARGO_BIN_EXE_countersign"))
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .output()
+        .expect("setpriv runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Every file in `dir` with its owner, sorted.
+fn listing(dir: &Path) -> Vec<(String, u32)> {
+    let mut v: Vec<(String, u32)> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                e.metadata().unwrap().uid(),
+            )
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// A fixture database alone in a 1777 directory (a shared /tmp), owned by `uid`, `mode`.
+fn shared_db(uid: u32, mode: u32) -> (tempfile::TempDir, PathBuf, String) {
+    let fx = clean_db();
+    let run = run_of(&fx.m, "waiting");
+    settle(&fx.path);
+    let dir = support::tempdir();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let db = dir.path().join("run.db");
+    std::fs::copy(&fx.path, &db).unwrap();
+    std::fs::set_permissions(&db, std::fs::Permissions::from_mode(mode)).unwrap();
+    std::os::unix::fs::chown(&db, Some(uid), Some(uid)).unwrap();
+    (dir, db, run)
+}
+
+fn read_commands(run: &str) -> Vec<Vec<String>> {
+    [
+        vec!["runs"],
+        vec!["show", run],
+        vec!["events", run, "--limit", "0"],
+        vec!["verify"],
+        vec!["--json", "runs"],
+    ]
+    .into_iter()
+    .map(|v| v.into_iter().map(String::from).collect())
+    .collect()
+}
+
+#[test]
+fn read_only_commands_as_another_user_create_nothing_and_the_owner_still_writes() {
+    if !root() {
+        eprintln!("not root: cannot run a second user; skipped");
+        return;
+    }
+    // The owner's database, readable by others, in a directory everyone can write.
+    let (dir, db, run) = shared_db(0, 0o644);
+    let before = std::fs::read(&db).unwrap();
+    for args in read_commands(&run) {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (code, out, err) = as_user(OTHER, &db, &args);
+        assert_eq!(code, 0, "{args:?}: {out}{err}");
+        assert_eq!(
+            listing(dir.path()),
+            vec![("run.db".to_string(), 0)],
+            "{args:?} left a file behind"
+        );
+    }
+    assert_eq!(std::fs::read(&db).unwrap(), before);
+    // The owner's writer is not refused.
+    let store = Store::open_existing(&db, false).expect("the owner's writer opens");
+    drop(store);
+}
+
+#[test]
+fn read_only_commands_as_the_owner_leave_no_sidecars() {
+    if !root() {
+        eprintln!("not root: cannot run a second user; skipped");
+        return;
+    }
+    let (dir, db, run) = shared_db(OTHER, 0o600);
+    let before = std::fs::read(&db).unwrap();
+    for args in read_commands(&run) {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (code, out, err) = as_user(OTHER, &db, &args);
+        assert_eq!(code, 0, "{args:?}: {out}{err}");
+        assert_eq!(
+            listing(dir.path()),
+            vec![("run.db".to_string(), OTHER)],
+            "{args:?} left a sidecar behind"
+        );
+    }
+    assert_eq!(std::fs::read(&db).unwrap(), before);
+    // And root reading someone else's database leaves nothing either.
+    let store = Store::open_existing(&db, true).unwrap();
+    assert!(!store.list_runs_page(10, 0).unwrap().items.is_empty());
+    drop(store);
+    assert_eq!(listing(dir.path()), vec![("run.db".to_string(), OTHER)]);
+}
+
+#[test]
+fn a_reader_of_another_user_sees_a_live_writers_commits_without_writing_its_sidecars() {
+    if !root() {
+        eprintln!("not root: cannot run a second user; skipped");
+        return;
+    }
+    let (dir, db, _) = shared_db(0, 0o600);
+    let writer = Store::open_existing(&db, false).unwrap();
+    support::runs::create(
+        &writer,
+        "live-run-7",
+        "g",
+        countersign::runtime::types::Timestamp::now(),
+    );
+    // Readable by others, as a consumer with a looser umask would leave it.
+    for suffix in ["", "-wal", "-shm"] {
+        std::fs::set_permissions(sidecar(&db, suffix), std::fs::Permissions::from_mode(0o644))
+            .unwrap();
+    }
+    let files = listing(dir.path());
+    let shm = std::fs::read(sidecar(&db, "-shm")).unwrap();
+    let (code, out, err) = as_user(OTHER, &db, &["runs"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("live-run-7"),
+        "the reader sees the live commit: {out}"
+    );
+    assert_eq!(listing(dir.path()), files);
+    assert_eq!(
+        std::fs::read(sidecar(&db, "-shm")).unwrap(),
+        shm,
+        "-shm not written"
+    );
+    drop(writer);
+}
+
+/// A database whose last writes are only in a `-wal` with no `-shm` beside it (a copy taken
+/// while a writer was open).
+fn leftover_wal(uid: u32, dir_mode: u32) -> (tempfile::TempDir, PathBuf) {
+    let fx = clean_db();
+    settle(&fx.path);
+    let conn = rusqlite::Connection::open(&fx.path).unwrap();
+    conn.execute_batch(
+        "PRAGMA wal_autocheckpoint=0; UPDATE runs SET goal = 'only in the wal' WHERE rowid = 1;",
+    )
+    .unwrap();
+    let dir = support::tempdir();
+    let db = dir.path().join("run.db");
+    std::fs::copy(&fx.path, &db).unwrap();
+    std::fs::copy(sidecar(&fx.path, "-wal"), sidecar(&db, "-wal")).unwrap();
+    drop(conn);
+    for suffix in ["", "-wal"] {
+        let p = sidecar(&db, suffix);
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+        std::os::unix::fs::chown(&p, Some(uid), Some(uid)).unwrap();
+    }
+    assert!(std::fs::metadata(sidecar(&db, "-wal")).unwrap().len() > 0);
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(dir_mode)).unwrap();
+    (dir, db)
+}
+
+#[test]
+fn a_leftover_wal_in_a_read_only_directory_is_named_not_called_a_foreign_database() {
+    if !root() {
+        eprintln!("not root: cannot run a second user; skipped");
+        return;
+    }
+    // The owner reads, but cannot create the -shm (the directory is root's, 0755).
+    let (dir, db) = leftover_wal(OTHER, 0o755);
+    let (code, out, err) = as_user(OTHER, &db, &["runs"]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert_eq!(
+        err.trim_end(),
+        format!(
+            "error: agentrt: open store: {p}-wal holds writes that are not yet in {p} and there is no {p}-shm to read it with, and the directory is read-only to this reader; open it once with a writing command (approve, reject, cancel or the consumer) as the database's owner to fold them in, then read again",
+            p = db.display()
+        )
+    );
+    assert!(!err.contains("not an agent-runtime database"));
+    assert_eq!(listing(dir.path()).len(), 2, "nothing created");
+    // A reader that is not the owner would leave its own -shm: refused the same way.
+    std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::fs::set_permissions(sidecar(&db, "-wal"), std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let (code, _, err) = as_user(1234, &db, &["runs"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("a reader that is not its owner would create it"),
+        "{err}"
+    );
+    assert_eq!(listing(dir.path()).len(), 2, "nothing created");
+    // Its owner reading in a directory it can write folds nothing and sees the writes.
+    let store = Store::open_existing(&db, true).unwrap();
+    let goals: Vec<String> = store
+        .list_runs_page(100, 0)
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|r| r.goal)
+        .collect();
+    assert!(goals.iter().any(|g| g == "only in the wal"), "{goals:?}");
+}
+
+#[test]
+fn a_hot_journal_a_reader_cannot_roll_back_is_named() {
+    if !root() {
+        eprintln!("not root: cannot run a second user; skipped");
+        return;
+    }
+    // The owner's own journal (it passes the checks), read by another user.
+    let a = attack();
+    std::fs::set_permissions(&a.db, std::fs::Permissions::from_mode(0o644)).unwrap();
+    drop_journal(&a.db, &a.journal, 0, 0o644);
+    let (code, out, err) = as_user(OTHER, &a.db, &["runs"]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert_eq!(
+        err.trim_end(),
+        format!(
+            "error: agentrt: open store: {p} has a hot journal ({p}-journal) left by a write that did not finish, and a read-only open cannot roll it back; open it once with a writing command (approve, reject, cancel or the consumer) as the database's owner, then read again",
+            p = a.db.display()
+        )
+    );
+    assert_eq!(std::fs::read(&a.db).unwrap(), a.before);
+}

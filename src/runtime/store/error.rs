@@ -69,6 +69,16 @@ pub enum StoreError {
         reason: String,
     },
 
+    /// A read-only open found a hot `-journal` (a write that did not finish) it cannot roll
+    /// back.
+    #[error("agentrt: open store: {} has a hot journal ({}-journal) left by a write that did not finish, and a read-only open cannot roll it back; open it once with a writing command (approve, reject, cancel or the consumer) as the database's owner, then read again", path.display(), path.display())]
+    HotJournal { path: PathBuf },
+
+    /// A `-wal` holding writes not yet in the database, no `-shm`, and a reader that cannot
+    /// create one without leaving a file behind (or at all).
+    #[error("agentrt: open store: {}-wal holds writes that are not yet in {} and there is no {}-shm to read it with, and {why}; open it once with a writing command (approve, reject, cancel or the consumer) as the database's owner to fold them in, then read again", path.display(), path.display(), path.display())]
+    LeftoverWal { path: PathBuf, why: String },
+
     /// `open_existing` on a symbolic link.
     #[error("agentrt: database path is a symbolic link: {}; name the database file itself", path.display())]
     Symlink { path: PathBuf },

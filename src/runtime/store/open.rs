@@ -15,6 +15,10 @@ use super::schema;
 
 /// The extended result code of SQLITE_READONLY_DIRECTORY.
 const SQLITE_READONLY_DIRECTORY: i32 = 1544;
+/// SQLITE_READONLY_ROLLBACK: a read-only connection found a hot journal.
+const SQLITE_READONLY_ROLLBACK: i32 = 776;
+/// SQLITE_CANTOPEN (primary code; its extended codes are checked by the primary byte).
+const SQLITE_CANTOPEN: i32 = 14;
 
 /// The mode rules of spec 1.3 for the database and its `-wal`/`-shm` sidecars, and the same
 /// rules for every other file SQLite may read beside it before it reads the database: a
@@ -260,34 +264,160 @@ pub(crate) enum Access {
 /// Opens and hardens one connection to an existing file, by path (no URI parsing, so `?`,
 /// `#`, `%` and spaces are plain characters).
 pub(crate) fn connect(path: &Path, access: Access) -> Result<Connection, StoreError> {
-    let flags = match access {
-        Access::Writer => OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        Access::ReadOnly => OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    match access {
+        Access::Writer => {
+            let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+            let conn = Connection::open_with_flags(path, flags).map_err(|e| open_err(path, e))?;
+            harden(&conn, path, access)?;
+            Ok(conn)
+        }
+        Access::ReadOnly => connect_reader(path),
+    }
+}
+
+/// What lies beside the database when a reader opens it.
+struct Beside {
+    /// `-wal` size, if there is one.
+    wal: Option<u64>,
+    shm: bool,
+    /// A `-journal` with bytes in it.
+    journal: bool,
+    /// The reader may make files SQLite gives to the database's owner: it is the owner, or
+    /// root (SQLite chowns what root creates beside a database to the database's owner).
+    owner: bool,
+}
+
+fn beside(path: &Path) -> Beside {
+    let len = |suffix: &str| {
+        fs::symlink_metadata(sidecar(path, suffix))
+            .ok()
+            .map(|m| m.len())
     };
-    let conn = Connection::open_with_flags(path, flags).map_err(|e| open_err(path, e))?;
-    harden(&conn, path, access)?;
-    // A WAL database without -shm in an unwritable directory refuses a plain read-only open
-    // at its first read: retry with immutable=1.
-    if access == Access::ReadOnly {
-        let probe = conn.query_row("SELECT COUNT(*) FROM sqlite_master", [], |r| {
-            r.get::<_, i64>(0)
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    let owner = fs::metadata(path)
+        .map(|m| me == 0 || m.uid() == me)
+        .unwrap_or(false);
+    Beside {
+        wal: len("-wal"),
+        shm: len("-shm").is_some(),
+        journal: len("-journal").is_some_and(|n| n > 0),
+        owner,
+    }
+}
+
+/// A reader's connection. A read-only open changes nothing and never leaves a file owned by
+/// the reader (issue 14 item 7): SQLite's plain read-only connection to a WAL database creates
+/// `-wal` and `-shm` (owned by whoever reads) and, read-only, can never remove them.
+///
+/// * A `-wal` and `-shm` exist (a writer is live, or stopped): SQLITE_OPEN_READ_ONLY with
+///   `readonly_shm=1`, so the reader uses them and writes neither.
+/// * Otherwise, when the reader may make the owner's files (it is the owner, or root): a
+///   read-write file handle under `PRAGMA query_only`, so SQLite's last connection removes the
+///   `-wal`/`-shm` it made when it closes, as a writer's does; in a directory it cannot write
+///   in, `immutable=1` (spec 1.3's retry).
+/// * A reader that is not the owner reads the main file `immutable=1`: there is no WAL to
+///   miss, and nothing is created (it then does not see later writes).
+/// * Refused with a sentence: a `-wal` holding writes with no `-shm` that the reader cannot
+///   create, and a hot `-journal` a reader that is not the owner cannot roll back.
+fn connect_reader(path: &Path) -> Result<Connection, StoreError> {
+    let b = beside(path);
+    let wal_writes = b.wal.is_some_and(|n| n > 0);
+    if b.journal && !b.owner {
+        return Err(StoreError::HotJournal {
+            path: path.to_path_buf(),
         });
-        if let Err(e) = probe
-            && extended_code(&e) == Some(SQLITE_READONLY_DIRECTORY)
+    }
+    if b.wal.is_some() && b.shm {
+        let conn = open_uri(path, "mode=ro&readonly_shm=1")?;
+        return probed(conn, path, wal_writes, false);
+    }
+    if !b.owner {
+        if wal_writes {
+            return Err(StoreError::LeftoverWal {
+                path: path.to_path_buf(),
+                why: "a reader that is not its owner would create it".into(),
+            });
+        }
+        return open_immutable(path);
+    }
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = match Connection::open_with_flags(path, flags) {
+        Ok(c) => c,
+        // The file cannot be opened for writing (a read-only mount): read it as it is.
+        Err(_) if !wal_writes => return open_immutable(path),
+        Err(e) => return Err(open_err(path, e)),
+    };
+    conn.execute_batch("PRAGMA query_only=ON;")
+        .ctx("open store: query_only")?;
+    let on: i64 = conn
+        .query_row("PRAGMA query_only", [], |r| r.get(0))
+        .ctx("open store: read back query_only")?;
+    if on != 1 {
+        return Err(StoreError::Hardening {
+            path: path.to_path_buf(),
+            detail: "SQLite did not keep query_only on a reader; the connection is refused".into(),
+        });
+    }
+    probed(conn, path, wal_writes, true)
+}
+
+/// Hardens a reader's connection and makes its first read. A WAL database without `-shm` in a
+/// directory the reader cannot write in refuses a read at its first read
+/// (SQLITE_READONLY_DIRECTORY, or CANTOPEN for the `-shm`): read it `immutable=1` when the
+/// `-wal` holds nothing, else say why it cannot be read.
+fn probed(
+    conn: Connection,
+    path: &Path,
+    wal_writes: bool,
+    retry: bool,
+) -> Result<Connection, StoreError> {
+    harden(&conn, path, Access::ReadOnly)?;
+    let probe = conn.query_row("SELECT COUNT(*) FROM sqlite_master", [], |r| {
+        r.get::<_, i64>(0)
+    });
+    match probe {
+        Ok(_) => Ok(conn),
+        Err(e) if extended_code(&e) == Some(SQLITE_READONLY_ROLLBACK) => {
+            Err(StoreError::HotJournal {
+                path: path.to_path_buf(),
+            })
+        }
+        Err(e)
+            if retry
+                && matches!(
+                    extended_code(&e),
+                    Some(SQLITE_READONLY_DIRECTORY) | Some(SQLITE_CANTOPEN)
+                ) =>
         {
             drop(conn);
-            let uri = format!("file:{}?mode=ro&immutable=1", uri_escape(path));
-            let conn = Connection::open_with_flags(
-                uri,
-                OpenFlags::SQLITE_OPEN_READ_ONLY
-                    | OpenFlags::SQLITE_OPEN_NO_MUTEX
-                    | OpenFlags::SQLITE_OPEN_URI,
-            )
-            .map_err(|e| open_err(path, e))?;
-            harden(&conn, path, access)?;
-            return Ok(conn);
+            if wal_writes {
+                return Err(StoreError::LeftoverWal {
+                    path: path.to_path_buf(),
+                    why: "the directory is read-only to this reader".into(),
+                });
+            }
+            open_immutable(path)
         }
+        // Other failures are the callers' to name (not a database, locked ...).
+        Err(_) => Ok(conn),
     }
+}
+
+fn open_uri(path: &Path, query: &str) -> Result<Connection, StoreError> {
+    let uri = format!("file:{}?{query}", uri_escape(path));
+    Connection::open_with_flags(
+        uri,
+        OpenFlags::SQLITE_OPEN_READ_ONLY
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_URI,
+    )
+    .map_err(|e| open_err(path, e))
+}
+
+fn open_immutable(path: &Path) -> Result<Connection, StoreError> {
+    let conn = open_uri(path, "mode=ro&immutable=1")?;
+    harden(&conn, path, Access::ReadOnly)?;
     Ok(conn)
 }
 
@@ -297,6 +427,9 @@ fn open_err(path: &Path, err: rusqlite::Error) -> StoreError {
 
 fn extended_code(e: &rusqlite::Error) -> Option<i32> {
     match e {
+        rusqlite::Error::SqliteFailure(f, _) if f.extended_code & 0xff == SQLITE_CANTOPEN => {
+            Some(SQLITE_CANTOPEN)
+        }
         rusqlite::Error::SqliteFailure(f, _) => Some(f.extended_code),
         _ => None,
     }
