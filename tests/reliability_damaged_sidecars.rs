@@ -580,3 +580,165 @@ fn a_hot_journal_a_reader_cannot_roll_back_is_named() {
     );
     assert_eq!(std::fs::read(&a.db).unwrap(), a.before);
 }
+
+/// `countersign --db <db> <args>` as this user, stdin closed.
+fn cs(db: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_countersign"))
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .env("USER", "ci-user")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_table_rebuilt_with_a_generated_status_column_is_refused_at_open() {
+    let fx = clean_db();
+    let run = run_of(&fx.m, "waiting");
+    let raw = Raw::open(&fx.path);
+    let approval = approval_of(&raw, &run);
+    // The approvals table rebuilt so that its status is computed, not stored.
+    raw.exec(
+        "CREATE TABLE approvals_new (id TEXT PRIMARY KEY, run_id TEXT NOT NULL REFERENCES runs(id), \
+         step_id TEXT NOT NULL, kind TEXT NOT NULL, capability_json TEXT NOT NULL, \
+         presentation_json TEXT NOT NULL, request_json TEXT NOT NULL, hash TEXT NOT NULL, \
+         status TEXT GENERATED ALWAYS AS ('pending') VIRTUAL, created_at TEXT NOT NULL, \
+         decided_at TEXT NOT NULL DEFAULT '', decided_by TEXT NOT NULL DEFAULT '', \
+         note TEXT NOT NULL DEFAULT '', expires_at TEXT NOT NULL DEFAULT ''); \
+         INSERT INTO approvals_new (id, run_id, step_id, kind, capability_json, presentation_json, \
+         request_json, hash, created_at, decided_at, decided_by, note, expires_at) \
+         SELECT id, run_id, step_id, kind, capability_json, presentation_json, request_json, hash, \
+         created_at, decided_at, decided_by, note, expires_at FROM approvals; \
+         DROP TABLE approvals; ALTER TABLE approvals_new RENAME TO approvals;",
+    );
+    drop(raw);
+    let expected = format!(
+        "agentrt: open store: {}: approvals.status is a generated column, computed by SQL stored in the file rather than written by the runtime, so it is refused (the runtime cannot write it and would show values nobody stored): rebuild the table without it or use a copy without it",
+        fx.path.display()
+    );
+    for read_only in [true, false] {
+        let err = Store::open_existing(&fx.path, read_only).unwrap_err();
+        assert!(matches!(err, StoreError::GeneratedColumn { .. }), "{err}");
+        assert_eq!(err.to_string(), expected);
+    }
+    let err = Store::open(&fx.path).unwrap_err();
+    assert_eq!(err.to_string(), expected);
+    let before = std::fs::read(&fx.path).unwrap();
+    let (code, out, err) = cs(&fx.path, &["approve", &run, "--approval", &approval]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert_eq!(err.trim_end(), format!("error: {expected}"));
+    assert_eq!(std::fs::read(&fx.path).unwrap(), before);
+}
+
+#[test]
+fn a_missing_column_is_one_line_naming_the_table_and_the_column() {
+    let fx = clean_db();
+    let run = run_of(&fx.m, "waiting");
+    let raw = Raw::open(&fx.path);
+    raw.exec("ALTER TABLE approvals DROP COLUMN note;");
+    drop(raw);
+    let expected = format!(
+        "agentrt: open store: {} has no column approvals.note, which every version-6 run database has; it was changed by hand or restored from parts: restore it from a backup",
+        fx.path.display()
+    );
+    let err = Store::open_existing(&fx.path, true).unwrap_err();
+    assert_eq!(err.to_string(), expected);
+    for args in [vec!["show", run.as_str()], vec!["runs"], vec!["verify"]] {
+        let (code, out, err) = cs(&fx.path, &args);
+        assert_eq!(code, 1, "{args:?}: {out}{err}");
+        assert_eq!(err.trim_end(), format!("error: {expected}"), "{args:?}");
+    }
+    // A missing table too.
+    let raw = Raw::open(&fx.path);
+    raw.exec(
+        "ALTER TABLE approvals ADD COLUMN note TEXT NOT NULL DEFAULT ''; DROP TABLE model_calls;",
+    );
+    drop(raw);
+    let err = Store::open_existing(&fx.path, true).unwrap_err();
+    assert!(
+        err.to_string().contains(" has no table model_calls, "),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_statement_that_fails_on_a_damaged_schema_is_one_line_without_its_sql() {
+    // Whatever still fails at a read (a column renamed after the open) says SQLite's message,
+    // not the statement's text.
+    let fx = clean_db();
+    let store = Store::open_existing(&fx.path, true).unwrap();
+    let raw = Raw::open(&fx.path);
+    raw.exec("ALTER TABLE runs RENAME COLUMN goal TO goal_was;");
+    drop(raw);
+    let err = store.list_runs_page(10, 0).unwrap_err().to_string();
+    assert!(err.contains("no such column: goal"), "{err}");
+    assert!(!err.contains("SELECT") && err.len() < 200, "{err}");
+}
+
+#[test]
+fn the_demos_orders_database_is_owner_only() {
+    let dir = support::tempdir();
+    let db = dir.path().join("demo.db");
+    // SAFETY: umask only changes this process's file-creation mask; the child inherits it.
+    let old = unsafe { libc::umask(0o022) };
+    let (code, out, err) = cs(&db, &["demo", "--no-tui"]);
+    // SAFETY: as above.
+    unsafe { libc::umask(old) };
+    assert_eq!(code, 0, "{out}{err}");
+    for name in ["demo.db", "demo.orders.db"] {
+        let mode = std::fs::metadata(dir.path().join(name)).unwrap().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{name} is {mode:o}");
+    }
+}
+
+#[test]
+fn a_reader_then_a_writer_in_one_process_both_work_while_another_process_writes() {
+    // The console opens a reader and then, to decide, a writer, while the agent's process
+    // holds the database open: the reader must not map the -shm in a way the writer cannot
+    // use.
+    let fx = clean_db();
+    let mut other = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import sqlite3,sys\nc=sqlite3.connect(sys.argv[1])\nc.execute(\"UPDATE runs SET goal=goal\")\nc.commit()\nprint('ready',flush=True)\nsys.stdin.read()",
+        ])
+        .arg(&fx.path)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(other.stdout.as_mut().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert_eq!(line.trim(), "ready");
+    assert!(sidecar(&fx.path, "-shm").exists() && sidecar(&fx.path, "-wal").exists());
+    let reader = Store::open_existing(&fx.path, true).unwrap();
+    assert!(!reader.list_runs_page(10, 0).unwrap().items.is_empty());
+    let writer = Store::open_existing(&fx.path, false).unwrap();
+    support::runs::create(
+        &writer,
+        "written-beside-a-reader",
+        "g",
+        countersign::runtime::types::Timestamp::now(),
+    );
+    assert!(
+        reader
+            .list_runs_page(100, 0)
+            .unwrap()
+            .items
+            .iter()
+            .any(|r| r.id == "written-beside-a-reader")
+    );
+    drop(other.stdin.take());
+    other.wait().unwrap();
+}

@@ -79,6 +79,18 @@ pub enum StoreError {
     #[error("agentrt: open store: {}-wal holds writes that are not yet in {} and there is no {}-shm to read it with, and {why}; open it once with a writing command (approve, reject, cancel or the consumer) as the database's owner to fold them in, then read again", path.display(), path.display(), path.display())]
     LeftoverWal { path: PathBuf, why: String },
 
+    /// A runtime table or column is missing (a database edited by hand or restored from parts).
+    #[error("agentrt: open store: {} has no {what}, which every version-6 run database has; it was changed by hand or restored from parts: restore it from a backup", path.display())]
+    MissingColumn { path: PathBuf, what: String },
+
+    /// A runtime table holds a generated column.
+    #[error("agentrt: open store: {}: {table}.{column} is a generated column, computed by SQL stored in the file rather than written by the runtime, so it is refused (the runtime cannot write it and would show values nobody stored): rebuild the table without it or use a copy without it", path.display())]
+    GeneratedColumn {
+        path: PathBuf,
+        table: String,
+        column: String,
+    },
+
     /// `open_existing` on a symbolic link.
     #[error("agentrt: database path is a symbolic link: {}; name the database file itself", path.display())]
     Symlink { path: PathBuf },
@@ -164,6 +176,14 @@ impl StoreError {
     /// Wraps a SQLite error; busy/locked become [`StoreError::Locked`].
     pub fn sqlite(context: impl Into<String>, err: rusqlite::Error) -> StoreError {
         let context = context.into();
+        // rusqlite appends a failed statement's whole SQL to its message: keep SQLite's own
+        // message only, so an error is one line a person can read.
+        let err = match err {
+            rusqlite::Error::SqlInputError { error, msg, .. } => {
+                rusqlite::Error::SqliteFailure(error, Some(msg))
+            }
+            other => other,
+        };
         if is_locked(&err) {
             return StoreError::Locked {
                 detail: format!("{context}: {err}"),

@@ -74,6 +74,7 @@ impl Store {
         open::enable_wal(&conn, path)?;
         open::refuse_triggers_and_views(&conn, path)?;
         schema::migrate(&mut conn, path, Timestamp::now())?;
+        schema::check_columns(&conn, path)?;
         Ok(Store {
             conn: Mutex::new(conn),
             path: path.to_path_buf(),
@@ -96,6 +97,7 @@ impl Store {
         let conn = open::connect(path, access)?;
         open::refuse_triggers_and_views(&conn, path)?;
         open::check_version(&conn, path)?;
+        schema::check_columns(&conn, path)?;
         Ok(Store {
             conn: Mutex::new(conn),
             path: path.to_path_buf(),

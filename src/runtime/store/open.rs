@@ -310,14 +310,16 @@ fn beside(path: &Path) -> Beside {
 /// the reader (issue 14 item 7): SQLite's plain read-only connection to a WAL database creates
 /// `-wal` and `-shm` (owned by whoever reads) and, read-only, can never remove them.
 ///
-/// * A `-wal` and `-shm` exist (a writer is live, or stopped): SQLITE_OPEN_READ_ONLY with
-///   `readonly_shm=1`, so the reader uses them and writes neither.
-/// * Otherwise, when the reader may make the owner's files (it is the owner, or root): a
-///   read-write file handle under `PRAGMA query_only`, so SQLite's last connection removes the
-///   `-wal`/`-shm` it made when it closes, as a writer's does; in a directory it cannot write
-///   in, `immutable=1` (spec 1.3's retry).
-/// * A reader that is not the owner reads the main file `immutable=1`: there is no WAL to
-///   miss, and nothing is created (it then does not see later writes).
+/// * A reader that may make the owner's files (it is the owner, or root): a read-write file
+///   handle under `PRAGMA query_only`, so SQLite's last connection removes the `-wal`/`-shm`
+///   it made when it closes, as a writer's does; in a directory it cannot write in,
+///   `immutable=1` (spec 1.3's retry). (Not `readonly_shm`: SQLite shares one `-shm` mapping
+///   between a process's connections, so a read-only mapping would make the same process's
+///   writer, the console's decider, fail.)
+/// * A reader that is not the owner, when a `-wal` and `-shm` exist (a writer is live, or
+///   stopped): SQLITE_OPEN_READ_ONLY with `readonly_shm=1`, so it uses them and writes
+///   neither; when there is no `-wal`, the main file `immutable=1`: there is no WAL to miss,
+///   and nothing is created (it then does not see later writes).
 /// * Refused with a sentence: a `-wal` holding writes with no `-shm` that the reader cannot
 ///   create, and a hot `-journal` a reader that is not the owner cannot roll back.
 fn connect_reader(path: &Path) -> Result<Connection, StoreError> {
@@ -328,11 +330,11 @@ fn connect_reader(path: &Path) -> Result<Connection, StoreError> {
             path: path.to_path_buf(),
         });
     }
-    if b.wal.is_some() && b.shm {
-        let conn = open_uri(path, "mode=ro&readonly_shm=1")?;
-        return probed(conn, path, wal_writes, false);
-    }
     if !b.owner {
+        if b.wal.is_some() && b.shm {
+            let conn = open_uri(path, "mode=ro&readonly_shm=1")?;
+            return probed(conn, path, wal_writes, false);
+        }
         if wal_writes {
             return Err(StoreError::LeftoverWal {
                 path: path.to_path_buf(),
