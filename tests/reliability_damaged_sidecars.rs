@@ -4,6 +4,7 @@
 //! open must not create or need, and the messages for each. Tests run as root: files are
 //! given to another uid with `chown`, and readers run under another uid in a forked child.
 
+mod console_support;
 mod reliability_support;
 mod support;
 
@@ -741,4 +742,23 @@ fn a_reader_then_a_writer_in_one_process_both_work_while_another_process_writes(
     );
     drop(other.stdin.take());
     other.wait().unwrap();
+}
+
+#[test]
+fn the_consoles_seq_column_never_cuts_a_number() {
+    // A run whose events carry 13-digit sequence numbers (a long-lived database, or a hand
+    // edit): the events tab shows each number whole.
+    let dir = support::tempdir();
+    let (db, m) = console_support::fixture(dir.path(), "seq", "completed", &[]);
+    let run = console_support::run_of(&m, "completed");
+    let raw = Raw::open(&db);
+    raw.exec(&format!(
+        "UPDATE events SET seq = seq + 4711000000000 WHERE run_id = '{run}';"
+    ));
+    drop(raw);
+    let mut h = console_support::Harness::open(&db, 120, 40);
+    h.command(&format!("run {run}"));
+    h.key(crossterm::event::KeyCode::Tab);
+    let screen = h.screen();
+    assert!(screen.contains("4711000000001"), "{screen}");
 }
