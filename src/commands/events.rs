@@ -23,9 +23,16 @@ pub fn run(
     let r = store.get_run_capped(&a.run).map_err(fail)?;
     let all = a.limit == 0;
     let limit = if all { PAGE } else { a.limit as i64 };
-    let mut offset = a.offset as i64;
+    // Pages by seq: each continues after the last seq printed, so the whole log streams in
+    // time linear in its size; a page says whether more follow instead of counting.
+    let mut after = None;
+    let mut skip = a.offset as i64;
+    let mut printed = a.offset as i64;
     loop {
-        let page = store.list_events_page(&r.id, limit, offset).map_err(fail)?;
+        let page = store
+            .events_page_by_key(&r.id, after, skip, limit)
+            .map_err(fail)?;
+        skip = 0;
         let shown = page.items.len() as i64;
         for e in &page.items {
             if json_out {
@@ -36,20 +43,20 @@ pub fn run(
                 out.line(&event_line(e))?;
             }
         }
-        offset += shown;
-        let more = offset < page.total;
-        if all && shown > 0 && more {
+        printed += shown;
+        after = page.last_key;
+        if all && page.more {
             continue;
         }
-        if more {
+        if page.more {
             if json_out {
-                let meta = json!({"meta": true, "truncated": true, "total": page.total, "returned": shown, "offset": a.offset});
+                // The JSON contract carries the total: counted once, only here.
+                let total = store.count_events(&r.id).map_err(fail)?;
+                let meta = json!({"meta": true, "truncated": true, "total": total, "returned": shown, "offset": a.offset});
                 out.jsonl(&meta, &Raws::default())?;
             } else {
                 out.line(&format!(
-                    "... {} more event(s); rerun with --offset {offset} to see them (showing {shown} of {})",
-                    page.total - offset,
-                    page.total
+                    "... more events follow; rerun with --offset {printed} to see them (showing {shown})"
                 ))?;
             }
         }
