@@ -19,6 +19,8 @@ pub struct Shown {
     pub cut: usize,
     /// Escapes in what was printed.
     pub escapes: usize,
+    /// The arguments were not shown at all (the request is too large to read).
+    pub not_shown: bool,
 }
 
 /// The text of a pending approval, ending with countersign's own closing line.
@@ -57,7 +59,17 @@ pub fn render(a: &Approval, db: &Path, reason: &str) -> (String, Shown) {
     s.push_str(
         "arguments (the tool call the model made; one field per line, byte count is the field's own size)\n",
     );
-    fields(&mut s, &args, &mut shown);
+    match crate::runtime::store::capped_request(a) {
+        // A page read's stand-in, never shown as if it were the arguments.
+        Some(n) => {
+            shown.not_shown = true;
+            s.push_str(&format!(
+                "  NOT SHOWN: the request is {n} {}, more than a page reads; none of its arguments were read\n",
+                if n > crate::runtime::store::SHOWN_REQUEST_MAX { "bytes" } else { "characters" }
+            ));
+        }
+        None => fields(&mut s, &args, &mut shown),
+    }
     s.push_str(
         "presentation (supplied by the consumer's policy; it may contain model-chosen text)\n",
     );

@@ -115,10 +115,23 @@ pub(super) fn step_select() -> String {
 }
 
 pub(super) fn approval_select() -> String {
+    // Over SHOWN_REQUEST_MAX bytes a request is never loaded (`octet_length` reads only the
+    // record header; `length`, `json_valid` and `json_extract` would load and parse it all):
+    // its stand-in takes the run and step from the row and the tool's name from the spec the
+    // step ran under.
+    let huge = super::sizes::SHOWN_REQUEST_MAX;
     let request = format!(
-        "CASE WHEN length(request_json) <= {MAX_PAGE_TEXT} THEN request_json WHEN json_valid(request_json) THEN \
+        "CASE WHEN octet_length(request_json) > {huge} THEN \
+         json_object('run_id', {}, 'step_id', {}, 'spec', json_object('name', COALESCE((SELECT \
+         substr(json_extract(t.spec_json, '$.name'), 1, {MAX_PAGE_TEXT}) FROM steps s JOIN tool_specs t \
+         ON t.hash = s.spec_hash WHERE s.id = approvals.step_id AND octet_length(t.spec_json) <= {MAX_PAGE_TEXT} \
+         AND json_valid(t.spec_json)), '')), 'args', json_object('truncated', json('true'), 'length', \
+         octet_length(request_json))) \
+         WHEN length(request_json) <= {MAX_PAGE_TEXT} THEN request_json WHEN json_valid(request_json) THEN \
          json_object('run_id', {}, 'step_id', {}, 'spec', json_object('name', {}), 'args', \
          json_object('truncated', json('true'), 'length', length(request_json))) ELSE '' END",
+        tc("run_id"),
+        tc("step_id"),
         jfield("request_json", "$.run_id"),
         jfield("request_json", "$.step_id"),
         jfield("request_json", "$.spec.name"),
@@ -138,6 +151,13 @@ pub(super) fn approval_select() -> String {
         tc("decided_by"),
         tc("note"),
         tc("expires_at"),
+    )
+    .replace(
+        ", length(request_json) FROM approvals",
+        &format!(
+            ", CASE WHEN octet_length(request_json) > {huge} THEN octet_length(request_json) \
+             ELSE length(request_json) END FROM approvals"
+        ),
     )
 }
 
@@ -177,10 +197,7 @@ pub(super) fn capped_approval(r: &rusqlite::Row<'_>) -> Approval {
     let n = c.int(14, "request");
     let mut a = approval_from(&mut c);
     if n > MAX_PAGE_TEXT {
-        join_note(
-            &mut a.decode_error,
-            format!("request: {n} characters, over MaxPageText; its arguments were not read"),
-        );
+        join_note(&mut a.decode_error, super::sizes::capped_note(n));
     }
     a
 }
