@@ -72,11 +72,20 @@ pub(crate) fn run_select() -> String {
 }
 
 pub(super) fn step_select() -> String {
-    let over = |c: &str, repl: String| {
+    // Over SHOWN_REQUEST_MAX bytes a column is never loaded (`octet_length` reads the record
+    // header only; `length` and the JSON functions would load and parse it all): its stand-in
+    // has empty fields, and the tool's name comes from the spec the step ran under.
+    let huge = super::sizes::SHOWN_REQUEST_MAX;
+    let over = |c: &str, repl: String, huge_repl: String| {
         format!(
-            "CASE WHEN length({c}) <= {MAX_PAGE_TEXT} THEN {c} WHEN json_valid({c}) THEN {repl} ELSE '' END"
+            "CASE WHEN octet_length({c}) > {huge} THEN {huge_repl} WHEN length({c}) <= {MAX_PAGE_TEXT} THEN {c} \
+             WHEN json_valid({c}) THEN {repl} ELSE '' END"
         )
     };
+    let spec_name = format!(
+        "COALESCE((SELECT substr(json_extract(t.spec_json, '$.name'), 1, {MAX_PAGE_TEXT}) FROM tool_specs t \
+         WHERE t.hash = steps.spec_hash AND octet_length(t.spec_json) <= {MAX_PAGE_TEXT} AND json_valid(t.spec_json)), '')"
+    );
     let decision = over(
         "decision_json",
         format!(
@@ -84,6 +93,7 @@ pub(super) fn step_select() -> String {
             jfield("decision_json", "$.kind"),
             jfield("decision_json", "$.tool")
         ),
+        format!("json_object('kind', '', 'tool', {spec_name})"),
     );
     let policy = over(
         "policy_json",
@@ -91,6 +101,7 @@ pub(super) fn step_select() -> String {
             "json_object('outcome', {})",
             jfield("policy_json", "$.outcome")
         ),
+        "json_object('outcome', '')".into(),
     );
     let observation = over(
         "observation_json",
@@ -99,10 +110,14 @@ pub(super) fn step_select() -> String {
             jfield("observation_json", "$.kind"),
             jfield("observation_json", "$.summary")
         ),
+        "json_object('kind', '', 'summary', '')".into(),
     );
+    let len = |c: &str| {
+        format!("CASE WHEN octet_length({c}) > {huge} THEN octet_length({c}) ELSE length({c}) END")
+    };
     format!(
         "SELECT {}, {}, idx, {}, {decision}, {policy}, {observation}, {}, {}, {}, {}, {}, \
-         length(decision_json), length(policy_json), length(observation_json) FROM steps",
+         {}, {}, {} FROM steps",
         tc("id"),
         tc("run_id"),
         tc("status"),
@@ -111,6 +126,9 @@ pub(super) fn step_select() -> String {
         tc("finished_at"),
         tc("spec_hash"),
         tc("policy_id"),
+        len("decision_json"),
+        len("policy_json"),
+        len("observation_json"),
     )
 }
 
@@ -182,8 +200,13 @@ pub(super) fn capped_step(r: &rusqlite::Row<'_>) -> Step {
             if !notes.is_empty() {
                 notes.push_str("; ");
             }
+            let unit = if n > super::sizes::SHOWN_REQUEST_MAX {
+                "bytes"
+            } else {
+                "characters"
+            };
             notes.push_str(&format!(
-                "{name}: {n} characters, over MaxPageText, not read whole"
+                "{name}: {n} {unit}, over MaxPageText, not read whole"
             ));
         }
     }
