@@ -72,8 +72,53 @@ pub fn event_line(e: &Event) -> String {
         "{}  {kind}{} {}",
         stamp_ms(&e.at),
         " ".repeat(pad),
-        clean(&e.payload, PAYLOAD_TEXT)
+        payload_text(&e.payload)
     )
+}
+
+/// The payload as the line shows it. Printable ASCII without a backslash, within the cap, is
+/// what the escaper returns unchanged (checked by `plain_payloads_skip_the_escaper_unchanged`),
+/// so it is copied as it is: the escaper's grapheme walk was most of a whole-log listing's
+/// time (issue 14 item 8).
+fn payload_text(payload: &str) -> String {
+    let plain = payload.len() <= PAYLOAD_TEXT
+        && payload.bytes().all(|b| (0x20..0x7f).contains(&b) && b != b'\\');
+    if plain {
+        payload.to_string()
+    } else {
+        clean(payload, PAYLOAD_TEXT)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_payloads_skip_the_escaper_unchanged() {
+        let mut samples: Vec<String> = vec![
+            String::new(),
+            "{}".into(),
+            "{\"index\":0,\"summary\":\"looked up order ord_1004\"}".into(),
+            (0x20u8..0x7f)
+                .filter(|&b| b != b'\\')
+                .map(char::from)
+                .collect(),
+            "x".repeat(PAYLOAD_TEXT),
+            "a  b   c".into(),
+        ];
+        // Every printable ASCII byte in every position of a short string.
+        for b in (0x20u8..0x7f).filter(|&b| b != b'\\') {
+            samples.push(format!("{}{{\"k\":\"v\"}}{}", b as char, b as char));
+        }
+        for s in &samples {
+            assert_eq!(payload_text(s), clean(s, PAYLOAD_TEXT), "{s:?}");
+        }
+        // Anything else goes through the escaper.
+        for s in ["\u{1b}[31m", "a\\x41", "caf\u{e9}", &"y".repeat(PAYLOAD_TEXT + 1)] {
+            assert_eq!(payload_text(s), clean(s, PAYLOAD_TEXT), "{s:?}");
+        }
+    }
 }
 
 /// One JSON Lines record: the stored values, unsanitised; a payload that is not JSON is
