@@ -66,7 +66,7 @@ pub fn run(
 
 /// `<local time>  <type padded to 22> <payload, escaped>`.
 pub fn event_line(e: &Event) -> String {
-    let kind = clean(&e.kind, 60);
+    let kind = plain_or_clean(&e.kind, 60);
     let pad = 22usize.saturating_sub(unicode_width::UnicodeWidthStr::width(kind.as_str()));
     format!(
         "{}  {kind}{} {}",
@@ -81,12 +81,20 @@ pub fn event_line(e: &Event) -> String {
 /// so it is copied as it is: the escaper's grapheme walk was most of a whole-log listing's
 /// time (issue 14 item 8).
 fn payload_text(payload: &str) -> String {
-    let plain = payload.len() <= PAYLOAD_TEXT
-        && payload.bytes().all(|b| (0x20..0x7f).contains(&b) && b != b'\\');
+    plain_or_clean(payload, PAYLOAD_TEXT)
+}
+
+/// `text` as it is when it is printable ASCII without a backslash within `max` columns (what
+/// the escaper returns unchanged), else escaped and cut by it.
+fn plain_or_clean(text: &str, max: usize) -> String {
+    let plain = text.len() <= max
+        && text
+            .bytes()
+            .all(|b| (0x20..0x7f).contains(&b) && b != b'\\');
     if plain {
-        payload.to_string()
+        text.to_string()
     } else {
-        clean(payload, PAYLOAD_TEXT)
+        clean(text, max)
     }
 }
 
@@ -113,6 +121,9 @@ mod tests {
         }
         for s in &samples {
             assert_eq!(payload_text(s), clean(s, PAYLOAD_TEXT), "{s:?}");
+            for max in [1, 5, 60] {
+                assert_eq!(plain_or_clean(s, max), clean(s, max), "{s:?} at {max}");
+            }
         }
         // Anything else goes through the escaper.
         for s in ["\u{1b}[31m", "a\\x41", "caf\u{e9}", &"y".repeat(PAYLOAD_TEXT + 1)] {
