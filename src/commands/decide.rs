@@ -260,15 +260,14 @@ fn refuse_unshowable(
     if bytes <= SHOWN_REQUEST_MAX {
         return Ok(());
     }
-    if !json_out {
-        if let Some(capped) = store
+    if !json_out
+        && let Some(capped) = store
             .approval_capped(&a.run, &id)
             .map_err(super::open::fail)?
-        {
-            let reason = store.approval_reason(&a.run, &id).unwrap_or_default();
-            let (text, _) = approval::render(&capped, db, &reason);
-            out.raw(&text)?;
-        }
+    {
+        let reason = store.approval_reason(&a.run, &id).unwrap_or_default();
+        let (text, _) = approval::render(&capped, db, &reason);
+        out.raw(&text)?;
     }
     Err(CommandError::Failed(format!(
         "{name}: approval {} has a request of {bytes} bytes, more than the {SHOWN_REQUEST_MAX} countersign reads to show and check one: above are its kind, tool, times and hash, and none of its arguments; nothing was decided: a person cannot review it here, so end the run with `cancel` if it should not go on",

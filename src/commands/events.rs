@@ -98,6 +98,26 @@ fn plain_or_clean(text: &str, max: usize) -> String {
     }
 }
 
+/// One JSON Lines record: the stored values, unsanitised; a payload that is not JSON is
+/// emitted as a string with `invalid_payload: true`, never dropped.
+pub fn event_json(e: &Event, raws: &mut Raws) -> Value {
+    let mut m = serde_json::Map::new();
+    m.insert("seq".into(), json!(e.seq));
+    m.insert("run_id".into(), json!(e.run_id));
+    if !e.step_id.is_empty() {
+        m.insert("step_id".into(), json!(e.step_id));
+    }
+    m.insert("at".into(), json!(e.at_text));
+    m.insert("type".into(), json!(e.kind));
+    let payload = raws.slot(&e.payload);
+    let invalid = matches!(&payload, Value::String(s) if !s.starts_with('\u{0}'));
+    m.insert("payload".into(), payload);
+    if invalid {
+        m.insert("invalid_payload".into(), json!(true));
+    }
+    Value::Object(m)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -126,28 +146,13 @@ mod tests {
             }
         }
         // Anything else goes through the escaper.
-        for s in ["\u{1b}[31m", "a\\x41", "caf\u{e9}", &"y".repeat(PAYLOAD_TEXT + 1)] {
+        for s in [
+            "\u{1b}[31m",
+            "a\\x41",
+            "caf\u{e9}",
+            &"y".repeat(PAYLOAD_TEXT + 1),
+        ] {
             assert_eq!(payload_text(s), clean(s, PAYLOAD_TEXT), "{s:?}");
         }
     }
-}
-
-/// One JSON Lines record: the stored values, unsanitised; a payload that is not JSON is
-/// emitted as a string with `invalid_payload: true`, never dropped.
-pub fn event_json(e: &Event, raws: &mut Raws) -> Value {
-    let mut m = serde_json::Map::new();
-    m.insert("seq".into(), json!(e.seq));
-    m.insert("run_id".into(), json!(e.run_id));
-    if !e.step_id.is_empty() {
-        m.insert("step_id".into(), json!(e.step_id));
-    }
-    m.insert("at".into(), json!(e.at_text));
-    m.insert("type".into(), json!(e.kind));
-    let payload = raws.slot(&e.payload);
-    let invalid = matches!(&payload, Value::String(s) if !s.starts_with('\u{0}'));
-    m.insert("payload".into(), payload);
-    if invalid {
-        m.insert("invalid_payload".into(), json!(true));
-    }
-    Value::Object(m)
 }

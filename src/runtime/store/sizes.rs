@@ -43,32 +43,6 @@ pub fn capped_request(a: &Approval) -> Option<i64> {
     (n > MAX_PAGE_TEXT).then_some(n)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_capped_note_is_found_among_other_decode_errors() {
-        let mut a = Approval::default();
-        for (n, note) in [
-            (70_000, capped_note(70_000)),
-            (5_000_000, capped_note(5_000_000)),
-        ] {
-            a.decode_error = format!("kind: not valid UTF-8; {note}; note: bad");
-            assert_eq!(capped_request(&a), Some(n));
-        }
-        a.decode_error =
-            "request: 12 characters, over MaxPageText; its arguments were not read".into();
-        assert_eq!(
-            capped_request(&a),
-            None,
-            "not over the cap: not the store's stand-in"
-        );
-        a.decode_error = String::new();
-        assert_eq!(capped_request(&a), None);
-    }
-}
-
 impl Store {
     /// One approval read as a page reads it (its request replaced by a stand-in when over
     /// [`MAX_PAGE_TEXT`]), for showing; `None` if absent.
@@ -132,5 +106,31 @@ impl Store {
                 .ctx("request sizes")?;
             rows.collect::<Result<Vec<_>, _>>().ctx("request sizes")
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_capped_note_is_found_among_other_decode_errors() {
+        let mut a = Approval::default();
+        for (n, note) in [
+            (70_000, capped_note(70_000)),
+            (5_000_000, capped_note(5_000_000)),
+        ] {
+            a.decode_error = format!("kind: not valid UTF-8; {note}; note: bad");
+            assert_eq!(capped_request(&a), Some(n));
+        }
+        a.decode_error =
+            "request: 12 characters, over MaxPageText; its arguments were not read".into();
+        assert_eq!(
+            capped_request(&a),
+            None,
+            "not over the cap: not the store's stand-in"
+        );
+        a.decode_error = String::new();
+        assert_eq!(capped_request(&a), None);
     }
 }
