@@ -109,10 +109,7 @@ fn runs_filters_by_status_and_pages() {
     );
     let total = all_runs(&m).len();
     assert!(
-        text.ends_with(&format!(
-            "... {} more run(s); rerun with --offset 3 to see them (showing 2 of {total})\n",
-            total - 3
-        )),
+        text.ends_with("... more runs follow; rerun with --offset 3 to see them (showing 2)\n"),
         "{text}"
     );
     let everything = cs(&db, &["runs", "--limit", "0"]);

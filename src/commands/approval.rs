@@ -22,6 +22,8 @@ pub struct Shown {
     pub escapes: usize,
     /// Keys that repeat a key of the same object (top level and nested).
     pub duplicates: usize,
+    /// The arguments were not shown at all (the request is too large to read).
+    pub not_shown: bool,
 }
 
 /// The text of a pending approval, ending with countersign's own closing line.
@@ -63,12 +65,24 @@ pub fn render(a: &Approval, db: &Path, reason: &str) -> (String, Shown) {
     s.push_str(
         "arguments (the tool call the model made; one field per line, byte count is the field's own size)\n",
     );
-    fields(&mut s, &args, &mut shown);
-    let dup_args = shown.duplicates;
-    if dup_args > 0 {
-        s.push_str(&format!(
-            "WARNING: the arguments repeat {dup_args} key(s) (marked DUPLICATE KEY / [duplicate key] above): a decoder keeps only one of each (Go's, which agentrt tools use, keeps the last in stored order), so read every occurrence before deciding\n"
-        ));
+    match crate::runtime::store::capped_request(a) {
+        // A page read's stand-in, never shown as if it were the arguments.
+        Some(n) => {
+            shown.not_shown = true;
+            s.push_str(&format!(
+                "  NOT SHOWN: the request is {n} {}, more than a page reads; none of its arguments were read\n",
+                if n > crate::runtime::store::SHOWN_REQUEST_MAX { "bytes" } else { "characters" }
+            ));
+        }
+        None => {
+            fields(&mut s, &args, &mut shown);
+            let dup_args = shown.duplicates;
+            if dup_args > 0 {
+                s.push_str(&format!(
+                    "WARNING: the arguments repeat {dup_args} key(s) (marked DUPLICATE KEY / [duplicate key] above): a decoder keeps only one of each (Go's, which agentrt tools use, keeps the last in stored order), so read every occurrence before deciding\n"
+                ));
+            }
+        }
     }
     s.push_str(
         "presentation (supplied by the consumer's policy; it may contain model-chosen text)\n",

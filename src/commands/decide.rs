@@ -60,6 +60,7 @@ pub fn run(
 ) -> Result<(), CommandError> {
     let name = verb.name();
     let store = open(db, true)?;
+    refuse_unshowable(&store, db, name, a, json_out, out)?;
     let ap = operator::pending_approval(&store, &a.run, a.approval.as_deref()).map_err(|e| {
         CommandError::Failed(format!("{name}: {}", select_message(&store, &a.run, &e)))
     })?;
@@ -239,4 +240,51 @@ fn decide_error(name: &str, approval_id: &str, e: OperatorError) -> CommandError
         _ => clean(&e.to_string(), 4000),
     };
     CommandError::Failed(text)
+}
+
+/// A request over [`SHOWN_REQUEST_MAX`] bytes is never read whole (deciding reads it whole to
+/// check its hash): print what can be shown of it, say exactly what was not, and refuse
+/// before anything is asked or decided (issue 14 item 6).
+fn refuse_unshowable(
+    store: &crate::runtime::store::Store,
+    db: &Path,
+    name: &str,
+    a: &DecideArgs,
+    json_out: bool,
+    out: &mut Out,
+) -> Result<(), CommandError> {
+    use crate::runtime::store::SHOWN_REQUEST_MAX;
+    let candidate = match a.approval.as_deref() {
+        Some(id) => store
+            .request_bytes(&a.run, id)
+            .map_err(super::open::fail)?
+            .map(|n| (id.to_string(), n)),
+        None => match store
+            .pending_request_bytes(&a.run, 2)
+            .map_err(super::open::fail)?
+            .as_slice()
+        {
+            [one] => Some(one.clone()),
+            _ => None,
+        },
+    };
+    let Some((id, bytes)) = candidate else {
+        return Ok(());
+    };
+    if bytes <= SHOWN_REQUEST_MAX {
+        return Ok(());
+    }
+    if !json_out
+        && let Some(capped) = store
+            .approval_capped(&a.run, &id)
+            .map_err(super::open::fail)?
+    {
+        let reason = store.approval_reason(&a.run, &id).unwrap_or_default();
+        let (text, _) = approval::render(&capped, db, &reason);
+        out.raw(&text)?;
+    }
+    Err(CommandError::Failed(format!(
+        "{name}: approval {} has a request of {bytes} bytes, more than the {SHOWN_REQUEST_MAX} countersign reads to show and check one: above are its kind, tool, times and hash, and none of its arguments; nothing was decided: a person cannot review it here, so end the run with `cancel` if it should not go on",
+        clean(&id, 64)
+    )))
 }

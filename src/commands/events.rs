@@ -25,9 +25,16 @@ pub fn run(
     let r = store.get_run_capped(&a.run).map_err(fail)?;
     let all = a.limit == 0;
     let limit = if all { PAGE } else { a.limit as i64 };
-    let mut offset = a.offset as i64;
+    // Pages by seq: each continues after the last seq printed, so the whole log streams in
+    // time linear in its size; a page says whether more follow instead of counting.
+    let mut after = None;
+    let mut skip = a.offset as i64;
+    let mut printed = a.offset as i64;
     loop {
-        let page = store.list_events_page(&r.id, limit, offset).map_err(fail)?;
+        let page = store
+            .events_page_by_key(&r.id, after, skip, limit)
+            .map_err(fail)?;
+        skip = 0;
         let shown = page.items.len() as i64;
         for e in &page.items {
             if json_out {
@@ -38,20 +45,20 @@ pub fn run(
                 out.line(&event_line(e))?;
             }
         }
-        offset += shown;
-        let more = offset < page.total;
-        if all && shown > 0 && more {
+        printed += shown;
+        after = page.last_key;
+        if all && page.more {
             continue;
         }
-        if more {
+        if page.more {
             if json_out {
-                let meta = json!({"meta": true, "truncated": true, "total": page.total, "returned": shown, "offset": a.offset});
+                // The JSON contract carries the total: counted once, only here.
+                let total = store.count_events(&r.id).map_err(fail)?;
+                let meta = json!({"meta": true, "truncated": true, "total": total, "returned": shown, "offset": a.offset});
                 out.jsonl(&meta, &Raws::default())?;
             } else {
                 out.line(&format!(
-                    "... {} more event(s); rerun with --offset {offset} to see them (showing {shown} of {})",
-                    page.total - offset,
-                    page.total
+                    "... more events follow; rerun with --offset {printed} to see them (showing {shown})"
                 ))?;
             }
         }
@@ -63,7 +70,9 @@ pub fn run(
 /// (its `\u001b` is the ESC it stands for, shown `\x1b` like a raw one), so one notation
 /// holds on every line; a payload that is not JSON is shown as escaped text.
 pub fn event_line(e: &Event) -> String {
-    let kind = col(&e.raw_invalid, "type", &e.kind, 60);
+    let kind = plain_or(shell::stored(&e.raw_invalid, "type", &e.kind), 60, |b| {
+        clean_bytes(b, 60)
+    });
     let pad = 22usize.saturating_sub(unicode_width::UnicodeWidthStr::width(kind.as_str()));
     format!(
         "{}  {kind}{} {}",
@@ -73,9 +82,15 @@ pub fn event_line(e: &Event) -> String {
     )
 }
 
-/// A payload on one line: JSON rendered by the safe-text module (keys sorted, strings
-/// decoded and escaped), else the escaped bytes; cut head-and-tail to [`PAYLOAD_TEXT`].
+/// A payload on one line: as stored when it is plain (see [`plain_or`]); else JSON rendered by
+/// the safe-text module (keys sorted, strings decoded and escaped), else the escaped bytes; cut
+/// head-and-tail to [`PAYLOAD_TEXT`].
 fn payload_text(payload: &[u8]) -> String {
+    plain_or(payload, PAYLOAD_TEXT, rendered_payload)
+}
+
+/// A payload that is not plain: JSON decoded and re-escaped, else the escaped bytes.
+fn rendered_payload(payload: &[u8]) -> String {
     let Ok(node) = parse_json(payload) else {
         return clean_bytes(payload, PAYLOAD_TEXT);
     };
@@ -93,6 +108,22 @@ fn payload_text(payload: &[u8]) -> String {
         }
     }
     s
+}
+
+/// `bytes` as they are when they are printable ASCII within `max` columns with no backslash
+/// (so no JSON or terminal escape can occur in them) and no `[+` (which the escaper shows as
+/// `\x5b+` so that only a real cut marker reads `[+`), else what `slow` makes of them. The escaper's grapheme walk was most of a whole-log
+/// listing's time (issue 14 item 8); `plain_payloads_skip_the_escaper_unchanged` checks the
+/// equivalence for the escaper.
+fn plain_or(bytes: &[u8], max: usize, slow: impl Fn(&[u8]) -> String) -> String {
+    let plain = bytes.len() <= max
+        && bytes.iter().all(|b| (0x20..0x7f).contains(b) && *b != b'\\')
+        && !bytes.windows(2).any(|w| w == b"[+");
+    if plain {
+        String::from_utf8_lossy(bytes).into_owned()
+    } else {
+        slow(bytes)
+    }
 }
 
 /// One JSON Lines record: the stored values, unsanitised; a payload that is not JSON is
@@ -113,4 +144,49 @@ pub fn event_json(e: &Event, raws: &mut Raws) -> Value {
         m.insert("invalid_payload".into(), json!(true));
     }
     Value::Object(m)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_payloads_skip_the_escaper_unchanged() {
+        let mut samples: Vec<String> = vec![
+            String::new(),
+            "{}".into(),
+            "{\"index\":0,\"summary\":\"looked up order ord_1004\"}".into(),
+            (0x20u8..0x7f)
+                .filter(|&b| b != b'\\')
+                .map(char::from)
+                .collect(),
+            "x".repeat(PAYLOAD_TEXT),
+            "a  b   c".into(),
+        ];
+        // Every printable ASCII byte in every position of a short string.
+        for b in (0x20u8..0x7f).filter(|&b| b != b'\\') {
+            samples.push(format!("{}{{\"k\":\"v\"}}{}", b as char, b as char));
+        }
+        // The fast path shows exactly what the escaper would.
+        let esc = |max: usize| move |b: &[u8]| clean_bytes(b, max);
+        for s in &samples {
+            for max in [1, 5, 60, PAYLOAD_TEXT] {
+                assert_eq!(
+                    plain_or(s.as_bytes(), max, esc(max)),
+                    clean_bytes(s.as_bytes(), max),
+                    "{s:?} at {max}"
+                );
+            }
+        }
+        // Anything else takes the slow path.
+        for s in [
+            "\u{1b}[31m",
+            "a\\x41",
+            "caf\u{e9}",
+            "a literal [+9 bytes] marker",
+            &"y".repeat(PAYLOAD_TEXT + 1),
+        ] {
+            assert_eq!(plain_or(s.as_bytes(), PAYLOAD_TEXT, |_| "slow".into()), "slow", "{s:?}");
+        }
+    }
 }

@@ -23,11 +23,23 @@ pub fn run(
     let mut offset = a.offset as i64;
     let all = a.limit == 0;
     let mut first = true;
+    // Pages by rowid: each continues below the last run printed (no OFFSET past the first
+    // page, no COUNT per page: a page says whether more follow).
+    let mut before = None;
+    let mut skip = offset;
+    // The JSON contract carries the total: counted once, when JSON is asked for.
+    let total = if json_out {
+        store.count_runs(status).map_err(fail)?
+    } else {
+        0
+    };
     loop {
         let want = if all { PAGE } else { a.limit as i64 };
         let page = store
-            .list_runs_page_by_status(status, want, offset)
+            .runs_page_by_key(status, before, skip, want)
             .map_err(fail)?;
+        skip = 0;
+        before = page.last_key;
         let waiting: Vec<String> = page
             .items
             .iter()
@@ -49,14 +61,13 @@ pub fn run(
                 .iter()
                 .map(|r| summary_json(r, &one_pending(r)))
                 .collect();
-            let mut doc =
-                json!({"runs": runs, "total": page.total, "limit": a.limit, "offset": offset});
-            if !all && offset + shown < page.total {
+            let mut doc = json!({"runs": runs, "total": total, "limit": a.limit, "offset": offset});
+            if !all && page.more {
                 doc["truncated"] = json!(true);
             }
             out.json(&doc, &Default::default())?;
         } else {
-            if first && page.total == 0 {
+            if first && page.items.is_empty() && a.offset == 0 {
                 out.line("no runs")?;
                 return Ok(());
             }
@@ -85,18 +96,16 @@ pub fn run(
                 // Later pages: the rows only, aligned on their own.
                 out.raw(t.split_once('\n').map(|x| x.1).unwrap_or(""))?;
             }
-            if !all && offset + shown < page.total {
-                let more = page.total - offset - shown;
+            if !all && page.more {
                 out.line(&format!(
-                    "... {more} more run(s); rerun with --offset {} to see them (showing {shown} of {})",
+                    "... more runs follow; rerun with --offset {} to see them (showing {shown})",
                     offset + shown,
-                    page.total
                 ))?;
             }
         }
         first = false;
         offset += shown;
-        if !all || shown == 0 || offset >= page.total {
+        if !all || !page.more {
             return Ok(());
         }
     }

@@ -78,8 +78,15 @@ pub fn run(
     }
     let mut off = offset;
     let mut first = true;
+    // Steps page by (idx, rowid): each page continues after the last step printed.
+    let mut after = None;
+    let mut skip = offset;
     loop {
-        let steps = store.list_steps_page(&r.id, limit, off).map_err(fail)?;
+        let steps = store
+            .steps_page_by_key(&r.id, after.as_ref(), skip, limit)
+            .map_err(fail)?;
+        skip = 0;
+        after = steps.last_key.clone();
         let shown = steps.items.len() as i64;
         if shown > 0 {
             let rows: Vec<Vec<String>> = steps.items.iter().map(step_row).collect();
@@ -109,12 +116,10 @@ pub fn run(
         }
         first = false;
         off += shown;
-        if a.limit != 0 || shown == 0 || off >= steps.total {
-            if a.limit != 0 && off < steps.total {
+        if a.limit != 0 || !steps.more {
+            if a.limit != 0 && steps.more {
                 out.line(&format!(
-                    "... {} more step(s); rerun with --offset {off} to see them (showing {shown} of {})",
-                    steps.total - off,
-                    steps.total
+                    "... more steps follow; rerun with --offset {off} to see them (showing {shown})"
                 ))?;
             }
             return Ok(());

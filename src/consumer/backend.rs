@@ -3,6 +3,7 @@
 //! records the call key and the effect together, and re-checks ownership and state with a
 //! compare-and-set update, so a crash can never leave an effect without its key.
 
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 use std::sync::Mutex;
 
@@ -25,6 +26,12 @@ pub enum BackendError {
     Sql(#[from] rusqlite::Error),
     #[error("a stored call result is not valid JSON; the backend file was edited by hand")]
     BadStoredResult,
+    #[error("the backend database {path}: {err}; check the directory's permissions")]
+    Io {
+        path: String,
+        #[source]
+        err: std::io::Error,
+    },
     #[error("the backend lock was poisoned by a panic in another thread; restart the process")]
     Poisoned,
 }
@@ -195,6 +202,19 @@ const ORDER_COLS: &str = "id, customer, total_cents, refunded_cents, status, ema
 impl Backend {
     /// Opens (creating and seeding when new) the backend at `path`.
     pub fn open(path: &Path) -> Result<Backend, BackendError> {
+        // A new backend is its owner's only, like the run database (0600 whatever the umask).
+        if let Ok(f) = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(path)
+        {
+            f.set_permissions(std::fs::Permissions::from_mode(0o600))
+                .map_err(|err| BackendError::Io {
+                    path: path.display().to_string(),
+                    err,
+                })?;
+        }
         let conn = Connection::open(path)?;
         Backend::init(conn, path)
     }
@@ -202,11 +222,17 @@ impl Backend {
     /// Creates a new backend at `path`, refusing a file that already exists.
     pub fn create_new(path: &Path) -> Result<Backend, BackendError> {
         let shown = path.display().to_string();
-        std::fs::OpenOptions::new()
+        let f = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
+            .mode(0o600)
             .open(path)
-            .map_err(|_| BackendError::Exists { path: shown })?;
+            .map_err(|_| BackendError::Exists {
+                path: shown.clone(),
+            })?;
+        // Owner-only whatever the umask, like the run database beside it.
+        f.set_permissions(std::fs::Permissions::from_mode(0o600))
+            .map_err(|err| BackendError::Io { path: shown, err })?;
         let conn = Connection::open_with_flags(
             path,
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,

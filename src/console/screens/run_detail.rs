@@ -176,7 +176,7 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App, s: &RunDetailScreen) {
             &[
                 Col {
                     title: "SEQ",
-                    width: 5,
+                    width: seq_width(&s.events.page.rows),
                 },
                 Col {
                     title: "CHAIN",
@@ -307,5 +307,39 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App, s: &RunDetailScreen) {
             },
             "no model calls",
         ),
+    }
+}
+
+/// The SEQ column is as wide as the widest sequence number on the page (at least 5), so a
+/// number is never cut (issue 14 item 9).
+fn seq_width(events: &[crate::console::data::EventRow]) -> u16 {
+    events
+        .iter()
+        .map(|e| e.seq.to_string().len())
+        .max()
+        .unwrap_or(0)
+        .clamp(5, 20) as u16
+}
+
+#[cfg(test)]
+mod seq_width_tests {
+    use super::*;
+    use crate::console::data::{ChainMark, EventRow};
+
+    #[test]
+    fn the_seq_column_fits_the_widest_number() {
+        let row = |seq| EventRow {
+            seq,
+            step_id: String::new(),
+            at: String::new(),
+            kind: String::new(),
+            payload: Vec::new(),
+            chain: ChainMark::Ok,
+        };
+        assert_eq!(seq_width(&[]), 5);
+        assert_eq!(seq_width(&[row(7), row(99_999)]), 5);
+        assert_eq!(seq_width(&[row(1), row(1_000_015)]), 7);
+        assert_eq!(seq_width(&[row(i64::MIN)]), 20);
+        assert_eq!(seq_width(&[row(i64::MAX)]), 19);
     }
 }

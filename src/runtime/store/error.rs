@@ -58,6 +58,39 @@ pub enum StoreError {
         reason: String,
     },
 
+    /// A file SQLite would read into the database on open (a `-journal` it would replay, or
+    /// the super-journal one names) that is not a regular file of the database's owner or
+    /// that others can write: refused before SQLite opens anything.
+    #[error("agentrt: {} is {}, {reason}; SQLite would replay it into {} and rewrite the database, so nothing was opened: if you did not leave it there yourself, move it away (mv {} {}.suspect) and open the database again", path.display(), go_file_mode(*mode), db.display(), path.display(), path.display())]
+    ForeignJournal {
+        path: PathBuf,
+        db: PathBuf,
+        mode: u32,
+        reason: String,
+    },
+
+    /// A read-only open found a hot `-journal` (a write that did not finish) it cannot roll
+    /// back.
+    #[error("agentrt: open store: {} has a hot journal ({}-journal) left by a write that did not finish, and a read-only open cannot roll it back; open it once with a writing command (approve, reject, cancel or the consumer) as the database's owner, then read again", path.display(), path.display())]
+    HotJournal { path: PathBuf },
+
+    /// A `-wal` holding writes not yet in the database, no `-shm`, and a reader that cannot
+    /// create one without leaving a file behind (or at all).
+    #[error("agentrt: open store: {}-wal holds writes that are not yet in {} and there is no {}-shm to read it with, and {why}; open it once with a writing command (approve, reject, cancel or the consumer) as the database's owner to fold them in, then read again", path.display(), path.display(), path.display())]
+    LeftoverWal { path: PathBuf, why: String },
+
+    /// A runtime table or column is missing (a database edited by hand or restored from parts).
+    #[error("agentrt: open store: {} has no {what}, which every version-6 run database has; it was changed by hand or restored from parts: restore it from a backup", path.display())]
+    MissingColumn { path: PathBuf, what: String },
+
+    /// A runtime table holds a generated column.
+    #[error("agentrt: open store: {}: {table}.{column} is a generated column, computed by SQL stored in the file rather than written by the runtime, so it is refused (the runtime cannot write it and would show values nobody stored): rebuild the table without it or use a copy without it", path.display())]
+    GeneratedColumn {
+        path: PathBuf,
+        table: String,
+        column: String,
+    },
+
     /// `open_existing` on a symbolic link.
     #[error("agentrt: database path is a symbolic link: {}; name the database file itself", path.display())]
     Symlink { path: PathBuf },
@@ -155,6 +188,14 @@ impl StoreError {
     /// Wraps a SQLite error; busy/locked become [`StoreError::Locked`].
     pub fn sqlite(context: impl Into<String>, err: rusqlite::Error) -> StoreError {
         let context = context.into();
+        // rusqlite appends a failed statement's whole SQL to its message: keep SQLite's own
+        // message only, so an error is one line a person can read.
+        let err = match err {
+            rusqlite::Error::SqlInputError { error, msg, .. } => {
+                rusqlite::Error::SqliteFailure(error, Some(msg))
+            }
+            other => other,
+        };
         if is_locked(&err) {
             return StoreError::Locked {
                 detail: format!("{context}: {err}"),

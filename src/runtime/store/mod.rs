@@ -11,12 +11,14 @@ mod detail;
 mod error;
 mod events;
 mod filters;
+mod keyset;
 mod lease;
 mod open;
 mod pages;
 mod reads;
 mod rows;
 mod schema;
+mod sizes;
 mod tx;
 mod views;
 mod writes;
@@ -30,10 +32,12 @@ pub use damaged::{DAMAGED_RAW_HEAD, DamagedColumn};
 pub use detail::{ApprovalView, ChainMark, MarkedEvent, ModelCallView, RunApprovals};
 pub use error::{SCHEMA_VERSION, StoreError, go_file_mode, is_locked};
 pub use events::{ChainBreak, ChainReport};
+pub use keyset::{KeyPage, StepKey};
 pub use lease::LeaseHandle;
 pub use open::ConnectionSettings;
 pub use pages::{MAX_PAGE_TEXT, Page};
 pub use schema::{DEFAULT_LEASE_TTL_NS, MIGRATIONS, PRE_LEASE_OWNER, SCHEMA_MIGRATIONS_DDL};
+pub use sizes::{SHOWN_REQUEST_MAX, capped_request};
 pub use tx::{Transition, Tx};
 pub use views::{QUEUE_ARGS_HEAD, QueueItem, RunOverview, ViewCounts, raw_bytes};
 pub use writes::{NewApproval, NewModelCall, NewRun, StepUpdate};
@@ -74,6 +78,7 @@ impl Store {
         open::enable_wal(&conn, path)?;
         open::refuse_triggers_and_views(&conn, path)?;
         schema::migrate(&mut conn, path, Timestamp::now())?;
+        schema::check_columns(&conn, path)?;
         Ok(Store {
             conn: Mutex::new(conn),
             path: path.to_path_buf(),
@@ -96,6 +101,7 @@ impl Store {
         let conn = open::connect(path, access)?;
         open::refuse_triggers_and_views(&conn, path)?;
         open::check_version(&conn, path)?;
+        schema::check_columns(&conn, path)?;
         Ok(Store {
             conn: Mutex::new(conn),
             path: path.to_path_buf(),

@@ -15,15 +15,23 @@ use super::schema;
 
 /// The extended result code of SQLITE_READONLY_DIRECTORY.
 const SQLITE_READONLY_DIRECTORY: i32 = 1544;
+/// SQLITE_READONLY_ROLLBACK: a read-only connection found a hot journal.
+const SQLITE_READONLY_ROLLBACK: i32 = 776;
+/// SQLITE_CANTOPEN (primary code; its extended codes are checked by the primary byte).
+const SQLITE_CANTOPEN: i32 = 14;
 
-/// The mode rules of spec 1.3 for the database and its `-wal`/`-shm` sidecars. A writer then
-/// tightens (`chmod 0600`) the files it owns that group or others can read.
+/// The mode rules of spec 1.3 for the database and its `-wal`/`-shm` sidecars, and the same
+/// rules for every other file SQLite may read beside it before it reads the database: a
+/// `-journal` (SQLite replays a hot journal into the database before it looks at WAL) and the
+/// super-journal a journal names. A writer then tightens (`chmod 0600`) the files it owns that
+/// group or others can read.
 pub(crate) fn check_modes(path: &Path, writer: bool) -> Result<(), StoreError> {
     let io = |err| StoreError::Io {
         path: path.to_path_buf(),
         err,
     };
     let db = fs::metadata(path).map_err(io)?;
+    check_journals(path, &db)?;
     let mut files = vec![(path.to_path_buf(), db.mode(), db.uid())];
     for suffix in ["-wal", "-shm"] {
         let side = sidecar(path, suffix);
@@ -72,6 +80,112 @@ pub(crate) fn check_modes(path: &Path, writer: bool) -> Result<(), StoreError> {
         }
     }
     Ok(())
+}
+
+/// The rollback journal's magic (its first 8 bytes, and the last 8 of one naming a
+/// super-journal).
+const JOURNAL_MAGIC: [u8; 8] = [0xd9, 0xd5, 0x05, 0xf9, 0x20, 0xa1, 0x63, 0xd7];
+
+/// Longest super-journal name read from a journal (SQLite's own bound is the VFS's
+/// mxPathname, 512 for unix).
+const SUPER_JOURNAL_NAME_MAX: u32 = 4096;
+
+/// `<db>-journal` and the super-journal it names, if present, are checked as the database is:
+/// a regular file (lstat), owned by the database's owner, not writable by group or others.
+fn check_journals(path: &Path, db: &fs::Metadata) -> Result<(), StoreError> {
+    let journal = sidecar(path, "-journal");
+    let Some(meta) = foreign_file(&journal, path, db)? else {
+        return Ok(());
+    };
+    if let Some(name) = super_journal_name(&journal, meta.len())? {
+        let sup =
+            PathBuf::from(<std::ffi::OsString as std::os::unix::ffi::OsStringExt>::from_vec(name));
+        foreign_file(&sup, path, db)?;
+    }
+    Ok(())
+}
+
+/// lstat `file`; `None` if absent; refused unless it is a regular file of the database's owner
+/// that group and others cannot write.
+fn foreign_file(
+    file: &Path,
+    db_path: &Path,
+    db: &fs::Metadata,
+) -> Result<Option<fs::Metadata>, StoreError> {
+    let meta = match fs::symlink_metadata(file) {
+        Ok(m) => m,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+        Err(err) => {
+            return Err(StoreError::Io {
+                path: file.to_path_buf(),
+                err,
+            });
+        }
+    };
+    let reason = if !meta.file_type().is_file() {
+        Some("which is not a regular file")
+    } else if meta.uid() != db.uid() {
+        Some("owned by another user than the database")
+    } else if meta.mode() & 0o022 != 0 {
+        Some("writable by group or others")
+    } else {
+        None
+    };
+    match reason {
+        None => Ok(Some(meta)),
+        Some(reason) => Err(StoreError::ForeignJournal {
+            path: file.to_path_buf(),
+            db: db_path.to_path_buf(),
+            mode: meta.mode(),
+            reason: reason.into(),
+        }),
+    }
+}
+
+/// The super-journal name a rollback journal ends with, read as SQLite's `readSuperJournal`
+/// reads it (length, checksum and magic in the last 16 bytes); `None` when it names none or
+/// the checksum does not hold (SQLite then ignores the name too).
+fn super_journal_name(journal: &Path, size: u64) -> Result<Option<Vec<u8>>, StoreError> {
+    use std::io::{Read, Seek, SeekFrom};
+    if size < 16 {
+        return Ok(None);
+    }
+    let io = |err| StoreError::Io {
+        path: journal.to_path_buf(),
+        err,
+    };
+    let mut f = fs::File::open(journal).map_err(io)?;
+    let mut tail = [0u8; 16];
+    f.seek(SeekFrom::Start(size - 16)).map_err(io)?;
+    f.read_exact(&mut tail).map_err(io)?;
+    let len = u32::from_be_bytes([tail[0], tail[1], tail[2], tail[3]]);
+    let cksum = u32::from_be_bytes([tail[4], tail[5], tail[6], tail[7]]);
+    if tail[8..] != JOURNAL_MAGIC || len == 0 || len > SUPER_JOURNAL_NAME_MAX {
+        return Ok(None);
+    }
+    if u64::from(len) > size - 16 {
+        return Ok(None);
+    }
+    let mut name = vec![0u8; len as usize];
+    f.seek(SeekFrom::Start(size - 16 - u64::from(len)))
+        .map_err(io)?;
+    f.read_exact(&mut name).map_err(io)?;
+    // SQLite sums the name's bytes as C `char`s, signed on some targets and unsigned on
+    // others: a name either sum accepts is checked.
+    let signed = name
+        .iter()
+        .fold(0u32, |acc, &b| acc.wrapping_add(b as i8 as i32 as u32));
+    let unsigned = name
+        .iter()
+        .fold(0u32, |acc, &b| acc.wrapping_add(u32::from(b)));
+    if signed != cksum && unsigned != cksum {
+        return Ok(None);
+    }
+    // A C string: the name ends at its first NUL.
+    if let Some(nul) = name.iter().position(|&b| b == 0) {
+        name.truncate(nul);
+    }
+    Ok((!name.is_empty()).then_some(name))
 }
 
 /// `<path><suffix>` (SQLite's sidecar names).
@@ -150,34 +264,162 @@ pub(crate) enum Access {
 /// Opens and hardens one connection to an existing file, by path (no URI parsing, so `?`,
 /// `#`, `%` and spaces are plain characters).
 pub(crate) fn connect(path: &Path, access: Access) -> Result<Connection, StoreError> {
-    let flags = match access {
-        Access::Writer => OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        Access::ReadOnly => OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    match access {
+        Access::Writer => {
+            let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+            let conn = Connection::open_with_flags(path, flags).map_err(|e| open_err(path, e))?;
+            harden(&conn, path, access)?;
+            Ok(conn)
+        }
+        Access::ReadOnly => connect_reader(path),
+    }
+}
+
+/// What lies beside the database when a reader opens it.
+struct Beside {
+    /// `-wal` size, if there is one.
+    wal: Option<u64>,
+    shm: bool,
+    /// A `-journal` with bytes in it.
+    journal: bool,
+    /// The reader may make files SQLite gives to the database's owner: it is the owner, or
+    /// root (SQLite chowns what root creates beside a database to the database's owner).
+    owner: bool,
+}
+
+fn beside(path: &Path) -> Beside {
+    let len = |suffix: &str| {
+        fs::symlink_metadata(sidecar(path, suffix))
+            .ok()
+            .map(|m| m.len())
     };
-    let conn = Connection::open_with_flags(path, flags).map_err(|e| open_err(path, e))?;
-    harden(&conn, path, access)?;
-    // A WAL database without -shm in an unwritable directory refuses a plain read-only open
-    // at its first read: retry with immutable=1.
-    if access == Access::ReadOnly {
-        let probe = conn.query_row("SELECT COUNT(*) FROM sqlite_master", [], |r| {
-            r.get::<_, i64>(0)
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    let owner = fs::metadata(path)
+        .map(|m| me == 0 || m.uid() == me)
+        .unwrap_or(false);
+    Beside {
+        wal: len("-wal"),
+        shm: len("-shm").is_some(),
+        journal: len("-journal").is_some_and(|n| n > 0),
+        owner,
+    }
+}
+
+/// A reader's connection. A read-only open changes nothing and never leaves a file owned by
+/// the reader (issue 14 item 7): SQLite's plain read-only connection to a WAL database creates
+/// `-wal` and `-shm` (owned by whoever reads) and, read-only, can never remove them.
+///
+/// * A reader that may make the owner's files (it is the owner, or root): a read-write file
+///   handle under `PRAGMA query_only`, so SQLite's last connection removes the `-wal`/`-shm`
+///   it made when it closes, as a writer's does; in a directory it cannot write in,
+///   `immutable=1` (spec 1.3's retry). (Not `readonly_shm`: SQLite shares one `-shm` mapping
+///   between a process's connections, so a read-only mapping would make the same process's
+///   writer, the console's decider, fail.)
+/// * A reader that is not the owner, when a `-wal` and `-shm` exist (a writer is live, or
+///   stopped): SQLITE_OPEN_READ_ONLY with `readonly_shm=1`, so it uses them and writes
+///   neither; when there is no `-wal`, the main file `immutable=1`: there is no WAL to miss,
+///   and nothing is created (it then does not see later writes).
+/// * Refused with a sentence: a `-wal` holding writes with no `-shm` that the reader cannot
+///   create, and a hot `-journal` a reader that is not the owner cannot roll back.
+fn connect_reader(path: &Path) -> Result<Connection, StoreError> {
+    let b = beside(path);
+    let wal_writes = b.wal.is_some_and(|n| n > 0);
+    if b.journal && !b.owner {
+        return Err(StoreError::HotJournal {
+            path: path.to_path_buf(),
         });
-        if let Err(e) = probe
-            && extended_code(&e) == Some(SQLITE_READONLY_DIRECTORY)
+    }
+    if !b.owner {
+        if b.wal.is_some() && b.shm {
+            let conn = open_uri(path, "mode=ro&readonly_shm=1")?;
+            return probed(conn, path, wal_writes, false);
+        }
+        if wal_writes {
+            return Err(StoreError::LeftoverWal {
+                path: path.to_path_buf(),
+                why: "a reader that is not its owner would create it".into(),
+            });
+        }
+        return open_immutable(path);
+    }
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = match Connection::open_with_flags(path, flags) {
+        Ok(c) => c,
+        // The file cannot be opened for writing (a read-only mount): read it as it is.
+        Err(_) if !wal_writes => return open_immutable(path),
+        Err(e) => return Err(open_err(path, e)),
+    };
+    conn.execute_batch("PRAGMA query_only=ON;")
+        .ctx("open store: query_only")?;
+    let on: i64 = conn
+        .query_row("PRAGMA query_only", [], |r| r.get(0))
+        .ctx("open store: read back query_only")?;
+    if on != 1 {
+        return Err(StoreError::Hardening {
+            path: path.to_path_buf(),
+            detail: "SQLite did not keep query_only on a reader; the connection is refused".into(),
+        });
+    }
+    probed(conn, path, wal_writes, true)
+}
+
+/// Hardens a reader's connection and makes its first read. A WAL database without `-shm` in a
+/// directory the reader cannot write in refuses a read at its first read
+/// (SQLITE_READONLY_DIRECTORY, or CANTOPEN for the `-shm`): read it `immutable=1` when the
+/// `-wal` holds nothing, else say why it cannot be read.
+fn probed(
+    conn: Connection,
+    path: &Path,
+    wal_writes: bool,
+    retry: bool,
+) -> Result<Connection, StoreError> {
+    harden(&conn, path, Access::ReadOnly)?;
+    let probe = conn.query_row("SELECT COUNT(*) FROM sqlite_master", [], |r| {
+        r.get::<_, i64>(0)
+    });
+    match probe {
+        Ok(_) => Ok(conn),
+        Err(e) if extended_code(&e) == Some(SQLITE_READONLY_ROLLBACK) => {
+            Err(StoreError::HotJournal {
+                path: path.to_path_buf(),
+            })
+        }
+        Err(e)
+            if retry
+                && matches!(
+                    extended_code(&e),
+                    Some(SQLITE_READONLY_DIRECTORY) | Some(SQLITE_CANTOPEN)
+                ) =>
         {
             drop(conn);
-            let uri = format!("file:{}?mode=ro&immutable=1", uri_escape(path));
-            let conn = Connection::open_with_flags(
-                uri,
-                OpenFlags::SQLITE_OPEN_READ_ONLY
-                    | OpenFlags::SQLITE_OPEN_NO_MUTEX
-                    | OpenFlags::SQLITE_OPEN_URI,
-            )
-            .map_err(|e| open_err(path, e))?;
-            harden(&conn, path, access)?;
-            return Ok(conn);
+            if wal_writes {
+                return Err(StoreError::LeftoverWal {
+                    path: path.to_path_buf(),
+                    why: "the directory is read-only to this reader".into(),
+                });
+            }
+            open_immutable(path)
         }
+        // Other failures are the callers' to name (not a database, locked ...).
+        Err(_) => Ok(conn),
     }
+}
+
+fn open_uri(path: &Path, query: &str) -> Result<Connection, StoreError> {
+    let uri = format!("file:{}?{query}", uri_escape(path));
+    Connection::open_with_flags(
+        uri,
+        OpenFlags::SQLITE_OPEN_READ_ONLY
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_URI,
+    )
+    .map_err(|e| open_err(path, e))
+}
+
+fn open_immutable(path: &Path) -> Result<Connection, StoreError> {
+    let conn = open_uri(path, "mode=ro&immutable=1")?;
+    harden(&conn, path, Access::ReadOnly)?;
     Ok(conn)
 }
 
@@ -187,6 +429,9 @@ fn open_err(path: &Path, err: rusqlite::Error) -> StoreError {
 
 fn extended_code(e: &rusqlite::Error) -> Option<i32> {
     match e {
+        rusqlite::Error::SqliteFailure(f, _) if f.extended_code & 0xff == SQLITE_CANTOPEN => {
+            Some(SQLITE_CANTOPEN)
+        }
         rusqlite::Error::SqliteFailure(f, _) => Some(f.extended_code),
         _ => None,
     }

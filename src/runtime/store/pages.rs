@@ -72,11 +72,20 @@ pub(crate) fn run_select() -> String {
 }
 
 pub(super) fn step_select() -> String {
-    let over = |c: &str, repl: String| {
+    // Over SHOWN_REQUEST_MAX bytes a column is never loaded (`octet_length` reads the record
+    // header only; `length` and the JSON functions would load and parse it all): its stand-in
+    // has empty fields, and the tool's name comes from the spec the step ran under.
+    let huge = super::sizes::SHOWN_REQUEST_MAX;
+    let over = |c: &str, repl: String, huge_repl: String| {
         format!(
-            "CASE WHEN length({c}) <= {MAX_PAGE_TEXT} THEN {c} WHEN json_valid({c}) THEN {repl} ELSE '' END"
+            "CASE WHEN octet_length({c}) > {huge} THEN {huge_repl} WHEN length({c}) <= {MAX_PAGE_TEXT} THEN {c} \
+             WHEN json_valid({c}) THEN {repl} ELSE '' END"
         )
     };
+    let spec_name = format!(
+        "COALESCE((SELECT substr(json_extract(t.spec_json, '$.name'), 1, {MAX_PAGE_TEXT}) FROM tool_specs t \
+         WHERE t.hash = steps.spec_hash AND octet_length(t.spec_json) <= {MAX_PAGE_TEXT} AND json_valid(t.spec_json)), '')"
+    );
     let decision = over(
         "decision_json",
         format!(
@@ -84,6 +93,7 @@ pub(super) fn step_select() -> String {
             jfield("decision_json", "$.kind"),
             jfield("decision_json", "$.tool")
         ),
+        format!("json_object('kind', '', 'tool', {spec_name})"),
     );
     let policy = over(
         "policy_json",
@@ -91,6 +101,7 @@ pub(super) fn step_select() -> String {
             "json_object('outcome', {})",
             jfield("policy_json", "$.outcome")
         ),
+        "json_object('outcome', '')".into(),
     );
     let observation = over(
         "observation_json",
@@ -99,10 +110,14 @@ pub(super) fn step_select() -> String {
             jfield("observation_json", "$.kind"),
             jfield("observation_json", "$.summary")
         ),
+        "json_object('kind', '', 'summary', '')".into(),
     );
+    let len = |c: &str| {
+        format!("CASE WHEN octet_length({c}) > {huge} THEN octet_length({c}) ELSE length({c}) END")
+    };
     format!(
         "SELECT {}, {}, idx, {}, {decision}, {policy}, {observation}, {}, {}, {}, {}, {}, \
-         length(decision_json), length(policy_json), length(observation_json) FROM steps",
+         {}, {}, {} FROM steps",
         tc("id"),
         tc("run_id"),
         tc("status"),
@@ -111,14 +126,30 @@ pub(super) fn step_select() -> String {
         tc("finished_at"),
         tc("spec_hash"),
         tc("policy_id"),
+        len("decision_json"),
+        len("policy_json"),
+        len("observation_json"),
     )
 }
 
 pub(super) fn approval_select() -> String {
+    // Over SHOWN_REQUEST_MAX bytes a request is never loaded (`octet_length` reads only the
+    // record header; `length`, `json_valid` and `json_extract` would load and parse it all):
+    // its stand-in takes the run and step from the row and the tool's name from the spec the
+    // step ran under.
+    let huge = super::sizes::SHOWN_REQUEST_MAX;
     let request = format!(
-        "CASE WHEN length(request_json) <= {MAX_PAGE_TEXT} THEN request_json WHEN json_valid(request_json) THEN \
+        "CASE WHEN octet_length(request_json) > {huge} THEN \
+         json_object('run_id', {}, 'step_id', {}, 'spec', json_object('name', COALESCE((SELECT \
+         substr(json_extract(t.spec_json, '$.name'), 1, {MAX_PAGE_TEXT}) FROM steps s JOIN tool_specs t \
+         ON t.hash = s.spec_hash WHERE s.id = approvals.step_id AND octet_length(t.spec_json) <= {MAX_PAGE_TEXT} \
+         AND json_valid(t.spec_json)), '')), 'args', json_object('truncated', json('true'), 'length', \
+         octet_length(request_json))) \
+         WHEN length(request_json) <= {MAX_PAGE_TEXT} THEN request_json WHEN json_valid(request_json) THEN \
          json_object('run_id', {}, 'step_id', {}, 'spec', json_object('name', {}), 'args', \
          json_object('truncated', json('true'), 'length', length(request_json))) ELSE '' END",
+        tc("run_id"),
+        tc("step_id"),
         jfield("request_json", "$.run_id"),
         jfield("request_json", "$.step_id"),
         jfield("request_json", "$.spec.name"),
@@ -138,6 +169,13 @@ pub(super) fn approval_select() -> String {
         tc("decided_by"),
         tc("note"),
         tc("expires_at"),
+    )
+    .replace(
+        ", length(request_json) FROM approvals",
+        &format!(
+            ", CASE WHEN octet_length(request_json) > {huge} THEN octet_length(request_json) \
+             ELSE length(request_json) END FROM approvals"
+        ),
     )
 }
 
@@ -162,8 +200,13 @@ pub(super) fn capped_step(r: &rusqlite::Row<'_>) -> Step {
             if !notes.is_empty() {
                 notes.push_str("; ");
             }
+            let unit = if n > super::sizes::SHOWN_REQUEST_MAX {
+                "bytes"
+            } else {
+                "characters"
+            };
             notes.push_str(&format!(
-                "{name}: {n} characters, over MaxPageText, not read whole"
+                "{name}: {n} {unit}, over MaxPageText, not read whole"
             ));
         }
     }
@@ -177,10 +220,7 @@ pub(super) fn capped_approval(r: &rusqlite::Row<'_>) -> Approval {
     let n = c.int(14, "request");
     let mut a = approval_from(&mut c);
     if n > MAX_PAGE_TEXT {
-        join_note(
-            &mut a.decode_error,
-            format!("request: {n} characters, over MaxPageText; its arguments were not read"),
-        );
+        join_note(&mut a.decode_error, super::sizes::capped_note(n));
     }
     a
 }

@@ -247,3 +247,167 @@ pub(crate) fn trigger_or_view(
     )
     .optional()
 }
+
+/// Every column of the runtime's tables at version 6, by table (what migrations 1..=6 make).
+pub(crate) const TABLE_COLUMNS: [(&str, &[&str]); 6] = [
+    (
+        "runs",
+        &[
+            "id",
+            "goal",
+            "status",
+            "reason",
+            "reason_detail",
+            "limits_json",
+            "step_count",
+            "created_at",
+            "started_at",
+            "finished_at",
+            "result_json",
+            "model_calls",
+            "input_tokens",
+            "output_tokens",
+            "cached_input_tokens",
+            "estimated_cost_micros",
+            "active_ms",
+            "lease_owner",
+            "lease_expires_at",
+        ],
+    ),
+    (
+        "steps",
+        &[
+            "id",
+            "run_id",
+            "idx",
+            "status",
+            "decision_json",
+            "policy_json",
+            "observation_json",
+            "observation_hash",
+            "started_at",
+            "finished_at",
+            "spec_hash",
+            "policy_id",
+        ],
+    ),
+    (
+        "events",
+        &[
+            "seq",
+            "run_id",
+            "step_id",
+            "at",
+            "type",
+            "payload_json",
+            "hash",
+        ],
+    ),
+    (
+        "approvals",
+        &[
+            "id",
+            "run_id",
+            "step_id",
+            "kind",
+            "capability_json",
+            "presentation_json",
+            "request_json",
+            "hash",
+            "status",
+            "created_at",
+            "decided_at",
+            "decided_by",
+            "note",
+            "expires_at",
+        ],
+    ),
+    (
+        "model_calls",
+        &[
+            "id",
+            "run_id",
+            "step_id",
+            "attempt",
+            "status",
+            "model",
+            "input_tokens",
+            "output_tokens",
+            "cached_input_tokens",
+            "cost_micros",
+            "latency_ms",
+            "error",
+            "dispatched_at",
+            "completed_at",
+        ],
+    ),
+    ("tool_specs", &["hash", "spec_json"]),
+];
+
+/// Refuses a runtime table that lacks a column this build reads (one line naming the table
+/// and the column, instead of a statement's whole SQL at the first read) or that holds a
+/// generated column (computed by SQL in the file: the runtime cannot write it, e.g. deciding
+/// fails with "cannot UPDATE generated column", and would show values nobody stored).
+pub(crate) fn check_columns(conn: &Connection, path: &Path) -> Result<(), StoreError> {
+    let mut stmt = conn
+        .prepare("SELECT CAST(name AS BLOB), hidden FROM pragma_table_xinfo(?)")
+        .ctx("open store: columns")?;
+    for (table, wanted) in TABLE_COLUMNS {
+        let cols: Vec<(String, i64)> = stmt
+            .query_map([table], |r| {
+                let name: Option<Vec<u8>> = r.get(0)?;
+                Ok((
+                    String::from_utf8_lossy(&name.unwrap_or_default()).into_owned(),
+                    r.get::<_, Option<i64>>(1)?.unwrap_or(0),
+                ))
+            })
+            .ctx("open store: columns")?
+            .collect::<Result<_, _>>()
+            .ctx("open store: columns")?;
+        if cols.is_empty() {
+            return Err(StoreError::MissingColumn {
+                path: path.to_path_buf(),
+                what: format!("table {table}"),
+            });
+        }
+        if let Some((name, _)) = cols.iter().find(|(_, hidden)| *hidden == 2 || *hidden == 3) {
+            return Err(StoreError::GeneratedColumn {
+                path: path.to_path_buf(),
+                table: table.to_string(),
+                column: name.clone(),
+            });
+        }
+        for col in wanted {
+            if !cols.iter().any(|(name, _)| name.eq_ignore_ascii_case(col)) {
+                return Err(StoreError::MissingColumn {
+                    path: path.to_path_buf(),
+                    what: format!("column {table}.{col}"),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_columns_are_what_the_migrations_make() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        migrate(&mut conn, Path::new(":memory:"), Timestamp::now()).unwrap();
+        for (table, wanted) in TABLE_COLUMNS {
+            let mut stmt = conn
+                .prepare("SELECT name FROM pragma_table_xinfo(?)")
+                .unwrap();
+            let got: Vec<String> = stmt
+                .query_map([table], |r| r.get(0))
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap();
+            assert_eq!(got, wanted.to_vec(), "{table}");
+        }
+        check_columns(&conn, Path::new(":memory:")).unwrap();
+    }
+}
