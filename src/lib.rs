@@ -5,17 +5,20 @@
 //!
 //! - [`runtime`]: the run database and the guarantees that make decisions binding. It never
 //!   depends on the console or the commands.
-//!   - `runtime::store`: the SQLite run database (agentrt's format): reads, pages, the event
+//!   - [`runtime::store`]: the SQLite run database (agentrt's format): reads, pages, the event
 //!     hash chain, leases; every write one transaction that compare-and-sets.
-//!   - `runtime::driver`: the step loop (`Driver::start`, `Driver::resume`, `cancel`) and the
-//!     Gate (`Gate::begin`/`attach`, `Session::step`/`propose`/`execute`) for a loop the
-//!     caller owns.
-//!   - `runtime::operator`: what a reviewer does: `approve_shown`/`reject_shown` (bound to the
+//!   - [`runtime::driver`]: the step loop ([`Driver::start`](runtime::driver::Driver::start),
+//!     [`Driver::resume`](runtime::driver::Driver::resume), `cancel`) and the
+//!     [`Gate`](runtime::driver::Gate) (`begin`/`attach`, then a `Session`'s `step`, `propose`,
+//!     `execute`) for a loop the caller owns.
+//!   - [`runtime::operator`]: what a reviewer does:
+//!     [`approve_shown`](runtime::operator::approve_shown)/`reject_shown` (bound to the
 //!     hash they were shown), `approve`/`reject`, `cancel`, `expire`, `pending_approval`.
-//!   - `runtime::tools`, `runtime::policy`, `runtime::agent`, `runtime::model`: what a consumer
-//!     registers (tools and their side-effect class, a policy, an agent, a model with limits).
-//!   - `runtime::json`, `runtime::types`, `runtime::schema`, `runtime::clock`: canonical JSON
-//!     and hashes, the stored records, the schema, clocks.
+//!   - [`runtime::tools`], [`runtime::policy`], [`runtime::agent`], [`runtime::model`]: what
+//!     a consumer registers (tools and their side-effect class, a policy, an agent, a model
+//!     with its limits).
+//!   - [`runtime::json`], [`runtime::types`], [`runtime::schema`], [`runtime::clock`]:
+//!     canonical JSON and hashes, the stored records, the schema, clocks.
 //! - [`safetext`]: the one place an untrusted string becomes something a terminal may show.
 //! - [`consumer`]: the built-in example consumer (an order-support assistant) and the demo.
 //! - `console` (feature `console`): the interactive review console (ratatui).
