@@ -8,8 +8,8 @@
 
 use std::error::Error;
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use countersign::runtime::agent::{self, Agent, DecideFuture, StepInput};
@@ -41,7 +41,9 @@ impl Agent for RefundAgent {
 fn review_refunds(req: &PolicyRequest, _view: &RunView) -> Result<PolicyDecision, String> {
     match (req.tool.as_str(), &req.side_effect) {
         // What the reviewer is shown (and the approval's hash binds) is the request itself.
-        ("refund", _) => policy::need_approval("refund", "refunds need a person", &req.args, &req.args),
+        ("refund", _) => {
+            policy::need_approval("refund", "refunds need a person", &req.args, &req.args)
+        }
         (_, SideEffect::ReadOnly) => Ok(policy::allow("read-only")),
         _ => Ok(policy::deny("not allowed here")),
     }
@@ -51,7 +53,9 @@ fn tool(name: &str, side_effect: SideEffect) -> ToolDef {
     ToolDef {
         name: name.into(),
         description: format!("the {name} tool"),
-        input_schema: br#"{"type":"object","properties":{"order":{"type":"string"}},"required":["order"]}"#.to_vec(),
+        input_schema:
+            br#"{"type":"object","properties":{"order":{"type":"string"}},"required":["order"]}"#
+                .to_vec(),
         side_effect,
         timeout: Duration::from_secs(10),
         terminal: false,
@@ -78,25 +82,39 @@ pub fn run(dir: &Path) -> Result<Outcome, Box<dyn Error>> {
     let refunds = Arc::new(AtomicUsize::new(0));
     let counter = refunds.clone();
     let mut tools = Registry::new();
-    tools.register(FnTool::new(tool("lookup_order", SideEffect::ReadOnly), |call| {
-        Box::pin(async move {
-            Ok(ToolOutput {
-                content: br#"{"order":"A-1001","paid_cents":2500}"#.to_vec(),
-                summary: format!("looked up {} bytes of arguments", call.args.len()),
+    tools.register(FnTool::new(
+        tool("lookup_order", SideEffect::ReadOnly),
+        |call| {
+            Box::pin(async move {
+                Ok(ToolOutput {
+                    content: br#"{"order":"A-1001","paid_cents":2500}"#.to_vec(),
+                    summary: format!("looked up {} bytes of arguments", call.args.len()),
+                })
             })
-        })
-    }))?;
-    tools.register(FnTool::new(tool("refund", SideEffect::RemoteMutation), move |_call| {
-        counter.fetch_add(1, Ordering::SeqCst);
-        Box::pin(async { Ok(ToolOutput { content: br#"{"ok":true}"#.to_vec(), summary: "refunded".into() }) })
-    }))?;
+        },
+    ))?;
+    tools.register(FnTool::new(
+        tool("refund", SideEffect::RemoteMutation),
+        move |_call| {
+            counter.fetch_add(1, Ordering::SeqCst);
+            Box::pin(async {
+                Ok(ToolOutput {
+                    content: br#"{"ok":true}"#.to_vec(),
+                    summary: "refunded".into(),
+                })
+            })
+        },
+    ))?;
 
     let mut cfg = Config::new(store.clone(), tools, Arc::new(FnPolicy(review_refunds)));
     cfg.agent = Some(Arc::new(RefundAgent));
     cfg.lease_owner = "embed-example".into();
     let driver = Driver::new(cfg)?;
 
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
 
     // 1. The run goes until the policy asks for a person, and waits.
     let paused = rt.block_on(driver.start("refund order A-1001", default_limits()))?;
@@ -151,12 +169,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         shown(&out.finished.reason)
     );
     for e in &out.events {
-        println!(
-            "{:>3} {:<22} {}",
-            e.seq,
-            shown(&e.kind),
-            shown(&e.payload)
-        );
+        println!("{:>3} {:<22} {}", e.seq, shown(&e.kind), shown(&e.payload));
     }
     Ok(())
 }
@@ -170,19 +183,32 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let out = super::run(dir.path()).unwrap();
         assert_eq!(out.paused.status, RunStatus::WaitingForApproval);
-        assert_eq!(out.refunds_before_approval, 0, "nothing ran before the decision");
-        assert_eq!(out.finished.status, RunStatus::Completed, "{}", out.finished.reason);
+        assert_eq!(
+            out.refunds_before_approval, 0,
+            "nothing ran before the decision"
+        );
+        assert_eq!(
+            out.finished.status,
+            RunStatus::Completed,
+            "{}",
+            out.finished.reason
+        );
         assert_eq!(out.refunds, 1, "the approved request ran exactly once");
         let kinds: Vec<&str> = out.events.iter().map(|e| e.kind.as_str()).collect();
         assert_eq!(kinds.first(), Some(&"run.created"));
         assert_eq!(kinds.last(), Some(&"run.finished"));
         let at = |kind: &str| kinds.iter().position(|k| *k == kind).unwrap_or(usize::MAX);
-        assert!(at("approval.requested") < at("approval.decided"), "{kinds:?}");
+        assert!(
+            at("approval.requested") < at("approval.decided"),
+            "{kinds:?}"
+        );
         assert!(at("approval.decided") < at("run.resumed"), "{kinds:?}");
-        let refund_started = out
-            .events
-            .iter()
-            .position(|e| e.kind == "step.tool_started" && e.payload.contains(r#""tool":"refund""#));
-        assert!(refund_started.unwrap_or(0) > at("run.resumed"), "the refund ran after the resume");
+        let refund_started = out.events.iter().position(|e| {
+            e.kind == "step.tool_started" && e.payload.contains(r#""tool":"refund""#)
+        });
+        assert!(
+            refund_started.unwrap_or(0) > at("run.resumed"),
+            "the refund ran after the resume"
+        );
     }
 }

@@ -9,8 +9,8 @@
 
 use std::error::Error;
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use countersign::runtime::agent::{self, StepInput};
@@ -59,23 +59,38 @@ pub fn run(dir: &Path) -> Result<Outcome, Box<dyn Error>> {
     let (wipes, usages) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
     let (w, u) = (wipes.clone(), usages.clone());
     let mut tools = Registry::new();
-    tools.register(FnTool::new(tool("wipe_cache", SideEffect::Destructive), move |_| {
-        w.fetch_add(1, Ordering::SeqCst);
-        Box::pin(async { Ok(ToolOutput::default()) })
-    }))?;
-    tools.register(FnTool::new(tool("disk_usage", SideEffect::ReadOnly), move |_| {
-        u.fetch_add(1, Ordering::SeqCst);
-        Box::pin(async { Ok(ToolOutput { content: br#"{"mb":512}"#.to_vec(), summary: "512 MB".into() }) })
-    }))?;
+    tools.register(FnTool::new(
+        tool("wipe_cache", SideEffect::Destructive),
+        move |_| {
+            w.fetch_add(1, Ordering::SeqCst);
+            Box::pin(async { Ok(ToolOutput::default()) })
+        },
+    ))?;
+    tools.register(FnTool::new(
+        tool("disk_usage", SideEffect::ReadOnly),
+        move |_| {
+            u.fetch_add(1, Ordering::SeqCst);
+            Box::pin(async {
+                Ok(ToolOutput {
+                    content: br#"{"mb":512}"#.to_vec(),
+                    summary: "512 MB".into(),
+                })
+            })
+        },
+    ))?;
 
     // A Gate is a driver without an agent: the configuration has none.
     let mut cfg = Config::new(store, tools, Arc::new(DefaultPolicy));
     cfg.lease_owner = "gate-example".into();
     let gate = Gate::new(cfg)?;
 
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
     let mut verdicts = Vec::new();
-    let mut session = rt.block_on(gate.begin("cache-check-1", "how big is the cache?", default_limits()))?;
+    let mut session =
+        rt.block_on(gate.begin("cache-check-1", "how big is the cache?", default_limits()))?;
     let run = loop {
         let input = match session.step()? {
             Ok(input) => input,
@@ -97,7 +112,11 @@ pub fn run(dir: &Path) -> Result<Outcome, Box<dyn Error>> {
         match verdict {
             // A denied or failed step, or a tool result: the agent decides again.
             Verdict::Denied(obs) | Verdict::Observed(obs) => {
-                println!("step {}: {}", input.index, safetext::plain_line(obs.summary.as_bytes(), 100));
+                println!(
+                    "step {}: {}",
+                    input.index,
+                    safetext::plain_line(obs.summary.as_bytes(), 100)
+                );
             }
             // The run ended or waits for a person: the session is over.
             Verdict::Ended(run) | Verdict::Pending(run) => break run,
@@ -105,7 +124,12 @@ pub fn run(dir: &Path) -> Result<Outcome, Box<dyn Error>> {
         }
     };
     session.close();
-    Ok(Outcome { run, verdicts, wipes: wipes.load(Ordering::SeqCst), usages: usages.load(Ordering::SeqCst) })
+    Ok(Outcome {
+        run,
+        verdicts,
+        wipes: wipes.load(Ordering::SeqCst),
+        usages: usages.load(Ordering::SeqCst),
+    })
 }
 
 /// A stored value, made safe to print (whatever the database holds).
