@@ -37,7 +37,9 @@
 //!
 //! `examples/embed_driver.rs` registers a tool and a policy, starts a run that pauses for an
 //! approval, approves it with `operator::approve_shown` and resumes it. `examples/gate.rs` is a
-//! loop the caller owns, through the Gate. Both run under `cargo test`.
+//! loop the caller owns, through the Gate. `examples/custom_console.rs` (feature `console`)
+//! opens the console with the caller's own toolkit as its resume hook. All three run under
+//! `cargo test`.
 
 #[cfg(feature = "cli")]
 pub mod commands;
