@@ -4,7 +4,7 @@
 //!
 //! One [`Store`] holds one SQLite connection behind a mutex (agentrt's one-connection pool), so
 //! it can be shared between threads; every write is one `BEGIN IMMEDIATE` transaction
-//! ([`Store::write`]).
+//! (`Store::write`).
 
 mod damaged;
 mod detail;

@@ -158,7 +158,7 @@ impl Tx<'_> {
     }
 
     /// Updates a step only if its status is one of `expected` (0 rows → RunState
-    /// "step <id> is <status>").
+    /// `"step <id> is <status>"`).
     pub fn update_step(
         &self,
         step_id: &str,
