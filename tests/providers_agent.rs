@@ -266,3 +266,128 @@ fn agent_without_a_key_or_a_network_says_what_is_missing_in_one_line() {
     let out = agent(&db, &["--model", "gpt-x", "hello"]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// A paused run is continued with the model: the two lines `agent` prints (decide it, then
+/// continue it) run as printed in `sh`; the approved refund executes once, the model's next
+/// reply ends the run, and the database passes the independent verifier.
+#[test]
+fn agent_resumes_an_approved_run_with_the_model_and_the_refund_runs_once() {
+    let s = Server::start(vec![
+        json(
+            200,
+            &call(
+                "issue_refund",
+                "c1",
+                r#"{"order_id":"ord_1004","amount_cents":9000,"reason":"damaged"}"#,
+            ),
+        ),
+        json(
+            200,
+            &call("finish", "c2", r#"{"summary":"Refunded 90.00 USD."}"#),
+        ),
+    ]);
+    // A directory name a shell would act on, so the printed lines must quote it.
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("a b'$(touch X)'");
+    std::fs::create_dir(&home).unwrap();
+    let db = home.join("runs.db");
+    let base = format!("{}/v1", s.url());
+    let out = agent(
+        &db,
+        &[
+            "--model",
+            "openai:gpt-x",
+            "--model-base-url",
+            &base,
+            "Refund ord_1004, it broke",
+        ],
+    );
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains(": WAITING_FOR_APPROVAL"), "{stdout}");
+    let lines: Vec<&str> = stdout.lines().map(str::trim).collect();
+    let at = |label: &str| {
+        let i = lines
+            .iter()
+            .position(|l| l.ends_with(label))
+            .unwrap_or_else(|| panic!("{label:?} in {stdout}"));
+        lines[i + 1].to_string()
+    };
+    let decide = at("decide with:");
+    let resume = at("then continue it with:");
+    // `countersign` on PATH is the real binary; the lines run from an empty directory.
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_countersign"), bin.join("countersign")).unwrap();
+    let cwd = dir.path().join("cwd");
+    std::fs::create_dir(&cwd).unwrap();
+    let sh = |line: &str| {
+        let mut c = Command::new("sh");
+        c.arg("-c").arg(line).current_dir(&cwd);
+        let path = format!(
+            "{}:{}",
+            bin.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        c.env("PATH", path);
+        for k in [
+            "OPENAI_API_KEY",
+            "COUNTERSIGN_DB",
+            "AGENTRT_DB",
+            "HTTP_PROXY",
+            "http_proxy",
+            "ALL_PROXY",
+            "all_proxy",
+        ] {
+            c.env_remove(k);
+        }
+        c.output().unwrap()
+    };
+    let o = sh(&format!("{decide} --yes --by tester"));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{decide}: {}{}",
+        text(&o.stdout),
+        text(&o.stderr)
+    );
+    let o = sh(&resume);
+    let (so, se) = (text(&o.stdout), text(&o.stderr));
+    assert_eq!(o.status.code(), Some(0), "{resume}: {so}{se}");
+    assert!(so.contains(": COMPLETED"), "{so}");
+    assert_eq!(
+        std::fs::read_dir(&cwd).unwrap().count(),
+        0,
+        "the shell ran nothing else"
+    );
+    assert_eq!(
+        s.requests.lock().unwrap().len(),
+        2,
+        "one model call per step"
+    );
+    // The refund ran exactly once, for the approved amount.
+    let orders = rusqlite::Connection::open(home.join("runs.orders.db")).unwrap();
+    let refunds: (i64, i64) = orders
+        .query_row(
+            "SELECT count(*), coalesce(sum(amount_cents), 0) FROM effects WHERE tool = 'issue_refund'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!(refunds, (1, 9000));
+    // The model saw the refund's outcome before it finished.
+    let second = s.body_json(1);
+    assert!(
+        second["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["role"] == "tool"),
+        "{second}"
+    );
+    runtime_support::verify(&db);
+    // Continuing a run that is over is refused in one line.
+    let o = sh(&resume);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stdout));
+    assert_eq!(text(&o.stderr).lines().count(), 1, "{}", text(&o.stderr));
+}

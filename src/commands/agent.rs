@@ -14,6 +14,7 @@ use clap::Args;
 use super::CommandError;
 use super::out::Out;
 use super::resume::outcome_line;
+use super::shell;
 use super::text::clean;
 use crate::consumer::adapter::{self, ConsumerPolicy};
 use crate::consumer::backend::Backend;
@@ -46,9 +47,12 @@ pub struct AgentArgs {
     /// The customer the assistant acts for.
     #[arg(long, value_name = "ID", default_value = "cu_ana")]
     pub customer: String,
-    /// What the customer asks.
-    #[arg(value_name = "GOAL")]
-    pub goal: String,
+    /// Continue this run (after a person decided its approval) instead of starting one.
+    #[arg(long, value_name = "RUN", conflicts_with = "goal", value_parser = super::cli::parse_id)]
+    pub resume: Option<String>,
+    /// What the customer asks (not with --resume).
+    #[arg(value_name = "GOAL", required_unless_present = "resume")]
+    pub goal: Option<String>,
 }
 
 /// The terminal tool the model ends a run with.
@@ -220,7 +224,7 @@ fn finish_tool() -> Arc<dyn crate::runtime::tools::Tool> {
 
 pub fn run(db: Option<&Path>, a: &AgentArgs, out: &mut Out) -> Result<(), CommandError> {
     let db = db.ok_or_else(|| CommandError::Usage("agent: --db PATH is required".into()))?;
-    if a.goal.trim().is_empty() {
+    if a.resume.is_none() && a.goal.as_deref().is_none_or(|g| g.trim().is_empty()) {
         return Err(CommandError::Usage("agent: the GOAL is empty".into()));
     }
     let (model, prices) = model_for(a, &|k| std::env::var(k).ok())?;
@@ -283,11 +287,17 @@ pub fn run(db: Option<&Path>, a: &AgentArgs, out: &mut Out) -> Result<(), Comman
     setup.max_retries = 2;
     cfg.model = Some(setup);
     let driver = Driver::new(cfg).map_err(|e| failed(clean(&e.to_string(), 400)))?;
-    let id = random_id();
-    backend
-        .put_session(&Session::full(&id, &a.customer), "")
-        .map_err(|e| failed(clean(&e.to_string(), 400)))?;
-    let goal = a.goal.clone();
+    let id = match &a.resume {
+        Some(id) => id.clone(),
+        None => {
+            let id = random_id();
+            backend
+                .put_session(&Session::full(&id, &a.customer), "")
+                .map_err(|e| failed(clean(&e.to_string(), 400)))?;
+            id
+        }
+    };
+    let goal = a.goal.clone().unwrap_or_default();
     let run = std::thread::scope(|s| {
         s.spawn(|| {
             let rt = tokio::runtime::Builder::new_multi_thread()
@@ -295,8 +305,12 @@ pub fn run(db: Option<&Path>, a: &AgentArgs, out: &mut Out) -> Result<(), Comman
                 .enable_all()
                 .build()
                 .map_err(|e| failed(e.to_string()))?;
-            rt.block_on(driver.start_with_id(&id, &goal, default_limits()))
-                .map_err(|e| failed(clean(&e.to_string(), 400)))
+            let run = if a.resume.is_some() {
+                rt.block_on(driver.resume(&id))
+            } else {
+                rt.block_on(driver.start_with_id(&id, &goal, default_limits()))
+            };
+            run.map_err(|e| failed(clean(&e.to_string(), 400)))
         })
         .join()
         .unwrap_or_else(|_| Err(failed("the agent's thread panicked")))
@@ -305,11 +319,7 @@ pub fn run(db: Option<&Path>, a: &AgentArgs, out: &mut Out) -> Result<(), Comman
     match run.status {
         RunStatus::Completed => Ok(()),
         RunStatus::WaitingForApproval => {
-            out.line(&format!(
-                "the run waits for a person: countersign --db {} show {}",
-                clean(&db.to_string_lossy(), 400),
-                clean(&run.id, 64)
-            ))?;
+            out.line(&waiting_hint(db, a, &run.id))?;
             Ok(())
         }
         _ if run.reason == "model_unavailable" => Err(failed(format!(
@@ -321,6 +331,40 @@ pub fn run(db: Option<&Path>, a: &AgentArgs, out: &mut Out) -> Result<(), Comman
             clean(&run.id, 64),
             run.status.as_str()
         ))),
+    }
+}
+
+/// What to run next for a paused run: decide it, then continue it with the same model. Every
+/// word a shell would read is quoted by [`shell`] (never through the terminal escaper), so the
+/// lines run as printed; where the database path cannot be typed, the sentence says so.
+fn waiting_hint(db: &Path, a: &AgentArgs, run: &str) -> String {
+    let words = || -> Result<(String, String), String> {
+        let r = shell::id_word(run.as_bytes()).map_err(|w| format!("the run id {}", w.why()))?;
+        let mut rest = format!(
+            "agent --model {}",
+            shell::word(a.model.as_bytes()).map_err(|w| format!("the model {}", w.why()))?
+        );
+        if let Some(u) = &a.model_base_url {
+            let u = shell::word(u.as_bytes()).map_err(|w| format!("the base URL {}", w.why()))?;
+            rest.push_str(&format!(" --model-base-url {u}"));
+        }
+        if let Some(k) = &a.model_key_file {
+            use std::os::unix::ffi::OsStrExt;
+            let k = shell::word(k.as_os_str().as_bytes())
+                .map_err(|w| format!("the key file's path {}", w.why()))?;
+            rest.push_str(&format!(" --model-key-file {k}"));
+        }
+        let decide = shell::command(db, &format!("approve {r}"))?;
+        let resume = shell::command(db, &format!("{rest} --resume {r}"))?;
+        Ok((decide, resume))
+    };
+    match words() {
+        Ok((decide, resume)) => format!(
+            "the run waits for a person; decide with:\n  {decide}\nthen continue it with:\n  {resume}"
+        ),
+        Err(why) => format!(
+            "the run waits for a person (decide it in the console); {why}, so no command can be printed for it"
+        ),
     }
 }
 

@@ -153,7 +153,7 @@ pub struct DemoArgs {
     pub no_tui: bool,
 }
 
-fn parse_id(s: &str) -> Result<String, String> {
+pub(crate) fn parse_id(s: &str) -> Result<String, String> {
     if s.is_empty() {
         return Err("an id cannot be empty".into());
     }
