@@ -117,7 +117,9 @@ fn rendered_payload(payload: &[u8]) -> String {
 /// equivalence for the escaper.
 fn plain_or(bytes: &[u8], max: usize, slow: impl Fn(&[u8]) -> String) -> String {
     let plain = bytes.len() <= max
-        && bytes.iter().all(|b| (0x20..0x7f).contains(b) && *b != b'\\')
+        && bytes
+            .iter()
+            .all(|b| (0x20..0x7f).contains(b) && *b != b'\\')
         && !bytes.windows(2).any(|w| w == b"[+");
     if plain {
         String::from_utf8_lossy(bytes).into_owned()
@@ -186,7 +188,11 @@ mod tests {
             "a literal [+9 bytes] marker",
             &"y".repeat(PAYLOAD_TEXT + 1),
         ] {
-            assert_eq!(plain_or(s.as_bytes(), PAYLOAD_TEXT, |_| "slow".into()), "slow", "{s:?}");
+            assert_eq!(
+                plain_or(s.as_bytes(), PAYLOAD_TEXT, |_| "slow".into()),
+                "slow",
+                "{s:?}"
+            );
         }
     }
 }

@@ -158,6 +158,10 @@ pub struct ApprovalRow {
     pub run_status: String,
     /// The `reason` of the `approval.requested` event, if found.
     pub reason: Vec<u8>,
+    /// When the request was too large to be read for showing (issue 14 item 6): its length,
+    /// and whether that length is in bytes (else characters). `request` is then the store's
+    /// stand-in, never the tool call's arguments.
+    pub request_not_shown: Option<(i64, bool)>,
 }
 
 /// One column of one row that does not decode.

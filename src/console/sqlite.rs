@@ -191,6 +191,7 @@ fn approval_row(a: Approval, run_status: Option<&crate::runtime::types::RunStatu
             .map(|s| s.as_str().to_string())
             .unwrap_or_default(),
         reason: Vec::new(),
+        request_not_shown: None,
         id: a.id,
         run_id: a.run_id,
         step_id: a.step_id,
@@ -247,9 +248,22 @@ impl SqliteData {
     }
 
     fn approval(&self, id: &str) -> Result<Option<ApprovalRow>, StoreError> {
-        Ok(self.store.approval_view(id)?.map(|v| {
-            let mut row = approval_row(v.approval, v.run_status.as_ref());
+        // Read as a page reads it: a huge request is never loaded to be shown (issue 14 item 6).
+        Ok(self.store.approval_view_capped(id)?.map(|v| {
+            let mut approval = v.approval;
+            let not_shown = store::capped_request(&approval);
+            if let Some(n) = not_shown {
+                // The store's note is what this screen says instead, not a damaged column.
+                // The note contains "; " itself: remove it whole (it is joined last).
+                let note = store::capped_note(n);
+                let e = &mut approval.decode_error;
+                if let Some(head) = e.strip_suffix(&note) {
+                    *e = head.strip_suffix("; ").unwrap_or(head).to_string();
+                }
+            }
+            let mut row = approval_row(approval, v.run_status.as_ref());
             row.reason = v.reason.into_bytes();
+            row.request_not_shown = not_shown.map(|n| (n, n > store::SHOWN_REQUEST_MAX));
             row
         }))
     }

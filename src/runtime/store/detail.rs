@@ -138,6 +138,34 @@ impl Store {
         })
     }
 
+    /// As [`Store::approval_view`], but the approval read as a page reads it (issue 14 item 6):
+    /// a request over [`MAX_PAGE_TEXT`] characters is replaced by its stand-in (see
+    /// [`crate::runtime::store::capped_request`]) and one over
+    /// [`crate::runtime::store::SHOWN_REQUEST_MAX`] bytes is never loaded, so showing an
+    /// approval costs what the screen shows whatever the request's size.
+    pub fn approval_view_capped(&self, id: &str) -> Result<Option<ApprovalView>, StoreError> {
+        self.read(|c| {
+            let Some(approval) = c
+                .prepare_cached(&format!(
+                    "{} WHERE id = ? ORDER BY rowid LIMIT 1",
+                    approval_select()
+                ))
+                .ctx("get approval")?
+                .query_row([id], |r| Ok(capped_approval(r)))
+                .optional()
+                .ctx("get approval")?
+            else {
+                return Ok(None);
+            };
+            let reason = approval_reason(c, &approval.run_id, &approval.id).unwrap_or_default();
+            Ok(Some(ApprovalView {
+                run_status: run_status(c, &approval.run_id)?,
+                reason,
+                approval,
+            }))
+        })
+    }
+
     /// A run's events in seq order (capped), each with its chain mark, with the total. The
     /// mark is computed with the store's chain verification over that one event; an event
     /// whose payload is over [`MAX_PAGE_TEXT`] or whose previous event is missing is
