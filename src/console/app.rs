@@ -529,6 +529,13 @@ pub(crate) fn confirm_decision_cfg(
             "this approval does not decode; it cannot be decided (cancel the run instead)".into(),
         );
     }
+    if let Some((n, bytes)) = a.request_not_shown {
+        // Issue 14 item 6: nothing is decided on arguments the reviewer was not shown.
+        return Err(format!(
+            "no argument shown ({n} {}): not decidable here; x cancels",
+            if bytes { "bytes" } else { "chars" }
+        ));
+    }
     if a.run_status != "WAITING_FOR_APPROVAL" {
         return Err(format!("run is {}, not waiting for approval", a.run_status));
     }

@@ -249,7 +249,19 @@ impl SqliteData {
 
     fn approval(&self, id: &str) -> Result<Option<ApprovalRow>, StoreError> {
         // Read as a page reads it: a huge request is never loaded to be shown (issue 14 item 6).
-        Ok(self.store.approval_view_capped(id)?.map(|v| {
+        let Some(v) = self.store.approval_view_capped(id)? else {
+            return Ok(None);
+        };
+        // Up to SHOWN_REQUEST_MAX bytes the request is read whole, shown and decidable as
+        // before; only a larger one stays the store's stand-in.
+        let v = match store::capped_request(&v.approval) {
+            Some(n) if n <= store::SHOWN_REQUEST_MAX => match self.store.approval_view(id)? {
+                Some(whole) => whole,
+                None => return Ok(None),
+            },
+            _ => v,
+        };
+        Ok(Some(v).map(|v| {
             let mut approval = v.approval;
             let not_shown = store::capped_request(&approval);
             if let Some(n) = not_shown {
