@@ -538,7 +538,10 @@ fn a_huge_request_is_never_read_whole_by_the_console() {
     p.send(b"\r");
     p.wait_text("run cancelled by");
     let peak = peak_kib(&p);
-    assert!(peak < 64 * 1024, "the console peaked at {peak} KiB cancelling");
+    assert!(
+        peak < 64 * 1024,
+        "the console peaked at {peak} KiB cancelling"
+    );
     p.send(b"\x03");
     p.finish();
     p.assert_restored();

@@ -412,3 +412,106 @@ fn steps_page_by_key_even_when_an_index_is_damaged() {
     let ids: Vec<&str> = got.iter().map(|s| s.id.as_str()).collect();
     assert_eq!(ids, ["s6", "s3"]);
 }
+
+/// Issue 14 item 8 in the console: a run's events read around an anchor (an event already
+/// read, at a known index) are the offset read's rows at every window and anchor, for a run
+/// whose events interleave with another run's.
+#[test]
+fn events_read_around_an_anchor_are_the_offset_read() {
+    let dir = tempdir();
+    let store = Store::open(dir.path().join("e.db")).unwrap();
+    runs::create(&store, "a", "g", t0());
+    runs::create(&store, "b", "g", t0());
+    for i in 0..40 {
+        store
+            .write(|tx| {
+                tx.append_event("a", "", &t0(), "note", format!("{{\"i\":{i}}}").as_bytes())?;
+                if i % 3 == 0 {
+                    tx.append_event("b", "", &t0(), "note", b"{}")?;
+                }
+                Ok::<_, StoreError>(())
+            })
+            .unwrap();
+    }
+    let seqs = |p: countersign::runtime::store::Page<countersign::runtime::store::MarkedEvent>| {
+        (
+            p.items.iter().map(|m| m.event.seq).collect::<Vec<_>>(),
+            p.total,
+        )
+    };
+    let all = seqs(store.list_marked_events("a", 1000, 0).unwrap()).0;
+    assert!(all.len() > 40);
+    for ai in [0usize, 1, 7, 20, all.len() - 1] {
+        for off in [
+            0i64,
+            1,
+            5,
+            6,
+            7,
+            8,
+            19,
+            20,
+            21,
+            35,
+            all.len() as i64 - 3,
+            60,
+        ] {
+            for limit in [1i64, 4, 10] {
+                let near = seqs(
+                    store
+                        .list_marked_events_near("a", limit, off, Some((ai as i64, all[ai])))
+                        .unwrap(),
+                );
+                let by_offset = seqs(store.list_marked_events("a", limit, off).unwrap());
+                assert_eq!(near, by_offset, "anchor {ai}, offset {off}, limit {limit}");
+            }
+        }
+    }
+    // A gone anchor falls back to the offset read.
+    let p = seqs(
+        store
+            .list_marked_events_near("a", 3, 2, Some((5, i64::MAX)))
+            .unwrap(),
+    );
+    assert_eq!(p, seqs(store.list_marked_events("a", 3, 2).unwrap()));
+}
+
+/// The anchored read really goes by key: with an event before the anchor deleted (a tampered
+/// file), the window at the anchor's index still starts at the anchor, where an offset read
+/// shifts by one row.
+#[test]
+fn events_read_around_an_anchor_start_at_the_anchor_not_at_a_count() {
+    let dir = tempdir();
+    let db = dir.path().join("e.db");
+    let store = Store::open(&db).unwrap();
+    runs::create(&store, "a", "g", t0());
+    for i in 0..30 {
+        store
+            .write(|tx| {
+                tx.append_event("a", "", &t0(), "note", format!("{{\"i\":{i}}}").as_bytes())
+            })
+            .unwrap();
+    }
+    let all: Vec<i64> = store
+        .list_marked_events("a", 1000, 0)
+        .unwrap()
+        .items
+        .iter()
+        .map(|m| m.event.seq)
+        .collect();
+    let ai = 20;
+    raw_exec(&db, &format!("DELETE FROM events WHERE seq = {}", all[3]));
+    let near = store
+        .list_marked_events_near("a", 4, ai as i64, Some((ai as i64, all[ai])))
+        .unwrap();
+    let got: Vec<i64> = near.items.iter().map(|m| m.event.seq).collect();
+    assert_eq!(got, all[ai..ai + 4], "the window starts at its anchor");
+    let shifted: Vec<i64> = store
+        .list_marked_events("a", 4, ai as i64)
+        .unwrap()
+        .items
+        .iter()
+        .map(|m| m.event.seq)
+        .collect();
+    assert_eq!(shifted, all[ai + 1..ai + 5], "an offset read counts rows");
+}

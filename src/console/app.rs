@@ -363,10 +363,21 @@ impl App {
                         } else {
                             s.events.window_offset(win)
                         };
+                        // Page by key around the first event already read whenever it is
+                        // nearer than the log's start (events only append, so a live reload
+                        // may use it too).
+                        let anchor = s
+                            .events
+                            .page
+                            .rows
+                            .first()
+                            .map(|r| (s.events.page.offset, r.seq))
+                            .filter(|(ai, _)| ai.abs_diff(off) < off);
                         Query::Events {
                             run,
                             offset: off,
                             limit: win,
+                            anchor,
                         }
                     }
                     Tab::Approvals => {

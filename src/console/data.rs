@@ -239,6 +239,9 @@ pub enum Query {
         run: String,
         offset: u64,
         limit: u64,
+        /// The index and seq of an event already read near the window: the page is read by
+        /// key around it (issue 14 item 8).
+        anchor: Option<(u64, i64)>,
     },
     Approvals {
         run: String,

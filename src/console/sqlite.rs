@@ -341,9 +341,15 @@ impl ConsoleData for SqliteData {
                 let p = s.list_steps_page(run, l, o).map_err(rd)?;
                 Reply::Steps(page(*offset, *limit, p, step_row))
             }
-            Query::Events { run, offset, limit } => {
+            Query::Events {
+                run,
+                offset,
+                limit,
+                anchor,
+            } => {
                 let (l, o) = args(*offset, *limit);
-                let p = s.list_marked_events(run, l, o).map_err(rd)?;
+                let anchor = anchor.and_then(|(i, seq)| Some((i64::try_from(i).ok()?, seq)));
+                let p = s.list_marked_events_near(run, l, o, anchor).map_err(rd)?;
                 Reply::Events(page(*offset, *limit, p, event_row))
             }
             Query::Approvals { run, offset, limit } => {
