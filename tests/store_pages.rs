@@ -515,3 +515,59 @@ fn events_read_around_an_anchor_start_at_the_anchor_not_at_a_count() {
         .collect();
     assert_eq!(shifted, all[ai + 1..ai + 5], "an offset read counts rows");
 }
+
+/// Issue 14 item 8 in the console: the approval queue read around an anchor (a row already
+/// read, at a known index) is the offset read's window, with the same "more follow", at every
+/// window and anchor, with and without a filter; an anchor that left the queue falls back.
+#[test]
+fn the_queue_read_around_an_anchor_is_the_offset_read() {
+    let dir = tempdir();
+    let store = Store::open(dir.path().join("q.db")).unwrap();
+    for i in 0..25 {
+        runs::waiting_run(&store, &format!("w{i:02}"), t0());
+    }
+    let ids = |(items, more): (Vec<countersign::runtime::store::QueueItem>, bool)| {
+        (
+            items.into_iter().map(|q| q.approval.id).collect::<Vec<_>>(),
+            more,
+        )
+    };
+    for filter in ["", "w1"] {
+        let (all, _) = ids(store.list_queue_rows(filter, 1000, 0).unwrap());
+        assert!(all.len() >= 10, "{filter}: {}", all.len());
+        for ai in [0usize, 1, 4, all.len() / 2, all.len() - 1] {
+            for off in [0i64, 1, 3, 4, 5, 9, all.len() as i64 - 2, 40] {
+                for limit in [1i64, 3, 8] {
+                    let near = ids(store
+                        .list_queue_rows_near(filter, limit, off, Some((ai as i64, &all[ai])))
+                        .unwrap());
+                    let by_offset = ids(store.list_queue_rows(filter, limit, off).unwrap());
+                    assert_eq!(
+                        near, by_offset,
+                        "{filter:?} anchor {ai}, offset {off}, limit {limit}"
+                    );
+                }
+            }
+        }
+    }
+    let gone = ids(store
+        .list_queue_rows_near("", 3, 2, Some((5, "no such")))
+        .unwrap());
+    assert_eq!(gone, ids(store.list_queue_rows("", 3, 2).unwrap()));
+    // It really goes by key: with a row before the anchor gone from the queue, the window at
+    // the anchor's index still starts at the anchor; an offset read shifts by one row.
+    let (all, _) = ids(store.list_queue_rows("", 1000, 0).unwrap());
+    raw_exec(
+        &dir.path().join("q.db"),
+        &format!(
+            "UPDATE approvals SET status = 'approved' WHERE id = '{}'",
+            all[2]
+        ),
+    );
+    let near = ids(store
+        .list_queue_rows_near("", 3, 10, Some((10, &all[10])))
+        .unwrap());
+    assert_eq!(near.0, all[10..13], "the window starts at its anchor");
+    let shifted = ids(store.list_queue_rows("", 3, 10).unwrap());
+    assert_eq!(shifted.0, all[11..14], "an offset read counts rows");
+}

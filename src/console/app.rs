@@ -290,10 +290,21 @@ impl App {
                 } else {
                     s.list.window_offset(win)
                 };
+                // Page by key around the first row already read when it is nearer than the
+                // queue's start; a live reload (keep) re-reads by position, as rows leave the
+                // queue when they are decided.
+                let anchor = s
+                    .list
+                    .page
+                    .rows
+                    .first()
+                    .map(|r| (s.list.page.offset, r.approval_id.clone()))
+                    .filter(|(ai, _)| !keep && ai.abs_diff(off) < off);
                 Query::Queue {
                     filter: s.filter.clone(),
                     offset: off,
                     limit: win,
+                    anchor,
                 }
             }
             Screen::Runs(s) => {

@@ -214,6 +214,9 @@ pub enum Query {
         filter: String,
         offset: u64,
         limit: u64,
+        /// The index and approval id of a row already read near the window: the window is
+        /// read by key around it (issue 14 item 8).
+        anchor: Option<(u64, String)>,
     },
     /// The queue's count for `filter` (sent by the worker after an inexact queue page).
     QueueTotal {

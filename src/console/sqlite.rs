@@ -303,9 +303,13 @@ impl ConsoleData for SqliteData {
                 filter,
                 offset,
                 limit,
+                anchor,
             } => {
                 let (l, o) = args(*offset, *limit);
-                let (items, more) = s.list_queue_rows(filter, l, o).map_err(rd)?;
+                let anchor = anchor
+                    .as_ref()
+                    .and_then(|(i, id)| Some((i64::try_from(*i).ok()?, id.as_str())));
+                let (items, more) = s.list_queue_rows_near(filter, l, o, anchor).map_err(rd)?;
                 let n = items.len() as u64;
                 // Past the end (rows left since the cursor was placed) the count is unknown.
                 let exact = !more && (n > 0 || *offset == 0);
