@@ -571,3 +571,52 @@ fn the_queue_read_around_an_anchor_is_the_offset_read() {
     let shifted = ids(store.list_queue_rows("", 3, 10).unwrap());
     assert_eq!(shifted.0, all[11..14], "an offset read counts rows");
 }
+
+/// Issue 14 item 8 in the console: a run's steps read around an anchor are the offset read's
+/// window at every window and anchor, a text `idx` (a hand edit) included; with a step before
+/// the anchor deleted, the window still starts at its anchor where an offset read shifts.
+#[test]
+fn steps_read_around_an_anchor_are_the_offset_read() {
+    let dir = tempdir();
+    let db = dir.path().join("s.db");
+    let store = Store::open(&db).unwrap();
+    runs::create(&store, "r", "g", t0());
+    runs::create(&store, "q", "g", t0());
+    for i in 0..14 {
+        runs::tool_step(&store, "r", &format!("s{i:02}"), i, t0());
+        if i < 4 {
+            runs::tool_step(&store, "q", &format!("q{i:02}"), i, t0());
+        }
+    }
+    drop(store);
+    raw_exec(&db, "UPDATE steps SET idx = 'three' WHERE id = 's03';");
+    let store = Store::open_existing(&db, true).unwrap();
+    let ids = |p: countersign::runtime::store::Page<countersign::runtime::types::Step>| {
+        (
+            p.items.into_iter().map(|s| s.id).collect::<Vec<_>>(),
+            p.total,
+        )
+    };
+    let all = ids(store.list_steps_page("r", 1000, 0).unwrap()).0;
+    assert_eq!(all.len(), 14);
+    for ai in [0usize, 1, 5, 12, 13] {
+        for off in [0i64, 1, 4, 5, 6, 11, 13, 20] {
+            for limit in [1i64, 3, 6] {
+                let near = ids(store
+                    .list_steps_page_near("r", limit, off, Some((ai as i64, &all[ai])))
+                    .unwrap());
+                let by_offset = ids(store.list_steps_page("r", limit, off).unwrap());
+                assert_eq!(near, by_offset, "anchor {ai}, offset {off}, limit {limit}");
+            }
+        }
+    }
+    drop(store);
+    raw_exec(&db, &format!("DELETE FROM steps WHERE id = '{}';", all[1]));
+    let store = Store::open_existing(&db, true).unwrap();
+    let near = ids(store
+        .list_steps_page_near("r", 3, 8, Some((8, &all[8])))
+        .unwrap());
+    assert_eq!(near.0, all[8..11], "the window starts at its anchor");
+    let shifted = ids(store.list_steps_page("r", 3, 8).unwrap());
+    assert_eq!(shifted.0, all[9..12], "an offset read counts rows");
+}

@@ -7,7 +7,7 @@ use super::cli::PageArgsWithRun;
 use super::open::{fail, open};
 use super::out::{Out, Raws};
 use super::shell;
-use super::text::{clean_bytes, col, stamp_ms};
+use super::text::{clean_bytes, stamp_ms};
 use crate::runtime::types::Event;
 use crate::safetext::{JsonOptions, Options, parse_json, render_json};
 

@@ -361,10 +361,20 @@ impl App {
                         } else {
                             s.steps.window_offset(win)
                         };
+                        // By key around the first step already read when it is nearer than
+                        // the run's start (steps are only appended, at the next index).
+                        let anchor = s
+                            .steps
+                            .page
+                            .rows
+                            .first()
+                            .map(|r| (s.steps.page.offset, r.id.clone()))
+                            .filter(|(ai, _)| ai.abs_diff(off) < off);
                         Query::Steps {
                             run,
                             offset: off,
                             limit: win,
+                            anchor,
                         }
                     }
                     Tab::Events => {

@@ -237,6 +237,9 @@ pub enum Query {
         run: String,
         offset: u64,
         limit: u64,
+        /// The index and id of a step already read near the window: the window is read by
+        /// key around it (issue 14 item 8).
+        anchor: Option<(u64, String)>,
     },
     Events {
         run: String,

@@ -340,9 +340,17 @@ impl ConsoleData for SqliteData {
                 Reply::Runs(page(*offset, *limit, p, run_row))
             }
             Query::Run { id } => Reply::Run(self.run(id).map_err(rd)?.map(Box::new)),
-            Query::Steps { run, offset, limit } => {
+            Query::Steps {
+                run,
+                offset,
+                limit,
+                anchor,
+            } => {
                 let (l, o) = args(*offset, *limit);
-                let p = s.list_steps_page(run, l, o).map_err(rd)?;
+                let anchor = anchor
+                    .as_ref()
+                    .and_then(|(i, id)| Some((i64::try_from(*i).ok()?, id.as_str())));
+                let p = s.list_steps_page_near(run, l, o, anchor).map_err(rd)?;
                 Reply::Steps(page(*offset, *limit, p, step_row))
             }
             Query::Events {
