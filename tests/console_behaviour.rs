@@ -587,3 +587,29 @@ fn scrolling_events_reads_the_next_window_by_key() {
     assert!(!by_key.is_empty());
     assert_eq!(by_key, by_offset);
 }
+
+/// Issue 14 item 6: a request over a page's cap but under 1 MiB is still read whole by the
+/// approval detail (shown and decidable as before); only a larger one is named by its size.
+#[test]
+fn a_request_under_a_mebibyte_is_still_read_whole_by_the_detail() {
+    use countersign::console::data::ConsoleData;
+    let d = tempfile::tempdir().unwrap();
+    let (db, m) = fixture(d.path(), "mid", "waiting", &[]);
+    let id = approval_of(&m, "waiting");
+    let pad = "y".repeat(300_000);
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute(
+            "UPDATE approvals SET request_json = json_set(request_json, '$.args.pad', ?1) WHERE id = ?2",
+            rusqlite::params![pad, id],
+        )
+        .unwrap();
+    let mut data = countersign::console::sqlite::SqliteData::open(&db).unwrap();
+    let row = match data.query(&Query::Approval { id: id.clone() }).unwrap() {
+        Reply::Approval(Some(r)) => r,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(row.request_not_shown, None);
+    assert_eq!(row.decode_error, None);
+    assert!(row.request.len() > 300_000, "{}", row.request.len());
+}
