@@ -517,3 +517,99 @@ fn the_first_screen_is_read_before_the_header_counts() {
     let fx = update(&mut app, Input::Reply(qid + 1001, Reply::Total(3)));
     assert_eq!(fx.iter().filter(|e| is_counts(e)).count(), 1, "{fx:?}");
 }
+
+/// Issue 14 item 8: scrolling a run's events asks for the next window by key around the first
+/// event already read, and what it shows is the offset read's window.
+#[test]
+fn scrolling_events_reads_the_next_window_by_key() {
+    use countersign::console::data::ConsoleData;
+    let d = tempfile::tempdir().unwrap();
+    let (db, _) = fixture(
+        d.path(),
+        "log",
+        "none",
+        &["--big", "1", "--steps-per-run", "120"],
+    );
+    let run: String = rusqlite::Connection::open(&db)
+        .unwrap()
+        .query_row("SELECT id FROM runs LIMIT 1", [], |r| r.get(0))
+        .unwrap();
+    let mut h = Harness::open(&db, 100, 30);
+    h.command(&format!("run {run}"));
+    h.key(KeyCode::Tab);
+    assert!(h.screen().contains("run.created"), "{}", h.screen());
+    // Page down until the console asks for a second window further down the log (the first
+    // is read from the log's start, as near as any anchor).
+    let mut found = None;
+    for _ in 0..60 {
+        let fx = update(
+            &mut h.app,
+            Input::Key(KeyEvent::new(KeyCode::PageDown, KeyModifiers::NONE)),
+        );
+        found = fx.iter().find_map(|e| match e {
+            Effect::Query(_, q @ Query::Events { anchor, .. }) if anchor.is_some() => {
+                Some(q.clone())
+            }
+            _ => None,
+        });
+        h.run(fx);
+        if found.is_some() {
+            break;
+        }
+    }
+    let q = found.expect("a window further down is read by key");
+    let Query::Events {
+        offset,
+        limit,
+        anchor,
+        ..
+    } = &q
+    else {
+        unreachable!()
+    };
+    let (ai, _) = anchor.expect("the window is read by key around an event already read");
+    assert!(*offset > 0 && ai > 0, "{q:?}");
+    let mut data = countersign::console::sqlite::SqliteData::open(&db).unwrap();
+    let seqs = |r: Reply| match r {
+        Reply::Events(p) => p.rows.into_iter().map(|e| e.seq).collect::<Vec<_>>(),
+        other => panic!("{other:?}"),
+    };
+    let by_key = seqs(data.query(&q).unwrap());
+    let by_offset = seqs(
+        data.query(&Query::Events {
+            run: run.clone(),
+            offset: *offset,
+            limit: *limit,
+            anchor: None,
+        })
+        .unwrap(),
+    );
+    assert!(!by_key.is_empty());
+    assert_eq!(by_key, by_offset);
+}
+
+/// Issue 14 item 6: a request over a page's cap but under 1 MiB is still read whole by the
+/// approval detail (shown and decidable as before); only a larger one is named by its size.
+#[test]
+fn a_request_under_a_mebibyte_is_still_read_whole_by_the_detail() {
+    use countersign::console::data::ConsoleData;
+    let d = tempfile::tempdir().unwrap();
+    let (db, m) = fixture(d.path(), "mid", "waiting", &[]);
+    let id = approval_of(&m, "waiting");
+    let pad = "y".repeat(300_000);
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute(
+            "UPDATE approvals SET request_json = json_set(request_json, '$.args.pad', ?1) WHERE id = ?2",
+            rusqlite::params![pad, id],
+        )
+        .unwrap();
+    let mut data = countersign::console::sqlite::SqliteData::open(&db).unwrap();
+    let row = match data.query(&Query::Approval { id: id.clone() }).unwrap() {
+        Reply::Approval(Some(r)) => r,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(row.request_not_shown, None);
+    assert_eq!(row.decode_error, None);
+    assert!(row.request.len() > 300_000, "{}", row.request.len());
+}

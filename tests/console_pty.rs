@@ -460,3 +460,89 @@ fn console_in_a_pty_escapes_what_a_terminal_would_draw_as_nothing() {
         );
     }
 }
+
+/// The console's peak resident set so far (`VmHWM`, KiB) while it still runs.
+fn peak_kib(p: &Pty) -> i64 {
+    let pid = p.child.process_id().expect("pid");
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM")
+}
+
+/// Issue 14 item 6: a request of 120 MB (written by Python, so this process never holds it)
+/// is read by the console only to what it shows: the queue, the approval detail, the run
+/// detail and a refused reject keep the console under 64 MiB, and the detail says the
+/// arguments were not shown.
+#[test]
+fn a_huge_request_is_never_read_whole_by_the_console() {
+    let d = tempfile::tempdir().unwrap();
+    let (db, m) = fixture(d.path(), "huge", "waiting", &[]);
+    let run = run_of(&m, "waiting");
+    let script = "import sqlite3,sys\nc=sqlite3.connect(sys.argv[1])\n\
+        c.execute(\"UPDATE approvals SET request_json = json_set(request_json, '$.args.blob', \
+        replace(hex(zeroblob(60000000)), '0', 'x')) WHERE run_id = ?\", (sys.argv[2],))\n\
+        c.commit()\nprint(c.execute('SELECT length(request_json) FROM approvals WHERE run_id = ?', (sys.argv[2],)).fetchone()[0])";
+    let out = std::process::Command::new("python3")
+        .args(["-c", script])
+        .arg(&db)
+        .arg(&run)
+        .output()
+        .expect("python3");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let len: i64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    assert!(len > 120_000_000, "the request really is huge: {len}");
+    let mut p = Pty::start(&db, &[]);
+    p.wait_text("Pending approvals");
+    p.wait_text("issue_refund");
+    p.send(format!(":approval {}\r", approval_of(&m, "waiting")).as_bytes());
+    p.wait_text("NOT SHOWN");
+    p.wait_text("none of its arguments");
+    let detail = p.parser.screen().contents();
+    assert!(
+        detail.contains(&format!("the request is {len} bytes")),
+        "the detail names the request's size:\n{detail}"
+    );
+    assert!(
+        !detail.contains("truncated") && !detail.contains("args.length"),
+        "the store's stand-in is never shown as arguments:\n{detail}"
+    );
+    assert!(
+        !detail.contains("DAMAGED"),
+        "a large request is not called damaged:\n{detail}"
+    );
+    // Nothing is decided on arguments that were not shown: both keys say so, nothing asks.
+    p.send(b"a");
+    p.wait_text("not decidable here");
+    p.send(b"r");
+    p.wait_text("not decidable here");
+    let peak = peak_kib(&p);
+    assert!(peak < 64 * 1024, "the console peaked at {peak} KiB");
+    p.send(format!(":run {run}\r").as_bytes());
+    p.wait_text("awaiting_approval");
+    let peak = peak_kib(&p);
+    assert!(
+        peak < 64 * 1024,
+        "the console peaked at {peak} KiB in the run"
+    );
+    // The way out it names: cancel the run, within the same bound (a cancel leaves the
+    // approval row, and so its request, as it is).
+    p.send(b"x");
+    p.send(b"too large to review");
+    p.send(b"\r");
+    p.wait_text("run cancelled by");
+    let peak = peak_kib(&p);
+    assert!(
+        peak < 64 * 1024,
+        "the console peaked at {peak} KiB cancelling"
+    );
+    p.send(b"\x03");
+    p.finish();
+    p.assert_restored();
+}

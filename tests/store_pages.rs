@@ -412,3 +412,211 @@ fn steps_page_by_key_even_when_an_index_is_damaged() {
     let ids: Vec<&str> = got.iter().map(|s| s.id.as_str()).collect();
     assert_eq!(ids, ["s6", "s3"]);
 }
+
+/// Issue 14 item 8 in the console: a run's events read around an anchor (an event already
+/// read, at a known index) are the offset read's rows at every window and anchor, for a run
+/// whose events interleave with another run's.
+#[test]
+fn events_read_around_an_anchor_are_the_offset_read() {
+    let dir = tempdir();
+    let store = Store::open(dir.path().join("e.db")).unwrap();
+    runs::create(&store, "a", "g", t0());
+    runs::create(&store, "b", "g", t0());
+    for i in 0..40 {
+        store
+            .write(|tx| {
+                tx.append_event("a", "", &t0(), "note", format!("{{\"i\":{i}}}").as_bytes())?;
+                if i % 3 == 0 {
+                    tx.append_event("b", "", &t0(), "note", b"{}")?;
+                }
+                Ok::<_, StoreError>(())
+            })
+            .unwrap();
+    }
+    let seqs = |p: countersign::runtime::store::Page<countersign::runtime::store::MarkedEvent>| {
+        (
+            p.items.iter().map(|m| m.event.seq).collect::<Vec<_>>(),
+            p.total,
+        )
+    };
+    let all = seqs(store.list_marked_events("a", 1000, 0).unwrap()).0;
+    assert!(all.len() > 40);
+    for ai in [0usize, 1, 7, 20, all.len() - 1] {
+        for off in [
+            0i64,
+            1,
+            5,
+            6,
+            7,
+            8,
+            19,
+            20,
+            21,
+            35,
+            all.len() as i64 - 3,
+            60,
+        ] {
+            for limit in [1i64, 4, 10] {
+                let near = seqs(
+                    store
+                        .list_marked_events_near("a", limit, off, Some((ai as i64, all[ai])))
+                        .unwrap(),
+                );
+                let by_offset = seqs(store.list_marked_events("a", limit, off).unwrap());
+                assert_eq!(near, by_offset, "anchor {ai}, offset {off}, limit {limit}");
+            }
+        }
+    }
+    // A gone anchor falls back to the offset read.
+    let p = seqs(
+        store
+            .list_marked_events_near("a", 3, 2, Some((5, i64::MAX)))
+            .unwrap(),
+    );
+    assert_eq!(p, seqs(store.list_marked_events("a", 3, 2).unwrap()));
+}
+
+/// The anchored read really goes by key: with an event before the anchor deleted (a tampered
+/// file), the window at the anchor's index still starts at the anchor, where an offset read
+/// shifts by one row.
+#[test]
+fn events_read_around_an_anchor_start_at_the_anchor_not_at_a_count() {
+    let dir = tempdir();
+    let db = dir.path().join("e.db");
+    let store = Store::open(&db).unwrap();
+    runs::create(&store, "a", "g", t0());
+    for i in 0..30 {
+        store
+            .write(|tx| {
+                tx.append_event("a", "", &t0(), "note", format!("{{\"i\":{i}}}").as_bytes())
+            })
+            .unwrap();
+    }
+    let all: Vec<i64> = store
+        .list_marked_events("a", 1000, 0)
+        .unwrap()
+        .items
+        .iter()
+        .map(|m| m.event.seq)
+        .collect();
+    let ai = 20;
+    raw_exec(&db, &format!("DELETE FROM events WHERE seq = {}", all[3]));
+    let near = store
+        .list_marked_events_near("a", 4, ai as i64, Some((ai as i64, all[ai])))
+        .unwrap();
+    let got: Vec<i64> = near.items.iter().map(|m| m.event.seq).collect();
+    assert_eq!(got, all[ai..ai + 4], "the window starts at its anchor");
+    let shifted: Vec<i64> = store
+        .list_marked_events("a", 4, ai as i64)
+        .unwrap()
+        .items
+        .iter()
+        .map(|m| m.event.seq)
+        .collect();
+    assert_eq!(shifted, all[ai + 1..ai + 5], "an offset read counts rows");
+}
+
+/// Issue 14 item 8 in the console: the approval queue read around an anchor (a row already
+/// read, at a known index) is the offset read's window, with the same "more follow", at every
+/// window and anchor, with and without a filter; an anchor that left the queue falls back.
+#[test]
+fn the_queue_read_around_an_anchor_is_the_offset_read() {
+    let dir = tempdir();
+    let store = Store::open(dir.path().join("q.db")).unwrap();
+    for i in 0..25 {
+        runs::waiting_run(&store, &format!("w{i:02}"), t0());
+    }
+    let ids = |(items, more): (Vec<countersign::runtime::store::QueueItem>, bool)| {
+        (
+            items.into_iter().map(|q| q.approval.id).collect::<Vec<_>>(),
+            more,
+        )
+    };
+    for filter in ["", "w1"] {
+        let (all, _) = ids(store.list_queue_rows(filter, 1000, 0).unwrap());
+        assert!(all.len() >= 10, "{filter}: {}", all.len());
+        for ai in [0usize, 1, 4, all.len() / 2, all.len() - 1] {
+            for off in [0i64, 1, 3, 4, 5, 9, all.len() as i64 - 2, 40] {
+                for limit in [1i64, 3, 8] {
+                    let near = ids(store
+                        .list_queue_rows_near(filter, limit, off, Some((ai as i64, &all[ai])))
+                        .unwrap());
+                    let by_offset = ids(store.list_queue_rows(filter, limit, off).unwrap());
+                    assert_eq!(
+                        near, by_offset,
+                        "{filter:?} anchor {ai}, offset {off}, limit {limit}"
+                    );
+                }
+            }
+        }
+    }
+    let gone = ids(store
+        .list_queue_rows_near("", 3, 2, Some((5, "no such")))
+        .unwrap());
+    assert_eq!(gone, ids(store.list_queue_rows("", 3, 2).unwrap()));
+    // It really goes by key: with a row before the anchor gone from the queue, the window at
+    // the anchor's index still starts at the anchor; an offset read shifts by one row.
+    let (all, _) = ids(store.list_queue_rows("", 1000, 0).unwrap());
+    raw_exec(
+        &dir.path().join("q.db"),
+        &format!(
+            "UPDATE approvals SET status = 'approved' WHERE id = '{}'",
+            all[2]
+        ),
+    );
+    let near = ids(store
+        .list_queue_rows_near("", 3, 10, Some((10, &all[10])))
+        .unwrap());
+    assert_eq!(near.0, all[10..13], "the window starts at its anchor");
+    let shifted = ids(store.list_queue_rows("", 3, 10).unwrap());
+    assert_eq!(shifted.0, all[11..14], "an offset read counts rows");
+}
+
+/// Issue 14 item 8 in the console: a run's steps read around an anchor are the offset read's
+/// window at every window and anchor, a text `idx` (a hand edit) included; with a step before
+/// the anchor deleted, the window still starts at its anchor where an offset read shifts.
+#[test]
+fn steps_read_around_an_anchor_are_the_offset_read() {
+    let dir = tempdir();
+    let db = dir.path().join("s.db");
+    let store = Store::open(&db).unwrap();
+    runs::create(&store, "r", "g", t0());
+    runs::create(&store, "q", "g", t0());
+    for i in 0..14 {
+        runs::tool_step(&store, "r", &format!("s{i:02}"), i, t0());
+        if i < 4 {
+            runs::tool_step(&store, "q", &format!("q{i:02}"), i, t0());
+        }
+    }
+    drop(store);
+    raw_exec(&db, "UPDATE steps SET idx = 'three' WHERE id = 's03';");
+    let store = Store::open_existing(&db, true).unwrap();
+    let ids = |p: countersign::runtime::store::Page<countersign::runtime::types::Step>| {
+        (
+            p.items.into_iter().map(|s| s.id).collect::<Vec<_>>(),
+            p.total,
+        )
+    };
+    let all = ids(store.list_steps_page("r", 1000, 0).unwrap()).0;
+    assert_eq!(all.len(), 14);
+    for ai in [0usize, 1, 5, 12, 13] {
+        for off in [0i64, 1, 4, 5, 6, 11, 13, 20] {
+            for limit in [1i64, 3, 6] {
+                let near = ids(store
+                    .list_steps_page_near("r", limit, off, Some((ai as i64, &all[ai])))
+                    .unwrap());
+                let by_offset = ids(store.list_steps_page("r", limit, off).unwrap());
+                assert_eq!(near, by_offset, "anchor {ai}, offset {off}, limit {limit}");
+            }
+        }
+    }
+    drop(store);
+    raw_exec(&db, &format!("DELETE FROM steps WHERE id = '{}';", all[1]));
+    let store = Store::open_existing(&db, true).unwrap();
+    let near = ids(store
+        .list_steps_page_near("r", 3, 8, Some((8, &all[8])))
+        .unwrap());
+    assert_eq!(near.0, all[8..11], "the window starts at its anchor");
+    let shifted = ids(store.list_steps_page("r", 3, 8).unwrap());
+    assert_eq!(shifted.0, all[9..12], "an offset read counts rows");
+}

@@ -290,10 +290,21 @@ impl App {
                 } else {
                     s.list.window_offset(win)
                 };
+                // Page by key around the first row already read when it is nearer than the
+                // queue's start; a live reload (keep) re-reads by position, as rows leave the
+                // queue when they are decided.
+                let anchor = s
+                    .list
+                    .page
+                    .rows
+                    .first()
+                    .map(|r| (s.list.page.offset, r.approval_id.clone()))
+                    .filter(|(ai, _)| !keep && ai.abs_diff(off) < off);
                 Query::Queue {
                     filter: s.filter.clone(),
                     offset: off,
                     limit: win,
+                    anchor,
                 }
             }
             Screen::Runs(s) => {
@@ -350,10 +361,20 @@ impl App {
                         } else {
                             s.steps.window_offset(win)
                         };
+                        // By key around the first step already read when it is nearer than
+                        // the run's start (steps are only appended, at the next index).
+                        let anchor = s
+                            .steps
+                            .page
+                            .rows
+                            .first()
+                            .map(|r| (s.steps.page.offset, r.id.clone()))
+                            .filter(|(ai, _)| ai.abs_diff(off) < off);
                         Query::Steps {
                             run,
                             offset: off,
                             limit: win,
+                            anchor,
                         }
                     }
                     Tab::Events => {
@@ -363,10 +384,21 @@ impl App {
                         } else {
                             s.events.window_offset(win)
                         };
+                        // Page by key around the first event already read whenever it is
+                        // nearer than the log's start (events only append, so a live reload
+                        // may use it too).
+                        let anchor = s
+                            .events
+                            .page
+                            .rows
+                            .first()
+                            .map(|r| (s.events.page.offset, r.seq))
+                            .filter(|(ai, _)| ai.abs_diff(off) < off);
                         Query::Events {
                             run,
                             offset: off,
                             limit: win,
+                            anchor,
                         }
                     }
                     Tab::Approvals => {
@@ -528,6 +560,13 @@ pub(crate) fn confirm_decision_cfg(
         return Err(
             "this approval does not decode; it cannot be decided (cancel the run instead)".into(),
         );
+    }
+    if let Some((n, bytes)) = a.request_not_shown {
+        // Issue 14 item 6: nothing is decided on arguments the reviewer was not shown.
+        return Err(format!(
+            "no argument shown ({n} {}): not decidable here; x cancels",
+            if bytes { "bytes" } else { "chars" }
+        ));
     }
     if a.run_status != "WAITING_FOR_APPROVAL" {
         return Err(format!("run is {}, not waiting for approval", a.run_status));

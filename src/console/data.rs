@@ -158,6 +158,10 @@ pub struct ApprovalRow {
     pub run_status: String,
     /// The `reason` of the `approval.requested` event, if found.
     pub reason: Vec<u8>,
+    /// When the request was too large to be read for showing (issue 14 item 6): its length,
+    /// and whether that length is in bytes (else characters). `request` is then the store's
+    /// stand-in, never the tool call's arguments.
+    pub request_not_shown: Option<(i64, bool)>,
 }
 
 /// One column of one row that does not decode.
@@ -210,6 +214,9 @@ pub enum Query {
         filter: String,
         offset: u64,
         limit: u64,
+        /// The index and approval id of a row already read near the window: the window is
+        /// read by key around it (issue 14 item 8).
+        anchor: Option<(u64, String)>,
     },
     /// The queue's count for `filter` (sent by the worker after an inexact queue page).
     QueueTotal {
@@ -230,11 +237,17 @@ pub enum Query {
         run: String,
         offset: u64,
         limit: u64,
+        /// The index and id of a step already read near the window: the window is read by
+        /// key around it (issue 14 item 8).
+        anchor: Option<(u64, String)>,
     },
     Events {
         run: String,
         offset: u64,
         limit: u64,
+        /// The index and seq of an event already read near the window: the page is read by
+        /// key around it (issue 14 item 8).
+        anchor: Option<(u64, i64)>,
     },
     Approvals {
         run: String,

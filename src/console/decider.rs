@@ -6,7 +6,7 @@ use std::path::Path;
 
 use super::data::{Command, CommandResult, DecideError, Decider};
 use crate::runtime::operator::{self, OperatorError};
-use crate::runtime::store::Store;
+use crate::runtime::store::{SHOWN_REQUEST_MAX, Store};
 use crate::runtime::types::Timestamp;
 
 pub struct StoreDecider {
@@ -58,6 +58,19 @@ fn map(e: OperatorError) -> DecideError {
     }
 }
 
+impl StoreDecider {
+    /// Refuses, before the operator reads the row whole, a decision on a request the console
+    /// did not read (issue 14 item 6): the detail showed none of its arguments.
+    fn refuse_huge(&self, run: &str, approval: &str) -> Result<(), DecideError> {
+        match self.store.request_bytes(run, approval) {
+            Ok(Some(n)) if n > SHOWN_REQUEST_MAX => Err(DecideError::Other(format!(
+                "the request is {n} bytes and none of its arguments were shown; nothing was decided (cancel the run instead)"
+            ))),
+            _ => Ok(()),
+        }
+    }
+}
+
 impl Decider for StoreDecider {
     fn run(&mut self, cmd: &Command) -> CommandResult {
         let now = self.now();
@@ -69,6 +82,7 @@ impl Decider for StoreDecider {
                 by,
                 note,
             } => {
+                self.refuse_huge(run, approval)?;
                 operator::approve_shown(&self.store, run, approval, shown_hash, by, note, now)
                     .map_err(map)?;
                 Ok(format!(
@@ -82,6 +96,7 @@ impl Decider for StoreDecider {
                 by,
                 note,
             } => {
+                self.refuse_huge(run, approval)?;
                 operator::reject_shown(&self.store, run, approval, shown_hash, by, note, now)
                     .map_err(map)?;
                 Ok(format!("rejected by {by}; the run is cancelled"))

@@ -173,6 +173,20 @@ pub fn fields(a: &ApprovalRow) -> Vec<Field> {
         out.push(meta("DAMAGED", e.clone()));
     }
     match parse_json(&a.request) {
+        // The store's stand-in for a request too large to read: never shown as arguments.
+        _ if a.request_not_shown.is_some() => {
+            let (n, bytes) = a.request_not_shown.unwrap_or_default();
+            out.push(Field {
+                label: b"args".to_vec(),
+                value: format!(
+                    "NOT SHOWN: the request is {n} {}, more than the console reads; none of its arguments were read or shown",
+                    if bytes { "bytes" } else { "characters" }
+                )
+                .into_bytes(),
+                meta: true,
+                is_string: false,
+            });
+        }
         Ok(JsonNode::Object(m)) => match m.iter().rev().find(|(k, _)| k == b"args") {
             Some((_, args)) => flatten(b"args", args, &mut out),
             None => out.push(Field {

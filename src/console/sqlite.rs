@@ -191,6 +191,7 @@ fn approval_row(a: Approval, run_status: Option<&crate::runtime::types::RunStatu
             .map(|s| s.as_str().to_string())
             .unwrap_or_default(),
         reason: Vec::new(),
+        request_not_shown: None,
         id: a.id,
         run_id: a.run_id,
         step_id: a.step_id,
@@ -247,9 +248,34 @@ impl SqliteData {
     }
 
     fn approval(&self, id: &str) -> Result<Option<ApprovalRow>, StoreError> {
-        Ok(self.store.approval_view(id)?.map(|v| {
-            let mut row = approval_row(v.approval, v.run_status.as_ref());
+        // Read as a page reads it: a huge request is never loaded to be shown (issue 14 item 6).
+        let Some(v) = self.store.approval_view_capped(id)? else {
+            return Ok(None);
+        };
+        // Up to SHOWN_REQUEST_MAX bytes the request is read whole, shown and decidable as
+        // before; only a larger one stays the store's stand-in.
+        let v = match store::capped_request(&v.approval) {
+            Some(n) if n <= store::SHOWN_REQUEST_MAX => match self.store.approval_view(id)? {
+                Some(whole) => whole,
+                None => return Ok(None),
+            },
+            _ => v,
+        };
+        Ok(Some(v).map(|v| {
+            let mut approval = v.approval;
+            let not_shown = store::capped_request(&approval);
+            if let Some(n) = not_shown {
+                // The store's note is what this screen says instead, not a damaged column.
+                // The note contains "; " itself: remove it whole (it is joined last).
+                let note = store::capped_note(n);
+                let e = &mut approval.decode_error;
+                if let Some(head) = e.strip_suffix(&note) {
+                    *e = head.strip_suffix("; ").unwrap_or(head).to_string();
+                }
+            }
+            let mut row = approval_row(approval, v.run_status.as_ref());
             row.reason = v.reason.into_bytes();
+            row.request_not_shown = not_shown.map(|n| (n, n > store::SHOWN_REQUEST_MAX));
             row
         }))
     }
@@ -277,9 +303,13 @@ impl ConsoleData for SqliteData {
                 filter,
                 offset,
                 limit,
+                anchor,
             } => {
                 let (l, o) = args(*offset, *limit);
-                let (items, more) = s.list_queue_rows(filter, l, o).map_err(rd)?;
+                let anchor = anchor
+                    .as_ref()
+                    .and_then(|(i, id)| Some((i64::try_from(*i).ok()?, id.as_str())));
+                let (items, more) = s.list_queue_rows_near(filter, l, o, anchor).map_err(rd)?;
                 let n = items.len() as u64;
                 // Past the end (rows left since the cursor was placed) the count is unknown.
                 let exact = !more && (n > 0 || *offset == 0);
@@ -310,14 +340,28 @@ impl ConsoleData for SqliteData {
                 Reply::Runs(page(*offset, *limit, p, run_row))
             }
             Query::Run { id } => Reply::Run(self.run(id).map_err(rd)?.map(Box::new)),
-            Query::Steps { run, offset, limit } => {
+            Query::Steps {
+                run,
+                offset,
+                limit,
+                anchor,
+            } => {
                 let (l, o) = args(*offset, *limit);
-                let p = s.list_steps_page(run, l, o).map_err(rd)?;
+                let anchor = anchor
+                    .as_ref()
+                    .and_then(|(i, id)| Some((i64::try_from(*i).ok()?, id.as_str())));
+                let p = s.list_steps_page_near(run, l, o, anchor).map_err(rd)?;
                 Reply::Steps(page(*offset, *limit, p, step_row))
             }
-            Query::Events { run, offset, limit } => {
+            Query::Events {
+                run,
+                offset,
+                limit,
+                anchor,
+            } => {
                 let (l, o) = args(*offset, *limit);
-                let p = s.list_marked_events(run, l, o).map_err(rd)?;
+                let anchor = anchor.and_then(|(i, seq)| Some((i64::try_from(i).ok()?, seq)));
+                let p = s.list_marked_events_near(run, l, o, anchor).map_err(rd)?;
                 Reply::Events(page(*offset, *limit, p, event_row))
             }
             Query::Approvals { run, offset, limit } => {

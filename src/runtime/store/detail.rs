@@ -138,6 +138,34 @@ impl Store {
         })
     }
 
+    /// As [`Store::approval_view`], but the approval read as a page reads it (issue 14 item 6):
+    /// a request over [`MAX_PAGE_TEXT`] characters is replaced by its stand-in (see
+    /// [`crate::runtime::store::capped_request`]) and one over
+    /// [`crate::runtime::store::SHOWN_REQUEST_MAX`] bytes is never loaded, so showing an
+    /// approval costs what the screen shows whatever the request's size.
+    pub fn approval_view_capped(&self, id: &str) -> Result<Option<ApprovalView>, StoreError> {
+        self.read(|c| {
+            let Some(approval) = c
+                .prepare_cached(&format!(
+                    "{} WHERE id = ? ORDER BY rowid LIMIT 1",
+                    approval_select()
+                ))
+                .ctx("get approval")?
+                .query_row([id], |r| Ok(capped_approval(r)))
+                .optional()
+                .ctx("get approval")?
+            else {
+                return Ok(None);
+            };
+            let reason = approval_reason(c, &approval.run_id, &approval.id).unwrap_or_default();
+            Ok(Some(ApprovalView {
+                run_status: run_status(c, &approval.run_id)?,
+                reason,
+                approval,
+            }))
+        })
+    }
+
     /// A run's events in seq order (capped), each with its chain mark, with the total. The
     /// mark is computed with the store's chain verification over that one event; an event
     /// whose payload is over [`MAX_PAGE_TEXT`] or whose previous event is missing is
@@ -148,15 +176,87 @@ impl Store {
         limit: i64,
         offset: i64,
     ) -> Result<Page<MarkedEvent>, StoreError> {
+        self.list_marked_events_near(run_id, limit, offset, None)
+    }
+
+    /// As [`Store::list_marked_events`], read by key (issue 14 item 8) around an `anchor`: the
+    /// index and `seq` of an event of the same run already read. The page's seqs are found by
+    /// walking the `(run_id, seq)` index from the anchor (`seq <` / `>=` it, skipping only the
+    /// distance from the anchor), so a page deep in a long log costs what a page near its
+    /// anchor does; without an anchor, or when the anchor event is gone, it reads by OFFSET.
+    /// Events are only ever appended with a larger seq, so an anchor's index stays valid.
+    pub fn list_marked_events_near(
+        &self,
+        run_id: &str,
+        limit: i64,
+        offset: i64,
+        anchor: Option<(i64, i64)>,
+    ) -> Result<Page<MarkedEvent>, StoreError> {
         check_page("events", limit, offset)?;
         self.read(|c| {
-            let sql = format!(
-                "{} WHERE run_id = ? ORDER BY seq LIMIT ? OFFSET ?",
-                event_select()
-            );
-            let events = query(c, &sql, &[&run_id, &limit, &offset], "list events", |r| {
-                event_from(&mut Cols::new(r))
-            })?;
+            let anchor = match anchor {
+                Some((ai, seq)) if ai >= 0 => c
+                    .prepare_cached("SELECT 1 FROM events WHERE run_id = ? AND seq = ?")
+                    .ctx("list events")?
+                    .exists(params![run_id, seq])
+                    .ctx("list events")?
+                    .then_some((ai, seq)),
+                _ => None,
+            };
+            let events = match anchor {
+                None => {
+                    let sql = format!(
+                        "{} WHERE run_id = ? ORDER BY seq LIMIT ? OFFSET ?",
+                        event_select()
+                    );
+                    query(c, &sql, &[&run_id, &limit, &offset], "list events", |r| {
+                        event_from(&mut Cols::new(r))
+                    })?
+                }
+                Some((ai, aseq)) => {
+                    let end = offset.saturating_add(limit); // one past the page
+                    let key = |r: &rusqlite::Row<'_>| r.get::<_, i64>(0).unwrap_or(0);
+                    let mut seqs = Vec::new();
+                    // Indices [offset, min(end, ai)): before the anchor, nearest first.
+                    let hi = end.min(ai);
+                    if offset < hi {
+                        let mut up = query(
+                            c,
+                            "SELECT seq FROM events WHERE run_id = ?1 AND seq < ?2 \
+                             ORDER BY seq DESC LIMIT ?3 OFFSET ?4",
+                            &[&run_id, &aseq, &(hi - offset), &(ai - hi)],
+                            "list events",
+                            key,
+                        )?;
+                        up.reverse();
+                        seqs.extend(up);
+                    }
+                    // Indices [max(offset, ai), end): the anchor and after it.
+                    let from = offset.max(ai);
+                    if end > from {
+                        seqs.extend(query(
+                            c,
+                            "SELECT seq FROM events WHERE run_id = ?1 AND seq >= ?2 \
+                             ORDER BY seq ASC LIMIT ?3 OFFSET ?4",
+                            &[&run_id, &aseq, &(end - from), &(from - ai)],
+                            "list events",
+                            key,
+                        )?);
+                    }
+                    match (seqs.first(), seqs.last()) {
+                        (Some(lo), Some(hi)) => {
+                            let sql = format!(
+                                "{} WHERE run_id = ? AND seq >= ? AND seq <= ? ORDER BY seq",
+                                event_select()
+                            );
+                            query(c, &sql, &[&run_id, lo, hi], "list events", |r| {
+                                event_from(&mut Cols::new(r))
+                            })?
+                        }
+                        _ => Vec::new(),
+                    }
+                }
+            };
             let mut items = Vec::with_capacity(events.len());
             for event in events {
                 let mark = mark(c, event.seq)?;

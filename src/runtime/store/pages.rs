@@ -296,19 +296,88 @@ impl Store {
         limit: i64,
         offset: i64,
     ) -> Result<Page<Step>, StoreError> {
+        self.list_steps_page_near(run_id, limit, offset, None)
+    }
+
+    /// As [`Store::list_steps_page`], read by key (issue 14 item 8) around an `anchor`: the
+    /// index in the list and the id of a step of the same run already read. The window's rows
+    /// are found by walking `(idx, rowid)` from the anchor's (a damaged, repeated or non-integer
+    /// `idx` still orders once), skipping only the distance from the anchor; without an
+    /// anchor, or when the anchor step is gone, by OFFSET.
+    pub fn list_steps_page_near(
+        &self,
+        run_id: &str,
+        limit: i64,
+        offset: i64,
+        anchor: Option<(i64, &str)>,
+    ) -> Result<Page<Step>, StoreError> {
         check_page("steps", limit, offset)?;
         self.read(|c| {
-            let sql = format!(
-                "{} WHERE run_id = ? ORDER BY idx LIMIT ? OFFSET ?",
-                step_select()
-            );
-            let items = query(
-                c,
-                &sql,
-                &[&run_id, &limit, &offset],
-                "list steps",
-                capped_step,
-            )?;
+            use rusqlite::types::Value;
+            let anchor = match anchor {
+                Some((ai, id)) if ai >= 0 => c
+                    .prepare_cached(
+                        "SELECT idx, rowid FROM steps WHERE run_id = ? AND id = ? ORDER BY rowid LIMIT 1",
+                    )
+                    .ctx("list steps")?
+                    .query_row(params![run_id, id], |r| {
+                        Ok((r.get::<_, Value>(0)?, r.get::<_, i64>(1)?))
+                    })
+                    .optional()
+                    .ctx("list steps")?
+                    .map(|(idx, rowid)| (ai, idx, rowid)),
+                _ => None,
+            };
+            let items = match anchor {
+                None => {
+                    let sql = format!(
+                        "{} WHERE run_id = ? ORDER BY idx, rowid LIMIT ? OFFSET ?",
+                        step_select()
+                    );
+                    query(
+                        c,
+                        &sql,
+                        &[&run_id, &limit, &offset],
+                        "list steps",
+                        capped_step,
+                    )?
+                }
+                Some((ai, aidx, ar)) => {
+                    let end = offset.saturating_add(limit);
+                    let key = |r: &rusqlite::Row<'_>| r.get::<_, i64>(0).unwrap_or(0);
+                    let mut keys = Vec::new();
+                    let hi = end.min(ai);
+                    if offset < hi {
+                        let mut up = query(
+                            c,
+                            "SELECT rowid FROM steps WHERE run_id = ?1 AND (idx, rowid) < (?2, ?3) \
+                             ORDER BY idx DESC, rowid DESC LIMIT ?4 OFFSET ?5",
+                            &[&run_id, &aidx, &ar, &(hi - offset), &(ai - hi)],
+                            "list steps",
+                            key,
+                        )?;
+                        up.reverse();
+                        keys.extend(up);
+                    }
+                    let from = offset.max(ai);
+                    if end > from {
+                        keys.extend(query(
+                            c,
+                            "SELECT rowid FROM steps WHERE run_id = ?1 AND (idx, rowid) >= (?2, ?3) \
+                             ORDER BY idx ASC, rowid ASC LIMIT ?4 OFFSET ?5",
+                            &[&run_id, &aidx, &ar, &(end - from), &(from - ai)],
+                            "list steps",
+                            key,
+                        )?);
+                    }
+                    let sql = format!("{} WHERE rowid = ?", step_select());
+                    let mut items = Vec::with_capacity(keys.len());
+                    for k in keys {
+                        items.extend(query(c, &sql, &[&k], "list steps", capped_step)?);
+                    }
+                    items
+                }
+            };
             Ok(Page {
                 items,
                 total: count(c, "SELECT COUNT(*) FROM steps WHERE run_id = ?", &[&run_id])?,

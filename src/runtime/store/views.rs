@@ -242,17 +242,75 @@ impl Store {
         limit: i64,
         offset: i64,
     ) -> Result<(Vec<QueueItem>, bool), StoreError> {
+        self.list_queue_rows_near(filter, limit, offset, None)
+    }
+
+    /// As [`Store::list_queue_rows`], read by key (issue 14 item 8) around an `anchor`: the
+    /// index and approval id of a row of the same queue already read. The window's rows are
+    /// found by walking `rowid` from the anchor's (`<` / `>=` it, skipping only the distance
+    /// from the anchor); without an anchor, or when the anchor has left the queue, by OFFSET.
+    pub fn list_queue_rows_near(
+        &self,
+        filter: &str,
+        limit: i64,
+        offset: i64,
+        anchor: Option<(i64, &str)>,
+    ) -> Result<(Vec<QueueItem>, bool), StoreError> {
         check_page("queue", limit, offset)?;
         let filter = filter.to_lowercase();
         self.read(|c| {
             let from = "FROM approvals a JOIN runs r ON r.id = a.run_id";
-            let mut keys = rowids(
-                c,
-                &format!(
-                    "SELECT a.rowid {from} WHERE {QUEUE_COND} ORDER BY a.rowid LIMIT ?2 OFFSET ?3"
-                ),
-                &[&filter, &limit.saturating_add(1), &offset],
-            )?;
+            let anchor = match anchor {
+                Some((ai, id)) if ai >= 0 => rowids(
+                    c,
+                    &format!(
+                        "SELECT a.rowid {from} WHERE {QUEUE_COND} AND a.id = ?2 ORDER BY a.rowid LIMIT 1"
+                    ),
+                    &[&filter, &id],
+                )?
+                .first()
+                .map(|r| (ai, *r)),
+                _ => None,
+            };
+            let mut keys = match anchor {
+                None => rowids(
+                    c,
+                    &format!(
+                        "SELECT a.rowid {from} WHERE {QUEUE_COND} ORDER BY a.rowid LIMIT ?2 OFFSET ?3"
+                    ),
+                    &[&filter, &limit.saturating_add(1), &offset],
+                )?,
+                Some((ai, ar)) => {
+                    // One row past the window, to say whether more follow.
+                    let end = offset.saturating_add(limit).saturating_add(1);
+                    let mut keys = Vec::new();
+                    let hi = end.min(ai);
+                    if offset < hi {
+                        let mut up = rowids(
+                            c,
+                            &format!(
+                                "SELECT a.rowid {from} WHERE {QUEUE_COND} AND a.rowid < ?2 \
+                                 ORDER BY a.rowid DESC LIMIT ?3 OFFSET ?4"
+                            ),
+                            &[&filter, &ar, &(hi - offset), &(ai - hi)],
+                        )?;
+                        up.reverse();
+                        keys.extend(up);
+                    }
+                    let from_i = offset.max(ai);
+                    if end > from_i {
+                        keys.extend(rowids(
+                            c,
+                            &format!(
+                                "SELECT a.rowid {from} WHERE {QUEUE_COND} AND a.rowid >= ?2 \
+                                 ORDER BY a.rowid ASC LIMIT ?3 OFFSET ?4"
+                            ),
+                            &[&filter, &ar, &(end - from_i), &(from_i - ai)],
+                        )?);
+                    }
+                    keys
+                }
+            };
             let more = keys.len() as i64 > limit;
             keys.truncate(usize::try_from(limit).unwrap_or(0));
             let mut items = Vec::with_capacity(keys.len());
