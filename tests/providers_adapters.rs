@@ -857,3 +857,64 @@ fn ollama_text_only_and_5xx_and_anthropic_raw_assistant_turns() {
         "nothing sent for the refused turn"
     );
 }
+
+/// A certificate nobody vouches for, or one for another name, is permanent (a retry would
+/// meet the same certificate), and the request with its key never left the client.
+#[test]
+fn a_certificate_the_client_cannot_trust_is_permanent_and_nothing_is_sent() {
+    use providers_support::tls::{ELSEWHERE, TlsServer, UNTRUSTED_LOCALHOST};
+    for (pair, what) in [(UNTRUSTED_LOCALHOST, "unknown issuer"), (ELSEWHERE, "other name")] {
+        let s = TlsServer::start(pair);
+        let m = openai_at(&format!("https://localhost:{}", s.addr.port()), KEY);
+        match call(&m) {
+            Err(ModelError::Fatal(e)) => {
+                assert!(!e.contains(KEY), "{what}: {e}");
+                assert!(e.to_lowercase().contains("certificate"), "{what}: {e}");
+            }
+            other => panic!("{what}: a certificate failure must be permanent: {other:?}"),
+        }
+        assert!(*s.connections.lock().unwrap() >= 1, "{what}: never dialled");
+        assert_eq!(*s.plaintext.lock().unwrap(), 0, "{what}: bytes got through");
+    }
+}
+
+/// A name the resolver says does not exist is permanent; a resolver that could not answer
+/// now, or failed otherwise, is transient (spec §2.7). The failures are the resolver's typed
+/// answers, not its text.
+#[test]
+fn a_host_that_does_not_exist_is_permanent_and_a_resolver_failure_is_transient() {
+    use countersign::providers::dns::{DnsError, FailingResolver};
+    let cases: [(fn(&str) -> DnsError, bool); 3] = [
+        (|h| DnsError::NotFound { host: h.into() }, true),
+        (|h| DnsError::Temporary { host: h.into() }, false),
+        (
+            |h| DnsError::Other {
+                host: h.into(),
+                detail: "resolver went away".into(),
+            },
+            false,
+        ),
+    ];
+    for (make, permanent) in cases {
+        let c = phttp::client_resolving(None, FailingResolver(Arc::new(make))).unwrap();
+        let out = rt().block_on(phttp::post(
+            "openai",
+            &c,
+            "https://api.nowhere.invalid/v1/chat/completions",
+            &[Header::Secret("authorization", &Secret::new(KEY), "Bearer ")],
+            b"{}".to_vec(),
+        ));
+        let Err(f) = out else {
+            panic!("a failed lookup cannot answer")
+        };
+        match (&f, permanent) {
+            (Failure::Permanent(m), true) => {
+                assert!(m.contains("api.nowhere.invalid") && m.contains("no such host"), "{m}")
+            }
+            (Failure::Transient { message, .. }, false) => {
+                assert!(message.contains("api.nowhere.invalid"), "{message}")
+            }
+            _ => panic!("permanent={permanent}: {f:?}"),
+        }
+    }
+}

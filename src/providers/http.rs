@@ -7,13 +7,14 @@ use std::error::Error as StdError;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::Once;
+use std::sync::{Arc, Once};
 use std::task::{Context, Poll};
 use std::time::{Duration, SystemTime};
 
 use hyper_util::client::legacy::connect::{Connection, HttpInfo};
 
 use super::Secret;
+use super::dns::{DnsError, SystemResolver};
 use super::shared::{self, Failure, MAX_BODY_BYTES};
 
 type BoxError = Box<dyn StdError + Send + Sync>;
@@ -93,11 +94,28 @@ pub fn client(loopback_only: Option<&str>) -> Result<reqwest::Client, String> {
     client_with(loopback_only, &[])
 }
 
+/// [`client`] asking `resolver` for addresses instead of the system resolver (what a test
+/// uses to see each kind of resolver failure classified without a network).
+pub fn client_resolving(
+    loopback_only: Option<&str>,
+    resolver: impl reqwest::dns::Resolve + 'static,
+) -> Result<reqwest::Client, String> {
+    build(loopback_only, &[], Arc::new(resolver))
+}
+
 /// [`client`] with host names pinned to addresses (what a test uses to make `localhost`
 /// land elsewhere). `loopback_only` is the authority named in a refusal.
 pub fn client_with(
     loopback_only: Option<&str>,
     resolve: &[(&str, SocketAddr)],
+) -> Result<reqwest::Client, String> {
+    build(loopback_only, resolve, Arc::new(SystemResolver))
+}
+
+fn build(
+    loopback_only: Option<&str>,
+    resolve: &[(&str, SocketAddr)],
+    resolver: Arc<dyn reqwest::dns::Resolve>,
 ) -> Result<reqwest::Client, String> {
     CRYPTO.call_once(|| {
         // Another part of the process may have installed one: that one is kept.
@@ -108,7 +126,8 @@ pub fn client_with(
         .retry(reqwest::retry::never())
         .no_proxy()
         .timeout(shared::DEFAULT_TIMEOUT)
-        .connect_timeout(Duration::from_secs(30));
+        .connect_timeout(Duration::from_secs(30))
+        .dns_resolver(resolver);
     for (host, addr) in resolve {
         b = b.resolve(host, *addr);
     }
@@ -252,8 +271,8 @@ fn chain(e: &reqwest::Error) -> String {
     s
 }
 
-/// agentrt's `ClassifyTransport`, on error types (never on text): the loopback refusal and
-/// certificate failures are permanent; a timeout or a connection lost once the request may
+/// agentrt's `ClassifyTransport`, on error types (never on text): the loopback refusal, a
+/// name that does not exist and certificate failures are permanent; a timeout or a connection lost once the request may
 /// have gone out is ambiguous; a dial that failed is transient.
 pub fn classify_transport(provider: &str, e: &reqwest::Error) -> Failure {
     let mut cur: Option<&(dyn StdError + 'static)> = Some(e);
@@ -262,8 +281,20 @@ pub fn classify_transport(provider: &str, e: &reqwest::Error) -> Failure {
         if let Some(n) = c.downcast_ref::<NotLoopback>() {
             return Failure::Permanent(n.to_string());
         }
-        if c.downcast_ref::<rustls::Error>().is_some() {
-            return Failure::Permanent(format!("{provider}: {}", chain(e)));
+        // An `io::Error` hides the error it wraps from `source()`: look inside it too.
+        let inner = c
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+            .map(|i| i as &(dyn StdError + 'static));
+        for c in std::iter::once(c).chain(inner) {
+            if let Some(d) = c.downcast_ref::<DnsError>()
+                && d.is_not_found()
+            {
+                return Failure::Permanent(format!("{provider}: {d}"));
+            }
+            if c.downcast_ref::<rustls::Error>().is_some() {
+                return Failure::Permanent(format!("{provider}: {}", chain(e)));
+            }
         }
         if let Some(io) = c.downcast_ref::<std::io::Error>() {
             use std::io::ErrorKind::*;

@@ -17,6 +17,8 @@ pub mod wire;
 #[cfg(feature = "providers")]
 pub mod anthropic;
 #[cfg(feature = "providers")]
+pub mod dns;
+#[cfg(feature = "providers")]
 pub mod http;
 #[cfg(feature = "providers")]
 pub mod ollama;

@@ -2,6 +2,8 @@
 //! answers each connection with the next canned reply, and keeps every request's bytes.
 #![allow(dead_code)]
 
+pub mod tls;
+
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
