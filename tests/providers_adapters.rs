@@ -863,7 +863,10 @@ fn ollama_text_only_and_5xx_and_anthropic_raw_assistant_turns() {
 #[test]
 fn a_certificate_the_client_cannot_trust_is_permanent_and_nothing_is_sent() {
     use providers_support::tls::{ELSEWHERE, TlsServer, UNTRUSTED_LOCALHOST};
-    for (pair, what) in [(UNTRUSTED_LOCALHOST, "unknown issuer"), (ELSEWHERE, "other name")] {
+    for (pair, what) in [
+        (UNTRUSTED_LOCALHOST, "unknown issuer"),
+        (ELSEWHERE, "other name"),
+    ] {
         let s = TlsServer::start(pair);
         let m = openai_at(&format!("https://localhost:{}", s.addr.port()), KEY);
         match call(&m) {
@@ -884,7 +887,8 @@ fn a_certificate_the_client_cannot_trust_is_permanent_and_nothing_is_sent() {
 #[test]
 fn a_host_that_does_not_exist_is_permanent_and_a_resolver_failure_is_transient() {
     use countersign::providers::dns::{DnsError, FailingResolver};
-    let cases: [(fn(&str) -> DnsError, bool); 3] = [
+    type Make = fn(&str) -> DnsError;
+    let cases: [(Make, bool); 3] = [
         (|h| DnsError::NotFound { host: h.into() }, true),
         (|h| DnsError::Temporary { host: h.into() }, false),
         (
@@ -901,7 +905,11 @@ fn a_host_that_does_not_exist_is_permanent_and_a_resolver_failure_is_transient()
             "openai",
             &c,
             "https://api.nowhere.invalid/v1/chat/completions",
-            &[Header::Secret("authorization", &Secret::new(KEY), "Bearer ")],
+            &[Header::Secret(
+                "authorization",
+                &Secret::new(KEY),
+                "Bearer ",
+            )],
             b"{}".to_vec(),
         ));
         let Err(f) = out else {
@@ -909,7 +917,10 @@ fn a_host_that_does_not_exist_is_permanent_and_a_resolver_failure_is_transient()
         };
         match (&f, permanent) {
             (Failure::Permanent(m), true) => {
-                assert!(m.contains("api.nowhere.invalid") && m.contains("no such host"), "{m}")
+                assert!(
+                    m.contains("api.nowhere.invalid") && m.contains("no such host"),
+                    "{m}"
+                )
             }
             (Failure::Transient { message, .. }, false) => {
                 assert!(message.contains("api.nowhere.invalid"), "{message}")

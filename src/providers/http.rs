@@ -271,30 +271,41 @@ fn chain(e: &reqwest::Error) -> String {
     s
 }
 
+/// Every error in `e`'s chain, and inside each `io::Error` the error it wraps: `source()` skips
+/// that one (an `io::Error`'s source is its inner error's source), and a TLS failure arrives as
+/// a `rustls::Error` inside two nested `io::Error`s.
+fn causes<'a>(e: &'a (dyn StdError + 'static)) -> Vec<&'a (dyn StdError + 'static)> {
+    let mut out = Vec::new();
+    let mut cur = Some(e);
+    while let Some(c) = cur {
+        out.push(c);
+        let mut io = c.downcast_ref::<std::io::Error>();
+        while let Some(inner) = io.and_then(|i| i.get_ref()) {
+            let inner: &(dyn StdError + 'static) = inner;
+            out.push(inner);
+            io = inner.downcast_ref::<std::io::Error>();
+        }
+        cur = c.source();
+    }
+    out
+}
+
 /// agentrt's `ClassifyTransport`, on error types (never on text): the loopback refusal, a
 /// name that does not exist and certificate failures are permanent; a timeout or a connection lost once the request may
 /// have gone out is ambiguous; a dial that failed is transient.
 pub fn classify_transport(provider: &str, e: &reqwest::Error) -> Failure {
-    let mut cur: Option<&(dyn StdError + 'static)> = Some(e);
     let mut lost = false;
-    while let Some(c) = cur {
+    for c in causes(e) {
         if let Some(n) = c.downcast_ref::<NotLoopback>() {
             return Failure::Permanent(n.to_string());
         }
-        // An `io::Error` hides the error it wraps from `source()`: look inside it too.
-        let inner = c
-            .downcast_ref::<std::io::Error>()
-            .and_then(|io| io.get_ref())
-            .map(|i| i as &(dyn StdError + 'static));
-        for c in std::iter::once(c).chain(inner) {
-            if let Some(d) = c.downcast_ref::<DnsError>()
-                && d.is_not_found()
-            {
-                return Failure::Permanent(format!("{provider}: {d}"));
-            }
-            if c.downcast_ref::<rustls::Error>().is_some() {
-                return Failure::Permanent(format!("{provider}: {}", chain(e)));
-            }
+        if let Some(d) = c.downcast_ref::<DnsError>()
+            && d.is_not_found()
+        {
+            return Failure::Permanent(format!("{provider}: {d}"));
+        }
+        if c.downcast_ref::<rustls::Error>().is_some() {
+            return Failure::Permanent(format!("{provider}: {}", chain(e)));
         }
         if let Some(io) = c.downcast_ref::<std::io::Error>() {
             use std::io::ErrorKind::*;
@@ -310,7 +321,6 @@ pub fn classify_transport(provider: &str, e: &reqwest::Error) -> Failure {
         {
             lost = true;
         }
-        cur = c.source();
     }
     let msg = format!("{provider}: {}", chain(e));
     if e.is_builder() {

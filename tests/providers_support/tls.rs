@@ -17,10 +17,7 @@ pub const UNTRUSTED_LOCALHOST: (&str, &str) = (
     include_str!("untrusted_localhost.crt"),
     include_str!("untrusted_localhost.key"),
 );
-pub const ELSEWHERE: (&str, &str) = (
-    include_str!("elsewhere.crt"),
-    include_str!("elsewhere.key"),
-);
+pub const ELSEWHERE: (&str, &str) = (include_str!("elsewhere.crt"), include_str!("elsewhere.key"));
 
 pub struct TlsServer {
     pub addr: SocketAddr,

@@ -37,6 +37,7 @@ pub use lease::LeaseHandle;
 pub use open::ConnectionSettings;
 pub use pages::{MAX_PAGE_TEXT, Page};
 pub use schema::{DEFAULT_LEASE_TTL_NS, MIGRATIONS, PRE_LEASE_OWNER, SCHEMA_MIGRATIONS_DDL};
+#[cfg(feature = "console")]
 pub(crate) use sizes::capped_note;
 pub use sizes::{SHOWN_REQUEST_MAX, capped_request};
 pub use tx::{Transition, Tx};
