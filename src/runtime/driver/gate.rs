@@ -51,7 +51,55 @@ impl Verdict {
     }
 }
 
-/// The Gate: a driver without an agent.
+/// The Gate: a driver without an agent. The caller's own loop proposes each decision; the
+/// Gate records it, checks it against the tool's schema, asks the policy and answers with a
+/// [`Verdict`]. An allowed call runs only through [`Session::execute`], which first writes the
+/// tool's start in one compare-and-set on the lease and the run's state.
+///
+/// ```
+/// # use std::sync::Arc;
+/// # use std::time::Duration;
+/// # use countersign::runtime::agent;
+/// # use countersign::runtime::driver::{Config, Gate, Verdict, default_limits};
+/// # use countersign::runtime::policy::DefaultPolicy;
+/// # use countersign::runtime::store::Store;
+/// # use countersign::runtime::tools::{FnTool, Registry, SideEffect, ToolDef, ToolOutput};
+/// # use countersign::runtime::types::RunStatus;
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let dir = tempfile::tempdir()?;
+/// # let store = Arc::new(Store::open(dir.path().join("runs.db"))?);
+/// let mut tools = Registry::new();
+/// tools.register(FnTool::new(
+///     ToolDef {
+///         name: "disk_usage".into(),
+///         description: "how full a path is".into(),
+///         input_schema: br#"{"type":"object"}"#.to_vec(),
+///         side_effect: SideEffect::ReadOnly,
+///         timeout: Duration::from_secs(5),
+///         terminal: false,
+///     },
+///     |_| Box::pin(async { Ok(ToolOutput::default()) }),
+/// ))?;
+/// let gate = Gate::new(Config::new(store, tools, Arc::new(DefaultPolicy)))?;
+/// let rt = tokio::runtime::Runtime::new()?;
+/// let mut session = rt.block_on(gate.begin("check-1", "how big is the cache?", default_limits()))?;
+///
+/// // The caller's model chose a call: the Gate judges it; nothing has run yet.
+/// session.step()?.map_err(|v| v.outcome())?;
+/// let verdict = session.propose(agent::tool_call("disk_usage", r#"{"path":"/var"}"#))?;
+/// assert_eq!(verdict.outcome(), "allowed");
+/// // Only `execute` runs it, after checking that the lease and the run still allow it.
+/// let observed = rt.block_on(session.execute())?;
+/// assert_eq!(observed.outcome(), "observed");
+///
+/// session.step()?.map_err(|v| v.outcome())?;
+/// match session.propose(agent::complete("{}"))? {
+///     Verdict::Ended(run) => assert_eq!(run.status, RunStatus::Completed),
+///     other => panic!("{}", other.outcome()),
+/// }
+/// session.close();
+/// # Ok(()) }
+/// ```
 #[derive(Clone)]
 pub struct Gate {
     driver: Driver,

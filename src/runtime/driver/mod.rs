@@ -243,6 +243,63 @@ impl Driver {
     }
 
     /// Creates a run with a fresh id and drives it until it ends or pauses.
+    ///
+    /// A run whose policy asks for a person comes back paused, and nothing has run:
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use std::sync::atomic::{AtomicUsize, Ordering};
+    /// # use std::time::Duration;
+    /// # use countersign::runtime::agent::{self, Agent, DecideFuture, StepInput};
+    /// # use countersign::runtime::driver::{Config, Driver, default_limits};
+    /// # use countersign::runtime::operator;
+    /// # use countersign::runtime::policy::{self, FnPolicy, PolicyDecision, PolicyRequest, RunView};
+    /// # use countersign::runtime::store::Store;
+    /// # use countersign::runtime::tools::{FnTool, Registry, SideEffect, ToolDef, ToolOutput};
+    /// # use countersign::runtime::types::{RunStatus, Timestamp};
+    /// # struct Refunder;
+    /// # impl Agent for Refunder {
+    /// #     fn decide(&self, input: StepInput) -> DecideFuture {
+    /// #         let d = match input.steps.len() {
+    /// #             0 => agent::tool_call("refund", r#"{"order":"A-1","cents":500}"#),
+    /// #             _ => agent::complete("{}"),
+    /// #         };
+    /// #         Box::pin(async move { Ok(d) })
+    /// #     }
+    /// # }
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let dir = tempfile::tempdir()?;
+    /// # let store = Arc::new(Store::open(dir.path().join("runs.db"))?);
+    /// # let ran = Arc::new(AtomicUsize::new(0));
+    /// # let counter = ran.clone();
+    /// # let mut tools = Registry::new();
+    /// # tools.register(FnTool::new(
+    /// #     ToolDef {
+    /// #         name: "refund".into(),
+    /// #         description: "refund an order".into(),
+    /// #         input_schema: br#"{"type":"object"}"#.to_vec(),
+    /// #         side_effect: SideEffect::RemoteMutation,
+    /// #         timeout: Duration::from_secs(5),
+    /// #         terminal: false,
+    /// #     },
+    /// #     move |_| {
+    /// #         counter.fetch_add(1, Ordering::SeqCst);
+    /// #         Box::pin(async { Ok(ToolOutput::default()) })
+    /// #     },
+    /// # ))?;
+    /// // Every refund waits for a person; the approval binds the request shown to them.
+    /// fn review(req: &PolicyRequest, _: &RunView) -> Result<PolicyDecision, String> {
+    ///     policy::need_approval("refund", "refunds need a person", &req.args, &req.args)
+    /// }
+    /// let mut cfg = Config::new(store.clone(), tools, Arc::new(FnPolicy(review)));
+    /// cfg.agent = Some(Arc::new(Refunder));
+    /// let driver = Driver::new(cfg)?;
+    /// let rt = tokio::runtime::Runtime::new()?;
+    /// let run = rt.block_on(driver.start("refund order A-1", default_limits()))?;
+    /// assert_eq!(run.status, RunStatus::WaitingForApproval);
+    /// assert_eq!(ran.load(Ordering::SeqCst), 0, "the refund waits for the decision");
+    /// # Ok(()) }
+    /// ```
     pub async fn start(&self, goal: &str, limits: Limits) -> Result<Run, RuntimeError> {
         let id = self.inner.id();
         self.start_with_id(&id, goal, limits).await
@@ -264,6 +321,68 @@ impl Driver {
 
     /// Resumes a run: a WAITING run whose latest approval was granted (8.2), or a
     /// RUNNING/INTERRUPTED run whose previous driver stopped (8.3).
+    ///
+    /// After a reviewer approved the request they were shown, the resume runs exactly that
+    /// request, once, and the agent goes on:
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use std::sync::atomic::{AtomicUsize, Ordering};
+    /// # use std::time::Duration;
+    /// # use countersign::runtime::agent::{self, Agent, DecideFuture, StepInput};
+    /// # use countersign::runtime::driver::{Config, Driver, default_limits};
+    /// # use countersign::runtime::operator;
+    /// # use countersign::runtime::policy::{self, FnPolicy, PolicyDecision, PolicyRequest, RunView};
+    /// # use countersign::runtime::store::Store;
+    /// # use countersign::runtime::tools::{FnTool, Registry, SideEffect, ToolDef, ToolOutput};
+    /// # use countersign::runtime::types::{RunStatus, Timestamp};
+    /// # struct Refunder;
+    /// # impl Agent for Refunder {
+    /// #     fn decide(&self, input: StepInput) -> DecideFuture {
+    /// #         let d = match input.steps.len() {
+    /// #             0 => agent::tool_call("refund", r#"{"order":"A-1","cents":500}"#),
+    /// #             _ => agent::complete("{}"),
+    /// #         };
+    /// #         Box::pin(async move { Ok(d) })
+    /// #     }
+    /// # }
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let dir = tempfile::tempdir()?;
+    /// # let store = Arc::new(Store::open(dir.path().join("runs.db"))?);
+    /// # let ran = Arc::new(AtomicUsize::new(0));
+    /// # let counter = ran.clone();
+    /// # let mut tools = Registry::new();
+    /// # tools.register(FnTool::new(
+    /// #     ToolDef {
+    /// #         name: "refund".into(),
+    /// #         description: "refund an order".into(),
+    /// #         input_schema: br#"{"type":"object"}"#.to_vec(),
+    /// #         side_effect: SideEffect::RemoteMutation,
+    /// #         timeout: Duration::from_secs(5),
+    /// #         terminal: false,
+    /// #     },
+    /// #     move |_| {
+    /// #         counter.fetch_add(1, Ordering::SeqCst);
+    /// #         Box::pin(async { Ok(ToolOutput::default()) })
+    /// #     },
+    /// # ))?;
+    /// // Every refund waits for a person; the approval binds the request shown to them.
+    /// fn review(req: &PolicyRequest, _: &RunView) -> Result<PolicyDecision, String> {
+    ///     policy::need_approval("refund", "refunds need a person", &req.args, &req.args)
+    /// }
+    /// let mut cfg = Config::new(store.clone(), tools, Arc::new(FnPolicy(review)));
+    /// cfg.agent = Some(Arc::new(Refunder));
+    /// let driver = Driver::new(cfg)?;
+    /// let rt = tokio::runtime::Runtime::new()?;
+    /// let paused = rt.block_on(driver.start("refund order A-1", default_limits()))?;
+    /// let pending = operator::pending_approval(&store, &paused.id, None)?;
+    /// operator::approve_shown(&store, &paused.id, &pending.id, &pending.hash,
+    ///     "alice", "checked the order", Timestamp::now())?;
+    /// let done = rt.block_on(driver.resume(&paused.id))?;
+    /// assert_eq!(done.status, RunStatus::Completed);
+    /// assert_eq!(ran.load(Ordering::SeqCst), 1, "the approved request ran once");
+    /// # Ok(()) }
+    /// ```
     pub async fn resume(&self, run_id: &str) -> Result<Run, RuntimeError> {
         let agent = self.agent()?;
         match resume::attach(self.inner.clone(), run_id, false).await? {

@@ -73,6 +73,73 @@ pub fn reject(
 }
 
 /// Approves only if the stored hash is `shown`, the hash the reviewer read.
+///
+/// The decision is one compare-and-set: a hash that is not the stored one (the request was
+/// changed after it was read, or another request was shown) decides nothing, and an approval
+/// already decided cannot be decided again.
+///
+/// ```
+/// # use std::sync::Arc;
+/// # use std::sync::atomic::{AtomicUsize, Ordering};
+/// # use std::time::Duration;
+/// # use countersign::runtime::agent::{self, Agent, DecideFuture, StepInput};
+/// # use countersign::runtime::driver::{Config, Driver, default_limits};
+/// # use countersign::runtime::operator;
+/// # use countersign::runtime::policy::{self, FnPolicy, PolicyDecision, PolicyRequest, RunView};
+/// # use countersign::runtime::store::Store;
+/// # use countersign::runtime::tools::{FnTool, Registry, SideEffect, ToolDef, ToolOutput};
+/// # use countersign::runtime::types::{RunStatus, Timestamp};
+/// # struct Refunder;
+/// # impl Agent for Refunder {
+/// #     fn decide(&self, input: StepInput) -> DecideFuture {
+/// #         let d = match input.steps.len() {
+/// #             0 => agent::tool_call("refund", r#"{"order":"A-1","cents":500}"#),
+/// #             _ => agent::complete("{}"),
+/// #         };
+/// #         Box::pin(async move { Ok(d) })
+/// #     }
+/// # }
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let dir = tempfile::tempdir()?;
+/// # let store = Arc::new(Store::open(dir.path().join("runs.db"))?);
+/// # let ran = Arc::new(AtomicUsize::new(0));
+/// # let counter = ran.clone();
+/// # let mut tools = Registry::new();
+/// # tools.register(FnTool::new(
+/// #     ToolDef {
+/// #         name: "refund".into(),
+/// #         description: "refund an order".into(),
+/// #         input_schema: br#"{"type":"object"}"#.to_vec(),
+/// #         side_effect: SideEffect::RemoteMutation,
+/// #         timeout: Duration::from_secs(5),
+/// #         terminal: false,
+/// #     },
+/// #     move |_| {
+/// #         counter.fetch_add(1, Ordering::SeqCst);
+/// #         Box::pin(async { Ok(ToolOutput::default()) })
+/// #     },
+/// # ))?;
+/// // Every refund waits for a person; the approval binds the request shown to them.
+/// fn review(req: &PolicyRequest, _: &RunView) -> Result<PolicyDecision, String> {
+///     policy::need_approval("refund", "refunds need a person", &req.args, &req.args)
+/// }
+/// let mut cfg = Config::new(store.clone(), tools, Arc::new(FnPolicy(review)));
+/// cfg.agent = Some(Arc::new(Refunder));
+/// let driver = Driver::new(cfg)?;
+/// let rt = tokio::runtime::Runtime::new()?;
+/// let paused = rt.block_on(driver.start("refund order A-1", default_limits()))?;
+/// let pending = operator::pending_approval(&store, &paused.id, None)?;
+/// // A hash the reviewer was not shown is refused, and the approval stays pending.
+/// let wrong = "0".repeat(64);
+/// assert!(operator::approve_shown(&store, &paused.id, &pending.id, &wrong,
+///     "alice", "", Timestamp::now()).is_err());
+/// // The hash they read approves it, once.
+/// operator::approve_shown(&store, &paused.id, &pending.id, &pending.hash,
+///     "alice", "checked the order", Timestamp::now())?;
+/// assert!(operator::approve_shown(&store, &paused.id, &pending.id, &pending.hash,
+///     "bob", "", Timestamp::now()).is_err());
+/// # Ok(()) }
+/// ```
 pub fn approve_shown(
     store: &Store,
     run_id: &str,
