@@ -2,7 +2,7 @@
 //! page around it; moving outside the window asks for a new one; a reload keeps the cursor on
 //! the same row (by its id) when that row is still there.
 
-use super::data::Page;
+use super::data::{Key, Page};
 
 /// Rows read around the cursor: a few screens.
 pub fn window_for(view_rows: u16) -> u64 {
@@ -18,7 +18,7 @@ pub struct ListView<T> {
     /// Request id whose exact total is still to come (the page applied was inexact).
     pub counting: Option<u64>,
     /// Id of the selected row, to find it again after a reload.
-    pub key: Option<String>,
+    pub key: Option<Key>,
     pub loaded: bool,
     /// First row drawn (kept so the cursor moves within the screen before it scrolls).
     pub top: u64,
@@ -78,7 +78,7 @@ impl<T> ListView<T> {
     }
 
     /// Applies a page that came back; keeps the cursor on the row with the remembered id.
-    pub fn apply(&mut self, page: Page<T>, id_of: impl Fn(&T) -> String) {
+    pub fn apply(&mut self, page: Page<T>, id_of: impl Fn(&T) -> Key) {
         let key = self.key.clone();
         self.page = page;
         self.loaded = true;
@@ -106,7 +106,7 @@ impl<T> ListView<T> {
     }
 
     /// Remembers the selected row's id (call after moving).
-    pub fn remember(&mut self, id_of: impl Fn(&T) -> String) {
+    pub fn remember(&mut self, id_of: impl Fn(&T) -> Key) {
         self.key = self.selected().map(id_of);
     }
 

@@ -206,7 +206,7 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App, s: &RunDetailScreen) {
                     Line::from(r.seq.to_string()),
                     chain,
                     Line::from(time::age(&r.at, now)),
-                    cell(app, r.kind.as_bytes(), ws[3]),
+                    cell(app, &r.kind, ws[3]),
                     cell(app, &r.payload, ws[4]),
                 ]
             },
