@@ -139,9 +139,9 @@ mod tests {
     #[test]
     fn cursor_stays_on_the_same_row_after_a_reload() {
         let mut l = ListView::default();
-        l.apply(page(0, 10, 10), |r| r.to_string());
+        l.apply(page(0, 10, 10), |r| r.to_string().into());
         l.move_by(3);
-        l.remember(|r| r.to_string());
+        l.remember(|r| r.to_string().into());
         // Two rows inserted before it: the same row is now at index 5.
         let shifted = Page {
             offset: 0,
@@ -149,7 +149,7 @@ mod tests {
             rows: vec![100, 101, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9],
             exact: true,
         };
-        l.apply(shifted, |r| r.to_string());
+        l.apply(shifted, |r| r.to_string().into());
         assert_eq!(l.cursor, 5);
         assert_eq!(l.selected(), Some(&3));
     }
@@ -157,7 +157,7 @@ mod tests {
     #[test]
     fn moving_out_of_the_window_asks_for_a_read() {
         let mut l = ListView::default();
-        l.apply(page(0, 1000, 30), |r| r.to_string());
+        l.apply(page(0, 1000, 30), |r| r.to_string().into());
         assert!(!l.move_by(29));
         assert!(l.move_by(1));
         assert_eq!(l.window_offset(30), 20);
