@@ -3,7 +3,6 @@
 
 mod console_support;
 mod pty_support;
-#[allow(dead_code)]
 mod support;
 
 use std::io::{Read, Write};
