@@ -87,6 +87,10 @@ fn ids_that_are_not_utf8_show_as_bytes_in_runs_show_and_json() {
     assert!(t.contains(r"t-\xfe"), "{t}");
     assert!(!t.contains('\u{fffd}'), "{t}");
     assert!(t.contains("goal 1"), "show names the run by its bytes: {t}");
+    assert!(
+        t.contains("side effect remote_mutation is require_approval by policy"),
+        "the approval's reason is found under the run's bytes: {t}"
+    );
     // --json: the lossy string agentrt's -json writes, and the stored bytes in hex beside it.
     let j = cs(
         &db,

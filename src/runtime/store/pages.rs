@@ -562,7 +562,7 @@ pub(super) fn approval_reason(
 ) -> Result<String, StoreError> {
     let (run_id, approval_id) = (key(&run_id), key(&approval_id));
     let step: Option<Vec<u8>> = c
-        .prepare_cached("SELECT step_id FROM approvals WHERE id = ? AND run_id = ?")
+        .prepare_cached("SELECT CAST(step_id AS BLOB) FROM approvals WHERE id = ? AND run_id = ?")
         .ctx("approval reason")?
         .query_row(params![approval_id, run_id], |r| {
             r.get::<_, Option<Vec<u8>>>(0)
