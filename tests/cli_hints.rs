@@ -254,3 +254,68 @@ fn the_demo_hints_quote_the_database_path() {
         );
     }
 }
+
+#[test]
+fn printed_commands_pass_ids_that_are_not_utf8_exactly() {
+    let tmp = tempdir();
+    let bin = stub(tmp.path());
+    for (i, id) in hostile::NOT_UTF8.iter().enumerate() {
+        let db = tmp.path().join(format!("u{i}.db"));
+        let store = Store::open(&db).unwrap();
+        let (aid, _) = runs::waiting_run(&store, "placeholder", t0());
+        drop(store);
+        hostile::rekey_run(&db, "placeholder", id);
+        let db_bytes = db.as_os_str().as_bytes().to_vec();
+        let want = |verb: &str, with_approval: bool| {
+            let mut v = vec![
+                b"--db".to_vec(),
+                db_bytes.clone(),
+                verb.as_bytes().to_vec(),
+                id.to_vec(),
+            ];
+            if with_approval {
+                v.push(b"--approval".to_vec());
+                v.push(aid.as_bytes().to_vec());
+            }
+            v
+        };
+        let show = cs(&db, &[OsStr::new("show"), OsStr::from_bytes(id)]);
+        assert_eq!(
+            show.status.code(),
+            Some(0),
+            "show {id:?}: {}",
+            String::from_utf8_lossy(&show.stderr)
+        );
+        let text = String::from_utf8(show.stdout).expect("printed as UTF-8");
+        let lines = commands(&text);
+        assert_eq!(lines.len(), 1, "one decide line for {id:?}:\n{text}");
+        assert!(printable_ascii(&lines[0]), "{:?}", lines[0]);
+        let decide_argv = run_in_sh(tmp.path(), &bin, &lines[0]);
+        assert_eq!(decide_argv, want("approve", true), "{}", lines[0]);
+        // Pasted, the line approves exactly this run; then its resume hint.
+        let ap = Command::new(env!("CARGO_BIN_EXE_countersign"))
+            .args(decide_argv.into_iter().map(std::ffi::OsString::from_vec))
+            .env("USER", "ci-user")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(
+            ap.status.code(),
+            Some(0),
+            "approve {id:?}: {}",
+            String::from_utf8_lossy(&ap.stderr)
+        );
+        let text = String::from_utf8(ap.stdout).unwrap();
+        let resume: Vec<String> = text
+            .lines()
+            .filter(|l| l.contains("resumed"))
+            .flat_map(commands)
+            .collect();
+        assert_eq!(resume.len(), 1, "a resume hint for {id:?}:\n{text}");
+        assert_eq!(
+            run_in_sh(tmp.path(), &bin, &resume[0]),
+            want("resume", false)
+        );
+        assert_eq!(hostile::verify_bytes(&db), Vec::<String>::new());
+    }
+}

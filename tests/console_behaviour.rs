@@ -290,8 +290,13 @@ fn resume_runs_in_the_background_with_progress_and_result() {
     let (_, m) = all_db();
     let run = run_of(m, "approved");
     let (jobs, rx) = worker_for(FakeResume(run.clone()));
-    jobs.send(Job::Command(7, Command::Resume { run: run.clone() }))
-        .unwrap();
+    jobs.send(Job::Command(
+        7,
+        Command::Resume {
+            run: run.clone().into(),
+        },
+    ))
+    .unwrap();
     let mut got = Vec::new();
     while got.len() < 2 {
         got.push(rx.recv().unwrap());
@@ -386,7 +391,10 @@ fn runs_read_by_key_around_an_anchor_equal_runs_read_by_offset() {
     let ids = |r: Reply| match r {
         Reply::Runs(p) => (
             p.total,
-            p.rows.into_iter().map(|r| r.id).collect::<Vec<_>>(),
+            p.rows
+                .into_iter()
+                .map(|r| r.id.as_str().unwrap().to_string())
+                .collect::<Vec<_>>(),
         ),
         other => panic!("{other:?}"),
     };
@@ -577,7 +585,7 @@ fn scrolling_events_reads_the_next_window_by_key() {
     let by_key = seqs(data.query(&q).unwrap());
     let by_offset = seqs(
         data.query(&Query::Events {
-            run: run.clone(),
+            run: run.clone().into(),
             offset: *offset,
             limit: *limit,
             anchor: None,
@@ -605,7 +613,12 @@ fn a_request_under_a_mebibyte_is_still_read_whole_by_the_detail() {
         )
         .unwrap();
     let mut data = countersign::console::sqlite::SqliteData::open(&db).unwrap();
-    let row = match data.query(&Query::Approval { id: id.clone() }).unwrap() {
+    let row = match data
+        .query(&Query::Approval {
+            id: id.clone().into(),
+        })
+        .unwrap()
+    {
         Reply::Approval(Some(r)) => r,
         other => panic!("{other:?}"),
     };

@@ -3,6 +3,7 @@
 
 mod console_support;
 mod pty_support;
+mod support;
 
 use std::io::{Read, Write};
 use std::sync::mpsc::{Receiver, channel};
@@ -545,4 +546,74 @@ fn a_huge_request_is_never_read_whole_by_the_console() {
     p.send(b"\x03");
     p.finish();
     p.assert_restored();
+}
+
+/// Issue 14 item 5 for ids: two waiting runs whose ids differ only in a byte that is not UTF-8
+/// (`t-\xff`, `t-\xfe`). On the bytes the terminal got, the queue, the approval detail, its
+/// confirmation, the runs list, the run header and the cancel confirmation show `\xNN`, never
+/// U+FFFD; approving the second row approves that run's approval only, and cancelling from its
+/// run header cancels that run only.
+#[test]
+fn ids_that_are_not_utf8_are_shown_as_bytes_and_decided_exactly() {
+    use countersign::runtime::store::Store;
+    use support::{hostile, runs};
+    let d = tempfile::tempdir().unwrap();
+    let db = d.path().join("ids.db");
+    let store = Store::open(&db).unwrap();
+    let now = countersign::runtime::types::Timestamp::now();
+    for (i, id) in ["p0", "p1"].iter().enumerate() {
+        runs::create(&store, id, &format!("goal {i}"), now);
+        runs::pause_step(&store, id, &format!("s-{i}"), &format!("a-{i}"), 0, now);
+    }
+    drop(store);
+    hostile::rekey_run(&db, "p0", hostile::NOT_UTF8[0]);
+    hostile::rekey_run(&db, "p1", hostile::NOT_UTF8[1]);
+    let status = |approval: &str| -> (String, String) {
+        rusqlite::Connection::open(&db)
+            .unwrap()
+            .query_row(
+                "SELECT a.status, r.status FROM approvals a JOIN runs r ON r.id = a.run_id WHERE a.id = ?1",
+                [approval],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap()
+    };
+    let mut p = Pty::start_as(&db, &[], "alice");
+    p.wait_text("Pending approvals 1/2");
+    p.wait_text(r"t-\xff");
+    p.wait_text(r"t-\xfe");
+    // The second row (oldest first) is t-\xfe's approval.
+    p.send(b"j\r");
+    p.wait_text("presentation");
+    p.wait_text(r"t-\xfe");
+    assert!(!p.parser.screen().contents().contains(r"t-\xff"));
+    p.send(b"a");
+    p.wait_text("enter confirms");
+    assert!(p.parser.screen().contents().contains(r"t-\xfe"));
+    p.send(b"\r");
+    p.wait_text("approved by alice");
+    assert_eq!(status("a-1").0, "approved");
+    assert_eq!(status("a-0").0, "pending");
+    // The runs list, newest first: t-\xfe, then t-\xff; open t-\xff's header and cancel it.
+    p.send(b"2");
+    p.wait_text("goal 0");
+    p.send(b"j\r");
+    p.wait(r"the run header of t-\xff", |s| {
+        s.contents().contains("goal 0") && !s.contents().contains("goal 1")
+    });
+    p.send(b"x");
+    p.wait_text("cancel run");
+    assert!(p.parser.screen().contents().contains(r"t-\xff"));
+    p.send(b"wrong run id\r");
+    p.wait_text("run cancelled by alice");
+    assert_eq!(status("a-0").1, "CANCELLED");
+    assert_eq!(status("a-1").1, "WAITING_FOR_APPROVAL");
+    p.send(b"\x03");
+    p.finish();
+    p.assert_restored();
+    assert!(
+        !p.raw.windows(3).any(|w| w == "\u{fffd}".as_bytes()),
+        "U+FFFD was written to the terminal"
+    );
+    assert_eq!(hostile::verify_bytes(&db), Vec::<String>::new());
 }

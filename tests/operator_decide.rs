@@ -385,8 +385,13 @@ fn pending_approval_selection_rule() {
     let store = Store::open(&db).unwrap();
     let (aid, _) = runs::waiting_run(&store, "r", t0());
     assert_eq!(pending_approval(&store, "r", None).unwrap().id, aid);
-    assert_eq!(pending_approval(&store, "r", Some(&aid)).unwrap().id, aid);
-    let err = pending_approval(&store, "r", Some("zz")).unwrap_err();
+    assert_eq!(
+        pending_approval(&store, "r", Some(aid.as_bytes()))
+            .unwrap()
+            .id,
+        aid
+    );
+    let err = pending_approval(&store, "r", Some(b"zz")).unwrap_err();
     assert!(
         err.to_string()
             .starts_with("approval zz of run r: agentrt: not found"),
@@ -420,7 +425,7 @@ fn pending_approval_selection_rule() {
         )
     );
     approve(&store, "r", &aid, "alice", "", later(1)).unwrap();
-    let err = pending_approval(&store, "r", Some(&aid)).unwrap_err();
+    let err = pending_approval(&store, "r", Some(aid.as_bytes())).unwrap_err();
     assert_eq!(
         err.to_string(),
         format!("approval {aid} is approved: approval is not pending")

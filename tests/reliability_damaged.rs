@@ -541,7 +541,7 @@ fn store_unknown_run_status_is_listed_damaged_and_cancellable() {
         .unwrap()
         .items
         .into_iter()
-        .map(|d| (d.run_id, d.table, d.column))
+        .map(|d| (d.run_id.as_str().unwrap().to_string(), d.table, d.column))
         .collect();
     let overview = store.list_runs_overview("", "", 100, 0, None).unwrap();
     for id in [&waiting, &interrupted, &approved] {

@@ -149,7 +149,10 @@ fn store_pending_approval_ids_and_reason() {
     assert_eq!(all["w2"], [a2.clone(), "w2-a2".to_string()]);
     let of = store.pending_approval_ids_of(&["w2"], 1).unwrap();
     assert_eq!(of.len(), 1);
-    assert_eq!(of["w2"], vec![a2.clone()]);
+    assert_eq!(
+        of[b"w2".as_slice()],
+        vec![countersign::runtime::types::Key::from(a2.as_str())]
+    );
     assert_eq!(
         store.approval_reason("w1", &a1).unwrap(),
         "side effect remote_mutation is require_approval by policy"

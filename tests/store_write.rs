@@ -174,7 +174,7 @@ fn store_compare_and_set_messages() {
     );
     // A transition out of RUNNING clears the lease; into RUNNING stamps it.
     let fin = |to, from: &'static [RunStatus], owner| Transition {
-        run_id: "r",
+        run_id: b"r",
         from,
         to,
         reason: "",

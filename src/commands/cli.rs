@@ -1,6 +1,9 @@
 //! The command line: every flag and argument, validated before the database is touched.
 
+use clap::builder::{OsStringValueParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand};
+
+use crate::runtime::types::Key;
 
 /// countersign: review and decide what AI agents want to do, over an agentrt run database.
 ///
@@ -84,8 +87,8 @@ pub struct RunsArgs {
 #[derive(Debug, Args)]
 pub struct PageArgsWithRun {
     /// The run id.
-    #[arg(value_name = "RUN", value_parser = parse_id)]
-    pub run: String,
+    #[arg(value_name = "RUN", value_parser = id_parser())]
+    pub run: Key,
     /// How many rows to print; 0 prints all, page by page.
     #[arg(long, default_value_t = 500, value_name = "N")]
     pub limit: u32,
@@ -97,11 +100,11 @@ pub struct PageArgsWithRun {
 #[derive(Debug, Args)]
 pub struct DecideArgs {
     /// The run id.
-    #[arg(value_name = "RUN", value_parser = parse_id)]
-    pub run: String,
+    #[arg(value_name = "RUN", value_parser = id_parser())]
+    pub run: Key,
     /// The approval to decide (naming it is consent); needed when the run has several.
-    #[arg(long, value_name = "ID", value_parser = parse_id)]
-    pub approval: Option<String>,
+    #[arg(long, value_name = "ID", value_parser = id_parser())]
+    pub approval: Option<Key>,
     /// Decide without asking.
     #[arg(long)]
     pub yes: bool,
@@ -116,8 +119,8 @@ pub struct DecideArgs {
 #[derive(Debug, Args)]
 pub struct CancelArgs {
     /// The run id.
-    #[arg(value_name = "RUN", value_parser = parse_id)]
-    pub run: String,
+    #[arg(value_name = "RUN", value_parser = id_parser())]
+    pub run: Key,
     /// Who cancels (else $COUNTERSIGN_BY, else $USER; never empty).
     #[arg(long, value_name = "WHO")]
     pub by: Option<String>,
@@ -129,8 +132,8 @@ pub struct CancelArgs {
 #[derive(Debug, Args)]
 pub struct RunArg {
     /// The run id.
-    #[arg(value_name = "RUN", value_parser = parse_id)]
-    pub run: String,
+    #[arg(value_name = "RUN", value_parser = id_parser())]
+    pub run: Key,
 }
 
 #[derive(Debug, Args)]
@@ -151,6 +154,23 @@ pub struct DemoArgs {
     /// Print where the demo was written and what to try instead of opening the console.
     #[arg(long)]
     pub no_tui: bool,
+}
+
+/// An id argument as the bytes of the argument (argv is bytes on Unix): a run whose id is not
+/// UTF-8 can be named exactly, e.g. `show "$(printf 't-\377')"`.
+fn id_parser() -> impl TypedValueParser<Value = Key> {
+    OsStringValueParser::new().try_map(|s| {
+        use std::os::unix::ffi::OsStringExt;
+        let b = s.into_vec();
+        if b.is_empty() {
+            return Err("an id cannot be empty");
+        }
+        if b[0] == b'-' {
+            // The value is not echoed: clap prints this to the terminal, and the value is not ours.
+            return Err("an id cannot start with '-' (it looks like a flag)");
+        }
+        Ok(Key::new(b))
+    })
 }
 
 pub(crate) fn parse_id(s: &str) -> Result<String, String> {

@@ -13,9 +13,9 @@ use super::events::event_line;
 use super::open::open;
 use super::out::{Out, Raws, approval_json, summary_json};
 use super::shell;
-use super::text::clean;
+use super::text::{clean, ident};
 use crate::runtime::operator::{self, OperatorError, SelectError};
-use crate::runtime::types::{Event, RunStatus, Timestamp};
+use crate::runtime::types::{Event, Key, Run, RunStatus, Timestamp};
 
 /// Approve or reject.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,15 +61,22 @@ pub fn run(
     let name = verb.name();
     let store = open(db, true)?;
     refuse_unshowable(&store, db, name, a, json_out, out)?;
-    let ap = operator::pending_approval(&store, &a.run, a.approval.as_deref()).map_err(|e| {
-        CommandError::Failed(format!("{name}: {}", select_message(&store, &a.run, &e)))
+    let run = a.run.as_bytes();
+    let approval = a.approval.as_ref().map(Key::as_bytes);
+    let ap = operator::pending_approval(&store, run, approval).map_err(|e| {
+        CommandError::Failed(format!(
+            "{name}: {}",
+            select_message(&store, run, approval, &e)
+        ))
     })?;
     if !json_out {
-        let reason = store.approval_reason(&a.run, &ap.id).unwrap_or_default();
+        let reason = store
+            .approval_reason(run, ap.id_bytes())
+            .unwrap_or_default();
         let (text, shown) = approval::render(&ap, db, &reason);
         out.raw(&text)?;
         if shown.cut > 0 || shown.escapes > 0 {
-            let again = match run_command(db, &a.run, "show") {
+            let again = match run_command(db, run, "show") {
                 Ok(cmd) => format!("the same text again: {cmd}"),
                 Err(why) => why,
             };
@@ -82,8 +89,8 @@ pub fn run(
     if a.approval.is_none() && !a.yes {
         out.raw(&format!(
             "{name} approval {} of run {}? [y/N] ",
-            clean(&ap.id, 64),
-            clean(&a.run, 64)
+            ident(ap.id_bytes(), 64),
+            ident(run, 64)
         ))?;
         out.flush()?;
         let mut line = String::new();
@@ -106,32 +113,30 @@ pub fn run(
     let note = a.note.as_deref().unwrap_or("");
     let now = Timestamp::now();
     let decided = match verb {
-        Verb::Approve => operator::approve_shown(&store, &a.run, &ap.id, &ap.hash, by, note, now),
-        Verb::Reject => operator::reject_shown(&store, &a.run, &ap.id, &ap.hash, by, note, now),
+        Verb::Approve => {
+            operator::approve_shown(&store, run, ap.id_bytes(), &ap.hash, by, note, now)
+        }
+        Verb::Reject => operator::reject_shown(&store, run, ap.id_bytes(), &ap.hash, by, note, now),
     }
-    .map_err(|e| decide_error(name, &ap.id, e))?;
+    .map_err(|e| decide_error(name, ap.id_bytes(), e))?;
     trace(&decided.events);
     if json_out {
         let mut raws = Raws::default();
         let doc = json!({
-            "run": summary_json(&decided.run, ""),
+            "run": summary_json(&decided.run, b""),
             "approval": approval_json(&decided.approval, &mut raws),
         });
         return out.json(&doc, &raws);
     }
     out.line(&format!(
         "approval {}: {} by {}",
-        clean(&decided.approval.id, 64),
+        ident(decided.approval.id_bytes(), 64),
         decided.approval.status.as_str(),
         clean(by, 200)
     ))?;
-    out.line(&run_line(
-        &decided.run.id,
-        &decided.run.status,
-        &decided.run.reason,
-    ))?;
+    out.line(&run_line(&decided.run))?;
     if verb == Verb::Approve && decided.run.status == RunStatus::WaitingForApproval {
-        let id = shell::stored(&decided.run.raw_invalid, "id", &decided.run.id);
+        let id = decided.run.id_bytes();
         out.line(&match run_command(db, id, "resume") {
             Ok(cmd) => format!("the run stays waiting until it is resumed: {cmd}"),
             Err(why) => format!("the run stays waiting until it is resumed; {why}"),
@@ -159,11 +164,11 @@ pub fn cancel(
     trace(&done.events);
     if json_out {
         return out.json(
-            &json!({"run": summary_json(&done.run, "")}),
+            &json!({"run": summary_json(&done.run, b"")}),
             &Raws::default(),
         );
     }
-    out.line(&run_line(&done.run.id, &done.run.status, &done.run.reason))
+    out.line(&run_line(&done.run))
 }
 
 /// `countersign --db PATH VERB RUN` with every word quoted for a POSIX shell, or why no such
@@ -176,10 +181,13 @@ fn run_command(db: &Path, run: impl AsRef<[u8]>, verb: &str) -> Result<String, S
         .map_err(|why| format!("no `{verb}` command is printed: {why}"))
 }
 
-fn run_line(id: &str, status: &RunStatus, reason: &str) -> String {
-    let mut s = format!("run {}: {}", clean(id, 64), status.as_str());
-    if !reason.is_empty() {
-        s.push_str(&format!(" ({})", clean(reason, 64)));
+fn run_line(r: &Run) -> String {
+    let mut s = format!("run {}: {}", ident(r.id_bytes(), 64), r.status.as_str());
+    if !r.reason.is_empty() {
+        s.push_str(&format!(
+            " ({})",
+            super::text::col(&r.raw_invalid, "reason", &r.reason, 64)
+        ));
     }
     s
 }
@@ -192,13 +200,19 @@ fn trace(events: &[Event]) {
 }
 
 /// Why no approval was selected; an already decided one says by whom, how and when.
-fn select_message(store: &crate::runtime::store::Store, run: &str, e: &SelectError) -> String {
-    if let SelectError::NotPending { approval_id, .. } = e
-        && let Ok(a) = store.get_approval(run, approval_id)
+fn select_message(
+    store: &crate::runtime::store::Store,
+    run: &[u8],
+    approval: Option<&[u8]>,
+    e: &SelectError,
+) -> String {
+    if let SelectError::NotPending { .. } = e
+        && let Some(approval) = approval
+        && let Ok(a) = store.get_approval(run, approval)
     {
         let mut s = format!(
             "approval {} is already {}",
-            clean(&a.id, 64),
+            ident(a.id_bytes(), 64),
             a.status.as_str()
         );
         if !a.decided_by.is_empty() {
@@ -215,11 +229,11 @@ fn select_message(store: &crate::runtime::store::Store, run: &str, e: &SelectErr
     clean(&e.to_string(), 4000)
 }
 
-fn decide_error(name: &str, approval_id: &str, e: OperatorError) -> CommandError {
+fn decide_error(name: &str, approval_id: &[u8], e: OperatorError) -> CommandError {
     let text = match &e {
         OperatorError::Changed { .. } => format!(
             "{name}: approval {} changed after it was shown; run the command again and read it before deciding",
-            clean(approval_id, 64)
+            ident(approval_id, 64)
         ),
         OperatorError::NotPending { .. } => {
             format!(
@@ -254,11 +268,11 @@ fn refuse_unshowable(
     out: &mut Out,
 ) -> Result<(), CommandError> {
     use crate::runtime::store::SHOWN_REQUEST_MAX;
-    let candidate = match a.approval.as_deref() {
+    let candidate = match &a.approval {
         Some(id) => store
             .request_bytes(&a.run, id)
             .map_err(super::open::fail)?
-            .map(|n| (id.to_string(), n)),
+            .map(|n| (id.clone(), n)),
         None => match store
             .pending_request_bytes(&a.run, 2)
             .map_err(super::open::fail)?
@@ -285,6 +299,6 @@ fn refuse_unshowable(
     }
     Err(CommandError::Failed(format!(
         "{name}: approval {} has a request of {bytes} bytes, more than the {SHOWN_REQUEST_MAX} countersign reads to show and check one: above are its kind, tool, times and hash, and none of its arguments; nothing was decided: a person cannot review it here, so end the run with `cancel` if it should not go on",
-        clean(&id, 64)
+        ident(id.as_bytes(), 64)
     )))
 }

@@ -32,7 +32,7 @@ pub fn run(
     let mut printed = a.offset as i64;
     loop {
         let page = store
-            .events_page_by_key(&r.id, after, skip, limit)
+            .events_page_by_key(r.id_bytes(), after, skip, limit)
             .map_err(fail)?;
         skip = 0;
         let shown = page.items.len() as i64;
@@ -53,7 +53,7 @@ pub fn run(
         if page.more {
             if json_out {
                 // The JSON contract carries the total: counted once, only here.
-                let total = store.count_events(&r.id).map_err(fail)?;
+                let total = store.count_events(r.id_bytes()).map_err(fail)?;
                 let meta = json!({"meta": true, "truncated": true, "total": total, "returned": shown, "offset": a.offset});
                 out.jsonl(&meta, &Raws::default())?;
             } else {
@@ -133,12 +133,12 @@ fn plain_or(bytes: &[u8], max: usize, slow: impl Fn(&[u8]) -> String) -> String 
 pub fn event_json(e: &Event, raws: &mut Raws) -> Value {
     let mut m = serde_json::Map::new();
     m.insert("seq".into(), json!(e.seq));
-    m.insert("run_id".into(), json!(e.run_id));
+    super::out::id_field(&mut m, "run_id", e.run_id_bytes());
     if !e.step_id.is_empty() {
-        m.insert("step_id".into(), json!(e.step_id));
+        super::out::id_field(&mut m, "step_id", e.step_id_bytes());
     }
     m.insert("at".into(), json!(e.at_text));
-    m.insert("type".into(), json!(e.kind));
+    super::out::id_field(&mut m, "type", e.kind_bytes());
     let payload = raws.slot(&e.payload);
     let invalid = matches!(&payload, Value::String(s) if !s.starts_with('\u{0}'));
     m.insert("payload".into(), payload);

@@ -174,7 +174,9 @@ fn run(cli: Cli) -> Result<(), CommandError> {
             let by = who(a.by.as_deref(), "cancel")?;
             decide::cancel(&db, json, a, &by, &mut out)
         }
-        Command::Resume(a) => resume::run(&database_path(cli.db)?, json, &a.run, &mut out),
+        Command::Resume(a) => {
+            resume::run(&database_path(cli.db)?, json, a.run.as_bytes(), &mut out)
+        }
         #[cfg(feature = "providers")]
         Command::Agent(a) => agent::run(cli.db.as_deref(), a, &mut out),
         Command::Demo(a) => {
@@ -201,11 +203,11 @@ struct ConsumerResume {
 
 impl crate::console::data::ResumeHook for ConsumerResume {
     fn can_resume(&self, run_id: &str) -> bool {
-        resume::resumable(&self.db, run_id).is_ok()
+        resume::resumable(&self.db, run_id.as_bytes()).is_ok()
     }
 
     fn resume(&self, db_path: &std::path::Path, run_id: &str) -> Result<String, String> {
-        resume::resume_run(db_path, run_id)
+        resume::resume_run(db_path, run_id.as_bytes())
             .map(|r| resume::outcome_line(&r))
             .map_err(|e| match e {
                 CommandError::Usage(m) | CommandError::Failed(m) => m,

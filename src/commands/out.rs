@@ -57,10 +57,21 @@ fn time_field(m: &mut Map<String, Value>, key: &str, t: &Timestamp) {
     }
 }
 
+/// An id field (decision 0012): the id as a JSON string as agentrt's `-json` writes it (Go
+/// replaces each byte that is not UTF-8 by U+FFFD), and, only when the stored id is not UTF-8,
+/// `<key>_hex` with its stored bytes in lowercase hex, so two ids that differ only in invalid
+/// bytes stay apart and a program can name the run exactly.
+pub fn id_field(m: &mut Map<String, Value>, key: &str, bytes: &[u8]) {
+    m.insert(key.into(), json!(crate::runtime::types::lossy(bytes)));
+    if std::str::from_utf8(bytes).is_err() {
+        m.insert(format!("{key}_hex"), json!(hex::encode(bytes)));
+    }
+}
+
 /// A run as `runs --json` and `show --json` print it (agentrt's RunSummary, spec 13).
-pub fn summary_json(r: &Run, pending_approval_id: &str) -> Value {
+pub fn summary_json(r: &Run, pending_approval_id: &[u8]) -> Value {
     let mut m = Map::new();
-    m.insert("id".into(), json!(r.id));
+    id_field(&mut m, "id", r.id_bytes());
     m.insert("goal".into(), json!(r.goal));
     m.insert("status".into(), json!(r.status.as_str()));
     if !r.reason.is_empty() {
@@ -73,7 +84,7 @@ pub fn summary_json(r: &Run, pending_approval_id: &str) -> Value {
     m.insert("created_at".into(), json!(r.created_at.to_rfc3339()));
     time_field(&mut m, "finished_at", &r.finished_at);
     if !pending_approval_id.is_empty() {
-        m.insert("pending_approval_id".into(), json!(pending_approval_id));
+        id_field(&mut m, "pending_approval_id", pending_approval_id);
     }
     if r.model_calls != 0 {
         m.insert("model_calls".into(), json!(r.model_calls));
@@ -166,9 +177,9 @@ pub fn terminal_safe_json(s: &str) -> String {
 /// An approval as `--json` prints it (spec 2's Approval JSON).
 pub fn approval_json(a: &Approval, raws: &mut Raws) -> Value {
     let mut m = Map::new();
-    m.insert("id".into(), json!(a.id));
-    m.insert("run_id".into(), json!(a.run_id));
-    m.insert("step_id".into(), json!(a.step_id));
+    id_field(&mut m, "id", a.id_bytes());
+    id_field(&mut m, "run_id", a.run_id_bytes());
+    id_field(&mut m, "step_id", a.step_id_bytes());
     m.insert("kind".into(), json!(a.kind));
     m.insert("capability".into(), raws.slot(&a.capability));
     m.insert("presentation".into(), raws.slot(&a.presentation));

@@ -9,13 +9,13 @@ use serde_json::json;
 use super::CommandError;
 use super::open::{fail, open};
 use super::out::{Out, Raws, summary_json};
-use super::text::clean;
+use super::text::{clean, ident};
 use crate::consumer::demo::{backend_beside, resume_demo_run};
 use crate::consumer::tools::TOOL_NAMES;
 use crate::runtime::store::Store;
 
 /// The names of the tools a run was started with (`run.created`'s spec hashes) and proposed.
-fn tools_of(store: &Store, run_id: &str) -> Result<Vec<String>, CommandError> {
+fn tools_of(store: &Store, run_id: &[u8]) -> Result<Vec<String>, CommandError> {
     let mut names: Vec<String> = Vec::new();
     let first = store.list_events_page(run_id, 1, 0).map_err(fail)?;
     if let Some(e) = first.items.first().filter(|e| e.kind == "run.created")
@@ -52,14 +52,14 @@ fn tools_of(store: &Store, run_id: &str) -> Result<Vec<String>, CommandError> {
 
 /// Why this build cannot resume `run_id`, or `Ok` when it can (the example consumer's tools
 /// and its backend beside the database).
-pub fn resumable(db: &Path, run_id: &str) -> Result<(), CommandError> {
+pub fn resumable(db: &Path, run_id: &[u8]) -> Result<(), CommandError> {
     {
         let store = open(db, false)?;
         let r = store.get_run_capped(run_id).map_err(fail)?;
         if r.status.is_terminal() {
             return Err(CommandError::Failed(format!(
                 "run {} is {} and cannot be resumed",
-                clean(&r.id, 64),
+                ident(r.id_bytes(), 64),
                 r.status.as_str()
             )));
         }
@@ -71,8 +71,16 @@ pub fn resumable(db: &Path, run_id: &str) -> Result<(), CommandError> {
             let list: Vec<String> = missing.iter().map(|t| clean(t, 80)).collect();
             return Err(CommandError::Failed(format!(
                 "run {} uses tools this build does not register ({}); countersign resumes only its example consumer's runs. A consumer resumes its own runs by embedding the runtime with its tools registered and calling Driver::resume(run_id) (see docs/architecture.md)",
-                clean(run_id, 64),
+                ident(run_id, 64),
                 list.join(", ")
+            )));
+        }
+        if std::str::from_utf8(run_id).is_err() {
+            // Exactly this run was found; the driver names runs by text ids, and the example
+            // consumer never makes one that is not UTF-8.
+            return Err(CommandError::Failed(format!(
+                "run {} has an id that is not UTF-8; this build resumes only runs whose id is UTF-8 (the example consumer's always are)",
+                ident(run_id, 64)
             )));
         }
     }
@@ -80,7 +88,7 @@ pub fn resumable(db: &Path, run_id: &str) -> Result<(), CommandError> {
     if std::fs::symlink_metadata(&backend).is_err() {
         return Err(CommandError::Failed(format!(
             "run {} uses the example consumer's tools, but its backend {} is missing: countersign resumes the runs `countersign demo` wrote, whose order backend sits beside the run database",
-            clean(run_id, 64),
+            ident(run_id, 64),
             clean(&backend.to_string_lossy(), 400)
         )));
     }
@@ -88,15 +96,18 @@ pub fn resumable(db: &Path, run_id: &str) -> Result<(), CommandError> {
 }
 
 /// Resumes a run of the example consumer to its next pause or end.
-pub fn resume_run(db: &Path, run_id: &str) -> Result<crate::runtime::types::Run, CommandError> {
+pub fn resume_run(db: &Path, run_id: &[u8]) -> Result<crate::runtime::types::Run, CommandError> {
     resumable(db, run_id)?;
+    let run_id = std::str::from_utf8(run_id).map_err(|_| {
+        CommandError::Failed("this build resumes only runs whose id is UTF-8".into())
+    })?;
     resume_demo_run(db, &backend_beside(db), run_id)
         .map_err(|e| CommandError::Failed(clean(&e.to_string(), 4000)))
 }
 
 /// One line saying where a resumed run is now.
 pub fn outcome_line(r: &crate::runtime::types::Run) -> String {
-    let mut line = format!("run {}: {}", clean(&r.id, 64), r.status.as_str());
+    let mut line = format!("run {}: {}", ident(r.id_bytes(), 64), r.status.as_str());
     if !r.reason.is_empty() {
         line.push_str(&format!(" ({})", clean(&r.reason, 64)));
     }
@@ -106,10 +117,10 @@ pub fn outcome_line(r: &crate::runtime::types::Run) -> String {
     line
 }
 
-pub fn run(db: &Path, json_out: bool, run_id: &str, out: &mut Out) -> Result<(), CommandError> {
+pub fn run(db: &Path, json_out: bool, run_id: &[u8], out: &mut Out) -> Result<(), CommandError> {
     let r = resume_run(db, run_id)?;
     if json_out {
-        return out.json(&json!({"run": summary_json(&r, "")}), &Raws::default());
+        return out.json(&json!({"run": summary_json(&r, b"")}), &Raws::default());
     }
     out.line(&outcome_line(&r))?;
     if r.status == crate::runtime::types::RunStatus::WaitingForApproval {

@@ -6,7 +6,7 @@ use super::CommandError;
 use super::cli::RunsArgs;
 use super::open::{fail, open};
 use super::out::{Out, summary_json};
-use super::text::{clean, col, col_dash, dash, ident_col, stamp, table};
+use super::text::{clean, col, col_dash, ident_col, ident_dash, stamp, table};
 use crate::runtime::types::{Run, RunStatus};
 
 /// Rows read per page when `--limit 0` asks for everything.
@@ -40,18 +40,17 @@ pub fn run(
             .map_err(fail)?;
         skip = 0;
         before = page.last_key;
-        let waiting: Vec<String> = page
+        let waiting: Vec<&[u8]> = page
             .items
             .iter()
             .filter(|r| r.status == RunStatus::WaitingForApproval)
-            .map(|r| r.id.clone())
+            .map(Run::id_bytes)
             .collect();
-        let waiting: Vec<&str> = waiting.iter().map(String::as_str).collect();
         let pending = store.pending_approval_ids_of(&waiting, 2).map_err(fail)?;
-        let one_pending = |r: &Run| -> String {
-            match pending.get(&r.id) {
-                Some(ids) if ids.len() == 1 => ids[0].clone(),
-                _ => String::new(),
+        let one_pending = |r: &Run| -> Vec<u8> {
+            match pending.get(r.id_bytes()) {
+                Some(ids) if ids.len() == 1 => ids[0].as_bytes().to_vec(),
+                _ => Vec::new(),
             }
         };
         let shown = page.items.len() as i64;
@@ -81,7 +80,7 @@ pub fn run(
                         col_dash(&r.raw_invalid, "reason", &r.reason, 32),
                         r.step_count.to_string(),
                         stamp(&r.created_at),
-                        dash(&one_pending(r), 64),
+                        ident_dash(&one_pending(r), 64),
                         col(&r.raw_invalid, "goal", &r.goal, 60),
                     ]
                 })

@@ -10,8 +10,9 @@
 //!   back into the same bytes, and nothing else in the word is special (`%` is `%%`, `\` and `'`
 //!   are octal too).
 //! - A word no shell line can pass exactly is refused with the reason: a NUL byte (argv cannot
-//!   hold one), a trailing line feed (command substitution drops it), and for ids an empty id,
-//!   one starting with `-` (the commands refuse it as a flag) or one that is not UTF-8.
+//!   hold one), a trailing line feed (command substitution drops it), and for ids an empty id
+//!   or one starting with `-` (the commands refuse it as a flag). An id that is not UTF-8 is a
+//!   printf word like any other: the commands take their id arguments as bytes.
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -26,7 +27,6 @@ pub enum Untypable {
     TrailingLineFeed,
     Empty,
     LeadingDash,
-    NotUtf8,
 }
 
 impl Untypable {
@@ -37,7 +37,6 @@ impl Untypable {
             Untypable::TrailingLineFeed => "ends with a line feed",
             Untypable::Empty => "is empty",
             Untypable::LeadingDash => "starts with '-'",
-            Untypable::NotUtf8 => "is not valid UTF-8",
         }
     }
 }
@@ -79,7 +78,8 @@ pub fn word(bytes: &[u8]) -> Result<String, Untypable> {
 }
 
 /// The shell word for an id the commands take as an argument: also refuses what the commands
-/// refuse (empty, a leading `-`) and what they cannot read (not UTF-8).
+/// refuse (empty, a leading `-`). Bytes that are not UTF-8 are written as octal escapes and
+/// reach the command as they are stored (its arguments are read as bytes).
 pub fn id_word(bytes: &[u8]) -> Result<String, Untypable> {
     if bytes.is_empty() {
         return Err(Untypable::Empty);
@@ -87,18 +87,12 @@ pub fn id_word(bytes: &[u8]) -> Result<String, Untypable> {
     if bytes[0] == b'-' {
         return Err(Untypable::LeadingDash);
     }
-    if std::str::from_utf8(bytes).is_err() {
-        return Err(Untypable::NotUtf8);
-    }
     word(bytes)
 }
 
-/// The stored bytes of an id column: the raw bytes when the stored text was not UTF-8.
+/// The stored bytes of a column: the raw bytes when the stored text was not UTF-8.
 pub fn stored<'a>(raw_invalid: &'a RawInvalid, column: &str, text: &'a str) -> &'a [u8] {
-    raw_invalid
-        .iter()
-        .find(|(c, _)| *c == column)
-        .map_or(text.as_bytes(), |(_, b)| b.as_slice())
+    crate::runtime::types::stored(raw_invalid, column, text)
 }
 
 /// `--db WORD` for the database path; a relative path starting with `-` is written `./-...`
@@ -148,6 +142,6 @@ mod tests {
         assert_eq!(word(b"\x1b%").unwrap(), "\"$(printf '\\033%%')\"");
         assert_eq!(word(b"a\n"), Err(Untypable::TrailingLineFeed));
         assert_eq!(id_word(b"-rf"), Err(Untypable::LeadingDash));
-        assert_eq!(id_word(b"\xff"), Err(Untypable::NotUtf8));
+        assert_eq!(id_word(b"t-\xff").unwrap(), "\"$(printf 't-\\377')\"");
     }
 }

@@ -24,21 +24,23 @@ pub fn run(
     let limit = if a.limit == 0 { PAGE } else { a.limit as i64 };
     let offset = a.offset as i64;
     let pending = store
-        .list_approvals_page(&r.id, "pending", limit, offset)
+        .list_approvals_page(r.id_bytes(), "pending", limit, offset)
         .map_err(fail)?;
     let waiting = r.status == crate::runtime::types::RunStatus::WaitingForApproval;
     let one = if waiting && pending.total == 1 {
         pending
             .items
             .first()
-            .map(|x| x.id.clone())
+            .map(|x| x.id_bytes().to_vec())
             .unwrap_or_default()
     } else {
-        String::new()
+        Vec::new()
     };
     if json_out {
         let mut raws = Raws::default();
-        let steps = store.list_steps_page(&r.id, limit, offset).map_err(fail)?;
+        let steps = store
+            .list_steps_page(r.id_bytes(), limit, offset)
+            .map_err(fail)?;
         let shown = steps.items.len() as i64;
         let mut doc = json!({
             "run": summary_json(&r, &one),
@@ -64,7 +66,9 @@ pub fn run(
     }
     header(&r, out)?;
     for ap in &pending.items {
-        let reason = store.approval_reason(&r.id, &ap.id).unwrap_or_default();
+        let reason = store
+            .approval_reason(r.id_bytes(), ap.id_bytes())
+            .unwrap_or_default();
         let (text, _) = approval::render(ap, db, &reason);
         out.raw(&text)?;
     }
@@ -83,7 +87,7 @@ pub fn run(
     let mut skip = offset;
     loop {
         let steps = store
-            .steps_page_by_key(&r.id, after.as_ref(), skip, limit)
+            .steps_page_by_key(r.id_bytes(), after.as_ref(), skip, limit)
             .map_err(fail)?;
         skip = 0;
         after = steps.last_key.clone();
@@ -208,7 +212,7 @@ fn step_row(s: &Step) -> Vec<String> {
 fn step_json(s: &Step) -> Value {
     let mut m = serde_json::Map::new();
     m.insert("index".into(), json!(s.index));
-    m.insert("id".into(), json!(s.id));
+    super::out::id_field(&mut m, "id", s.id_bytes());
     if let Some(d) = &s.decision {
         if !d.tool.is_empty() {
             m.insert("tool".into(), json!(d.tool));

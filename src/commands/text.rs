@@ -52,6 +52,15 @@ pub fn ident(bytes: &[u8], max: usize) -> String {
     ))
 }
 
+/// [`ident`], or `-` for an empty id.
+pub fn ident_dash(bytes: &[u8], max: usize) -> String {
+    if bytes.is_empty() {
+        "-".into()
+    } else {
+        ident(bytes, max)
+    }
+}
+
 /// [`ident`] for a TEXT column of a row (stored bytes when not UTF-8).
 pub fn ident_col(raw_invalid: &RawInvalid, column: &str, text: &str, max: usize) -> String {
     ident(super::shell::stored(raw_invalid, column, text), max)

@@ -61,7 +61,7 @@ pub struct RunsScreen {
 
 #[derive(Debug, Clone)]
 pub struct RunDetailScreen {
-    pub id: String,
+    pub id: Key,
     pub header: Option<RunHeader>,
     pub header_pending: Option<u64>,
     pub missing: bool,
@@ -74,7 +74,7 @@ pub struct RunDetailScreen {
 
 #[derive(Debug, Clone)]
 pub struct ApprovalScreen {
-    pub id: String,
+    pub id: Key,
     pub row: Option<ApprovalRow>,
     pub pending: Option<u64>,
     pub missing: bool,
@@ -144,20 +144,20 @@ impl TextInput {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Pending {
     Approve {
-        run: String,
-        approval: String,
+        run: Key,
+        approval: Key,
         hash: String,
     },
     Reject {
-        run: String,
-        approval: String,
+        run: Key,
+        approval: Key,
         hash: String,
     },
     Cancel {
-        run: String,
+        run: Key,
     },
     Resume {
-        run: String,
+        run: Key,
     },
 }
 
@@ -298,7 +298,9 @@ impl App {
                     .page
                     .rows
                     .first()
-                    .map(|r| (s.list.page.offset, r.approval_id.clone()))
+                    // Only a UTF-8 id anchors (the store's anchor is text); another reads
+                    // by position.
+                    .and_then(|r| Some((s.list.page.offset, r.approval_id.as_str()?.to_string())))
                     .filter(|(ai, _)| !keep && ai.abs_diff(off) < off);
                 Query::Queue {
                     filter: s.filter.clone(),
@@ -321,7 +323,7 @@ impl App {
                     .page
                     .rows
                     .first()
-                    .map(|r| (s.list.page.offset, r.id.clone()));
+                    .and_then(|r| Some((s.list.page.offset, r.id.as_str()?.to_string())));
                 let anchor = first.filter(|(ai, _)| !keep && ai.abs_diff(off) <= 2 * win);
                 Query::Runs {
                     status: s.status.clone(),
@@ -368,7 +370,7 @@ impl App {
                             .page
                             .rows
                             .first()
-                            .map(|r| (s.steps.page.offset, r.id.clone()))
+                            .and_then(|r| Some((s.steps.page.offset, r.id.as_str()?.to_string())))
                             .filter(|(ai, _)| ai.abs_diff(off) < off);
                         Query::Steps {
                             run,
@@ -440,7 +442,7 @@ impl App {
         self.load_top(false)
     }
 
-    pub fn push_run(&mut self, id: String) -> Vec<Effect> {
+    pub fn push_run(&mut self, id: Key) -> Vec<Effect> {
         self.push(Screen::RunDetail(Box::new(RunDetailScreen {
             id,
             header: None,
@@ -454,7 +456,7 @@ impl App {
         })))
     }
 
-    pub fn push_approval(&mut self, id: String) -> Vec<Effect> {
+    pub fn push_approval(&mut self, id: Key) -> Vec<Effect> {
         self.push(Screen::Approval(Box::new(ApprovalScreen {
             id,
             row: None,
@@ -615,8 +617,8 @@ pub(crate) fn confirm_decision_cfg(
         what,
         lines: vec![
             ("tool".into(), tool),
-            ("run".into(), a.run_id.clone().into_bytes()),
-            ("approval".into(), a.id.clone().into_bytes()),
+            ("run".into(), a.run_id.as_bytes().to_vec()),
+            ("approval".into(), a.id.as_bytes().to_vec()),
             ("hash".into(), short(&a.hash).as_bytes().to_vec()),
             ("by".into(), cfg.by.clone().into_bytes()),
         ],

@@ -2,11 +2,15 @@
 //! worker thread drives (`ConsoleData` for reads, `Decider` for decisions).
 //!
 //! Every value that came from the database and may have been chosen by a model, tool or policy
-//! is kept as raw bytes (`Vec<u8>`) so nothing is lost before it reaches the sanitiser;
+//! is kept as raw bytes (`Vec<u8>`) so nothing is lost before it reaches the sanitiser; ids
+//! (run, approval, step ids) are [`Key`]s, their stored bytes, so a lookup, a decision or a
+//! cancel acts on exactly the row that was shown, even when the id is not UTF-8;
 //! enum-like columns (status, kind, type, times) are read as lossy strings and still escaped
 //! when drawn.
 
 use std::fmt;
+
+pub use crate::runtime::types::Key;
 
 /// One page of a list read by key order, with the total from `COUNT`.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -23,9 +27,9 @@ pub struct Page<T> {
 /// A pending approval as the queue shows it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct QueueRow {
-    pub approval_id: String,
-    pub run_id: String,
-    pub step_id: String,
+    pub approval_id: Key,
+    pub run_id: Key,
+    pub step_id: Key,
     pub step_index: Option<i64>,
     /// Stored bytes (`\xNN` when not UTF-8).
     pub kind: Vec<u8>,
@@ -49,7 +53,7 @@ pub struct Counts {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunRow {
-    pub id: String,
+    pub id: Key,
     pub goal: Vec<u8>,
     pub status: String,
     /// Stored bytes (`\xNN` when not UTF-8, never a lossy U+FFFD).
@@ -65,7 +69,7 @@ pub struct RunRow {
 /// The header of the run detail screen.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct RunHeader {
-    pub id: String,
+    pub id: Key,
     pub goal: Vec<u8>,
     pub status: String,
     /// Stored bytes (`\xNN` when not UTF-8, never a lossy U+FFFD).
@@ -90,7 +94,7 @@ pub struct RunHeader {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct StepRow {
-    pub id: String,
+    pub id: Key,
     pub idx: i64,
     pub status: String,
     pub tool: Option<Vec<u8>>,
@@ -113,17 +117,17 @@ pub enum ChainMark {
 #[derive(Debug, Clone, PartialEq)]
 pub struct EventRow {
     pub seq: i64,
-    pub step_id: String,
+    pub step_id: Key,
     pub at: String,
-    pub kind: String,
+    pub kind: Vec<u8>,
     pub payload: Vec<u8>,
     pub chain: ChainMark,
 }
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelCallRow {
-    pub id: String,
-    pub step_id: String,
+    pub id: Key,
+    pub step_id: Key,
     pub attempt: i64,
     pub status: String,
     pub model: Vec<u8>,
@@ -137,9 +141,9 @@ pub struct ModelCallRow {
 /// An approval row; from `approval()` it is the whole row, from a page it may be capped.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ApprovalRow {
-    pub id: String,
-    pub run_id: String,
-    pub step_id: String,
+    pub id: Key,
+    pub run_id: Key,
+    pub step_id: Key,
     /// Stored bytes (`\xNN` when not UTF-8).
     pub kind: Vec<u8>,
     pub status: String,
@@ -167,14 +171,24 @@ pub struct ApprovalRow {
 /// One column of one row that does not decode.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DamagedRow {
-    pub run_id: String,
+    pub run_id: Key,
     pub table: &'static str,
-    pub row_id: String,
+    pub row_id: Key,
     pub column: &'static str,
     pub error: String,
     /// The stored bytes (first 4 KiB), shown escaped byte by byte.
     pub raw: Vec<u8>,
     pub raw_len: u64,
+}
+
+impl DamagedRow {
+    /// The row's place in the list, to find it again after a reload: table, row id, column.
+    pub fn key(&self) -> Key {
+        let mut k = format!("{}/", self.table).into_bytes();
+        k.extend_from_slice(self.row_id.as_bytes());
+        k.extend_from_slice(format!("/{}", self.column).as_bytes());
+        Key::new(k)
+    }
 }
 
 /// Result of verifying the whole event chain.
@@ -231,10 +245,10 @@ pub enum Query {
         anchor: Option<(u64, String)>,
     },
     Run {
-        id: String,
+        id: Key,
     },
     Steps {
-        run: String,
+        run: Key,
         offset: u64,
         limit: u64,
         /// The index and id of a step already read near the window: the window is read by
@@ -242,7 +256,7 @@ pub enum Query {
         anchor: Option<(u64, String)>,
     },
     Events {
-        run: String,
+        run: Key,
         offset: u64,
         limit: u64,
         /// The index and seq of an event already read near the window: the page is read by
@@ -250,17 +264,17 @@ pub enum Query {
         anchor: Option<(u64, i64)>,
     },
     Approvals {
-        run: String,
+        run: Key,
         offset: u64,
         limit: u64,
     },
     ModelCalls {
-        run: String,
+        run: Key,
         offset: u64,
         limit: u64,
     },
     Approval {
-        id: String,
+        id: Key,
     },
     Damaged {
         offset: u64,
@@ -273,26 +287,26 @@ pub enum Query {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Command {
     Approve {
-        run: String,
-        approval: String,
+        run: Key,
+        approval: Key,
         shown_hash: String,
         by: String,
         note: String,
     },
     Reject {
-        run: String,
-        approval: String,
+        run: Key,
+        approval: Key,
         shown_hash: String,
         by: String,
         note: String,
     },
     Cancel {
-        run: String,
+        run: Key,
         by: String,
         reason: String,
     },
     Resume {
-        run: String,
+        run: Key,
     },
 }
 

@@ -7,7 +7,7 @@ use std::path::Path;
 use super::data::{Command, CommandResult, DecideError, Decider};
 use crate::runtime::operator::{self, OperatorError};
 use crate::runtime::store::{SHOWN_REQUEST_MAX, Store};
-use crate::runtime::types::Timestamp;
+use crate::runtime::types::{Key, Timestamp};
 
 pub struct StoreDecider {
     store: Store,
@@ -61,7 +61,7 @@ fn map(e: OperatorError) -> DecideError {
 impl StoreDecider {
     /// Refuses, before the operator reads the row whole, a decision on a request the console
     /// did not read (issue 14 item 6): the detail showed none of its arguments.
-    fn refuse_huge(&self, run: &str, approval: &str) -> Result<(), DecideError> {
+    fn refuse_huge(&self, run: &Key, approval: &Key) -> Result<(), DecideError> {
         match self.store.request_bytes(run, approval) {
             Ok(Some(n)) if n > SHOWN_REQUEST_MAX => Err(DecideError::Other(format!(
                 "the request is {n} bytes and none of its arguments were shown; nothing was decided (cancel the run instead)"

@@ -147,8 +147,8 @@ pub fn fields(a: &ApprovalRow) -> Vec<Field> {
         ),
         meta("kind", a.kind.clone()),
         meta("status", a.status.clone()),
-        meta("run", a.run_id.clone()),
-        meta("step", a.step_id.clone()),
+        meta("run", a.run_id.as_bytes().to_vec()),
+        meta("step", a.step_id.as_bytes().to_vec()),
         meta("asked", a.created_at.clone()),
         meta(
             "expires",

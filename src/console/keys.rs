@@ -186,8 +186,8 @@ pub(crate) fn run_command(app: &mut App, cmd: &str) -> Vec<Effect> {
             on_action(app, Action::Damaged)
         }
         ("help", _) => on_action(app, Action::Help),
-        ("run", Some(id)) => app.push_run(id.to_string()),
-        ("approval", Some(id)) => app.push_approval(id.to_string()),
+        ("run", Some(id)) => app.push_run(Key::from(id)),
+        ("approval", Some(id)) => app.push_approval(Key::from(id)),
         ("verify", _) => {
             let id = app.next_id + 1;
             app.next_id = id;
@@ -213,7 +213,7 @@ fn move_list<T>(
     app_rows: u16,
     l: &mut super::nav::ListView<T>,
     a: Action,
-    id_of: impl Fn(&T) -> String,
+    id_of: impl Fn(&T) -> Key,
 ) -> bool {
     let page = i64::from(app_rows.max(1));
     let need = match a {
@@ -297,7 +297,7 @@ pub(crate) fn on_action(app: &mut App, a: Action) -> Vec<Effect> {
     let mut fx = Vec::new();
     let mut need = false;
     let mut copy: Option<String> = None;
-    let mut push: Option<(bool, String)> = None; // (is_run, id)
+    let mut push: Option<(bool, Key)> = None; // (is_run, id)
     let mut confirm: Option<Result<Confirm, String>> = None;
     let mut relayout = false;
     match &mut app.stack[top] {
@@ -357,9 +357,7 @@ pub(crate) fn on_action(app: &mut App, a: Action) -> Vec<Effect> {
         }
         Screen::Damaged(s) => {
             if is_move(a) {
-                need = move_list(rows, &mut s.list, a, |r| {
-                    format!("{}/{}/{}", r.table, r.row_id, r.column)
-                });
+                need = move_list(rows, &mut s.list, a, DamagedRow::key);
             }
             match a {
                 Action::Open => push = s.list.selected().map(|r| (true, r.run_id.clone())),
@@ -381,7 +379,9 @@ pub(crate) fn on_action(app: &mut App, a: Action) -> Vec<Effect> {
             if is_move(a) {
                 need = match s.tab {
                     Tab::Steps => move_list(tab_rows, &mut s.steps, a, |r| r.id.clone()),
-                    Tab::Events => move_list(tab_rows, &mut s.events, a, |r| r.seq.to_string()),
+                    Tab::Events => {
+                        move_list(tab_rows, &mut s.events, a, |r| Key::from(r.seq.to_string()))
+                    }
                     Tab::Approvals => move_list(tab_rows, &mut s.approvals, a, |r| r.id.clone()),
                     Tab::ModelCalls => move_list(tab_rows, &mut s.calls, a, |r| r.id.clone()),
                 };
@@ -601,16 +601,14 @@ fn reload_top_window(app: &mut App) -> Vec<Effect> {
     fx
 }
 
-fn cancel_confirm(run: &str, h: Option<&RunHeader>) -> Confirm {
+fn cancel_confirm(run: &Key, h: Option<&RunHeader>) -> Confirm {
     let mut lines = vec![("cancel run".into(), run.as_bytes().to_vec())];
     if let Some(h) = h {
         lines.push(("status".into(), h.status.clone().into_bytes()));
         lines.push(("goal".into(), h.goal.clone()));
     }
     Confirm {
-        what: Pending::Cancel {
-            run: run.to_string(),
-        },
+        what: Pending::Cancel { run: run.clone() },
         lines,
         warnings: vec![
             "the run ends as CANCELLED (operator_cancelled); this cannot be undone".into(),

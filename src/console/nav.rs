@@ -2,7 +2,7 @@
 //! page around it; moving outside the window asks for a new one; a reload keeps the cursor on
 //! the same row (by its id) when that row is still there.
 
-use super::data::Page;
+use super::data::{Key, Page};
 
 /// Rows read around the cursor: a few screens.
 pub fn window_for(view_rows: u16) -> u64 {
@@ -18,7 +18,7 @@ pub struct ListView<T> {
     /// Request id whose exact total is still to come (the page applied was inexact).
     pub counting: Option<u64>,
     /// Id of the selected row, to find it again after a reload.
-    pub key: Option<String>,
+    pub key: Option<Key>,
     pub loaded: bool,
     /// First row drawn (kept so the cursor moves within the screen before it scrolls).
     pub top: u64,
@@ -78,7 +78,7 @@ impl<T> ListView<T> {
     }
 
     /// Applies a page that came back; keeps the cursor on the row with the remembered id.
-    pub fn apply(&mut self, page: Page<T>, id_of: impl Fn(&T) -> String) {
+    pub fn apply(&mut self, page: Page<T>, id_of: impl Fn(&T) -> Key) {
         let key = self.key.clone();
         self.page = page;
         self.loaded = true;
@@ -106,7 +106,7 @@ impl<T> ListView<T> {
     }
 
     /// Remembers the selected row's id (call after moving).
-    pub fn remember(&mut self, id_of: impl Fn(&T) -> String) {
+    pub fn remember(&mut self, id_of: impl Fn(&T) -> Key) {
         self.key = self.selected().map(id_of);
     }
 
@@ -139,9 +139,9 @@ mod tests {
     #[test]
     fn cursor_stays_on_the_same_row_after_a_reload() {
         let mut l = ListView::default();
-        l.apply(page(0, 10, 10), |r| r.to_string());
+        l.apply(page(0, 10, 10), |r| r.to_string().into());
         l.move_by(3);
-        l.remember(|r| r.to_string());
+        l.remember(|r| r.to_string().into());
         // Two rows inserted before it: the same row is now at index 5.
         let shifted = Page {
             offset: 0,
@@ -149,7 +149,7 @@ mod tests {
             rows: vec![100, 101, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9],
             exact: true,
         };
-        l.apply(shifted, |r| r.to_string());
+        l.apply(shifted, |r| r.to_string().into());
         assert_eq!(l.cursor, 5);
         assert_eq!(l.selected(), Some(&3));
     }
@@ -157,7 +157,7 @@ mod tests {
     #[test]
     fn moving_out_of_the_window_asks_for_a_read() {
         let mut l = ListView::default();
-        l.apply(page(0, 1000, 30), |r| r.to_string());
+        l.apply(page(0, 1000, 30), |r| r.to_string().into());
         assert!(!l.move_by(29));
         assert!(l.move_by(1));
         assert_eq!(l.window_offset(30), 20);

@@ -6,7 +6,7 @@ use super::data::*;
 use super::fields;
 use super::nav::ListView;
 
-fn take<T>(l: &mut ListView<T>, id: u64, page: Page<T>, id_of: impl Fn(&T) -> String) -> bool {
+fn take<T>(l: &mut ListView<T>, id: u64, page: Page<T>, id_of: impl Fn(&T) -> Key) -> bool {
     if l.pending == Some(id) {
         l.counting = None;
         l.apply(page, id_of);
@@ -69,9 +69,7 @@ pub fn on_reply(app: &mut App, id: u64, r: Reply) -> Vec<Effect> {
                 hit
             }
             (Screen::Runs(s), Reply::Runs(p)) => take(&mut s.list, id, p, |r| r.id.clone()),
-            (Screen::Damaged(s), Reply::Damaged(p)) => take(&mut s.list, id, p, |r| {
-                format!("{}/{}/{}", r.table, r.row_id, r.column)
-            }),
+            (Screen::Damaged(s), Reply::Damaged(p)) => take(&mut s.list, id, p, DamagedRow::key),
             (Screen::RunDetail(s), Reply::Run(h)) if s.header_pending == Some(id) => {
                 s.header_pending = None;
                 s.missing = h.is_none();
@@ -80,7 +78,7 @@ pub fn on_reply(app: &mut App, id: u64, r: Reply) -> Vec<Effect> {
             }
             (Screen::RunDetail(s), Reply::Steps(p)) => take(&mut s.steps, id, p, |r| r.id.clone()),
             (Screen::RunDetail(s), Reply::Events(p)) => {
-                take(&mut s.events, id, p, |r| r.seq.to_string())
+                take(&mut s.events, id, p, |r| Key::from(r.seq.to_string()))
             }
             (Screen::RunDetail(s), Reply::Approvals(p)) => {
                 take(&mut s.approvals, id, p, |r| r.id.clone())

@@ -77,9 +77,9 @@ fn queue_row(q: store::QueueItem) -> QueueRow {
     QueueRow {
         created_at: a.created_at.to_rfc3339(),
         expires_at: a.expires_at.to_rfc3339(),
-        approval_id: a.id,
-        run_id: a.run_id,
-        step_id: a.step_id,
+        approval_id: Key::new(a.id_bytes()),
+        run_id: Key::new(a.run_id_bytes()),
+        step_id: Key::new(a.step_id_bytes()),
         step_index: q.step_index,
         kind: raw_bytes(&a.raw_invalid, "kind", &a.kind),
         tool: q.tool.map(String::into_bytes),
@@ -99,7 +99,7 @@ fn run_row(o: store::RunOverview) -> RunRow {
         pending: o.pending.max(0) as u64,
         damaged: o.damaged,
         reason: raw_bytes(&r.raw_invalid, "reason", &r.reason),
-        id: r.id,
+        id: Key::new(r.id_bytes()),
     }
 }
 
@@ -123,7 +123,7 @@ fn run_header(r: Run) -> RunHeader {
         lease_expires_at: r.lease_expires_at.to_rfc3339(),
         resumable: false,
         reason: raw_bytes(&r.raw_invalid, "reason", &r.reason),
-        id: r.id,
+        id: Key::new(r.id_bytes()),
     }
 }
 
@@ -139,7 +139,7 @@ fn step_row(s: Step) -> StepRow {
         observation_kind: o.and_then(|o| some_text(&o.kind)),
         summary: o.and_then(|o| some_bytes(&o.summary)),
         decode_error: some_text(&s.decode_error),
-        id: s.id,
+        id: Key::new(s.id_bytes()),
     }
 }
 
@@ -148,9 +148,9 @@ fn event_row(m: store::MarkedEvent) -> EventRow {
     EventRow {
         seq: e.seq,
         payload: raw_bytes(&e.raw_invalid, "payload", &e.payload),
-        step_id: e.step_id,
+        step_id: Key::new(e.step_id_bytes()),
+        kind: e.kind_bytes().to_vec(),
         at: e.at_text,
-        kind: e.kind,
         chain: match m.mark {
             store::ChainMark::Holds => ChainMark::Ok,
             store::ChainMark::Broken => ChainMark::Broken,
@@ -163,8 +163,8 @@ fn model_call_row(m: store::ModelCallView) -> ModelCallRow {
     ModelCallRow {
         model: raw_bytes(&m.raw_invalid, "model", &m.model),
         error: raw_bytes(&m.raw_invalid, "error", &m.error),
-        id: m.id,
-        step_id: m.step_id,
+        id: Key::new(raw_bytes(&m.raw_invalid, "id", &m.id)),
+        step_id: Key::new(raw_bytes(&m.raw_invalid, "step_id", &m.step_id)),
         attempt: m.attempt,
         status: m.status,
         input_tokens: m.input_tokens,
@@ -192,9 +192,9 @@ fn approval_row(a: Approval, run_status: Option<&crate::runtime::types::RunStatu
             .unwrap_or_default(),
         reason: Vec::new(),
         request_not_shown: None,
-        id: a.id,
-        run_id: a.run_id,
-        step_id: a.step_id,
+        id: Key::new(a.id_bytes()),
+        run_id: Key::new(a.run_id_bytes()),
+        step_id: Key::new(a.step_id_bytes()),
         kind: raw_bytes(&a.raw_invalid, "kind", &a.kind),
         hash: a.hash,
     }
@@ -225,7 +225,7 @@ impl SqliteData {
         })
     }
 
-    fn run(&self, id: &str) -> Result<Option<RunHeader>, StoreError> {
+    fn run(&self, id: &Key) -> Result<Option<RunHeader>, StoreError> {
         match self.store.get_run_capped(id) {
             Ok(r) => Ok(Some(run_header(r))),
             Err(StoreError::NotFound { .. }) => Ok(None),
@@ -235,7 +235,7 @@ impl SqliteData {
 
     fn approvals(
         &self,
-        run: &str,
+        run: &Key,
         offset: u64,
         limit: u64,
     ) -> Result<Page<ApprovalRow>, StoreError> {
@@ -247,7 +247,7 @@ impl SqliteData {
         }))
     }
 
-    fn approval(&self, id: &str) -> Result<Option<ApprovalRow>, StoreError> {
+    fn approval(&self, id: &Key) -> Result<Option<ApprovalRow>, StoreError> {
         // Read as a page reads it: a huge request is never loaded to be shown (issue 14 item 6).
         let Some(v) = self.store.approval_view_capped(id)? else {
             return Ok(None);

@@ -33,8 +33,10 @@ pub fn is_count(q: &Query) -> bool {
 /// Marks a run header resumable when the hook knows its tools and the run has not ended.
 pub fn mark_resumable(r: &mut Reply, hook: Option<&dyn ResumeHook>) {
     if let (Reply::Run(Some(h)), Some(hook)) = (r, hook) {
+        // The hook names runs by text: a run whose id is not UTF-8 is never offered to it (its
+        // lossy form could name another run).
         h.resumable = !matches!(h.status.as_str(), "COMPLETED" | "FAILED" | "CANCELLED")
-            && hook.can_resume(&h.id);
+            && h.id.as_str().is_some_and(|id| hook.can_resume(id));
     }
 }
 
@@ -118,6 +120,16 @@ impl Worker {
                 ));
                 return;
             };
+            let Some(run) = run.as_str() else {
+                let _ = out.send(Input::Done(
+                    id,
+                    Err(DecideError::Unavailable(
+                        "this run's id is not UTF-8; this build resumes only runs whose id is UTF-8"
+                            .into(),
+                    )),
+                ));
+                return;
+            };
             if !hook.can_resume(run) {
                 let _ = out.send(Input::Done(
                     id,
@@ -127,7 +139,7 @@ impl Worker {
                 ));
                 return;
             }
-            let (db, run, out) = (self.db.clone(), run.clone(), out.clone());
+            let (db, run, out) = (self.db.clone(), run.to_string(), out.clone());
             let _ = out.send(Input::Progress(id, "resuming in the background…".into()));
             std::thread::spawn(move || {
                 let r = hook.resume(&db, &run).map_err(DecideError::Other);

@@ -239,7 +239,7 @@ pub fn pause_step(
                 },
             )?;
             tx.transition(&Transition {
-                run_id,
+                run_id: run_id.as_bytes(),
                 from: &[RunStatus::Running],
                 to: RunStatus::WaitingForApproval,
                 reason: "",

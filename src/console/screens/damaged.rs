@@ -56,13 +56,7 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App, s: &DamagedScreen) {
         |r, ws| {
             vec![
                 cell(app, r.run_id.as_bytes(), 8),
-                Line::from(format!(
-                    "{}.{} {}",
-                    r.table,
-                    r.column,
-                    &r.row_id.get(..6).unwrap_or(&r.row_id)
-                ))
-                .style(th.style(Role::Damaged)),
+                row_cell(app, r, ws[1]).style(th.style(Role::Damaged)),
                 cell(app, r.error.as_bytes(), ws[2]),
             ]
         },
@@ -91,4 +85,22 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App, s: &DamagedScreen) {
             .block(block(app, t)),
         raw,
     );
+}
+
+/// `table.column id`: the row's id through the sanitiser (an id that is not UTF-8 shows
+/// `\xNN`); a plain id shows its first 6 characters as before, any other is cut head-and-tail
+/// with a marker in the rest of the column.
+fn row_cell(app: &App, r: &crate::console::data::DamagedRow, w: u16) -> Line<'static> {
+    let head = format!("{}.{} ", r.table, r.column);
+    let id = r.row_id.as_bytes();
+    let escaped = text::escaped(id);
+    let id_line = if escaped.as_bytes() == id {
+        Line::from(escaped.chars().take(6).collect::<String>())
+    } else {
+        let rest = usize::from(w).saturating_sub(head.chars().count()).max(8);
+        cell(app, id, u16::try_from(rest).unwrap_or(u16::MAX))
+    };
+    let mut spans = vec![ratatui::text::Span::raw(head)];
+    spans.extend(id_line.spans);
+    Line::from(spans)
 }

@@ -206,7 +206,7 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App, s: &RunDetailScreen) {
                     Line::from(r.seq.to_string()),
                     chain,
                     Line::from(time::age(&r.at, now)),
-                    cell(app, r.kind.as_bytes(), ws[3]),
+                    cell(app, &r.kind, ws[3]),
                     cell(app, &r.payload, ws[4]),
                 ]
             },
@@ -324,15 +324,15 @@ fn seq_width(events: &[crate::console::data::EventRow]) -> u16 {
 #[cfg(test)]
 mod seq_width_tests {
     use super::*;
-    use crate::console::data::{ChainMark, EventRow};
+    use crate::console::data::{ChainMark, EventRow, Key};
 
     #[test]
     fn the_seq_column_fits_the_widest_number() {
         let row = |seq| EventRow {
             seq,
-            step_id: String::new(),
+            step_id: Key::default(),
             at: String::new(),
-            kind: String::new(),
+            kind: Vec::new(),
             payload: Vec::new(),
             chain: ChainMark::Ok,
         };

@@ -201,7 +201,7 @@ impl RunCtx {
         limit: bool,
     ) -> Result<(), Stop> {
         tx.transition(&Transition {
-            run_id: &self.run_id,
+            run_id: self.run_id.as_bytes(),
             from,
             to: status.clone(),
             reason,

@@ -403,7 +403,7 @@ impl RunCtx {
         at: Timestamp,
     ) -> Result<(), Stop> {
         tx.transition(&Transition {
-            run_id: &self.run_id,
+            run_id: self.run_id.as_bytes(),
             from: &[RunStatus::WaitingForApproval],
             to: RunStatus::Running,
             reason: "",
@@ -472,7 +472,7 @@ impl RunCtx {
                 },
             )?;
             tx.transition(&Transition {
-                run_id: &self.run_id,
+                run_id: self.run_id.as_bytes(),
                 from: from_run,
                 to: RunStatus::WaitingForApproval,
                 reason: "",

@@ -217,7 +217,7 @@ pub(crate) fn resume_interrupted(mut cx: RunCtx) -> Result<Attached, RuntimeErro
     }
     let res = cx.write(|tx| {
         tx.transition(&Transition {
-            run_id: &cx.run_id,
+            run_id: cx.run_id.as_bytes(),
             from: &from,
             to: RunStatus::Running,
             reason: "",

@@ -309,7 +309,7 @@ impl RunCtx {
             }
             tx.event(&self.run_id, &a.step_id, now, "approval.decided", &p)?;
             tx.transition(&Transition {
-                run_id: &self.run_id,
+                run_id: self.run_id.as_bytes(),
                 from: &[RunStatus::WaitingForApproval],
                 to: RunStatus::Cancelled,
                 reason: "approval_expired",

@@ -11,6 +11,12 @@ pub fn write_string(out: &mut Vec<u8>, s: &str) {
     write_str(out, s.as_bytes(), Escape::Go);
 }
 
+/// Appends bytes as Go marshals a `string` holding them: as [`write_string`], and each byte
+/// that is not part of valid UTF-8 as the six characters `\ufffd` (an id that is not UTF-8).
+pub fn write_bytes(out: &mut Vec<u8>, s: &[u8]) {
+    write_str(out, s, Escape::Go);
+}
+
 /// Appends raw JSON as Go marshals a `json.RawMessage`: validated, compacted (insignificant
 /// whitespace removed, key order and duplicates kept) and HTML-escaped inside strings.
 /// Empty input is an error (Go refuses an empty RawMessage... callers decide what absent means).
@@ -93,6 +99,13 @@ impl Object {
     pub fn str(&mut self, k: &str, v: &str) -> &mut Self {
         self.key(k);
         write_string(&mut self.buf, v);
+        self
+    }
+    /// A string field of bytes that need not be UTF-8 (Go's encoding: `\ufffd` per invalid
+    /// byte).
+    pub fn str_bytes(&mut self, k: &str, v: &[u8]) -> &mut Self {
+        self.key(k);
+        write_bytes(&mut self.buf, v);
         self
     }
     /// A string field, omitted when empty (Go `omitempty`).

@@ -104,12 +104,34 @@ pub fn event_hash(
     kind: &str,
     payload: &str,
 ) -> String {
+    event_hash_bytes(
+        prev,
+        seq,
+        run_id.as_bytes(),
+        step_id.as_bytes(),
+        at,
+        kind,
+        payload,
+    )
+}
+
+/// [`event_hash`] over ids as stored (a run or step id need not be UTF-8; the chain hashes
+/// the stored bytes).
+pub fn event_hash_bytes(
+    prev: &str,
+    seq: i64,
+    run_id: &[u8],
+    step_id: &[u8],
+    at: &str,
+    kind: &str,
+    payload: &str,
+) -> String {
     let seq = seq.to_string();
     hash::event_hash([
         prev.as_bytes(),
         seq.as_bytes(),
-        run_id.as_bytes(),
-        step_id.as_bytes(),
+        run_id,
+        step_id,
         at.as_bytes(),
         kind.as_bytes(),
         payload.as_bytes(),

@@ -2,7 +2,7 @@
 
 use crate::runtime::json::gojson::Object;
 use crate::runtime::store::Store;
-use crate::runtime::types::{Event, Run, RunStatus, Timestamp};
+use crate::runtime::types::{AsKey, Event, Run, RunStatus, Timestamp, lossy};
 
 use super::OperatorError;
 use super::decide::{finish, observation};
@@ -31,15 +31,17 @@ pub struct Cancelled {
 /// reports their pages damaged): the steps are then left as they are and the run still ends.
 pub fn cancel(
     store: &Store,
-    run_id: &str,
+    run_id: impl AsKey,
     by: &str,
     note: &str,
     now: Timestamp,
 ) -> Result<Cancelled, OperatorError> {
+    // The id's bytes: a run id need not be UTF-8 (messages name it lossily).
+    let run_id = run_id.key_bytes();
     let run = store.get_run(run_id)?;
     if run.status.is_terminal() {
         return Err(OperatorError::RunFinished {
-            run_id: run_id.into(),
+            run_id: lossy(run_id).into_owned(),
             status: run.status,
         });
     }
@@ -59,7 +61,7 @@ pub fn cancel(
                 Err(e) => match tx.get_run(run_id)?.status {
                     status if status.is_terminal() => {
                         return Err(OperatorError::RunFinished {
-                            run_id: run_id.into(),
+                            run_id: lossy(run_id).into_owned(),
                             status,
                         });
                     }

@@ -3,7 +3,7 @@
 use crate::runtime::json::{approval_hash, content_hash, gojson::Object};
 use crate::runtime::store::{Store, StoreError, Transition, Tx};
 use crate::runtime::types::{
-    Approval, ApprovalStatus, Event, Observation, Run, RunStatus, Timestamp,
+    Approval, ApprovalStatus, AsKey, Event, Observation, Run, RunStatus, Timestamp, lossy,
 };
 
 use super::OperatorError;
@@ -33,8 +33,8 @@ pub struct Decided {
 /// Approves a pending approval: the run stays WAITING until a resume.
 pub fn approve(
     store: &Store,
-    run_id: &str,
-    approval_id: &str,
+    run_id: impl AsKey,
+    approval_id: impl AsKey,
     by: &str,
     note: &str,
     now: Timestamp,
@@ -54,8 +54,8 @@ pub fn approve(
 /// Rejects a pending approval: its step fails and the run is CANCELLED (`approval_rejected`).
 pub fn reject(
     store: &Store,
-    run_id: &str,
-    approval_id: &str,
+    run_id: impl AsKey,
+    approval_id: impl AsKey,
     by: &str,
     note: &str,
     now: Timestamp,
@@ -142,8 +142,8 @@ pub fn reject(
 /// ```
 pub fn approve_shown(
     store: &Store,
-    run_id: &str,
-    approval_id: &str,
+    run_id: impl AsKey,
+    approval_id: impl AsKey,
     shown: &str,
     by: &str,
     note: &str,
@@ -164,8 +164,8 @@ pub fn approve_shown(
 /// Rejects only if the stored hash is `shown`.
 pub fn reject_shown(
     store: &Store,
-    run_id: &str,
-    approval_id: &str,
+    run_id: impl AsKey,
+    approval_id: impl AsKey,
     shown: &str,
     by: &str,
     note: &str,
@@ -187,8 +187,8 @@ pub fn reject_shown(
 #[allow(clippy::too_many_arguments)]
 pub fn decide(
     store: &Store,
-    run_id: &str,
-    approval_id: &str,
+    run_id: impl AsKey,
+    approval_id: impl AsKey,
     shown: Shown<'_>,
     by: &str,
     note: &str,
@@ -215,8 +215,8 @@ testing_pub! {
 #[allow(clippy::too_many_arguments)]
 fn decide_hooked(
     store: &Store,
-    run_id: &str,
-    approval_id: &str,
+    run_id: impl AsKey,
+    approval_id: impl AsKey,
     shown: Shown<'_>,
     by: &str,
     note: &str,
@@ -224,6 +224,9 @@ fn decide_hooked(
     now: Timestamp,
     between: impl FnOnce(),
 ) -> Result<Decided, OperatorError> {
+    // Ids as given, bytes: a run or approval id need not be UTF-8 (the lookups bind them as
+    // stored); messages name them lossily.
+    let (run_id, approval_id) = (run_id.key_bytes(), approval_id.key_bytes());
     if !matches!(status, ApprovalStatus::Approved | ApprovalStatus::Rejected) {
         return Err(StoreError::Invalid(format!(
             "an approval is decided approved or rejected, not {status}"
@@ -232,7 +235,7 @@ fn decide_hooked(
     }
     if shown == Shown::Hash("") {
         return Err(OperatorError::Changed {
-            approval_id: approval_id.into(),
+            approval_id: lossy(approval_id).into_owned(),
             detail: ": no hash was shown".into(),
         });
     }
@@ -240,7 +243,7 @@ fn decide_hooked(
     let run = store.get_run(run_id)?;
     if run.status != RunStatus::WaitingForApproval {
         return Err(OperatorError::RunNotWaiting {
-            run_id: run_id.into(),
+            run_id: lossy(run_id).into_owned(),
             status: run.status,
         });
     }
@@ -251,7 +254,7 @@ fn decide_hooked(
     if !a.expires_at.is_zero() && now > a.expires_at {
         expire::expire(store, run_id, &a, now)?;
         return Err(OperatorError::Expired {
-            approval_id: approval_id.into(),
+            approval_id: lossy(approval_id).into_owned(),
             at: a.expires_at,
             already: false,
         });
@@ -265,7 +268,7 @@ fn decide_hooked(
             .map_err(|e| not_found(e, run_id, approval_id))?;
         check(&a, shown)?;
         if !tx.set_approval_status(
-            &a.id,
+            a.id_bytes(),
             "pending",
             &a.hash,
             status.as_str(),
@@ -277,15 +280,15 @@ fn decide_hooked(
             return Err(not_pending(&cur));
         }
         let payload = Object::new()
-            .str("approval_id", &a.id)
+            .str_bytes("approval_id", a.id_bytes())
             .str("by", by)
             .str("note", note)
             .str("status", status.as_str())
             .finish();
-        tx.append_event(run_id, &a.step_id, &now, "approval.decided", &payload)?;
+        tx.append_event(run_id, a.step_id_bytes(), &now, "approval.decided", &payload)?;
         if status == ApprovalStatus::Rejected {
             let content = Object::new()
-                .str("approval_id", &a.id)
+                .str_bytes("approval_id", a.id_bytes())
                 .str("note", note)
                 .finish();
             let (obs, hash) = observation(
@@ -293,7 +296,7 @@ fn decide_hooked(
                 &content,
                 &format!("approval rejected: {note}"),
             )?;
-            tx.fail_step_unconditionally(run_id, &a.step_id, &obs, &hash, now)?;
+            tx.fail_step_unconditionally(run_id, a.step_id_bytes(), &obs, &hash, now)?;
             finish(
                 tx,
                 run_id,
@@ -383,22 +386,22 @@ pub(super) fn not_pending(a: &Approval) -> OperatorError {
     }
 }
 
-fn not_found(e: StoreError, run_id: &str, approval_id: &str) -> OperatorError {
+fn not_found(e: StoreError, run_id: &[u8], approval_id: &[u8]) -> OperatorError {
     match e {
         StoreError::NotFound { .. } => OperatorError::NotFound {
-            run_id: run_id.into(),
-            approval_id: approval_id.into(),
+            run_id: lossy(run_id).into_owned(),
+            approval_id: lossy(approval_id).into_owned(),
         },
         other => other.into(),
     }
 }
 
 /// requireStatus WAITING inside the transaction, as RunNotWaiting.
-pub(super) fn require_waiting(tx: &Tx<'_>, run_id: &str) -> Result<(), OperatorError> {
+pub(super) fn require_waiting(tx: &Tx<'_>, run_id: &[u8]) -> Result<(), OperatorError> {
     match tx.require_status(run_id, &[RunStatus::WaitingForApproval], None) {
         Ok(_) => Ok(()),
         Err(e) if e.is_run_state() => Err(OperatorError::RunNotWaiting {
-            run_id: run_id.into(),
+            run_id: lossy(run_id).into_owned(),
             status: tx.get_run(run_id)?.status,
         }),
         Err(e) => Err(e.into()),
@@ -429,7 +432,7 @@ pub(super) fn observation(
 /// `{["by",]"detail","reason","status","steps"}`.
 pub(super) fn finish(
     tx: &mut Tx<'_>,
-    run_id: &str,
+    run_id: &[u8],
     to: RunStatus,
     reason: &str,
     detail: &str,

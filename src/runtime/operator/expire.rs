@@ -2,7 +2,7 @@
 
 use crate::runtime::json::gojson::Object;
 use crate::runtime::store::{Store, Tx};
-use crate::runtime::types::{Approval, ApprovalStatus, Event, RunStatus, Timestamp};
+use crate::runtime::types::{Approval, ApprovalStatus, AsKey, Event, RunStatus, Timestamp};
 
 use super::OperatorError;
 use super::decide::{finish, not_pending, require_waiting};
@@ -11,11 +11,11 @@ use super::decide::{finish, not_pending, require_waiting};
 /// (`approval_expired`), in one transaction. Returns the events appended.
 pub fn expire(
     store: &Store,
-    run_id: &str,
+    run_id: impl AsKey,
     a: &Approval,
     now: Timestamp,
 ) -> Result<Vec<Event>, OperatorError> {
-    let ((), events) = store.write(|tx| expire_in(tx, run_id, a, now))?;
+    let ((), events) = store.write(|tx| expire_in(tx, run_id.key_bytes(), a, now))?;
     Ok(events)
 }
 
@@ -25,25 +25,40 @@ pub fn expire(
 /// The step row is not changed.
 pub fn expire_in(
     tx: &mut Tx<'_>,
-    run_id: &str,
+    run_id: impl AsKey,
     a: &Approval,
     now: Timestamp,
 ) -> Result<(), OperatorError> {
+    let run_id = run_id.key_bytes();
     require_waiting(tx, run_id)?;
     let changed = if a.status == ApprovalStatus::Pending {
-        tx.set_approval_status(&a.id, "pending", &a.hash, "expired", now, None, "expired")?
+        tx.set_approval_status(
+            a.id_bytes(),
+            "pending",
+            &a.hash,
+            "expired",
+            now,
+            None,
+            "expired",
+        )?
     } else {
-        tx.set_approval_status_only(&a.id, a.status.as_str(), &a.hash, "expired")?
+        tx.set_approval_status_only(a.id_bytes(), a.status.as_str(), &a.hash, "expired")?
     };
     if !changed {
-        let cur = tx.get_approval(run_id, &a.id)?;
+        let cur = tx.get_approval(run_id, a.id_bytes())?;
         return Err(not_pending(&cur));
     }
     let payload = Object::new()
-        .str("approval_id", &a.id)
+        .str_bytes("approval_id", a.id_bytes())
         .str("status", "expired")
         .finish();
-    tx.append_event(run_id, &a.step_id, &now, "approval.decided", &payload)?;
+    tx.append_event(
+        run_id,
+        a.step_id_bytes(),
+        &now,
+        "approval.decided",
+        &payload,
+    )?;
     let detail = format!("approval {} expired", a.id);
     finish(
         tx,

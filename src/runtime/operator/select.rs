@@ -3,7 +3,7 @@
 use thiserror::Error;
 
 use crate::runtime::store::{Store, StoreError};
-use crate::runtime::types::{Approval, ApprovalStatus};
+use crate::runtime::types::{Approval, ApprovalStatus, AsKey, lossy};
 
 /// At most this many candidates are read and named.
 pub const MAX_NAMED: i64 = 20;
@@ -49,23 +49,25 @@ fn name_list(ids: &[String], total: i64) -> String {
 }
 
 /// With an id: that approval, whole, if pending. Without: the run's only pending approval,
-/// read whole (at most [`MAX_NAMED`] candidates are read to tell).
+/// read whole (at most [`MAX_NAMED`] candidates are read to tell). Ids are bytes as stored (a
+/// run or approval id need not be UTF-8); messages name them lossily.
 pub fn pending_approval(
     store: &Store,
-    run_id: &str,
-    approval_id: Option<&str>,
+    run_id: impl AsKey,
+    approval_id: Option<&[u8]>,
 ) -> Result<Approval, SelectError> {
+    let run_id = run_id.key_bytes();
     if let Some(id) = approval_id {
         let a = store
             .get_approval(run_id, id)
             .map_err(|source| SelectError::NotFound {
-                run_id: run_id.into(),
-                approval_id: id.into(),
+                run_id: lossy(run_id).into_owned(),
+                approval_id: lossy(id).into_owned(),
                 source: Box::new(source),
             })?;
         if a.status != ApprovalStatus::Pending {
             return Err(SelectError::NotPending {
-                approval_id: id.into(),
+                approval_id: lossy(id).into_owned(),
                 status: a.status,
             });
         }
@@ -74,11 +76,11 @@ pub fn pending_approval(
     let page = store.list_approvals_page(run_id, "pending", MAX_NAMED, 0)?;
     match page.total {
         0 => Err(SelectError::NoPending {
-            run_id: run_id.into(),
+            run_id: lossy(run_id).into_owned(),
         }),
-        1 if page.items.len() == 1 => Ok(store.get_approval(run_id, &page.items[0].id)?),
+        1 if page.items.len() == 1 => Ok(store.get_approval(run_id, page.items[0].id_bytes())?),
         total => Err(SelectError::Ambiguous {
-            run_id: run_id.into(),
+            run_id: lossy(run_id).into_owned(),
             total,
             candidates: page.items.into_iter().map(|a| a.id).collect(),
         }),

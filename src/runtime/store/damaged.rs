@@ -13,6 +13,7 @@ use super::pages::{
     step_select,
 };
 use super::rows::{Cols, run_from};
+use crate::runtime::types::Key;
 
 /// Stored bytes a damaged column keeps.
 pub const DAMAGED_RAW_HEAD: i64 = 4096;
@@ -20,10 +21,12 @@ pub const DAMAGED_RAW_HEAD: i64 = 4096;
 /// One column of one row that does not decode.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DamagedColumn {
-    pub run_id: String,
+    /// The run's id as stored (it need not be UTF-8).
+    pub run_id: Key,
     /// `steps`, `runs` (its status) or `approvals`.
     pub table: &'static str,
-    pub row_id: String,
+    /// The row's id as stored.
+    pub row_id: Key,
     /// The column as decode errors name it (`decision`, `request`, `created_at`, ...).
     pub column: &'static str,
     /// The store decoder's error for the column.
@@ -90,7 +93,8 @@ fn damaged_column(
             .ctx("damaged rows")?
             .query_row([rowid], |r| {
                 let run = run_from(&mut Cols::new(r));
-                Ok((run.id.clone(), run.id, run.decode_error))
+                let id = Key::new(run.id_bytes());
+                Ok((id.clone(), id, run.decode_error))
             })
             .optional()
             .ctx("damaged rows")?
@@ -100,7 +104,11 @@ fn damaged_column(
             .ctx("damaged rows")?
             .query_row([rowid], |r| {
                 let s = capped_step(r);
-                Ok((s.run_id, s.id, s.decode_error))
+                Ok((
+                    Key::new(s.run_id_bytes()),
+                    Key::new(s.id_bytes()),
+                    s.decode_error,
+                ))
             })
             .optional()
             .ctx("damaged rows")?
@@ -110,7 +118,11 @@ fn damaged_column(
             .ctx("damaged rows")?
             .query_row([rowid], |r| {
                 let a = capped_approval(r);
-                Ok((a.run_id, a.id, a.decode_error))
+                Ok((
+                    Key::new(a.run_id_bytes()),
+                    Key::new(a.id_bytes()),
+                    a.decode_error,
+                ))
             })
             .optional()
             .ctx("damaged rows")?

@@ -6,6 +6,7 @@
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::Store;
+use super::bind::key;
 use super::error::{Ctx, StoreError};
 use super::events::verify;
 use super::pages::{
@@ -13,7 +14,7 @@ use super::pages::{
     event_select, query, tc,
 };
 use super::rows::{APPROVAL_COLUMNS, Cols, approval_from, event_from};
-use crate::runtime::types::{Approval, Event, RawInvalid, RunStatus, Timestamp};
+use crate::runtime::types::{Approval, AsKey, Event, RawInvalid, RunStatus, Timestamp};
 
 /// A page of a run's approvals and the run's status, read together.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -70,7 +71,8 @@ pub struct ModelCallView {
     pub raw_invalid: RawInvalid,
 }
 
-fn run_status(c: &Connection, run_id: &str) -> Result<Option<RunStatus>, StoreError> {
+fn run_status(c: &Connection, run_id: impl AsKey) -> Result<Option<RunStatus>, StoreError> {
+    let run_id = key(&run_id);
     let s: Option<Vec<u8>> = c
         .prepare_cached("SELECT CAST(status AS BLOB) FROM runs WHERE id = ?")
         .ctx("run status")?
@@ -86,10 +88,11 @@ impl Store {
     /// one transaction.
     pub fn list_run_approvals(
         &self,
-        run_id: &str,
+        run_id: impl AsKey,
         limit: i64,
         offset: i64,
     ) -> Result<RunApprovals, StoreError> {
+        let run_id = key(&run_id);
         check_page("approvals", limit, offset)?;
         self.read(|c| {
             let sql = format!(
@@ -116,7 +119,8 @@ impl Store {
     }
 
     /// One approval by id, whole, with its run's status and its reason; `None` if absent.
-    pub fn approval_view(&self, id: &str) -> Result<Option<ApprovalView>, StoreError> {
+    pub fn approval_view(&self, id: impl AsKey) -> Result<Option<ApprovalView>, StoreError> {
+        let id = key(&id);
         self.read(|c| {
             let Some(approval) = c
                 .prepare_cached(&format!(
@@ -129,9 +133,10 @@ impl Store {
             else {
                 return Ok(None);
             };
-            let reason = approval_reason(c, &approval.run_id, &approval.id).unwrap_or_default();
+            let reason = approval_reason(c, approval.run_id_bytes(), approval.id_bytes())
+                .unwrap_or_default();
             Ok(Some(ApprovalView {
-                run_status: run_status(c, &approval.run_id)?,
+                run_status: run_status(c, approval.run_id_bytes())?,
                 reason,
                 approval,
             }))
@@ -143,7 +148,8 @@ impl Store {
     /// [`crate::runtime::store::capped_request`]) and one over
     /// [`crate::runtime::store::SHOWN_REQUEST_MAX`] bytes is never loaded, so showing an
     /// approval costs what the screen shows whatever the request's size.
-    pub fn approval_view_capped(&self, id: &str) -> Result<Option<ApprovalView>, StoreError> {
+    pub fn approval_view_capped(&self, id: impl AsKey) -> Result<Option<ApprovalView>, StoreError> {
+        let id = key(&id);
         self.read(|c| {
             let Some(approval) = c
                 .prepare_cached(&format!(
@@ -157,9 +163,10 @@ impl Store {
             else {
                 return Ok(None);
             };
-            let reason = approval_reason(c, &approval.run_id, &approval.id).unwrap_or_default();
+            let reason = approval_reason(c, approval.run_id_bytes(), approval.id_bytes())
+                .unwrap_or_default();
             Ok(Some(ApprovalView {
-                run_status: run_status(c, &approval.run_id)?,
+                run_status: run_status(c, approval.run_id_bytes())?,
                 reason,
                 approval,
             }))
@@ -172,10 +179,11 @@ impl Store {
     /// [`ChainMark::Unknown`].
     pub fn list_marked_events(
         &self,
-        run_id: &str,
+        run_id: impl AsKey,
         limit: i64,
         offset: i64,
     ) -> Result<Page<MarkedEvent>, StoreError> {
+        let run_id = key(&run_id);
         self.list_marked_events_near(run_id, limit, offset, None)
     }
 
@@ -187,11 +195,12 @@ impl Store {
     /// Events are only ever appended with a larger seq, so an anchor's index stays valid.
     pub fn list_marked_events_near(
         &self,
-        run_id: &str,
+        run_id: impl AsKey,
         limit: i64,
         offset: i64,
         anchor: Option<(i64, i64)>,
     ) -> Result<Page<MarkedEvent>, StoreError> {
+        let run_id = key(&run_id);
         check_page("events", limit, offset)?;
         self.read(|c| {
             let anchor = match anchor {
@@ -274,10 +283,11 @@ impl Store {
     /// A run's model calls in insertion order (text capped), with the total.
     pub fn list_model_calls_page(
         &self,
-        run_id: &str,
+        run_id: impl AsKey,
         limit: i64,
         offset: i64,
     ) -> Result<Page<ModelCallView>, StoreError> {
+        let run_id = key(&run_id);
         check_page("model calls", limit, offset)?;
         self.read(|c| {
             let sql = format!(
@@ -296,9 +306,9 @@ impl Store {
             let items = query(c, &sql, &[&run_id, &limit, &offset], "list model calls", |r| {
                 let mut c = Cols::new(r);
                 let mut m = ModelCallView {
-                    id: c.text(0, "id"),
-                    run_id: c.text(1, "run_id"),
-                    step_id: c.text(2, "step_id"),
+                    id: c.key(0, "id"),
+                    run_id: c.key(1, "run_id"),
+                    step_id: c.key(2, "step_id"),
                     attempt: c.int(3, "attempt"),
                     status: c.text(4, "status"),
                     model: c.text(5, "model"),

@@ -6,10 +6,11 @@
 //! walking the key index only.
 
 use super::Store;
+use super::bind::key;
 use super::error::StoreError;
 use super::pages::{capped_step, check_page, count, event_select, query, run_select, step_select};
 use super::rows::{Cols, event_from, run_from};
-use crate::runtime::types::{Event, Run, Step};
+use crate::runtime::types::{AsKey, Event, Run, Step};
 use rusqlite::types::Value;
 
 /// One page read by key.
@@ -89,11 +90,12 @@ impl Store {
     /// first), after skipping `skip` of them, capped as pages cap them.
     pub fn steps_page_by_key(
         &self,
-        run_id: &str,
+        run_id: impl AsKey,
         after: Option<&StepKey>,
         skip: i64,
         limit: i64,
     ) -> Result<KeyPage<Step, StepKey>, StoreError> {
+        let run_id = key(&run_id);
         check_page("steps", limit, skip)?;
         let (idx, rowid) = match after {
             Some(StepKey(v, r)) => (v.clone(), *r),
@@ -129,11 +131,12 @@ impl Store {
     /// after skipping `skip` of them, capped as pages cap them.
     pub fn events_page_by_key(
         &self,
-        run_id: &str,
+        run_id: impl AsKey,
         after: Option<i64>,
         skip: i64,
         limit: i64,
     ) -> Result<KeyPage<Event>, StoreError> {
+        let run_id = key(&run_id);
         check_page("events", limit, skip)?;
         let after = after.unwrap_or(i64::MIN);
         self.read(|c| {
@@ -157,7 +160,8 @@ impl Store {
     }
 
     /// How many events a run has: a scan of its index range, for callers that ask.
-    pub fn count_events(&self, run_id: &str) -> Result<i64, StoreError> {
+    pub fn count_events(&self, run_id: impl AsKey) -> Result<i64, StoreError> {
+        let run_id = key(&run_id);
         self.read(|c| {
             count(
                 c,
@@ -168,7 +172,8 @@ impl Store {
     }
 
     /// How many steps a run has, for callers that ask.
-    pub fn count_steps(&self, run_id: &str) -> Result<i64, StoreError> {
+    pub fn count_steps(&self, run_id: impl AsKey) -> Result<i64, StoreError> {
+        let run_id = key(&run_id);
         self.read(|c| count(c, "SELECT COUNT(*) FROM steps WHERE run_id = ?", &[&run_id]))
     }
 }

@@ -6,6 +6,7 @@
 //! it can be shared between threads; every write is one `BEGIN IMMEDIATE` transaction
 //! (`Store::write`).
 
+mod bind;
 mod damaged;
 mod detail;
 mod error;

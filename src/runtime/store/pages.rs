@@ -7,9 +7,10 @@ use std::collections::BTreeMap;
 use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 
 use super::Store;
+use super::bind::key;
 use super::error::{Ctx, StoreError};
 use super::rows::{Cols, approval_from, event_from, run_from, step_from};
-use crate::runtime::types::{Approval, Event, Run, Step};
+use crate::runtime::types::{Approval, AsKey, Event, Key, Run, Step};
 
 /// agentrt's MaxPageText: 64 Ki characters (SQLite `length()` on TEXT).
 pub const MAX_PAGE_TEXT: i64 = 65536;
@@ -275,7 +276,8 @@ impl Store {
     }
 
     /// One run read as a page reads it ([`StoreError::NotFound`] if absent).
-    pub fn get_run_capped(&self, id: &str) -> Result<Run, StoreError> {
+    pub fn get_run_capped(&self, id: impl AsKey) -> Result<Run, StoreError> {
+        let id = key(&id);
         self.read(|c| {
             let sql = format!("{} WHERE id = ?", run_select());
             c.prepare_cached(&sql)
@@ -292,10 +294,11 @@ impl Store {
     /// A run's steps by index, capped, with the total.
     pub fn list_steps_page(
         &self,
-        run_id: &str,
+        run_id: impl AsKey,
         limit: i64,
         offset: i64,
     ) -> Result<Page<Step>, StoreError> {
+        let run_id = key(&run_id);
         self.list_steps_page_near(run_id, limit, offset, None)
     }
 
@@ -306,11 +309,12 @@ impl Store {
     /// anchor, or when the anchor step is gone, by OFFSET.
     pub fn list_steps_page_near(
         &self,
-        run_id: &str,
+        run_id: impl AsKey,
         limit: i64,
         offset: i64,
         anchor: Option<(i64, &str)>,
     ) -> Result<Page<Step>, StoreError> {
+        let run_id = key(&run_id);
         check_page("steps", limit, offset)?;
         self.read(|c| {
             use rusqlite::types::Value;
@@ -389,11 +393,12 @@ impl Store {
     /// the total. For showing only: deciding reads the approval whole.
     pub fn list_approvals_page(
         &self,
-        run_id: &str,
+        run_id: impl AsKey,
         status: &str,
         limit: i64,
         offset: i64,
     ) -> Result<Page<Approval>, StoreError> {
+        let run_id = key(&run_id);
         check_page("approvals", limit, offset)?;
         self.read(|c| {
             let filter = "WHERE run_id = ? AND (? = '' OR status = ?)";
@@ -420,10 +425,11 @@ impl Store {
     /// Events of a run (or of all runs for `""`) in seq order, capped, with the total.
     pub fn list_events_page(
         &self,
-        run_id: &str,
+        run_id: impl AsKey,
         limit: i64,
         offset: i64,
     ) -> Result<Page<Event>, StoreError> {
+        let run_id = key(&run_id);
         check_page("events", limit, offset)?;
         self.read(|c| {
             let (filter, args): (&str, Vec<&dyn rusqlite::ToSql>) = if run_id.is_empty() {
@@ -446,10 +452,11 @@ impl Store {
     /// Events with seq > `after` in seq (commit) order, of one run or all (`""`), capped.
     pub fn list_events_after(
         &self,
-        run_id: &str,
+        run_id: impl AsKey,
         after: i64,
         limit: i64,
     ) -> Result<Vec<Event>, StoreError> {
+        let run_id = key(&run_id);
         check_page("events", limit, 0)?;
         self.read(|c| {
             if run_id.is_empty() {
@@ -490,13 +497,14 @@ impl Store {
         })
     }
 
-    /// The same for the named runs only, at most `max` ids per run (window function).
+    /// The same for the named runs only, at most `max` ids per run (window function), by the
+    /// ids as stored (a run or approval id need not be UTF-8).
     pub fn pending_approval_ids_of(
         &self,
-        run_ids: &[&str],
+        run_ids: &[impl AsKey],
         max: i64,
-    ) -> Result<BTreeMap<String, Vec<String>>, StoreError> {
-        let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    ) -> Result<BTreeMap<Key, Vec<Key>>, StoreError> {
+        let mut out: BTreeMap<Key, Vec<Key>> = BTreeMap::new();
         if run_ids.is_empty() || max <= 0 {
             return Ok(out);
         }
@@ -505,21 +513,22 @@ impl Store {
             for chunk in run_ids.chunks(500) {
                 let marks = vec!["?"; chunk.len()].join(",");
                 let sql = format!(
-                    "SELECT rid, aid FROM (SELECT {} AS rid, {} AS aid, ROW_NUMBER() OVER \
+                    "SELECT rid, aid FROM (SELECT CAST(a.run_id AS BLOB) AS rid, CAST(a.id AS BLOB) AS aid, ROW_NUMBER() OVER \
                      (PARTITION BY a.run_id ORDER BY a.rowid) AS n FROM approvals a JOIN runs r ON r.id = a.run_id \
                      WHERE a.status = 'pending' AND r.status = 'WAITING_FOR_APPROVAL' AND a.run_id IN ({marks})) \
-                     WHERE n <= ? ORDER BY rid, n",
-                    tc("a.run_id"),
-                    tc("a.id")
+                     WHERE n <= ? ORDER BY rid, n"
                 );
-                let mut args: Vec<rusqlite::types::Value> =
-                    chunk.iter().map(|s| rusqlite::types::Value::Text(s.to_string())).collect();
-                args.push(rusqlite::types::Value::Integer(max));
+                let mut args: Vec<&dyn rusqlite::ToSql> = Vec::with_capacity(chunk.len() + 1);
+                let keys: Vec<super::bind::Text<'_>> = chunk.iter().map(|k| key(k)).collect();
+                for k in &keys {
+                    args.push(k);
+                }
+                args.push(&max);
                 let mut stmt = c.prepare(&sql).ctx("pending approvals")?;
                 let rows = stmt
                     .query_map(params_from_iter(args), |r| {
-                        let mut c = Cols::new(r);
-                        Ok((c.text(0, "run_id"), c.text(1, "id")))
+                        let b = |i| r.get::<_, Option<Vec<u8>>>(i).map(Option::unwrap_or_default);
+                        Ok((Key::new(b(0)?), Key::new(b(1)?)))
                     })
                     .ctx("pending approvals")?;
                 for row in rows {
@@ -535,7 +544,12 @@ impl Store {
     /// The `reason` of the first `approval.requested` event of the approval's step whose
     /// payload names it (capped); `""` if there is none. [`StoreError::NotFound`] if no such
     /// approval.
-    pub fn approval_reason(&self, run_id: &str, approval_id: &str) -> Result<String, StoreError> {
+    pub fn approval_reason(
+        &self,
+        run_id: impl AsKey,
+        approval_id: impl AsKey,
+    ) -> Result<String, StoreError> {
+        let (run_id, approval_id) = (key(&run_id), key(&approval_id));
         self.read(|c| approval_reason(c, run_id, approval_id))
     }
 }
@@ -543,15 +557,20 @@ impl Store {
 /// [`Store::approval_reason`] inside a transaction the caller holds.
 pub(super) fn approval_reason(
     c: &Connection,
-    run_id: &str,
-    approval_id: &str,
+    run_id: impl AsKey,
+    approval_id: impl AsKey,
 ) -> Result<String, StoreError> {
-    let step: Option<String> = c
-        .prepare_cached("SELECT step_id FROM approvals WHERE id = ? AND run_id = ?")
+    let (run_id, approval_id) = (key(&run_id), key(&approval_id));
+    let step: Option<Vec<u8>> = c
+        .prepare_cached("SELECT CAST(step_id AS BLOB) FROM approvals WHERE id = ? AND run_id = ?")
         .ctx("approval reason")?
-        .query_row(params![approval_id, run_id], |r| r.get(0))
+        .query_row(params![approval_id, run_id], |r| {
+            r.get::<_, Option<Vec<u8>>>(0)
+                .map(Option::unwrap_or_default)
+        })
         .optional()
         .ctx("approval reason")?;
+    let step = step.as_deref().map(super::bind::Text);
     let step = step.ok_or_else(|| StoreError::NotFound {
         what: format!("approval {approval_id} of run {run_id}"),
     })?;
@@ -562,7 +581,9 @@ pub(super) fn approval_reason(
                  AND json_extract(payload_json, '$.approval_id') = ? ORDER BY seq LIMIT 1"
             ))
             .ctx("approval reason")?
-            .query_row(params![run_id, step, approval_id], |r| r.get::<_, Option<Vec<u8>>>(0))
+            // The payload is Go JSON: an id that is not UTF-8 is written with one U+FFFD per
+            // invalid byte, which json_extract reads back as text.
+            .query_row(params![run_id, step, crate::runtime::types::lossy(approval_id.0)], |r| r.get::<_, Option<Vec<u8>>>(0))
             .optional()
             .ctx("approval reason")?
             .flatten();

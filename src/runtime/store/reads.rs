@@ -4,14 +4,16 @@
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::Store;
+use super::bind::key;
 use super::error::{Ctx, StoreError};
 use super::rows::{
     APPROVAL_COLUMNS, Cols, RUN_COLUMNS, STEP_COLUMNS, approval_from, run_from, step_from,
 };
 use crate::runtime::json::{canonical_json, sha256_hex};
-use crate::runtime::types::{Approval, Lease, Run, Step, Timestamp, ToolSpec};
+use crate::runtime::types::{Approval, AsKey, Lease, Run, Step, Timestamp, ToolSpec};
 
-pub(crate) fn get_run(conn: &Connection, id: &str) -> Result<Run, StoreError> {
+pub(crate) fn get_run(conn: &Connection, id: impl AsKey) -> Result<Run, StoreError> {
+    let id = key(&id);
     conn.prepare_cached(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?"))
         .ctx("get run")?
         .query_row([id], |r| Ok(run_from(&mut Cols::new(r))))
@@ -22,7 +24,8 @@ pub(crate) fn get_run(conn: &Connection, id: &str) -> Result<Run, StoreError> {
         })
 }
 
-pub(crate) fn list_steps(conn: &Connection, run_id: &str) -> Result<Vec<Step>, StoreError> {
+pub(crate) fn list_steps(conn: &Connection, run_id: impl AsKey) -> Result<Vec<Step>, StoreError> {
+    let run_id = key(&run_id);
     let mut stmt = conn
         .prepare_cached(&format!(
             "SELECT {STEP_COLUMNS} FROM steps WHERE run_id = ? ORDER BY rowid"
@@ -34,7 +37,8 @@ pub(crate) fn list_steps(conn: &Connection, run_id: &str) -> Result<Vec<Step>, S
     rows.collect::<Result<Vec<_>, _>>().ctx("list steps")
 }
 
-pub(crate) fn get_step(conn: &Connection, id: &str) -> Result<Step, StoreError> {
+pub(crate) fn get_step(conn: &Connection, id: impl AsKey) -> Result<Step, StoreError> {
+    let id = key(&id);
     conn.prepare_cached(&format!("SELECT {STEP_COLUMNS} FROM steps WHERE id = ?"))
         .ctx("get step")?
         .query_row([id], |r| Ok(step_from(&mut Cols::new(r))))
@@ -45,7 +49,11 @@ pub(crate) fn get_step(conn: &Connection, id: &str) -> Result<Step, StoreError> 
         })
 }
 
-pub(crate) fn list_approvals(conn: &Connection, run_id: &str) -> Result<Vec<Approval>, StoreError> {
+pub(crate) fn list_approvals(
+    conn: &Connection,
+    run_id: impl AsKey,
+) -> Result<Vec<Approval>, StoreError> {
+    let run_id = key(&run_id);
     let mut stmt = conn
         .prepare_cached(&format!(
             "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE run_id = ? ORDER BY rowid"
@@ -59,9 +67,10 @@ pub(crate) fn list_approvals(conn: &Connection, run_id: &str) -> Result<Vec<Appr
 
 pub(crate) fn get_approval(
     conn: &Connection,
-    run_id: &str,
-    id: &str,
+    run_id: impl AsKey,
+    id: impl AsKey,
 ) -> Result<Approval, StoreError> {
+    let (run_id, id) = (key(&run_id), key(&id));
     conn.prepare_cached(&format!(
         "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE id = ? AND run_id = ?"
     ))
@@ -79,9 +88,10 @@ pub(crate) fn get_approval(
 /// The last-inserted approval of a step (by rowid), if any (spec 4.9).
 pub(crate) fn latest_approval_of_step(
     conn: &Connection,
-    run_id: &str,
-    step_id: &str,
+    run_id: impl AsKey,
+    step_id: impl AsKey,
 ) -> Result<Option<Approval>, StoreError> {
+    let (run_id, step_id) = (key(&run_id), key(&step_id));
     conn.prepare_cached(&format!(
         "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE run_id = ? AND step_id = ? ORDER BY rowid DESC LIMIT 1"
     ))
@@ -91,7 +101,8 @@ pub(crate) fn latest_approval_of_step(
     .ctx("latest approval")
 }
 
-pub(crate) fn lease(conn: &Connection, run_id: &str) -> Result<Lease, StoreError> {
+pub(crate) fn lease(conn: &Connection, run_id: impl AsKey) -> Result<Lease, StoreError> {
+    let run_id = key(&run_id);
     let row: Option<(Vec<u8>, Vec<u8>)> = conn
         .prepare_cached(
             "SELECT CAST(lease_owner AS BLOB), CAST(lease_expires_at AS BLOB) FROM runs WHERE id = ?",
@@ -134,41 +145,41 @@ pub(crate) fn tool_spec(conn: &Connection, hash: &str) -> Result<ToolSpec, Store
 
 impl Store {
     /// One run, whole ([`StoreError::NotFound`] if absent).
-    pub fn get_run(&self, id: &str) -> Result<Run, StoreError> {
+    pub fn get_run(&self, id: impl AsKey) -> Result<Run, StoreError> {
         self.read(|c| get_run(c, id))
     }
 
     /// Every step of a run, in insertion order (whole rows; damaged rows carry `decode_error`).
-    pub fn list_steps(&self, run_id: &str) -> Result<Vec<Step>, StoreError> {
+    pub fn list_steps(&self, run_id: impl AsKey) -> Result<Vec<Step>, StoreError> {
         self.read(|c| list_steps(c, run_id))
     }
 
     /// One step, whole.
-    pub fn get_step(&self, id: &str) -> Result<Step, StoreError> {
+    pub fn get_step(&self, id: impl AsKey) -> Result<Step, StoreError> {
         self.read(|c| get_step(c, id))
     }
 
     /// Every approval of a run, in insertion order (whole rows).
-    pub fn list_approvals(&self, run_id: &str) -> Result<Vec<Approval>, StoreError> {
+    pub fn list_approvals(&self, run_id: impl AsKey) -> Result<Vec<Approval>, StoreError> {
         self.read(|c| list_approvals(c, run_id))
     }
 
     /// One approval of a run, whole (what deciding uses).
-    pub fn get_approval(&self, run_id: &str, id: &str) -> Result<Approval, StoreError> {
+    pub fn get_approval(&self, run_id: impl AsKey, id: impl AsKey) -> Result<Approval, StoreError> {
         self.read(|c| get_approval(c, run_id, id))
     }
 
     /// The last-inserted approval of a step.
     pub fn latest_approval_of_step(
         &self,
-        run_id: &str,
-        step_id: &str,
+        run_id: impl AsKey,
+        step_id: impl AsKey,
     ) -> Result<Option<Approval>, StoreError> {
         self.read(|c| latest_approval_of_step(c, run_id, step_id))
     }
 
     /// The run's lease as stored (unheld = empty owner, zero time).
-    pub fn lease(&self, run_id: &str) -> Result<Lease, StoreError> {
+    pub fn lease(&self, run_id: impl AsKey) -> Result<Lease, StoreError> {
         self.read(|c| lease(c, run_id))
     }
 

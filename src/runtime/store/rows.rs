@@ -32,6 +32,18 @@ impl<'r, 's> Cols<'r, 's> {
 
     /// A TEXT column as a string; invalid UTF-8 is a decode error with the bytes kept.
     pub fn text(&mut self, idx: usize, column: &'static str) -> String {
+        self.text_or_key(idx, column, true)
+    }
+
+    /// An id column (run, approval or step id): as [`Cols::text`], but bytes that are not
+    /// UTF-8 are no decode error. agentrt's callers choose run ids and a Go string holds any
+    /// bytes, so such an id is a valid row; its bytes are kept in `raw_invalid` (the string is
+    /// a lossy copy, Go's one U+FFFD per invalid byte) and lookups bind them back as stored.
+    pub fn key(&mut self, idx: usize, column: &'static str) -> String {
+        self.text_or_key(idx, column, false)
+    }
+
+    fn text_or_key(&mut self, idx: usize, column: &'static str, report: bool) -> String {
         let bytes: Vec<u8> = match self.row.get_ref(idx) {
             Ok(ValueRef::Null) => return String::new(),
             Ok(ValueRef::Text(b)) | Ok(ValueRef::Blob(b)) => b.to_vec(),
@@ -46,8 +58,10 @@ impl<'r, 's> Cols<'r, 's> {
             Ok(s) => s,
             Err(e) => {
                 let bytes = e.into_bytes();
-                self.fail(column, &"not valid UTF-8");
-                let lossy = String::from_utf8_lossy(&bytes).into_owned();
+                if report {
+                    self.fail(column, &"not valid UTF-8");
+                }
+                let lossy = crate::runtime::types::lossy(&bytes).into_owned();
                 self.raw_invalid.push((column, bytes));
                 lossy
             }
@@ -129,7 +143,7 @@ pub(crate) const RUN_COLUMNS: &str = "id, goal, status, reason, reason_detail, l
 
 pub(crate) fn run_from(c: &mut Cols<'_, '_>) -> Run {
     let mut run = Run {
-        id: c.text(0, "id"),
+        id: c.key(0, "id"),
         goal: c.text(1, "goal"),
         status: RunStatus::parse(&c.text(2, "status")),
         reason: c.text(3, "reason"),
@@ -170,8 +184,8 @@ pub(crate) const STEP_COLUMNS: &str = "id, run_id, idx, status, decision_json, p
 
 pub(crate) fn step_from(c: &mut Cols<'_, '_>) -> Step {
     let mut s = Step {
-        id: c.text(0, "id"),
-        run_id: c.text(1, "run_id"),
+        id: c.key(0, "id"),
+        run_id: c.key(1, "run_id"),
         index: c.int(2, "idx"),
         status: StepStatus::parse(&c.text(3, "status")),
         decision_json: c.text(4, "decision"),
@@ -203,9 +217,9 @@ pub(crate) const APPROVAL_COLUMNS: &str = "id, run_id, step_id, kind, capability
 
 pub(crate) fn approval_from(c: &mut Cols<'_, '_>) -> Approval {
     let mut a = Approval {
-        id: c.text(0, "id"),
-        run_id: c.text(1, "run_id"),
-        step_id: c.text(2, "step_id"),
+        id: c.key(0, "id"),
+        run_id: c.key(1, "run_id"),
+        step_id: c.key(2, "step_id"),
         kind: c.text(3, "kind"),
         capability: c.text(4, "capability"),
         presentation: c.text(5, "presentation"),
@@ -242,8 +256,8 @@ pub(crate) fn event_from(c: &mut Cols<'_, '_>) -> Event {
     };
     let mut e = Event {
         seq: c.int(0, "seq"),
-        run_id: c.text(1, "run_id"),
-        step_id: c.text(2, "step_id"),
+        run_id: c.key(1, "run_id"),
+        step_id: c.key(2, "step_id"),
         at_text,
         at,
         kind: c.text(4, "type"),

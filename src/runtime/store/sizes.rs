@@ -5,9 +5,10 @@
 use rusqlite::{OptionalExtension, params};
 
 use super::Store;
+use super::bind::key;
 use super::error::{Ctx, StoreError};
 use super::pages::{MAX_PAGE_TEXT, approval_select, capped_approval};
-use crate::runtime::types::Approval;
+use crate::runtime::types::{Approval, AsKey, Key};
 
 /// The largest request (bytes) the commands read whole to show and decide on. A larger one
 /// is shown by what page reads pick out of it (kind, tool, times, hash) and its size.
@@ -48,9 +49,10 @@ impl Store {
     /// [`MAX_PAGE_TEXT`]), for showing; `None` if absent.
     pub fn approval_capped(
         &self,
-        run_id: &str,
-        approval_id: &str,
+        run_id: impl AsKey,
+        approval_id: impl AsKey,
     ) -> Result<Option<Approval>, StoreError> {
+        let (run_id, approval_id) = (key(&run_id), key(&approval_id));
         self.read(|c| {
             c.prepare_cached(&format!(
                 "{} WHERE id = ? AND run_id = ?",
@@ -66,9 +68,10 @@ impl Store {
     /// The stored size in bytes of an approval's request; `None` if there is no such approval.
     pub fn request_bytes(
         &self,
-        run_id: &str,
-        approval_id: &str,
+        run_id: impl AsKey,
+        approval_id: impl AsKey,
     ) -> Result<Option<i64>, StoreError> {
+        let (run_id, approval_id) = (key(&run_id), key(&approval_id));
         self.read(|c| {
             c.prepare_cached(
                 "SELECT octet_length(request_json) FROM approvals WHERE id = ? AND run_id = ?",
@@ -85,9 +88,10 @@ impl Store {
     /// bytes.
     pub fn pending_request_bytes(
         &self,
-        run_id: &str,
+        run_id: impl AsKey,
         max: i64,
-    ) -> Result<Vec<(String, i64)>, StoreError> {
+    ) -> Result<Vec<(Key, i64)>, StoreError> {
+        let run_id = key(&run_id);
         self.read(|c| {
             let mut stmt = c
                 .prepare_cached(
@@ -99,7 +103,7 @@ impl Store {
                 .query_map(params![run_id, max], |r| {
                     let id: Option<Vec<u8>> = r.get(0)?;
                     Ok((
-                        String::from_utf8_lossy(&id.unwrap_or_default()).into_owned(),
+                        Key::new(id.unwrap_or_default()),
                         r.get::<_, Option<i64>>(1)?.unwrap_or(0),
                     ))
                 })

@@ -5,10 +5,11 @@
 
 use rusqlite::{Connection, params};
 
+use super::bind::key;
 use super::error::{Ctx, StoreError};
 use super::{Store, events, reads};
-use crate::runtime::json::event_hash;
-use crate::runtime::types::{Approval, Event, Run, RunStatus, Step, Timestamp};
+use crate::runtime::json::event_hash_bytes;
+use crate::runtime::types::{Approval, AsKey, Event, Key, Run, RunStatus, Step, Timestamp};
 
 /// A write transaction in progress.
 pub struct Tx<'a> {
@@ -57,7 +58,8 @@ impl Store {
 /// A run state change (spec 3.4).
 #[derive(Debug, Clone)]
 pub struct Transition<'a> {
-    pub run_id: &'a str,
+    /// The run's id as stored (bytes: it need not be UTF-8).
+    pub run_id: &'a [u8],
     pub from: &'a [RunStatus],
     pub to: RunStatus,
     pub reason: &'a str,
@@ -97,12 +99,13 @@ impl<'a> Tx<'a> {
     /// An empty payload is stored as `{}`.
     pub fn append_event(
         &mut self,
-        run_id: &str,
-        step_id: &str,
+        run_id: impl AsKey,
+        step_id: impl AsKey,
         at: &Timestamp,
         kind: &str,
         payload: &[u8],
     ) -> Result<Event, StoreError> {
+        let (run_id, step_id) = (key(&run_id), key(&step_id));
         let payload = if payload.is_empty() {
             b"{}".as_slice()
         } else {
@@ -121,7 +124,7 @@ impl<'a> Tx<'a> {
             )
         })?;
         let at_text = at.to_rfc3339();
-        let hash = event_hash(&prev, seq, run_id, step_id, &at_text, kind, payload);
+        let hash = event_hash_bytes(&prev, seq, run_id.0, step_id.0, &at_text, kind, payload);
         self.tx
             .prepare_cached(
                 "INSERT INTO events (seq, run_id, step_id, at, type, payload_json, hash) VALUES (?,?,?,?,?,?,?)",
@@ -130,10 +133,18 @@ impl<'a> Tx<'a> {
             .execute(params![seq, run_id, step_id, at_text, kind, payload, hash])
             .ctx("append event")?;
         self.head = Some((seq, hash.clone()));
+        // Ids that are not UTF-8 are kept as stored, as a read of the row would keep them.
+        let mut raw_invalid = Vec::new();
+        for (column, k) in [("run_id", run_id), ("step_id", step_id)] {
+            if std::str::from_utf8(k.0).is_err() {
+                raw_invalid.push((column, k.0.to_vec()));
+            }
+        }
         let ev = Event {
             seq,
-            run_id: run_id.into(),
-            step_id: step_id.into(),
+            run_id: Key::new(run_id.0).lossy().into_owned(),
+            step_id: Key::new(step_id.0).lossy().into_owned(),
+            raw_invalid,
             at_text,
             at: *at,
             kind: kind.into(),
@@ -149,10 +160,11 @@ impl<'a> Tx<'a> {
     /// run must be leased by it (else [`StoreError::RunLeased`]). Returns the status.
     pub fn require_status(
         &self,
-        run_id: &str,
+        run_id: impl AsKey,
         from: &[RunStatus],
         lease_owner: Option<&str>,
     ) -> Result<RunStatus, StoreError> {
+        let run_id = key(&run_id);
         let lease = reads::lease(&self.tx, run_id)?;
         let status: String = self
             .tx
@@ -172,7 +184,7 @@ impl<'a> Tx<'a> {
             && lease.owner != owner
         {
             return Err(StoreError::RunLeased {
-                run_id: run_id.into(),
+                run_id: run_id.to_string(),
                 owner: lease.owner,
                 expires_at: lease.expires_at,
             });
@@ -183,12 +195,13 @@ impl<'a> Tx<'a> {
     /// `requireLease`: RUNNING, leased by `owner`, stored expiry after `now` (wall clock).
     pub fn require_lease(
         &self,
-        run_id: &str,
+        run_id: impl AsKey,
         owner: &str,
         now: Timestamp,
     ) -> Result<(), StoreError> {
-        self.require_status(run_id, &[RunStatus::Running], Some(owner))?;
-        let lease = reads::lease(&self.tx, run_id)?;
+        let run_id = key(&run_id);
+        self.require_status(run_id.0, &[RunStatus::Running], Some(owner))?;
+        let lease = reads::lease(&self.tx, run_id.0)?;
         if lease.expires_at <= now {
             return Err(StoreError::LeaseLost {
                 detail: format!(
@@ -223,7 +236,7 @@ impl<'a> Tx<'a> {
                 t.result_json,
                 owner,
                 expires,
-                t.run_id
+                key(t.run_id)
             ])
             .ctx("transition")?;
         Ok(())
@@ -232,48 +245,48 @@ impl<'a> Tx<'a> {
     /// Sets the lease columns (a takeover inside a resume transaction).
     pub fn set_lease(
         &self,
-        run_id: &str,
+        run_id: impl AsKey,
         owner: &str,
         expires_at: Timestamp,
     ) -> Result<(), StoreError> {
         self.tx
             .prepare_cached("UPDATE runs SET lease_owner=?, lease_expires_at=? WHERE id=?")
             .ctx("set lease")?
-            .execute(params![owner, expires_at.to_rfc3339(), run_id])
+            .execute(params![owner, expires_at.to_rfc3339(), key(&run_id)])
             .ctx("set lease")?;
         Ok(())
     }
 
     /// The run row, read inside this transaction.
-    pub fn get_run(&self, id: &str) -> Result<Run, StoreError> {
+    pub fn get_run(&self, id: impl AsKey) -> Result<Run, StoreError> {
         reads::get_run(&self.tx, id)
     }
 
     /// The run's steps, read inside this transaction.
-    pub fn list_steps(&self, run_id: &str) -> Result<Vec<Step>, StoreError> {
+    pub fn list_steps(&self, run_id: impl AsKey) -> Result<Vec<Step>, StoreError> {
         reads::list_steps(&self.tx, run_id)
     }
 
     /// One step, read inside this transaction.
-    pub fn get_step(&self, id: &str) -> Result<Step, StoreError> {
+    pub fn get_step(&self, id: impl AsKey) -> Result<Step, StoreError> {
         reads::get_step(&self.tx, id)
     }
 
     /// The run's approvals, read inside this transaction.
-    pub fn list_approvals(&self, run_id: &str) -> Result<Vec<Approval>, StoreError> {
+    pub fn list_approvals(&self, run_id: impl AsKey) -> Result<Vec<Approval>, StoreError> {
         reads::list_approvals(&self.tx, run_id)
     }
 
     /// One approval, read whole inside this transaction.
-    pub fn get_approval(&self, run_id: &str, id: &str) -> Result<Approval, StoreError> {
+    pub fn get_approval(&self, run_id: impl AsKey, id: impl AsKey) -> Result<Approval, StoreError> {
         reads::get_approval(&self.tx, run_id, id)
     }
 
     /// The last-inserted approval of a step, read inside this transaction.
     pub fn latest_approval_of_step(
         &self,
-        run_id: &str,
-        step_id: &str,
+        run_id: impl AsKey,
+        step_id: impl AsKey,
     ) -> Result<Option<Approval>, StoreError> {
         reads::latest_approval_of_step(&self.tx, run_id, step_id)
     }

@@ -5,9 +5,10 @@
 use rusqlite::params;
 
 use super::Tx;
+use super::bind::key;
 use super::error::{Ctx, StoreError};
 use crate::runtime::json::gojson;
-use crate::runtime::types::{Limits, RunStatus, StepStatus, Timestamp};
+use crate::runtime::types::{AsKey, Limits, RunStatus, StepStatus, Timestamp};
 
 /// What `insert_run` writes.
 #[derive(Debug, Clone)]
@@ -236,7 +237,7 @@ impl Tx<'_> {
     /// many steps changed.
     pub fn fail_steps_in_flight(
         &self,
-        run_id: &str,
+        run_id: impl AsKey,
         observation_json: &str,
         observation_hash: &str,
         finished_at: Timestamp,
@@ -247,15 +248,15 @@ impl Tx<'_> {
                  WHERE run_id=? AND status IN ('deciding','awaiting_approval','executing')",
             )
             .ctx("fail steps in flight")?
-            .execute(params![observation_json, observation_hash, finished_at.to_rfc3339(), run_id])
+            .execute(params![observation_json, observation_hash, finished_at.to_rfc3339(), key(&run_id)])
             .ctx("fail steps in flight")
     }
 
     /// Fails one step by id and run, whatever its status (Reject's step failure).
     pub fn fail_step_unconditionally(
         &self,
-        run_id: &str,
-        step_id: &str,
+        run_id: impl AsKey,
+        step_id: impl AsKey,
         observation_json: &str,
         observation_hash: &str,
         finished_at: Timestamp,
@@ -266,7 +267,7 @@ impl Tx<'_> {
                  WHERE id=? AND run_id=?",
             )
             .ctx("fail step")?
-            .execute(params![observation_json, observation_hash, finished_at.to_rfc3339(), step_id, run_id])
+            .execute(params![observation_json, observation_hash, finished_at.to_rfc3339(), key(&step_id), key(&run_id)])
             .ctx("fail step")
     }
 
@@ -299,7 +300,7 @@ impl Tx<'_> {
     #[allow(clippy::too_many_arguments)]
     pub fn set_approval_status(
         &self,
-        id: &str,
+        id: impl AsKey,
         expected_status: &str,
         hash: &str,
         status: &str,
@@ -307,6 +308,7 @@ impl Tx<'_> {
         decided_by: Option<&str>,
         note: &str,
     ) -> Result<bool, StoreError> {
+        let id = key(&id);
         let n = match decided_by {
             Some(by) => self
                 .tx
@@ -331,7 +333,7 @@ impl Tx<'_> {
     /// `expected_status` with `hash`.
     pub fn set_approval_status_only(
         &self,
-        id: &str,
+        id: impl AsKey,
         expected_status: &str,
         hash: &str,
         status: &str,
@@ -340,7 +342,7 @@ impl Tx<'_> {
             .tx
             .prepare_cached("UPDATE approvals SET status=? WHERE id=? AND status=? AND hash=?")
             .ctx("expire approval")?
-            .execute(params![status, id, expected_status, hash])
+            .execute(params![status, key(&id), expected_status, hash])
             .ctx("expire approval")?;
         Ok(n == 1)
     }

@@ -1,13 +1,15 @@
 //! The runtime's types: statuses, the JSON shapes of spec section 2 (Go-JSON encodings), the
 //! database rows, and Go-compatible timestamps.
 
+mod key;
 mod records;
 mod status;
 mod time;
 mod values;
 
+pub use key::{AsKey, Key, lossy};
 pub(crate) use records::push_decode_error;
-pub use records::{Approval, Event, Lease, RawInvalid, Run, Step};
+pub use records::{Approval, Event, Lease, RawInvalid, Run, Step, stored};
 pub use status::{ApprovalStatus, RunStatus, StepStatus};
 pub use time::{TimeError, Timestamp};
 pub use values::{Decision, Limits, Observation, PolicyDecision, ToolRequest, ToolSpec};

@@ -112,6 +112,68 @@ pub struct Lease {
     pub expires_at: Timestamp,
 }
 
+/// The stored bytes of a TEXT column of a row: the raw bytes when they were not UTF-8 (kept
+/// in `raw_invalid`), else the text.
+pub fn stored<'a>(raw_invalid: &'a RawInvalid, column: &str, text: &'a str) -> &'a [u8] {
+    raw_invalid
+        .iter()
+        .find(|(c, _)| *c == column)
+        .map_or(text.as_bytes(), |(_, b)| b.as_slice())
+}
+
+impl Run {
+    /// The run's id as stored (exact when it is not UTF-8; `id` is then a lossy copy).
+    pub fn id_bytes(&self) -> &[u8] {
+        stored(&self.raw_invalid, "id", &self.id)
+    }
+}
+
+impl Step {
+    /// The step's id as stored.
+    pub fn id_bytes(&self) -> &[u8] {
+        stored(&self.raw_invalid, "id", &self.id)
+    }
+
+    /// The step's run id as stored.
+    pub fn run_id_bytes(&self) -> &[u8] {
+        stored(&self.raw_invalid, "run_id", &self.run_id)
+    }
+}
+
+impl Approval {
+    /// The approval's id as stored.
+    pub fn id_bytes(&self) -> &[u8] {
+        stored(&self.raw_invalid, "id", &self.id)
+    }
+
+    /// The approval's run id as stored.
+    pub fn run_id_bytes(&self) -> &[u8] {
+        stored(&self.raw_invalid, "run_id", &self.run_id)
+    }
+
+    /// The approval's step id as stored.
+    pub fn step_id_bytes(&self) -> &[u8] {
+        stored(&self.raw_invalid, "step_id", &self.step_id)
+    }
+}
+
+impl Event {
+    /// The event's run id as stored.
+    pub fn run_id_bytes(&self) -> &[u8] {
+        stored(&self.raw_invalid, "run_id", &self.run_id)
+    }
+
+    /// The event's step id as stored.
+    pub fn step_id_bytes(&self) -> &[u8] {
+        stored(&self.raw_invalid, "step_id", &self.step_id)
+    }
+
+    /// The event's type as stored.
+    pub fn kind_bytes(&self) -> &[u8] {
+        stored(&self.raw_invalid, "type", &self.kind)
+    }
+}
+
 /// Appends `<column>: <err>` to a decode-error list joined by `"; "`.
 pub(crate) fn push_decode_error(acc: &mut String, column: &str, err: &dyn std::fmt::Display) {
     if !acc.is_empty() {
