@@ -438,8 +438,14 @@ fn resume_reconcile_outcomes() {
 #[test]
 fn driver_caller_gone_still_records_the_outcome() {
     let db = db();
-    let t = FnTool::new(def("slow", SideEffect::ReadOnly, OBJ), |_c| {
-        Box::pin(async {
+    // The tool says when it has started, so the caller leaves while it runs whatever the
+    // machine's load (a fixed 50 ms could end before the tool began, and then nothing runs).
+    let started = Arc::new(tokio::sync::Notify::new());
+    let signal = started.clone();
+    let t = FnTool::new(def("slow", SideEffect::ReadOnly, OBJ), move |_c| {
+        let signal = signal.clone();
+        Box::pin(async move {
+            signal.notify_one();
             tokio::time::sleep(std::time::Duration::from_millis(300)).await;
             Ok(ToolOutput {
                 content: br#"{"finally":true}"#.to_vec(),
@@ -455,17 +461,18 @@ fn driver_caller_gone_still_records_the_outcome() {
     );
     let rtm = rt();
     // The caller gives up while the tool runs (its future is dropped).
-    let gave_up = rtm.block_on(async {
-        tokio::time::timeout(
-            std::time::Duration::from_millis(50),
-            d.start_with_id("r", "g", limits()),
-        )
-        .await
+    rtm.block_on(async {
+        tokio::select! {
+            _ = started.notified() => {}
+            r = d.start_with_id("r", "g", limits()) => {
+                panic!("the run ended before its caller left: {r:?}")
+            }
+        }
     });
-    assert!(gave_up.is_err());
-    // The detached task records the outcome anyway.
+    // The detached task records the outcome anyway (polled for up to a minute: only a
+    // failure waits that long).
     let mut done = false;
-    for _ in 0..200 {
+    for _ in 0..3000 {
         let s = db.store.list_steps("r").unwrap();
         if s.first().is_some_and(|s| s.status == StepStatus::Done) {
             done = true;
