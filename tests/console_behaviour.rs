@@ -400,6 +400,7 @@ fn runs_read_by_key_around_an_anchor_equal_runs_read_by_offset() {
                 offset,
                 limit: 40,
                 anchor,
+                end: None,
             })
             .unwrap())
     };
@@ -411,6 +412,7 @@ fn runs_read_by_key_around_an_anchor_equal_runs_read_by_offset() {
                 offset: 0,
                 limit: 1000,
                 anchor: None,
+                end: None,
             })
             .unwrap();
         ids(r)
@@ -439,6 +441,7 @@ fn runs_read_by_key_around_an_anchor_equal_runs_read_by_offset() {
         offset,
         limit: 25,
         anchor,
+        end: None,
     };
     let (_, filtered) = ids(data.query(&f(0, None)).unwrap());
     assert!(filtered.len() > 10, "{}", filtered.len());
@@ -581,6 +584,7 @@ fn scrolling_events_reads_the_next_window_by_key() {
             offset: *offset,
             limit: *limit,
             anchor: None,
+            end: None,
         })
         .unwrap(),
     );
