@@ -817,6 +817,11 @@ fn a_window_counts_up_to_the_cap_and_reads_its_end_in_reverse() {
         let seqs: Vec<i64> = last.items.iter().map(|m| m.event.seq).collect();
         assert_eq!(seqs, (n - 19..=n).collect::<Vec<_>>(), "{n}");
         assert_eq!((last.offset, last.more), (n - 20, false));
+        assert_eq!(
+            (last.total, last.exact),
+            (n, true),
+            "the end says the length"
+        );
         // The runs overview, newest first, ends with the oldest run.
         let runs = store
             .list_runs_overview_near("", "", 5, n - 3, None, Some(n + 2))

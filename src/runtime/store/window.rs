@@ -24,7 +24,8 @@ pub struct WindowPage<T> {
     pub offset: i64,
     /// Whether rows follow the window.
     pub more: bool,
-    /// The list's length when `exact`; else a lower bound (more than [`COUNT_CAP`] rows).
+    /// The list's length when `exact` (counted, the list being at most [`COUNT_CAP`] rows, or
+    /// seen to end with this window); else a lower bound (more than [`COUNT_CAP`] rows).
     pub total: i64,
     pub exact: bool,
 }
@@ -253,8 +254,12 @@ impl KeyedList<'_> {
             .saturating_add(i64::from(more));
         let (total, exact) = match (counted, cap) {
             (Some(n), _) => (n, true),
+            // Past the cap the length is known only where the window reached the list's end:
+            // as exactly as its offset is (counted from the start, or from an end or anchor
+            // the caller read).
+            (None, _) if !more && (!keys.is_empty() || offset == 0) => (read, true),
             (None, Some(cap)) => (read.max(cap.saturating_add(1)), false),
-            (None, None) => (read, !more && (!keys.is_empty() || offset == 0)),
+            (None, None) => (read, false),
         };
         Ok(Window {
             keys,
