@@ -367,7 +367,9 @@ impl Store {
     }
 }
 
-/// The queue, keyed by the approval's rowid (oldest first).
+/// The queue, keyed by the approval's rowid (oldest first). The filter is a `&String`
+/// because it goes in as a `&dyn ToSql`, which a `&str` (unsized) cannot be.
+#[allow(clippy::ptr_arg)]
 fn queue_of<'a>(filter: &'a String) -> KeyedList<'a> {
     KeyedList {
         what: "queue",
@@ -386,7 +388,8 @@ fn queue_items(c: &Connection, w: &Window) -> Result<Vec<QueueItem>, StoreError>
     Ok(items)
 }
 
-/// The runs overview, keyed by rowid, newest first.
+/// The runs overview, keyed by rowid, newest first (`&String`: as for [`queue_of`]).
+#[allow(clippy::ptr_arg)]
 fn runs_of<'a>(status: &'a &'a str, filter: &'a String) -> KeyedList<'a> {
     KeyedList {
         what: "runs overview",
