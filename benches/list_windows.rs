@@ -181,6 +181,8 @@ fn main() {
     for list in [
         "events",
         "steps",
+        "approvals of b",
+        "model calls of b",
         "approvals",
         "model calls",
         "queue",
