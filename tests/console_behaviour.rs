@@ -3,6 +3,8 @@
 //! no single key changing state.
 
 mod console_support;
+#[path = "support/long.rs"]
+mod long;
 
 use console_support::*;
 use countersign::console::app::{Effect, Input, Screen, update};
@@ -408,6 +410,7 @@ fn runs_read_by_key_around_an_anchor_equal_runs_read_by_offset() {
                 offset,
                 limit: 40,
                 anchor,
+                end: None,
             })
             .unwrap())
     };
@@ -419,6 +422,7 @@ fn runs_read_by_key_around_an_anchor_equal_runs_read_by_offset() {
                 offset: 0,
                 limit: 1000,
                 anchor: None,
+                end: None,
             })
             .unwrap();
         ids(r)
@@ -447,6 +451,7 @@ fn runs_read_by_key_around_an_anchor_equal_runs_read_by_offset() {
         offset,
         limit: 25,
         anchor,
+        end: None,
     };
     let (_, filtered) = ids(data.query(&f(0, None)).unwrap());
     assert!(filtered.len() > 10, "{}", filtered.len());
@@ -589,6 +594,7 @@ fn scrolling_events_reads_the_next_window_by_key() {
             offset: *offset,
             limit: *limit,
             anchor: None,
+            end: None,
         })
         .unwrap(),
     );
@@ -625,4 +631,96 @@ fn a_request_under_a_mebibyte_is_still_read_whole_by_the_detail() {
     assert_eq!(row.request_not_shown, None);
     assert_eq!(row.decode_error, None);
     assert!(row.request.len() > 300_000, "{}", row.request.len());
+}
+
+/// Issue 14 item 8: `G`/End from the top of a run's events reads the last window by key in
+/// reverse. On a log longer than a window counts (1 500 events, the count stops at 1 000 and
+/// the position says `1/1001+`) its length is asked first, on the counting lane, and then the
+/// window at the end is read from the end (`end` = that length); on a short log the window is
+/// read from the end at once. The cursor is on the last event, the position is exact, and the
+/// rows are the ones an offset read gives.
+#[test]
+fn jumping_to_the_end_reads_the_last_window_from_the_end() {
+    use countersign::console::data::ConsoleData;
+    use countersign::console::worker;
+    let d = tempfile::tempdir().unwrap();
+    let end_key = || Input::Key(KeyEvent::new(KeyCode::End, KeyModifiers::NONE));
+    let events_of = |h: &Harness| match h.app.stack.last() {
+        Some(Screen::RunDetail(s)) => s.events.clone(),
+        _ => panic!("the run detail is on top"),
+    };
+    for n in [1_500u64, 300] {
+        let db = d.path().join(format!("long{n}.db"));
+        long::write(&db, n as i64);
+        let mut h = Harness::open(&db, 100, 30);
+        h.command("run a");
+        h.key(KeyCode::Tab);
+        let s = h.screen();
+        let mut fx = update(&mut h.app, end_key());
+        if n > 1_000 {
+            assert!(s.contains("1/1001+"), "{s}");
+            // The length first, on the counting lane.
+            let (lid, lq) = match fx.as_slice() {
+                [Effect::Query(id, q @ Query::Length(inner))]
+                    if matches!(**inner, Query::Events { .. }) =>
+                {
+                    (*id, q.clone())
+                }
+                other => panic!("a jump past the count asks for the length: {other:?}"),
+            };
+            assert!(worker::is_count(&lq));
+            let r = worker::handle(&mut h.data, &lq);
+            assert_eq!(r, Reply::Total(n));
+            fx = update(&mut h.app, Input::Reply(lid, r));
+        } else {
+            assert!(s.contains(&format!("1/{n}")), "{s}");
+        }
+        let q = fx
+            .iter()
+            .find_map(|e| match e {
+                Effect::Query(_, q @ Query::Events { .. }) => Some(q.clone()),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("the window at the end is read: {fx:?}"));
+        let Query::Events {
+            run,
+            offset,
+            limit,
+            end,
+            ..
+        } = &q
+        else {
+            unreachable!()
+        };
+        assert_eq!(*end, Some(n), "read from the end: {q:?}");
+        assert!(*offset + *limit >= n, "{q:?}");
+        let by_offset = h
+            .data
+            .query(&Query::Events {
+                run: run.clone(),
+                offset: *offset,
+                limit: *limit,
+                anchor: None,
+                end: None,
+            })
+            .unwrap();
+        let seqs = |r: Reply| match r {
+            Reply::Events(p) => (p.offset, p.rows.iter().map(|e| e.seq).collect::<Vec<_>>()),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(seqs(h.data.query(&q).unwrap()), seqs(by_offset));
+        h.run(fx);
+        let ev = events_of(&h);
+        assert_eq!(ev.cursor, n - 1);
+        assert_eq!(
+            ev.selected().map(|e| e.seq),
+            Some(n as i64),
+            "the last event"
+        );
+        let s = h.screen();
+        assert!(
+            s.contains(&format!("{n}/{n}")) && !s.contains(&format!("{n}/{n}+")),
+            "{s}"
+        );
+    }
 }

@@ -460,10 +460,12 @@ fn events_read_around_an_anchor_are_the_offset_read() {
             60,
         ] {
             for limit in [1i64, 4, 10] {
-                let near = seqs(
-                    store
-                        .list_marked_events_near("a", limit, off, Some((ai as i64, all[ai])))
-                        .unwrap(),
+                let near = store
+                    .list_marked_events_near("a", limit, off, Some((ai as i64, all[ai])), None)
+                    .unwrap();
+                let near = (
+                    near.items.iter().map(|m| m.event.seq).collect::<Vec<_>>(),
+                    near.total,
                 );
                 let by_offset = seqs(store.list_marked_events("a", limit, off).unwrap());
                 assert_eq!(near, by_offset, "anchor {ai}, offset {off}, limit {limit}");
@@ -471,10 +473,12 @@ fn events_read_around_an_anchor_are_the_offset_read() {
         }
     }
     // A gone anchor falls back to the offset read.
-    let p = seqs(
-        store
-            .list_marked_events_near("a", 3, 2, Some((5, i64::MAX)))
-            .unwrap(),
+    let p = store
+        .list_marked_events_near("a", 3, 2, Some((5, i64::MAX)), None)
+        .unwrap();
+    let p = (
+        p.items.iter().map(|m| m.event.seq).collect::<Vec<_>>(),
+        p.total,
     );
     assert_eq!(p, seqs(store.list_marked_events("a", 3, 2).unwrap()));
 }
@@ -505,7 +509,7 @@ fn events_read_around_an_anchor_start_at_the_anchor_not_at_a_count() {
     let ai = 20;
     raw_exec(&db, &format!("DELETE FROM events WHERE seq = {}", all[3]));
     let near = store
-        .list_marked_events_near("a", 4, ai as i64, Some((ai as i64, all[ai])))
+        .list_marked_events_near("a", 4, ai as i64, Some((ai as i64, all[ai])), None)
         .unwrap();
     let got: Vec<i64> = near.items.iter().map(|m| m.event.seq).collect();
     assert_eq!(got, all[ai..ai + 4], "the window starts at its anchor");
@@ -535,15 +539,26 @@ fn the_queue_read_around_an_anchor_is_the_offset_read() {
             more,
         )
     };
+    let wids = |w: countersign::runtime::store::WindowPage<
+        countersign::runtime::store::QueueItem,
+    >| { ids((w.items, w.more)) };
     for filter in ["", "w1"] {
         let (all, _) = ids(store.list_queue_rows(filter, 1000, 0).unwrap());
         assert!(all.len() >= 10, "{filter}: {}", all.len());
         for ai in [0usize, 1, 4, all.len() / 2, all.len() - 1] {
             for off in [0i64, 1, 3, 4, 5, 9, all.len() as i64 - 2, 40] {
                 for limit in [1i64, 3, 8] {
-                    let near = ids(store
-                        .list_queue_rows_near(filter, limit, off, Some((ai as i64, &all[ai])))
-                        .unwrap());
+                    let near = wids(
+                        store
+                            .list_queue_rows_near(
+                                filter,
+                                limit,
+                                off,
+                                Some((ai as i64, &all[ai])),
+                                None,
+                            )
+                            .unwrap(),
+                    );
                     let by_offset = ids(store.list_queue_rows(filter, limit, off).unwrap());
                     assert_eq!(
                         near, by_offset,
@@ -553,9 +568,11 @@ fn the_queue_read_around_an_anchor_is_the_offset_read() {
             }
         }
     }
-    let gone = ids(store
-        .list_queue_rows_near("", 3, 2, Some((5, "no such")))
-        .unwrap());
+    let gone = wids(
+        store
+            .list_queue_rows_near("", 3, 2, Some((5, "no such")), None)
+            .unwrap(),
+    );
     assert_eq!(gone, ids(store.list_queue_rows("", 3, 2).unwrap()));
     // It really goes by key: with a row before the anchor gone from the queue, the window at
     // the anchor's index still starts at the anchor; an offset read shifts by one row.
@@ -567,9 +584,11 @@ fn the_queue_read_around_an_anchor_is_the_offset_read() {
             all[2]
         ),
     );
-    let near = ids(store
-        .list_queue_rows_near("", 3, 10, Some((10, &all[10])))
-        .unwrap());
+    let near = wids(
+        store
+            .list_queue_rows_near("", 3, 10, Some((10, &all[10])), None)
+            .unwrap(),
+    );
     assert_eq!(near.0, all[10..13], "the window starts at its anchor");
     let shifted = ids(store.list_queue_rows("", 3, 10).unwrap());
     assert_eq!(shifted.0, all[11..14], "an offset read counts rows");
@@ -605,9 +624,13 @@ fn steps_read_around_an_anchor_are_the_offset_read() {
     for ai in [0usize, 1, 5, 12, 13] {
         for off in [0i64, 1, 4, 5, 6, 11, 13, 20] {
             for limit in [1i64, 3, 6] {
-                let near = ids(store
-                    .list_steps_page_near("r", limit, off, Some((ai as i64, &all[ai])))
-                    .unwrap());
+                let near = store
+                    .list_steps_page_near("r", limit, off, Some((ai as i64, &all[ai])), None)
+                    .unwrap();
+                let near = (
+                    near.items.into_iter().map(|s| s.id).collect::<Vec<_>>(),
+                    near.total,
+                );
                 let by_offset = ids(store.list_steps_page("r", limit, off).unwrap());
                 assert_eq!(near, by_offset, "anchor {ai}, offset {off}, limit {limit}");
             }
@@ -616,10 +639,197 @@ fn steps_read_around_an_anchor_are_the_offset_read() {
     drop(store);
     raw_exec(&db, &format!("DELETE FROM steps WHERE id = '{}';", all[1]));
     let store = Store::open_existing(&db, true).unwrap();
-    let near = ids(store
-        .list_steps_page_near("r", 3, 8, Some((8, &all[8])))
-        .unwrap());
+    let near = store
+        .list_steps_page_near("r", 3, 8, Some((8, &all[8])), None)
+        .unwrap();
+    let near = (
+        near.items.into_iter().map(|s| s.id).collect::<Vec<_>>(),
+        near.total,
+    );
     assert_eq!(near.0, all[8..11], "the window starts at its anchor");
     let shifted = ids(store.list_steps_page("r", 3, 8).unwrap());
     assert_eq!(shifted.0, all[9..12], "an offset read counts rows");
+}
+
+/// The windows the console reads, at three places of a list of `n` rows (support::long): from
+/// the start, 40 rows past a row already read half way down (by key around it), and the last
+/// window read from the end (by key in reverse). Each entry: list and place, the VM steps the
+/// read cost, and whether its first row is the one at the window's index.
+fn window_costs(dir: &std::path::Path, n: i64) -> Vec<(String, u64, bool)> {
+    use support::long::{counted, steps};
+    let db = dir.join(format!("long{n}.db"));
+    support::long::write(&db, n);
+    let (store, ctr) = counted(&db);
+    let deep = n / 2;
+    let mut out = Vec::new();
+    let places = [
+        ("start", 0, None, None),
+        ("near a row read", deep + 40, Some(deep), None),
+        ("end", n - 30, None, Some(n)),
+    ];
+    for (place, off, anchor, end) in places {
+        let mut push = |list: &str, (first, k): (Option<String>, u64), want: String| {
+            out.push((format!("{list} from {place}"), k, first == Some(want)));
+        };
+        push(
+            "events",
+            steps(ctr, || {
+                let w = store
+                    .list_marked_events_near("a", 30, off, anchor.map(|i| (i, i + 1)), end)
+                    .unwrap();
+                w.items.first().map(|m| m.event.seq.to_string())
+            }),
+            (off + 1).to_string(),
+        );
+        let id = |p: &str, i: i64| format!("{p}{i:07}");
+        push(
+            "steps",
+            steps(ctr, || {
+                let a = anchor.map(|i| id("s", i));
+                let w = store
+                    .list_steps_page_near("a", 30, off, anchor.zip(a.as_deref()), end)
+                    .unwrap();
+                w.items.first().map(|s| s.id.clone())
+            }),
+            id("s", off),
+        );
+        // A run's approvals and model calls are in rowid order, which agentrt's index
+        // (run_id, created_at) does not hold: their window costs what the run's own rows
+        // cost, never what other runs' do. Run `b` has as many in both databases.
+        let b = support::long::B;
+        let (boff, banchor, bend) = match place {
+            "start" => (0, None, None),
+            "end" => (b - 30, None, Some(b)),
+            _ => (b / 2 + 40, Some(b / 2), None),
+        };
+        push(
+            "approvals of a run",
+            steps(ctr, || {
+                let a = banchor.map(|i| id("q", i));
+                let (w, _) = store
+                    .list_run_approvals_near("b", 30, boff, banchor.zip(a.as_deref()), bend)
+                    .unwrap();
+                w.items.first().map(|a| a.id.clone())
+            }),
+            id("q", boff),
+        );
+        push(
+            "model calls of a run",
+            steps(ctr, || {
+                let a = banchor.map(|i| id("n", i));
+                let w = store
+                    .list_model_calls_near("b", 30, boff, banchor.zip(a.as_deref()), bend)
+                    .unwrap();
+                w.items.first().map(|m| m.id.clone())
+            }),
+            id("n", boff),
+        );
+        push(
+            "queue",
+            steps(ctr, || {
+                let a = anchor.map(|i| id("p", i));
+                let w = store
+                    .list_queue_rows_near("", 30, off, anchor.zip(a.as_deref()), end)
+                    .unwrap();
+                w.items.first().map(|q| q.approval.id.clone())
+            }),
+            id("p", off),
+        );
+        // Runs newest first: index i is r(n-1-i) after `b`; run `a`, the oldest, is last.
+        push(
+            "runs",
+            steps(ctr, || {
+                let a = anchor.map(|i| id("r", n - 1 - i));
+                let w = store
+                    .list_runs_overview_near(
+                        "",
+                        "",
+                        30,
+                        off + 1,
+                        anchor.map(|i| i + 1).zip(a.as_deref()),
+                        end.map(|e| e + 2),
+                    )
+                    .unwrap();
+                w.items.first().map(|o| o.run.id.clone())
+            }),
+            id("r", n - 1 - off),
+        );
+    }
+    // What an OFFSET read of the deep window costs (the reads the console no longer makes).
+    out.push((
+        "events by offset (agentrt's page read)".into(),
+        steps(ctr, || store.list_events_page("a", 30, deep + 40).unwrap()).1,
+        true,
+    ));
+    out
+}
+
+/// Issue 14 item 8: every list the console pages (a run's events, steps, approvals and model
+/// calls, the queue, the runs) costs the same SQLite VM steps for a window on a list of 200,000
+/// rows as on one of 2,000: from the start, near a row already read half way down, and at the
+/// end (read in reverse), each returning the rows at its index; the count stops at the cap.
+/// The measure is SQLite's own step counter (progress handler), so it is deterministic; an
+/// OFFSET read of the deep window costs about 100x more on the larger list, which shows the
+/// measure sees depth.
+#[test]
+fn every_window_costs_the_same_on_any_size_of_database() {
+    let dir = tempdir();
+    let small = window_costs(dir.path(), 2_000);
+    let big = window_costs(dir.path(), 200_000);
+    for ((what, s, s_ok), (_, b, b_ok)) in small.iter().zip(&big) {
+        println!("{what}: {s} / {b} VM steps = {:.2}", *b as f64 / *s as f64);
+        assert!(*s_ok && *b_ok, "{what}: the window starts at its index");
+        if what.contains("by offset") {
+            assert!(
+                *b > 20 * *s,
+                "{what}: an offset read grows with depth ({s} / {b})"
+            );
+        } else {
+            assert!(
+                *b <= *s + *s / 5,
+                "{what}: {b} VM steps on 200,000 rows against {s} on 2,000"
+            );
+        }
+    }
+}
+
+/// A window counts its list only up to the cap: a short list is exact, a long one says it has
+/// more than the cap (a lower bound, `exact: false`) and counts exactly only when asked; the
+/// last window read from the end is the last rows, with nothing after them.
+#[test]
+fn a_window_counts_up_to_the_cap_and_reads_its_end_in_reverse() {
+    use countersign::runtime::store::COUNT_CAP;
+    let dir = tempdir();
+    for n in [300, COUNT_CAP + 500] {
+        let db = dir.path().join(format!("c{n}.db"));
+        support::long::write(&db, n);
+        let store = Store::open_existing(&db, true).unwrap();
+        let first = store
+            .list_marked_events_near("a", 20, 0, None, None)
+            .unwrap();
+        assert!(first.more);
+        if n <= COUNT_CAP {
+            assert_eq!((first.total, first.exact), (n, true));
+        } else {
+            assert_eq!((first.total, first.exact), (COUNT_CAP + 1, false));
+        }
+        assert_eq!(store.count_events("a").unwrap(), n);
+        let last = store
+            .list_marked_events_near("a", 20, n - 20, None, Some(n))
+            .unwrap();
+        let seqs: Vec<i64> = last.items.iter().map(|m| m.event.seq).collect();
+        assert_eq!(seqs, (n - 19..=n).collect::<Vec<_>>(), "{n}");
+        assert_eq!((last.offset, last.more), (n - 20, false));
+        assert_eq!(
+            (last.total, last.exact),
+            (n, true),
+            "the end says the length"
+        );
+        // The runs overview, newest first, ends with the oldest run.
+        let runs = store
+            .list_runs_overview_near("", "", 5, n - 3, None, Some(n + 2))
+            .unwrap();
+        assert_eq!(runs.items.last().map(|o| o.run.id.as_str()), Some("a"));
+        assert_eq!(store.count_runs_overview("", "").unwrap(), n + 2);
+    }
 }

@@ -284,67 +284,57 @@ impl App {
         };
         let q = match top {
             Screen::Queue(s) => {
-                s.list.pending = Some(id);
-                let off = if keep {
-                    s.list.page.offset
-                } else {
-                    s.list.window_offset(win)
-                };
-                // Page by key around the first row already read when it is nearer than the
-                // queue's start; a live reload (keep) re-reads by position, as rows leave the
-                // queue when they are decided.
-                let anchor = s
-                    .list
-                    .page
-                    .rows
-                    .first()
-                    // Only a UTF-8 id anchors (the store's anchor is text); another reads
-                    // by position.
-                    .and_then(|r| Some((s.list.page.offset, r.approval_id.as_str()?.to_string())))
-                    .filter(|(ai, _)| !keep && ai.abs_diff(off) < off);
-                Query::Queue {
-                    filter: s.filter.clone(),
-                    offset: off,
-                    limit: win,
-                    anchor,
-                }
+                let filter = s.filter.clone();
+                list_query(
+                    &mut s.list,
+                    id,
+                    keep,
+                    win,
+                    |r| r.approval_id.as_str().map(str::to_string),
+                    |offset, anchor, end| Query::Queue {
+                        filter,
+                        offset,
+                        limit: win,
+                        anchor,
+                        end,
+                    },
+                )
             }
             Screen::Runs(s) => {
-                s.list.pending = Some(id);
-                let off = if keep {
-                    s.list.page.offset
-                } else {
-                    s.list.window_offset(win)
-                };
-                // Page by key around the first row already read when the new window is
-                // near it; a live reload (keep) re-reads by position so new runs shift it.
-                let first = s
-                    .list
-                    .page
-                    .rows
-                    .first()
-                    .and_then(|r| Some((s.list.page.offset, r.id.as_str()?.to_string())));
-                let anchor = first.filter(|(ai, _)| !keep && ai.abs_diff(off) <= 2 * win);
-                Query::Runs {
-                    status: s.status.clone(),
-                    filter: s.filter.clone(),
-                    offset: off,
+                let (status, filter) = (s.status.clone(), s.filter.clone());
+                list_query(
+                    &mut s.list,
+                    id,
+                    keep,
+                    win,
+                    |r| r.id.as_str().map(str::to_string),
+                    |offset, anchor, end| Query::Runs {
+                        status,
+                        filter,
+                        offset,
+                        limit: win,
+                        anchor,
+                        end,
+                    },
+                )
+            }
+            Screen::Damaged(s) => list_query(
+                &mut s.list,
+                id,
+                keep,
+                win,
+                |r| {
+                    r.row_id
+                        .as_str()
+                        .map(|id| (r.table, id.to_string(), r.column))
+                },
+                |offset, anchor, end| Query::Damaged {
+                    offset,
                     limit: win,
                     anchor,
-                }
-            }
-            Screen::Damaged(s) => {
-                s.list.pending = Some(id);
-                let off = if keep {
-                    s.list.page.offset
-                } else {
-                    s.list.window_offset(win)
-                };
-                Query::Damaged {
-                    offset: off,
-                    limit: win,
-                }
-            }
+                    end,
+                },
+            ),
             Screen::Approval(s) => {
                 s.pending = Some(id);
                 Query::Approval { id: s.id.clone() }
@@ -356,79 +346,62 @@ impl App {
                 self.next_id = id2;
                 let run = s.id.clone();
                 let q = match s.tab {
-                    Tab::Steps => {
-                        s.steps.pending = Some(id2);
-                        let off = if keep {
-                            s.steps.page.offset
-                        } else {
-                            s.steps.window_offset(win)
-                        };
-                        // By key around the first step already read when it is nearer than
-                        // the run's start (steps are only appended, at the next index).
-                        let anchor = s
-                            .steps
-                            .page
-                            .rows
-                            .first()
-                            .and_then(|r| Some((s.steps.page.offset, r.id.as_str()?.to_string())))
-                            .filter(|(ai, _)| ai.abs_diff(off) < off);
-                        Query::Steps {
+                    Tab::Steps => list_query(
+                        &mut s.steps,
+                        id2,
+                        keep,
+                        win,
+                        |r| r.id.as_str().map(str::to_string),
+                        |offset, anchor, end| Query::Steps {
                             run,
-                            offset: off,
+                            offset,
                             limit: win,
                             anchor,
-                        }
-                    }
-                    Tab::Events => {
-                        s.events.pending = Some(id2);
-                        let off = if keep {
-                            s.events.page.offset
-                        } else {
-                            s.events.window_offset(win)
-                        };
-                        // Page by key around the first event already read whenever it is
-                        // nearer than the log's start (events only append, so a live reload
-                        // may use it too).
-                        let anchor = s
-                            .events
-                            .page
-                            .rows
-                            .first()
-                            .map(|r| (s.events.page.offset, r.seq))
-                            .filter(|(ai, _)| ai.abs_diff(off) < off);
-                        Query::Events {
+                            end,
+                        },
+                    ),
+                    Tab::Events => list_query(
+                        &mut s.events,
+                        id2,
+                        keep,
+                        win,
+                        |r| Some(r.seq),
+                        |offset, anchor, end| Query::Events {
                             run,
-                            offset: off,
+                            offset,
                             limit: win,
                             anchor,
-                        }
-                    }
-                    Tab::Approvals => {
-                        s.approvals.pending = Some(id2);
-                        let off = if keep {
-                            s.approvals.page.offset
-                        } else {
-                            s.approvals.window_offset(win)
-                        };
-                        Query::Approvals {
+                            end,
+                        },
+                    ),
+                    Tab::Approvals => list_query(
+                        &mut s.approvals,
+                        id2,
+                        keep,
+                        win,
+                        |r| r.id.as_str().map(str::to_string),
+                        |offset, anchor, end| Query::Approvals {
                             run,
-                            offset: off,
+                            offset,
                             limit: win,
-                        }
-                    }
-                    Tab::ModelCalls => {
-                        s.calls.pending = Some(id2);
-                        let off = if keep {
-                            s.calls.page.offset
-                        } else {
-                            s.calls.window_offset(win)
-                        };
-                        Query::ModelCalls {
+                            anchor,
+                            end,
+                        },
+                    ),
+                    Tab::ModelCalls => list_query(
+                        &mut s.calls,
+                        id2,
+                        keep,
+                        win,
+                        |r| r.id.as_str().map(str::to_string),
+                        |offset, anchor, end| Query::ModelCalls {
                             run,
-                            offset: off,
+                            offset,
                             limit: win,
-                        }
-                    }
+                            anchor,
+                            end,
+                        },
+                    ),
                 };
                 return vec![Effect::Query(id, hq), Effect::Query(id2, q)];
             }
@@ -487,6 +460,35 @@ impl App {
         if let Some(Screen::Approval(s)) = self.stack.last_mut() {
             s.view = fields::layout(&s.fields, w, &s.expanded, s.strict, &st, label, badge);
         }
+    }
+}
+
+/// The read of a list's window for its cursor (`keep`: the same window again, a live reload):
+/// by key around the first row already read when that row is nearer than the list's start,
+/// or from the end when the length is known and the end is nearer (the store picks the nearest;
+/// issue 14 item 8). After a jump to the end of a list longer than a window counts, its length
+/// is asked first (on the counting lane).
+fn list_query<T, K>(
+    l: &mut ListView<T>,
+    id: u64,
+    keep: bool,
+    win: u64,
+    key: impl Fn(&T) -> Option<K>,
+    build: impl FnOnce(u64, Option<(u64, K)>, Option<u64>) -> Query,
+) -> Query {
+    let off = if keep {
+        l.page.offset
+    } else {
+        l.window_offset(win)
+    };
+    let q = build(off, l.anchor(off, key), l.end());
+    if l.to_end && !l.page.exact {
+        l.counting = Some(id);
+        Query::Length(Box::new(q))
+    } else {
+        l.to_end = false;
+        l.pending = Some(id);
+        q
     }
 }
 

@@ -12,7 +12,8 @@ use std::fmt;
 
 pub use crate::runtime::types::Key;
 
-/// One page of a list read by key order, with the total from `COUNT`.
+/// One window of a list read by key, with its total: counted up to a bound, and a lower bound
+/// past it (`exact: false`).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Page<T> {
     pub offset: u64,
@@ -231,6 +232,8 @@ pub enum Query {
         /// The index and approval id of a row already read near the window: the window is
         /// read by key around it (issue 14 item 8).
         anchor: Option<(u64, String)>,
+        /// The list's length when last read exactly: a window near the end is read from it.
+        end: Option<u64>,
     },
     /// The queue's count for `filter` (sent by the worker after an inexact queue page).
     QueueTotal {
@@ -243,6 +246,8 @@ pub enum Query {
         limit: u64,
         /// A row already read (its index and id) to read the window by key around.
         anchor: Option<(u64, String)>,
+        /// The list's length when last read exactly: a window near the end is read from it.
+        end: Option<u64>,
     },
     Run {
         id: Key,
@@ -254,6 +259,8 @@ pub enum Query {
         /// The index and id of a step already read near the window: the window is read by
         /// key around it (issue 14 item 8).
         anchor: Option<(u64, String)>,
+        /// The list's length when last read exactly: a window near the end is read from it.
+        end: Option<u64>,
     },
     Events {
         run: Key,
@@ -262,16 +269,26 @@ pub enum Query {
         /// The index and seq of an event already read near the window: the page is read by
         /// key around it (issue 14 item 8).
         anchor: Option<(u64, i64)>,
+        /// The list's length when last read exactly: a window near the end is read from it.
+        end: Option<u64>,
     },
     Approvals {
         run: Key,
         offset: u64,
         limit: u64,
+        /// The index and id of an approval already read near the window.
+        anchor: Option<(u64, String)>,
+        /// The list's length when last read exactly.
+        end: Option<u64>,
     },
     ModelCalls {
         run: Key,
         offset: u64,
         limit: u64,
+        /// The index and id of a model call already read near the window.
+        anchor: Option<(u64, String)>,
+        /// The list's length when last read exactly.
+        end: Option<u64>,
     },
     Approval {
         id: Key,
@@ -279,9 +296,19 @@ pub enum Query {
     Damaged {
         offset: u64,
         limit: u64,
+        /// The index and (table, row id, column) of a damaged column already read.
+        anchor: Option<(u64, DamagedKey)>,
+        /// The list's length when last read exactly.
+        end: Option<u64>,
     },
+    /// The exact length of the list the inner query reads (a count, on the counting lane),
+    /// asked only when the list is longer than a window counts (`G` to its end).
+    Length(Box<Query>),
     Verify,
 }
+
+/// Which damaged column: table, row id, column.
+pub type DamagedKey = (&'static str, String, &'static str);
 
 /// A write the UI asks the worker for (only after a confirmation).
 #[derive(Debug, Clone, PartialEq)]

@@ -220,7 +220,7 @@ fn move_list<T>(
         Action::Up => l.move_by(-1),
         Action::Down => l.move_by(1),
         Action::Top => l.set_cursor(0),
-        Action::Bottom => l.set_cursor(l.total().saturating_sub(1)),
+        Action::Bottom => l.jump_to_end(),
         Action::PageDown => l.move_by(page),
         Action::PageUp => l.move_by(-page),
         Action::HalfDown => l.move_by(page / 2),

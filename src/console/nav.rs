@@ -22,6 +22,9 @@ pub struct ListView<T> {
     pub loaded: bool,
     /// First row drawn (kept so the cursor moves within the screen before it scrolls).
     pub top: u64,
+    /// Set by a jump to the end of a list longer than a window counts: its length is asked
+    /// for first, then the cursor goes to the last row and the window is read from the end.
+    pub to_end: bool,
 }
 
 impl<T> Default for ListView<T> {
@@ -39,6 +42,7 @@ impl<T> Default for ListView<T> {
             key: None,
             loaded: false,
             top: 0,
+            to_end: false,
         }
     }
 }
@@ -72,6 +76,37 @@ impl<T> ListView<T> {
             || (c >= self.page.offset && c < self.page.offset + self.page.rows.len() as u64)
     }
 
+    /// The list's length when the page applied says it exactly (a window near the end is then
+    /// read from the end, by key in reverse).
+    pub fn end(&self) -> Option<u64> {
+        (self.loaded && self.page.exact).then_some(self.page.total)
+    }
+
+    /// The first row read (its index and key) when it is nearer the window at `off` than the
+    /// list's start is: the window is read by key around it.
+    /// A row whose key cannot anchor (an id that is not UTF-8: the store's anchors are text)
+    /// gives none, and the window is read by position.
+    pub fn anchor<K>(&self, off: u64, key: impl Fn(&T) -> Option<K>) -> Option<(u64, K)> {
+        let first = self.page.rows.first()?;
+        let ai = self.page.offset;
+        if ai.abs_diff(off) < off {
+            Some((ai, key(first)?))
+        } else {
+            None
+        }
+    }
+
+    /// Goes to the last row: at once when the length is known, else asks for it first
+    /// (`to_end`); returns whether a read must follow.
+    pub fn jump_to_end(&mut self) -> bool {
+        if self.page.exact {
+            self.set_cursor(self.page.total.saturating_sub(1))
+        } else {
+            self.to_end = true;
+            true
+        }
+    }
+
     /// Offset of the window to read for the current cursor.
     pub fn window_offset(&self, window: u64) -> u64 {
         self.cursor.saturating_sub(window / 3)
@@ -101,8 +136,16 @@ impl<T> ListView<T> {
         self.counting = None;
         self.page.total = total;
         self.page.exact = true;
+        if std::mem::take(&mut self.to_end) {
+            self.cursor = total.saturating_sub(1);
+        }
         self.cursor = self.cursor.min(total.saturating_sub(1));
         true
+    }
+
+    /// Forgets the selected row (the cursor moved to a row not read yet).
+    pub fn remember_none(&mut self) {
+        self.key = None;
     }
 
     /// Remembers the selected row's id (call after moving).

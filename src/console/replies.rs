@@ -57,9 +57,19 @@ pub fn on_reply(app: &mut App, id: u64, r: Reply) -> Vec<Effect> {
     // The queue screen (its depth) and filter whose page came back inexact: its count follows.
     let mut count_for: Option<(usize, String)> = None;
     let mut relayout = false;
+    // A length asked for by a jump to the end came back: the window at the end follows.
+    let mut reload_end = false;
     for (depth, s) in app.stack.iter_mut().enumerate() {
         let hit = match (s, r.clone()) {
-            (Screen::Queue(s), Reply::Total(n)) => s.list.apply_total(id, n),
+            (Screen::Queue(s), Reply::Total(n)) => total(&mut s.list, id, n, &mut reload_end),
+            (Screen::Runs(s), Reply::Total(n)) => total(&mut s.list, id, n, &mut reload_end),
+            (Screen::Damaged(s), Reply::Total(n)) => total(&mut s.list, id, n, &mut reload_end),
+            (Screen::RunDetail(s), Reply::Total(n)) => {
+                total(&mut s.steps, id, n, &mut reload_end)
+                    || total(&mut s.events, id, n, &mut reload_end)
+                    || total(&mut s.approvals, id, n, &mut reload_end)
+                    || total(&mut s.calls, id, n, &mut reload_end)
+            }
             (Screen::Queue(s), Reply::Queue(p)) => {
                 let exact = p.exact;
                 let hit = take(&mut s.list, id, p, |r| r.approval_id.clone());
@@ -111,17 +121,31 @@ pub fn on_reply(app: &mut App, id: u64, r: Reply) -> Vec<Effect> {
                 s.list.counting = None;
                 fail(&mut app.notice, m)
             }
-            (Screen::Runs(s), Reply::Failed(m)) if s.list.pending == Some(id) => {
+            (Screen::Runs(s), Reply::Failed(m))
+                if s.list.pending == Some(id) || s.list.counting == Some(id) =>
+            {
+                s.list.counting = None;
+                s.list.to_end = false;
                 fail(&mut app.notice, m)
             }
-            (Screen::Damaged(s), Reply::Failed(m)) if s.list.pending == Some(id) => {
+            (Screen::Damaged(s), Reply::Failed(m))
+                if s.list.pending == Some(id) || s.list.counting == Some(id) =>
+            {
+                s.list.counting = None;
+                s.list.to_end = false;
                 fail(&mut app.notice, m)
             }
             (Screen::Approval(s), Reply::Failed(m)) if s.pending == Some(id) => {
                 s.pending = None;
                 fail(&mut app.notice, m)
             }
-            (Screen::RunDetail(_), Reply::Failed(m)) => fail(&mut app.notice, m),
+            (Screen::RunDetail(s), Reply::Failed(m)) => {
+                s.steps.to_end = false;
+                s.events.to_end = false;
+                s.approvals.to_end = false;
+                s.calls.to_end = false;
+                fail(&mut app.notice, m)
+            }
             _ => false,
         };
         if hit {
@@ -135,6 +159,9 @@ pub fn on_reply(app: &mut App, id: u64, r: Reply) -> Vec<Effect> {
         app.relayout();
     }
     let mut follow = vec![];
+    if reload_end {
+        follow.extend(app.start());
+    }
     // The rows are shown; the queue's count comes after them (on the counting lane).
     if let Some((depth, filter)) = count_for {
         let cid = app.id();
@@ -148,6 +175,20 @@ pub fn on_reply(app: &mut App, id: u64, r: Reply) -> Vec<Effect> {
         follow.extend(app.load_counts());
     }
     follow
+}
+
+/// Applies a total to the list that asked for it; after a jump to the end, the cursor is on
+/// the last row and its window must be read.
+fn total<T>(l: &mut ListView<T>, id: u64, n: u64, reload_end: &mut bool) -> bool {
+    let to_end = l.to_end;
+    if !l.apply_total(id, n) {
+        return false;
+    }
+    if to_end {
+        l.remember_none();
+        *reload_end = true;
+    }
+    true
 }
 
 fn fail(notice: &mut Option<(Level, String)>, m: String) -> bool {

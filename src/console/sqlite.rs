@@ -50,18 +50,29 @@ fn args(offset: u64, limit: u64) -> (i64, i64) {
     (i(limit).max(1), i(offset))
 }
 
-fn page<S, T>(offset: u64, limit: u64, p: store::Page<S>, f: impl Fn(S) -> T) -> Page<T> {
+/// A window the store read by key as the console's page (at most `limit` rows shown).
+fn window<S, T>(limit: u64, w: store::WindowPage<S>, f: impl Fn(S) -> T) -> Page<T> {
     Page {
-        offset,
-        total: p.total.max(0) as u64,
-        exact: true,
-        rows: p
+        offset: w.offset.max(0) as u64,
+        total: w.total.max(0) as u64,
+        exact: w.exact,
+        rows: w
             .items
             .into_iter()
             .take(usize::try_from(limit).unwrap_or(usize::MAX))
             .map(f)
             .collect(),
     }
+}
+
+/// An anchor's index as the store's argument (`None` past `i64::MAX`).
+fn at<K>(a: &Option<(u64, K)>) -> Option<(i64, &K)> {
+    a.as_ref()
+        .and_then(|(i, k)| Some((i64::try_from(*i).ok()?, k)))
+}
+
+fn end_of(e: &Option<u64>) -> Option<i64> {
+    e.and_then(|e| i64::try_from(e).ok())
 }
 
 fn some_bytes(s: &str) -> Option<Vec<u8>> {
@@ -238,13 +249,41 @@ impl SqliteData {
         run: &Key,
         offset: u64,
         limit: u64,
+        anchor: &Option<(u64, String)>,
+        end: &Option<u64>,
     ) -> Result<Page<ApprovalRow>, StoreError> {
         let (l, o) = args(offset, limit);
-        let ra = self.store.list_run_approvals(run, l, o)?;
-        let status = ra.run_status;
-        Ok(page(offset, limit, ra.page, |a| {
-            approval_row(a, status.as_ref())
-        }))
+        let anchor = at(anchor).map(|(i, id)| (i, id.as_str()));
+        let (w, status) = self
+            .store
+            .list_run_approvals_near(run, l, o, anchor, end_of(end))?;
+        Ok(window(limit, w, |a| approval_row(a, status.as_ref())))
+    }
+
+    /// The exact length of the list `q` reads (asked after a jump to the end).
+    fn length(&self, q: &Query) -> Result<u64, DataError> {
+        let s = &self.store;
+        let n = match q {
+            Query::Queue { filter, .. } => s.count_queue(filter),
+            Query::Runs { status, filter, .. } => {
+                s.count_runs_overview(status.as_deref().unwrap_or(""), filter)
+            }
+            Query::Steps { run, .. } => s.count_steps(run),
+            Query::Events { run, .. } => s.count_events(run),
+            Query::Approvals { run, .. } => s.count_run_approvals(run),
+            Query::ModelCalls { run, .. } => s.count_model_calls(run),
+            Query::Damaged { .. } => s.count_damaged(),
+            other => {
+                return Err(DataError::Read(format!(
+                    "not a list: {}",
+                    match other {
+                        Query::Length(_) => "a length",
+                        _ => "a single row",
+                    }
+                )));
+            }
+        };
+        Ok(n.map_err(rd)?.max(0) as u64)
     }
 
     fn approval(&self, id: &Key) -> Result<Option<ApprovalRow>, StoreError> {
@@ -304,40 +343,40 @@ impl ConsoleData for SqliteData {
                 offset,
                 limit,
                 anchor,
+                end,
             } => {
                 let (l, o) = args(*offset, *limit);
-                let anchor = anchor
-                    .as_ref()
-                    .and_then(|(i, id)| Some((i64::try_from(*i).ok()?, id.as_str())));
-                let (items, more) = s.list_queue_rows_near(filter, l, o, anchor).map_err(rd)?;
-                let n = items.len() as u64;
-                // Past the end (rows left since the cursor was placed) the count is unknown.
-                let exact = !more && (n > 0 || *offset == 0);
-                Reply::Queue(Page {
-                    offset: *offset,
-                    total: offset + n + u64::from(more),
-                    rows: items.into_iter().map(queue_row).collect(),
-                    exact,
-                })
+                let anchor = at(anchor).map(|(i, id)| (i, id.as_str()));
+                let w = s
+                    .list_queue_rows_near(filter, l, o, anchor, end_of(end))
+                    .map_err(rd)?;
+                Reply::Queue(window(*limit, w, queue_row))
             }
             Query::QueueTotal { filter } => {
                 Reply::Total(s.count_queue(filter).map_err(rd)?.max(0) as u64)
             }
+            Query::Length(q) => Reply::Total(self.length(q)?),
             Query::Runs {
                 status,
                 filter,
                 offset,
                 limit,
                 anchor,
+                end,
             } => {
                 let (l, o) = args(*offset, *limit);
-                let anchor = anchor
-                    .as_ref()
-                    .and_then(|(i, id)| Some((i64::try_from(*i).ok()?, id.as_str())));
-                let p = s
-                    .list_runs_overview(status.as_deref().unwrap_or(""), filter, l, o, anchor)
+                let anchor = at(anchor).map(|(i, id)| (i, id.as_str()));
+                let w = s
+                    .list_runs_overview_near(
+                        status.as_deref().unwrap_or(""),
+                        filter,
+                        l,
+                        o,
+                        anchor,
+                        end_of(end),
+                    )
                     .map_err(rd)?;
-                Reply::Runs(page(*offset, *limit, p, run_row))
+                Reply::Runs(window(*limit, w, run_row))
             }
             Query::Run { id } => Reply::Run(self.run(id).map_err(rd)?.map(Box::new)),
             Query::Steps {
@@ -345,38 +384,64 @@ impl ConsoleData for SqliteData {
                 offset,
                 limit,
                 anchor,
+                end,
             } => {
                 let (l, o) = args(*offset, *limit);
-                let anchor = anchor
-                    .as_ref()
-                    .and_then(|(i, id)| Some((i64::try_from(*i).ok()?, id.as_str())));
-                let p = s.list_steps_page_near(run, l, o, anchor).map_err(rd)?;
-                Reply::Steps(page(*offset, *limit, p, step_row))
+                let anchor = at(anchor).map(|(i, id)| (i, id.as_str()));
+                let w = s
+                    .list_steps_page_near(run, l, o, anchor, end_of(end))
+                    .map_err(rd)?;
+                Reply::Steps(window(*limit, w, step_row))
             }
             Query::Events {
                 run,
                 offset,
                 limit,
                 anchor,
+                end,
             } => {
                 let (l, o) = args(*offset, *limit);
-                let anchor = anchor.and_then(|(i, seq)| Some((i64::try_from(i).ok()?, seq)));
-                let p = s.list_marked_events_near(run, l, o, anchor).map_err(rd)?;
-                Reply::Events(page(*offset, *limit, p, event_row))
+                let anchor = at(anchor).map(|(i, seq)| (i, *seq));
+                let w = s
+                    .list_marked_events_near(run, l, o, anchor, end_of(end))
+                    .map_err(rd)?;
+                Reply::Events(window(*limit, w, event_row))
             }
-            Query::Approvals { run, offset, limit } => {
-                Reply::Approvals(self.approvals(run, *offset, *limit).map_err(rd)?)
-            }
-            Query::ModelCalls { run, offset, limit } => {
+            Query::Approvals {
+                run,
+                offset,
+                limit,
+                anchor,
+                end,
+            } => Reply::Approvals(
+                self.approvals(run, *offset, *limit, anchor, end)
+                    .map_err(rd)?,
+            ),
+            Query::ModelCalls {
+                run,
+                offset,
+                limit,
+                anchor,
+                end,
+            } => {
                 let (l, o) = args(*offset, *limit);
-                let p = s.list_model_calls_page(run, l, o).map_err(rd)?;
-                Reply::ModelCalls(page(*offset, *limit, p, model_call_row))
+                let anchor = at(anchor).map(|(i, id)| (i, id.as_str()));
+                let w = s
+                    .list_model_calls_near(run, l, o, anchor, end_of(end))
+                    .map_err(rd)?;
+                Reply::ModelCalls(window(*limit, w, model_call_row))
             }
             Query::Approval { id } => Reply::Approval(self.approval(id).map_err(rd)?.map(Box::new)),
-            Query::Damaged { offset, limit } => {
+            Query::Damaged {
+                offset,
+                limit,
+                anchor,
+                end,
+            } => {
                 let (l, o) = args(*offset, *limit);
-                let p = s.list_damaged_page(l, o).map_err(rd)?;
-                Reply::Damaged(page(*offset, *limit, p, damaged_row))
+                let anchor = at(anchor).map(|(i, (t, row, col))| (i, (*t, row.as_str(), *col)));
+                let w = s.list_damaged_near(l, o, anchor, end_of(end)).map_err(rd)?;
+                Reply::Damaged(window(*limit, w, damaged_row))
             }
             Query::Verify => Reply::Verify(self.verify().map_err(rd)?),
         })

@@ -27,7 +27,10 @@ pub fn handle(data: &mut dyn ConsoleData, q: &Query) -> Reply {
 
 /// Whether a query belongs on the counting lane (a count that may scan whole tables).
 pub fn is_count(q: &Query) -> bool {
-    matches!(q, Query::Counts | Query::QueueTotal { .. })
+    matches!(
+        q,
+        Query::Counts | Query::QueueTotal { .. } | Query::Length(_)
+    )
 }
 
 /// Marks a run header resumable when the hook knows its tools and the run has not ended.

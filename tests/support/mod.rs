@@ -70,4 +70,5 @@ pub fn s<'a>(v: &'a serde_json::Value, ptr: &str) -> &'a str {
 }
 
 pub mod huge;
+pub mod long;
 pub mod runs;

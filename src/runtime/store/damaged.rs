@@ -9,11 +9,12 @@ use rusqlite::{Connection, OptionalExtension, params};
 use super::Store;
 use super::error::{Ctx, StoreError};
 use super::pages::{
-    Page, approval_select, capped_approval, capped_step, check_page, count, query, run_select,
-    step_select,
+    Page, approval_select, capped_approval, capped_step, check_page, run_select, step_select,
 };
 use super::rows::{Cols, run_from};
+use super::window::{COUNT_CAP, KeyedList, Window, WindowPage, int};
 use crate::runtime::types::Key;
+use rusqlite::types::Value;
 
 /// Stored bytes a damaged column keeps.
 pub const DAMAGED_RAW_HEAD: i64 = 4096;
@@ -51,8 +52,9 @@ const COLUMNS: [(&str, &str, &str); 10] = [
     ("runs", "status", "status"),
 ];
 
-/// One line per undecodable (row, column): run, table, row key, candidate number (1..=9).
-const CANDIDATES: &str = "SELECT s.run_id AS run, 'steps' AS tbl, s.rowid AS k, c.n AS n FROM steps s \
+/// One line per undecodable (row, column): run, table, table rank (steps 1, runs 2, approvals
+/// 3: the list's order), row key, candidate number (1..=10).
+const CANDIDATES: &str = "SELECT s.run_id AS run, 'steps' AS tbl, 1 AS t, s.rowid AS k, c.n AS n FROM steps s \
     JOIN (SELECT 1 AS n UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4 UNION ALL SELECT 5) c ON \
     (c.n = 1 AND s.decision_json != '' AND NOT json_valid(s.decision_json)) OR \
     (c.n = 2 AND s.policy_json != '' AND NOT json_valid(s.policy_json)) OR \
@@ -60,14 +62,14 @@ const CANDIDATES: &str = "SELECT s.run_id AS run, 'steps' AS tbl, s.rowid AS k, 
     (c.n = 4 AND julianday(s.started_at) IS NULL) OR \
     (c.n = 5 AND s.finished_at != '' AND julianday(s.finished_at) IS NULL) \
     UNION ALL \
-    SELECT a.run_id, 'approvals', a.rowid, c.n FROM approvals a \
+    SELECT a.run_id, 'approvals', 3, a.rowid, c.n FROM approvals a \
     JOIN (SELECT 6 AS n UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9) c ON \
     (c.n = 6 AND NOT json_valid(a.request_json)) OR \
     (c.n = 7 AND julianday(a.created_at) IS NULL) OR \
     (c.n = 8 AND a.expires_at != '' AND julianday(a.expires_at) IS NULL) OR \
     (c.n = 9 AND a.decided_at != '' AND julianday(a.decided_at) IS NULL) \
     UNION ALL \
-    SELECT r.id, 'runs', r.rowid, 10 FROM runs r WHERE typeof(r.status) != 'text' OR r.status NOT IN \
+    SELECT r.id, 'runs', 2, r.rowid, 10 FROM runs r WHERE typeof(r.status) != 'text' OR r.status NOT IN \
     ('RUNNING','WAITING_FOR_APPROVAL','INTERRUPTED','COMPLETED','FAILED','CANCELLED')";
 
 /// The parts of a `"; "`-joined decode error that name `column`.
@@ -157,9 +159,39 @@ fn damaged_column(
     }))
 }
 
+/// The damaged columns, keyed by (table rank, rowid, candidate): steps, runs, approvals.
+fn damaged_list() -> KeyedList<'static> {
+    KeyedList {
+        what: "damaged rows",
+        from: format!("FROM ({CANDIDATES}) WHERE 1"),
+        args: vec![],
+        key: &["t", "k", "n"],
+        desc: false,
+    }
+}
+
+fn damaged_items(c: &Connection, w: &Window) -> Result<Vec<DamagedColumn>, StoreError> {
+    let mut items = Vec::with_capacity(w.keys.len());
+    for key in &w.keys {
+        let (k, n) = (
+            key.get(1).map(int).unwrap_or(0),
+            key.get(2).map(int).unwrap_or(1),
+        );
+        items.extend(damaged_column(
+            c,
+            k,
+            n.clamp(1, COLUMNS.len() as i64) as usize,
+        )?);
+    }
+    Ok(items)
+}
+
 impl Store {
     /// Undecodable columns of steps, run statuses and approvals, one per (row, column): steps,
-    /// then runs, then approvals, each by insertion order and column, with the total.
+    /// then runs, then approvals, each by insertion order and column, with the total. Which
+    /// columns do not decode only a scan can say (no index knows), so the total is a scan of
+    /// every step, approval and run; a front end reads [`Store::list_damaged_near`], which
+    /// counts up to [`COUNT_CAP`].
     pub fn list_damaged_page(
         &self,
         limit: i64,
@@ -167,30 +199,80 @@ impl Store {
     ) -> Result<Page<DamagedColumn>, StoreError> {
         check_page("damaged rows", limit, offset)?;
         self.read(|c| {
-            let total = count(c, &format!("SELECT COUNT(*) FROM ({CANDIDATES})"), &[])?;
-            let keys = query(
-                c,
-                &format!(
-                    "SELECT k, n FROM ({CANDIDATES}) ORDER BY tbl DESC, k, n LIMIT ? OFFSET ?"
-                ),
-                &[&limit, &offset],
-                "damaged rows",
-                |r| {
-                    (
-                        r.get::<_, i64>(0).unwrap_or(0),
-                        r.get::<_, i64>(1).unwrap_or(1),
-                    )
-                },
-            )?;
-            let mut items = Vec::with_capacity(keys.len());
-            for (k, n) in keys {
-                items.extend(damaged_column(
-                    c,
-                    k,
-                    n.clamp(1, COLUMNS.len() as i64) as usize,
-                )?);
-            }
-            Ok(Page { items, total })
+            let w = damaged_list().window(c, offset, limit, None, None, Some(i64::MAX - 1))?;
+            Ok(Page {
+                items: damaged_items(c, &w)?,
+                total: w.total,
+            })
         })
+    }
+
+    /// A window of the damaged columns read by key (issue 14 item 8): `(table, rowid, column)`
+    /// walked from the nearest of the list's start, an `anchor` (the index, table, row id and
+    /// column of a damaged column already read) and its end (`end`: its length as last read),
+    /// with the total counted up to [`COUNT_CAP`]; [`Store::count_damaged`] counts when asked.
+    /// The rows are still found by a scan (SQLite must look at each column to see it does not
+    /// decode), stopping once the window and one row past it are found.
+    pub fn list_damaged_near(
+        &self,
+        limit: i64,
+        offset: i64,
+        anchor: Option<(i64, (&str, &str, &str))>,
+        end: Option<i64>,
+    ) -> Result<WindowPage<DamagedColumn>, StoreError> {
+        check_page("damaged rows", limit, offset)?;
+        self.read(|c| {
+            let anchor = match anchor {
+                Some((ai, (table, row_id, column))) if ai >= 0 => {
+                    let n = COLUMNS
+                        .iter()
+                        .position(|(t, col, _)| *t == table && *col == column);
+                    let (t, lookup) = match table {
+                        "steps" => (
+                            1,
+                            "SELECT rowid FROM steps WHERE id = ? ORDER BY rowid LIMIT 1",
+                        ),
+                        "runs" => (
+                            2,
+                            "SELECT rowid FROM runs WHERE id = ? ORDER BY rowid LIMIT 1",
+                        ),
+                        _ => (
+                            3,
+                            "SELECT rowid FROM approvals WHERE id = ? ORDER BY rowid LIMIT 1",
+                        ),
+                    };
+                    let k: Option<i64> = match n {
+                        Some(_) => c
+                            .prepare_cached(lookup)
+                            .ctx("damaged rows")?
+                            .query_row([row_id], |r| r.get(0))
+                            .optional()
+                            .ctx("damaged rows")?,
+                        None => None,
+                    };
+                    match (k, n) {
+                        (Some(k), Some(n)) => Some((
+                            ai,
+                            vec![
+                                Value::Integer(t),
+                                Value::Integer(k),
+                                Value::Integer(n as i64 + 1),
+                            ],
+                        )),
+                        _ => None,
+                    }
+                }
+                _ => None,
+            };
+            let w = damaged_list().window(c, offset, limit, anchor, end, Some(COUNT_CAP))?;
+            let items = damaged_items(c, &w)?;
+            Ok(WindowPage::of(w, items))
+        })
+    }
+
+    /// How many columns do not decode: a scan of every step, approval and run, for callers
+    /// that ask.
+    pub fn count_damaged(&self) -> Result<i64, StoreError> {
+        self.read(|c| damaged_list().count(c))
     }
 }

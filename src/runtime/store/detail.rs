@@ -6,15 +6,17 @@
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::Store;
-use super::bind::key;
+use super::bind::{Text, key};
 use super::error::{Ctx, StoreError};
 use super::events::verify;
 use super::pages::{
-    MAX_PAGE_TEXT, Page, approval_reason, approval_select, capped_approval, check_page, count,
-    event_select, query, tc,
+    MAX_PAGE_TEXT, Page, approval_reason, approval_select, approvals_by_key, capped_approval,
+    check_page, event_select, query, tc,
 };
 use super::rows::{APPROVAL_COLUMNS, Cols, approval_from, event_from};
+use super::window::{COUNT_CAP, KeyedList, Window, WindowPage, int};
 use crate::runtime::types::{Approval, AsKey, Event, RawInvalid, RunStatus, Timestamp};
+use rusqlite::types::Value;
 
 /// A page of a run's approvals and the run's status, read together.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -85,7 +87,7 @@ fn run_status(c: &Connection, run_id: impl AsKey) -> Result<Option<RunStatus>, S
 
 impl Store {
     /// A run's approvals in creation order (capped, for showing) and the run's status, read in
-    /// one transaction.
+    /// one transaction, with the total (a count of the run's approvals).
     pub fn list_run_approvals(
         &self,
         run_id: impl AsKey,
@@ -95,27 +97,49 @@ impl Store {
         let run_id = key(&run_id);
         check_page("approvals", limit, offset)?;
         self.read(|c| {
-            let sql = format!(
-                "{} WHERE run_id = ? ORDER BY rowid LIMIT ? OFFSET ?",
-                approval_select()
-            );
-            let items = query(
-                c,
-                &sql,
-                &[&run_id, &limit, &offset],
-                "list approvals",
-                capped_approval,
-            )?;
-            let total = count(
-                c,
-                "SELECT COUNT(*) FROM approvals WHERE run_id = ?",
-                &[&run_id],
-            )?;
+            let w =
+                approvals_of(&run_id).window(c, offset, limit, None, None, Some(i64::MAX - 1))?;
             Ok(RunApprovals {
-                page: Page { items, total },
+                page: Page {
+                    items: approvals_by_key(c, &w)?,
+                    total: w.total,
+                },
                 run_status: run_status(c, run_id)?,
             })
         })
+    }
+
+    /// A window of a run's approvals (capped, for showing) read by key (issue 14 item 8): rowid
+    /// walked from the nearest of the run's first approval, an `anchor` (the index and id of an
+    /// approval of the run already read) and the end (`end`: the length as last read), with the
+    /// total counted up to [`COUNT_CAP`] and the run's status, in one transaction.
+    pub fn list_run_approvals_near(
+        &self,
+        run_id: impl AsKey,
+        limit: i64,
+        offset: i64,
+        anchor: Option<(i64, &str)>,
+        end: Option<i64>,
+    ) -> Result<(WindowPage<Approval>, Option<RunStatus>), StoreError> {
+        let run_id = key(&run_id);
+        check_page("approvals", limit, offset)?;
+        self.read(|c| {
+            let anchor = rowid_anchor(
+                c,
+                "SELECT rowid FROM approvals WHERE run_id = ?1 AND id = ?2",
+                run_id,
+                anchor,
+            )?;
+            let w = approvals_of(&run_id).window(c, offset, limit, anchor, end, Some(COUNT_CAP))?;
+            let items = approvals_by_key(c, &w)?;
+            Ok((WindowPage::of(w, items), run_status(c, run_id)?))
+        })
+    }
+
+    /// How many approvals a run has, for callers that ask.
+    pub fn count_run_approvals(&self, run_id: impl AsKey) -> Result<i64, StoreError> {
+        let run_id = key(&run_id);
+        self.read(|c| approvals_of(&run_id).count(c))
     }
 
     /// One approval by id, whole, with its run's status and its reason; `None` if absent.
@@ -176,7 +200,9 @@ impl Store {
     /// A run's events in seq order (capped), each with its chain mark, with the total. The
     /// mark is computed with the store's chain verification over that one event; an event
     /// whose payload is over [`MAX_PAGE_TEXT`] or whose previous event is missing is
-    /// [`ChainMark::Unknown`].
+    /// [`ChainMark::Unknown`]. The offset is skipped on the `(run_id, seq)` index and the
+    /// total is a count of it; a front end showing a long log reads
+    /// [`Store::list_marked_events_near`].
     pub fn list_marked_events(
         &self,
         run_id: impl AsKey,
@@ -184,22 +210,32 @@ impl Store {
         offset: i64,
     ) -> Result<Page<MarkedEvent>, StoreError> {
         let run_id = key(&run_id);
-        self.list_marked_events_near(run_id, limit, offset, None)
+        check_page("events", limit, offset)?;
+        self.read(|c| {
+            let w = events_of(&run_id).window(c, offset, limit, None, None, Some(i64::MAX - 1))?;
+            let items = marked_events(c, run_id, &w)?;
+            Ok(Page {
+                items,
+                total: w.total,
+            })
+        })
     }
 
-    /// As [`Store::list_marked_events`], read by key (issue 14 item 8) around an `anchor`: the
-    /// index and `seq` of an event of the same run already read. The page's seqs are found by
-    /// walking the `(run_id, seq)` index from the anchor (`seq <` / `>=` it, skipping only the
-    /// distance from the anchor), so a page deep in a long log costs what a page near its
-    /// anchor does; without an anchor, or when the anchor event is gone, it reads by OFFSET.
-    /// Events are only ever appended with a larger seq, so an anchor's index stays valid.
+    /// A window of a run's events, read by key (issue 14 item 8) from the nearest of the log's
+    /// start, an `anchor` (the index and `seq` of an event of the same run already read) and the
+    /// log's end (`end`: its length as last read, read in reverse): only the window's seqs are
+    /// walked on the `(run_id, seq)` index, so a window deep in a long log costs what one near
+    /// its anchor or end does. The total is counted up to [`COUNT_CAP`]; past it the window says
+    /// so (`exact: false`) and [`Store::count_events`] counts when asked. An anchor that is
+    /// gone is not used.
     pub fn list_marked_events_near(
         &self,
         run_id: impl AsKey,
         limit: i64,
         offset: i64,
         anchor: Option<(i64, i64)>,
-    ) -> Result<Page<MarkedEvent>, StoreError> {
+        end: Option<i64>,
+    ) -> Result<WindowPage<MarkedEvent>, StoreError> {
         let run_id = key(&run_id);
         check_page("events", limit, offset)?;
         self.read(|c| {
@@ -209,78 +245,17 @@ impl Store {
                     .ctx("list events")?
                     .exists(params![run_id, seq])
                     .ctx("list events")?
-                    .then_some((ai, seq)),
+                    .then_some((ai, vec![Value::Integer(seq)])),
                 _ => None,
             };
-            let events = match anchor {
-                None => {
-                    let sql = format!(
-                        "{} WHERE run_id = ? ORDER BY seq LIMIT ? OFFSET ?",
-                        event_select()
-                    );
-                    query(c, &sql, &[&run_id, &limit, &offset], "list events", |r| {
-                        event_from(&mut Cols::new(r))
-                    })?
-                }
-                Some((ai, aseq)) => {
-                    let end = offset.saturating_add(limit); // one past the page
-                    let key = |r: &rusqlite::Row<'_>| r.get::<_, i64>(0).unwrap_or(0);
-                    let mut seqs = Vec::new();
-                    // Indices [offset, min(end, ai)): before the anchor, nearest first.
-                    let hi = end.min(ai);
-                    if offset < hi {
-                        let mut up = query(
-                            c,
-                            "SELECT seq FROM events WHERE run_id = ?1 AND seq < ?2 \
-                             ORDER BY seq DESC LIMIT ?3 OFFSET ?4",
-                            &[&run_id, &aseq, &(hi - offset), &(ai - hi)],
-                            "list events",
-                            key,
-                        )?;
-                        up.reverse();
-                        seqs.extend(up);
-                    }
-                    // Indices [max(offset, ai), end): the anchor and after it.
-                    let from = offset.max(ai);
-                    if end > from {
-                        seqs.extend(query(
-                            c,
-                            "SELECT seq FROM events WHERE run_id = ?1 AND seq >= ?2 \
-                             ORDER BY seq ASC LIMIT ?3 OFFSET ?4",
-                            &[&run_id, &aseq, &(end - from), &(from - ai)],
-                            "list events",
-                            key,
-                        )?);
-                    }
-                    match (seqs.first(), seqs.last()) {
-                        (Some(lo), Some(hi)) => {
-                            let sql = format!(
-                                "{} WHERE run_id = ? AND seq >= ? AND seq <= ? ORDER BY seq",
-                                event_select()
-                            );
-                            query(c, &sql, &[&run_id, lo, hi], "list events", |r| {
-                                event_from(&mut Cols::new(r))
-                            })?
-                        }
-                        _ => Vec::new(),
-                    }
-                }
-            };
-            let mut items = Vec::with_capacity(events.len());
-            for event in events {
-                let mark = mark(c, event.seq)?;
-                items.push(MarkedEvent { event, mark });
-            }
-            let total = count(
-                c,
-                "SELECT COUNT(*) FROM events WHERE run_id = ?",
-                &[&run_id],
-            )?;
-            Ok(Page { items, total })
+            let w = events_of(&run_id).window(c, offset, limit, anchor, end, Some(COUNT_CAP))?;
+            let items = marked_events(c, run_id, &w)?;
+            Ok(WindowPage::of(w, items))
         })
     }
 
-    /// A run's model calls in insertion order (text capped), with the total.
+    /// A run's model calls in insertion order (text capped), with the total (a count of the
+    /// run's calls).
     pub fn list_model_calls_page(
         &self,
         run_id: impl AsKey,
@@ -290,50 +265,169 @@ impl Store {
         let run_id = key(&run_id);
         check_page("model calls", limit, offset)?;
         self.read(|c| {
-            let sql = format!(
-                "SELECT {}, {}, {}, attempt, {}, {}, input_tokens, output_tokens, cached_input_tokens, \
-                 cost_micros, latency_ms, {}, {}, {} FROM model_calls WHERE run_id = ? \
-                 ORDER BY rowid LIMIT ? OFFSET ?",
-                tc("id"),
-                tc("run_id"),
-                tc("step_id"),
-                tc("status"),
-                tc("model"),
-                tc("error"),
-                tc("dispatched_at"),
-                tc("completed_at"),
-            );
-            let items = query(c, &sql, &[&run_id, &limit, &offset], "list model calls", |r| {
-                let mut c = Cols::new(r);
-                let mut m = ModelCallView {
-                    id: c.key(0, "id"),
-                    run_id: c.key(1, "run_id"),
-                    step_id: c.key(2, "step_id"),
-                    attempt: c.int(3, "attempt"),
-                    status: c.text(4, "status"),
-                    model: c.text(5, "model"),
-                    input_tokens: c.int(6, "input_tokens"),
-                    output_tokens: c.int(7, "output_tokens"),
-                    cached_input_tokens: c.int(8, "cached_input_tokens"),
-                    cost_micros: c.int(9, "cost_micros"),
-                    latency_ms: c.int(10, "latency_ms"),
-                    error: c.text(11, "error"),
-                    dispatched_at: c.time(12, "dispatched_at"),
-                    completed_at: c.time(13, "completed_at"),
-                    ..ModelCallView::default()
-                };
-                m.decode_error = std::mem::take(&mut c.decode_error);
-                m.raw_invalid = std::mem::take(&mut c.raw_invalid);
-                m
-            })?;
-            let total = count(
-                c,
-                "SELECT COUNT(*) FROM model_calls WHERE run_id = ?",
-                &[&run_id],
-            )?;
-            Ok(Page { items, total })
+            let w = calls_of(&run_id).window(c, offset, limit, None, None, Some(i64::MAX - 1))?;
+            Ok(Page {
+                items: calls_by_key(c, &w)?,
+                total: w.total,
+            })
         })
     }
+
+    /// A window of a run's model calls read by key (issue 14 item 8), as
+    /// [`Store::list_run_approvals_near`] reads approvals.
+    pub fn list_model_calls_near(
+        &self,
+        run_id: impl AsKey,
+        limit: i64,
+        offset: i64,
+        anchor: Option<(i64, &str)>,
+        end: Option<i64>,
+    ) -> Result<WindowPage<ModelCallView>, StoreError> {
+        let run_id = key(&run_id);
+        check_page("model calls", limit, offset)?;
+        self.read(|c| {
+            let anchor = rowid_anchor(
+                c,
+                "SELECT rowid FROM model_calls WHERE run_id = ?1 AND id = ?2",
+                run_id,
+                anchor,
+            )?;
+            let w = calls_of(&run_id).window(c, offset, limit, anchor, end, Some(COUNT_CAP))?;
+            let items = calls_by_key(c, &w)?;
+            Ok(WindowPage::of(w, items))
+        })
+    }
+
+    /// How many model calls a run has, for callers that ask.
+    pub fn count_model_calls(&self, run_id: impl AsKey) -> Result<i64, StoreError> {
+        let run_id = key(&run_id);
+        self.read(|c| calls_of(&run_id).count(c))
+    }
+}
+
+/// The anchor `(index, [rowid])` of the row `sql` finds for (run, id); `None` when it is gone.
+fn rowid_anchor(
+    c: &Connection,
+    sql: &str,
+    run_id: Text<'_>,
+    anchor: Option<(i64, &str)>,
+) -> Result<Option<(i64, Vec<Value>)>, StoreError> {
+    let Some((ai, id)) = anchor.filter(|(ai, _)| *ai >= 0) else {
+        return Ok(None);
+    };
+    let rowid: Option<i64> = c
+        .prepare_cached(sql)
+        .ctx("anchor")?
+        .query_row(params![run_id, id], |r| r.get(0))
+        .optional()
+        .ctx("anchor")?;
+    Ok(rowid.map(|r| (ai, vec![Value::Integer(r)])))
+}
+
+/// A run's approvals, keyed by rowid (creation order).
+fn approvals_of<'a>(run_id: &'a dyn rusqlite::ToSql) -> KeyedList<'a> {
+    KeyedList {
+        what: "list approvals",
+        from: "FROM approvals WHERE run_id = ?1".into(),
+        args: vec![run_id],
+        key: &["rowid"],
+        desc: false,
+    }
+}
+
+/// A run's model calls, keyed by rowid (insertion order).
+fn calls_of<'a>(run_id: &'a dyn rusqlite::ToSql) -> KeyedList<'a> {
+    KeyedList {
+        what: "list model calls",
+        from: "FROM model_calls WHERE run_id = ?1".into(),
+        args: vec![run_id],
+        key: &["rowid"],
+        desc: false,
+    }
+}
+
+/// The window's model calls, each read by rowid (text capped).
+fn calls_by_key(c: &Connection, w: &Window) -> Result<Vec<ModelCallView>, StoreError> {
+    let sql = format!(
+        "SELECT {}, {}, {}, attempt, {}, {}, input_tokens, output_tokens, cached_input_tokens, \
+         cost_micros, latency_ms, {}, {}, {} FROM model_calls WHERE rowid = ?",
+        tc("id"),
+        tc("run_id"),
+        tc("step_id"),
+        tc("status"),
+        tc("model"),
+        tc("error"),
+        tc("dispatched_at"),
+        tc("completed_at"),
+    );
+    let mut items = Vec::with_capacity(w.keys.len());
+    for k in &w.keys {
+        let rowid = k.first().map(int).unwrap_or(0);
+        items.extend(query(c, &sql, &[&rowid], "list model calls", model_call)?);
+    }
+    Ok(items)
+}
+
+fn model_call(r: &rusqlite::Row<'_>) -> ModelCallView {
+    let mut c = Cols::new(r);
+    let mut m = ModelCallView {
+        id: c.text(0, "id"),
+        run_id: c.text(1, "run_id"),
+        step_id: c.text(2, "step_id"),
+        attempt: c.int(3, "attempt"),
+        status: c.text(4, "status"),
+        model: c.text(5, "model"),
+        input_tokens: c.int(6, "input_tokens"),
+        output_tokens: c.int(7, "output_tokens"),
+        cached_input_tokens: c.int(8, "cached_input_tokens"),
+        cost_micros: c.int(9, "cost_micros"),
+        latency_ms: c.int(10, "latency_ms"),
+        error: c.text(11, "error"),
+        dispatched_at: c.time(12, "dispatched_at"),
+        completed_at: c.time(13, "completed_at"),
+        ..ModelCallView::default()
+    };
+    m.decode_error = std::mem::take(&mut c.decode_error);
+    m.raw_invalid = std::mem::take(&mut c.raw_invalid);
+    m
+}
+
+/// A run's events, keyed by `seq` on the `(run_id, seq)` index.
+fn events_of<'a>(run_id: &'a dyn rusqlite::ToSql) -> KeyedList<'a> {
+    KeyedList {
+        what: "list events",
+        from: "FROM events WHERE run_id = ?1".into(),
+        args: vec![run_id],
+        key: &["seq"],
+        desc: false,
+    }
+}
+
+/// The window's events (one range read: its seqs are consecutive in the run) with marks.
+fn marked_events(
+    c: &Connection,
+    run_id: Text<'_>,
+    w: &Window,
+) -> Result<Vec<MarkedEvent>, StoreError> {
+    let events = match (w.keys.first(), w.keys.last()) {
+        (Some(lo), Some(hi)) => {
+            let sql = format!(
+                "{} WHERE run_id = ? AND seq >= ? AND seq <= ? ORDER BY seq",
+                event_select()
+            );
+            let (lo, hi) = (int(&lo[0]), int(&hi[0]));
+            query(c, &sql, &[&run_id, &lo, &hi], "list events", |r| {
+                event_from(&mut Cols::new(r))
+            })?
+        }
+        _ => Vec::new(),
+    };
+    let mut items = Vec::with_capacity(events.len());
+    for event in events {
+        let mark = mark(c, event.seq)?;
+        items.push(MarkedEvent { event, mark });
+    }
+    Ok(items)
 }
 
 /// The chain mark of event `seq` inside the caller's transaction.

@@ -22,6 +22,7 @@ mod schema;
 mod sizes;
 mod tx;
 mod views;
+mod window;
 mod writes;
 
 use std::path::{Path, PathBuf};
@@ -43,6 +44,7 @@ pub(crate) use sizes::capped_note;
 pub use sizes::{SHOWN_REQUEST_MAX, capped_request};
 pub use tx::{Transition, Tx};
 pub use views::{QUEUE_ARGS_HEAD, QueueItem, RunOverview, ViewCounts, raw_bytes};
+pub use window::{COUNT_CAP, WindowPage};
 pub use writes::{NewApproval, NewModelCall, NewRun, StepUpdate};
 
 use crate::runtime::types::Timestamp;

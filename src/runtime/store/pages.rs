@@ -10,6 +10,7 @@ use super::Store;
 use super::bind::key;
 use super::error::{Ctx, StoreError};
 use super::rows::{Cols, approval_from, event_from, run_from, step_from};
+use super::window::{KeyedList, Window, WindowPage, int};
 use crate::runtime::types::{Approval, AsKey, Event, Key, Run, Step};
 
 /// agentrt's MaxPageText: 64 Ki characters (SQLite `length()` on TEXT).
@@ -236,6 +237,45 @@ fn join_note(acc: &mut String, note: String) {
     acc.push_str(&note);
 }
 
+/// A run's steps, keyed by `(idx, rowid)` on the `(run_id, idx)` index.
+fn steps_of<'a>(run_id: &'a dyn rusqlite::ToSql) -> KeyedList<'a> {
+    KeyedList {
+        what: "list steps",
+        from: "FROM steps WHERE run_id = ?1".into(),
+        args: vec![run_id],
+        key: &["idx", "rowid"],
+        desc: false,
+    }
+}
+
+/// The window's approvals, each read by its rowid through the capped select.
+pub(super) fn approvals_by_key(c: &Connection, w: &Window) -> Result<Vec<Approval>, StoreError> {
+    let sql = format!("{} WHERE rowid = ?", approval_select());
+    let mut items = Vec::with_capacity(w.keys.len());
+    for k in &w.keys {
+        let rowid = k.first().map(int).unwrap_or(0);
+        items.extend(query(
+            c,
+            &sql,
+            &[&rowid],
+            "list approvals",
+            capped_approval,
+        )?);
+    }
+    Ok(items)
+}
+
+/// The window's steps, each read by its rowid through the capped select.
+fn steps_by_key(c: &Connection, w: &Window) -> Result<Vec<Step>, StoreError> {
+    let sql = format!("{} WHERE rowid = ?", step_select());
+    let mut items = Vec::with_capacity(w.keys.len());
+    for k in &w.keys {
+        let rowid = k.get(1).map(int).unwrap_or(0);
+        items.extend(query(c, &sql, &[&rowid], "list steps", capped_step)?);
+    }
+    Ok(items)
+}
+
 pub(crate) fn count(
     conn: &Connection,
     sql: &str,
@@ -260,17 +300,42 @@ pub(crate) fn query<T>(
 }
 
 impl Store {
-    /// Runs newest first (`ORDER BY rowid DESC`), capped, with the total.
+    /// Runs newest first (`ORDER BY rowid DESC`), capped, with the total (agentrt's page
+    /// read, whose contract is a total: a count of the table). The offset is skipped on the
+    /// rowid and only the page's rows are read; a front end that need not count pages with
+    /// [`Store::runs_page_by_key`].
     pub fn list_runs_page(&self, limit: i64, offset: i64) -> Result<Page<Run>, StoreError> {
+        self.runs_page_counted("", limit, offset)
+    }
+
+    /// [`Store::list_runs_page`] of one status (all when `""`), in one read transaction.
+    pub(super) fn runs_page_counted(
+        &self,
+        status: &str,
+        limit: i64,
+        offset: i64,
+    ) -> Result<Page<Run>, StoreError> {
         check_page("runs", limit, offset)?;
         self.read(|c| {
-            let sql = format!("{} ORDER BY rowid DESC LIMIT ? OFFSET ?", run_select());
-            let items = query(c, &sql, &[&limit, &offset], "list runs", |r| {
-                run_from(&mut Cols::new(r))
-            })?;
+            let list = KeyedList {
+                what: "list runs",
+                from: "FROM runs WHERE (?1 = '' OR status = ?1)".into(),
+                args: vec![&status],
+                key: &["rowid"],
+                desc: true,
+            };
+            let w = list.window(c, offset, limit, None, None, Some(i64::MAX - 1))?;
+            let sql = format!("{} WHERE rowid = ?", run_select());
+            let mut items = Vec::with_capacity(w.keys.len());
+            for k in &w.keys {
+                let rowid = int(&k[0]);
+                items.extend(query(c, &sql, &[&rowid], "list runs", |r| {
+                    run_from(&mut Cols::new(r))
+                })?);
+            }
             Ok(Page {
                 items,
-                total: count(c, "SELECT COUNT(*) FROM runs", &[])?,
+                total: w.total,
             })
         })
     }
@@ -291,7 +356,9 @@ impl Store {
         })
     }
 
-    /// A run's steps by index, capped, with the total.
+    /// A run's steps by index, capped, with the total. The offset is skipped on the
+    /// `(run_id, idx)` index and the total is a count of it (agentrt's page read); a front end
+    /// showing a long run reads [`Store::list_steps_page_near`].
     pub fn list_steps_page(
         &self,
         run_id: impl AsKey,
@@ -299,21 +366,30 @@ impl Store {
         offset: i64,
     ) -> Result<Page<Step>, StoreError> {
         let run_id = key(&run_id);
-        self.list_steps_page_near(run_id, limit, offset, None)
+        check_page("steps", limit, offset)?;
+        self.read(|c| {
+            let w = steps_of(&run_id).window(c, offset, limit, None, None, Some(i64::MAX - 1))?;
+            Ok(Page {
+                items: steps_by_key(c, &w)?,
+                total: w.total,
+            })
+        })
     }
 
-    /// As [`Store::list_steps_page`], read by key (issue 14 item 8) around an `anchor`: the
-    /// index in the list and the id of a step of the same run already read. The window's rows
-    /// are found by walking `(idx, rowid)` from the anchor's (a damaged, repeated or non-integer
-    /// `idx` still orders once), skipping only the distance from the anchor; without an
-    /// anchor, or when the anchor step is gone, by OFFSET.
+    /// A window of a run's steps read by key (issue 14 item 8): `(idx, rowid)` walked from the
+    /// nearest of the run's start, an `anchor` (the index in the list and the id of a step of
+    /// the same run already read; a damaged, repeated or non-integer `idx` still orders once)
+    /// and the run's end (`end`: its length as last read, read in reverse). The total is
+    /// counted up to [`super::COUNT_CAP`]; [`Store::count_steps`] counts when asked. An anchor
+    /// that is gone is not used.
     pub fn list_steps_page_near(
         &self,
         run_id: impl AsKey,
         limit: i64,
         offset: i64,
         anchor: Option<(i64, &str)>,
-    ) -> Result<Page<Step>, StoreError> {
+        end: Option<i64>,
+    ) -> Result<WindowPage<Step>, StoreError> {
         let run_id = key(&run_id);
         check_page("steps", limit, offset)?;
         self.read(|c| {
@@ -325,72 +401,29 @@ impl Store {
                     )
                     .ctx("list steps")?
                     .query_row(params![run_id, id], |r| {
-                        Ok((r.get::<_, Value>(0)?, r.get::<_, i64>(1)?))
+                        Ok(vec![r.get::<_, Value>(0)?, r.get::<_, Value>(1)?])
                     })
                     .optional()
                     .ctx("list steps")?
-                    .map(|(idx, rowid)| (ai, idx, rowid)),
+                    .map(|key| (ai, key)),
                 _ => None,
             };
-            let items = match anchor {
-                None => {
-                    let sql = format!(
-                        "{} WHERE run_id = ? ORDER BY idx, rowid LIMIT ? OFFSET ?",
-                        step_select()
-                    );
-                    query(
-                        c,
-                        &sql,
-                        &[&run_id, &limit, &offset],
-                        "list steps",
-                        capped_step,
-                    )?
-                }
-                Some((ai, aidx, ar)) => {
-                    let end = offset.saturating_add(limit);
-                    let key = |r: &rusqlite::Row<'_>| r.get::<_, i64>(0).unwrap_or(0);
-                    let mut keys = Vec::new();
-                    let hi = end.min(ai);
-                    if offset < hi {
-                        let mut up = query(
-                            c,
-                            "SELECT rowid FROM steps WHERE run_id = ?1 AND (idx, rowid) < (?2, ?3) \
-                             ORDER BY idx DESC, rowid DESC LIMIT ?4 OFFSET ?5",
-                            &[&run_id, &aidx, &ar, &(hi - offset), &(ai - hi)],
-                            "list steps",
-                            key,
-                        )?;
-                        up.reverse();
-                        keys.extend(up);
-                    }
-                    let from = offset.max(ai);
-                    if end > from {
-                        keys.extend(query(
-                            c,
-                            "SELECT rowid FROM steps WHERE run_id = ?1 AND (idx, rowid) >= (?2, ?3) \
-                             ORDER BY idx ASC, rowid ASC LIMIT ?4 OFFSET ?5",
-                            &[&run_id, &aidx, &ar, &(end - from), &(from - ai)],
-                            "list steps",
-                            key,
-                        )?);
-                    }
-                    let sql = format!("{} WHERE rowid = ?", step_select());
-                    let mut items = Vec::with_capacity(keys.len());
-                    for k in keys {
-                        items.extend(query(c, &sql, &[&k], "list steps", capped_step)?);
-                    }
-                    items
-                }
-            };
-            Ok(Page {
-                items,
-                total: count(c, "SELECT COUNT(*) FROM steps WHERE run_id = ?", &[&run_id])?,
-            })
+            let w = steps_of(&run_id).window(
+                c,
+                offset,
+                limit,
+                anchor,
+                end,
+                Some(super::window::COUNT_CAP),
+            )?;
+            let items = steps_by_key(c, &w)?;
+            Ok(WindowPage::of(w, items))
         })
     }
 
     /// A run's approvals in creation order, optionally only those with `status`, capped, with
-    /// the total. For showing only: deciding reads the approval whole.
+    /// the total (a count of the run's approvals). For showing only: deciding reads the
+    /// approval whole.
     pub fn list_approvals_page(
         &self,
         run_id: impl AsKey,
@@ -401,28 +434,24 @@ impl Store {
         let run_id = key(&run_id);
         check_page("approvals", limit, offset)?;
         self.read(|c| {
-            let filter = "WHERE run_id = ? AND (? = '' OR status = ?)";
-            let sql = format!(
-                "{} {filter} ORDER BY rowid LIMIT ? OFFSET ?",
-                approval_select()
-            );
-            let items = query(
-                c,
-                &sql,
-                &[&run_id, &status, &status, &limit, &offset],
-                "list approvals",
-                capped_approval,
-            )?;
-            let total = count(
-                c,
-                &format!("SELECT COUNT(*) FROM approvals {filter}"),
-                &[&run_id, &status, &status],
-            )?;
-            Ok(Page { items, total })
+            let list = KeyedList {
+                what: "list approvals",
+                from: "FROM approvals WHERE run_id = ?1 AND (?2 = '' OR status = ?2)".into(),
+                args: vec![&run_id, &status],
+                key: &["rowid"],
+                desc: false,
+            };
+            let w = list.window(c, offset, limit, None, None, Some(i64::MAX - 1))?;
+            Ok(Page {
+                items: approvals_by_key(c, &w)?,
+                total: w.total,
+            })
         })
     }
 
-    /// Events of a run (or of all runs for `""`) in seq order, capped, with the total.
+    /// Events of a run (or of all runs for `""`) in seq order, capped, with the total (a count
+    /// of the run's events, or of the table). The offset is skipped on the seq index and only
+    /// the page's rows are read; reading a log whole pages with [`Store::events_page_by_key`].
     pub fn list_events_page(
         &self,
         run_id: impl AsKey,
@@ -432,20 +461,36 @@ impl Store {
         let run_id = key(&run_id);
         check_page("events", limit, offset)?;
         self.read(|c| {
-            let (filter, args): (&str, Vec<&dyn rusqlite::ToSql>) = if run_id.is_empty() {
-                ("", vec![])
-            } else {
-                ("WHERE run_id = ?", vec![&run_id])
+            let all = run_id.is_empty();
+            let list = KeyedList {
+                what: "list events",
+                from: if all {
+                    "FROM events WHERE ?1 = ''".into()
+                } else {
+                    "FROM events WHERE run_id = ?1".into()
+                },
+                args: vec![&run_id],
+                key: &["seq"],
+                desc: false,
             };
-            let sql = format!("{} {filter} ORDER BY seq LIMIT ? OFFSET ?", event_select());
-            let mut a = args.clone();
-            a.push(&limit);
-            a.push(&offset);
-            let items = query(c, &sql, &a, "list events", |r| {
-                event_from(&mut Cols::new(r))
-            })?;
-            let total = count(c, &format!("SELECT COUNT(*) FROM events {filter}"), &args)?;
-            Ok(Page { items, total })
+            let w = list.window(c, offset, limit, None, None, Some(i64::MAX - 1))?;
+            let items = match (w.keys.first(), w.keys.last()) {
+                (Some(lo), Some(hi)) => {
+                    let (lo, hi) = (int(&lo[0]), int(&hi[0]));
+                    let sql = format!(
+                        "{} WHERE (?1 = '' OR run_id = ?1) AND seq >= ?2 AND seq <= ?3 ORDER BY seq",
+                        event_select()
+                    );
+                    query(c, &sql, &[&run_id, &lo, &hi], "list events", |r| {
+                        event_from(&mut Cols::new(r))
+                    })?
+                }
+                _ => Vec::new(),
+            };
+            Ok(Page {
+                items,
+                total: w.total,
+            })
         })
     }
 

@@ -11,7 +11,9 @@ use super::Store;
 use super::error::{Ctx, StoreError};
 use super::pages::{Page, approval_select, capped_approval, check_page, count, query, run_select};
 use super::rows::{Cols, run_from};
+use super::window::{COUNT_CAP, KeyedList, Window, WindowPage, int};
 use crate::runtime::types::{Approval, RawInvalid, Run};
+use rusqlite::types::Value;
 
 /// Characters of the arguments a queue item keeps (bytes when they are not UTF-8).
 pub const QUEUE_ARGS_HEAD: usize = 4096;
@@ -242,20 +244,29 @@ impl Store {
         limit: i64,
         offset: i64,
     ) -> Result<(Vec<QueueItem>, bool), StoreError> {
-        self.list_queue_rows_near(filter, limit, offset, None)
+        check_page("queue", limit, offset)?;
+        let filter = filter.to_lowercase();
+        self.read(|c| {
+            let w = queue_of(&filter).window(c, offset, limit, None, None, None)?;
+            Ok((queue_items(c, &w)?, w.more))
+        })
     }
 
-    /// As [`Store::list_queue_rows`], read by key (issue 14 item 8) around an `anchor`: the
-    /// index and approval id of a row of the same queue already read. The window's rows are
-    /// found by walking `rowid` from the anchor's (`<` / `>=` it, skipping only the distance
-    /// from the anchor); without an anchor, or when the anchor has left the queue, by OFFSET.
+    /// A window of the queue read by key (issue 14 item 8): `rowid` walked from the nearest of
+    /// the queue's start, an `anchor` (the index and approval id of a row of the same queue
+    /// already read) and its end (`end`: its length as last read, read in reverse), skipping
+    /// only the distance from there. The total is counted up to [`COUNT_CAP`] (past it,
+    /// [`Store::count_queue`] counts when asked). An anchor that has left the queue is not
+    /// used. Finding pending approvals is a scan where few are pending (agentrt's schema
+    /// indexes no status), so a window costs what the rows it walks past cost.
     pub fn list_queue_rows_near(
         &self,
         filter: &str,
         limit: i64,
         offset: i64,
         anchor: Option<(i64, &str)>,
-    ) -> Result<(Vec<QueueItem>, bool), StoreError> {
+        end: Option<i64>,
+    ) -> Result<WindowPage<QueueItem>, StoreError> {
         check_page("queue", limit, offset)?;
         let filter = filter.to_lowercase();
         self.read(|c| {
@@ -269,55 +280,12 @@ impl Store {
                     &[&filter, &id],
                 )?
                 .first()
-                .map(|r| (ai, *r)),
+                .map(|r| (ai, vec![Value::Integer(*r)])),
                 _ => None,
             };
-            let mut keys = match anchor {
-                None => rowids(
-                    c,
-                    &format!(
-                        "SELECT a.rowid {from} WHERE {QUEUE_COND} ORDER BY a.rowid LIMIT ?2 OFFSET ?3"
-                    ),
-                    &[&filter, &limit.saturating_add(1), &offset],
-                )?,
-                Some((ai, ar)) => {
-                    // One row past the window, to say whether more follow.
-                    let end = offset.saturating_add(limit).saturating_add(1);
-                    let mut keys = Vec::new();
-                    let hi = end.min(ai);
-                    if offset < hi {
-                        let mut up = rowids(
-                            c,
-                            &format!(
-                                "SELECT a.rowid {from} WHERE {QUEUE_COND} AND a.rowid < ?2 \
-                                 ORDER BY a.rowid DESC LIMIT ?3 OFFSET ?4"
-                            ),
-                            &[&filter, &ar, &(hi - offset), &(ai - hi)],
-                        )?;
-                        up.reverse();
-                        keys.extend(up);
-                    }
-                    let from_i = offset.max(ai);
-                    if end > from_i {
-                        keys.extend(rowids(
-                            c,
-                            &format!(
-                                "SELECT a.rowid {from} WHERE {QUEUE_COND} AND a.rowid >= ?2 \
-                                 ORDER BY a.rowid ASC LIMIT ?3 OFFSET ?4"
-                            ),
-                            &[&filter, &ar, &(end - from_i), &(from_i - ai)],
-                        )?);
-                    }
-                    keys
-                }
-            };
-            let more = keys.len() as i64 > limit;
-            keys.truncate(usize::try_from(limit).unwrap_or(0));
-            let mut items = Vec::with_capacity(keys.len());
-            for k in keys {
-                items.extend(queue_item(c, k)?);
-            }
-            Ok((items, more))
+            let w = queue_of(&filter).window(c, offset, limit, anchor, end, Some(COUNT_CAP))?;
+            let items = queue_items(c, &w)?;
+            Ok(WindowPage::of(w, items))
         })
     }
 
@@ -336,12 +304,10 @@ impl Store {
     }
 
     /// Runs newest first, only those with `status` (all when empty) whose id, goal (first 4096
-    /// characters), status or reason contain `filter`, with the total that match.
+    /// characters), status or reason contain `filter`, with the total that match (a count).
     ///
     /// With an `anchor` (the index and id of a row of the same list already read), the page is
-    /// read by key around it (`rowid >=` / `<` the anchor's), so a page deep in a long list
-    /// costs what a page near the top does; without one, or when the anchor run is gone, it
-    /// reads by OFFSET.
+    /// read by key around it, as [`Store::list_runs_overview_near`] reads it.
     pub fn list_runs_overview(
         &self,
         status: &str,
@@ -353,62 +319,106 @@ impl Store {
         check_page("runs", limit, offset)?;
         let filter = filter.to_lowercase();
         self.read(|c| {
-            let total = count(
+            let anchor = run_anchor(c, anchor)?;
+            let w = runs_of(&status, &filter).window(
                 c,
-                &format!("SELECT COUNT(*) FROM runs r WHERE {RUNS_COND}"),
-                &[&status, &filter],
+                offset,
+                limit,
+                anchor,
+                None,
+                Some(i64::MAX - 1),
             )?;
-            let anchor_rowid = match anchor {
-                Some((i, id)) if i >= 0 => {
-                    opt_int(c, "SELECT rowid FROM runs WHERE id = ?", &id)?.map(|r| (i, r))
-                }
-                _ => None,
-            };
-            let sel = "SELECT r.rowid FROM runs r WHERE";
-            let keys = match anchor_rowid {
-                None => rowids(
-                    c,
-                    &format!("{sel} {RUNS_COND} ORDER BY r.rowid DESC LIMIT ?3 OFFSET ?4"),
-                    &[&status, &filter, &limit, &offset],
-                )?,
-                Some((ai, ar)) => {
-                    let end = offset.saturating_add(limit); // one past the page
-                    let mut keys = Vec::new();
-                    // Rows at or above the anchor (index <= ai): nearest first, then reversed.
-                    if offset <= ai {
-                        let hi = ai.min(end - 1);
-                        let mut up = rowids(
-                            c,
-                            &format!(
-                                "{sel} {RUNS_COND} AND r.rowid >= ?3 ORDER BY r.rowid ASC LIMIT ?4 OFFSET ?5"
-                            ),
-                            &[&status, &filter, &ar, &(hi - offset + 1), &(ai - hi)],
-                        )?;
-                        up.reverse();
-                        keys.extend(up);
-                    }
-                    // Rows below the anchor (index > ai): newest first.
-                    let from = offset.max(ai + 1);
-                    if end > from {
-                        keys.extend(rowids(
-                            c,
-                            &format!(
-                                "{sel} {RUNS_COND} AND r.rowid < ?3 ORDER BY r.rowid DESC LIMIT ?4 OFFSET ?5"
-                            ),
-                            &[&status, &filter, &ar, &(end - from), &(from - ai - 1)],
-                        )?);
-                    }
-                    keys
-                }
-            };
-            let mut items = Vec::with_capacity(keys.len());
-            for k in keys {
-                items.extend(overview(c, k)?);
-            }
-            Ok(Page { items, total })
+            Ok(Page {
+                items: overviews(c, &w)?,
+                total: w.total,
+            })
         })
     }
+
+    /// A window of the runs overview read by key (issue 14 item 8): `rowid` walked (newest
+    /// first) from the nearest of the list's start, an `anchor` (the index and id of a run of
+    /// the same list already read) and its end (`end`: its length as last read, read in
+    /// reverse), with the total counted up to [`COUNT_CAP`]; [`Store::count_runs_overview`]
+    /// counts when asked. A run that is gone is not used as an anchor.
+    pub fn list_runs_overview_near(
+        &self,
+        status: &str,
+        filter: &str,
+        limit: i64,
+        offset: i64,
+        anchor: Option<(i64, &str)>,
+        end: Option<i64>,
+    ) -> Result<WindowPage<RunOverview>, StoreError> {
+        check_page("runs", limit, offset)?;
+        let filter = filter.to_lowercase();
+        self.read(|c| {
+            let anchor = run_anchor(c, anchor)?;
+            let w =
+                runs_of(&status, &filter).window(c, offset, limit, anchor, end, Some(COUNT_CAP))?;
+            let items = overviews(c, &w)?;
+            Ok(WindowPage::of(w, items))
+        })
+    }
+
+    /// How many runs the overview lists for `status` and `filter`: a scan, for callers that ask.
+    pub fn count_runs_overview(&self, status: &str, filter: &str) -> Result<i64, StoreError> {
+        let filter = filter.to_lowercase();
+        self.read(|c| runs_of(&status, &filter).count(c))
+    }
 }
+
+/// The queue, keyed by the approval's rowid (oldest first). The filter is a `&String`
+/// because it goes in as a `&dyn ToSql`, which a `&str` (unsized) cannot be.
+#[allow(clippy::ptr_arg)]
+fn queue_of<'a>(filter: &'a String) -> KeyedList<'a> {
+    KeyedList {
+        what: "queue",
+        from: format!("FROM approvals a JOIN runs r ON r.id = a.run_id WHERE {QUEUE_COND}"),
+        args: vec![filter],
+        key: &["a.rowid"],
+        desc: false,
+    }
+}
+
+fn queue_items(c: &Connection, w: &Window) -> Result<Vec<QueueItem>, StoreError> {
+    let mut items = Vec::with_capacity(w.keys.len());
+    for k in &w.keys {
+        items.extend(queue_item(c, k.first().map(int).unwrap_or(0))?);
+    }
+    Ok(items)
+}
+
+/// The runs overview, keyed by rowid, newest first (`&String`: as for [`queue_of`]).
+#[allow(clippy::ptr_arg)]
+fn runs_of<'a>(status: &'a &'a str, filter: &'a String) -> KeyedList<'a> {
+    KeyedList {
+        what: "runs overview",
+        from: format!("FROM runs r WHERE {RUNS_COND}"),
+        args: vec![status, filter],
+        key: &["r.rowid"],
+        desc: true,
+    }
+}
+
+fn run_anchor(
+    c: &Connection,
+    anchor: Option<(i64, &str)>,
+) -> Result<Option<(i64, Vec<Value>)>, StoreError> {
+    Ok(match anchor {
+        Some((i, id)) if i >= 0 => opt_int(c, "SELECT rowid FROM runs WHERE id = ?", &id)?
+            .map(|r| (i, vec![Value::Integer(r)])),
+        _ => None,
+    })
+}
+
+fn overviews(c: &Connection, w: &Window) -> Result<Vec<RunOverview>, StoreError> {
+    let mut items = Vec::with_capacity(w.keys.len());
+    for k in &w.keys {
+        items.extend(overview(c, k.first().map(int).unwrap_or(0))?);
+    }
+    Ok(items)
+}
+
 impl Store {
     /// Sets this connection's page cache to `kib` KiB (`PRAGMA cache_size = -kib`): a front
     /// end paging through a large database keeps the pages it re-reads. Not a hardening

@@ -1,0 +1,280 @@
+//! Windows of a list read by key (issue 14 item 8), for front ends that show a list a window
+//! at a time (the console). A window is found by walking the list's key from the nearest of
+//! three places: the list's start, a row already read (its index and key), or the list's end
+//! (read in reverse, `ORDER BY key DESC`). Only the window's keys are walked and only its
+//! rows are read, so a window costs what its distance from that place costs, whatever the size
+//! of the database. The total is counted only up to [`COUNT_CAP`] rows (`COUNT(*)` over a
+//! `LIMIT cap + 1` subquery): past it the window says "at least this many" and an exact count
+//! is a separate call, made only when a caller asks for one.
+
+use rusqlite::types::Value;
+use rusqlite::{Connection, ToSql};
+
+use super::error::{Ctx, StoreError};
+
+/// Rows a window's total is counted up to; past it the total is a lower bound.
+pub const COUNT_CAP: i64 = 1000;
+
+/// One window of a list as a front end shows it: rows `[offset, offset + items.len())`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WindowPage<T> {
+    pub items: Vec<T>,
+    /// The index of the first row (the one asked for, moved with its anchor row when the list
+    /// is short enough to count and rows came or left before that row).
+    pub offset: i64,
+    /// Whether rows follow the window.
+    pub more: bool,
+    /// The list's length when `exact` (counted, the list being at most [`COUNT_CAP`] rows, or
+    /// seen to end with this window); else a lower bound (more than [`COUNT_CAP`] rows).
+    pub total: i64,
+    pub exact: bool,
+}
+
+impl<T> WindowPage<T> {
+    pub(super) fn of(w: Window, items: Vec<T>) -> WindowPage<T> {
+        WindowPage {
+            items,
+            offset: w.offset,
+            more: w.more,
+            total: w.total,
+            exact: w.exact,
+        }
+    }
+}
+
+/// One window of keys: indices `[offset, offset + keys.len())` of the list.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Window {
+    pub keys: Vec<Vec<Value>>,
+    /// Where the window starts (the index asked for, moved by as many rows as came or left
+    /// before the anchor when the list is short enough to count).
+    pub offset: i64,
+    /// Whether rows follow the window.
+    pub more: bool,
+    /// The list's length when `exact`, else a lower bound.
+    pub total: i64,
+    pub exact: bool,
+}
+
+/// A list read by a unique key: `from` is `FROM … WHERE …` with its parameters numbered
+/// `?1..?n` (`args`), `key` the key's columns, in the list's order (descending if `desc`).
+pub(super) struct KeyedList<'a> {
+    pub what: &'static str,
+    pub from: String,
+    pub args: Vec<&'a dyn ToSql>,
+    pub key: &'a [&'a str],
+    pub desc: bool,
+}
+
+impl KeyedList<'_> {
+    fn cols(&self) -> String {
+        self.key.join(", ")
+    }
+
+    /// `(k1, k2) OP (?a, ?b)`: rows at or after the key in list order (`after`), or before it.
+    fn cmp(&self, after: bool, first: usize) -> String {
+        let op = match (after, self.desc) {
+            (true, false) => ">=",
+            (true, true) => "<=",
+            (false, false) => "<",
+            (false, true) => ">",
+        };
+        let marks: Vec<String> = (0..self.key.len())
+            .map(|i| format!("?{}", first + i))
+            .collect();
+        format!("({}) {op} ({})", self.cols(), marks.join(", "))
+    }
+
+    fn order(&self, reverse: bool) -> String {
+        let dir = if self.desc != reverse { "DESC" } else { "ASC" };
+        self.key
+            .iter()
+            .map(|k| format!("{k} {dir}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// Keys in list order (or reversed), optionally only those at/after or before `key`.
+    fn keys(
+        &self,
+        c: &Connection,
+        near: Option<(bool, &[Value])>,
+        reverse: bool,
+        limit: i64,
+        offset: i64,
+    ) -> Result<Vec<Vec<Value>>, StoreError> {
+        let n = self.args.len();
+        let mut args: Vec<&dyn ToSql> = self.args.clone();
+        let cond = match near {
+            Some((after, key)) => {
+                for v in key {
+                    args.push(v);
+                }
+                format!(" AND {}", self.cmp(after, n + 1))
+            }
+            None => String::new(),
+        };
+        let m = args.len();
+        args.push(&limit);
+        args.push(&offset);
+        let sql = format!(
+            "SELECT {} {}{cond} ORDER BY {} LIMIT ?{} OFFSET ?{}",
+            self.cols(),
+            self.from,
+            self.order(reverse),
+            m + 1,
+            m + 2
+        );
+        let width = self.key.len();
+        let mut stmt = c.prepare_cached(&sql).ctx(self.what)?;
+        let rows = stmt
+            .query_map(args.as_slice(), |r| {
+                (0..width).map(|i| r.get::<_, Value>(i)).collect()
+            })
+            .ctx(self.what)?;
+        rows.collect::<Result<Vec<Vec<Value>>, _>>().ctx(self.what)
+    }
+
+    /// How many rows, counted up to `cap + 1`; with `before`, only those before that key.
+    fn count_to(
+        &self,
+        c: &Connection,
+        before: Option<&[Value]>,
+        cap: i64,
+    ) -> Result<i64, StoreError> {
+        let n = self.args.len();
+        let mut args: Vec<&dyn ToSql> = self.args.clone();
+        let cond = match before {
+            Some(key) => {
+                for v in key {
+                    args.push(v);
+                }
+                format!(" AND {}", self.cmp(false, n + 1))
+            }
+            None => String::new(),
+        };
+        let lim = cap.saturating_add(1);
+        args.push(&lim);
+        let sql = format!(
+            "SELECT COUNT(*) FROM (SELECT 1 {}{cond} LIMIT ?{})",
+            self.from,
+            args.len()
+        );
+        c.prepare_cached(&sql)
+            .ctx(self.what)?
+            .query_row(args.as_slice(), |r| r.get(0))
+            .ctx(self.what)
+    }
+
+    /// The exact number of rows: a scan of the list's keys, for callers that ask.
+    pub fn count(&self, c: &Connection) -> Result<i64, StoreError> {
+        let sql = format!("SELECT COUNT(*) {}", self.from);
+        c.prepare_cached(&sql)
+            .ctx(self.what)?
+            .query_row(self.args.as_slice(), |r| r.get(0))
+            .ctx(self.what)
+    }
+
+    /// The window `[offset, offset + limit)`, read from the nearest of the list's start, the
+    /// `anchor` row (its index and key, of a row already read) and the list's end (`end`: its
+    /// length as last read). The total is counted up to `cap` rows (`None`: not at all; the
+    /// total is then what was read).
+    pub fn window(
+        &self,
+        c: &Connection,
+        offset: i64,
+        limit: i64,
+        anchor: Option<(i64, Vec<Value>)>,
+        end: Option<i64>,
+        cap: Option<i64>,
+    ) -> Result<Window, StoreError> {
+        let limit = limit.max(1);
+        let mut offset = offset.max(0);
+        let counted = match cap {
+            Some(cap) => {
+                let n = self.count_to(c, None, cap)?;
+                (n <= cap).then_some(n)
+            }
+            None => None,
+        };
+        // A short list is counted, so an anchor's index and the end are known exactly: the
+        // window moves with its anchor row when rows came or left before it.
+        let mut anchor = anchor.filter(|(i, _)| *i >= 0);
+        if let (Some(n), Some((ai, key))) = (counted, anchor.as_mut()) {
+            let before = self.count_to(c, Some(key), n)?;
+            offset = offset.saturating_add(before - *ai).max(0);
+            *ai = before;
+        }
+        let end = match counted {
+            Some(n) => Some(n),
+            None => end.filter(|e| *e >= 0),
+        };
+        // Indices [offset, stop): one row past the window, to say whether more follow.
+        let stop = offset.saturating_add(limit).saturating_add(1);
+        let from_start = offset;
+        let from_row = anchor.as_ref().map(|(ai, _)| ai.abs_diff(offset));
+        let from_end = end.map(|e| e.saturating_sub(stop).max(0));
+        let mut keys = match (from_row, from_end) {
+            (Some(r), e) if r < from_start as u64 && e.is_none_or(|e| r <= e as u64) => {
+                let (ai, key) = anchor
+                    .as_ref()
+                    .map(|(i, k)| (*i, k.as_slice()))
+                    .unwrap_or((0, &[]));
+                let mut keys = Vec::new();
+                let hi = stop.min(ai);
+                if offset < hi {
+                    let mut up = self.keys(c, Some((false, key)), true, hi - offset, ai - hi)?;
+                    up.reverse();
+                    keys.extend(up);
+                }
+                let from = offset.max(ai);
+                if stop > from {
+                    keys.extend(self.keys(c, Some((true, key)), false, stop - from, from - ai)?);
+                }
+                keys
+            }
+            (_, Some(e)) if e < from_start => {
+                // From the end, in reverse: skip the rows after the window, then read it.
+                let len = end.unwrap_or(0);
+                let upto = stop.min(len);
+                let mut keys = if upto > offset {
+                    self.keys(c, None, true, upto - offset, len - upto)?
+                } else {
+                    Vec::new()
+                };
+                keys.reverse();
+                keys
+            }
+            _ => self.keys(c, None, false, stop - offset, offset)?,
+        };
+        let more = keys.len() as i64 > limit;
+        keys.truncate(usize::try_from(limit).unwrap_or(0));
+        let read = offset
+            .saturating_add(keys.len() as i64)
+            .saturating_add(i64::from(more));
+        let (total, exact) = match (counted, cap) {
+            (Some(n), _) => (n, true),
+            // Past the cap the length is known only where the window reached the list's end:
+            // as exactly as its offset is (counted from the start, or from an end or anchor
+            // the caller read).
+            (None, _) if !more && (!keys.is_empty() || offset == 0) => (read, true),
+            (None, Some(cap)) => (read.max(cap.saturating_add(1)), false),
+            (None, None) => (read, false),
+        };
+        Ok(Window {
+            keys,
+            offset,
+            more,
+            total,
+            exact,
+        })
+    }
+}
+
+/// The integer in a key column (0 for anything else: a key the caller put there is an integer).
+pub(super) fn int(v: &Value) -> i64 {
+    match v {
+        Value::Integer(i) => *i,
+        _ => 0,
+    }
+}
