@@ -4,13 +4,15 @@
 # target/debug/libcountersign.rlib built without `testing`). See tests/api_private/README.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-rlib=target/debug/libcountersign.rlib
+# Where cargo put the build: CARGO_TARGET_DIR when it is set, else ./target.
+dir="${CARGO_TARGET_DIR:-target}/debug"
+rlib="$dir/libcountersign.rlib"
 [ -f "$rlib" ] || { echo "api-private: $rlib is missing; run cargo build --no-default-features first"; exit 1; }
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 probe() {
     rustc --edition 2024 --crate-type lib --crate-name "probe_$(basename "$1" .rs)" \
-        --emit=metadata --out-dir "$out" -L dependency=target/debug/deps \
+        --emit=metadata --out-dir "$out" -L dependency="$dir/deps" \
         --extern countersign="$rlib" "$1" 2>"$out/err"
 }
 probe tests/api_private/control.rs || { echo "api-private: the control probe does not compile:"; cat "$out/err"; exit 1; }
