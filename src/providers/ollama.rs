@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use super::http;
-use super::openai::{generate_with, join};
+use super::openai::{function_tools, generate_with, join, push_turn};
 use super::shared::{self, Failure};
 use super::wire::{ChatRequest, ChatResponse, ToolUse};
 use crate::runtime::json::gojson::Object;
@@ -160,47 +160,14 @@ impl Ollama {
                     _ => {}
                 }
             }
-            if m.role == "assistant" {
-                let mut o = Object::new();
-                o.str("role", "assistant").str("content", &text);
-                if !calls.is_empty() {
-                    o.encoded("tool_calls", &join(&calls));
-                }
-                msgs.push(o.finish());
-            } else {
-                if !text.is_empty() {
-                    msgs.push(
-                        Object::new()
-                            .str("role", "user")
-                            .str("content", &text)
-                            .finish(),
-                    );
-                }
-                msgs.extend(results);
-            }
+            push_turn(&mut msgs, m.role == "assistant", &text, &calls, results);
         }
         let mut o = Object::new();
         o.str("model", &self.inner.model)
             .encoded("messages", &join(&msgs));
         if !req.tools.is_empty() {
-            let mut tools = Vec::new();
-            for t in &req.tools {
-                let mut f = Object::new();
-                f.str("name", &t.name).str("description", &t.description);
-                if t.input_schema.is_empty() {
-                    f.encoded("parameters", b"{}");
-                } else {
-                    f.raw("parameters", &t.input_schema)
-                        .map_err(|_| format!("ollama: tool {}: the schema is not JSON", t.name))?;
-                }
-                tools.push(
-                    Object::new()
-                        .str("type", "function")
-                        .encoded("function", &f.finish())
-                        .finish(),
-                );
-            }
-            o.encoded("tools", &join(&tools));
+            let tools = function_tools(P, &req.tools)?;
+            o.encoded("tools", &tools);
         }
         let opts = Object::new()
             .int("temperature", 0)

@@ -12,6 +12,7 @@ use super::shared::{self, Failure};
 use super::wire::{ChatRequest, ChatResponse, ToolUse};
 use crate::runtime::json::gojson::Object;
 use crate::runtime::model::{Model, ModelError, ModelFuture, ModelRequest, Usage};
+use crate::runtime::types::ToolSpec;
 
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 const P: &str = "openai";
@@ -178,47 +179,14 @@ impl OpenAi {
                     _ => {}
                 }
             }
-            if m.role == "assistant" {
-                let mut o = Object::new();
-                o.str("role", "assistant").str("content", &text);
-                if !calls.is_empty() {
-                    o.encoded("tool_calls", &join(&calls));
-                }
-                msgs.push(o.finish());
-            } else {
-                if !text.is_empty() {
-                    msgs.push(
-                        Object::new()
-                            .str("role", "user")
-                            .str("content", &text)
-                            .finish(),
-                    );
-                }
-                msgs.extend(results);
-            }
+            push_turn(&mut msgs, m.role == "assistant", &text, &calls, results);
         }
         let mut o = Object::new();
         o.str("model", &self.inner.model)
             .encoded("messages", &join(&msgs));
         if !req.tools.is_empty() {
-            let mut tools = Vec::new();
-            for t in &req.tools {
-                let mut f = Object::new();
-                f.str("name", &t.name).str("description", &t.description);
-                if t.input_schema.is_empty() {
-                    f.encoded("parameters", b"{}");
-                } else {
-                    f.raw("parameters", &t.input_schema)
-                        .map_err(|_| format!("openai: tool {}: the schema is not JSON", t.name))?;
-                }
-                tools.push(
-                    Object::new()
-                        .str("type", "function")
-                        .encoded("function", &f.finish())
-                        .finish(),
-                );
-            }
-            o.encoded("tools", &join(&tools))
+            let tools = function_tools(P, &req.tools)?;
+            o.encoded("tools", &tools)
                 .str("tool_choice", "auto")
                 .bool("parallel_tool_calls", false);
         }
@@ -240,6 +208,59 @@ impl OpenAi {
         }
         parse_reply(&ex.body)
     }
+}
+
+/// Appends one conversation turn in the chat-completions shape both OpenAI and Ollama use: an
+/// assistant turn carries its text and tool calls; any other turn is the user's text (when
+/// there is any) followed by its tool results, each a `tool` message.
+pub(crate) fn push_turn(
+    msgs: &mut Vec<Vec<u8>>,
+    assistant: bool,
+    text: &str,
+    calls: &[Vec<u8>],
+    results: Vec<Vec<u8>>,
+) {
+    if assistant {
+        let mut o = Object::new();
+        o.str("role", "assistant").str("content", text);
+        if !calls.is_empty() {
+            o.encoded("tool_calls", &join(calls));
+        }
+        msgs.push(o.finish());
+    } else {
+        if !text.is_empty() {
+            msgs.push(
+                Object::new()
+                    .str("role", "user")
+                    .str("content", text)
+                    .finish(),
+            );
+        }
+        msgs.extend(results);
+    }
+}
+
+/// The `tools` array both OpenAI and Ollama take: each tool a `function` with its name,
+/// description and schema passed through byte for byte (`{}` when it has none).
+pub(crate) fn function_tools(provider: &str, tools: &[ToolSpec]) -> Result<Vec<u8>, String> {
+    let mut out = Vec::new();
+    for t in tools {
+        let mut f = Object::new();
+        f.str("name", &t.name).str("description", &t.description);
+        if t.input_schema.is_empty() {
+            f.encoded("parameters", b"{}");
+        } else {
+            f.raw("parameters", &t.input_schema)
+                .map_err(|_| format!("{provider}: tool {}: the schema is not JSON", t.name))?;
+        }
+        out.push(
+            Object::new()
+                .str("type", "function")
+                .encoded("function", &f.finish())
+                .finish(),
+        );
+    }
+    Ok(join(&out))
 }
 
 pub(crate) fn join(items: &[Vec<u8>]) -> Vec<u8> {
