@@ -6,6 +6,7 @@
 //! `io::Error` whose only difference is its text, which this crate never classifies on.
 
 use std::net::SocketAddr;
+#[cfg(feature = "testing")]
 use std::sync::Arc;
 
 use dns_lookup::{AddrInfoHints, LookupErrorKind};
@@ -94,15 +95,19 @@ impl Resolve for SystemResolver {
 
 /// A resolver that answers every name with one fixed error: what a test uses to see how the
 /// client and the classification treat each kind of resolver failure without a network.
+/// A test hook: only with the `testing` feature.
+#[cfg(feature = "testing")]
 #[derive(Clone)]
 pub struct FailingResolver(pub Arc<dyn Fn(&str) -> DnsError + Send + Sync>);
 
+#[cfg(feature = "testing")]
 impl std::fmt::Debug for FailingResolver {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("FailingResolver")
     }
 }
 
+#[cfg(feature = "testing")]
 impl Resolve for FailingResolver {
     fn resolve(&self, name: Name) -> Resolving {
         let e = (self.0)(name.as_str());

@@ -95,7 +95,9 @@ pub fn client(loopback_only: Option<&str>) -> Result<reqwest::Client, String> {
 }
 
 /// [`client`] asking `resolver` for addresses instead of the system resolver (what a test
-/// uses to see each kind of resolver failure classified without a network).
+/// uses to see each kind of resolver failure classified without a network). A test hook: only
+/// with the `testing` feature.
+#[cfg(feature = "testing")]
 pub fn client_resolving(
     loopback_only: Option<&str>,
     resolver: impl reqwest::dns::Resolve + 'static,
