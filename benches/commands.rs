@@ -3,52 +3,25 @@
 //!
 //! Run: `cargo bench --bench commands` (builds the release binary first).
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::Instant;
+mod support;
+use support::{binary, measured, shared};
 
-fn binary() -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let status = Command::new(env!("CARGO"))
-        .args(["build", "--release", "--bin", "countersign"])
-        .current_dir(root)
-        .status()
-        .expect("cargo build");
-    assert!(status.success());
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"))
-        .join("release/countersign")
-}
+use std::ffi::OsStr;
+use std::path::Path;
+use std::process::Command;
 
-fn shared() -> PathBuf {
-    let beside = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared");
-    if beside.exists() {
-        beside
-    } else {
-        PathBuf::from("/work/shared")
-    }
-}
-
-// The child is reaped by wait4 (which also gives its rusage), not by Child::wait.
-#[allow(clippy::zombie_processes)]
-fn measured(bin: &Path, db: &Path, run: &str) -> (f64, i64) {
-    let start = Instant::now();
-    let child = Command::new(bin)
-        .arg("--db")
-        .arg(db)
-        .args(["show", run, "--limit", "5"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn");
-    let pid = child.id() as libc::pid_t;
-    let mut status = 0;
-    // SAFETY: rusage is plain data; wait4 fills it for this one child.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    assert_eq!(r, pid);
-    (start.elapsed().as_secs_f64() * 1e3, usage.ru_maxrss)
+/// `show RUN --limit 5`: wall time (ms) and peak resident set (KiB).
+fn show(bin: &Path, db: &Path, run: &str) -> (f64, i64) {
+    let args: [&OsStr; 6] = [
+        "--db".as_ref(),
+        db.as_os_str(),
+        "show".as_ref(),
+        run.as_ref(),
+        "--limit".as_ref(),
+        "5".as_ref(),
+    ];
+    let (ms, kib, _) = measured(bin, &args);
+    (ms, kib)
 }
 
 fn main() {
@@ -73,11 +46,11 @@ fn main() {
     let reps = 15;
     let mut results = Vec::new();
     for run in ["small-run", "huge-run"] {
-        let _ = measured(&bin, &db, run); // warm the page cache
+        let _ = show(&bin, &db, run); // warm the page cache
         let mut times: Vec<f64> = Vec::new();
         let mut peak = 0;
         for _ in 0..reps {
-            let (ms, kib) = measured(&bin, &db, run);
+            let (ms, kib) = show(&bin, &db, run);
             times.push(ms);
             peak = peak.max(kib);
         }

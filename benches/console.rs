@@ -4,6 +4,9 @@
 //!
 //! `cargo bench --bench console` (needs python3 and the shared tools).
 
+mod support;
+use support::shared;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -18,15 +21,6 @@ use countersign::console::worker;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
-
-fn shared() -> PathBuf {
-    let near = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared");
-    if near.join("tools").exists() {
-        near
-    } else {
-        PathBuf::from("/work/shared")
-    }
-}
 
 fn fixture(dir: &Path, name: &str, big: u32) -> PathBuf {
     let db = dir.join(format!("{name}.db"));

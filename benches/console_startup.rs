@@ -6,6 +6,9 @@
 //! `cargo bench --bench console_startup`. Writing the large database takes minutes; set
 //! `COUNTERSIGN_BENCH_BIG_DB=/path/big.db` to reuse one (the bench writes it there if missing).
 
+mod support;
+use support::{binary, shared};
+
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -13,29 +16,6 @@ use std::sync::mpsc::{Receiver, channel};
 use std::time::{Duration, Instant};
 
 use portable_pty::{CommandBuilder, PtySize, native_pty_system};
-
-fn shared() -> PathBuf {
-    let near = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared");
-    if near.join("tools").exists() {
-        near
-    } else {
-        PathBuf::from("/work/shared")
-    }
-}
-
-fn binary() -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let ok = Command::new(env!("CARGO"))
-        .args(["build", "--release", "--bin", "countersign"])
-        .current_dir(root)
-        .status()
-        .expect("cargo build");
-    assert!(ok.success());
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"))
-        .join("release/countersign")
-}
 
 fn fixture(db: &Path, big: &[&str]) {
     let ok = Command::new("python3")

@@ -8,33 +8,12 @@
 //! Run: `cargo bench --bench huge_field` (builds the release binary first).
 //! `COUNTERSIGN_BENCH_FIELD_MB` sets the huge field's size (default 100).
 
+mod support;
+use support::{binary, measured, shared};
+
 use std::ffi::OsStr;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::Instant;
-
-fn binary() -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let status = Command::new(env!("CARGO"))
-        .args(["build", "--release", "--bin", "countersign"])
-        .current_dir(root)
-        .status()
-        .expect("cargo build");
-    assert!(status.success());
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"))
-        .join("release/countersign")
-}
-
-fn shared() -> PathBuf {
-    let beside = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared");
-    if beside.exists() {
-        beside
-    } else {
-        PathBuf::from("/work/shared")
-    }
-}
+use std::path::Path;
+use std::process::Command;
 
 /// The fixture's waiting run with its request's and decision's `"damaged"` argument replaced
 /// by a string of `bytes` bytes, written by Python so this process never holds it (a child's
@@ -75,30 +54,6 @@ fn database(db: &Path, bytes: usize) -> (String, String) {
         String::from_utf8_lossy(&out.stderr)
     );
     (run, String::from_utf8_lossy(&out.stdout).trim().to_string())
-}
-
-// The child is reaped by wait4 (which also gives its rusage), not by Child::wait.
-#[allow(clippy::zombie_processes)]
-fn measured(bin: &Path, args: &[&OsStr]) -> (f64, i64, i32) {
-    let start = Instant::now();
-    let child = Command::new(bin)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn");
-    let pid = child.id() as libc::pid_t;
-    let mut status = 0;
-    // SAFETY: rusage is plain data; wait4 fills it for this one child.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    assert_eq!(r, pid);
-    (
-        start.elapsed().as_secs_f64() * 1e3,
-        usage.ru_maxrss,
-        libc::WEXITSTATUS(status),
-    )
 }
 
 fn main() {
