@@ -262,6 +262,27 @@ fn agent_without_a_key_or_a_network_says_what_is_missing_in_one_line() {
         text(&out.stderr).trim_end(),
         "error: openai: refusing to send an API key over plain http to 127.1:9"
     );
+    // The refusal names the host as written, through the sanitiser: a bidi override or a C1
+    // control sequence introducer in the URL never reaches the terminal raw.
+    for (host, escaped) in [("ev\u{202e}il", "\\u{202e}"), ("ev\u{9b}2Jil", "\\u{009b}")] {
+        let url = format!("http://{host}:9/v1");
+        let out = agent(
+            &db,
+            &[
+                "--model",
+                "openai:gpt-x",
+                "--model-base-url",
+                &url,
+                "--model-key-file",
+                key.to_str().unwrap(),
+                "hello",
+            ],
+        );
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(!stderr.contains(host), "{stderr:?}");
+        assert!(stderr.contains(escaped), "{stderr:?}");
+    }
     // A malformed model is a usage error.
     let out = agent(&db, &["--model", "gpt-x", "hello"]);
     assert_eq!(out.status.code(), Some(2));

@@ -142,7 +142,7 @@ pub fn model_for(
                 },
                 env,
             )
-            .map_err(failed)?;
+            .map_err(|e| failed(clean(&e, 400)))?;
             // OpenAI's prices are not in this build's table: the run is not priced.
             Ok((Arc::new(m), Default::default()))
         }
@@ -161,7 +161,7 @@ pub fn model_for(
                 },
                 env,
             )
-            .map_err(failed)?;
+            .map_err(|e| failed(clean(&e, 400)))?;
             Ok((Arc::new(m), anthropic::prices()))
         }
         "ollama" => {
@@ -173,7 +173,7 @@ pub fn model_for(
                 },
                 env,
             )
-            .map_err(failed)?;
+            .map_err(|e| failed(clean(&e, 400)))?;
             Ok((Arc::new(m), ollama::free(&[model])))
         }
         other => Err(CommandError::Usage(format!(
@@ -255,14 +255,15 @@ pub fn run(db: Option<&Path>, a: &AgentArgs, out: &mut Out) -> Result<(), Comman
             clean(&bpath.to_string_lossy(), 400)
         )));
     }
-    let catalog = Arc::new(Catalog::new().map_err(failed)?);
+    let catalog = Arc::new(Catalog::new().map_err(|e| failed(clean(&e, 400)))?);
     let dispatcher = Arc::new(Dispatcher::new(
         catalog,
         backend.clone(),
         ConsequencePolicy::default(),
         DispatcherOptions::default(),
     ));
-    let mut tools = adapter::registry(&dispatcher).map_err(|e| failed(e.to_string()))?;
+    let mut tools =
+        adapter::registry(&dispatcher).map_err(|e| failed(clean(&e.to_string(), 400)))?;
     tools
         .register(finish_tool())
         .map_err(|e| failed(e.to_string()))?;
@@ -329,7 +330,7 @@ pub fn run(db: Option<&Path>, a: &AgentArgs, out: &mut Out) -> Result<(), Comman
         _ => Err(failed(format!(
             "run {} ended {}",
             clean(&run.id, 64),
-            run.status.as_str()
+            clean(run.status.as_str(), 64)
         ))),
     }
 }
