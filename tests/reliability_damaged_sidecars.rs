@@ -342,6 +342,149 @@ fn a_sidecar_given_to_another_user_after_a_check_is_still_seen_by_the_next_open(
     assert_eq!(std::fs::metadata(&a.db).unwrap().uid(), 0);
 }
 
+thread_local! {
+    /// What the "other user" drops in the instant between the path checks and SQLite's open:
+    /// (suffix, bytes, owner).
+    static DROP: std::cell::RefCell<Option<(&'static str, Vec<u8>, u32)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// The store's test hook: plants `DROP` beside the database after the path checks passed.
+fn plant(db: &Path) {
+    if let Some((suffix, bytes, uid)) = DROP.with(|d| d.borrow().clone()) {
+        let p = sidecar(db, suffix);
+        std::fs::write(&p, bytes).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+        std::os::unix::fs::chown(&p, Some(uid), Some(uid)).unwrap();
+    }
+}
+
+/// Opens `db` with `DROP` planted after the checks, by the writer (0), the reader (1) or
+/// the creating opener (2).
+fn open_with_plant(
+    db: &Path,
+    how: usize,
+    what: (&'static str, Vec<u8>, u32),
+) -> Result<Store, StoreError> {
+    DROP.with(|d| *d.borrow_mut() = Some(what));
+    countersign::runtime::store::hooks::before_sqlite_opens(Some(plant));
+    let out = match how {
+        0 => Store::open_existing(db, false),
+        1 => Store::open_existing(db, true),
+        _ => Store::open(db),
+    };
+    countersign::runtime::store::hooks::before_sqlite_opens(None);
+    DROP.with(|d| *d.borrow_mut() = None);
+    out
+}
+
+#[test]
+fn a_journal_dropped_between_the_checks_and_sqlites_open_is_replayed_when_it_is_the_owners() {
+    // The control for the next test: the hook's instant is real. A journal that appears after
+    // the path checks passed is read by SQLite's first read; the owner's own is replayed.
+    if !root() {
+        eprintln!("not root; skipped");
+        return;
+    }
+    let a = attack();
+    let store = open_with_plant(&a.db, 0, ("-journal", a.journal.clone(), 0))
+        .expect("the owner's journal is replayed");
+    let ap = store.get_approval(&a.run, &a.approval).unwrap();
+    assert!(ap.request_json.contains("\"amount_cents\":9000"));
+}
+
+#[test]
+fn a_journal_another_user_drops_after_the_checks_is_refused_when_sqlite_opens_it() {
+    // Issue 14 item 2's window: the check is made again on the file SQLite opens, by the VFS
+    // every connection uses, so a journal dropped after the path checks is never replayed.
+    if !root() {
+        eprintln!("not root; skipped");
+        return;
+    }
+    let a = attack();
+    let j = sidecar(&a.db, "-journal");
+    for i in 0..3 {
+        let opened = open_with_plant(&a.db, i, ("-journal", a.journal.clone(), OTHER));
+        let err = opened.expect_err("refused");
+        assert!(
+            matches!(err, StoreError::ForeignJournal { .. }),
+            "open {i}: {err}"
+        );
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "agentrt: {j} is -rw-r--r--, owned by another user than the database; SQLite would replay it into {db} and rewrite the database, so nothing was opened: if you did not leave it there yourself, move it away (mv {j} {j}.suspect) and open the database again",
+                j = j.display(),
+                db = a.db.display()
+            ),
+            "open {i}"
+        );
+        assert_eq!(std::fs::read(&a.db).unwrap(), a.before, "open {i}");
+        std::fs::remove_file(&j).unwrap();
+    }
+    assert!(request_of(&a.db, &a.approval).contains("\"amount_cents\":8000"));
+    let store = Store::open_existing(&a.db, false).unwrap();
+    let ap = store.get_approval(&a.run, &a.approval).unwrap();
+    assert!(ap.request_json.contains("\"amount_cents\":8000"));
+}
+
+#[test]
+fn a_wal_another_user_drops_after_the_checks_is_refused_when_sqlite_opens_it() {
+    if !root() {
+        eprintln!("not root; skipped");
+        return;
+    }
+    let a = attack();
+    let w = sidecar(&a.db, "-wal");
+    for i in 0..3 {
+        let opened = open_with_plant(&a.db, i, ("-wal", Vec::new(), OTHER));
+        let err = opened.expect_err("refused");
+        assert!(
+            matches!(err, StoreError::ForeignJournal { .. }),
+            "open {i}: {err}"
+        );
+        assert!(
+            err.to_string().starts_with(&format!(
+                "agentrt: {} is -rw-r--r--, owned by another user than the database;",
+                w.display()
+            )),
+            "open {i}: {err}"
+        );
+        std::fs::remove_file(&w).unwrap();
+        let _ = std::fs::remove_file(sidecar(&a.db, "-shm"));
+    }
+    assert_eq!(std::fs::read(&a.db).unwrap(), a.before);
+}
+
+#[test]
+fn a_database_in_a_directory_others_can_write_without_the_sticky_bit_is_refused() {
+    // Without the sticky bit, another user can rename the owner's journal away and put theirs
+    // back between any check and SQLite's read: such a directory is refused before anything
+    // is opened, with the command that fixes it.
+    let fx = clean_db();
+    let dir = support::tempdir();
+    let db = dir.path().join("run.db");
+    std::fs::copy(&fx.path, &db).unwrap();
+    std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    for opened in [
+        Store::open_existing(&db, false),
+        Store::open_existing(&db, true),
+        Store::open(&db),
+    ] {
+        let err = opened.unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "agentrt: {d} is drwxrwxrwx: other users can write in it and its sticky bit is not set, so they could swap the database's journal or -wal before SQLite reads it, and nothing was opened; keep run databases in a directory only their owner can write (or set its sticky bit: chmod +t {d})",
+                d = dir.path().display()
+            )
+        );
+    }
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o1777)).unwrap();
+    Store::open_existing(&db, true).expect("sticky: opens");
+}
+
 /// Runs `countersign --db <db> <args>` as `uid` (setpriv): (exit code, stdout, stderr).
 fn as_user(uid: u32, db: &Path, args: &[&str]) -> (i32, String, String) {
     let out = std::process::Command::new("setpriv")

@@ -69,6 +69,11 @@ pub enum StoreError {
         reason: String,
     },
 
+    /// The database lies in a directory other users can write in and whose sticky bit is
+    /// clear: they could rename its journal or `-wal` between any check and SQLite's read.
+    #[error("agentrt: {} is {}: other users can write in it and its sticky bit is not set, so they could swap the database's journal or -wal before SQLite reads it, and nothing was opened; keep run databases in a directory only their owner can write (or set its sticky bit: chmod +t {})", dir.display(), go_file_mode(*mode), dir.display())]
+    SharedDirectory { dir: PathBuf, mode: u32 },
+
     /// A read-only open found a hot `-journal` (a write that did not finish) it cannot roll
     /// back.
     #[error("agentrt: open store: {} has a hot journal ({}-journal) left by a write that did not finish, and a read-only open cannot roll it back; open it once with a writing command (approve, reject, cancel or the consumer) as the database's owner, then read again", path.display(), path.display())]
@@ -196,6 +201,17 @@ impl StoreError {
             }
             other => other,
         };
+        if let rusqlite::Error::SqliteFailure(f, _) = &err
+            && f.extended_code & 0xff == rusqlite::ffi::SQLITE_CANTOPEN
+            && let Some(r) = super::vfs::take_refusal()
+        {
+            return StoreError::ForeignJournal {
+                path: r.path,
+                db: r.db,
+                mode: r.mode,
+                reason: r.reason.into(),
+            };
+        }
         if is_locked(&err) {
             return StoreError::Locked {
                 detail: format!("{context}: {err}"),

@@ -21,9 +21,21 @@ mod rows;
 mod schema;
 mod sizes;
 mod tx;
+mod vfs;
 mod views;
 mod window;
 mod writes;
+
+/// Test hooks, public only with the `testing` feature.
+#[cfg(feature = "testing")]
+pub mod hooks {
+    /// Runs `f` on this thread's next store opens, with the database's path, after the path
+    /// checks and before SQLite opens anything (`None` removes it): a test stands in for
+    /// another user who drops a file beside the database in that instant.
+    pub fn before_sqlite_opens(f: Option<fn(&std::path::Path)>) {
+        super::open::hook::set(f);
+    }
+}
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};

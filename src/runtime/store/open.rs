@@ -12,6 +12,7 @@ use rusqlite::{Connection, OpenFlags};
 
 use super::error::{Ctx, StoreError};
 use super::schema;
+use super::vfs;
 
 /// The extended result code of SQLITE_READONLY_DIRECTORY.
 const SQLITE_READONLY_DIRECTORY: i32 = 1544;
@@ -31,6 +32,7 @@ pub(crate) fn check_modes(path: &Path, writer: bool) -> Result<(), StoreError> {
         err,
     };
     let db = fs::metadata(path).map_err(io)?;
+    check_directory(path)?;
     check_journals(path, &db)?;
     let mut files = vec![(path.to_path_buf(), db.mode(), db.uid())];
     for suffix in ["-wal", "-shm"] {
@@ -78,6 +80,27 @@ pub(crate) fn check_modes(path: &Path, writer: bool) -> Result<(), StoreError> {
                 })?;
             }
         }
+    }
+    Ok(())
+}
+
+/// The directory must keep other users from renaming the owner's files in it: not writable
+/// by others, or sticky (as `/tmp`). The VFS's check at SQLite's open rests on that
+/// (`vfs.rs`).
+fn check_directory(path: &Path) -> Result<(), StoreError> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let meta = fs::metadata(&dir).map_err(|err| StoreError::Io {
+        path: dir.clone(),
+        err,
+    })?;
+    if meta.mode() & 0o002 != 0 && meta.mode() & 0o1000 == 0 {
+        return Err(StoreError::SharedDirectory {
+            dir,
+            mode: meta.mode(),
+        });
     }
     Ok(())
 }
@@ -264,10 +287,12 @@ pub(crate) enum Access {
 /// Opens and hardens one connection to an existing file, by path (no URI parsing, so `?`,
 /// `#`, `%` and spaces are plain characters).
 pub(crate) fn connect(path: &Path, access: Access) -> Result<Connection, StoreError> {
+    #[cfg(feature = "testing")]
+    hook::run(path);
     match access {
         Access::Writer => {
             let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-            let conn = Connection::open_with_flags(path, flags).map_err(|e| open_err(path, e))?;
+            let conn = open_conn(path, path.as_os_str(), flags)?;
             harden(&conn, path, access)?;
             Ok(conn)
         }
@@ -344,11 +369,12 @@ fn connect_reader(path: &Path) -> Result<Connection, StoreError> {
         return open_immutable(path);
     }
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    let conn = match Connection::open_with_flags(path, flags) {
+    let conn = match open_conn(path, path.as_os_str(), flags) {
         Ok(c) => c,
+        Err(e @ StoreError::ForeignJournal { .. }) => return Err(e),
         // The file cannot be opened for writing (a read-only mount): read it as it is.
         Err(_) if !wal_writes => return open_immutable(path),
-        Err(e) => return Err(open_err(path, e)),
+        Err(e) => return Err(e),
     };
     conn.execute_batch("PRAGMA query_only=ON;")
         .ctx("open store: query_only")?;
@@ -380,6 +406,10 @@ fn probed(
     });
     match probe {
         Ok(_) => Ok(conn),
+        // The VFS refused a journal or `-wal` (never retried `immutable`: say so).
+        Err(e) if extended_code(&e) == Some(SQLITE_CANTOPEN) && vfs::has_refusal() => {
+            Err(StoreError::sqlite("open store: first read", e))
+        }
         Err(e) if extended_code(&e) == Some(SQLITE_READONLY_ROLLBACK) => {
             Err(StoreError::HotJournal {
                 path: path.to_path_buf(),
@@ -408,13 +438,28 @@ fn probed(
 
 fn open_uri(path: &Path, query: &str) -> Result<Connection, StoreError> {
     let uri = format!("file:{}?{query}", uri_escape(path));
-    Connection::open_with_flags(
-        uri,
+    open_conn(
+        path,
+        std::ffi::OsStr::new(&uri),
         OpenFlags::SQLITE_OPEN_READ_ONLY
             | OpenFlags::SQLITE_OPEN_NO_MUTEX
             | OpenFlags::SQLITE_OPEN_URI,
     )
-    .map_err(|e| open_err(path, e))
+}
+
+/// Every connection goes through countersign's VFS, which checks each journal and `-wal` at
+/// the moment SQLite opens it (`vfs.rs`). `name` is the path or the `file:` URI.
+fn open_conn(
+    path: &Path,
+    name: &std::ffi::OsStr,
+    flags: OpenFlags,
+) -> Result<Connection, StoreError> {
+    let vfs = vfs::name().map_err(|rc| StoreError::Hardening {
+        path: path.to_path_buf(),
+        detail: format!("SQLite did not register countersign's checking VFS (result code {rc})"),
+    })?;
+    vfs::clear_refusal();
+    Connection::open_with_flags_and_vfs(name, flags, vfs).map_err(|e| open_err(path, e))
 }
 
 fn open_immutable(path: &Path) -> Result<Connection, StoreError> {
@@ -591,4 +636,25 @@ pub(crate) fn settings(conn: &Connection) -> Result<ConnectionSettings, StoreErr
             .query_row("PRAGMA journal_mode", [], |r| r.get(0))
             .ctx("settings")?,
     })
+}
+
+/// The instant between the path checks and SQLite's open, for tests (the `testing` feature).
+#[cfg(feature = "testing")]
+pub(crate) mod hook {
+    use std::cell::Cell;
+    use std::path::Path;
+
+    thread_local! {
+        static BEFORE: Cell<Option<fn(&Path)>> = const { Cell::new(None) };
+    }
+
+    pub(crate) fn set(f: Option<fn(&Path)>) {
+        BEFORE.with(|b| b.set(f));
+    }
+
+    pub(crate) fn run(path: &Path) {
+        if let Some(f) = BEFORE.with(|b| b.get()) {
+            f(path);
+        }
+    }
 }
