@@ -448,9 +448,12 @@ fn driver_tool_timeout() {
 #[test]
 fn driver_tool_panic_is_observed() {
     let db = db();
-    let t = FnTool::new(def("bad", SideEffect::ReadOnly, OBJ), |_c| {
-        Box::pin(async { panic!("kaboom") })
-    });
+    // A long timeout: with RUST_BACKTRACE set, the panic hook symbolises a backtrace from the
+    // test binary's debug info, which took over 5 s on a loaded machine and turned the panic
+    // into a timeout.
+    let mut slow_ok = def("bad", SideEffect::ReadOnly, OBJ);
+    slow_ok.timeout = std::time::Duration::from_secs(300);
+    let t = FnTool::new(slow_ok, |_c| Box::pin(async { panic!("kaboom") }));
     let agent = ScriptedAgent::new([agent::tool_call("bad", "{}"), agent::complete("")]);
     let driver = driver(&db.store, registry(vec![t]), Arc::new(DefaultPolicy), agent);
     let run = rt()

@@ -66,6 +66,9 @@ pub enum Command {
     Verify(VerifyArgs),
     /// Write a demo database of the example consumer and open the console on it.
     Demo(DemoArgs),
+    /// Per tool, what the policy and the reviewers did with its calls, and the review
+    /// threshold L* = c / (q·p) computed from the database.
+    Stats(StatsArgs),
     /// Run the example consumer on one goal with a live model (PROVIDER:MODEL).
     #[cfg(feature = "providers")]
     Agent(super::agent::AgentArgs),
@@ -147,6 +150,56 @@ pub struct VerifyArgs {
     /// A head kept from an earlier verify, as SEQ:HASH; the chain must still reach it.
     #[arg(long, value_name = "SEQ:HASH", value_parser = parse_head)]
     pub head: Option<(u64, String)>,
+}
+
+#[derive(Debug, Args)]
+pub struct StatsArgs {
+    /// Only steps started and approvals requested in this last span (e.g. 90m, 24h, 7d).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub since: Option<std::time::Duration>,
+    /// c: what one review costs (in the unit you measure losses in).
+    #[arg(long, default_value_t = 1.5, value_name = "C", value_parser = parse_positive)]
+    pub review_cost: f64,
+    /// q: the share of wrong calls a reviewer catches (0 < q <= 1).
+    #[arg(long, default_value_t = 0.9, value_name = "Q", value_parser = parse_share)]
+    pub catch: f64,
+}
+
+/// `90s`, `15m`, `24h`, `7d`, `2w` (one number and one unit).
+pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    let split = s
+        .find(|c: char| !c.is_ascii_digit())
+        .ok_or_else(|| format!("{s:?} has no unit: use s, m, h, d or w (e.g. 24h)"))?;
+    let (num, unit) = s.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} does not start with a whole number (e.g. 24h)"))?;
+    let secs = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        "w" => 604_800,
+        _ => return Err(format!("{s:?}: unknown unit {unit:?}; use s, m, h, d or w")),
+    };
+    n.checked_mul(secs)
+        .filter(|&t| t <= 100 * 365 * 86_400)
+        .map(std::time::Duration::from_secs)
+        .ok_or_else(|| format!("{s:?} is longer than a hundred years"))
+}
+
+fn parse_positive(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
+        _ => Err(format!("{s:?} is not a positive number")),
+    }
+}
+
+fn parse_share(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if x.is_finite() && x > 0.0 && x <= 1.0 => Ok(x),
+        _ => Err(format!("{s:?} is not a share between 0 (excluded) and 1")),
+    }
 }
 
 #[derive(Debug, Args)]

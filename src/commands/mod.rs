@@ -16,6 +16,7 @@ mod resume;
 mod runs;
 pub mod shell;
 mod show;
+mod stats;
 pub mod text;
 mod verify;
 
@@ -151,6 +152,7 @@ fn run(cli: Cli) -> Result<(), CommandError> {
         Command::Show(a) => show::run(&database_path(cli.db)?, json, a, &mut out),
         Command::Events(a) => events::run(&database_path(cli.db)?, json, a, &mut out),
         Command::Verify(a) => verify::run(&database_path(cli.db)?, json, a, &mut out),
+        Command::Stats(a) => stats::run(&database_path(cli.db)?, json, a, &mut out),
         Command::Approve(a) | Command::Reject(a) => {
             let verb = if matches!(cmd, Command::Approve(_)) {
                 decide::Verb::Approve

@@ -21,6 +21,7 @@ pub mod model;
 pub mod operator;
 pub mod policy;
 pub mod schema;
+pub mod stats;
 pub mod store;
 pub mod tools;
 pub mod types;

@@ -20,6 +20,7 @@ mod reads;
 mod rows;
 mod schema;
 mod sizes;
+mod stats;
 mod tx;
 mod vfs;
 mod views;

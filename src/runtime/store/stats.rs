@@ -1,0 +1,214 @@
+//! The reads behind `countersign stats` (issue 21): two grouped scans in one read transaction,
+//! one over the steps (what the Gate did with each call) and one over the approvals (what the
+//! reviewers did). Every JSON column is looked into only when `json_valid` says it can be, so
+//! a damaged row is counted as damaged and never fails the report.
+
+use std::collections::BTreeMap;
+
+use rusqlite::Connection;
+use rusqlite::types::ValueRef;
+
+use super::Store;
+use super::error::{Ctx, StoreError};
+use crate::runtime::stats::{NAME_MAX, ReviewerStats, Stats, ToolStats, reason_code};
+use crate::runtime::types::Timestamp;
+
+/// Per step: validity, kind, tool (cut), whether cut, outcome, the start of a denial's reason,
+/// the observation's kind, whether an approval row exists for it; grouped.
+const STEPS: &str = "
+SELECT v, dk, substr(CAST(t AS BLOB), 1, ?2), length(CAST(t AS BLOB)) > ?2, o, r, k, held, COUNT(*)
+FROM (
+  SELECT
+    json_valid(decision_json) AS v,
+    decision_json != '' AS ne,
+    CASE WHEN json_valid(decision_json) THEN json_extract(decision_json, '$.kind') END AS dk,
+    CASE WHEN json_valid(decision_json) THEN json_extract(decision_json, '$.tool') END AS t,
+    CASE WHEN json_valid(policy_json) THEN json_extract(policy_json, '$.outcome') END AS o,
+    CASE WHEN json_valid(policy_json)
+           AND json_extract(policy_json, '$.outcome') IN ('deny', 'abort')
+         THEN substr(CAST(json_extract(policy_json, '$.reason') AS TEXT), 1, 48) END AS r,
+    CASE WHEN json_valid(observation_json) THEN json_extract(observation_json, '$.kind') END AS k,
+    EXISTS (SELECT 1 FROM approvals a WHERE a.run_id = steps.run_id AND a.step_id = steps.id) AS held
+  FROM steps
+  WHERE ?1 IS NULL OR substr(started_at, 1, 19) >= ?1
+)
+WHERE (v = 0 AND ne) OR dk = 'tool_call'
+GROUP BY 1, 2, 3, 4, 5, 6, 7, 8";
+
+/// Per approval: its call's tool (cut), whether cut, status, times, reviewer (cut), whether
+/// cut.
+const APPROVALS: &str = "
+SELECT substr(CAST(t AS BLOB), 1, ?2), length(CAST(t AS BLOB)) > ?2, status, created_at,
+       decided_at, substr(CAST(decided_by AS BLOB), 1, ?2), length(CAST(decided_by AS BLOB)) > ?2
+FROM (
+  SELECT a.status, a.created_at, a.decided_at, a.decided_by,
+    CASE WHEN json_valid(s.decision_json) THEN json_extract(s.decision_json, '$.tool') END AS t
+  FROM approvals a LEFT JOIN steps s ON s.id = a.step_id
+  WHERE ?1 IS NULL OR substr(a.created_at, 1, 19) >= ?1
+)";
+
+impl Store {
+    /// The queue's numbers since `since` (to the second; every step and approval when
+    /// `None`), read in one read transaction.
+    pub fn stats(&self, since: Option<Timestamp>, now: Timestamp) -> Result<Stats, StoreError> {
+        self.read(|conn| read_stats(conn, since, now))
+    }
+}
+
+fn read_stats(
+    conn: &Connection,
+    since: Option<Timestamp>,
+    now: Timestamp,
+) -> Result<Stats, StoreError> {
+    let cutoff = since.map(|t| t.format_always().chars().take(19).collect::<String>());
+    let mut tools: BTreeMap<Option<Vec<u8>>, ToolStats> = BTreeMap::new();
+    let mut damaged_steps = 0u64;
+    // A step whose decision is there but not JSON is damaged: counted, not looked into.
+    let mut stmt = conn.prepare(STEPS).ctx("stats: steps")?;
+    let mut rows = stmt
+        .query(rusqlite::params![cutoff, NAME_MAX as i64])
+        .ctx("stats: steps")?;
+    while let Some(r) = rows.next().ctx("stats: steps")? {
+        let valid: i64 = r.get(0).ctx("stats: steps")?;
+        let n: i64 = r.get(8).ctx("stats: steps")?;
+        let n = n.max(0) as u64;
+        if valid == 0 {
+            damaged_steps += n;
+            continue;
+        }
+        let tool = opt_bytes(r.get_ref(2).ctx("stats: steps")?);
+        let cut: bool = r
+            .get::<_, Option<bool>>(3)
+            .ctx("stats: steps")?
+            .unwrap_or(false);
+        let outcome = text(r.get_ref(4).ctx("stats: steps")?);
+        let reason = text(r.get_ref(5).ctx("stats: steps")?);
+        let kind = text(r.get_ref(6).ctx("stats: steps")?);
+        let held: bool = r.get(7).ctx("stats: steps")?;
+        let t = entry(&mut tools, tool, cut);
+        t.calls += n;
+        if kind.as_deref() == Some("invalid_decision") && outcome.is_none() {
+            t.invalid += n;
+        }
+        match outcome.as_deref() {
+            Some("allow") if !held => t.allowed += n,
+            Some("deny") | Some("abort") => {
+                let code = reason_code(reason.as_deref().unwrap_or("")).to_string();
+                *t.denied.entry(code).or_default() += n;
+            }
+            _ => {}
+        }
+    }
+    drop(rows);
+    drop(stmt);
+
+    let mut reviewers: BTreeMap<Vec<u8>, ReviewerStats> = BTreeMap::new();
+    let mut unreadable_times = 0u64;
+    let mut stmt = conn.prepare(APPROVALS).ctx("stats: approvals")?;
+    let mut rows = stmt
+        .query(rusqlite::params![cutoff, NAME_MAX as i64])
+        .ctx("stats: approvals")?;
+    while let Some(r) = rows.next().ctx("stats: approvals")? {
+        let tool = opt_bytes(r.get_ref(0).ctx("stats: approvals")?);
+        let cut: bool = r
+            .get::<_, Option<bool>>(1)
+            .ctx("stats: approvals")?
+            .unwrap_or(false);
+        let status = text(r.get_ref(2).ctx("stats: approvals")?).unwrap_or_default();
+        let created = text(r.get_ref(3).ctx("stats: approvals")?).unwrap_or_default();
+        let decided = text(r.get_ref(4).ctx("stats: approvals")?).unwrap_or_default();
+        let by = bytes(r.get_ref(5).ctx("stats: approvals")?);
+        let by_cut: bool = r
+            .get::<_, Option<bool>>(6)
+            .ctx("stats: approvals")?
+            .unwrap_or(false);
+        let t = entry(&mut tools, tool, cut);
+        t.needs_approval += 1;
+        let created = Timestamp::parse(&created).ok();
+        match status.as_str() {
+            "pending" => {
+                t.pending += 1;
+                match created {
+                    Some(c) => {
+                        t.oldest_pending = Some(t.oldest_pending.map_or(c, |o| o.min(c)));
+                    }
+                    None => unreadable_times += 1,
+                }
+            }
+            "approved" | "rejected" => {
+                if status == "approved" {
+                    t.approved += 1;
+                } else {
+                    t.rejected += 1;
+                }
+                match (created, Timestamp::parse(&decided).ok()) {
+                    (Some(c), Some(d)) => t
+                        .decision_times
+                        .push(std::time::Duration::from_nanos(d.sub(&c).max(0) as u64)),
+                    _ => unreadable_times += 1,
+                }
+                let rv = reviewers
+                    .entry(by.clone())
+                    .or_insert_with(|| ReviewerStats {
+                        by: by.clone(),
+                        ..ReviewerStats::default()
+                    });
+                rv.by_cut |= by_cut;
+                if status == "approved" {
+                    rv.approved += 1;
+                } else {
+                    rv.rejected += 1;
+                }
+            }
+            "expired" => t.expired += 1,
+            _ => t.other_status += 1,
+        }
+    }
+    Ok(Stats {
+        since,
+        now,
+        tools: tools.into_values().collect(),
+        reviewers: reviewers.into_values().collect(),
+        unreadable_times,
+        damaged_steps,
+    })
+}
+
+fn entry(
+    tools: &mut BTreeMap<Option<Vec<u8>>, ToolStats>,
+    tool: Option<Vec<u8>>,
+    cut: bool,
+) -> &mut ToolStats {
+    let t = tools.entry(tool.clone()).or_insert_with(|| ToolStats {
+        tool,
+        ..ToolStats::default()
+    });
+    t.tool_cut |= cut;
+    t
+}
+
+/// A column's bytes whatever its type (NULL is empty).
+fn bytes(v: ValueRef<'_>) -> Vec<u8> {
+    match v {
+        ValueRef::Null => Vec::new(),
+        ValueRef::Integer(i) => i.to_string().into_bytes(),
+        ValueRef::Real(f) => f.to_string().into_bytes(),
+        ValueRef::Text(b) | ValueRef::Blob(b) => b.to_vec(),
+    }
+}
+
+/// A column's bytes, `None` for NULL.
+fn opt_bytes(v: ValueRef<'_>) -> Option<Vec<u8>> {
+    match v {
+        ValueRef::Null => None,
+        other => Some(bytes(other)),
+    }
+}
+
+/// A column as text when it is text (lossless for UTF-8; `None` for NULL).
+fn text(v: ValueRef<'_>) -> Option<String> {
+    match v {
+        ValueRef::Null => None,
+        other => Some(String::from_utf8_lossy(&bytes(other)).into_owned()),
+    }
+}
