@@ -69,6 +69,9 @@ pub enum Command {
     /// Per tool, what the policy and the reviewers did with its calls, and the review
     /// threshold L* = c / (q·p) computed from the database.
     Stats(StatsArgs),
+    /// Print one line per new pending approval as it arrives (JSON Lines with --json), for a
+    /// chat or paging tool; idle between commits.
+    Watch(WatchArgs),
     /// Run the example consumer on one goal with a live model (PROVIDER:MODEL).
     #[cfg(feature = "providers")]
     Agent(super::agent::AgentArgs),
@@ -200,6 +203,16 @@ fn parse_share(s: &str) -> Result<f64, String> {
         Ok(x) if x.is_finite() && x > 0.0 && x <= 1.0 => Ok(x),
         _ => Err(format!("{s:?} is not a share between 0 (excluded) and 1")),
     }
+}
+
+#[derive(Debug, Args)]
+pub struct WatchArgs {
+    /// Announce the approvals already pending first.
+    #[arg(long)]
+    pub existing: bool,
+    /// Stop after this many announcements (0: never).
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub count: u64,
 }
 
 #[derive(Debug, Args)]

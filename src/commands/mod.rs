@@ -19,6 +19,7 @@ mod show;
 mod stats;
 pub mod text;
 mod verify;
+mod watch;
 
 use clap::Parser;
 use std::path::PathBuf;
@@ -153,6 +154,7 @@ fn run(cli: Cli) -> Result<(), CommandError> {
         Command::Events(a) => events::run(&database_path(cli.db)?, json, a, &mut out),
         Command::Verify(a) => verify::run(&database_path(cli.db)?, json, a, &mut out),
         Command::Stats(a) => stats::run(&database_path(cli.db)?, json, a, &mut out),
+        Command::Watch(a) => watch::run(&database_path(cli.db)?, json, a, &mut out),
         Command::Approve(a) | Command::Reject(a) => {
             let verb = if matches!(cmd, Command::Approve(_)) {
                 decide::Verb::Approve

@@ -24,6 +24,7 @@ mod stats;
 mod tx;
 mod vfs;
 mod views;
+mod watch;
 mod window;
 mod writes;
 
@@ -57,6 +58,7 @@ pub(crate) use sizes::capped_note;
 pub use sizes::{SHOWN_REQUEST_MAX, capped_request};
 pub use tx::{Transition, Tx};
 pub use views::{QUEUE_ARGS_HEAD, QueueItem, RunOverview, ViewCounts, raw_bytes};
+pub use watch::{ArrivedApproval, ChangeWatch, PRESENTATION_MAX};
 pub use window::{COUNT_CAP, WindowPage};
 pub use writes::{NewApproval, NewModelCall, NewRun, StepUpdate};
 

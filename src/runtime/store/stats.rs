@@ -14,9 +14,11 @@ use crate::runtime::stats::{NAME_MAX, ReviewerStats, Stats, ToolStats, reason_co
 use crate::runtime::types::Timestamp;
 
 /// Per step: validity, kind, tool (cut), whether cut, outcome, the start of a denial's reason,
-/// the observation's kind, whether an approval row exists for it; grouped.
+/// and whether the runtime refused the decision (no policy asked, the step failed, an
+/// `invalid_decision` observation); grouped. The observation is looked into only for those
+/// few rows, so its bytes are not parsed for every step.
 const STEPS: &str = "
-SELECT v, dk, substr(CAST(t AS BLOB), 1, ?2), length(CAST(t AS BLOB)) > ?2, o, r, k, held, COUNT(*)
+SELECT v, dk, substr(CAST(t AS BLOB), 1, ?2), length(CAST(t AS BLOB)) > ?2, o, r, inv, COUNT(*)
 FROM (
   SELECT
     json_valid(decision_json) AS v,
@@ -27,22 +29,25 @@ FROM (
     CASE WHEN json_valid(policy_json)
            AND json_extract(policy_json, '$.outcome') IN ('deny', 'abort')
          THEN substr(CAST(json_extract(policy_json, '$.reason') AS TEXT), 1, 48) END AS r,
-    CASE WHEN json_valid(observation_json) THEN json_extract(observation_json, '$.kind') END AS k,
-    EXISTS (SELECT 1 FROM approvals a WHERE a.run_id = steps.run_id AND a.step_id = steps.id) AS held
+    CASE WHEN policy_json = '' AND status = 'failed' AND json_valid(observation_json)
+         THEN json_extract(observation_json, '$.kind') = 'invalid_decision' ELSE 0 END AS inv
   FROM steps
   WHERE ?1 IS NULL OR substr(started_at, 1, 19) >= ?1
 )
 WHERE (v = 0 AND ne) OR dk = 'tool_call'
-GROUP BY 1, 2, 3, 4, 5, 6, 7, 8";
+GROUP BY 1, 2, 3, 4, 5, 6, 7";
 
 /// Per approval: its call's tool (cut), whether cut, status, times, reviewer (cut), whether
-/// cut.
+/// cut, its step's id and the step's recorded policy outcome (a held step whose policy now
+/// says `allow` is not counted as allowed at once).
 const APPROVALS: &str = "
 SELECT substr(CAST(t AS BLOB), 1, ?2), length(CAST(t AS BLOB)) > ?2, status, created_at,
-       decided_at, substr(CAST(decided_by AS BLOB), 1, ?2), length(CAST(decided_by AS BLOB)) > ?2
+       decided_at, substr(CAST(decided_by AS BLOB), 1, ?2), length(CAST(decided_by AS BLOB)) > ?2,
+       step_id, o
 FROM (
-  SELECT a.status, a.created_at, a.decided_at, a.decided_by,
-    CASE WHEN json_valid(s.decision_json) THEN json_extract(s.decision_json, '$.tool') END AS t
+  SELECT a.status, a.created_at, a.decided_at, a.decided_by, a.step_id,
+    CASE WHEN json_valid(s.decision_json) THEN json_extract(s.decision_json, '$.tool') END AS t,
+    CASE WHEN json_valid(s.policy_json) THEN json_extract(s.policy_json, '$.outcome') END AS o
   FROM approvals a LEFT JOIN steps s ON s.id = a.step_id
   WHERE ?1 IS NULL OR substr(a.created_at, 1, 19) >= ?1
 )";
@@ -70,7 +75,7 @@ fn read_stats(
         .ctx("stats: steps")?;
     while let Some(r) = rows.next().ctx("stats: steps")? {
         let valid: i64 = r.get(0).ctx("stats: steps")?;
-        let n: i64 = r.get(8).ctx("stats: steps")?;
+        let n: i64 = r.get(7).ctx("stats: steps")?;
         let n = n.max(0) as u64;
         if valid == 0 {
             damaged_steps += n;
@@ -83,15 +88,17 @@ fn read_stats(
             .unwrap_or(false);
         let outcome = text(r.get_ref(4).ctx("stats: steps")?);
         let reason = text(r.get_ref(5).ctx("stats: steps")?);
-        let kind = text(r.get_ref(6).ctx("stats: steps")?);
-        let held: bool = r.get(7).ctx("stats: steps")?;
+        let invalid: bool = r
+            .get::<_, Option<bool>>(6)
+            .ctx("stats: steps")?
+            .unwrap_or(false);
         let t = entry(&mut tools, tool, cut);
         t.calls += n;
-        if kind.as_deref() == Some("invalid_decision") && outcome.is_none() {
+        if invalid {
             t.invalid += n;
         }
         match outcome.as_deref() {
-            Some("allow") if !held => t.allowed += n,
+            Some("allow") => t.allowed += n,
             Some("deny") | Some("abort") => {
                 let code = reason_code(reason.as_deref().unwrap_or("")).to_string();
                 *t.denied.entry(code).or_default() += n;
@@ -103,6 +110,9 @@ fn read_stats(
     drop(stmt);
 
     let mut reviewers: BTreeMap<Vec<u8>, ReviewerStats> = BTreeMap::new();
+    // Held steps whose recorded outcome is `allow` (the resume's verdict): counted above as
+    // allowed, taken back out once per step.
+    let mut held_allowed = std::collections::HashSet::new();
     let mut unreadable_times = 0u64;
     let mut stmt = conn.prepare(APPROVALS).ctx("stats: approvals")?;
     let mut rows = stmt
@@ -122,8 +132,13 @@ fn read_stats(
             .get::<_, Option<bool>>(6)
             .ctx("stats: approvals")?
             .unwrap_or(false);
+        let step = bytes(r.get_ref(7).ctx("stats: approvals")?);
+        let step_outcome = text(r.get_ref(8).ctx("stats: approvals")?);
         let t = entry(&mut tools, tool, cut);
         t.needs_approval += 1;
+        if step_outcome.as_deref() == Some("allow") && held_allowed.insert(step) {
+            t.allowed = t.allowed.saturating_sub(1);
+        }
         let created = Timestamp::parse(&created).ok();
         match status.as_str() {
             "pending" => {

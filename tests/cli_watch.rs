@@ -1,0 +1,173 @@
+//! `countersign watch` (issue 21): one line per new pending approval as another process
+//! commits it, escaped in text and exact in `--json`, approvals decided before they were seen
+//! left out, and no CPU used while nothing is committed.
+
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{Receiver, channel};
+use std::time::Duration;
+
+/// A liveness bound, not a timing assertion: how long a line may take on a loaded machine.
+const PATIENCE: Duration = Duration::from_secs(120);
+
+struct Watch {
+    child: Child,
+    lines: Receiver<String>,
+}
+
+impl Watch {
+    fn start(db: &Path, args: &[&str]) -> Watch {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_countersign"))
+            .arg("--db")
+            .arg(db)
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let out = child.stdout.take().unwrap();
+        let (tx, rx) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Watch { child, lines: rx }
+    }
+
+    fn next(&self) -> String {
+        self.lines.recv_timeout(PATIENCE).expect("a line")
+    }
+
+    /// utime + stime of the child, in clock ticks.
+    fn cpu_ticks(&self) -> u64 {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap();
+        let after = &stat[stat.rfind(')').unwrap() + 2..];
+        let f: Vec<&str> = after.split(' ').collect();
+        f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn fixture() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = support::tempdir();
+    let db = dir.path().join("runs.db");
+    support::fixture(&db, &["--seed", "3", "--base-time", "2026-10-01T09:00:00Z"]);
+    (dir, db)
+}
+
+/// Another process's commit of a new approval row, a copy of a pending one with a new id,
+/// run id and status.
+fn add_approval(db: &Path, id: &str, run: &str, status: &str) {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    conn.execute_batch("PRAGMA foreign_keys = OFF").unwrap();
+    let n = conn
+        .execute(
+            "INSERT INTO approvals (id, run_id, step_id, kind, capability_json,
+               presentation_json, request_json, hash, status, created_at, decided_at,
+               decided_by, note, expires_at)
+             SELECT ?1, ?2, step_id, kind, capability_json, presentation_json, request_json,
+               hash, ?3, created_at, '', '', '', expires_at FROM approvals
+             WHERE status = 'pending' ORDER BY rowid LIMIT 1",
+            rusqlite::params![id, run, status],
+        )
+        .unwrap();
+    assert_eq!(n, 1);
+}
+
+fn pending(db: &Path) -> i64 {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    conn.query_row(
+        "SELECT COUNT(*) FROM approvals WHERE status = 'pending'",
+        [],
+        |r| r.get(0),
+    )
+    .unwrap()
+}
+
+#[test]
+fn each_new_pending_approval_is_one_json_line_and_decided_ones_are_left_out() {
+    let (_d, db) = fixture();
+    let w = Watch::start(&db, &["--json", "watch"]);
+    // Give it a moment to read where the approvals end; a commit before that would be
+    // announced too (it starts after the last rowid it read), so the order below holds
+    // either way.
+    std::thread::sleep(Duration::from_millis(500));
+    add_approval(&db, "ap-decided", "run-x", "approved");
+    add_approval(&db, "ap-new", "run-x", "pending");
+    let line = w.next();
+    let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(v["id"], "ap-new", "{line}");
+    assert_eq!(v["run_id"], "run-x");
+    assert!(v["tool"].is_string() || v["tool"].is_null(), "{line}");
+    assert!(
+        v.get("request").is_none(),
+        "a request is never printed: {line}"
+    );
+    add_approval(&db, "ap-next", "run-y", "pending");
+    let v: serde_json::Value = serde_json::from_str(&w.next()).unwrap();
+    assert_eq!(v["id"], "ap-next");
+}
+
+#[test]
+fn existing_and_count_announce_what_is_pending_and_stop() {
+    let (_d, db) = fixture();
+    let n = pending(&db);
+    assert!(n >= 3, "the fixture has pending approvals");
+    let out = Command::new(env!("CARGO_BIN_EXE_countersign"))
+        .arg("--db")
+        .arg(&db)
+        .args(["watch", "--existing", "--count", &n.to_string()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(text.lines().count() as i64, n, "{text}");
+    assert!(text.lines().all(|l| l.starts_with("pending  ")), "{text}");
+}
+
+#[test]
+fn a_hostile_run_id_is_escaped_in_the_text_line() {
+    let (_d, db) = fixture();
+    let w = Watch::start(&db, &["watch"]);
+    std::thread::sleep(Duration::from_millis(500));
+    add_approval(&db, "ap-evil", "run-\u{1b}[2J\u{202e}x", "pending");
+    let line = w.next();
+    assert!(
+        !line.contains('\u{1b}') && !line.contains('\u{202e}'),
+        "{line:?}"
+    );
+    assert!(line.contains("approval ap-evil"), "{line}");
+    assert!(line.contains("run run-\\x1b[2J\\u{202e}x"), "{line}");
+}
+
+#[test]
+fn an_idle_watch_uses_no_cpu_between_commits() {
+    let (_d, db) = fixture();
+    let w = Watch::start(&db, &["--json", "watch"]);
+    std::thread::sleep(Duration::from_millis(500));
+    add_approval(&db, "ap-1", "run-1", "pending");
+    let _ = w.next();
+    // Now it waits. Over three seconds of no commits it is not scheduled at all with
+    // inotify; a poll of `data_version` every few ms would cost ticks (one tick is 10 ms).
+    let before = w.cpu_ticks();
+    std::thread::sleep(Duration::from_secs(3));
+    let used = w.cpu_ticks() - before;
+    assert!(used <= 1, "{used} ticks while idle");
+    // And it still wakes for the next commit.
+    add_approval(&db, "ap-2", "run-2", "pending");
+    let v: serde_json::Value = serde_json::from_str(&w.next()).unwrap();
+    assert_eq!(v["id"], "ap-2");
+}
