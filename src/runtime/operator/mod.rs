@@ -6,6 +6,7 @@
 //! handed to observers after the commit.
 
 mod cancel;
+mod common;
 mod decide;
 mod expire;
 mod select;
