@@ -319,7 +319,7 @@ fn decide_hooked(
 }
 
 /// agentrt's `check`: expired, not pending, not the shown one, then the hash.
-fn check(a: &Approval, shown: Shown<'_>) -> Result<(), OperatorError> {
+pub(super) fn check(a: &Approval, shown: Shown<'_>) -> Result<(), OperatorError> {
     match a.status {
         ApprovalStatus::Pending => {}
         ApprovalStatus::Expired => {
