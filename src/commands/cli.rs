@@ -58,6 +58,9 @@ pub enum Command {
     Approve(DecideArgs),
     /// Refuse a run's pending approval (cancels the run); --note is required.
     Reject(DecideArgs),
+    /// Deny a run's pending approval with feedback: the call does not run, the run goes on and
+    /// its agent is handed --note (required) instead of the call's result.
+    Deny(DecideArgs),
     /// End a run that is not finished; --note is required.
     Cancel(CancelArgs),
     /// Resume a run whose tools this build registers (the example consumer's).
@@ -117,7 +120,8 @@ pub struct DecideArgs {
     /// Who decides (else $COUNTERSIGN_BY, else $USER; never empty).
     #[arg(long, value_name = "WHO")]
     pub by: Option<String>,
-    /// A note recorded with the decision (required for reject).
+    /// A note recorded with the decision (required for reject and deny; deny hands it to the
+    /// agent).
     #[arg(long, value_name = "TEXT")]
     pub note: Option<String>,
 }

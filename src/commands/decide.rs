@@ -1,4 +1,4 @@
-//! `approve` / `reject` / `cancel`: print the approval in full, get consent, then decide bound
+//! `approve` / `reject` / `deny` / `cancel`: print the approval in full, get consent, then decide bound
 //! to the hash of exactly what was printed.
 
 use std::io::{BufRead, IsTerminal};
@@ -17,18 +17,20 @@ use super::text::{clean, ident};
 use crate::runtime::operator::{self, OperatorError, SelectError};
 use crate::runtime::types::{Event, Key, Run, RunStatus, Timestamp};
 
-/// Approve or reject.
+/// Approve, reject, or deny with feedback.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verb {
     Approve,
     Reject,
+    Deny,
 }
 
 impl Verb {
-    fn name(self) -> &'static str {
+    pub fn name(self) -> &'static str {
         match self {
             Verb::Approve => "approve",
             Verb::Reject => "reject",
+            Verb::Deny => "deny",
         }
     }
 }
@@ -117,6 +119,7 @@ pub fn run(
             operator::approve_shown(&store, run, ap.id_bytes(), &ap.hash, by, note, now)
         }
         Verb::Reject => operator::reject_shown(&store, run, ap.id_bytes(), &ap.hash, by, note, now),
+        Verb::Deny => operator::deny_shown(&store, run, ap.id_bytes(), &ap.hash, by, note, now),
     }
     .map_err(|e| decide_error(name, ap.id_bytes(), e))?;
     trace(&decided.events);
@@ -140,6 +143,17 @@ pub fn run(
         out.line(&match run_command(db, id, "resume") {
             Ok(cmd) => format!("the run stays waiting until it is resumed: {cmd}"),
             Err(why) => format!("the run stays waiting until it is resumed; {why}"),
+        })?;
+    }
+    if verb == Verb::Deny && decided.run.status == RunStatus::Interrupted {
+        let id = decided.run.id_bytes();
+        out.line(&match run_command(db, id, "resume") {
+            Ok(cmd) => format!(
+                "the call did not run; the agent is told the note when the run is resumed (a worker does it at once): {cmd}"
+            ),
+            Err(why) => format!(
+                "the call did not run; the agent is told the note when the run is resumed; {why}"
+            ),
         })?;
     }
     Ok(())

@@ -124,6 +124,11 @@ fn validate(cmd: &Command) -> Result<(), CommandError> {
                 "reject: --note is required: say why, it is recorded with the decision".into(),
             ));
         }
+        Command::Deny(d) if d.note.as_deref().is_none_or(|n| n.trim().is_empty()) => {
+            return Err(CommandError::Usage(
+                "deny: --note is required: it is what the agent is told instead of the call's result".into(),
+            ));
+        }
         Command::Cancel(c) if c.note.trim().is_empty() => {
             return Err(CommandError::Usage(
                 "cancel: --note is required: say why, it is recorded with the cancel".into(),
@@ -155,21 +160,14 @@ fn run(cli: Cli) -> Result<(), CommandError> {
         Command::Verify(a) => verify::run(&database_path(cli.db)?, json, a, &mut out),
         Command::Stats(a) => stats::run(&database_path(cli.db)?, json, a, &mut out),
         Command::Watch(a) => watch::run(&database_path(cli.db)?, json, a, &mut out),
-        Command::Approve(a) | Command::Reject(a) => {
-            let verb = if matches!(cmd, Command::Approve(_)) {
-                decide::Verb::Approve
-            } else {
-                decide::Verb::Reject
+        Command::Approve(a) | Command::Reject(a) | Command::Deny(a) => {
+            let verb = match cmd {
+                Command::Approve(_) => decide::Verb::Approve,
+                Command::Reject(_) => decide::Verb::Reject,
+                _ => decide::Verb::Deny,
             };
             let db = database_path(cli.db)?;
-            let by = who(
-                a.by.as_deref(),
-                if verb == decide::Verb::Approve {
-                    "approve"
-                } else {
-                    "reject"
-                },
-            )?;
+            let by = who(a.by.as_deref(), verb.name())?;
             decide::check_consent(verb, a, json)?;
             decide::run(&db, json, verb, a, &by, &mut out)
         }

@@ -23,12 +23,13 @@ use crate::consumer::tools::{EffectClass, ToolContract, ValidArgs};
 use crate::runtime::agent::{self, Agent, DecideFuture, StepInput};
 use crate::runtime::clock::Clock;
 use crate::runtime::driver::{Config, Driver, RuntimeError};
+use crate::runtime::operator::{DENIED_KIND, denied_summary};
 use crate::runtime::policy::{self as rpolicy, Policy, PolicyDecision, PolicyRequest, RunView};
 use crate::runtime::store::Store;
 use crate::runtime::tools::{
     Registry, RegistryError, SideEffect, Tool, ToolCall, ToolDef, ToolError, ToolFuture, ToolOutput,
 };
-use crate::runtime::types::Decision;
+use crate::runtime::types::{Decision, Observation, Step};
 
 /// How long a consumer tool may run before the runtime records a timeout.
 pub const TOOL_TIMEOUT: Duration = Duration::from_secs(10);
@@ -302,11 +303,66 @@ pub fn scripted_decision(scenario: &Scenario, index: i64) -> Decision {
     }
 }
 
+/// The reviewer's note when `o` is a denial with feedback (`operator::deny_shown`).
+pub fn reviewer_note(o: &Observation) -> Option<String> {
+    if o.kind != DENIED_KIND || !o.summary.starts_with(denied_summary("").trim_end()) {
+        return None;
+    }
+    let v: Value = serde_json::from_slice(&o.content).ok()?;
+    v.get("by")?;
+    v.get("note")?.as_str().map(str::to_string)
+}
+
+/// `tool` on `order_id`, from a recorded tool call (the order id as the model wrote it).
+fn call_name(d: &Decision) -> String {
+    let order = serde_json::from_slice::<Value>(&d.args).ok().and_then(|v| {
+        v.get("order_id")
+            .and_then(|o| o.as_str())
+            .map(str::to_string)
+    });
+    match order {
+        Some(o) => format!("{} on {o}", d.tool),
+        None => d.tool.clone(),
+    }
+}
+
+/// The decision a scenario makes at step `index` after reading the observations of the
+/// earlier `steps` (issue 15 item 5): a call a reviewer denied with feedback ends the
+/// conversation saying so, with the note; and the scripted success answer is given only when
+/// every call succeeded, otherwise the answer names each call that was not done and why
+/// (so the agent never claims a refund the backend or the policy refused).
+pub fn scripted_decision_seen(scenario: &Scenario, index: i64, steps: &[Arc<Step>]) -> Decision {
+    if let Some(last) = steps.last()
+        && let Some(note) = last.observation.as_ref().and_then(reviewer_note)
+    {
+        let what = last.decision.as_ref().map(call_name).unwrap_or_default();
+        let answer = format!("Not done: a reviewer declined {what} and said: {note}");
+        return agent::complete(&serde_json::json!({ "answer": answer }).to_string());
+    }
+    let d = scripted_decision(scenario, index);
+    if d.kind != "complete" {
+        return d;
+    }
+    let failed: Vec<String> = steps
+        .iter()
+        .filter_map(|s| {
+            let dec = s.decision.as_ref().filter(|d| d.kind == "tool_call")?;
+            let o = s.observation.as_ref().filter(|o| o.is_failure())?;
+            Some(format!("{} ({})", call_name(dec), o.summary))
+        })
+        .collect();
+    if failed.is_empty() {
+        return d;
+    }
+    let answer = format!("Not everything was done. Not done: {}.", failed.join("; "));
+    agent::complete(&serde_json::json!({ "answer": answer }).to_string())
+}
+
 impl Agent for ScenarioAgent {
     fn decide(&self, input: StepInput) -> DecideFuture {
         let d = self
             .scenario(&input.run_id)
-            .map(|s| scripted_decision(&s, input.index));
+            .map(|s| scripted_decision_seen(&s, input.index, &input.steps));
         Box::pin(async move { d })
     }
 }

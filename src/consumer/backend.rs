@@ -11,6 +11,7 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, pa
 use serde_json::{Value, json};
 use thiserror::Error;
 
+pub use crate::consumer::orders::{Order, OrderStatus};
 use crate::consumer::tools::{EffectClass, ValidArgs};
 
 /// What the backend can fail with. Each message says what to do.
@@ -34,55 +35,6 @@ pub enum BackendError {
     },
     #[error("the backend lock was poisoned by a panic in another thread; restart the process")]
     Poisoned,
-}
-
-/// An order's shipping state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OrderStatus {
-    Processing,
-    Shipped,
-    Delivered,
-    /// A status this build does not know (kept, never acted on).
-    Other,
-}
-
-impl OrderStatus {
-    fn parse(s: &str) -> OrderStatus {
-        match s {
-            "processing" => OrderStatus::Processing,
-            "shipped" => OrderStatus::Shipped,
-            "delivered" => OrderStatus::Delivered,
-            _ => OrderStatus::Other,
-        }
-    }
-    /// The stored name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            OrderStatus::Processing => "processing",
-            OrderStatus::Shipped => "shipped",
-            OrderStatus::Delivered => "delivered",
-            OrderStatus::Other => "other",
-        }
-    }
-}
-
-/// One order row.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Order {
-    pub id: String,
-    pub customer: String,
-    pub total_cents: i64,
-    pub refunded_cents: i64,
-    pub status: OrderStatus,
-    pub email: String,
-    pub address: String,
-}
-
-impl Order {
-    /// What may still be refunded.
-    pub fn refundable_cents(&self) -> i64 {
-        (self.total_cents - self.refunded_cents).max(0)
-    }
 }
 
 /// One ledger row: a state change that happened.

@@ -8,13 +8,28 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::consumer::adapter::{ConsumerPolicy, ConsumerTool};
-use crate::consumer::demo::{DEMO_OWNER, DemoError};
 use crate::consumer::dispatch::Dispatcher;
 use crate::runtime::agent::Agent;
 use crate::runtime::driver::{Config, Driver, RuntimeError, default_limits};
-use crate::runtime::store::Store;
+use crate::runtime::store::{Store, StoreError};
 use crate::runtime::tools::{Registry, Tool, ToolCall, ToolDef, ToolFuture};
 use crate::runtime::types::Timestamp;
+
+/// The lease owner of the driver that "crashes".
+pub const CRASHED_LEASE_OWNER: &str = "countersign-demo-crashed";
+
+/// Why the crash could not be staged. The demo turns it into its own error.
+#[derive(Debug, thiserror::Error)]
+pub enum CrashError {
+    #[error("the run database failed: {0}")]
+    Store(#[from] StoreError),
+    #[error("the runtime refused or failed: {0}")]
+    Runtime(#[from] RuntimeError),
+    #[error("could not start the crashing driver's async runtime: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("the crash did not happen as staged: {0}")]
+    Unexpected(String),
+}
 
 /// The lease of the driver that "crashes": short, so a take-over need not wait 30 s.
 pub const CRASHED_LEASE_TTL: Duration = Duration::from_millis(600);
@@ -55,7 +70,7 @@ pub fn crash_in_tool_call(
     run_id: &str,
     goal: &str,
     effect_lands: bool,
-) -> Result<(), DemoError> {
+) -> Result<(), CrashError> {
     let (tx, rx) = std::sync::mpsc::channel();
     let mut tools = Registry::new();
     for c in dispatcher.catalog().contracts() {
@@ -73,12 +88,12 @@ pub fn crash_in_tool_call(
         Arc::new(ConsumerPolicy::new(dispatcher.clone())),
     );
     cfg.agent = Some(agent);
-    cfg.lease_owner = format!("{DEMO_OWNER}-crashed");
+    cfg.lease_owner = CRASHED_LEASE_OWNER.to_string();
     cfg.lease_ttl = CRASHED_LEASE_TTL;
     let driver = Driver::new(cfg)?;
     let (id, goal) = (run_id.to_string(), goal.to_string());
     std::thread::scope(|sc| {
-        sc.spawn(move || -> Result<(), DemoError> {
+        sc.spawn(move || -> Result<(), CrashError> {
             let rt = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(1)
                 .enable_all()
@@ -89,10 +104,14 @@ pub fn crash_in_tool_call(
             let reached = rx.recv_timeout(Duration::from_secs(60));
             // The "process" dies: every task of its runtime is dropped where it stands.
             rt.shutdown_background();
-            reached.map_err(|_| DemoError::Unexpected("the crashing tool was never called".into()))
+            reached.map_err(|_| CrashError::Unexpected("the crashing tool was never called".into()))
         })
         .join()
-        .unwrap_or_else(|_| Err(DemoError::Unexpected("the crashing thread panicked".into())))
+        .unwrap_or_else(|_| {
+            Err(CrashError::Unexpected(
+                "the crashing thread panicked".into(),
+            ))
+        })
     })?;
     // Wait out the dead process's lease (a few hundred milliseconds, bounded).
     for _ in 0..500 {
@@ -102,7 +121,7 @@ pub fn crash_in_tool_call(
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    Err(DemoError::Unexpected(format!(
+    Err(CrashError::Unexpected(format!(
         "the lease of crashed run {run_id} never lapsed"
     )))
 }

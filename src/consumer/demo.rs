@@ -44,6 +44,17 @@ pub enum DemoError {
     Unexpected(String),
 }
 
+impl From<crash::CrashError> for DemoError {
+    fn from(e: crash::CrashError) -> DemoError {
+        match e {
+            crash::CrashError::Store(e) => DemoError::Store(e),
+            crash::CrashError::Runtime(e) => DemoError::Runtime(e),
+            crash::CrashError::Io(e) => DemoError::Io(e),
+            crash::CrashError::Unexpected(s) => DemoError::Unexpected(s),
+        }
+    }
+}
+
 /// One run of the demo and what it is there to show.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DemoRun {

@@ -18,7 +18,8 @@ use crate::consumer::policy::{
     ApprovalRequest, ConsequencePolicy, Grant, Verdict, args_hash, binding_message, hmac_sha256,
 };
 use crate::consumer::session::Session;
-use crate::consumer::tools::{Catalog, EffectClass, ToolContract, ValidArgs};
+pub use crate::consumer::tools::Prepared;
+use crate::consumer::tools::{Catalog, EffectClass, ToolContract};
 
 /// The fixed error vocabulary the model sees.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -140,17 +141,6 @@ impl CallKey {
             step_id: String::new(),
         }
     }
-}
-
-/// A call that passed stages 1 to 7 and was not a replay.
-#[derive(Debug, Clone)]
-pub struct Prepared {
-    pub contract: ToolContract,
-    pub normalized: Value,
-    pub args: ValidArgs,
-    pub args_hash: String,
-    pub order: Order,
-    pub impact_cents: i64,
 }
 
 /// Where stages 1 to 7 ended.

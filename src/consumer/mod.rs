@@ -8,6 +8,7 @@ pub mod backend;
 pub mod crash;
 pub mod demo;
 pub mod dispatch;
+pub mod orders;
 pub mod policy;
 pub mod scenarios;
 pub mod session;

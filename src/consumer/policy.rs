@@ -9,9 +9,8 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::consumer::backend::Budgets;
-use crate::consumer::dispatch::Prepared;
 use crate::consumer::session::Session;
-use crate::consumer::tools::{EffectClass, ValidArgs};
+use crate::consumer::tools::{EffectClass, Prepared, ValidArgs};
 
 /// The policy's numbers (placeholders for a hypothetical store).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

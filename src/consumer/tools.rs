@@ -5,7 +5,7 @@
 use serde_json::{Map, Value, json};
 use unicode_normalization::UnicodeNormalization;
 
-use crate::consumer::backend::{Order, OrderStatus};
+use crate::consumer::orders::{Order, OrderStatus};
 
 /// Names of every tool in the catalog, in catalog order.
 pub const TOOL_NAMES: [&str; 4] = [
@@ -395,4 +395,15 @@ fn describe(contract: &ToolContract, e: &jsonschema::ValidationError<'_>) -> Vec
         K::Pattern { pattern } => vec![format!("{path}: does not match {pattern}")],
         _ => vec![format!("{path}: not valid")],
     }
+}
+
+/// A call that passed stages 1 to 7 and was not a replay.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    pub contract: ToolContract,
+    pub normalized: Value,
+    pub args: ValidArgs,
+    pub args_hash: String,
+    pub order: Order,
+    pub impact_cents: i64,
 }

@@ -136,7 +136,7 @@ impl Gate {
     /// Does what a resume does before its loop. With a granted approval the session holds the
     /// allowed request (execute it); with a run that ended or paused there is no session.
     pub async fn attach(&self, run_id: &str) -> Result<(Option<Session>, Verdict), RuntimeError> {
-        match resume::attach(self.driver.inner.clone(), run_id, true).await? {
+        match super::attach::attach(self.driver.inner.clone(), run_id, true).await? {
             Attached::Done(run) => Ok((None, ended(*run))),
             Attached::Continue(cx, first) => {
                 let v = match &first {

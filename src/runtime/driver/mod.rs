@@ -6,6 +6,7 @@
 //! two halves), `gate` (the same halves for an external loop), `resume` (8.2), `recover`
 //! (8.3), `lease`, `limits`, `record` (payloads).
 
+mod attach;
 mod ctx;
 mod dispatch;
 mod execute;
@@ -385,7 +386,7 @@ impl Driver {
     /// ```
     pub async fn resume(&self, run_id: &str) -> Result<Run, RuntimeError> {
         let agent = self.agent()?;
-        match resume::attach(self.inner.clone(), run_id, false).await? {
+        match attach::attach(self.inner.clone(), run_id, false).await? {
             resume::Attached::Done(run) => Ok(*run),
             resume::Attached::Continue(cx, first) => run_loop::drive_from(*cx, agent, first).await,
             resume::Attached::Grant(cx, d) => match blocking(move || cx.run_grant(*d)).await?? {

@@ -1,14 +1,14 @@
-//! Resume (spec 8.2: a WAITING run whose latest approval was granted). The entry point also
-//! routes a RUNNING or INTERRUPTED run to crash recovery (`recover.rs`, spec 8.3).
+//! Resume (spec 8.2: a WAITING run whose latest approval was granted). The entry point that
+//! routes a run here or to crash recovery (`recover.rs`, spec 8.3) is `attach.rs`.
 
 use std::sync::Arc;
 
-use super::ctx::{Claim, EventExt, RunCtx, Stop};
+use super::RuntimeError;
+use super::ctx::{EventExt, RunCtx, Stop};
 use super::dispatch::{Allowed, Dispatched, ResumeGrant};
-use super::lease::{self, Lease};
+use super::lease;
 use super::record;
 use super::step::check_args;
-use super::{Inner, RuntimeError};
 use crate::runtime::json::{self, gojson::Object};
 use crate::runtime::policy::RunView;
 use crate::runtime::store::{StoreError, Transition};
@@ -25,23 +25,6 @@ pub(crate) enum Attached {
     Grant(Box<RunCtx>, Box<Deferred>),
 }
 
-fn ctx(inner: &Arc<Inner>, run: Run, claim: Claim) -> Result<RunCtx, RuntimeError> {
-    let mut cx = RunCtx {
-        inner: inner.clone(),
-        run_id: run.id.clone(),
-        goal: run.goal.clone(),
-        limits: run.limits.clone(),
-        lease: Lease::inactive(&run.id, &inner.owner),
-        run,
-        steps: Vec::new(),
-        approvals: Vec::new(),
-        _claim: claim,
-        attached: false,
-    };
-    cx.reload_all()?;
-    Ok(cx)
-}
-
 pub(crate) fn state(detail: String) -> RuntimeError {
     RuntimeError::Store(StoreError::RunState { detail })
 }
@@ -51,51 +34,6 @@ pub(crate) fn stop_to(res: Stop) -> Result<Attached, RuntimeError> {
         Stop::Ended(run) => Ok(Attached::Done(run)),
         Stop::Err(e) => Err(e),
     }
-}
-
-/// Does what a resume does before its loop, on the blocking pool (store work).
-pub(crate) async fn attach(
-    inner: Arc<Inner>,
-    run_id: &str,
-    defer: bool,
-) -> Result<Attached, RuntimeError> {
-    let run_id = run_id.to_string();
-    super::blocking(move || attach_now(inner, &run_id, defer)).await?
-}
-
-fn attach_now(inner: Arc<Inner>, run_id: &str, defer: bool) -> Result<Attached, RuntimeError> {
-    let run = inner.store.get_run(run_id)?;
-    match run.status {
-        RunStatus::WaitingForApproval => {
-            let claim = Claim::take(&inner, run_id)?;
-            let cx = ctx(&inner, run, claim)?;
-            resume_waiting(cx, defer)
-        }
-        RunStatus::Running | RunStatus::Interrupted => {
-            check_lease(&inner, &run)?;
-            let claim = Claim::take(&inner, run_id)?;
-            let cx = ctx(&inner, run, claim)?;
-            super::recover::resume_interrupted(cx)
-        }
-        other => Err(state(format!(
-            "run {run_id} is {other} and cannot be resumed"
-        ))),
-    }
-}
-
-/// Another owner's live lease refuses the resume (read before any clock value).
-fn check_lease(inner: &Inner, run: &Run) -> Result<(), RuntimeError> {
-    if !run.lease_owner.is_empty()
-        && run.lease_owner != inner.owner
-        && run.lease_expires_at > Timestamp::now()
-    {
-        return Err(RuntimeError::Store(StoreError::RunLeased {
-            run_id: run.id.clone(),
-            owner: run.lease_owner.clone(),
-            expires_at: run.lease_expires_at,
-        }));
-    }
-    Ok(())
 }
 
 /// Recomputes an approval's hash from its stored parts (`verifyHash`).
@@ -116,7 +54,7 @@ pub fn verify_hash(a: &Approval) -> Result<(), RuntimeError> {
     Ok(())
 }
 
-fn resume_waiting(mut cx: RunCtx, defer: bool) -> Result<Attached, RuntimeError> {
+pub(crate) fn resume_waiting(mut cx: RunCtx, defer: bool) -> Result<Attached, RuntimeError> {
     let waiting = [RunStatus::WaitingForApproval];
     if let Some(d) = cx.damaged() {
         return stop_to(cx.fail_internal(&waiting, &format!("internal: {d}")));

@@ -5,7 +5,7 @@ use crate::runtime::store::Store;
 use crate::runtime::types::{AsKey, Event, Run, RunStatus, Timestamp, lossy};
 
 use super::OperatorError;
-use super::decide::{finish, observation};
+use super::common::{finish, observation};
 
 /// A cancel that landed.
 #[derive(Debug, Clone)]

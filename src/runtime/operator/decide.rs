@@ -1,12 +1,13 @@
 //! Approve / Reject / ApproveShown / RejectShown (spec 4.4).
 
-use crate::runtime::json::{approval_hash, content_hash, gojson::Object};
-use crate::runtime::store::{Store, StoreError, Transition, Tx};
+use crate::runtime::json::{approval_hash, gojson::Object};
+use crate::runtime::store::{Store, StoreError};
 use crate::runtime::types::{
-    Approval, ApprovalStatus, AsKey, Event, Observation, Run, RunStatus, Timestamp, lossy,
+    Approval, ApprovalStatus, AsKey, Event, Run, RunStatus, Timestamp, lossy,
 };
 
 use super::OperatorError;
+use super::common::{finish, not_pending, observation, require_waiting};
 use super::expire;
 
 /// What the decision is bound to.
@@ -318,7 +319,7 @@ fn decide_hooked(
 }
 
 /// agentrt's `check`: expired, not pending, not the shown one, then the hash.
-fn check(a: &Approval, shown: Shown<'_>) -> Result<(), OperatorError> {
+pub(super) fn check(a: &Approval, shown: Shown<'_>) -> Result<(), OperatorError> {
     match a.status {
         ApprovalStatus::Pending => {}
         ApprovalStatus::Expired => {
@@ -370,23 +371,7 @@ pub fn verify_hash(a: &Approval) -> Result<(), OperatorError> {
     Ok(())
 }
 
-pub(super) fn not_pending(a: &Approval) -> OperatorError {
-    if a.status == ApprovalStatus::Expired {
-        return OperatorError::Expired {
-            approval_id: a.id.clone(),
-            at: a.expires_at,
-            already: true,
-        };
-    }
-    OperatorError::NotPending {
-        approval_id: a.id.clone(),
-        status: a.status.clone(),
-        decided_by: a.decided_by.clone(),
-        decided_at: a.decided_at,
-    }
-}
-
-fn not_found(e: StoreError, run_id: &[u8], approval_id: &[u8]) -> OperatorError {
+pub(super) fn not_found(e: StoreError, run_id: &[u8], approval_id: &[u8]) -> OperatorError {
     match e {
         StoreError::NotFound { .. } => OperatorError::NotFound {
             run_id: lossy(run_id).into_owned(),
@@ -394,77 +379,4 @@ fn not_found(e: StoreError, run_id: &[u8], approval_id: &[u8]) -> OperatorError 
         },
         other => other.into(),
     }
-}
-
-/// requireStatus WAITING inside the transaction, as RunNotWaiting.
-pub(super) fn require_waiting(tx: &Tx<'_>, run_id: &[u8]) -> Result<(), OperatorError> {
-    match tx.require_status(run_id, &[RunStatus::WaitingForApproval], None) {
-        Ok(_) => Ok(()),
-        Err(e) if e.is_run_state() => Err(OperatorError::RunNotWaiting {
-            run_id: lossy(run_id).into_owned(),
-            status: tx.get_run(run_id)?.status,
-        }),
-        Err(e) => Err(e.into()),
-    }
-}
-
-/// The Go JSON of an observation with `content` and its content hash.
-pub(super) fn observation(
-    kind: &str,
-    content: &[u8],
-    summary: &str,
-) -> Result<(String, String), OperatorError> {
-    let hash = content_hash(content);
-    let obs = Observation {
-        kind: kind.into(),
-        content: content.to_vec(),
-        summary: summary.into(),
-        content_hash: hash.clone(),
-    };
-    let json = obs.to_go_json().map_err(|err| StoreError::Json {
-        context: "observation".into(),
-        err,
-    })?;
-    Ok((String::from_utf8_lossy(&json).into_owned(), hash))
-}
-
-/// The run's terminal transition from WAITING (or the given statuses) and `run.finished`
-/// `{["by",]"detail","reason","status","steps"}`.
-pub(super) fn finish(
-    tx: &mut Tx<'_>,
-    run_id: &[u8],
-    to: RunStatus,
-    reason: &str,
-    detail: &str,
-    by: Option<(&str, &[RunStatus])>,
-    now: Timestamp,
-) -> Result<(), OperatorError> {
-    let from: &[RunStatus] = match by {
-        Some((_, from)) => from,
-        None => &[RunStatus::WaitingForApproval],
-    };
-    tx.transition(&Transition {
-        run_id,
-        from,
-        to: to.clone(),
-        reason,
-        detail,
-        finished_at: now,
-        result_json: "",
-        lease_owner: None,
-        lease_expires_at: Timestamp::ZERO,
-    })?;
-    let steps = tx.get_run(run_id)?.step_count;
-    let mut o = Object::new();
-    if let Some((who, _)) = by {
-        o.str("by", who);
-    }
-    let payload = o
-        .str("detail", detail)
-        .str("reason", reason)
-        .str("status", to.as_str())
-        .int("steps", steps)
-        .finish();
-    tx.append_event(run_id, "", &now, "run.finished", &payload)?;
-    Ok(())
 }

@@ -5,7 +5,7 @@ use crate::runtime::store::{Store, Tx};
 use crate::runtime::types::{Approval, ApprovalStatus, AsKey, Event, RunStatus, Timestamp};
 
 use super::OperatorError;
-use super::decide::{finish, not_pending, require_waiting};
+use super::common::{finish, not_pending, require_waiting};
 
 /// Expires `a` (pending past `approval_ttl`, or a grant past `grant_ttl`) and cancels its run
 /// (`approval_expired`), in one transaction. Returns the events appended.

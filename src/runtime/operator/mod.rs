@@ -1,12 +1,14 @@
 //! What an operator does to a run (spec 4.4, 4.5, 4.8, 8.1): decide an approval (approve or
-//! reject, optionally bound to the hash the reviewer was shown), expire one, pick the pending
-//! approval of a run, and cancel a run. Every change is one write transaction that re-checks
+//! reject, optionally bound to the hash the reviewer was shown, or deny it with feedback for the
+//! agent), expire one, pick the pending approval of a run, and cancel a run. Every change is one write transaction that re-checks
 //! what it expects under the write lock. Each function takes the clock reading `now` (the wall
 //! clock in production, a fixed time in tests) and returns the events it appended, to be
 //! handed to observers after the commit.
 
 mod cancel;
+mod common;
 mod decide;
+mod deny;
 mod expire;
 mod select;
 
@@ -21,6 +23,7 @@ pub use decide::decide_hooked;
 pub use decide::{
     Decided, Shown, approve, approve_shown, decide, reject, reject_shown, verify_hash,
 };
+pub use deny::{DENIED_KIND, denied_summary, deny_shown};
 pub use expire::{expire, expire_in};
 pub use select::{MAX_NAMED, SelectError, pending_approval};
 

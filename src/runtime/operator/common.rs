@@ -1,0 +1,99 @@
+//! What the operator's actions share: the refusal of an approval no longer pending, the
+//! WAITING check under the write lock, an observation's Go JSON and a run's terminal
+//! transition. Kept apart so that `decide`, `expire` and `cancel` import it and never each
+//! other's helpers.
+
+use crate::runtime::json::{content_hash, gojson::Object};
+use crate::runtime::store::{StoreError, Transition, Tx};
+use crate::runtime::types::{Approval, ApprovalStatus, Observation, RunStatus, Timestamp, lossy};
+
+use super::OperatorError;
+
+pub(super) fn not_pending(a: &Approval) -> OperatorError {
+    if a.status == ApprovalStatus::Expired {
+        return OperatorError::Expired {
+            approval_id: a.id.clone(),
+            at: a.expires_at,
+            already: true,
+        };
+    }
+    OperatorError::NotPending {
+        approval_id: a.id.clone(),
+        status: a.status.clone(),
+        decided_by: a.decided_by.clone(),
+        decided_at: a.decided_at,
+    }
+}
+
+/// requireStatus WAITING inside the transaction, as RunNotWaiting.
+pub(super) fn require_waiting(tx: &Tx<'_>, run_id: &[u8]) -> Result<(), OperatorError> {
+    match tx.require_status(run_id, &[RunStatus::WaitingForApproval], None) {
+        Ok(_) => Ok(()),
+        Err(e) if e.is_run_state() => Err(OperatorError::RunNotWaiting {
+            run_id: lossy(run_id).into_owned(),
+            status: tx.get_run(run_id)?.status,
+        }),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The Go JSON of an observation with `content` and its content hash.
+pub(super) fn observation(
+    kind: &str,
+    content: &[u8],
+    summary: &str,
+) -> Result<(String, String), OperatorError> {
+    let hash = content_hash(content);
+    let obs = Observation {
+        kind: kind.into(),
+        content: content.to_vec(),
+        summary: summary.into(),
+        content_hash: hash.clone(),
+    };
+    let json = obs.to_go_json().map_err(|err| StoreError::Json {
+        context: "observation".into(),
+        err,
+    })?;
+    Ok((String::from_utf8_lossy(&json).into_owned(), hash))
+}
+
+/// The run's terminal transition from WAITING (or the given statuses) and `run.finished`
+/// `{["by",]"detail","reason","status","steps"}`.
+pub(super) fn finish(
+    tx: &mut Tx<'_>,
+    run_id: &[u8],
+    to: RunStatus,
+    reason: &str,
+    detail: &str,
+    by: Option<(&str, &[RunStatus])>,
+    now: Timestamp,
+) -> Result<(), OperatorError> {
+    let from: &[RunStatus] = match by {
+        Some((_, from)) => from,
+        None => &[RunStatus::WaitingForApproval],
+    };
+    tx.transition(&Transition {
+        run_id,
+        from,
+        to: to.clone(),
+        reason,
+        detail,
+        finished_at: now,
+        result_json: "",
+        lease_owner: None,
+        lease_expires_at: Timestamp::ZERO,
+    })?;
+    let steps = tx.get_run(run_id)?.step_count;
+    let mut o = Object::new();
+    if let Some((who, _)) = by {
+        o.str("by", who);
+    }
+    let payload = o
+        .str("detail", detail)
+        .str("reason", reason)
+        .str("status", to.as_str())
+        .int("steps", steps)
+        .finish();
+    tx.append_event(run_id, "", &now, "run.finished", &payload)?;
+    Ok(())
+}

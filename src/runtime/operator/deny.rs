@@ -1,0 +1,148 @@
+//! Deny with feedback (issue 15 item 7; docs/decisions/0040-deny-with-feedback.md): the call
+//! does not run, the run is not cancelled, and the agent is handed the reviewer's note as the
+//! step's observation when its program resumes the run.
+//!
+//! In agentrt's vocabulary, in one transaction: the approval `pending → rejected` with the
+//! note (`approval.decided`, as Reject writes it); the awaiting step `failed` with a
+//! `policy_denied` observation whose content carries the note (`step.failed`); the run
+//! `WAITING_FOR_APPROVAL → INTERRUPTED` with its lease cleared. INTERRUPTED is the status
+//! agentrt's Resume (spec 8.3) accepts like RUNNING and its runtime never writes itself: with
+//! no step in flight the resume writes `run.resumed {"after":"interruption"}` and the loop asks
+//! the agent again. The stored request is never edited.
+
+use crate::runtime::json::gojson::Object;
+use crate::runtime::store::{Store, StoreError, Transition};
+use crate::runtime::types::{ApprovalStatus, AsKey, RunStatus, StepStatus, Timestamp, lossy};
+
+use super::OperatorError;
+use super::common::{not_pending, observation, require_waiting};
+use super::decide::{Decided, Shown, check, not_found};
+use super::expire;
+
+/// The observation kind the agent receives (a failure, as Reject's is).
+pub const DENIED_KIND: &str = "policy_denied";
+
+/// The summary of the observation the agent receives.
+pub fn denied_summary(note: &str) -> String {
+    format!("denied by the reviewer, who says: {note}")
+}
+
+/// Denies a pending approval with feedback, bound to the hash the reviewer was shown (compared
+/// under the write lock). `note` is the feedback and must not be blank. The run becomes
+/// INTERRUPTED, for its program to resume.
+pub fn deny_shown(
+    store: &Store,
+    run_id: impl AsKey,
+    approval_id: impl AsKey,
+    shown_hash: &str,
+    by: &str,
+    note: &str,
+    now: Timestamp,
+) -> Result<Decided, OperatorError> {
+    let (run_id, approval_id) = (run_id.key_bytes(), approval_id.key_bytes());
+    let shown = Shown::Hash(shown_hash);
+    if shown_hash.is_empty() {
+        return Err(OperatorError::Changed {
+            approval_id: lossy(approval_id).into_owned(),
+            detail: ": no hash was shown".into(),
+        });
+    }
+    if note.trim().is_empty() {
+        return Err(StoreError::Invalid(
+            "a denial with feedback needs a note: the agent is handed it instead of the call's result"
+                .into(),
+        )
+        .into());
+    }
+    // Outside the transaction: the cheap refusals and expiry by the deciding clock.
+    let run = store.get_run(run_id)?;
+    if run.status != RunStatus::WaitingForApproval {
+        return Err(OperatorError::RunNotWaiting {
+            run_id: lossy(run_id).into_owned(),
+            status: run.status,
+        });
+    }
+    let a = store
+        .get_approval(run_id, approval_id)
+        .map_err(|e| not_found(e, run_id, approval_id))?;
+    check(&a, shown)?;
+    if !a.expires_at.is_zero() && now > a.expires_at {
+        expire::expire(store, run_id, &a, now)?;
+        return Err(OperatorError::Expired {
+            approval_id: lossy(approval_id).into_owned(),
+            at: a.expires_at,
+            already: false,
+        });
+    }
+    // The same checks again under the write lock, then conditional updates.
+    let ((), events) = store.write(|tx| -> Result<(), OperatorError> {
+        require_waiting(tx, run_id)?;
+        let a = tx
+            .get_approval(run_id, approval_id)
+            .map_err(|e| not_found(e, run_id, approval_id))?;
+        check(&a, shown)?;
+        let step = tx.get_step(a.step_id_bytes())?;
+        if step.status != StepStatus::AwaitingApproval {
+            return Err(StoreError::RunState {
+                detail: format!("step {} is {}", step.id, step.status.as_str()),
+            }
+            .into());
+        }
+        if !tx.set_approval_status(
+            a.id_bytes(),
+            "pending",
+            &a.hash,
+            ApprovalStatus::Rejected.as_str(),
+            now,
+            Some(by),
+            note,
+        )? {
+            let cur = tx.get_approval(run_id, approval_id)?;
+            return Err(not_pending(&cur));
+        }
+        let decided = Object::new()
+            .str_bytes("approval_id", a.id_bytes())
+            .str("by", by)
+            .str("note", note)
+            .str("status", ApprovalStatus::Rejected.as_str())
+            .finish();
+        tx.append_event(
+            run_id,
+            a.step_id_bytes(),
+            &now,
+            "approval.decided",
+            &decided,
+        )?;
+        let content = Object::new()
+            .str_bytes("approval_id", a.id_bytes())
+            .str("by", by)
+            .str("note", note)
+            .finish();
+        let summary = denied_summary(note);
+        let (obs, hash) = observation(DENIED_KIND, &content, &summary)?;
+        tx.fail_step_unconditionally(run_id, a.step_id_bytes(), &obs, &hash, now)?;
+        let failed = Object::new()
+            .str("content_hash", &hash)
+            .str("detail", &summary)
+            .str("observation", DENIED_KIND)
+            .finish();
+        tx.append_event(run_id, a.step_id_bytes(), &now, "step.failed", &failed)?;
+        tx.transition(&Transition {
+            run_id,
+            from: &[RunStatus::WaitingForApproval],
+            to: RunStatus::Interrupted,
+            reason: "",
+            detail: "",
+            finished_at: Timestamp::ZERO,
+            result_json: "",
+            lease_owner: None,
+            lease_expires_at: Timestamp::ZERO,
+        })?;
+        Ok(())
+    })?;
+    Ok(Decided {
+        run: store.get_run(run_id)?,
+        approval: store.get_approval(run_id, approval_id)?,
+        events,
+    })
+}
