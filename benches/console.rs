@@ -11,13 +11,13 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use countersign::console::app::{App, AppConfig, Effect, Input, update};
-use countersign::console::data::ConsoleData;
-use countersign::console::keymap::Keymap;
-use countersign::console::render;
-use countersign::console::sqlite::SqliteData;
-use countersign::console::theme::{Depth, Theme};
-use countersign::console::worker;
+use countersign::console::testing;
+use countersign::console::testing::ConsoleData;
+use countersign::console::testing::Keymap;
+use countersign::console::testing::SqliteData;
+
+use countersign::console::testing::{App, AppConfig, Effect, Input, update};
+use countersign::console::testing::{Depth, Theme};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
@@ -46,14 +46,14 @@ fn settle(app: &mut App, data: &mut SqliteData, mut fx: Vec<Effect>) {
     while !fx.is_empty() {
         let e = fx.remove(0);
         if let Effect::Query(id, q) = e {
-            let r = worker::handle(data as &mut dyn ConsoleData, &q);
+            let r = testing::handle(data as &mut dyn ConsoleData, &q);
             fx.extend(update(app, Input::Reply(id, r)));
         }
     }
 }
 
 fn draw(term: &mut Terminal<TestBackend>, app: &App) {
-    term.draw(|f| render::draw(f, app)).unwrap();
+    term.draw(|f| testing::draw(f, app)).unwrap();
 }
 
 /// (first frame, mean per page-down)

@@ -15,8 +15,8 @@
 use std::path::Path;
 use std::time::Instant;
 
-use countersign::console::data::{ConsoleData, Query, Reply};
-use countersign::console::sqlite::SqliteData;
+use countersign::console::testing::SqliteData;
+use countersign::console::testing::{ConsoleData, Query, Reply};
 use countersign::runtime::store::Store;
 
 const WIN: u64 = 75;

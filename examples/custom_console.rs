@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use countersign::console::data::ResumeHook;
+use countersign::console::ResumeHook;
 use countersign::console::{self, ConsoleOptions};
 use countersign::runtime::agent::{self, Agent, DecideFuture, StepInput};
 use countersign::runtime::driver::{Config, Driver, default_limits};

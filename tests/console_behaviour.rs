@@ -7,9 +7,9 @@ mod console_support;
 mod long;
 
 use console_support::*;
-use countersign::console::app::{Effect, Input, Screen, update};
-use countersign::console::data::{Page, Query, Reply};
-use countersign::console::theme::Role;
+use countersign::console::testing::Role;
+use countersign::console::testing::{Effect, Input, Screen, update};
+use countersign::console::testing::{Page, Query, Reply};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::buffer::Buffer;
 
@@ -93,7 +93,7 @@ fn no_single_key_changes_state() {
     h.key(KeyCode::Enter);
     assert_eq!(h.commands.len(), 1);
     match &h.commands[0] {
-        countersign::console::data::Command::Approve { shown_hash, by, .. } => {
+        countersign::console::testing::Write::Approve { shown_hash, by, .. } => {
             assert_eq!(by, "tester");
             assert_eq!(shown_hash.len(), 64);
         }
@@ -176,9 +176,11 @@ fn the_queue_draws_its_rows_before_its_count_and_the_header_waits_for_its_counts
         [Effect::Query(id, Query::QueueTotal { filter: f })] if *f == filter => *id,
         other => panic!("one count request follows the page: {other:?}"),
     };
-    assert!(countersign::console::worker::is_count(&Query::QueueTotal {
-        filter: filter.clone()
-    }));
+    assert!(countersign::console::testing::is_count(
+        &Query::QueueTotal {
+            filter: filter.clone()
+        }
+    ));
     let s = h.screen();
     assert!(s.contains(&format!("1/{}+", n + 1)), "{s}");
     // A count for another read is not this list's.
@@ -231,7 +233,7 @@ fn live_reload_keeps_the_cursor_on_the_same_row() {
     let mut h = Harness::open(&db, 80, 24);
     h.keys("jj");
     let sel = h.app.stack.last().and_then(|s| match s {
-        countersign::console::app::Screen::Queue(q) => {
+        countersign::console::testing::Screen::Queue(q) => {
             q.list.selected().map(|r| r.approval_id.clone())
         }
         _ => None,
@@ -241,7 +243,7 @@ fn live_reload_keeps_the_cursor_on_the_same_row() {
     w.execute("UPDATE approvals SET status = 'expired' WHERE rowid = (SELECT MIN(rowid) FROM approvals WHERE status = 'pending')", []).unwrap();
     h.input(Input::DataChanged);
     let now = h.app.stack.last().and_then(|s| match s {
-        countersign::console::app::Screen::Queue(q) => Some((
+        countersign::console::testing::Screen::Queue(q) => Some((
             q.list.cursor,
             q.list.selected().map(|r| r.approval_id.clone()),
         )),
@@ -256,7 +258,7 @@ fn live_reload_keeps_the_cursor_on_the_same_row() {
 
 struct FakeResume(String);
 
-impl countersign::console::data::ResumeHook for FakeResume {
+impl countersign::console::testing::ResumeHook for FakeResume {
     fn can_resume(&self, run_id: &str) -> bool {
         run_id == self.0
     }
@@ -268,13 +270,13 @@ impl countersign::console::data::ResumeHook for FakeResume {
 fn worker_for(
     hook: FakeResume,
 ) -> (
-    std::sync::mpsc::Sender<countersign::console::worker::Job>,
+    std::sync::mpsc::Sender<countersign::console::testing::Job>,
     std::sync::mpsc::Receiver<Input>,
 ) {
     let (db, _) = all_db();
-    let data = countersign::console::sqlite::SqliteData::open(db).unwrap();
+    let data = countersign::console::testing::SqliteData::open(db).unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
-    let w = countersign::console::worker::Worker {
+    let w = countersign::console::testing::Worker {
         data: Box::new(data),
         decider: None,
         resume: Some(std::sync::Arc::new(hook)),
@@ -287,14 +289,14 @@ fn worker_for(
 
 #[test]
 fn resume_runs_in_the_background_with_progress_and_result() {
-    use countersign::console::data::Command;
-    use countersign::console::worker::Job;
+    use countersign::console::testing::Job;
+    use countersign::console::testing::Write;
     let (_, m) = all_db();
     let run = run_of(m, "approved");
     let (jobs, rx) = worker_for(FakeResume(run.clone()));
-    jobs.send(Job::Command(
+    jobs.send(Job::Write(
         7,
-        Command::Resume {
+        Write::Resume {
             run: run.clone().into(),
         },
     ))
@@ -312,9 +314,9 @@ fn resume_runs_in_the_background_with_progress_and_result() {
         "{got:?}"
     );
     // A run whose tools this build does not register is refused, not attempted.
-    jobs.send(Job::Command(
+    jobs.send(Job::Write(
         8,
-        Command::Resume {
+        Write::Resume {
             run: "other".into(),
         },
     ))
@@ -329,8 +331,8 @@ fn resume_runs_in_the_background_with_progress_and_result() {
 
 #[test]
 fn the_worker_answers_queries_tagged_with_their_id() {
-    use countersign::console::data::Query;
-    use countersign::console::worker::Job;
+    use countersign::console::testing::Job;
+    use countersign::console::testing::Query;
     let (jobs, rx) = worker_for(FakeResume(String::new()));
     jobs.send(Job::Query(41, Query::Counts)).unwrap();
     match rx.recv().unwrap() {
@@ -363,10 +365,10 @@ fn verify_command_reports_the_whole_chain() {
 fn mono_theme_marks_selection_by_reversal() {
     let (db, _) = all_db();
     let mut h = Harness::open(db, 80, 24);
-    h.app.theme = countersign::console::theme::Theme::load(
+    h.app.theme = countersign::console::testing::Theme::load(
         "default",
         None,
-        countersign::console::theme::Depth::Mono,
+        countersign::console::testing::Depth::Mono,
     )
     .unwrap();
     let b = h.buffer();
@@ -381,7 +383,7 @@ fn mono_theme_marks_selection_by_reversal() {
 
 #[test]
 fn runs_read_by_key_around_an_anchor_equal_runs_read_by_offset() {
-    use countersign::console::data::{ConsoleData, Query};
+    use countersign::console::testing::{ConsoleData, Query};
     let d = tempfile::tempdir().unwrap();
     let (db, _) = fixture(
         d.path(),
@@ -389,7 +391,7 @@ fn runs_read_by_key_around_an_anchor_equal_runs_read_by_offset() {
         "queue,completed",
         &["--big", "300", "--steps-per-run", "1"],
     );
-    let mut data = countersign::console::sqlite::SqliteData::open(&db).unwrap();
+    let mut data = countersign::console::testing::SqliteData::open(&db).unwrap();
     let ids = |r: Reply| match r {
         Reply::Runs(p) => (
             p.total,
@@ -400,7 +402,7 @@ fn runs_read_by_key_around_an_anchor_equal_runs_read_by_offset() {
         ),
         other => panic!("{other:?}"),
     };
-    let read = |data: &mut countersign::console::sqlite::SqliteData,
+    let read = |data: &mut countersign::console::testing::SqliteData,
                 offset: u64,
                 anchor: Option<(u64, String)>| {
         ids(data
@@ -468,9 +470,9 @@ fn runs_read_by_key_around_an_anchor_equal_runs_read_by_offset() {
 
 #[test]
 fn the_first_screen_is_read_before_the_header_counts() {
-    use countersign::console::app::{App, AppConfig};
-    use countersign::console::keymap::Keymap;
-    use countersign::console::theme::{Depth, Theme};
+    use countersign::console::testing::Keymap;
+    use countersign::console::testing::{App, AppConfig};
+    use countersign::console::testing::{Depth, Theme};
     let theme = Theme::load("default", None, Depth::TrueColor).unwrap();
     let cfg = AppConfig {
         by: "t".into(),
@@ -535,7 +537,7 @@ fn the_first_screen_is_read_before_the_header_counts() {
 /// event already read, and what it shows is the offset read's window.
 #[test]
 fn scrolling_events_reads_the_next_window_by_key() {
-    use countersign::console::data::ConsoleData;
+    use countersign::console::testing::ConsoleData;
     let d = tempfile::tempdir().unwrap();
     let (db, _) = fixture(
         d.path(),
@@ -582,7 +584,7 @@ fn scrolling_events_reads_the_next_window_by_key() {
     };
     let (ai, _) = anchor.expect("the window is read by key around an event already read");
     assert!(*offset > 0 && ai > 0, "{q:?}");
-    let mut data = countersign::console::sqlite::SqliteData::open(&db).unwrap();
+    let mut data = countersign::console::testing::SqliteData::open(&db).unwrap();
     let seqs = |r: Reply| match r {
         Reply::Events(p) => p.rows.into_iter().map(|e| e.seq).collect::<Vec<_>>(),
         other => panic!("{other:?}"),
@@ -606,7 +608,7 @@ fn scrolling_events_reads_the_next_window_by_key() {
 /// approval detail (shown and decidable as before); only a larger one is named by its size.
 #[test]
 fn a_request_under_a_mebibyte_is_still_read_whole_by_the_detail() {
-    use countersign::console::data::ConsoleData;
+    use countersign::console::testing::ConsoleData;
     let d = tempfile::tempdir().unwrap();
     let (db, m) = fixture(d.path(), "mid", "waiting", &[]);
     let id = approval_of(&m, "waiting");
@@ -618,7 +620,7 @@ fn a_request_under_a_mebibyte_is_still_read_whole_by_the_detail() {
             rusqlite::params![pad, id],
         )
         .unwrap();
-    let mut data = countersign::console::sqlite::SqliteData::open(&db).unwrap();
+    let mut data = countersign::console::testing::SqliteData::open(&db).unwrap();
     let row = match data
         .query(&Query::Approval {
             id: id.clone().into(),
@@ -641,8 +643,8 @@ fn a_request_under_a_mebibyte_is_still_read_whole_by_the_detail() {
 /// rows are the ones an offset read gives.
 #[test]
 fn jumping_to_the_end_reads_the_last_window_from_the_end() {
-    use countersign::console::data::ConsoleData;
-    use countersign::console::worker;
+    use countersign::console::testing;
+    use countersign::console::testing::ConsoleData;
     let d = tempfile::tempdir().unwrap();
     let end_key = || Input::Key(KeyEvent::new(KeyCode::End, KeyModifiers::NONE));
     let events_of = |h: &Harness| match h.app.stack.last() {
@@ -668,8 +670,8 @@ fn jumping_to_the_end_reads_the_last_window_from_the_end() {
                 }
                 other => panic!("a jump past the count asks for the length: {other:?}"),
             };
-            assert!(worker::is_count(&lq));
-            let r = worker::handle(&mut h.data, &lq);
+            assert!(testing::is_count(&lq));
+            let r = testing::handle(&mut h.data, &lq);
             assert_eq!(r, Reply::Total(n));
             fx = update(&mut h.app, Input::Reply(lid, r));
         } else {

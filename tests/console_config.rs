@@ -1,8 +1,8 @@
 //! The console's config file: theme choice and key rebinding; bad files are errors that name
 //! the file, the key and the problem, never a silent fallback.
 
-use countersign::console::keymap::Action;
-use countersign::console::theme::{Depth, Role};
+use countersign::console::testing::Action;
+use countersign::console::testing::{Depth, Role};
 use countersign::console::{ConsoleError, load_config};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 

@@ -8,15 +8,17 @@ mod console_support;
 use std::path::Path;
 
 use console_support::*;
-use countersign::console::app::{AppConfig, Screen};
-use countersign::console::decider::StoreDecider;
-use countersign::console::time;
+use countersign::console::testing::StoreDecider;
+use countersign::console::testing::{AppConfig, Screen};
+
 use countersign::runtime::types::Timestamp;
 use crossterm::event::KeyCode;
 
 /// Decisions happen at 03:50, before the queue scenario's approvals expire.
 fn decider(db: &Path) -> Box<StoreDecider> {
-    let t = time::secs("2026-01-01T03:50:00Z").unwrap();
+    let t = Timestamp::parse("2026-01-01T03:50:00Z")
+        .unwrap()
+        .unix_secs();
     Box::new(
         StoreDecider::open(db)
             .unwrap()

@@ -6,8 +6,8 @@ mod support;
 
 use std::path::Path;
 
-use countersign::console::data::{ConsoleData, DataError, Query, Reply};
-use countersign::console::sqlite::SqliteData;
+use countersign::console::testing::SqliteData;
+use countersign::console::testing::{ConsoleData, DataError, Query, Reply};
 use countersign::runtime::store::Store;
 use support::{fixture, tempdir};
 

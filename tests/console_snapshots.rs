@@ -170,7 +170,7 @@ fn command_line_overlay() {
 #[test]
 fn read_only_shows_actions_off() {
     let (db, m) = all_db();
-    let cfg = countersign::console::app::AppConfig {
+    let cfg = countersign::console::testing::AppConfig {
         by: String::new(),
         read_only: true,
         can_resume: false,
@@ -194,7 +194,7 @@ fn empty_database_screens() {
 #[test]
 fn confirm_resume_when_this_build_can_resume() {
     let (db, m) = all_db();
-    let cfg = countersign::console::app::AppConfig {
+    let cfg = countersign::console::testing::AppConfig {
         by: "tester".into(),
         read_only: false,
         can_resume: true,
@@ -231,7 +231,7 @@ fn queue_of_the_hostile_scenario_alone() {
 /// A resume hook that knows the tools of one run only.
 struct OnlyRun(String);
 
-impl countersign::console::data::ResumeHook for OnlyRun {
+impl countersign::console::testing::ResumeHook for OnlyRun {
     fn can_resume(&self, run_id: &str) -> bool {
         run_id == self.0
     }

@@ -312,7 +312,7 @@ pub type DamagedKey = (&'static str, String, &'static str);
 
 /// A write the UI asks the worker for (only after a confirmation).
 #[derive(Debug, Clone, PartialEq)]
-pub enum Command {
+pub enum Write {
     Approve {
         run: Key,
         approval: Key,
@@ -392,8 +392,8 @@ impl fmt::Display for DecideError {
     }
 }
 
-/// Outcome of a `Command`.
-pub type CommandResult = Result<String, DecideError>;
+/// Outcome of a [`Write`].
+pub type WriteResult = Result<String, DecideError>;
 
 /// Errors of the read side; one sentence each.
 #[derive(Debug, thiserror::Error)]
@@ -414,7 +414,7 @@ pub trait ConsoleData: Send {
 
 /// The writes the console can ask for. Implemented on the store's operator calls.
 pub trait Decider: Send {
-    fn run(&mut self, cmd: &Command) -> CommandResult;
+    fn run(&mut self, write: &Write) -> WriteResult;
 }
 
 /// Resumes runs whose tools this build registers (supplied by the binary).

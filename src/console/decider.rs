@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use super::data::{Command, CommandResult, DecideError, Decider};
+use super::data::{DecideError, Decider, Write, WriteResult};
 use crate::runtime::operator::{self, OperatorError};
 use crate::runtime::store::{SHOWN_REQUEST_MAX, Store};
 use crate::runtime::types::{Key, Timestamp};
@@ -72,10 +72,10 @@ impl StoreDecider {
 }
 
 impl Decider for StoreDecider {
-    fn run(&mut self, cmd: &Command) -> CommandResult {
+    fn run(&mut self, cmd: &Write) -> WriteResult {
         let now = self.now();
         match cmd {
-            Command::Approve {
+            Write::Approve {
                 run,
                 approval,
                 shown_hash,
@@ -89,7 +89,7 @@ impl Decider for StoreDecider {
                     "approved by {by}; the run goes on when its runtime resumes it"
                 ))
             }
-            Command::Reject {
+            Write::Reject {
                 run,
                 approval,
                 shown_hash,
@@ -101,14 +101,14 @@ impl Decider for StoreDecider {
                     .map_err(map)?;
                 Ok(format!("rejected by {by}; the run is cancelled"))
             }
-            Command::Cancel { run, by, reason } => {
+            Write::Cancel { run, by, reason } => {
                 let c = operator::cancel(&self.store, run, by, reason, now).map_err(map)?;
                 Ok(format!(
                     "run cancelled by {by}; {} step(s) failed",
                     c.steps_failed
                 ))
             }
-            Command::Resume { .. } => Err(DecideError::Unavailable(
+            Write::Resume { .. } => Err(DecideError::Unavailable(
                 "resume goes through the resume hook".into(),
             )),
         }

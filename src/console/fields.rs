@@ -8,14 +8,14 @@ use ratatui::text::Line;
 use serde_json::Value;
 
 use super::data::ApprovalRow;
-use super::text::{self, Badges, TextStyles};
+use super::text::{self, Marks, TextStyles};
 use crate::safetext::{JsonNode, parse_json};
 
 /// Lines of a value shown before it is folded.
 pub const FOLD_LINES: usize = 6;
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct Field {
+pub struct ApprovalField {
     /// Label bytes (keys are untrusted too).
     pub label: Vec<u8>,
     pub value: Vec<u8>,
@@ -28,13 +28,12 @@ pub struct Field {
 #[derive(Debug, Clone, Default)]
 pub struct FieldView {
     pub lines: Vec<Line<'static>>,
-    pub value_lines: usize,
     pub folded: bool,
-    pub badges: Badges,
+    pub marks: Marks,
 }
 
-fn meta(label: &str, value: impl Into<Vec<u8>>) -> Field {
-    Field {
+fn meta(label: &str, value: impl Into<Vec<u8>>) -> ApprovalField {
+    ApprovalField {
         label: label.as_bytes().to_vec(),
         value: value.into(),
         meta: true,
@@ -42,8 +41,8 @@ fn meta(label: &str, value: impl Into<Vec<u8>>) -> Field {
     }
 }
 
-fn leaf(label: Vec<u8>, value: Vec<u8>, out: &mut Vec<Field>) {
-    out.push(Field {
+fn leaf(label: Vec<u8>, value: Vec<u8>, out: &mut Vec<ApprovalField>) {
+    out.push(ApprovalField {
         label,
         value,
         meta: false,
@@ -76,7 +75,7 @@ fn key_step(key: &[u8]) -> Vec<u8> {
 }
 
 /// Every leaf of a JSON value in stored order, duplicate keys kept and flagged.
-fn flatten(prefix: &[u8], v: &JsonNode, out: &mut Vec<Field>) {
+fn flatten(prefix: &[u8], v: &JsonNode, out: &mut Vec<ApprovalField>) {
     let join = |sep: &[u8], k: &[u8]| {
         let mut l = prefix.to_vec();
         l.extend_from_slice(sep);
@@ -88,7 +87,7 @@ fn flatten(prefix: &[u8], v: &JsonNode, out: &mut Vec<Field>) {
             let mut seen: Vec<&[u8]> = Vec::new();
             for (k, v) in m {
                 if seen.contains(&k.as_slice()) {
-                    out.push(Field {
+                    out.push(ApprovalField {
                         label: b"DUPLICATE KEY".to_vec(),
                         value: join(b"", &key_step(k)),
                         meta: true,
@@ -106,7 +105,7 @@ fn flatten(prefix: &[u8], v: &JsonNode, out: &mut Vec<Field>) {
         }
         JsonNode::Object(_) => leaf(prefix.to_vec(), b"{}".to_vec(), out),
         JsonNode::Array(_) => leaf(prefix.to_vec(), b"[]".to_vec(), out),
-        JsonNode::String(s) => out.push(Field {
+        JsonNode::String(s) => out.push(ApprovalField {
             label: prefix.to_vec(),
             value: s.clone(),
             meta: false,
@@ -118,11 +117,11 @@ fn flatten(prefix: &[u8], v: &JsonNode, out: &mut Vec<Field>) {
     }
 }
 
-fn json_section(name: &str, raw: &[u8], out: &mut Vec<Field>) {
+fn json_section(name: &str, raw: &[u8], out: &mut Vec<ApprovalField>) {
     match parse_json(raw) {
         Ok(v) => flatten(name.as_bytes(), &v, out),
         Err(e) => {
-            out.push(Field {
+            out.push(ApprovalField {
                 label: format!("{name} (does not decode: {e})").into_bytes(),
                 value: raw.to_vec(),
                 meta: false,
@@ -139,7 +138,7 @@ pub fn tool_of(a: &ApprovalRow) -> Option<Vec<u8>> {
 }
 
 /// Every field of an approval, in reading order.
-pub fn fields(a: &ApprovalRow) -> Vec<Field> {
+pub fn fields(a: &ApprovalRow) -> Vec<ApprovalField> {
     let mut out = vec![
         meta(
             "tool",
@@ -176,7 +175,7 @@ pub fn fields(a: &ApprovalRow) -> Vec<Field> {
         // The store's stand-in for a request too large to read: never shown as arguments.
         _ if a.request_not_shown.is_some() => {
             let (n, bytes) = a.request_not_shown.unwrap_or_default();
-            out.push(Field {
+            out.push(ApprovalField {
                 label: b"args".to_vec(),
                 value: format!(
                     "NOT SHOWN: the request is {n} {}, more than the console reads; none of its arguments were read or shown",
@@ -189,20 +188,20 @@ pub fn fields(a: &ApprovalRow) -> Vec<Field> {
         }
         Ok(JsonNode::Object(m)) => match m.iter().rev().find(|(k, _)| k == b"args") {
             Some((_, args)) => flatten(b"args", args, &mut out),
-            None => out.push(Field {
+            None => out.push(ApprovalField {
                 label: b"args".to_vec(),
                 value: b"(none)".to_vec(),
                 meta: false,
                 is_string: false,
             }),
         },
-        Ok(_) => out.push(Field {
+        Ok(_) => out.push(ApprovalField {
             label: b"request (not an object)".to_vec(),
             value: a.request.clone(),
             meta: false,
             is_string: false,
         }),
-        Err(e) => out.push(Field {
+        Err(e) => out.push(ApprovalField {
             label: format!("request (does not decode: {e})").into_bytes(),
             value: a.request.clone(),
             meta: false,
@@ -215,7 +214,7 @@ pub fn fields(a: &ApprovalRow) -> Vec<Field> {
 
 /// Renders every field at `width`; fields not in `expanded` fold after `FOLD_LINES` lines.
 pub fn layout(
-    fields: &[Field],
+    fields: &[ApprovalField],
     width: u16,
     expanded: &BTreeSet<usize>,
     strict: bool,
@@ -266,9 +265,8 @@ pub fn layout(
                 }
                 return FieldView {
                     lines,
-                    value_lines: n,
                     folded,
-                    badges: b,
+                    marks: b,
                 };
             }
             // The label is never cut: it wraps over as many lines as it needs.
@@ -341,9 +339,8 @@ pub fn layout(
             }
             FieldView {
                 lines,
-                value_lines: n,
                 folded,
-                badges: b,
+                marks: b,
             }
         })
         .collect()

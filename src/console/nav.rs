@@ -53,10 +53,6 @@ impl<T> ListView<T> {
         self.page.rows.get(usize::try_from(i).ok()?)
     }
 
-    pub fn total(&self) -> u64 {
-        self.page.total
-    }
-
     /// Moves the cursor by `delta` rows (clamped); returns whether the window must be read.
     pub fn move_by(&mut self, delta: i64) -> bool {
         let last = self.page.total.saturating_sub(1);

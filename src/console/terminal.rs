@@ -13,6 +13,8 @@ use crossterm::terminal::{
 };
 use crossterm::{cursor, execute};
 
+use super::log::Log;
+
 static ACTIVE: AtomicBool = AtomicBool::new(false);
 static MOUSE: AtomicBool = AtomicBool::new(false);
 
@@ -72,7 +74,7 @@ impl Drop for Guard {
 /// running there, and giving the terminal back under it would leave it drawing on a cooked
 /// terminal. The worker's own death is reported to the UI thread by the worker (see
 /// `worker::Worker::spawn`), which then exits through its guard.
-pub fn install_panic_hook(log: Option<super::Log>) {
+pub fn install_panic_hook(log: Option<Log>) {
     let ui = std::thread::current().id();
     std::panic::set_hook(Box::new(move |info| {
         let here = std::thread::current();

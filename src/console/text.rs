@@ -18,14 +18,14 @@ pub struct TextStyles {
 
 /// What a value holds that the reviewer should be warned about.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Badges {
+pub struct Marks {
     pub set: safetext::Badges,
     pub escapes: usize,
 }
 
-impl Badges {
-    fn of(t: &SafeText) -> Badges {
-        Badges {
+impl Marks {
+    fn of(t: &SafeText) -> Marks {
+        Marks {
             set: t.badges(),
             escapes: t.escape_count(),
         }
@@ -42,12 +42,6 @@ impl Badges {
             .map(Badge::label)
             .collect()
     }
-    pub fn union(self, o: Badges) -> Badges {
-        Badges {
-            set: self.set.union(o.set),
-            escapes: self.escapes + o.escapes,
-        }
-    }
 }
 
 fn style_of(k: SegmentKind, st: &TextStyles) -> Style {
@@ -61,11 +55,9 @@ fn style_of(k: SegmentKind, st: &TextStyles) -> Style {
 
 /// A one-line rendering of a value.
 #[derive(Debug, Clone, Default)]
-pub struct Shown {
+pub struct Rendered {
     pub line: Line<'static>,
     pub width: usize,
-    pub cut: bool,
-    pub badges: Badges,
 }
 
 fn opts(strict: bool) -> Options {
@@ -74,11 +66,11 @@ fn opts(strict: bool) -> Options {
 
 /// One-line cell: newlines and tabs as escapes, cut head-and-tail to `max` columns with a
 /// marker saying how many bytes were cut.
-pub fn line(raw: &[u8], max: usize, st: &TextStyles) -> Shown {
+pub fn line(raw: &[u8], max: usize, st: &TextStyles) -> Rendered {
     line_mode(raw, max, st, false)
 }
 
-pub fn line_mode(raw: &[u8], max: usize, st: &TextStyles, strict: bool) -> Shown {
+pub fn line_mode(raw: &[u8], max: usize, st: &TextStyles, strict: bool) -> Rendered {
     let t = safetext::escape_cut(raw, opts(strict), max);
     let spans: Vec<Span<'static>> = t
         .segments()
@@ -86,10 +78,8 @@ pub fn line_mode(raw: &[u8], max: usize, st: &TextStyles, strict: bool) -> Shown
         .filter(|s| s.kind() != SegmentKind::LineBreak)
         .map(|s| Span::styled(s.text().to_string(), style_of(s.kind(), st)))
         .collect();
-    Shown {
+    Rendered {
         width: t.width(),
-        cut: t.is_cut(),
-        badges: Badges::of(&t),
         line: Line::from(spans),
     }
 }
@@ -100,7 +90,7 @@ pub fn block(
     width: usize,
     st: &TextStyles,
     strict: bool,
-) -> (Vec<Line<'static>>, Badges) {
+) -> (Vec<Line<'static>>, Marks) {
     let t = safetext::escape(raw, opts(strict).with_form(safetext::Form::MultiLine));
     let width = width.max(4);
     let mut lines = Vec::new();
@@ -134,7 +124,7 @@ pub fn block(
     if lines.is_empty() {
         lines.push(Line::from(""));
     }
-    (lines, Badges::of(&t))
+    (lines, Marks::of(&t))
 }
 
 /// The reversible escaped form as plain text (what the clipboard and the log get).
@@ -143,8 +133,8 @@ pub fn escaped(raw: &[u8]) -> String {
 }
 
 /// What a value holds, without rendering it.
-pub fn badges(raw: &[u8]) -> Badges {
-    Badges::of(&safetext::escape(raw, Options::security()))
+pub fn marks(raw: &[u8]) -> Marks {
+    Marks::of(&safetext::escape(raw, Options::security()))
 }
 
 /// Bytes escaped one by one for the damaged view: printable ASCII as itself, everything else
@@ -174,7 +164,7 @@ mod tests {
         assert_eq!(plain(b"a\x1b[2Jb", 80), "a\\x1b[2Jb");
         assert_eq!(plain("rm\u{200B} -rf".as_bytes(), 80), "rm\\u{200b} -rf");
         assert_eq!(plain(b"\xff", 80), "\\xff");
-        let b = badges("x\u{202E}\u{200B}\x07".as_bytes());
+        let b = marks("x\u{202E}\u{200B}\x07".as_bytes());
         assert!(
             b.labels().contains(&"bidi") && b.labels().contains(&"control"),
             "{:?}",
@@ -189,7 +179,7 @@ mod tests {
             30,
             &TextStyles::default(),
         );
-        assert!(s.cut);
+        assert!(safetext::escape_cut("x\u{1b}".repeat(5000).as_bytes(), opts(false), 30).is_cut());
         assert!(s.line.width() <= 30);
         let (ls, _) = block(
             "日本語".repeat(40).as_bytes(),

@@ -9,13 +9,10 @@ use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
 use std::time::{Duration, Instant};
 
-use super::app::Input;
 use super::data::*;
-
-pub enum Job {
-    Query(u64, Query),
-    Command(u64, Command),
-}
+use super::log::Log;
+use super::msg::{Input, Job};
+use super::terminal;
 
 /// Answers one query (also used synchronously by tests and the bench).
 pub fn handle(data: &mut dyn ConsoleData, q: &Query) -> Reply {
@@ -50,7 +47,7 @@ pub struct Worker {
     pub db: PathBuf,
     /// How often to poll `data_version`; `None` for the counting lane, which does not poll.
     pub poll: Option<Duration>,
-    pub log: Option<super::Log>,
+    pub log: Option<Log>,
 }
 
 impl Worker {
@@ -68,7 +65,7 @@ impl Worker {
     }
 
     fn run(mut self, rx: Receiver<Job>, out: Sender<Input>) {
-        let fault = super::terminal::test_fault();
+        let fault = terminal::test_fault();
         let mut version = self.data.data_version().ok();
         // Without polling, wake only for jobs (an hour is "never" here).
         let every = self.poll.unwrap_or(Duration::from_secs(3600));
@@ -86,7 +83,7 @@ impl Worker {
                         return;
                     }
                 }
-                Ok(Job::Command(id, c)) => self.command(id, c, &out),
+                Ok(Job::Write(id, c)) => self.write(id, c, &out),
                 Err(RecvTimeoutError::Timeout) if self.poll.is_none() => {
                     next_poll = Instant::now() + every;
                 }
@@ -112,8 +109,8 @@ impl Worker {
         }
     }
 
-    fn command(&mut self, id: u64, c: Command, out: &Sender<Input>) {
-        if let Command::Resume { run } = &c {
+    fn write(&mut self, id: u64, c: Write, out: &Sender<Input>) {
+        if let Write::Resume { run } = &c {
             let Some(hook) = self.resume.clone() else {
                 let _ = out.send(Input::Done(
                     id,

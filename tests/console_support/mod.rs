@@ -7,15 +7,13 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use countersign::console::app::{App, AppConfig, Effect, Input, update};
-use countersign::console::data::{
-    Command as Cmd, CommandResult, ConsoleData, DecideError, Decider,
-};
-use countersign::console::keymap::Keymap;
-use countersign::console::render;
-use countersign::console::sqlite::SqliteData;
-use countersign::console::theme::{Depth, Theme};
-use countersign::console::{time, worker};
+use countersign::console::testing;
+use countersign::console::testing::Keymap;
+use countersign::console::testing::SqliteData;
+use countersign::console::testing::draw;
+use countersign::console::testing::{App, AppConfig, Effect, Input, update};
+use countersign::console::testing::{ConsoleData, DecideError, Decider, Write as Cmd, WriteResult};
+use countersign::console::testing::{Depth, Theme};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
@@ -26,7 +24,9 @@ pub const BASE: &str = "2026-01-01T00:00:00Z";
 
 /// The fixed "now" every snapshot renders at: 04:10 on the fixtures' day.
 pub fn now() -> i64 {
-    time::secs("2026-01-01T04:10:00Z").unwrap()
+    countersign::runtime::types::Timestamp::parse("2026-01-01T04:10:00Z")
+        .unwrap()
+        .unix_secs()
 }
 
 pub fn shared_dir() -> PathBuf {
@@ -104,7 +104,7 @@ pub fn run_of(m: &serde_json::Value, scenario: &str) -> String {
 /// A decider that refuses everything (the read-side tests never decide).
 pub struct NoWriter;
 impl Decider for NoWriter {
-    fn run(&mut self, _: &Cmd) -> CommandResult {
+    fn run(&mut self, _: &Cmd) -> WriteResult {
         Err(DecideError::Unavailable("no writer in this test".into()))
     }
 }
@@ -115,7 +115,7 @@ pub struct Harness {
     pub decider: Box<dyn Decider>,
     pub commands: Vec<Cmd>,
     pub copies: Vec<String>,
-    pub resume: Option<std::sync::Arc<dyn countersign::console::data::ResumeHook>>,
+    pub resume: Option<std::sync::Arc<dyn countersign::console::testing::ResumeHook>>,
 }
 
 impl Harness {
@@ -155,11 +155,11 @@ impl Harness {
         while let Some(e) = (!fx.is_empty()).then(|| fx.remove(0)) {
             let more = match e {
                 Effect::Query(id, q) => {
-                    let mut r = worker::handle(&mut self.data as &mut dyn ConsoleData, &q);
-                    worker::mark_resumable(&mut r, self.resume.as_deref());
+                    let mut r = testing::handle(&mut self.data as &mut dyn ConsoleData, &q);
+                    testing::mark_resumable(&mut r, self.resume.as_deref());
                     update(&mut self.app, Input::Reply(id, r))
                 }
-                Effect::Command(id, c) => {
+                Effect::Write(id, c) => {
                     self.commands.push(c.clone());
                     let r = self.decider.run(&c);
                     update(&mut self.app, Input::Done(id, r))
@@ -206,7 +206,7 @@ impl Harness {
     pub fn buffer(&self) -> Buffer {
         let (w, h) = self.app.size;
         let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
-        t.draw(|f| render::draw(f, &self.app)).unwrap();
+        t.draw(|f| draw(f, &self.app)).unwrap();
         t.backend().buffer().clone()
     }
 

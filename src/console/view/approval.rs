@@ -6,14 +6,17 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
-use crate::console::app::{App, ApprovalScreen, short};
+use super::widgets::block;
+use crate::console::layout::{self, CELL_W, INSPECT_MAX, inspector_cells, inspector_grid};
+use crate::console::state::{App, ApprovalScreen, short};
+use crate::console::text;
 use crate::console::theme::Role;
 use crate::console::time;
 
-pub fn draw(f: &mut Frame, area: Rect, app: &App, s: &ApprovalScreen) {
+pub(super) fn draw(f: &mut Frame, area: Rect, app: &App, s: &ApprovalScreen) {
     let th = &app.theme;
     let insp_h = if s.inspect {
-        inspector_height(area.height)
+        layout::inspector_height(area.height)
     } else {
         0
     };
@@ -32,7 +35,7 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App, s: &ApprovalScreen) {
         f.render_widget(Paragraph::new(Line::styled(msg, th.style(Role::Dim))), area);
         return;
     };
-    let escapes: usize = s.view.iter().map(|v| v.badges.escapes).sum();
+    let escapes: usize = s.view.iter().map(|v| v.marks.escapes).sum();
     let folded = s.view.iter().filter(|v| v.folded).count();
     let mut t = vec![
         Span::styled(" Approval ", th.style(Role::Title)),
@@ -115,65 +118,6 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App, s: &ApprovalScreen) {
     }
 }
 
-/// The inspector panel's height for a screen body `h` rows high.
-fn inspector_height(h: u16) -> u16 {
-    (h / 3).clamp(4, 10)
-}
-
-/// Most code points the inspector walks (it says so when a value has more).
-const INSPECT_MAX: usize = 2000;
-/// Width of one inspector cell.
-const CELL_W: u16 = 22;
-
-/// One cell per code point of the value (invalid bytes as bytes): its label and its bytes.
-fn inspector_cells(value: &[u8]) -> Vec<(String, Vec<u8>)> {
-    use unicode_general_category::get_general_category;
-    let mut cells: Vec<(String, Vec<u8>)> = Vec::new();
-    let mut rest = value;
-    while !rest.is_empty() && cells.len() < INSPECT_MAX {
-        let (valid, bad) = match std::str::from_utf8(rest) {
-            Ok(s) => (s, 0),
-            Err(e) => (
-                std::str::from_utf8(&rest[..e.valid_up_to()]).unwrap_or(""),
-                e.error_len().unwrap_or(rest.len() - e.valid_up_to()),
-            ),
-        };
-        for c in valid.chars().take(INSPECT_MAX - cells.len()) {
-            let cat = format!("{:?}", get_general_category(c));
-            let short: String = cat.chars().filter(|c| c.is_ascii_uppercase()).collect();
-            cells.push((
-                format!("U+{:04X} {short:<2} ", c as u32),
-                c.to_string().into_bytes(),
-            ));
-        }
-        let used = valid.len();
-        for b in &rest[used..used + bad] {
-            cells.push((format!("byte {b:02X} "), vec![*b]));
-        }
-        rest = &rest[used + bad..];
-    }
-    cells
-}
-
-/// Rows and cells per row of an inspector panel `area` holds.
-fn inspector_grid(area: Rect) -> (usize, usize) {
-    let rows = usize::from(area.height.saturating_sub(2)).max(1);
-    let per_line = usize::from((area.width.saturating_sub(2) / CELL_W).max(1));
-    (rows, per_line)
-}
-
-/// How many pages the inspector shows `value` in, on a terminal of `size` (as `render::draw`
-/// lays it out: header, body, notice, hints), so `]` stops at the last page.
-pub fn inspector_pages(size: (u16, u16), value: &[u8]) -> usize {
-    let body_h = size.1.saturating_sub(3);
-    let panel = Rect::new(0, 0, size.0, inspector_height(body_h));
-    let (rows, per_line) = inspector_grid(panel);
-    inspector_cells(value)
-        .len()
-        .div_ceil(rows * per_line)
-        .max(1)
-}
-
 /// The code points of the value, packed into the panel a page at a time (`page`, clamped to
 /// the last); everything shown goes through the escaper, and the title says which code points
 /// are shown of how many: `U+202E Cf \u{202e}`.
@@ -201,7 +145,7 @@ fn draw_inspector(
         let mut spans = Vec::new();
         for (label, raw) in chunk {
             spans.push(Span::styled(label.clone(), th.style(Role::Dim)));
-            let shown = crate::console::text::line(raw, 10, &th.text_styles());
+            let shown = text::line(raw, 10, &th.text_styles());
             let pad = cell_w as usize - label.len().min(cell_w as usize);
             spans.extend(shown.line.spans);
             spans.push(Span::raw(" ".repeat(pad.saturating_sub(shown.width))));
@@ -228,8 +172,5 @@ fn draw_inspector(
     } else {
         format!("{kind} code points ({}) ", cells.len())
     };
-    f.render_widget(
-        Paragraph::new(lines).block(crate::console::render::block(app, more)),
-        area,
-    );
+    f.render_widget(Paragraph::new(lines).block(block(app, more)), area);
 }

@@ -6,26 +6,25 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::Line;
 use ratatui::widgets::Paragraph;
 
-use super::{Col, position, table};
-use crate::console::app::{App, QueueScreen};
-use crate::console::render::cell;
+use super::widgets::{self, Col, cell, position, table};
+use crate::console::state::{App, QueueScreen};
 use crate::console::text;
 use crate::console::theme::Role;
 use crate::console::time;
 
-pub fn draw(f: &mut Frame, area: Rect, app: &App, s: &QueueScreen) {
+pub(super) fn draw(f: &mut Frame, area: Rect, app: &App, s: &QueueScreen) {
     let th = &app.theme;
     let [title, rest] = Layout::vertical([Constraint::Length(1), Constraint::Min(1)]).areas(area);
     let mut t = vec![
-        super::styled(
+        widgets::styled(
             format!(" Pending approvals {}", position(&s.list)),
             th.style(Role::Title),
         ),
-        super::dim(app, "  oldest first"),
+        widgets::dim(app, "  oldest first"),
     ];
     if !s.filter.is_empty() {
-        t.push(super::dim(app, "  filter /"));
-        t.push(super::styled(
+        t.push(widgets::dim(app, "  filter /"));
+        t.push(widgets::styled(
             text::escaped(s.filter.as_bytes()),
             th.style(Role::FilterMatch),
         ));
@@ -100,7 +99,7 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App, s: &QueueScreen) {
                 Some(a) => {
                     let w = *ws.last().unwrap_or(&8);
                     // Warn in the list too: the cut cell may hide what the detail will show.
-                    if text::badges(a).any() {
+                    if text::marks(a).any() {
                         let mut l = Line::from(vec![
                             ratatui::text::Span::styled("⚠", th.style(Role::Badge)),
                             ratatui::text::Span::raw(" "),

@@ -1,16 +1,16 @@
-//! The confirmation overlay (filter and command line draw in the notice line, see render.rs).
+//! The confirmation overlay (filter and command line draw in the notice line, see mod.rs).
 
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Wrap};
 
-use super::app::{App, Confirm, Pending};
-use super::render::{block, cell, clear};
-use super::text;
-use super::theme::Role;
+use super::widgets::{block, cell, clear};
+use crate::console::state::{App, Confirm, Pending};
+use crate::console::text;
+use crate::console::theme::Role;
 
-pub fn draw_confirm(f: &mut Frame, body: Rect, app: &App, c: &Confirm) {
+pub(super) fn draw_confirm(f: &mut Frame, body: Rect, app: &App, c: &Confirm) {
     let th = &app.theme;
     let w = body.width.saturating_sub(4).min(76);
     let h = (c.lines.len() + c.warnings.len() + 6 + usize::from(c.reason.is_some()) * 2) as u16;

@@ -1,18 +1,26 @@
-//! Drawing: header, the top screen, the notice line, the key-hint bar, and an overlay. Reads
-//! the state, never changes it. Every untrusted string goes through `text`.
+//! The view: the frame (header, the top screen's body, the notice line, the key-hint bar, an
+//! overlay), one file per screen, and the widgets they share. Reads the state, never changes
+//! it, and imports nothing of `update`. Every untrusted string goes through `text`.
+
+mod approval;
+mod damaged;
+mod help;
+mod overlays;
+mod queue;
+mod run_detail;
+mod runs;
+mod widgets;
 
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
-use ratatui::style::Style;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders, Clear, Paragraph};
+use ratatui::widgets::Paragraph;
 
-use super::app::*;
-use super::data::Counts;
-use super::keymap::Action;
-use super::screens;
-use super::text;
-use super::theme::Role;
+use crate::console::data::Counts;
+use crate::console::keymap::Action;
+use crate::console::state::{App, Level, Overlay, Screen};
+use crate::console::text;
+use crate::console::theme::Role;
 
 pub fn draw(f: &mut Frame, app: &App) {
     let area = f.area();
@@ -29,17 +37,17 @@ pub fn draw(f: &mut Frame, app: &App) {
     .areas(area);
     draw_header(f, head, app);
     match app.top() {
-        Screen::Queue(s) => screens::queue::draw(f, body, app, s),
-        Screen::Runs(s) => screens::runs::draw(f, body, app, s),
-        Screen::RunDetail(s) => screens::run_detail::draw(f, body, app, s),
-        Screen::Approval(s) => screens::approval::draw(f, body, app, s),
-        Screen::Damaged(s) => screens::damaged::draw(f, body, app, s),
-        Screen::Help { scroll } => screens::help::draw(f, body, app, *scroll),
+        Screen::Queue(s) => queue::draw(f, body, app, s),
+        Screen::Runs(s) => runs::draw(f, body, app, s),
+        Screen::RunDetail(s) => run_detail::draw(f, body, app, s),
+        Screen::Approval(s) => approval::draw(f, body, app, s),
+        Screen::Damaged(s) => damaged::draw(f, body, app, s),
+        Screen::Help { scroll } => help::draw(f, body, app, *scroll),
     }
     draw_notice(f, notice, app);
     draw_hints(f, hints, app);
     if let Some(Overlay::Confirm(c)) = &app.overlay {
-        super::overlays::draw_confirm(f, body, app, c);
+        overlays::draw_confirm(f, body, app, c);
     }
 }
 
@@ -95,7 +103,7 @@ fn draw_notice(f: &mut Frame, area: Rect, app: &App) {
                 th.style(Role::Dim),
             ),
         ]),
-        Some(Overlay::Command(t)) => Line::from(vec![
+        Some(Overlay::CommandLine(t)) => Line::from(vec![
             Span::styled(":", th.style(Role::KeyHint)),
             Span::raw(text::escaped(t.text.as_bytes())),
             Span::styled("▏", th.style(Role::KeyHint)),
@@ -120,7 +128,7 @@ fn draw_notice(f: &mut Frame, area: Rect, app: &App) {
 }
 
 /// Context hints from the keymap (so rebinding shows up here too).
-pub fn hints(app: &App) -> Vec<(String, &'static str)> {
+pub(crate) fn hints(app: &App) -> Vec<(String, &'static str)> {
     let k = |a: Action| app.keymap.key(a);
     let mut v: Vec<(String, &'static str)> = Vec::new();
     match app.overlay {
@@ -207,39 +215,4 @@ fn draw_hints(f: &mut Frame, area: Rect, app: &App) {
         spans.push(Span::styled(format!(" {what}  "), th.style(Role::Dim)));
     }
     f.render_widget(Paragraph::new(Line::from(spans)), area);
-}
-
-/// A bordered block with a title, themed.
-pub fn block<'a>(app: &App, title: impl Into<Line<'a>>) -> Block<'a> {
-    Block::default()
-        .borders(Borders::ALL)
-        .border_style(app.theme.style(Role::Border))
-        .title(title.into().style(app.theme.style(Role::Title)))
-}
-
-/// Clears an area and returns it (for overlays).
-pub fn clear(f: &mut Frame, r: Rect) -> Rect {
-    f.render_widget(Clear, r);
-    r
-}
-
-/// A one-line cell of untrusted bytes at `w` columns.
-pub fn cell(app: &App, raw: &[u8], w: u16) -> Line<'static> {
-    text::line(raw, usize::from(w), &app.theme.text_styles()).line
-}
-
-/// A cell of trusted text (our own labels, numbers) padded/cut to `w`.
-pub fn plain(s: &str, w: u16, st: Style) -> Span<'static> {
-    let w = usize::from(w);
-    let t: String = s.chars().take(w).collect();
-    Span::styled(format!("{t:<w$}"), st)
-}
-
-/// Shortened status for narrow tables.
-pub fn status_short(s: &str) -> &str {
-    match s {
-        "WAITING_FOR_APPROVAL" => "WAITING",
-        "INTERRUPTED" => "INTERRUPT",
-        other => other,
-    }
 }

@@ -6,13 +6,13 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::Line;
 use ratatui::widgets::{Paragraph, Wrap};
 
-use super::{Col, position, table};
-use crate::console::app::{App, DamagedScreen};
-use crate::console::render::{block, cell};
+use super::widgets::{self, Col, block, cell, position, table};
+use crate::console::data::DamagedRow;
+use crate::console::state::{App, DamagedScreen};
 use crate::console::text;
 use crate::console::theme::Role;
 
-pub fn draw(f: &mut Frame, area: Rect, app: &App, s: &DamagedScreen) {
+pub(super) fn draw(f: &mut Frame, area: Rect, app: &App, s: &DamagedScreen) {
     let th = &app.theme;
     let raw_h = (area.height / 3).clamp(3, 10);
     let [title, list, raw] = Layout::vertical([
@@ -23,11 +23,11 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App, s: &DamagedScreen) {
     .areas(area);
     f.render_widget(
         Paragraph::new(Line::from(vec![
-            super::styled(
+            widgets::styled(
                 format!(" Damaged rows {}", position(&s.list)),
                 th.style(Role::Title),
             ),
-            super::dim(
+            widgets::dim(
                 app,
                 "  rows that do not decode; their runs can still be cancelled",
             ),
@@ -90,7 +90,7 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App, s: &DamagedScreen) {
 /// `table.column id`: the row's id through the sanitiser (an id that is not UTF-8 shows
 /// `\xNN`); a plain id shows its first 6 characters as before, any other is cut head-and-tail
 /// with a marker in the rest of the column.
-fn row_cell(app: &App, r: &crate::console::data::DamagedRow, w: u16) -> Line<'static> {
+fn row_cell(app: &App, r: &DamagedRow, w: u16) -> Line<'static> {
     let head = format!("{}.{} ", r.table, r.column);
     let id = r.row_id.as_bytes();
     let escaped = text::escaped(id);

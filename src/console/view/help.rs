@@ -5,11 +5,11 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
-use crate::console::app::App;
 use crate::console::keymap::Action;
+use crate::console::state::App;
 use crate::console::theme::Role;
 
-pub fn lines(app: &App) -> Vec<Line<'static>> {
+pub(super) fn lines(app: &App) -> Vec<Line<'static>> {
     let th = &app.theme;
     let mut v = vec![
         Line::styled(" Keys", th.style(Role::Title)),
@@ -49,7 +49,7 @@ pub fn lines(app: &App) -> Vec<Line<'static>> {
     v
 }
 
-pub fn draw(f: &mut Frame, area: Rect, app: &App, scroll: usize) {
+pub(super) fn draw(f: &mut Frame, area: Rect, app: &App, scroll: usize) {
     let l: Vec<Line> = lines(app).into_iter().skip(scroll).collect();
     f.render_widget(Paragraph::new(l), area);
 }

@@ -6,30 +6,29 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
-use super::{Col, position, table};
-use crate::console::app::{App, RunsScreen};
-use crate::console::render::{cell, status_short};
+use super::widgets::{self, Col, cell, position, status_short, table};
+use crate::console::state::{App, RunsScreen};
 use crate::console::text;
 use crate::console::theme::Role;
 use crate::console::time;
 
-pub fn draw(f: &mut Frame, area: Rect, app: &App, s: &RunsScreen) {
+pub(super) fn draw(f: &mut Frame, area: Rect, app: &App, s: &RunsScreen) {
     let th = &app.theme;
     let [title, rest] = Layout::vertical([Constraint::Length(1), Constraint::Min(1)]).areas(area);
     let mut t = vec![
-        super::styled(
+        widgets::styled(
             format!(" Runs {}", position(&s.list)),
             th.style(Role::Title),
         ),
-        super::dim(app, "  newest first"),
+        widgets::dim(app, "  newest first"),
     ];
     if let Some(st) = &s.status {
-        t.push(super::dim(app, "  status "));
-        t.push(super::styled(st.clone(), th.status(st)));
+        t.push(widgets::dim(app, "  status "));
+        t.push(widgets::styled(st.clone(), th.status(st)));
     }
     if !s.filter.is_empty() {
-        t.push(super::dim(app, "  filter /"));
-        t.push(super::styled(
+        t.push(widgets::dim(app, "  filter /"));
+        t.push(widgets::styled(
             text::escaped(s.filter.as_bytes()),
             th.style(Role::FilterMatch),
         ));

@@ -1,21 +1,16 @@
-//! One file per screen; this one holds the table drawing they share.
-
-pub mod approval;
-pub mod damaged;
-pub mod help;
-pub mod queue;
-pub mod run_detail;
-pub mod runs;
+//! The widgets the screens share: themed blocks, cells of untrusted bytes, and tables of a
+//! list's visible rows.
 
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::Paragraph;
+use ratatui::widgets::{Block, Borders, Clear, Paragraph};
 
-use super::app::App;
-use super::nav::ListView;
-use super::theme::Role;
+use crate::console::nav::ListView;
+use crate::console::state::App;
+use crate::console::text;
+use crate::console::theme::Role;
 
 /// A column: title and width (0 = takes the rest).
 pub struct Col {
@@ -167,4 +162,32 @@ pub fn dim(app: &App, s: impl Into<String>) -> Span<'static> {
 
 pub fn styled(s: impl Into<String>, st: Style) -> Span<'static> {
     Span::styled(s.into(), st)
+}
+
+/// A bordered block with a title, themed.
+pub fn block<'a>(app: &App, title: impl Into<Line<'a>>) -> Block<'a> {
+    Block::default()
+        .borders(Borders::ALL)
+        .border_style(app.theme.style(Role::Border))
+        .title(title.into().style(app.theme.style(Role::Title)))
+}
+
+/// Clears an area and returns it (for overlays).
+pub fn clear(f: &mut Frame, r: Rect) -> Rect {
+    f.render_widget(Clear, r);
+    r
+}
+
+/// A one-line cell of untrusted bytes at `w` columns.
+pub fn cell(app: &App, raw: &[u8], w: u16) -> Line<'static> {
+    text::line(raw, usize::from(w), &app.theme.text_styles()).line
+}
+
+/// Shortened status for narrow tables.
+pub fn status_short(s: &str) -> &str {
+    match s {
+        "WAITING_FOR_APPROVAL" => "WAITING",
+        "INTERRUPTED" => "INTERRUPT",
+        other => other,
+    }
 }

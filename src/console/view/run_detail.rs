@@ -7,10 +7,9 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 use serde_json::Value;
 
-use super::{Col, position, table};
-use crate::console::app::{App, RunDetailScreen};
-use crate::console::data::{ChainMark, RunHeader, Tab};
-use crate::console::render::{cell, status_short};
+use super::widgets::{Col, cell, position, status_short, table};
+use crate::console::data::{ChainMark, EventRow, RunHeader, Tab};
+use crate::console::state::{App, RunDetailScreen, short};
 use crate::console::theme::Role;
 use crate::console::time;
 
@@ -89,7 +88,7 @@ fn header_lines(app: &App, h: &RunHeader, w: u16) -> Vec<Line<'static>> {
     lines
 }
 
-pub fn draw(f: &mut Frame, area: Rect, app: &App, s: &RunDetailScreen) {
+pub(super) fn draw(f: &mut Frame, area: Rect, app: &App, s: &RunDetailScreen) {
     let th = &app.theme;
     let head: Vec<Line> = match &s.header {
         Some(h) => header_lines(app, h, area.width),
@@ -252,7 +251,7 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App, s: &RunDetailScreen) {
                 vec![
                     Line::styled(r.status.clone(), st),
                     Line::from(time::age(&r.created_at, now)),
-                    cell(app, crate::console::app::short(&r.hash).as_bytes(), 12),
+                    cell(app, short(&r.hash).as_bytes(), 12),
                     cell(app, &r.decided_by, ws[3]),
                     last,
                 ]
@@ -312,7 +311,7 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App, s: &RunDetailScreen) {
 
 /// The SEQ column is as wide as the widest sequence number on the page (at least 5), so a
 /// number is never cut (issue 14 item 9).
-fn seq_width(events: &[crate::console::data::EventRow]) -> u16 {
+fn seq_width(events: &[EventRow]) -> u16 {
     events
         .iter()
         .map(|e| e.seq.to_string().len())

@@ -1,0 +1,79 @@
+//! `config.toml`: the theme and the `[keys]` bindings.
+
+use std::path::{Path, PathBuf};
+
+use super::keymap::Keymap;
+use super::options::ConsoleError;
+use super::theme::{Depth, Theme};
+
+pub(crate) fn env(k: &str) -> Option<String> {
+    std::env::var(k).ok().filter(|v| !v.is_empty())
+}
+
+pub(crate) fn default_config_dir() -> Option<PathBuf> {
+    env("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .or_else(|| env("HOME").map(|h| Path::new(&h).join(".config")))
+        .map(|d| d.join("countersign"))
+}
+
+/// Reads `config.toml` (theme, `[keys]`); absent file = defaults.
+pub fn load_config(
+    dir: Option<&Path>,
+    theme_override: Option<&str>,
+    depth: Depth,
+) -> Result<(Theme, Keymap), ConsoleError> {
+    let mut theme_name = theme_override.map(str::to_owned);
+    let mut keymap = Keymap::default();
+    if let Some(dir) = dir {
+        let p = dir.join("config.toml");
+        if p.exists() {
+            let file = p.display().to_string();
+            let t = read_table(&p, &file)?;
+            if theme_name.is_none()
+                && let Some(v) = t.get("theme")
+            {
+                theme_name = Some(
+                    v.as_str()
+                        .ok_or_else(|| ConsoleError::Config {
+                            file: file.clone(),
+                            problem: "key `theme`: must be a string".into(),
+                        })?
+                        .to_string(),
+                );
+            }
+            if let Some(k) = t.get("keys") {
+                let k = k.as_table().ok_or_else(|| ConsoleError::Config {
+                    file: file.clone(),
+                    problem: "key `keys`: must be a table".into(),
+                })?;
+                keymap = Keymap::with_overrides(&file, k)?;
+            }
+        }
+    }
+    let theme = Theme::load(theme_name.as_deref().unwrap_or("default"), dir, depth)?;
+    Ok((theme, keymap))
+}
+
+/// The file as a TOML table with only the keys the console knows.
+fn read_table(p: &Path, file: &str) -> Result<toml::Table, ConsoleError> {
+    let src = std::fs::read_to_string(p).map_err(|e| ConsoleError::Config {
+        file: file.to_string(),
+        problem: e.to_string(),
+    })?;
+    let t: toml::Table = src
+        .parse()
+        .map_err(|e: toml::de::Error| ConsoleError::Config {
+            file: file.to_string(),
+            problem: e.message().to_string(),
+        })?;
+    for k in t.keys() {
+        if k != "theme" && k != "keys" {
+            return Err(ConsoleError::Config {
+                file: file.to_string(),
+                problem: format!("key `{k}`: unknown setting; expected theme or [keys]"),
+            });
+        }
+    }
+    Ok(t)
+}

@@ -1,0 +1,274 @@
+//! The console's loop: opens the database threads, feeds every input to `update`, performs
+//! the effects, and draws at most once per 10 ms inside a synchronized update.
+
+use std::io::Stdout;
+use std::path::PathBuf;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
+use std::time::{Duration, Instant, SystemTime};
+
+use crossterm::event::{self, Event};
+use ratatui::Terminal;
+use ratatui::backend::CrosstermBackend;
+
+use super::config::{default_config_dir, env, load_config};
+use super::data::Decider;
+use super::decider::StoreDecider;
+use super::log::Log;
+use super::msg::{Effect, Input, Job};
+use super::options::{ConsoleError, ConsoleOptions};
+use super::sqlite::SqliteData;
+use super::state::{App, AppConfig};
+use super::terminal;
+use super::theme::Depth;
+use super::update::update;
+use super::view;
+use super::worker::{self, Worker};
+
+type Term = Terminal<CrosstermBackend<Stdout>>;
+
+fn now_secs() -> i64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
+
+/// The two database threads' inboxes: reads and writes, and the counting lane.
+struct Lanes {
+    jobs: Sender<Job>,
+    counts: Sender<Job>,
+    log: Option<Log>,
+}
+
+/// Runs the console until the operator quits.
+pub fn run(opts: ConsoleOptions) -> Result<(), ConsoleError> {
+    let config_dir = opts.config_dir.clone().or_else(default_config_dir);
+    let depth = Depth::detect(|k| std::env::var(k).ok());
+    let (theme, keymap) = load_config(config_dir.as_deref(), opts.theme.as_deref(), depth)?;
+    let by = opts
+        .by
+        .clone()
+        .or_else(|| env("COUNTERSIGN_BY"))
+        .or_else(|| env("USER"));
+    let by = match by {
+        Some(b) => b,
+        None if opts.read_only => String::new(),
+        None => return Err(ConsoleError::NoIdentity),
+    };
+    let log_path = opts
+        .log_file
+        .clone()
+        .or_else(|| config_dir.as_ref().map(|d| d.join("console.log")));
+    let log = log_path.as_deref().map(Log::open);
+    let data = SqliteData::open(&opts.db)?;
+    let counting_data = SqliteData::open_counting(&opts.db)?;
+    let decider: Option<Box<dyn Decider>> = match (opts.read_only, opts.decider) {
+        (true, _) => None,
+        (false, Some(make)) => Some(make(&opts.db).map_err(ConsoleError::Writer)?),
+        (false, None) => Some(Box::new(
+            StoreDecider::open(&opts.db).map_err(ConsoleError::Writer)?,
+        )),
+    };
+    let cfg = AppConfig {
+        by,
+        read_only: opts.read_only,
+        can_resume: opts.resume.is_some() && !opts.read_only,
+    };
+
+    terminal::install_panic_hook(log.clone());
+    terminal::want_mouse(opts.mouse);
+    let _guard = terminal::Guard;
+    terminal::enter()?;
+    // No `Terminal::clear`: it asks the terminal for the cursor position, which a terminal
+    // (or a test's parser) may never answer; the alternate screen starts blank.
+    crossterm::execute!(
+        std::io::stdout(),
+        crossterm::terminal::Clear(crossterm::terminal::ClearType::All)
+    )?;
+    let mut term = Terminal::new(CrosstermBackend::new(std::io::stdout()))?;
+    let size = term.size()?;
+    let mut app = App::new(cfg, keymap, theme, now_secs(), (size.width, size.height));
+
+    let (tx, rx) = channel::<Input>();
+    let db: PathBuf = opts.db.clone();
+    let lanes = Lanes {
+        jobs: Worker {
+            data: Box::new(data),
+            decider,
+            resume: opts.resume.clone(),
+            db: db.clone(),
+            poll: Some(Duration::from_secs(1)),
+            log: log.clone(),
+        }
+        .spawn(tx.clone()),
+        counts: Worker {
+            data: Box::new(counting_data),
+            decider: None,
+            resume: None,
+            db,
+            poll: None,
+            log: log.clone(),
+        }
+        .spawn(tx.clone()),
+        log,
+    };
+    spawn_input(tx)?;
+    let fx = app.start();
+    perform(&lanes, fx, &mut term, &mut app)?;
+    main_loop(&lanes, &rx, &mut term, &mut app)
+}
+
+/// The terminal's events as inputs (the mouse wheel as up and down), on a thread of its own.
+fn spawn_input(tx: Sender<Input>) -> std::io::Result<()> {
+    std::thread::Builder::new()
+        .name("countersign-input".into())
+        .spawn(move || {
+            loop {
+                let ev = match event::read() {
+                    Ok(e) => e,
+                    Err(_) => return,
+                };
+                let input = match ev {
+                    Event::Key(k) => Input::Key(k),
+                    Event::Paste(s) => Input::Paste(s),
+                    Event::Resize(w, h) => Input::Resize(w, h),
+                    Event::Mouse(m) => {
+                        let code = match m.kind {
+                            event::MouseEventKind::ScrollDown => event::KeyCode::Down,
+                            event::MouseEventKind::ScrollUp => event::KeyCode::Up,
+                            _ => continue,
+                        };
+                        Input::Key(event::KeyEvent::new(code, event::KeyModifiers::NONE))
+                    }
+                    _ => continue,
+                };
+                if tx.send(input).is_err() {
+                    return;
+                }
+            }
+        })?;
+    Ok(())
+}
+
+/// Performs effects; `true` when one of them is to quit.
+fn perform(
+    lanes: &Lanes,
+    fx: Vec<Effect>,
+    term: &mut Term,
+    app: &mut App,
+) -> Result<bool, ConsoleError> {
+    for e in fx {
+        match e {
+            Effect::Query(id, q) if worker::is_count(&q) => {
+                let _ = lanes.counts.send(Job::Query(id, q));
+            }
+            Effect::Query(id, q) => {
+                let _ = lanes.jobs.send(Job::Query(id, q));
+            }
+            Effect::Write(id, c) => {
+                if let Some(l) = &lanes.log {
+                    l.write(&format!(
+                        "command {id} by {}: {:?}",
+                        app.cfg.by,
+                        std::mem::discriminant(&c)
+                    ));
+                }
+                let _ = lanes.jobs.send(Job::Write(id, c));
+            }
+            Effect::Copy(s) => terminal::copy(&s)?,
+            Effect::Suspend => {
+                terminal::suspend()?;
+                crossterm::execute!(
+                    std::io::stdout(),
+                    crossterm::terminal::Clear(crossterm::terminal::ClearType::All)
+                )?;
+                *term = Terminal::new(CrosstermBackend::new(std::io::stdout()))?;
+                app.dirty = true;
+            }
+            Effect::Quit => return Ok(true),
+        }
+    }
+    Ok(false)
+}
+
+fn main_loop(
+    lanes: &Lanes,
+    rx: &Receiver<Input>,
+    term: &mut Term,
+    app: &mut App,
+) -> Result<(), ConsoleError> {
+    let mut last_draw = Instant::now() - Duration::from_secs(1);
+    let mut next_tick = Instant::now() + Duration::from_secs(1);
+    let mut fault = terminal::test_fault();
+    loop {
+        if app.dirty && last_draw.elapsed() >= Duration::from_millis(10) {
+            draw(term, app)?;
+            last_draw = Instant::now();
+            inject_fault(fault.take().as_deref());
+        }
+        let wait = if app.dirty {
+            Duration::from_millis(10)
+        } else {
+            next_tick.saturating_duration_since(Instant::now())
+        };
+        let first = match rx.recv_timeout(wait) {
+            Ok(i) => Some(i),
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => break,
+        };
+        let mut inputs: Vec<Input> = first.into_iter().collect();
+        while let Ok(i) = rx.try_recv() {
+            inputs.push(i);
+        }
+        if Instant::now() >= next_tick {
+            next_tick = Instant::now() + Duration::from_secs(1);
+            if app.shows_clock() {
+                inputs.push(Input::Tick(now_secs()));
+            }
+        }
+        for i in inputs {
+            if let Input::Resize(..) = i {
+                term.autoresize()?;
+            }
+            if let Input::WorkerStopped = i {
+                return Err(ConsoleError::WorkerStopped);
+            }
+            let fx = update(app, i);
+            if perform(lanes, fx, term, app)? || app.quit {
+                return Ok(());
+            }
+        }
+    }
+    Ok(())
+}
+
+fn draw(term: &mut Term, app: &mut App) -> Result<(), ConsoleError> {
+    crossterm::execute!(
+        std::io::stdout(),
+        crossterm::terminal::BeginSynchronizedUpdate
+    )?;
+    term.draw(|f| view::draw(f, app))?;
+    crossterm::execute!(
+        std::io::stdout(),
+        crossterm::terminal::EndSynchronizedUpdate
+    )?;
+    app.dirty = false;
+    Ok(())
+}
+
+/// `COUNTERSIGN_TEST_PANIC` (debug builds): a panic on the UI thread after its first frame,
+/// or one caught on a background thread.
+fn inject_fault(fault: Option<&str>) {
+    match fault {
+        Some("ui") => panic!("fault injected by COUNTERSIGN_TEST_PANIC=ui"),
+        Some("caught") => {
+            let _ = std::thread::spawn(|| {
+                std::panic::catch_unwind(|| {
+                    panic!("fault injected by COUNTERSIGN_TEST_PANIC=caught")
+                })
+            })
+            .join();
+        }
+        _ => {}
+    }
+}

@@ -1,0 +1,252 @@
+//! The console's state: the stack of screens, the overlay, the text inputs and what is in
+//! flight. Plain data and read-only questions about it; it changes only in `update`.
+
+use std::collections::BTreeSet;
+
+use super::data::*;
+use super::fields::{ApprovalField, FieldView};
+use super::keymap::Keymap;
+use super::layout;
+use super::nav::ListView;
+use super::theme::Theme;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Level {
+    Info,
+    Ok,
+    Error,
+}
+
+#[derive(Debug, Clone)]
+pub struct QueueScreen {
+    pub list: ListView<QueueRow>,
+    pub filter: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct RunsScreen {
+    pub list: ListView<RunRow>,
+    pub filter: String,
+    pub status: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct RunDetailScreen {
+    pub id: Key,
+    pub header: Option<RunHeader>,
+    pub header_pending: Option<u64>,
+    pub missing: bool,
+    pub tab: Tab,
+    pub steps: ListView<StepRow>,
+    pub events: ListView<EventRow>,
+    pub approvals: ListView<ApprovalRow>,
+    pub calls: ListView<ModelCallRow>,
+}
+
+impl RunDetailScreen {
+    pub fn new(id: Key) -> RunDetailScreen {
+        RunDetailScreen {
+            id,
+            header: None,
+            header_pending: None,
+            missing: false,
+            tab: Tab::Steps,
+            steps: ListView::default(),
+            events: ListView::default(),
+            approvals: ListView::default(),
+            calls: ListView::default(),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct ApprovalScreen {
+    pub id: Key,
+    pub row: Option<ApprovalRow>,
+    pub pending: Option<u64>,
+    pub missing: bool,
+    pub fields: Vec<ApprovalField>,
+    pub view: Vec<FieldView>,
+    pub expanded: BTreeSet<usize>,
+    pub strict: bool,
+    /// Code-point inspector of the selected field.
+    pub inspect: bool,
+    /// The inspector's page (`]` / `[` while it is open); back to 0 when the field changes.
+    pub inspect_page: usize,
+    pub cursor: usize,
+    pub scroll: usize,
+    /// Set when a reload found a different hash than the one shown before.
+    pub changed: bool,
+}
+
+impl ApprovalScreen {
+    pub fn new(id: Key) -> ApprovalScreen {
+        ApprovalScreen {
+            id,
+            row: None,
+            pending: None,
+            missing: false,
+            fields: Vec::new(),
+            view: Vec::new(),
+            expanded: BTreeSet::new(),
+            strict: false,
+            inspect: false,
+            inspect_page: 0,
+            cursor: 0,
+            scroll: 0,
+            changed: false,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct DamagedScreen {
+    pub list: ListView<DamagedRow>,
+}
+
+#[derive(Debug, Clone)]
+pub enum Screen {
+    Queue(QueueScreen),
+    Runs(RunsScreen),
+    RunDetail(Box<RunDetailScreen>),
+    Approval(Box<ApprovalScreen>),
+    Damaged(DamagedScreen),
+    Help { scroll: usize },
+}
+
+impl Screen {
+    pub fn title(&self) -> &'static str {
+        match self {
+            Screen::Queue(_) => "queue",
+            Screen::Runs(_) => "runs",
+            Screen::RunDetail(_) => "run",
+            Screen::Approval(_) => "approval",
+            Screen::Damaged(_) => "damaged",
+            Screen::Help { .. } => "help",
+        }
+    }
+}
+
+/// A text input (filter, command line, reason).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TextInput {
+    pub text: String,
+}
+
+/// What a confirmation will do when accepted.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Pending {
+    Approve {
+        run: Key,
+        approval: Key,
+        hash: String,
+    },
+    Reject {
+        run: Key,
+        approval: Key,
+        hash: String,
+    },
+    Cancel {
+        run: Key,
+    },
+    Resume {
+        run: Key,
+    },
+}
+
+#[derive(Debug, Clone)]
+pub struct Confirm {
+    pub what: Pending,
+    /// Lines repeating what will happen (tool, run, short hash, warnings); untrusted parts are
+    /// kept as bytes and escaped when drawn.
+    pub lines: Vec<(String, Vec<u8>)>,
+    pub warnings: Vec<String>,
+    /// Reject and cancel ask for a reason.
+    pub reason: Option<TextInput>,
+}
+
+#[derive(Debug, Clone)]
+pub enum Overlay {
+    Confirm(Box<Confirm>),
+    Filter(TextInput),
+    CommandLine(TextInput),
+}
+
+/// Options that shape the app (from the command line).
+#[derive(Debug, Clone)]
+pub struct AppConfig {
+    pub by: String,
+    pub read_only: bool,
+    pub can_resume: bool,
+}
+
+pub struct App {
+    pub stack: Vec<Screen>,
+    pub overlay: Option<Overlay>,
+    pub keymap: Keymap,
+    pub theme: Theme,
+    pub cfg: AppConfig,
+    pub now: i64,
+    pub size: (u16, u16),
+    /// The header counts; `None` until the first read of them comes back.
+    pub counts: Option<Counts>,
+    pub counts_pending: Option<u64>,
+    pub notice: Option<(Level, String)>,
+    /// Writes and `:verify` in flight: id → what they do (for the progress line).
+    pub running: Vec<(u64, String)>,
+    pub next_id: u64,
+    pub quit: bool,
+    /// Set when something visible changed since the last draw.
+    pub dirty: bool,
+}
+
+/// The first 12 characters of a hash, as every screen shows it.
+pub fn short(h: &str) -> &str {
+    h.get(..12).unwrap_or(h)
+}
+
+impl App {
+    pub fn new(cfg: AppConfig, keymap: Keymap, theme: Theme, now: i64, size: (u16, u16)) -> App {
+        let notice =
+            (!keymap.warnings.is_empty()).then(|| (Level::Info, keymap.warnings.join("; ")));
+        App {
+            stack: vec![Screen::Queue(QueueScreen {
+                list: ListView::default(),
+                filter: String::new(),
+            })],
+            overlay: None,
+            keymap,
+            theme,
+            cfg,
+            now,
+            size,
+            counts: None,
+            counts_pending: None,
+            notice,
+            running: Vec::new(),
+            next_id: 1,
+            quit: false,
+            dirty: true,
+        }
+    }
+
+    /// A fresh request id.
+    pub(crate) fn id(&mut self) -> u64 {
+        self.next_id += 1;
+        self.next_id
+    }
+
+    /// Rows a list shows (see [`layout::list_rows`]).
+    pub fn list_rows(&self) -> u16 {
+        layout::list_rows(self.size)
+    }
+
+    pub fn top(&self) -> &Screen {
+        self.stack.last().unwrap_or(&Screen::Help { scroll: 0 })
+    }
+
+    /// Whether the top screen shows relative times (the clock ticks only then).
+    pub fn shows_clock(&self) -> bool {
+        !matches!(self.top(), Screen::Help { .. })
+    }
+}

@@ -1,0 +1,19 @@
+//! The console's internals for the crate's own tests and benches, behind the `testing`
+//! feature (a consumer building countersign does not get them): the state and `update`, the
+//! view's `draw`, the reader, the worker's synchronous answer, keymap and theme. The one door
+//! tests use; the modules themselves stay private.
+
+pub use super::data::*;
+pub use super::decider::StoreDecider;
+pub use super::fields::{ApprovalField, FieldView};
+pub use super::keymap::{Action, Chord, Keymap};
+pub use super::msg::{Effect, Input, Job};
+pub use super::nav::ListView;
+pub use super::sqlite::SqliteData;
+pub use super::state::*;
+pub use super::text::{Marks, TextStyles};
+pub use super::theme::{Depth, Role, Theme};
+pub use super::time::{age, countdown, countdown_short, expired, span};
+pub use super::update::update;
+pub use super::view::draw;
+pub use super::worker::{Worker, handle, is_count, mark_resumable};

@@ -1,0 +1,153 @@
+//! The confirmations: what each write will do, said before it is done, or why it cannot be.
+
+use super::outcome::{Ctx, READ_ONLY};
+use crate::console::data::{Key, RunHeader};
+use crate::console::fields;
+use crate::console::state::{
+    AppConfig, ApprovalScreen, Confirm, Pending, RunDetailScreen, TextInput, short,
+};
+use crate::console::time;
+
+/// Builds the confirmation for a decision on the shown approval.
+pub(crate) fn confirm_decision(
+    cfg: &AppConfig,
+    s: &ApprovalScreen,
+    approve: bool,
+    now: i64,
+) -> Result<Confirm, String> {
+    let Some(a) = &s.row else {
+        return Err("the approval is not loaded yet".into());
+    };
+    if cfg.read_only {
+        return Err(READ_ONLY.into());
+    }
+    if a.status != "pending" {
+        return Err(format!("approval is {}, not pending", a.status));
+    }
+    if a.decode_error.is_some() {
+        return Err(
+            "this approval does not decode; it cannot be decided (cancel the run instead)".into(),
+        );
+    }
+    if let Some((n, bytes)) = a.request_not_shown {
+        // Issue 14 item 6: nothing is decided on arguments the reviewer was not shown.
+        return Err(format!(
+            "no argument shown ({n} {}): not decidable here; x cancels",
+            if bytes { "bytes" } else { "chars" }
+        ));
+    }
+    if a.run_status != "WAITING_FOR_APPROVAL" {
+        return Err(format!("run is {}, not waiting for approval", a.run_status));
+    }
+    let tool = fields::tool_of(a).unwrap_or_default();
+    let what = if approve {
+        Pending::Approve {
+            run: a.run_id.clone(),
+            approval: a.id.clone(),
+            hash: a.hash.clone(),
+        }
+    } else {
+        Pending::Reject {
+            run: a.run_id.clone(),
+            approval: a.id.clone(),
+            hash: a.hash.clone(),
+        }
+    };
+    Ok(Confirm {
+        what,
+        lines: vec![
+            ("tool".into(), tool),
+            ("run".into(), a.run_id.as_bytes().to_vec()),
+            ("approval".into(), a.id.as_bytes().to_vec()),
+            ("hash".into(), short(&a.hash).as_bytes().to_vec()),
+            ("by".into(), cfg.by.clone().into_bytes()),
+        ],
+        warnings: decision_warnings(s, now),
+        reason: (!approve).then(TextInput::default),
+    })
+}
+
+/// What the reviewer is reminded of before deciding: folded fields, escapes, flagged text, a
+/// change while reading, an expiry already past.
+fn decision_warnings(s: &ApprovalScreen, now: i64) -> Vec<String> {
+    let folded = s.view.iter().filter(|v| v.folded).count();
+    let escapes: usize = s.view.iter().map(|v| v.marks.escapes).sum();
+    let flagged: usize = s.view.iter().filter(|v| v.marks.any()).count();
+    let mut warnings = Vec::new();
+    if folded > 0 {
+        warnings.push(format!(
+            "{folded} field(s) were folded in the view you saw (e expands)"
+        ));
+    }
+    if escapes > 0 {
+        warnings.push(format!("{escapes} escape(s) in the values"));
+    }
+    if flagged > 0 {
+        warnings.push(format!(
+            "{flagged} field(s) hold bidi, hidden or control text"
+        ));
+    }
+    if s.changed {
+        warnings.push("this approval changed while you were reading it".into());
+    }
+    if let Some(a) = &s.row
+        && time::expired(&a.expires_at, now)
+    {
+        warnings.push(format!(
+            "it {}: deciding now expires it and cancels the run",
+            time::countdown(&a.expires_at, now)
+        ));
+    }
+    warnings
+}
+
+pub(super) fn cancel_confirm(run: &Key, h: Option<&RunHeader>) -> Confirm {
+    let mut lines = vec![("cancel run".into(), run.as_bytes().to_vec())];
+    if let Some(h) = h {
+        lines.push(("status".into(), h.status.clone().into_bytes()));
+        lines.push(("goal".into(), h.goal.clone()));
+    }
+    Confirm {
+        what: Pending::Cancel { run: run.clone() },
+        lines,
+        warnings: vec![
+            "the run ends as CANCELLED (operator_cancelled); this cannot be undone".into(),
+        ],
+        reason: Some(TextInput::default()),
+    }
+}
+
+pub(super) fn resume_confirm(s: &RunDetailScreen, cx: &Ctx) -> Result<Confirm, String> {
+    let status = s
+        .header
+        .as_ref()
+        .map(|h| h.status.clone())
+        .unwrap_or_default();
+    if cx.cfg.read_only {
+        Err(READ_ONLY.into())
+    } else if !cx.cfg.can_resume {
+        Err("this build registers no tools to resume runs with".into())
+    } else if !s.header.as_ref().is_some_and(|h| h.resumable) {
+        Err(
+            "this build does not register the tools this run needs; its own runtime resumes it"
+                .into(),
+        )
+    } else if !matches!(
+        status.as_str(),
+        "WAITING_FOR_APPROVAL" | "RUNNING" | "INTERRUPTED"
+    ) {
+        Err(format!(
+            "run is {status}; only waiting or interrupted runs resume"
+        ))
+    } else {
+        Ok(Confirm {
+            what: Pending::Resume { run: s.id.clone() },
+            lines: vec![
+                ("resume run".into(), s.id.clone().into_bytes()),
+                ("status".into(), status.into_bytes()),
+            ],
+            warnings: vec!["the run's next step executes its tool for real".into()],
+            reason: None,
+        })
+    }
+}

@@ -1,0 +1,169 @@
+//! Keys: ctrl-c and ctrl-z always, then an open overlay's keys, else the keymap's action on
+//! the top screen (`actions`).
+
+use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+
+use super::actions::on_action;
+use super::command_line::run_command;
+use crate::console::data::Write;
+use crate::console::msg::Effect;
+use crate::console::state::{App, Confirm, Level, Overlay, Pending, Screen, TextInput};
+
+pub(super) fn on_key(app: &mut App, k: KeyEvent) -> Vec<Effect> {
+    if k.kind == KeyEventKind::Release {
+        app.dirty = false;
+        return vec![];
+    }
+    let ctrl = k.modifiers.contains(KeyModifiers::CONTROL);
+    if ctrl && k.code == KeyCode::Char('c') {
+        app.quit = true;
+        return vec![Effect::Quit];
+    }
+    if ctrl && k.code == KeyCode::Char('z') {
+        return vec![Effect::Suspend];
+    }
+    if app.overlay.is_some() {
+        return on_overlay_key(app, k);
+    }
+    app.notice = None;
+    let Some(a) = app.keymap.action(&k) else {
+        return vec![];
+    };
+    on_action(app, a)
+}
+
+fn on_overlay_key(app: &mut App, k: KeyEvent) -> Vec<Effect> {
+    let Some(ov) = app.overlay.take() else {
+        return vec![];
+    };
+    match ov {
+        Overlay::Filter(mut t) => match k.code {
+            KeyCode::Esc => vec![],
+            KeyCode::Enter => apply_filter(app, t.text),
+            _ => {
+                t.edit_key(&k);
+                app.overlay = Some(Overlay::Filter(t));
+                vec![]
+            }
+        },
+        Overlay::CommandLine(mut t) => match k.code {
+            KeyCode::Esc => vec![],
+            KeyCode::Enter => run_command(app, t.text.trim()),
+            _ => {
+                t.edit_key(&k);
+                app.overlay = Some(Overlay::CommandLine(t));
+                vec![]
+            }
+        },
+        Overlay::Confirm(mut c) => match k.code {
+            KeyCode::Esc => {
+                app.notice = Some((Level::Info, "nothing was changed".into()));
+                vec![]
+            }
+            KeyCode::Enter => accept(app, c),
+            _ => {
+                if let Some(r) = &mut c.reason {
+                    r.edit_key(&k);
+                }
+                app.overlay = Some(Overlay::Confirm(c));
+                vec![]
+            }
+        },
+    }
+}
+
+/// Enter on a confirmation: the write it names (a reason is required where one is asked).
+fn accept(app: &mut App, c: Box<Confirm>) -> Vec<Effect> {
+    let reason = c.reason.as_ref().map(|r| r.text.trim().to_string());
+    if reason.as_deref() == Some("") {
+        app.notice = Some((Level::Error, "a reason is required".into()));
+        app.overlay = Some(Overlay::Confirm(c));
+        return vec![];
+    }
+    let by = app.cfg.by.clone();
+    let note = reason.unwrap_or_default();
+    let (write, label) = match c.what.clone() {
+        Pending::Approve {
+            run,
+            approval,
+            hash,
+        } => (
+            Write::Approve {
+                run,
+                approval,
+                shown_hash: hash,
+                by,
+                note,
+            },
+            "approving",
+        ),
+        Pending::Reject {
+            run,
+            approval,
+            hash,
+        } => (
+            Write::Reject {
+                run,
+                approval,
+                shown_hash: hash,
+                by,
+                note,
+            },
+            "rejecting",
+        ),
+        Pending::Cancel { run } => (
+            Write::Cancel {
+                run,
+                by,
+                reason: note,
+            },
+            "cancelling",
+        ),
+        Pending::Resume { run } => (Write::Resume { run }, "resuming"),
+    };
+    let id = app.next_id + 1;
+    app.next_id = id;
+    app.running.push((id, label.into()));
+    app.notice = Some((Level::Info, format!("{label}…")));
+    vec![Effect::Write(id, write)]
+}
+
+impl TextInput {
+    pub(crate) fn edit_key(&mut self, k: &KeyEvent) {
+        match k.code {
+            KeyCode::Char('u') if k.modifiers.contains(KeyModifiers::CONTROL) => self.text.clear(),
+            KeyCode::Char(c) if !k.modifiers.contains(KeyModifiers::CONTROL) => self.text.push(c),
+            KeyCode::Backspace => {
+                self.text.pop();
+            }
+            _ => {}
+        }
+    }
+
+    /// Pasted text goes in as one line (line breaks become spaces; controls dropped from our
+    /// own input, which is the operator's, not the database's).
+    pub(crate) fn paste(&mut self, s: &str) {
+        for c in s.chars() {
+            if c == '\n' || c == '\r' || c == '\t' {
+                self.text.push(' ');
+            } else if !c.is_control() {
+                self.text.push(c);
+            }
+        }
+    }
+}
+
+fn apply_filter(app: &mut App, f: String) -> Vec<Effect> {
+    match app.stack.last_mut() {
+        Some(Screen::Queue(s)) => {
+            s.filter = f;
+            s.list = Default::default();
+        }
+        Some(Screen::Runs(s)) => {
+            s.filter = f;
+            s.list = Default::default();
+        }
+        _ => return vec![],
+    }
+    app.start()
+}

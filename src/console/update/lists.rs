@@ -1,0 +1,91 @@
+//! Actions on the list screens: the queue, the runs and the damaged rows.
+
+use super::confirm::cancel_confirm;
+use super::outcome::{Ctx, Outcome, READ_ONLY, is_move, move_list};
+use crate::console::data::DamagedRow;
+use crate::console::keymap::Action;
+use crate::console::state::{DamagedScreen, Level, Overlay, QueueScreen, RunsScreen, TextInput};
+use crate::console::text;
+
+const STATUSES: [&str; 6] = [
+    "WAITING_FOR_APPROVAL",
+    "RUNNING",
+    "INTERRUPTED",
+    "COMPLETED",
+    "FAILED",
+    "CANCELLED",
+];
+
+pub(super) fn queue(s: &mut QueueScreen, a: Action, cx: &Ctx, out: &mut Outcome) {
+    if is_move(a) {
+        out.need = move_list(cx.rows, &mut s.list, a, |r| r.approval_id.clone());
+    }
+    match a {
+        Action::Open => out.push = s.list.selected().map(|r| (false, r.approval_id.clone())),
+        Action::Filter => {
+            out.overlay = Some(Overlay::Filter(TextInput {
+                text: s.filter.clone(),
+            }))
+        }
+        Action::Copy => {
+            out.copy = s
+                .list
+                .selected()
+                .map(|r| text::escaped(r.approval_id.as_bytes()))
+        }
+        Action::Approve | Action::Reject => {
+            out.notice = Some((
+                Level::Info,
+                "open the approval (enter) and read it to decide".into(),
+            ))
+        }
+        _ => {}
+    }
+}
+
+pub(super) fn runs(s: &mut RunsScreen, a: Action, cx: &Ctx, out: &mut Outcome) {
+    if is_move(a) {
+        out.need = move_list(cx.rows, &mut s.list, a, |r| r.id.clone());
+    }
+    match a {
+        Action::Open => out.push = s.list.selected().map(|r| (true, r.id.clone())),
+        Action::Filter => {
+            out.overlay = Some(Overlay::Filter(TextInput {
+                text: s.filter.clone(),
+            }))
+        }
+        Action::Copy => out.copy = s.list.selected().map(|r| text::escaped(r.id.as_bytes())),
+        Action::StatusFilter => {
+            let i = s
+                .status
+                .as_deref()
+                .and_then(|x| STATUSES.iter().position(|y| *y == x));
+            s.status = match i {
+                None => Some(STATUSES[0].to_string()),
+                Some(i) if i + 1 < STATUSES.len() => Some(STATUSES[i + 1].to_string()),
+                Some(_) => None,
+            };
+            s.list = Default::default();
+            out.need = true;
+        }
+        _ => {}
+    }
+}
+
+pub(super) fn damaged(s: &mut DamagedScreen, a: Action, cx: &Ctx, out: &mut Outcome) {
+    if is_move(a) {
+        out.need = move_list(cx.rows, &mut s.list, a, DamagedRow::key);
+    }
+    match a {
+        Action::Open => out.push = s.list.selected().map(|r| (true, r.run_id.clone())),
+        Action::Copy => out.copy = s.list.selected().map(|r| text::bytes_escaped(&r.raw)),
+        Action::CancelRun => {
+            out.confirm = Some(match s.list.selected() {
+                Some(r) if !cx.cfg.read_only => Ok(cancel_confirm(&r.run_id, None)),
+                Some(_) => Err(READ_ONLY.into()),
+                None => Err("no row selected".into()),
+            })
+        }
+        _ => {}
+    }
+}

@@ -1,0 +1,225 @@
+//! The reads a screen asks for: its rows (a window of each list around the cursor) and the
+//! header counts, each tagged with a fresh request id the reply must carry.
+
+use crate::console::data::*;
+use crate::console::fields;
+use crate::console::layout;
+use crate::console::msg::Effect;
+use crate::console::nav::{ListView, window_for};
+use crate::console::state::{App, ApprovalScreen, RunDetailScreen, Screen};
+use crate::console::theme::Role;
+
+impl App {
+    /// Effects to read everything the top screen shows. The header counts follow the first
+    /// reply (see `replies::on_reply`): on a large database they are scans, and the rows come
+    /// first.
+    pub fn start(&mut self) -> Vec<Effect> {
+        self.load_top(false)
+    }
+
+    /// The top screen's rows and then the header counts (a refresh, or after a decision).
+    pub fn reload_all(&mut self) -> Vec<Effect> {
+        let mut fx = self.load_top(false);
+        fx.extend(self.load_counts());
+        fx
+    }
+
+    pub(crate) fn load_counts(&mut self) -> Vec<Effect> {
+        let id = self.id();
+        self.counts_pending = Some(id);
+        vec![Effect::Query(id, Query::Counts)]
+    }
+
+    /// Reads the top screen's data; `keep` re-reads the same window (live reload).
+    pub(crate) fn load_top(&mut self, keep: bool) -> Vec<Effect> {
+        let win = window_for(self.list_rows());
+        let id = self.id();
+        let Some(top) = self.stack.last_mut() else {
+            return vec![];
+        };
+        let q = match top {
+            Screen::Queue(s) => {
+                let filter = s.filter.clone();
+                list_query(
+                    &mut s.list,
+                    id,
+                    keep,
+                    win,
+                    |r| r.approval_id.as_str().map(str::to_string),
+                    |offset, anchor, end| Query::Queue {
+                        filter,
+                        offset,
+                        limit: win,
+                        anchor,
+                        end,
+                    },
+                )
+            }
+            Screen::Runs(s) => {
+                let (status, filter) = (s.status.clone(), s.filter.clone());
+                list_query(
+                    &mut s.list,
+                    id,
+                    keep,
+                    win,
+                    |r| r.id.as_str().map(str::to_string),
+                    |offset, anchor, end| Query::Runs {
+                        status,
+                        filter,
+                        offset,
+                        limit: win,
+                        anchor,
+                        end,
+                    },
+                )
+            }
+            Screen::Damaged(s) => list_query(
+                &mut s.list,
+                id,
+                keep,
+                win,
+                |r| {
+                    r.row_id
+                        .as_str()
+                        .map(|id| (r.table, id.to_string(), r.column))
+                },
+                |offset, anchor, end| Query::Damaged {
+                    offset,
+                    limit: win,
+                    anchor,
+                    end,
+                },
+            ),
+            Screen::Approval(s) => {
+                s.pending = Some(id);
+                Query::Approval { id: s.id.clone() }
+            }
+            Screen::RunDetail(s) => {
+                s.header_pending = Some(id);
+                let hq = Query::Run { id: s.id.clone() };
+                let id2 = self.next_id + 1;
+                self.next_id = id2;
+                let q = tab_query(s, id2, keep, win);
+                return vec![Effect::Query(id, hq), Effect::Query(id2, q)];
+            }
+            Screen::Help { .. } => return vec![],
+        };
+        vec![Effect::Query(id, q)]
+    }
+
+    fn push(&mut self, s: Screen) -> Vec<Effect> {
+        self.stack.push(s);
+        self.load_top(false)
+    }
+
+    pub fn push_run(&mut self, id: Key) -> Vec<Effect> {
+        self.push(Screen::RunDetail(Box::new(RunDetailScreen::new(id))))
+    }
+
+    pub fn push_approval(&mut self, id: Key) -> Vec<Effect> {
+        self.push(Screen::Approval(Box::new(ApprovalScreen::new(id))))
+    }
+
+    /// Lays the approval detail's fields out again (its width, expansions or mode changed).
+    pub fn relayout(&mut self) {
+        let w = layout::detail_width(self.size);
+        let st = self.theme.text_styles();
+        let label = self.theme.style(Role::Title);
+        let badge = self.theme.style(Role::Badge);
+        if let Some(Screen::Approval(s)) = self.stack.last_mut() {
+            s.view = fields::layout(&s.fields, w, &s.expanded, s.strict, &st, label, badge);
+        }
+    }
+}
+
+/// The read of the run detail's open tab.
+fn tab_query(s: &mut RunDetailScreen, id: u64, keep: bool, win: u64) -> Query {
+    let run = s.id.clone();
+    match s.tab {
+        Tab::Steps => list_query(
+            &mut s.steps,
+            id,
+            keep,
+            win,
+            |r| r.id.as_str().map(str::to_string),
+            |offset, anchor, end| Query::Steps {
+                run,
+                offset,
+                limit: win,
+                anchor,
+                end,
+            },
+        ),
+        Tab::Events => list_query(
+            &mut s.events,
+            id,
+            keep,
+            win,
+            |r| Some(r.seq),
+            |offset, anchor, end| Query::Events {
+                run,
+                offset,
+                limit: win,
+                anchor,
+                end,
+            },
+        ),
+        Tab::Approvals => list_query(
+            &mut s.approvals,
+            id,
+            keep,
+            win,
+            |r| r.id.as_str().map(str::to_string),
+            |offset, anchor, end| Query::Approvals {
+                run,
+                offset,
+                limit: win,
+                anchor,
+                end,
+            },
+        ),
+        Tab::ModelCalls => list_query(
+            &mut s.calls,
+            id,
+            keep,
+            win,
+            |r| r.id.as_str().map(str::to_string),
+            |offset, anchor, end| Query::ModelCalls {
+                run,
+                offset,
+                limit: win,
+                anchor,
+                end,
+            },
+        ),
+    }
+}
+
+/// The read of a list's window for its cursor (`keep`: the same window again, a live reload):
+/// by key around the first row already read when that row is nearer than the list's start,
+/// or from the end when the length is known and the end is nearer (the store picks the nearest;
+/// issue 14 item 8). After a jump to the end of a list longer than a window counts, its length
+/// is asked first (on the counting lane).
+fn list_query<T, K>(
+    l: &mut ListView<T>,
+    id: u64,
+    keep: bool,
+    win: u64,
+    key: impl Fn(&T) -> Option<K>,
+    build: impl FnOnce(u64, Option<(u64, K)>, Option<u64>) -> Query,
+) -> Query {
+    let off = if keep {
+        l.page.offset
+    } else {
+        l.window_offset(win)
+    };
+    let q = build(off, l.anchor(off, key), l.end());
+    if l.to_end && !l.page.exact {
+        l.counting = Some(id);
+        Query::Length(Box::new(q))
+    } else {
+        l.to_end = false;
+        l.pending = Some(id);
+        q
+    }
+}

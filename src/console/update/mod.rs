@@ -1,0 +1,66 @@
+//! The one transition function, `update(state, input) -> effects`, and everything it uses:
+//! key handling (`keys`, `actions`, `lists`, `run_detail`, `approval`, `command_line`), the
+//! confirmations (`confirm`), the worker's replies (`replies`) and the reads a screen asks for
+//! (`load`). Pure: no I/O, no clock; the loop in `console/mod.rs` feeds inputs and performs
+//! effects. Nothing here imports the view.
+
+mod actions;
+mod approval;
+mod command_line;
+mod confirm;
+mod keys;
+mod lists;
+mod load;
+mod outcome;
+mod replies;
+mod run_detail;
+
+use super::msg::{Effect, Input};
+use super::state::{App, Level, Overlay};
+
+/// The transition function.
+pub fn update(app: &mut App, input: Input) -> Vec<Effect> {
+    app.dirty = true;
+    match input {
+        Input::Key(k) => keys::on_key(app, k),
+        Input::Paste(s) => {
+            match &mut app.overlay {
+                Some(Overlay::Filter(t)) | Some(Overlay::CommandLine(t)) => t.paste(&s),
+                Some(Overlay::Confirm(c)) => {
+                    if let Some(r) = &mut c.reason {
+                        r.paste(&s)
+                    }
+                }
+                None => app.dirty = false, // bracketed paste goes only into inputs
+            }
+            vec![]
+        }
+        Input::Resize(w, h) => {
+            app.size = (w, h);
+            app.relayout();
+            vec![]
+        }
+        Input::Tick(now) => {
+            app.now = now;
+            vec![]
+        }
+        Input::DataChanged => {
+            // The screen's rows first: the counts can take a full scan on a large database.
+            let mut fx = app.load_top(true);
+            fx.extend(app.load_counts());
+            fx
+        }
+        Input::Reply(id, r) => replies::on_reply(app, id, r),
+        Input::Done(id, r) => replies::on_done(app, id, r),
+        Input::Progress(id, msg) => {
+            if app.running.iter().any(|(i, _)| *i == id) {
+                app.notice = Some((Level::Info, msg));
+            }
+            vec![]
+        }
+        Input::WorkerStopped => {
+            app.quit = true;
+            vec![]
+        }
+    }
+}

@@ -1,0 +1,269 @@
+//! Replies from the worker: applied to the slot whose request id they carry; a reply nobody
+//! waits for any more (the screen was left, a newer read was sent) is dropped.
+
+use crate::console::data::*;
+use crate::console::fields;
+use crate::console::msg::Effect;
+use crate::console::nav::ListView;
+use crate::console::state::{App, ApprovalScreen, Level, RunDetailScreen, Screen, short};
+use crate::console::time;
+
+fn take<T>(l: &mut ListView<T>, id: u64, page: Page<T>, id_of: impl Fn(&T) -> Key) -> bool {
+    if l.pending == Some(id) {
+        l.counting = None;
+        l.apply(page, id_of);
+        true
+    } else {
+        false
+    }
+}
+
+/// What applying a reply to the stack asks to follow.
+#[derive(Default)]
+struct Follow {
+    /// The queue screen (its depth) and filter whose page came back inexact: its count follows.
+    count_for: Option<(usize, String)>,
+    relayout: bool,
+    /// A length asked for by a jump to the end came back: the window at the end follows.
+    reload_end: bool,
+}
+
+pub(super) fn on_reply(app: &mut App, id: u64, r: Reply) -> Vec<Effect> {
+    if app.counts_pending == Some(id) {
+        app.counts_pending = None;
+        match r {
+            Reply::Counts(c) => app.counts = Some(c),
+            // The header keeps saying `…`; the next reply asks again.
+            Reply::Failed(m) => app.notice = Some((Level::Error, format!("header counts: {m}"))),
+            _ => {}
+        }
+        return vec![];
+    }
+    if let Some(pos) = app.running.iter().position(|(i, _)| *i == id) {
+        app.running.remove(pos);
+        app.notice = Some(finished(r));
+        return vec![];
+    }
+    let rows = app.list_rows();
+    let top = app.stack.len().saturating_sub(1);
+    let mut follow = Follow::default();
+    let notice = &mut app.notice;
+    for (depth, s) in app.stack.iter_mut().enumerate() {
+        if apply(s, depth, top, id, r.clone(), notice, &mut follow) {
+            break;
+        }
+    }
+    if let Some(Screen::Queue(s)) = app.stack.last_mut() {
+        s.list.scroll_into_view(rows);
+    }
+    if follow.relayout {
+        app.relayout();
+    }
+    let mut fx = vec![];
+    if follow.reload_end {
+        fx.extend(app.start());
+    }
+    // The rows are shown; the queue's count comes after them (on the counting lane).
+    if let Some((depth, filter)) = follow.count_for {
+        let cid = app.id();
+        if let Some(Screen::Queue(s)) = app.stack.get_mut(depth) {
+            s.list.counting = Some(cid);
+            fx.push(Effect::Query(cid, Query::QueueTotal { filter }));
+        }
+    }
+    // The header counts are first read once the first screen's rows have come back.
+    if app.counts.is_none() && app.counts_pending.is_none() {
+        fx.extend(app.load_counts());
+    }
+    fx
+}
+
+/// The notice for a `:verify` (or other running read) that finished.
+fn finished(r: Reply) -> (Level, String) {
+    match r {
+        Reply::Verify(rep) => match rep.broken_at {
+            None => (
+                Level::Ok,
+                format!(
+                    "event chain verified: {} events, head {}",
+                    rep.checked,
+                    short(&rep.head)
+                ),
+            ),
+            Some((seq, d)) => (
+                Level::Error,
+                format!(
+                    "event chain broken at seq {seq}: {d} ({} verified before it)",
+                    rep.checked
+                ),
+            ),
+        },
+        Reply::Failed(m) => (Level::Error, m),
+        _ => (Level::Info, "done".into()),
+    }
+}
+
+/// Applies a reply to one screen of the stack; whether it was that screen's.
+fn apply(
+    s: &mut Screen,
+    depth: usize,
+    top: usize,
+    id: u64,
+    r: Reply,
+    notice: &mut Option<(Level, String)>,
+    follow: &mut Follow,
+) -> bool {
+    let end = &mut follow.reload_end;
+    match (s, r) {
+        (Screen::Queue(s), Reply::Total(n)) => total(&mut s.list, id, n, end),
+        (Screen::Runs(s), Reply::Total(n)) => total(&mut s.list, id, n, end),
+        (Screen::Damaged(s), Reply::Total(n)) => total(&mut s.list, id, n, end),
+        (Screen::RunDetail(s), Reply::Total(n)) => {
+            total(&mut s.steps, id, n, end)
+                || total(&mut s.events, id, n, end)
+                || total(&mut s.approvals, id, n, end)
+                || total(&mut s.calls, id, n, end)
+        }
+        (Screen::Queue(s), Reply::Queue(p)) => {
+            let exact = p.exact;
+            let hit = take(&mut s.list, id, p, |r| r.approval_id.clone());
+            if hit && !exact {
+                follow.count_for = Some((depth, s.filter.clone()));
+            }
+            hit
+        }
+        (Screen::Runs(s), Reply::Runs(p)) => take(&mut s.list, id, p, |r| r.id.clone()),
+        (Screen::Damaged(s), Reply::Damaged(p)) => take(&mut s.list, id, p, DamagedRow::key),
+        (Screen::RunDetail(s), r) => run_detail(s, id, r, notice),
+        (Screen::Approval(s), Reply::Approval(a)) if s.pending == Some(id) => {
+            approval(s, a, notice);
+            follow.relayout = depth == top;
+            true
+        }
+        (Screen::Queue(s), Reply::Failed(m)) if s.list.pending == Some(id) => fail(notice, m),
+        (Screen::Queue(s), Reply::Failed(m)) if s.list.counting == Some(id) => {
+            s.list.counting = None;
+            fail(notice, m)
+        }
+        (Screen::Runs(s), Reply::Failed(m))
+            if s.list.pending == Some(id) || s.list.counting == Some(id) =>
+        {
+            s.list.counting = None;
+            s.list.to_end = false;
+            fail(notice, m)
+        }
+        (Screen::Damaged(s), Reply::Failed(m))
+            if s.list.pending == Some(id) || s.list.counting == Some(id) =>
+        {
+            s.list.counting = None;
+            s.list.to_end = false;
+            fail(notice, m)
+        }
+        (Screen::Approval(s), Reply::Failed(m)) if s.pending == Some(id) => {
+            s.pending = None;
+            fail(notice, m)
+        }
+        _ => false,
+    }
+}
+
+/// A reply for the run detail: its header, one of its tabs' pages, or a failure.
+fn run_detail(
+    s: &mut RunDetailScreen,
+    id: u64,
+    r: Reply,
+    notice: &mut Option<(Level, String)>,
+) -> bool {
+    match r {
+        Reply::Run(h) if s.header_pending == Some(id) => {
+            s.header_pending = None;
+            s.missing = h.is_none();
+            s.header = h.map(|b| *b);
+            true
+        }
+        Reply::Steps(p) => take(&mut s.steps, id, p, |r| r.id.clone()),
+        Reply::Events(p) => take(&mut s.events, id, p, |r| Key::from(r.seq.to_string())),
+        Reply::Approvals(p) => take(&mut s.approvals, id, p, |r| r.id.clone()),
+        Reply::ModelCalls(p) => take(&mut s.calls, id, p, |r| r.id.clone()),
+        Reply::Failed(m) => {
+            s.steps.to_end = false;
+            s.events.to_end = false;
+            s.approvals.to_end = false;
+            s.calls.to_end = false;
+            fail(notice, m)
+        }
+        _ => false,
+    }
+}
+
+/// The approval detail's row came back: its fields, and a warning when its hash changed.
+fn approval(
+    s: &mut ApprovalScreen,
+    a: Option<Box<ApprovalRow>>,
+    notice: &mut Option<(Level, String)>,
+) {
+    s.pending = None;
+    s.missing = a.is_none();
+    if let (Some(old), Some(new)) = (&s.row, &a)
+        && old.hash != new.hash
+    {
+        s.changed = true;
+        *notice = Some((
+            Level::Error,
+            "approval changed since you read it; it was reloaded: read it again".into(),
+        ));
+    }
+    s.fields = a.as_deref().map(fields::fields).unwrap_or_default();
+    s.cursor = s.cursor.min(s.fields.len().saturating_sub(1));
+    s.row = a.map(|b| *b);
+}
+
+/// Applies a total to the list that asked for it; after a jump to the end, the cursor is on
+/// the last row and its window must be read.
+fn total<T>(l: &mut ListView<T>, id: u64, n: u64, reload_end: &mut bool) -> bool {
+    let to_end = l.to_end;
+    if !l.apply_total(id, n) {
+        return false;
+    }
+    if to_end {
+        l.remember_none();
+        *reload_end = true;
+    }
+    true
+}
+
+fn fail(notice: &mut Option<(Level, String)>, m: String) -> bool {
+    *notice = Some((Level::Error, m));
+    true
+}
+
+pub(super) fn on_done(app: &mut App, id: u64, r: WriteResult) -> Vec<Effect> {
+    let Some(pos) = app.running.iter().position(|(i, _)| *i == id) else {
+        return vec![];
+    };
+    app.running.remove(pos);
+    app.notice = Some(match &r {
+        Ok(m) => (Level::Ok, m.clone()),
+        Err(DecideError::AlreadyDecided { status, by, at }) => {
+            let who = if by.is_empty() {
+                String::new()
+            } else {
+                format!(" by {by}")
+            };
+            let when = if at.is_empty() {
+                String::new()
+            } else {
+                format!(" {} ago", time::age(at, app.now))
+            };
+            (
+                Level::Error,
+                format!("already {status}{who}{when}; nothing was changed"),
+            )
+        }
+        Err(e) => (Level::Error, e.to_string()),
+    });
+    // Whatever happened, show the rows and counts as they are now.
+    let mut fx = app.reload_all();
+    fx.dedup();
+    fx
+}
