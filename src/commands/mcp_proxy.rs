@@ -129,6 +129,7 @@ fn short(s: &str, max: usize) -> String {
 pub fn check(path: &Path, out: &mut Out) -> Result<(), CommandError> {
     let cfg = read_config(path)?;
     owned::check_database(&cfg.database).map_err(failed)?;
+    crate::mcp::reach::check(&cfg).map_err(failed)?;
     let mut loaded = Vec::new();
     let mut names: Vec<(String, String)> = Vec::new(); // (model-visible name, server)
     for s in &cfg.servers {

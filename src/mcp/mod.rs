@@ -10,7 +10,8 @@
 //! configuration in agentrt's format), `manifest.rs` (the pin file), `rules.rs` (operator
 //! rules and the per-tool checks), `client.rs` (the stdio client: process group, minimal
 //! environment, stderr tail, one connect deadline, `tools/list` from the raw bytes),
-//! `load.rs` (pin and load, the report), `index.rs` (agentrt's `proxy_calls` tables).
+//! `load.rs` (pin and load, the report), `index.rs` (agentrt's `proxy_calls` tables), `reach.rs` (a server's arguments must not
+//! reach the proxy's own files).
 //!
 //! The JSON-RPC is written here rather than through an SDK: what is pinned and keyed must be
 //! the bytes the server sent, and an SDK that decodes into `serde_json::Value` loses number
@@ -24,6 +25,7 @@ pub mod index;
 pub mod load;
 pub mod manifest;
 pub mod owned;
+pub mod reach;
 pub mod rules;
 
 /// Cap on the recorded bytes of a result when a server names none.

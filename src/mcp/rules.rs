@@ -343,3 +343,184 @@ fn raw(b: &[u8]) -> Result<Box<RawValue>, String> {
     let s = String::from_utf8(b.to_vec()).map_err(|e| e.to_string())?;
     RawValue::from_string(s).map_err(|e| e.to_string())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mcp::load::manifest_of;
+
+    fn tool(schema: &str) -> (PinnedTool, LiveTool) {
+        let live = LiveTool {
+            name: "t".into(),
+            description: "d".into(),
+            annotations: None,
+            input_schema: canonical_schema(schema.as_bytes()).unwrap(),
+        };
+        let m = manifest_of("fs", "now", std::slice::from_ref(&live));
+        (m.tools["t"].clone(), live)
+    }
+
+    fn rule() -> Rule {
+        Rule {
+            side_effect: "remote_mutation".into(),
+            timeout: Some(Duration::from_secs(1)),
+            ..Rule::default()
+        }
+    }
+
+    fn refusal(schema: &str, r: &Rule) -> String {
+        let (p, l) = tool(schema);
+        build("fs", &p, Some(&l), r, None).unwrap_err()
+    }
+
+    #[test]
+    fn load_refuses_a_schema_that_reaches_outside_itself() {
+        for (schema, key, at) in [
+            (
+                r#"{"type":"object","$ref":"https://evil.example/s.json"}"#,
+                "$ref",
+                "#/$ref",
+            ),
+            (
+                r#"{"type":"object","properties":{"a":{"$ref":"file:///etc/passwd"}}}"#,
+                "$ref",
+                "#/properties/a/$ref",
+            ),
+            (
+                r#"{"type":"object","$id":"https://evil.example/"}"#,
+                "$id",
+                "#/$id",
+            ),
+            (
+                r#"{"type":"object","$schema":"https://evil.example/meta"}"#,
+                "$schema",
+                "#/$schema",
+            ),
+            (
+                r#"{"type":"object","allOf":[{"$dynamicRef":"other.json#x"}]}"#,
+                "$dynamicRef",
+                "#/allOf/0/$dynamicRef",
+            ),
+            (
+                r#"{"type":"object","$schema":"http://json-schema.org/draft-04/schema#","id":"http://x/y"}"#,
+                "id",
+                "#/id",
+            ),
+        ] {
+            let e = refusal(schema, &rule());
+            assert!(
+                e.starts_with(&format!("the input schema's {key} at {at} is ")),
+                "{schema}: {e}"
+            );
+            assert!(e.ends_with("which could make the schema compiler read outside it"));
+        }
+        // Fragments and the well-known drafts stay.
+        let (p, l) = tool(
+            r##"{"type":"object","$schema":"https://json-schema.org/draft/2020-12/schema","$defs":{"a":{"type":"string"}},"properties":{"x":{"$ref":"#/$defs/a"}}}"##,
+        );
+        assert!(build("fs", &p, Some(&l), &rule(), None).is_ok());
+    }
+
+    #[test]
+    fn deny_and_fixed_are_removed_from_the_schema() {
+        let schema = r#"{"type":"object","properties":{"path":{"type":"string"},"mode":{"type":"string"},"owner":{"type":"string"}},"required":["path","mode"]}"#;
+        let (p, l) = tool(schema);
+        let mut r = rule();
+        r.deny = vec!["mode".into()];
+        r.fixed.insert("owner".into(), b"\"ops\"".to_vec());
+        let b = build("fs", &p, Some(&l), &r, None).unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&b.input_schema),
+            r#"{"properties":{"path":{"type":"string"}},"required":["path"],"type":"object"}"#
+        );
+        assert_eq!(b.name, "fs_t");
+        // Only-hidden required names drop `required` entirely.
+        r.deny = vec!["mode".into(), "path".into()];
+        let b = build("fs", &p, Some(&l), &r, None).unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&b.input_schema),
+            r#"{"properties":{},"type":"object"}"#
+        );
+    }
+
+    #[test]
+    fn rules_hidden_names_must_be_sound_to_hide() {
+        let mut r = rule();
+        r.deny = vec!["mdoe".into()];
+        assert_eq!(
+            refusal(r#"{"type":"object","properties":{"mode":{}}}"#, &r),
+            "the rule hides \"mdoe\", which is not a top-level property of the input schema"
+        );
+        r.deny = vec!["mode".into()];
+        assert!(
+            refusal(
+                r#"{"type":"object","properties":{"mode":{}},"patternProperties":{"^m":{}}}"#,
+                &r
+            )
+            .contains("patternProperties")
+        );
+        assert_eq!(
+            refusal(
+                r#"{"type":"object","properties":{"mode":{}},"anyOf":[{"required":["mode"]}]}"#,
+                &r
+            ),
+            "the rule hides \"mode\" and the input schema's anyOf mentions it"
+        );
+        r.fixed.insert("x".into(), b"{nope".to_vec());
+        r.deny.clear();
+        assert_eq!(
+            refusal(r#"{"type":"object","properties":{"x":{}}}"#, &r),
+            "the fixed value for \"x\" is not valid JSON"
+        );
+        // A nested property of the same name elsewhere is fine.
+        let mut r = rule();
+        r.deny = vec!["mode".into()];
+        let (p, l) = tool(
+            r#"{"type":"object","properties":{"mode":{},"opts":{"type":"object","properties":{"mode":{}}}}}"#,
+        );
+        assert!(build("fs", &p, Some(&l), &r, None).is_ok());
+    }
+
+    #[test]
+    fn load_rename_replaces_the_prefix_and_an_unusable_name_is_refused() {
+        let (p, l) = tool(r#"{"type":"object"}"#);
+        let mut r = rule();
+        r.rename = Some("write".into());
+        assert_eq!(build("fs", &p, Some(&l), &r, None).unwrap().name, "write");
+        r.rename = Some("write file".into());
+        assert_eq!(
+            build("fs", &p, Some(&l), &r, None).unwrap_err(),
+            "the name \"write file\" does not match ^[a-zA-Z0-9_-]{1,64}$"
+        );
+        assert_eq!(
+            build("fs", &p, None, &rule(), None).unwrap_err(),
+            "the server no longer offers it"
+        );
+        let (p, l) = tool(r#"{"type":"array"}"#);
+        assert_eq!(
+            build("fs", &p, Some(&l), &rule(), None).unwrap_err(),
+            "the input schema is not an object schema (\"type\":\"object\")"
+        );
+    }
+
+    #[test]
+    fn load_absent_annotations_never_mismatch() {
+        assert_eq!(hint_mismatch_of("read_only", None), None);
+        assert_eq!(hint_mismatch_of("destructive", None), None);
+        let a = Annotations {
+            destructive_hint: Some(true),
+            ..Annotations::default()
+        };
+        assert_eq!(
+            hint_mismatch_of("remote_mutation", Some(&a)).unwrap(),
+            "classified remote_mutation, but the server claims destructiveHint"
+        );
+        assert_eq!(hint_mismatch_of("destructive", Some(&a)), None);
+        // A server claiming read-only never relaxes a classification.
+        let ro = Annotations {
+            read_only_hint: Some(true),
+            ..Annotations::default()
+        };
+        assert_eq!(hint_mismatch_of("destructive", Some(&ro)), None);
+    }
+}
