@@ -311,3 +311,17 @@ fn stdio_close_kills_the_servers_descendants() {
     }
     assert!(!alive, "grandchild {pid} survived the close");
 }
+
+#[test]
+fn pin_oversized_response_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = server(dir.path(), "huge", RULES);
+    let e = load::pin(&s, "t").unwrap_err();
+    // The server then dies of the closed pipe: its traceback is the stderr tail.
+    assert!(
+        e.starts_with(
+            "mcp: server \"fs\": list tools: the server sent a message longer than 16777216 bytes"
+        ),
+        "{e}"
+    );
+}

@@ -11,6 +11,7 @@ Modes (argv[1], default "normal"):
   silent-list   answer initialize, never answer tools/list
   twice         list read_file twice (on two pages)
   big-number    read_file's schema carries 9007199254740993 (past float64)
+  huge          answer tools/list with a 17 MiB description (past the 16 MiB message cap)
   grandchild    start a grandchild that ignores SIGTERM, write its pid to $MCP_TEST_PIDFILE
 Environment: MCP_TEST_STATE (a JSON file: {"description": ...}), MCP_TEST_ENVFILE (write the
 environment's names there on start).
@@ -61,6 +62,9 @@ def tools(page):
              '"text":{"type":"string"},"mode":{"type":"string"}},"required":["path","text"]}}')
     setd = ('{"name":"set_description","description":"Change read_file\'s description.",'
             '"inputSchema":{"type":"object","properties":{"text":{"type":"string"}}}}')
+    if mode == "huge":
+        return '{"tools":[{"name":"big","description":"%s","inputSchema":{"type":"object"}}]}' % (
+            "x" * (17 << 20))
     if mode == "twice":
         if page is None:
             return '{"tools":[%s],"nextCursor":"p2"}' % read
