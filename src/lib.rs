@@ -19,6 +19,8 @@
 //!     with its limits).
 //!   - [`runtime::json`], [`runtime::types`], [`runtime::schema`], [`runtime::clock`]:
 //!     canonical JSON and hashes, the stored records, the schema, clocks.
+//! - `mcp` (feature `mcp`): MCP servers' tools behind operator rules and pins, and the
+//!   configuration of `countersign mcp-proxy` (agentrt's format). Beside the runtime.
 //! - [`safetext`]: the one place an untrusted string becomes something a terminal may show.
 //! - [`consumer`]: the built-in example consumer (an order-support assistant) and the demo.
 //! - `console` (feature `console`): the interactive review console (ratatui).
@@ -51,6 +53,8 @@ pub mod commands;
 #[cfg(feature = "console")]
 pub mod console;
 pub mod consumer;
+#[cfg(feature = "mcp")]
+pub mod mcp;
 pub mod providers;
 pub mod runtime;
 // Every public item of safe text is documented, and stays so. (`runtime` is not there yet:

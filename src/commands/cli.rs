@@ -78,6 +78,9 @@ pub enum Command {
     /// Run the example consumer on one goal with a live model (PROVIDER:MODEL).
     #[cfg(feature = "providers")]
     Agent(super::agent::AgentArgs),
+    /// MCP proxy configuration: `pin` the servers' tools, `check` what would be offered.
+    #[cfg(feature = "mcp")]
+    McpProxy(super::mcp_proxy::McpProxyArgs),
 }
 
 #[derive(Debug, Args)]

@@ -94,6 +94,18 @@ pub fn policy_form_unchecked(raw: &[u8]) -> Vec<u8> {
     canon::try_form(raw, Escape::Minimal).unwrap_or_else(|| raw.to_vec())
 }
 
+/// The policy form of the first value, and whether anything but whitespace follows it; `None`
+/// where Go's decoder would fail. Empty or blank input is `null`. (The MCP pin's canonical
+/// schema starts from this form.)
+pub fn policy_form_first(raw: &[u8]) -> Option<(Vec<u8>, bool)> {
+    if canon::is_blank(raw) {
+        return Some((b"null".to_vec(), false));
+    }
+    let (doc, end) = parse::parse_first(raw)?;
+    let trailing = !raw.get(end..)?.iter().all(|&c| parse::is_ws(c));
+    Some((canon::encode(&doc, raw, Escape::Minimal), trailing))
+}
+
 /// The event-chain hash (spec 5.3).
 pub fn event_hash(
     prev: &str,

@@ -1,0 +1,183 @@
+//! `countersign mcp-proxy`: the configuration of an MCP proxy in agentrt's format, its pins
+//! (`pin`) and the check that opens everything serving would (`check`). docs/mcp.md.
+
+use std::path::{Path, PathBuf};
+
+use clap::{Args, Subcommand};
+
+use super::CommandError;
+use super::out::Out;
+use crate::mcp::config::{self, ProxyConfig};
+use crate::mcp::manifest::{Annotations, Manifest};
+use crate::mcp::{load, owned, sanitize};
+
+#[derive(Debug, Args)]
+pub struct McpProxyArgs {
+    #[command(subcommand)]
+    pub action: Option<McpAction>,
+    /// The proxy's configuration (agentrt's format, owner-only).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum McpAction {
+    /// Connect to every server and pin what it lists (schema and description hashes).
+    Pin(ConfigArg),
+    /// Open everything serving would (manifests, servers, database, call index) and report
+    /// which tools would be offered.
+    Check(ConfigArg),
+}
+
+#[derive(Debug, Args)]
+pub struct ConfigArg {
+    /// The proxy's configuration (agentrt's format, owner-only).
+    #[arg(long, value_name = "FILE")]
+    pub config: PathBuf,
+}
+
+pub fn run(a: &McpProxyArgs, out: &mut Out) -> Result<(), CommandError> {
+    match &a.action {
+        Some(McpAction::Pin(c)) => pin(&c.config, out),
+        Some(McpAction::Check(c)) => check(&c.config, out),
+        None => {
+            if a.config.is_none() {
+                return Err(CommandError::Usage(
+                    "mcp-proxy: --config FILE is required".into(),
+                ));
+            }
+            Err(CommandError::Failed(
+                "mcp-proxy: serving MCP to a host is not built yet; `mcp-proxy pin` and `mcp-proxy check` are (docs/mcp.md)".into(),
+            ))
+        }
+    }
+}
+
+fn failed(e: String) -> CommandError {
+    CommandError::Failed(e)
+}
+
+fn read_config(path: &Path) -> Result<ProxyConfig, CommandError> {
+    config::read(path).map_err(failed)
+}
+
+/// Pins every server: writes each manifest 0600 and lists what was pinned with the server's
+/// own hints, which classify nothing.
+pub fn pin(path: &Path, out: &mut Out) -> Result<(), CommandError> {
+    let cfg = read_config(path)?;
+    for s in &cfg.servers {
+        let now = crate::runtime::types::Timestamp::now().to_rfc3339();
+        let m = load::pin(s, &now).map_err(failed)?;
+        m.write(&s.manifest).map_err(failed)?;
+        out.line(&format!(
+            "server {}: {} tools pinned in {}, with the server's own hints, which classify nothing:",
+            sanitize(&s.name),
+            m.tools.len(),
+            sanitize(&s.manifest.display().to_string())
+        ))?;
+        for t in m.tools.values() {
+            out.line(&format!(
+                "  {:<28} {:<26} {}",
+                sanitize(&t.name),
+                hints(t.annotations.as_ref()),
+                short(&t.description, 72)
+            ))?;
+        }
+    }
+    out.line(&format!(
+        "classify the tools in the configuration's rules, then: countersign mcp-proxy check --config {}",
+        sanitize(&path.display().to_string())
+    ))
+}
+
+fn hints(a: Option<&Annotations>) -> String {
+    let Some(a) = a else {
+        return "no annotations".into();
+    };
+    let mut v = Vec::new();
+    if a.read_only_hint == Some(true) {
+        v.push("readOnly");
+    }
+    if a.destructive_hint == Some(true) {
+        v.push("destructive");
+    }
+    if a.idempotent_hint == Some(true) {
+        v.push("idempotent");
+    }
+    if a.open_world_hint == Some(true) {
+        v.push("openWorld");
+    }
+    if v.is_empty() {
+        "claims nothing".into()
+    } else {
+        v.join(",")
+    }
+}
+
+/// Whitespace collapsed, escaped, cut to `max` characters with `...`.
+fn short(s: &str, max: usize) -> String {
+    let collapsed = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    let clean = sanitize(&collapsed);
+    if clean.chars().count() <= max {
+        return clean;
+    }
+    let cut: String = clean.chars().take(max.saturating_sub(3)).collect();
+    format!("{cut}...")
+}
+
+/// Opens what serving opens, in agentrt's order, and prints each server's report.
+pub fn check(path: &Path, out: &mut Out) -> Result<(), CommandError> {
+    let cfg = read_config(path)?;
+    owned::check_database(&cfg.database).map_err(failed)?;
+    crate::mcp::reach::check(&cfg).map_err(failed)?;
+    let mut loaded = Vec::new();
+    let mut names: Vec<(String, String)> = Vec::new(); // (model-visible name, server)
+    for s in &cfg.servers {
+        let q = crate::mcp::quote(&s.name);
+        let m = Manifest::read(&s.manifest)
+            .map_err(|e| failed(format!("server {q}: manifest: {e}")))?;
+        let l = match load::load(s, &m) {
+            Ok(l) => l,
+            Err((e, report)) => {
+                for line in report.iter().flat_map(|r| r.lines()) {
+                    out.line(&line)?;
+                }
+                return Err(failed(e));
+            }
+        };
+        for line in l.report.lines() {
+            out.line(&line)?;
+        }
+        for b in &l.report.registered {
+            if b.name == cfg.status_tool {
+                return Err(failed(format!(
+                    "server {q} registers tool {} under {}, the status tool's name: rename one (status_tool or the rule's rename)",
+                    crate::mcp::quote(&b.tool),
+                    crate::mcp::quote(&b.name)
+                )));
+            }
+            if names.iter().any(|(n, _)| *n == b.name) {
+                return Err(failed(format!(
+                    "server {q} registers {}, which another server already registered",
+                    crate::mcp::quote(&b.name)
+                )));
+            }
+            names.push((b.name.clone(), s.name.clone()));
+        }
+        loaded.push(l);
+    }
+    let store = crate::runtime::store::Store::open(&cfg.database)
+        .map_err(|e| failed(format!("database: {e}")))?;
+    owned::check_database(&cfg.database).map_err(failed)?;
+    crate::mcp::index::migrate(&cfg.database).map_err(failed)?;
+    drop(store);
+    for l in &loaded {
+        l.conn.close();
+    }
+    out.line(&format!("status tool: {}", cfg.status_tool))?;
+    out.line(&format!("session: {}", cfg.session))?;
+    out.line(&format!(
+        "database: {}",
+        sanitize(&cfg.database.display().to_string())
+    ))
+}

@@ -1,0 +1,58 @@
+//! MCP: an MCP server's tools offered through the runtime, only those an operator classified
+//! and only while they still match their pin (agentrt's `mcp` module and the configuration of
+//! its proxy; `docs/mcp.md`).
+//!
+//! Beside the runtime, never inside it: this module depends on [`crate::runtime`] and
+//! [`crate::safetext`], the runtime depends on nothing here. Feature `mcp` (default).
+//!
+//! Files: `canonical.rs` (the canonical schema form and the pin hashes), `owned.rs` (files only
+//! their owner can change), `duration.rs` (Go duration text), `config.rs` (the proxy
+//! configuration in agentrt's format), `manifest.rs` (the pin file), `rules.rs` (operator
+//! rules and the per-tool checks), `client.rs` (the stdio client: process group, minimal
+//! environment, stderr tail, one connect deadline, `tools/list` from the raw bytes),
+//! `load.rs` (pin and load, the report), `index.rs` (agentrt's `proxy_calls` tables), `reach.rs` (a server's arguments must not
+//! reach the proxy's own files).
+//!
+//! The JSON-RPC is written here rather than through an SDK: what is pinned and keyed must be
+//! the bytes the server sent, and an SDK that decodes into `serde_json::Value` loses number
+//! literals and repeated keys before the caller sees them (docs/decisions/0030).
+
+pub mod canonical;
+pub mod client;
+pub mod config;
+pub mod duration;
+pub mod index;
+pub mod load;
+pub mod manifest;
+pub mod owned;
+pub mod reach;
+pub mod rules;
+
+/// Cap on the recorded bytes of a result when a server names none.
+pub const DEFAULT_MAX_CONTENT_BYTES: usize = 65536;
+/// Pages of `tools/list` read at most.
+pub const MAX_TOOL_PAGES: usize = 100;
+/// Tools a server may list at most.
+pub const MAX_TOOLS: usize = 1000;
+/// The connect deadline when a server names none.
+pub const DEFAULT_CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+/// Cap on one message from a server (a stdio line, an HTTP body).
+pub const MAX_MESSAGE_BYTES: usize = 16 << 20;
+/// Bytes of a server's stderr kept for connect errors.
+pub const STDERR_TAIL_BYTES: usize = 4096;
+
+/// Server-chosen text made safe for an operator's line: every control, bidi and invisible
+/// character escaped (reversibly), one line.
+pub fn sanitize(text: &str) -> String {
+    crate::safetext::escape_reversible(text.as_bytes(), crate::safetext::Options::line())
+}
+
+/// Bytes from a server made safe for an operator's line (invalid UTF-8 escaped too).
+pub fn sanitize_bytes(bytes: &[u8]) -> String {
+    crate::safetext::escape_reversible(bytes, crate::safetext::Options::line())
+}
+
+/// `"` + [`sanitize`] + `"`: where agentrt writes Go's `%q` of server text.
+pub fn quote(text: &str) -> String {
+    format!("\"{}\"", sanitize(text).replace('"', "\\\""))
+}
