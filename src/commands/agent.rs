@@ -48,7 +48,7 @@ pub struct AgentArgs {
     #[arg(long, value_name = "ID", default_value = "cu_ana")]
     pub customer: String,
     /// Continue this run (after a person decided its approval) instead of starting one.
-    #[arg(long, value_name = "RUN", conflicts_with = "goal", value_parser = super::cli::parse_id)]
+    #[arg(long, value_name = "RUN", conflicts_with = "goal", value_parser = parse_id)]
     pub resume: Option<String>,
     /// What the customer asks (not with --resume).
     #[arg(value_name = "GOAL", required_unless_present = "resume")]
@@ -374,4 +374,16 @@ fn random_id() -> String {
     let mut b = [0u8; 8];
     rand::rng().fill_bytes(&mut b);
     format!("run_{}", hex::encode(b))
+}
+
+/// A run id given to `--resume`: not empty, and not something that looks like a flag.
+fn parse_id(s: &str) -> Result<String, String> {
+    if s.is_empty() {
+        return Err("an id cannot be empty".into());
+    }
+    if s.starts_with('-') {
+        // The value is not echoed: clap prints this to the terminal, and the value is not ours.
+        return Err("an id cannot start with '-' (it looks like a flag)".into());
+    }
+    Ok(s.to_string())
 }

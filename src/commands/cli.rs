@@ -246,17 +246,6 @@ fn id_parser() -> impl TypedValueParser<Value = Key> {
     })
 }
 
-pub(crate) fn parse_id(s: &str) -> Result<String, String> {
-    if s.is_empty() {
-        return Err("an id cannot be empty".into());
-    }
-    if s.starts_with('-') {
-        // The value is not echoed: clap prints this to the terminal, and the value is not ours.
-        return Err("an id cannot start with '-' (it looks like a flag)".into());
-    }
-    Ok(s.to_string())
-}
-
 fn parse_status(s: &str) -> Result<String, String> {
     const KNOWN: [&str; 6] = [
         "RUNNING",

@@ -43,8 +43,8 @@ pub use json::{
     JsonError, JsonField, JsonNode, JsonOptions, MAX_JSON_DEPTH, json_fields, parse_json,
     quoted_text as quoted, render_json,
 };
-pub use segments::{SafeText, Segment, SegmentKind};
-pub use width::{escape_cut, plain_line, plain_line_strict, plain_line_with, text_width};
+pub use segments::{SafeText, Segment, SegmentKind, text_width};
+pub use width::{escape_cut, plain_line, plain_line_strict, plain_line_with};
 
 /// How far the escaping goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -3,11 +3,19 @@
 
 use std::fmt;
 
+use unicode_segmentation::UnicodeSegmentation;
+use unicode_width::UnicodeWidthStr;
+
 use super::Options;
 use super::badges::{Badge, Badges, Scanner};
 use super::decode::{DecodeError, decode_into};
 use super::escape::{Esc, Escaper, Item, Reason, Token};
-use super::width::text_width;
+
+/// The display width of already escaped text: the sum of its grapheme clusters' widths
+/// (what ratatui measures). Only meaningful for text this module escaped.
+pub fn text_width(text: &str) -> usize {
+    text.graphemes(true).map(UnicodeWidthStr::width).sum()
+}
 
 /// What a segment is, so a theme can style it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -10,14 +10,8 @@ use unicode_segmentation::UnicodeSegmentation;
 use unicode_width::UnicodeWidthStr;
 
 use super::escape::{Class, Escaper, Item, Token, classify, decode_at};
-use super::segments::{Builder, SafeText};
+use super::segments::{Builder, SafeText, text_width};
 use super::{Form, Mode, Options};
-
-/// The display width of already escaped text: the sum of its grapheme clusters' widths
-/// (what ratatui measures). Only meaningful for text this module escaped.
-pub fn text_width(text: &str) -> usize {
-    text.graphemes(true).map(UnicodeWidthStr::width).sum()
-}
 
 /// A grapheme longer than this is split (pathological: e.g. 16 MiB of Hangul jamo form one
 /// cluster); splitting bounds memory and keeps the cut's width promise.

@@ -3,8 +3,8 @@
 
 use unicode_segmentation::UnicodeSegmentation;
 
+use super::segments::text_width;
 use super::segments::{SafeText, Segment, SegmentKind};
-use super::width::text_width;
 
 /// The length in bytes of the escape at the start of `text` (escapes are ASCII).
 fn escape_len(text: &str) -> usize {

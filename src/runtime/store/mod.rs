@@ -51,11 +51,11 @@ pub use events::{ChainBreak, ChainReport};
 pub use keyset::{KeyPage, StepKey};
 pub use lease::LeaseHandle;
 pub use open::ConnectionSettings;
-pub use pages::{MAX_PAGE_TEXT, Page};
-pub use schema::{DEFAULT_LEASE_TTL_NS, MIGRATIONS, PRE_LEASE_OWNER, SCHEMA_MIGRATIONS_DDL};
 #[cfg(feature = "console")]
-pub(crate) use sizes::capped_note;
-pub use sizes::{SHOWN_REQUEST_MAX, capped_request};
+pub(crate) use pages::capped_note;
+pub use pages::{MAX_PAGE_TEXT, Page, SHOWN_REQUEST_MAX};
+pub use schema::{DEFAULT_LEASE_TTL_NS, MIGRATIONS, PRE_LEASE_OWNER, SCHEMA_MIGRATIONS_DDL};
+pub use sizes::capped_request;
 pub use tx::{Transition, Tx};
 pub use views::{QUEUE_ARGS_HEAD, QueueItem, RunOverview, ViewCounts, raw_bytes};
 pub use watch::{ArrivedApproval, ChangeWatch, PRESENTATION_MAX};

@@ -13,6 +13,21 @@ use super::rows::{Cols, approval_from, event_from, run_from, step_from};
 use super::window::{KeyedList, Window, WindowPage, int};
 use crate::runtime::types::{Approval, AsKey, Event, Key, Run, Step};
 
+/// The largest request (bytes) the commands read whole to show and decide on. A larger one
+/// is shown by what page reads pick out of it (kind, tool, times, hash) and its size.
+pub const SHOWN_REQUEST_MAX: i64 = 1 << 20;
+
+/// The note a page read leaves on an approval whose request it replaced by a stand-in.
+pub(crate) fn capped_note(n: i64) -> String {
+    // Over SHOWN_REQUEST_MAX the select gives the size in bytes (it never loads the value).
+    let unit = if n > SHOWN_REQUEST_MAX {
+        "bytes"
+    } else {
+        "characters"
+    };
+    format!("request: {n} {unit}, over MaxPageText; its arguments were not read")
+}
+
 /// agentrt's MaxPageText: 64 Ki characters (SQLite `length()` on TEXT).
 pub const MAX_PAGE_TEXT: i64 = 65536;
 
@@ -77,7 +92,7 @@ pub(super) fn step_select() -> String {
     // Over SHOWN_REQUEST_MAX bytes a column is never loaded (`octet_length` reads the record
     // header only; `length` and the JSON functions would load and parse it all): its stand-in
     // has empty fields, and the tool's name comes from the spec the step ran under.
-    let huge = super::sizes::SHOWN_REQUEST_MAX;
+    let huge = SHOWN_REQUEST_MAX;
     let over = |c: &str, repl: String, huge_repl: String| {
         format!(
             "CASE WHEN octet_length({c}) > {huge} THEN {huge_repl} WHEN length({c}) <= {MAX_PAGE_TEXT} THEN {c} \
@@ -139,7 +154,7 @@ pub(super) fn approval_select() -> String {
     // record header; `length`, `json_valid` and `json_extract` would load and parse it all):
     // its stand-in takes the run and step from the row and the tool's name from the spec the
     // step ran under.
-    let huge = super::sizes::SHOWN_REQUEST_MAX;
+    let huge = SHOWN_REQUEST_MAX;
     let request = format!(
         "CASE WHEN octet_length(request_json) > {huge} THEN \
          json_object('run_id', {}, 'step_id', {}, 'spec', json_object('name', COALESCE((SELECT \
@@ -202,7 +217,7 @@ pub(super) fn capped_step(r: &rusqlite::Row<'_>) -> Step {
             if !notes.is_empty() {
                 notes.push_str("; ");
             }
-            let unit = if n > super::sizes::SHOWN_REQUEST_MAX {
+            let unit = if n > SHOWN_REQUEST_MAX {
                 "bytes"
             } else {
                 "characters"
@@ -222,7 +237,7 @@ pub(super) fn capped_approval(r: &rusqlite::Row<'_>) -> Approval {
     let n = c.int(14, "request");
     let mut a = approval_from(&mut c);
     if n > MAX_PAGE_TEXT {
-        join_note(&mut a.decode_error, super::sizes::capped_note(n));
+        join_note(&mut a.decode_error, capped_note(n));
     }
     a
 }

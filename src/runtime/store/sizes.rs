@@ -10,24 +10,9 @@ use super::error::{Ctx, StoreError};
 use super::pages::{MAX_PAGE_TEXT, approval_select, capped_approval};
 use crate::runtime::types::{Approval, AsKey, Key};
 
-/// The largest request (bytes) the commands read whole to show and decide on. A larger one
-/// is shown by what page reads pick out of it (kind, tool, times, hash) and its size.
-pub const SHOWN_REQUEST_MAX: i64 = 1 << 20;
-
-/// The note a page read leaves on an approval whose request it replaced by a stand-in.
-pub(crate) fn capped_note(n: i64) -> String {
-    // Over SHOWN_REQUEST_MAX the select gives the size in bytes (it never loads the value).
-    let unit = if n > SHOWN_REQUEST_MAX {
-        "bytes"
-    } else {
-        "characters"
-    };
-    format!("request: {n} {unit}, over MaxPageText; its arguments were not read")
-}
-
 /// When a page read replaced this approval's request by its stand-in (the request is over
 /// [`MAX_PAGE_TEXT`] characters): the request's length, in characters, or in bytes when it
-/// is over [`SHOWN_REQUEST_MAX`] bytes. Its `request.args`
+/// is over [`SHOWN_REQUEST_MAX`](super::SHOWN_REQUEST_MAX) bytes. Its `request.args`
 /// are then the store's `{"truncated":true,"length":N}`, not the tool call's arguments.
 pub fn capped_request(a: &Approval) -> Option<i64> {
     const TAIL: &str = ", over MaxPageText; its arguments were not read";
@@ -116,6 +101,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runtime::store::pages::capped_note;
 
     #[test]
     fn the_capped_note_is_found_among_other_decode_errors() {
