@@ -65,6 +65,11 @@ pub enum Command {
     Cancel(CancelArgs),
     /// Resume a run whose tools this build registers (the example consumer's).
     Resume(RunArg),
+    /// Ask the policy again, read-only, about a run's calls waiting on a person; exit 1 when
+    /// today's answer differs from the recorded one.
+    Recheck(RecheckArgs),
+    /// Resume the example consumer's runs as soon as they are decided, until stopped.
+    Worker(WorkerArgs),
     /// Check the hash chain over every run's events.
     Verify(VerifyArgs),
     /// Write a demo database of the example consumer and open the console on it.
@@ -151,6 +156,23 @@ pub struct VerifyArgs {
     /// A head kept from an earlier verify, as SEQ:HASH; the chain must still reach it.
     #[arg(long, value_name = "SEQ:HASH", value_parser = parse_head)]
     pub head: Option<(u64, String)>,
+}
+
+#[derive(Debug, Args)]
+pub struct RecheckArgs {
+    /// The run id.
+    #[arg(value_name = "RUN", value_parser = id_parser())]
+    pub run: Key,
+    /// Every recorded evaluation of the policy, not only the calls waiting on a person.
+    #[arg(long)]
+    pub all: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct WorkerArgs {
+    /// Resume what is decided now, then exit (instead of waiting for decisions).
+    #[arg(long)]
+    pub once: bool,
 }
 
 #[derive(Debug, Args)]

@@ -12,12 +12,14 @@ pub mod demo;
 mod events;
 mod open;
 pub mod out;
+mod recheck;
 mod resume;
 mod runs;
 pub mod shell;
 mod show;
 pub mod text;
 mod verify;
+pub mod worker;
 
 use clap::Parser;
 use std::path::PathBuf;
@@ -175,6 +177,14 @@ fn run(cli: Cli) -> Result<(), CommandError> {
         Command::Resume(a) => {
             resume::run(&database_path(cli.db)?, json, a.run.as_bytes(), &mut out)
         }
+        Command::Recheck(a) => recheck::run(
+            &database_path(cli.db)?,
+            json,
+            a.run.as_bytes(),
+            a.all,
+            &mut out,
+        ),
+        Command::Worker(a) => worker::run(&database_path(cli.db)?, a.once),
         #[cfg(feature = "providers")]
         Command::Agent(a) => agent::run(cli.db.as_deref(), a, &mut out),
         Command::Demo(a) => {
@@ -185,6 +195,8 @@ fn run(cli: Cli) -> Result<(), CommandError> {
                 demo::describe(&db, &prepared, &mut out)
             } else {
                 out.flush()?;
+                // Approved refunds execute with no second key: a worker resumes them.
+                let _worker = (!flags.read_only).then(|| worker::beside(&db));
                 open_console(&db, &flags)
             }
         }

@@ -17,6 +17,7 @@ mod lease;
 mod open;
 mod pages;
 mod reads;
+mod resumable;
 mod rows;
 mod schema;
 mod sizes;
@@ -38,6 +39,7 @@ pub use keyset::{KeyPage, StepKey};
 pub use lease::LeaseHandle;
 pub use open::ConnectionSettings;
 pub use pages::{MAX_PAGE_TEXT, Page};
+pub use resumable::ResumableRun;
 pub use schema::{DEFAULT_LEASE_TTL_NS, MIGRATIONS, PRE_LEASE_OWNER, SCHEMA_MIGRATIONS_DDL};
 #[cfg(feature = "console")]
 pub(crate) use sizes::capped_note;
