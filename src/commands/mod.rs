@@ -12,6 +12,7 @@ pub mod demo;
 mod events;
 mod open;
 pub mod out;
+mod prefix;
 mod recheck;
 mod resume;
 mod runs;
@@ -151,6 +152,10 @@ fn run(cli: Cli) -> Result<(), CommandError> {
         return open_console(&db, &flags);
     };
     validate(&cmd)?;
+    let mut cmd = cmd;
+    if let Some(run) = prefix::run_arg(&mut cmd) {
+        *run = prefix::resolve(&database_path(cli.db.clone())?, run)?;
+    }
     let mut out = out::Out::stdout();
     let json = cli.json;
     let res = match &cmd {

@@ -16,6 +16,7 @@ mod keyset;
 mod lease;
 mod open;
 mod pages;
+mod prefix;
 mod reads;
 mod resumable;
 mod rows;
