@@ -58,15 +58,13 @@ pub enum Command {
     Approve(DecideArgs),
     /// Refuse a run's pending approval (cancels the run); --note is required.
     Reject(DecideArgs),
-    /// Deny a run's pending approval with feedback: the call does not run, the run goes on and
-    /// its agent is handed --note (required) instead of the call's result.
+    /// Deny a run's pending approval with feedback: the call does not run, the agent is told --note.
     Deny(DecideArgs),
     /// End a run that is not finished; --note is required.
     Cancel(CancelArgs),
     /// Resume a run whose tools this build registers (the example consumer's).
     Resume(RunArg),
-    /// Ask the policy again, read-only, about a run's calls waiting on a person; exit 1 when
-    /// today's answer differs from the recorded one.
+    /// Ask the policy again, read-only, about a run's waiting calls; exit 1 if it now differs.
     Recheck(RecheckArgs),
     /// Resume the example consumer's runs as soon as they are decided, until stopped.
     Worker(WorkerArgs),
@@ -119,8 +117,7 @@ pub struct DecideArgs {
     /// Who decides (else $COUNTERSIGN_BY, else $USER; never empty).
     #[arg(long, value_name = "WHO")]
     pub by: Option<String>,
-    /// A note recorded with the decision (required for reject and deny; deny hands it to the
-    /// agent).
+    /// A note recorded with the decision (required for reject and deny; deny tells the agent).
     #[arg(long, value_name = "TEXT")]
     pub note: Option<String>,
 }
