@@ -166,8 +166,8 @@ fn snapshot_settings() -> insta::Settings {
 fn help_texts_are_stable() {
     let settings = snapshot_settings();
     for cmd in [
-        "", "runs", "show", "events", "approve", "reject", "cancel", "resume", "verify", "demo",
-        "agent",
+        "", "runs", "show", "events", "approve", "reject", "deny", "cancel", "resume", "recheck",
+        "worker", "verify", "demo", "agent",
     ] {
         let mut args: Vec<&str> = Vec::new();
         if !cmd.is_empty() {

@@ -58,13 +58,16 @@ pub enum Command {
     Approve(DecideArgs),
     /// Refuse a run's pending approval (cancels the run); --note is required.
     Reject(DecideArgs),
-    /// Deny a run's pending approval with feedback: the call does not run, the run goes on and
-    /// its agent is handed --note (required) instead of the call's result.
+    /// Deny a run's pending approval with feedback: the call does not run, the agent is told --note.
     Deny(DecideArgs),
     /// End a run that is not finished; --note is required.
     Cancel(CancelArgs),
     /// Resume a run whose tools this build registers (the example consumer's).
     Resume(RunArg),
+    /// Ask the policy again, read-only, about a run's waiting calls; exit 1 if it now differs.
+    Recheck(RecheckArgs),
+    /// Resume the example consumer's runs as soon as they are decided, until stopped.
+    Worker(WorkerArgs),
     /// Check the hash chain over every run's events.
     Verify(VerifyArgs),
     /// Write a demo database of the example consumer and open the console on it.
@@ -123,8 +126,7 @@ pub struct DecideArgs {
     /// Who decides (else $COUNTERSIGN_BY, else $USER; never empty).
     #[arg(long, value_name = "WHO")]
     pub by: Option<String>,
-    /// A note recorded with the decision (required for reject and deny; deny hands it to the
-    /// agent).
+    /// A note recorded with the decision (required for reject and deny; deny tells the agent).
     #[arg(long, value_name = "TEXT")]
     pub note: Option<String>,
 }
@@ -220,6 +222,23 @@ pub struct WatchArgs {
     /// Stop after this many announcements (0: never).
     #[arg(long, default_value_t = 0, value_name = "N")]
     pub count: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct RecheckArgs {
+    /// The run id.
+    #[arg(value_name = "RUN", value_parser = id_parser())]
+    pub run: Key,
+    /// Every recorded evaluation of the policy, not only the calls waiting on a person.
+    #[arg(long)]
+    pub all: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct WorkerArgs {
+    /// Resume what is decided now, then exit (instead of waiting for decisions).
+    #[arg(long)]
+    pub once: bool,
 }
 
 #[derive(Debug, Args)]

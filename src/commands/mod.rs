@@ -14,6 +14,8 @@ mod events;
 pub mod mcp_proxy;
 mod open;
 pub mod out;
+mod prefix;
+mod recheck;
 mod resume;
 mod runs;
 pub mod shell;
@@ -22,6 +24,7 @@ mod stats;
 pub mod text;
 mod verify;
 mod watch;
+pub mod worker;
 
 use clap::Parser;
 use std::path::PathBuf;
@@ -153,6 +156,10 @@ fn run(cli: Cli) -> Result<(), CommandError> {
         return open_console(&db, &flags);
     };
     validate(&cmd)?;
+    let mut cmd = cmd;
+    if let Some(run) = prefix::run_arg(&mut cmd) {
+        *run = prefix::resolve(&database_path(cli.db.clone())?, run)?;
+    }
     let mut out = out::Out::stdout();
     let json = cli.json;
     let res = match &cmd {
@@ -181,6 +188,14 @@ fn run(cli: Cli) -> Result<(), CommandError> {
         Command::Resume(a) => {
             resume::run(&database_path(cli.db)?, json, a.run.as_bytes(), &mut out)
         }
+        Command::Recheck(a) => recheck::run(
+            &database_path(cli.db)?,
+            json,
+            a.run.as_bytes(),
+            a.all,
+            &mut out,
+        ),
+        Command::Worker(a) => worker::run(&database_path(cli.db)?, a.once),
         #[cfg(feature = "providers")]
         Command::Agent(a) => agent::run(cli.db.as_deref(), a, &mut out),
         #[cfg(feature = "mcp")]
@@ -193,6 +208,8 @@ fn run(cli: Cli) -> Result<(), CommandError> {
                 demo::describe(&db, &prepared, &mut out)
             } else {
                 out.flush()?;
+                // Approved refunds execute with no second key: a worker resumes them.
+                let _worker = (!flags.read_only).then(|| worker::beside(&db));
                 open_console(&db, &flags)
             }
         }

@@ -15,7 +15,7 @@ use crate::consumer::tools::TOOL_NAMES;
 use crate::runtime::store::Store;
 
 /// The names of the tools a run was started with (`run.created`'s spec hashes) and proposed.
-fn tools_of(store: &Store, run_id: &[u8]) -> Result<Vec<String>, CommandError> {
+pub(super) fn tools_of(store: &Store, run_id: &[u8]) -> Result<Vec<String>, CommandError> {
     let mut names: Vec<String> = Vec::new();
     let first = store.list_events_page(run_id, 1, 0).map_err(fail)?;
     if let Some(e) = first.items.first().filter(|e| e.kind == "run.created")

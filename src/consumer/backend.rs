@@ -171,6 +171,30 @@ impl Backend {
         Backend::init(conn, path)
     }
 
+    /// Opens an existing backend for reading only (`recheck`): nothing is created, migrated,
+    /// seeded or written (`PRAGMA query_only`), so the file keeps every byte.
+    pub fn open_read_only(path: &Path) -> Result<Backend, BackendError> {
+        let conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        conn.execute_batch("PRAGMA query_only = ON;")?;
+        let has_orders: i64 = conn.query_row(
+            "SELECT count(*) FROM sqlite_master WHERE type='table' AND name='orders'",
+            [],
+            |r| r.get(0),
+        )?;
+        if has_orders == 0 {
+            return Err(BackendError::NotABackend {
+                path: path.display().to_string(),
+            });
+        }
+        Ok(Backend {
+            conn: Mutex::new(conn),
+        })
+    }
+
     /// Creates a new backend at `path`, refusing a file that already exists.
     pub fn create_new(path: &Path) -> Result<Backend, BackendError> {
         let shown = path.display().to_string();

@@ -18,7 +18,10 @@ use crate::consumer::policy::ConsequencePolicy;
 use crate::consumer::scenarios;
 use crate::consumer::session::Session;
 use crate::consumer::tools::Catalog;
-use crate::runtime::driver::{Driver, RuntimeError, default_limits, random_id};
+use crate::runtime::driver::{
+    Driver, RecheckReport, RecheckScope, RuntimeError, WorkOptions, WorkReport, default_limits,
+    random_id,
+};
 use crate::runtime::operator::{self, OperatorError};
 use crate::runtime::store::{Store, StoreError};
 use crate::runtime::types::{Run, Timestamp};
@@ -331,6 +334,47 @@ pub fn resume_demo_run(run_db: &Path, backend_db: &Path, run_id: &str) -> Result
     let id = run_id.to_string();
     on_runtime(move |rt| rt.block_on(async move { Ok(driver.resume(&id).await?) }))
 }
+
+/// Runs the worker (`Driver::work`) over the example consumer's runs in `run_db`, with its
+/// backend `backend_db`: every run of this consumer's tools is resumed as soon as its approval
+/// is granted or it is denied with feedback. Returns when `opts` says (stop, or idle).
+pub fn work_demo_runs(
+    run_db: &Path,
+    backend_db: &Path,
+    opts: WorkOptions,
+) -> Result<WorkReport, DemoError> {
+    let store = Arc::new(Store::open_existing(run_db, false)?);
+    if std::fs::symlink_metadata(backend_db).is_err() {
+        return Err(DemoError::Unexpected(format!(
+            "the demo backend {} does not exist; build the demo first",
+            backend_db.display()
+        )));
+    }
+    let backend = Arc::new(Backend::open(backend_db)?);
+    let dispatcher = dispatcher(backend.clone())?;
+    let agent = ScenarioAgent::by_session(backend);
+    let driver = adapter::driver(store, &dispatcher, agent, WORKER_OWNER, None)?;
+    on_runtime(move |rt| rt.block_on(async move { Ok(driver.work(opts).await?) }))
+}
+
+/// Asks the example consumer's policy again, read-only, about run `run_id` of `run_db`
+/// against its backend `backend_db` as it is now (`Driver::recheck`). Neither file is written.
+pub fn recheck_demo_run(
+    run_db: &Path,
+    backend_db: &Path,
+    run_id: &str,
+    scope: RecheckScope,
+) -> Result<RecheckReport, DemoError> {
+    let store = Arc::new(Store::open_existing(run_db, true)?);
+    let backend = Arc::new(Backend::open_read_only(backend_db)?);
+    let dispatcher = dispatcher(backend.clone())?;
+    let agent = ScenarioAgent::by_session(backend);
+    let driver = adapter::driver(store, &dispatcher, agent, DEMO_OWNER, None)?;
+    Ok(driver.recheck(run_id, scope)?)
+}
+
+/// The lease owner name of workers.
+pub const WORKER_OWNER: &str = "countersign-worker";
 
 /// Where the backend of a demo run database lives: beside it, `<stem>.orders.db`
 /// (`demo.db` → `demo.orders.db`). `countersign demo` writes it there and `countersign resume`

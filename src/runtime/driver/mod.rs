@@ -3,8 +3,9 @@
 //!
 //! Files: `ctx` (one run being driven: cache, writes, endings), `step` (start, record,
 //! validate, end), `dispatch` (policy and pause), `execute` (tools), `run_loop` (the loop in
-//! two halves), `gate` (the same halves for an external loop), `resume` (8.2), `recover`
-//! (8.3), `lease`, `limits`, `record` (payloads).
+//! two halves), `gate` (the same halves for an external loop), `attach` (what a resume does
+//! first, routing to) `resume` (8.2) or `recover` (8.3), `recheck` (the policy asked again, read-only), `worker` (resumes decided runs as
+//! they are decided), `lease`, `limits`, `record` (payloads).
 
 mod attach;
 mod ctx;
@@ -13,11 +14,13 @@ mod execute;
 mod gate;
 pub mod lease;
 pub mod limits;
+mod recheck;
 pub mod record;
 mod recover;
 mod resume;
 mod run_loop;
 mod step;
+mod worker;
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -37,8 +40,10 @@ use super::types::{Event, Limits, Run};
 
 pub use gate::{Gate, Session, Verdict};
 pub use lease::DEFAULT_LEASE_TTL;
+pub use recheck::{NotRechecked, RecheckReport, RecheckScope, Rechecked};
 pub use recover::{INTERRUPTED_NOTICE, Reconcile, Reconciliation};
 pub use resume::verify_hash;
+pub use worker::{SCAN_LIMIT, WorkEvent, WorkObserver, WorkOptions, WorkReport};
 
 /// Receives every event after its transaction committed.
 pub type Observer = Arc<dyn Fn(&Event) + Send + Sync>;

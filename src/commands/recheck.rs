@@ -1,0 +1,165 @@
+//! `recheck <run>`: asks the example consumer's policy again, read-only, about the run's calls
+//! waiting on a person (`--all`: every recorded evaluation), against the run database and the
+//! order backend as they are now, and prints where today's answer differs from the recorded
+//! one. Exit 0 when every answer is the same, 1 when one differs or nothing could be
+//! re-checked. Nothing is written.
+
+use std::path::Path;
+
+use serde_json::json;
+
+use super::CommandError;
+use super::open::{fail, open};
+use super::out::{Out, Raws};
+use super::text::{clean, ident};
+use crate::consumer::demo::{backend_beside, recheck_demo_run};
+use crate::consumer::tools::TOOL_NAMES;
+use crate::runtime::driver::{RecheckReport, RecheckScope};
+use crate::runtime::types::PolicyDecision;
+
+/// Why this build cannot recheck `run_id`: tools it does not register, or no backend.
+fn recheckable(db: &Path, run_id: &[u8]) -> Result<String, CommandError> {
+    let store = open(db, false)?;
+    let run = store.get_run_capped(run_id).map_err(fail)?;
+    let missing: Vec<String> = super::resume::tools_of(&store, run_id)?
+        .into_iter()
+        .filter(|t| !TOOL_NAMES.contains(&t.as_str()))
+        .collect();
+    if !missing.is_empty() {
+        let list: Vec<String> = missing.iter().map(|t| clean(t, 80)).collect();
+        return Err(CommandError::Failed(format!(
+            "recheck: run {} uses tools this build does not register ({}); only the program that owns its policy can ask it again",
+            ident(run_id, 64),
+            list.join(", ")
+        )));
+    }
+    let id = std::str::from_utf8(run.id_bytes()).map_err(|_| {
+        CommandError::Failed(format!(
+            "recheck: run {} has an id that is not UTF-8; this build rechecks only runs whose id is UTF-8",
+            ident(run_id, 64)
+        ))
+    })?;
+    let backend = backend_beside(db);
+    if std::fs::symlink_metadata(&backend).is_err() {
+        return Err(CommandError::Failed(format!(
+            "recheck: the example consumer's backend {} is missing, so its policy cannot be asked about run {}",
+            clean(&backend.to_string_lossy(), 400),
+            ident(run_id, 64)
+        )));
+    }
+    Ok(id.to_string())
+}
+
+fn answer(d: &PolicyDecision) -> String {
+    if d.reason.is_empty() {
+        d.outcome.clone()
+    } else {
+        format!("{}: {}", d.outcome, d.reason)
+    }
+}
+
+fn report_json(r: &RecheckReport) -> serde_json::Value {
+    let checked: Vec<serde_json::Value> = r
+        .checked
+        .iter()
+        .map(|c| {
+            let now = match &c.now {
+                Ok(d) => json!({"outcome": d.outcome, "reason": d.reason, "kind": d.kind}),
+                Err(e) => json!({"error": e}),
+            };
+            json!({
+                "step_index": c.step_index,
+                "step_id": c.step_id,
+                "tool": c.tool,
+                "recorded": {"outcome": c.recorded.outcome, "reason": c.recorded.reason, "kind": c.recorded.kind},
+                "now": now,
+                "same": c.differences.is_empty(),
+                "differences": c.differences,
+            })
+        })
+        .collect();
+    let skipped: Vec<serde_json::Value> = r
+        .skipped
+        .iter()
+        .map(|s| json!({"step_index": s.step_index, "why": s.why}))
+        .collect();
+    json!({"run_id": r.run_id, "differs": r.differs(), "checked": checked, "skipped": skipped})
+}
+
+pub fn run(
+    db: &Path,
+    json_out: bool,
+    run_id: &[u8],
+    all: bool,
+    out: &mut Out,
+) -> Result<(), CommandError> {
+    let id = recheckable(db, run_id)?;
+    let scope = if all {
+        RecheckScope::All
+    } else {
+        RecheckScope::Awaiting
+    };
+    let r = recheck_demo_run(db, &backend_beside(db), &id, scope)
+        .map_err(|e| CommandError::Failed(format!("recheck: {}", clean(&e.to_string(), 4000))))?;
+    if json_out {
+        out.json(&report_json(&r), &Raws::default())?;
+    } else {
+        // Differences first, then what is the same, then what could not be asked.
+        for c in r.checked.iter().filter(|c| !c.differences.is_empty()) {
+            out.line(&format!(
+                "step {} ({}): DIFFERS from the recorded answer ({})",
+                c.step_index,
+                clean(&c.tool, 80),
+                clean(&answer(&c.recorded), 400)
+            ))?;
+            for d in &c.differences {
+                out.line(&format!("  {}", clean(d, 4000)))?;
+            }
+        }
+        for c in r.checked.iter().filter(|c| c.differences.is_empty()) {
+            out.line(&format!(
+                "step {} ({}): same as recorded ({})",
+                c.step_index,
+                clean(&c.tool, 80),
+                clean(&answer(&c.recorded), 400)
+            ))?;
+        }
+        for s in &r.skipped {
+            out.line(&format!(
+                "step {}: not re-checked: {}",
+                s.step_index,
+                clean(&s.why, 400)
+            ))?;
+        }
+        out.line(&format!(
+            "run {}: {} decision(s) re-checked, {} not re-checkable; {}",
+            ident(run_id, 64),
+            r.checked.len(),
+            r.skipped.len(),
+            if r.differs() {
+                "today's policy answers differently"
+            } else {
+                "the same"
+            }
+        ))?;
+    }
+    if r.differs() {
+        return Err(CommandError::Failed(format!(
+            "recheck: the policy now answers differently for run {}; read the differences above before deciding",
+            ident(run_id, 64)
+        )));
+    }
+    if r.checked.is_empty() {
+        return Err(CommandError::Failed(format!(
+            "recheck: no decision of the policy was re-checked for run {} ({} not re-checkable){}",
+            ident(run_id, 64),
+            r.skipped.len(),
+            if all {
+                ""
+            } else {
+                "; none waits on a person (--all asks about every recorded one)"
+            }
+        )));
+    }
+    Ok(())
+}

@@ -1,0 +1,100 @@
+//! `worker`: resumes the example consumer's runs as soon as they are decided (an approval
+//! granted, or a denial with feedback), noticing decisions by SQLite's `data_version`, until
+//! stopped (`--once`: one pass, then exit). Several workers and consoles may share one
+//! database: the runtime's lease and compare-and-set writes execute each approved request once.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use super::CommandError;
+use super::open::open;
+use super::resume::outcome_line;
+use super::text::clean;
+use crate::consumer::demo::{backend_beside, work_demo_runs};
+use crate::runtime::driver::{WorkEvent, WorkOptions};
+
+/// One line for a worker event, or `None` for what is not worth a line (a scan).
+pub fn event_line(e: &WorkEvent) -> Option<String> {
+    match e {
+        WorkEvent::Scanned { .. } => None,
+        WorkEvent::Resumed(run) => Some(format!("resumed {}", outcome_line(run))),
+        WorkEvent::Taken { run_id, why } => Some(format!(
+            "run {}: resumed elsewhere ({})",
+            clean(run_id, 64),
+            clean(why, 400)
+        )),
+        WorkEvent::Failed { run_id, error } => Some(format!(
+            "run {}: resume failed, tried again after the next change: {}",
+            clean(run_id, 64),
+            clean(error, 4000)
+        )),
+    }
+}
+
+/// The options of a worker that prints its events to stdout (`--once`: one pass).
+fn options(once: bool) -> WorkOptions {
+    WorkOptions {
+        idle_checks: once.then_some(0),
+        observer: Some(Arc::new(|e: &WorkEvent| {
+            if let Some(line) = event_line(e) {
+                println!("{line}");
+            }
+        })),
+        ..WorkOptions::default()
+    }
+}
+
+/// Why a worker cannot serve `db`, before it starts.
+pub fn check(db: &Path) -> Result<(), CommandError> {
+    drop(open(db, false)?);
+    let backend = backend_beside(db);
+    if std::fs::symlink_metadata(&backend).is_err() {
+        return Err(CommandError::Failed(format!(
+            "the example consumer's backend {} is missing: the worker serves the runs `countersign demo` or `countersign agent` wrote, whose order backend sits beside the run database",
+            clean(&backend.to_string_lossy(), 400)
+        )));
+    }
+    Ok(())
+}
+
+pub fn run(db: &Path, once: bool) -> Result<(), CommandError> {
+    check(db)?;
+    work(db, options(once))
+}
+
+/// Runs a worker with `opts` over `db` and its backend beside it.
+pub fn work(db: &Path, opts: WorkOptions) -> Result<(), CommandError> {
+    work_demo_runs(db, &backend_beside(db), opts)
+        .map(|_| ())
+        .map_err(|e| CommandError::Failed(clean(&e.to_string(), 4000)))
+}
+
+/// A worker running on a thread of its own beside the console (`countersign demo`), silent:
+/// the console shows what it did as the database changes. Stopped and joined on drop.
+pub struct Beside {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// Starts a silent worker over `db` beside the console.
+pub fn beside(db: &Path) -> Beside {
+    let opts = WorkOptions::default();
+    let stop = opts.stop.clone();
+    let db = db.to_path_buf();
+    let thread = std::thread::Builder::new()
+        .name("countersign-worker".into())
+        .spawn(move || {
+            let _ = work(&db, opts);
+        })
+        .ok();
+    Beside { stop, thread }
+}
+
+impl Drop for Beside {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}

@@ -1,0 +1,295 @@
+//! Recheck (agentrt v0.5; issue 15 item 3): the policy asked again, read-only, about the tool
+//! calls it judged, against the database and the consumer's state as they are now, and the
+//! answers compared with the recorded ones. Nothing is written: the run, its steps and its
+//! approvals are read, the policy is handed what the loop or a resume would hand it (the
+//! recorded arguments in policy form, the tool's spec registered now, a view of the steps
+//! before the call and every approval), and its answer is only compared.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+
+use super::dispatch::INTERRUPTED_KIND;
+use super::{Driver, RuntimeError};
+use crate::runtime::json;
+use crate::runtime::policy::{PolicyRequest, RunView};
+use crate::runtime::types::{Approval, PolicyDecision, Step, StepStatus, ToolRequest};
+
+/// Which recorded evaluations to ask about again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecheckScope {
+    /// Only the calls waiting on a person (a step `awaiting_approval`): what a reviewer is
+    /// about to decide.
+    Awaiting,
+    /// Every recorded evaluation of the policy.
+    All,
+}
+
+/// One recorded evaluation asked about again.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rechecked {
+    pub step_index: i64,
+    pub step_id: String,
+    pub tool: String,
+    /// What the policy said then (`step.policy`).
+    pub recorded: PolicyDecision,
+    /// What it says now, or its error.
+    pub now: Result<PolicyDecision, String>,
+    /// Where the answers differ, one phrase each (empty: the same).
+    pub differences: Vec<String>,
+}
+
+/// A recorded evaluation that could not be asked about again, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotRechecked {
+    pub step_index: i64,
+    pub why: String,
+}
+
+/// What a recheck found.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RecheckReport {
+    pub run_id: String,
+    pub checked: Vec<Rechecked>,
+    pub skipped: Vec<NotRechecked>,
+}
+
+impl RecheckReport {
+    /// True when any answer differs from the recorded one.
+    pub fn differs(&self) -> bool {
+        self.checked.iter().any(|c| !c.differences.is_empty())
+    }
+}
+
+/// The top-level members of a JSON object whose canonical values differ, as
+/// `name: then -> now` (a whole-value comparison when either side is not an object).
+fn object_differences(label: &str, then: &[u8], now: &[u8]) -> Vec<String> {
+    let canon = |b: &[u8]| {
+        if b.is_empty() {
+            b"{}".to_vec()
+        } else {
+            json::canonical_json(b)
+        }
+    };
+    let (a, b) = (canon(then), canon(now));
+    if a == b {
+        return Vec::new();
+    }
+    let obj = |b: &[u8]| serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(b);
+    let (Ok(x), Ok(y)) = (obj(&a), obj(&b)) else {
+        return vec![format!(
+            "{label}: {} -> {}",
+            String::from_utf8_lossy(&a),
+            String::from_utf8_lossy(&b)
+        )];
+    };
+    let mut keys: Vec<&String> = x.keys().chain(y.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    let show = |v: Option<&serde_json::Value>| match v {
+        Some(v) => v.to_string(),
+        None => "(absent)".to_string(),
+    };
+    keys.into_iter()
+        .filter(|k| x.get(*k) != y.get(*k))
+        .map(|k| format!("{label}.{k}: {} -> {}", show(x.get(k)), show(y.get(k))))
+        .collect()
+}
+
+/// Where `now` differs from `then`. For two approval requests the hash the grant would bind
+/// is compared too (kind, capability, presentation and the request with today's spec).
+fn differences(
+    then: &PolicyDecision,
+    now: &Result<PolicyDecision, String>,
+    hashes: Option<(String, Result<String, String>)>,
+) -> Vec<String> {
+    let now = match now {
+        Ok(d) => d,
+        Err(e) => return vec![format!("the policy now fails: {e}")],
+    };
+    let mut out = Vec::new();
+    if then.outcome != now.outcome || then.reason != now.reason {
+        out.push(format!(
+            "policy now: {}{} (recorded: {}{})",
+            now.outcome,
+            if now.reason.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", now.reason)
+            },
+            then.outcome,
+            if then.reason.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", then.reason)
+            },
+        ));
+    }
+    if then.kind != now.kind {
+        out.push(format!("kind: {} -> {}", then.kind, now.kind));
+    }
+    out.extend(object_differences(
+        "capability",
+        &then.capability,
+        &now.capability,
+    ));
+    out.extend(object_differences(
+        "presentation",
+        &then.presentation,
+        &now.presentation,
+    ));
+    if let Some((then_hash, now_hash)) = hashes {
+        match now_hash {
+            Ok(h) if h != then_hash => out.push(format!(
+                "approval hash: {} -> {} (a grant of the recorded one would not run)",
+                short(&then_hash),
+                short(&h)
+            )),
+            Ok(_) => {}
+            Err(e) => out.push(format!("approval hash: cannot be computed now: {e}")),
+        }
+    }
+    out
+}
+
+fn short(h: &str) -> &str {
+    h.get(..16).unwrap_or(h)
+}
+
+impl Driver {
+    /// Asks this driver's policy again about the run's recorded evaluations (`scope`),
+    /// read-only. A step whose tool is not registered here, whose arguments are not usable
+    /// JSON, or whose pause was the runtime's own (an interrupted side effect, not a policy
+    /// evaluation) is listed as not re-checkable.
+    pub fn recheck(
+        &self,
+        run_id: &str,
+        scope: RecheckScope,
+    ) -> Result<RecheckReport, RuntimeError> {
+        let store = &self.inner.store;
+        let run = store.get_run(run_id)?;
+        let steps: Vec<Arc<Step>> = store
+            .list_steps(run_id)?
+            .into_iter()
+            .map(Arc::new)
+            .collect();
+        let approvals: Vec<Arc<Approval>> = store
+            .list_approvals(run_id)?
+            .into_iter()
+            .map(Arc::new)
+            .collect();
+        let mut report = RecheckReport {
+            run_id: run.id.clone(),
+            ..RecheckReport::default()
+        };
+        for (i, step) in steps.iter().enumerate() {
+            if scope == RecheckScope::Awaiting && step.status != StepStatus::AwaitingApproval {
+                continue;
+            }
+            let Some(recorded) = step.policy.clone().filter(|p| !p.outcome.is_empty()) else {
+                continue;
+            };
+            let skip = |why: String| NotRechecked {
+                step_index: step.index,
+                why,
+            };
+            let Some(decision) = step.decision.as_ref().filter(|d| d.kind == "tool_call") else {
+                continue;
+            };
+            if recorded.kind == INTERRUPTED_KIND && step.policy_id.is_empty() {
+                report.skipped.push(skip(
+                    "its pause is the runtime's interrupted-side-effect pause, not an evaluation of the policy".into(),
+                ));
+                continue;
+            }
+            if !step.decode_error.is_empty() {
+                report.skipped.push(skip(format!(
+                    "the step does not decode: {}",
+                    step.decode_error
+                )));
+                continue;
+            }
+            let Some(reg) = self.inner.tools.get(&decision.tool) else {
+                report.skipped.push(skip(format!(
+                    "its tool {:?} is not registered here",
+                    decision.tool
+                )));
+                continue;
+            };
+            let args: &[u8] = if decision.args.is_empty() {
+                b"{}"
+            } else {
+                &decision.args
+            };
+            let policy_args = match json::policy_json(args) {
+                Ok(a) => a,
+                Err(e) => {
+                    report
+                        .skipped
+                        .push(skip(format!("its arguments are not usable JSON: {e}")));
+                    continue;
+                }
+            };
+            let req = PolicyRequest {
+                run_id: run.id.clone(),
+                step_id: step.id.clone(),
+                tool: reg.def.name.clone(),
+                description: reg.def.description.clone(),
+                side_effect: reg.def.side_effect.clone(),
+                args: policy_args,
+                input_schema: json::policy_form_unchecked(&reg.def.input_schema),
+            };
+            let view = RunView {
+                run_id: run.id.clone(),
+                status: run.status.as_str().to_string(),
+                step_count: run.step_count,
+                model_calls: run.model_calls,
+                input_tokens: run.input_tokens,
+                output_tokens: run.output_tokens,
+                cached_input_tokens: run.cached_input_tokens,
+                estimated_cost_micros: run.estimated_cost_micros,
+                active_ms: run.active_ms,
+                steps: steps[..i].to_vec(),
+                approvals: approvals.clone(),
+            };
+            let policy = self.inner.policy.clone();
+            let now = match catch_unwind(AssertUnwindSafe(|| policy.evaluate(&req, &view))) {
+                Ok(r) => r,
+                Err(_) => Err("the policy panicked".into()),
+            };
+            // Two approval requests: compare the hash a grant binds, too.
+            let hashes = match (&now, recorded.outcome == "require_approval") {
+                (Ok(n), true) if n.outcome == "require_approval" => approvals
+                    .iter()
+                    .rev()
+                    .find(|a| a.step_id == step.id)
+                    .map(|a| {
+                        let request = ToolRequest {
+                            run_id: run.id.clone(),
+                            step_id: step.id.clone(),
+                            spec: reg.spec.clone(),
+                            args: args.to_vec(),
+                        };
+                        let h = request
+                            .to_go_json()
+                            .map_err(|e| e.to_string())
+                            .and_then(|rj| {
+                                json::approval_hash(&n.kind, &n.capability, &n.presentation, &rj)
+                                    .map_err(|e| e.to_string())
+                            });
+                        (a.hash.clone(), h)
+                    }),
+                _ => None,
+            };
+            let differences = differences(&recorded, &now, hashes);
+            report.checked.push(Rechecked {
+                step_index: step.index,
+                step_id: step.id.clone(),
+                tool: decision.tool.clone(),
+                recorded,
+                now,
+                differences,
+            });
+        }
+        Ok(report)
+    }
+}

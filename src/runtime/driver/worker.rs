@@ -1,0 +1,180 @@
+//! The worker (issue 15 item 6): resumes, as soon as they are decided, the runs this driver's
+//! tools serve. It notices a decision by SQLite's `PRAGMA data_version` on its own connection
+//! (which moves only when another connection commits), so an idle worker reads no table: it
+//! scans for resumable runs once at the start and again only after the version moved. Each
+//! resume is an ordinary [`Driver::resume`], whose lease and compare-and-set transactions make
+//! several workers (and consoles) on one database execute each approved request exactly once:
+//! the loser of a race gets agentrt's `ErrRunState`/`ErrRunLeased` and moves on.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use super::{Driver, RuntimeError, blocking};
+use crate::runtime::types::{Key, Run};
+
+/// At most this many runs are read per scan (the rest come with the next one).
+pub const SCAN_LIMIT: u32 = 1000;
+
+/// What the worker did, as it happens.
+#[derive(Debug, Clone)]
+pub enum WorkEvent {
+    /// A scan for resumable runs found `candidates` (served or not).
+    Scanned { candidates: usize },
+    /// A run was resumed to its next pause or end.
+    Resumed(Box<Run>),
+    /// Another worker or console resumed it first, or holds its lease.
+    Taken { run_id: String, why: String },
+    /// The resume failed; the run is tried again after the next change.
+    Failed { run_id: String, error: String },
+}
+
+/// Receives the worker's events.
+pub type WorkObserver = Arc<dyn Fn(&WorkEvent) + Send + Sync>;
+
+/// How the worker runs.
+#[derive(Clone)]
+pub struct WorkOptions {
+    /// The pause between two `data_version` checks (zero: 100 ms).
+    pub check_every: Duration,
+    /// Set to stop the worker at its next check (a resume in progress finishes first).
+    pub stop: Arc<AtomicBool>,
+    /// Return after this many checks in a row saw no change (`Some(0)`: after the first scan
+    /// and its resumes). `None`: until `stop`.
+    pub idle_checks: Option<u64>,
+    /// Receives every [`WorkEvent`].
+    pub observer: Option<WorkObserver>,
+}
+
+impl Default for WorkOptions {
+    fn default() -> WorkOptions {
+        WorkOptions {
+            check_every: Duration::from_millis(100),
+            stop: Arc::new(AtomicBool::new(false)),
+            idle_checks: None,
+            observer: None,
+        }
+    }
+}
+
+/// What a worker did before it returned.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WorkReport {
+    /// Scans of the tables for resumable runs.
+    pub scans: u64,
+    /// `data_version` checks.
+    pub checks: u64,
+    /// Runs this worker resumed.
+    pub resumed: u64,
+}
+
+impl Driver {
+    /// Whether this driver's tools serve the run: every tool its `run.created` event names
+    /// (by spec hash) is registered here with that same spec. A run without that list (an
+    /// agentrt before v0.5) is not served: its own program resumes it.
+    pub fn serves(&self, run_id: impl AsRef<[u8]>) -> Result<bool, RuntimeError> {
+        let run_id = run_id.as_ref();
+        let first = self.inner.store.list_events_page(run_id, 1, 0)?;
+        let Some(created) = first.items.first().filter(|e| e.kind == "run.created") else {
+            return Ok(false);
+        };
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(&created.payload) else {
+            return Ok(false);
+        };
+        let Some(hashes) = v.get("tools").and_then(|t| t.as_array()) else {
+            return Ok(false);
+        };
+        let ours = self.inner.tools.spec_hashes();
+        Ok(!hashes.is_empty()
+            && hashes
+                .iter()
+                .all(|h| h.as_str().is_some_and(|h| ours.iter().any(|o| o == h))))
+    }
+
+    /// Resumes the runs this driver serves as soon as they are decided (a granted approval, or
+    /// a denial with feedback), until `opts.stop` is set or `opts.idle_checks` checks in a row
+    /// saw no change. A failed resume is reported and tried again after the next change; it
+    /// never ends the worker. Errors are the store's, reading the version or the candidates.
+    pub async fn work(&self, opts: WorkOptions) -> Result<WorkReport, RuntimeError> {
+        let mut report = WorkReport::default();
+        let emit = |e: WorkEvent| {
+            if let Some(o) = &opts.observer {
+                o(&e);
+            }
+        };
+        let check_every = if opts.check_every.is_zero() {
+            Duration::from_millis(100)
+        } else {
+            opts.check_every
+        };
+        let mut served: HashMap<Key, bool> = HashMap::new();
+        let mut last = self.data_version().await?;
+        loop {
+            if opts.stop.load(Ordering::SeqCst) {
+                return Ok(report);
+            }
+            let store = self.inner.store.clone();
+            let found = blocking(move || store.resumable_runs(SCAN_LIMIT)).await??;
+            report.scans += 1;
+            emit(WorkEvent::Scanned {
+                candidates: found.len(),
+            });
+            for c in found {
+                if opts.stop.load(Ordering::SeqCst) {
+                    return Ok(report);
+                }
+                let serves = match served.get(&c.id) {
+                    Some(s) => *s,
+                    None => {
+                        let (d, id) = (self.clone(), c.id.clone());
+                        let s = blocking(move || d.serves(id.as_bytes())).await??;
+                        served.insert(c.id.clone(), s);
+                        s
+                    }
+                };
+                // The driver names runs by text; a run whose id is not UTF-8 is not served.
+                let Some(id) = serves
+                    .then(|| std::str::from_utf8(c.id.as_bytes()).ok())
+                    .flatten()
+                else {
+                    continue;
+                };
+                match self.resume(id).await {
+                    Ok(run) => {
+                        report.resumed += 1;
+                        emit(WorkEvent::Resumed(Box::new(run)));
+                    }
+                    Err(e) if e.is_run_state() || e.is_run_leased() => emit(WorkEvent::Taken {
+                        run_id: id.to_string(),
+                        why: e.to_string(),
+                    }),
+                    Err(e) => emit(WorkEvent::Failed {
+                        run_id: id.to_string(),
+                        error: e.to_string(),
+                    }),
+                }
+            }
+            // Wait for another connection's commit.
+            let mut idle = 0u64;
+            loop {
+                if opts.idle_checks.is_some_and(|n| idle >= n) || opts.stop.load(Ordering::SeqCst) {
+                    return Ok(report);
+                }
+                tokio::time::sleep(check_every).await;
+                report.checks += 1;
+                let now = self.data_version().await?;
+                if now != last {
+                    last = now;
+                    break;
+                }
+                idle += 1;
+            }
+        }
+    }
+
+    async fn data_version(&self) -> Result<i64, RuntimeError> {
+        let store = self.inner.store.clone();
+        Ok(blocking(move || store.data_version()).await??)
+    }
+}

@@ -1,0 +1,238 @@
+//! `countersign worker` as real processes: three workers on the demo's database, every
+//! waiting approval granted after they started; each granted request is executed exactly once
+//! (one `run.resumed` and one `step.tool_started` per approval, one ledger row per call key),
+//! and the database still passes the independent verifier. Also `--once`, and `recheck`'s
+//! exit codes on the demo.
+
+mod support;
+
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use countersign::runtime::operator;
+use countersign::runtime::store::Store;
+use countersign::runtime::types::{RunStatus, Timestamp};
+use support::{tempdir, verify};
+
+fn cs(db: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_countersign"))
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .env("USER", "ci-user")
+        .stdin(Stdio::null())
+        .output()
+        .expect("countersign runs")
+}
+
+fn worker(db: &Path, out: &Path) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_countersign"))
+        .arg("--db")
+        .arg(db)
+        .arg("worker")
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(out).unwrap())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("a worker starts")
+}
+
+fn demo(dir: &Path) -> std::path::PathBuf {
+    let db = dir.join("demo.db");
+    let o = cs(&db, &["demo", "--no-tui"]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    db
+}
+
+fn waiting(store: &Store) -> Vec<String> {
+    store
+        .list_runs_page(1000, 0)
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|r| r.status == RunStatus::WaitingForApproval)
+        .map(|r| r.id)
+        .collect()
+}
+
+#[test]
+fn workers_in_several_processes_execute_each_approved_request_exactly_once() {
+    let dir = tempdir();
+    let db = demo(dir.path());
+    let outs: Vec<_> = (0..3)
+        .map(|i| dir.path().join(format!("w{i}.out")))
+        .collect();
+    let mut workers: Vec<Child> = outs.iter().map(|o| worker(&db, o)).collect();
+    let store = Store::open_existing(&db, false).unwrap();
+    let mut granted = Vec::new();
+    for run in waiting(&store) {
+        let a = operator::pending_approval(&store, &run, None).unwrap();
+        operator::approve_shown(&store, &run, &a.id, &a.hash, "ci", "ok", Timestamp::now())
+            .unwrap();
+        granted.push((run, a.id));
+    }
+    assert!(granted.len() >= 3, "the demo's queue: {granted:?}");
+    // Wait until every grant was taken up (no run left resumable, none running).
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let busy = !store.resumable_runs(100).unwrap().is_empty()
+            || store
+                .list_runs_page(1000, 0)
+                .unwrap()
+                .items
+                .iter()
+                .any(|r| r.status == RunStatus::Running);
+        if !busy {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the workers never finished");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for w in &mut workers {
+        let _ = w.kill();
+        let _ = w.wait();
+    }
+    // Several grants touch ord_1004, so some are denied on resume or pause again (the facts
+    // changed): none may run twice, and the others must have run.
+    let mut executed = 0;
+    for (run, approval) in &granted {
+        let events = store
+            .list_events_page(run.as_str(), 10_000, 0)
+            .unwrap()
+            .items;
+        let with = |kind: &str| {
+            events
+                .iter()
+                .filter(|e| e.kind == kind && e.payload.contains(approval.as_str()))
+                .count()
+        };
+        assert!(with("run.resumed") <= 1, "run {run}: resumed at most once");
+        assert!(
+            with("step.tool_started") <= 1,
+            "run {run}: executed at most once"
+        );
+        executed += with("step.tool_started");
+        let now = store.get_run(run.as_str()).unwrap();
+        let latest = store.list_approvals(run.as_str()).unwrap().pop().unwrap();
+        assert!(
+            now.status != RunStatus::WaitingForApproval || latest.id != *approval,
+            "run {run}: its grant was taken up"
+        );
+    }
+    assert!(executed >= 2, "grants executed: {executed}");
+    let said: usize = outs
+        .iter()
+        .map(|o| {
+            std::fs::read_to_string(o)
+                .unwrap()
+                .lines()
+                .filter(|l| l.starts_with("resumed run "))
+                .count()
+        })
+        .sum();
+    assert_eq!(
+        said,
+        granted.len(),
+        "each grant resumed by exactly one worker"
+    );
+    // One ledger row per call key in the backend.
+    let backend = rusqlite::Connection::open(dir.path().join("demo.orders.db")).unwrap();
+    let dup: i64 = backend
+        .query_row(
+            "SELECT count(*) FROM (SELECT call_key FROM effects GROUP BY call_key HAVING count(*) > 1)",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(dup, 0);
+    drop(store);
+    let (code, report) = verify(&db);
+    assert_eq!(code, 0, "{report}");
+}
+
+#[test]
+fn worker_once_resumes_what_is_decided_and_exits() {
+    let dir = tempdir();
+    let db = demo(dir.path());
+    let store = Store::open_existing(&db, false).unwrap();
+    let run = waiting(&store).remove(0);
+    let a = operator::pending_approval(&store, &run, None).unwrap();
+    operator::deny_shown(
+        &store,
+        &run,
+        &a.id,
+        &a.hash,
+        "ci",
+        "not like this",
+        Timestamp::now(),
+    )
+    .unwrap();
+    let o = cs(&db, &["worker", "--once"]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains(&format!("resumed run {run}: COMPLETED")),
+        "{text}"
+    );
+}
+
+#[test]
+fn worker_without_the_consumers_backend_says_what_is_missing() {
+    let dir = tempdir();
+    let db = dir.path().join("plain.db");
+    drop(Store::open(&db).unwrap());
+    let o = cs(&db, &["worker", "--once"]);
+    assert_eq!(o.status.code(), Some(1));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("backend") && e.contains("missing"), "{e}");
+}
+
+#[test]
+fn recheck_exits_one_when_the_facts_shown_are_stale() {
+    let dir = tempdir();
+    let db = demo(dir.path());
+    let store = Store::open_existing(&db, false).unwrap();
+    // The demo's large refund: 65.00 on ord_1004.
+    let run = waiting(&store)
+        .into_iter()
+        .find(|r| {
+            store
+                .list_approvals(r.as_str())
+                .unwrap()
+                .iter()
+                .any(|a| a.presentation.contains("ord_1004") && a.presentation.contains("6500"))
+        })
+        .expect("the 65.00 refund waits");
+    drop(store);
+    let o = cs(&db, &["recheck", &run]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{text}");
+    assert!(text.contains("same as recorded"), "{text}");
+    // An earlier refund on the same order ran: only 30.00 is refundable now.
+    let backend = rusqlite::Connection::open(dir.path().join("demo.orders.db")).unwrap();
+    backend
+        .execute(
+            "UPDATE orders SET refunded_cents = total_cents - 3000 WHERE id = 'ord_1004'",
+            [],
+        )
+        .unwrap();
+    drop(backend);
+    let before = std::fs::read(&db).unwrap();
+    let o = cs(&db, &["recheck", &run[..8]]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    assert!(text.contains("DIFFERS"), "{text}");
+    assert!(text.contains("policy now: deny: invalid_state"), "{text}");
+    assert_eq!(std::fs::read(&db).unwrap(), before, "recheck wrote nothing");
+}
