@@ -27,19 +27,19 @@ pub struct Cli {
     pub json: bool,
 
     /// Console only: open the database read-only; actions are off.
-    #[arg(long)]
+    #[arg(long, global = true)]
     pub read_only: bool,
 
-    /// Console only: who decides (else $COUNTERSIGN_BY, else $USER).
-    #[arg(long, value_name = "WHO")]
+    /// Who decides or cancels (else $COUNTERSIGN_BY, else $USER, else this account's name).
+    #[arg(long, global = true, value_name = "WHO")]
     pub by: Option<String>,
 
     /// Console only: the theme (default, light, high-contrast, mono, or one of yours).
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, global = true, value_name = "NAME")]
     pub theme: Option<String>,
 
     /// Console only: let the mouse wheel move the cursor (off by default).
-    #[arg(long)]
+    #[arg(long, global = true)]
     pub mouse: bool,
 
     #[command(subcommand)]
@@ -71,6 +71,10 @@ pub enum Command {
     /// Check the hash chain over every run's events.
     Verify(VerifyArgs),
     /// Write a demo database of the example consumer and open the console on it.
+    ///
+    /// The demo is written to --db when given, else to $XDG_DATA_HOME/countersign/demo.db
+    /// (~/.local/share/countersign/demo.db), never to $COUNTERSIGN_DB or $AGENTRT_DB: those may
+    /// name a real database. Its orders live beside it in demo.orders.db.
     Demo(DemoArgs),
     /// Per tool, what the policy and the reviewers did with its calls, and the review
     /// threshold L* = c / (q·p) computed from the database.
@@ -123,9 +127,6 @@ pub struct DecideArgs {
     /// Decide without asking.
     #[arg(long)]
     pub yes: bool,
-    /// Who decides (else $COUNTERSIGN_BY, else $USER; never empty).
-    #[arg(long, value_name = "WHO")]
-    pub by: Option<String>,
     /// A note recorded with the decision (required for reject and deny; deny tells the agent).
     #[arg(long, value_name = "TEXT")]
     pub note: Option<String>,
@@ -136,9 +137,6 @@ pub struct CancelArgs {
     /// The run id.
     #[arg(value_name = "RUN", value_parser = id_parser())]
     pub run: Key,
-    /// Who cancels (else $COUNTERSIGN_BY, else $USER; never empty).
-    #[arg(long, value_name = "WHO")]
-    pub by: Option<String>,
     /// Why the run is cancelled (required).
     #[arg(long, value_name = "TEXT")]
     pub note: String,
@@ -274,11 +272,20 @@ fn parse_status(s: &str) -> Result<String, String> {
         "FAILED",
         "CANCELLED",
     ];
-    let up = s.to_ascii_uppercase();
+    // The short lower-case forms a person types: `waiting`, `canceled`, dashes for `_`.
+    let up = s.trim().to_ascii_uppercase().replace('-', "_");
+    let up = match up.as_str() {
+        "WAITING" | "PENDING" => "WAITING_FOR_APPROVAL".to_string(),
+        "CANCELED" => "CANCELLED".to_string(),
+        _ => up,
+    };
     if KNOWN.contains(&up.as_str()) {
         Ok(up)
     } else {
-        Err(format!("unknown status; one of {}", KNOWN.join(", ")))
+        Err(format!(
+            "unknown status; one of running, waiting, interrupted, completed, failed, cancelled (or {})",
+            KNOWN.join(", ")
+        ))
     }
 }
 

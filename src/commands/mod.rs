@@ -81,11 +81,12 @@ pub fn database_path(flag: Option<PathBuf>) -> Result<PathBuf, CommandError> {
         }
     }
     Err(CommandError::Usage(
-        "no database: pass --db or set COUNTERSIGN_DB (or AGENTRT_DB)".into(),
+        "no database: pass --db or set COUNTERSIGN_DB (or AGENTRT_DB); to try countersign on an example, run `countersign demo`".into(),
     ))
 }
 
-/// Who decides: the flag, else `COUNTERSIGN_BY`, else `USER`; never empty.
+/// Who decides: the flag, else `COUNTERSIGN_BY`, else `USER`, else the OS account's name;
+/// never empty.
 pub fn who(flag: Option<&str>, verb: &str) -> Result<String, CommandError> {
     if let Some(b) = flag {
         if b.trim().is_empty() {
@@ -93,16 +94,11 @@ pub fn who(flag: Option<&str>, verb: &str) -> Result<String, CommandError> {
         }
         return Ok(b.to_string());
     }
-    for var in ["COUNTERSIGN_BY", "USER"] {
-        if let Ok(v) = std::env::var(var)
-            && !v.trim().is_empty()
-        {
-            return Ok(v);
-        }
-    }
-    Err(CommandError::Usage(format!(
-        "{verb}: --by is empty and neither COUNTERSIGN_BY nor USER is set; pass --by"
-    )))
+    crate::runtime::operator::default_operator().ok_or_else(|| {
+        CommandError::Usage(format!(
+            "{verb}: no operator name: neither COUNTERSIGN_BY nor USER is set and this account has no name; pass --by"
+        ))
+    })
 }
 
 /// Checks what clap cannot: relations between arguments. Runs before anything is opened.
@@ -176,13 +172,13 @@ fn run(cli: Cli) -> Result<(), CommandError> {
                 _ => decide::Verb::Deny,
             };
             let db = database_path(cli.db)?;
-            let by = who(a.by.as_deref(), verb.name())?;
+            let by = who(cli.by.as_deref(), verb.name())?;
             decide::check_consent(verb, a, json)?;
             decide::run(&db, json, verb, a, &by, &mut out)
         }
         Command::Cancel(a) => {
             let db = database_path(cli.db)?;
-            let by = who(a.by.as_deref(), "cancel")?;
+            let by = who(cli.by.as_deref(), "cancel")?;
             decide::cancel(&db, json, a, &by, &mut out)
         }
         Command::Resume(a) => {
@@ -203,6 +199,13 @@ fn run(cli: Cli) -> Result<(), CommandError> {
         Command::Demo(a) => {
             // Never COUNTERSIGN_DB/AGENTRT_DB: they may name a real database.
             let db = cli.db.clone().unwrap_or_else(demo::default_path);
+            if !a.no_tui && !db.exists() {
+                // Writing takes a few seconds: say so rather than leave the screen blank.
+                eprintln!(
+                    "writing the demo to {} ...",
+                    text::clean_bytes(db.as_os_str().as_encoded_bytes(), 300)
+                );
+            }
             let prepared = demo::prepare(&db)?;
             if a.no_tui {
                 demo::describe(&db, &prepared, &mut out)

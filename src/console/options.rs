@@ -13,7 +13,8 @@ pub type MakeDecider = Box<dyn FnOnce(&Path) -> Result<Box<dyn Decider>, String>
 /// What `countersign --db PATH` (no command) passes to the console.
 pub struct ConsoleOptions {
     pub db: PathBuf,
-    /// Who decides (`--by`); else `COUNTERSIGN_BY`, else `USER`.
+    /// Who decides (`--by`); else `COUNTERSIGN_BY`, else `USER`, else the OS account's name;
+    /// with none of them the console opens read-only.
     pub by: Option<String>,
     pub read_only: bool,
     /// Theme name (`default`, `light`, `high-contrast`, `mono` or a user theme).
@@ -58,10 +59,6 @@ pub enum ConsoleError {
     Keymap(#[from] keymap::KeymapError),
     #[error("config file {file}: {problem}")]
     Config { file: String, problem: String },
-    #[error(
-        "no operator name: pass --by NAME or set COUNTERSIGN_BY (decisions record who made them)"
-    )]
-    NoIdentity,
     #[error("cannot open the run database for decisions: {0} (use --read-only to only look)")]
     Writer(String),
     #[error("terminal: {0}")]

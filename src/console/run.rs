@@ -10,7 +10,7 @@ use crossterm::event::{self, Event};
 use ratatui::Terminal;
 use ratatui::backend::CrosstermBackend;
 
-use super::config::{default_config_dir, env, load_config};
+use super::config::{default_config_dir, load_config};
 use super::data::Decider;
 use super::decider::StoreDecider;
 use super::log::Log;
@@ -45,15 +45,20 @@ pub fn run(opts: ConsoleOptions) -> Result<(), ConsoleError> {
     let config_dir = opts.config_dir.clone().or_else(default_config_dir);
     let depth = Depth::detect(|k| std::env::var(k).ok());
     let (theme, keymap) = load_config(config_dir.as_deref(), opts.theme.as_deref(), depth)?;
+    // Without any name (no --by, no COUNTERSIGN_BY or USER, an account without a passwd
+    // entry), the console still opens, for reading: decisions record who made them.
     let by = opts
         .by
         .clone()
-        .or_else(|| env("COUNTERSIGN_BY"))
-        .or_else(|| env("USER"));
+        .filter(|b| !b.trim().is_empty())
+        .or_else(crate::runtime::operator::default_operator);
+    let mut opts = opts;
     let by = match by {
         Some(b) => b,
-        None if opts.read_only => String::new(),
-        None => return Err(ConsoleError::NoIdentity),
+        None => {
+            opts.read_only = true;
+            String::new()
+        }
     };
     let log_path = opts
         .log_file

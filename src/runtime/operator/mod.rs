@@ -11,6 +11,7 @@ mod decide;
 mod deny;
 mod expire;
 mod select;
+mod who;
 
 use thiserror::Error;
 
@@ -26,6 +27,7 @@ pub use decide::{
 pub use deny::{DENIED_KIND, denied_summary, deny_shown};
 pub use expire::{expire, expire_in};
 pub use select::{MAX_NAMED, SelectError, pending_approval};
+pub use who::{account_name, default_operator};
 
 /// Why an operator action did not happen. Messages keep agentrt's text first and say what to
 /// do.

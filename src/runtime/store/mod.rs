@@ -53,11 +53,11 @@ pub use events::{ChainBreak, ChainReport};
 pub use keyset::{KeyPage, StepKey};
 pub use lease::LeaseHandle;
 pub use open::ConnectionSettings;
+#[cfg(feature = "console")]
+pub(crate) use pages::capped_note;
 pub use pages::{MAX_PAGE_TEXT, Page, SHOWN_REQUEST_MAX};
 pub use resumable::ResumableRun;
 pub use schema::{DEFAULT_LEASE_TTL_NS, MIGRATIONS, PRE_LEASE_OWNER, SCHEMA_MIGRATIONS_DDL};
-#[cfg(feature = "console")]
-pub(crate) use pages::capped_note;
 pub use sizes::capped_request;
 pub use tx::{Transition, Tx};
 pub use views::{QUEUE_ARGS_HEAD, QueueItem, RunOverview, ViewCounts, raw_bytes};

@@ -1,0 +1,60 @@
+//! Who an operator is when no name is given: `COUNTERSIGN_BY`, else `USER`, else the name of
+//! the account the process runs as (containers and CI often set no `USER`). A decision
+//! records this name (`decided_by`).
+
+/// `COUNTERSIGN_BY`, else `USER`, else the OS account's name; `None` when none is known (no
+/// variable set and no passwd entry for the process's user).
+pub fn default_operator() -> Option<String> {
+    for var in ["COUNTERSIGN_BY", "USER"] {
+        if let Ok(v) = std::env::var(var)
+            && !v.trim().is_empty()
+        {
+            return Some(v);
+        }
+    }
+    account_name()
+}
+
+/// The passwd name of the process's effective user (`getpwuid_r`), if it has one that is
+/// UTF-8 and not blank.
+pub fn account_name() -> Option<String> {
+    // SAFETY: geteuid has no preconditions.
+    let uid = unsafe { libc::geteuid() };
+    let mut buf = vec![0u8; 4096];
+    loop {
+        // SAFETY: passwd is plain data that getpwuid_r fills; the strings it points at live
+        // in `buf`, which outlives their use below.
+        let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
+        let mut out: *mut libc::passwd = std::ptr::null_mut();
+        let rc =
+            unsafe { libc::getpwuid_r(uid, &mut pw, buf.as_mut_ptr().cast(), buf.len(), &mut out) };
+        if rc == libc::ERANGE && buf.len() < 1 << 20 {
+            buf.resize(buf.len() * 2, 0);
+            continue;
+        }
+        if rc != 0 || out.is_null() || pw.pw_name.is_null() {
+            return None;
+        }
+        // SAFETY: a non-NULL pw_name is a NUL-terminated string inside `buf`.
+        let name = unsafe { std::ffi::CStr::from_ptr(pw.pw_name) };
+        return name
+            .to_str()
+            .ok()
+            .filter(|n| !n.trim().is_empty())
+            .map(str::to_string);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_account_name_is_the_passwd_name_of_the_effective_user() {
+        // The test process's own account (root in CI containers) has a passwd entry.
+        let name = super::account_name().expect("a passwd entry");
+        let out = std::process::Command::new("id")
+            .arg("-un")
+            .output()
+            .unwrap();
+        assert_eq!(name, String::from_utf8_lossy(&out.stdout).trim());
+    }
+}
