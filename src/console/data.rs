@@ -353,7 +353,8 @@ pub enum Reply {
     Verify(ChainReport),
     /// The exact total of the list a page with `exact: false` came from.
     Total(u64),
-    Failed(String),
+    /// The read failed; drawn as the error's one sentence.
+    Failed(DataError),
 }
 
 /// Why a decision did not happen, as the console explains it.
@@ -396,7 +397,7 @@ impl fmt::Display for DecideError {
 pub type WriteResult = Result<String, DecideError>;
 
 /// Errors of the read side; one sentence each.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum DataError {
     #[error("cannot open the run database {path}: {cause}")]
     Open { path: String, cause: String },

@@ -18,7 +18,7 @@ use super::terminal;
 pub fn handle(data: &mut dyn ConsoleData, q: &Query) -> Reply {
     match data.query(q) {
         Ok(r) => r,
-        Err(e) => Reply::Failed(e.to_string()),
+        Err(e) => Reply::Failed(e),
     }
 }
 
