@@ -448,7 +448,7 @@ fn runs_read_by_key_around_an_anchor_equal_runs_read_by_offset() {
     }
     // With a text filter too.
     let f = |offset, anchor| Query::Runs {
-        status: Some("COMPLETED".into()),
+        status: Some(countersign::runtime::types::RunStatus::Completed),
         filter: "order".into(),
         offset,
         limit: 25,

@@ -145,16 +145,16 @@ pub fn fields(a: &ApprovalRow) -> Vec<ApprovalField> {
             tool_of(a).unwrap_or_else(|| b"(request does not decode)".to_vec()),
         ),
         meta("kind", a.kind.clone()),
-        meta("status", a.status.clone()),
+        meta("status", a.status.as_str()),
         meta("run", a.run_id.as_bytes().to_vec()),
         meta("step", a.step_id.as_bytes().to_vec()),
-        meta("asked", a.created_at.clone()),
+        meta("asked", a.created_at.to_rfc3339()),
         meta(
             "expires",
-            if a.expires_at.is_empty() {
+            if a.expires_at.is_zero() {
                 "never".into()
             } else {
-                a.expires_at.clone()
+                a.expires_at.to_rfc3339()
             },
         ),
         meta("hash", a.hash.clone()),
@@ -162,9 +162,9 @@ pub fn fields(a: &ApprovalRow) -> Vec<ApprovalField> {
     if !a.reason.is_empty() {
         out.push(meta("reason", a.reason.clone()));
     }
-    if !a.decided_at.is_empty() || !a.decided_by.is_empty() {
+    if !a.decided_at.is_zero() || !a.decided_by.is_empty() {
         let mut d = a.decided_by.clone();
-        d.extend_from_slice(format!(" at {}", a.decided_at).as_bytes());
+        d.extend_from_slice(format!(" at {}", a.decided_at.to_rfc3339()).as_bytes());
         out.push(meta("decided", d));
         out.push(meta("note", a.note.clone()));
     }

@@ -266,11 +266,9 @@ pub(super) fn on_done(app: &mut App, id: u64, r: WriteResult) -> Vec<Effect> {
             } else {
                 format!(" by {by}")
             };
-            let when = if at.is_empty() {
-                String::new()
-            } else {
-                format!(" {} ago", time::age(at, app.now))
-            };
+            let when = at.map_or_else(String::new, |at| {
+                format!(" {} ago", time::age(&at, app.now))
+            });
             (
                 Level::Error,
                 format!("already {status}{who}{when}; nothing was changed"),

@@ -6,7 +6,8 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
-use super::widgets::block;
+use super::widgets::{block, cell_in};
+use crate::console::data::ApprovalStatus;
 use crate::console::layout::{self, CELL_W, INSPECT_MAX, inspector_cells, inspector_grid};
 use crate::console::state::{App, ApprovalScreen, short};
 use crate::console::text;
@@ -37,20 +38,19 @@ pub(super) fn draw(f: &mut Frame, area: Rect, app: &App, s: &ApprovalScreen) {
     };
     let escapes: usize = s.view.iter().map(|v| v.marks.escapes).sum();
     let folded = s.view.iter().filter(|v| v.folded).count();
+    let pending = a.status == ApprovalStatus::Pending;
+    let status_style = if pending {
+        th.style(Role::StatusWaiting)
+    } else {
+        th.style(Role::Dim)
+    };
     let mut t = vec![
         Span::styled(" Approval ", th.style(Role::Title)),
         Span::styled(short(&a.hash).to_string(), th.style(Role::Text)),
         Span::raw(" "),
-        Span::styled(
-            a.status.clone(),
-            if a.status == "pending" {
-                th.style(Role::StatusWaiting)
-            } else {
-                th.style(Role::Dim)
-            },
-        ),
     ];
-    if a.status == "pending" {
+    t.extend(cell_in(app, a.status.as_str().as_bytes(), 24, status_style).spans);
+    if pending {
         let (txt, st) = if time::expired(&a.expires_at, app.now) {
             (
                 format!(" {}", time::countdown(&a.expires_at, app.now)),

@@ -7,8 +7,10 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 use serde_json::Value;
 
-use super::widgets::{Col, cell, position, status_short, table};
-use crate::console::data::{ChainMark, EventRow, RunHeader, Tab};
+use ratatui::style::Style;
+
+use super::widgets::{Col, cell, cell_in, position, table};
+use crate::console::data::{ApprovalStatus, ChainMark, EventRow, RunHeader, Tab};
 use crate::console::state::{App, RunDetailScreen, short};
 use crate::console::theme::Role;
 use crate::console::time;
@@ -35,7 +37,7 @@ fn header_lines(app: &App, h: &RunHeader, w: u16) -> Vec<Line<'static>> {
     let mut l1 = vec![Span::styled("run ", th.style(Role::Dim))];
     l1.extend(cell(app, h.id.as_bytes(), 32).spans);
     l1.push(Span::raw("  "));
-    l1.push(Span::styled(h.status.clone(), th.status(&h.status)));
+    l1.extend(cell_in(app, h.status.as_str().as_bytes(), 40, th.status(&h.status)).spans);
     if !h.reason.is_empty() {
         l1.push(Span::raw("  "));
         l1.extend(cell(app, &h.reason, 24).spans);
@@ -75,7 +77,7 @@ fn header_lines(app: &App, h: &RunHeader, w: u16) -> Vec<Line<'static>> {
         l4.extend(cell(app, &h.lease_owner, 32).spans);
         l4.push(Span::raw(format!(
             " until {} ({})",
-            h.lease_expires_at,
+            h.lease_expires_at.to_rfc3339(),
             time::countdown(&h.lease_expires_at, app.now)
         )));
     }
@@ -157,7 +159,7 @@ pub(super) fn draw(f: &mut Frame, area: Rect, app: &App, s: &RunDetailScreen) {
                 };
                 vec![
                     Line::from(r.idx.to_string()),
-                    Line::from(r.status.clone()),
+                    cell_in(app, r.status.as_str().as_bytes(), ws[1], Style::default()),
                     r.tool.as_ref().map_or_else(
                         || Line::from(r.decision_kind.clone().unwrap_or_default()),
                         |t| cell(app, t, ws[2]),
@@ -204,7 +206,7 @@ pub(super) fn draw(f: &mut Frame, area: Rect, app: &App, s: &RunDetailScreen) {
                 vec![
                     Line::from(r.seq.to_string()),
                     chain,
-                    Line::from(time::age(&r.at, now)),
+                    Line::from(time::age_of_text(&r.at, now)),
                     cell(app, &r.kind, ws[3]),
                     cell(app, &r.payload, ws[4]),
                 ]
@@ -239,9 +241,9 @@ pub(super) fn draw(f: &mut Frame, area: Rect, app: &App, s: &RunDetailScreen) {
             ],
             &s.approvals,
             |r, ws| {
-                let st = match r.status.as_str() {
-                    "pending" => th.style(Role::StatusWaiting),
-                    "approved" => th.style(Role::Ok),
+                let st = match r.status {
+                    ApprovalStatus::Pending => th.style(Role::StatusWaiting),
+                    ApprovalStatus::Approved => th.style(Role::Ok),
                     _ => th.style(Role::Dim),
                 };
                 let last = match &r.decode_error {
@@ -249,7 +251,7 @@ pub(super) fn draw(f: &mut Frame, area: Rect, app: &App, s: &RunDetailScreen) {
                     None => cell(app, &r.presentation, ws[4]),
                 };
                 vec![
-                    Line::styled(r.status.clone(), st),
+                    cell_in(app, r.status.as_str().as_bytes(), ws[0], st),
                     Line::from(time::age(&r.created_at, now)),
                     cell(app, short(&r.hash).as_bytes(), 12),
                     cell(app, &r.decided_by, ws[3]),
@@ -296,7 +298,7 @@ pub(super) fn draw(f: &mut Frame, area: Rect, app: &App, s: &RunDetailScreen) {
             |r, ws| {
                 vec![
                     Line::from(r.attempt.to_string()),
-                    Line::from(status_short(&r.status).to_string()),
+                    cell_in(app, r.status.as_bytes(), ws[1], Style::default()),
                     cell(app, &r.model, ws[2]),
                     Line::from(r.input_tokens.to_string()),
                     Line::from(r.output_tokens.to_string()),

@@ -7,6 +7,7 @@ use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Clear, Paragraph};
 
+use crate::console::data::RunStatus;
 use crate::console::nav::ListView;
 use crate::console::state::App;
 use crate::console::text;
@@ -183,11 +184,23 @@ pub fn cell(app: &App, raw: &[u8], w: u16) -> Line<'static> {
     text::line(raw, usize::from(w), &app.theme.text_styles()).line
 }
 
-/// Shortened status for narrow tables.
-pub fn status_short(s: &str) -> &str {
-    match s {
-        "WAITING_FOR_APPROVAL" => "WAITING",
-        "INTERRUPTED" => "INTERRUPT",
-        other => other,
-    }
+/// A cell of untrusted bytes at `w` columns whose plain text is drawn in `st` (a status in its
+/// colour); escapes and cut markers keep their own styles.
+pub fn cell_in(app: &App, raw: &[u8], w: u16, st: Style) -> Line<'static> {
+    let styles = text::TextStyles {
+        text: st,
+        ..app.theme.text_styles()
+    };
+    text::line(raw, usize::from(w), &styles).line
+}
+
+/// A run status as a narrow table shows it, through the sanitiser (an unknown status is the
+/// database's text).
+pub fn run_status_cell(app: &App, s: &RunStatus, w: u16) -> Line<'static> {
+    let short = match s {
+        RunStatus::WaitingForApproval => "WAITING",
+        RunStatus::Interrupted => "INTERRUPT",
+        other => other.as_str(),
+    };
+    cell_in(app, short.as_bytes(), w, app.theme.status(s))
 }
