@@ -377,6 +377,32 @@ impl ConsoleData for SqliteData {
                 Reply::Runs(window(*limit, w, run_row))
             }
             Query::Run { id } => Reply::Run(self.run(id).map_err(rd)?.map(Box::new)),
+            Query::Steps { .. }
+            | Query::Events { .. }
+            | Query::Approvals { .. }
+            | Query::ModelCalls { .. } => self.run_tab(q)?,
+            Query::Approval { id } => Reply::Approval(self.approval(id).map_err(rd)?.map(Box::new)),
+            Query::Damaged {
+                offset,
+                limit,
+                anchor,
+                end,
+            } => {
+                let (l, o) = args(*offset, *limit);
+                let anchor = at(anchor).map(|(i, (t, row, col))| (i, (*t, row.as_str(), *col)));
+                let w = s.list_damaged_near(l, o, anchor, end_of(end)).map_err(rd)?;
+                Reply::Damaged(window(*limit, w, damaged_row))
+            }
+            Query::Verify => Reply::Verify(self.verify().map_err(rd)?),
+        })
+    }
+}
+
+impl SqliteData {
+    /// A page of one of the run detail's tabs.
+    fn run_tab(&self, q: &Query) -> Result<Reply, DataError> {
+        let s = &self.store;
+        Ok(match q {
             Query::Steps {
                 run,
                 offset,
@@ -429,19 +455,7 @@ impl ConsoleData for SqliteData {
                     .map_err(rd)?;
                 Reply::ModelCalls(window(*limit, w, model_call_row))
             }
-            Query::Approval { id } => Reply::Approval(self.approval(id).map_err(rd)?.map(Box::new)),
-            Query::Damaged {
-                offset,
-                limit,
-                anchor,
-                end,
-            } => {
-                let (l, o) = args(*offset, *limit);
-                let anchor = at(anchor).map(|(i, (t, row, col))| (i, (*t, row.as_str(), *col)));
-                let w = s.list_damaged_near(l, o, anchor, end_of(end)).map_err(rd)?;
-                Reply::Damaged(window(*limit, w, damaged_row))
-            }
-            Query::Verify => Reply::Verify(self.verify().map_err(rd)?),
+            _ => return Err(DataError::Read("not a page of a run's tab".into())),
         })
     }
 }

@@ -7,7 +7,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
 use super::widgets::{block, cell_in};
-use crate::console::data::ApprovalStatus;
+use crate::console::data::{ApprovalRow, ApprovalStatus};
 use crate::console::layout::{self, CELL_W, INSPECT_MAX, inspector_cells, inspector_grid};
 use crate::console::state::{App, ApprovalScreen, short};
 use crate::console::text;
@@ -36,6 +36,46 @@ pub(super) fn draw(f: &mut Frame, area: Rect, app: &App, s: &ApprovalScreen) {
         f.render_widget(Paragraph::new(Line::styled(msg, th.style(Role::Dim))), area);
         return;
     };
+    let t = title_spans(app, s, a);
+    f.render_widget(Paragraph::new(Line::from(t)), title);
+    // Only the visible lines are cloned: an expanded 1 MiB field stays cheap to draw.
+    let sel = th.style(Role::Selection);
+    let rows = usize::from(body.height);
+    let mut visible: Vec<Line> = Vec::with_capacity(rows);
+    let mut n = 0usize;
+    'fields: for (i, v) in s.view.iter().enumerate() {
+        if n + v.lines.len() <= s.scroll {
+            n += v.lines.len();
+            continue;
+        }
+        for (j, l) in v.lines.iter().enumerate() {
+            if n >= s.scroll {
+                let mut l = l.clone();
+                let mark = if i == s.cursor && j == 0 {
+                    Span::styled("▶", sel)
+                } else {
+                    Span::raw(" ")
+                };
+                l.spans.insert(0, mark);
+                visible.push(l);
+                if visible.len() >= rows {
+                    break 'fields;
+                }
+            }
+            n += 1;
+        }
+    }
+    f.render_widget(Paragraph::new(visible), body);
+    if s.inspect
+        && let Some(field) = s.fields.get(s.cursor)
+    {
+        draw_inspector(f, insp, app, &field.value, field.is_string, s.inspect_page);
+    }
+}
+
+/// The title line: short hash, status, expiry, escapes, folds, strict, changed.
+fn title_spans(app: &App, s: &ApprovalScreen, a: &ApprovalRow) -> Vec<Span<'static>> {
+    let th = &app.theme;
     let escapes: usize = s.view.iter().map(|v| v.marks.escapes).sum();
     let folded = s.view.iter().filter(|v| v.folded).count();
     let pending = a.status == ApprovalStatus::Pending;
@@ -82,40 +122,7 @@ pub(super) fn draw(f: &mut Frame, area: Rect, app: &App, s: &ApprovalScreen) {
     if s.changed {
         t.push(Span::styled(" CHANGED", th.style(Role::Danger)));
     }
-    f.render_widget(Paragraph::new(Line::from(t)), title);
-    // Only the visible lines are cloned: an expanded 1 MiB field stays cheap to draw.
-    let sel = th.style(Role::Selection);
-    let rows = usize::from(body.height);
-    let mut visible: Vec<Line> = Vec::with_capacity(rows);
-    let mut n = 0usize;
-    'fields: for (i, v) in s.view.iter().enumerate() {
-        if n + v.lines.len() <= s.scroll {
-            n += v.lines.len();
-            continue;
-        }
-        for (j, l) in v.lines.iter().enumerate() {
-            if n >= s.scroll {
-                let mut l = l.clone();
-                let mark = if i == s.cursor && j == 0 {
-                    Span::styled("▶", sel)
-                } else {
-                    Span::raw(" ")
-                };
-                l.spans.insert(0, mark);
-                visible.push(l);
-                if visible.len() >= rows {
-                    break 'fields;
-                }
-            }
-            n += 1;
-        }
-    }
-    f.render_widget(Paragraph::new(visible), body);
-    if s.inspect
-        && let Some(field) = s.fields.get(s.cursor)
-    {
-        draw_inspector(f, insp, app, &field.value, field.is_string, s.inspect_page);
-    }
+    t
 }
 
 /// The code points of the value, packed into the panel a page at a time (`page`, clamped to

@@ -122,193 +122,213 @@ pub(super) fn draw(f: &mut Frame, area: Rect, app: &App, s: &RunDetailScreen) {
     };
     ts.push(Span::styled(pos, th.style(Role::Dim)));
     f.render_widget(Paragraph::new(Line::from(ts)), tabs);
-    let now = app.now;
     match s.tab {
-        Tab::Steps => table(
-            f,
-            rest,
-            app,
-            &[
-                Col {
-                    title: "#",
-                    width: 3,
-                },
-                Col {
-                    title: "STATUS",
-                    width: 17,
-                },
-                Col {
-                    title: "TOOL",
-                    width: 14,
-                },
-                Col {
-                    title: "POLICY",
-                    width: 16,
-                },
-                Col {
-                    title: "OBSERVATION / DAMAGE",
-                    width: 0,
-                },
-            ],
-            &s.steps,
-            |r, ws| {
-                let last = match (&r.decode_error, &r.summary) {
-                    (Some(e), _) => Line::styled(format!("DAMAGED {e}"), th.style(Role::Damaged)),
-                    (None, Some(sm)) => cell(app, sm, ws[4]),
-                    (None, None) => Line::from(r.observation_kind.clone().unwrap_or_default()),
-                };
-                vec![
-                    Line::from(r.idx.to_string()),
-                    cell_in(app, r.status.as_str().as_bytes(), ws[1], Style::default()),
-                    r.tool.as_ref().map_or_else(
-                        || Line::from(r.decision_kind.clone().unwrap_or_default()),
-                        |t| cell(app, t, ws[2]),
-                    ),
-                    Line::from(r.policy_outcome.clone().unwrap_or_default()),
-                    last,
-                ]
-            },
-            "no steps",
-        ),
-        Tab::Events => table(
-            f,
-            rest,
-            app,
-            &[
-                Col {
-                    title: "SEQ",
-                    width: seq_width(&s.events.page.rows),
-                },
-                Col {
-                    title: "CHAIN",
-                    width: 6,
-                },
-                Col {
-                    title: "AGE",
-                    width: 6,
-                },
-                Col {
-                    title: "TYPE",
-                    width: 19,
-                },
-                Col {
-                    title: "PAYLOAD",
-                    width: 0,
-                },
-            ],
-            &s.events,
-            |r, ws| {
-                let chain = match r.chain {
-                    ChainMark::Ok => Line::styled("ok", th.style(Role::Ok)),
-                    ChainMark::Broken => Line::styled("BROKEN", th.style(Role::Danger)),
-                    ChainMark::Unknown => Line::styled("?", th.style(Role::Dim)),
-                };
-                vec![
-                    Line::from(r.seq.to_string()),
-                    chain,
-                    Line::from(time::age_of_text(&r.at, now)),
-                    cell(app, &r.kind, ws[3]),
-                    cell(app, &r.payload, ws[4]),
-                ]
-            },
-            "no events",
-        ),
-        Tab::Approvals => table(
-            f,
-            rest,
-            app,
-            &[
-                Col {
-                    title: "STATUS",
-                    width: 9,
-                },
-                Col {
-                    title: "AGE",
-                    width: 6,
-                },
-                Col {
-                    title: "HASH",
-                    width: 12,
-                },
-                Col {
-                    title: "BY",
-                    width: 10,
-                },
-                Col {
-                    title: "PRESENTATION",
-                    width: 0,
-                },
-            ],
-            &s.approvals,
-            |r, ws| {
-                let st = match r.status {
-                    ApprovalStatus::Pending => th.style(Role::StatusWaiting),
-                    ApprovalStatus::Approved => th.style(Role::Ok),
-                    _ => th.style(Role::Dim),
-                };
-                let last = match &r.decode_error {
-                    Some(e) => Line::styled(format!("DAMAGED {e}"), th.style(Role::Damaged)),
-                    None => cell(app, &r.presentation, ws[4]),
-                };
-                vec![
-                    cell_in(app, r.status.as_str().as_bytes(), ws[0], st),
-                    Line::from(time::age(&r.created_at, now)),
-                    cell(app, short(&r.hash).as_bytes(), 12),
-                    cell(app, &r.decided_by, ws[3]),
-                    last,
-                ]
-            },
-            "no approvals",
-        ),
-        Tab::ModelCalls => table(
-            f,
-            rest,
-            app,
-            &[
-                Col {
-                    title: "TRY",
-                    width: 3,
-                },
-                Col {
-                    title: "STATUS",
-                    width: 10,
-                },
-                Col {
-                    title: "MODEL",
-                    width: 18,
-                },
-                Col {
-                    title: "IN",
-                    width: 7,
-                },
-                Col {
-                    title: "OUT",
-                    width: 6,
-                },
-                Col {
-                    title: "COST",
-                    width: 8,
-                },
-                Col {
-                    title: "ERROR",
-                    width: 0,
-                },
-            ],
-            &s.calls,
-            |r, ws| {
-                vec![
-                    Line::from(r.attempt.to_string()),
-                    cell_in(app, r.status.as_bytes(), ws[1], Style::default()),
-                    cell(app, &r.model, ws[2]),
-                    Line::from(r.input_tokens.to_string()),
-                    Line::from(r.output_tokens.to_string()),
-                    Line::from(dollars(r.cost_micros)),
-                    cell(app, &r.error, ws[6]),
-                ]
-            },
-            "no model calls",
-        ),
+        Tab::Steps => steps_tab(f, rest, app, s),
+        Tab::Events => events_tab(f, rest, app, s),
+        Tab::Approvals => approvals_tab(f, rest, app, s),
+        Tab::ModelCalls => model_calls_tab(f, rest, app, s),
     }
+}
+
+fn steps_tab(f: &mut Frame, rest: Rect, app: &App, s: &RunDetailScreen) {
+    let th = &app.theme;
+    table(
+        f,
+        rest,
+        app,
+        &[
+            Col {
+                title: "#",
+                width: 3,
+            },
+            Col {
+                title: "STATUS",
+                width: 17,
+            },
+            Col {
+                title: "TOOL",
+                width: 14,
+            },
+            Col {
+                title: "POLICY",
+                width: 16,
+            },
+            Col {
+                title: "OBSERVATION / DAMAGE",
+                width: 0,
+            },
+        ],
+        &s.steps,
+        |r, ws| {
+            let last = match (&r.decode_error, &r.summary) {
+                (Some(e), _) => Line::styled(format!("DAMAGED {e}"), th.style(Role::Damaged)),
+                (None, Some(sm)) => cell(app, sm, ws[4]),
+                (None, None) => Line::from(r.observation_kind.clone().unwrap_or_default()),
+            };
+            vec![
+                Line::from(r.idx.to_string()),
+                cell_in(app, r.status.as_str().as_bytes(), ws[1], Style::default()),
+                r.tool.as_ref().map_or_else(
+                    || Line::from(r.decision_kind.clone().unwrap_or_default()),
+                    |t| cell(app, t, ws[2]),
+                ),
+                Line::from(r.policy_outcome.clone().unwrap_or_default()),
+                last,
+            ]
+        },
+        "no steps",
+    );
+}
+
+fn events_tab(f: &mut Frame, rest: Rect, app: &App, s: &RunDetailScreen) {
+    let th = &app.theme;
+    let now = app.now;
+    table(
+        f,
+        rest,
+        app,
+        &[
+            Col {
+                title: "SEQ",
+                width: seq_width(&s.events.page.rows),
+            },
+            Col {
+                title: "CHAIN",
+                width: 6,
+            },
+            Col {
+                title: "AGE",
+                width: 6,
+            },
+            Col {
+                title: "TYPE",
+                width: 19,
+            },
+            Col {
+                title: "PAYLOAD",
+                width: 0,
+            },
+        ],
+        &s.events,
+        |r, ws| {
+            let chain = match r.chain {
+                ChainMark::Ok => Line::styled("ok", th.style(Role::Ok)),
+                ChainMark::Broken => Line::styled("BROKEN", th.style(Role::Danger)),
+                ChainMark::Unknown => Line::styled("?", th.style(Role::Dim)),
+            };
+            vec![
+                Line::from(r.seq.to_string()),
+                chain,
+                Line::from(time::age_of_text(&r.at, now)),
+                cell(app, &r.kind, ws[3]),
+                cell(app, &r.payload, ws[4]),
+            ]
+        },
+        "no events",
+    );
+}
+
+fn approvals_tab(f: &mut Frame, rest: Rect, app: &App, s: &RunDetailScreen) {
+    let th = &app.theme;
+    let now = app.now;
+    table(
+        f,
+        rest,
+        app,
+        &[
+            Col {
+                title: "STATUS",
+                width: 9,
+            },
+            Col {
+                title: "AGE",
+                width: 6,
+            },
+            Col {
+                title: "HASH",
+                width: 12,
+            },
+            Col {
+                title: "BY",
+                width: 10,
+            },
+            Col {
+                title: "PRESENTATION",
+                width: 0,
+            },
+        ],
+        &s.approvals,
+        |r, ws| {
+            let st = match r.status {
+                ApprovalStatus::Pending => th.style(Role::StatusWaiting),
+                ApprovalStatus::Approved => th.style(Role::Ok),
+                _ => th.style(Role::Dim),
+            };
+            let last = match &r.decode_error {
+                Some(e) => Line::styled(format!("DAMAGED {e}"), th.style(Role::Damaged)),
+                None => cell(app, &r.presentation, ws[4]),
+            };
+            vec![
+                cell_in(app, r.status.as_str().as_bytes(), ws[0], st),
+                Line::from(time::age(&r.created_at, now)),
+                cell(app, short(&r.hash).as_bytes(), 12),
+                cell(app, &r.decided_by, ws[3]),
+                last,
+            ]
+        },
+        "no approvals",
+    );
+}
+
+fn model_calls_tab(f: &mut Frame, rest: Rect, app: &App, s: &RunDetailScreen) {
+    table(
+        f,
+        rest,
+        app,
+        &[
+            Col {
+                title: "TRY",
+                width: 3,
+            },
+            Col {
+                title: "STATUS",
+                width: 10,
+            },
+            Col {
+                title: "MODEL",
+                width: 18,
+            },
+            Col {
+                title: "IN",
+                width: 7,
+            },
+            Col {
+                title: "OUT",
+                width: 6,
+            },
+            Col {
+                title: "COST",
+                width: 8,
+            },
+            Col {
+                title: "ERROR",
+                width: 0,
+            },
+        ],
+        &s.calls,
+        |r, ws| {
+            vec![
+                Line::from(r.attempt.to_string()),
+                cell_in(app, r.status.as_bytes(), ws[1], Style::default()),
+                cell(app, &r.model, ws[2]),
+                Line::from(r.input_tokens.to_string()),
+                Line::from(r.output_tokens.to_string()),
+                Line::from(dollars(r.cost_micros)),
+                cell(app, &r.error, ws[6]),
+            ]
+        },
+        "no model calls",
+    );
 }
 
 /// The SEQ column is as wide as the widest sequence number on the page (at least 5), so a

@@ -35,7 +35,38 @@ pub(super) fn draw(f: &mut Frame, area: Rect, app: &App, s: &RunsScreen) {
     }
     f.render_widget(Paragraph::new(Line::from(t)), title);
     let narrow = area.width < 76;
-    let cols: Vec<Col> = if narrow {
+    let cols = columns(narrow);
+    let now = app.now;
+    table(
+        f,
+        rest,
+        app,
+        &cols,
+        &s.list,
+        |r, ws| {
+            let mut marks = Vec::new();
+            if r.pending > 0 {
+                marks.push(Span::styled("⏸", th.style(Role::StatusWaiting)));
+            }
+            if r.damaged {
+                marks.push(Span::styled("!", th.style(Role::Damaged)));
+            }
+            let mut v = vec![Line::from(marks), run_status_cell(app, &r.status, ws[1])];
+            if !narrow {
+                v.push(cell(app, &r.reason, ws[2]));
+                v.push(Line::from(r.step_count.to_string()));
+            }
+            v.push(Line::from(time::age(&r.created_at, now)));
+            v.push(cell(app, &r.goal, *ws.last().unwrap_or(&8)));
+            v
+        },
+        "no runs",
+    );
+}
+
+/// The table's columns (fewer on a narrow terminal).
+fn columns(narrow: bool) -> Vec<Col> {
+    if narrow {
         vec![
             Col {
                 title: "",
@@ -81,31 +112,5 @@ pub(super) fn draw(f: &mut Frame, area: Rect, app: &App, s: &RunsScreen) {
                 width: 0,
             },
         ]
-    };
-    let now = app.now;
-    table(
-        f,
-        rest,
-        app,
-        &cols,
-        &s.list,
-        |r, ws| {
-            let mut marks = Vec::new();
-            if r.pending > 0 {
-                marks.push(Span::styled("⏸", th.style(Role::StatusWaiting)));
-            }
-            if r.damaged {
-                marks.push(Span::styled("!", th.style(Role::Damaged)));
-            }
-            let mut v = vec![Line::from(marks), run_status_cell(app, &r.status, ws[1])];
-            if !narrow {
-                v.push(cell(app, &r.reason, ws[2]));
-                v.push(Line::from(r.step_count.to_string()));
-            }
-            v.push(Line::from(time::age(&r.created_at, now)));
-            v.push(cell(app, &r.goal, *ws.last().unwrap_or(&8)));
-            v
-        },
-        "no runs",
-    );
+    }
 }
