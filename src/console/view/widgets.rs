@@ -135,7 +135,7 @@ pub fn table<T>(
         }
         let mut l = Line::from(spans);
         if n == list.cursor {
-            l = l.patch_style(sel);
+            l = selected(l, sel);
             let w = l.width();
             if w < usize::from(area.width) {
                 l.spans
@@ -145,6 +145,19 @@ pub fn table<T>(
         lines.push(l);
     }
     f.render_widget(Paragraph::new(lines), area);
+}
+
+/// The selected row: the selection under every cell. A cell with a background of its own (an
+/// escape, a danger mark, a badge) keeps it; a cell whose text colour is the selection's
+/// background, or has none, takes the selection's text colour, so no cell is drawn in the
+/// colour it sits on (high-contrast drew EXPIRES, RUN and TOOL white on white).
+fn selected(mut l: Line<'static>, sel: Style) -> Line<'static> {
+    for sp in &mut l.spans {
+        if sp.style.bg.is_none() && (sp.style.fg.is_none() || sp.style.fg == sel.bg) {
+            sp.style.fg = sel.fg;
+        }
+    }
+    l.patch_style(sel)
 }
 
 /// Position text for a list: `12/340`, or `12/106+` while the count is still coming.
