@@ -131,7 +131,7 @@ fn query(list: &str, place: usize, n: u64) -> Query {
         // The completed runs: every run but `a`, whose overview row (its pending count and
         // damage check over its own `n` approvals and steps) would cost what `a` holds.
         _ => Query::Runs {
-            status: Some("COMPLETED".into()),
+            status: Some(countersign::runtime::types::RunStatus::Completed),
             filter: String::new(),
             offset: offset + 1,
             limit: WIN,

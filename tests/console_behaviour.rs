@@ -8,8 +8,8 @@ mod long;
 
 use console_support::*;
 use countersign::console::testing::Role;
+use countersign::console::testing::{DataError, Page, Query, Reply};
 use countersign::console::testing::{Effect, Input, Screen, update};
-use countersign::console::testing::{Page, Query, Reply};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::buffer::Buffer;
 
@@ -448,7 +448,7 @@ fn runs_read_by_key_around_an_anchor_equal_runs_read_by_offset() {
     }
     // With a text filter too.
     let f = |offset, anchor| Query::Runs {
-        status: Some("COMPLETED".into()),
+        status: Some(countersign::runtime::types::RunStatus::Completed),
         filter: "order".into(),
         offset,
         limit: 25,
@@ -521,12 +521,12 @@ fn the_first_screen_is_read_before_the_header_counts() {
         &mut app,
         Input::Reply(
             cid,
-            Reply::Failed("database disk image is malformed".into()),
+            Reply::Failed(DataError::Read("database disk image is malformed".into())),
         ),
     );
     assert_eq!(
         app.notice.as_ref().map(|n| n.1.as_str()),
-        Some("header counts: database disk image is malformed")
+        Some("header counts: database read failed: database disk image is malformed")
     );
     assert!(app.counts.is_none());
     let fx = update(&mut app, Input::Reply(qid + 1001, Reply::Total(3)));

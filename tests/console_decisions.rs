@@ -151,7 +151,7 @@ fn two_consoles_the_second_gets_already_decided() {
     assert!(s.contains("already approved by alice"), "{s}");
     // The second console now shows the row as it is.
     let shown = match b.app.stack.last() {
-        Some(Screen::Approval(s)) => s.row.as_ref().map(|r| r.status.clone()),
+        Some(Screen::Approval(s)) => s.row.as_ref().map(|r| r.status.as_str().to_string()),
         _ => None,
     };
     assert_eq!(shown.as_deref(), Some("approved"));

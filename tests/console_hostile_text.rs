@@ -66,3 +66,33 @@ fn different_requests_never_render_alike_in_the_detail() {
     }
     assert!(s.contains("DUPLICATE KEY"), "{s}");
 }
+
+/// Issue 16: a stored status is database text like any other. A run and an approval whose
+/// status holds an escape sequence and a bidi override show them escaped in the runs list,
+/// the run header and the approval detail, never raw.
+#[test]
+fn statuses_are_drawn_through_the_sanitiser() {
+    let d = tempfile::tempdir().unwrap();
+    let (db, m) = fixture(d.path(), "status", "waiting", &[]);
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute_batch(
+            "UPDATE runs SET status = 'ODD' || char(27) || '[2J' || char(8238) || 'X';
+             UPDATE approvals SET status = 'odd' || char(27) || ']0;t' || char(7);",
+        )
+        .unwrap();
+    let mut h = Harness::open(&db, 120, 40);
+    let raw = |s: &str| s.contains('\u{1b}') || s.contains('\u{202e}') || s.contains('\u{7}');
+    h.keys("2");
+    let runs = h.screen();
+    assert!(runs.contains("ODD"), "{runs}");
+    assert!(!raw(&runs), "{runs:?}");
+    h.command(&format!("run {}", run_of(&m, "waiting")));
+    let header = h.screen();
+    assert!(header.contains(r"ODD\x1b[2J\u{202e}X"), "{header}");
+    assert!(!raw(&header), "{header:?}");
+    h.command(&format!("approval {}", approval_of(&m, "waiting")));
+    let detail = h.screen();
+    assert!(detail.contains(r"odd\x1b]0;t\x07"), "{detail}");
+    assert!(!raw(&detail), "{detail:?}");
+}

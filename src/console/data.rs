@@ -5,12 +5,12 @@
 //! is kept as raw bytes (`Vec<u8>`) so nothing is lost before it reaches the sanitiser; ids
 //! (run, approval, step ids) are [`Key`]s, their stored bytes, so a lookup, a decision or a
 //! cancel acts on exactly the row that was shown, even when the id is not UTF-8;
-//! enum-like columns (status, kind, type, times) are read as lossy strings and still escaped
-//! when drawn.
+//! statuses and times keep the runtime's types ([`RunStatus`], [`Timestamp`], ...; the zero
+//! time is a column left empty) and are drawn through the sanitiser like every stored string.
 
 use std::fmt;
 
-pub use crate::runtime::types::Key;
+pub use crate::runtime::types::{ApprovalStatus, Key, RunStatus, StepStatus, Timestamp};
 
 /// One window of a list read by key, with its total: counted up to a bound, and a lower bound
 /// past it (`exact: false`).
@@ -34,8 +34,8 @@ pub struct QueueRow {
     pub step_index: Option<i64>,
     /// Stored bytes (`\xNN` when not UTF-8).
     pub kind: Vec<u8>,
-    pub created_at: String,
-    pub expires_at: String,
+    pub created_at: Timestamp,
+    pub expires_at: Timestamp,
     /// `request.spec.name`, absent when the request does not decode.
     pub tool: Option<Vec<u8>>,
     /// The arguments as stored (capped), absent when the request does not decode.
@@ -56,13 +56,13 @@ pub struct Counts {
 pub struct RunRow {
     pub id: Key,
     pub goal: Vec<u8>,
-    pub status: String,
+    pub status: RunStatus,
     /// Stored bytes (`\xNN` when not UTF-8, never a lossy U+FFFD).
     pub reason: Vec<u8>,
     pub reason_detail: Vec<u8>,
     pub step_count: i64,
-    pub created_at: String,
-    pub finished_at: String,
+    pub created_at: Timestamp,
+    pub finished_at: Timestamp,
     pub pending: u64,
     pub damaged: bool,
 }
@@ -72,15 +72,15 @@ pub struct RunRow {
 pub struct RunHeader {
     pub id: Key,
     pub goal: Vec<u8>,
-    pub status: String,
+    pub status: RunStatus,
     /// Stored bytes (`\xNN` when not UTF-8, never a lossy U+FFFD).
     pub reason: Vec<u8>,
     pub reason_detail: Vec<u8>,
     pub limits_json: Vec<u8>,
     pub step_count: i64,
-    pub created_at: String,
-    pub started_at: String,
-    pub finished_at: String,
+    pub created_at: Timestamp,
+    pub started_at: Timestamp,
+    pub finished_at: Timestamp,
     pub model_calls: i64,
     pub input_tokens: i64,
     pub output_tokens: i64,
@@ -88,7 +88,7 @@ pub struct RunHeader {
     pub cost_micros: i64,
     pub active_ms: i64,
     pub lease_owner: Vec<u8>,
-    pub lease_expires_at: String,
+    pub lease_expires_at: Timestamp,
     /// Whether this build can resume the run (set by the worker from the resume hook).
     pub resumable: bool,
 }
@@ -97,7 +97,7 @@ pub struct RunHeader {
 pub struct StepRow {
     pub id: Key,
     pub idx: i64,
-    pub status: String,
+    pub status: StepStatus,
     pub tool: Option<Vec<u8>>,
     pub decision_kind: Option<String>,
     pub policy_outcome: Option<String>,
@@ -147,20 +147,20 @@ pub struct ApprovalRow {
     pub step_id: Key,
     /// Stored bytes (`\xNN` when not UTF-8).
     pub kind: Vec<u8>,
-    pub status: String,
+    pub status: ApprovalStatus,
     pub capability: Vec<u8>,
     pub presentation: Vec<u8>,
     pub request: Vec<u8>,
     pub hash: String,
-    pub created_at: String,
-    pub decided_at: String,
+    pub created_at: Timestamp,
+    pub decided_at: Timestamp,
     pub decided_by: Vec<u8>,
     pub note: Vec<u8>,
-    pub expires_at: String,
+    pub expires_at: Timestamp,
     /// `<column>: <error>` joined by `; ` when a column does not decode (spec section 9).
     pub decode_error: Option<String>,
     /// The run's status when the row was read (decisions need WAITING_FOR_APPROVAL).
-    pub run_status: String,
+    pub run_status: RunStatus,
     /// The `reason` of the `approval.requested` event, if found.
     pub reason: Vec<u8>,
     /// When the request was too large to be read for showing (issue 14 item 6): its length,
@@ -240,7 +240,7 @@ pub enum Query {
         filter: String,
     },
     Runs {
-        status: Option<String>,
+        status: Option<RunStatus>,
         filter: String,
         offset: u64,
         limit: u64,
@@ -353,7 +353,8 @@ pub enum Reply {
     Verify(ChainReport),
     /// The exact total of the list a page with `exact: false` came from.
     Total(u64),
-    Failed(String),
+    /// The read failed; drawn as the error's one sentence.
+    Failed(DataError),
 }
 
 /// Why a decision did not happen, as the console explains it.
@@ -363,9 +364,10 @@ pub enum DecideError {
     Changed,
     /// Someone decided first.
     AlreadyDecided {
-        status: String,
+        status: ApprovalStatus,
         by: String,
-        at: String,
+        /// When it was decided; `None` when the row does not say.
+        at: Option<Timestamp>,
     },
     Expired(String),
     /// The run is not in a state that allows this.
@@ -380,9 +382,10 @@ impl fmt::Display for DecideError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             DecideError::Changed => write!(f, "approval changed since you read it; reloaded"),
-            DecideError::AlreadyDecided { status, by, at } => {
-                write!(f, "already {status} by {by} at {at}")
-            }
+            DecideError::AlreadyDecided { status, by, at } => match at {
+                Some(at) => write!(f, "already {status} by {by} at {at}"),
+                None => write!(f, "already {status} by {by} at "),
+            },
             DecideError::Expired(m) => write!(f, "approval expired: {m}"),
             DecideError::RunState(m) => write!(f, "run state: {m}"),
             DecideError::Locked => write!(f, "database is locked by another writer; try again"),
@@ -396,7 +399,7 @@ impl fmt::Display for DecideError {
 pub type WriteResult = Result<String, DecideError>;
 
 /// Errors of the read side; one sentence each.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum DataError {
     #[error("cannot open the run database {path}: {cause}")]
     Open { path: String, cause: String },

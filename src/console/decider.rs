@@ -41,13 +41,9 @@ fn map(e: OperatorError) -> DecideError {
             decided_at,
             ..
         } => DecideError::AlreadyDecided {
-            status: status.to_string(),
+            status,
             by: decided_by,
-            at: if decided_at.is_zero() {
-                String::new()
-            } else {
-                decided_at.to_string()
-            },
+            at: (!decided_at.is_zero()).then_some(decided_at),
         },
         e @ OperatorError::Expired { .. } => DecideError::Expired(e.to_string()),
         e @ (OperatorError::RunNotWaiting { .. } | OperatorError::RunFinished { .. }) => {

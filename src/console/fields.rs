@@ -145,16 +145,16 @@ pub fn fields(a: &ApprovalRow) -> Vec<ApprovalField> {
             tool_of(a).unwrap_or_else(|| b"(request does not decode)".to_vec()),
         ),
         meta("kind", a.kind.clone()),
-        meta("status", a.status.clone()),
+        meta("status", a.status.as_str()),
         meta("run", a.run_id.as_bytes().to_vec()),
         meta("step", a.step_id.as_bytes().to_vec()),
-        meta("asked", a.created_at.clone()),
+        meta("asked", a.created_at.to_rfc3339()),
         meta(
             "expires",
-            if a.expires_at.is_empty() {
+            if a.expires_at.is_zero() {
                 "never".into()
             } else {
-                a.expires_at.clone()
+                a.expires_at.to_rfc3339()
             },
         ),
         meta("hash", a.hash.clone()),
@@ -162,9 +162,9 @@ pub fn fields(a: &ApprovalRow) -> Vec<ApprovalField> {
     if !a.reason.is_empty() {
         out.push(meta("reason", a.reason.clone()));
     }
-    if !a.decided_at.is_empty() || !a.decided_by.is_empty() {
+    if !a.decided_at.is_zero() || !a.decided_by.is_empty() {
         let mut d = a.decided_by.clone();
-        d.extend_from_slice(format!(" at {}", a.decided_at).as_bytes());
+        d.extend_from_slice(format!(" at {}", a.decided_at.to_rfc3339()).as_bytes());
         out.push(meta("decided", d));
         out.push(meta("note", a.note.clone()));
     }
@@ -212,6 +212,16 @@ pub fn fields(a: &ApprovalRow) -> Vec<ApprovalField> {
     out
 }
 
+/// How fields are laid out: width, expanded fields, strict mode and styles.
+pub struct LayoutOpts<'a> {
+    pub width: usize,
+    pub expanded: &'a BTreeSet<usize>,
+    pub strict: bool,
+    pub st: &'a TextStyles,
+    pub label_style: ratatui::style::Style,
+    pub badge_style: ratatui::style::Style,
+}
+
 /// Renders every field at `width`; fields not in `expanded` fold after `FOLD_LINES` lines.
 pub fn layout(
     fields: &[ApprovalField],
@@ -222,14 +232,21 @@ pub fn layout(
     label_style: ratatui::style::Style,
     badge_style: ratatui::style::Style,
 ) -> Vec<FieldView> {
-    let width = usize::from(width.max(20));
+    let o = LayoutOpts {
+        width: usize::from(width.max(20)),
+        expanded,
+        strict,
+        st,
+        label_style,
+        badge_style,
+    };
     fields
         .iter()
         .enumerate()
         .map(|(i, f)| {
             let label = text::line_mode(
                 &f.label,
-                24.min(width / 3),
+                24.min(o.width / 3),
                 &TextStyles {
                     text: label_style,
                     ..*st
@@ -237,111 +254,125 @@ pub fn layout(
                 strict,
             );
             if f.meta {
-                let w = width.saturating_sub(label.width + 2);
-                let (mut vl, b) = text::block(&f.value, w, st, strict);
-                let mut first = label.line.clone();
-                first.spans.push(ratatui::text::Span::raw(": "));
-                let folded = vl.len() > FOLD_LINES && !expanded.contains(&i);
-                let n = vl.len();
-                if folded {
-                    vl.truncate(FOLD_LINES);
-                }
-                let mut lines = Vec::new();
-                for (j, l) in vl.into_iter().enumerate() {
-                    if j == 0 {
-                        first.spans.extend(l.spans);
-                        lines.push(std::mem::take(&mut first));
-                    } else {
-                        let mut l2 = Line::from(" ".repeat(label.width + 2));
-                        l2.spans.extend(l.spans);
-                        lines.push(l2);
-                    }
-                }
-                if folded {
-                    lines.push(Line::styled(
-                        format!("  …[+{} lines folded; e expands]", n - FOLD_LINES),
-                        st.truncated,
-                    ));
-                }
-                return FieldView {
-                    lines,
-                    folded,
-                    marks: b,
-                };
-            }
-            // The label is never cut: it wraps over as many lines as it needs.
-            let (mut label_lines, _) = text::block(
-                &f.label,
-                width,
-                &TextStyles {
-                    text: label_style,
-                    ..*st
-                },
-                strict,
-            );
-            // Two columns of indent, and two for the quotes of a string.
-            let quotes = if f.is_string { 2 } else { 0 };
-            let (mut vl, b) = text::block(&f.value, width.saturating_sub(2 + quotes), st, strict);
-            if f.is_string {
-                if let Some(first) = vl.first_mut() {
-                    first
-                        .spans
-                        .insert(0, ratatui::text::Span::styled("\"", st.text));
-                }
-                if let Some(last) = vl.last_mut() {
-                    last.spans.push(ratatui::text::Span::styled("\"", st.text));
-                }
-            }
-            let n = vl.len();
-            let mut head = label_lines.pop().unwrap_or_default();
-            let mut notes: Vec<ratatui::text::Span<'static>> = Vec::new();
-            for l in b.labels() {
-                notes.push(ratatui::text::Span::raw(" "));
-                notes.push(ratatui::text::Span::styled(
-                    format!("[{}]", l.to_uppercase()),
-                    badge_style,
-                ));
-            }
-            if b.escapes > 0 {
-                notes.push(ratatui::text::Span::styled(
-                    format!(" {} escapes", b.escapes),
-                    st.escaped,
-                ));
-            }
-            if n > 1 {
-                notes.push(ratatui::text::Span::raw(format!(" ({n} lines)")));
-            }
-            let mut lines = label_lines;
-            let notes_width: usize = notes.iter().map(ratatui::text::Span::width).sum();
-            if head.width() + notes_width > width && head.width() > 0 {
-                // Badges and counts that do not fit go on a line of their own, never over the
-                // label's end.
-                lines.push(head);
-                head = Line::from(notes);
+                layout_meta(i, f, label, &o)
             } else {
-                head.spans.extend(notes);
-            }
-            let folded = n > FOLD_LINES && !expanded.contains(&i);
-            lines.push(head);
-            for l in vl
-                .into_iter()
-                .take(if folded { FOLD_LINES } else { usize::MAX })
-            {
-                let mut l2 = Line::from("  ");
-                l2.spans.extend(l.spans);
-                lines.push(l2);
-            }
-            if folded {
-                lines.push(Line::styled(
-                    format!("  …[+{} lines folded; e expands]", n - FOLD_LINES),
-                    st.truncated,
-                ));
-            }
-            FieldView {
-                lines,
-                folded,
-                marks: b,
+                layout_value(i, f, &o)
             }
         })
         .collect()
+}
+
+/// A metadata field: label, `: `, the value beside it.
+fn layout_meta(i: usize, f: &ApprovalField, label: text::Rendered, o: &LayoutOpts) -> FieldView {
+    let (width, expanded, strict, st) = (o.width, o.expanded, o.strict, o.st);
+    let w = width.saturating_sub(label.width + 2);
+    let (mut vl, b) = text::block(&f.value, w, st, strict);
+    let mut first = label.line.clone();
+    first.spans.push(ratatui::text::Span::raw(": "));
+    let folded = vl.len() > FOLD_LINES && !expanded.contains(&i);
+    let n = vl.len();
+    if folded {
+        vl.truncate(FOLD_LINES);
+    }
+    let mut lines = Vec::new();
+    for (j, l) in vl.into_iter().enumerate() {
+        if j == 0 {
+            first.spans.extend(l.spans);
+            lines.push(std::mem::take(&mut first));
+        } else {
+            let mut l2 = Line::from(" ".repeat(label.width + 2));
+            l2.spans.extend(l.spans);
+            lines.push(l2);
+        }
+    }
+    if folded {
+        lines.push(Line::styled(
+            format!("  …[+{} lines folded; e expands]", n - FOLD_LINES),
+            st.truncated,
+        ));
+    }
+    FieldView {
+        lines,
+        folded,
+        marks: b,
+    }
+}
+
+/// A value field: its label on lines of its own with badges, the value indented below.
+fn layout_value(i: usize, f: &ApprovalField, o: &LayoutOpts) -> FieldView {
+    let (width, expanded, strict, st) = (o.width, o.expanded, o.strict, o.st);
+    let (label_style, badge_style) = (o.label_style, o.badge_style);
+    // The label is never cut: it wraps over as many lines as it needs.
+    let (mut label_lines, _) = text::block(
+        &f.label,
+        width,
+        &TextStyles {
+            text: label_style,
+            ..*st
+        },
+        strict,
+    );
+    // Two columns of indent, and two for the quotes of a string.
+    let quotes = if f.is_string { 2 } else { 0 };
+    let (mut vl, b) = text::block(&f.value, width.saturating_sub(2 + quotes), st, strict);
+    if f.is_string {
+        if let Some(first) = vl.first_mut() {
+            first
+                .spans
+                .insert(0, ratatui::text::Span::styled("\"", st.text));
+        }
+        if let Some(last) = vl.last_mut() {
+            last.spans.push(ratatui::text::Span::styled("\"", st.text));
+        }
+    }
+    let n = vl.len();
+    let mut head = label_lines.pop().unwrap_or_default();
+    let mut notes: Vec<ratatui::text::Span<'static>> = Vec::new();
+    for l in b.labels() {
+        notes.push(ratatui::text::Span::raw(" "));
+        notes.push(ratatui::text::Span::styled(
+            format!("[{}]", l.to_uppercase()),
+            badge_style,
+        ));
+    }
+    if b.escapes > 0 {
+        notes.push(ratatui::text::Span::styled(
+            format!(" {} escapes", b.escapes),
+            st.escaped,
+        ));
+    }
+    if n > 1 {
+        notes.push(ratatui::text::Span::raw(format!(" ({n} lines)")));
+    }
+    let mut lines = label_lines;
+    let notes_width: usize = notes.iter().map(ratatui::text::Span::width).sum();
+    if head.width() + notes_width > width && head.width() > 0 {
+        // Badges and counts that do not fit go on a line of their own, never over the
+        // label's end.
+        lines.push(head);
+        head = Line::from(notes);
+    } else {
+        head.spans.extend(notes);
+    }
+    let folded = n > FOLD_LINES && !expanded.contains(&i);
+    lines.push(head);
+    for l in vl
+        .into_iter()
+        .take(if folded { FOLD_LINES } else { usize::MAX })
+    {
+        let mut l2 = Line::from("  ");
+        l2.spans.extend(l.spans);
+        lines.push(l2);
+    }
+    if folded {
+        lines.push(Line::styled(
+            format!("  …[+{} lines folded; e expands]", n - FOLD_LINES),
+            st.truncated,
+        ));
+    }
+    FieldView {
+        lines,
+        folded,
+        marks: b,
+    }
 }

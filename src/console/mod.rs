@@ -1,7 +1,7 @@
 //! The interactive review console.
 //!
 //! Data moves one way: an input (a key, a reply from the database thread, the clock) becomes
-//! a message ([`msg`]), `update` changes the state ([`state`]) and returns effects, and the
+//! a message (`msg`), `update` changes the state (`state`) and returns effects, and the
 //! view draws the state. `update` never imports the view; the size arithmetic both need is in
 //! `layout`. Database work runs on worker threads with their own read-only connections and
 //! comes back as messages tagged with request ids. Every string from the database is drawn

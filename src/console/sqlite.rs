@@ -86,8 +86,8 @@ fn some_text(s: &str) -> Option<String> {
 fn queue_row(q: store::QueueItem) -> QueueRow {
     let a = q.approval;
     QueueRow {
-        created_at: a.created_at.to_rfc3339(),
-        expires_at: a.expires_at.to_rfc3339(),
+        created_at: a.created_at,
+        expires_at: a.expires_at,
         approval_id: Key::new(a.id_bytes()),
         run_id: Key::new(a.run_id_bytes()),
         step_id: Key::new(a.step_id_bytes()),
@@ -103,10 +103,10 @@ fn run_row(o: store::RunOverview) -> RunRow {
     RunRow {
         goal: raw_bytes(&r.raw_invalid, "goal", &r.goal),
         reason_detail: raw_bytes(&r.raw_invalid, "reason_detail", &r.reason_detail),
-        status: r.status.as_str().to_string(),
+        status: r.status.clone(),
         step_count: r.step_count,
-        created_at: r.created_at.to_rfc3339(),
-        finished_at: r.finished_at.to_rfc3339(),
+        created_at: r.created_at,
+        finished_at: r.finished_at,
         pending: o.pending.max(0) as u64,
         damaged: o.damaged,
         reason: raw_bytes(&r.raw_invalid, "reason", &r.reason),
@@ -120,18 +120,18 @@ fn run_header(r: Run) -> RunHeader {
         reason_detail: raw_bytes(&r.raw_invalid, "reason_detail", &r.reason_detail),
         limits_json: raw_bytes(&r.raw_invalid, "limits", &r.limits_json),
         lease_owner: raw_bytes(&r.raw_invalid, "lease_owner", &r.lease_owner),
-        status: r.status.as_str().to_string(),
+        status: r.status.clone(),
         step_count: r.step_count,
-        created_at: r.created_at.to_rfc3339(),
-        started_at: r.started_at.to_rfc3339(),
-        finished_at: r.finished_at.to_rfc3339(),
+        created_at: r.created_at,
+        started_at: r.started_at,
+        finished_at: r.finished_at,
         model_calls: r.model_calls,
         input_tokens: r.input_tokens,
         output_tokens: r.output_tokens,
         cached_input_tokens: r.cached_input_tokens,
         cost_micros: r.estimated_cost_micros,
         active_ms: r.active_ms,
-        lease_expires_at: r.lease_expires_at.to_rfc3339(),
+        lease_expires_at: r.lease_expires_at,
         resumable: false,
         reason: raw_bytes(&r.raw_invalid, "reason", &r.reason),
         id: Key::new(r.id_bytes()),
@@ -143,7 +143,7 @@ fn step_row(s: Step) -> StepRow {
     let o = s.observation.as_ref();
     StepRow {
         idx: s.index,
-        status: s.status.as_str().to_string(),
+        status: s.status.clone(),
         tool: d.and_then(|d| some_bytes(&d.tool)),
         decision_kind: d.and_then(|d| some_text(&d.kind)),
         policy_outcome: s.policy.as_ref().and_then(|p| some_text(&p.outcome)),
@@ -193,14 +193,12 @@ fn approval_row(a: Approval, run_status: Option<&crate::runtime::types::RunStatu
         request: raw("request", &a.request_json),
         decided_by: raw("decided_by", &a.decided_by),
         note: raw("note", &a.note),
-        status: a.status.as_str().to_string(),
-        created_at: a.created_at.to_rfc3339(),
-        decided_at: a.decided_at.to_rfc3339(),
-        expires_at: a.expires_at.to_rfc3339(),
+        status: a.status.clone(),
+        created_at: a.created_at,
+        decided_at: a.decided_at,
+        expires_at: a.expires_at,
         decode_error: some_text(&a.decode_error),
-        run_status: run_status
-            .map(|s| s.as_str().to_string())
-            .unwrap_or_default(),
+        run_status: run_status.cloned().unwrap_or_default(),
         reason: Vec::new(),
         request_not_shown: None,
         id: Key::new(a.id_bytes()),
@@ -266,7 +264,7 @@ impl SqliteData {
         let n = match q {
             Query::Queue { filter, .. } => s.count_queue(filter),
             Query::Runs { status, filter, .. } => {
-                s.count_runs_overview(status.as_deref().unwrap_or(""), filter)
+                s.count_runs_overview(status.as_ref().map_or("", RunStatus::as_str), filter)
             }
             Query::Steps { run, .. } => s.count_steps(run),
             Query::Events { run, .. } => s.count_events(run),
@@ -368,7 +366,7 @@ impl ConsoleData for SqliteData {
                 let anchor = at(anchor).map(|(i, id)| (i, id.as_str()));
                 let w = s
                     .list_runs_overview_near(
-                        status.as_deref().unwrap_or(""),
+                        status.as_ref().map_or("", RunStatus::as_str),
                         filter,
                         l,
                         o,
@@ -379,6 +377,32 @@ impl ConsoleData for SqliteData {
                 Reply::Runs(window(*limit, w, run_row))
             }
             Query::Run { id } => Reply::Run(self.run(id).map_err(rd)?.map(Box::new)),
+            Query::Steps { .. }
+            | Query::Events { .. }
+            | Query::Approvals { .. }
+            | Query::ModelCalls { .. } => self.run_tab(q)?,
+            Query::Approval { id } => Reply::Approval(self.approval(id).map_err(rd)?.map(Box::new)),
+            Query::Damaged {
+                offset,
+                limit,
+                anchor,
+                end,
+            } => {
+                let (l, o) = args(*offset, *limit);
+                let anchor = at(anchor).map(|(i, (t, row, col))| (i, (*t, row.as_str(), *col)));
+                let w = s.list_damaged_near(l, o, anchor, end_of(end)).map_err(rd)?;
+                Reply::Damaged(window(*limit, w, damaged_row))
+            }
+            Query::Verify => Reply::Verify(self.verify().map_err(rd)?),
+        })
+    }
+}
+
+impl SqliteData {
+    /// A page of one of the run detail's tabs.
+    fn run_tab(&self, q: &Query) -> Result<Reply, DataError> {
+        let s = &self.store;
+        Ok(match q {
             Query::Steps {
                 run,
                 offset,
@@ -431,19 +455,7 @@ impl ConsoleData for SqliteData {
                     .map_err(rd)?;
                 Reply::ModelCalls(window(*limit, w, model_call_row))
             }
-            Query::Approval { id } => Reply::Approval(self.approval(id).map_err(rd)?.map(Box::new)),
-            Query::Damaged {
-                offset,
-                limit,
-                anchor,
-                end,
-            } => {
-                let (l, o) = args(*offset, *limit);
-                let anchor = at(anchor).map(|(i, (t, row, col))| (i, (*t, row.as_str(), *col)));
-                let w = s.list_damaged_near(l, o, anchor, end_of(end)).map_err(rd)?;
-                Reply::Damaged(window(*limit, w, damaged_row))
-            }
-            Query::Verify => Reply::Verify(self.verify().map_err(rd)?),
+            _ => return Err(DataError::Read("not a page of a run's tab".into())),
         })
     }
 }

@@ -27,7 +27,7 @@ pub struct QueueScreen {
 pub struct RunsScreen {
     pub list: ListView<RunRow>,
     pub filter: String,
-    pub status: Option<String>,
+    pub status: Option<RunStatus>,
 }
 
 #[derive(Debug, Clone)]

@@ -103,7 +103,23 @@ pub fn block(
             }
             let style = style_of(s.kind(), st);
             let mut run = String::new();
-            for g in s.text().graphemes(true) {
+            // An escape (`\u{2029}`) moves to the next line whole rather than split in two;
+            // one wider than a line is cut where it must be.
+            let pieces: Vec<&str> = if s.kind() == SegmentKind::Escape {
+                escape_tokens(s.text())
+                    .into_iter()
+                    .flat_map(|t| {
+                        if safetext::text_width(t) > width {
+                            t.graphemes(true).collect()
+                        } else {
+                            vec![t]
+                        }
+                    })
+                    .collect()
+            } else {
+                s.text().graphemes(true).collect()
+            };
+            for g in pieces {
                 let gw = safetext::text_width(g);
                 if w + gw > width && w > 0 {
                     if !run.is_empty() {
@@ -125,6 +141,27 @@ pub fn block(
         lines.push(Line::from(""));
     }
     (lines, Marks::of(&t))
+}
+
+/// An escape segment's text split into its escapes: `\xNN`, `\u{...}` and two-character
+/// escapes (`\\`, `\n`); text that is not an escape stays one piece per character.
+fn escape_tokens(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(c) = rest.chars().next() {
+        let len = if c != '\\' {
+            c.len_utf8()
+        } else if rest[1..].starts_with('x') && rest.len() >= 4 && rest.is_char_boundary(4) {
+            4
+        } else if rest[1..].starts_with("u{") {
+            rest.find('}').map_or(rest.len(), |i| i + 1)
+        } else {
+            1 + rest[1..].chars().next().map_or(0, char::len_utf8)
+        };
+        out.push(&rest[..len]);
+        rest = &rest[len..];
+    }
+    out
 }
 
 /// The reversible escaped form as plain text (what the clipboard and the log get).
@@ -188,6 +225,28 @@ mod tests {
             false,
         );
         assert!(ls.iter().all(|l| l.width() <= 21));
+    }
+
+    /// Issue 16: wrapping never splits an escape (`\u{2` / `029}`).
+    #[test]
+    fn wrapping_never_splits_an_escape() {
+        for width in 10..24 {
+            for k in 0..24 {
+                let mut raw = "x".repeat(k).into_bytes();
+                raw.extend_from_slice("\u{2029}\x1b\u{202e}y".as_bytes());
+                let (ls, _) = block(&raw, width, &TextStyles::default(), false);
+                let text: Vec<String> = ls.iter().map(|l| l.to_string()).collect();
+                for l in &text {
+                    assert_eq!(
+                        l.matches("\\u{").count(),
+                        l.matches('}').count(),
+                        "width {width}, {k} x: an escape split in {text:?}"
+                    );
+                    assert!(!l.ends_with('\\') && !l.ends_with("\\x1"), "{text:?}");
+                }
+                assert!(ls.iter().all(|l| l.width() <= width.max(10)), "{text:?}");
+            }
+        }
     }
 
     #[test]

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use ratatui::style::{Color, Modifier, Style};
 
 use super::text::TextStyles;
+use crate::runtime::types::RunStatus;
 
 macro_rules! roles {
     ($($v:ident => $n:literal),* $(,)?) => {
@@ -96,14 +97,14 @@ impl Theme {
     }
 
     /// Style of a run status.
-    pub fn status(&self, status: &str) -> Style {
+    pub fn status(&self, status: &RunStatus) -> Style {
         self.style(match status {
-            "RUNNING" | "INTERRUPTED" => Role::StatusRunning,
-            "WAITING_FOR_APPROVAL" => Role::StatusWaiting,
-            "COMPLETED" => Role::StatusCompleted,
-            "FAILED" => Role::StatusFailed,
-            "CANCELLED" => Role::StatusCancelled,
-            _ => Role::Dim,
+            RunStatus::Running | RunStatus::Interrupted => Role::StatusRunning,
+            RunStatus::WaitingForApproval => Role::StatusWaiting,
+            RunStatus::Completed => Role::StatusCompleted,
+            RunStatus::Failed => Role::StatusFailed,
+            RunStatus::Cancelled => Role::StatusCancelled,
+            RunStatus::Unknown(_) => Role::Dim,
         })
     }
 

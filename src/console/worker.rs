@@ -18,7 +18,7 @@ use super::terminal;
 pub fn handle(data: &mut dyn ConsoleData, q: &Query) -> Reply {
     match data.query(q) {
         Ok(r) => r,
-        Err(e) => Reply::Failed(e.to_string()),
+        Err(e) => Reply::Failed(e),
     }
 }
 
@@ -35,8 +35,8 @@ pub fn mark_resumable(r: &mut Reply, hook: Option<&dyn ResumeHook>) {
     if let (Reply::Run(Some(h)), Some(hook)) = (r, hook) {
         // The hook names runs by text: a run whose id is not UTF-8 is never offered to it (its
         // lossy form could name another run).
-        h.resumable = !matches!(h.status.as_str(), "COMPLETED" | "FAILED" | "CANCELLED")
-            && h.id.as_str().is_some_and(|id| hook.can_resume(id));
+        h.resumable =
+            !h.status.is_terminal() && h.id.as_str().is_some_and(|id| hook.can_resume(id));
     }
 }
 

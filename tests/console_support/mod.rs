@@ -11,7 +11,7 @@ use countersign::console::testing;
 use countersign::console::testing::Keymap;
 use countersign::console::testing::SqliteData;
 use countersign::console::testing::draw;
-use countersign::console::testing::{App, AppConfig, Effect, Input, update};
+use countersign::console::testing::{App, AppConfig, Effect, Input, Query, Reply, update};
 use countersign::console::testing::{ConsoleData, DecideError, Decider, Write as Cmd, WriteResult};
 use countersign::console::testing::{Depth, Theme};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
@@ -116,6 +116,11 @@ pub struct Harness {
     pub commands: Vec<Cmd>,
     pub copies: Vec<String>,
     pub resume: Option<std::sync::Arc<dyn countersign::console::testing::ResumeHook>>,
+    /// While set, reads are answered at once but their replies are held back (a slow worker):
+    /// [`Harness::deliver`] hands them to `update` later, in any order.
+    pub holding: bool,
+    /// Replies held back, in the order their reads were asked.
+    pub held: Vec<(u64, Query, Reply)>,
 }
 
 impl Harness {
@@ -144,6 +149,8 @@ impl Harness {
             commands: vec![],
             copies: vec![],
             resume: None,
+            holding: false,
+            held: vec![],
         };
         let fx = h.app.start();
         h.run(fx);
@@ -157,7 +164,12 @@ impl Harness {
                 Effect::Query(id, q) => {
                     let mut r = testing::handle(&mut self.data as &mut dyn ConsoleData, &q);
                     testing::mark_resumable(&mut r, self.resume.as_deref());
-                    update(&mut self.app, Input::Reply(id, r))
+                    if self.holding {
+                        self.held.push((id, q, r));
+                        vec![]
+                    } else {
+                        update(&mut self.app, Input::Reply(id, r))
+                    }
                 }
                 Effect::Write(id, c) => {
                     self.commands.push(c.clone());
@@ -171,6 +183,19 @@ impl Harness {
                 Effect::Suspend | Effect::Quit => vec![],
             };
             fx.extend(more);
+        }
+    }
+
+    /// Hands the held replies to `update` in the order `order` gives (indices into `held`
+    /// as it is now), replacing a reply where `replace` says so; what they ask for is
+    /// answered at once (holding stops).
+    pub fn deliver(&mut self, order: &[usize], replace: impl Fn(&Query, Reply) -> Reply) {
+        self.holding = false;
+        let held = std::mem::take(&mut self.held);
+        for &i in order {
+            let (id, q, r) = held[i].clone();
+            let r = replace(&q, r);
+            self.input(Input::Reply(id, r));
         }
     }
 

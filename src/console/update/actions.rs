@@ -3,7 +3,6 @@
 
 use super::outcome::{Ctx, Outcome};
 use super::{approval, lists, run_detail};
-use crate::console::data::Query;
 use crate::console::keymap::Action;
 use crate::console::msg::Effect;
 use crate::console::state::{App, DamagedScreen, Level, Overlay, RunsScreen, Screen, TextInput};
@@ -128,13 +127,7 @@ fn apply(app: &mut App, out: Outcome) -> Vec<Effect> {
         return fx;
     }
     if out.need {
-        fx.extend(reload_top_window(app));
+        fx.extend(app.load_window());
     }
-    fx
-}
-
-fn reload_top_window(app: &mut App) -> Vec<Effect> {
-    let mut fx = app.start();
-    fx.retain(|e| !matches!(e, Effect::Query(_, Query::Run { .. })));
     fx
 }

@@ -1,7 +1,7 @@
 //! The confirmations: what each write will do, said before it is done, or why it cannot be.
 
 use super::outcome::{Ctx, READ_ONLY};
-use crate::console::data::{Key, RunHeader};
+use crate::console::data::{ApprovalStatus, Key, RunHeader, RunStatus};
 use crate::console::fields;
 use crate::console::state::{
     AppConfig, ApprovalScreen, Confirm, Pending, RunDetailScreen, TextInput, short,
@@ -21,7 +21,7 @@ pub(crate) fn confirm_decision(
     if cfg.read_only {
         return Err(READ_ONLY.into());
     }
-    if a.status != "pending" {
+    if a.status != ApprovalStatus::Pending {
         return Err(format!("approval is {}, not pending", a.status));
     }
     if a.decode_error.is_some() {
@@ -36,7 +36,7 @@ pub(crate) fn confirm_decision(
             if bytes { "bytes" } else { "chars" }
         ));
     }
-    if a.run_status != "WAITING_FOR_APPROVAL" {
+    if a.run_status != RunStatus::WaitingForApproval {
         return Err(format!("run is {}, not waiting for approval", a.run_status));
     }
     let tool = fields::tool_of(a).unwrap_or_default();
@@ -104,7 +104,7 @@ fn decision_warnings(s: &ApprovalScreen, now: i64) -> Vec<String> {
 pub(super) fn cancel_confirm(run: &Key, h: Option<&RunHeader>) -> Confirm {
     let mut lines = vec![("cancel run".into(), run.as_bytes().to_vec())];
     if let Some(h) = h {
-        lines.push(("status".into(), h.status.clone().into_bytes()));
+        lines.push(("status".into(), h.status.as_str().as_bytes().to_vec()));
         lines.push(("goal".into(), h.goal.clone()));
     }
     Confirm {
@@ -123,6 +123,8 @@ pub(super) fn resume_confirm(s: &RunDetailScreen, cx: &Ctx) -> Result<Confirm, S
         .as_ref()
         .map(|h| h.status.clone())
         .unwrap_or_default();
+    // Waiting, running or interrupted: every status a run resumes from (unknown text does not).
+    let resumes = !status.is_terminal() && !matches!(status, RunStatus::Unknown(_));
     if cx.cfg.read_only {
         Err(READ_ONLY.into())
     } else if !cx.cfg.can_resume {
@@ -132,10 +134,7 @@ pub(super) fn resume_confirm(s: &RunDetailScreen, cx: &Ctx) -> Result<Confirm, S
             "this build does not register the tools this run needs; its own runtime resumes it"
                 .into(),
         )
-    } else if !matches!(
-        status.as_str(),
-        "WAITING_FOR_APPROVAL" | "RUNNING" | "INTERRUPTED"
-    ) {
+    } else if !resumes {
         Err(format!(
             "run is {status}; only waiting or interrupted runs resume"
         ))
@@ -144,7 +143,7 @@ pub(super) fn resume_confirm(s: &RunDetailScreen, cx: &Ctx) -> Result<Confirm, S
             what: Pending::Resume { run: s.id.clone() },
             lines: vec![
                 ("resume run".into(), s.id.clone().into_bytes()),
-                ("status".into(), status.into_bytes()),
+                ("status".into(), status.as_str().as_bytes().to_vec()),
             ],
             warnings: vec!["the run's next step executes its tool for real".into()],
             reason: None,

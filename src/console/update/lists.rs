@@ -2,18 +2,19 @@
 
 use super::confirm::cancel_confirm;
 use super::outcome::{Ctx, Outcome, READ_ONLY, is_move, move_list};
-use crate::console::data::DamagedRow;
+use crate::console::data::{DamagedRow, RunStatus};
 use crate::console::keymap::Action;
 use crate::console::state::{DamagedScreen, Level, Overlay, QueueScreen, RunsScreen, TextInput};
 use crate::console::text;
 
-const STATUSES: [&str; 6] = [
-    "WAITING_FOR_APPROVAL",
-    "RUNNING",
-    "INTERRUPTED",
-    "COMPLETED",
-    "FAILED",
-    "CANCELLED",
+/// The order `f` cycles the runs' status filter through (then back to none).
+const STATUSES: [RunStatus; 6] = [
+    RunStatus::WaitingForApproval,
+    RunStatus::Running,
+    RunStatus::Interrupted,
+    RunStatus::Completed,
+    RunStatus::Failed,
+    RunStatus::Cancelled,
 ];
 
 pub(super) fn queue(s: &mut QueueScreen, a: Action, cx: &Ctx, out: &mut Outcome) {
@@ -58,11 +59,11 @@ pub(super) fn runs(s: &mut RunsScreen, a: Action, cx: &Ctx, out: &mut Outcome) {
         Action::StatusFilter => {
             let i = s
                 .status
-                .as_deref()
-                .and_then(|x| STATUSES.iter().position(|y| *y == x));
+                .as_ref()
+                .and_then(|x| STATUSES.iter().position(|y| y == x));
             s.status = match i {
-                None => Some(STATUSES[0].to_string()),
-                Some(i) if i + 1 < STATUSES.len() => Some(STATUSES[i + 1].to_string()),
+                None => Some(STATUSES[0].clone()),
+                Some(i) if i + 1 < STATUSES.len() => Some(STATUSES[i + 1].clone()),
                 Some(_) => None,
             };
             s.list = Default::default();

@@ -107,6 +107,21 @@ impl App {
         vec![Effect::Query(id, q)]
     }
 
+    /// Reads the window around the top screen's cursor again (it moved, a tab or filter
+    /// changed). The run detail's header is not read again: a read of it still in flight
+    /// stays the one it waits for (issue 16: it was replaced by a read never sent).
+    pub(crate) fn load_window(&mut self) -> Vec<Effect> {
+        let win = window_for(self.list_rows());
+        let id = self.id();
+        match self.stack.last_mut() {
+            Some(Screen::RunDetail(s)) => vec![Effect::Query(id, tab_query(s, id, false, win))],
+            _ => {
+                self.next_id -= 1;
+                self.load_top(false)
+            }
+        }
+    }
+
     fn push(&mut self, s: Screen) -> Vec<Effect> {
         self.stack.push(s);
         self.load_top(false)

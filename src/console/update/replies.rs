@@ -98,7 +98,7 @@ fn finished(r: Reply) -> (Level, String) {
                 ),
             ),
         },
-        Reply::Failed(m) => (Level::Error, m),
+        Reply::Failed(e) => (Level::Error, e.to_string()),
         _ => (Level::Info, "done".into()),
     }
 }
@@ -185,7 +185,11 @@ fn run_detail(
         Reply::Events(p) => take(&mut s.events, id, p, |r| Key::from(r.seq.to_string())),
         Reply::Approvals(p) => take(&mut s.approvals, id, p, |r| r.id.clone()),
         Reply::ModelCalls(p) => take(&mut s.calls, id, p, |r| r.id.clone()),
-        Reply::Failed(m) => {
+        // Only a read this screen asked for and still waits for (issue 16: it took any).
+        Reply::Failed(m) if waits_for(s, id) => {
+            if s.header_pending == Some(id) {
+                s.header_pending = None;
+            }
             s.steps.to_end = false;
             s.events.to_end = false;
             s.approvals.to_end = false;
@@ -194,6 +198,18 @@ fn run_detail(
         }
         _ => false,
     }
+}
+
+/// Whether the run detail waits for read `id`: its header, or a page or count of a tab.
+fn waits_for(s: &RunDetailScreen, id: u64) -> bool {
+    fn list<T>(l: &ListView<T>, id: u64) -> bool {
+        l.pending == Some(id) || l.counting == Some(id)
+    }
+    s.header_pending == Some(id)
+        || list(&s.steps, id)
+        || list(&s.events, id)
+        || list(&s.approvals, id)
+        || list(&s.calls, id)
 }
 
 /// The approval detail's row came back: its fields, and a warning when its hash changed.
@@ -232,8 +248,8 @@ fn total<T>(l: &mut ListView<T>, id: u64, n: u64, reload_end: &mut bool) -> bool
     true
 }
 
-fn fail(notice: &mut Option<(Level, String)>, m: String) -> bool {
-    *notice = Some((Level::Error, m));
+fn fail(notice: &mut Option<(Level, String)>, e: DataError) -> bool {
+    *notice = Some((Level::Error, e.to_string()));
     true
 }
 
@@ -250,11 +266,9 @@ pub(super) fn on_done(app: &mut App, id: u64, r: WriteResult) -> Vec<Effect> {
             } else {
                 format!(" by {by}")
             };
-            let when = if at.is_empty() {
-                String::new()
-            } else {
-                format!(" {} ago", time::age(at, app.now))
-            };
+            let when = at.map_or_else(String::new, |at| {
+                format!(" {} ago", time::age(&at, app.now))
+            });
             (
                 Level::Error,
                 format!("already {status}{who}{when}; nothing was changed"),

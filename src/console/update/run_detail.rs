@@ -29,11 +29,11 @@ pub(super) fn on_action(s: &mut RunDetailScreen, a: Action, cx: &Ctx, out: &mut 
         }
         Action::Copy => out.copy = Some(text::escaped(s.id.as_bytes())),
         Action::CancelRun => {
-            let status = s.header.as_ref().map(|h| h.status.as_str()).unwrap_or("");
+            let status = s.header.as_ref().map(|h| &h.status);
             out.confirm = Some(if cx.cfg.read_only {
                 Err(READ_ONLY.into())
-            } else if matches!(status, "COMPLETED" | "FAILED" | "CANCELLED") {
-                Err(format!("run is already finished ({status})"))
+            } else if let Some(st) = status.filter(|st| st.is_terminal()) {
+                Err(format!("run is already finished ({st})"))
             } else {
                 Ok(cancel_confirm(&s.id, s.header.as_ref()))
             });

@@ -6,7 +6,8 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
-use super::widgets::block;
+use super::widgets::{block, cell_in};
+use crate::console::data::{ApprovalRow, ApprovalStatus};
 use crate::console::layout::{self, CELL_W, INSPECT_MAX, inspector_cells, inspector_grid};
 use crate::console::state::{App, ApprovalScreen, short};
 use crate::console::text;
@@ -35,53 +36,7 @@ pub(super) fn draw(f: &mut Frame, area: Rect, app: &App, s: &ApprovalScreen) {
         f.render_widget(Paragraph::new(Line::styled(msg, th.style(Role::Dim))), area);
         return;
     };
-    let escapes: usize = s.view.iter().map(|v| v.marks.escapes).sum();
-    let folded = s.view.iter().filter(|v| v.folded).count();
-    let mut t = vec![
-        Span::styled(" Approval ", th.style(Role::Title)),
-        Span::styled(short(&a.hash).to_string(), th.style(Role::Text)),
-        Span::raw(" "),
-        Span::styled(
-            a.status.clone(),
-            if a.status == "pending" {
-                th.style(Role::StatusWaiting)
-            } else {
-                th.style(Role::Dim)
-            },
-        ),
-    ];
-    if a.status == "pending" {
-        let (txt, st) = if time::expired(&a.expires_at, app.now) {
-            (
-                format!(" {}", time::countdown(&a.expires_at, app.now)),
-                th.style(Role::Danger),
-            )
-        } else {
-            (
-                format!(" expires {}", time::countdown(&a.expires_at, app.now)),
-                th.style(Role::Dim),
-            )
-        };
-        t.push(Span::styled(txt, st));
-    }
-    if escapes > 0 {
-        t.push(Span::styled(
-            format!(" {escapes} escapes"),
-            th.style(Role::Escaped),
-        ));
-    }
-    if folded > 0 {
-        t.push(Span::styled(
-            format!(" {folded} folded"),
-            th.style(Role::Truncated),
-        ));
-    }
-    if s.strict {
-        t.push(Span::styled(" STRICT", th.style(Role::Badge)));
-    }
-    if s.changed {
-        t.push(Span::styled(" CHANGED", th.style(Role::Danger)));
-    }
+    let t = title_spans(app, s, a);
     f.render_widget(Paragraph::new(Line::from(t)), title);
     // Only the visible lines are cloned: an expanded 1 MiB field stays cheap to draw.
     let sel = th.style(Role::Selection);
@@ -116,6 +71,58 @@ pub(super) fn draw(f: &mut Frame, area: Rect, app: &App, s: &ApprovalScreen) {
     {
         draw_inspector(f, insp, app, &field.value, field.is_string, s.inspect_page);
     }
+}
+
+/// The title line: short hash, status, expiry, escapes, folds, strict, changed.
+fn title_spans(app: &App, s: &ApprovalScreen, a: &ApprovalRow) -> Vec<Span<'static>> {
+    let th = &app.theme;
+    let escapes: usize = s.view.iter().map(|v| v.marks.escapes).sum();
+    let folded = s.view.iter().filter(|v| v.folded).count();
+    let pending = a.status == ApprovalStatus::Pending;
+    let status_style = if pending {
+        th.style(Role::StatusWaiting)
+    } else {
+        th.style(Role::Dim)
+    };
+    let mut t = vec![
+        Span::styled(" Approval ", th.style(Role::Title)),
+        Span::styled(short(&a.hash).to_string(), th.style(Role::Text)),
+        Span::raw(" "),
+    ];
+    t.extend(cell_in(app, a.status.as_str().as_bytes(), 24, status_style).spans);
+    if pending {
+        let (txt, st) = if time::expired(&a.expires_at, app.now) {
+            (
+                format!(" {}", time::countdown(&a.expires_at, app.now)),
+                th.style(Role::Danger),
+            )
+        } else {
+            (
+                format!(" expires {}", time::countdown(&a.expires_at, app.now)),
+                th.style(Role::Dim),
+            )
+        };
+        t.push(Span::styled(txt, st));
+    }
+    if escapes > 0 {
+        t.push(Span::styled(
+            format!(" {escapes} escapes"),
+            th.style(Role::Escaped),
+        ));
+    }
+    if folded > 0 {
+        t.push(Span::styled(
+            format!(" {folded} folded"),
+            th.style(Role::Truncated),
+        ));
+    }
+    if s.strict {
+        t.push(Span::styled(" STRICT", th.style(Role::Badge)));
+    }
+    if s.changed {
+        t.push(Span::styled(" CHANGED", th.style(Role::Danger)));
+    }
+    t
 }
 
 /// The code points of the value, packed into the panel a page at a time (`page`, clamped to

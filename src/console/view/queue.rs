@@ -31,53 +31,7 @@ pub(super) fn draw(f: &mut Frame, area: Rect, app: &App, s: &QueueScreen) {
     }
     f.render_widget(Paragraph::new(Line::from(t)), title);
     let narrow = area.width < 76;
-    let cols: Vec<Col> = if narrow {
-        vec![
-            Col {
-                title: "AGE",
-                width: 5,
-            },
-            Col {
-                title: "EXPIRES",
-                width: 9,
-            },
-            Col {
-                title: "TOOL",
-                width: 17,
-            },
-            Col {
-                title: "SUMMARY",
-                width: 0,
-            },
-        ]
-    } else {
-        vec![
-            Col {
-                title: "AGE",
-                width: 6,
-            },
-            Col {
-                title: "EXPIRES",
-                width: 10,
-            },
-            Col {
-                title: "RUN",
-                width: 8,
-            },
-            Col {
-                title: "STEP",
-                width: 4,
-            },
-            Col {
-                title: "TOOL",
-                width: 18,
-            },
-            Col {
-                title: "SUMMARY",
-                width: 0,
-            },
-        ]
-    };
+    let cols = columns(narrow);
     let now = app.now;
     table(
         f,
@@ -132,4 +86,55 @@ pub(super) fn draw(f: &mut Frame, area: Rect, app: &App, s: &QueueScreen) {
             "no pending approval matches the filter"
         },
     );
+}
+
+/// The table's columns (fewer on a narrow terminal).
+fn columns(narrow: bool) -> Vec<Col> {
+    if narrow {
+        vec![
+            Col {
+                title: "AGE",
+                width: 5,
+            },
+            Col {
+                title: "EXPIRES",
+                width: 9,
+            },
+            Col {
+                title: "TOOL",
+                width: 17,
+            },
+            Col {
+                title: "SUMMARY",
+                width: 0,
+            },
+        ]
+    } else {
+        vec![
+            Col {
+                title: "AGE",
+                width: 6,
+            },
+            Col {
+                title: "EXPIRES",
+                width: 10,
+            },
+            Col {
+                title: "RUN",
+                width: 8,
+            },
+            Col {
+                title: "STEP",
+                width: 4,
+            },
+            Col {
+                title: "TOOL",
+                width: 18,
+            },
+            Col {
+                title: "SUMMARY",
+                width: 0,
+            },
+        ]
+    }
 }

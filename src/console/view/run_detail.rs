@@ -7,8 +7,10 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 use serde_json::Value;
 
-use super::widgets::{Col, cell, position, status_short, table};
-use crate::console::data::{ChainMark, EventRow, RunHeader, Tab};
+use ratatui::style::Style;
+
+use super::widgets::{Col, cell, cell_in, position, table};
+use crate::console::data::{ApprovalStatus, ChainMark, EventRow, RunHeader, Tab};
 use crate::console::state::{App, RunDetailScreen, short};
 use crate::console::theme::Role;
 use crate::console::time;
@@ -35,7 +37,7 @@ fn header_lines(app: &App, h: &RunHeader, w: u16) -> Vec<Line<'static>> {
     let mut l1 = vec![Span::styled("run ", th.style(Role::Dim))];
     l1.extend(cell(app, h.id.as_bytes(), 32).spans);
     l1.push(Span::raw("  "));
-    l1.push(Span::styled(h.status.clone(), th.status(&h.status)));
+    l1.extend(cell_in(app, h.status.as_str().as_bytes(), 40, th.status(&h.status)).spans);
     if !h.reason.is_empty() {
         l1.push(Span::raw("  "));
         l1.extend(cell(app, &h.reason, 24).spans);
@@ -75,7 +77,7 @@ fn header_lines(app: &App, h: &RunHeader, w: u16) -> Vec<Line<'static>> {
         l4.extend(cell(app, &h.lease_owner, 32).spans);
         l4.push(Span::raw(format!(
             " until {} ({})",
-            h.lease_expires_at,
+            h.lease_expires_at.to_rfc3339(),
             time::countdown(&h.lease_expires_at, app.now)
         )));
     }
@@ -120,193 +122,213 @@ pub(super) fn draw(f: &mut Frame, area: Rect, app: &App, s: &RunDetailScreen) {
     };
     ts.push(Span::styled(pos, th.style(Role::Dim)));
     f.render_widget(Paragraph::new(Line::from(ts)), tabs);
-    let now = app.now;
     match s.tab {
-        Tab::Steps => table(
-            f,
-            rest,
-            app,
-            &[
-                Col {
-                    title: "#",
-                    width: 3,
-                },
-                Col {
-                    title: "STATUS",
-                    width: 17,
-                },
-                Col {
-                    title: "TOOL",
-                    width: 14,
-                },
-                Col {
-                    title: "POLICY",
-                    width: 16,
-                },
-                Col {
-                    title: "OBSERVATION / DAMAGE",
-                    width: 0,
-                },
-            ],
-            &s.steps,
-            |r, ws| {
-                let last = match (&r.decode_error, &r.summary) {
-                    (Some(e), _) => Line::styled(format!("DAMAGED {e}"), th.style(Role::Damaged)),
-                    (None, Some(sm)) => cell(app, sm, ws[4]),
-                    (None, None) => Line::from(r.observation_kind.clone().unwrap_or_default()),
-                };
-                vec![
-                    Line::from(r.idx.to_string()),
-                    Line::from(r.status.clone()),
-                    r.tool.as_ref().map_or_else(
-                        || Line::from(r.decision_kind.clone().unwrap_or_default()),
-                        |t| cell(app, t, ws[2]),
-                    ),
-                    Line::from(r.policy_outcome.clone().unwrap_or_default()),
-                    last,
-                ]
-            },
-            "no steps",
-        ),
-        Tab::Events => table(
-            f,
-            rest,
-            app,
-            &[
-                Col {
-                    title: "SEQ",
-                    width: seq_width(&s.events.page.rows),
-                },
-                Col {
-                    title: "CHAIN",
-                    width: 6,
-                },
-                Col {
-                    title: "AGE",
-                    width: 6,
-                },
-                Col {
-                    title: "TYPE",
-                    width: 19,
-                },
-                Col {
-                    title: "PAYLOAD",
-                    width: 0,
-                },
-            ],
-            &s.events,
-            |r, ws| {
-                let chain = match r.chain {
-                    ChainMark::Ok => Line::styled("ok", th.style(Role::Ok)),
-                    ChainMark::Broken => Line::styled("BROKEN", th.style(Role::Danger)),
-                    ChainMark::Unknown => Line::styled("?", th.style(Role::Dim)),
-                };
-                vec![
-                    Line::from(r.seq.to_string()),
-                    chain,
-                    Line::from(time::age(&r.at, now)),
-                    cell(app, &r.kind, ws[3]),
-                    cell(app, &r.payload, ws[4]),
-                ]
-            },
-            "no events",
-        ),
-        Tab::Approvals => table(
-            f,
-            rest,
-            app,
-            &[
-                Col {
-                    title: "STATUS",
-                    width: 9,
-                },
-                Col {
-                    title: "AGE",
-                    width: 6,
-                },
-                Col {
-                    title: "HASH",
-                    width: 12,
-                },
-                Col {
-                    title: "BY",
-                    width: 10,
-                },
-                Col {
-                    title: "PRESENTATION",
-                    width: 0,
-                },
-            ],
-            &s.approvals,
-            |r, ws| {
-                let st = match r.status.as_str() {
-                    "pending" => th.style(Role::StatusWaiting),
-                    "approved" => th.style(Role::Ok),
-                    _ => th.style(Role::Dim),
-                };
-                let last = match &r.decode_error {
-                    Some(e) => Line::styled(format!("DAMAGED {e}"), th.style(Role::Damaged)),
-                    None => cell(app, &r.presentation, ws[4]),
-                };
-                vec![
-                    Line::styled(r.status.clone(), st),
-                    Line::from(time::age(&r.created_at, now)),
-                    cell(app, short(&r.hash).as_bytes(), 12),
-                    cell(app, &r.decided_by, ws[3]),
-                    last,
-                ]
-            },
-            "no approvals",
-        ),
-        Tab::ModelCalls => table(
-            f,
-            rest,
-            app,
-            &[
-                Col {
-                    title: "TRY",
-                    width: 3,
-                },
-                Col {
-                    title: "STATUS",
-                    width: 10,
-                },
-                Col {
-                    title: "MODEL",
-                    width: 18,
-                },
-                Col {
-                    title: "IN",
-                    width: 7,
-                },
-                Col {
-                    title: "OUT",
-                    width: 6,
-                },
-                Col {
-                    title: "COST",
-                    width: 8,
-                },
-                Col {
-                    title: "ERROR",
-                    width: 0,
-                },
-            ],
-            &s.calls,
-            |r, ws| {
-                vec![
-                    Line::from(r.attempt.to_string()),
-                    Line::from(status_short(&r.status).to_string()),
-                    cell(app, &r.model, ws[2]),
-                    Line::from(r.input_tokens.to_string()),
-                    Line::from(r.output_tokens.to_string()),
-                    Line::from(dollars(r.cost_micros)),
-                    cell(app, &r.error, ws[6]),
-                ]
-            },
-            "no model calls",
-        ),
+        Tab::Steps => steps_tab(f, rest, app, s),
+        Tab::Events => events_tab(f, rest, app, s),
+        Tab::Approvals => approvals_tab(f, rest, app, s),
+        Tab::ModelCalls => model_calls_tab(f, rest, app, s),
     }
+}
+
+fn steps_tab(f: &mut Frame, rest: Rect, app: &App, s: &RunDetailScreen) {
+    let th = &app.theme;
+    table(
+        f,
+        rest,
+        app,
+        &[
+            Col {
+                title: "#",
+                width: 3,
+            },
+            Col {
+                title: "STATUS",
+                width: 17,
+            },
+            Col {
+                title: "TOOL",
+                width: 14,
+            },
+            Col {
+                title: "POLICY",
+                width: 16,
+            },
+            Col {
+                title: "OBSERVATION / DAMAGE",
+                width: 0,
+            },
+        ],
+        &s.steps,
+        |r, ws| {
+            let last = match (&r.decode_error, &r.summary) {
+                (Some(e), _) => Line::styled(format!("DAMAGED {e}"), th.style(Role::Damaged)),
+                (None, Some(sm)) => cell(app, sm, ws[4]),
+                (None, None) => Line::from(r.observation_kind.clone().unwrap_or_default()),
+            };
+            vec![
+                Line::from(r.idx.to_string()),
+                cell_in(app, r.status.as_str().as_bytes(), ws[1], Style::default()),
+                r.tool.as_ref().map_or_else(
+                    || Line::from(r.decision_kind.clone().unwrap_or_default()),
+                    |t| cell(app, t, ws[2]),
+                ),
+                Line::from(r.policy_outcome.clone().unwrap_or_default()),
+                last,
+            ]
+        },
+        "no steps",
+    );
+}
+
+fn events_tab(f: &mut Frame, rest: Rect, app: &App, s: &RunDetailScreen) {
+    let th = &app.theme;
+    let now = app.now;
+    table(
+        f,
+        rest,
+        app,
+        &[
+            Col {
+                title: "SEQ",
+                width: seq_width(&s.events.page.rows),
+            },
+            Col {
+                title: "CHAIN",
+                width: 6,
+            },
+            Col {
+                title: "AGE",
+                width: 6,
+            },
+            Col {
+                title: "TYPE",
+                width: 19,
+            },
+            Col {
+                title: "PAYLOAD",
+                width: 0,
+            },
+        ],
+        &s.events,
+        |r, ws| {
+            let chain = match r.chain {
+                ChainMark::Ok => Line::styled("ok", th.style(Role::Ok)),
+                ChainMark::Broken => Line::styled("BROKEN", th.style(Role::Danger)),
+                ChainMark::Unknown => Line::styled("?", th.style(Role::Dim)),
+            };
+            vec![
+                Line::from(r.seq.to_string()),
+                chain,
+                Line::from(time::age_of_text(&r.at, now)),
+                cell(app, &r.kind, ws[3]),
+                cell(app, &r.payload, ws[4]),
+            ]
+        },
+        "no events",
+    );
+}
+
+fn approvals_tab(f: &mut Frame, rest: Rect, app: &App, s: &RunDetailScreen) {
+    let th = &app.theme;
+    let now = app.now;
+    table(
+        f,
+        rest,
+        app,
+        &[
+            Col {
+                title: "STATUS",
+                width: 9,
+            },
+            Col {
+                title: "AGE",
+                width: 6,
+            },
+            Col {
+                title: "HASH",
+                width: 12,
+            },
+            Col {
+                title: "BY",
+                width: 10,
+            },
+            Col {
+                title: "PRESENTATION",
+                width: 0,
+            },
+        ],
+        &s.approvals,
+        |r, ws| {
+            let st = match r.status {
+                ApprovalStatus::Pending => th.style(Role::StatusWaiting),
+                ApprovalStatus::Approved => th.style(Role::Ok),
+                _ => th.style(Role::Dim),
+            };
+            let last = match &r.decode_error {
+                Some(e) => Line::styled(format!("DAMAGED {e}"), th.style(Role::Damaged)),
+                None => cell(app, &r.presentation, ws[4]),
+            };
+            vec![
+                cell_in(app, r.status.as_str().as_bytes(), ws[0], st),
+                Line::from(time::age(&r.created_at, now)),
+                cell(app, short(&r.hash).as_bytes(), 12),
+                cell(app, &r.decided_by, ws[3]),
+                last,
+            ]
+        },
+        "no approvals",
+    );
+}
+
+fn model_calls_tab(f: &mut Frame, rest: Rect, app: &App, s: &RunDetailScreen) {
+    table(
+        f,
+        rest,
+        app,
+        &[
+            Col {
+                title: "TRY",
+                width: 3,
+            },
+            Col {
+                title: "STATUS",
+                width: 10,
+            },
+            Col {
+                title: "MODEL",
+                width: 18,
+            },
+            Col {
+                title: "IN",
+                width: 7,
+            },
+            Col {
+                title: "OUT",
+                width: 6,
+            },
+            Col {
+                title: "COST",
+                width: 8,
+            },
+            Col {
+                title: "ERROR",
+                width: 0,
+            },
+        ],
+        &s.calls,
+        |r, ws| {
+            vec![
+                Line::from(r.attempt.to_string()),
+                cell_in(app, r.status.as_bytes(), ws[1], Style::default()),
+                cell(app, &r.model, ws[2]),
+                Line::from(r.input_tokens.to_string()),
+                Line::from(r.output_tokens.to_string()),
+                Line::from(dollars(r.cost_micros)),
+                cell(app, &r.error, ws[6]),
+            ]
+        },
+        "no model calls",
+    );
 }
 
 /// The SEQ column is as wide as the widest sequence number on the page (at least 5), so a

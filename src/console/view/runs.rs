@@ -6,7 +6,7 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
-use super::widgets::{self, Col, cell, position, status_short, table};
+use super::widgets::{self, Col, cell, position, run_status_cell, table};
 use crate::console::state::{App, RunsScreen};
 use crate::console::text;
 use crate::console::theme::Role;
@@ -24,7 +24,7 @@ pub(super) fn draw(f: &mut Frame, area: Rect, app: &App, s: &RunsScreen) {
     ];
     if let Some(st) = &s.status {
         t.push(widgets::dim(app, "  status "));
-        t.push(widgets::styled(st.clone(), th.status(st)));
+        t.push(widgets::styled(st.as_str(), th.status(st)));
     }
     if !s.filter.is_empty() {
         t.push(widgets::dim(app, "  filter /"));
@@ -35,7 +35,38 @@ pub(super) fn draw(f: &mut Frame, area: Rect, app: &App, s: &RunsScreen) {
     }
     f.render_widget(Paragraph::new(Line::from(t)), title);
     let narrow = area.width < 76;
-    let cols: Vec<Col> = if narrow {
+    let cols = columns(narrow);
+    let now = app.now;
+    table(
+        f,
+        rest,
+        app,
+        &cols,
+        &s.list,
+        |r, ws| {
+            let mut marks = Vec::new();
+            if r.pending > 0 {
+                marks.push(Span::styled("⏸", th.style(Role::StatusWaiting)));
+            }
+            if r.damaged {
+                marks.push(Span::styled("!", th.style(Role::Damaged)));
+            }
+            let mut v = vec![Line::from(marks), run_status_cell(app, &r.status, ws[1])];
+            if !narrow {
+                v.push(cell(app, &r.reason, ws[2]));
+                v.push(Line::from(r.step_count.to_string()));
+            }
+            v.push(Line::from(time::age(&r.created_at, now)));
+            v.push(cell(app, &r.goal, *ws.last().unwrap_or(&8)));
+            v
+        },
+        "no runs",
+    );
+}
+
+/// The table's columns (fewer on a narrow terminal).
+fn columns(narrow: bool) -> Vec<Col> {
+    if narrow {
         vec![
             Col {
                 title: "",
@@ -81,34 +112,5 @@ pub(super) fn draw(f: &mut Frame, area: Rect, app: &App, s: &RunsScreen) {
                 width: 0,
             },
         ]
-    };
-    let now = app.now;
-    table(
-        f,
-        rest,
-        app,
-        &cols,
-        &s.list,
-        |r, ws| {
-            let mut marks = Vec::new();
-            if r.pending > 0 {
-                marks.push(Span::styled("⏸", th.style(Role::StatusWaiting)));
-            }
-            if r.damaged {
-                marks.push(Span::styled("!", th.style(Role::Damaged)));
-            }
-            let mut v = vec![
-                Line::from(marks),
-                Line::styled(status_short(&r.status).to_string(), th.status(&r.status)),
-            ];
-            if !narrow {
-                v.push(cell(app, &r.reason, ws[2]));
-                v.push(Line::from(r.step_count.to_string()));
-            }
-            v.push(Line::from(time::age(&r.created_at, now)));
-            v.push(cell(app, &r.goal, *ws.last().unwrap_or(&8)));
-            v
-        },
-        "no runs",
-    );
+    }
 }

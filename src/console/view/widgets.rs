@@ -7,6 +7,7 @@ use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Clear, Paragraph};
 
+use crate::console::data::RunStatus;
 use crate::console::nav::ListView;
 use crate::console::state::App;
 use crate::console::text;
@@ -134,7 +135,7 @@ pub fn table<T>(
         }
         let mut l = Line::from(spans);
         if n == list.cursor {
-            l = l.patch_style(sel);
+            l = selected(l, sel);
             let w = l.width();
             if w < usize::from(area.width) {
                 l.spans
@@ -144,6 +145,19 @@ pub fn table<T>(
         lines.push(l);
     }
     f.render_widget(Paragraph::new(lines), area);
+}
+
+/// The selected row: the selection under every cell. A cell with a background of its own (an
+/// escape, a danger mark, a badge) keeps it; a cell whose text colour is the selection's
+/// background, or has none, takes the selection's text colour, so no cell is drawn in the
+/// colour it sits on (high-contrast drew EXPIRES, RUN and TOOL white on white).
+fn selected(mut l: Line<'static>, sel: Style) -> Line<'static> {
+    for sp in &mut l.spans {
+        if sp.style.bg.is_none() && (sp.style.fg.is_none() || sp.style.fg == sel.bg) {
+            sp.style.fg = sel.fg;
+        }
+    }
+    l.patch_style(sel)
 }
 
 /// Position text for a list: `12/340`, or `12/106+` while the count is still coming.
@@ -183,11 +197,23 @@ pub fn cell(app: &App, raw: &[u8], w: u16) -> Line<'static> {
     text::line(raw, usize::from(w), &app.theme.text_styles()).line
 }
 
-/// Shortened status for narrow tables.
-pub fn status_short(s: &str) -> &str {
-    match s {
-        "WAITING_FOR_APPROVAL" => "WAITING",
-        "INTERRUPTED" => "INTERRUPT",
-        other => other,
-    }
+/// A cell of untrusted bytes at `w` columns whose plain text is drawn in `st` (a status in its
+/// colour); escapes and cut markers keep their own styles.
+pub fn cell_in(app: &App, raw: &[u8], w: u16, st: Style) -> Line<'static> {
+    let styles = text::TextStyles {
+        text: st,
+        ..app.theme.text_styles()
+    };
+    text::line(raw, usize::from(w), &styles).line
+}
+
+/// A run status as a narrow table shows it, through the sanitiser (an unknown status is the
+/// database's text).
+pub fn run_status_cell(app: &App, s: &RunStatus, w: u16) -> Line<'static> {
+    let short = match s {
+        RunStatus::WaitingForApproval => "WAITING",
+        RunStatus::Interrupted => "INTERRUPT",
+        other => other.as_str(),
+    };
+    cell_in(app, short.as_bytes(), w, app.theme.status(s))
 }
