@@ -325,3 +325,95 @@ fn pin_oversized_response_fails() {
         "{e}"
     );
 }
+
+fn loaded(dir: &std::path::Path, rules: &str) -> load::Loaded {
+    let s = server(dir, "normal", rules);
+    let m = load::pin(&s, "t").unwrap();
+    load::load(&s, &m).map_err(|e| e.0).unwrap()
+}
+
+#[test]
+fn call_structured_and_text_results() {
+    use countersign::mcp::call::call;
+    let dir = tempfile::tempdir().unwrap();
+    let l = loaded(dir.path(), RULES);
+    let read = &l.report.registered[0];
+    // The argument bytes reach the server as sent: a literal past float64 stays.
+    let out = call(
+        &l.conn,
+        "fs",
+        read,
+        br#"{"path":"a","limit":9007199254740993}"#,
+        65536,
+    )
+    .unwrap();
+    let text: String = serde_json::from_slice(&out.content).unwrap();
+    assert_eq!(
+        text,
+        r#"{"tool": "read_file", "arguments": {"limit": 9007199254740993, "path": "a"}}"#
+    );
+    assert_eq!(
+        out.summary,
+        format!("fs/read_file: {} bytes", out.content.len())
+    );
+    // Capped: the recorded JSON fits the cap and says so.
+    let out = call(&l.conn, "fs", read, br#"{"path":"a"}"#, 40).unwrap();
+    assert!(out.content.len() <= 40);
+    assert!(out.summary.ends_with(", truncated"), "{}", out.summary);
+    // The server's own error is the agent's error, with the summary.
+    let write = &l.report.registered[1];
+    let e = call(
+        &l.conn,
+        "fs",
+        write,
+        br#"{"path":"/fail","text":"x"}"#,
+        65536,
+    )
+    .unwrap_err();
+    assert!(
+        e.starts_with("fs/write_file: ") && e.contains(" bytes, error: {"),
+        "{e}"
+    );
+    // Not an object.
+    let e = call(&l.conn, "fs", read, b"[1]", 65536).unwrap_err();
+    assert!(
+        e.starts_with("fs_read_file: arguments are not a JSON object: "),
+        "{e}"
+    );
+}
+
+#[test]
+fn deny_and_fixed_are_enforced_at_call() {
+    use countersign::mcp::call::call;
+    let dir = tempfile::tempdir().unwrap();
+    let l = loaded(dir.path(), RULES);
+    let write = &l.report.registered[1];
+    assert_eq!(
+        call(
+            &l.conn,
+            "fs",
+            write,
+            br#"{"path":"p","text":"t","mode":"777"}"#,
+            65536
+        )
+        .unwrap_err(),
+        "fs_write_file: parameter \"mode\" is denied by the operator"
+    );
+    let rules = r#"{"write_file": {"side_effect": "remote_mutation", "timeout": "5s", "fixed": {"mode": "0600"}}}"#;
+    let l = loaded(dir.path(), rules);
+    let write = &l.report.registered[0];
+    assert_eq!(
+        call(
+            &l.conn,
+            "fs",
+            write,
+            br#"{"path":"p","text":"t","mode":"777"}"#,
+            65536
+        )
+        .unwrap_err(),
+        "fs_write_file: parameter \"mode\" is fixed by the operator"
+    );
+    let out = call(&l.conn, "fs", write, br#"{"path":"p","text":"t"}"#, 65536).unwrap();
+    let text: String = serde_json::from_slice(&out.content).unwrap();
+    assert!(text.contains(r#""mode": "0600""#), "{text}");
+}

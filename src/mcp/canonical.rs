@@ -124,6 +124,13 @@ pub fn number_text(lit: &str) -> Result<String, String> {
         ));
     }
     let ftext = go_float(f);
+    let exp_ok = lit
+        .find(['e', 'E'])
+        .is_none_or(|at| lit[at + 1..].trim_start_matches('+').parse::<i32>().is_ok());
+    if !exp_ok {
+        // Go's decoder would read it; no schema needs it, and the digits could not be placed.
+        return Err(format!("number {lit}: the exponent is out of range"));
+    }
     let (a, b) = (reduce(lit), reduce(&ftext));
     let same = a.digits == b.digits
         && (a.digits.is_empty() || (a.point == b.point && a.negative == b.negative));
@@ -245,6 +252,8 @@ mod tests {
             assert_eq!(number_text(lit).unwrap(), want, "{lit}");
         }
         assert!(number_text("1e400").unwrap_err().contains("out of range"));
+        assert_eq!(number_text("1e-400").unwrap(), "1e-400");
+        assert!(number_text("1e-99999999999999999999").is_err());
     }
 
     #[test]

@@ -17,6 +17,7 @@
 //! the bytes the server sent, and an SDK that decodes into `serde_json::Value` loses number
 //! literals and repeated keys before the caller sees them (docs/decisions/0030).
 
+pub mod call;
 pub mod canonical;
 pub mod client;
 pub mod config;
