@@ -111,7 +111,7 @@ pub fn child_env(
 }
 
 impl Connection {
-    /// Starts the server (no shell: argv[0] is executed directly).
+    /// Starts the server (no shell: `argv[0]` is executed directly).
     pub fn spawn(spec: &ServerSpec) -> Result<Connection, String> {
         let Some((prog, args)) = spec.command.split_first() else {
             return Err("no command".into());
