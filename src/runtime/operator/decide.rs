@@ -241,25 +241,7 @@ fn decide_hooked(
         });
     }
     // 1-3: outside the transaction (cheap refusals, and expiry by the deciding clock).
-    let run = store.get_run(run_id)?;
-    if run.status != RunStatus::WaitingForApproval {
-        return Err(OperatorError::RunNotWaiting {
-            run_id: lossy(run_id).into_owned(),
-            status: run.status,
-        });
-    }
-    let a = store
-        .get_approval(run_id, approval_id)
-        .map_err(|e| not_found(e, run_id, approval_id))?;
-    check(&a, shown)?;
-    if !a.expires_at.is_zero() && now > a.expires_at {
-        expire::expire(store, run_id, &a, now)?;
-        return Err(OperatorError::Expired {
-            approval_id: lossy(approval_id).into_owned(),
-            at: a.expires_at,
-            already: false,
-        });
-    }
+    precheck(store, run_id, approval_id, shown, now)?;
     between();
     // 4: the same checks again under the write lock, then a conditional update.
     let ((), events) = store.write(|tx| -> Result<(), OperatorError> {
@@ -319,6 +301,39 @@ fn decide_hooked(
 }
 
 /// agentrt's `check`: expired, not pending, not the shown one, then the hash.
+/// The checks a decision makes before its transaction (spec 4.5 steps 1-3): the run is
+/// waiting, the approval exists, is pending and matches what was shown, and has not expired by
+/// the deciding clock (an expired one is expired here, in its own transaction). The same
+/// checks are made again under the write lock.
+pub(super) fn precheck(
+    store: &Store,
+    run_id: &[u8],
+    approval_id: &[u8],
+    shown: Shown<'_>,
+    now: Timestamp,
+) -> Result<(), OperatorError> {
+    let run = store.get_run(run_id)?;
+    if run.status != RunStatus::WaitingForApproval {
+        return Err(OperatorError::RunNotWaiting {
+            run_id: lossy(run_id).into_owned(),
+            status: run.status,
+        });
+    }
+    let a = store
+        .get_approval(run_id, approval_id)
+        .map_err(|e| not_found(e, run_id, approval_id))?;
+    check(&a, shown)?;
+    if !a.expires_at.is_zero() && now > a.expires_at {
+        expire::expire(store, run_id, &a, now)?;
+        return Err(OperatorError::Expired {
+            approval_id: lossy(approval_id).into_owned(),
+            at: a.expires_at,
+            already: false,
+        });
+    }
+    Ok(())
+}
+
 pub(super) fn check(a: &Approval, shown: Shown<'_>) -> Result<(), OperatorError> {
     match a.status {
         ApprovalStatus::Pending => {}

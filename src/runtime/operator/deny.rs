@@ -16,8 +16,7 @@ use crate::runtime::types::{ApprovalStatus, AsKey, RunStatus, StepStatus, Timest
 
 use super::OperatorError;
 use super::common::{not_pending, observation, require_waiting};
-use super::decide::{Decided, Shown, check, not_found};
-use super::expire;
+use super::decide::{Decided, Shown, check, not_found, precheck};
 
 /// The observation kind the agent receives (a failure, as Reject's is).
 pub const DENIED_KIND: &str = "policy_denied";
@@ -55,25 +54,7 @@ pub fn deny_shown(
         .into());
     }
     // Outside the transaction: the cheap refusals and expiry by the deciding clock.
-    let run = store.get_run(run_id)?;
-    if run.status != RunStatus::WaitingForApproval {
-        return Err(OperatorError::RunNotWaiting {
-            run_id: lossy(run_id).into_owned(),
-            status: run.status,
-        });
-    }
-    let a = store
-        .get_approval(run_id, approval_id)
-        .map_err(|e| not_found(e, run_id, approval_id))?;
-    check(&a, shown)?;
-    if !a.expires_at.is_zero() && now > a.expires_at {
-        expire::expire(store, run_id, &a, now)?;
-        return Err(OperatorError::Expired {
-            approval_id: lossy(approval_id).into_owned(),
-            at: a.expires_at,
-            already: false,
-        });
-    }
+    precheck(store, run_id, approval_id, shown, now)?;
     // The same checks again under the write lock, then conditional updates.
     let ((), events) = store.write(|tx| -> Result<(), OperatorError> {
         require_waiting(tx, run_id)?;
