@@ -203,7 +203,7 @@ fn entry(
 }
 
 /// A column's bytes whatever its type (NULL is empty).
-fn bytes(v: ValueRef<'_>) -> Vec<u8> {
+pub(super) fn bytes(v: ValueRef<'_>) -> Vec<u8> {
     match v {
         ValueRef::Null => Vec::new(),
         ValueRef::Integer(i) => i.to_string().into_bytes(),
@@ -213,7 +213,7 @@ fn bytes(v: ValueRef<'_>) -> Vec<u8> {
 }
 
 /// A column's bytes, `None` for NULL.
-fn opt_bytes(v: ValueRef<'_>) -> Option<Vec<u8>> {
+pub(super) fn opt_bytes(v: ValueRef<'_>) -> Option<Vec<u8>> {
     match v {
         ValueRef::Null => None,
         other => Some(bytes(other)),

@@ -196,13 +196,7 @@ impl Store {
         limit: u32,
     ) -> Result<(Vec<ArrivedApproval>, i64), StoreError> {
         use super::error::Ctx;
-        use rusqlite::types::ValueRef;
-        let b = |v: ValueRef<'_>| match v {
-            ValueRef::Null => Vec::new(),
-            ValueRef::Integer(i) => i.to_string().into_bytes(),
-            ValueRef::Real(f) => f.to_string().into_bytes(),
-            ValueRef::Text(t) | ValueRef::Blob(t) => t.to_vec(),
-        };
+        use super::stats::{bytes as b, opt_bytes};
         self.read(|c| {
             let mut stmt = c
                 .prepare_cached(
@@ -229,10 +223,7 @@ impl Store {
                 if status != b"pending" {
                     continue;
                 }
-                let tool = match r.get_ref(8).ctx("watch: approvals")? {
-                    ValueRef::Null => None,
-                    v => Some(b(v)),
-                };
+                let tool = opt_bytes(r.get_ref(8).ctx("watch: approvals")?);
                 let len: Option<i64> = r.get(10).ctx("watch: approvals")?;
                 out.push(ArrivedApproval {
                     rowid,
