@@ -41,19 +41,9 @@ pub fn run(
     }
 }
 
-/// `3d4h`, `2h5m`, `4m10s`, `12s`: the two largest units.
-pub fn span(d: Duration) -> String {
-    let s = d.as_secs();
-    let (days, h, m, sec) = (s / 86_400, s % 86_400 / 3600, s % 3600 / 60, s % 60);
-    if days > 0 {
-        format!("{days}d{h}h")
-    } else if h > 0 {
-        format!("{h}h{m}m")
-    } else if m > 0 {
-        format!("{m}m{sec}s")
-    } else {
-        format!("{sec}s")
-    }
+/// A duration as the console writes one (`45s`, `3m`, `2h05m`, `3d4h`).
+fn span(d: Duration) -> String {
+    crate::console::time::span(d.as_secs().min(i64::MAX as u64) as i64)
 }
 
 fn age(now: &Timestamp, then: &Timestamp) -> Duration {
