@@ -150,3 +150,32 @@ fn cli_usage_and_what_is_not_built() {
         "{err}"
     );
 }
+
+#[test]
+fn the_suggested_check_command_names_the_configuration_as_one_shell_word() {
+    // A configuration path with a space and a `$`: the line to copy quotes it, so a shell
+    // reads back exactly the path (the display escaper would leave both bare).
+    let top = tempfile::tempdir().unwrap();
+    let dir = top.path().join("my $HOME cfg");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let cfg = config(&dir, "normal", RULES, "");
+    let (code, out, err) = cs(&["mcp-proxy", "pin", "--config", cfg.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let last = out.lines().last().unwrap();
+    let (_, cmd) = last.split_once("then: ").expect(last);
+    let echoed = Command::new("sh")
+        .args([
+            "-c",
+            &format!(
+                "printf %s {}",
+                cmd.trim_start_matches("countersign mcp-proxy check --config ")
+            ),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8(echoed.stdout).unwrap(),
+        cfg.to_str().unwrap()
+    );
+}

@@ -84,10 +84,16 @@ pub fn pin(path: &Path, out: &mut Out) -> Result<(), CommandError> {
             ))?;
         }
     }
-    out.line(&format!(
-        "classify the tools in the configuration's rules, then: countersign mcp-proxy check --config {}",
-        sanitize(&path.display().to_string())
-    ))
+    // A command to copy is built from shell words (shell.rs), never from the display escaper.
+    match super::shell::word(path.as_os_str().as_encoded_bytes()) {
+        Ok(w) => out.line(&format!(
+            "classify the tools in the configuration's rules, then: countersign mcp-proxy check --config {w}"
+        )),
+        Err(u) => out.line(&format!(
+            "classify the tools in the configuration's rules, then run `countersign mcp-proxy check` on this configuration (its path {} and cannot be typed as one shell word)",
+            u.why()
+        )),
+    }
 }
 
 fn hints(a: Option<&Annotations>) -> String {
@@ -174,8 +180,8 @@ pub fn check(path: &Path, out: &mut Out) -> Result<(), CommandError> {
     for l in &loaded {
         l.conn.close();
     }
-    out.line(&format!("status tool: {}", cfg.status_tool))?;
-    out.line(&format!("session: {}", cfg.session))?;
+    out.line(&format!("status tool: {}", sanitize(&cfg.status_tool)))?;
+    out.line(&format!("session: {}", sanitize(&cfg.session)))?;
     out.line(&format!(
         "database: {}",
         sanitize(&cfg.database.display().to_string())
