@@ -37,7 +37,10 @@ fn options(once: bool) -> WorkOptions {
         idle_checks: once.then_some(0),
         observer: Some(Arc::new(|e: &WorkEvent| {
             if let Some(line) = event_line(e) {
-                println!("{line}");
+                // Not println!: a reader that went away (`worker | head -1`) would make it
+                // panic; the lines are a report, the resumes go on without them.
+                use std::io::Write;
+                let _ = writeln!(std::io::stdout().lock(), "{line}");
             }
         })),
         ..WorkOptions::default()
@@ -51,7 +54,7 @@ pub fn check(db: &Path) -> Result<(), CommandError> {
     if std::fs::symlink_metadata(&backend).is_err() {
         return Err(CommandError::Failed(format!(
             "the example consumer's backend {} is missing: the worker serves the runs `countersign demo` or `countersign agent` wrote, whose order backend sits beside the run database",
-            clean(&backend.to_string_lossy(), 400)
+            super::text::clean_bytes(backend.as_os_str().as_encoded_bytes(), 400)
         )));
     }
     Ok(())
