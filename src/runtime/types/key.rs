@@ -32,6 +32,7 @@ impl Key {
         std::str::from_utf8(&self.0).ok()
     }
 
+    /// Whether the id has no bytes (a column stored as '').
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
@@ -116,6 +117,7 @@ impl PartialEq<&str> for Key {
 /// What a store lookup takes as an id: its bytes, bound as TEXT. Text ids (`&str`, `String`)
 /// and stored ids ([`Key`], bytes) alike.
 pub trait AsKey {
+    /// The id's bytes exactly as they are bound.
     fn key_bytes(&self) -> &[u8];
 }
 

@@ -46,12 +46,17 @@ macro_rules! status_enum {
 status_enum!(
     /// `runs.status`.
     RunStatus {
+        /// Stepping, or ready to step.
         Running = "RUNNING",
+        /// Paused until a reviewer decides its pending approval.
         WaitingForApproval = "WAITING_FOR_APPROVAL",
         /// Never written by the runtime; accepted by Resume and Cancel like RUNNING.
         Interrupted = "INTERRUPTED",
+        /// Ended: the agent completed.
         Completed = "COMPLETED",
+        /// Ended: failed (see `reason`).
         Failed = "FAILED",
+        /// Ended: an operator cancelled it.
         Cancelled = "CANCELLED",
     }
 );
@@ -59,11 +64,17 @@ status_enum!(
 status_enum!(
     /// `steps.status`.
     StepStatus {
+        /// The agent is deciding what to do.
         Deciding = "deciding",
+        /// The tool call waits for a reviewer.
         AwaitingApproval = "awaiting_approval",
+        /// The tool call is running.
         Executing = "executing",
+        /// Finished with an observation.
         Done = "done",
+        /// Finished without a usable observation.
         Failed = "failed",
+        /// Cut short by a crash or cancel.
         Interrupted = "interrupted",
     }
 );
@@ -71,9 +82,13 @@ status_enum!(
 status_enum!(
     /// `approvals.status`.
     ApprovalStatus {
+        /// Not decided yet.
         Pending = "pending",
+        /// A reviewer approved it.
         Approved = "approved",
+        /// A reviewer rejected it.
         Rejected = "rejected",
+        /// It expired before anyone decided.
         Expired = "expired",
     }
 );

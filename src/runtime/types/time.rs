@@ -21,7 +21,9 @@ pub struct Timestamp {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("parsing time {text:?}: {reason}")]
 pub struct TimeError {
+    /// The stored text that did not parse.
     pub text: String,
+    /// What was wrong with it.
     pub reason: &'static str,
 }
 

@@ -19,12 +19,19 @@ fn raw_present<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(default)]
 pub struct Limits {
+    /// Most steps the run may start; reaching it ends the run.
     pub max_steps: i64,
+    /// Most failed observations in a row before the run fails.
     pub max_consecutive_tool_failures: i64,
+    /// How many identical tool calls in a row count as a loop.
     pub loop_threshold: i64,
+    /// Most model calls over the run.
     pub max_model_calls: i64,
+    /// Output-token cap passed to each model call.
     pub max_output_tokens_per_call: i64,
+    /// Most input plus output tokens over the run.
     pub max_total_tokens: i64,
+    /// Most estimated cost over the run, in millionths.
     pub max_estimated_cost_micros: i64,
     /// ns
     pub max_active_time: i64,
@@ -61,6 +68,7 @@ impl Limits {
     }
 
     /// Decodes stored `limits_json`.
+    /// Decodes stored JSON into a `Limits`; unknown keys are ignored, missing ones are empty.
     pub fn from_json(raw: &[u8]) -> Result<Limits, serde_json::Error> {
         serde_json::from_slice(raw)
     }
@@ -70,17 +78,27 @@ impl Limits {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(default)]
 pub struct Decision {
+    /// `tool_call`, `complete` or `fail` (other kinds are invalid).
     pub kind: String,
+    /// For a tool call, the name of the tool to call.
     pub tool: String,
+    /// For a tool call, its arguments as raw JSON bytes; empty when absent.
     #[serde(deserialize_with = "raw_present")]
     pub args: Vec<u8>,
+    /// The agent's stated reason for the decision; may be empty.
     pub reason: String,
+    /// For `complete`, the run's result as raw JSON bytes; empty when absent.
     #[serde(deserialize_with = "raw_present")]
     pub result: Vec<u8>,
+    /// For `fail`, the agent's message; may be empty.
     pub message: String,
+    /// Who made the decision: `model`, `plan` or `operator`; empty when not stored.
     pub origin: String,
+    /// Why the arguments were not valid JSON, when they were not.
     pub invalid_args: String,
+    /// Why the result was not valid JSON, when it was not.
     pub invalid_result: String,
+    /// Whether the raw bytes came base64-encoded and did not decode.
     pub invalid_base64: bool,
 }
 
@@ -102,6 +120,7 @@ impl Decision {
         Ok(o.finish())
     }
 
+    /// Decodes stored JSON into a `Decision`; unknown keys are ignored, missing ones are empty.
     pub fn from_json(raw: &[u8]) -> Result<Decision, serde_json::Error> {
         serde_json::from_slice(raw)
     }
@@ -111,11 +130,16 @@ impl Decision {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(default)]
 pub struct PolicyDecision {
+    /// `allow`, `require_approval`, `deny` or `abort`.
     pub outcome: String,
+    /// The policy's reason, shown to the reviewer and recorded; may be empty.
     pub reason: String,
+    /// For `require_approval`, the approval's kind.
     pub kind: String,
+    /// The capability the approval grants, as raw JSON; empty when absent.
     #[serde(deserialize_with = "raw_present")]
     pub capability: Vec<u8>,
+    /// What the reviewer is shown, as raw JSON; empty when absent.
     #[serde(deserialize_with = "raw_present")]
     pub presentation: Vec<u8>,
 }
@@ -132,6 +156,7 @@ impl PolicyDecision {
         Ok(o.finish())
     }
 
+    /// Decodes stored JSON into a `PolicyDecision`; unknown keys are ignored, missing ones are empty.
     pub fn from_json(raw: &[u8]) -> Result<PolicyDecision, serde_json::Error> {
         serde_json::from_slice(raw)
     }
@@ -141,10 +166,14 @@ impl PolicyDecision {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(default)]
 pub struct Observation {
+    /// `tool_result`, `tool_error`, `policy_denied`, `invalid_decision` or `interrupted`.
     pub kind: String,
+    /// What the tool returned, as raw JSON bytes; empty when absent.
     #[serde(deserialize_with = "raw_present")]
     pub content: Vec<u8>,
+    /// A short human summary of the content; may be empty.
     pub summary: String,
+    /// Content hash of `content` (spec 5.3); empty when absent.
     pub content_hash: String,
 }
 
@@ -159,6 +188,7 @@ impl Observation {
         Ok(o.finish())
     }
 
+    /// Decodes stored JSON into a `Observation`; unknown keys are ignored, missing ones are empty.
     pub fn from_json(raw: &[u8]) -> Result<Observation, serde_json::Error> {
         serde_json::from_slice(raw)
     }
@@ -173,13 +203,19 @@ impl Observation {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(default)]
 pub struct ToolSpec {
+    /// The tool's name, as the agent calls it.
     pub name: String,
+    /// What the tool does, as shown to the model.
     pub description: String,
+    /// JSON Schema for the arguments, as raw JSON bytes.
     #[serde(deserialize_with = "raw_present")]
     pub input_schema: Vec<u8>,
+    /// `read_only`, `local_mutation`, `remote_mutation` or `destructive`.
     pub side_effect: String,
+    /// How long one call may take, in nanoseconds (must be > 0).
     #[serde(rename = "timeout")]
     pub timeout_ns: i64,
+    /// Whether a successful call ends the run.
     pub terminal: bool,
 }
 
@@ -213,6 +249,7 @@ impl ToolSpec {
         Ok(sha256_hex(&self.spec_json()?))
     }
 
+    /// Decodes stored JSON into a `ToolSpec`; unknown keys are ignored, missing ones are empty.
     pub fn from_json(raw: &[u8]) -> Result<ToolSpec, serde_json::Error> {
         serde_json::from_slice(raw)
     }
@@ -222,9 +259,13 @@ impl ToolSpec {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(default)]
 pub struct ToolRequest {
+    /// The run that asks to call the tool.
     pub run_id: String,
+    /// The step that asks.
     pub step_id: String,
+    /// The spec of the tool to call.
     pub spec: ToolSpec,
+    /// The arguments as raw JSON bytes (`{}` when absent).
     #[serde(deserialize_with = "raw_present")]
     pub args: Vec<u8>,
 }
@@ -245,6 +286,7 @@ impl ToolRequest {
         Ok(o.finish())
     }
 
+    /// Decodes stored JSON into a `ToolRequest`; unknown keys are ignored, missing ones are empty.
     pub fn from_json(raw: &[u8]) -> Result<ToolRequest, serde_json::Error> {
         serde_json::from_slice(raw)
     }
