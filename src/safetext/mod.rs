@@ -28,8 +28,6 @@
 //! - [`Field::Security`] (tool names, arguments, ids) also escapes variation selectors, emoji
 //!   modifiers, regional indicators and the keycap mark, whose widths terminals disagree on.
 
-#![warn(missing_docs)]
-
 mod age;
 mod badges;
 mod decode;
