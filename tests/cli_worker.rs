@@ -94,6 +94,22 @@ fn workers_in_several_processes_execute_each_approved_request_exactly_once() {
         assert!(Instant::now() < deadline, "the workers never finished");
         std::thread::sleep(Duration::from_millis(50));
     }
+    // A worker prints its line after the run's last commit: wait for the lines too before the
+    // kill, or a grant resumed in the last instant loses its line to the SIGKILL.
+    let said_now = || -> usize {
+        outs.iter()
+            .map(|o| {
+                std::fs::read_to_string(o)
+                    .unwrap_or_default()
+                    .lines()
+                    .filter(|l| l.starts_with("resumed run "))
+                    .count()
+            })
+            .sum()
+    };
+    while said_now() < granted.len() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
     for w in &mut workers {
         let _ = w.kill();
         let _ = w.wait();
