@@ -457,6 +457,41 @@ fn a_wal_another_user_drops_after_the_checks_is_refused_when_sqlite_opens_it() {
 }
 
 #[test]
+fn a_shm_another_user_drops_after_the_checks_is_refused_when_sqlite_opens_it() {
+    // The `-shm` is opened by SQLite's WAL code through the `unix` VFS's own `open` system
+    // call, not `xOpen`: the check there looks at the descriptor SQLite will map, so a `-shm`
+    // another user drops after the path checks is refused, by the writer, the reader and the
+    // creating opener, with the sentence the path check gives for one.
+    if !root() {
+        eprintln!("not root; skipped");
+        return;
+    }
+    let a = attack();
+    let shm = sidecar(&a.db, "-shm");
+    for i in 0..3 {
+        let opened = open_with_plant(&a.db, i, ("-shm", Vec::new(), OTHER));
+        let err = opened.expect_err("refused");
+        assert!(
+            matches!(err, StoreError::InsecureMode { .. }),
+            "open {i}: {err}"
+        );
+        assert!(
+            err.to_string().starts_with(&format!(
+                "agentrt: {} is -rw-r--r--, owned by another user than the database;",
+                shm.display()
+            )),
+            "open {i}: {err}"
+        );
+        std::fs::remove_file(&shm).unwrap();
+        let _ = std::fs::remove_file(sidecar(&a.db, "-wal"));
+    }
+    // The owner's own `-shm`, dropped in the same instant, is used as usual.
+    let store = open_with_plant(&a.db, 0, ("-shm", Vec::new(), 0)).expect("the owner's -shm");
+    let ap = store.get_approval(&a.run, &a.approval).unwrap();
+    assert!(ap.request_json.contains("\"amount_cents\":8000"));
+}
+
+#[test]
 fn a_database_in_a_directory_others_can_write_without_the_sticky_bit_is_refused() {
     // Without the sticky bit, another user can rename the owner's journal away and put theirs
     // back between any check and SQLite's read: such a directory is refused before anything

@@ -205,6 +205,13 @@ impl StoreError {
             && f.extended_code & 0xff == rusqlite::ffi::SQLITE_CANTOPEN
             && let Some(r) = super::vfs::take_refusal()
         {
+            if r.shm {
+                return StoreError::InsecureMode {
+                    path: r.path,
+                    mode: r.mode,
+                    reason: r.reason.into(),
+                };
+            }
             return StoreError::ForeignJournal {
                 path: r.path,
                 db: r.db,

@@ -18,9 +18,18 @@
 //! between leaves nothing at the path (refused). Every other call goes to the `unix` VFS
 //! unchanged, with the same file object size.
 //!
+//! The `-shm` is not opened through `xOpen`: SQLite's WAL code opens it with the `unix` VFS's
+//! own `open` system call. That call is replaced here (`xSetSystemCall`, the hook SQLite keeps
+//! for it) by one that, for a `-shm` beside an existing database, checks the descriptor it
+//! returns with `fstat`: the very file SQLite will map, so nothing can be swapped in between.
+//! It must be a regular file (SQLite asks `O_NOFOLLOW`) of the database's owner, or of this
+//! process's user (one it has just created, before SQLite as root hands it to the owner), that
+//! group and others cannot write.
+//!
 //! A refusal makes SQLite's open fail with SQLITE_CANTOPEN; the reason is kept for the thread
 //! (SQLite calls the VFS on the caller's thread) and [`take_refusal`] turns it into
-//! `StoreError::ForeignJournal`.
+//! `StoreError::ForeignJournal` (a journal or `-wal`) or `StoreError::InsecureMode` (a `-shm`,
+//! as the path check before the open names one).
 
 use std::cell::RefCell;
 use std::ffi::{CStr, OsStr, c_char, c_int};
@@ -60,6 +69,8 @@ pub(crate) struct Refusal {
     pub mode: u32,
     /// Why, as a clause after "is <mode>, ".
     pub reason: &'static str,
+    /// The file is a `-shm` (whose bytes SQLite maps, not replays).
+    pub shm: bool,
 }
 
 thread_local! {
@@ -97,6 +108,7 @@ pub(crate) fn name() -> Result<&'static CStr, c_int> {
             ours.zName = NAME.as_ptr();
             ours.pNext = ptr::null_mut();
             ours.xOpen = Some(x_open);
+            check_shm_opens(unix)?;
             let ours = Box::leak(Box::new(ours));
             match ffi::sqlite3_vfs_register(ours, 0) {
                 ffi::SQLITE_OK => Ok(()),
@@ -201,6 +213,7 @@ impl Expect {
             db: self.db.clone(),
             mode,
             reason,
+            shm: false,
         }
     }
 
@@ -258,4 +271,93 @@ fn after_open(path: &Path, expect: &Expect, before: Option<(u64, u64)>) -> Resul
         ));
     }
     Ok(())
+}
+
+/// The signature of SQLite's `open` system call (`osOpen`: path, flags, mode).
+type OpenFn = unsafe extern "C" fn(*const c_char, c_int, c_int) -> c_int;
+
+/// The `open` the `unix` VFS used before [`check_shm_opens`] replaced it.
+static REAL_OPEN: AtomicPtr<()> = AtomicPtr::new(ptr::null_mut());
+
+/// Replaces the `unix` VFS's `open` system call with [`open_checking_shm`] (once: this runs in
+/// the registration).
+///
+/// # Safety
+/// `unix` is SQLite's registered `unix` VFS.
+unsafe fn check_shm_opens(unix: *mut ffi::sqlite3_vfs) -> Result<(), c_int> {
+    // SAFETY: the `unix` VFS implements both calls (since SQLite 3.7.6); "open" is the name
+    // of its first system call, and the replacement has the signature SQLite calls it with.
+    unsafe {
+        let (Some(get), Some(set)) = ((*unix).xGetSystemCall, (*unix).xSetSystemCall) else {
+            return Err(ffi::SQLITE_ERROR);
+        };
+        let Some(real) = get(unix, c"open".as_ptr()) else {
+            return Err(ffi::SQLITE_ERROR);
+        };
+        REAL_OPEN.store(real as *mut (), Ordering::Release);
+        let ours: OpenFn = open_checking_shm;
+        let ours = std::mem::transmute::<OpenFn, unsafe extern "C" fn()>(ours);
+        match set(unix, c"open".as_ptr(), Some(ours)) {
+            ffi::SQLITE_OK => Ok(()),
+            rc => Err(rc),
+        }
+    }
+}
+
+unsafe extern "C" fn open_checking_shm(path: *const c_char, flags: c_int, mode: c_int) -> c_int {
+    let real = REAL_OPEN.load(Ordering::Acquire);
+    // SAFETY: set before this function was installed, from SQLite's own `open`.
+    let real = unsafe { std::mem::transmute::<*mut (), OpenFn>(real) };
+    // SAFETY: SQLite's arguments, passed on unchanged.
+    let fd = unsafe { real(path, flags, mode) };
+    if fd < 0 || path.is_null() {
+        return fd;
+    }
+    // SAFETY: SQLite passes a NUL-terminated path.
+    let bytes = unsafe { CStr::from_ptr(path) }.to_bytes();
+    let Some(stem) = bytes.strip_suffix(b"-shm") else {
+        return fd;
+    };
+    let checked = std::panic::catch_unwind(|| shm_fault(Path::new(OsStr::from_bytes(stem)), fd))
+        .unwrap_or(Some((0, "which could not be checked")));
+    let Some((mode, reason)) = checked else {
+        return fd;
+    };
+    // SAFETY: `fd` was opened above and is not handed to SQLite.
+    unsafe { libc::close(fd) };
+    REFUSED.with(|r| {
+        *r.borrow_mut() = Some(Refusal {
+            path: PathBuf::from(OsStr::from_bytes(bytes)),
+            db: PathBuf::from(OsStr::from_bytes(stem)),
+            mode,
+            reason,
+            shm: true,
+        })
+    });
+    // SAFETY: errno is this thread's; SQLite reads it for its log line.
+    unsafe { *libc::__errno_location() = libc::EACCES };
+    -1
+}
+
+/// What is wrong with the `-shm` open at `fd` for the database `db` (mode, reason), or `None`.
+/// A `-shm` beside no database file is not one of the store's, and is left alone.
+fn shm_fault(db: &Path, fd: c_int) -> Option<(u32, &'static str)> {
+    let owner = fs::metadata(db).ok().filter(|m| m.is_file())?.uid();
+    // SAFETY: an all-zero `stat` is a valid value to be overwritten; `fd` is open.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    if unsafe { libc::fstat(fd, &mut st) } != 0 {
+        return Some((0, "which could not be checked"));
+    }
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    let mode = st.st_mode;
+    if mode & libc::S_IFMT != libc::S_IFREG {
+        Some((mode, "which is not a regular file"))
+    } else if st.st_uid != owner && st.st_uid != me {
+        Some((mode, "owned by another user than the database"))
+    } else if mode & 0o022 != 0 {
+        Some((mode, "writable by group or others"))
+    } else {
+        None
+    }
 }
