@@ -118,9 +118,14 @@ pub struct PageArgsWithRun {
 
 #[derive(Debug, Args)]
 pub struct DecideArgs {
-    /// The run id.
-    #[arg(value_name = "RUN", value_parser = id_parser())]
-    pub run: Key,
+    /// The run id (or a unique prefix of it); absent when queue rows are selected by
+    /// --status/--tool/--older-than (reject and deny only).
+    #[arg(
+        value_name = "RUN",
+        value_parser = id_parser(),
+        required_unless_present_any = ["status", "tool", "older_than"]
+    )]
+    pub run: Option<Key>,
     /// The approval to decide (naming it is consent); needed when the run has several.
     #[arg(long, value_name = "ID", value_parser = id_parser())]
     pub approval: Option<Key>,
@@ -130,16 +135,62 @@ pub struct DecideArgs {
     /// A note recorded with the decision (required for reject and deny; deny tells the agent).
     #[arg(long, value_name = "TEXT")]
     pub note: Option<String>,
+    #[command(flatten)]
+    pub select: Select,
+}
+
+/// Queue rows chosen by what they are instead of one RUN: `reject`, `deny` and `cancel` take
+/// every pending approval of a waiting run that matches all the given filters.
+#[derive(Debug, Args, Clone, Default)]
+pub struct Select {
+    /// Every queue row (pending approvals of waiting runs): only `waiting` is accepted.
+    #[arg(long, value_name = "STATUS", value_parser = parse_queue_status, conflicts_with = "run")]
+    pub status: Option<String>,
+    /// Only rows whose call is to this tool (exact name).
+    #[arg(long, value_name = "NAME", conflicts_with = "run")]
+    pub tool: Option<String>,
+    /// Only rows requested longer ago than this (e.g. 90m, 2h, 7d).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, conflicts_with = "run")]
+    pub older_than: Option<std::time::Duration>,
+    /// List what would be decided, and decide nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+impl Select {
+    /// Whether rows are selected by filters (no RUN).
+    pub fn any(&self) -> bool {
+        self.status.is_some() || self.tool.is_some() || self.older_than.is_some()
+    }
+}
+
+fn parse_queue_status(s: &str) -> Result<String, String> {
+    match s.to_ascii_lowercase().as_str() {
+        "waiting" | "waiting_for_approval" | "pending" => Ok("waiting".into()),
+        _ => Err(format!(
+            "{s:?}: the queue holds only runs waiting for approval; use --status waiting"
+        )),
+    }
 }
 
 #[derive(Debug, Args)]
 pub struct CancelArgs {
-    /// The run id.
-    #[arg(value_name = "RUN", value_parser = id_parser())]
-    pub run: Key,
+    /// The run id (or a unique prefix of it); absent when queue rows are selected by
+    /// --status/--tool/--older-than.
+    #[arg(
+        value_name = "RUN",
+        value_parser = id_parser(),
+        required_unless_present_any = ["status", "tool", "older_than"]
+    )]
+    pub run: Option<Key>,
     /// Why the run is cancelled (required).
     #[arg(long, value_name = "TEXT")]
     pub note: String,
+    /// With selected rows: cancel without asking.
+    #[arg(long)]
+    pub yes: bool,
+    #[command(flatten)]
+    pub select: Select,
 }
 
 #[derive(Debug, Args)]

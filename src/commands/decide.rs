@@ -61,9 +61,10 @@ pub fn run(
     out: &mut Out,
 ) -> Result<(), CommandError> {
     let name = verb.name();
+    let run_key = named_run(a.run.as_ref(), name)?;
     let store = open(db, true)?;
-    refuse_unshowable(&store, db, name, a, json_out, out)?;
-    let run = a.run.as_bytes();
+    refuse_unshowable(&store, db, name, run_key, a, json_out, out)?;
+    let run = run_key.as_bytes();
     let approval = a.approval.as_ref().map(Key::as_bytes);
     let ap = operator::pending_approval(&store, run, approval).map_err(|e| {
         CommandError::Failed(format!(
@@ -166,9 +167,10 @@ pub fn cancel(
     by: &str,
     out: &mut Out,
 ) -> Result<(), CommandError> {
+    let run = named_run(a.run.as_ref(), "cancel")?;
     let store = open(db, true)?;
     let done =
-        operator::cancel(&store, &a.run, by, &a.note, Timestamp::now()).map_err(|e| match e {
+        operator::cancel(&store, run, by, &a.note, Timestamp::now()).map_err(|e| match e {
             OperatorError::RunFinished { .. } => CommandError::Failed(format!(
                 "run is already finished: {}",
                 clean(&e.to_string(), 4000)
@@ -183,6 +185,12 @@ pub fn cancel(
         );
     }
     out.line(&run_line(&done.run))
+}
+
+/// The RUN a one-run command was given (clap requires it unless rows are selected, and
+/// selected rows never reach the one-run path).
+fn named_run<'a>(run: Option<&'a Key>, name: &str) -> Result<&'a Key, CommandError> {
+    run.ok_or_else(|| CommandError::Usage(format!("{name}: name a RUN")))
 }
 
 /// `countersign --db PATH VERB RUN` with every word quoted for a POSIX shell, or why no such
@@ -277,6 +285,7 @@ fn refuse_unshowable(
     store: &crate::runtime::store::Store,
     db: &Path,
     name: &str,
+    run: &Key,
     a: &DecideArgs,
     json_out: bool,
     out: &mut Out,
@@ -284,11 +293,11 @@ fn refuse_unshowable(
     use crate::runtime::store::SHOWN_REQUEST_MAX;
     let candidate = match &a.approval {
         Some(id) => store
-            .request_bytes(&a.run, id)
+            .request_bytes(run, id)
             .map_err(super::open::fail)?
             .map(|n| (id.clone(), n)),
         None => match store
-            .pending_request_bytes(&a.run, 2)
+            .pending_request_bytes(run, 2)
             .map_err(super::open::fail)?
             .as_slice()
         {
@@ -302,12 +311,8 @@ fn refuse_unshowable(
     if bytes <= SHOWN_REQUEST_MAX {
         return Ok(());
     }
-    if !json_out
-        && let Some(capped) = store
-            .approval_capped(&a.run, &id)
-            .map_err(super::open::fail)?
-    {
-        let reason = store.approval_reason(&a.run, &id).unwrap_or_default();
+    if !json_out && let Some(capped) = store.approval_capped(run, &id).map_err(super::open::fail)? {
+        let reason = store.approval_reason(run, &id).unwrap_or_default();
         let (text, _) = approval::render(&capped, db, &reason);
         out.raw(&text)?;
     }

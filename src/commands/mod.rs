@@ -6,6 +6,7 @@
 #[cfg(feature = "providers")]
 pub mod agent;
 pub mod approval;
+mod bulk;
 pub mod cli;
 mod decide;
 pub mod demo;
@@ -120,6 +121,21 @@ fn validate(cmd: &Command) -> Result<(), CommandError> {
                 )));
             }
         }
+        Command::Approve(d) if d.select.any() || d.select.dry_run => {
+            return Err(CommandError::Usage(
+                "approve: name one RUN: each approval is printed in full before it is granted, so approve takes no --status, --tool, --older-than or --dry-run".into(),
+            ));
+        }
+        Command::Reject(d) | Command::Deny(d) if d.select.dry_run && !d.select.any() => {
+            return Err(CommandError::Usage(
+                "--dry-run goes with --status, --tool or --older-than (the rows to list)".into(),
+            ));
+        }
+        Command::Cancel(c) if c.select.dry_run && !c.select.any() => {
+            return Err(CommandError::Usage(
+                "--dry-run goes with --status, --tool or --older-than (the rows to list)".into(),
+            ));
+        }
         Command::Reject(d) if d.note.as_deref().is_none_or(|n| n.trim().is_empty()) => {
             return Err(CommandError::Usage(
                 "reject: --note is required: say why, it is recorded with the decision".into(),
@@ -165,6 +181,24 @@ fn run(cli: Cli) -> Result<(), CommandError> {
         Command::Verify(a) => verify::run(&database_path(cli.db)?, json, a, &mut out),
         Command::Stats(a) => stats::run(&database_path(cli.db)?, json, a, &mut out),
         Command::Watch(a) => watch::run(&database_path(cli.db)?, json, a, &mut out),
+        Command::Reject(a) | Command::Deny(a) if a.select.any() => {
+            let verb = match cmd {
+                Command::Reject(_) => bulk::BulkVerb::Reject,
+                _ => bulk::BulkVerb::Deny,
+            };
+            let db = database_path(cli.db)?;
+            let by = who(cli.by.as_deref(), verb.name())?;
+            bulk::check_consent(verb, &a.select, a.yes)?;
+            let note = a.note.as_deref().unwrap_or("");
+            bulk::run(&db, json, verb, &a.select, (note, a.yes, &by), &mut out)
+        }
+        Command::Cancel(a) if a.select.any() => {
+            let db = database_path(cli.db)?;
+            let by = who(cli.by.as_deref(), "cancel")?;
+            bulk::check_consent(bulk::BulkVerb::Cancel, &a.select, a.yes)?;
+            let args = (a.note.as_str(), a.yes, by.as_str());
+            bulk::run(&db, json, bulk::BulkVerb::Cancel, &a.select, args, &mut out)
+        }
         Command::Approve(a) | Command::Reject(a) | Command::Deny(a) => {
             let verb = match cmd {
                 Command::Approve(_) => decide::Verb::Approve,

@@ -2,10 +2,10 @@
 
 use crate::runtime::json::gojson::Object;
 use crate::runtime::store::Store;
-use crate::runtime::types::{AsKey, Event, Run, RunStatus, Timestamp, lossy};
+use crate::runtime::types::{ApprovalStatus, AsKey, Event, Run, RunStatus, Timestamp, lossy};
 
 use super::OperatorError;
-use super::common::{finish, observation};
+use super::common::{finish, not_found, not_pending, observation, require_waiting};
 
 /// A cancel that landed.
 #[derive(Debug, Clone)]
@@ -36,8 +36,41 @@ pub fn cancel(
     note: &str,
     now: Timestamp,
 ) -> Result<Cancelled, OperatorError> {
-    // The id's bytes: a run id need not be UTF-8 (messages name it lossily).
-    let run_id = run_id.key_bytes();
+    cancel_checked(store, run_id.key_bytes(), None, by, note, now)
+}
+
+/// Cancels a WAITING_FOR_APPROVAL run only while the approval a reviewer was shown is still
+/// pending with the hash `shown`, checked in the cancel's own transaction: a bulk cancel of
+/// queue rows skips a run that moved on or whose approval changed or was decided after the
+/// rows were listed (issue 21). Otherwise as [`cancel`].
+pub fn cancel_shown(
+    store: &Store,
+    run_id: impl AsKey,
+    approval_id: impl AsKey,
+    shown: &str,
+    by: &str,
+    note: &str,
+    now: Timestamp,
+) -> Result<Cancelled, OperatorError> {
+    let approval_id = approval_id.key_bytes();
+    cancel_checked(
+        store,
+        run_id.key_bytes(),
+        Some((approval_id, shown)),
+        by,
+        note,
+        now,
+    )
+}
+
+fn cancel_checked(
+    store: &Store,
+    run_id: &[u8],
+    expect: Option<(&[u8], &str)>,
+    by: &str,
+    note: &str,
+    now: Timestamp,
+) -> Result<Cancelled, OperatorError> {
     let run = store.get_run(run_id)?;
     if run.status.is_terminal() {
         return Err(OperatorError::RunFinished {
@@ -56,6 +89,23 @@ pub fn cancel(
         store.write(|tx| {
             // The status as stored (an unknown one is damaged, not terminal: it may be
             // cancelled, the compare-and-set being on that status).
+            if let Some((approval_id, shown)) = expect {
+                require_waiting(tx, run_id)?;
+                let a = tx
+                    .get_approval(run_id, approval_id)
+                    .map_err(|e| not_found(e, run_id, approval_id))?;
+                // Pending with the shown hash; a row whose hash does not match its request is
+                // still cancelled (cancel is what such a row is left to).
+                if a.status != ApprovalStatus::Pending {
+                    return Err(not_pending(&a));
+                }
+                if a.hash != shown {
+                    return Err(OperatorError::Changed {
+                        approval_id: a.id.clone(),
+                        detail: String::new(),
+                    });
+                }
+            }
             let from: Vec<RunStatus> = match tx.require_status(run_id, &FROM, None) {
                 Ok(_) => FROM.to_vec(),
                 Err(e) => match tx.get_run(run_id)?.status {

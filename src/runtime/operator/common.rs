@@ -25,6 +25,17 @@ pub(super) fn not_pending(a: &Approval) -> OperatorError {
     }
 }
 
+/// A store's not-found for an approval, as the operator's [`OperatorError::NotFound`].
+pub(super) fn not_found(e: StoreError, run_id: &[u8], approval_id: &[u8]) -> OperatorError {
+    match e {
+        StoreError::NotFound { .. } => OperatorError::NotFound {
+            run_id: lossy(run_id).into_owned(),
+            approval_id: lossy(approval_id).into_owned(),
+        },
+        other => other.into(),
+    }
+}
+
 /// requireStatus WAITING inside the transaction, as RunNotWaiting.
 pub(super) fn require_waiting(tx: &Tx<'_>, run_id: &[u8]) -> Result<(), OperatorError> {
     match tx.require_status(run_id, &[RunStatus::WaitingForApproval], None) {

@@ -7,7 +7,7 @@ use crate::runtime::types::{
 };
 
 use super::OperatorError;
-use super::common::{finish, not_pending, observation, require_waiting};
+use super::common::{finish, not_found, not_pending, observation, require_waiting};
 use super::expire;
 
 /// What the decision is bound to.
@@ -384,14 +384,4 @@ pub fn verify_hash(a: &Approval) -> Result<(), OperatorError> {
         return Err(mismatch(format!("approval {}", a.id)));
     }
     Ok(())
-}
-
-pub(super) fn not_found(e: StoreError, run_id: &[u8], approval_id: &[u8]) -> OperatorError {
-    match e {
-        StoreError::NotFound { .. } => OperatorError::NotFound {
-            run_id: lossy(run_id).into_owned(),
-            approval_id: lossy(approval_id).into_owned(),
-        },
-        other => other.into(),
-    }
 }

@@ -15,8 +15,8 @@ use crate::runtime::store::{Store, StoreError, Transition};
 use crate::runtime::types::{ApprovalStatus, AsKey, RunStatus, StepStatus, Timestamp, lossy};
 
 use super::OperatorError;
-use super::common::{not_pending, observation, require_waiting};
-use super::decide::{Decided, Shown, check, not_found, precheck};
+use super::common::{not_found, not_pending, observation, require_waiting};
+use super::decide::{Decided, Shown, check, precheck};
 
 /// The observation kind the agent receives (a failure, as Reject's is).
 pub const DENIED_KIND: &str = "policy_denied";

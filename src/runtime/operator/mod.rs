@@ -18,7 +18,7 @@ use thiserror::Error;
 use crate::runtime::store::StoreError;
 use crate::runtime::types::{ApprovalStatus, RunStatus, Timestamp};
 
-pub use cancel::{Cancelled, cancel};
+pub use cancel::{Cancelled, cancel, cancel_shown};
 #[cfg(feature = "testing")]
 pub use decide::decide_hooked;
 pub use decide::{

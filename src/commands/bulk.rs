@@ -1,0 +1,369 @@
+//! `reject`, `deny` and `cancel` over queue rows chosen by filters instead of one RUN (issue 21):
+//! `reject --status waiting --tool issue_refund --older-than 2h --dry-run`.
+//!
+//! The rows are the queue's (pending approvals of waiting runs), read by key a window at a
+//! time. Each is then decided by the shown-hash call with the hash it was listed with
+//! (`reject_shown`, `deny_shown`, `cancel_shown`), each in its own compare-and-set
+//! transaction, so a row that changed, was decided or whose run moved on after the listing is
+//! skipped and reported by name, and nothing else is touched. A request too large to be read
+//! whole (decision 0011) is skipped too. `--dry-run` lists the rows and decides nothing.
+//! Approving is never done in bulk here: each approval is read in full before it is granted.
+//!
+//! Exit: 0 when every selected row was decided (or none matched, or a dry run), 1 when any was
+//! skipped, 2 for usage.
+
+use std::io::BufRead;
+use std::path::Path;
+
+use serde_json::{Map, Value, json};
+
+use super::CommandError;
+use super::cli::Select;
+use super::decide::interactive;
+use super::open::{fail, open};
+use super::out::{Out, Raws, id_field};
+use super::text::{clean, clean_bytes, ident};
+use crate::console::time::span;
+use crate::runtime::operator::{self, OperatorError};
+use crate::runtime::store::{QueueItem, SHOWN_REQUEST_MAX, Store, capped_request};
+use crate::runtime::types::Timestamp;
+
+/// How many queue rows one read takes.
+const WINDOW: i64 = 500;
+
+/// What is done to each selected row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BulkVerb {
+    Reject,
+    Deny,
+    Cancel,
+}
+
+impl BulkVerb {
+    pub fn name(self) -> &'static str {
+        match self {
+            BulkVerb::Reject => "reject",
+            BulkVerb::Deny => "deny",
+            BulkVerb::Cancel => "cancel",
+        }
+    }
+
+    fn done(self) -> &'static str {
+        match self {
+            BulkVerb::Reject => "rejected",
+            BulkVerb::Deny => "denied",
+            BulkVerb::Cancel => "cancelled",
+        }
+    }
+}
+
+/// One selected row, as listed.
+struct Row {
+    run: Vec<u8>,
+    approval: Vec<u8>,
+    hash: String,
+    tool: String,
+    /// The presentation's title, else the head of the arguments as stored (bytes: they need
+    /// not be UTF-8).
+    title: Vec<u8>,
+    created: Timestamp,
+    expires: Timestamp,
+    /// The request's size when it is too large to decide here.
+    too_large: Option<i64>,
+}
+
+/// The consent rule, checked before the database is opened: a dry run or `--yes` needs no
+/// one; otherwise a person must be there to answer.
+pub fn check_consent(verb: BulkVerb, sel: &Select, yes: bool) -> Result<(), CommandError> {
+    if sel.dry_run || yes || interactive() {
+        return Ok(());
+    }
+    Err(CommandError::Usage(format!(
+        "{}: refusing to decide selected rows without --yes or an interactive terminal to confirm at; list them first with --dry-run",
+        verb.name()
+    )))
+}
+
+/// Lists the queue rows `sel` matches and, unless it is a dry run, decides each.
+pub fn run(
+    db: &Path,
+    json_out: bool,
+    verb: BulkVerb,
+    sel: &Select,
+    (note, yes, by): (&str, bool, &str),
+    out: &mut Out,
+) -> Result<(), CommandError> {
+    let store = open(db, !sel.dry_run)?;
+    let now = Timestamp::now();
+    let rows = select(&store, sel, now)?;
+    if !json_out {
+        let n = rows.len();
+        let (name, which) = (verb.name(), describe(sel));
+        out.line(&if sel.dry_run {
+            format!("would {name} {n} queue row(s){which}:")
+        } else {
+            format!("{n} queue row(s) to {name}{which}:")
+        })?;
+        let verb_word = if sel.dry_run { verb.name() } else { "selected" };
+        for r in &rows {
+            out.line(&format!("  {verb_word}: {}", row_line(r, now)))?;
+        }
+    }
+    if sel.dry_run || rows.is_empty() {
+        if json_out {
+            return out.json(&report(verb, sel, &rows, &[], &[]), &Raws::default());
+        }
+        return out.line(if rows.is_empty() {
+            "nothing matches; nothing was decided"
+        } else {
+            "nothing was decided (--dry-run)"
+        });
+    }
+    if !yes {
+        ask(verb, rows.len(), out)?;
+    }
+    let mut done = Vec::new();
+    let mut skipped = Vec::new();
+    for r in &rows {
+        match decide_one(&store, verb, r, note, by) {
+            Ok(()) => {
+                if !json_out {
+                    out.line(&format!("{}: {}", verb.done(), row_ids(r)))?;
+                }
+                done.push(r);
+            }
+            Err(why) => {
+                if !json_out {
+                    out.line(&format!("skipped: {}: {}", row_ids(r), clean(&why, 400)))?;
+                }
+                skipped.push((r, why));
+            }
+        }
+    }
+    if json_out {
+        out.json(&report(verb, sel, &rows, &done, &skipped), &Raws::default())?;
+    } else {
+        out.line(&format!(
+            "{} {}, skipped {} of {} selected",
+            verb.done(),
+            done.len(),
+            skipped.len(),
+            rows.len()
+        ))?;
+    }
+    if skipped.is_empty() {
+        Ok(())
+    } else {
+        Err(CommandError::Failed(format!(
+            "{}: {} of the selected row(s) were skipped (each is named above with why)",
+            verb.name(),
+            skipped.len()
+        )))
+    }
+}
+
+/// The queue's rows matching every filter, read a window at a time by key.
+fn select(store: &Store, sel: &Select, now: Timestamp) -> Result<Vec<Row>, CommandError> {
+    let cutoff = sel
+        .older_than
+        .map(|d| now.add_nanos(-(d.as_nanos().min(i64::MAX as u128) as i64)));
+    // The queue's own filter narrows by substring; the exact tool is compared below.
+    let filter = sel.tool.clone().unwrap_or_default();
+    let mut rows = Vec::new();
+    let mut offset = 0i64;
+    let mut anchor: Option<(i64, String)> = None;
+    loop {
+        let page = store
+            .list_queue_rows_near(
+                &filter,
+                WINDOW,
+                offset,
+                anchor.as_ref().map(|(i, id)| (*i, id.as_str())),
+                None,
+            )
+            .map_err(fail)?;
+        let n = page.items.len() as i64;
+        if let Some(last) = page.items.last() {
+            anchor = Some((page.offset + n - 1, last.approval.id.clone()));
+        }
+        rows.extend(
+            page.items
+                .into_iter()
+                .filter(|q| matches(q, sel, cutoff))
+                .map(row_of),
+        );
+        if !page.more || n == 0 {
+            return Ok(rows);
+        }
+        offset = page.offset + n;
+    }
+}
+
+fn matches(q: &QueueItem, sel: &Select, cutoff: Option<Timestamp>) -> bool {
+    if let Some(tool) = &sel.tool
+        && q.tool.as_deref() != Some(tool.as_str())
+    {
+        return false;
+    }
+    cutoff.is_none_or(|c| q.approval.created_at <= c)
+}
+
+fn row_of(q: QueueItem) -> Row {
+    let a = &q.approval;
+    let title = serde_json::from_str::<Value>(&a.presentation)
+        .ok()
+        .and_then(|p| {
+            p.get("title")
+                .and_then(Value::as_str)
+                .map(|t| t.as_bytes().to_vec())
+        })
+        .or_else(|| q.args_head.clone())
+        .unwrap_or_default();
+    let too_large = capped_request(a).filter(|n| *n > SHOWN_REQUEST_MAX);
+    Row {
+        run: a.run_id_bytes().to_vec(),
+        approval: a.id_bytes().to_vec(),
+        hash: a.hash.clone(),
+        tool: q.tool.clone().unwrap_or_default(),
+        title,
+        created: a.created_at,
+        expires: a.expires_at,
+        too_large,
+    }
+}
+
+fn decide_one(store: &Store, verb: BulkVerb, r: &Row, note: &str, by: &str) -> Result<(), String> {
+    if let Some(n) = r.too_large {
+        return Err(format!(
+            "its request is {n} bytes, more than the {SHOWN_REQUEST_MAX} countersign reads to check one; cancel that run by name"
+        ));
+    }
+    let now = Timestamp::now();
+    let (run, ap, hash) = (r.run.as_slice(), r.approval.as_slice(), r.hash.as_str());
+    let res = match verb {
+        BulkVerb::Reject => operator::reject_shown(store, run, ap, hash, by, note, now).map(drop),
+        BulkVerb::Deny => operator::deny_shown(store, run, ap, hash, by, note, now).map(drop),
+        BulkVerb::Cancel => operator::cancel_shown(store, run, ap, hash, by, note, now).map(drop),
+    };
+    res.map_err(|e| why(&e))
+}
+
+fn why(e: &OperatorError) -> String {
+    match e {
+        OperatorError::Changed { .. } => "it changed after it was listed".into(),
+        OperatorError::NotPending { .. } => format!("it was decided after it was listed ({e})"),
+        OperatorError::Expired { already: false, .. } => format!(
+            "it had expired, so deciding it recorded the expiry and its run is cancelled ({e})"
+        ),
+        OperatorError::Expired { .. } => format!("it expired after it was listed ({e})"),
+        OperatorError::RunNotWaiting { .. } => {
+            format!("its run moved on after it was listed ({e})")
+        }
+        other => other.to_string(),
+    }
+}
+
+fn ask(verb: BulkVerb, n: usize, out: &mut Out) -> Result<(), CommandError> {
+    out.raw(&format!("{} these {n} row(s)? [y/N] ", verb.name()))?;
+    out.flush()?;
+    let mut line = String::new();
+    let read = std::io::stdin()
+        .lock()
+        .read_line(&mut line)
+        .map_err(|e| CommandError::Failed(format!("{}: reading the answer: {e}", verb.name())))?;
+    if read == 0 {
+        return Err(CommandError::Usage(format!(
+            "{}: no answer was typed; pass --yes",
+            verb.name()
+        )));
+    }
+    match line.trim().to_ascii_lowercase().as_str() {
+        "y" | "yes" => Ok(()),
+        _ => Err(CommandError::Failed(format!(
+            "{}: declined at the prompt; nothing was decided",
+            verb.name()
+        ))),
+    }
+}
+
+fn describe(sel: &Select) -> String {
+    let mut parts = Vec::new();
+    if let Some(t) = &sel.tool {
+        parts.push(format!("tool {}", ident(t.as_bytes(), 64)));
+    }
+    if let Some(d) = sel.older_than {
+        parts.push(format!(
+            "requested more than {} ago",
+            span(d.as_secs() as i64)
+        ));
+    }
+    if parts.is_empty() {
+        " (every pending approval of a waiting run)".into()
+    } else {
+        format!(" ({})", parts.join(", "))
+    }
+}
+
+fn row_ids(r: &Row) -> String {
+    format!(
+        "approval {} of run {}",
+        ident(&r.approval, 64),
+        ident(&r.run, 64)
+    )
+}
+
+fn row_line(r: &Row, now: Timestamp) -> String {
+    let age = ((now.unix_nanos() - r.created.unix_nanos()) / 1_000_000_000)
+        .clamp(0, i64::MAX as i128) as i64;
+    let mut s = format!(
+        "{}  {}  {} ago",
+        row_ids(r),
+        ident(r.tool.as_bytes(), 40),
+        span(age)
+    );
+    if !r.title.is_empty() {
+        s.push_str("  ");
+        s.push_str(&clean_bytes(&r.title, 80));
+    }
+    if !r.expires.is_zero() && now > r.expires {
+        s.push_str("  (expired: deciding it records the expiry and cancels its run)");
+    }
+    if let Some(n) = r.too_large {
+        s.push_str(&format!("  (request of {n} bytes: will be skipped)"));
+    }
+    s
+}
+
+fn row_json(r: &Row) -> Value {
+    let mut m = Map::new();
+    id_field(&mut m, "run_id", &r.run);
+    id_field(&mut m, "approval_id", &r.approval);
+    m.insert("tool".into(), json!(r.tool));
+    m.insert("title".into(), json!(String::from_utf8_lossy(&r.title)));
+    m.insert("hash".into(), json!(r.hash));
+    m.insert(
+        "created_at".into(),
+        json!(r.created.format_rfc3339_seconds()),
+    );
+    Value::Object(m)
+}
+
+fn report(
+    verb: BulkVerb,
+    sel: &Select,
+    rows: &[Row],
+    done: &[&Row],
+    skipped: &[(&Row, String)],
+) -> Value {
+    json!({
+        "verb": verb.name(),
+        "dry_run": sel.dry_run,
+        "selected": rows.iter().map(row_json).collect::<Vec<_>>(),
+        "decided": done.iter().map(|r| row_json(r)).collect::<Vec<_>>(),
+        "skipped": skipped.iter().map(|(r, why)| {
+            let mut v = row_json(r);
+            v["why"] = json!(why);
+            v
+        }).collect::<Vec<_>>(),
+    })
+}
