@@ -20,7 +20,6 @@ pub mod clock;
 #[allow(missing_docs)] // issue 20: items here are not documented yet
 pub mod driver;
 pub mod json;
-#[allow(missing_docs)] // issue 20: items here are not documented yet
 pub mod model;
 #[allow(missing_docs)] // issue 20: items here are not documented yet
 pub mod operator;
