@@ -21,7 +21,6 @@ pub mod clock;
 pub mod driver;
 pub mod json;
 pub mod model;
-#[allow(missing_docs)] // issue 20: items here are not documented yet
 pub mod operator;
 pub mod policy;
 pub mod schema;
