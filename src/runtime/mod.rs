@@ -17,7 +17,6 @@ macro_rules! testing_pub {
 
 pub mod agent;
 pub mod clock;
-#[allow(missing_docs)] // issue 20: items here are not documented yet
 pub mod driver;
 pub mod json;
 pub mod model;
