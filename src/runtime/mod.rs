@@ -24,7 +24,6 @@ pub mod operator;
 pub mod policy;
 pub mod schema;
 pub mod stats;
-#[allow(missing_docs)] // issue 20: items here are not documented yet
 pub mod store;
 pub mod tools;
 pub mod types;

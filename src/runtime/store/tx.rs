@@ -60,11 +60,18 @@ impl Store {
 pub struct Transition<'a> {
     /// The run's id as stored (bytes: it need not be UTF-8).
     pub run_id: &'a [u8],
+    /// The statuses the run may be in; any other is [`StoreError::RunState`] and nothing is
+    /// written.
     pub from: &'a [RunStatus],
+    /// The status it moves to.
     pub to: RunStatus,
+    /// `runs.reason` (spec 3.3); written as given, empty included.
     pub reason: &'a str,
+    /// `runs.reason_detail`; written as given.
     pub detail: &'a str,
+    /// `runs.finished_at`; zero writes `''` (a move that does not finish the run).
     pub finished_at: Timestamp,
+    /// `runs.result_json`; written as given (empty = none).
     pub result_json: &'a str,
     /// The writer's lease owner: checked on a RUNNING run (driver writes) and stamped on a
     /// move to RUNNING; `None` for operator paths.
