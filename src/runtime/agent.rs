@@ -47,9 +47,10 @@ pub type DecideFuture = Pin<Box<dyn Future<Output = Result<Decision, String>> + 
 /// An agent. An `Err` ends the run FAILED (`agent_error`, or the model's reason when its
 /// model handle hit a limit or the model was unavailable).
 pub trait Agent: Send + Sync + 'static {
-    /// Decides the step described by `input`. The decision is recorded as returned (spec 3.5
-    /// step 4) and then validated, so an unusable decision fails only the step
-    /// (`invalid_decision`), not the run; only an `Err` ends the run.
+    /// Decides the step described by `input`. The decision is recorded (arguments or a result
+    /// that are not usable JSON kept aside in `invalid_args`/`invalid_result`, spec 3.5 step 4)
+    /// and then validated, so an unusable decision fails only the step (`invalid_decision`)
+    /// and the loop goes on; only an `Err` ends the run.
     fn decide(&self, input: StepInput) -> DecideFuture;
 }
 

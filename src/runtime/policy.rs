@@ -149,8 +149,8 @@ impl RunView {
 pub trait Policy: Send + Sync + 'static {
     /// Judges one tool call. Called for every `tool_call` decision before it runs, and again
     /// on resume for an approved call (spec 8.2), so an answer may change between the two;
-    /// `Driver::recheck` may also call it, read-only, to compare. Should not block. A panic is
-    /// caught and treated as an error.
+    /// `Driver::recheck` may also call it, read-only, to compare. A panic is caught and
+    /// treated as an error.
     fn evaluate(&self, req: &PolicyRequest, view: &RunView) -> Result<PolicyDecision, String>;
     /// An identity recorded with each decision (`policy_id`): at most 256 bytes, no control
     /// characters. `None` = not identified.

@@ -62,10 +62,10 @@ pub enum RuntimeError {
     /// there so that an embedder building a [`Registry`] can use `?` into this type.
     #[error(transparent)]
     Registry(#[from] RegistryError),
-    /// The driver or a session was used in a way it does not allow: a policy id that is too
-    /// long or holds a control character, invalid limits, `start`/`resume` without an agent,
-    /// a Gate call out of order (no step open, a grant deferred twice), or store work lost on
-    /// the blocking pool. Holds the reason.
+    /// The driver or a session was used in a way it does not allow, or lost track of its own
+    /// work: e.g. a policy id that is too long or holds a control character, invalid limits,
+    /// `start`/`resume` without an agent, a Gate call out of order (no step open, a grant
+    /// deferred twice), store work or a tool's task lost. Holds the reason.
     #[error("agentrt: {0}")]
     Config(String),
     /// A resume found an approved request for a tool this driver has not registered; nothing

@@ -55,8 +55,8 @@ pub struct ModelRequest {
     pub body: Vec<u8>,
     /// The most output tokens the reply may use; 0 = no cap. The caller lowers it to the
     /// run's `max_output_tokens_per_call` when that is set and smaller (or this is 0). A call
-    /// without a cap cannot be projected, so it is refused when the run has a token or (priced)
-    /// cost limit.
+    /// still without a cap cannot be projected, so it is refused when the run has a token
+    /// limit, or a cost limit and a price for the model.
     pub max_output_tokens: i64,
 }
 

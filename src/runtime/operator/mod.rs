@@ -70,7 +70,7 @@ pub enum OperatorError {
     NotPending {
         /// The approval asked about.
         approval_id: String,
-        /// Its status now (approved, rejected or denied, or a status this build does not know).
+        /// Its status now: approved, rejected, or a status this build does not know.
         status: ApprovalStatus,
         /// Who decided it, as stored; empty when not recorded.
         decided_by: String,

@@ -37,7 +37,8 @@ pub struct ChainReport {
     pub from: i64,
     /// The last seq asked about (the head when none was given).
     pub to: i64,
-    /// How many events were checked before the end or the first break.
+    /// How many events were checked; checking stops at the first break (an event whose hash
+    /// differs counts as checked, a gap before one does not).
     pub checked: i64,
     /// The stored hash of the last event checked (cut at 128 characters).
     pub hash: String,

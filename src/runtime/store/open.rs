@@ -616,7 +616,8 @@ pub struct ConnectionSettings {
     pub foreign_keys: bool,
     /// `PRAGMA trusted_schema` (the runtime turns it off).
     pub trusted_schema: bool,
-    /// Whether SQLite's defensive mode is on (no writes to the schema by `PRAGMA`).
+    /// Whether SQLite's defensive mode is on (statements that could corrupt the file, such
+    /// as writing the schema directly, are refused).
     pub defensive: bool,
     /// 0 OFF, 1 NORMAL, 2 FULL, 3 EXTRA.
     pub synchronous: i64,
