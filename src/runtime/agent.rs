@@ -12,9 +12,13 @@ use super::types::{Decision, Step, ToolSpec};
 /// What the agent is handed for one step. Everything in it is a copy.
 #[derive(Clone)]
 pub struct StepInput {
+    /// The id of the run being stepped.
     pub run_id: String,
+    /// The id of the step the driver has just started (status `running`) for this decision.
     pub step_id: String,
+    /// That step's position in the run, from 0 (`steps.idx`).
     pub index: i64,
+    /// The goal the run was started with, as stored.
     pub goal: String,
     /// The run's earlier steps, oldest first.
     pub steps: Vec<Arc<Step>>,
@@ -37,11 +41,16 @@ impl std::fmt::Debug for StepInput {
     }
 }
 
+/// What [`Agent::decide`] returns: the decision, or an error message that fails the run.
 pub type DecideFuture = Pin<Box<dyn Future<Output = Result<Decision, String>> + Send>>;
 
 /// An agent. An `Err` ends the run FAILED (`agent_error`, or the model's reason when its
 /// model handle hit a limit or the model was unavailable).
 pub trait Agent: Send + Sync + 'static {
+    /// Decides the step described by `input`. The decision is recorded (arguments or a result
+    /// that are not usable JSON kept aside in `invalid_args`/`invalid_result`, spec 3.5 step 4)
+    /// and then validated, so an unusable decision fails only the step (`invalid_decision`)
+    /// and the loop goes on; only an `Err` ends the run.
     fn decide(&self, input: StepInput) -> DecideFuture;
 }
 
@@ -75,7 +84,9 @@ pub fn fail(message: &str) -> Decision {
 
 /// One scripted answer.
 pub enum Scripted {
+    /// Answer with this decision.
     Decide(Decision),
+    /// Answer with this agent error (the run ends FAILED, `agent_error`).
     Error(String),
     /// Computed from the input (may call the model handle).
     With(Box<dyn FnOnce(StepInput) -> DecideFuture + Send>),
@@ -96,6 +107,7 @@ pub struct ScriptedAgent {
 }
 
 impl ScriptedAgent {
+    /// An agent that gives `items` in order, one per step.
     pub fn new<I, S>(items: I) -> Arc<ScriptedAgent>
     where
         I: IntoIterator<Item = S>,

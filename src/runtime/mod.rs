@@ -15,25 +15,16 @@ macro_rules! testing_pub {
     };
 }
 
-#[allow(missing_docs)] // issue 20: items here are not documented yet
 pub mod agent;
 pub mod clock;
-#[allow(missing_docs)] // issue 20: items here are not documented yet
 pub mod driver;
-#[allow(missing_docs)] // issue 20: items here are not documented yet
 pub mod json;
-#[allow(missing_docs)] // issue 20: items here are not documented yet
 pub mod model;
-#[allow(missing_docs)] // issue 20: items here are not documented yet
 pub mod operator;
-#[allow(missing_docs)] // issue 20: items here are not documented yet
 pub mod policy;
-#[allow(missing_docs)] // issue 20: items here are not documented yet
 pub mod schema;
 pub mod stats;
-#[allow(missing_docs)] // issue 20: items here are not documented yet
 pub mod store;
-#[allow(missing_docs)] // issue 20: items here are not documented yet
 pub mod tools;
 pub mod types;
 

@@ -14,14 +14,21 @@ use super::types::{Approval, Step};
 /// The four outcomes, and whatever else a policy might say (which fails the run).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
+    /// `allow`: the tool call runs now.
     Allow,
+    /// `deny`: the call does not run; the step fails (`policy_denied`) and the run goes on.
     Deny,
+    /// `abort`: the call does not run and the run ends FAILED (`policy_abort`).
     Abort,
+    /// `require_approval`: the run pauses until an operator decides (spec 4.3).
     RequireApproval,
+    /// Any other outcome string, kept as written (empty included). The driver ends the run
+    /// FAILED (`internal_error`, "unknown policy outcome") and runs nothing.
     Unknown(String),
 }
 
 impl Outcome {
+    /// The outcome as stored in `policy_json` (`"allow"`, ...; `Unknown` gives its text).
     pub fn as_str(&self) -> &str {
         match self {
             Outcome::Allow => "allow",
@@ -32,6 +39,8 @@ impl Outcome {
         }
     }
 
+    /// Reads a stored outcome; exact and case-sensitive, anything else is `Unknown`. Never
+    /// fails, and `parse(o.as_str()) == o` for every outcome.
     pub fn parse(s: &str) -> Outcome {
         match s {
             "allow" => Outcome::Allow,
@@ -74,10 +83,15 @@ pub fn abort(reason: impl Into<String>) -> PolicyDecision {
 /// What the policy is asked about: the request in policy form.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PolicyRequest {
+    /// The id of the run the call belongs to.
     pub run_id: String,
+    /// The id of the step that decided the call.
     pub step_id: String,
+    /// The registered tool's name.
     pub tool: String,
+    /// The registered tool's description.
     pub description: String,
+    /// The side-effect class the tool was registered with.
     pub side_effect: SideEffect,
     /// Arguments in policy form (spec 4.6).
     pub args: Vec<u8>,
@@ -88,17 +102,28 @@ pub struct PolicyRequest {
 /// A copy of the run as the policy sees it (what `step.policy`'s `view` summarises).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct RunView {
+    /// The run's id (not part of the `view` object).
     pub run_id: String,
+    /// The run's status as stored text: `running` in the loop, `waiting_for_approval` when an
+    /// approved call is judged again on resume; a recheck hands the status the run has now.
     pub status: String,
+    /// Steps started so far, the one being decided included.
     pub step_count: i64,
+    /// Model calls the run has made (spec 15).
     pub model_calls: i64,
+    /// Input tokens summed over the run's model calls.
     pub input_tokens: i64,
+    /// Output tokens summed over the run's model calls.
     pub output_tokens: i64,
+    /// The part of `input_tokens` the provider served from its cache.
     pub cached_input_tokens: i64,
+    /// Estimated model cost so far, in millionths of the currency unit.
     pub estimated_cost_micros: i64,
+    /// Milliseconds the run has spent stepping.
     pub active_ms: i64,
     /// The steps before the one being decided.
     pub steps: Vec<Arc<Step>>,
+    /// The run's approvals, oldest first.
     pub approvals: Vec<Arc<Approval>>,
 }
 
@@ -122,6 +147,10 @@ impl RunView {
 
 /// A policy. An `Err` fails the run as `internal_error` with detail `policy: <err>`.
 pub trait Policy: Send + Sync + 'static {
+    /// Judges one tool call. Called for every `tool_call` decision before it runs, and again
+    /// on resume for an approved call (spec 8.2), so an answer may change between the two;
+    /// `Driver::recheck` may also call it, read-only, to compare. A panic is caught and
+    /// treated as an error.
     fn evaluate(&self, req: &PolicyRequest, view: &RunView) -> Result<PolicyDecision, String>;
     /// An identity recorded with each decision (`policy_id`): at most 256 bytes, no control
     /// characters. `None` = not identified.
@@ -159,9 +188,13 @@ pub fn need_approval(
 /// `SideEffectPolicy`: an outcome per side-effect class; unmapped classes are denied.
 #[derive(Debug, Clone)]
 pub struct SideEffectPolicy {
+    /// The outcome for `read_only` tools.
     pub read_only: Outcome,
+    /// The outcome for `local_mutation` tools.
     pub local_mutation: Outcome,
+    /// The outcome for `remote_mutation` tools.
     pub remote_mutation: Outcome,
+    /// The outcome for `destructive` tools.
     pub destructive: Outcome,
 }
 

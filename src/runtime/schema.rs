@@ -19,12 +19,16 @@ use thiserror::Error;
 /// Why a schema could not be compiled at registration.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum SchemaError {
+    /// The schema is empty or only whitespace.
     #[error("the input schema is empty")]
     Empty,
+    /// The schema fails the boundary check (spec 5.2) or does not parse; holds the reason.
     #[error("the input schema is not usable JSON: {0}")]
     NotJson(String),
+    /// A `$ref`, `$dynamicRef` or `$recursiveRef` that does not start with `#`; holds it.
     #[error("the input schema refers outside itself ({0:?}); only \"#...\" references are allowed")]
     ExternalRef(String),
+    /// The validator refused to build from the schema (or panicked trying); holds its message.
     #[error("the input schema is not a valid JSON Schema: {0}")]
     Invalid(String),
 }

@@ -16,9 +16,13 @@ use super::types::ToolSpec;
 /// A tool's side-effect class, what the default policy decides by.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum SideEffect {
+    /// `read_only`: changes nothing. The default policy allows it.
     ReadOnly,
+    /// `local_mutation`: changes only local state. The default policy allows it.
     LocalMutation,
+    /// `remote_mutation`: changes something elsewhere. The default policy asks for approval.
     RemoteMutation,
+    /// `destructive`: may destroy something. The default policy denies it.
     Destructive,
     /// A class this build does not know (read from a database, or a consumer mistake).
     /// Registration refuses it; the default policy denies it.
@@ -26,6 +30,7 @@ pub enum SideEffect {
 }
 
 impl SideEffect {
+    /// The class as stored in `ToolSpec.side_effect` (`Unknown` gives its text).
     pub fn as_str(&self) -> &str {
         match self {
             SideEffect::ReadOnly => "read_only",
@@ -36,6 +41,7 @@ impl SideEffect {
         }
     }
 
+    /// Reads a class name; exact and case-sensitive, anything else is `Unknown`. Never fails.
     pub fn parse(s: &str) -> SideEffect {
         match s {
             "read_only" => SideEffect::ReadOnly,
@@ -50,11 +56,16 @@ impl SideEffect {
 /// What a consumer declares about a tool (agentrt's `ToolSpec`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolDef {
+    /// The name decisions call the tool by; must not be empty, unique in a registry.
     pub name: String,
+    /// What the tool does, for the model and the policy; part of the spec hash.
     pub description: String,
     /// The raw JSON Schema of the arguments, kept byte for byte (it is hashed as written).
     pub input_schema: Vec<u8>,
+    /// What the tool may change; the default policy decides by it. `Unknown` is refused.
     pub side_effect: SideEffect,
+    /// How long a call may take before the driver gives up on it (`tool_error` with failure
+    /// `timeout`); must be greater than zero.
     pub timeout: Duration,
     /// A successful call completes the run with the tool's content as its result.
     pub terminal: bool,
@@ -82,8 +93,11 @@ impl ToolDef {
 /// One invocation, as the tool is handed it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolCall {
+    /// The id of the run making the call.
     pub run_id: String,
+    /// The id of the step that decided the call.
     pub step_id: String,
+    /// That step's position in the run, from 0.
     pub step_index: i64,
     /// The arguments exactly as recorded (`{}` when the decision had none).
     pub args: Vec<u8>,
@@ -92,7 +106,12 @@ pub struct ToolCall {
 /// A successful call: JSON content (empty means `{}`) and a one-line summary.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ToolOutput {
+    /// The result as JSON; empty or blank is recorded as `{}`. It must pass the boundary
+    /// check (spec 5.2); otherwise the call is recorded as a `tool_error` with failure
+    /// `invalid_content`, the bytes kept in it.
     pub content: Vec<u8>,
+    /// A one-line summary, recorded as given with a `tool_result` (a refused content gets the
+    /// driver's own summary instead).
     pub summary: String,
 }
 
@@ -107,11 +126,16 @@ pub enum ToolError {
     AbortRun(String),
 }
 
+/// What [`Tool::call`] returns.
 pub type ToolFuture = Pin<Box<dyn Future<Output = Result<ToolOutput, ToolError>> + Send>>;
 
 /// A tool the runtime may call.
 pub trait Tool: Send + Sync + 'static {
+    /// The tool's declaration. Read once, at registration; what it says later is not used.
     fn def(&self) -> ToolDef;
+    /// Runs one call. It runs in its own task: a panic (in `call` or in the future) is
+    /// recorded as a `tool_error`, and at the timeout the task is aborted, so the future is
+    /// dropped at its next await point (blocking code in it is not interrupted).
     fn call(&self, call: ToolCall) -> ToolFuture;
 }
 
@@ -147,16 +171,23 @@ where
 /// Why a tool was refused at registration.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum RegistryError {
+    /// The declared name is empty.
     #[error("agentrt: tool has no name")]
     NoName,
+    /// The input schema is empty or blank; holds the tool's name.
     #[error("agentrt: tool {0:?} has no input schema")]
     NoSchema(String),
+    /// The input schema did not compile (or the spec record could not be encoded); holds the
+    /// tool's name and why.
     #[error("agentrt: tool {0:?}: {1}")]
     BadSchema(String, SchemaError),
+    /// The timeout is zero; holds the tool's name.
     #[error("agentrt: tool {0:?} has no timeout; give it one greater than zero")]
     NoTimeout(String),
+    /// The side effect is not one of the four classes; holds the name and the class.
     #[error("agentrt: tool {0:?} has an unknown side effect {1:?}")]
     UnknownSideEffect(String, String),
+    /// A tool of that name is already registered; holds the name.
     #[error("agentrt: tool {0:?} is registered twice")]
     Duplicate(String),
 }
@@ -164,7 +195,9 @@ pub enum RegistryError {
 /// A registered tool: its declaration as it was at registration, the compiled schema and the
 /// spec record (canonical JSON and its hash, spec 2).
 pub struct Registered {
+    /// The declaration read at registration.
     pub def: ToolDef,
+    /// The compiled input schema every call's arguments are checked against.
     pub schema: Schema,
     /// The spec record (what a `ToolRequest` embeds).
     pub spec: ToolSpec,
@@ -172,6 +205,7 @@ pub struct Registered {
     pub spec_json: Vec<u8>,
     /// `tool_specs.hash`.
     pub spec_hash: String,
+    /// The tool itself.
     pub tool: Arc<dyn Tool>,
 }
 
@@ -182,6 +216,7 @@ pub struct Registry {
 }
 
 impl Registry {
+    /// An empty registry.
     pub fn new() -> Registry {
         Registry::default()
     }
@@ -235,6 +270,7 @@ impl Registry {
         Ok(self)
     }
 
+    /// The tool registered under `name`, if any.
     pub fn get(&self, name: &str) -> Option<&Arc<Registered>> {
         self.tools.get(name)
     }
@@ -244,10 +280,12 @@ impl Registry {
         self.tools.values()
     }
 
+    /// How many tools are registered.
     pub fn len(&self) -> usize {
         self.tools.len()
     }
 
+    /// Whether no tool is registered.
     pub fn is_empty(&self) -> bool {
         self.tools.is_empty()
     }

@@ -113,6 +113,7 @@ impl Gate {
         })
     }
 
+    /// This gate's lease owner (as [`Driver::owner`]).
     pub fn owner(&self) -> &str {
         self.driver.owner()
     }

@@ -101,10 +101,12 @@ impl Lease {
             && clamp(Timestamp::now().unix_nanos()) < self.state.expires.load(Ordering::SeqCst)
     }
 
+    /// A probe that shares this lease's state, for code that must check it without owning it.
     pub fn probe(&self) -> LeaseProbe {
         LeaseProbe(self.state.clone())
     }
 
+    /// The owner name written in `runs.lease_owner`.
     pub fn owner(&self) -> &str {
         &self.state.owner
     }
@@ -113,6 +115,7 @@ impl Lease {
         self.state.lost.store(true, Ordering::SeqCst);
     }
 
+    /// agentrt's `ErrLeaseLost` for this run, to return when [`Lease::ok`] is false.
     pub fn lost_error(&self) -> StoreError {
         StoreError::LeaseLost {
             detail: format!("run {}", self.state.run_id),

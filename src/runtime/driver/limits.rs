@@ -10,15 +10,23 @@ use crate::runtime::types::{Limits, Run, Step, Timestamp};
 pub enum Hit {
     /// A limit: `limit.exceeded` then `run.finished`.
     Limit {
+        /// The end reason (spec 3.3): `limit_steps`, `repeated_tool_failures`,
+        /// `limit_active_time` or `limit_elapsed_time`.
         reason: &'static str,
+        /// What was reached, e.g. `step limit 50 reached`.
         detail: String,
     },
     /// Loop detection: `loop.detected` then `run.finished`.
     Loop {
+        /// The tool called again and again.
         tool: String,
+        /// The content hash of its arguments, the same in every repeat.
         args_hash: String,
+        /// The content hash of the observation each call got, the same in every repeat.
         observation_hash: String,
+        /// How many trailing steps repeat it (at least `loop_threshold`).
         repeats: i64,
+        /// `<tool> produced the same observation <n> times in a row`.
         detail: String,
     },
 }

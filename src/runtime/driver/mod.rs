@@ -54,20 +54,42 @@ pub type IdGen = Arc<dyn Fn() -> String + Send + Sync>;
 /// What the driver can fail with.
 #[derive(Debug, Error)]
 pub enum RuntimeError {
+    /// The database refused or failed: a read or write error, or a compare-and-set that found
+    /// the run not as expected (see [`RuntimeError::is_run_state`] and the other tests below).
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// A tool was refused at registration. The driver never returns it; the conversion is
+    /// there so that an embedder building a [`Registry`] can use `?` into this type.
     #[error(transparent)]
     Registry(#[from] RegistryError),
+    /// The driver or a session was used in a way it does not allow, or lost track of its own
+    /// work: e.g. a policy id that is too long or holds a control character, invalid limits,
+    /// `start`/`resume` without an agent, a Gate call out of order (no step open, a grant
+    /// deferred twice), store work or a tool's task lost. Holds the reason.
     #[error("agentrt: {0}")]
     Config(String),
+    /// A resume found an approved request for a tool this driver has not registered; nothing
+    /// ran. Holds the tool's name.
     #[error("agentrt: approved tool {0:?} is not registered")]
     ApprovedToolNotRegistered(String),
+    /// A resume found the granted approval's stored hash does not match its stored request
+    /// (agentrt's `ErrApprovalHash`); nothing ran. Holds why.
     #[error("agentrt: approval hash does not match its recorded request: {0}")]
     ApprovalHash(String),
+    /// A value the driver had to record would not encode as Go does. Inside a run the driver
+    /// ends the run `internal_error` on it, so nothing more executes and the run is not left
+    /// RUNNING.
     #[error("agentrt: {context}: {err}")]
-    Json { context: String, err: JsonError },
+    Json {
+        /// What was being encoded (e.g. `observation`).
+        context: String,
+        /// Why the encoder refused it.
+        err: JsonError,
+    },
+    /// agentrt's `ErrSessionClosed`: a Gate session was used after it was closed.
     #[error("agentrt: session is closed")]
     SessionClosed,
+    /// An operator action taken through the driver ([`Driver::cancel`]) was refused.
     #[error(transparent)]
     Operator(#[from] super::operator::OperatorError),
 }
@@ -89,8 +111,11 @@ impl RuntimeError {
 
 /// The driver's configuration.
 pub struct Config {
+    /// The run database.
     pub store: Arc<Store>,
+    /// The tools the agent may call; fixed for the driver's life.
     pub tools: Registry,
+    /// What judges every tool call before it runs.
     pub policy: Arc<dyn Policy>,
     /// The agent (required by `start`/`resume`; a Gate has none).
     pub agent: Option<Arc<dyn Agent>>,
@@ -244,6 +269,7 @@ impl Driver {
         &self.inner.owner
     }
 
+    /// The database this driver writes to.
     pub fn store(&self) -> &Arc<Store> {
         &self.inner.store
     }

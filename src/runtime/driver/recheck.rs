@@ -27,8 +27,11 @@ pub enum RecheckScope {
 /// One recorded evaluation asked about again.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Rechecked {
+    /// The step's position in the run.
     pub step_index: i64,
+    /// The step's id.
     pub step_id: String,
+    /// The tool the step's decision called.
     pub tool: String,
     /// What the policy said then (`step.policy`).
     pub recorded: PolicyDecision,
@@ -41,15 +44,21 @@ pub struct Rechecked {
 /// A recorded evaluation that could not be asked about again, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NotRechecked {
+    /// The step's position in the run.
     pub step_index: i64,
+    /// Why it was skipped: its tool is not registered here, its row or arguments do not
+    /// decode, or its pause was the runtime's own rather than the policy's.
     pub why: String,
 }
 
 /// What a recheck found.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct RecheckReport {
+    /// The run asked about.
     pub run_id: String,
+    /// The evaluations asked about again, in step order.
     pub checked: Vec<Rechecked>,
+    /// The evaluations in scope that could not be, in step order.
     pub skipped: Vec<NotRechecked>,
 }
 

@@ -25,6 +25,8 @@ pub fn string_map(pairs: &[(&str, &str)]) -> Vec<u8> {
     o.finish()
 }
 
+/// The `invalid_decision` observation: content `{"error": msg}`, summary
+/// `invalid decision<suffix>: <msg>` (the suffix is ` on resume` when a resume found it).
 pub fn invalid_decision(msg: &str, suffix: &str) -> Observation {
     observation(
         "invalid_decision",
@@ -33,6 +35,8 @@ pub fn invalid_decision(msg: &str, suffix: &str) -> Observation {
     )
 }
 
+/// The `policy_denied` observation: content `{"reason","tool"}`, summary
+/// `<verb><suffix>: <reason>` (`verb` is `denied` or `aborted`; the suffix as above).
 pub fn policy_denied(reason: &str, tool: &str, verb: &str, suffix: &str) -> Observation {
     observation(
         "policy_denied",

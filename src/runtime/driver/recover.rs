@@ -24,18 +24,33 @@ pub enum Reconciliation {
     /// Carry on with the loop.
     Continue,
     /// The goal was met: COMPLETED with this result (must pass the boundary check).
-    Completed { result: Vec<u8>, detail: String },
+    /// A result failing the check ends the run `internal_error` instead.
+    Completed {
+        /// The run's result JSON.
+        result: Vec<u8>,
+        /// Recorded as the reason detail, after `completed by reconciliation: `.
+        detail: String,
+    },
     /// FAILED `reconcile_conflict`.
-    Conflict { detail: String },
+    Conflict {
+        /// Recorded as the reason detail.
+        detail: String,
+    },
     /// Pause the interrupted tool call on this `require_approval` decision.
     Waiting {
+        /// The decision to pause on. When it is absent or has another outcome, or no
+        /// interrupted tool call can be paused (none was executing, its tool is not registered
+        /// here...), the run ends FAILED `reconcile_conflict` instead.
         pause: Option<PolicyDecision>,
+        /// Named in that failure's detail; not recorded when the pause happens.
         detail: String,
     },
 }
 
 /// The crash-recovery hook (spec 8.3 step 6), handed copies of the run, steps, approvals.
 pub trait Reconcile: Send + Sync + 'static {
+    /// Called once per recovering resume, after the in-flight steps were marked interrupted
+    /// and the lease taken. An `Err` ends the run `internal_error` (`reconcile: <err>`).
     fn reconcile(
         &self,
         run: &Run,

@@ -21,13 +21,26 @@ pub const SCAN_LIMIT: u32 = 1000;
 #[derive(Debug, Clone)]
 pub enum WorkEvent {
     /// A scan for resumable runs found `candidates` (served or not).
-    Scanned { candidates: usize },
+    Scanned {
+        /// How many resumable runs the scan read (at most [`SCAN_LIMIT`]).
+        candidates: usize,
+    },
     /// A run was resumed to its next pause or end.
     Resumed(Box<Run>),
     /// Another worker or console resumed it first, or holds its lease.
-    Taken { run_id: String, why: String },
+    Taken {
+        /// The run.
+        run_id: String,
+        /// The refusal (`ErrRunState` or `ErrRunLeased` text).
+        why: String,
+    },
     /// The resume failed; the run is tried again after the next change.
-    Failed { run_id: String, error: String },
+    Failed {
+        /// The run.
+        run_id: String,
+        /// The resume's error.
+        error: String,
+    },
 }
 
 /// Receives the worker's events.

@@ -81,6 +81,7 @@ impl Default for Object {
 }
 
 impl Object {
+    /// An empty object (`{}` if finished at once).
     pub fn new() -> Self {
         Object {
             buf: vec![b'{'],

@@ -27,10 +27,14 @@ use canon::Escape;
 /// (`agentrt: canonical JSON: `, `agentrt: policy JSON: `).
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum JsonError {
+    /// More than 256 levels of `[`/`{` (check 1). Found before any parsing, so it is what a
+    /// deeply nested value gets even when it is also malformed.
     #[error("nested deeper than 256 levels")]
     TooDeep,
+    /// The bytes are not UTF-8 (check 2).
     #[error("not valid UTF-8")]
     InvalidUtf8,
+    /// Not exactly one JSON value: malformed, empty, or followed by more data (check 3).
     #[error("not valid JSON")]
     Invalid,
     /// Holds the four hex digits as written.
@@ -46,6 +50,8 @@ pub enum JsonError {
     /// Holds the first 24 characters of the literal.
     #[error("number {0}... is longer than 10000 characters")]
     NumberTooLong(String),
+    /// Holds the whole number literal: its exponent, with sign and leading zeros dropped, has
+    /// more than 5 digits or is over 10,000 (check 6).
     #[error("number {0} has an exponent beyond ±10000")]
     ExponentTooLarge(String),
 }

@@ -12,11 +12,14 @@ use crate::runtime::json::content_hash;
 /// One scripted answer: a reply or an error, optionally after a delay.
 #[derive(Debug, Clone)]
 pub struct FakeReply {
+    /// What the attempt returns.
     pub result: Result<ModelReply, ModelError>,
+    /// How long the attempt sleeps (on tokio's timer) before returning it.
     pub delay: Duration,
 }
 
 impl FakeReply {
+    /// A reply with `body` and `usage`, at once.
     pub fn ok(body: &str, usage: super::Usage) -> FakeReply {
         FakeReply {
             result: Ok(ModelReply {
@@ -26,12 +29,14 @@ impl FakeReply {
             delay: Duration::ZERO,
         }
     }
+    /// An attempt that fails with `e`, at once.
     pub fn err(e: ModelError) -> FakeReply {
         FakeReply {
             result: Err(e),
             delay: Duration::ZERO,
         }
     }
+    /// The same answer, given after `d`.
     pub fn after(mut self, d: Duration) -> FakeReply {
         self.delay = d;
         self
@@ -47,6 +52,8 @@ pub struct FakeModel {
 }
 
 impl FakeModel {
+    /// A model named `name` that answers from `script` in order once no recorded reply
+    /// matches; when both are used up an attempt fails with a `Fatal` error.
     pub fn new(name: &str, script: Vec<FakeReply>) -> FakeModel {
         FakeModel {
             name: name.into(),

@@ -19,8 +19,12 @@ pub use fake::{FakeModel, FakeReply};
 /// Token usage as a provider reports it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Usage {
+    /// Tokens the request used, cached ones included.
     pub input_tokens: i64,
+    /// Tokens the model wrote.
     pub output_tokens: i64,
+    /// The part of `input_tokens` served from the provider's cache (priced apart); never more
+    /// than `input_tokens` in a usable report.
     pub cached_input_tokens: i64,
 }
 
@@ -46,7 +50,13 @@ impl Usage {
 /// One request to a model: its JSON body and its output cap (0 = none).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ModelRequest {
+    /// The request as the provider takes it. Its length is what the input estimate is made
+    /// from; the fake model keys recorded replies on its content hash.
     pub body: Vec<u8>,
+    /// The most output tokens the reply may use; 0 = no cap. The caller lowers it to the
+    /// run's `max_output_tokens_per_call` when that is set and smaller (or this is 0). A call
+    /// still without a cap cannot be projected, so it is refused when the run has a token
+    /// limit, or a cost limit and a price for the model.
     pub max_output_tokens: i64,
 }
 
@@ -60,7 +70,10 @@ impl ModelRequest {
 /// A model's reply.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ModelReply {
+    /// The reply as the provider sent it; the runtime does not read it.
     pub body: Vec<u8>,
+    /// What the provider reports the call used; charged as given when usable, else the
+    /// attempt is recorded as an error and charged the estimate.
     pub usage: Usage,
 }
 
@@ -75,33 +88,52 @@ pub enum ModelError {
     Ambiguous(String),
     /// The provider served an error and reported usage: charged, not retried.
     #[error("{message}")]
-    Served { message: String, usage: Usage },
+    Served {
+        /// The provider's error message, recorded as the attempt's error.
+        message: String,
+        /// What the provider reports the call used (the estimate when unusable).
+        usage: Usage,
+    },
     /// Worth retrying, but not before `after` (a rate limit's `Retry-After`); nothing was
     /// served. A wait longer than `ModelSetup::max_retry_after` cannot fit: the call is
     /// unavailable at once.
     #[error("{message}")]
-    RetryAfter { message: String, after: Duration },
+    RetryAfter {
+        /// The provider's error message, recorded as the attempt's error.
+        message: String,
+        /// The least wait before the next attempt; a longer backoff is not shortened.
+        after: Duration,
+    },
     /// Not retried (bad request, auth).
     #[error("{0}")]
     Fatal(String),
-    /// The reply's usage cannot be charged.
+    /// The provider's usage report cannot be charged: the attempt is charged the estimate and
+    /// not retried; the call fails [`ModelCallError::Unavailable`].
     #[error("unusable usage: {0}")]
     UnusableUsage(String),
 }
 
+/// What [`Model::generate`] returns.
 pub type ModelFuture = Pin<Box<dyn Future<Output = Result<ModelReply, ModelError>> + Send>>;
 
 /// A model provider.
 pub trait Model: Send + Sync + 'static {
+    /// The model's name: recorded on each `model_calls` row and event, and the key of its
+    /// price in [`ModelSetup::prices`]. Read once per attempt.
     fn name(&self) -> String;
+    /// Makes one attempt. The caller enforces the attempt timeout by dropping this future,
+    /// and then charges the attempt as ambiguous; the model need not time out itself.
     fn generate(&self, req: ModelRequest) -> ModelFuture;
 }
 
 /// Prices in micros per million tokens.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Price {
+    /// Micros per million uncached input tokens.
     pub input: i64,
+    /// Micros per million cached input tokens.
     pub cached_input: i64,
+    /// Micros per million output tokens.
     pub output: i64,
 }
 
@@ -122,6 +154,7 @@ impl Price {
 /// The model a driver's agents call, with its accounting settings.
 #[derive(Clone)]
 pub struct ModelSetup {
+    /// The provider every accounted call goes to.
     pub model: Arc<dyn Model>,
     /// Prices by model name (a missing model is free).
     pub prices: HashMap<String, Price>,
@@ -140,6 +173,8 @@ pub struct ModelSetup {
 }
 
 impl ModelSetup {
+    /// A setup with no prices (every call free) and no retries; a 2 min attempt timeout, 1 s
+    /// first backoff, 30 s backoff cap, 1 min `Retry-After` cap, and tokio's timer.
     pub fn new(model: Arc<dyn Model>) -> ModelSetup {
         ModelSetup {
             model,
@@ -162,12 +197,31 @@ impl ModelSetup {
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum ModelCallError {
     /// A model limit (`limit_model_calls`, `limit_tokens`, `limit_cost`): `<reason>: <detail>`.
+    /// Also the run's elapsed or active time limit (`limit_elapsed_time`, `limit_active_time`)
+    /// when no time is left for an attempt. Nothing was dispatched for the refused attempt. If
+    /// the agent then returns an error, the run ends with `reason`.
     #[error("{reason}: {detail}")]
-    Limit { reason: String, detail: String },
+    Limit {
+        /// The run's end reason (spec 3.3), e.g. `limit_tokens`.
+        reason: String,
+        /// What was reached, e.g. `projected tokens 1200 exceed limit 1000`.
+        detail: String,
+    },
+    /// agentrt's `ErrModelUnavailable`: the last attempt failed and no other may be made (not
+    /// retryable, retries used up, or the wait would pass `max_retry_after` or a time limit).
+    /// If the agent then returns an error, the run ends `model_unavailable`.
     #[error("model unavailable after {attempts} attempt(s): {last}")]
-    Unavailable { attempts: u32, last: String },
+    Unavailable {
+        /// How many attempts this call made.
+        attempts: u32,
+        /// The last attempt's error.
+        last: String,
+    },
+    /// The run's lease lapsed or was taken before an attempt could be dispatched; holds which
+    /// run (or the store's account of it).
     #[error("agentrt: run lease lost: {0}")]
     LeaseLost(String),
+    /// Reading or writing the database failed; holds the store error's text.
     #[error("{0}")]
     Store(String),
 }

@@ -17,6 +17,7 @@ pub struct Cancelled {
     /// Why the run's steps could not be failed, when SQLite found their pages damaged: the
     /// run was cancelled all the same (its step rows were left as they were).
     pub steps_unreadable: Option<String>,
+    /// The events the cancel appended, in order: hand them to observers (the commit is done).
     pub events: Vec<Event>,
 }
 

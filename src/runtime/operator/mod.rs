@@ -37,15 +37,30 @@ pub enum OperatorError {
     #[error(
         "agentrt: run is not in the required state: run {run_id} is {status}, not waiting for approval"
     )]
-    RunNotWaiting { run_id: String, status: RunStatus },
+    RunNotWaiting {
+        /// The run asked about, as given (lossy when not UTF-8).
+        run_id: String,
+        /// The status the run has.
+        status: RunStatus,
+    },
 
     /// Cancel of a run that already ended (view's ErrRunFinished).
     #[error("agentrt: run is not in the required state: run {run_id} is already {status}")]
-    RunFinished { run_id: String, status: RunStatus },
+    RunFinished {
+        /// The run asked about.
+        run_id: String,
+        /// Its terminal status.
+        status: RunStatus,
+    },
 
     /// No such approval in that run.
     #[error("agentrt: not found: approval {approval_id} of run {run_id}")]
-    NotFound { run_id: String, approval_id: String },
+    NotFound {
+        /// The run asked about.
+        run_id: String,
+        /// The approval id that is not in it.
+        approval_id: String,
+    },
 
     /// Someone decided first: who, how and when.
     #[error(
@@ -53,9 +68,13 @@ pub enum OperatorError {
         by_at(decided_by, decided_at)
     )]
     NotPending {
+        /// The approval asked about.
         approval_id: String,
+        /// Its status now: approved, rejected, or a status this build does not know.
         status: ApprovalStatus,
+        /// Who decided it, as stored; empty when not recorded.
         decided_by: String,
+        /// When it was decided; zero when not recorded.
         decided_at: Timestamp,
     },
 
@@ -63,8 +82,11 @@ pub enum OperatorError {
     /// at `at` and this call recorded it (run cancelled).
     #[error("agentrt: approval is not pending: approval {approval_id} {}", if *already { "is already expired".to_string() } else { format!("expired at {}", at.format_rfc3339_seconds()) })]
     Expired {
+        /// The approval asked about.
         approval_id: String,
+        /// Its `expires_at`.
         at: Timestamp,
+        /// Whether it was already `expired` before this call (nothing written by this call).
         already: bool,
     },
 
@@ -72,17 +94,30 @@ pub enum OperatorError {
     #[error(
         "agentrt: approval is not the one that was shown: approval {approval_id}{detail}; show it again and decide on what is shown"
     )]
-    Changed { approval_id: String, detail: String },
+    Changed {
+        /// The approval asked about.
+        approval_id: String,
+        /// Empty when the hashes differ; `": no hash was shown"` when the decision named none.
+        detail: String,
+    },
 
     /// The stored hash does not match the stored request (tampered or undecodable row).
     #[error(
         "agentrt: approval hash does not match its recorded request: {detail}; it cannot be approved or rejected, cancel the run instead"
     )]
-    HashMismatch { approval_id: String, detail: String },
+    HashMismatch {
+        /// The approval asked about.
+        approval_id: String,
+        /// The row's decode error, or which approval and why its hash could not be recomputed.
+        detail: String,
+    },
 
     /// Another writer held the database past the busy timeout.
     #[error("database is locked by another consumer: {detail}; try again when its write finishes")]
-    Locked { detail: String },
+    Locked {
+        /// SQLite's message.
+        detail: String,
+    },
 
     /// Any other store failure.
     #[error(transparent)]

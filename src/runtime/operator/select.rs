@@ -14,24 +14,36 @@ pub enum SelectError {
     /// The named approval does not exist in that run.
     #[error("approval {approval_id} of run {run_id}: {source}")]
     NotFound {
+        /// The run asked about (lossy when not UTF-8).
         run_id: String,
+        /// The approval id named.
         approval_id: String,
+        /// The store's error reading it: usually `NotFound`, but any failure to read the named
+        /// approval (a locked or damaged database) is reported here too.
         source: Box<StoreError>,
     },
     /// The named approval is decided or expired.
     #[error("approval {approval_id} is {status}: approval is not pending")]
     NotPending {
+        /// The approval id named.
         approval_id: String,
+        /// Its status now.
         status: ApprovalStatus,
     },
     /// The run has none.
     #[error("run {run_id}: no pending approval")]
-    NoPending { run_id: String },
+    NoPending {
+        /// The run asked about.
+        run_id: String,
+    },
     /// The run has several: name one. `candidates` holds at most [`MAX_NAMED`] ids.
     #[error("run {run_id} has {total} pending approvals, name one of {}: more than one pending approval", name_list(candidates, *total))]
     Ambiguous {
+        /// The run asked about.
         run_id: String,
+        /// How many approvals of the run are pending.
         total: i64,
+        /// The ids of the first of them (at most [`MAX_NAMED`]), in the store's page order.
         candidates: Vec<String>,
     },
     /// Reading failed.

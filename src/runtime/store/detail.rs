@@ -21,6 +21,7 @@ use rusqlite::types::Value;
 /// A page of a run's approvals and the run's status, read together.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RunApprovals {
+    /// The approvals of the page, capped as pages cap them.
     pub page: Page<Approval>,
     /// `None` when the run does not exist.
     pub run_status: Option<RunStatus>,
@@ -30,15 +31,22 @@ pub struct RunApprovals {
 /// `reason` of its `approval.requested` event.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ApprovalView {
+    /// The approval, every column whole (not capped).
     pub approval: Approval,
+    /// Its run's status; `None` when the run row is missing.
     pub run_status: Option<RunStatus>,
+    /// The policy's reason from the approval's first `approval.requested` event, at most
+    /// [`MAX_PAGE_TEXT`] characters; empty when there is no such event or it holds no reason.
     pub reason: String,
 }
 
 /// Whether one event's stored hash is the one its fields and the previous event's hash give.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ChainMark {
+    /// The stored hash is the one recomputed from the event and its predecessor's hash.
     Holds,
+    /// The stored hash differs from the recomputed one: the event, or the one before it, was
+    /// changed after it was written.
     Broken,
     /// Not checked here: the previous event is missing, or the payload is over
     /// [`MAX_PAGE_TEXT`] (verifying the whole chain checks it).
@@ -48,28 +56,46 @@ pub enum ChainMark {
 /// An event read as a page reads it, with its chain mark.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MarkedEvent {
+    /// The event, its text capped as pages cap it.
     pub event: Event,
+    /// Whether its hash checks out against the previous event's.
     pub mark: ChainMark,
 }
 
 /// A `model_calls` row (text capped as pages cap it).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ModelCallView {
+    /// The attempt's id (`model_calls.id`).
     pub id: String,
+    /// The run it was charged to.
     pub run_id: String,
+    /// The step whose agent made it.
     pub step_id: String,
+    /// Its number within the call, from 1.
     pub attempt: i64,
+    /// `dispatched`, `ok`, `error` or `ambiguous`, as stored (unchecked).
     pub status: String,
+    /// The model's name as recorded.
     pub model: String,
+    /// Input tokens charged.
     pub input_tokens: i64,
+    /// Output tokens charged.
     pub output_tokens: i64,
+    /// The part of `input_tokens` served from cache.
     pub cached_input_tokens: i64,
+    /// Cost charged, in micros; 0 for an unpriced model.
     pub cost_micros: i64,
+    /// Milliseconds from dispatch to the recorded outcome.
     pub latency_ms: i64,
+    /// The attempt's error; empty on success or while dispatched.
     pub error: String,
+    /// When the attempt was dispatched.
     pub dispatched_at: Timestamp,
+    /// When its outcome was recorded; zero while still `dispatched` (or never recorded).
     pub completed_at: Timestamp,
+    /// `<column>: <error>` joined by `"; "`; empty when the row decoded.
     pub decode_error: String,
+    /// Stored bytes of the TEXT columns that were not valid UTF-8.
     pub raw_invalid: RawInvalid,
 }
 

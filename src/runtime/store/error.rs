@@ -16,45 +16,73 @@ pub const SCHEMA_VERSION: i64 = 6;
 pub enum StoreError {
     /// Unknown run, approval, event or spec.
     #[error("agentrt: not found: {what}")]
-    NotFound { what: String },
+    NotFound {
+        /// What was looked for, e.g. `run <id>` or `approval <id>`.
+        what: String,
+    },
 
     /// A compare-and-set found another state: `detail` is e.g. `run <id> is <S>, not <A> or <B>`.
     #[error("agentrt: run is not in the required state: {detail}")]
-    RunState { detail: String },
+    RunState {
+        /// Which run, what it is and what the write expected.
+        detail: String,
+    },
 
     /// A driver write to a RUNNING run whose lease another owner holds (a kind of RunState).
     #[error("agentrt: run {run_id} is leased by {owner} until {}", expires_at.format_always())]
     RunLeased {
+        /// The run.
         run_id: String,
+        /// Who holds its lease (`runs.lease_owner`).
         owner: String,
+        /// When that lease lapses unless renewed.
         expires_at: Timestamp,
     },
 
     /// The writer's lease is gone.
     #[error("agentrt: run lease lost: {detail}")]
-    LeaseLost { detail: String },
+    LeaseLost {
+        /// Which run (`run <id>`), and what was found instead when known.
+        detail: String,
+    },
 
     /// The database is at another schema version than this build's.
     #[error("agentrt: database schema version does not match this build: {} is at version {found}, this build writes {SCHEMA_VERSION}; {}", path.display(), if *found > SCHEMA_VERSION { "the database is newer: open it with a newer build" } else { "the database is older: let the consumer that owns it migrate it" })]
-    SchemaVersion { path: PathBuf, found: i64 },
+    SchemaVersion {
+        /// The database file named.
+        path: PathBuf,
+        /// The version it records (highest `schema_migrations.version`).
+        found: i64,
+    },
 
     /// The file holds no `schema_migrations` table (or is not SQLite at all).
     #[error("agentrt: open store: {} is not an agent-runtime database: {detail}; name a run database", path.display())]
-    NotADatabase { path: PathBuf, detail: String },
+    NotADatabase {
+        /// The database file named.
+        path: PathBuf,
+        /// What SQLite or the check found.
+        detail: String,
+    },
 
     /// A trigger or view is in the schema.
     #[error("agentrt: database holds a trigger or view: {} has {kind} \"{name}\"; a trigger or a view could run SQL you did not write inside the runtime's statements, so it is refused: drop it or use a copy without it", path.display())]
     UnsafeSchema {
+        /// The database file named.
         path: PathBuf,
+        /// `trigger` or `view`.
         kind: String,
+        /// Its name in `sqlite_master`.
         name: String,
     },
 
     /// A file mode (or sidecar owner/type) the runtime refuses.
     #[error("agentrt: {} is {}, {reason}; the runtime keeps its database readable and writable by its owner only: chmod 600 {} and chown it to the user that runs the runtime", path.display(), go_file_mode(*mode), path.display())]
     InsecureMode {
+        /// The file refused (the database or one of its sidecars).
         path: PathBuf,
+        /// Its `st_mode` (type and permission bits), printed as Go's `FileMode`.
         mode: u32,
+        /// What is wrong with it, e.g. `writable by group or others`.
         reason: String,
     },
 
@@ -63,94 +91,149 @@ pub enum StoreError {
     /// that others can write: refused before SQLite opens anything.
     #[error("agentrt: {} is {}, {reason}; SQLite would replay it into {} and rewrite the database, so nothing was opened: if you did not leave it there yourself, move it away (mv {} {}.suspect) and open the database again", path.display(), go_file_mode(*mode), db.display(), path.display(), path.display())]
     ForeignJournal {
+        /// The journal file refused.
         path: PathBuf,
+        /// The database it would be replayed into.
         db: PathBuf,
+        /// The journal's `st_mode`.
         mode: u32,
+        /// What is wrong with it (owner, type or who can write it).
         reason: String,
     },
 
     /// The database lies in a directory other users can write in and whose sticky bit is
     /// clear: they could rename its journal or `-wal` between any check and SQLite's read.
     #[error("agentrt: {} is {}: other users can write in it and its sticky bit is not set, so they could swap the database's journal or -wal before SQLite reads it, and nothing was opened; keep run databases in a directory only their owner can write (or set its sticky bit: chmod +t {})", dir.display(), go_file_mode(*mode), dir.display())]
-    SharedDirectory { dir: PathBuf, mode: u32 },
+    SharedDirectory {
+        /// The directory holding the database.
+        dir: PathBuf,
+        /// Its `st_mode`.
+        mode: u32,
+    },
 
     /// A read-only open found a hot `-journal` (a write that did not finish) it cannot roll
     /// back.
     #[error("agentrt: open store: {} has a hot journal ({}-journal) left by a write that did not finish, and a read-only open cannot roll it back; open it once with a writing command (approve, reject, cancel or the consumer) as the database's owner, then read again", path.display(), path.display())]
-    HotJournal { path: PathBuf },
+    HotJournal {
+        /// The database file named.
+        path: PathBuf,
+    },
 
     /// A `-wal` holding writes not yet in the database, no `-shm`, and a reader that cannot
     /// create one without leaving a file behind (or at all).
     #[error("agentrt: open store: {}-wal holds writes that are not yet in {} and there is no {}-shm to read it with, and {why}; open it once with a writing command (approve, reject, cancel or the consumer) as the database's owner to fold them in, then read again", path.display(), path.display(), path.display())]
-    LeftoverWal { path: PathBuf, why: String },
+    LeftoverWal {
+        /// The database file named.
+        path: PathBuf,
+        /// Why this open cannot create the `-shm` (read-only directory, not the owner, ...).
+        why: String,
+    },
 
     /// A runtime table or column is missing (a database edited by hand or restored from parts).
     #[error("agentrt: open store: {} has no {what}, which every version-6 run database has; it was changed by hand or restored from parts: restore it from a backup", path.display())]
-    MissingColumn { path: PathBuf, what: String },
+    MissingColumn {
+        /// The database file named.
+        path: PathBuf,
+        /// `table <name>` or `column <table>.<name>`.
+        what: String,
+    },
 
     /// A runtime table holds a generated column.
     #[error("agentrt: open store: {}: {table}.{column} is a generated column, computed by SQL stored in the file rather than written by the runtime, so it is refused (the runtime cannot write it and would show values nobody stored): rebuild the table without it or use a copy without it", path.display())]
     GeneratedColumn {
+        /// The database file named.
         path: PathBuf,
+        /// The runtime table holding it.
         table: String,
+        /// The generated column.
         column: String,
     },
 
     /// `open_existing` on a symbolic link.
     #[error("agentrt: database path is a symbolic link: {}; name the database file itself", path.display())]
-    Symlink { path: PathBuf },
+    Symlink {
+        /// The path named, which is a link.
+        path: PathBuf,
+    },
 
     /// `open_existing` on a directory, device, fifo ...
     #[error("agentrt: open store: {} is not a regular file; name the database file itself", path.display())]
-    NotRegular { path: PathBuf },
+    NotRegular {
+        /// The path named.
+        path: PathBuf,
+    },
 
     /// `open_existing` on a path that does not exist (nothing is created).
     #[error("agentrt: open store: lstat {}: no such file or directory; check the path (reading never creates a database)", path.display())]
-    Missing { path: PathBuf },
+    Missing {
+        /// The path named.
+        path: PathBuf,
+    },
 
     /// SQLITE_BUSY / SQLITE_LOCKED after the busy timeout.
     #[error(
         "agentrt: database is locked by another consumer: {detail}; try again when its write finishes"
     )]
-    Locked { detail: String },
+    Locked {
+        /// What was being done, and SQLite's message.
+        detail: String,
+    },
 
     /// A migration's script failed: the tables do not match the recorded version (a database
     /// edited by hand, or restored from parts). The transaction rolled back.
     #[error("agentrt: migrate {} to version {version}: {detail}; its tables do not match the version it records ({}), so nothing was changed: restore it from a backup or open it with the build that wrote it", path.display(), version - 1)]
     Migration {
+        /// The database file named.
         path: PathBuf,
+        /// The version the failed migration would have reached.
         version: i64,
+        /// SQLite's error from the migration's script.
         detail: String,
     },
 
     /// A hardening setting did not take or the journal mode is not WAL.
     #[error("agentrt: open store: {}: {detail}", path.display())]
-    Hardening { path: PathBuf, detail: String },
+    Hardening {
+        /// The database file named.
+        path: PathBuf,
+        /// Which setting, and what SQLite reported instead.
+        detail: String,
+    },
 
     /// A file system call failed.
     #[error("agentrt: open store: {}: {err}", path.display())]
     Io {
+        /// The file or directory the call was about.
         path: PathBuf,
+        /// The operating system's error.
         #[source]
         err: std::io::Error,
     },
 
-    /// Invalid page arguments.
+    /// Invalid page arguments: a limit that is not positive or a negative offset.
     #[error("agentrt: list {what}: limit {limit} and offset {offset}")]
     InvalidPage {
+        /// What was being listed.
         what: &'static str,
+        /// The limit asked for.
         limit: i64,
+        /// The offset asked for.
         offset: i64,
     },
 
     /// A stored tool spec that no longer hashes to its key.
     #[error("agentrt: tool spec {hash} does not hash to its key: the stored spec was changed")]
-    SpecHash { hash: String },
+    SpecHash {
+        /// The key (`tool_specs.hash`) asked for.
+        hash: String,
+    },
 
     /// A value could not be encoded as the runtime stores it.
     #[error("agentrt: {context}: {err}")]
     Json {
+        /// What was being encoded.
         context: String,
+        /// Why it was refused.
         #[source]
         err: JsonError,
     },
@@ -162,7 +245,9 @@ pub enum StoreError {
     /// Any other SQLite error, with what was being done.
     #[error("agentrt: {context}: {err}")]
     Sqlite {
+        /// What the store was doing.
         context: String,
+        /// SQLite's error (its message only, not the statement's SQL).
         #[source]
         err: rusqlite::Error,
     },

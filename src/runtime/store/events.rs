@@ -20,22 +20,29 @@ const HASH_CUT: usize = 128;
 /// Where a chain stops holding.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChainBreak {
+    /// The first event that does not hold (or the one found where a missing event should be).
     pub seq: i64,
     /// The hash the fields give (empty for a missing event).
     pub expected: String,
     /// The stored hash, cut at 128 characters (empty for a missing event).
     pub found: String,
+    /// What is wrong, in a sentence: a changed hash, or an event missing before `seq`.
     pub detail: String,
 }
 
 /// What `verify_events` checked.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ChainReport {
+    /// The first seq asked about (at least 1).
     pub from: i64,
+    /// The last seq asked about (the head when none was given).
     pub to: i64,
+    /// How many events were checked; checking stops at the first break (an event whose hash
+    /// differs counts as checked, a gap before one does not).
     pub checked: i64,
     /// The stored hash of the last event checked (cut at 128 characters).
     pub hash: String,
+    /// The first place the chain stops holding; checking stops there. `None` = it holds.
     pub chain_break: Option<ChainBreak>,
 }
 

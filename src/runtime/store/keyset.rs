@@ -16,6 +16,7 @@ use rusqlite::types::Value;
 /// One page read by key.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct KeyPage<T, K = i64> {
+    /// The page's rows, in key order.
     pub items: Vec<T>,
     /// Whether rows follow the last one on the page.
     pub more: bool,

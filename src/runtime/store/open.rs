@@ -610,12 +610,18 @@ pub(crate) fn check_version(conn: &Connection, path: &Path) -> Result<(), StoreE
 /// The hardening settings as the connection reports them (for tests and diagnostics).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConnectionSettings {
+    /// `PRAGMA busy_timeout`: how long a write waits for another writer's lock.
     pub busy_timeout_ms: i64,
+    /// `PRAGMA foreign_keys`.
     pub foreign_keys: bool,
+    /// `PRAGMA trusted_schema` (the runtime turns it off).
     pub trusted_schema: bool,
+    /// Whether SQLite's defensive mode is on (statements that could corrupt the file, such
+    /// as writing the schema directly, are refused).
     pub defensive: bool,
     /// 0 OFF, 1 NORMAL, 2 FULL, 3 EXTRA.
     pub synchronous: i64,
+    /// `PRAGMA journal_mode` as SQLite reports it (`wal` on a store the runtime opened).
     pub journal_mode: String,
 }
 

@@ -34,7 +34,10 @@ pub const MAX_PAGE_TEXT: i64 = 65536;
 /// One page of rows and how many there are in all.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Page<T> {
+    /// The rows of the page, in the order the read names (insertion order unless it says
+    /// otherwise).
     pub items: Vec<T>,
+    /// How many rows the whole list has, read in the same transaction as the rows.
     pub total: i64,
 }
 

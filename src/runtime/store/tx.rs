@@ -27,6 +27,46 @@ impl Store {
     ///
     /// Public only with the `testing` feature: outside the runtime, state changes go through
     /// the driver and the operator functions, which compare-and-set on what they expect.
+    ///
+    /// A transaction lands whole or not at all, and a compare-and-set that finds another
+    /// state refuses the write:
+    ///
+    /// ```
+    /// # use countersign::runtime::driver::default_limits;
+    /// # use countersign::runtime::store::{NewRun, Store, StoreError};
+    /// # use countersign::runtime::types::Timestamp;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let dir = tempfile::tempdir()?;
+    /// let store = Store::open(dir.path().join("runs.db"))?;
+    /// let (now, limits) = (Timestamp::now(), default_limits());
+    /// let run = NewRun {
+    ///     id: "r1",
+    ///     goal: "refund order A-1",
+    ///     limits: &limits,
+    ///     now,
+    ///     tools: &[],
+    ///     lease_owner: "worker-a",
+    ///     lease_expires_at: now.add_nanos(30_000_000_000),
+    /// };
+    /// // Committed: the run, and its two events to hand to observers now.
+    /// let ((), events) = store.write(|tx| tx.insert_run(&run))?;
+    /// let kinds: Vec<&str> = events.iter().map(|e| e.kind.as_str()).collect();
+    /// assert_eq!(kinds, ["run.created", "run.started"]);
+    ///
+    /// // Another owner cannot claim a step of a run leased to worker-a.
+    /// let claimed = store.write(|tx| tx.start_step("r1", "s0", 0, "worker-b", now));
+    /// assert!(matches!(claimed, Err(StoreError::RunLeased { .. })));
+    ///
+    /// // An error from the closure rolls back what it wrote before failing.
+    /// let failed = store.write(|tx| {
+    ///     tx.start_step("r1", "s0", 0, "worker-a", now)?;
+    ///     Err::<(), _>(StoreError::Invalid("the agent gave up".into()))
+    /// });
+    /// assert!(failed.is_err());
+    /// assert_eq!(store.get_run("r1")?.step_count, 0);
+    /// assert_eq!(store.verify_events(0, 0)?.checked, 2);
+    /// # Ok(()) }
+    /// ```
     fn write<T, E: From<StoreError>>(
         &self,
         f: impl FnOnce(&mut Tx<'_>) -> Result<T, E>,
@@ -60,11 +100,18 @@ impl Store {
 pub struct Transition<'a> {
     /// The run's id as stored (bytes: it need not be UTF-8).
     pub run_id: &'a [u8],
+    /// The statuses the run may be in; any other is [`StoreError::RunState`] and nothing is
+    /// written.
     pub from: &'a [RunStatus],
+    /// The status it moves to.
     pub to: RunStatus,
+    /// `runs.reason` (spec 3.3); written as given, empty included.
     pub reason: &'a str,
+    /// `runs.reason_detail`; written as given.
     pub detail: &'a str,
+    /// `runs.finished_at`; zero writes `''` (a move that does not finish the run).
     pub finished_at: Timestamp,
+    /// `runs.result_json`; written as given (empty = none).
     pub result_json: &'a str,
     /// The writer's lease owner: checked on a RUNNING run (driver writes) and stamped on a
     /// move to RUNNING; `None` for operator paths.

@@ -62,10 +62,13 @@ pub struct RunOverview {
 /// Counts of runs by status and of pending approvals of waiting runs.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ViewCounts {
+    /// Every run, whatever its status (unknown ones included).
     pub runs: i64,
+    /// WAITING_FOR_APPROVAL.
     pub waiting: i64,
     /// RUNNING and INTERRUPTED.
     pub running: i64,
+    /// FAILED.
     pub failed: i64,
     /// Pending approvals of WAITING runs only.
     pub pending: i64,

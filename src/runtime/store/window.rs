@@ -18,6 +18,7 @@ pub const COUNT_CAP: i64 = 1000;
 /// One window of a list as a front end shows it: rows `[offset, offset + items.len())`.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct WindowPage<T> {
+    /// The window's rows, in list order.
     pub items: Vec<T>,
     /// The index of the first row (the one asked for, moved with its anchor row when the list
     /// is short enough to count and rows came or left before that row).
@@ -27,6 +28,7 @@ pub struct WindowPage<T> {
     /// The list's length when `exact` (counted, the list being at most [`COUNT_CAP`] rows, or
     /// seen to end with this window); else a lower bound (more than [`COUNT_CAP`] rows).
     pub total: i64,
+    /// Whether `total` is the list's length rather than a lower bound.
     pub exact: bool,
 }
 

@@ -13,62 +13,104 @@ use crate::runtime::types::{AsKey, Limits, RunStatus, StepStatus, Timestamp};
 /// What `insert_run` writes.
 #[derive(Debug, Clone)]
 pub struct NewRun<'a> {
+    /// The run's id; an id already in `runs` makes the insert fail.
     pub id: &'a str,
+    /// The goal, stored as given.
     pub goal: &'a str,
+    /// Stored as `limits_json` (Go JSON, spec 2) and in `run.created`.
     pub limits: &'a Limits,
     /// created_at = started_at = this.
     pub now: Timestamp,
     /// Spec hashes of every registered tool, by tool name (`run.created`'s `tools`).
     pub tools: &'a [String],
+    /// The owner the new run is leased to (it starts RUNNING under this lease).
     pub lease_owner: &'a str,
+    /// When that lease lapses unless renewed.
     pub lease_expires_at: Timestamp,
 }
 
-/// The columns a step update sets (`None` = unchanged).
+/// The columns a step update sets (`None` = unchanged). Each is written as given: the caller
+/// has already encoded the JSON columns as Go does.
 #[derive(Debug, Clone, Default)]
 pub struct StepUpdate<'a> {
+    /// `status`.
     pub status: Option<StepStatus>,
+    /// `decision_json`: the agent's decision, Go JSON.
     pub decision_json: Option<&'a str>,
+    /// `policy_json`: the policy's verdict in policy form (spec 4.6).
     pub policy_json: Option<&'a str>,
+    /// `observation_json`: what the tool call (or its refusal) produced, Go JSON.
     pub observation_json: Option<&'a str>,
+    /// `observation_hash`: the observation content's hash (spec 5.3).
     pub observation_hash: Option<&'a str>,
+    /// `started_at` (stored as RFC 3339; zero as `''`).
     pub started_at: Option<Timestamp>,
+    /// `finished_at`.
     pub finished_at: Option<Timestamp>,
+    /// `spec_hash`: the `tool_specs` key of the tool the step called.
     pub spec_hash: Option<&'a str>,
+    /// `policy_id`: the identity of the policy that judged the step.
     pub policy_id: Option<&'a str>,
 }
 
 /// What `insert_approval` writes (status `pending`).
 #[derive(Debug, Clone)]
 pub struct NewApproval<'a> {
+    /// The approval's id.
     pub id: &'a str,
+    /// The run it pauses.
     pub run_id: &'a str,
+    /// The step whose tool call waits on it.
     pub step_id: &'a str,
+    /// The policy's `kind` for it.
     pub kind: &'a str,
+    /// The capability the grant binds, Go JSON.
     pub capability_json: &'a str,
+    /// What the reviewer is shown, Go JSON.
     pub presentation_json: &'a str,
+    /// The `ToolRequest` that runs when granted, Go JSON.
     pub request_json: &'a str,
+    /// The approval hash (spec 4.2) over kind, capability, presentation and request; the
+    /// caller computes it, the store does not check it.
     pub hash: &'a str,
+    /// When the approval was created.
     pub created_at: Timestamp,
+    /// When it expires (spec 4.5); zero = never.
     pub expires_at: Timestamp,
 }
 
-/// A `model_calls` row.
+/// A `model_calls` row: every field for `insert_model_call`; `finish_model_call` uses `id`
+/// to find the row and writes only the outcome fields (status, usage, cost, latency, error,
+/// completion time).
 #[derive(Debug, Clone, Default)]
 pub struct NewModelCall<'a> {
+    /// The call's id (one per attempt).
     pub id: &'a str,
+    /// The run charged.
     pub run_id: &'a str,
+    /// The step whose agent made the call.
     pub step_id: &'a str,
+    /// The attempt's number within the call, from 1.
     pub attempt: i64,
+    /// `dispatched`, then `ok`, `error` or `ambiguous`.
     pub status: &'a str,
+    /// The model's name.
     pub model: &'a str,
+    /// Input tokens charged.
     pub input_tokens: i64,
+    /// Output tokens charged.
     pub output_tokens: i64,
+    /// Cached input tokens charged (part of `input_tokens`).
     pub cached_input_tokens: i64,
+    /// Cost charged, in micros.
     pub cost_micros: i64,
+    /// Milliseconds from dispatch to the recorded outcome.
     pub latency_ms: i64,
+    /// The attempt's error; empty on success.
     pub error: &'a str,
+    /// When the attempt was dispatched.
     pub dispatched_at: Timestamp,
+    /// When its outcome was recorded; zero (stored `''`) while dispatched.
     pub completed_at: Timestamp,
 }
 
