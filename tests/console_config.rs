@@ -61,9 +61,29 @@ fn bad_config_names_file_key_and_problem() {
         .unwrap_err()
         .to_string();
     assert!(
-        e.contains("no such theme") && e.contains("default, light, high-contrast, mono"),
-        "{e}"
+        e.starts_with("no theme named \"nope\": the built-in ones are default, light, high-contrast, mono, and there is no ")
+            && e.ends_with("themes/nope.toml"),
+        "the message names the theme, not a file as if it existed: {e}"
     );
+    assert!(!e.contains("theme file"), "{e}");
+
+    // A syntax error names the file, its line and its column, in config.toml and a theme.
+    let d = dir_with("theme = \"light\"\n[keys]\napprove = = \"z\"\n");
+    let e = load_config(Some(d.path()), None, Depth::TrueColor)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("config.toml:3:11"), "{e}");
+    let d = dir_with("theme = \"mine\"\n");
+    std::fs::create_dir_all(d.path().join("themes")).unwrap();
+    std::fs::write(
+        d.path().join("themes/mine.toml"),
+        "[roles]\nselection = {\n",
+    )
+    .unwrap();
+    let e = load_config(Some(d.path()), None, Depth::TrueColor)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("themes/mine.toml:2:"), "{e}");
 
     let d = dir_with("theme = \"mine\"\n");
     std::fs::create_dir_all(d.path().join("themes")).unwrap();
@@ -87,4 +107,28 @@ fn a_default_key_taken_by_the_user_is_reported() {
     let (_, keys) = load_config(Some(d.path()), None, Depth::TrueColor).unwrap();
     assert_eq!(keys.warnings.len(), 1, "{:?}", keys.warnings);
     assert!(keys.warnings[0].contains("key j now does reject (it did down)"));
+}
+
+#[test]
+fn the_configuration_page_names_every_action_and_every_role() {
+    // docs/configuration.md documents every key a user can set: it cannot fall behind the
+    // keymap or the themes.
+    let doc = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/configuration.md"),
+    )
+    .expect("docs/configuration.md");
+    for a in countersign::console::testing::Action::ALL {
+        assert!(
+            doc.contains(&format!("| `{}` |", a.name())),
+            "action {} is not in docs/configuration.md",
+            a.name()
+        );
+    }
+    for r in countersign::console::testing::Role::ALL {
+        assert!(
+            doc.contains(&format!("`{}`", r.name())),
+            "role {} is not in docs/configuration.md",
+            r.name()
+        );
+    }
 }

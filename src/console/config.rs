@@ -64,7 +64,7 @@ fn read_table(p: &Path, file: &str) -> Result<toml::Table, ConsoleError> {
     let t: toml::Table = src
         .parse()
         .map_err(|e: toml::de::Error| ConsoleError::Config {
-            file: file.to_string(),
+            file: super::toml_at::at(file, &src, &e),
             problem: e.message().to_string(),
         })?;
     for k in t.keys() {

@@ -28,6 +28,7 @@ pub(crate) mod terminal;
 pub(crate) mod text;
 pub(crate) mod theme;
 pub(crate) mod time;
+pub(crate) mod toml_at;
 pub(crate) mod update;
 pub(crate) mod view;
 pub(crate) mod worker;

@@ -70,11 +70,23 @@ impl Depth {
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
-#[error("theme file {file}: key `{key}`: {problem}")]
-pub struct ThemeError {
-    pub file: String,
-    pub key: String,
-    pub problem: String,
+pub enum ThemeError {
+    /// A theme file that does not parse or holds a key or value the console refuses.
+    #[error("theme file {file}: key `{key}`: {problem}")]
+    File {
+        file: String,
+        key: String,
+        problem: String,
+    },
+    /// No built-in theme and no file of the user's has that name.
+    #[error("no theme named {name:?}: the built-in ones are {builtin}, and there is no {looked}")]
+    Unknown {
+        name: String,
+        builtin: String,
+        /// The user's theme file that was looked for, or "themes directory" with no config
+        /// directory.
+        looked: String,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -115,7 +127,7 @@ impl Theme {
             let p: PathBuf = dir.join("themes").join(format!("{name}.toml"));
             if p.exists() {
                 let file = p.display().to_string();
-                let src = std::fs::read_to_string(&p).map_err(|e| ThemeError {
+                let src = std::fs::read_to_string(&p).map_err(|e| ThemeError::File {
                     file: file.clone(),
                     key: "-".into(),
                     problem: format!("cannot read it: {e}"),
@@ -123,33 +135,40 @@ impl Theme {
                 return Theme::parse(name, &file, &src, depth);
             }
         }
-        let (_, src) = EMBEDDED
-            .iter()
-            .find(|(n, _)| *n == name)
-            .ok_or_else(|| ThemeError {
-                file: format!("themes/{name}.toml"),
-                key: "theme".into(),
-                problem: format!(
-                    "no such theme; the built-in ones are {}",
-                    EMBEDDED
+        let (_, src) =
+            EMBEDDED
+                .iter()
+                .find(|(n, _)| *n == name)
+                .ok_or_else(|| ThemeError::Unknown {
+                    name: name.to_string(),
+                    builtin: EMBEDDED
                         .iter()
                         .map(|(n, _)| *n)
                         .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-            })?;
+                        .join(", "),
+                    looked: match config_dir {
+                        Some(dir) => dir
+                            .join("themes")
+                            .join(format!("{name}.toml"))
+                            .display()
+                            .to_string(),
+                        None => "configuration directory to look for one in".into(),
+                    },
+                })?;
         Theme::parse(name, &format!("(built-in) themes/{name}.toml"), src, depth)
     }
 
     pub fn parse(name: &str, file: &str, src: &str, depth: Depth) -> Result<Theme, ThemeError> {
-        let err = |key: &str, problem: String| ThemeError {
+        let err = |key: &str, problem: String| ThemeError::File {
             file: file.into(),
             key: key.into(),
             problem,
         };
-        let doc: toml::Table = src
-            .parse()
-            .map_err(|e: toml::de::Error| err("-", e.message().to_string()))?;
+        let doc: toml::Table = src.parse().map_err(|e: toml::de::Error| ThemeError::File {
+            file: super::toml_at::at(file, src, &e),
+            key: "-".into(),
+            problem: e.message().to_string(),
+        })?;
         let mut palette = BTreeMap::new();
         for (k, v) in doc.iter() {
             if k != "palette" && k != "roles" && k != "name" {
@@ -361,6 +380,12 @@ mod tests {
 
     #[test]
     fn bad_theme_names_file_key_and_problem() {
+        fn parts(e: ThemeError) -> (String, String, String) {
+            match e {
+                ThemeError::File { file, key, problem } => (file, key, problem),
+                other => panic!("a file error: {other}"),
+            }
+        }
         let e = Theme::parse(
             "x",
             "my.toml",
@@ -368,9 +393,10 @@ mod tests {
             Depth::TrueColor,
         )
         .unwrap_err();
-        assert_eq!(e.file, "my.toml");
-        assert_eq!(e.key, "roles.text.fg");
-        assert!(e.problem.contains("#rrggbb"), "{}", e.problem);
+        let e = parts(e);
+        assert_eq!(e.0, "my.toml");
+        assert_eq!(e.1, "roles.text.fg");
+        assert!(e.2.contains("#rrggbb"), "{}", e.2);
         let e = Theme::parse(
             "x",
             "my.toml",
@@ -378,10 +404,8 @@ mod tests {
             Depth::TrueColor,
         )
         .unwrap_err();
-        assert_eq!(
-            (e.key.as_str(), e.problem.as_str()),
-            ("roles.nope", "unknown role")
-        );
+        let e = parts(e);
+        assert_eq!((e.1.as_str(), e.2.as_str()), ("roles.nope", "unknown role"));
         let e = Theme::parse(
             "x",
             "my.toml",
@@ -389,7 +413,7 @@ mod tests {
             Depth::TrueColor,
         )
         .unwrap_err();
-        assert_eq!(e.key, "roles.text.modifiers");
+        assert_eq!(parts(e).1, "roles.text.modifiers");
     }
 
     #[test]
@@ -405,6 +429,9 @@ mod tests {
         assert_eq!(t.style(Role::Danger).fg, Some(Color::Rgb(0, 255, 0)));
         std::fs::write(dir.path().join("themes/default.toml"), "[roles\n").unwrap();
         let e = Theme::load("default", Some(dir.path()), Depth::TrueColor).unwrap_err();
-        assert!(e.file.ends_with("themes/default.toml"), "{e}");
+        assert!(
+            matches!(&e, ThemeError::File { file, .. } if file.ends_with("themes/default.toml:1:7")),
+            "{e}"
+        );
     }
 }
