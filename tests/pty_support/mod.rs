@@ -23,3 +23,5 @@ pub fn raw_mode(tty: &OwnedFd) -> bool {
     assert_eq!(rc, 0, "tcgetattr on the pty");
     t.c_lflag & (libc::ICANON | libc::ECHO) == 0
 }
+
+pub mod session;
