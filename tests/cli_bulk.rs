@@ -3,15 +3,15 @@
 //! a row decided by someone else between the listing and the answer is skipped and named, and
 //! the database still verifies with the independent Python verifier.
 
+mod pty_support;
 mod support;
 
-use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::mpsc;
 use std::time::Duration;
 
-use portable_pty::{CommandBuilder, PtySize, native_pty_system};
+use portable_pty::CommandBuilder;
+use pty_support::session::Session;
 use support::{assert_verifies, fixture, s, tempdir};
 
 fn cs(db: &Path, args: &[&str]) -> Output {
@@ -255,14 +255,6 @@ fn a_row_decided_by_another_reviewer_after_the_listing_is_skipped_and_named() {
     // exit 1, and the other reviewer's decision stands.
     let dir = tempdir();
     let (db, runs, aps) = queue(dir.path());
-    let pty = native_pty_system()
-        .openpty(PtySize {
-            rows: 50,
-            cols: 250,
-            pixel_width: 0,
-            pixel_height: 0,
-        })
-        .expect("pty");
     let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_countersign"));
     cmd.args([
         "--db",
@@ -275,48 +267,19 @@ fn a_row_decided_by_another_reviewer_after_the_listing_is_skipped_and_named() {
         "--by",
         "lead",
     ]);
-    let mut child = pty.slave.spawn_command(cmd).expect("spawn");
-    drop(pty.slave);
-    let mut reader = pty.master.try_clone_reader().expect("reader");
-    let mut writer = pty.master.take_writer().expect("writer");
-    let (tx, rx) = mpsc::channel::<Vec<u8>>();
-    std::thread::spawn(move || {
-        let mut buf = [0u8; 4096];
-        while let Ok(n) = reader.read(&mut buf) {
-            if n == 0 || tx.send(buf[..n].to_vec()).is_err() {
-                break;
-            }
-        }
+    let mut term = Session::start(cmd, 50, 250);
+    term.wait("the prompt", |_, raw| {
+        String::from_utf8_lossy(raw).contains("? [y/N] ")
     });
-    let mut seen = Vec::new();
-    let mut answered = false;
-    while let Ok(chunk) = rx.recv_timeout(Duration::from_secs(30)) {
-        seen.extend_from_slice(&chunk);
-        if !answered && String::from_utf8_lossy(&seen).contains("? [y/N] ") {
-            let o = cs(
-                &db,
-                &["approve", &runs[2], "--approval", &aps[2], "--by", "ana"],
-            );
-            assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-            writer.write_all(b"y\r").expect("type");
-            writer.flush().expect("flush");
-            answered = true;
-        }
-        if answered && child.try_wait().ok().flatten().is_some() {
-            break;
-        }
-    }
-    assert!(
-        answered,
-        "the prompt appeared: {}",
-        String::from_utf8_lossy(&seen)
+    let o = cs(
+        &db,
+        &["approve", &runs[2], "--approval", &aps[2], "--by", "ana"],
     );
-    let status = child.wait().expect("wait");
-    while let Ok(chunk) = rx.recv_timeout(Duration::from_millis(200)) {
-        seen.extend_from_slice(&chunk);
-    }
-    let t = String::from_utf8_lossy(&seen).into_owned();
-    assert_eq!(status.exit_code(), 1, "{t}");
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    term.send(b"y\r");
+    let code = term.finish();
+    let t = String::from_utf8_lossy(&term.raw).into_owned();
+    assert_eq!(code, 1, "{t}");
     assert!(
         t.contains(&format!(
             "skipped: approval {} of run {}: it was decided after it was listed",
