@@ -144,4 +144,144 @@ fn main() {
             marginal / floor_write.as_secs_f64()
         );
     }
+    against_replay(dir.path(), &rt, reps);
+}
+
+/// The floor of a step measured on the step's own statements (issue 13 item 7): every
+/// statement the driver ran on its store's connection during a run, captured with SQLite's
+/// statement trace (`sqlite3_expanded_sql`, parameters written in), is replayed in order on a
+/// fresh database of the same schema on one thread, with the same pragmas: the same
+/// transactions, the same rows and bytes, the same fsyncs, and none of the runtime's own work
+/// (JSON, hashes, the blocking-pool hops, tokio). A replayed statement is prepared afresh
+/// where the driver's are cached, so the time to prepare them all (a separate pass) is taken
+/// off the replay.
+mod replay {
+    use std::ffi::{CStr, c_int, c_uint, c_void};
+    use std::path::Path;
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+
+    use countersign::runtime::agent::{self, ScriptedAgent};
+    use countersign::runtime::driver::{Config, Driver, default_limits};
+    use countersign::runtime::policy::DefaultPolicy;
+    use countersign::runtime::store::{Store, StoreError};
+    use rusqlite::ffi;
+
+    static CAPTURED: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+    unsafe extern "C" fn on_stmt(
+        _mask: c_uint,
+        _ctx: *mut c_void,
+        p: *mut c_void,
+        x: *mut c_void,
+    ) -> c_int {
+        // SAFETY: for SQLITE_TRACE_STMT, `p` is the statement and `x` its SQL text (a comment
+        // starting with "--" for a trigger's own statements, which are not run separately).
+        unsafe {
+            if !x.is_null() && CStr::from_ptr(x as *const _).to_bytes().starts_with(b"--") {
+                return 0;
+            }
+            let sql = ffi::sqlite3_expanded_sql(p as *mut ffi::sqlite3_stmt);
+            if !sql.is_null() {
+                let s = CStr::from_ptr(sql).to_string_lossy().into_owned();
+                ffi::sqlite3_free(sql as *mut c_void);
+                CAPTURED.lock().unwrap().push(s);
+            }
+        }
+        0
+    }
+
+    /// The statements a driver runs for an `n`-step run (as `run_once`).
+    pub fn capture(dir: &Path, rt: &tokio::runtime::Runtime, n: usize, big: bool) -> Vec<String> {
+        let path = dir.join(format!("capture-{n}-{big}.db"));
+        let store = Arc::new(Store::open(&path).unwrap());
+        store
+            .write(|tx| {
+                // SAFETY: the handle is the store's open connection; the callback is a plain
+                // function with the signature SQLite calls.
+                let rc = unsafe {
+                    ffi::sqlite3_trace_v2(
+                        tx.conn().handle(),
+                        ffi::SQLITE_TRACE_STMT as c_uint,
+                        Some(on_stmt),
+                        std::ptr::null_mut(),
+                    )
+                };
+                assert_eq!(rc, ffi::SQLITE_OK);
+                Ok::<_, StoreError>(())
+            })
+            .unwrap();
+        CAPTURED.lock().unwrap().clear();
+        let mut script: Vec<_> = (0..n - 1)
+            .map(|i| agent::tool_call("work", &format!(r#"{{"i":{i}}}"#)))
+            .collect();
+        script.push(agent::complete(""));
+        let mut cfg = Config::new(store, super::registry(big), Arc::new(DefaultPolicy));
+        cfg.agent = Some(ScriptedAgent::new(script));
+        let d = Driver::new(cfg).unwrap();
+        let mut l = default_limits();
+        l.max_steps = n as i64 + 1;
+        let run = rt.block_on(d.start_with_id("bench", "bench", l)).unwrap();
+        assert_eq!(run.step_count as usize, n);
+        std::mem::take(&mut *CAPTURED.lock().unwrap())
+    }
+
+    fn fresh(path: &Path) -> rusqlite::Connection {
+        drop(Store::open(path).unwrap());
+        let c = rusqlite::Connection::open(path).unwrap();
+        c.execute_batch(
+            "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON; PRAGMA busy_timeout=5000;",
+        )
+        .unwrap();
+        c
+    }
+
+    /// The replay's time less the time to prepare its statements.
+    pub fn floor(dir: &Path, stmts: &[String], tag: &str) -> Duration {
+        let c = fresh(&dir.join(format!("replay-{tag}.db")));
+        let t = Instant::now();
+        for s in stmts {
+            let mut st = c.prepare(s).unwrap();
+            let mut rows = st.raw_query();
+            while rows.next().unwrap().is_some() {}
+        }
+        let replay = t.elapsed();
+        let p = fresh(&dir.join(format!("prepare-{tag}.db")));
+        let t = Instant::now();
+        for s in stmts {
+            drop(p.prepare(s).unwrap());
+        }
+        replay.saturating_sub(t.elapsed())
+    }
+}
+
+/// Issue 13 item 7's figure: the marginal step against the same statements replayed, driver
+/// and replay measured alternately in the same run so that the machine's noise falls on both.
+fn against_replay(dir: &std::path::Path, rt: &tokio::runtime::Runtime, reps: usize) {
+    for big in [false, true] {
+        let long = replay::capture(dir, rt, 400, big);
+        let short = replay::capture(dir, rt, 10, big);
+        let (mut drv, mut rep) = (Vec::new(), Vec::new());
+        for k in 0..reps {
+            let d400 = run_once(dir, rt, 400, big, 100 + k);
+            let d10 = run_once(dir, rt, 10, big, 100 + k);
+            let r400 = replay::floor(dir, &long, &format!("400-{big}-{k}"));
+            let r10 = replay::floor(dir, &short, &format!("10-{big}-{k}"));
+            drv.push(Duration::from_secs_f64(
+                ((d400.as_secs_f64() - d10.as_secs_f64()) / 390.0).max(0.0),
+            ));
+            rep.push(Duration::from_secs_f64(
+                ((r400.as_secs_f64() - r10.as_secs_f64()) / 390.0).max(0.0),
+            ));
+        }
+        let (d, r) = (median(drv), median(rep));
+        println!(
+            "{} observations: marginal step {:.1} µs, its own statements replayed {:.1} µs ({} statements per step); step / replay floor = {:.2}",
+            if big { "8 KiB" } else { "small" },
+            d.as_secs_f64() * 1e6,
+            r.as_secs_f64() * 1e6,
+            (long.len() - short.len()) / 390,
+            d.as_secs_f64() / r.as_secs_f64()
+        );
+    }
 }
