@@ -327,6 +327,15 @@ pub enum Write {
         by: String,
         note: String,
     },
+    /// Deny with feedback (`operator::deny_shown`): the run goes INTERRUPTED and the agent is
+    /// handed `note` when its program resumes it.
+    Deny {
+        run: Key,
+        approval: Key,
+        shown_hash: String,
+        by: String,
+        note: String,
+    },
     Cancel {
         run: Key,
         by: String,

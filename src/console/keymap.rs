@@ -37,6 +37,7 @@ actions! {
     Help => "help", "this help", ["?"];
     Approve => "approve", "approve the shown approval (asks to confirm)", ["a"];
     Reject => "reject", "reject the shown approval (asks for a reason)", ["r"];
+    Deny => "deny", "deny: the call does not run, the agent is told your note", ["d"];
     CancelRun => "cancel_run", "cancel the run (asks for a reason)", ["x"];
     ResumeRun => "resume_run", "resume the run (asks to confirm)", ["R"];
     Copy => "copy", "copy the selected id or field (escaped)", ["y"];

@@ -146,6 +146,12 @@ pub enum Pending {
         approval: Key,
         hash: String,
     },
+    /// Deny with feedback: the call does not run; the note is the agent's observation.
+    Deny {
+        run: Key,
+        approval: Key,
+        hash: String,
+    },
     Cancel {
         run: Key,
     },

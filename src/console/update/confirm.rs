@@ -8,11 +8,20 @@ use crate::console::state::{
 };
 use crate::console::time;
 
+/// The three answers to an approval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Choice {
+    Approve,
+    Reject,
+    /// Deny with feedback (decision 0040).
+    Deny,
+}
+
 /// Builds the confirmation for a decision on the shown approval.
 pub(crate) fn confirm_decision(
     cfg: &AppConfig,
     s: &ApprovalScreen,
-    approve: bool,
+    choice: Choice,
     now: i64,
 ) -> Result<Confirm, String> {
     let Some(a) = &s.row else {
@@ -40,19 +49,28 @@ pub(crate) fn confirm_decision(
         return Err(format!("run is {}, not waiting for approval", a.run_status));
     }
     let tool = fields::tool_of(a).unwrap_or_default();
-    let what = if approve {
-        Pending::Approve {
-            run: a.run_id.clone(),
-            approval: a.id.clone(),
-            hash: a.hash.clone(),
-        }
-    } else {
-        Pending::Reject {
-            run: a.run_id.clone(),
-            approval: a.id.clone(),
-            hash: a.hash.clone(),
-        }
+    let (run, approval, hash) = (a.run_id.clone(), a.id.clone(), a.hash.clone());
+    let what = match choice {
+        Choice::Approve => Pending::Approve {
+            run,
+            approval,
+            hash,
+        },
+        Choice::Reject => Pending::Reject {
+            run,
+            approval,
+            hash,
+        },
+        Choice::Deny => Pending::Deny {
+            run,
+            approval,
+            hash,
+        },
     };
+    let mut warnings = decision_warnings(s, now);
+    if choice == Choice::Deny {
+        warnings.push("the run goes INTERRUPTED; its program resumes it".into());
+    }
     Ok(Confirm {
         what,
         lines: vec![
@@ -62,8 +80,8 @@ pub(crate) fn confirm_decision(
             ("hash".into(), short(&a.hash).as_bytes().to_vec()),
             ("by".into(), cfg.by.clone().into_bytes()),
         ],
-        warnings: decision_warnings(s, now),
-        reason: (!approve).then(TextInput::default),
+        warnings,
+        reason: (choice != Choice::Approve).then(TextInput::default),
     })
 }
 

@@ -34,7 +34,7 @@ pub(super) fn queue(s: &mut QueueScreen, a: Action, cx: &Ctx, out: &mut Outcome)
                 .selected()
                 .map(|r| text::escaped(r.approval_id.as_bytes()))
         }
-        Action::Approve | Action::Reject => {
+        Action::Approve | Action::Reject | Action::Deny => {
             out.notice = Some((
                 Level::Info,
                 "open the approval (enter) and read it to decide".into(),

@@ -167,6 +167,7 @@ pub(crate) fn hints(app: &App) -> Vec<(String, &'static str)> {
             if !app.cfg.read_only {
                 v.push((k(Action::Approve), "approve"));
                 v.push((k(Action::Reject), "reject"));
+                v.push((k(Action::Deny), "deny"));
             }
             v.push((k(Action::Expand), "expand"));
             v.push((k(Action::Strict), "strict"));
