@@ -64,3 +64,108 @@ fn deny_asks_for_a_note_for_the_agent() {
         },
     );
 }
+
+/// A notice longer than the line: a resume hook's error as agentrt words one.
+const LONG: &str = "agentrt: approval hash does not match its recorded request: stored 11fc90e4178aa620d8130d881ad9129fc2817d0b795b041db7814b90d02d9707, computed 0b1e5d9c; nothing ran";
+
+fn long_notice(h: &mut Harness) {
+    use countersign::console::testing::{DecideError, Input};
+    h.app.running.push((999, "resuming".into()));
+    h.input(Input::Done(999, Err(DecideError::Other(LONG.into()))));
+}
+
+#[test]
+fn a_cut_notice_says_where_it_is_whole_and_the_log_keeps_it() {
+    each_size("notice__cut", long_notice, |h| {
+        assert_role(h, ":messages", Role::KeyHint);
+        // The head and the tail are there; the middle is cut visibly.
+        let s = h.screen();
+        assert!(s.contains("agentrt: approval"), "{s}");
+    });
+    each_size(
+        "messages__long",
+        |h| {
+            long_notice(h);
+            h.command("messages");
+        },
+        |h| {
+            // Whole: every word of it is on the screen, across wrapped lines.
+            let joined: String = h.screen().split_whitespace().collect();
+            let want: String = LONG.split_whitespace().collect();
+            assert!(joined.contains(&want), "{}", h.screen());
+            assert_role(h, "error", Role::Error);
+            assert_role(h, "Messages", Role::Title);
+        },
+    );
+}
+
+#[test]
+fn every_notice_reaches_the_log_in_order_and_the_log_is_bounded() {
+    use countersign::console::testing::MESSAGES_KEPT;
+    let (db, _) = all_db();
+    let mut h = Harness::open(db, 80, 24);
+    h.command("nonsense");
+    long_notice(&mut h);
+    let texts: Vec<&str> = h.app.messages.iter().map(|m| m.text.as_str()).collect();
+    assert!(texts[0].starts_with("unknown command"), "{texts:?}");
+    assert_eq!(texts[1], LONG, "kept whole");
+    for i in 0..MESSAGES_KEPT + 5 {
+        h.command(&format!("nonsense{i}"));
+    }
+    assert_eq!(h.app.messages.len(), MESSAGES_KEPT);
+    assert_eq!(h.app.messages_dropped, 7);
+    h.command("messages");
+    assert!(h.screen().contains("Messages 500"), "{}", h.screen());
+}
+
+#[test]
+fn the_damaged_screen_offers_no_cancel_on_a_finished_run() {
+    let d = tempfile::tempdir().unwrap();
+    let (db, m) = fixture(d.path(), "dmg", "damaged", &[]);
+    let run = run_of(&m, "damaged");
+    for (w, ht) in SIZES {
+        let mut h = Harness::open(&db, w, ht);
+        h.keys("3");
+        assert!(h.screen().contains("x cancel run"), "waiting: offered");
+        if (w, ht) == (80, 24) {
+            snap("damaged__waiting_run@80x24", &h.screen());
+        }
+    }
+    let c = rusqlite::Connection::open(&db).unwrap();
+    c.execute(
+        "UPDATE runs SET status = 'COMPLETED', finished_at = started_at WHERE id = ?1",
+        [&run],
+    )
+    .unwrap();
+    for (w, ht) in SIZES {
+        let mut h = Harness::open(&db, w, ht);
+        h.keys("3");
+        let s = h.screen();
+        assert!(!s.contains("cancel run"), "COMPLETED: not offered\n{s}");
+        assert_role(&h, "copy bytes", Role::Dim);
+        snap(&format!("damaged__completed_run@{w}x{ht}"), &s);
+        h.keys("x");
+        assert!(h.commands.is_empty());
+        assert!(h.app.overlay.is_none(), "no confirmation opens");
+        assert!(
+            h.screen().contains("run is already finished (COMPLETED)"),
+            "{}",
+            h.screen()
+        );
+    }
+}
+
+#[test]
+fn a_finished_runs_footer_offers_no_cancel() {
+    let (_, m) = all_db();
+    let run = run_of(m, "completed");
+    each_size(
+        "run_detail__completed",
+        |h| h.command(&format!("run {run}")),
+        |h| {
+            let s = h.screen();
+            assert!(!s.contains("cancel run"), "{s}");
+            assert_role(h, "COMPLETED", Role::StatusCompleted);
+        },
+    );
+}

@@ -180,6 +180,8 @@ pub struct DamagedRow {
     /// The stored bytes (first 4 KiB), shown escaped byte by byte.
     pub raw: Vec<u8>,
     pub raw_len: u64,
+    /// The run's status when the row was read; `None` when the run could not be read.
+    pub run_status: Option<RunStatus>,
 }
 
 impl DamagedRow {

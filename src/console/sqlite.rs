@@ -218,6 +218,7 @@ fn damaged_row(d: store::DamagedColumn) -> DamagedRow {
         error: d.error,
         raw: d.raw,
         raw_len: d.raw_len.max(0) as u64,
+        run_status: None,
     }
 }
 
@@ -391,7 +392,13 @@ impl ConsoleData for SqliteData {
                 let (l, o) = args(*offset, *limit);
                 let anchor = at(anchor).map(|(i, (t, row, col))| (i, (*t, row.as_str(), *col)));
                 let w = s.list_damaged_near(l, o, anchor, end_of(end)).map_err(rd)?;
-                Reply::Damaged(window(*limit, w, damaged_row))
+                let mut page = window(*limit, w, damaged_row);
+                // Each shown row's run status, by key (a window's worth of lookups): the
+                // screen offers cancel only on a run that has not finished.
+                for r in &mut page.rows {
+                    r.run_status = s.get_run_capped(&r.run_id).ok().map(|run| run.status);
+                }
+                Reply::Damaged(page)
             }
             Query::Verify => Reply::Verify(self.verify().map_err(rd)?),
         })

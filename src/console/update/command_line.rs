@@ -4,7 +4,7 @@ use super::actions::on_action;
 use crate::console::data::{Key, Query};
 use crate::console::keymap::Action;
 use crate::console::msg::Effect;
-use crate::console::state::{App, Level};
+use crate::console::state::{App, Level, Screen};
 
 pub(crate) fn run_command(app: &mut App, cmd: &str) -> Vec<Effect> {
     let mut parts = cmd.split_whitespace();
@@ -28,6 +28,12 @@ pub(crate) fn run_command(app: &mut App, cmd: &str) -> Vec<Effect> {
             on_action(app, Action::Damaged)
         }
         ("help", _) => on_action(app, Action::Help),
+        ("messages" | "mes" | "messages!", _) => {
+            if !matches!(app.top(), Screen::Messages { .. }) {
+                app.stack.push(Screen::Messages { scroll: 0 });
+            }
+            vec![]
+        }
         ("run", Some(id)) => app.push_run(Key::from(id)),
         ("approval", Some(id)) => app.push_approval(Key::from(id)),
         ("verify", _) => {
@@ -42,7 +48,7 @@ pub(crate) fn run_command(app: &mut App, cmd: &str) -> Vec<Effect> {
             app.notice = Some((
                 Level::Error,
                 format!(
-                    "unknown command; try :queue :runs :run ID :damaged :verify :q ({} chars ignored)",
+                    "unknown command; try :queue :runs :run ID :damaged :messages :verify :q ({} chars ignored)",
                     cmd.len()
                 ),
             ));
