@@ -169,3 +169,125 @@ fn a_finished_runs_footer_offers_no_cancel() {
         },
     );
 }
+
+/// The screen's title line of the top screen (its first line after the header).
+fn top_title(h: &Harness) -> String {
+    h.screen().lines().nth(1).unwrap_or("").to_string()
+}
+
+#[test]
+fn run_takes_a_unique_prefix_and_an_ambiguous_one_lists_the_candidates() {
+    use countersign::console::testing::Screen;
+    let (db, m) = all_db();
+    let ids: Vec<String> = m["scenarios"]
+        .as_object()
+        .unwrap()
+        .values()
+        .flat_map(|s| s["runs"].as_array().unwrap().iter())
+        .map(|r| r["id"].as_str().unwrap().to_string())
+        .collect();
+    // The shortest prefix of the first id that no other id starts, and one that several do.
+    let target = &ids[0];
+    let unique = (1..=target.len())
+        .map(|n| &target[..n])
+        .find(|p| ids.iter().filter(|i| i.starts_with(p)).count() == 1)
+        .unwrap();
+    let shared = (1..=4)
+        .flat_map(|n| ids.iter().map(move |i| &i[..n]))
+        .find(|p| ids.iter().filter(|i| i.starts_with(p)).count() >= 2)
+        .unwrap()
+        .to_string();
+    let many: Vec<&String> = ids.iter().filter(|i| i.starts_with(&shared)).collect();
+
+    let mut h = Harness::open(db, 120, 40);
+    h.command(&format!("run {unique}"));
+    match h.app.stack.last() {
+        Some(Screen::RunDetail(s)) => assert_eq!(s.id.as_bytes(), target.as_bytes()),
+        _ => panic!("the run opens: {}", h.screen()),
+    }
+    assert!(top_title(&h).contains(target.as_str()), "{}", h.screen());
+
+    let mut h = Harness::open(db, 120, 40);
+    h.command(&format!("run {shared}"));
+    assert!(
+        matches!(h.app.stack.last(), Some(Screen::Queue(_))),
+        "nothing opens on an ambiguous prefix"
+    );
+    let log = &h.app.messages.last().unwrap().text;
+    assert!(
+        log.contains(&format!("is the start of {} run ids", many.len())),
+        "{log}"
+    );
+    for id in &many {
+        assert!(log.contains(id.as_str()), "{id} named in {log}");
+    }
+    snap("notice__ambiguous_prefix@120x40", &h.screen());
+
+    // A prefix of no run opens the run as typed, which says it is not found.
+    let mut h = Harness::open(db, 80, 24);
+    h.command("run zzzz");
+    assert!(matches!(h.app.stack.last(), Some(Screen::RunDetail(s)) if s.id.as_bytes() == b"zzzz"));
+}
+
+#[test]
+fn the_runs_list_has_an_id_column_to_type_from() {
+    let (_, m) = all_db();
+    let run = run_of(m, "completed");
+    each_size(
+        "runs__ids",
+        |h| h.keys("2"),
+        |h| {
+            assert_role(h, "ID", Role::Header);
+            let s = h.screen();
+            assert!(s.contains(&format!("{}…", &run[..8])), "{s}");
+        },
+    );
+}
+
+#[test]
+fn copy_puts_the_bare_value_never_its_label() {
+    let (db, m) = all_db();
+    let mut h = Harness::open(db, 120, 40);
+    h.command(&format!("approval {}", approval_of(m, "waiting")));
+    h.keys("y");
+    let copied = h.copies.last().unwrap();
+    assert_eq!(copied, "issue_refund", "the first field is the tool, bare");
+    let mut h = Harness::open(db, 120, 40);
+    h.keys("2");
+    h.keys("y");
+    let copied = h.copies.last().unwrap();
+    assert!(!copied.contains(':') && copied.len() == 32, "{copied}");
+}
+
+#[test]
+fn resume_on_an_approval_says_why_it_cannot() {
+    let (db, m) = all_db();
+    let mut h = Harness::open(db, 80, 24);
+    h.command(&format!("approval {}", approval_of(m, "waiting")));
+    h.keys("R");
+    assert!(h.app.overlay.is_none());
+    assert!(
+        h.app
+            .messages
+            .last()
+            .unwrap()
+            .text
+            .contains("not approved yet"),
+        "{}",
+        h.screen()
+    );
+    let approved = approval_of(m, "approved");
+    each_size(
+        "approval__resume_refused",
+        |h| {
+            h.command(&format!("approval {approved}"));
+            h.keys("R");
+        },
+        |h| {
+            assert!(h.app.overlay.is_none());
+            let t = &h.app.messages.last().unwrap().text;
+            assert!(t.contains("its own program must resume this run"), "{t}");
+            assert_role(h, "its own", Role::Error);
+        },
+    );
+}

@@ -167,6 +167,9 @@ pub struct ApprovalRow {
     /// and whether that length is in bytes (else characters). `request` is then the store's
     /// stand-in, never the tool call's arguments.
     pub request_not_shown: Option<(i64, bool)>,
+    /// Whether this build can resume the approval's run (set by the worker from the resume
+    /// hook, as [`RunHeader::resumable`]).
+    pub resumable: bool,
 }
 
 /// One column of one row that does not decode.
@@ -295,6 +298,11 @@ pub enum Query {
     Approval {
         id: Key,
     },
+    /// The run ids `prefix` starts, in id order, at most `limit` (by key: `:run PREFIX`).
+    RunPrefix {
+        prefix: Key,
+        limit: u32,
+    },
     Damaged {
         offset: u64,
         limit: u64,
@@ -360,6 +368,8 @@ pub enum Reply {
     Approvals(Page<ApprovalRow>),
     ModelCalls(Page<ModelCallRow>),
     Approval(Option<Box<ApprovalRow>>),
+    /// The run ids a prefix starts (at most the limit asked).
+    RunPrefix(Vec<Key>),
     Damaged(Page<DamagedRow>),
     Verify(ChainReport),
     /// The exact total of the list a page with `exact: false` came from.

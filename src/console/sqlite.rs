@@ -201,6 +201,7 @@ fn approval_row(a: Approval, run_status: Option<&crate::runtime::types::RunStatu
         run_status: run_status.cloned().unwrap_or_default(),
         reason: Vec::new(),
         request_not_shown: None,
+        resumable: false,
         id: Key::new(a.id_bytes()),
         run_id: Key::new(a.run_id_bytes()),
         step_id: Key::new(a.step_id_bytes()),
@@ -399,6 +400,9 @@ impl ConsoleData for SqliteData {
                     r.run_status = s.get_run_capped(&r.run_id).ok().map(|run| run.status);
                 }
                 Reply::Damaged(page)
+            }
+            Query::RunPrefix { prefix, limit } => {
+                Reply::RunPrefix(s.runs_with_prefix(prefix.as_bytes(), *limit).map_err(rd)?)
             }
             Query::Verify => Reply::Verify(self.verify().map_err(rd)?),
         })

@@ -220,6 +220,8 @@ pub struct App {
     pub messages: Vec<Message>,
     /// Notices dropped from the front of `messages` to keep it bounded.
     pub messages_dropped: u64,
+    /// A `:run PREFIX` whose candidates are being read: the read's id and the text typed.
+    pub resolving: Option<(u64, Key)>,
     /// Writes and `:verify` in flight: id → what they do (for the progress line).
     pub running: Vec<(u64, String)>,
     pub next_id: u64,
@@ -259,6 +261,7 @@ impl App {
                 })
                 .collect(),
             messages_dropped: 0,
+            resolving: None,
             notice,
             running: Vec::new(),
             next_id: 1,

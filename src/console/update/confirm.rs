@@ -135,6 +135,42 @@ pub(super) fn cancel_confirm(run: &Key, h: Option<&RunHeader>) -> Confirm {
     }
 }
 
+/// `R` on an approval: the resume of its run, or why it cannot be resumed from here.
+pub(super) fn resume_from_approval(s: &ApprovalScreen, cx: &Ctx) -> Result<Confirm, String> {
+    let Some(a) = &s.row else {
+        return Err("the approval is not loaded yet".into());
+    };
+    let status = &a.run_status;
+    if cx.cfg.read_only {
+        Err(READ_ONLY.into())
+    } else if a.status == ApprovalStatus::Pending {
+        Err("not approved yet: a resume runs only an approved call (a approves)".into())
+    } else if status.is_terminal() || matches!(status, RunStatus::Unknown(_)) {
+        Err(format!(
+            "run is {status}; only waiting or interrupted runs resume"
+        ))
+    } else if !cx.cfg.can_resume || !a.resumable {
+        Err(PROGRAM_RESUMES.into())
+    } else {
+        Ok(Confirm {
+            what: Pending::Resume {
+                run: a.run_id.clone(),
+            },
+            lines: vec![
+                ("resume run".into(), a.run_id.as_bytes().to_vec()),
+                ("status".into(), status.as_str().as_bytes().to_vec()),
+                ("approval".into(), a.id.as_bytes().to_vec()),
+            ],
+            warnings: vec!["the run's next step executes its tool for real".into()],
+            reason: None,
+        })
+    }
+}
+
+/// What the console says of a run this build cannot resume (issue 15 item 6).
+pub(crate) const PROGRAM_RESUMES: &str =
+    "its own program must resume this run: this build lacks its tools";
+
 pub(super) fn resume_confirm(s: &RunDetailScreen, cx: &Ctx) -> Result<Confirm, String> {
     let status = s
         .header
@@ -145,17 +181,14 @@ pub(super) fn resume_confirm(s: &RunDetailScreen, cx: &Ctx) -> Result<Confirm, S
     let resumes = !status.is_terminal() && !matches!(status, RunStatus::Unknown(_));
     if cx.cfg.read_only {
         Err(READ_ONLY.into())
-    } else if !cx.cfg.can_resume {
-        Err("this build registers no tools to resume runs with".into())
-    } else if !s.header.as_ref().is_some_and(|h| h.resumable) {
-        Err(
-            "this build does not register the tools this run needs; its own runtime resumes it"
-                .into(),
-        )
+    } else if s.header.is_none() {
+        Err("the run is not loaded yet".into())
     } else if !resumes {
         Err(format!(
             "run is {status}; only waiting or interrupted runs resume"
         ))
+    } else if !cx.cfg.can_resume || !s.header.as_ref().is_some_and(|h| h.resumable) {
+        Err(PROGRAM_RESUMES.into())
     } else {
         Ok(Confirm {
             what: Pending::Resume { run: s.id.clone() },

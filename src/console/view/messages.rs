@@ -23,7 +23,6 @@ pub(super) fn lines(app: &App, width: u16) -> Vec<Line<'static>> {
     if app.messages.is_empty() {
         v.push(Line::styled("  no messages yet", th.style(Role::Dim)));
     }
-    let st = th.text_styles();
     for m in app.messages.iter().rev() {
         let (label, role) = match m.level {
             Level::Info => ("info ", Role::Dim),
@@ -35,6 +34,14 @@ pub(super) fn lines(app: &App, width: u16) -> Vec<Line<'static>> {
             Span::styled(format!(" {label}"), th.style(role)),
             Span::styled(format!(" {age} ago"), th.style(Role::Dim)),
         ]));
+        let st = text::TextStyles {
+            text: th.style(match m.level {
+                Level::Error => Role::Error,
+                Level::Ok => Role::Ok,
+                Level::Info => Role::Text,
+            }),
+            ..th.text_styles()
+        };
         let (body, _) = text::block(
             m.text.as_bytes(),
             usize::from(width.saturating_sub(4)),
@@ -44,11 +51,7 @@ pub(super) fn lines(app: &App, width: u16) -> Vec<Line<'static>> {
         for l in body {
             let mut spans = vec![Span::raw("   ")];
             spans.extend(l.spans);
-            v.push(Line::from(spans).style(th.style(match m.level {
-                Level::Error => Role::Error,
-                Level::Ok => Role::Ok,
-                Level::Info => Role::Text,
-            })));
+            v.push(Line::from(spans));
         }
     }
     if app.messages_dropped > 0 {

@@ -119,18 +119,21 @@ fn draw_notice(f: &mut Frame, area: Rect, app: &App) {
                 };
                 // Notices may quote database text (who decided): escape them too. One that
                 // does not fit is cut visibly and says where it is whole (issue 15 item 9).
+                // Plain text in the level's style (an error reads as one), escapes as escapes.
                 let width = usize::from(area.width);
-                let whole = text::line(m.as_bytes(), usize::MAX, &th.text_styles());
-                let mut l = if whole.width <= width {
+                let styles = text::TextStyles {
+                    text: st,
+                    ..th.text_styles()
+                };
+                let whole = text::line(m.as_bytes(), usize::MAX, &styles);
+                if whole.width <= width {
                     whole.line
                 } else {
                     let room = width.saturating_sub(MORE.chars().count());
-                    let mut l = text::line(m.as_bytes(), room, &th.text_styles()).line;
+                    let mut l = text::line(m.as_bytes(), room, &styles).line;
                     l.spans.push(Span::styled(MORE, th.style(Role::KeyHint)));
                     l
-                };
-                l = l.style(st);
-                l
+                }
             }
             None => Line::from(""),
         },
