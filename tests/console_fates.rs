@@ -291,3 +291,129 @@ fn resume_on_an_approval_says_why_it_cannot() {
         },
     );
 }
+
+/// The `approved` scenario (a refund approved, its run not resumed), changed by `after` into
+/// what a resume would have left (the runtime's own flows are in tests/demo_pty.rs; here the
+/// console's reading and drawing of each fate is what is checked).
+fn approved_then(dir: &std::path::Path, after: &str) -> (std::path::PathBuf, String) {
+    let (db, m) = fixture(dir, "fate", "approved", &[]);
+    let run = run_of(&m, "approved");
+    let c = rusqlite::Connection::open(&db).unwrap();
+    let step: String = c
+        .query_row(
+            "SELECT step_id FROM approvals WHERE run_id = ?1",
+            [&run],
+            |r| r.get(0),
+        )
+        .unwrap();
+    c.execute_batch(&after.replace("STEP", &step).replace("RUN", &run))
+        .unwrap();
+    (db, run)
+}
+
+const EXECUTED: &str = r#"
+    UPDATE steps SET status = 'done', observation_json =
+      '{"kind":"tool_result","content":{"refund_id":"re_1"},"summary":"refunded 45.00 to ord_1005 (re_1)","content_hash":""}'
+      WHERE id = 'STEP';
+    UPDATE runs SET status = 'COMPLETED', reason = 'goal_completed' WHERE id = 'RUN';"#;
+
+const DENIED_ON_RESUME: &str = r#"
+    UPDATE steps SET status = 'failed',
+      policy_json = '{"outcome":"deny","reason":"refunds are paused after 17:00"}',
+      observation_json = '{"kind":"policy_denied","content":{},"summary":"denied","content_hash":""}'
+      WHERE id = 'STEP';
+    UPDATE runs SET status = 'COMPLETED', reason = 'goal_completed' WHERE id = 'RUN';"#;
+
+#[test]
+fn the_runs_list_and_header_say_what_became_of_an_approved_call() {
+    let d = tempfile::tempdir().unwrap();
+    // Approved, not resumed: with its age.
+    let (_, m) = all_db();
+    let run = run_of(m, "approved");
+    each_size(
+        "run_detail__fate_awaiting",
+        |h| h.command(&format!("run {run}")),
+        |h| {
+            assert_role(h, "approved", Role::StatusWaiting);
+            assert!(h.screen().contains("not yet resumed"), "{}", h.screen());
+        },
+    );
+    // Executed: the observation's summary, in the runs list and the header.
+    let (db, run) = approved_then(d.path(), EXECUTED);
+    for (w, ht) in SIZES {
+        let mut h = Harness::open(&db, w, ht);
+        h.keys("2");
+        if w >= 76 {
+            assert_role(&h, "ran: ", Role::Ok);
+        }
+        snap(&format!("runs__fate_executed@{w}x{ht}"), &h.screen());
+        h.command(&format!("run {run}"));
+        assert_role(&h, "executed: ", Role::Ok);
+        assert!(h.screen().contains("refunded"), "{}", h.screen());
+        snap(&format!("run_detail__fate_executed@{w}x{ht}"), &h.screen());
+    }
+}
+
+#[test]
+fn a_completed_run_whose_approved_call_was_denied_says_so() {
+    let d = tempfile::tempdir().unwrap();
+    let (db, run) = approved_then(d.path(), DENIED_ON_RESUME);
+    for (w, ht) in SIZES {
+        let mut h = Harness::open(&db, w, ht);
+        h.keys("2");
+        if w >= 76 {
+            assert_role(&h, "denied on resume", Role::Danger);
+        }
+        snap(
+            &format!("runs__fate_denied_on_resume@{w}x{ht}"),
+            &h.screen(),
+        );
+        h.command(&format!("run {run}"));
+        let s = h.screen();
+        assert!(s.contains("COMPLETED"), "{s}");
+        assert_role(
+            &h,
+            "the run ended COMPLETED after this denial",
+            Role::Danger,
+        );
+        assert!(
+            s.contains("refunds are paused after 17:00"),
+            "the policy's reason: {s}"
+        );
+        snap(&format!("run_detail__fate_denied_on_resume@{w}x{ht}"), &s);
+    }
+}
+
+#[test]
+fn a_denial_with_feedback_shows_as_the_calls_fate_with_its_note() {
+    use countersign::console::testing::{AppConfig, StoreDecider};
+    use countersign::runtime::types::Timestamp;
+    let d = tempfile::tempdir().unwrap();
+    let (db, m) = fixture(d.path(), "q", "waiting", &[]);
+    let ap = approval_of(&m, "waiting");
+    let run = run_of(&m, "waiting");
+    let at = Timestamp::parse("2026-01-01T00:30:00Z").unwrap();
+    let decider = Box::new(StoreDecider::open(&db).unwrap().with_clock(at));
+    let cfg = AppConfig {
+        by: "erin".into(),
+        read_only: false,
+        can_resume: false,
+    };
+    let mut h = Harness::with(&db, 120, 40, cfg, decider);
+    h.command(&format!("approval {ap}"));
+    h.keys("d");
+    h.keys("refund 30.00, not 65.00");
+    h.key(crossterm::event::KeyCode::Enter);
+    assert!(h.screen().contains("denied by erin"), "{}", h.screen());
+    h.keys("2");
+    assert_role(&h, "denied: ", Role::Error);
+    h.command(&format!("run {run}"));
+    let s = h.screen();
+    assert!(s.contains("INTERRUPTED"), "{s}");
+    assert!(
+        s.contains("denied with feedback: refund 30.00, not 65.00"),
+        "{s}"
+    );
+    assert!(s.contains("resume by its own program"), "{s}");
+    snap("run_detail__fate_denied_with_feedback@120x40", &s);
+}

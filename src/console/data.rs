@@ -65,6 +65,26 @@ pub struct RunRow {
     pub finished_at: Timestamp,
     pub pending: u64,
     pub damaged: bool,
+    /// What became of its latest approved call.
+    pub fate: Option<Fate>,
+}
+
+/// What became of a run's latest approved call (issue 15 item 5). Untrusted parts are kept as
+/// bytes and escaped when drawn.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Fate {
+    /// Approved; its program has not resumed the run since.
+    AwaitingResume { decided_at: Timestamp },
+    /// Resumed and in flight (no observation yet).
+    Resumed,
+    /// The tool ran; the observation's summary (`failed`: a tool error).
+    Executed { failed: bool, summary: Vec<u8> },
+    /// Asked again on resume, the policy denied it: its reason.
+    DeniedOnResume { reason: Vec<u8> },
+    /// Asked again on resume, the policy wanted a new approval: that one.
+    PausedAgain { approval: Key },
+    /// Denied with feedback (decision 0040): the note the agent was told.
+    DeniedWithFeedback { note: Vec<u8> },
 }
 
 /// The header of the run detail screen.
@@ -91,6 +111,8 @@ pub struct RunHeader {
     pub lease_expires_at: Timestamp,
     /// Whether this build can resume the run (set by the worker from the resume hook).
     pub resumable: bool,
+    /// What became of its latest approved call.
+    pub fate: Option<Fate>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

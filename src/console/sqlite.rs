@@ -7,6 +7,7 @@
 use std::path::Path;
 
 use super::data::*;
+use super::fate::fate_of;
 use crate::runtime::store::{self, Store, StoreError, raw_bytes};
 use crate::runtime::types::{Approval, Run, Step};
 
@@ -109,6 +110,7 @@ fn run_row(o: store::RunOverview) -> RunRow {
         finished_at: r.finished_at,
         pending: o.pending.max(0) as u64,
         damaged: o.damaged,
+        fate: None,
         reason: raw_bytes(&r.raw_invalid, "reason", &r.reason),
         id: Key::new(r.id_bytes()),
     }
@@ -133,6 +135,7 @@ fn run_header(r: Run) -> RunHeader {
         active_ms: r.active_ms,
         lease_expires_at: r.lease_expires_at,
         resumable: false,
+        fate: None,
         reason: raw_bytes(&r.raw_invalid, "reason", &r.reason),
         id: Key::new(r.id_bytes()),
     }
@@ -238,7 +241,12 @@ impl SqliteData {
 
     fn run(&self, id: &Key) -> Result<Option<RunHeader>, StoreError> {
         match self.store.get_run_capped(id) {
-            Ok(r) => Ok(Some(run_header(r))),
+            Ok(r) => {
+                let mut h = run_header(r);
+                // A fate that cannot be read leaves the header as it was (never fails it).
+                h.fate = fate_of(&self.store, &h.id, &h.status).ok().flatten();
+                Ok(Some(h))
+            }
             Err(StoreError::NotFound { .. }) => Ok(None),
             Err(e) => Err(e),
         }
@@ -376,7 +384,12 @@ impl ConsoleData for SqliteData {
                         end_of(end),
                     )
                     .map_err(rd)?;
-                Reply::Runs(window(*limit, w, run_row))
+                let mut page = window(*limit, w, run_row);
+                // Each shown run's fate, by key (a window's worth of runs).
+                for r in &mut page.rows {
+                    r.fate = fate_of(s, &r.id, &r.status).ok().flatten();
+                }
+                Reply::Runs(page)
             }
             Query::Run { id } => Reply::Run(self.run(id).map_err(rd)?.map(Box::new)),
             Query::Steps { .. }

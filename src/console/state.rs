@@ -25,6 +25,10 @@ pub struct Message {
     pub text: String,
 }
 
+/// What the console says of a run this build cannot resume (issue 15 item 6).
+pub const PROGRAM_RESUMES: &str =
+    "its own program must resume this run: this build lacks its tools";
+
 /// How many notices the message log keeps (the oldest go first).
 pub const MESSAGES_KEPT: usize = 500;
 

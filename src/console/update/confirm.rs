@@ -4,7 +4,7 @@ use super::outcome::{Ctx, READ_ONLY};
 use crate::console::data::{ApprovalStatus, Key, RunHeader, RunStatus};
 use crate::console::fields;
 use crate::console::state::{
-    AppConfig, ApprovalScreen, Confirm, Pending, RunDetailScreen, TextInput, short,
+    AppConfig, ApprovalScreen, Confirm, PROGRAM_RESUMES, Pending, RunDetailScreen, TextInput, short,
 };
 use crate::console::time;
 
@@ -166,10 +166,6 @@ pub(super) fn resume_from_approval(s: &ApprovalScreen, cx: &Ctx) -> Result<Confi
         })
     }
 }
-
-/// What the console says of a run this build cannot resume (issue 15 item 6).
-pub(crate) const PROGRAM_RESUMES: &str =
-    "its own program must resume this run: this build lacks its tools";
 
 pub(super) fn resume_confirm(s: &RunDetailScreen, cx: &Ctx) -> Result<Confirm, String> {
     let status = s

@@ -57,7 +57,12 @@ pub(super) fn draw(f: &mut Frame, area: Rect, app: &App, s: &RunsScreen) {
                 run_status_cell(app, &r.status, ws[2]),
             ];
             if !narrow {
-                v.push(cell(app, &r.reason, ws[3]));
+                // The fate of its latest approved call where it has one (issue 15 item 5),
+                // else the run's reason.
+                v.push(match &r.fate {
+                    Some(fate) => widgets::fate_cell(app, fate, ws[3], true),
+                    None => cell(app, &r.reason, ws[3]),
+                });
                 v.push(Line::from(r.step_count.to_string()));
             }
             v.push(Line::from(time::age(&r.created_at, now)));
@@ -123,8 +128,8 @@ fn columns(narrow: bool) -> Vec<Col> {
                 width: 9,
             },
             Col {
-                title: "REASON",
-                width: 16,
+                title: "REASON / CALL",
+                width: 20,
             },
             Col {
                 title: "STEPS",
