@@ -417,3 +417,31 @@ fn a_denial_with_feedback_shows_as_the_calls_fate_with_its_note() {
     assert!(s.contains("resume by its own program"), "{s}");
     snap("run_detail__fate_denied_with_feedback@120x40", &s);
 }
+
+/// A resume that paused again: the approved row kept, a new pending approval of the same step
+/// (same request, so the same hash) asked after it, as the runtime writes when the policy,
+/// asked again on resume, wants a new approval.
+const PAUSED_AGAIN: &str = r#"
+    INSERT INTO approvals (id, run_id, step_id, kind, capability_json, presentation_json,
+                           request_json, hash, status, created_at, expires_at)
+      SELECT 'again0000000000000000000000000001', run_id, step_id, kind, capability_json,
+             presentation_json, request_json, hash, 'pending', created_at, expires_at
+      FROM approvals WHERE step_id = 'STEP';"#;
+
+#[test]
+fn a_call_asked_again_after_its_grant_says_so_in_the_queue_and_the_header() {
+    let d = tempfile::tempdir().unwrap();
+    let (db, run) = approved_then(d.path(), PAUSED_AGAIN);
+    for (w, ht) in SIZES {
+        let mut h = Harness::open(&db, w, ht);
+        assert_role(&h, "again: ", Role::StatusWaiting);
+        snap(&format!("queue__paused_again@{w}x{ht}"), &h.screen());
+        h.command(&format!("run {run}"));
+        assert_role(&h, "paused again, new approval ", Role::StatusWaiting);
+        assert!(h.screen().contains("again000"), "{}", h.screen());
+        snap(
+            &format!("run_detail__fate_paused_again@{w}x{ht}"),
+            &h.screen(),
+        );
+    }
+}

@@ -40,6 +40,9 @@ pub struct QueueRow {
     pub tool: Option<Vec<u8>>,
     /// The arguments as stored (capped), absent when the request does not decode.
     pub args: Option<Vec<u8>>,
+    /// The call was approved before and its resume paused again for this approval (issue 15
+    /// item 5): the policy, asked again, wanted a new one.
+    pub paused_again: bool,
 }
 
 /// Counts shown in the header.

@@ -96,6 +96,7 @@ fn queue_row(q: store::QueueItem) -> QueueRow {
         kind: raw_bytes(&a.raw_invalid, "kind", &a.kind),
         tool: q.tool.map(String::into_bytes),
         args: q.args_head,
+        paused_again: false,
     }
 }
 
@@ -358,7 +359,16 @@ impl ConsoleData for SqliteData {
                 let w = s
                     .list_queue_rows_near(filter, l, o, anchor, end_of(end))
                     .map_err(rd)?;
-                Reply::Queue(window(*limit, w, queue_row))
+                let mut page = window(*limit, w, queue_row);
+                // Each shown row's run, by key: was this approval asked again after a grant?
+                for r in &mut page.rows {
+                    let fate = fate_of(s, &r.run_id, &RunStatus::WaitingForApproval);
+                    r.paused_again = matches!(
+                        fate,
+                        Ok(Some(Fate::PausedAgain { approval })) if approval == r.approval_id
+                    );
+                }
+                Reply::Queue(page)
             }
             Query::QueueTotal { filter } => {
                 Reply::Total(s.count_queue(filter).map_err(rd)?.max(0) as u64)
