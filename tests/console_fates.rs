@@ -445,3 +445,18 @@ fn a_call_asked_again_after_its_grant_says_so_in_the_queue_and_the_header() {
         );
     }
 }
+
+#[test]
+fn the_message_log_draws_notices_through_the_sanitiser() {
+    use countersign::console::testing::{DecideError, Input};
+    let (db, _) = all_db();
+    let mut h = Harness::open(db, 80, 24);
+    h.app.running.push((999, "approving".into()));
+    let hostile = "already approved by \u{1b}[2Jmallory\u{202e}evil";
+    h.input(Input::Done(999, Err(DecideError::Other(hostile.into()))));
+    h.command("messages");
+    let s = h.screen();
+    assert!(s.contains("\\x1b[2Jmallory\\u{202e}evil"), "{s}");
+    assert!(!s.contains('\u{1b}') && !s.contains('\u{202e}'), "{s:?}");
+    assert_role(&h, "\\x1b", Role::Escaped);
+}
