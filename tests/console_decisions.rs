@@ -192,3 +192,82 @@ fn cancel_from_run_detail_needs_a_reason_and_cancels() {
     }
     verify(&db);
 }
+
+fn run_status(db: &Path, run: &str) -> String {
+    let c = rusqlite::Connection::open(db).unwrap();
+    c.query_row("SELECT status FROM runs WHERE id = ?1", [run], |r| r.get(0))
+        .unwrap()
+}
+
+#[test]
+fn deny_from_the_console_needs_a_note_binds_the_hash_and_interrupts_the_run() {
+    let d = tempfile::tempdir().unwrap();
+    let (db, m) = fixture(d.path(), "q", "queue", &[]);
+    let (run, ap) = queue_approval(&m, 1);
+    let mut h = harness(&db, "erin");
+    h.command(&format!("approval {ap}"));
+    h.keys("d");
+    assert!(h.screen().contains("DENY WITH FEEDBACK"), "{}", h.screen());
+    // No note: nothing is written and the dialog stays.
+    h.key(KeyCode::Enter);
+    assert!(h.commands.is_empty(), "no denial without a note");
+    assert!(h.screen().contains("a note for the agent is required"));
+    h.keys("refund 30.00, not 65.00");
+    h.key(KeyCode::Enter);
+    let shown = h.commands.iter().find_map(|c| match c {
+        countersign::console::testing::Write::Deny { shown_hash, .. } => Some(shown_hash.clone()),
+        _ => None,
+    });
+    let c = rusqlite::Connection::open(&db).unwrap();
+    let hash: String = c
+        .query_row("SELECT hash FROM approvals WHERE id = ?1", [&ap], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(
+        shown.as_deref(),
+        Some(hash.as_str()),
+        "the shown hash is sent"
+    );
+    assert_eq!(
+        row(&db, &ap),
+        (
+            "rejected".into(),
+            "erin".into(),
+            "refund 30.00, not 65.00".into()
+        )
+    );
+    assert_eq!(run_status(&db, &run), "INTERRUPTED", "not cancelled");
+    let summary: String = c
+        .query_row(
+            "SELECT json_extract(observation_json, '$.summary') FROM steps
+             WHERE id = (SELECT step_id FROM approvals WHERE id = ?1)",
+            [&ap],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(summary.contains("refund 30.00, not 65.00"), "{summary}");
+    assert!(h.screen().contains("denied by erin"), "{}", h.screen());
+    verify(&db);
+}
+
+#[test]
+fn deny_of_a_changed_approval_is_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let (db, m) = fixture(d.path(), "q", "queue", &[]);
+    let (run, ap) = queue_approval(&m, 2);
+    let mut h = harness(&db, "erin");
+    h.command(&format!("approval {ap}"));
+    h.keys("d");
+    h.keys("no");
+    let c = rusqlite::Connection::open(&db).unwrap();
+    c.execute(
+        "UPDATE approvals SET hash = ?1 WHERE id = ?2",
+        [&"0".repeat(64), &ap],
+    )
+    .unwrap();
+    h.key(KeyCode::Enter);
+    assert_eq!(row(&db, &ap).0, "pending", "nothing was decided");
+    assert_eq!(run_status(&db, &run), "WAITING_FOR_APPROVAL");
+    assert!(h.screen().contains("approval changed since you read it"));
+}

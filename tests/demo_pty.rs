@@ -219,3 +219,78 @@ fn demo_opens_the_console_and_an_approved_resumed_refund_runs_once() {
     let (code, report) = support::verify(&db);
     assert_eq!(code, 0, "{report:#}");
 }
+
+/// Issue 15 in a real terminal: approve a refund and see it executed in its run's header
+/// (opened by a prefix of its id), then deny the next with feedback and see the agent's next
+/// step: the worker beside the console resumes the interrupted run and the agent, told the
+/// note, ends without the call.
+#[test]
+fn demo_approve_see_it_executed_then_deny_with_feedback_and_see_the_agent_go_on() {
+    let dir = support::tempdir();
+    let db = dir.path().join("demo.db");
+    let db_s = db.to_str().expect("utf8");
+    let mut t = Term::start(&["--db", db_s, "demo"], dir.path());
+    t.wait_text("Pending approvals");
+    t.wait_text("issue_refund");
+    let first = py(
+        &db,
+        "select a.run_id from approvals a join runs r on r.id=a.run_id where a.status='pending' and r.status='WAITING_FOR_APPROVAL' order by a.rowid limit 1",
+    );
+    t.send(b"\r");
+    t.wait_text("hash");
+    t.send(b"a");
+    t.wait_text("enter confirm");
+    t.send(b"\r");
+    t.wait_text("approved by alice");
+    // A prefix of the id is enough; the header says what became of the call.
+    t.send(format!(":run {}\r", &first[..8]).as_bytes());
+    t.wait_text(&format!("run {first}"));
+    t.wait_screen(&["COMPLETED", "call executed: "], &["WAITING_FOR_APPROVAL"]);
+    // Deny the next with feedback.
+    let next = py(
+        &db,
+        "select a.id || '|' || a.run_id from approvals a join runs r on r.id=a.run_id where a.status='pending' and r.status='WAITING_FOR_APPROVAL' order by a.rowid limit 1",
+    );
+    let (next, next_run) = next.split_once('|').expect("id|run");
+    t.send(format!(":approval {next}\r").as_bytes());
+    t.wait_text("hash");
+    t.send(b"d");
+    t.wait_text("DENY WITH FEEDBACK");
+    t.send(b"refund 30.00, not the full amount");
+    t.wait_text("not the full amount");
+    t.send(b"\r");
+    t.wait_text("denied by alice");
+    t.send(format!(":run {next_run}\r").as_bytes());
+    t.wait_text(&format!("run {next_run}"));
+    // The worker resumed it: the agent was told the note and ended without the call.
+    t.wait_screen(
+        &[
+            "COMPLETED",
+            "call denied with feedback: refund 30.00, not the full amount",
+            "complete",
+        ],
+        &["INTERRUPTED"],
+    );
+    t.send(b"\x03");
+    assert_eq!(t.exit_code(), 0);
+    assert_eq!(
+        py(
+            &db,
+            &format!("select status || '|' || note from approvals where id='{next}'"),
+        ),
+        "rejected|refund 30.00, not the full amount"
+    );
+    let answer = py(
+        &db,
+        &format!(
+            "select decision_json from steps where run_id='{next_run}' order by idx desc limit 1"
+        ),
+    );
+    assert!(
+        answer.contains("Not done: a reviewer declined")
+            && answer.contains("refund 30.00, not the full amount"),
+        "{answer}"
+    );
+    let (code, report) = support::verify(&db);
+    assert_eq!(code, 0, "{report:#}");
+}

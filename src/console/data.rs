@@ -40,6 +40,9 @@ pub struct QueueRow {
     pub tool: Option<Vec<u8>>,
     /// The arguments as stored (capped), absent when the request does not decode.
     pub args: Option<Vec<u8>>,
+    /// The call was approved before and its resume paused again for this approval (issue 15
+    /// item 5): the policy, asked again, wanted a new one.
+    pub paused_again: bool,
 }
 
 /// Counts shown in the header.
@@ -65,6 +68,26 @@ pub struct RunRow {
     pub finished_at: Timestamp,
     pub pending: u64,
     pub damaged: bool,
+    /// What became of its latest approved call.
+    pub fate: Option<Fate>,
+}
+
+/// What became of a run's latest approved call (issue 15 item 5). Untrusted parts are kept as
+/// bytes and escaped when drawn.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Fate {
+    /// Approved; its program has not resumed the run since.
+    AwaitingResume { decided_at: Timestamp },
+    /// Resumed and in flight (no observation yet).
+    Resumed,
+    /// The tool ran; the observation's summary (`failed`: a tool error).
+    Executed { failed: bool, summary: Vec<u8> },
+    /// Asked again on resume, the policy denied it: its reason.
+    DeniedOnResume { reason: Vec<u8> },
+    /// Asked again on resume, the policy wanted a new approval: that one.
+    PausedAgain { approval: Key },
+    /// Denied with feedback (decision 0040): the note the agent was told.
+    DeniedWithFeedback { note: Vec<u8> },
 }
 
 /// The header of the run detail screen.
@@ -91,6 +114,8 @@ pub struct RunHeader {
     pub lease_expires_at: Timestamp,
     /// Whether this build can resume the run (set by the worker from the resume hook).
     pub resumable: bool,
+    /// What became of its latest approved call.
+    pub fate: Option<Fate>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -167,6 +192,9 @@ pub struct ApprovalRow {
     /// and whether that length is in bytes (else characters). `request` is then the store's
     /// stand-in, never the tool call's arguments.
     pub request_not_shown: Option<(i64, bool)>,
+    /// Whether this build can resume the approval's run (set by the worker from the resume
+    /// hook, as [`RunHeader::resumable`]).
+    pub resumable: bool,
 }
 
 /// One column of one row that does not decode.
@@ -180,6 +208,8 @@ pub struct DamagedRow {
     /// The stored bytes (first 4 KiB), shown escaped byte by byte.
     pub raw: Vec<u8>,
     pub raw_len: u64,
+    /// The run's status when the row was read; `None` when the run could not be read.
+    pub run_status: Option<RunStatus>,
 }
 
 impl DamagedRow {
@@ -293,6 +323,11 @@ pub enum Query {
     Approval {
         id: Key,
     },
+    /// The run ids `prefix` starts, in id order, at most `limit` (by key: `:run PREFIX`).
+    RunPrefix {
+        prefix: Key,
+        limit: u32,
+    },
     Damaged {
         offset: u64,
         limit: u64,
@@ -327,6 +362,15 @@ pub enum Write {
         by: String,
         note: String,
     },
+    /// Deny with feedback (`operator::deny_shown`): the run goes INTERRUPTED and the agent is
+    /// handed `note` when its program resumes it.
+    Deny {
+        run: Key,
+        approval: Key,
+        shown_hash: String,
+        by: String,
+        note: String,
+    },
     Cancel {
         run: Key,
         by: String,
@@ -349,6 +393,8 @@ pub enum Reply {
     Approvals(Page<ApprovalRow>),
     ModelCalls(Page<ModelCallRow>),
     Approval(Option<Box<ApprovalRow>>),
+    /// The run ids a prefix starts (at most the limit asked).
+    RunPrefix(Vec<Key>),
     Damaged(Page<DamagedRow>),
     Verify(ChainReport),
     /// The exact total of the list a page with `exact: false` came from.

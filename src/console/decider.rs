@@ -1,5 +1,6 @@
 //! The console's decisions on the store's operator calls: approve and reject bound to the hash
-//! of the row that was rendered (spec 4.4 ApproveShown/RejectShown), and cancel (spec 8.1).
+//! of the row that was rendered (spec 4.4 ApproveShown/RejectShown), deny with feedback bound
+//! the same way (decision 0040), and cancel (spec 8.1).
 //! Runs on the worker thread with its own read-write connection.
 
 use std::path::Path;
@@ -96,6 +97,20 @@ impl Decider for StoreDecider {
                 operator::reject_shown(&self.store, run, approval, shown_hash, by, note, now)
                     .map_err(map)?;
                 Ok(format!("rejected by {by}; the run is cancelled"))
+            }
+            Write::Deny {
+                run,
+                approval,
+                shown_hash,
+                by,
+                note,
+            } => {
+                self.refuse_huge(run, approval)?;
+                operator::deny_shown(&self.store, run, approval, shown_hash, by, note, now)
+                    .map_err(map)?;
+                Ok(format!(
+                    "denied by {by}; the agent is told your note when its program resumes the run"
+                ))
             }
             Write::Cancel { run, by, reason } => {
                 let c = operator::cancel(&self.store, run, by, reason, now).map_err(map)?;

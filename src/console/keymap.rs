@@ -33,10 +33,11 @@ actions! {
     Back => "back", "back to the previous screen", ["esc", "h"];
     Quit => "quit", "quit (at the first screen)", ["q"];
     Filter => "filter", "filter the list", ["/"];
-    CommandLine => "command", "command line (:queue :runs :run ID :damaged :verify :q)", [":"];
+    CommandLine => "command", "command line (:queue :runs :run ID :messages :verify :q)", [":"];
     Help => "help", "this help", ["?"];
     Approve => "approve", "approve the shown approval (asks to confirm)", ["a"];
     Reject => "reject", "reject the shown approval (asks for a reason)", ["r"];
+    Deny => "deny", "deny: the call does not run, the agent is told your note", ["d"];
     CancelRun => "cancel_run", "cancel the run (asks for a reason)", ["x"];
     ResumeRun => "resume_run", "resume the run (asks to confirm)", ["R"];
     Copy => "copy", "copy the selected id or field (escaped)", ["y"];

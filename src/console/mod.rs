@@ -14,6 +14,7 @@
 pub(crate) mod config;
 pub(crate) mod data;
 pub(crate) mod decider;
+pub(crate) mod fate;
 pub(crate) mod fields;
 pub(crate) mod keymap;
 pub(crate) mod layout;

@@ -7,6 +7,7 @@
 use std::path::Path;
 
 use super::data::*;
+use super::fate::fate_of;
 use crate::runtime::store::{self, Store, StoreError, raw_bytes};
 use crate::runtime::types::{Approval, Run, Step};
 
@@ -95,6 +96,7 @@ fn queue_row(q: store::QueueItem) -> QueueRow {
         kind: raw_bytes(&a.raw_invalid, "kind", &a.kind),
         tool: q.tool.map(String::into_bytes),
         args: q.args_head,
+        paused_again: false,
     }
 }
 
@@ -109,6 +111,7 @@ fn run_row(o: store::RunOverview) -> RunRow {
         finished_at: r.finished_at,
         pending: o.pending.max(0) as u64,
         damaged: o.damaged,
+        fate: None,
         reason: raw_bytes(&r.raw_invalid, "reason", &r.reason),
         id: Key::new(r.id_bytes()),
     }
@@ -133,6 +136,7 @@ fn run_header(r: Run) -> RunHeader {
         active_ms: r.active_ms,
         lease_expires_at: r.lease_expires_at,
         resumable: false,
+        fate: None,
         reason: raw_bytes(&r.raw_invalid, "reason", &r.reason),
         id: Key::new(r.id_bytes()),
     }
@@ -201,6 +205,7 @@ fn approval_row(a: Approval, run_status: Option<&crate::runtime::types::RunStatu
         run_status: run_status.cloned().unwrap_or_default(),
         reason: Vec::new(),
         request_not_shown: None,
+        resumable: false,
         id: Key::new(a.id_bytes()),
         run_id: Key::new(a.run_id_bytes()),
         step_id: Key::new(a.step_id_bytes()),
@@ -218,6 +223,7 @@ fn damaged_row(d: store::DamagedColumn) -> DamagedRow {
         error: d.error,
         raw: d.raw,
         raw_len: d.raw_len.max(0) as u64,
+        run_status: None,
     }
 }
 
@@ -236,7 +242,12 @@ impl SqliteData {
 
     fn run(&self, id: &Key) -> Result<Option<RunHeader>, StoreError> {
         match self.store.get_run_capped(id) {
-            Ok(r) => Ok(Some(run_header(r))),
+            Ok(r) => {
+                let mut h = run_header(r);
+                // A fate that cannot be read leaves the header as it was (never fails it).
+                h.fate = fate_of(&self.store, &h.id, &h.status).ok().flatten();
+                Ok(Some(h))
+            }
             Err(StoreError::NotFound { .. }) => Ok(None),
             Err(e) => Err(e),
         }
@@ -348,7 +359,16 @@ impl ConsoleData for SqliteData {
                 let w = s
                     .list_queue_rows_near(filter, l, o, anchor, end_of(end))
                     .map_err(rd)?;
-                Reply::Queue(window(*limit, w, queue_row))
+                let mut page = window(*limit, w, queue_row);
+                // Each shown row's run, by key: was this approval asked again after a grant?
+                for r in &mut page.rows {
+                    let fate = fate_of(s, &r.run_id, &RunStatus::WaitingForApproval);
+                    r.paused_again = matches!(
+                        fate,
+                        Ok(Some(Fate::PausedAgain { approval })) if approval == r.approval_id
+                    );
+                }
+                Reply::Queue(page)
             }
             Query::QueueTotal { filter } => {
                 Reply::Total(s.count_queue(filter).map_err(rd)?.max(0) as u64)
@@ -374,7 +394,12 @@ impl ConsoleData for SqliteData {
                         end_of(end),
                     )
                     .map_err(rd)?;
-                Reply::Runs(window(*limit, w, run_row))
+                let mut page = window(*limit, w, run_row);
+                // Each shown run's fate, by key (a window's worth of runs).
+                for r in &mut page.rows {
+                    r.fate = fate_of(s, &r.id, &r.status).ok().flatten();
+                }
+                Reply::Runs(page)
             }
             Query::Run { id } => Reply::Run(self.run(id).map_err(rd)?.map(Box::new)),
             Query::Steps { .. }
@@ -391,7 +416,16 @@ impl ConsoleData for SqliteData {
                 let (l, o) = args(*offset, *limit);
                 let anchor = at(anchor).map(|(i, (t, row, col))| (i, (*t, row.as_str(), *col)));
                 let w = s.list_damaged_near(l, o, anchor, end_of(end)).map_err(rd)?;
-                Reply::Damaged(window(*limit, w, damaged_row))
+                let mut page = window(*limit, w, damaged_row);
+                // Each shown row's run status, by key (a window's worth of lookups): the
+                // screen offers cancel only on a run that has not finished.
+                for r in &mut page.rows {
+                    r.run_status = s.get_run_capped(&r.run_id).ok().map(|run| run.status);
+                }
+                Reply::Damaged(page)
+            }
+            Query::RunPrefix { prefix, limit } => {
+                Reply::RunPrefix(s.runs_with_prefix(prefix.as_bytes(), *limit).map_err(rd)?)
             }
             Query::Verify => Reply::Verify(self.verify().map_err(rd)?),
         })

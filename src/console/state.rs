@@ -17,6 +17,21 @@ pub enum Level {
     Error,
 }
 
+/// One notice as the message log keeps it: when (Unix seconds), how it read, all of it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Message {
+    pub at: i64,
+    pub level: Level,
+    pub text: String,
+}
+
+/// What the console says of a run this build cannot resume (issue 15 item 6).
+pub const PROGRAM_RESUMES: &str =
+    "its own program must resume this run: this build lacks its tools";
+
+/// How many notices the message log keeps (the oldest go first).
+pub const MESSAGES_KEPT: usize = 500;
+
 #[derive(Debug, Clone)]
 pub struct QueueScreen {
     pub list: ListView<QueueRow>,
@@ -111,7 +126,13 @@ pub enum Screen {
     RunDetail(Box<RunDetailScreen>),
     Approval(Box<ApprovalScreen>),
     Damaged(DamagedScreen),
-    Help { scroll: usize },
+    Help {
+        scroll: usize,
+    },
+    /// The message log (`:messages`): every notice of this session in full, newest first.
+    Messages {
+        scroll: usize,
+    },
 }
 
 impl Screen {
@@ -123,6 +144,7 @@ impl Screen {
             Screen::Approval(_) => "approval",
             Screen::Damaged(_) => "damaged",
             Screen::Help { .. } => "help",
+            Screen::Messages { .. } => "messages",
         }
     }
 }
@@ -142,6 +164,12 @@ pub enum Pending {
         hash: String,
     },
     Reject {
+        run: Key,
+        approval: Key,
+        hash: String,
+    },
+    /// Deny with feedback: the call does not run; the note is the agent's observation.
+    Deny {
         run: Key,
         approval: Key,
         hash: String,
@@ -192,6 +220,12 @@ pub struct App {
     pub counts: Option<Counts>,
     pub counts_pending: Option<u64>,
     pub notice: Option<(Level, String)>,
+    /// Every notice shown, in full, oldest first (at most [`MESSAGES_KEPT`]); `:messages`.
+    pub messages: Vec<Message>,
+    /// Notices dropped from the front of `messages` to keep it bounded.
+    pub messages_dropped: u64,
+    /// A `:run PREFIX` whose candidates are being read: the read's id and the text typed.
+    pub resolving: Option<(u64, Key)>,
     /// Writes and `:verify` in flight: id → what they do (for the progress line).
     pub running: Vec<(u64, String)>,
     pub next_id: u64,
@@ -222,6 +256,16 @@ impl App {
             size,
             counts: None,
             counts_pending: None,
+            messages: notice
+                .iter()
+                .map(|(level, text)| Message {
+                    at: now,
+                    level: *level,
+                    text: text.clone(),
+                })
+                .collect(),
+            messages_dropped: 0,
+            resolving: None,
             notice,
             running: Vec::new(),
             next_id: 1,
@@ -248,5 +292,25 @@ impl App {
     /// Whether the top screen shows relative times (the clock ticks only then).
     pub fn shows_clock(&self) -> bool {
         !matches!(self.top(), Screen::Help { .. })
+    }
+
+    /// Keeps `notice` in the message log when it is new (a different notice than `before`).
+    pub(crate) fn log_notice(&mut self, before: Option<&(Level, String)>) {
+        let Some((level, text)) = &self.notice else {
+            return;
+        };
+        if before == self.notice.as_ref() {
+            return;
+        }
+        self.messages.push(Message {
+            at: self.now,
+            level: *level,
+            text: text.clone(),
+        });
+        if self.messages.len() > MESSAGES_KEPT {
+            let extra = self.messages.len() - MESSAGES_KEPT;
+            self.messages.drain(..extra);
+            self.messages_dropped += extra as u64;
+        }
     }
 }

@@ -32,11 +32,19 @@ pub fn is_count(q: &Query) -> bool {
 
 /// Marks a run header resumable when the hook knows its tools and the run has not ended.
 pub fn mark_resumable(r: &mut Reply, hook: Option<&dyn ResumeHook>) {
-    if let (Reply::Run(Some(h)), Some(hook)) = (r, hook) {
-        // The hook names runs by text: a run whose id is not UTF-8 is never offered to it (its
-        // lossy form could name another run).
-        h.resumable =
-            !h.status.is_terminal() && h.id.as_str().is_some_and(|id| hook.can_resume(id));
+    let Some(hook) = hook else { return };
+    // The hook names runs by text: a run whose id is not UTF-8 is never offered to it (its
+    // lossy form could name another run).
+    match r {
+        Reply::Run(Some(h)) => {
+            h.resumable =
+                !h.status.is_terminal() && h.id.as_str().is_some_and(|id| hook.can_resume(id));
+        }
+        Reply::Approval(Some(a)) => {
+            a.resumable = !a.run_status.is_terminal()
+                && a.run_id.as_str().is_some_and(|id| hook.can_resume(id));
+        }
+        _ => {}
     }
 }
 

@@ -22,7 +22,7 @@ pub(crate) fn on_action(app: &mut App, a: Action) -> Vec<Effect> {
         Screen::Damaged(s) => lists::damaged(s, a, &cx, &mut out),
         Screen::RunDetail(s) => run_detail::on_action(s, a, &cx, &mut out),
         Screen::Approval(s) => approval::on_action(s, a, &cx, &mut out),
-        Screen::Help { scroll } => help(scroll, a, cx.rows),
+        Screen::Help { scroll } | Screen::Messages { scroll } => help(scroll, a, cx.rows),
     }
     apply(app, out)
 }

@@ -1,7 +1,7 @@
 //! Actions on the approval detail: moving between fields, paging, expanding, strict mode, the
 //! code-point inspector and its pages, copy, and the decisions.
 
-use super::confirm::{cancel_confirm, confirm_decision};
+use super::confirm::{Choice, cancel_confirm, confirm_decision, resume_from_approval};
 use super::outcome::{Ctx, Outcome, READ_ONLY};
 use crate::console::keymap::Action;
 use crate::console::layout;
@@ -31,14 +31,16 @@ pub(super) fn on_action(s: &mut ApprovalScreen, a: Action, cx: &Ctx, out: &mut O
             s.inspect = !s.inspect;
             s.inspect_page = 0;
         }
-        Action::Copy => {
-            out.copy = s
-                .fields
-                .get(s.cursor)
-                .map(|f| format!("{}: {}", text::escaped(&f.label), text::escaped(&f.value)))
-        }
-        Action::Approve | Action::Reject => {
-            out.confirm = Some(confirm_decision(&cx.cfg, s, a == Action::Approve, cx.now));
+        // The bare value, escaped; never its label (issue 15 item 8).
+        Action::Copy => out.copy = s.fields.get(s.cursor).map(|f| text::escaped(&f.value)),
+        Action::ResumeRun => out.confirm = Some(resume_from_approval(s, cx)),
+        Action::Approve | Action::Reject | Action::Deny => {
+            let choice = match a {
+                Action::Approve => Choice::Approve,
+                Action::Reject => Choice::Reject,
+                _ => Choice::Deny,
+            };
+            out.confirm = Some(confirm_decision(&cx.cfg, s, choice, cx.now));
         }
         Action::CancelRun => {
             out.confirm = Some(match &s.row {

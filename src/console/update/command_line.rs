@@ -1,10 +1,64 @@
 //! The `:` command line.
 
 use super::actions::on_action;
+use crate::console::data::Reply;
 use crate::console::data::{Key, Query};
 use crate::console::keymap::Action;
 use crate::console::msg::Effect;
-use crate::console::state::{App, Level};
+use crate::console::state::{App, Level, Screen};
+use crate::console::text;
+
+/// How many candidates an ambiguous `:run PREFIX` names.
+pub(crate) const NAMED: usize = 8;
+
+/// An id as a notice carries it: a notice is text the view escapes when it draws it, so a
+/// UTF-8 id goes in as stored; one that is not UTF-8 goes in as its escaped form (drawn with
+/// its backslashes doubled, never as a lossy U+FFFD that could name another run).
+fn notice_id(k: &Key) -> String {
+    match k.as_str() {
+        Some(s) => s.to_string(),
+        None => text::escaped(k.as_bytes()),
+    }
+}
+
+/// The candidates of a `:run PREFIX` came back: an exact id or the one run it starts opens;
+/// several are named (escaped) so the person types more; none opens the run as typed, whose
+/// screen then says it is not found.
+pub(super) fn on_prefix(app: &mut App, given: Key, r: Reply) -> Vec<Effect> {
+    let found = match r {
+        Reply::RunPrefix(found) => found,
+        Reply::Failed(e) => {
+            app.notice = Some((Level::Error, e.to_string()));
+            return vec![];
+        }
+        _ => return vec![],
+    };
+    if found.contains(&given) {
+        return app.push_run(given);
+    }
+    match found.as_slice() {
+        [] => app.push_run(given),
+        [one] => app.push_run(one.clone()),
+        many => {
+            let named: Vec<String> = many.iter().take(NAMED).map(notice_id).collect();
+            let count = if many.len() > NAMED {
+                format!("more than {NAMED}")
+            } else {
+                many.len().to_string()
+            };
+            app.notice = Some((
+                Level::Error,
+                format!(
+                    "{} is the start of {count} run ids: {}{}; type more of the id",
+                    notice_id(&given),
+                    named.join(", "),
+                    if many.len() > NAMED { ", ..." } else { "" }
+                ),
+            ));
+            vec![]
+        }
+    }
+}
 
 pub(crate) fn run_command(app: &mut App, cmd: &str) -> Vec<Effect> {
     let mut parts = cmd.split_whitespace();
@@ -28,7 +82,24 @@ pub(crate) fn run_command(app: &mut App, cmd: &str) -> Vec<Effect> {
             on_action(app, Action::Damaged)
         }
         ("help", _) => on_action(app, Action::Help),
-        ("run", Some(id)) => app.push_run(Key::from(id)),
+        ("messages" | "mes" | "messages!", _) => {
+            if !matches!(app.top(), Screen::Messages { .. }) {
+                app.stack.push(Screen::Messages { scroll: 0 });
+            }
+            vec![]
+        }
+        ("run", Some(id)) => {
+            // A unique prefix names its run (issue 15 item 8): read the candidates first.
+            let rid = app.id();
+            app.resolving = Some((rid, Key::from(id)));
+            vec![Effect::Query(
+                rid,
+                Query::RunPrefix {
+                    prefix: Key::from(id),
+                    limit: (NAMED + 1) as u32,
+                },
+            )]
+        }
         ("approval", Some(id)) => app.push_approval(Key::from(id)),
         ("verify", _) => {
             let id = app.next_id + 1;
@@ -42,7 +113,7 @@ pub(crate) fn run_command(app: &mut App, cmd: &str) -> Vec<Effect> {
             app.notice = Some((
                 Level::Error,
                 format!(
-                    "unknown command; try :queue :runs :run ID :damaged :verify :q ({} chars ignored)",
+                    "unknown command; try :queue :runs :run ID :damaged :messages :verify :q ({} chars ignored)",
                     cmd.len()
                 ),
             ));

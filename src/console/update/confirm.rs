@@ -4,15 +4,24 @@ use super::outcome::{Ctx, READ_ONLY};
 use crate::console::data::{ApprovalStatus, Key, RunHeader, RunStatus};
 use crate::console::fields;
 use crate::console::state::{
-    AppConfig, ApprovalScreen, Confirm, Pending, RunDetailScreen, TextInput, short,
+    AppConfig, ApprovalScreen, Confirm, PROGRAM_RESUMES, Pending, RunDetailScreen, TextInput, short,
 };
 use crate::console::time;
+
+/// The three answers to an approval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Choice {
+    Approve,
+    Reject,
+    /// Deny with feedback (decision 0040).
+    Deny,
+}
 
 /// Builds the confirmation for a decision on the shown approval.
 pub(crate) fn confirm_decision(
     cfg: &AppConfig,
     s: &ApprovalScreen,
-    approve: bool,
+    choice: Choice,
     now: i64,
 ) -> Result<Confirm, String> {
     let Some(a) = &s.row else {
@@ -40,19 +49,28 @@ pub(crate) fn confirm_decision(
         return Err(format!("run is {}, not waiting for approval", a.run_status));
     }
     let tool = fields::tool_of(a).unwrap_or_default();
-    let what = if approve {
-        Pending::Approve {
-            run: a.run_id.clone(),
-            approval: a.id.clone(),
-            hash: a.hash.clone(),
-        }
-    } else {
-        Pending::Reject {
-            run: a.run_id.clone(),
-            approval: a.id.clone(),
-            hash: a.hash.clone(),
-        }
+    let (run, approval, hash) = (a.run_id.clone(), a.id.clone(), a.hash.clone());
+    let what = match choice {
+        Choice::Approve => Pending::Approve {
+            run,
+            approval,
+            hash,
+        },
+        Choice::Reject => Pending::Reject {
+            run,
+            approval,
+            hash,
+        },
+        Choice::Deny => Pending::Deny {
+            run,
+            approval,
+            hash,
+        },
     };
+    let mut warnings = decision_warnings(s, now);
+    if choice == Choice::Deny {
+        warnings.push("the run goes INTERRUPTED; its program resumes it".into());
+    }
     Ok(Confirm {
         what,
         lines: vec![
@@ -62,8 +80,8 @@ pub(crate) fn confirm_decision(
             ("hash".into(), short(&a.hash).as_bytes().to_vec()),
             ("by".into(), cfg.by.clone().into_bytes()),
         ],
-        warnings: decision_warnings(s, now),
-        reason: (!approve).then(TextInput::default),
+        warnings,
+        reason: (choice != Choice::Approve).then(TextInput::default),
     })
 }
 
@@ -117,6 +135,38 @@ pub(super) fn cancel_confirm(run: &Key, h: Option<&RunHeader>) -> Confirm {
     }
 }
 
+/// `R` on an approval: the resume of its run, or why it cannot be resumed from here.
+pub(super) fn resume_from_approval(s: &ApprovalScreen, cx: &Ctx) -> Result<Confirm, String> {
+    let Some(a) = &s.row else {
+        return Err("the approval is not loaded yet".into());
+    };
+    let status = &a.run_status;
+    if cx.cfg.read_only {
+        Err(READ_ONLY.into())
+    } else if a.status == ApprovalStatus::Pending {
+        Err("not approved yet: a resume runs only an approved call (a approves)".into())
+    } else if status.is_terminal() || matches!(status, RunStatus::Unknown(_)) {
+        Err(format!(
+            "run is {status}; only waiting or interrupted runs resume"
+        ))
+    } else if !cx.cfg.can_resume || !a.resumable {
+        Err(PROGRAM_RESUMES.into())
+    } else {
+        Ok(Confirm {
+            what: Pending::Resume {
+                run: a.run_id.clone(),
+            },
+            lines: vec![
+                ("resume run".into(), a.run_id.as_bytes().to_vec()),
+                ("status".into(), status.as_str().as_bytes().to_vec()),
+                ("approval".into(), a.id.as_bytes().to_vec()),
+            ],
+            warnings: vec!["the run's next step executes its tool for real".into()],
+            reason: None,
+        })
+    }
+}
+
 pub(super) fn resume_confirm(s: &RunDetailScreen, cx: &Ctx) -> Result<Confirm, String> {
     let status = s
         .header
@@ -127,17 +177,14 @@ pub(super) fn resume_confirm(s: &RunDetailScreen, cx: &Ctx) -> Result<Confirm, S
     let resumes = !status.is_terminal() && !matches!(status, RunStatus::Unknown(_));
     if cx.cfg.read_only {
         Err(READ_ONLY.into())
-    } else if !cx.cfg.can_resume {
-        Err("this build registers no tools to resume runs with".into())
-    } else if !s.header.as_ref().is_some_and(|h| h.resumable) {
-        Err(
-            "this build does not register the tools this run needs; its own runtime resumes it"
-                .into(),
-        )
+    } else if s.header.is_none() {
+        Err("the run is not loaded yet".into())
     } else if !resumes {
         Err(format!(
             "run is {status}; only waiting or interrupted runs resume"
         ))
+    } else if !cx.cfg.can_resume || !s.header.as_ref().is_some_and(|h| h.resumable) {
+        Err(PROGRAM_RESUMES.into())
     } else {
         Ok(Confirm {
             what: Pending::Resume { run: s.id.clone() },

@@ -76,7 +76,12 @@ fn on_overlay_key(app: &mut App, k: KeyEvent) -> Vec<Effect> {
 fn accept(app: &mut App, c: Box<Confirm>) -> Vec<Effect> {
     let reason = c.reason.as_ref().map(|r| r.text.trim().to_string());
     if reason.as_deref() == Some("") {
-        app.notice = Some((Level::Error, "a reason is required".into()));
+        let what = if matches!(c.what, Pending::Deny { .. }) {
+            "a note for the agent is required: it is told the note instead of the call's result"
+        } else {
+            "a reason is required"
+        };
+        app.notice = Some((Level::Error, what.into()));
         app.overlay = Some(Overlay::Confirm(c));
         return vec![];
     }
@@ -110,6 +115,20 @@ fn accept(app: &mut App, c: Box<Confirm>) -> Vec<Effect> {
                 note,
             },
             "rejecting",
+        ),
+        Pending::Deny {
+            run,
+            approval,
+            hash,
+        } => (
+            Write::Deny {
+                run,
+                approval,
+                shown_hash: hash,
+                by,
+                note,
+            },
+            "denying",
         ),
         Pending::Cancel { run } => (
             Write::Cancel {

@@ -34,7 +34,7 @@ pub(super) fn queue(s: &mut QueueScreen, a: Action, cx: &Ctx, out: &mut Outcome)
                 .selected()
                 .map(|r| text::escaped(r.approval_id.as_bytes()))
         }
-        Action::Approve | Action::Reject => {
+        Action::Approve | Action::Reject | Action::Deny => {
             out.notice = Some((
                 Level::Info,
                 "open the approval (enter) and read it to decide".into(),
@@ -82,8 +82,12 @@ pub(super) fn damaged(s: &mut DamagedScreen, a: Action, cx: &Ctx, out: &mut Outc
         Action::Copy => out.copy = s.list.selected().map(|r| text::bytes_escaped(&r.raw)),
         Action::CancelRun => {
             out.confirm = Some(match s.list.selected() {
-                Some(r) if !cx.cfg.read_only => Ok(cancel_confirm(&r.run_id, None)),
-                Some(_) => Err(READ_ONLY.into()),
+                Some(_) if cx.cfg.read_only => Err(READ_ONLY.into()),
+                Some(DamagedRow {
+                    run_status: Some(st),
+                    ..
+                }) if st.is_terminal() => Err(format!("run is already finished ({st})")),
+                Some(r) => Ok(cancel_confirm(&r.run_id, None)),
                 None => Err("no row selected".into()),
             })
         }

@@ -102,7 +102,7 @@ impl App {
                 let q = tab_query(s, id2, keep, win);
                 return vec![Effect::Query(id, hq), Effect::Query(id2, q)];
             }
-            Screen::Help { .. } => return vec![],
+            Screen::Help { .. } | Screen::Messages { .. } => return vec![],
         };
         vec![Effect::Query(id, q)]
     }

@@ -20,6 +20,14 @@ use super::state::{App, Level, Overlay};
 
 /// The transition function.
 pub fn update(app: &mut App, input: Input) -> Vec<Effect> {
+    let before = app.notice.clone();
+    let fx = step(app, input);
+    // Every notice goes to the message log whole, whoever set it (issue 15 item 9).
+    app.log_notice(before.as_ref());
+    fx
+}
+
+fn step(app: &mut App, input: Input) -> Vec<Effect> {
     app.dirty = true;
     match input {
         Input::Key(k) => keys::on_key(app, k),

@@ -44,6 +44,9 @@ pub(super) fn on_reply(app: &mut App, id: u64, r: Reply) -> Vec<Effect> {
         app.notice = Some(finished(r));
         return vec![];
     }
+    if let Some((_, given)) = app.resolving.take_if(|(i, _)| *i == id) {
+        return super::command_line::on_prefix(app, given, r);
+    }
     let rows = app.list_rows();
     let top = app.stack.len().saturating_sub(1);
     let mut follow = Follow::default();

@@ -5,6 +5,7 @@
 mod approval;
 mod damaged;
 mod help;
+mod messages;
 mod overlays;
 mod queue;
 mod run_detail;
@@ -16,7 +17,7 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
-use crate::console::data::Counts;
+use crate::console::data::{Counts, RunStatus};
 use crate::console::keymap::Action;
 use crate::console::state::{App, Level, Overlay, Screen};
 use crate::console::text;
@@ -43,6 +44,7 @@ pub fn draw(f: &mut Frame, app: &App) {
         Screen::Approval(s) => approval::draw(f, body, app, s),
         Screen::Damaged(s) => damaged::draw(f, body, app, s),
         Screen::Help { scroll } => help::draw(f, body, app, *scroll),
+        Screen::Messages { scroll } => messages::draw(f, body, app, *scroll),
     }
     draw_notice(f, notice, app);
     draw_hints(f, hints, app);
@@ -115,17 +117,32 @@ fn draw_notice(f: &mut Frame, area: Rect, app: &App) {
                     Level::Ok => th.style(Role::Ok),
                     Level::Error => th.style(Role::Error),
                 };
-                // Notices may quote database text (who decided): escape them too.
-                let mut l =
-                    text::line(m.as_bytes(), usize::from(area.width), &th.text_styles()).line;
-                l = l.style(st);
-                l
+                // Notices may quote database text (who decided): escape them too. One that
+                // does not fit is cut visibly and says where it is whole (issue 15 item 9).
+                // Plain text in the level's style (an error reads as one), escapes as escapes.
+                let width = usize::from(area.width);
+                let styles = text::TextStyles {
+                    text: st,
+                    ..th.text_styles()
+                };
+                let whole = text::line(m.as_bytes(), usize::MAX, &styles);
+                if whole.width <= width {
+                    whole.line
+                } else {
+                    let room = width.saturating_sub(MORE.chars().count());
+                    let mut l = text::line(m.as_bytes(), room, &styles).line;
+                    l.spans.push(Span::styled(MORE, th.style(Role::KeyHint)));
+                    l
+                }
             }
             None => Line::from(""),
         },
     };
     f.render_widget(Paragraph::new(line), area);
 }
+
+/// What a cut notice ends with: where to read it whole.
+const MORE: &str = " · :messages";
 
 /// Context hints from the keymap (so rebinding shows up here too).
 pub(crate) fn hints(app: &App) -> Vec<(String, &'static str)> {
@@ -153,11 +170,16 @@ pub(crate) fn hints(app: &App) -> Vec<(String, &'static str)> {
             v.push((k(Action::Filter), "filter"));
             v.push((k(Action::StatusFilter), "status"));
         }
-        Screen::RunDetail(_) => {
+        Screen::RunDetail(s) => {
             v.push((k(Action::NextTab), "tab"));
-            if !app.cfg.read_only {
+            // Only what applies to the run as read: no cancel of a finished run, no resume of
+            // one this build cannot resume or that does not resume from its status.
+            let status = s.header.as_ref().map(|h| &h.status);
+            let open = status.is_some_and(|st| !st.is_terminal());
+            if !app.cfg.read_only && open {
                 v.push((k(Action::CancelRun), "cancel run"));
-                let resumable = matches!(app.top(), Screen::RunDetail(s) if s.header.as_ref().is_some_and(|h| h.resumable));
+                let resumable = s.header.as_ref().is_some_and(|h| h.resumable)
+                    && !matches!(status, Some(RunStatus::Unknown(_)));
                 if app.cfg.can_resume && resumable {
                     v.push((k(Action::ResumeRun), "resume"));
                 }
@@ -167,6 +189,7 @@ pub(crate) fn hints(app: &App) -> Vec<(String, &'static str)> {
             if !app.cfg.read_only {
                 v.push((k(Action::Approve), "approve"));
                 v.push((k(Action::Reject), "reject"));
+                v.push((k(Action::Deny), "deny"));
             }
             v.push((k(Action::Expand), "expand"));
             v.push((k(Action::Strict), "strict"));
@@ -179,14 +202,21 @@ pub(crate) fn hints(app: &App) -> Vec<(String, &'static str)> {
             }
             v.push((k(Action::Copy), "copy"));
         }
-        Screen::Damaged(_) => {
+        Screen::Damaged(s) => {
             v.push((k(Action::Open), "run"));
             v.push((k(Action::Copy), "copy bytes"));
-            if !app.cfg.read_only {
+            let open = s
+                .list
+                .selected()
+                .is_some_and(|r| r.run_status.as_ref().is_some_and(|st| !st.is_terminal()));
+            if !app.cfg.read_only && open {
                 v.push((k(Action::CancelRun), "cancel run"));
             }
         }
         Screen::Help { .. } => {}
+        Screen::Messages { .. } => {
+            v.push((k(Action::Down), "scroll"));
+        }
     }
     if app.stack.len() > 1 {
         v.push((k(Action::Back), "back"));

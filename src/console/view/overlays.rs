@@ -38,6 +38,10 @@ pub(super) fn draw_confirm(f: &mut Frame, body: Rect, app: &App, c: &Confirm) {
             " REJECT ",
             "reject this request: the run ends as CANCELLED (approval_rejected)",
         ),
+        Pending::Deny { .. } => (
+            " DENY WITH FEEDBACK ",
+            "deny this call: it does not run; the agent is told your note and goes on",
+        ),
         Pending::Cancel { .. } => (" CANCEL RUN ", "cancel this run"),
         Pending::Resume { .. } => (" RESUME RUN ", "resume this run in the background"),
     };
@@ -56,7 +60,12 @@ pub(super) fn draw_confirm(f: &mut Frame, body: Rect, app: &App, c: &Confirm) {
     }
     if let Some(r) = &c.reason {
         lines.push(Line::from(""));
-        let mut l = vec![Span::styled("    reason ", th.style(Role::Dim))];
+        let label = if matches!(c.what, Pending::Deny { .. }) {
+            "  note for the agent "
+        } else {
+            "    reason "
+        };
+        let mut l = vec![Span::styled(label, th.style(Role::Dim))];
         l.push(Span::raw(text::escaped(r.text.as_bytes())));
         l.push(Span::styled("▏", th.style(Role::KeyHint)));
         lines.push(Line::from(l));

@@ -12,6 +12,9 @@ use crate::console::text;
 use crate::console::theme::Role;
 use crate::console::time;
 
+/// What a queue row of a call asked again after its grant starts with.
+const AGAIN: &str = "again: ";
+
 pub(super) fn draw(f: &mut Frame, area: Rect, app: &App, s: &QueueScreen) {
     let th = &app.theme;
     let [title, rest] = Layout::vertical([Constraint::Length(1), Constraint::Min(1)]).areas(area);
@@ -51,18 +54,26 @@ pub(super) fn draw(f: &mut Frame, area: Rect, app: &App, s: &QueueScreen) {
             };
             let summary = match &r.args {
                 Some(a) => {
-                    let w = *ws.last().unwrap_or(&8);
+                    let mut w = *ws.last().unwrap_or(&8);
+                    let mut l = Line::default();
+                    if r.paused_again {
+                        // Approved before; on resume the policy asked again (issue 15 item 5).
+                        l.spans.push(ratatui::text::Span::styled(
+                            AGAIN,
+                            th.style(Role::StatusWaiting),
+                        ));
+                        w = w.saturating_sub(AGAIN.len() as u16);
+                    }
                     // Warn in the list too: the cut cell may hide what the detail will show.
                     if text::marks(a).any() {
-                        let mut l = Line::from(vec![
-                            ratatui::text::Span::styled("⚠", th.style(Role::Badge)),
-                            ratatui::text::Span::raw(" "),
-                        ]);
+                        l.spans
+                            .push(ratatui::text::Span::styled("⚠", th.style(Role::Badge)));
+                        l.spans.push(ratatui::text::Span::raw(" "));
                         l.spans.extend(cell(app, a, w.saturating_sub(2)).spans);
-                        l
                     } else {
-                        cell(app, a, w)
+                        l.spans.extend(cell(app, a, w).spans);
                     }
+                    l
                 }
                 None => Line::styled("unread: request does not decode", th.style(Role::Damaged)),
             };

@@ -9,9 +9,12 @@ use serde_json::Value;
 
 use ratatui::style::Style;
 
-use super::widgets::{Col, cell, cell_in, position, table};
-use crate::console::data::{ApprovalStatus, ChainMark, EventRow, RunHeader, Tab};
+use super::widgets::{Col, cell, cell_in, fate_cell, position, table};
+use crate::console::data::{ApprovalStatus, ChainMark, EventRow, Fate, RunHeader, Tab};
 use crate::console::state::{App, RunDetailScreen, short};
+
+/// The header's word on a run this build cannot resume (issue 15 item 6).
+const BY_ITS_PROGRAM: &str = "by its own program (this build lacks its tools)";
 use crate::console::theme::Role;
 use crate::console::time;
 
@@ -87,6 +90,32 @@ fn header_lines(app: &App, h: &RunHeader, w: u16) -> Vec<Line<'static>> {
         l5.extend(cell(app, &h.reason_detail, w.saturating_sub(7)).spans);
         lines.push(Line::from(l5));
     }
+    if let Some(fate) = &h.fate {
+        let mut l = vec![Span::styled("call ", th.style(Role::Dim))];
+        l.extend(fate_cell(app, fate, w.saturating_sub(5), false).spans);
+        lines.push(Line::from(l));
+        // Issue 15 item 5: a run that ended after its approved call was denied says so.
+        if h.status.is_terminal() && matches!(fate, Fate::DeniedOnResume { .. }) {
+            let said = format!("the run ended {} after this denial", h.status.as_str());
+            let mut l = vec![Span::raw("     ")];
+            l.extend(
+                cell_in(
+                    app,
+                    said.as_bytes(),
+                    w.saturating_sub(5),
+                    th.style(Role::Danger),
+                )
+                .spans,
+            );
+            lines.push(Line::from(l));
+        }
+    }
+    // Issue 15 item 6: a run this build cannot resume is resumed by its own program.
+    if !h.status.is_terminal() && !h.resumable {
+        let mut l = vec![Span::styled("resume ", th.style(Role::Dim))];
+        l.extend(cell(app, BY_ITS_PROGRAM.as_bytes(), w.saturating_sub(7)).spans);
+        lines.push(Line::from(l));
+    }
     lines
 }
 
@@ -98,7 +127,7 @@ pub(super) fn draw(f: &mut Frame, area: Rect, app: &App, s: &RunDetailScreen) {
         None => vec![Line::styled(" reading…", th.style(Role::Dim))],
     };
     let [hd, tabs, rest] = Layout::vertical([
-        Constraint::Length(5),
+        Constraint::Length((head.len() as u16).max(5)),
         Constraint::Length(1),
         Constraint::Min(1),
     ])

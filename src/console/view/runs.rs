@@ -1,4 +1,4 @@
-//! Runs, newest first: status, reason, steps, age, goal; markers for waiting and damaged;
+//! Runs, newest first: id (a typable prefix), status, reason, steps, age, goal; markers for waiting and damaged;
 //! filter by status (f) and by text (/), both in SQL.
 
 use ratatui::Frame;
@@ -51,9 +51,18 @@ pub(super) fn draw(f: &mut Frame, area: Rect, app: &App, s: &RunsScreen) {
             if r.damaged {
                 marks.push(Span::styled("!", th.style(Role::Damaged)));
             }
-            let mut v = vec![Line::from(marks), run_status_cell(app, &r.status, ws[1])];
+            let mut v = vec![
+                Line::from(marks),
+                id_prefix(app, r.id.as_bytes()),
+                run_status_cell(app, &r.status, ws[2]),
+            ];
             if !narrow {
-                v.push(cell(app, &r.reason, ws[2]));
+                // The fate of its latest approved call where it has one (issue 15 item 5),
+                // else the run's reason.
+                v.push(match &r.fate {
+                    Some(fate) => widgets::fate_cell(app, fate, ws[3], true),
+                    None => cell(app, &r.reason, ws[3]),
+                });
                 v.push(Line::from(r.step_count.to_string()));
             }
             v.push(Line::from(time::age(&r.created_at, now)));
@@ -64,6 +73,21 @@ pub(super) fn draw(f: &mut Frame, area: Rect, app: &App, s: &RunsScreen) {
     );
 }
 
+/// How many bytes of a run's id the ID column shows: enough to type as a unique prefix
+/// (`:run PREFIX`, every command taking a run).
+const ID_SHOWN: usize = 8;
+
+/// The first [`ID_SHOWN`] bytes of an id through the sanitiser, and a dim `…` when there is
+/// more (the cut is visible; what is shown is a prefix, never head-and-tail).
+fn id_prefix(app: &App, id: &[u8]) -> Line<'static> {
+    let n = id.len().min(ID_SHOWN);
+    let mut l = cell(app, &id[..n], ID_SHOWN as u16);
+    if id.len() > n {
+        l.spans.push(widgets::dim(app, "…"));
+    }
+    l
+}
+
 /// The table's columns (fewer on a narrow terminal).
 fn columns(narrow: bool) -> Vec<Col> {
     if narrow {
@@ -71,6 +95,10 @@ fn columns(narrow: bool) -> Vec<Col> {
             Col {
                 title: "",
                 width: 2,
+            },
+            Col {
+                title: "ID",
+                width: ID_SHOWN as u16 + 1,
             },
             Col {
                 title: "STATUS",
@@ -92,12 +120,16 @@ fn columns(narrow: bool) -> Vec<Col> {
                 width: 2,
             },
             Col {
+                title: "ID",
+                width: ID_SHOWN as u16 + 1,
+            },
+            Col {
                 title: "STATUS",
                 width: 9,
             },
             Col {
-                title: "REASON",
-                width: 16,
+                title: "REASON / CALL",
+                width: 20,
             },
             Col {
                 title: "STEPS",

@@ -7,11 +7,12 @@ use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Clear, Paragraph};
 
-use crate::console::data::RunStatus;
+use crate::console::data::{Fate, RunStatus};
 use crate::console::nav::ListView;
 use crate::console::state::App;
 use crate::console::text;
 use crate::console::theme::Role;
+use crate::console::time;
 
 /// A column: title and width (0 = takes the rest).
 pub struct Col {
@@ -216,4 +217,67 @@ pub fn run_status_cell(app: &App, s: &RunStatus, w: u16) -> Line<'static> {
         other => other.as_str(),
     };
     cell_in(app, short.as_bytes(), w, app.theme.status(s))
+}
+
+/// What became of a run's latest approved call, in `w` columns: a label in the fate's colour
+/// and the untrusted part (summary, reason, note, id) through the sanitiser, cut visibly.
+/// `short` words it for a table cell.
+pub fn fate_cell(app: &App, fate: &Fate, w: u16, short: bool) -> Line<'static> {
+    let th = &app.theme;
+    let (label, role, rest) = fate_words(app, fate, short);
+    let lw = label.chars().count();
+    if lw >= usize::from(w) {
+        // The label alone does not fit: cut it visibly too.
+        return cell_in(app, label.as_bytes(), w, th.style(role));
+    }
+    let mut l = Line::from(vec![Span::styled(label, th.style(role))]);
+    if !rest.is_empty() {
+        l.spans
+            .extend(cell(app, rest, w.saturating_sub(lw as u16)).spans);
+    }
+    l
+}
+
+/// A fate's label, its colour and the stored bytes that follow the label.
+fn fate_words<'a>(app: &App, fate: &'a Fate, short: bool) -> (String, Role, &'a [u8]) {
+    let pick = |long: &str, brief: &str| if short { brief } else { long }.to_string();
+    match fate {
+        Fate::AwaitingResume { decided_at } => {
+            let age = time::age(decided_at, app.now);
+            let label = if short {
+                format!("approved {age}, waits")
+            } else {
+                format!("approved {age} ago, not yet resumed")
+            };
+            (label, Role::StatusWaiting, b"")
+        }
+        Fate::Resumed => (
+            pick("approved, resumed", "resumed"),
+            Role::StatusRunning,
+            b"",
+        ),
+        Fate::Executed {
+            failed: true,
+            summary,
+        } => (pick("ran, failed: ", "failed: "), Role::Error, summary),
+        Fate::Executed {
+            failed: false,
+            summary,
+        } => (pick("executed: ", "ran: "), Role::Ok, summary),
+        Fate::DeniedOnResume { reason } => (
+            pick("denied on resume: ", "denied on resume"),
+            Role::Danger,
+            if short { b"" } else { reason },
+        ),
+        Fate::PausedAgain { approval } => (
+            pick("paused again, new approval ", "paused again"),
+            Role::StatusWaiting,
+            if short { b"" } else { approval.as_bytes() },
+        ),
+        Fate::DeniedWithFeedback { note } => (
+            pick("denied with feedback: ", "denied: "),
+            Role::Error,
+            note,
+        ),
+    }
 }
