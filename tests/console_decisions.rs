@@ -192,3 +192,216 @@ fn cancel_from_run_detail_needs_a_reason_and_cancels() {
     }
     verify(&db);
 }
+
+// --- The decision page on the demo (issue 15 items 1-4 and 9) --------------------------------
+
+use countersign::console::testing::{Input, Recheck, ResumeHook, Role};
+use countersign::consumer::demo::{backend_beside, build, recheck_demo_run};
+use countersign::runtime::driver::{RecheckReport, RecheckScope};
+
+/// The example consumer's policy asked again, read-only, as the binary's hook asks it.
+struct DemoPolicy;
+
+impl ResumeHook for DemoPolicy {
+    fn can_resume(&self, _: &str) -> bool {
+        false
+    }
+    fn resume(&self, _: &Path, _: &str) -> Result<String, String> {
+        Err("not in this test".into())
+    }
+    fn recheck(&self, db: &Path, run: &str) -> Result<RecheckReport, String> {
+        recheck_demo_run(db, &backend_beside(db), run, RecheckScope::Awaiting)
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// The demo's run database (and its backend beside it) in a fresh directory.
+fn demo_db() -> (tempfile::TempDir, std::path::PathBuf) {
+    let d = tempfile::tempdir().unwrap();
+    let db = d.path().join("demo.db");
+    build(&db, &backend_beside(&db)).unwrap();
+    (d, db)
+}
+
+/// The pending approval whose presentation holds both `needles`, with its creation time.
+fn pending_with(db: &Path, needles: &[&str]) -> (String, i64) {
+    let c = rusqlite::Connection::open(db).unwrap();
+    let mut st = c
+        .prepare("SELECT id, presentation_json, created_at FROM approvals WHERE status = 'pending' ORDER BY rowid")
+        .unwrap();
+    let rows: Vec<(String, String, String)> = st
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let (id, _, at) = rows
+        .into_iter()
+        .find(|(_, p, _)| needles.iter().all(|n| p.contains(n)))
+        .expect("the demo has such a pending approval");
+    (id, Timestamp::parse(&at).unwrap().unix_secs())
+}
+
+/// A console on the demo with the consumer's policy, showing approval `id`, its clock a
+/// minute after the approval was asked.
+fn page(db: &Path, id: &str, at: i64, w: u16, h: u16) -> Harness {
+    let cfg = AppConfig {
+        by: "tester".into(),
+        read_only: false,
+        can_resume: false,
+    };
+    let mut hs = Harness::with(db, w, h, cfg, Box::new(NoWriter));
+    hs.resume = Some(std::sync::Arc::new(DemoPolicy));
+    hs.input(Input::Tick(at + 60));
+    hs.command(&format!("approval {id}"));
+    hs
+}
+
+/// The screen with the demo's random ids, hashes and times replaced by stable names.
+fn redacted(db: &Path, screen: &str) -> String {
+    let c = rusqlite::Connection::open(db).unwrap();
+    let mut out = screen.to_string();
+    let mut names: Vec<(String, String)> = Vec::new();
+    for (sql, tag) in [
+        ("SELECT id FROM runs ORDER BY rowid", "run"),
+        ("SELECT id FROM steps ORDER BY rowid", "step"),
+        ("SELECT id FROM approvals ORDER BY rowid", "appr"),
+        ("SELECT hash FROM approvals ORDER BY rowid", "hash"),
+        ("SELECT created_at FROM approvals ORDER BY rowid", "asked"),
+        ("SELECT expires_at FROM approvals ORDER BY rowid", "expires"),
+    ] {
+        let mut st = c.prepare(sql).unwrap();
+        let v: Vec<String> = st
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        for (i, s) in v.into_iter().enumerate().filter(|(_, s)| !s.is_empty()) {
+            // Same width as what it replaces, so lines wrap the same.
+            let name = format!("<{tag}{i}>");
+            let pad = s.chars().count().saturating_sub(name.len());
+            names.push((s.clone(), format!("{name}{}", "~".repeat(pad))));
+            if tag == "hash" || tag == "run" || tag == "appr" {
+                let short: String = s.chars().take(12).collect();
+                let pad = 12usize.saturating_sub(name.len());
+                names.push((short, format!("{name}{}", "~".repeat(pad))));
+            }
+        }
+    }
+    for (from, to) in names {
+        out = out.replace(&from, &to);
+    }
+    out
+}
+
+/// Where `needle` starts on the screen, if it is there.
+fn at(b: &ratatui::buffer::Buffer, needle: &str) -> Option<(u16, u16)> {
+    let text = buffer_text(b);
+    text.lines().enumerate().find_map(|(y, l)| {
+        l.find(needle)
+            .map(|i| (l[..i].chars().count() as u16, y as u16))
+    })
+}
+
+#[test]
+fn the_decision_page_shows_the_consumers_facts_and_catches_stale_ones() {
+    let (_d, db) = demo_db();
+    let (id, asked) = pending_with(&db, &["ord_1004", "\"amount_cents\":6500"]);
+    let mut h = page(&db, &id, asked, 80, 24);
+    let s = h.screen();
+    // Before any raw field and without scrolling at 80x24: title, target, amount.
+    let first: Vec<&str> = s.lines().take(8).collect();
+    let top = first.join("\n");
+    assert!(top.contains("Refund 65.00 USD on ord_1004"), "{s}");
+    assert!(top.contains("order (target): ord_1004"), "{s}");
+    assert!(top.contains("amount_cents: 6500"), "{s}");
+    assert!(top.contains("customer: cu_ana"), "{s}");
+    assert!(s.contains("policy now: same as recorded"), "{s}");
+    assert!(
+        s.find("Refund 65.00").unwrap() < s.find("── the request as stored").unwrap_or(usize::MAX)
+    );
+    let b = h.buffer();
+    let (x, y) = at(&b, "Refund 65.00").unwrap();
+    assert_eq!(
+        Some(b[(x, y)].fg),
+        h.app.theme.style(Role::Title).fg,
+        "the title in the title style"
+    );
+
+    // A smaller refund on the same order ran: the policy still asks, on a refreshed fact.
+    let set_refundable = |cents: i64| {
+        let backend = rusqlite::Connection::open(backend_beside(&db)).unwrap();
+        backend
+            .execute(
+                "UPDATE orders SET refunded_cents = total_cents - ?1 WHERE id = 'ord_1004'",
+                [cents],
+            )
+            .unwrap();
+    };
+    set_refundable(6800);
+    h.input(Input::DataChanged);
+    let s = h.screen();
+    assert!(s.contains("policy now: DIFFERS"), "{s}");
+    assert!(s.contains("refundable_cents: 7000 -> 6800"), "{s}");
+    set_refundable(7000);
+    h.input(Input::DataChanged);
+    assert!(
+        h.screen().contains("policy now: same as recorded"),
+        "{}",
+        h.screen()
+    );
+
+    // An earlier refund on the same order ran: only 30.00 is refundable now.
+    let backend = rusqlite::Connection::open(backend_beside(&db)).unwrap();
+    backend
+        .execute(
+            "UPDATE orders SET refunded_cents = total_cents - 3000 WHERE id = 'ord_1004'",
+            [],
+        )
+        .unwrap();
+    drop(backend);
+    let before = std::fs::read(&db).unwrap();
+    h.input(Input::DataChanged);
+    let s = h.screen();
+    assert!(s.contains("policy now: DIFFERS"), "{s}");
+    let Some(Screen::Approval(a)) = h.app.stack.last() else {
+        panic!("the approval stays open")
+    };
+    let Some(Recheck::Differs(d)) = &a.recheck else {
+        panic!("today's answer differs: {:?}", a.recheck)
+    };
+    let all = d.join("\n");
+    assert!(all.contains("policy now: deny: invalid_state"), "{all}");
+    assert!(all.contains("amount exceeds refundable 3000"), "{all}");
+    assert!(s.contains("amount exceeds refundable"), "{s}");
+    let b = h.buffer();
+    let (x, y) = at(&b, "DIFFERS").unwrap();
+    assert_eq!(
+        Some(b[(x, y)].fg),
+        h.app.theme.style(Role::Danger).fg,
+        "a difference is a danger"
+    );
+    assert_eq!(
+        std::fs::read(&db).unwrap(),
+        before,
+        "the page's recheck wrote nothing"
+    );
+    for (w, hh) in SIZES {
+        let mut h = page(&db, &id, asked, w, hh);
+        h.input(Input::DataChanged);
+        snap(
+            &format!("page__stale_refund@{w}x{hh}"),
+            &redacted(&db, &h.screen()),
+        );
+        // Item 4: the confirmation in the consumer's words, with today's answer as a warning.
+        h.keys("a");
+        snap(
+            &format!("confirm_approve__stale_refund@{w}x{hh}"),
+            &redacted(&db, &h.screen()),
+        );
+    }
+    assert_eq!(
+        std::fs::read(&db).unwrap(),
+        before,
+        "nor did six more pages"
+    );
+}

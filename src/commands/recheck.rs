@@ -50,6 +50,19 @@ fn recheckable(db: &Path, run_id: &[u8]) -> Result<String, CommandError> {
     Ok(id.to_string())
 }
 
+/// The console's recheck (its worker thread calls it through the resume hook): the same
+/// read-only question as the command, or the sentence saying why this build cannot ask it.
+pub(super) fn for_console(db: &Path, run_id: &str) -> Result<RecheckReport, String> {
+    let msg = |e: CommandError| match e {
+        CommandError::Usage(m) | CommandError::Failed(m) => {
+            m.strip_prefix("recheck: ").unwrap_or(&m).to_string()
+        }
+    };
+    let id = recheckable(db, run_id.as_bytes()).map_err(msg)?;
+    recheck_demo_run(db, &backend_beside(db), &id, RecheckScope::Awaiting)
+        .map_err(|e| e.to_string())
+}
+
 fn answer(d: &PolicyDecision) -> String {
     if d.reason.is_empty() {
         d.outcome.clone()

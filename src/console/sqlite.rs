@@ -95,6 +95,8 @@ fn queue_row(q: store::QueueItem) -> QueueRow {
         kind: raw_bytes(&a.raw_invalid, "kind", &a.kind),
         tool: q.tool.map(String::into_bytes),
         args: q.args_head,
+        goal: Vec::new(),
+        agent_reason: Vec::new(),
     }
 }
 
@@ -348,7 +350,9 @@ impl ConsoleData for SqliteData {
                 let w = s
                     .list_queue_rows_near(filter, l, o, anchor, end_of(end))
                     .map_err(rd)?;
-                Reply::Queue(window(*limit, w, queue_row))
+                let mut page = window(*limit, w, queue_row);
+                super::context::queue_texts(s, &mut page.rows).map_err(rd)?;
+                Reply::Queue(page)
             }
             Query::QueueTotal { filter } => {
                 Reply::Total(s.count_queue(filter).map_err(rd)?.max(0) as u64)
@@ -394,6 +398,18 @@ impl ConsoleData for SqliteData {
                 Reply::Damaged(window(*limit, w, damaged_row))
             }
             Query::Verify => Reply::Verify(self.verify().map_err(rd)?),
+            Query::Context {
+                approval,
+                run,
+                step,
+                target,
+            } => Reply::Context(Box::new(
+                super::context::read(s, approval, run, step, target.as_ref()).map_err(rd)?,
+            )),
+            // Answered by the worker through the binary's hook; a reader alone cannot.
+            Query::Recheck { .. } => Reply::Recheck(Recheck::Unavailable(
+                "this console was given no policy to ask".into(),
+            )),
         })
     }
 }

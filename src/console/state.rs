@@ -77,6 +77,14 @@ pub struct ApprovalScreen {
     pub scroll: usize,
     /// Set when a reload found a different hash than the one shown before.
     pub changed: bool,
+    /// The decision page's context (goal, the agent's reason, related work), once read.
+    pub context: Option<PageContext>,
+    pub context_pending: Option<u64>,
+    /// Today's answer of the policy, once the worker asked it.
+    pub recheck: Option<Recheck>,
+    pub recheck_pending: Option<u64>,
+    /// Which untrusted texts carry a warning badge (`goal`, `reason`, `args`).
+    pub hostile: Vec<&'static str>,
 }
 
 impl ApprovalScreen {
@@ -95,6 +103,11 @@ impl ApprovalScreen {
             cursor: 0,
             scroll: 0,
             changed: false,
+            context: None,
+            context_pending: None,
+            recheck: None,
+            recheck_pending: None,
+            hostile: Vec::new(),
         }
     }
 }

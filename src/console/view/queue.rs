@@ -49,11 +49,13 @@ pub(super) fn draw(f: &mut Frame, area: Rect, app: &App, s: &QueueScreen) {
                 Some(t) => cell(app, t, ws[if narrow { 2 } else { 4 }]),
                 None => Line::styled("(damaged)", th.style(Role::Damaged)),
             };
+            // The run's goal and the agent's reason are untrusted too (issue 15 item 1).
+            let hostile_text = text::marks(&r.goal).any() || text::marks(&r.agent_reason).any();
             let summary = match &r.args {
                 Some(a) => {
                     let w = *ws.last().unwrap_or(&8);
                     // Warn in the list too: the cut cell may hide what the detail will show.
-                    if text::marks(a).any() {
+                    if hostile_text || text::marks(a).any() {
                         let mut l = Line::from(vec![
                             ratatui::text::Span::styled("⚠", th.style(Role::Badge)),
                             ratatui::text::Span::raw(" "),
@@ -64,6 +66,13 @@ pub(super) fn draw(f: &mut Frame, area: Rect, app: &App, s: &QueueScreen) {
                         cell(app, a, w)
                     }
                 }
+                None if hostile_text => Line::from(vec![
+                    ratatui::text::Span::styled("⚠", th.style(Role::Badge)),
+                    ratatui::text::Span::styled(
+                        " unread: request does not decode",
+                        th.style(Role::Damaged),
+                    ),
+                ]),
                 None => Line::styled("unread: request does not decode", th.style(Role::Damaged)),
             };
             let mut v = vec![
