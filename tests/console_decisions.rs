@@ -385,6 +385,21 @@ fn the_decision_page_shows_the_consumers_facts_and_catches_stale_ones() {
         before,
         "the page's recheck wrote nothing"
     );
+    // Item 2: the other pending refunds on ord_1004, with the total at stake.
+    let h2 = page(&db, &id, asked, 120, 40);
+    let s = h2.screen();
+    assert!(
+        s.contains("2 other pending approval(s): 0 of this run, 2 on order ord_1004"),
+        "{s}"
+    );
+    assert!(
+        s.contains("amount_cents at stake with this one: 16500"),
+        "{s}"
+    );
+    assert!(
+        s.contains("Refund 60.00 USD on ord_1004 · amount_cents 6000"),
+        "{s}"
+    );
     for (w, hh) in SIZES {
         let mut h = page(&db, &id, asked, w, hh);
         h.input(Input::DataChanged);
@@ -394,9 +409,18 @@ fn the_decision_page_shows_the_consumers_facts_and_catches_stale_ones() {
         );
         // Item 4: the confirmation in the consumer's words, with today's answer as a warning.
         h.keys("a");
+        let c = h.screen();
+        for l in [
+            "what Refund 65.00 USD on ord_1004",
+            "amount amount_cents 6500",
+            "target order ord_1004",
+        ] {
+            assert!(c.contains(l), "the confirmation says {l}: {c}");
+        }
+        assert!(c.contains("today's policy answers differently"), "{c}");
         snap(
             &format!("confirm_approve__stale_refund@{w}x{hh}"),
-            &redacted(&db, &h.screen()),
+            &redacted(&db, &c),
         );
     }
     assert_eq!(
@@ -404,4 +428,195 @@ fn the_decision_page_shows_the_consumers_facts_and_catches_stale_ones() {
         before,
         "nor did six more pages"
     );
+}
+
+/// The clock of the decision tests (03:50: the queue scenario's approvals are not expired).
+fn at_0350() -> i64 {
+    Timestamp::parse("2026-01-01T03:50:00Z")
+        .unwrap()
+        .unix_secs()
+}
+
+/// The key-hint bar (the last row).
+fn footer(h: &Harness) -> String {
+    h.screen().lines().last().unwrap_or_default().to_string()
+}
+
+#[test]
+fn the_footer_offers_only_what_applies_to_the_approval() {
+    for (w, hh) in SIZES {
+        let d = tempfile::tempdir().unwrap();
+        let (db, m) = fixture(d.path(), "q", "queue", &[]);
+        let (_, ap) = queue_approval(&m, 0);
+        let cfg = AppConfig {
+            by: "alice".into(),
+            read_only: false,
+            can_resume: false,
+        };
+        let mut h = Harness::with(&db, w, hh, cfg, decider(&db));
+        h.input(Input::Tick(at_0350()));
+        h.command(&format!("approval {ap}"));
+        assert!(
+            footer(&h).starts_with("a approve  r reject"),
+            "{}",
+            footer(&h)
+        );
+        h.keys("a");
+        h.key(KeyCode::Enter);
+        assert_eq!(row(&db, &ap).0, "approved");
+        let f = footer(&h);
+        assert!(!f.contains("approve") && !f.contains("reject"), "{f}");
+        // `a` now says why, and nothing is written.
+        h.keys("a");
+        assert!(h.screen().contains("approval is approved, not pending"));
+        h.input(Input::Tick(at_0350()));
+        snap(&format!("approval__decided@{w}x{hh}"), &h.screen());
+        let b = h.buffer();
+        let (x, y) = at(&b, "space").unwrap();
+        assert_eq!(
+            Some(b[(x, y)].fg),
+            h.app.theme.style(Role::KeyHint).fg,
+            "the first hint is now expand, in the key style"
+        );
+    }
+}
+
+#[test]
+fn an_expired_approvals_action_says_it_cancels_the_run() {
+    let (db, m) = all_db();
+    // The hostile fixture's approval expired an hour before the snapshots' clock.
+    let mut h = Harness::open(db, 80, 24);
+    h.command(&format!("approval {}", approval_of(m, "hostile")));
+    let f = footer(&h);
+    assert!(f.starts_with("a/r expire: cancels the run"), "{f}");
+    assert!(!f.contains("a approve"), "{f}");
+    let b = h.buffer();
+    let y = b.area.height - 1;
+    assert_eq!(Some(b[(0, y)].fg), h.app.theme.style(Role::KeyHint).fg);
+    // The goal and the arguments carry hostile text: the title row says so, in the badge style.
+    let (x, y) = at(&b, "⚠ HOSTILE goal+args").unwrap();
+    assert_eq!(y, 1, "on the title row, visible without scrolling");
+    assert_eq!(Some(b[(x, y)].fg), h.app.theme.style(Role::Badge).fg);
+}
+
+/// A hook that counts its rechecks.
+struct Counting(std::sync::atomic::AtomicUsize);
+
+impl ResumeHook for Counting {
+    fn can_resume(&self, _: &str) -> bool {
+        false
+    }
+    fn resume(&self, _: &Path, _: &str) -> Result<String, String> {
+        Err("no".into())
+    }
+    fn recheck(&self, _: &Path, _: &str) -> Result<RecheckReport, String> {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Err("counted".into())
+    }
+}
+
+#[test]
+fn the_recheck_is_asked_of_the_worker_never_run_by_update() {
+    use countersign::console::testing::{Effect, Query, update};
+    let d = tempfile::tempdir().unwrap();
+    let (db, m) = fixture(d.path(), "q", "queue", &[]);
+    let (_, ap) = queue_approval(&m, 0);
+    let hook = std::sync::Arc::new(Counting(Default::default()));
+    let mut h = harness(&db, "alice");
+    h.resume = Some(hook.clone());
+    h.input(Input::Tick(at_0350()));
+    h.holding = true;
+    h.command(&format!("approval {ap}"));
+    // The approval's row is read; update() answers it with reads, the recheck among them.
+    let (id, _, r) = h.held.remove(0);
+    let fx = update(&mut h.app, Input::Reply(id, r));
+    assert!(
+        fx.iter()
+            .any(|e| matches!(e, Effect::Query(_, Query::Recheck { .. }))),
+        "{fx:?}"
+    );
+    assert_eq!(
+        hook.0.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "update() ran no recheck"
+    );
+    h.holding = false;
+    h.run(fx);
+    assert_eq!(
+        hook.0.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "the worker's answer did"
+    );
+    assert!(
+        h.screen().contains("cannot re-check: counted"),
+        "{}",
+        h.screen()
+    );
+}
+
+#[test]
+fn a_dialog_whose_approval_another_console_decided_closes_and_says_who() {
+    for (w, hh) in SIZES {
+        let d = tempfile::tempdir().unwrap();
+        let (db, m) = fixture(d.path(), "q", "queue", &[]);
+        let (_, ap) = queue_approval(&m, 3);
+        let console = |by: &str| {
+            let cfg = AppConfig {
+                by: by.into(),
+                read_only: false,
+                can_resume: false,
+            };
+            let mut h = Harness::with(&db, w, hh, cfg, decider(&db));
+            h.input(Input::Tick(at_0350()));
+            h.command(&format!("approval {ap}"));
+            h
+        };
+        let mut a = console("alice");
+        a.keys("a");
+        assert!(a.screen().contains("APPROVE"), "the dialog is open");
+        let mut b = console("bob");
+        b.keys("a");
+        b.key(KeyCode::Enter);
+        assert_eq!(
+            row(&db, &ap),
+            ("approved".into(), "bob".into(), String::new())
+        );
+        // Alice's console sees the commit (its data_version moved) and reloads.
+        a.input(Input::DataChanged);
+        assert!(a.app.overlay.is_none(), "the dialog closed");
+        let s = a.screen();
+        assert!(s.contains("closed: already approved by bob"), "{s}");
+        assert!(s.contains("nothing changed"), "{s}");
+        snap(&format!("approval__decided_elsewhere@{w}x{hh}"), &s);
+        let buf = a.buffer();
+        let (x, y) = at(&buf, "closed:").unwrap();
+        assert_eq!(Some(buf[(x, y)].fg), a.app.theme.style(Role::Error).fg);
+        // Enter now does nothing: no dialog, no write.
+        a.key(KeyCode::Enter);
+        assert!(a.commands.is_empty(), "alice's console wrote nothing");
+        assert_eq!(row(&db, &ap).1, "bob");
+    }
+}
+
+#[test]
+fn a_queue_row_whose_goal_is_hostile_is_marked() {
+    let (_d, db) = demo_db();
+    let h = Harness::open(&db, 120, 40);
+    let s = h.screen();
+    // The injected run's pending refund: plain arguments, a hostile goal.
+    let marked = |needle: &str| {
+        let l = s
+            .lines()
+            .find(|l| l.contains(needle))
+            .unwrap_or_else(|| panic!("{needle} is queued: {s}"));
+        l.contains('⚠')
+    };
+    assert!(marked("\"amount_cents\":6000"), "{s}");
+    assert!(
+        !marked("not_as_described"),
+        "plain goal, plain arguments: {s}"
+    );
+    let b = h.buffer();
+    let (x, y) = at(&b, "⚠").unwrap();
+    assert_eq!(Some(b[(x, y)].fg), h.app.theme.style(Role::Badge).fg);
 }

@@ -118,7 +118,7 @@ fn closed_elsewhere(app: &mut App) {
     app.notice = Some((
         Level::Error,
         format!(
-            "closed: this approval was {} by {by}{when} while the dialog was open; nothing was changed",
+            "closed: already {} by {by}{when}; nothing changed",
             a.status
         ),
     ));

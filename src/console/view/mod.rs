@@ -115,11 +115,13 @@ fn draw_notice(f: &mut Frame, area: Rect, app: &App) {
                     Level::Ok => th.style(Role::Ok),
                     Level::Error => th.style(Role::Error),
                 };
-                // Notices may quote database text (who decided): escape them too.
-                let mut l =
-                    text::line(m.as_bytes(), usize::from(area.width), &th.text_styles()).line;
-                l = l.style(st);
-                l
+                // Notices may quote database text (who decided): escape them too. The plain
+                // text takes the notice's style (an error reads as one).
+                let styles = text::TextStyles {
+                    text: st,
+                    ..th.text_styles()
+                };
+                text::line(m.as_bytes(), usize::from(area.width), &styles).line
             }
             None => Line::from(""),
         },
