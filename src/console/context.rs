@@ -21,15 +21,17 @@ pub fn goal(store: &Store, run: &Key) -> Result<Vec<u8>, StoreError> {
     }
 }
 
-/// The reason the model gave for the call of `step` (its recorded decision's `reason`),
-/// empty when the step is gone or its decision does not decode.
-pub fn agent_reason(store: &Store, step: &Key) -> Result<Vec<u8>, StoreError> {
-    match store.get_step(step) {
-        Ok(s) => Ok(s
-            .decision
-            .map(|d| d.reason.into_bytes())
-            .unwrap_or_default()),
-        Err(StoreError::NotFound { .. }) => Ok(Vec::new()),
+/// The reason the model gave for the call of `step` (its recorded decision's `reason`), read
+/// as a page reads the step (a decision too large is not read); empty when the step is gone
+/// or gave none; with why its decision was not read, when it was not.
+pub fn agent_reason(store: &Store, step: &Key) -> Result<(Vec<u8>, Option<String>), StoreError> {
+    match store.get_step_capped(step) {
+        Ok(s) => Ok(match s.decision {
+            Some(d) => (d.reason.into_bytes(), None),
+            None if !s.decode_error.is_empty() => (Vec::new(), Some(s.decode_error)),
+            None => (Vec::new(), None),
+        }),
+        Err(StoreError::NotFound { .. }) => Ok((Vec::new(), None)),
         Err(e) => Err(e),
     }
 }
@@ -74,9 +76,11 @@ pub fn read(
             })
         })
         .collect();
+    let (agent_reason, decision_unread) = agent_reason(store, step)?;
     Ok(PageContext {
         goal: goal(store, run)?,
-        agent_reason: agent_reason(store, step)?,
+        agent_reason,
+        decision_unread,
         related,
         compared,
         more,
@@ -88,7 +92,7 @@ pub fn read(
 pub fn queue_texts(store: &Store, rows: &mut [QueueRow]) -> Result<(), StoreError> {
     for r in rows {
         r.goal = goal(store, &r.run_id)?;
-        r.agent_reason = agent_reason(store, &r.step_id)?;
+        r.agent_reason = agent_reason(store, &r.step_id)?.0;
     }
     Ok(())
 }

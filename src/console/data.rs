@@ -181,6 +181,8 @@ pub struct PageContext {
     pub goal: Vec<u8>,
     /// The `reason` of the step's recorded decision: what the model said this call is for.
     pub agent_reason: Vec<u8>,
+    /// Why the step's decision was not read (damaged, or too large for a page), if it was not.
+    pub decision_unread: Option<String>,
     /// Other pending approvals of the same run, and of other runs whose presentation names
     /// the same target (decision 0050), oldest first.
     pub related: Vec<RelatedRow>,

@@ -60,10 +60,16 @@ pub fn page(a: &ApprovalRow, k: Known) -> Vec<ApprovalField> {
     related(a, &p, k.context, &mut out);
     if let Some(c) = k.context {
         out.push(untrusted("goal of the run (untrusted text)", &c.goal));
-        out.push(untrusted(
-            "agent's reason for this call (untrusted, from the model)",
-            &c.agent_reason,
-        ));
+        let label = "agent's reason for this call (untrusted, from the model)";
+        match &c.decision_unread {
+            Some(why) => out.push(ApprovalField {
+                label: label.as_bytes().to_vec(),
+                value: format!("(not read: {why})").into_bytes(),
+                look: Look::Value,
+                is_string: false,
+            }),
+            None => out.push(untrusted(label, &c.agent_reason)),
+        }
     }
     others(&p, &mut out);
     out
