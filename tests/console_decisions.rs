@@ -276,9 +276,15 @@ fn redacted(db: &Path, screen: &str) -> String {
             .map(Result::unwrap)
             .collect();
         for (i, s) in v.into_iter().enumerate().filter(|(_, s)| !s.is_empty()) {
-            // Same width as what it replaces, so lines wrap the same.
+            // Ids and hashes keep their width, so lines wrap the same; a time's length varies
+            // (its trailing zeros are cut), so it becomes its name alone.
             let name = format!("<{tag}{i}>");
-            let pad = s.chars().count().saturating_sub(name.len());
+            let fixed = tag == "asked" || tag == "expires";
+            let pad = if fixed {
+                0
+            } else {
+                s.chars().count().saturating_sub(name.len())
+            };
             names.push((s.clone(), format!("{name}{}", "~".repeat(pad))));
             if tag == "hash" || tag == "run" || tag == "appr" {
                 let short: String = s.chars().take(12).collect();
@@ -360,9 +366,15 @@ fn the_decision_page_shows_the_consumers_facts_and_catches_stale_ones() {
         .unwrap();
     drop(backend);
     let before = std::fs::read(&db).unwrap();
+    let backend_before = std::fs::read(backend_beside(&db)).unwrap();
     h.input(Input::DataChanged);
     let s = h.screen();
     assert!(s.contains("policy now: DIFFERS"), "{s}");
+    assert_eq!(
+        std::fs::read(backend_beside(&db)).unwrap(),
+        backend_before,
+        "nor to the consumer's backend"
+    );
     let Some(Screen::Approval(a)) = h.app.stack.last() else {
         panic!("the approval stays open")
     };

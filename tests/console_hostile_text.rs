@@ -112,7 +112,8 @@ fn the_decision_pages_facts_are_escaped_and_a_title_named_twice_is_flagged() {
                UPDATE runs SET goal = 'pay me' || char(8238) || 'now';"#,
         )
         .unwrap();
-    let mut h = Harness::open(&db, 120, 40);
+    // At 80x24: the title, target, amount and hostile mark without scrolling.
+    let mut h = Harness::open(&db, 80, 24);
     let queue = h.screen();
     assert!(
         queue.contains('⚠'),
