@@ -343,8 +343,21 @@ fn the_decision_page_shows_the_consumers_facts_and_catches_stale_ones() {
             )
             .unwrap();
     };
+    // The reviewer reads a raw field; the page above it grows with today's differences, and
+    // the line under the cursor stays where it was.
+    h.keys("G");
+    let cursor = |h: &Harness| {
+        h.screen()
+            .lines()
+            .enumerate()
+            .find(|(_, l)| l.starts_with('▶'))
+            .map(|(y, l)| (y, l.to_string()))
+    };
+    let reading = cursor(&h).expect("a field under the cursor");
     set_refundable(6800);
     h.input(Input::DataChanged);
+    assert_eq!(cursor(&h), Some(reading), "{}", h.screen());
+    h.keys("g");
     let s = h.screen();
     assert!(s.contains("policy now: DIFFERS"), "{s}");
     assert!(s.contains("refundable_cents: 7000 -> 6800"), "{s}");

@@ -85,6 +85,16 @@ pub struct ApprovalScreen {
     pub recheck_pending: Option<u64>,
     /// Which untrusted texts carry a warning badge (`goal`, `reason`, `args`).
     pub hostile: Vec<&'static str>,
+    /// After the fields were rebuilt around the cursor: its line's distance from the top of
+    /// the body, which the next layout restores (so a reload does not move what is read).
+    pub keep: Option<usize>,
+}
+
+impl ApprovalScreen {
+    /// Lines of the laid-out fields before field `i`.
+    pub fn lines_before(&self, i: usize) -> usize {
+        self.view.iter().take(i).map(|v| v.lines.len()).sum()
+    }
 }
 
 impl ApprovalScreen {
@@ -108,6 +118,7 @@ impl ApprovalScreen {
             recheck: None,
             recheck_pending: None,
             hostile: Vec::new(),
+            keep: None,
         }
     }
 }

@@ -159,6 +159,9 @@ impl App {
                 dim_style: dim,
             };
             s.view = fields::layout(&s.fields, &o);
+            if let Some(off) = s.keep.take() {
+                s.scroll = s.lines_before(s.cursor).saturating_sub(off);
+            }
         }
     }
 }

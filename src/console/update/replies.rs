@@ -324,12 +324,27 @@ fn rebuild(s: &mut ApprovalScreen) {
         context: s.context.as_ref(),
         recheck: s.recheck.as_ref(),
     };
+    let was = s.fields.get(s.cursor).map(|f| (f.label.clone(), f.look));
+    let offset = s.lines_before(s.cursor).checked_sub(s.scroll);
     s.fields = s
         .row
         .as_ref()
         .map(|a| page::fields(a, known))
         .unwrap_or_default();
     s.hostile = page::hostile(&s.fields, s.context.as_ref());
+    // The cursor stays on the field it was on (the page above it may have grown or shrunk):
+    // the one with the same label nearest to where it was.
+    let same = |i: &usize| {
+        was.as_ref()
+            .is_some_and(|(l, k)| s.fields[*i].label == *l && s.fields[*i].look == *k)
+    };
+    let near = (0..s.fields.len())
+        .filter(same)
+        .min_by_key(|i| i.abs_diff(s.cursor));
+    if let Some(i) = near {
+        s.cursor = i;
+        s.keep = offset;
+    }
     s.cursor = s.cursor.min(s.fields.len().saturating_sub(1));
 }
 
