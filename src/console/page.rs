@@ -57,7 +57,7 @@ pub fn page(a: &ApprovalRow, k: Known) -> Vec<ApprovalField> {
     }
     out.push(fact("policy said", said, Look::Fact));
     recheck(k.recheck, &mut out);
-    related(a, &p, k.context, &mut out);
+    related(&p, k.context, &mut out);
     if let Some(c) = k.context {
         out.push(untrusted("goal of the run (untrusted text)", &c.goal));
         let label = "agent's reason for this call (untrusted, from the model)";
@@ -205,7 +205,7 @@ fn recheck(r: Option<&Recheck>, out: &mut Vec<ApprovalField>) {
 }
 
 /// Other pending work of the run and on the same target, with the total at stake.
-fn related(a: &ApprovalRow, p: &Presented, c: Option<&PageContext>, out: &mut Vec<ApprovalField>) {
+fn related(p: &Presented, c: Option<&PageContext>, out: &mut Vec<ApprovalField>) {
     let Some(c) = c else {
         out.push(fact("related", "reading…", Look::Fact));
         return;
@@ -254,7 +254,6 @@ fn related(a: &ApprovalRow, p: &Presented, c: Option<&PageContext>, out: &mut Ve
             Look::Fact,
         ));
     }
-    let _ = a;
 }
 
 /// `; amount_cents at stake on it with this one: 12500`, summed over this approval and the
