@@ -15,7 +15,7 @@ use std::time::Duration;
 use countersign::console::ResumeHook;
 use countersign::console::{self, ConsoleOptions};
 use countersign::runtime::agent::{self, Agent, DecideFuture, StepInput};
-use countersign::runtime::driver::{Config, Driver, default_limits};
+use countersign::runtime::driver::{Config, Driver, RecheckReport, RecheckScope, default_limits};
 use countersign::runtime::policy::DefaultPolicy;
 use countersign::runtime::store::Store;
 use countersign::runtime::tools::{FnTool, Registry, SideEffect, ToolDef, ToolOutput};
@@ -128,6 +128,31 @@ impl ResumeHook for Hook {
             Err(e) => Err(shown(&e.to_string())),
         }
     }
+
+    /// The decision page's "policy now": our policy asked again, read-only (the store opened
+    /// read-only; the driver's recheck writes nothing), for runs of our toolkit only.
+    fn recheck(&self, db_path: &Path, run_id: &str) -> Result<RecheckReport, String> {
+        let shown = |s: &str| safetext::plain_line(s.as_bytes(), 200);
+        let ours = Store::open_existing(db_path, true)
+            .map_err(Box::<dyn Error>::from)
+            .and_then(|store| {
+                let tools = toolkit()?;
+                let names = tools_of(&store, run_id)?;
+                Ok(names.iter().all(|t| t.is_empty() || tools.get(t).is_some()))
+            });
+        match ours {
+            Ok(true) => {}
+            Ok(false) => {
+                return Err("this program does not register the tools this run uses".into());
+            }
+            Err(e) => return Err(shown(&e.to_string())),
+        }
+        Store::open_existing(db_path, true)
+            .map_err(Box::<dyn Error>::from)
+            .and_then(|store| driver(Arc::new(store)))
+            .and_then(|d| Ok(d.recheck(run_id, RecheckScope::Awaiting)?))
+            .map_err(|e| shown(&e.to_string()))
+    }
 }
 
 /// Starts a run on `db` that waits for an approval of the deploy.
@@ -168,6 +193,17 @@ mod tests {
             "our toolkit has every tool the run used"
         );
         assert!(!hook.can_resume("no-such-run"));
+
+        // The decision page's recheck: our policy, asked again, answers as it did.
+        let before = std::fs::read(&db).unwrap();
+        let r = hook.recheck(&db, &run.id).unwrap();
+        assert_eq!(r.checked.len(), 1, "{r:?}");
+        assert!(!r.differs(), "{r:?}");
+        assert_eq!(
+            std::fs::read(&db).unwrap(),
+            before,
+            "the recheck wrote nothing"
+        );
 
         // What the console's approve does: bound to the hash it showed.
         let store = Store::open_existing(&db, false).unwrap();

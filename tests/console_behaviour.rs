@@ -726,3 +726,71 @@ fn jumping_to_the_end_reads_the_last_window_from_the_end() {
         );
     }
 }
+
+/// A hook whose recheck says which thread asked it.
+struct WhichThread;
+
+impl countersign::console::testing::ResumeHook for WhichThread {
+    fn can_resume(&self, _: &str) -> bool {
+        false
+    }
+    fn resume(&self, _: &std::path::Path, _: &str) -> Result<String, String> {
+        Err("no".into())
+    }
+    fn recheck(
+        &self,
+        _: &std::path::Path,
+        _: &str,
+    ) -> Result<countersign::runtime::driver::RecheckReport, String> {
+        Err(format!(
+            "asked on {}",
+            std::thread::current().name().unwrap_or("?")
+        ))
+    }
+}
+
+#[test]
+fn the_decision_pages_recheck_runs_on_the_database_thread() {
+    use countersign::console::testing::{Job, Query, Recheck, Worker};
+    let (db, m) = all_db();
+    let q = |run: &str| Query::Recheck {
+        run: run.into(),
+        step: "s".into(),
+    };
+    let spawn = |hook: Option<std::sync::Arc<dyn countersign::console::testing::ResumeHook>>| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let w = Worker {
+            data: Box::new(countersign::console::testing::SqliteData::open(db).unwrap()),
+            decider: None,
+            resume: hook,
+            db: db.clone(),
+            poll: None,
+            log: None,
+        };
+        (w.spawn(tx), rx)
+    };
+    let run = run_of(m, "waiting");
+    let (jobs, rx) = spawn(Some(std::sync::Arc::new(WhichThread)));
+    jobs.send(Job::Query(5, q(&run))).unwrap();
+    match rx.recv().unwrap() {
+        Input::Reply(5, Reply::Recheck(Recheck::Unavailable(m))) => {
+            assert_eq!(m, "asked on countersign-db")
+        }
+        other => panic!("{other:?}"),
+    }
+    // A hook that does not override recheck, and no hook at all: the page says it cannot.
+    let (jobs, rx) = worker_for(FakeResume(String::new()));
+    jobs.send(Job::Query(6, q(&run))).unwrap();
+    match rx.recv().unwrap() {
+        Input::Reply(6, Reply::Recheck(Recheck::Unavailable(m))) => {
+            assert!(m.contains("does not hold this run's policy"), "{m}")
+        }
+        other => panic!("{other:?}"),
+    }
+    let (jobs, rx) = spawn(None);
+    jobs.send(Job::Query(7, q(&run))).unwrap();
+    assert!(matches!(
+        rx.recv().unwrap(),
+        Input::Reply(7, Reply::Recheck(Recheck::Unavailable(_)))
+    ));
+}

@@ -271,3 +271,456 @@ fn deny_of_a_changed_approval_is_refused() {
     assert_eq!(run_status(&db, &run), "WAITING_FOR_APPROVAL");
     assert!(h.screen().contains("approval changed since you read it"));
 }
+
+// --- The decision page on the demo (issue 15 items 1-4 and 9) --------------------------------
+
+use countersign::console::testing::{Input, Recheck, ResumeHook, Role};
+use countersign::consumer::demo::{backend_beside, build, recheck_demo_run};
+use countersign::runtime::driver::{RecheckReport, RecheckScope};
+
+/// The example consumer's policy asked again, read-only, as the binary's hook asks it.
+struct DemoPolicy;
+
+impl ResumeHook for DemoPolicy {
+    fn can_resume(&self, _: &str) -> bool {
+        false
+    }
+    fn resume(&self, _: &Path, _: &str) -> Result<String, String> {
+        Err("not in this test".into())
+    }
+    fn recheck(&self, db: &Path, run: &str) -> Result<RecheckReport, String> {
+        recheck_demo_run(db, &backend_beside(db), run, RecheckScope::Awaiting)
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// The demo's run database (and its backend beside it) in a fresh directory.
+fn demo_db() -> (tempfile::TempDir, std::path::PathBuf) {
+    let d = tempfile::tempdir().unwrap();
+    let db = d.path().join("demo.db");
+    build(&db, &backend_beside(&db)).unwrap();
+    (d, db)
+}
+
+/// The pending approval whose presentation holds both `needles`, with its creation time.
+fn pending_with(db: &Path, needles: &[&str]) -> (String, i64) {
+    let c = rusqlite::Connection::open(db).unwrap();
+    let mut st = c
+        .prepare("SELECT id, presentation_json, created_at FROM approvals WHERE status = 'pending' ORDER BY rowid")
+        .unwrap();
+    let rows: Vec<(String, String, String)> = st
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let (id, _, at) = rows
+        .into_iter()
+        .find(|(_, p, _)| needles.iter().all(|n| p.contains(n)))
+        .expect("the demo has such a pending approval");
+    (id, Timestamp::parse(&at).unwrap().unix_secs())
+}
+
+/// A console on the demo with the consumer's policy, showing approval `id`, its clock a
+/// minute after the approval was asked.
+fn page(db: &Path, id: &str, at: i64, w: u16, h: u16) -> Harness {
+    let cfg = AppConfig {
+        by: "tester".into(),
+        read_only: false,
+        can_resume: false,
+    };
+    let mut hs = Harness::with(db, w, h, cfg, Box::new(NoWriter));
+    hs.resume = Some(std::sync::Arc::new(DemoPolicy));
+    hs.input(Input::Tick(at + 60));
+    hs.command(&format!("approval {id}"));
+    hs
+}
+
+/// The screen with the demo's random ids, hashes and times replaced by stable names.
+fn redacted(db: &Path, screen: &str) -> String {
+    let c = rusqlite::Connection::open(db).unwrap();
+    let mut out = screen.to_string();
+    let mut names: Vec<(String, String)> = Vec::new();
+    for (sql, tag) in [
+        ("SELECT id FROM runs ORDER BY rowid", "run"),
+        ("SELECT id FROM steps ORDER BY rowid", "step"),
+        ("SELECT id FROM approvals ORDER BY rowid", "appr"),
+        ("SELECT hash FROM approvals ORDER BY rowid", "hash"),
+        ("SELECT created_at FROM approvals ORDER BY rowid", "asked"),
+        ("SELECT expires_at FROM approvals ORDER BY rowid", "expires"),
+    ] {
+        let mut st = c.prepare(sql).unwrap();
+        let v: Vec<String> = st
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        for (i, s) in v.into_iter().enumerate().filter(|(_, s)| !s.is_empty()) {
+            // Ids and hashes keep their width, so lines wrap the same; a time's length varies
+            // (its trailing zeros are cut), so it becomes its name alone.
+            let name = format!("<{tag}{i}>");
+            let fixed = tag == "asked" || tag == "expires";
+            let pad = if fixed {
+                0
+            } else {
+                s.chars().count().saturating_sub(name.len())
+            };
+            names.push((s.clone(), format!("{name}{}", "~".repeat(pad))));
+            if tag == "hash" || tag == "run" || tag == "appr" {
+                let short: String = s.chars().take(12).collect();
+                let pad = 12usize.saturating_sub(name.len());
+                names.push((short, format!("{name}{}", "~".repeat(pad))));
+            }
+        }
+    }
+    for (from, to) in names {
+        out = out.replace(&from, &to);
+    }
+    out
+}
+
+/// Where `needle` starts on the screen, if it is there.
+fn at(b: &ratatui::buffer::Buffer, needle: &str) -> Option<(u16, u16)> {
+    let text = buffer_text(b);
+    text.lines().enumerate().find_map(|(y, l)| {
+        l.find(needle)
+            .map(|i| (l[..i].chars().count() as u16, y as u16))
+    })
+}
+
+#[test]
+fn the_decision_page_shows_the_consumers_facts_and_catches_stale_ones() {
+    let (_d, db) = demo_db();
+    let (id, asked) = pending_with(&db, &["ord_1004", "\"amount_cents\":6500"]);
+    let mut h = page(&db, &id, asked, 80, 24);
+    let s = h.screen();
+    // Before any raw field and without scrolling at 80x24: title, target, amount.
+    let first: Vec<&str> = s.lines().take(8).collect();
+    let top = first.join("\n");
+    assert!(top.contains("Refund 65.00 USD on ord_1004"), "{s}");
+    assert!(top.contains("order (target): ord_1004"), "{s}");
+    assert!(top.contains("amount_cents: 6500"), "{s}");
+    assert!(top.contains("customer: cu_ana"), "{s}");
+    assert!(s.contains("policy now: same as recorded"), "{s}");
+    assert!(
+        s.find("Refund 65.00").unwrap() < s.find("── the request as stored").unwrap_or(usize::MAX)
+    );
+    let b = h.buffer();
+    let (x, y) = at(&b, "Refund 65.00").unwrap();
+    assert_eq!(
+        Some(b[(x, y)].fg),
+        h.app.theme.style(Role::Title).fg,
+        "the title in the title style"
+    );
+
+    // A smaller refund on the same order ran: the policy still asks, on a refreshed fact.
+    let set_refundable = |cents: i64| {
+        let backend = rusqlite::Connection::open(backend_beside(&db)).unwrap();
+        backend
+            .execute(
+                "UPDATE orders SET refunded_cents = total_cents - ?1 WHERE id = 'ord_1004'",
+                [cents],
+            )
+            .unwrap();
+    };
+    // The reviewer reads a raw field; the page above it grows with today's differences, and
+    // the line under the cursor stays where it was.
+    h.keys("G");
+    let cursor = |h: &Harness| {
+        h.screen()
+            .lines()
+            .enumerate()
+            .find(|(_, l)| l.starts_with('▶'))
+            .map(|(y, l)| (y, l.to_string()))
+    };
+    let reading = cursor(&h).expect("a field under the cursor");
+    set_refundable(6800);
+    h.input(Input::DataChanged);
+    assert_eq!(cursor(&h), Some(reading), "{}", h.screen());
+    h.keys("g");
+    let s = h.screen();
+    assert!(s.contains("policy now: DIFFERS"), "{s}");
+    assert!(s.contains("refundable_cents: 7000 -> 6800"), "{s}");
+    set_refundable(7000);
+    h.input(Input::DataChanged);
+    assert!(
+        h.screen().contains("policy now: same as recorded"),
+        "{}",
+        h.screen()
+    );
+
+    // An earlier refund on the same order ran: only 30.00 is refundable now.
+    let backend = rusqlite::Connection::open(backend_beside(&db)).unwrap();
+    backend
+        .execute(
+            "UPDATE orders SET refunded_cents = total_cents - 3000 WHERE id = 'ord_1004'",
+            [],
+        )
+        .unwrap();
+    drop(backend);
+    let before = std::fs::read(&db).unwrap();
+    let backend_before = std::fs::read(backend_beside(&db)).unwrap();
+    h.input(Input::DataChanged);
+    let s = h.screen();
+    assert!(s.contains("policy now: DIFFERS"), "{s}");
+    assert_eq!(
+        std::fs::read(backend_beside(&db)).unwrap(),
+        backend_before,
+        "nor to the consumer's backend"
+    );
+    let Some(Screen::Approval(a)) = h.app.stack.last() else {
+        panic!("the approval stays open")
+    };
+    let Some(Recheck::Differs(d)) = &a.recheck else {
+        panic!("today's answer differs: {:?}", a.recheck)
+    };
+    let all = d.join("\n");
+    assert!(all.contains("policy now: deny: invalid_state"), "{all}");
+    assert!(all.contains("amount exceeds refundable 3000"), "{all}");
+    assert!(s.contains("amount exceeds refundable"), "{s}");
+    let b = h.buffer();
+    let (x, y) = at(&b, "DIFFERS").unwrap();
+    assert_eq!(
+        Some(b[(x, y)].fg),
+        h.app.theme.style(Role::Danger).fg,
+        "a difference is a danger"
+    );
+    assert_eq!(
+        std::fs::read(&db).unwrap(),
+        before,
+        "the page's recheck wrote nothing"
+    );
+    // Item 2: the other pending refunds on ord_1004, with the total at stake.
+    let h2 = page(&db, &id, asked, 120, 40);
+    let s = h2.screen();
+    assert!(
+        s.contains("2 other pending approval(s): 0 of this run, 2 on order ord_1004"),
+        "{s}"
+    );
+    assert!(
+        s.contains("amount_cents at stake with this one: 16500"),
+        "{s}"
+    );
+    assert!(
+        s.contains("Refund 60.00 USD on ord_1004 · amount_cents 6000"),
+        "{s}"
+    );
+    for (w, hh) in SIZES {
+        let mut h = page(&db, &id, asked, w, hh);
+        h.input(Input::DataChanged);
+        snap(
+            &format!("page__stale_refund@{w}x{hh}"),
+            &redacted(&db, &h.screen()),
+        );
+        // Item 4: the confirmation in the consumer's words, with today's answer as a warning.
+        h.keys("a");
+        let c = h.screen();
+        for l in [
+            "what Refund 65.00 USD on ord_1004",
+            "amount amount_cents 6500",
+            "target order ord_1004",
+        ] {
+            assert!(c.contains(l), "the confirmation says {l}: {c}");
+        }
+        assert!(c.contains("today's policy answers differently"), "{c}");
+        snap(
+            &format!("confirm_approve__stale_refund@{w}x{hh}"),
+            &redacted(&db, &c),
+        );
+    }
+    assert_eq!(
+        std::fs::read(&db).unwrap(),
+        before,
+        "nor did six more pages"
+    );
+}
+
+/// The clock of the decision tests (03:50: the queue scenario's approvals are not expired).
+fn at_0350() -> i64 {
+    Timestamp::parse("2026-01-01T03:50:00Z")
+        .unwrap()
+        .unix_secs()
+}
+
+/// The key-hint bar (the last row).
+fn footer(h: &Harness) -> String {
+    h.screen().lines().last().unwrap_or_default().to_string()
+}
+
+#[test]
+fn the_footer_offers_only_what_applies_to_the_approval() {
+    for (w, hh) in SIZES {
+        let d = tempfile::tempdir().unwrap();
+        let (db, m) = fixture(d.path(), "q", "queue", &[]);
+        let (_, ap) = queue_approval(&m, 0);
+        let cfg = AppConfig {
+            by: "alice".into(),
+            read_only: false,
+            can_resume: false,
+        };
+        let mut h = Harness::with(&db, w, hh, cfg, decider(&db));
+        h.input(Input::Tick(at_0350()));
+        h.command(&format!("approval {ap}"));
+        assert!(
+            footer(&h).starts_with("a approve  r reject"),
+            "{}",
+            footer(&h)
+        );
+        h.keys("a");
+        h.key(KeyCode::Enter);
+        assert_eq!(row(&db, &ap).0, "approved");
+        let f = footer(&h);
+        assert!(!f.contains("approve") && !f.contains("reject"), "{f}");
+        // `a` now says why, and nothing is written.
+        h.keys("a");
+        assert!(h.screen().contains("approval is approved, not pending"));
+        h.input(Input::Tick(at_0350()));
+        snap(&format!("approval__decided@{w}x{hh}"), &h.screen());
+        let b = h.buffer();
+        let (x, y) = at(&b, "space").unwrap();
+        assert_eq!(
+            Some(b[(x, y)].fg),
+            h.app.theme.style(Role::KeyHint).fg,
+            "the first hint is now expand, in the key style"
+        );
+    }
+}
+
+#[test]
+fn an_expired_approvals_action_says_it_cancels_the_run() {
+    let (db, m) = all_db();
+    // The hostile fixture's approval expired an hour before the snapshots' clock.
+    let mut h = Harness::open(db, 80, 24);
+    h.command(&format!("approval {}", approval_of(m, "hostile")));
+    let f = footer(&h);
+    assert!(f.starts_with("a/r expire: cancels the run"), "{f}");
+    assert!(!f.contains("a approve"), "{f}");
+    let b = h.buffer();
+    let y = b.area.height - 1;
+    assert_eq!(Some(b[(0, y)].fg), h.app.theme.style(Role::KeyHint).fg);
+    // The goal and the arguments carry hostile text: the title row says so, in the badge style.
+    let (x, y) = at(&b, "⚠ HOSTILE goal+args").unwrap();
+    assert_eq!(y, 1, "on the title row, visible without scrolling");
+    assert_eq!(Some(b[(x, y)].fg), h.app.theme.style(Role::Badge).fg);
+}
+
+/// A hook that counts its rechecks.
+struct Counting(std::sync::atomic::AtomicUsize);
+
+impl ResumeHook for Counting {
+    fn can_resume(&self, _: &str) -> bool {
+        false
+    }
+    fn resume(&self, _: &Path, _: &str) -> Result<String, String> {
+        Err("no".into())
+    }
+    fn recheck(&self, _: &Path, _: &str) -> Result<RecheckReport, String> {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Err("counted".into())
+    }
+}
+
+#[test]
+fn the_recheck_is_asked_of_the_worker_never_run_by_update() {
+    use countersign::console::testing::{Effect, Query, update};
+    let d = tempfile::tempdir().unwrap();
+    let (db, m) = fixture(d.path(), "q", "queue", &[]);
+    let (_, ap) = queue_approval(&m, 0);
+    let hook = std::sync::Arc::new(Counting(Default::default()));
+    let mut h = harness(&db, "alice");
+    h.resume = Some(hook.clone());
+    h.input(Input::Tick(at_0350()));
+    h.holding = true;
+    h.command(&format!("approval {ap}"));
+    // The approval's row is read; update() answers it with reads, the recheck among them.
+    let (id, _, r) = h.held.remove(0);
+    let fx = update(&mut h.app, Input::Reply(id, r));
+    assert!(
+        fx.iter()
+            .any(|e| matches!(e, Effect::Query(_, Query::Recheck { .. }))),
+        "{fx:?}"
+    );
+    assert_eq!(
+        hook.0.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "update() ran no recheck"
+    );
+    h.holding = false;
+    h.run(fx);
+    assert_eq!(
+        hook.0.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "the worker's answer did"
+    );
+    assert!(
+        h.screen().contains("cannot re-check: counted"),
+        "{}",
+        h.screen()
+    );
+}
+
+#[test]
+fn a_dialog_whose_approval_another_console_decided_closes_and_says_who() {
+    for (w, hh) in SIZES {
+        let d = tempfile::tempdir().unwrap();
+        let (db, m) = fixture(d.path(), "q", "queue", &[]);
+        let (_, ap) = queue_approval(&m, 3);
+        let console = |by: &str| {
+            let cfg = AppConfig {
+                by: by.into(),
+                read_only: false,
+                can_resume: false,
+            };
+            let mut h = Harness::with(&db, w, hh, cfg, decider(&db));
+            h.input(Input::Tick(at_0350()));
+            h.command(&format!("approval {ap}"));
+            h
+        };
+        let mut a = console("alice");
+        a.keys("a");
+        assert!(a.screen().contains("APPROVE"), "the dialog is open");
+        let mut b = console("bob");
+        b.keys("a");
+        b.key(KeyCode::Enter);
+        assert_eq!(
+            row(&db, &ap),
+            ("approved".into(), "bob".into(), String::new())
+        );
+        // Alice's console sees the commit (its data_version moved) and reloads.
+        a.input(Input::DataChanged);
+        assert!(a.app.overlay.is_none(), "the dialog closed");
+        let s = a.screen();
+        assert!(s.contains("closed: already approved by bob"), "{s}");
+        assert!(s.contains("nothing changed"), "{s}");
+        snap(&format!("approval__decided_elsewhere@{w}x{hh}"), &s);
+        let buf = a.buffer();
+        let (x, y) = at(&buf, "closed:").unwrap();
+        assert_eq!(Some(buf[(x, y)].fg), a.app.theme.style(Role::Error).fg);
+        // Enter now does nothing: no dialog, no write.
+        a.key(KeyCode::Enter);
+        assert!(a.commands.is_empty(), "alice's console wrote nothing");
+        assert_eq!(row(&db, &ap).1, "bob");
+    }
+}
+
+#[test]
+fn a_queue_row_whose_goal_is_hostile_is_marked() {
+    let (_d, db) = demo_db();
+    let h = Harness::open(&db, 120, 40);
+    let s = h.screen();
+    // The injected run's pending refund: plain arguments, a hostile goal.
+    let marked = |needle: &str| {
+        let l = s
+            .lines()
+            .find(|l| l.contains(needle))
+            .unwrap_or_else(|| panic!("{needle} is queued: {s}"));
+        l.contains('⚠')
+    };
+    assert!(marked("\"amount_cents\":6000"), "{s}");
+    assert!(
+        !marked("not_as_described"),
+        "plain goal, plain arguments: {s}"
+    );
+    let b = h.buffer();
+    let (x, y) = at(&b, "⚠").unwrap();
+    assert_eq!(Some(b[(x, y)].fg), h.app.theme.style(Role::Badge).fg);
+}

@@ -6,7 +6,7 @@
 mod console_support;
 
 use console_support::*;
-use countersign::console::testing::Role;
+use countersign::console::testing::{Role, Screen};
 use ratatui::buffer::Buffer;
 use ratatui::style::Style;
 
@@ -249,9 +249,21 @@ fn copy_puts_the_bare_value_never_its_label() {
     let (db, m) = all_db();
     let mut h = Harness::open(db, 120, 40);
     h.command(&format!("approval {}", approval_of(m, "waiting")));
+    // Down to the stored request's `tool` field (the decision page comes first).
+    for _ in 0..60 {
+        let on_tool = matches!(h.app.stack.last(), Some(Screen::Approval(s))
+            if s.fields.get(s.cursor).is_some_and(|f| f.label == b"tool"));
+        if on_tool {
+            break;
+        }
+        h.keys("j");
+    }
     h.keys("y");
     let copied = h.copies.last().unwrap();
-    assert_eq!(copied, "issue_refund", "the first field is the tool, bare");
+    assert_eq!(
+        copied, "issue_refund",
+        "the tool field, bare, never `tool: `"
+    );
     let mut h = Harness::open(db, 120, 40);
     h.keys("2");
     h.keys("y");

@@ -96,3 +96,50 @@ fn statuses_are_drawn_through_the_sanitiser() {
     assert!(detail.contains(r"odd\x1b]0;t\x07"), "{detail}");
     assert!(!raw(&detail), "{detail:?}");
 }
+
+/// Issue 15 item 1: the decision page's facts come from the consumer's presentation, which may
+/// carry model-chosen text: they are escaped with their badges like every raw field, and a
+/// title named twice is read as the runtime reads it (the last) and said to be named twice.
+#[test]
+fn the_decision_pages_facts_are_escaped_and_a_title_named_twice_is_flagged() {
+    let d = tempfile::tempdir().unwrap();
+    let (db, m) = fixture(d.path(), "p", "waiting", &[]);
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute_batch(
+            r#"UPDATE approvals SET presentation_json =
+               '{"title":"Refund 1.00 USD","title":"Refund 9999.00 USD \u001b[2J","order":"ord_1\u202e4001","amount_cents":100}';
+               UPDATE runs SET goal = 'pay me' || char(8238) || 'now';"#,
+        )
+        .unwrap();
+    // At 80x24: the title, target, amount and hostile mark without scrolling.
+    let mut h = Harness::open(&db, 80, 24);
+    let queue = h.screen();
+    assert!(
+        queue.contains('⚠'),
+        "a hostile goal marks the queue row: {queue}"
+    );
+    h.command(&format!("approval {}", approval_of(&m, "waiting")));
+    let s = h.screen();
+    let top: String = s.lines().take(6).collect::<Vec<_>>().join("\n");
+    assert!(top.contains(r"Refund 9999.00 USD \x1b[2J"), "{s}");
+    assert!(
+        top.contains("[title named twice: the last is shown]"),
+        "{s}"
+    );
+    assert!(
+        top.contains(r"order (target): ord_1\u{202e}4001 [BIDI]"),
+        "{s}"
+    );
+    assert!(top.contains("amount_cents: 100"), "{s}");
+    assert!(s.lines().nth(1).unwrap().contains("⚠ HOSTILE goal"), "{s}");
+    h.keys("a");
+    let c = h.screen();
+    assert!(c.contains(r"what Refund 9999.00 USD \x1b[2J"), "{c}");
+    for (name, raw) in [("detail", &s), ("confirmation", &c)] {
+        assert!(
+            !raw.contains('\u{1b}') && !raw.contains('\u{202e}'),
+            "no raw control or bidi character reaches the {name}"
+        );
+    }
+}

@@ -193,6 +193,13 @@ impl Pty {
     }
 }
 
+/// Past the decision page to the raw fields: once the page's context is drawn, one screen
+/// down (ctrl-f).
+fn to_raw_fields(p: &mut Pty) {
+    p.wait_text("agent's reason");
+    p.send(b"\x06");
+}
+
 #[test]
 fn console_in_a_pty_shows_hostile_text_inert_and_restores_the_terminal() {
     let d = tempfile::tempdir().unwrap();
@@ -215,6 +222,7 @@ fn console_in_a_pty_shows_hostile_text_inert_and_restores_the_terminal() {
     );
 
     p.send(format!(":approval {}\r", approval_of(&m, "hostile")).as_bytes());
+    to_raw_fields(&mut p);
     p.wait_text("args.reason");
     // The frame may arrive in pieces: wait for the value lines too.
     p.wait_text("\\u{202e}evil");
@@ -235,8 +243,10 @@ fn console_in_a_pty_shows_hostile_text_inert_and_restores_the_terminal() {
     p.send(b"\x1b");
     p.wait_text("nothing was changed");
 
-    // Copy the hostile field: the clipboard gets the escaped form, never the raw bytes.
-    for _ in 0..11 {
+    // Copy the hostile field: the clipboard gets the escaped form, never the raw bytes. From
+    // the top, past the decision page's 11 fields to the argument.
+    p.send(b"g");
+    for _ in 0..11 + 11 {
         p.send(b"j");
     }
     p.send(b"y");
@@ -282,6 +292,7 @@ fn console_in_a_pty_read_only_says_actions_are_off() {
         "mouse on when asked"
     );
     p.send(format!(":approval {}\r", approval_of(&m, "waiting")).as_bytes());
+    to_raw_fields(&mut p);
     p.wait_text("args.order_id");
     p.send(b"a");
     p.wait_text("read-only: actions are off");
@@ -440,8 +451,8 @@ fn console_in_a_pty_escapes_what_a_terminal_would_draw_as_nothing() {
     // The queue's tool column is too narrow for six escapes: it shows a cut marker, not blank.
     p.wait_text("…[+24]…");
     p.send(format!(":approval {}\r", approval_of(&m, "waiting")).as_bytes());
-    p.wait_text("args.order_id");
-    p.wait_text("ord_10\\u{1161}\\u{11a8}04");
+    // The page's title line names the tool (the presentation gives no title), escaped.
+    p.wait_text("agent's reason");
     let detail = p.parser.screen().contents();
     assert!(
         detail.contains("\\u{1fae9}\\u{1fae9}\\u{1fae9}\\u{1fae9}\\u{1fae9}\\u{1fae9}"),
@@ -451,6 +462,9 @@ fn console_in_a_pty_escapes_what_a_terminal_would_draw_as_nothing() {
         detail.contains("[INVISIBLE]"),
         "the escaped field is badged:\n{detail}"
     );
+    to_raw_fields(&mut p);
+    p.wait_text("args.order_id");
+    p.wait_text("ord_10\\u{1161}\\u{11a8}04");
     p.send(b"\x03");
     p.finish();
     p.assert_restored();
@@ -505,6 +519,7 @@ fn a_huge_request_is_never_read_whole_by_the_console() {
     p.wait_text("Pending approvals");
     p.wait_text("issue_refund");
     p.send(format!(":approval {}\r", approval_of(&m, "waiting")).as_bytes());
+    to_raw_fields(&mut p);
     p.wait_text("NOT SHOWN");
     p.wait_text("none of its arguments");
     let detail = p.parser.screen().contents();

@@ -6,6 +6,11 @@ mod console_support;
 use console_support::*;
 use crossterm::event::KeyCode;
 
+/// Fields the decision page puts before the raw fields of the hostile fixture's approval
+/// (title, target, amount, policy said, policy now, related, goal, agent's reason, the
+/// presentation's `args` and `tool`, the heading).
+const PAGE_FIELDS: usize = 11;
+
 fn each_size(name: &str, drive: impl Fn(&mut Harness)) {
     let (db, _) = all_db();
     for (w, h) in SIZES {
@@ -45,7 +50,8 @@ fn approval_detail_scrolls_and_expands() {
     let (db, m) = all_db();
     let mut h = Harness::open(db, 120, 40);
     h.command(&format!("approval {}", approval_of(m, "hostile")));
-    for _ in 0..12 {
+    // Past the decision page's 11 fields to the same raw field as before it.
+    for _ in 0..PAGE_FIELDS + 12 {
         h.key(KeyCode::Char('j'));
     }
     h.key(KeyCode::Char('e'));
@@ -245,7 +251,7 @@ fn code_point_inspector_of_a_hostile_field() {
     let (db, m) = all_db();
     let mut h = Harness::open(db, 120, 40);
     h.command(&format!("approval {}", approval_of(m, "hostile")));
-    for _ in 0..11 {
+    for _ in 0..PAGE_FIELDS + 11 {
         h.key(KeyCode::Char('j'));
     }
     h.key(KeyCode::Char('i'));

@@ -273,6 +273,14 @@ impl crate::console::data::ResumeHook for ConsumerResume {
                 CommandError::Usage(m) | CommandError::Failed(m) => m,
             })
     }
+
+    fn recheck(
+        &self,
+        db_path: &std::path::Path,
+        run_id: &str,
+    ) -> Result<crate::runtime::driver::RecheckReport, String> {
+        recheck::for_console(db_path, run_id)
+    }
 }
 
 /// The console's own flags.

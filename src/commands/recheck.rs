@@ -50,6 +50,19 @@ fn recheckable(db: &Path, run_id: &[u8]) -> Result<String, CommandError> {
     Ok(id.to_string())
 }
 
+/// The console's recheck (its worker thread calls it through the resume hook): the same
+/// read-only question as the command, or the sentence saying why this build cannot ask it.
+pub(super) fn for_console(db: &Path, run_id: &str) -> Result<RecheckReport, String> {
+    let msg = |e: CommandError| match e {
+        CommandError::Usage(m) | CommandError::Failed(m) => {
+            m.strip_prefix("recheck: ").unwrap_or(&m).to_string()
+        }
+    };
+    let id = recheckable(db, run_id.as_bytes()).map_err(msg)?;
+    recheck_demo_run(db, &backend_beside(db), &id, RecheckScope::Awaiting)
+        .map_err(|e| e.to_string())
+}
+
 fn answer(d: &PolicyDecision) -> String {
     if d.reason.is_empty() {
         d.outcome.clone()
@@ -162,4 +175,36 @@ pub fn run(
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::consumer::demo::build;
+    use crate::runtime::store::Store;
+    use crate::runtime::types::RunStatus;
+
+    #[test]
+    fn the_consoles_recheck_asks_the_consumer_policy_and_says_why_it_cannot() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("demo.db");
+        build(&db, &backend_beside(&db)).unwrap();
+        let store = Store::open_existing(&db, true).unwrap();
+        let run = store
+            .list_runs_page(100, 0)
+            .unwrap()
+            .items
+            .into_iter()
+            .find(|r| r.status == RunStatus::WaitingForApproval)
+            .unwrap();
+        drop(store);
+        let before = std::fs::read(&db).unwrap();
+        let r = for_console(&db, &run.id).unwrap();
+        assert_eq!(r.checked.len(), 1, "{r:?}");
+        assert!(!r.differs(), "{r:?}");
+        assert_eq!(std::fs::read(&db).unwrap(), before, "nothing written");
+        std::fs::remove_file(backend_beside(&db)).unwrap();
+        let e = for_console(&db, &run.id).unwrap_err();
+        assert!(e.starts_with("the example consumer's backend"), "{e}");
+    }
 }

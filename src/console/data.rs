@@ -43,6 +43,9 @@ pub struct QueueRow {
     /// The call was approved before and its resume paused again for this approval (issue 15
     /// item 5): the policy, asked again, wanted a new one.
     pub paused_again: bool,
+    /// The run's goal and the agent's stated reason for the call (for the hostile mark).
+    pub goal: Vec<u8>,
+    pub agent_reason: Vec<u8>,
 }
 
 /// Counts shown in the header.
@@ -197,6 +200,51 @@ pub struct ApprovalRow {
     pub resumable: bool,
 }
 
+/// What the decision page reads beside the approval row (issue 15 items 1 and 2): the run's
+/// goal, the agent's stated reason for the call, and the other pending approvals it relates to.
+/// Every byte here is untrusted and drawn through the sanitiser.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PageContext {
+    /// The run's goal as stored (capped as a page reads it).
+    pub goal: Vec<u8>,
+    /// The `reason` of the step's recorded decision: what the model said this call is for.
+    pub agent_reason: Vec<u8>,
+    /// Why the step's decision was not read (damaged, or too large for a page), if it was not.
+    pub decision_unread: Option<String>,
+    /// Other pending approvals of the same run, and of other runs whose presentation names
+    /// the same target (decision 0050), oldest first.
+    pub related: Vec<RelatedRow>,
+    /// How many pending approvals were compared, and whether more were not (a bound).
+    pub compared: usize,
+    pub more: bool,
+}
+
+/// A pending approval related to the one on the page.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RelatedRow {
+    pub approval_id: Key,
+    pub run_id: Key,
+    pub same_run: bool,
+    pub same_target: bool,
+    /// The presentation's title, else the tool's name, else empty.
+    pub title: Vec<u8>,
+    /// The presentation's amount (decision 0050), when it is an integer.
+    pub amount: Option<(Vec<u8>, i64)>,
+    pub expires_at: Timestamp,
+}
+
+/// The policy asked again, read-only, about the call on the page (issue 15 item 3).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Recheck {
+    /// This build cannot ask the run's policy, and why.
+    Unavailable(String),
+    /// Today's answer is the recorded one (the answer, `outcome: reason`).
+    Same(String),
+    /// Today's answer differs: one phrase per difference (`policy now: ...`, a presentation
+    /// member's old and new value, the hash a grant would bind).
+    Differs(Vec<String>),
+}
+
 /// One column of one row that does not decode.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DamagedRow {
@@ -328,6 +376,20 @@ pub enum Query {
         prefix: Key,
         limit: u32,
     },
+    /// The decision page's context of an approval: goal, the agent's reason, related work.
+    /// `target` is the presentation's target member (decision 0050), when it names one.
+    Context {
+        approval: Key,
+        run: Key,
+        step: Key,
+        target: Option<(Vec<u8>, crate::safetext::JsonNode)>,
+    },
+    /// The policy asked again about the call of `step` (answered by the worker through the
+    /// binary's hook, never on the UI thread; writes nothing).
+    Recheck {
+        run: Key,
+        step: Key,
+    },
     Damaged {
         offset: u64,
         limit: u64,
@@ -395,6 +457,8 @@ pub enum Reply {
     Approval(Option<Box<ApprovalRow>>),
     /// The run ids a prefix starts (at most the limit asked).
     RunPrefix(Vec<Key>),
+    Context(Box<PageContext>),
+    Recheck(Recheck),
     Damaged(Page<DamagedRow>),
     Verify(ChainReport),
     /// The exact total of the list a page with `exact: false` came from.
@@ -472,4 +536,15 @@ pub trait ResumeHook: Send + Sync {
     fn can_resume(&self, run_id: &str) -> bool;
     /// Resume the run to its next pause or end; returns a one-line result.
     fn resume(&self, db_path: &std::path::Path, run_id: &str) -> Result<String, String>;
+    /// Asks the run's policy again, read-only, about the calls waiting on a person
+    /// (`Driver::recheck` with `RecheckScope::Awaiting`), or says why this build cannot. Must
+    /// write nothing. The console calls it on its worker thread. The default cannot.
+    fn recheck(
+        &self,
+        db_path: &std::path::Path,
+        run_id: &str,
+    ) -> Result<crate::runtime::driver::RecheckReport, String> {
+        let _ = (db_path, run_id);
+        Err("this build does not hold this run's policy".into())
+    }
 }

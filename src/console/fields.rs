@@ -10,17 +10,37 @@ use serde_json::Value;
 use super::data::ApprovalRow;
 use super::text::{self, Marks, TextStyles};
 use crate::safetext::{JsonNode, parse_json};
+use ratatui::text::Span;
 
 /// Lines of a value shown before it is folded.
 pub const FOLD_LINES: usize = 6;
+
+/// How a field is drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Look {
+    /// `label: value` on one line (wrapping), no badges: the row's own columns.
+    Meta,
+    /// The label on a line of its own with badges, the value indented below, folded.
+    Value,
+    /// The decision page's title: the value alone, in the title style, with badges.
+    Headline,
+    /// A fact of the decision page: `label: value` with badges.
+    Fact,
+    /// A fact that warns (today's policy differs, related work at stake): drawn in danger.
+    Alert,
+    /// A fact that reassures (today's policy agrees): drawn in the ok style.
+    Good,
+    /// A section heading (the value is empty), dim.
+    Heading,
+}
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct ApprovalField {
     /// Label bytes (keys are untrusted too).
     pub label: Vec<u8>,
     pub value: Vec<u8>,
-    /// Metadata fields are drawn compactly; value fields get badges and folding.
-    pub meta: bool,
+    /// How the field is drawn.
+    pub look: Look,
     /// A JSON string: drawn in quotes, so `"8000"` is told from `8000` and `"null"` from `null`.
     pub is_string: bool,
 }
@@ -36,7 +56,7 @@ fn meta(label: &str, value: impl Into<Vec<u8>>) -> ApprovalField {
     ApprovalField {
         label: label.as_bytes().to_vec(),
         value: value.into(),
-        meta: true,
+        look: Look::Meta,
         is_string: false,
     }
 }
@@ -45,7 +65,7 @@ fn leaf(label: Vec<u8>, value: Vec<u8>, out: &mut Vec<ApprovalField>) {
     out.push(ApprovalField {
         label,
         value,
-        meta: false,
+        look: Look::Value,
         is_string: false,
     });
 }
@@ -90,7 +110,7 @@ fn flatten(prefix: &[u8], v: &JsonNode, out: &mut Vec<ApprovalField>) {
                     out.push(ApprovalField {
                         label: b"DUPLICATE KEY".to_vec(),
                         value: join(b"", &key_step(k)),
-                        meta: true,
+                        look: Look::Meta,
                         is_string: false,
                     });
                 }
@@ -108,7 +128,7 @@ fn flatten(prefix: &[u8], v: &JsonNode, out: &mut Vec<ApprovalField>) {
         JsonNode::String(s) => out.push(ApprovalField {
             label: prefix.to_vec(),
             value: s.clone(),
-            meta: false,
+            look: Look::Value,
             is_string: true,
         }),
         JsonNode::Number(n) => leaf(prefix.to_vec(), n.clone().into_bytes(), out),
@@ -124,7 +144,7 @@ fn json_section(name: &str, raw: &[u8], out: &mut Vec<ApprovalField>) {
             out.push(ApprovalField {
                 label: format!("{name} (does not decode: {e})").into_bytes(),
                 value: raw.to_vec(),
-                meta: false,
+                look: Look::Value,
                 is_string: false,
             });
         }
@@ -182,7 +202,7 @@ pub fn fields(a: &ApprovalRow) -> Vec<ApprovalField> {
                     if bytes { "bytes" } else { "characters" }
                 )
                 .into_bytes(),
-                meta: true,
+                look: Look::Meta,
                 is_string: false,
             });
         }
@@ -191,20 +211,20 @@ pub fn fields(a: &ApprovalRow) -> Vec<ApprovalField> {
             None => out.push(ApprovalField {
                 label: b"args".to_vec(),
                 value: b"(none)".to_vec(),
-                meta: false,
+                look: Look::Value,
                 is_string: false,
             }),
         },
         Ok(_) => out.push(ApprovalField {
             label: b"request (not an object)".to_vec(),
             value: a.request.clone(),
-            meta: false,
+            look: Look::Value,
             is_string: false,
         }),
         Err(e) => out.push(ApprovalField {
             label: format!("request (does not decode: {e})").into_bytes(),
             value: a.request.clone(),
-            meta: false,
+            look: Look::Value,
             is_string: false,
         }),
     }
@@ -220,25 +240,17 @@ pub struct LayoutOpts<'a> {
     pub st: &'a TextStyles,
     pub label_style: ratatui::style::Style,
     pub badge_style: ratatui::style::Style,
+    pub danger_style: ratatui::style::Style,
+    pub ok_style: ratatui::style::Style,
+    pub dim_style: ratatui::style::Style,
 }
 
-/// Renders every field at `width`; fields not in `expanded` fold after `FOLD_LINES` lines.
-pub fn layout(
-    fields: &[ApprovalField],
-    width: u16,
-    expanded: &BTreeSet<usize>,
-    strict: bool,
-    st: &TextStyles,
-    label_style: ratatui::style::Style,
-    badge_style: ratatui::style::Style,
-) -> Vec<FieldView> {
+/// Renders every field at `o.width` (at least 20); fields not in `expanded` fold after
+/// `FOLD_LINES` lines.
+pub fn layout(fields: &[ApprovalField], o: &LayoutOpts) -> Vec<FieldView> {
     let o = LayoutOpts {
-        width: usize::from(width.max(20)),
-        expanded,
-        strict,
-        st,
-        label_style,
-        badge_style,
+        width: o.width.max(20),
+        ..*o
     };
     fields
         .iter()
@@ -248,27 +260,64 @@ pub fn layout(
                 &f.label,
                 24.min(o.width / 3),
                 &TextStyles {
-                    text: label_style,
-                    ..*st
+                    text: o.label_style,
+                    ..*o.st
                 },
-                strict,
+                o.strict,
             );
-            if f.meta {
-                layout_meta(i, f, label, &o)
-            } else {
-                layout_value(i, f, &o)
+            match f.look {
+                Look::Value => layout_value(i, f, &o),
+                Look::Heading => FieldView {
+                    lines: vec![Line::styled(
+                        text::escaped(&f.label),
+                        o.dim_style.add_modifier(ratatui::style::Modifier::BOLD),
+                    )],
+                    ..FieldView::default()
+                },
+                _ => layout_meta(i, f, label, &o),
             }
         })
         .collect()
 }
 
-/// A metadata field: label, `: `, the value beside it.
+/// The badges and escape count of a value, as spans to put after it.
+fn notes(b: &Marks, badge_style: ratatui::style::Style, st: &TextStyles) -> Vec<Span<'static>> {
+    let mut notes = Vec::new();
+    for l in b.labels() {
+        notes.push(Span::raw(" "));
+        notes.push(Span::styled(format!("[{}]", l.to_uppercase()), badge_style));
+    }
+    if b.escapes > 0 {
+        notes.push(Span::styled(format!(" {} escapes", b.escapes), st.escaped));
+    }
+    notes
+}
+
+/// A compact field: label, `: `, the value beside it (the headline has no label). Facts carry
+/// their badges after the value; the row's own metadata does not.
 fn layout_meta(i: usize, f: &ApprovalField, label: text::Rendered, o: &LayoutOpts) -> FieldView {
-    let (width, expanded, strict, st) = (o.width, o.expanded, o.strict, o.st);
-    let w = width.saturating_sub(label.width + 2);
+    let (width, expanded, strict) = (o.width, o.expanded, o.strict);
+    let text_style = match f.look {
+        Look::Headline => o.label_style.add_modifier(ratatui::style::Modifier::BOLD),
+        Look::Alert => o.danger_style,
+        Look::Good => o.ok_style,
+        _ => o.st.text,
+    };
+    let st = &TextStyles {
+        text: text_style,
+        ..*o.st
+    };
+    let headline = f.look == Look::Headline;
+    let indent = if headline { 0 } else { label.width + 2 };
+    let w = width.saturating_sub(indent);
     let (mut vl, b) = text::block(&f.value, w, st, strict);
-    let mut first = label.line.clone();
-    first.spans.push(ratatui::text::Span::raw(": "));
+    let mut first = if headline {
+        Line::default()
+    } else {
+        let mut l = label.line.clone();
+        l.spans.push(Span::raw(": "));
+        l
+    };
     let folded = vl.len() > FOLD_LINES && !expanded.contains(&i);
     let n = vl.len();
     if folded {
@@ -280,15 +329,24 @@ fn layout_meta(i: usize, f: &ApprovalField, label: text::Rendered, o: &LayoutOpt
             first.spans.extend(l.spans);
             lines.push(std::mem::take(&mut first));
         } else {
-            let mut l2 = Line::from(" ".repeat(label.width + 2));
+            let mut l2 = Line::from(" ".repeat(indent));
             l2.spans.extend(l.spans);
             lines.push(l2);
+        }
+    }
+    if f.look != Look::Meta {
+        let notes = notes(&b, o.badge_style, o.st);
+        let nw: usize = notes.iter().map(Span::width).sum();
+        match lines.last_mut() {
+            Some(last) if last.width() + nw <= width => last.spans.extend(notes),
+            _ if nw > 0 => lines.push(Line::from(notes)),
+            _ => {}
         }
     }
     if folded {
         lines.push(Line::styled(
             format!("  …[+{} lines folded; e expands]", n - FOLD_LINES),
-            st.truncated,
+            o.st.truncated,
         ));
     }
     FieldView {

@@ -12,8 +12,10 @@
 //! the crate's own tests reach it through `testing` (feature `testing`).
 
 pub(crate) mod config;
+pub(crate) mod context;
 pub(crate) mod data;
 pub(crate) mod decider;
+pub(crate) mod facts;
 pub(crate) mod fate;
 pub(crate) mod fields;
 pub(crate) mod keymap;
@@ -22,6 +24,7 @@ pub(crate) mod log;
 pub(crate) mod msg;
 pub(crate) mod nav;
 pub(crate) mod options;
+pub(crate) mod page;
 pub(crate) mod run;
 pub(crate) mod sqlite;
 pub(crate) mod state;

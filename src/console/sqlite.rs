@@ -97,6 +97,8 @@ fn queue_row(q: store::QueueItem) -> QueueRow {
         tool: q.tool.map(String::into_bytes),
         args: q.args_head,
         paused_again: false,
+        goal: Vec::new(),
+        agent_reason: Vec::new(),
     }
 }
 
@@ -368,6 +370,7 @@ impl ConsoleData for SqliteData {
                         Ok(Some(Fate::PausedAgain { approval })) if approval == r.approval_id
                     );
                 }
+                super::context::queue_texts(s, &mut page.rows).map_err(rd)?;
                 Reply::Queue(page)
             }
             Query::QueueTotal { filter } => {
@@ -428,6 +431,18 @@ impl ConsoleData for SqliteData {
                 Reply::RunPrefix(s.runs_with_prefix(prefix.as_bytes(), *limit).map_err(rd)?)
             }
             Query::Verify => Reply::Verify(self.verify().map_err(rd)?),
+            Query::Context {
+                approval,
+                run,
+                step,
+                target,
+            } => Reply::Context(Box::new(
+                super::context::read(s, approval, run, step, target.as_ref()).map_err(rd)?,
+            )),
+            // Answered by the worker through the binary's hook; a reader alone cannot.
+            Query::Recheck { .. } => Reply::Recheck(Recheck::Unavailable(
+                "this console was given no policy to ask".into(),
+            )),
         })
     }
 }

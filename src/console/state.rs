@@ -92,6 +92,24 @@ pub struct ApprovalScreen {
     pub scroll: usize,
     /// Set when a reload found a different hash than the one shown before.
     pub changed: bool,
+    /// The decision page's context (goal, the agent's reason, related work), once read.
+    pub context: Option<PageContext>,
+    pub context_pending: Option<u64>,
+    /// Today's answer of the policy, once the worker asked it.
+    pub recheck: Option<Recheck>,
+    pub recheck_pending: Option<u64>,
+    /// Which untrusted texts carry a warning badge (`goal`, `reason`, `args`).
+    pub hostile: Vec<&'static str>,
+    /// After the fields were rebuilt around the cursor: its line's distance from the top of
+    /// the body, which the next layout restores (so a reload does not move what is read).
+    pub keep: Option<usize>,
+}
+
+impl ApprovalScreen {
+    /// Lines of the laid-out fields before field `i`.
+    pub fn lines_before(&self, i: usize) -> usize {
+        self.view.iter().take(i).map(|v| v.lines.len()).sum()
+    }
 }
 
 impl ApprovalScreen {
@@ -110,6 +128,12 @@ impl ApprovalScreen {
             cursor: 0,
             scroll: 0,
             changed: false,
+            context: None,
+            context_pending: None,
+            recheck: None,
+            recheck_pending: None,
+            hostile: Vec::new(),
+            keep: None,
         }
     }
 }

@@ -16,4 +16,4 @@ pub use super::theme::{Depth, Role, Theme};
 pub use super::time::{age, countdown, countdown_short, expired, span};
 pub use super::update::update;
 pub use super::view::draw;
-pub use super::worker::{Worker, handle, is_count, mark_resumable};
+pub use super::worker::{Worker, answer, handle, is_count, mark_resumable};

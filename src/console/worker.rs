@@ -22,6 +22,82 @@ pub fn handle(data: &mut dyn ConsoleData, q: &Query) -> Reply {
     }
 }
 
+/// Answers one query as the worker does: the recheck through the binary's hook (which may
+/// take a while and writes nothing), everything else through the reader; a run header is
+/// marked resumable when the hook can resume it.
+pub fn answer(
+    data: &mut dyn ConsoleData,
+    hook: Option<&dyn ResumeHook>,
+    db: &std::path::Path,
+    q: &Query,
+) -> Reply {
+    if let Query::Recheck { run, step } = q {
+        return Reply::Recheck(recheck(hook, db, run, step));
+    }
+    let mut r = handle(data, q);
+    mark_resumable(&mut r, hook);
+    r
+}
+
+/// Today's answer of the policy about the call of `step`, through the hook.
+fn recheck(hook: Option<&dyn ResumeHook>, db: &std::path::Path, run: &Key, step: &Key) -> Recheck {
+    let Some(hook) = hook else {
+        return Recheck::Unavailable("this console was given no policy to ask".into());
+    };
+    // The hook names runs by text: a run whose id is not UTF-8 is never offered to it.
+    let Some(run) = run.as_str() else {
+        return Recheck::Unavailable("the run's id is not UTF-8".into());
+    };
+    let report = match hook.recheck(db, run) {
+        Ok(r) => r,
+        Err(why) => return Recheck::Unavailable(why),
+    };
+    let step_id = step.as_str().unwrap_or_default();
+    if let Some(c) = report.checked.iter().find(|c| c.step_id == step_id) {
+        if c.differences.is_empty() {
+            let d = &c.recorded;
+            return Recheck::Same(if d.reason.is_empty() {
+                d.outcome.clone()
+            } else {
+                format!("{}: {}", d.outcome, d.reason)
+            });
+        }
+        return Recheck::Differs(page_differences(c));
+    }
+    match report.skipped.first() {
+        Some(s) => Recheck::Unavailable(s.why.clone()),
+        None => Recheck::Unavailable("the call is no longer waiting on a person".into()),
+    }
+}
+
+/// The differences the page shows: all of them while the policy still asks a person; when it
+/// no longer does, its answer only (the recorded request's members are then all "absent",
+/// which says nothing the answer does not).
+fn page_differences(c: &crate::runtime::driver::Rechecked) -> Vec<String> {
+    let asks = matches!(&c.now, Ok(d) if d.outcome == "require_approval");
+    if asks {
+        return c.differences.clone();
+    }
+    let member = |d: &String| {
+        ["kind:", "capability", "presentation", "approval hash:"]
+            .iter()
+            .any(|p| d.starts_with(p))
+    };
+    let mut out: Vec<String> = c
+        .differences
+        .iter()
+        .filter(|d| !member(d))
+        .cloned()
+        .collect();
+    let dropped = c.differences.len() - out.len();
+    if dropped > 0 {
+        out.push(format!(
+            "it no longer asks a person, so the {dropped} recorded fact(s) of the request are not asked for now"
+        ));
+    }
+    out
+}
+
 /// Whether a query belongs on the counting lane (a count that may scan whole tables).
 pub fn is_count(q: &Query) -> bool {
     matches!(
@@ -85,8 +161,7 @@ impl Worker {
                     if fault.as_deref() == Some("worker") {
                         panic!("fault injected by COUNTERSIGN_TEST_PANIC=worker");
                     }
-                    let mut r = handle(self.data.as_mut(), &q);
-                    mark_resumable(&mut r, self.resume.as_deref());
+                    let r = answer(self.data.as_mut(), self.resume.as_deref(), &self.db, &q);
                     if out.send(Input::Reply(id, r)).is_err() {
                         return;
                     }

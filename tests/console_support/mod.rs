@@ -111,6 +111,8 @@ impl Decider for NoWriter {
 
 pub struct Harness {
     pub app: App,
+    /// The database the reads are answered from (the recheck hook is handed its path).
+    pub db: PathBuf,
     pub data: SqliteData,
     pub decider: Box<dyn Decider>,
     pub commands: Vec<Cmd>,
@@ -144,6 +146,7 @@ impl Harness {
         let data = SqliteData::open(db).unwrap();
         let mut h = Harness {
             app,
+            db: db.to_path_buf(),
             data,
             decider,
             commands: vec![],
@@ -162,8 +165,13 @@ impl Harness {
         while let Some(e) = (!fx.is_empty()).then(|| fx.remove(0)) {
             let more = match e {
                 Effect::Query(id, q) => {
-                    let mut r = testing::handle(&mut self.data as &mut dyn ConsoleData, &q);
-                    testing::mark_resumable(&mut r, self.resume.as_deref());
+                    // As the worker answers it: the recheck through the hook, on this thread.
+                    let r = testing::answer(
+                        &mut self.data as &mut dyn ConsoleData,
+                        self.resume.as_deref(),
+                        &self.db,
+                        &q,
+                    );
                     if self.holding {
                         self.held.push((id, q, r));
                         vec![]

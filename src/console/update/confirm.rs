@@ -1,7 +1,8 @@
 //! The confirmations: what each write will do, said before it is done, or why it cannot be.
 
 use super::outcome::{Ctx, READ_ONLY};
-use crate::console::data::{ApprovalStatus, Key, RunHeader, RunStatus};
+use crate::console::data::{ApprovalRow, ApprovalStatus, Key, Recheck, RunHeader, RunStatus};
+use crate::console::facts::{self, Presented};
 use crate::console::fields;
 use crate::console::state::{
     AppConfig, ApprovalScreen, Confirm, PROGRAM_RESUMES, Pending, RunDetailScreen, TextInput, short,
@@ -68,21 +69,47 @@ pub(crate) fn confirm_decision(
         },
     };
     let mut warnings = decision_warnings(s, now);
-    if choice == Choice::Deny {
+    // An expired approval's decision only records the expiry (the run is cancelled), which
+    // the warnings above already say.
+    if choice == Choice::Deny && !crate::console::time::expired(&a.expires_at, now) {
         warnings.push("the run goes INTERRUPTED; its program resumes it".into());
     }
+    let mut lines = in_their_words(a);
+    lines.extend([
+        ("tool".into(), tool),
+        ("run".into(), a.run_id.as_bytes().to_vec()),
+        ("approval".into(), a.id.as_bytes().to_vec()),
+        ("hash".into(), short(&a.hash).as_bytes().to_vec()),
+        ("by".into(), cfg.by.clone().into_bytes()),
+    ]);
     Ok(Confirm {
         what,
-        lines: vec![
-            ("tool".into(), tool),
-            ("run".into(), a.run_id.as_bytes().to_vec()),
-            ("approval".into(), a.id.as_bytes().to_vec()),
-            ("hash".into(), short(&a.hash).as_bytes().to_vec()),
-            ("by".into(), cfg.by.clone().into_bytes()),
-        ],
+        lines,
         warnings,
         reason: (choice != Choice::Approve).then(TextInput::default),
     })
+}
+
+/// What the request does in the consumer's words: its title, amount and target (decision
+/// 0050), each only when the presentation gives it. Untrusted: drawn through the escaper.
+fn in_their_words(a: &ApprovalRow) -> Vec<(String, Vec<u8>)> {
+    let Some(p) = Presented::parse(&a.presentation) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    if let Some(t) = p.title() {
+        out.push(("what".into(), t.to_vec()));
+    }
+    if let Some((k, n)) = p.amount() {
+        out.push((
+            "amount".into(),
+            [&k[..], format!(" {n}").as_bytes()].concat(),
+        ));
+    }
+    if let Some((k, v)) = p.target() {
+        out.push(("target".into(), [&k[..], b" ", &facts::scalar(&v)].concat()));
+    }
+    out
 }
 
 /// What the reviewer is reminded of before deciding: folded fields, escapes, flagged text, a
@@ -107,6 +134,29 @@ fn decision_warnings(s: &ApprovalScreen, now: i64) -> Vec<String> {
     }
     if s.changed {
         warnings.push("this approval changed while you were reading it".into());
+    }
+    // Only the console's own words here: the warnings are not drawn through the escaper.
+    match &s.recheck {
+        Some(Recheck::Differs(d)) => warnings.push(format!(
+            "today's policy answers differently ({} difference(s), \"policy now\" on the page)",
+            d.len()
+        )),
+        None if s
+            .row
+            .as_ref()
+            .is_some_and(|a| a.status == ApprovalStatus::Pending) =>
+        {
+            warnings.push("the policy has not been asked again yet".into())
+        }
+        _ => {}
+    }
+    if let Some(c) = &s.context {
+        let n = c.related.iter().filter(|r| r.same_target).count();
+        if n > 0 {
+            warnings.push(format!(
+                "{n} other pending approval(s) act on the same target (see \"related\")"
+            ));
+        }
     }
     if let Some(a) = &s.row
         && time::expired(&a.expires_at, now)

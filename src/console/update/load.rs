@@ -139,10 +139,29 @@ impl App {
     pub fn relayout(&mut self) {
         let w = layout::detail_width(self.size);
         let st = self.theme.text_styles();
-        let label = self.theme.style(Role::Title);
-        let badge = self.theme.style(Role::Badge);
+        let th = &self.theme;
+        let (label, badge) = (th.style(Role::Title), th.style(Role::Badge));
+        let (danger, ok, dim) = (
+            th.style(Role::Danger),
+            th.style(Role::Ok),
+            th.style(Role::Dim),
+        );
         if let Some(Screen::Approval(s)) = self.stack.last_mut() {
-            s.view = fields::layout(&s.fields, w, &s.expanded, s.strict, &st, label, badge);
+            let o = fields::LayoutOpts {
+                width: usize::from(w),
+                expanded: &s.expanded,
+                strict: s.strict,
+                st: &st,
+                label_style: label,
+                badge_style: badge,
+                danger_style: danger,
+                ok_style: ok,
+                dim_style: dim,
+            };
+            s.view = fields::layout(&s.fields, &o);
+            if let Some(off) = s.keep.take() {
+                s.scroll = s.lines_before(s.cursor).saturating_sub(off);
+            }
         }
     }
 }

@@ -2,10 +2,13 @@
 //! waits for any more (the screen was left, a newer read was sent) is dropped.
 
 use crate::console::data::*;
-use crate::console::fields;
+use crate::console::facts::Presented;
 use crate::console::msg::Effect;
 use crate::console::nav::ListView;
-use crate::console::state::{App, ApprovalScreen, Level, RunDetailScreen, Screen, short};
+use crate::console::page;
+use crate::console::state::{
+    App, ApprovalScreen, Level, Overlay, Pending, RunDetailScreen, Screen, short,
+};
 use crate::console::time;
 
 fn take<T>(l: &mut ListView<T>, id: u64, page: Page<T>, id_of: impl Fn(&T) -> Key) -> bool {
@@ -26,6 +29,8 @@ struct Follow {
     relayout: bool,
     /// A length asked for by a jump to the end came back: the window at the end follows.
     reload_end: bool,
+    /// The approval detail's row came back: its page context and recheck follow.
+    page_reads: bool,
 }
 
 pub(super) fn on_reply(app: &mut App, id: u64, r: Reply) -> Vec<Effect> {
@@ -62,7 +67,11 @@ pub(super) fn on_reply(app: &mut App, id: u64, r: Reply) -> Vec<Effect> {
     if follow.relayout {
         app.relayout();
     }
+    closed_elsewhere(app);
     let mut fx = vec![];
+    if follow.page_reads {
+        fx.extend(page_reads(app));
+    }
     if follow.reload_end {
         fx.extend(app.start());
     }
@@ -79,6 +88,44 @@ pub(super) fn on_reply(app: &mut App, id: u64, r: Reply) -> Vec<Effect> {
         fx.extend(app.load_counts());
     }
     fx
+}
+
+/// Closes a decision dialog whose approval a reload found decided (by another console or
+/// command), saying who decided, how and when; nothing is written.
+fn closed_elsewhere(app: &mut App) {
+    let Some(Overlay::Confirm(c)) = &app.overlay else {
+        return;
+    };
+    let (Pending::Approve { approval, .. } | Pending::Reject { approval, .. }) = &c.what else {
+        return;
+    };
+    let Some(Screen::Approval(s)) = app.stack.last() else {
+        return;
+    };
+    let Some(a) = s.row.as_ref().filter(|a| a.id == *approval) else {
+        return;
+    };
+    if a.status == ApprovalStatus::Pending {
+        return;
+    }
+    let by = if a.decided_by.is_empty() {
+        "someone".to_string()
+    } else {
+        crate::console::text::escaped(&a.decided_by)
+    };
+    let when = if a.decided_at.is_zero() {
+        String::new()
+    } else {
+        format!(" {} ago", time::age(&a.decided_at, app.now))
+    };
+    app.notice = Some((
+        Level::Error,
+        format!(
+            "closed: already {} by {by}{when}; nothing changed",
+            a.status
+        ),
+    ));
+    app.overlay = None;
 }
 
 /// The notice for a `:verify` (or other running read) that finished.
@@ -141,7 +188,35 @@ fn apply(
         (Screen::Approval(s), Reply::Approval(a)) if s.pending == Some(id) => {
             approval(s, a, notice);
             follow.relayout = depth == top;
+            follow.page_reads = depth == top && s.row.is_some();
             true
+        }
+        (Screen::Approval(s), Reply::Context(c)) if s.context_pending == Some(id) => {
+            s.context_pending = None;
+            s.context = Some(*c);
+            rebuild(s);
+            follow.relayout = depth == top;
+            true
+        }
+        (Screen::Approval(s), Reply::Recheck(r)) if s.recheck_pending == Some(id) => {
+            s.recheck_pending = None;
+            s.recheck = Some(r);
+            rebuild(s);
+            follow.relayout = depth == top;
+            true
+        }
+        (Screen::Approval(s), Reply::Failed(m))
+            if s.context_pending == Some(id) || s.recheck_pending == Some(id) =>
+        {
+            if s.recheck_pending == Some(id) {
+                s.recheck_pending = None;
+                s.recheck = Some(Recheck::Unavailable(format!("the re-check failed: {m}")));
+            } else {
+                s.context_pending = None;
+            }
+            rebuild(s);
+            follow.relayout = depth == top;
+            fail(notice, m)
         }
         (Screen::Queue(s), Reply::Failed(m)) if s.list.pending == Some(id) => fail(notice, m),
         (Screen::Queue(s), Reply::Failed(m)) if s.list.counting == Some(id) => {
@@ -232,9 +307,82 @@ fn approval(
             "approval changed since you read it; it was reloaded: read it again".into(),
         ));
     }
-    s.fields = a.as_deref().map(fields::fields).unwrap_or_default();
-    s.cursor = s.cursor.min(s.fields.len().saturating_sub(1));
     s.row = a.map(|b| *b);
+    if s.row
+        .as_ref()
+        .is_none_or(|r| r.status != ApprovalStatus::Pending)
+    {
+        // Nothing waits on a person: there is no call to ask about.
+        s.recheck = Some(Recheck::Unavailable(
+            "the approval is no longer pending".into(),
+        ));
+    }
+    rebuild(s);
+}
+
+/// The approval detail's fields again: the decision page from what is known, then the raw
+/// fields; and which untrusted texts carry a warning.
+fn rebuild(s: &mut ApprovalScreen) {
+    let known = page::Known {
+        context: s.context.as_ref(),
+        recheck: s.recheck.as_ref(),
+    };
+    let was = s.fields.get(s.cursor).map(|f| (f.label.clone(), f.look));
+    let offset = s.lines_before(s.cursor).checked_sub(s.scroll);
+    s.fields = s
+        .row
+        .as_ref()
+        .map(|a| page::fields(a, known))
+        .unwrap_or_default();
+    s.hostile = page::hostile(&s.fields, s.context.as_ref());
+    // The cursor stays on the field it was on (the page above it may have grown or shrunk):
+    // the one with the same label nearest to where it was.
+    let same = |i: &usize| {
+        was.as_ref()
+            .is_some_and(|(l, k)| s.fields[*i].label == *l && s.fields[*i].look == *k)
+    };
+    let near = (0..s.fields.len())
+        .filter(same)
+        .min_by_key(|i| i.abs_diff(s.cursor));
+    if let Some(i) = near {
+        s.cursor = i;
+        s.keep = offset;
+    }
+    s.cursor = s.cursor.min(s.fields.len().saturating_sub(1));
+}
+
+/// The reads that follow the approval detail's row: its page context and, while it is
+/// pending, today's answer of the policy (both on the worker; the recheck writes nothing).
+fn page_reads(app: &mut App) -> Vec<Effect> {
+    let (cid, rid) = (app.id(), app.id());
+    let Some(Screen::Approval(s)) = app.stack.last_mut() else {
+        return vec![];
+    };
+    let Some(a) = &s.row else {
+        return vec![];
+    };
+    let target = Presented::parse(&a.presentation).and_then(|p| p.target());
+    let mut fx = vec![Effect::Query(
+        cid,
+        Query::Context {
+            approval: a.id.clone(),
+            run: a.run_id.clone(),
+            step: a.step_id.clone(),
+            target,
+        },
+    )];
+    s.context_pending = Some(cid);
+    if a.status == ApprovalStatus::Pending {
+        s.recheck_pending = Some(rid);
+        fx.push(Effect::Query(
+            rid,
+            Query::Recheck {
+                run: a.run_id.clone(),
+                step: a.step_id.clone(),
+            },
+        ));
+    }
+    fx
 }
 
 /// Applies a total to the list that asked for it; after a jump to the end, the cursor is on

@@ -1,5 +1,7 @@
-//! Approval detail: tool, kind, who asked, when, expiry, short hash, then every field of the
-//! arguments and the presentation in full, scrollable, with badges; folded fields expand.
+//! Approval detail, the decision page: a title row (short hash, status, the hostile mark, the
+//! expiry countdown), then the page's fields (`console::page`: title, facts, what the policy
+//! said and says now, related work, the goal and the agent's reason) and every raw field in
+//! full, scrollable, with badges; folded fields expand.
 
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -90,6 +92,14 @@ fn title_spans(app: &App, s: &ApprovalScreen, a: &ApprovalRow) -> Vec<Span<'stat
         Span::raw(" "),
     ];
     t.extend(cell_in(app, a.status.as_str().as_bytes(), 24, status_style).spans);
+    if !s.hostile.is_empty() {
+        // Before the countdown: on a narrow terminal the end of this row is cut first.
+        t.push(Span::raw(" "));
+        t.push(Span::styled(
+            format!("⚠ HOSTILE {}", s.hostile.join("+")),
+            th.style(Role::Badge),
+        ));
+    }
     if pending {
         let (txt, st) = if time::expired(&a.expires_at, app.now) {
             (

@@ -185,11 +185,23 @@ pub(crate) fn hints(app: &App) -> Vec<(String, &'static str)> {
                 }
             }
         }
-        Screen::Approval(_) => {
-            if !app.cfg.read_only {
-                v.push((k(Action::Approve), "approve"));
-                v.push((k(Action::Reject), "reject"));
-                v.push((k(Action::Deny), "deny"));
+        Screen::Approval(s) => {
+            // Only what applies: nothing to decide once decided (or unreadable), and an
+            // expired approval's decision only expires it, which cancels the run.
+            match s.row.as_ref().filter(|_| !app.cfg.read_only) {
+                Some(a) if !decidable(a) => {}
+                Some(a) if crate::console::time::expired(&a.expires_at, app.now) => {
+                    v.push((
+                        format!("{}/{}", k(Action::Approve), k(Action::Reject)),
+                        "expire: cancels the run",
+                    ));
+                }
+                Some(_) => {
+                    v.push((k(Action::Approve), "approve"));
+                    v.push((k(Action::Reject), "reject"));
+                    v.push((k(Action::Deny), "deny"));
+                }
+                None => {}
             }
             v.push((k(Action::Expand), "expand"));
             v.push((k(Action::Strict), "strict"));
@@ -229,6 +241,15 @@ pub(crate) fn hints(app: &App) -> Vec<(String, &'static str)> {
         v.push(("RO".into(), "actions off"));
     }
     v
+}
+
+/// Whether a decision on the approval can be asked for (the confirmation says why not).
+fn decidable(a: &crate::console::data::ApprovalRow) -> bool {
+    use crate::console::data::{ApprovalStatus, RunStatus};
+    a.status == ApprovalStatus::Pending
+        && a.run_status == RunStatus::WaitingForApproval
+        && a.decode_error.is_none()
+        && a.request_not_shown.is_none()
 }
 
 fn draw_hints(f: &mut Frame, area: Rect, app: &App) {

@@ -52,6 +52,8 @@ pub(super) fn draw(f: &mut Frame, area: Rect, app: &App, s: &QueueScreen) {
                 Some(t) => cell(app, t, ws[if narrow { 2 } else { 4 }]),
                 None => Line::styled("(damaged)", th.style(Role::Damaged)),
             };
+            // The run's goal and the agent's reason are untrusted too (issue 15 item 1).
+            let hostile_text = text::marks(&r.goal).any() || text::marks(&r.agent_reason).any();
             let summary = match &r.args {
                 Some(a) => {
                     let mut w = *ws.last().unwrap_or(&8);
@@ -65,7 +67,7 @@ pub(super) fn draw(f: &mut Frame, area: Rect, app: &App, s: &QueueScreen) {
                         w = w.saturating_sub(AGAIN.len() as u16);
                     }
                     // Warn in the list too: the cut cell may hide what the detail will show.
-                    if text::marks(a).any() {
+                    if hostile_text || text::marks(a).any() {
                         l.spans
                             .push(ratatui::text::Span::styled("⚠", th.style(Role::Badge)));
                         l.spans.push(ratatui::text::Span::raw(" "));
@@ -75,6 +77,13 @@ pub(super) fn draw(f: &mut Frame, area: Rect, app: &App, s: &QueueScreen) {
                     }
                     l
                 }
+                None if hostile_text => Line::from(vec![
+                    ratatui::text::Span::styled("⚠", th.style(Role::Badge)),
+                    ratatui::text::Span::styled(
+                        " unread: request does not decode",
+                        th.style(Role::Damaged),
+                    ),
+                ]),
                 None => Line::styled("unread: request does not decode", th.style(Role::Damaged)),
             };
             let mut v = vec![

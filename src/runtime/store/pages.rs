@@ -358,6 +358,24 @@ impl Store {
         })
     }
 
+    /// One step read as a page reads it: a decision, policy or observation over
+    /// `MAX_PAGE_TEXT` is not read whole and noted in `decode_error` ([`StoreError::NotFound`]
+    /// if absent).
+    pub fn get_step_capped(&self, id: impl AsKey) -> Result<Step, StoreError> {
+        let id = key(&id);
+        self.read(|c| {
+            let sql = format!("{} WHERE id = ?", step_select());
+            c.prepare_cached(&sql)
+                .ctx("get step")?
+                .query_row([id], |r| Ok(capped_step(r)))
+                .optional()
+                .ctx("get step")?
+                .ok_or_else(|| StoreError::NotFound {
+                    what: format!("step {id}"),
+                })
+        })
+    }
+
     /// One run read as a page reads it ([`StoreError::NotFound`] if absent).
     pub fn get_run_capped(&self, id: impl AsKey) -> Result<Run, StoreError> {
         let id = key(&id);

@@ -1,0 +1,98 @@
+//! The reads behind the decision page's context (issue 15 items 1 and 2) and the queue's
+//! hostile mark: a run's goal, the agent's stated reason for a call (the step's recorded
+//! decision), and the pending approvals related to one by run or by target. Through the
+//! store's bounded reads only; read-only like the rest of the console's reader.
+
+use super::data::{Key, PageContext, QueueRow, RelatedRow};
+use super::facts::Presented;
+use crate::runtime::store::{Store, StoreError, raw_bytes};
+use crate::safetext::JsonNode;
+
+/// At most this many pending approvals are compared for related work (a scan: agentrt's
+/// schema indexes no status); the page says so when more are pending.
+pub const RELATED_SCAN: i64 = 500;
+
+/// A run's goal as stored (capped), empty when the run is gone.
+pub fn goal(store: &Store, run: &Key) -> Result<Vec<u8>, StoreError> {
+    match store.get_run_capped(run) {
+        Ok(r) => Ok(raw_bytes(&r.raw_invalid, "goal", &r.goal)),
+        Err(StoreError::NotFound { .. }) => Ok(Vec::new()),
+        Err(e) => Err(e),
+    }
+}
+
+/// The reason the model gave for the call of `step` (its recorded decision's `reason`), read
+/// as a page reads the step (a decision too large is not read); empty when the step is gone
+/// or gave none; with why its decision was not read, when it was not.
+pub fn agent_reason(store: &Store, step: &Key) -> Result<(Vec<u8>, Option<String>), StoreError> {
+    match store.get_step_capped(step) {
+        Ok(s) => Ok(match s.decision {
+            Some(d) => (d.reason.into_bytes(), None),
+            None if !s.decode_error.is_empty() => (Vec::new(), Some(s.decode_error)),
+            None => (Vec::new(), None),
+        }),
+        Err(StoreError::NotFound { .. }) => Ok((Vec::new(), None)),
+        Err(e) => Err(e),
+    }
+}
+
+/// The decision page's context of `approval`.
+pub fn read(
+    store: &Store,
+    approval: &Key,
+    run: &Key,
+    step: &Key,
+    target: Option<&(Vec<u8>, JsonNode)>,
+) -> Result<PageContext, StoreError> {
+    let (items, more) = store.list_queue_rows("", RELATED_SCAN, 0)?;
+    let compared = items.len();
+    let related = items
+        .into_iter()
+        .filter_map(|q| {
+            let a = q.approval;
+            let id = Key::new(a.id_bytes());
+            if id == *approval {
+                return None;
+            }
+            let run_id = Key::new(a.run_id_bytes());
+            let p = Presented::parse(&raw_bytes(&a.raw_invalid, "presentation", &a.presentation));
+            let same_run = run_id == *run;
+            let same_target = match (target, p.as_ref().and_then(Presented::target)) {
+                (Some(mine), Some(theirs)) => *mine == theirs,
+                _ => false,
+            };
+            (same_run || same_target).then(|| RelatedRow {
+                approval_id: id,
+                run_id,
+                same_run,
+                same_target,
+                title: p
+                    .as_ref()
+                    .and_then(|p| p.title().map(<[u8]>::to_vec))
+                    .or_else(|| q.tool.map(String::into_bytes))
+                    .unwrap_or_default(),
+                amount: p.as_ref().and_then(Presented::amount),
+                expires_at: a.expires_at,
+            })
+        })
+        .collect();
+    let (agent_reason, decision_unread) = agent_reason(store, step)?;
+    Ok(PageContext {
+        goal: goal(store, run)?,
+        agent_reason,
+        decision_unread,
+        related,
+        compared,
+        more,
+    })
+}
+
+/// Fills a queue window's rows with their run's goal and the agent's reason, for the queue's
+/// hostile mark (one bounded read of each per row shown).
+pub fn queue_texts(store: &Store, rows: &mut [QueueRow]) -> Result<(), StoreError> {
+    for r in rows {
+        r.goal = goal(store, &r.run_id)?;
+        r.agent_reason = agent_reason(store, &r.step_id)?.0;
+    }
+    Ok(())
+}
