@@ -392,3 +392,35 @@ fn proxy_bad_input_gets_one_clear_line() {
     h.close();
     verify(&db);
 }
+
+/// The host is the official MCP Python SDK (`pip install mcp`; `.ci/run` installs it). Without
+/// it the test says so loudly and passes: the plain host above covers the same paths.
+#[test]
+fn sdk_host_reads_asks_collects_once_and_is_refused_a_duplicate() {
+    let has_sdk = std::process::Command::new(python())
+        .args(["-c", "import mcp"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !has_sdk {
+        eprintln!("SKIPPED sdk_host_reads_asks_collects_once_and_is_refused_a_duplicate: the official MCP Python SDK is not installed (python3 -m pip install mcp)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (cfg, db) = setup(dir.path(), "normal", "");
+    let script = format!("{}/tests/mcp_support/sdk_host.py", env!("CARGO_MANIFEST_DIR"));
+    let out = std::process::Command::new(python())
+        .args([&script, env!("CARGO_BIN_EXE_countersign"), cfg.to_str().unwrap(), db.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let seen: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(seen["server"], "gated-tools");
+    assert_eq!(seen["tools"], serde_json::json!(["fs_read_file", "fs_write_file", "gate_status"]));
+    assert_eq!(seen["read"]["isError"], false, "{seen}");
+    assert!(seen["pending"]["text"].as_str().unwrap().starts_with("PENDING_APPROVAL: "), "{seen}");
+    assert_eq!(seen["collected"]["isError"], false, "{seen}");
+    assert!(seen["collected"]["text"].as_str().unwrap().contains("from the SDK"), "{seen}");
+    assert!(seen["duplicate"]["text"].as_str().unwrap().starts_with("DUPLICATE: "), "{seen}");
+    assert_eq!(server_calls(dir.path()).len(), 2, "the read and the write, once");
+    verify(&db);
+}
