@@ -402,25 +402,189 @@ fn sdk_host_reads_asks_collects_once_and_is_refused_a_duplicate() {
         .output()
         .is_ok_and(|o| o.status.success());
     if !has_sdk {
-        eprintln!("SKIPPED sdk_host_reads_asks_collects_once_and_is_refused_a_duplicate: the official MCP Python SDK is not installed (python3 -m pip install mcp)");
+        eprintln!(
+            "SKIPPED sdk_host_reads_asks_collects_once_and_is_refused_a_duplicate: the official MCP Python SDK is not installed (python3 -m pip install mcp)"
+        );
         return;
     }
     let dir = tempfile::tempdir().unwrap();
     let (cfg, db) = setup(dir.path(), "normal", "");
-    let script = format!("{}/tests/mcp_support/sdk_host.py", env!("CARGO_MANIFEST_DIR"));
+    let script = format!(
+        "{}/tests/mcp_support/sdk_host.py",
+        env!("CARGO_MANIFEST_DIR")
+    );
     let out = std::process::Command::new(python())
-        .args([&script, env!("CARGO_BIN_EXE_countersign"), cfg.to_str().unwrap(), db.to_str().unwrap()])
+        .args([
+            &script,
+            env!("CARGO_BIN_EXE_countersign"),
+            cfg.to_str().unwrap(),
+            db.to_str().unwrap(),
+        ])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let seen: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(seen["server"], "gated-tools");
-    assert_eq!(seen["tools"], serde_json::json!(["fs_read_file", "fs_write_file", "gate_status"]));
+    assert_eq!(
+        seen["tools"],
+        serde_json::json!(["fs_read_file", "fs_write_file", "gate_status"])
+    );
     assert_eq!(seen["read"]["isError"], false, "{seen}");
-    assert!(seen["pending"]["text"].as_str().unwrap().starts_with("PENDING_APPROVAL: "), "{seen}");
+    assert!(
+        seen["pending"]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("PENDING_APPROVAL: "),
+        "{seen}"
+    );
     assert_eq!(seen["collected"]["isError"], false, "{seen}");
-    assert!(seen["collected"]["text"].as_str().unwrap().contains("from the SDK"), "{seen}");
-    assert!(seen["duplicate"]["text"].as_str().unwrap().starts_with("DUPLICATE: "), "{seen}");
-    assert_eq!(server_calls(dir.path()).len(), 2, "the read and the write, once");
+    assert!(
+        seen["collected"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("from the SDK"),
+        "{seen}"
+    );
+    assert!(
+        seen["duplicate"]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("DUPLICATE: "),
+        "{seen}"
+    );
+    assert_eq!(
+        server_calls(dir.path()).len(),
+        2,
+        "the read and the write, once"
+    );
+    verify(&db);
+}
+
+/// The event types of each run, oldest run first.
+fn events(db: &Path) -> Vec<String> {
+    let c = rusqlite::Connection::open(db).unwrap();
+    let runs: Vec<String> = c
+        .prepare("SELECT run_id FROM proxy_calls ORDER BY id")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    runs.iter()
+        .map(|r| {
+            c.prepare("SELECT type FROM events WHERE run_id = ?1 ORDER BY seq")
+                .unwrap()
+                .query_map([r], |r| r.get::<_, String>(0))
+                .unwrap()
+                .map(Result::unwrap)
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect()
+}
+
+#[test]
+fn proxy_runs_record_what_happened() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = r#"{"read_file": {"side_effect": "read_only", "timeout": "5s"},
+      "write_file": {"side_effect": "remote_mutation", "timeout": "5s"},
+      "set_description": {"side_effect": "destructive", "timeout": "5s"}}"#;
+    let cfg = config(dir.path(), "normal", rules, r#""hold": "0s""#);
+    pin(&cfg);
+    let db = dir.path().join("runs.db");
+    let mut h = Host::start(&cfg);
+    assert!(!h.call("fs_read_file", r#"{"path": "/a"}"#).1);
+    assert!(
+        h.call("fs_set_description", r#"{"text": "x"}"#)
+            .0
+            .starts_with("DENIED: ")
+    );
+    assert!(
+        h.call("fs_read_file", r#"{"limit": "x"}"#)
+            .0
+            .starts_with("INVALID: ")
+    );
+    let (p, _) = h.call("fs_write_file", W);
+    decide(&db, "approve", &approval_in(&p), "");
+    assert!(!h.call("fs_write_file", W).1);
+    h.close();
+    let allowed = "run.created run.started step.started step.decided step.policy step.tool_started step.tool_finished run.finished";
+    let denied = "run.created run.started step.started step.decided step.policy step.failed step.started step.decided run.finished";
+    let invalid = "run.created run.started step.started step.decided step.failed step.started step.decided run.finished";
+    let collected = "run.created run.started step.started step.decided step.policy approval.requested approval.decided run.resumed step.policy step.tool_started step.tool_finished run.finished";
+    assert_eq!(events(&db), [allowed, denied, invalid, collected]);
+    let c = rusqlite::Connection::open(&db).unwrap();
+    let closes: Vec<(String, String)> = c
+        .prepare("SELECT status, reason_detail FROM runs ORDER BY created_at")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(
+        closes[1].1, "one call per run: the request was denied",
+        "{closes:?}"
+    );
+    assert_eq!(
+        closes[2].1, "one call per run: the request was invalid",
+        "{closes:?}"
+    );
+    let goals: Vec<String> = c
+        .prepare("SELECT goal FROM runs ORDER BY created_at")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(goals[0], "call fs_read_file");
+    verify(&db);
+}
+
+#[test]
+fn proxy_several_approvals_at_once_and_the_cap() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cfg, db) = setup(dir.path(), "normal", r#""max_pending": 2"#);
+    let mut h = Host::start(&cfg);
+    for p in ["/1", "/2"] {
+        let (t, _) = h.call(
+            "fs_write_file",
+            &format!(r#"{{"path": "{p}", "text": "x"}}"#),
+        );
+        assert!(t.starts_with("PENDING_APPROVAL: "), "{t}");
+    }
+    let (b, is_err) = h.call("fs_write_file", r#"{"path": "/3", "text": "x"}"#);
+    assert!(
+        is_err && b.starts_with("BLOCKED: 2 requests already wait"),
+        "{b}"
+    );
+    assert!(
+        !h.call("fs_read_file", r#"{"path": "/r"}"#).1,
+        "reads are not capped"
+    );
+    let n: i64 = rusqlite::Connection::open(&db)
+        .unwrap()
+        .query_row("SELECT COUNT(*) FROM approvals", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(n, 2, "no approval asked past the cap");
+    h.close();
+    verify(&db);
+}
+
+#[test]
+fn proxy_repeat_window_zero_asks_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cfg, db) = setup(dir.path(), "normal", r#""repeat_window": "0s""#);
+    let mut h = Host::start(&cfg);
+    let (p, _) = h.call("fs_write_file", W);
+    decide(&db, "approve", &approval_in(&p), "");
+    assert!(!h.call("fs_write_file", W).1);
+    let (again, _) = h.call("fs_write_file", W);
+    assert!(again.starts_with("PENDING_APPROVAL: "), "{again}");
+    assert_ne!(approval_in(&again), approval_in(&p));
+    h.close();
     verify(&db);
 }
