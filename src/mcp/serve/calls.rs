@@ -199,3 +199,57 @@ impl Calls {
             .map_err(err)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn calls() -> (tempfile::TempDir, Calls, Calls) {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("runs.db");
+        drop(crate::runtime::store::Store::open(&db).unwrap());
+        crate::mcp::index::migrate(&db).unwrap();
+        let a = Calls::open(&db, "s").unwrap();
+        let b = Calls::open(&db, "s").unwrap();
+        (dir, a, b)
+    }
+
+    #[test]
+    fn a_claim_compare_and_sets_on_the_open_row_it_read() {
+        let (_d, mut a, mut b) = calls();
+        assert!(matches!(
+            a.claim("k", None, "t", "read_only", "s.1", 1).unwrap(),
+            Claim::Claimed
+        ));
+        // b read "no open row" before a claimed: its claim is a race, and writes nothing.
+        assert!(matches!(
+            b.claim("k", None, "t", "read_only", "s.2", 2).unwrap(),
+            Claim::Race
+        ));
+        let rows = b.for_key("k", 3, 0).unwrap();
+        assert_eq!(rows.len(), 1);
+        let open = rows[0].id;
+        // Claiming over the row it read closes it and opens the next.
+        assert!(matches!(
+            b.claim("k", Some(open), "t", "read_only", "s.2", 3)
+                .unwrap(),
+            Claim::Claimed
+        ));
+        assert!(matches!(
+            a.claim("k", Some(open), "t", "read_only", "s.3", 4)
+                .unwrap(),
+            Claim::Race
+        ));
+        let rows = a.for_key("k", 5, 10).unwrap();
+        let open: Vec<&str> = rows
+            .iter()
+            .filter(|r| r.open)
+            .map(|r| r.run_id.as_str())
+            .collect();
+        assert_eq!(open, ["s.2"], "one open row per key");
+        assert_eq!(
+            rows.iter().find(|r| r.run_id == "s.1").unwrap().closed_at,
+            3
+        );
+    }
+}
