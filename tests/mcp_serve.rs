@@ -588,3 +588,65 @@ fn proxy_repeat_window_zero_asks_again() {
     h.close();
     verify(&db);
 }
+
+#[test]
+fn process_crash_then_approve_runs_it_again_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = r#"{"read_file": {"side_effect": "read_only", "timeout": "5s"},
+      "write_file": {"side_effect": "local_mutation", "timeout": "600s"}}"#;
+    let cfg = config(
+        dir.path(),
+        "normal",
+        rules,
+        r#""hold": "0s", "lease_ttl": "3s""#,
+    );
+    pin(&cfg);
+    let db = dir.path().join("runs.db");
+    let hang = r#"{"path": "/hang", "text": "pay"}"#;
+    let mut h = Host::start(&cfg);
+    h.send_call("fs_write_file", hang);
+    while server_calls(dir.path()).is_empty() {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    h.kill(); // the proxy dies while the server holds the call (the server dies with it)
+    let mut h = Host::start(&cfg);
+    // Until the dead proxy's lease lapses the request is in progress; then it is taken over.
+    let text = loop {
+        let (t, _) = h.call("fs_write_file", hang);
+        if !t.starts_with("IN_PROGRESS: ") {
+            break t;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    };
+    assert!(text.starts_with("INTERRUPTED: "), "{text}");
+    let id = approval_in(&text);
+    assert!(
+        h.stderr()
+            .contains("was cut off while executing; its outcome is unknown"),
+        "{}",
+        h.stderr()
+    );
+    let (b, _) = h.call("fs_write_file", W);
+    assert!(b.starts_with("BLOCKED: ") && approval_in(&b) == id, "{b}");
+    assert!(
+        !h.call("fs_read_file", r#"{"path": "/r"}"#).1,
+        "other tools are unaffected"
+    );
+    let kind: String = rusqlite::Connection::open(&db)
+        .unwrap()
+        .query_row("SELECT kind FROM approvals WHERE id = ?1", [&id], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(kind, "interrupted_side_effect");
+    decide(&db, "approve", &id, "");
+    let (again, is_err) = h.call("fs_write_file", hang);
+    assert!(!is_err && again.contains("\"/hang\""), "{again}");
+    let (dup, _) = h.call("fs_write_file", hang);
+    assert!(dup.starts_with("DUPLICATE: "), "{dup}");
+    let calls = server_calls(dir.path());
+    let writes = calls.iter().filter(|c| c["tool"] == "write_file").count();
+    assert_eq!(writes, 2, "the cut-off attempt and one re-run: {calls:?}");
+    h.close();
+    verify(&db);
+}

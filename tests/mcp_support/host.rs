@@ -172,6 +172,12 @@ impl Host {
         (code, self.stderr())
     }
 
+    /// SIGKILL: a crash mid-call.
+    pub fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     /// Waits for the process to exit by itself: (exit code, stderr).
     pub fn exit(mut self) -> (i32, String) {
         let code = self.child.wait().unwrap().code().unwrap_or(-1);

@@ -88,22 +88,20 @@ impl ProxyPolicy {
         })
     }
 
-    fn rerun_of(&self, req: &PolicyRequest, view: &RunView) -> Option<Attempt> {
-        let latest = view.approvals.iter().rfind(|a| a.step_id == req.step_id);
-        if let Some(a) = latest
-            && a.kind == INTERRUPTED_KIND
-        {
-            return attempt_of(a).or_else(|| {
-                Some(Attempt {
-                    run_id: req.run_id.clone(),
-                    step_id: req.step_id.clone(),
-                    started_at: String::new(),
-                    ended: "cut_off".into(),
-                })
-            });
-        }
+    /// A re-run noted by the proxy for this run's next proposal.
+    fn noted_rerun(&self, req: &PolicyRequest) -> Option<Attempt> {
         self.noted.lock().ok()?.get(&req.run_id).cloned()
     }
+}
+
+/// The step's latest approval, when it is an interruption: the question already asked about
+/// this very step, which collection must meet with the same approval (same hash).
+fn interruption_of<'a>(req: &PolicyRequest, view: &'a RunView) -> Option<&'a Approval> {
+    view.approvals
+        .iter()
+        .rfind(|a| a.step_id == req.step_id)
+        .map(|a| a.as_ref())
+        .filter(|a| a.kind == INTERRUPTED_KIND)
 }
 
 /// The attempt an interruption approval's capability names.
@@ -202,13 +200,17 @@ impl Policy for ProxyPolicy {
         if outcome == Outcome::Deny {
             return Ok(deny(reason));
         }
-        if let Some(a) = self.rerun_of(req, view) {
-            return approval(
-                req,
-                t,
-                "interrupted while executing; outcome unknown",
-                Some(&a),
+        let why = "interrupted while executing; outcome unknown";
+        if let Some(a) = interruption_of(req, view) {
+            return crate::runtime::policy::need_approval(
+                INTERRUPTED_KIND,
+                why,
+                a.capability.as_bytes(),
+                a.presentation.as_bytes(),
             );
+        }
+        if let Some(a) = self.noted_rerun(req) {
+            return approval(req, t, why, Some(&a));
         }
         match outcome {
             Outcome::Allow => Ok(allow(reason)),
