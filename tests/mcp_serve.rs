@@ -650,3 +650,26 @@ fn process_crash_then_approve_runs_it_again_once() {
     h.close();
     verify(&db);
 }
+
+#[test]
+fn process_stdin_close_mid_call_finishes_the_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = r#"{"read_file": {"side_effect": "read_only", "timeout": "5s"},
+      "write_file": {"side_effect": "local_mutation", "timeout": "30s"}}"#;
+    let cfg = config(dir.path(), "normal", rules, r#""hold": "0s""#);
+    pin(&cfg);
+    let db = dir.path().join("runs.db");
+    let mut h = Host::start(&cfg);
+    h.send_call("fs_write_file", r#"{"path": "/slow", "text": "x"}"#);
+    while server_calls(dir.path()).is_empty() {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let (code, err) = h.close(); // the host goes away while the server works
+    assert_eq!(code, 0, "{err}");
+    let c = rusqlite::Connection::open(&db).unwrap();
+    let status: String = c.query_row("SELECT status FROM runs", [], |r| r.get(0)).unwrap();
+    assert_eq!(status, "COMPLETED", "the call in flight finished and was recorded");
+    let approvals: i64 = c.query_row("SELECT COUNT(*) FROM approvals", [], |r| r.get(0)).unwrap();
+    assert_eq!(approvals, 0, "no interruption");
+    verify(&db);
+}

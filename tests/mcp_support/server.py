@@ -17,7 +17,7 @@ Environment: MCP_TEST_STATE (a JSON file: {"description": ...}; every tools/call
 appended to MCP_TEST_STATE + ".calls", one JSON line each, before it is answered),
 MCP_TEST_ENVFILE (write the environment's names there on start).
 Calls: write_file with path "/fail" answers isError; path "/die" exits the server before
-answering (an outcome the proxy cannot know); path "/hang" never answers the first time; path "/huge" answers 100 MB of text.
+answering (an outcome the proxy cannot know); path "/hang" never answers the first time; path "/slow" answers after a second; path "/huge" answers 100 MB of text.
 """
 import json
 import os
@@ -109,6 +109,9 @@ for line in sys.stdin:
             open(STATE + ".hung", "w").close()
             import time
             time.sleep(3600)
+        if args.get("path") == "/slow":
+            import time
+            time.sleep(1)
         if args.get("path") == "/die":
             os._exit(9)
         if args.get("path") == "/huge":
