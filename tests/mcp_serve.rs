@@ -667,9 +667,61 @@ fn process_stdin_close_mid_call_finishes_the_step() {
     let (code, err) = h.close(); // the host goes away while the server works
     assert_eq!(code, 0, "{err}");
     let c = rusqlite::Connection::open(&db).unwrap();
-    let status: String = c.query_row("SELECT status FROM runs", [], |r| r.get(0)).unwrap();
-    assert_eq!(status, "COMPLETED", "the call in flight finished and was recorded");
-    let approvals: i64 = c.query_row("SELECT COUNT(*) FROM approvals", [], |r| r.get(0)).unwrap();
+    let status: String = c
+        .query_row("SELECT status FROM runs", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(
+        status, "COMPLETED",
+        "the call in flight finished and was recorded"
+    );
+    let approvals: i64 = c
+        .query_row("SELECT COUNT(*) FROM approvals", [], |r| r.get(0))
+        .unwrap();
     assert_eq!(approvals, 0, "no interruption");
+    verify(&db);
+}
+
+#[test]
+fn unknown_cut_off_read_is_ended_and_run_fresh() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cfg, db) = setup(dir.path(), "normal", r#""lease_ttl": "3s""#);
+    let hang = r#"{"path": "/hang"}"#;
+    let mut h = Host::start(&cfg);
+    h.send_call("fs_read_file", hang);
+    while server_calls(dir.path()).is_empty() {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    h.kill();
+    let mut h = Host::start(&cfg);
+    let text = loop {
+        let (t, _) = h.call("fs_read_file", hang);
+        if !t.starts_with("IN_PROGRESS: ") {
+            break t;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    };
+    assert!(
+        text.contains("\"/hang\""),
+        "a read cut off runs fresh: {text}"
+    );
+    h.close();
+    let c = rusqlite::Connection::open(&db).unwrap();
+    let ends: Vec<(String, String)> = c
+        .prepare("SELECT status, reason_detail FROM runs ORDER BY created_at")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(
+        ends[0].1,
+        "one call per run: taken over after an interruption, with nothing left in it to execute",
+        "{ends:?}"
+    );
+    assert_eq!(ends[1].0, "COMPLETED");
+    let approvals: i64 = c
+        .query_row("SELECT COUNT(*) FROM approvals", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(approvals, 0, "nobody is asked about a read");
     verify(&db);
 }

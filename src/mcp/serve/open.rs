@@ -201,6 +201,7 @@ fn finish(
     let mut c = Config::new(store.clone(), registry, policy.clone());
     c.lease_owner = format!("countersign-mcp-proxy:{}", cfg.session);
     c.lease_ttl = cfg.lease_ttl.unwrap_or(Duration::ZERO);
+    c.reconcile = Some(Arc::new(super::policy::ProxyReconcile(policy.clone())));
     let gate = Gate::new(c).map_err(|e| e.to_string())?;
     Calls::open(&cfg.database, &cfg.session)?;
     Ok((store, gate, policy))

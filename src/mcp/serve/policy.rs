@@ -273,3 +273,58 @@ pub fn policy_id(cfg: &crate::mcp::config::ProxyConfig) -> String {
         Err(_) => String::new(),
     }
 }
+
+/// The reconcile hook (agentrt mcp 2.11): a call cut off while executing waits on the
+/// interruption approval when its tool changes something; a read carries on (the proxy then
+/// ends the run and the request runs fresh); a tool no longer offered pauses bare (the runtime
+/// then fails the run as a conflict).
+pub struct ProxyReconcile(pub std::sync::Arc<ProxyPolicy>);
+
+impl crate::runtime::driver::Reconcile for ProxyReconcile {
+    fn reconcile(
+        &self,
+        run: &crate::runtime::types::Run,
+        steps: &[crate::runtime::types::Step],
+        _approvals: &[Approval],
+    ) -> Result<crate::runtime::driver::Reconciliation, String> {
+        use crate::runtime::driver::Reconciliation;
+        let cut = steps.iter().rev().find(|s| {
+            s.status == crate::runtime::types::StepStatus::Interrupted
+                && s.observation
+                    .as_ref()
+                    .is_some_and(|o| o.content == br#"{"previous_status":"executing"}"#)
+        });
+        let Some((s, d)) = cut.and_then(|s| s.decision.as_ref().map(|d| (s, d))) else {
+            return Ok(Reconciliation::Continue);
+        };
+        let Some(t) = self.0.tools.get(&d.tool) else {
+            return Ok(Reconciliation::Waiting {
+                pause: None,
+                detail: "the tool is no longer offered".into(),
+            });
+        };
+        if t.side_effect == "read_only" {
+            return Ok(Reconciliation::Continue);
+        }
+        let req = PolicyRequest {
+            run_id: run.id.clone(),
+            step_id: s.id.clone(),
+            tool: d.tool.clone(),
+            description: String::new(),
+            side_effect: crate::runtime::tools::SideEffect::parse(&t.side_effect),
+            args: crate::runtime::json::policy_json(&d.args).unwrap_or_else(|_| d.args.clone()),
+            input_schema: Vec::new(),
+        };
+        let attempt = Attempt {
+            run_id: run.id.clone(),
+            step_id: s.id.clone(),
+            started_at: s.started_at.to_rfc3339(),
+            ended: "cut_off".into(),
+        };
+        let why = "interrupted while executing; outcome unknown";
+        Ok(Reconciliation::Waiting {
+            pause: Some(approval(&req, t, why, Some(&attempt))?),
+            detail: why.into(),
+        })
+    }
+}
