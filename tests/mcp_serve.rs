@@ -639,6 +639,27 @@ fn process_crash_then_approve_runs_it_again_once() {
         })
         .unwrap();
     assert_eq!(kind, "interrupted_side_effect");
+    // agentrt's capability: the exact request and the attempt it asks about.
+    let cap: String = rusqlite::Connection::open(&db)
+        .unwrap()
+        .query_row(
+            "SELECT capability_json FROM approvals WHERE id = ?1",
+            [&id],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let cap: serde_json::Value = serde_json::from_str(&cap).unwrap();
+    assert_eq!(
+        (
+            cap["server"].as_str(),
+            cap["tool"].as_str(),
+            cap["name"].as_str()
+        ),
+        (Some("fs"), Some("write_file"), Some("fs_write_file")),
+        "{cap}"
+    );
+    assert_eq!(cap["interrupted"]["ended"], "cut_off", "{cap}");
+    assert_eq!(cap["args"]["path"], "/hang", "{cap}");
     decide(&db, "approve", &id, "");
     let (again, is_err) = h.call("fs_write_file", hang);
     assert!(!is_err && again.contains("\"/hang\""), "{again}");
