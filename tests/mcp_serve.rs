@@ -746,3 +746,37 @@ fn unknown_cut_off_read_is_ended_and_run_fresh() {
     assert_eq!(approvals, 0, "nobody is asked about a read");
     verify(&db);
 }
+
+#[test]
+fn process_sigterm_mid_call_finishes_the_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = r#"{"read_file": {"side_effect": "read_only", "timeout": "5s"},
+      "write_file": {"side_effect": "local_mutation", "timeout": "30s"}}"#;
+    let cfg = config(dir.path(), "normal", rules, r#""hold": "0s""#);
+    pin(&cfg);
+    let db = dir.path().join("runs.db");
+    let mut h = Host::start(&cfg);
+    let id = h.send_call("fs_write_file", r#"{"path": "/slow", "text": "x"}"#);
+    while server_calls(dir.path()).is_empty() {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // SAFETY: signalling the child this test started.
+    assert_eq!(unsafe { libc::kill(h.pid(), libc::SIGTERM) }, 0);
+    let (text, is_err) = text_of(&h.wait(id));
+    assert!(
+        !is_err && text.contains("\"/slow\""),
+        "the call in flight is answered: {text}"
+    );
+    let (code, err) = h.exit();
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("countersign mcp-proxy: stopping on signal 15"),
+        "{err}"
+    );
+    let status: String = rusqlite::Connection::open(&db)
+        .unwrap()
+        .query_row("SELECT status FROM runs", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(status, "COMPLETED");
+    verify(&db);
+}

@@ -54,6 +54,8 @@ pub fn serve(path: &Path) -> Result<(), CommandError> {
     use crate::mcp::serve::{PREFIX, Proxy, host, open};
     use std::sync::Arc;
     let cfg = read_config(path)?;
+    // Before any thread starts: every thread inherits the mask, one takes the signals.
+    let signals = crate::mcp::serve::signals::block();
     let log: crate::mcp::serve::Log = Arc::new(|line: &str| {
         use std::io::Write;
         let mut e = std::io::stderr().lock();
@@ -77,6 +79,7 @@ pub fn serve(path: &Path) -> Result<(), CommandError> {
         sanitize(&opened.cfg.database.display().to_string())
     ));
     let proxy = Arc::new(Proxy::new(opened, log).map_err(failed)?);
+    crate::mcp::serve::signals::watch(signals, proxy.clone());
     let stdin = Box::new(std::io::BufReader::new(std::io::stdin()));
     host::serve(proxy, stdin, Box::new(std::io::stdout()));
     Ok(())

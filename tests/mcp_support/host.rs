@@ -172,6 +172,10 @@ impl Host {
         (code, self.stderr())
     }
 
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
     /// SIGKILL: a crash mid-call.
     pub fn kill(mut self) {
         let _ = self.child.kill();

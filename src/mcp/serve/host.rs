@@ -151,9 +151,6 @@ pub fn serve(proxy: Arc<Proxy>, mut input: Box<dyn BufRead + Send>, out: Box<dyn
     let cancelled: Arc<Mutex<HashMap<String, Arc<AtomicBool>>>> = Arc::default();
     let mut workers = Vec::new();
     while let Some(line) = read_line(&mut *input) {
-        if proxy.shutting.load(Ordering::SeqCst) {
-            break;
-        }
         let Ok(line) = line else {
             error(&out, "null", -32700, "the message is larger than 16 MiB");
             continue;
@@ -176,6 +173,9 @@ pub fn serve(proxy: Arc<Proxy>, mut input: Box<dyn BufRead + Send>, out: Box<dyn
             "initialize" => reply(&out, &id, &initialize(msg.params)),
             "ping" => reply(&out, &id, "{}"),
             "tools/list" => reply(&out, &id, &tools_list(&proxy)),
+            "tools/call" if proxy.shutting.load(Ordering::SeqCst) => {
+                error(&out, &id, -32000, "the proxy is shutting down");
+            }
             "tools/call" => {
                 let Some(params) = msg
                     .params
@@ -200,6 +200,7 @@ pub fn serve(proxy: Arc<Proxy>, mut input: Box<dyn BufRead + Send>, out: Box<dyn
                 }
                 let (p, o, name, cmap) =
                     (proxy.clone(), out.clone(), params.name, cancelled.clone());
+                p.inflight.fetch_add(1, Ordering::SeqCst);
                 workers.push(std::thread::spawn(move || {
                     let live = || !flag.load(Ordering::SeqCst);
                     let progress = |elapsed: f64, total: f64| {
@@ -220,6 +221,7 @@ pub fn serve(proxy: Arc<Proxy>, mut input: Box<dyn BufRead + Send>, out: Box<dyn
                     if let Ok(mut c) = cmap.lock() {
                         c.remove(&id);
                     }
+                    p.inflight.fetch_sub(1, Ordering::SeqCst);
                 }));
                 workers.retain(|w| !w.is_finished());
             }

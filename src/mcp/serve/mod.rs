@@ -14,9 +14,10 @@ pub mod key;
 pub mod open;
 pub mod policy;
 mod run;
+pub mod signals;
 pub mod status;
 
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -35,6 +36,8 @@ pub struct Proxy {
     pub log: Log,
     /// Set once stdin closed or a signal came: no new call is accepted, holds end.
     pub shutting: AtomicBool,
+    /// Calls being handled now.
+    pub inflight: AtomicUsize,
 }
 
 /// The line prefix of every operator line.
@@ -55,6 +58,7 @@ impl Proxy {
             rt,
             log,
             shutting: AtomicBool::new(false),
+            inflight: AtomicUsize::new(0),
         })
     }
 
