@@ -780,3 +780,69 @@ fn process_sigterm_mid_call_finishes_the_step() {
     assert_eq!(status, "COMPLETED");
     verify(&db);
 }
+
+#[test]
+fn proxy_expired_is_not_asked_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cfg, db) = setup(dir.path(), "normal", r#""approval_ttl": "1s""#);
+    let mut h = Host::start(&cfg);
+    let (p, _) = h.call("fs_write_file", W);
+    let id = approval_in(&p);
+    std::thread::sleep(std::time::Duration::from_millis(1500)); // past the approval's expiry
+    let (e, is_err) = h.call("fs_write_file", W);
+    assert!(
+        is_err
+            && e.starts_with(&format!(
+                "EXPIRED: the approval of this exact request (approval {id})"
+            )),
+        "{e}"
+    );
+    let (e2, _) = h.call("fs_write_file", W);
+    assert!(
+        e2.starts_with("EXPIRED: "),
+        "no new approval within the window: {e2}"
+    );
+    let n: i64 = rusqlite::Connection::open(&db)
+        .unwrap()
+        .query_row("SELECT COUNT(*) FROM approvals", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(n, 1);
+    assert!(server_calls(dir.path()).is_empty());
+    h.close();
+    verify(&db);
+}
+
+#[test]
+fn proxy_host_cancel_lets_the_call_finish() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = r#"{"read_file": {"side_effect": "read_only", "timeout": "5s"},
+      "write_file": {"side_effect": "local_mutation", "timeout": "30s"}}"#;
+    let cfg = config(dir.path(), "normal", rules, r#""hold": "0s""#);
+    pin(&cfg);
+    let db = dir.path().join("runs.db");
+    let slow = r#"{"path": "/slow", "text": "x"}"#;
+    let mut h = Host::start(&cfg);
+    let id = h.send_call("fs_write_file", slow);
+    while server_calls(dir.path()).is_empty() {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    h.notify(
+        "notifications/cancelled",
+        &format!(r#"{{"requestId": {id}, "reason": "host timeout"}}"#),
+    );
+    // The identical call waits on the one in flight, then learns what it did.
+    let dup = loop {
+        let (t, _) = h.call("fs_write_file", slow);
+        if !t.starts_with("IN_PROGRESS: ") {
+            break t;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    assert!(
+        dup.starts_with("DUPLICATE: ") && dup.contains("/slow"),
+        "{dup}"
+    );
+    assert_eq!(server_calls(dir.path()).len(), 1);
+    h.close();
+    verify(&db);
+}
