@@ -846,3 +846,45 @@ fn proxy_host_cancel_lets_the_call_finish() {
     h.close();
     verify(&db);
 }
+
+#[test]
+fn unknown_expiry_asks_again_rather_than_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = r#"{"read_file": {"side_effect": "read_only", "timeout": "5s"},
+      "write_file": {"side_effect": "local_mutation", "timeout": "5s"}}"#;
+    let cfg = config(
+        dir.path(),
+        "normal",
+        rules,
+        r#""hold": "0s", "approval_ttl": "1s""#,
+    );
+    pin(&cfg);
+    let db = dir.path().join("runs.db");
+    let die = r#"{"path": "/die", "text": "x"}"#;
+    let mut h = Host::start(&cfg);
+    let (u, _) = h.call("fs_write_file", die);
+    let first = approval_in(&u);
+    std::thread::sleep(std::time::Duration::from_millis(1500)); // past the question's expiry
+    // The policy allows local mutations, yet the identical call does not run: it asks again.
+    let (again, _) = h.call("fs_write_file", die);
+    assert!(again.starts_with("UNKNOWN_OUTCOME: "), "{again}");
+    let second = approval_in(&again);
+    assert_ne!(second, first);
+    let c = rusqlite::Connection::open(&db).unwrap();
+    let kind: String = c
+        .query_row("SELECT kind FROM approvals WHERE id = ?1", [&second], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(kind, "interrupted_side_effect");
+    let started: i64 = c
+        .query_row(
+            "SELECT COUNT(*) FROM events WHERE type = 'step.tool_started'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(started, 1, "nothing ran again");
+    h.close();
+    verify(&db);
+}

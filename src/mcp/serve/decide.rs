@@ -9,8 +9,8 @@ use super::attempt::{Last, last_attempt};
 use super::calls::{Calls, OUTCOME_KNOWN, OUTCOME_NONE, OUTCOME_UNKNOWN, Row, nanos};
 use super::key::request_key;
 use super::open::Offered;
-use super::policy::INTERRUPTED_KIND;
-use super::run::{CLOSE_INVALID, CLOSE_TAKEN_OVER, Next, pending_answer};
+use super::policy::{Attempt, INTERRUPTED_KIND};
+use super::run::{CLOSE_INVALID, CLOSE_TAKEN_OVER, Found, Next, pending_answer};
 use super::{Proxy, now_ns};
 use crate::mcp::config::Outcome;
 use crate::runtime::driver::Verdict;
@@ -106,7 +106,7 @@ impl Proxy {
         args: &[u8],
     ) -> Next {
         let Some(key) = key else {
-            return self.begin(calls, t, None, None, None, args);
+            return self.begin(calls, t, None, Found::default(), args);
         };
         let now = now_ns();
         let window = nanos(self.window(t));
@@ -137,10 +137,20 @@ impl Proxy {
         {
             return Next::Answer(a);
         }
-        if let Some(a) = self.session_rules(calls, t, key, now) {
+        let prior = if t.built.side_effect == "read_only" {
+            None
+        } else {
+            self.prior(calls, t, key, now)
+        };
+        if let Some(a) = self.session_rules(calls, t, key, now, prior.is_some()) {
             return Next::Answer(a);
         }
-        self.begin(calls, t, Some(key), expected, reuse, args)
+        let found = Found {
+            expected,
+            reuse,
+            prior,
+        };
+        self.begin(calls, t, Some(key), found, args)
     }
 
     fn unavailable(&self, e: &str, what: &str) -> Next {
@@ -224,6 +234,42 @@ impl Proxy {
         last
     }
 
+    /// Rule 6: the newest attempt of this request with an outcome, when it is unknown (and not
+    /// answered since by a known one).
+    fn prior(&self, calls: &mut Calls, t: &Offered, key: &str, now: i64) -> Option<Attempt> {
+        let rows = calls.for_key(key, now, i64::MAX).ok()?;
+        for r in &rows {
+            if r.outcome == OUTCOME_KNOWN {
+                return None;
+            }
+            let Ok(run) = self.o.store.get_run(&r.run_id) else {
+                continue;
+            };
+            if !run.status.is_terminal() {
+                continue;
+            }
+            match self.settle_run(calls, t, &run) {
+                Last::Known(_) => return None,
+                Last::None => {}
+                Last::Unknown(ended) => {
+                    let steps = self.o.store.list_steps(&run.id).ok()?;
+                    let s = steps.iter().rev().find(|s| {
+                        s.observation
+                            .as_ref()
+                            .is_some_and(|o| o.kind == "tool_error" || o.kind == "interrupted")
+                    })?;
+                    return Some(Attempt {
+                        run_id: run.id.clone(),
+                        step_id: s.id.clone(),
+                        started_at: s.started_at.to_rfc3339(),
+                        ended,
+                    });
+                }
+            }
+        }
+        None
+    }
+
     /// Rules 4 and 5: rejected, expired or cancelled within the window; a duplicate.
     fn repeat_rules(
         &self,
@@ -281,9 +327,17 @@ impl Proxy {
     }
 
     /// The session rules: a tool blocked by an unknown outcome; the cap on pending approvals.
-    fn session_rules(&self, calls: &mut Calls, t: &Offered, key: &str, now: i64) -> Option<Answer> {
+    fn session_rules(
+        &self,
+        calls: &mut Calls,
+        t: &Offered,
+        key: &str,
+        now: i64,
+        prior: bool,
+    ) -> Option<Answer> {
         let outcome = self.o.policy.decide(&t.built.name).map(|d| d.0);
-        let needs = outcome == Some(Outcome::RequireApproval);
+        let needs =
+            outcome == Some(Outcome::RequireApproval) || (prior && outcome != Some(Outcome::Deny));
         let ro = t.built.side_effect == "read_only";
         if ro && !needs {
             return None;

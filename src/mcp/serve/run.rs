@@ -11,6 +11,17 @@ use super::{Proxy, now_ns};
 use crate::runtime::driver::{Session, Verdict};
 use crate::runtime::types::{Decision, Limits, Run};
 
+/// What the rules found before a new run is begun.
+#[derive(Default)]
+pub struct Found {
+    /// The key's open row, which a claim must still find.
+    pub expected: Option<i64>,
+    /// An open row whose run was never begun: begun under its id.
+    pub reuse: Option<String>,
+    /// An earlier attempt of this request whose outcome is unknown and unresolved.
+    pub prior: Option<Attempt>,
+}
+
 /// What a decision under the mutex came to.
 pub enum Next {
     Answer(Answer),
@@ -138,10 +149,14 @@ impl Proxy {
         calls: &mut Calls,
         t: &Offered,
         key: Option<&str>,
-        expected: Option<i64>,
-        reuse: Option<String>,
+        found: Found,
         args: &[u8],
     ) -> Next {
+        let Found {
+            expected,
+            reuse,
+            prior,
+        } = found;
         let mut rnd = [0u8; 8];
         rand::RngCore::fill_bytes(&mut rand::rng(), &mut rnd);
         let run_id = reuse
@@ -190,7 +205,15 @@ impl Proxy {
                 ));
             }
         }
+        // After an unresolved unknown outcome of this request the policy asks the operator
+        // again, whatever it would say of the call alone.
+        if let (Some(a), Ok(mut n)) = (prior, self.o.policy.noted.lock()) {
+            n.insert(run_id.clone(), a);
+        }
         let v = s.propose(decision("tool_call", &t.built.name, args, "", "model"));
+        if let Ok(mut n) = self.o.policy.noted.lock() {
+            n.remove(&run_id);
+        }
         self.after_proposal(calls, s, &run_id, t, v)
     }
 
