@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::Proxy;
-use super::answer::{self, Answer};
+use super::answer::Answer;
 use crate::mcp::MAX_MESSAGE_BYTES;
 use crate::mcp::canonical::json_string;
 
@@ -148,7 +148,7 @@ fn read_line(input: &mut dyn BufRead) -> Option<Result<Vec<u8>, ()>> {
 /// Serves until the input ends, then waits for the calls in flight.
 pub fn serve(proxy: Arc<Proxy>, mut input: Box<dyn BufRead + Send>, out: Box<dyn Write + Send>) {
     let out: Out = Arc::new(Mutex::new(out));
-    let cancelled: Arc<Mutex<HashMap<String, Arc<AtomicBool>>>> = Arc::default();
+    let cancelled: Arc<Cancels> = Arc::default();
     let mut workers = Vec::new();
     while let Some(line) = read_line(&mut *input) {
         let Ok(line) = line else {
@@ -176,68 +176,80 @@ pub fn serve(proxy: Arc<Proxy>, mut input: Box<dyn BufRead + Send>, out: Box<dyn
             "tools/call" if proxy.shutting.load(Ordering::SeqCst) => {
                 error(&out, &id, -32000, "the proxy is shutting down");
             }
-            "tools/call" => {
-                let Some(params) = msg
-                    .params
-                    .and_then(|p| serde_json::from_str::<CallParams<'_>>(p.get()).ok())
-                else {
-                    error(&out, &id, -32602, "tools/call needs a name");
-                    continue;
-                };
-                let args = match params.arguments.map(|a| a.get().trim()) {
-                    None | Some("null") => b"{}".to_vec(),
-                    Some(a) => a.as_bytes().to_vec(),
-                };
-                let token = params.meta.and_then(|m| {
-                    serde_json::from_str::<serde_json::Value>(m.get())
-                        .ok()?
-                        .get("progressToken")
-                        .map(|t| t.to_string())
-                });
-                let flag = Arc::new(AtomicBool::new(false));
-                if let Ok(mut c) = cancelled.lock() {
-                    c.insert(id.clone(), flag.clone());
+            "tools/call" => match start_call(&proxy, &out, &cancelled, id, msg.params) {
+                Some(w) => {
+                    workers.push(w);
+                    workers.retain(|w| !w.is_finished());
                 }
-                let (p, o, name, cmap) =
-                    (proxy.clone(), out.clone(), params.name, cancelled.clone());
-                p.inflight.fetch_add(1, Ordering::SeqCst);
-                workers.push(std::thread::spawn(move || {
-                    let live = || !flag.load(Ordering::SeqCst);
-                    let progress = |elapsed: f64, total: f64| {
-                        if let Some(t) = &token {
-                            send(&o, &format!(
-                                r#"{{"jsonrpc":"2.0","method":"notifications/progress","params":{{"progressToken":{t},"progress":{elapsed},"total":{total},"message":"waiting for an operator's approval"}}}}"#
-                            ));
-                        }
-                    };
-                    let a = if name == p.o.cfg.status_tool {
-                        super::status::status(&p, &args)
-                    } else {
-                        p.handle_call(&name, &args, &live, Some(&progress))
-                    };
-                    if live() {
-                        reply(&o, &id, &result_json(&a));
-                    }
-                    if let Ok(mut c) = cmap.lock() {
-                        c.remove(&id);
-                    }
-                    p.inflight.fetch_sub(1, Ordering::SeqCst);
-                }));
-                workers.retain(|w| !w.is_finished());
-            }
+                None => continue,
+            },
             _ => error(&out, &id, -32601, "method not found"),
         }
     }
-    shutdown(&proxy, &cancelled);
+    proxy.shutting.store(true, Ordering::SeqCst);
     for w in workers {
         let _ = w.join();
     }
     proxy.close();
 }
 
-fn shutdown(proxy: &Proxy, cancelled: &Mutex<HashMap<String, Arc<AtomicBool>>>) {
-    proxy.shutting.store(true, Ordering::SeqCst);
-    let _ = cancelled;
+type Cancels = Mutex<HashMap<String, Arc<AtomicBool>>>;
+
+/// Starts a `tools/call` on its own thread (answering a malformed one at once).
+fn start_call(
+    proxy: &Arc<Proxy>,
+    out: &Out,
+    cancelled: &Arc<Cancels>,
+    id: String,
+    params: Option<&RawValue>,
+) -> Option<std::thread::JoinHandle<()>> {
+    let Some(params) = params.and_then(|p| serde_json::from_str::<CallParams<'_>>(p.get()).ok())
+    else {
+        error(out, &id, -32602, "tools/call needs a name");
+        return None;
+    };
+    let args = match params.arguments.map(|a| a.get().trim()) {
+        None | Some("null") => b"{}".to_vec(),
+        Some(a) => a.as_bytes().to_vec(),
+    };
+    let token = params.meta.and_then(|m| {
+        serde_json::from_str::<serde_json::Value>(m.get())
+            .ok()?
+            .get("progressToken")
+            .map(|t| t.to_string())
+    });
+    let flag = Arc::new(AtomicBool::new(false));
+    if let Ok(mut c) = cancelled.lock() {
+        c.insert(id.clone(), flag.clone());
+    }
+    let (p, o, name, cmap) = (proxy.clone(), out.clone(), params.name, cancelled.clone());
+    p.inflight.fetch_add(1, Ordering::SeqCst);
+    Some(std::thread::spawn(move || {
+        let live = || !flag.load(Ordering::SeqCst);
+        let progress = |elapsed: f64, total: f64| {
+            if let Some(t) = &token {
+                send(
+                    &o,
+                    &format!(
+                        r#"{{"jsonrpc":"2.0","method":"notifications/progress","params":{{"progressToken":{t},"progress":{elapsed},"total":{total},"message":"waiting for an operator's approval"}}}}"#
+                    ),
+                );
+            }
+        };
+        let a = if name == p.o.cfg.status_tool {
+            super::status::status(&p, &args)
+        } else {
+            p.handle_call(&name, &args, &live, Some(&progress))
+        };
+        // A request the host cancelled gets no answer (MCP); the call itself went on.
+        if live() {
+            reply(&o, &id, &result_json(&a));
+        }
+        if let Ok(mut c) = cmap.lock() {
+            c.remove(&id);
+        }
+        p.inflight.fetch_sub(1, Ordering::SeqCst);
+    }))
 }
 
 fn cancel(map: &Mutex<HashMap<String, Arc<AtomicBool>>>, params: Option<&RawValue>) {
@@ -257,10 +269,4 @@ fn cancel(map: &Mutex<HashMap<String, Arc<AtomicBool>>>, params: Option<&RawValu
     {
         f.store(true, Ordering::SeqCst);
     }
-}
-
-/// Unused by the host loop; keeps the answer module's `Answer` reachable for tests.
-pub fn answer_text(a: &Answer) -> &str {
-    let _ = answer::in_progress;
-    &a.text
 }
