@@ -378,11 +378,16 @@ fn proxy_bad_input_gets_one_clear_line() {
     assert_eq!(err.lines().count(), 1, "{err}");
     // A server that never answers: one line naming the step and the bound, exit 1.
     let cfg = config(&d1, "silent", RULES, "");
-    let text = std::fs::read_to_string(&cfg).unwrap().replace(r#""connect_timeout": "10s""#, r#""connect_timeout": "1s""#);
+    let text = std::fs::read_to_string(&cfg)
+        .unwrap()
+        .replace(r#""connect_timeout": "10s""#, r#""connect_timeout": "1s""#);
     write_file(&cfg, &text, 0o600);
     let (code, err) = Host::spawn(&cfg).exit();
     assert_eq!(code, 1, "{err}");
-    assert!(err.contains("mcp: server \"fs\": connect: timed out after 1s"), "{err}");
+    assert!(
+        err.contains("mcp: server \"fs\": connect: timed out after 1s"),
+        "{err}"
+    );
     assert_eq!(err.lines().count(), 1, "{err}");
     // A result of 100 MB: the read fails with one line, the proxy goes on.
     let d2 = dir.path().join("huge");
