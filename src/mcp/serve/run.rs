@@ -189,10 +189,20 @@ impl Proxy {
             .block_on(self.o.gate.begin(&run_id, &goal, self.limits()))
         {
             Ok(s) => s,
-            Err(e) if e.is_run_state() || e.to_string().contains("exists") => return Next::Retry,
-            Err(e) => {
-                self.say(&format!("error: {}", crate::mcp::sanitize(&e.to_string())));
+            // Another caller began this run id first (the store refuses a second): decide again.
+            Err(e)
+                if e.is_run_state()
+                    || e.to_string().contains("UNIQUE constraint failed: runs.id") =>
+            {
                 return Next::Retry;
+            }
+            Err(e) => {
+                // The row stays without a run: "nothing started", begun by the next identical
+                // call under its id.
+                self.say(&format!("error: {}", crate::mcp::sanitize(&e.to_string())));
+                return Next::Answer(answer::unavailable(
+                    "the gate could not start this request, and nothing was executed",
+                ));
             }
         };
         let _ = calls.unsettle(&run_id);
