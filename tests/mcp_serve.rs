@@ -114,6 +114,15 @@ fn proxy_approval_round_trip() {
     let (again, _) = h.call("fs_write_file", r#"{"text":"hi","path":"/tmp/a"}"#);
     assert_eq!(approval_in(&again), id, "{again}");
     assert!(server_calls(dir.path()).is_empty());
+    // Nothing the model sees names the database, the configuration's place or a run id.
+    for t in [&text, &again] {
+        assert!(
+            !t.contains(dir.path().to_str().unwrap())
+                && !t.contains("s1.")
+                && !t.contains("agentrt"),
+            "{t}"
+        );
+    }
     decide(&db, "approve", &id, "");
     let (done, is_err) = h.call("fs_write_file", W);
     assert!(!is_err, "{done}");
@@ -899,5 +908,41 @@ fn unknown_expiry_asks_again_rather_than_runs() {
         .unwrap();
     assert_eq!(started, 1, "nothing ran again");
     h.close();
+    verify(&db);
+}
+
+#[test]
+fn index_row_without_a_run_is_begun_under_its_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cfg, db) = setup(dir.path(), "normal", "");
+    // A row claimed by a proxy that died before it began the run: nothing started.
+    let args = r#"{"path": "/orphan"}"#;
+    let key = countersign::mcp::serve::key::request_key("fs_read_file", args.as_bytes()).unwrap();
+    drop(countersign::runtime::store::Store::open(&db).unwrap());
+    countersign::mcp::index::migrate(&db).unwrap();
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute(
+            "INSERT INTO proxy_calls (session, request_key, tool, side_effect, run_id, created_at) VALUES ('s1', ?1, 'fs_read_file', 'read_only', 's1.00112233aabbccdd', 1)",
+            [&key],
+        )
+        .unwrap();
+    let mut h = Host::start(&cfg);
+    let (t, is_err) = h.call("fs_read_file", args);
+    assert!(!is_err && t.contains("/orphan"), "{t}");
+    h.close();
+    let c = rusqlite::Connection::open(&db).unwrap();
+    let ids: Vec<String> = c
+        .prepare("SELECT id FROM runs")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(ids, ["s1.00112233aabbccdd"]);
+    let rows: i64 = c
+        .query_row("SELECT COUNT(*) FROM proxy_calls", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(rows, 1, "no second row");
     verify(&db);
 }
