@@ -164,6 +164,7 @@ fn proxy_approved_within_the_hold_completes_in_one_call() {
     let (text, is_err) = text_of(&h.wait(id));
     assert!(!is_err && text.contains("\"write_file\""), "{text}");
     assert_eq!(server_calls(dir.path()).len(), 1);
+    assert!(!h.notes.is_empty(), "progress while held");
     assert!(
         h.notes.iter().all(
             |n| n["method"] == "notifications/progress" && n["params"]["progressToken"] == "p1"
