@@ -40,17 +40,49 @@ pub fn run(a: &McpProxyArgs, out: &mut Out) -> Result<(), CommandError> {
     match &a.action {
         Some(McpAction::Pin(c)) => pin(&c.config, out),
         Some(McpAction::Check(c)) => check(&c.config, out),
-        None => {
-            if a.config.is_none() {
-                return Err(CommandError::Usage(
-                    "mcp-proxy: --config FILE is required".into(),
-                ));
-            }
-            Err(CommandError::Failed(
-                "mcp-proxy: serving MCP to a host is not built yet; `mcp-proxy pin` and `mcp-proxy check` are (docs/mcp.md)".into(),
-            ))
-        }
+        None => match &a.config {
+            None => Err(CommandError::Usage(
+                "mcp-proxy: --config FILE is required".into(),
+            )),
+            Some(c) => serve(c),
+        },
     }
+}
+
+/// Serves MCP on stdin/stdout until the host closes stdin; operator lines go to stderr.
+pub fn serve(path: &Path) -> Result<(), CommandError> {
+    use crate::mcp::serve::{PREFIX, Proxy, host, open};
+    use std::sync::Arc;
+    let cfg = read_config(path)?;
+    // Before any thread starts: every thread inherits the mask, one takes the signals.
+    let signals = crate::mcp::serve::signals::block();
+    let log: crate::mcp::serve::Log = Arc::new(|line: &str| {
+        use std::io::Write;
+        let mut e = std::io::stderr().lock();
+        let _ = writeln!(e, "{line}");
+    });
+    let opened = match open::open(cfg) {
+        Ok(o) => o,
+        Err((e, reports)) => {
+            for l in reports.iter().flat_map(|r| r.lines()) {
+                log(&format!("{PREFIX}{l}"));
+            }
+            return Err(failed(e));
+        }
+    };
+    for l in opened.reports.iter().flat_map(|r| r.lines()) {
+        log(&format!("{PREFIX}{l}"));
+    }
+    log(&format!(
+        "{PREFIX}serving session {} on database {}",
+        sanitize(&opened.cfg.session),
+        sanitize(&opened.cfg.database.display().to_string())
+    ));
+    let proxy = Arc::new(Proxy::new(opened, log).map_err(failed)?);
+    crate::mcp::serve::signals::watch(signals, proxy.clone());
+    let stdin = Box::new(std::io::BufReader::new(std::io::stdin()));
+    host::serve(proxy, stdin, Box::new(std::io::stdout()));
+    Ok(())
 }
 
 fn failed(e: String) -> CommandError {

@@ -28,6 +28,7 @@ pub mod manifest;
 pub mod owned;
 pub mod reach;
 pub mod rules;
+pub mod serve;
 
 /// Cap on the recorded bytes of a result when a server names none.
 pub const DEFAULT_MAX_CONTENT_BYTES: usize = 65536;

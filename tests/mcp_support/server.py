@@ -13,8 +13,11 @@ Modes (argv[1], default "normal"):
   big-number    read_file's schema carries 9007199254740993 (past float64)
   huge          answer tools/list with a 17 MiB description (past the 16 MiB message cap)
   grandchild    start a grandchild that ignores SIGTERM, write its pid to $MCP_TEST_PIDFILE
-Environment: MCP_TEST_STATE (a JSON file: {"description": ...}), MCP_TEST_ENVFILE (write the
-environment's names there on start).
+Environment: MCP_TEST_STATE (a JSON file: {"description": ...}; every tools/call is also
+appended to MCP_TEST_STATE + ".calls", one JSON line each, before it is answered),
+MCP_TEST_ENVFILE (write the environment's names there on start).
+Calls: write_file with path "/fail" answers isError; path "/die" exits the server before
+answering (an outcome the proxy cannot know); path "/hang" never answers the first time; path "/slow" answers after a second; path "/huge" answers 100 MB of text.
 """
 import json
 import os
@@ -99,6 +102,26 @@ for line in sys.stdin:
     elif method == "tools/call":
         p = msg.get("params") or {}
         name, args = p.get("name"), p.get("arguments") or {}
+        if STATE:
+            with open(STATE + ".calls", "a") as f:
+                f.write(json.dumps({"tool": name, "arguments": args}) + "\n")
+        if args.get("path") == "/hang" and not os.path.exists(STATE + ".hung"):
+            open(STATE + ".hung", "w").close()
+            import time
+            time.sleep(3600)
+        if args.get("path") == "/slow":
+            import time
+            time.sleep(1)
+        if args.get("path") == "/die":
+            os._exit(9)
+        if args.get("path") == "/huge":
+            sys.stdout.write('{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"' % mid)
+            chunk = "x" * (1 << 20)
+            for _ in range(100):
+                sys.stdout.write(chunk)
+            sys.stdout.write('"}]}}\n')
+            sys.stdout.flush()
+            continue
         if name == "set_description" and STATE:
             with open(STATE, "w") as f:
                 json.dump({"description": args.get("text", "")}, f)

@@ -1,0 +1,208 @@
+//! Opening a proxy (agentrt mcp 2.3): database pre-check, reach check, each server's manifest
+//! and load, the runtime's tools, then the store, the database re-check, the call index and
+//! the Gate. Any failure closes what was opened.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use super::calls::Calls;
+use super::policy::{ProxyPolicy, ToolInfo, policy_id};
+use crate::mcp::client::Connection;
+use crate::mcp::config::ProxyConfig;
+use crate::mcp::load::{self, Report};
+use crate::mcp::manifest::Manifest;
+use crate::mcp::rules::Built;
+use crate::mcp::{DEFAULT_MAX_CONTENT_BYTES, owned, quote};
+use crate::runtime::driver::{Config, Gate};
+use crate::runtime::store::Store;
+use crate::runtime::tools::{Registry, SideEffect, Tool, ToolCall, ToolDef, ToolError, ToolFuture};
+
+/// A tool the host is offered.
+#[derive(Debug, Clone)]
+pub struct Offered {
+    pub built: Built,
+    pub server: String,
+}
+
+/// An upstream tool as the runtime calls it.
+struct McpTool {
+    conn: Arc<Connection>,
+    server: String,
+    built: Built,
+}
+
+impl Tool for McpTool {
+    fn def(&self) -> ToolDef {
+        ToolDef {
+            name: self.built.name.clone(),
+            description: self.built.description.clone(),
+            input_schema: self.built.input_schema.clone(),
+            side_effect: SideEffect::parse(&self.built.side_effect),
+            timeout: self.built.timeout,
+            // Every upstream tool completes its run when it succeeds (one run per call).
+            terminal: true,
+        }
+    }
+
+    fn call(&self, call: ToolCall) -> ToolFuture {
+        let (conn, server, built) = (self.conn.clone(), self.server.clone(), self.built.clone());
+        Box::pin(async move {
+            let done = tokio::task::spawn_blocking(move || {
+                crate::mcp::call::call(
+                    &conn,
+                    &server,
+                    &built,
+                    &call.args,
+                    DEFAULT_MAX_CONTENT_BYTES,
+                )
+            })
+            .await;
+            match done {
+                Ok(Ok(out)) => Ok(out),
+                Ok(Err(e)) => Err(ToolError::Failed(e)),
+                Err(e) => Err(ToolError::Failed(format!("the call did not finish: {e}"))),
+            }
+        })
+    }
+}
+
+/// Everything serving uses.
+pub struct Opened {
+    pub cfg: ProxyConfig,
+    pub reports: Vec<Report>,
+    pub offered: Vec<Offered>,
+    pub conns: Vec<Arc<Connection>>,
+    pub store: Arc<Store>,
+    pub gate: Gate,
+    pub policy: Arc<ProxyPolicy>,
+}
+
+fn close_all(conns: &[Arc<Connection>]) {
+    for c in conns {
+        c.close();
+    }
+}
+
+/// Opens what serving needs, in agentrt's order. On error: the line, and the reports read.
+pub fn open(cfg: ProxyConfig) -> Result<Opened, (String, Vec<Report>)> {
+    let mut reports = Vec::new();
+    owned::check_database(&cfg.database).map_err(|e| (e, Vec::new()))?;
+    crate::mcp::reach::check(&cfg).map_err(|e| (e, Vec::new()))?;
+    let mut conns: Vec<Arc<Connection>> = Vec::new();
+    let mut offered: Vec<Offered> = Vec::new();
+    let fail = |e: String, conns: &[Arc<Connection>], reports: Vec<Report>| {
+        close_all(conns);
+        Err((e, reports))
+    };
+    for s in &cfg.servers {
+        let q = quote(&s.name);
+        let m = match Manifest::read(&s.manifest) {
+            Ok(m) => m,
+            Err(e) => return fail(format!("server {q}: manifest: {e}"), &conns, reports),
+        };
+        let l = match load::load(s, &m) {
+            Ok(l) => l,
+            Err((e, r)) => {
+                reports.extend(r.map(|b| *b));
+                return fail(e, &conns, reports);
+            }
+        };
+        let conn = Arc::new(l.conn);
+        conns.push(conn.clone());
+        for b in &l.report.registered {
+            if b.name == cfg.status_tool {
+                let e = format!(
+                    "server {q} registers tool {} under {}, the status tool's name: rename one (status_tool or the rule's rename)",
+                    quote(&b.tool),
+                    quote(&b.name)
+                );
+                reports.push(l.report.clone());
+                return fail(e, &conns, reports);
+            }
+            if offered.iter().any(|o| o.built.name == b.name) {
+                let e = format!(
+                    "server {q} registers {}, which another server already registered",
+                    quote(&b.name)
+                );
+                reports.push(l.report.clone());
+                return fail(e, &conns, reports);
+            }
+            offered.push(Offered {
+                built: b.clone(),
+                server: s.name.clone(),
+            });
+        }
+        reports.push(l.report);
+    }
+    match finish(&cfg, &offered, &conns) {
+        Ok((store, gate, policy)) => Ok(Opened {
+            cfg,
+            reports,
+            offered,
+            conns,
+            store,
+            gate,
+            policy,
+        }),
+        Err(e) => fail(e, &conns, reports),
+    }
+}
+
+type Finished = (Arc<Store>, Gate, Arc<ProxyPolicy>);
+
+fn finish(
+    cfg: &ProxyConfig,
+    offered: &[Offered],
+    conns: &[Arc<Connection>],
+) -> Result<Finished, String> {
+    let mut registry = Registry::new();
+    let mut infos = HashMap::new();
+    for o in offered {
+        let idx = cfg
+            .servers
+            .iter()
+            .position(|s| s.name == o.server)
+            .unwrap_or(0);
+        let rule = cfg
+            .servers
+            .get(idx)
+            .and_then(|s| s.rules.get(&o.built.tool));
+        registry
+            .register(Arc::new(McpTool {
+                conn: conns
+                    .get(idx)
+                    .cloned()
+                    .ok_or("a server has no connection")?,
+                server: o.server.clone(),
+                built: o.built.clone(),
+            }))
+            .map_err(|e| format!("tool {}: {e}", quote(&o.built.name)))?;
+        infos.insert(
+            o.built.name.clone(),
+            ToolInfo {
+                server: o.server.clone(),
+                remote: o.built.tool.clone(),
+                side_effect: o.built.side_effect.clone(),
+                outcome: rule.and_then(|r| r.outcome),
+                fixed: o.built.fixed.clone(),
+            },
+        );
+    }
+    let store = Arc::new(Store::open(&cfg.database).map_err(|e| format!("database: {e}"))?);
+    owned::check_database(&cfg.database)?;
+    crate::mcp::index::migrate(&cfg.database)?;
+    let policy = Arc::new(ProxyPolicy {
+        tools: infos,
+        classes: cfg.policy.clone(),
+        noted: Mutex::new(HashMap::new()),
+        id: policy_id(cfg),
+    });
+    let mut c = Config::new(store.clone(), registry, policy.clone());
+    c.lease_owner = format!("countersign-mcp-proxy:{}", cfg.session);
+    c.lease_ttl = cfg.lease_ttl.unwrap_or(Duration::ZERO);
+    c.reconcile = Some(Arc::new(super::policy::ProxyReconcile(policy.clone())));
+    let gate = Gate::new(c).map_err(|e| e.to_string())?;
+    Calls::open(&cfg.database, &cfg.session)?;
+    Ok((store, gate, policy))
+}
