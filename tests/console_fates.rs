@@ -127,9 +127,7 @@ fn the_damaged_screen_offers_no_cancel_on_a_finished_run() {
         let mut h = Harness::open(&db, w, ht);
         h.keys("3");
         assert!(h.screen().contains("x cancel run"), "waiting: offered");
-        if (w, ht) == (80, 24) {
-            snap("damaged__waiting_run@80x24", &h.screen());
-        }
+        snap(&format!("damaged__waiting_run@{w}x{ht}"), &h.screen());
     }
     let c = rusqlite::Connection::open(&db).unwrap();
     c.execute(
@@ -222,6 +220,11 @@ fn run_takes_a_unique_prefix_and_an_ambiguous_one_lists_the_candidates() {
         assert!(log.contains(id.as_str()), "{id} named in {log}");
     }
     snap("notice__ambiguous_prefix@120x40", &h.screen());
+    for (w, ht) in [(80, 24), (60, 20)] {
+        let mut h = Harness::open(db, w, ht);
+        h.command(&format!("run {shared}"));
+        snap(&format!("notice__ambiguous_prefix@{w}x{ht}"), &h.screen());
+    }
 
     // A prefix of no run opens the run as typed, which says it is not found.
     let mut h = Harness::open(db, 80, 24);
@@ -428,6 +431,16 @@ fn a_denial_with_feedback_shows_as_the_calls_fate_with_its_note() {
     );
     assert!(s.contains("resume by its own program"), "{s}");
     snap("run_detail__fate_denied_with_feedback@120x40", &s);
+    for (w, ht) in [(80, 24), (60, 20)] {
+        let mut h = Harness::open(&db, w, ht);
+        h.command(&format!("run {run}"));
+        let s = h.screen();
+        assert!(s.contains("INTERRUPTED"), "{s}");
+        snap(
+            &format!("run_detail__fate_denied_with_feedback@{w}x{ht}"),
+            &s,
+        );
+    }
 }
 
 /// A resume that paused again: the approved row kept, a new pending approval of the same step

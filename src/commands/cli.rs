@@ -55,7 +55,7 @@ pub enum Command {
     /// Print a run's audit trail (JSON Lines with --json).
     Events(PageArgsWithRun),
     /// Grant a run's pending approval after printing it in full.
-    Approve(DecideArgs),
+    Approve(ApproveArgs),
     /// Refuse a run's pending approval (cancels the run); --note is required.
     Reject(DecideArgs),
     /// Deny a run's pending approval with feedback: the call does not run, the agent is told --note.
@@ -119,7 +119,7 @@ pub struct PageArgsWithRun {
 #[derive(Debug, Args)]
 pub struct DecideArgs {
     /// The run id (or a unique prefix of it); absent when queue rows are selected by
-    /// --status/--tool/--older-than (reject and deny only).
+    /// --status/--tool/--older-than.
     #[arg(
         value_name = "RUN",
         value_parser = id_parser(),
@@ -137,6 +137,36 @@ pub struct DecideArgs {
     pub note: Option<String>,
     #[command(flatten)]
     pub select: Select,
+}
+
+/// `approve`: one run's approval, always printed in full first (never rows chosen by filters).
+#[derive(Debug, Args)]
+pub struct ApproveArgs {
+    /// The run id (or a unique prefix of it).
+    #[arg(value_name = "RUN", value_parser = id_parser())]
+    pub run: Key,
+    /// The approval to decide (naming it is consent); needed when the run has several.
+    #[arg(long, value_name = "ID", value_parser = id_parser())]
+    pub approval: Option<Key>,
+    /// Decide without asking.
+    #[arg(long)]
+    pub yes: bool,
+    /// A note recorded with the decision.
+    #[arg(long, value_name = "TEXT")]
+    pub note: Option<String>,
+}
+
+impl ApproveArgs {
+    /// The same as the deciding commands' arguments, with no rows selected.
+    pub fn decide_args(&self) -> DecideArgs {
+        DecideArgs {
+            run: Some(self.run.clone()),
+            approval: self.approval.clone(),
+            yes: self.yes,
+            note: self.note.clone(),
+            select: Select::default(),
+        }
+    }
 }
 
 /// Queue rows chosen by what they are instead of one RUN: `reject`, `deny` and `cancel` take

@@ -121,11 +121,6 @@ fn validate(cmd: &Command) -> Result<(), CommandError> {
                 )));
             }
         }
-        Command::Approve(d) if d.select.any() || d.select.dry_run => {
-            return Err(CommandError::Usage(
-                "approve: name one RUN: each approval is printed in full before it is granted, so approve takes no --status, --tool, --older-than or --dry-run".into(),
-            ));
-        }
         Command::Reject(d) | Command::Deny(d) if d.select.dry_run && !d.select.any() => {
             return Err(CommandError::Usage(
                 "--dry-run goes with --status, --tool or --older-than (the rows to list)".into(),
@@ -199,9 +194,16 @@ fn run(cli: Cli) -> Result<(), CommandError> {
             let args = (a.note.as_str(), a.yes, by.as_str());
             bulk::run(&db, json, bulk::BulkVerb::Cancel, &a.select, args, &mut out)
         }
-        Command::Approve(a) | Command::Reject(a) | Command::Deny(a) => {
+        Command::Approve(a) => {
+            let verb = decide::Verb::Approve;
+            let a = a.decide_args();
+            let db = database_path(cli.db)?;
+            let by = who(cli.by.as_deref(), verb.name())?;
+            decide::check_consent(verb, &a, json)?;
+            decide::run(&db, json, verb, &a, &by, &mut out)
+        }
+        Command::Reject(a) | Command::Deny(a) => {
             let verb = match cmd {
-                Command::Approve(_) => decide::Verb::Approve,
                 Command::Reject(_) => decide::Verb::Reject,
                 _ => decide::Verb::Deny,
             };
