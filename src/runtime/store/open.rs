@@ -177,10 +177,23 @@ fn super_journal_name(journal: &Path, size: u64) -> Result<Option<Vec<u8>>, Stor
         path: journal.to_path_buf(),
         err,
     };
-    let mut f = fs::File::open(journal).map_err(io)?;
+    // Another connection's transaction may end (and remove or truncate its journal) between
+    // the lstat and here: a journal that is gone or shorter names nothing to check now, and
+    // whatever journal SQLite does open is checked again by the VFS at that moment (vfs.rs).
+    let gone =
+        |e: &std::io::Error| matches!(e.kind(), ErrorKind::NotFound | ErrorKind::UnexpectedEof);
+    let mut f = match fs::File::open(journal) {
+        Ok(f) => f,
+        Err(e) if gone(&e) => return Ok(None),
+        Err(e) => return Err(io(e)),
+    };
     let mut tail = [0u8; 16];
     f.seek(SeekFrom::Start(size - 16)).map_err(io)?;
-    f.read_exact(&mut tail).map_err(io)?;
+    match f.read_exact(&mut tail) {
+        Ok(()) => {}
+        Err(e) if gone(&e) => return Ok(None),
+        Err(e) => return Err(io(e)),
+    }
     let len = u32::from_be_bytes([tail[0], tail[1], tail[2], tail[3]]);
     let cksum = u32::from_be_bytes([tail[4], tail[5], tail[6], tail[7]]);
     if tail[8..] != JOURNAL_MAGIC || len == 0 || len > SUPER_JOURNAL_NAME_MAX {
@@ -192,7 +205,11 @@ fn super_journal_name(journal: &Path, size: u64) -> Result<Option<Vec<u8>>, Stor
     let mut name = vec![0u8; len as usize];
     f.seek(SeekFrom::Start(size - 16 - u64::from(len)))
         .map_err(io)?;
-    f.read_exact(&mut name).map_err(io)?;
+    match f.read_exact(&mut name) {
+        Ok(()) => {}
+        Err(e) if gone(&e) => return Ok(None),
+        Err(e) => return Err(io(e)),
+    }
     // SQLite sums the name's bytes as C `char`s, signed on some targets and unsigned on
     // others: a name either sum accepts is checked.
     let signed = name
