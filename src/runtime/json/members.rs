@@ -180,6 +180,13 @@ impl<'a> Scan<'a> {
         let start = self.i;
         let mut escaped = false;
         loop {
+            // Most of a string needs no look beyond this.
+            while let Some(&c) = self.raw.get(self.i) {
+                if c == b'"' || c == b'\\' || c < 0x20 {
+                    break;
+                }
+                self.i += 1;
+            }
             match self.next()? {
                 b'"' => return Some((self.raw.get(start..self.i - 1)?, escaped)),
                 b'\\' => {

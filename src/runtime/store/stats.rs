@@ -69,9 +69,11 @@ type Tools = BTreeMap<Option<Vec<u8>>, ToolStats>;
 
 /// The steps: per tool, calls, allowed, denied by code and invalid; and the damaged steps.
 fn scan_steps(conn: &Connection, cutoff: Option<&str>) -> Result<(Tools, u64), StoreError> {
-    // Keyed by borrowed bytes while scanning, so a row's tool name is copied only once per
-    // tool; the unnamed calls apart.
-    let mut named: HashMap<Vec<u8>, ToolStats> = HashMap::new();
+    // Looked up by borrowed bytes while scanning (the last row's tool first), so a row's tool
+    // name is copied only once per tool; the unnamed calls apart.
+    let mut named: Vec<ToolStats> = Vec::new();
+    let mut index: HashMap<Vec<u8>, usize> = HashMap::new();
+    let mut last = usize::MAX;
     let mut unnamed: Option<ToolStats> = None;
     let mut damaged = 0u64;
     let mut stmt = conn.prepare(STEPS).ctx("stats: steps")?;
@@ -93,15 +95,26 @@ fn scan_steps(conn: &Connection, cutoff: Option<&str>) -> Result<(Tools, u64), S
         };
         let t = match tool {
             None => unnamed.get_or_insert_with(ToolStats::default),
-            Some(name) => match named.get_mut(name.as_ref()) {
-                Some(t) => t,
-                None => named
-                    .entry(name.into_owned())
-                    .or_insert_with_key(|k| ToolStats {
-                        tool: Some(k.clone()),
-                        ..ToolStats::default()
-                    }),
-            },
+            Some(name) => {
+                let same = |t: &ToolStats| t.tool.as_deref() == Some(name.as_ref());
+                if !named.get(last).is_some_and(same) {
+                    last = match index.get(name.as_ref()) {
+                        Some(&i) => i,
+                        None => {
+                            named.push(ToolStats {
+                                tool: Some(name.to_vec()),
+                                ..ToolStats::default()
+                            });
+                            index.insert(name.into_owned(), named.len() - 1);
+                            named.len() - 1
+                        }
+                    };
+                }
+                match named.get_mut(last) {
+                    Some(t) => t,
+                    None => continue,
+                }
+            }
         };
         t.tool_cut |= cut;
         t.calls += 1;
@@ -122,7 +135,7 @@ fn scan_steps(conn: &Connection, cutoff: Option<&str>) -> Result<(Tools, u64), S
             Outcome::Neither => {}
         }
     }
-    let mut tools: Tools = named.into_iter().map(|(k, v)| (Some(k), v)).collect();
+    let mut tools: Tools = named.into_iter().map(|t| (t.tool.clone(), t)).collect();
     if let Some(t) = unnamed {
         tools.insert(None, t);
     }
