@@ -2,11 +2,15 @@
 //! against a ~100-run one, and against a baseline measured in the same run on the same large
 //! file: one plain scan of the steps table that reads every decision (`SELECT COUNT(*),
 //! SUM(LENGTH(decision_json)) FROM steps`), the least any per-tool count over every step must
-//! read. The target is at most one second on the large database.
+//! read. The target is at most one second on the large database. The scan `stats`
+//! used before (every count through SQLite's JSON functions, kept as the tests' oracle in
+//! `tests/support/stats_oracle.rs`) is timed in the same run on the same files.
 //!
 //! Run: `cargo bench --bench stats` (set `COUNTERSIGN_BENCH_BIG_DB` to reuse a large fixture;
 //! writing one takes minutes).
 
+#[path = "../tests/support/stats_oracle.rs"]
+mod stats_oracle;
 mod support;
 
 use std::path::{Path, PathBuf};
@@ -48,6 +52,15 @@ fn stats_ms(db: &Path) -> f64 {
     })
 }
 
+fn old_ms(db: &Path, reps: usize) -> f64 {
+    let c = rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .unwrap();
+    median_ms(reps, || {
+        let s = stats_oracle::stats_by_sql(&c, None, Timestamp::now());
+        assert!(!s.tools.is_empty());
+    })
+}
+
 fn scan_ms(db: &Path) -> f64 {
     let c = rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
         .unwrap();
@@ -75,10 +88,14 @@ fn main() {
         fixture(&big, &["--big", "100000", "--steps-per-run", "10"]);
     }
     let s = stats_ms(&small);
-    let l = stats_ms(&big);
+    let s_old = old_ms(&small, 5);
     let scan = scan_ms(&big);
-    println!("stats, small (~100 runs)           {s:9.1} ms");
+    let l = stats_ms(&big);
+    let l_old = old_ms(&big, 3);
+    println!("stats, small (~100 runs)           {s:9.1} ms  (old scan: {s_old:.1} ms)");
     println!("stats, large (100k runs, 1M steps) {l:9.1} ms  (target: at most 1000 ms)");
+    println!("old scan (SQLite JSON functions), large {l_old:9.1} ms");
     println!("baseline: one scan of every step's decision on the large file {scan:9.1} ms");
     println!("ratio stats/scan on the large file: {:.2}", l / scan);
+    println!("ratio old/scan on the large file: {:.2}", l_old / scan);
 }

@@ -3,7 +3,8 @@
 //!
 //! Files: `parse.rs` (a byte-level, non-recursive reader with Go decoder semantics),
 //! `canon.rs` (the canonical and policy encoders), `check.rs` (the boundary check),
-//! `gojson.rs` (Go `json.Marshal`-style output), `hash.rs` (the hashes).
+//! `gojson.rs` (Go `json.Marshal`-style output), `hash.rs` (the hashes), `members.rs` (a
+//! strict, borrowed read of a document's top-level members, for scans).
 //!
 //! Malformed input: Go's decoder would fail where the reader here returns nothing; agentrt
 //! then hashes the raw bytes (spec 5.3). So [`canonical_json`] returns malformed input
@@ -16,6 +17,7 @@ mod canon;
 mod check;
 pub mod gojson;
 mod hash;
+pub(crate) mod members;
 mod parse;
 #[cfg(test)]
 mod tests;

@@ -23,6 +23,7 @@ mod rows;
 mod schema;
 mod sizes;
 mod stats;
+mod stats_row;
 mod tx;
 mod vfs;
 mod views;

@@ -1,56 +1,43 @@
-//! The reads behind `countersign stats` (issue 21): two grouped scans in one read transaction,
-//! one over the steps (what the Gate did with each call) and one over the approvals (what the
-//! reviewers did). Every JSON column is looked into only when `json_valid` says it can be, so
-//! a damaged row is counted as damaged and never fails the report.
+//! The reads behind `countersign stats` (issue 21): two scans in one read transaction, one
+//! over the steps (what the Gate did with each call) and one over the approvals (what the
+//! reviewers did). Each row's decision and policy are read once, in Rust
+//! ([`stats_row`](super::stats_row)), and only a row that read is not sure of is asked of
+//! SQLite's JSON functions, so a damaged row is counted as damaged and never fails the report
+//! and the work is bounded by the bytes read.
 
-use std::collections::BTreeMap;
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use rusqlite::Connection;
 use rusqlite::types::ValueRef;
 
 use super::Store;
 use super::error::{Ctx, StoreError};
-use crate::runtime::stats::{NAME_MAX, ReviewerStats, Stats, ToolStats, reason_code};
+use super::stats_row::{
+    Outcome, StepFacts, approval_by_sql, approval_fast, step_by_sql, step_fast,
+};
+use crate::runtime::stats::{NAME_MAX, ReviewerStats, Stats, ToolStats};
 use crate::runtime::types::Timestamp;
 
-/// Per step: validity, kind, tool (cut), whether cut, outcome, the start of a denial's reason,
-/// and whether the runtime refused the decision (no policy asked, the step failed, an
-/// `invalid_decision` observation); grouped. The observation is looked into only for those
-/// few rows, so its bytes are not parsed for every step.
+/// Per step: its rowid, decision and policy, and whether the runtime refused the decision (no
+/// policy asked, the step failed, an `invalid_decision` observation). The observation is
+/// looked into only for those few rows, so its bytes are not read for every step.
 const STEPS: &str = "
-SELECT v, dk, substr(CAST(t AS BLOB), 1, ?2), length(CAST(t AS BLOB)) > ?2, o, r, inv, COUNT(*)
-FROM (
-  SELECT
-    json_valid(decision_json) AS v,
-    decision_json != '' AS ne,
-    CASE WHEN json_valid(decision_json) THEN json_extract(decision_json, '$.kind') END AS dk,
-    CASE WHEN json_valid(decision_json) THEN json_extract(decision_json, '$.tool') END AS t,
-    CASE WHEN json_valid(policy_json) THEN json_extract(policy_json, '$.outcome') END AS o,
-    CASE WHEN json_valid(policy_json)
-           AND json_extract(policy_json, '$.outcome') IN ('deny', 'abort')
-         THEN substr(CAST(json_extract(policy_json, '$.reason') AS TEXT), 1, 48) END AS r,
-    CASE WHEN policy_json = '' AND status = 'failed' AND json_valid(observation_json)
-         THEN json_extract(observation_json, '$.kind') = 'invalid_decision' ELSE 0 END AS inv
-  FROM steps
-  WHERE ?1 IS NULL OR substr(started_at, 1, 19) >= ?1
-)
-WHERE (v = 0 AND ne) OR dk = 'tool_call'
-GROUP BY 1, 2, 3, 4, 5, 6, 7";
+SELECT rowid, decision_json, policy_json,
+  CASE WHEN policy_json = '' AND status = 'failed' AND json_valid(observation_json)
+       THEN json_extract(observation_json, '$.kind') = 'invalid_decision' ELSE 0 END
+FROM steps
+WHERE ?1 IS NULL OR substr(started_at, 1, 19) >= ?1";
 
-/// Per approval: its call's tool (cut), whether cut, status, times, reviewer (cut), whether
-/// cut, its step's id and the step's recorded policy outcome (a held step whose policy now
-/// says `allow` is not counted as allowed at once).
+/// Per approval: its rowid and its step's (none when the step is missing), the step's decision
+/// and recorded policy (a held step whose policy now says `allow` is not counted as allowed at
+/// once), status, times, reviewer (cut), whether cut, and its step's id.
 const APPROVALS: &str = "
-SELECT substr(CAST(t AS BLOB), 1, ?2), length(CAST(t AS BLOB)) > ?2, status, created_at,
-       decided_at, substr(CAST(decided_by AS BLOB), 1, ?2), length(CAST(decided_by AS BLOB)) > ?2,
-       step_id, o
-FROM (
-  SELECT a.status, a.created_at, a.decided_at, a.decided_by, a.step_id,
-    CASE WHEN json_valid(s.decision_json) THEN json_extract(s.decision_json, '$.tool') END AS t,
-    CASE WHEN json_valid(s.policy_json) THEN json_extract(s.policy_json, '$.outcome') END AS o
-  FROM approvals a LEFT JOIN steps s ON s.id = a.step_id
-  WHERE ?1 IS NULL OR substr(a.created_at, 1, 19) >= ?1
-)";
+SELECT a.rowid, s.rowid, s.decision_json, s.policy_json, a.status, a.created_at,
+       a.decided_at, substr(CAST(a.decided_by AS BLOB), 1, ?2),
+       length(CAST(a.decided_by AS BLOB)) > ?2, a.step_id
+FROM approvals a LEFT JOIN steps s ON s.id = a.step_id
+WHERE ?1 IS NULL OR substr(a.created_at, 1, 19) >= ?1";
 
 impl Store {
     /// The queue's numbers since `since` (to the second; every step and approval when
@@ -66,119 +53,8 @@ fn read_stats(
     now: Timestamp,
 ) -> Result<Stats, StoreError> {
     let cutoff = since.map(|t| t.format_always().chars().take(19).collect::<String>());
-    let mut tools: BTreeMap<Option<Vec<u8>>, ToolStats> = BTreeMap::new();
-    let mut damaged_steps = 0u64;
-    // A step whose decision is there but not JSON is damaged: counted, not looked into.
-    let mut stmt = conn.prepare(STEPS).ctx("stats: steps")?;
-    let mut rows = stmt
-        .query(rusqlite::params![cutoff, NAME_MAX as i64])
-        .ctx("stats: steps")?;
-    while let Some(r) = rows.next().ctx("stats: steps")? {
-        let valid: i64 = r.get(0).ctx("stats: steps")?;
-        let n: i64 = r.get(7).ctx("stats: steps")?;
-        let n = n.max(0) as u64;
-        if valid == 0 {
-            damaged_steps += n;
-            continue;
-        }
-        let tool = opt_bytes(r.get_ref(2).ctx("stats: steps")?);
-        let cut: bool = r
-            .get::<_, Option<bool>>(3)
-            .ctx("stats: steps")?
-            .unwrap_or(false);
-        let outcome = text(r.get_ref(4).ctx("stats: steps")?);
-        let reason = text(r.get_ref(5).ctx("stats: steps")?);
-        let invalid: bool = r
-            .get::<_, Option<bool>>(6)
-            .ctx("stats: steps")?
-            .unwrap_or(false);
-        let t = entry(&mut tools, tool, cut);
-        t.calls += n;
-        if invalid {
-            t.invalid += n;
-        }
-        match outcome.as_deref() {
-            Some("allow") => t.allowed += n,
-            Some("deny") | Some("abort") => {
-                let code = reason_code(reason.as_deref().unwrap_or("")).to_string();
-                *t.denied.entry(code).or_default() += n;
-            }
-            _ => {}
-        }
-    }
-    drop(rows);
-    drop(stmt);
-
-    let mut reviewers: BTreeMap<Vec<u8>, ReviewerStats> = BTreeMap::new();
-    // Held steps whose recorded outcome is `allow` (the resume's verdict): counted above as
-    // allowed, taken back out once per step.
-    let mut held_allowed = std::collections::HashSet::new();
-    let mut unreadable_times = 0u64;
-    let mut stmt = conn.prepare(APPROVALS).ctx("stats: approvals")?;
-    let mut rows = stmt
-        .query(rusqlite::params![cutoff, NAME_MAX as i64])
-        .ctx("stats: approvals")?;
-    while let Some(r) = rows.next().ctx("stats: approvals")? {
-        let tool = opt_bytes(r.get_ref(0).ctx("stats: approvals")?);
-        let cut: bool = r
-            .get::<_, Option<bool>>(1)
-            .ctx("stats: approvals")?
-            .unwrap_or(false);
-        let status = text(r.get_ref(2).ctx("stats: approvals")?).unwrap_or_default();
-        let created = text(r.get_ref(3).ctx("stats: approvals")?).unwrap_or_default();
-        let decided = text(r.get_ref(4).ctx("stats: approvals")?).unwrap_or_default();
-        let by = bytes(r.get_ref(5).ctx("stats: approvals")?);
-        let by_cut: bool = r
-            .get::<_, Option<bool>>(6)
-            .ctx("stats: approvals")?
-            .unwrap_or(false);
-        let step = bytes(r.get_ref(7).ctx("stats: approvals")?);
-        let step_outcome = text(r.get_ref(8).ctx("stats: approvals")?);
-        let t = entry(&mut tools, tool, cut);
-        t.needs_approval += 1;
-        if step_outcome.as_deref() == Some("allow") && held_allowed.insert(step) {
-            t.allowed = t.allowed.saturating_sub(1);
-        }
-        let created = Timestamp::parse(&created).ok();
-        match status.as_str() {
-            "pending" => {
-                t.pending += 1;
-                match created {
-                    Some(c) => {
-                        t.oldest_pending = Some(t.oldest_pending.map_or(c, |o| o.min(c)));
-                    }
-                    None => unreadable_times += 1,
-                }
-            }
-            "approved" | "rejected" => {
-                if status == "approved" {
-                    t.approved += 1;
-                } else {
-                    t.rejected += 1;
-                }
-                match (created, Timestamp::parse(&decided).ok()) {
-                    (Some(c), Some(d)) => t
-                        .decision_times
-                        .push(std::time::Duration::from_nanos(d.sub(&c).max(0) as u64)),
-                    _ => unreadable_times += 1,
-                }
-                let rv = reviewers
-                    .entry(by.clone())
-                    .or_insert_with(|| ReviewerStats {
-                        by: by.clone(),
-                        ..ReviewerStats::default()
-                    });
-                rv.by_cut |= by_cut;
-                if status == "approved" {
-                    rv.approved += 1;
-                } else {
-                    rv.rejected += 1;
-                }
-            }
-            "expired" => t.expired += 1,
-            _ => t.other_status += 1,
-        }
-    }
+    let (mut tools, damaged_steps) = scan_steps(conn, cutoff.as_deref())?;
+    let (reviewers, unreadable_times) = scan_approvals(conn, cutoff.as_deref(), &mut tools)?;
     Ok(Stats {
         since,
         now,
@@ -187,6 +63,190 @@ fn read_stats(
         unreadable_times,
         damaged_steps,
     })
+}
+
+type Tools = BTreeMap<Option<Vec<u8>>, ToolStats>;
+
+/// The steps: per tool, calls, allowed, denied by code and invalid; and the damaged steps.
+fn scan_steps(conn: &Connection, cutoff: Option<&str>) -> Result<(Tools, u64), StoreError> {
+    // Looked up by borrowed bytes while scanning (the last row's tool first), so a row's tool
+    // name is copied only once per tool; the unnamed calls apart.
+    let mut named: Vec<ToolStats> = Vec::new();
+    let mut index: HashMap<Vec<u8>, usize> = HashMap::new();
+    let mut last = usize::MAX;
+    let mut unnamed: Option<ToolStats> = None;
+    let mut damaged = 0u64;
+    let mut stmt = conn.prepare(STEPS).ctx("stats: steps")?;
+    let mut rows = stmt.query(rusqlite::params![cutoff]).ctx("stats: steps")?;
+    while let Some(r) = rows.next().ctx("stats: steps")? {
+        let decision = r.get_ref(1).ctx("stats: steps")?;
+        let policy = r.get_ref(2).ctx("stats: steps")?;
+        let facts = match step_fast(decision, policy) {
+            Some(f) => f,
+            None => step_by_sql(conn, r.get(0).ctx("stats: steps")?)?,
+        };
+        let (tool, cut, outcome) = match facts {
+            StepFacts::Skip => continue,
+            StepFacts::Damaged => {
+                damaged += 1;
+                continue;
+            }
+            StepFacts::Call { tool, cut, outcome } => (tool, cut, outcome),
+        };
+        let t = match tool {
+            None => unnamed.get_or_insert_with(ToolStats::default),
+            Some(name) => {
+                let same = |t: &ToolStats| t.tool.as_deref() == Some(name.as_ref());
+                if !named.get(last).is_some_and(same) {
+                    last = match index.get(name.as_ref()) {
+                        Some(&i) => i,
+                        None => {
+                            named.push(ToolStats {
+                                tool: Some(name.to_vec()),
+                                ..ToolStats::default()
+                            });
+                            index.insert(name.into_owned(), named.len() - 1);
+                            named.len() - 1
+                        }
+                    };
+                }
+                match named.get_mut(last) {
+                    Some(t) => t,
+                    None => continue,
+                }
+            }
+        };
+        t.tool_cut |= cut;
+        t.calls += 1;
+        if r.get::<_, Option<bool>>(3)
+            .ctx("stats: steps")?
+            .unwrap_or(false)
+        {
+            t.invalid += 1;
+        }
+        match outcome {
+            Outcome::Allow => t.allowed += 1,
+            Outcome::Denied(code) => match t.denied.get_mut(code.as_ref()) {
+                Some(n) => *n += 1,
+                None => {
+                    t.denied.insert(code.into_owned(), 1);
+                }
+            },
+            Outcome::Neither => {}
+        }
+    }
+    let mut tools: Tools = named.into_iter().map(|t| (t.tool.clone(), t)).collect();
+    if let Some(t) = unnamed {
+        tools.insert(None, t);
+    }
+    Ok((tools, damaged))
+}
+
+/// The approvals: per tool, what the reviewers did (taking held-then-allowed calls back out of
+/// `allowed`); per reviewer, the decisions; and the times that could not be read.
+fn scan_approvals(
+    conn: &Connection,
+    cutoff: Option<&str>,
+    tools: &mut Tools,
+) -> Result<(BTreeMap<Vec<u8>, ReviewerStats>, u64), StoreError> {
+    let mut reviewers: BTreeMap<Vec<u8>, ReviewerStats> = BTreeMap::new();
+    // Held steps whose recorded outcome is `allow` (the resume's verdict): counted above as
+    // allowed, taken back out once per step.
+    let mut held_allowed = HashSet::new();
+    let mut unreadable_times = 0u64;
+    let mut stmt = conn.prepare(APPROVALS).ctx("stats: approvals")?;
+    let mut rows = stmt
+        .query(rusqlite::params![cutoff, NAME_MAX as i64])
+        .ctx("stats: approvals")?;
+    while let Some(r) = rows.next().ctx("stats: approvals")? {
+        let fast = approval_fast(
+            r.get_ref(2).ctx("stats: approvals")?,
+            r.get_ref(3).ctx("stats: approvals")?,
+        );
+        let held = match fast {
+            Some(h) => h,
+            None => approval_by_sql(
+                conn,
+                r.get(0).ctx("stats: approvals")?,
+                r.get(1).ctx("stats: approvals")?,
+            )?,
+        };
+        let status = text(r.get_ref(4).ctx("stats: approvals")?).unwrap_or_default();
+        let created = text(r.get_ref(5).ctx("stats: approvals")?).unwrap_or_default();
+        let decided = text(r.get_ref(6).ctx("stats: approvals")?).unwrap_or_default();
+        let by = bytes(r.get_ref(7).ctx("stats: approvals")?);
+        let by_cut: bool = r
+            .get::<_, Option<bool>>(8)
+            .ctx("stats: approvals")?
+            .unwrap_or(false);
+        let step = bytes(r.get_ref(9).ctx("stats: approvals")?);
+        let t = entry(tools, held.tool.map(Cow::into_owned), held.cut);
+        t.needs_approval += 1;
+        if held.allowed && held_allowed.insert(step) {
+            t.allowed = t.allowed.saturating_sub(1);
+        }
+        let rv = tally_approval(t, &status, &created, &decided, &mut unreadable_times);
+        if let Some(approved) = rv {
+            let rv = reviewers
+                .entry(by.clone())
+                .or_insert_with(|| ReviewerStats {
+                    by: by.clone(),
+                    ..ReviewerStats::default()
+                });
+            rv.by_cut |= by_cut;
+            if approved {
+                rv.approved += 1;
+            } else {
+                rv.rejected += 1;
+            }
+        }
+    }
+    Ok((reviewers, unreadable_times))
+}
+
+/// Counts one approval's status and times on its tool; `Some(approved)` when a reviewer
+/// decided it.
+fn tally_approval(
+    t: &mut ToolStats,
+    status: &str,
+    created: &str,
+    decided: &str,
+    unreadable_times: &mut u64,
+) -> Option<bool> {
+    let created = Timestamp::parse(created).ok();
+    match status {
+        "pending" => {
+            t.pending += 1;
+            match created {
+                Some(c) => t.oldest_pending = Some(t.oldest_pending.map_or(c, |o| o.min(c))),
+                None => *unreadable_times += 1,
+            }
+            None
+        }
+        "approved" | "rejected" => {
+            let approved = status == "approved";
+            if approved {
+                t.approved += 1;
+            } else {
+                t.rejected += 1;
+            }
+            match (created, Timestamp::parse(decided).ok()) {
+                (Some(c), Some(d)) => t
+                    .decision_times
+                    .push(std::time::Duration::from_nanos(d.sub(&c).max(0) as u64)),
+                _ => *unreadable_times += 1,
+            }
+            Some(approved)
+        }
+        "expired" => {
+            t.expired += 1;
+            None
+        }
+        _ => {
+            t.other_status += 1;
+            None
+        }
+    }
 }
 
 fn entry(
@@ -221,7 +281,7 @@ pub(super) fn opt_bytes(v: ValueRef<'_>) -> Option<Vec<u8>> {
 }
 
 /// A column as text when it is text (lossless for UTF-8; `None` for NULL).
-fn text(v: ValueRef<'_>) -> Option<String> {
+pub(super) fn text(v: ValueRef<'_>) -> Option<String> {
     match v {
         ValueRef::Null => None,
         other => Some(String::from_utf8_lossy(&bytes(other)).into_owned()),
