@@ -7,6 +7,7 @@
 //! (`Store::write`).
 
 mod bind;
+mod column;
 mod damaged;
 mod detail;
 mod error;

@@ -9,9 +9,9 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use rusqlite::Connection;
-use rusqlite::types::ValueRef;
 
 use super::Store;
+use super::column::{bytes, text};
 use super::error::{Ctx, StoreError};
 use super::stats_row::{
     Outcome, StepFacts, approval_by_sql, approval_fast, step_by_sql, step_fast,
@@ -260,30 +260,4 @@ fn entry(
     });
     t.tool_cut |= cut;
     t
-}
-
-/// A column's bytes whatever its type (NULL is empty).
-pub(super) fn bytes(v: ValueRef<'_>) -> Vec<u8> {
-    match v {
-        ValueRef::Null => Vec::new(),
-        ValueRef::Integer(i) => i.to_string().into_bytes(),
-        ValueRef::Real(f) => f.to_string().into_bytes(),
-        ValueRef::Text(b) | ValueRef::Blob(b) => b.to_vec(),
-    }
-}
-
-/// A column's bytes, `None` for NULL.
-pub(super) fn opt_bytes(v: ValueRef<'_>) -> Option<Vec<u8>> {
-    match v {
-        ValueRef::Null => None,
-        other => Some(bytes(other)),
-    }
-}
-
-/// A column as text when it is text (lossless for UTF-8; `None` for NULL).
-pub(super) fn text(v: ValueRef<'_>) -> Option<String> {
-    match v {
-        ValueRef::Null => None,
-        other => Some(String::from_utf8_lossy(&bytes(other)).into_owned()),
-    }
 }

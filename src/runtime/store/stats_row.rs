@@ -10,8 +10,8 @@ use std::borrow::Cow;
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OptionalExtension};
 
+use super::column::{opt_bytes, text};
 use super::error::{Ctx, StoreError};
-use super::stats::{opt_bytes, text};
 use crate::runtime::json::members::{Member, top_members};
 use crate::runtime::stats::{NAME_MAX, reason_code};
 

@@ -195,8 +195,8 @@ impl Store {
         after: i64,
         limit: u32,
     ) -> Result<(Vec<ArrivedApproval>, i64), StoreError> {
+        use super::column::{bytes as b, opt_bytes};
         use super::error::Ctx;
-        use super::stats::{bytes as b, opt_bytes};
         self.read(|c| {
             let mut stmt = c
                 .prepare_cached(
