@@ -256,17 +256,21 @@ pub fn layout(fields: &[ApprovalField], o: &LayoutOpts) -> Vec<FieldView> {
         .iter()
         .enumerate()
         .map(|(i, f)| {
-            let label = text::line_mode(
-                &f.label,
-                24.min(o.width / 3),
-                &TextStyles {
-                    text: o.label_style,
-                    ..*o.st
-                },
-                o.strict,
-            );
+            let label_st = TextStyles {
+                text: o.label_style,
+                ..*o.st
+            };
+            let room = 24.min(o.width / 3);
+            let label = text::line_mode(&f.label, room, &label_st, o.strict);
+            // A label is never cut (issue 14 item 4: two keys that differ past the cut would
+            // look alike): one too long to sit beside its value (a presentation's key on the
+            // decision page) is drawn as a raw field's is, wrapped on lines of its own.
+            let whole = text::line_mode(&f.label, usize::MAX, &label_st, o.strict).width <= room;
             match f.look {
                 Look::Value => layout_value(i, f, &o),
+                Look::Meta | Look::Fact | Look::Alert | Look::Good if !whole => {
+                    layout_value(i, f, &o)
+                }
                 Look::Heading => FieldView {
                     lines: vec![Line::styled(
                         text::escaped(&f.label),
