@@ -84,7 +84,9 @@ pub fn line_mode(raw: &[u8], max: usize, st: &TextStyles, strict: bool) -> Rende
     }
 }
 
-/// A detail block: real line breaks, hard-wrapped at `width` by grapheme, every escape visible.
+/// A detail block: real line breaks, wrapped at `width` at a space where one is on the line
+/// (issue 16), else by grapheme; every escape visible and never split (an escape moves to the
+/// next line whole, and only one wider than a line is cut where it must be).
 pub fn block(
     raw: &[u8],
     width: usize,
@@ -95,17 +97,14 @@ pub fn block(
     let width = width.max(4);
     let mut lines = Vec::new();
     for segs in t.lines() {
-        let mut cur: Vec<Span<'static>> = Vec::new();
-        let mut w = 0;
+        // The line's pieces: (text, style, width), an escape a piece of its own.
+        let mut pieces: Vec<(&str, Style, usize)> = Vec::new();
         for s in segs {
             if s.kind() == SegmentKind::LineBreak {
                 continue;
             }
             let style = style_of(s.kind(), st);
-            let mut run = String::new();
-            // An escape (`\u{2029}`) moves to the next line whole rather than split in two;
-            // one wider than a line is cut where it must be.
-            let pieces: Vec<&str> = if s.kind() == SegmentKind::Escape {
+            let parts: Vec<&str> = if s.kind() == SegmentKind::Escape {
                 escape_tokens(s.text())
                     .into_iter()
                     .flat_map(|t| {
@@ -119,28 +118,84 @@ pub fn block(
             } else {
                 s.text().graphemes(true).collect()
             };
-            for g in pieces {
-                let gw = safetext::text_width(g);
-                if w + gw > width && w > 0 {
-                    if !run.is_empty() {
-                        cur.push(Span::styled(std::mem::take(&mut run), style));
-                    }
-                    lines.push(Line::from(std::mem::take(&mut cur)));
-                    w = 0;
-                }
-                run.push_str(g);
-                w += gw;
-            }
-            if !run.is_empty() {
-                cur.push(Span::styled(run, style));
-            }
+            pieces.extend(
+                parts
+                    .into_iter()
+                    .map(|g| (g, style, safetext::text_width(g))),
+            );
         }
-        lines.push(Line::from(cur));
+        for row in wrap(&pieces, width, st.text) {
+            lines.push(spans_of(row));
+        }
     }
     if lines.is_empty() {
         lines.push(Line::from(""));
     }
     (lines, Marks::of(&t))
+}
+
+/// Greedy wrapping of one line's pieces: a row breaks after its last plain space when the next
+/// piece does not fit, else before that piece. A space may hang past the width at a row's end
+/// (it is never dropped: it ends that row).
+fn wrap<'a>(
+    pieces: &[(&'a str, Style, usize)],
+    width: usize,
+    plain: Style,
+) -> Vec<Vec<(&'a str, Style, usize)>> {
+    let mut rows = Vec::new();
+    let mut cur: Vec<(&'a str, Style, usize)> = Vec::new();
+    let mut w = 0;
+    // Where the current row may break: just after its last plain space.
+    let mut after_space: Option<usize> = None;
+    for &p in pieces {
+        let space = p.0 == " " && p.1 == plain;
+        if w + p.2 > width && w > 0 && !space {
+            match after_space {
+                Some(b) if b < cur.len() => {
+                    let rest = cur.split_off(b);
+                    rows.push(std::mem::replace(&mut cur, rest));
+                    w = cur.iter().map(|q| q.2).sum();
+                }
+                _ => {
+                    rows.push(std::mem::take(&mut cur));
+                    w = 0;
+                }
+            }
+            after_space = None;
+            if w + p.2 > width && w > 0 {
+                rows.push(std::mem::take(&mut cur));
+                w = 0;
+            }
+        }
+        cur.push(p);
+        w += p.2;
+        if space {
+            after_space = Some(cur.len());
+        }
+    }
+    rows.push(cur);
+    rows
+}
+
+/// A row of pieces as spans, consecutive pieces of one style joined.
+fn spans_of(row: Vec<(&str, Style, usize)>) -> Line<'static> {
+    let mut spans: Vec<Span<'static>> = Vec::new();
+    let mut run = String::new();
+    let mut style = None;
+    for (g, st, _) in row {
+        if style.is_some_and(|s| s != st) {
+            spans.push(Span::styled(
+                std::mem::take(&mut run),
+                style.unwrap_or_default(),
+            ));
+        }
+        style = Some(st);
+        run.push_str(g);
+    }
+    if !run.is_empty() {
+        spans.push(Span::styled(run, style.unwrap_or_default()));
+    }
+    Line::from(spans)
 }
 
 /// An escape segment's text split into its escapes: `\xNN`, `\u{...}` and two-character
@@ -225,6 +280,34 @@ mod tests {
             false,
         );
         assert!(ls.iter().all(|l| l.width() <= 21));
+    }
+
+    /// Issue 16: a line breaks at a space when one is on it, a word longer than the line is
+    /// split, and nothing is dropped: the rows joined are the escaped text.
+    #[test]
+    fn wrapping_breaks_at_spaces_and_keeps_every_character() {
+        let raw = b"policy said: issue_refund of 6500 cents is above the automatic limit";
+        let (ls, _) = block(raw, 20, &TextStyles::default(), false);
+        let rows: Vec<String> = ls.iter().map(|l| l.to_string()).collect();
+        assert_eq!(rows.concat(), String::from_utf8_lossy(raw), "{rows:?}");
+        assert_eq!(
+            rows,
+            [
+                "policy said: ",
+                "issue_refund of 6500 ",
+                "cents is above the ",
+                "automatic limit"
+            ]
+        );
+        let long = format!("a {}", "b".repeat(30));
+        let (ls, _) = block(long.as_bytes(), 12, &TextStyles::default(), false);
+        let rows: Vec<String> = ls.iter().map(|l| l.to_string()).collect();
+        assert_eq!(rows.concat(), long, "{rows:?}");
+        assert_eq!(rows[0], "a ");
+        assert!(
+            rows[1..].iter().all(|r| r.chars().count() <= 12),
+            "{rows:?}"
+        );
     }
 
     /// Issue 16: wrapping never splits an escape (`\u{2` / `029}`).
