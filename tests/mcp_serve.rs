@@ -110,6 +110,22 @@ fn proxy_approval_round_trip() {
         "{}",
         h.stderr()
     );
+    // The line to paste is the command alone, its words shell words (the database path here
+    // needs no quoting), ending where the line ends.
+    let err = h.stderr();
+    let line = err
+        .lines()
+        .find(|l| l.contains("decide with"))
+        .unwrap_or_else(|| panic!("a decide line: {err}"));
+    let cmd = line
+        .split_once(": countersign")
+        .map(|(_, c)| c)
+        .unwrap_or("");
+    assert!(
+        cmd.starts_with(&format!(" --db {} approve s1.", db.display()))
+            && cmd.ends_with(&format!(" --approval {id}")),
+        "{line}"
+    );
     // Asking again before a decision runs nothing and asks nothing new.
     let (again, _) = h.call("fs_write_file", r#"{"text":"hi","path":"/tmp/a"}"#);
     assert_eq!(approval_in(&again), id, "{again}");

@@ -34,6 +34,7 @@ mod decode;
 mod escape;
 mod json;
 mod segments;
+pub mod shell;
 mod width;
 mod wrap;
 

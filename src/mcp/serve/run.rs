@@ -96,12 +96,24 @@ impl Proxy {
             s(tool),
             s(&run.id)
         ));
-        self.say(&format!(
-            "  decide with: countersign --db {} approve {} --approval {}   (or reject)",
-            crate::mcp::quote(&self.o.cfg.database.display().to_string()),
-            s(&run.id),
-            s(&a.id)
-        ));
+        // A line to paste: every word a shell word that reads back the stored bytes
+        // (`safetext::shell`), never the display escaper's text.
+        use crate::safetext::shell::{command, id_word};
+        let line = match (id_word(run.id.as_bytes()), id_word(a.id.as_bytes())) {
+            (Ok(r), Ok(ap)) => command(
+                &self.o.cfg.database,
+                &format!("approve {r} --approval {ap}"),
+            ),
+            (Err(why), _) | (_, Err(why)) => Err(format!(
+                "an id {}, so no command can be printed for it",
+                why.why()
+            )),
+        };
+        self.say(&match line {
+            // Printed last on its line, so what a person copies ends where the line ends.
+            Ok(cmd) => format!("  decide with (or `reject` in place of `approve`): {cmd}"),
+            Err(why) => format!("  decide it in the console or with approve: {why}"),
+        });
     }
 
     /// The latest approval of a run waiting on one, as a pending answer.
