@@ -293,3 +293,27 @@ fn a_row_decided_by_another_reviewer_after_the_listing_is_skipped_and_named() {
     assert_eq!(status_of(&db, &aps[4]), "rejected");
     assert_verifies(&db);
 }
+
+#[test]
+fn with_json_a_terminal_is_not_consent_so_nothing_is_asked_on_stdout() {
+    // The prompt would land in the JSON a script reads: with --json only --yes consents.
+    let dir = tempdir();
+    let (db, _runs, _aps) = queue(dir.path());
+    let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_countersign"));
+    cmd.args([
+        "--db",
+        db.to_str().expect("utf8"),
+        "--json",
+        "reject",
+        "--tool",
+        "issue_refund",
+        "--note",
+        "x",
+    ]);
+    let mut term = Session::start(cmd, 24, 200);
+    let code = term.finish();
+    let t = String::from_utf8_lossy(&term.raw).into_owned();
+    assert_eq!(code, 2, "{t}");
+    assert!(!t.contains("[y/N]"), "{t}");
+    assert!(approvals(&db).iter().all(|a| a.1 == "pending"));
+}

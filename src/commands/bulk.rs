@@ -74,12 +74,18 @@ struct Row {
 
 /// The consent rule, checked before the database is opened: a dry run or `--yes` needs no
 /// one; otherwise a person must be there to answer.
-pub fn check_consent(verb: BulkVerb, sel: &Select, yes: bool) -> Result<(), CommandError> {
-    if sel.dry_run || yes || interactive() {
+pub fn check_consent(
+    verb: BulkVerb,
+    sel: &Select,
+    yes: bool,
+    json_out: bool,
+) -> Result<(), CommandError> {
+    // With --json the prompt would land in the JSON on stdout: consent must be --yes.
+    if sel.dry_run || yes || (interactive() && !json_out) {
         return Ok(());
     }
     Err(CommandError::Usage(format!(
-        "{}: refusing to decide selected rows without --yes or an interactive terminal to confirm at; list them first with --dry-run",
+        "{}: refusing to decide selected rows without --yes or (without --json) an interactive terminal to confirm at; list them first with --dry-run",
         verb.name()
     )))
 }

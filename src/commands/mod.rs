@@ -183,14 +183,14 @@ fn run(cli: Cli) -> Result<(), CommandError> {
             };
             let db = database_path(cli.db)?;
             let by = who(cli.by.as_deref(), verb.name())?;
-            bulk::check_consent(verb, &a.select, a.yes)?;
+            bulk::check_consent(verb, &a.select, a.yes, json)?;
             let note = a.note.as_deref().unwrap_or("");
             bulk::run(&db, json, verb, &a.select, (note, a.yes, &by), &mut out)
         }
         Command::Cancel(a) if a.select.any() => {
             let db = database_path(cli.db)?;
             let by = who(cli.by.as_deref(), "cancel")?;
-            bulk::check_consent(bulk::BulkVerb::Cancel, &a.select, a.yes)?;
+            bulk::check_consent(bulk::BulkVerb::Cancel, &a.select, a.yes, json)?;
             let args = (a.note.as_str(), a.yes, by.as_str());
             bulk::run(&db, json, bulk::BulkVerb::Cancel, &a.select, args, &mut out)
         }
