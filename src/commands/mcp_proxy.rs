@@ -27,6 +27,9 @@ pub enum McpAction {
     /// Open everything serving would (manifests, servers, database, call index) and report
     /// which tools would be offered.
     Check(ConfigArg),
+    /// Ask the policy as configured now again, read-only, about the calls it judged (a run, or
+    /// the session's newest runs) and say where today's answer differs from the recorded one.
+    Recheck(super::mcp_recheck::RecheckArgs),
 }
 
 #[derive(Debug, Args)]
@@ -36,8 +39,9 @@ pub struct ConfigArg {
     pub config: PathBuf,
 }
 
-pub fn run(a: &McpProxyArgs, out: &mut Out) -> Result<(), CommandError> {
+pub fn run(a: &McpProxyArgs, json: bool, out: &mut Out) -> Result<(), CommandError> {
     match &a.action {
+        Some(McpAction::Recheck(r)) => super::mcp_recheck::run(r, json, out),
         Some(McpAction::Pin(c)) => pin(&c.config, out),
         Some(McpAction::Check(c)) => check(&c.config, out),
         None => match &a.config {

@@ -13,6 +13,8 @@ pub mod demo;
 mod events;
 #[cfg(feature = "mcp")]
 pub mod mcp_proxy;
+#[cfg(feature = "mcp")]
+mod mcp_recheck;
 mod open;
 pub mod out;
 mod prefix;
@@ -231,7 +233,7 @@ fn run(cli: Cli) -> Result<(), CommandError> {
         #[cfg(feature = "providers")]
         Command::Agent(a) => agent::run(cli.db.as_deref(), a, &mut out),
         #[cfg(feature = "mcp")]
-        Command::McpProxy(a) => mcp_proxy::run(a, &mut out),
+        Command::McpProxy(a) => mcp_proxy::run(a, json, &mut out),
         Command::Demo(a) => {
             // Never COUNTERSIGN_DB/AGENTRT_DB: they may name a real database.
             let db = cli.db.clone().unwrap_or_else(demo::default_path);

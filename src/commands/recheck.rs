@@ -71,7 +71,7 @@ fn answer(d: &PolicyDecision) -> String {
     }
 }
 
-fn report_json(r: &RecheckReport) -> serde_json::Value {
+pub(super) fn report_json(r: &RecheckReport) -> serde_json::Value {
     let checked: Vec<serde_json::Value> = r
         .checked
         .iter()
@@ -99,6 +99,37 @@ fn report_json(r: &RecheckReport) -> serde_json::Value {
     json!({"run_id": r.run_id, "differs": r.differs(), "checked": checked, "skipped": skipped})
 }
 
+/// A report's lines: differences first, then what is the same, then what could not be asked.
+pub(super) fn print_report(r: &RecheckReport, out: &mut Out) -> Result<(), CommandError> {
+    for c in r.checked.iter().filter(|c| !c.differences.is_empty()) {
+        out.line(&format!(
+            "step {} ({}): DIFFERS from the recorded answer ({})",
+            c.step_index,
+            clean(&c.tool, 80),
+            clean(&answer(&c.recorded), 400)
+        ))?;
+        for d in &c.differences {
+            out.line(&format!("  {}", clean(d, 4000)))?;
+        }
+    }
+    for c in r.checked.iter().filter(|c| c.differences.is_empty()) {
+        out.line(&format!(
+            "step {} ({}): same as recorded ({})",
+            c.step_index,
+            clean(&c.tool, 80),
+            clean(&answer(&c.recorded), 400)
+        ))?;
+    }
+    for s in &r.skipped {
+        out.line(&format!(
+            "step {}: not re-checked: {}",
+            s.step_index,
+            clean(&s.why, 400)
+        ))?;
+    }
+    Ok(())
+}
+
 pub fn run(
     db: &Path,
     json_out: bool,
@@ -117,33 +148,7 @@ pub fn run(
     if json_out {
         out.json(&report_json(&r), &Raws::default())?;
     } else {
-        // Differences first, then what is the same, then what could not be asked.
-        for c in r.checked.iter().filter(|c| !c.differences.is_empty()) {
-            out.line(&format!(
-                "step {} ({}): DIFFERS from the recorded answer ({})",
-                c.step_index,
-                clean(&c.tool, 80),
-                clean(&answer(&c.recorded), 400)
-            ))?;
-            for d in &c.differences {
-                out.line(&format!("  {}", clean(d, 4000)))?;
-            }
-        }
-        for c in r.checked.iter().filter(|c| c.differences.is_empty()) {
-            out.line(&format!(
-                "step {} ({}): same as recorded ({})",
-                c.step_index,
-                clean(&c.tool, 80),
-                clean(&answer(&c.recorded), 400)
-            ))?;
-        }
-        for s in &r.skipped {
-            out.line(&format!(
-                "step {}: not re-checked: {}",
-                s.step_index,
-                clean(&s.why, 400)
-            ))?;
-        }
+        print_report(&r, out)?;
         out.line(&format!(
             "run {}: {} decision(s) re-checked, {} not re-checkable; {}",
             ident(run_id, 64),

@@ -13,6 +13,7 @@ pub mod host;
 pub mod key;
 pub mod open;
 pub mod policy;
+pub mod recheck;
 mod run;
 pub mod signals;
 pub mod status;

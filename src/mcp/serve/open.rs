@@ -78,17 +78,44 @@ pub struct Opened {
     pub policy: Arc<ProxyPolicy>,
 }
 
-fn close_all(conns: &[Arc<Connection>]) {
+/// Closes every connection.
+pub fn close_all(conns: &[Arc<Connection>]) {
     for c in conns {
         c.close();
     }
 }
 
+/// What loading every server gave: each server's report, the tools offered and the open
+/// connections.
+pub type Loaded = (Vec<Report>, Vec<Offered>, Vec<Arc<Connection>>);
+
 /// Opens what serving needs, in agentrt's order. On error: the line, and the reports read.
 pub fn open(cfg: ProxyConfig) -> Result<Opened, (String, Vec<Report>)> {
-    let mut reports = Vec::new();
     owned::check_database(&cfg.database).map_err(|e| (e, Vec::new()))?;
     crate::mcp::reach::check(&cfg).map_err(|e| (e, Vec::new()))?;
+    let (reports, offered, conns) = load_servers(&cfg)?;
+    match finish(&cfg, &offered, &conns) {
+        Ok((store, gate, policy)) => Ok(Opened {
+            cfg,
+            reports,
+            offered,
+            conns,
+            store,
+            gate,
+            policy,
+        }),
+        Err(e) => {
+            close_all(&conns);
+            Err((e, reports))
+        }
+    }
+}
+
+/// Reads each server's manifest, connects and loads it (after the reach check), refusing a
+/// tool registered under the status tool's name or by two servers. On error every connection
+/// opened is closed.
+pub fn load_servers(cfg: &ProxyConfig) -> Result<Loaded, (String, Vec<Report>)> {
+    let mut reports = Vec::new();
     let mut conns: Vec<Arc<Connection>> = Vec::new();
     let mut offered: Vec<Offered> = Vec::new();
     let fail = |e: String, conns: &[Arc<Connection>], reports: Vec<Report>| {
@@ -135,18 +162,7 @@ pub fn open(cfg: ProxyConfig) -> Result<Opened, (String, Vec<Report>)> {
         }
         reports.push(l.report);
     }
-    match finish(&cfg, &offered, &conns) {
-        Ok((store, gate, policy)) => Ok(Opened {
-            cfg,
-            reports,
-            offered,
-            conns,
-            store,
-            gate,
-            policy,
-        }),
-        Err(e) => fail(e, &conns, reports),
-    }
+    Ok((reports, offered, conns))
 }
 
 type Finished = (Arc<Store>, Gate, Arc<ProxyPolicy>);

@@ -40,7 +40,7 @@ use super::types::{Event, Limits, Run};
 
 pub use gate::{Gate, Session, Verdict};
 pub use lease::DEFAULT_LEASE_TTL;
-pub use recheck::{NotRechecked, RecheckReport, RecheckScope, Rechecked};
+pub use recheck::{NotRechecked, RecheckReport, RecheckScope, RecheckSpecs, Rechecked};
 pub use recover::{INTERRUPTED_NOTICE, Reconcile, Reconciliation};
 pub use resume::verify_hash;
 pub use worker::{SCAN_LIMIT, WorkEvent, WorkObserver, WorkOptions, WorkReport};
@@ -106,6 +106,10 @@ impl RuntimeError {
     /// True for `ErrLeaseLost`.
     pub fn is_lease_lost(&self) -> bool {
         matches!(self, RuntimeError::Store(StoreError::LeaseLost { .. }))
+    }
+    /// True for `ErrNotFound`: an unknown run, approval, event or spec.
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, RuntimeError::Store(StoreError::NotFound { .. }))
     }
 }
 

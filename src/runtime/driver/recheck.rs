@@ -12,7 +12,7 @@ use super::dispatch::INTERRUPTED_KIND;
 use super::{Driver, RuntimeError};
 use crate::runtime::json;
 use crate::runtime::policy::{PolicyRequest, RunView};
-use crate::runtime::types::{Approval, PolicyDecision, Step, StepStatus, ToolRequest};
+use crate::runtime::types::{Approval, PolicyDecision, Step, StepStatus, ToolRequest, ToolSpec};
 
 /// Which recorded evaluations to ask about again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,6 +22,19 @@ pub enum RecheckScope {
     Awaiting,
     /// Every recorded evaluation of the policy.
     All,
+}
+
+/// Which tool spec an approval request's hash is recomputed with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecheckSpecs {
+    /// The spec of the tool registered with this driver now: a changed description or schema
+    /// makes the approval differ (a grant of the recorded one would not run).
+    Registered,
+    /// The spec recorded in the approval's own request: only the policy's answer (kind,
+    /// capability, presentation) is compared. For a checker whose tools are stand-ins built
+    /// from configuration rather than from the live servers (`mcp-proxy recheck` without
+    /// `--current-tools`).
+    Recorded,
 }
 
 /// One recorded evaluation asked about again.
@@ -160,6 +173,31 @@ fn differences(
     out
 }
 
+/// The hash a grant of `now` would bind for the step's approval `a`.
+fn rehash(
+    now: &PolicyDecision,
+    a: &Approval,
+    run_id: &str,
+    step: &Step,
+    spec: &ToolSpec,
+    args: &[u8],
+    specs: RecheckSpecs,
+) -> Result<String, String> {
+    let request = match specs {
+        RecheckSpecs::Recorded => a.request_json.as_bytes().to_vec(),
+        RecheckSpecs::Registered => ToolRequest {
+            run_id: run_id.to_string(),
+            step_id: step.id.clone(),
+            spec: spec.clone(),
+            args: args.to_vec(),
+        }
+        .to_go_json()
+        .map_err(|e| e.to_string())?,
+    };
+    json::approval_hash(&now.kind, &now.capability, &now.presentation, &request)
+        .map_err(|e| e.to_string())
+}
+
 fn short(h: &str) -> &str {
     h.get(..16).unwrap_or(h)
 }
@@ -173,6 +211,16 @@ impl Driver {
         &self,
         run_id: &str,
         scope: RecheckScope,
+    ) -> Result<RecheckReport, RuntimeError> {
+        self.recheck_with(run_id, scope, RecheckSpecs::Registered)
+    }
+
+    /// [`Driver::recheck`], with the choice of the spec an approval's hash is recomputed with.
+    pub fn recheck_with(
+        &self,
+        run_id: &str,
+        scope: RecheckScope,
+        specs: RecheckSpecs,
     ) -> Result<RecheckReport, RuntimeError> {
         let store = &self.inner.store;
         let run = store.get_run(run_id)?;
@@ -272,20 +320,10 @@ impl Driver {
                     .rev()
                     .find(|a| a.step_id == step.id)
                     .map(|a| {
-                        let request = ToolRequest {
-                            run_id: run.id.clone(),
-                            step_id: step.id.clone(),
-                            spec: reg.spec.clone(),
-                            args: args.to_vec(),
-                        };
-                        let h = request
-                            .to_go_json()
-                            .map_err(|e| e.to_string())
-                            .and_then(|rj| {
-                                json::approval_hash(&n.kind, &n.capability, &n.presentation, &rj)
-                                    .map_err(|e| e.to_string())
-                            });
-                        (a.hash.clone(), h)
+                        (
+                            a.hash.clone(),
+                            rehash(n, a, &run.id, step, &reg.spec, args, specs),
+                        )
                     }),
                 _ => None,
             };
