@@ -103,16 +103,12 @@ fn proxy_approval_round_trip() {
     let (text, is_err) = h.call("fs_write_file", W);
     assert!(!is_err && text.starts_with("PENDING_APPROVAL: "), "{text}");
     let id = approval_in(&text);
-    assert!(
-        h.stderr().contains(&format!(
-            "approval {id} (remote_mutation) for fs_write_file waits for an operator"
-        )),
-        "{}",
-        h.stderr()
-    );
+    h.stderr_with(&format!(
+        "approval {id} (remote_mutation) for fs_write_file waits for an operator"
+    ));
     // The line to paste is the command alone, its words shell words (the database path here
     // needs no quoting), ending where the line ends.
-    let err = h.stderr();
+    let err = h.stderr_with("decide with");
     let line = err
         .lines()
         .find(|l| l.contains("decide with"))
@@ -280,11 +276,7 @@ fn process_server_killed_mid_call_blocks_the_tool_until_an_operator_decides() {
     let (u, is_err) = h.call("fs_write_file", die);
     assert!(!is_err && u.starts_with("UNKNOWN_OUTCOME: an attempt of this exact request failed without an answer from the server"), "{u}");
     let id = approval_in(&u);
-    assert!(
-        h.stderr().contains("its outcome is unknown"),
-        "{}",
-        h.stderr()
-    );
+    h.stderr_with("its outcome is unknown");
     let (b, is_err) = h.call("fs_write_file", W);
     assert!(
         is_err && b.starts_with("BLOCKED: an earlier call to fs_write_file may have taken effect"),
@@ -659,12 +651,7 @@ fn process_crash_then_approve_runs_it_again_once() {
     };
     assert!(text.starts_with("INTERRUPTED: "), "{text}");
     let id = approval_in(&text);
-    assert!(
-        h.stderr()
-            .contains("was cut off while executing; its outcome is unknown"),
-        "{}",
-        h.stderr()
-    );
+    h.stderr_with("was cut off while executing; its outcome is unknown");
     let (b, _) = h.call("fs_write_file", W);
     assert!(b.starts_with("BLOCKED: ") && approval_in(&b) == id, "{b}");
     assert!(
@@ -924,6 +911,77 @@ fn unknown_expiry_asks_again_rather_than_runs() {
         )
         .unwrap();
     assert_eq!(started, 1, "nothing ran again");
+    h.close();
+    verify(&db);
+}
+
+#[test]
+fn unknown_expired_question_blocks_other_calls_of_the_tool_and_is_asked_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = r#"{"read_file": {"side_effect": "read_only", "timeout": "5s"},
+      "write_file": {"side_effect": "local_mutation", "timeout": "5s"}}"#;
+    let cfg = config(
+        dir.path(),
+        "normal",
+        rules,
+        r#""hold": "0s", "approval_ttl": "1s""#,
+    );
+    pin(&cfg);
+    let db = dir.path().join("runs.db");
+    let die = r#"{"path": "/die", "text": "x"}"#;
+    let mut h = Host::start(&cfg);
+    let (u, _) = h.call("fs_write_file", die);
+    assert!(u.starts_with("UNKNOWN_OUTCOME: "), "{u}");
+    let first = approval_in(&u);
+    std::thread::sleep(std::time::Duration::from_millis(1500)); // past the question's expiry
+    // Another request of the tool (the policy allows local mutations) does not run while the
+    // earlier outcome is unresolved: the earlier request is asked about again, in a fresh run
+    // of its own arguments, and this call is blocked on that new question.
+    let (b, _) = h.call("fs_write_file", W);
+    assert!(b.starts_with("BLOCKED: "), "{b}");
+    let second = approval_in(&b);
+    assert_ne!(second, first);
+    let c = rusqlite::Connection::open(&db).unwrap();
+    let (kind, cap, run): (String, String, String) = c
+        .query_row(
+            "SELECT kind, capability_json, run_id FROM approvals WHERE id = ?1",
+            [&second],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .unwrap();
+    assert_eq!(kind, "interrupted_side_effect");
+    let cap: serde_json::Value = serde_json::from_str(&cap).unwrap();
+    assert_eq!(
+        cap["args"]["path"], "/die",
+        "the earlier request's arguments: {cap}"
+    );
+    assert_eq!(cap["interrupted"]["ended"], "no_answer", "{cap}");
+    let origin: String = c
+        .query_row(
+            "SELECT decision_json FROM steps WHERE run_id = ?1",
+            [&run],
+            |r| r.get(0),
+        )
+        .map(|d: String| {
+            serde_json::from_str::<serde_json::Value>(&d).unwrap()["origin"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .unwrap();
+    assert_eq!(
+        origin, "operator",
+        "the re-ask is the gate's, not the model's"
+    );
+    // The earlier request's identical call now meets that same question.
+    let (again, _) = h.call("fs_write_file", die);
+    assert!(again.starts_with("UNKNOWN_OUTCOME: "), "{again}");
+    assert_eq!(approval_in(&again), second);
+    let writes = server_calls(dir.path())
+        .iter()
+        .filter(|c| c["tool"] == "write_file")
+        .count();
+    assert_eq!(writes, 1, "only the first attempt reached the server");
     h.close();
     verify(&db);
 }

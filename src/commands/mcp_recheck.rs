@@ -12,7 +12,7 @@ use super::out::{Out, Raws};
 use super::recheck::{print_report, report_json};
 use super::text::{clean, ident};
 use crate::mcp::sanitize;
-use crate::mcp::serve::recheck::{Found, Target, recheck};
+use crate::mcp::serve::recheck::{Checked, Target, recheck};
 
 /// What `recheck` covers, printed after its counts (agentrt's wording of the scope).
 pub const SCOPE: &str = "covered: the gate's policy (policy map, each rule's outcome, fixed values, rename); not covered: the duplicate rule, repeat window, max_pending, rejected or expired approvals, calls refused before the gate, and without --current-tools any schema or denied-parameter change";
@@ -73,7 +73,7 @@ fn loads_to_stderr(loads: &[crate::mcp::load::Report]) {
     }
 }
 
-fn text(found: &Found, out: &mut Out) -> Result<(), CommandError> {
+fn text(found: &Checked, out: &mut Out) -> Result<(), CommandError> {
     for r in &found.reports {
         out.line(&format!("run {}:", ident(r.run_id.as_bytes(), 64)))?;
         print_report(r, out)?;
@@ -90,7 +90,7 @@ fn text(found: &Found, out: &mut Out) -> Result<(), CommandError> {
     out.line(SCOPE)
 }
 
-fn verdict(found: &Found, target: &Target) -> Result<(), CommandError> {
+fn verdict(found: &Checked, target: &Target) -> Result<(), CommandError> {
     if found.differing() > 0 {
         return Err(failed(format!(
             "the policy now answers differently in {} run(s); read the differences above",

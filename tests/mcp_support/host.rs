@@ -164,6 +164,23 @@ impl Host {
         self.stderr.lock().unwrap().clone()
     }
 
+    /// The proxy's stderr once it contains `text`: its lines are read by another thread, so a
+    /// line written before an answer may arrive after it. Panics (with the stderr) when the
+    /// line has not come after two minutes: a guard against a hung proxy, not a timing check.
+    pub fn stderr_with(&self, text: &str) -> String {
+        let start = std::time::Instant::now();
+        loop {
+            let err = self.stderr();
+            if err.contains(text) {
+                return err;
+            }
+            if start.elapsed() > Duration::from_secs(120) {
+                panic!("no {text:?} on stderr:\n{err}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Closes stdin and waits: (exit code, stderr).
     pub fn close(mut self) -> (i32, String) {
         drop(self.stdin.take());

@@ -99,6 +99,26 @@ impl Calls {
     }
 
     /// Rows not yet settled, oldest first.
+    /// For each other request of `tool` (not `except`), its newest row with an attempt (rows
+    /// settled "no attempt", such as an expired re-ask that ran nothing, are passed over), when
+    /// that row's outcome is unseen or unknown; oldest first (agentrt's `unknownBlock`
+    /// candidates).
+    pub fn unresolved_of_tool(&self, tool: &str, except: &str) -> Result<Vec<Row>, String> {
+        let mut st = self
+            .conn
+            .prepare_cached(&format!(
+                "SELECT {COLS} FROM proxy_calls p WHERE session=?1 AND tool=?2 AND request_key<>?3 AND outcome IN (0, ?4) AND id = (SELECT MAX(id) FROM proxy_calls q WHERE q.session=p.session AND q.request_key=p.request_key AND q.outcome<>?5) ORDER BY id"
+            ))
+            .map_err(err)?;
+        let rows = st
+            .query_map(
+                params![self.session, tool, except, OUTCOME_UNKNOWN, OUTCOME_NONE],
+                row,
+            )
+            .map_err(err)?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(err)
+    }
+
     pub fn unsettled(&self) -> Result<Vec<Row>, String> {
         self.query(
             &format!(

@@ -18,6 +18,7 @@ use crate::runtime::store::StoreError;
 use crate::runtime::types::{Approval, ApprovalStatus, Run, RunStatus, Timestamp};
 
 const READ_FAILED: &str = "the gate could not read its records, and nothing was executed";
+const UNKNOWN_ASK_FAILED: &str = "the gate could not ask an operator about an earlier call to this tool whose outcome is unknown, and nothing was executed";
 
 /// Progress of a held call: (elapsed seconds, hold seconds).
 pub type Progress<'a> = &'a (dyn Fn(f64, f64) + Sync);
@@ -149,6 +150,7 @@ impl Proxy {
             expected,
             reuse,
             prior,
+            reopened: false,
         };
         self.begin(calls, t, Some(key), found, args)
     }
@@ -251,21 +253,91 @@ impl Proxy {
             match self.settle_run(calls, t, &run) {
                 Last::Known(_) => return None,
                 Last::None => {}
-                Last::Unknown(ended) => {
-                    let steps = self.o.store.list_steps(&run.id).ok()?;
-                    let s = steps.iter().rev().find(|s| {
-                        s.observation
-                            .as_ref()
-                            .is_some_and(|o| o.kind == "tool_error" || o.kind == "interrupted")
-                    })?;
-                    return Some(Attempt {
-                        run_id: run.id.clone(),
-                        step_id: s.id.clone(),
-                        started_at: s.started_at.to_rfc3339(),
-                        ended,
-                    });
-                }
+                Last::Unknown(ended) => return self.unknown_attempt(&run, ended).map(|a| a.0),
             }
+        }
+        None
+    }
+
+    /// Attaches to a run whose pending approval expired, which expires it and ends the run
+    /// (the Gate's own expiry), and settles its row.
+    fn expire(&self, calls: &mut Calls, t: &Offered, run_id: &str) {
+        if let Ok((Some(mut s), _)) = self.rt.block_on(self.o.gate.attach(run_id)) {
+            s.close();
+        }
+        if let Ok(run) = self.o.store.get_run(run_id)
+            && run.status.is_terminal()
+        {
+            self.settle_run(calls, t, &run);
+        }
+    }
+
+    /// The attempt of `run` whose outcome is unknown (`ended` says how), with the arguments it
+    /// was called with.
+    fn unknown_attempt(&self, run: &Run, ended: String) -> Option<(Attempt, Vec<u8>)> {
+        let steps = self.o.store.list_steps(&run.id).ok()?;
+        let s = steps.iter().rev().find(|s| {
+            s.observation
+                .as_ref()
+                .is_some_and(|o| o.kind == "tool_error" || o.kind == "interrupted")
+        })?;
+        let args = s
+            .decision
+            .as_ref()
+            .map(|d| d.args.clone())
+            .unwrap_or_default();
+        let a = Attempt {
+            run_id: run.id.clone(),
+            step_id: s.id.clone(),
+            started_at: s.started_at.to_rfc3339(),
+            ended,
+        };
+        Some((a, args))
+    }
+
+    /// agentrt's `unknownBlock`: another request of this tool whose last attempt's outcome is
+    /// unknown, and whose question ended unresolved (expired, a step limit, a crash before
+    /// asking; not rejected or cancelled), is asked again in a fresh run of *that* request
+    /// (its recorded arguments, origin `operator`), and this call is blocked on the new
+    /// approval. `None`: no such request.
+    fn unknown_block(&self, calls: &mut Calls, t: &Offered, key: &str) -> Option<Answer> {
+        let rows = match calls.unresolved_of_tool(&t.built.name, key) {
+            Ok(r) => r,
+            Err(e) => {
+                self.say(&format!("error: {}", crate::mcp::sanitize(&e)));
+                return Some(answer::unavailable(READ_FAILED));
+            }
+        };
+        for r in rows {
+            let Ok(run) = self.o.store.get_run(&r.run_id) else {
+                continue;
+            };
+            if !run.status.is_terminal()
+                || matches!(
+                    run.reason.as_str(),
+                    "approval_rejected" | "operator_cancelled"
+                )
+            {
+                continue;
+            }
+            let Last::Unknown(ended) = self.settle_run(calls, t, &run) else {
+                continue;
+            };
+            let Some((attempt, args)) = self.unknown_attempt(&run, ended) else {
+                continue;
+            };
+            let found = Found {
+                expected: r.open.then_some(r.id),
+                reuse: None,
+                prior: Some(attempt),
+                reopened: true,
+            };
+            return Some(
+                match self.begin(calls, t, Some(&r.request_key), found, &args) {
+                    Next::Hold(_, id, _) => answer::blocked_unknown(&t.built.name, &id),
+                    _ => answer::unavailable(UNKNOWN_ASK_FAILED),
+                },
+            );
         }
         None
     }
@@ -386,9 +458,20 @@ impl Proxy {
                 if live || a.status == ApprovalStatus::Approved {
                     return Some(answer::blocked_unknown(&t.built.name, &a.id));
                 }
+                if a.status == ApprovalStatus::Pending {
+                    // Its question expired: attaching expires it and ends the run, so the
+                    // unknown outcome below asks again rather than letting the tool run.
+                    self.expire(calls, t, &run.id);
+                }
             } else if live {
                 pending += 1;
             }
+        }
+        if !ro
+            && outcome != Some(Outcome::Deny)
+            && let Some(a) = self.unknown_block(calls, t, key)
+        {
+            return Some(a);
         }
         (needs && pending >= self.o.cfg.max_pending)
             .then(|| answer::blocked_cap(self.o.cfg.max_pending))

@@ -31,7 +31,7 @@ pub enum Target {
 
 /// What a recheck found.
 #[derive(Debug, Default)]
-pub struct Found {
+pub struct Checked {
     /// The identity of the policy the calls were asked about under.
     pub policy_id: String,
     /// Each run asked about, in the order chosen (newest first for a session).
@@ -40,7 +40,7 @@ pub struct Found {
     pub loads: Vec<Report>,
 }
 
-impl Found {
+impl Checked {
     /// Decisions asked about again, in all runs.
     pub fn checked(&self) -> usize {
         self.reports.iter().map(|r| r.checked.len()).sum()
@@ -186,7 +186,7 @@ fn session_runs(db: &Path, session: &str, limit: usize) -> Result<Vec<String>, S
 /// opened read-only (after the owner check), the call index read on a read-only connection.
 /// A session's run missing from the run tables is skipped; a named run that is missing is an
 /// error. On error: the line, and the servers' reports read so far.
-pub fn recheck(cfg: &ProxyConfig, target: &Target, current_tools: bool) -> Result<Found, Failed> {
+pub fn recheck(cfg: &ProxyConfig, target: &Target, current_tools: bool) -> Result<Checked, Failed> {
     let plain = |e: String| (e, Vec::new());
     owned::check_database(&cfg.database).map_err(plain)?;
     let (offered, loads) = if current_tools {
@@ -209,7 +209,7 @@ pub fn recheck(cfg: &ProxyConfig, target: &Target, current_tools: bool) -> Resul
             session_runs(&cfg.database, name, *limit).map_err(fail)?
         }
     };
-    let mut found = Found {
+    let mut found = Checked {
         policy_id: policy_id(cfg),
         reports: Vec::new(),
         loads: loads.clone(),

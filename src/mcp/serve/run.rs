@@ -20,6 +20,9 @@ pub struct Found {
     pub reuse: Option<String>,
     /// An earlier attempt of this request whose outcome is unknown and unresolved.
     pub prior: Option<Attempt>,
+    /// The run reopens another request's unresolved question (agentrt's `unknownBlock`): its
+    /// decision is recorded with origin `operator`, not `model`.
+    pub reopened: bool,
 }
 
 /// What a decision under the mutex came to.
@@ -168,6 +171,7 @@ impl Proxy {
             expected,
             reuse,
             prior,
+            reopened,
         } = found;
         let mut rnd = [0u8; 8];
         rand::RngCore::fill_bytes(&mut rand::rng(), &mut rnd);
@@ -232,7 +236,8 @@ impl Proxy {
         if let (Some(a), Ok(mut n)) = (prior, self.o.policy.noted.lock()) {
             n.insert(run_id.clone(), a);
         }
-        let v = s.propose(decision("tool_call", &t.built.name, args, "", "model"));
+        let origin = if reopened { "operator" } else { "model" };
+        let v = s.propose(decision("tool_call", &t.built.name, args, "", origin));
         if let Ok(mut n) = self.o.policy.noted.lock() {
             n.remove(&run_id);
         }
