@@ -193,3 +193,25 @@ fn cli_recheck_of_nothing_fails_and_usage_errors_exit_two() {
     assert_eq!(code, 1, "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
 }
+
+#[test]
+fn recheck_re_run_of_an_unknown_outcome_is_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = r#"{"read_file": {"side_effect": "read_only", "timeout": "5s"},
+      "write_file": {"side_effect": "local_mutation", "timeout": "5s"}}"#;
+    let cfg = config(dir.path(), "normal", rules, r#""hold": "0s""#);
+    pin(&cfg);
+    let mut h = Host::start(&cfg);
+    // The server dies mid-call: the outcome is unknown and the re-run waits on an
+    // interruption approval the proxy asked for itself.
+    let (u, _) = h.call("fs_write_file", r#"{"path": "/die", "text": "x"}"#);
+    assert!(u.starts_with("UNKNOWN_OUTCOME: "), "{u}");
+    h.close();
+    let (code, out, err) = recheck(&cfg, &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("; 0 run(s) differ"), "{out}");
+    assert!(
+        out.contains("(require_approval: interrupted while executing; outcome unknown)"),
+        "the re-run's question is re-checked, from its recorded interruption: {out}"
+    );
+}
