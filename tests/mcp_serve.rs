@@ -987,6 +987,65 @@ fn unknown_expired_question_blocks_other_calls_of_the_tool_and_is_asked_again() 
 }
 
 #[test]
+fn unknown_step_limit_keeps_the_tool_blocked() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = r#"{"read_file": {"side_effect": "read_only", "timeout": "5s"},
+      "write_file": {"side_effect": "local_mutation", "timeout": "5s"}}"#;
+    let cfg = config(dir.path(), "normal", rules, r#""hold": "0s""#);
+    pin(&cfg);
+    let db = dir.path().join("runs.db");
+    let die = r#"{"path": "/die", "text": "x"}"#;
+    let mut h = Host::start(&cfg);
+    // The server dies on the first attempt; every re-run approved after it fails unanswered
+    // too (a dead server is not restarted), so each asks again, until the run's three steps
+    // are spent.
+    let (u, _) = h.call("fs_write_file", die);
+    let mut ids = vec![approval_in(&u)];
+    for _ in 0..2 {
+        decide(&db, "approve", ids.last().unwrap(), "");
+        let (again, _) = h.call("fs_write_file", die);
+        assert!(again.starts_with("UNKNOWN_OUTCOME: "), "{again}");
+        assert!(
+            again.contains("(approval "),
+            "each answer names the next question: {again}"
+        );
+        ids.push(approval_in(&again));
+    }
+    let c = rusqlite::Connection::open(&db).unwrap();
+    let run_of = |id: &str| -> String {
+        c.query_row("SELECT run_id FROM approvals WHERE id = ?1", [id], |r| {
+            r.get(0)
+        })
+        .unwrap()
+    };
+    assert_eq!(
+        run_of(&ids[0]),
+        run_of(&ids[1]),
+        "the second question in the same run"
+    );
+    assert_ne!(
+        run_of(&ids[1]),
+        run_of(&ids[2]),
+        "the step limit moved the third question to a fresh run"
+    );
+    let (kind, reason): (String, String) = c
+        .query_row(
+            "SELECT a.kind, r.reason FROM approvals a JOIN runs r ON r.id = ?2 WHERE a.id = ?1",
+            [&ids[2], &run_of(&ids[0])],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!(kind, "interrupted_side_effect");
+    assert_eq!(reason, "limit_steps", "the first run ended on its step limit");
+    // The tool stays blocked on that question.
+    let (b, _) = h.call("fs_write_file", W);
+    assert!(b.starts_with("BLOCKED: "), "{b}");
+    assert_eq!(approval_in(&b), ids[2]);
+    h.close();
+    verify(&db);
+}
+
+#[test]
 fn index_row_without_a_run_is_begun_under_its_id() {
     let dir = tempfile::tempdir().unwrap();
     let (cfg, db) = setup(dir.path(), "normal", "");

@@ -98,7 +98,6 @@ impl Calls {
         )
     }
 
-    /// Rows not yet settled, oldest first.
     /// For each other request of `tool` (not `except`), its newest row with an attempt (rows
     /// settled "no attempt", such as an expired re-ask that ran nothing, are passed over), when
     /// that row's outcome is unseen or unknown; oldest first (agentrt's `unknownBlock`
@@ -119,6 +118,7 @@ impl Calls {
         rows.collect::<Result<Vec<_>, _>>().map_err(err)
     }
 
+    /// Rows not yet settled, oldest first.
     pub fn unsettled(&self) -> Result<Vec<Row>, String> {
         self.query(
             &format!(

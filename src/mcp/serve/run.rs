@@ -400,6 +400,34 @@ impl Proxy {
         }
     }
 
+    /// Asks about an unknown outcome again in a fresh run of the request (agentrt: the step
+    /// limit was reached, or the proposal ended the run): the id of the approval it waits on.
+    fn reopen(
+        &self,
+        calls: &mut Calls,
+        t: &Offered,
+        args: &[u8],
+        attempt: Attempt,
+    ) -> Option<String> {
+        let key = super::key::request_key(&t.built.name, args)?;
+        let expected = calls
+            .for_key(&key, now_ns(), 0)
+            .ok()?
+            .iter()
+            .find(|r| r.open)
+            .map(|r| r.id);
+        let found = Found {
+            expected,
+            reuse: None,
+            prior: Some(attempt),
+            reopened: true,
+        };
+        match self.begin(calls, t, Some(&key), found, args) {
+            Next::Hold(_, id, _) => Some(id),
+            _ => None,
+        }
+    }
+
     /// An unknown outcome: the same run asks an operator whether it runs again.
     fn rerun(
         &self,
@@ -438,33 +466,54 @@ impl Proxy {
             ended: ended.to_string(),
         };
         if let Ok(mut n) = self.o.policy.noted.lock() {
-            n.insert(run_id.to_string(), attempt);
+            n.insert(run_id.to_string(), attempt.clone());
         }
         let asked = match s.step() {
             Ok(Ok(_)) => {
                 match s.propose(decision("tool_call", &t.built.name, &args, "", "operator")) {
                     Ok(Verdict::Pending(run)) => {
                         self.hint(&t.built.name, &run);
-                        self.o
-                            .store
-                            .list_approvals(run_id)
-                            .ok()
-                            .and_then(|l| l.last().map(|a| a.id.clone()))
+                        Asked::Approval(
+                            self.o
+                                .store
+                                .list_approvals(run_id)
+                                .ok()
+                                .and_then(|l| l.last().map(|a| a.id.clone())),
+                        )
                     }
-                    _ => None,
+                    Ok(Verdict::Ended(_)) => Asked::Reopen,
+                    _ => Asked::Approval(None),
                 }
             }
-            _ => None,
+            // No step left in this run (the step limit): the question moves to a fresh run.
+            Ok(Err(_)) => Asked::Reopen,
+            Err(_) => Asked::Approval(None),
         };
         if let Ok(mut n) = self.o.policy.noted.lock() {
             n.remove(run_id);
         }
         s.close();
-        if asked.is_none() {
-            self.settle(calls, run_id, OUTCOME_UNKNOWN);
-        }
+        let asked = match asked {
+            Asked::Approval(Some(id)) => Some(id),
+            Asked::Approval(None) => {
+                self.settle(calls, run_id, OUTCOME_UNKNOWN);
+                None
+            }
+            Asked::Reopen => {
+                self.settle(calls, run_id, OUTCOME_UNKNOWN);
+                self.reopen(calls, t, &args, attempt)
+            }
+        };
         answer::unknown(how, err, asked.as_deref())
     }
+}
+
+/// What the re-run proposal came to.
+enum Asked {
+    /// It waits on this approval (none: the policy denies, or the store failed).
+    Approval(Option<String>),
+    /// No step was left, or the proposal ended the run: ask in a fresh run.
+    Reopen,
 }
 
 /// A string member of a recorded observation.
