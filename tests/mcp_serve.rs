@@ -1036,7 +1036,10 @@ fn unknown_step_limit_keeps_the_tool_blocked() {
         )
         .unwrap();
     assert_eq!(kind, "interrupted_side_effect");
-    assert_eq!(reason, "limit_steps", "the first run ended on its step limit");
+    assert_eq!(
+        reason, "limit_steps",
+        "the first run ended on its step limit"
+    );
     // The tool stays blocked on that question.
     let (b, _) = h.call("fs_write_file", W);
     assert!(b.starts_with("BLOCKED: "), "{b}");

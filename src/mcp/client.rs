@@ -1,4 +1,5 @@
-//! The client side of MCP over stdio (agentrt mcp 1.2, 1.4, 1.5): the server is a child in
+//! The client side of MCP over stdio (agentrt mcp 1.2, 1.4, 1.5), and the same connection over
+//! streamable HTTP (`http.rs`, agentrt mcp 1.3): the server is a child in
 //! its own process group with only the environment it is given, killed with its descendants
 //! on close; the tail of its stderr goes into connect errors; one deadline covers connect,
 //! initialize and the whole listing; `tools/list` is read from the bytes the server sent.
@@ -78,6 +79,8 @@ pub struct Connection {
     next_id: AtomicU64,
     tail: Arc<Mutex<Vec<u8>>>,
     stderr_done: Mutex<Option<Receiver<()>>>,
+    /// A streamable HTTP server (no child, no pipes).
+    http: Option<super::http::Http>,
 }
 
 /// The child's environment, built, never inherited (agentrt mcp 1.2): `PATH`, `HOME`,
@@ -182,6 +185,26 @@ impl Connection {
             next_id: AtomicU64::new(1),
             tail,
             stderr_done: Mutex::new(Some(done_rx)),
+            http: None,
+        })
+    }
+
+    /// A streamable HTTP server at `endpoint` (nothing is sent until `initialize`).
+    pub fn endpoint(spec: &ServerSpec, endpoint: &str) -> Result<Connection, String> {
+        Ok(Connection {
+            name: spec.name.clone(),
+            shared: Arc::new(Shared {
+                pending: Mutex::new(HashMap::new()),
+                stdin: Mutex::new(None),
+                dead: Mutex::new(None),
+                closed: AtomicBool::new(false),
+            }),
+            child: Mutex::new(None),
+            pgid: 0,
+            next_id: AtomicU64::new(1),
+            tail: Arc::new(Mutex::new(Vec::new())),
+            stderr_done: Mutex::new(None),
+            http: Some(super::http::Http::new(endpoint)?),
         })
     }
 
@@ -197,6 +220,9 @@ impl Connection {
             return Err(CallError::Closed(why));
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        if let Some(h) = &self.http {
+            return h.request(id, method, params, deadline);
+        }
         let (tx, rx) = channel();
         lock(&self.shared.pending).insert(id, tx);
         let mut line = format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":").into_bytes();
@@ -225,6 +251,12 @@ impl Connection {
 
     /// Sends a notification.
     pub fn notify(&self, method: &str, params: &[u8]) -> Result<(), String> {
+        if let Some(h) = &self.http {
+            if let Some(why) = self.dead() {
+                return Err(why);
+            }
+            return h.notify(method, params);
+        }
         let mut line = b"{\"jsonrpc\":\"2.0\",\"method\":".to_vec();
         line.extend_from_slice(&json_string(method));
         line.extend_from_slice(b",\"params\":");
@@ -269,6 +301,9 @@ impl Connection {
                 "the initialize result names no protocol version".into(),
             ));
         }
+        if let Some(h) = &self.http {
+            h.set_protocol(&init.protocol_version);
+        }
         self.notify("notifications/initialized", b"{}")
             .map_err(CallError::Closed)
     }
@@ -294,6 +329,9 @@ impl Connection {
     pub fn close(&self) {
         if self.shared.closed.swap(true, Ordering::SeqCst) {
             return;
+        }
+        if let Some(h) = &self.http {
+            h.close();
         }
         lock(&self.shared.stdin).take(); // EOF on the server's stdin: its cue to exit
         let mut child = lock(&self.child).take();

@@ -37,18 +37,17 @@ pub struct Listed {
 /// the step, and for a stdio server the tail of its stderr; the connection is closed first.
 pub fn connect(spec: &ServerSpec, endpoint: Option<&str>) -> Result<Listed, String> {
     let q = super::quote(&spec.name);
-    if endpoint.is_some() {
-        return Err(format!(
-            "mcp: server {q}: streamable HTTP is not supported by this build; use a stdio command"
-        ));
-    }
     let bound = if spec.connect_timeout.is_zero() {
         super::DEFAULT_CONNECT_TIMEOUT
     } else {
         spec.connect_timeout
     };
     let deadline = Instant::now() + bound;
-    let conn = Connection::spawn(spec).map_err(|e| format!("mcp: server {q}: connect: {e}"))?;
+    let conn = match endpoint {
+        Some(url) => Connection::endpoint(spec, url),
+        None => Connection::spawn(spec),
+    }
+    .map_err(|e| format!("mcp: server {q}: connect: {e}"))?;
     let phase = |conn: &Connection, step: &str, e: CallError| {
         let why = match e {
             CallError::TimedOut(_) => {

@@ -9,7 +9,9 @@
 //! their owner can change), `duration.rs` (Go duration text), `config.rs` (the proxy
 //! configuration in agentrt's format), `manifest.rs` (the pin file), `rules.rs` (operator
 //! rules and the per-tool checks), `client.rs` (the stdio client: process group, minimal
-//! environment, stderr tail, one connect deadline, `tools/list` from the raw bytes),
+//! environment, stderr tail, one connect deadline, `tools/list` from the raw bytes), `http.rs`
+//! (the same connection over streamable HTTP: POST per message, JSON or SSE answers, 16 MiB
+//! cap, no redirect),
 //! `load.rs` (pin and load, the report), `index.rs` (agentrt's `proxy_calls` tables), `reach.rs` (a server's arguments must not
 //! reach the proxy's own files).
 //!
@@ -22,6 +24,7 @@ pub mod canonical;
 pub mod client;
 pub mod config;
 pub mod duration;
+pub mod http;
 pub mod index;
 pub mod load;
 pub mod manifest;
