@@ -172,6 +172,18 @@ fn store_compare_and_set_messages() {
         err.to_string(),
         "agentrt: run is not in the required state: step s0 is deciding"
     );
+    // An update that sets nothing is still a compare-and-set on the step's state.
+    let err = store
+        .write(|tx| tx.update_step("s0", &[StepStatus::Executing], &Default::default()))
+        .unwrap_err();
+    assert!(err.is_run_state(), "{err}");
+    store
+        .write(|tx| tx.update_step("s0", &[StepStatus::Deciding], &Default::default()))
+        .unwrap();
+    let err = store
+        .write(|tx| tx.update_step("nope", &[StepStatus::Deciding], &Default::default()))
+        .unwrap_err();
+    assert!(err.to_string().contains("not found: step nope"), "{err}");
     // A transition out of RUNNING clears the lease; into RUNNING stamps it.
     let fin = |to, from: &'static [RunStatus], owner| Transition {
         run_id: b"r",

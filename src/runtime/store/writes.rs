@@ -229,7 +229,9 @@ impl Tx<'_> {
         set("spec_hash=?", u.spec_hash.map(str::to_string));
         set("policy_id=?", u.policy_id.map(str::to_string));
         if sets.is_empty() {
-            return Ok(());
+            // Nothing to set is still a compare-and-set on the step's state: the row is
+            // matched (and rewritten unchanged) or the caller learns it moved.
+            sets.push("status=status");
         }
         let placeholders = vec!["?"; expected.len().max(1)].join(",");
         let sql = format!(
