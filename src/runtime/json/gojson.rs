@@ -136,10 +136,17 @@ impl Object {
             .extend_from_slice(if v { b"true" } else { b"false" });
         self
     }
-    /// A raw JSON field (compacted and HTML-escaped as Go does for `json.RawMessage`).
+    /// A raw JSON field (compacted and HTML-escaped as Go does for `json.RawMessage`). When
+    /// `v` is not JSON the object is left as it was (no dangling key), so a caller that goes
+    /// on after the error still finishes a valid object.
     pub fn raw(&mut self, k: &str, v: &[u8]) -> Result<&mut Self, JsonError> {
+        let (len, any) = (self.buf.len(), self.any);
         self.key(k);
-        write_raw(&mut self.buf, v)?;
+        if let Err(e) = write_raw(&mut self.buf, v) {
+            self.buf.truncate(len);
+            self.any = any;
+            return Err(e);
+        }
         Ok(self)
     }
     /// A raw JSON field, omitted when empty.
@@ -162,5 +169,23 @@ impl Object {
         self.any = false;
         self.buf = vec![b'{'];
         b
+    }
+}
+
+#[cfg(test)]
+mod raw_tests {
+    use super::Object;
+
+    #[test]
+    fn a_raw_field_that_is_not_json_leaves_the_object_as_it_was() {
+        let mut o = Object::new();
+        o.str("a", "x");
+        assert!(o.raw("bad", b"{not json").is_err());
+        o.raw("b", b"[1, 2]").unwrap();
+        assert_eq!(o.finish(), br#"{"a":"x","b":[1,2]}"#.to_vec());
+        let mut first = Object::new();
+        assert!(first.raw("bad", b"nope").is_err());
+        first.str("c", "y");
+        assert_eq!(first.finish(), br#"{"c":"y"}"#.to_vec());
     }
 }
