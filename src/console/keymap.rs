@@ -51,6 +51,7 @@ actions! {
     Runs => "runs", "go to the runs", ["2"];
     Damaged => "damaged", "go to the damaged rows", ["3"];
     Refresh => "refresh", "read again now", ["ctrl-r"];
+    Sort => "sort", "sort the queue by its next order: age, tool, target, amount", ["o"];
 }
 
 /// A key with modifiers, comparable and printable.

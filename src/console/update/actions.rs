@@ -43,6 +43,7 @@ fn on_global(app: &mut App, a: Action) -> Option<Vec<Effect>> {
                 vec![]
             }
         }
+        Action::Sort if matches!(app.top(), Screen::Queue(_)) => super::sort::resort(app),
         Action::Help => {
             app.stack.push(Screen::Help { scroll: 0 });
             vec![]

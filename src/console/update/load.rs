@@ -39,7 +39,7 @@ impl App {
         };
         let q = match top {
             Screen::Queue(s) => {
-                let filter = s.filter.clone();
+                let (filter, sort) = (s.filter.clone(), s.sort);
                 list_query(
                     &mut s.list,
                     id,
@@ -48,6 +48,7 @@ impl App {
                     |r| r.approval_id.as_str().map(str::to_string),
                     |offset, anchor, end| Query::Queue {
                         filter,
+                        sort,
                         offset,
                         limit: win,
                         anchor,

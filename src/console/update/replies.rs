@@ -37,7 +37,11 @@ pub(super) fn on_reply(app: &mut App, id: u64, r: Reply) -> Vec<Effect> {
     if app.counts_pending == Some(id) {
         app.counts_pending = None;
         match r {
-            Reply::Counts(c) => app.counts = Some(c),
+            Reply::Counts(c) => {
+                let fx = super::notify::on_counts(app, &c);
+                app.counts = Some(c);
+                return fx;
+            }
             // The header keeps saying `…`; the next reply asks again.
             Reply::Failed(m) => app.notice = Some((Level::Error, format!("header counts: {m}"))),
             _ => {}

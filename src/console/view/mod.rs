@@ -2,6 +2,7 @@
 //! overlay), one file per screen, and the widgets they share. Reads the state, never changes
 //! it, and imports nothing of `update`. Every untrusted string goes through `text`.
 
+mod age;
 mod approval;
 mod damaged;
 mod help;
@@ -72,19 +73,23 @@ fn draw_header(f: &mut Frame, area: Rect, app: &App) {
             format!("pending {}", n(|c| c.pending)),
             th.style(Role::StatusWaiting),
         ),
-        Span::styled(
-            format!(
-                " · runs {} · waiting {} · running {} · failed {}",
-                n(|c| c.runs),
-                n(|c| c.waiting),
-                n(|c| c.running),
-                n(|c| c.failed)
-            ),
-            bar,
-        ),
     ];
+    // The oldest pending approval's age, in its band (issue 21).
+    let oldest = age::oldest(app);
+    let kept = spans.len() + oldest.len();
+    spans.extend(oldest);
+    spans.extend([Span::styled(
+        format!(
+            " · runs {} · waiting {} · running {} · failed {}",
+            n(|c| c.runs),
+            n(|c| c.waiting),
+            n(|c| c.running),
+            n(|c| c.failed)
+        ),
+        bar,
+    )]);
     if area.width < 90 {
-        spans.truncate(4);
+        spans.truncate(kept);
         spans.push(Span::styled(format!(" · runs {}", n(|c| c.runs)), bar));
     }
     if app.cfg.read_only {
