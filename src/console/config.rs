@@ -80,10 +80,12 @@ fn read_table(p: &Path, file: &str) -> Result<toml::Table, ConsoleError> {
             problem: e.message().to_string(),
         })?;
     for k in t.keys() {
-        if k != "theme" && k != "keys" && k != "queue" {
+        if !["theme", "keys", "queue", "stats"].contains(&k.as_str()) {
             return Err(ConsoleError::Config {
                 file: file.to_string(),
-                problem: format!("key `{k}`: unknown setting; expected theme, [keys] or [queue]"),
+                problem: format!(
+                    "key `{k}`: unknown setting; expected theme, [keys], [queue] or [stats]"
+                ),
             });
         }
     }

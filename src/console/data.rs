@@ -413,6 +413,11 @@ pub enum Query {
     /// asked only when the list is longer than a window counts (`G` to its end).
     Length(Box<Query>),
     Verify,
+    /// The queue's numbers (issue 21), as `countersign stats` computes them, with oldest
+    /// ages measured from `now` (Unix seconds); on the counting lane: it scans.
+    Stats {
+        now: i64,
+    },
 }
 
 /// Which damaged column: table, row id, column.
@@ -472,6 +477,7 @@ pub enum Reply {
     Recheck(Recheck),
     Damaged(Page<DamagedRow>),
     Verify(ChainReport),
+    Stats(Box<crate::runtime::stats::Stats>),
     /// The exact total of the list a page with `exact: false` came from.
     Total(u64),
     /// The read failed; drawn as the error's one sentence.

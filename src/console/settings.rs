@@ -1,4 +1,5 @@
-//! `config.toml`'s `[queue]` table (issue 21): the age bands' thresholds and notifications.
+//! `config.toml`'s `[queue]` table (issue 21): the age bands' thresholds and notifications;
+//! and its `[stats]` table: the c and q of the stats screen's L* = c / (q·p).
 //!
 //! ```toml
 //! [queue]
@@ -62,15 +63,32 @@ impl AgeBands {
 }
 
 /// The settings `config.toml` gives beside the theme and the keys.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Settings {
     pub age: AgeBands,
     pub notify: Notify,
+    /// `[stats] review_cost`: c, what one review costs (the stats screen's L*).
+    pub review_cost: f64,
+    /// `[stats] catch`: q, the share of wrong calls a reviewer catches (0 < q <= 1).
+    pub catch: f64,
 }
 
-/// Reads `[queue]` from the parsed file (absent: the defaults).
+impl Default for Settings {
+    /// As `countersign stats` assumes by default: c = 1.5, q = 0.9.
+    fn default() -> Self {
+        Settings {
+            age: AgeBands::default(),
+            notify: Notify::Off,
+            review_cost: 1.5,
+            catch: 0.9,
+        }
+    }
+}
+
+/// Reads `[queue]` and `[stats]` from the parsed file (absent: the defaults).
 pub(crate) fn from_table(file: &str, t: &toml::Table) -> Result<Settings, ConsoleError> {
     let mut s = Settings::default();
+    stats_table(file, t, &mut s)?;
     let Some(q) = t.get("queue") else {
         return Ok(s);
     };
@@ -125,6 +143,39 @@ pub(crate) fn from_table(file: &str, t: &toml::Table) -> Result<Settings, Consol
         ));
     }
     Ok(s)
+}
+
+/// `[stats]`: `review_cost` (c > 0) and `catch` (0 < q <= 1), numbers.
+fn stats_table(file: &str, t: &toml::Table, s: &mut Settings) -> Result<(), ConsoleError> {
+    let Some(v) = t.get("stats") else {
+        return Ok(());
+    };
+    let bad = |key: &str, problem: &str| ConsoleError::Config {
+        file: file.to_string(),
+        problem: format!("key `stats{key}`: {problem}"),
+    };
+    let v = v.as_table().ok_or_else(|| bad("", "must be a table"))?;
+    for (k, x) in v {
+        let n = x
+            .as_float()
+            .or_else(|| x.as_integer().map(|i| i as f64))
+            .filter(|n| n.is_finite() && *n > 0.0);
+        match (k.as_str(), n) {
+            ("review_cost", Some(n)) => s.review_cost = n,
+            ("catch", Some(n)) if n <= 1.0 => s.catch = n,
+            ("review_cost", _) => return Err(bad(".review_cost", "must be a positive number")),
+            ("catch", _) => {
+                return Err(bad(".catch", "must be a number above 0 and at most 1"));
+            }
+            _ => {
+                return Err(bad(
+                    &format!(".{k}"),
+                    "unknown setting; expected review_cost or catch",
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// `90s`, `15m`, `24h`, `7d`, `2w` (one whole number and one unit, at most a hundred years).

@@ -448,6 +448,9 @@ impl ConsoleData for SqliteData {
                 Reply::RunPrefix(s.runs_with_prefix(prefix.as_bytes(), *limit).map_err(rd)?)
             }
             Query::Verify => Reply::Verify(self.verify().map_err(rd)?),
+            Query::Stats { now } => Reply::Stats(Box::new(
+                s.stats(None, Timestamp::from_unix(*now, 0)).map_err(rd)?,
+            )),
             Query::Context {
                 approval,
                 run,

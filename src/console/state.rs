@@ -141,6 +141,17 @@ impl ApprovalScreen {
     }
 }
 
+/// The queue's numbers (issue 21): read once when opened and on `refresh`, not on every
+/// change (the read scans every step and approval).
+#[derive(Debug, Clone, Default)]
+pub struct StatsScreen {
+    pub stats: Option<Box<crate::runtime::stats::Stats>>,
+    pub pending: Option<u64>,
+    /// Why the last read failed.
+    pub error: Option<String>,
+    pub scroll: usize,
+}
+
 #[derive(Debug, Clone)]
 pub struct DamagedScreen {
     pub list: ListView<DamagedRow>,
@@ -153,6 +164,7 @@ pub enum Screen {
     RunDetail(Box<RunDetailScreen>),
     Approval(Box<ApprovalScreen>),
     Damaged(DamagedScreen),
+    Stats(Box<StatsScreen>),
     Help {
         scroll: usize,
     },
@@ -170,6 +182,7 @@ impl Screen {
             Screen::RunDetail(_) => "run",
             Screen::Approval(_) => "approval",
             Screen::Damaged(_) => "damaged",
+            Screen::Stats(_) => "stats",
             Screen::Help { .. } => "help",
             Screen::Messages { .. } => "messages",
         }

@@ -103,6 +103,11 @@ impl App {
                 let q = tab_query(s, id2, keep, win);
                 return vec![Effect::Query(id, hq), Effect::Query(id2, q)];
             }
+            Screen::Stats(_) if keep => return vec![],
+            Screen::Stats(s) => {
+                s.pending = Some(id);
+                Query::Stats { now: self.now }
+            }
             Screen::Help { .. } | Screen::Messages { .. } => return vec![],
         };
         vec![Effect::Query(id, q)]

@@ -245,6 +245,17 @@ fn apply(
             s.pending = None;
             fail(notice, m)
         }
+        (Screen::Stats(s), Reply::Stats(st)) if s.pending == Some(id) => {
+            s.pending = None;
+            s.error = None;
+            s.stats = Some(st);
+            true
+        }
+        (Screen::Stats(s), Reply::Failed(m)) if s.pending == Some(id) => {
+            s.pending = None;
+            s.error = Some(m.to_string());
+            true
+        }
         _ => false,
     }
 }

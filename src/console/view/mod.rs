@@ -11,6 +11,7 @@ mod overlays;
 mod queue;
 mod run_detail;
 mod runs;
+mod stats;
 mod widgets;
 
 use ratatui::Frame;
@@ -46,6 +47,7 @@ pub fn draw(f: &mut Frame, app: &App) {
         Screen::Damaged(s) => damaged::draw(f, body, app, s),
         Screen::Help { scroll } => help::draw(f, body, app, *scroll),
         Screen::Messages { scroll } => messages::draw(f, body, app, *scroll),
+        Screen::Stats(s) => stats::draw(f, body, app, s),
     }
     draw_notice(f, notice, app);
     draw_hints(f, hints, app);
@@ -231,7 +233,7 @@ pub(crate) fn hints(app: &App) -> Vec<(String, &'static str)> {
             }
         }
         Screen::Help { .. } => {}
-        Screen::Messages { .. } => {
+        Screen::Messages { .. } | Screen::Stats(_) => {
             v.push((k(Action::Down), "scroll"));
         }
     }
