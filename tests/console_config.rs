@@ -153,6 +153,13 @@ fn the_queue_table_sets_age_bands_and_notifications_and_refuses_bad_values() {
     let s = load_settings(Some(d.path())).unwrap();
     assert_eq!((s.age.warn_after, s.age.stale_after), (90, 7200));
     assert_eq!(s.notify, Notify::Osc777);
+    let d = dir_with("[stats]\nreview_cost = 4\ncatch = 0.5\n");
+    let s = load_settings(Some(d.path())).unwrap();
+    assert_eq!((s.review_cost, s.catch), (4.0, 0.5));
+    assert_eq!(
+        (Settings::default().review_cost, Settings::default().catch),
+        (1.5, 0.9)
+    );
     // And load_config accepts the same file.
     load_config(Some(d.path()), None, Depth::TrueColor).unwrap();
     for (bad, key) in [
@@ -165,6 +172,10 @@ fn the_queue_table_sets_age_bands_and_notifications_and_refuses_bad_values() {
             "queue.stale_after",
         ),
         ("queue = 3\n", "queue"),
+        ("[stats]\ncatch = 1.5\n", "stats.catch"),
+        ("[stats]\nreview_cost = -1\n", "stats.review_cost"),
+        ("[stats]\nreview_cost = \"a lot\"\n", "stats.review_cost"),
+        ("[stats]\ncost = 1\n", "stats.cost"),
     ] {
         let d = dir_with(bad);
         let e = load_settings(Some(d.path())).unwrap_err().to_string();

@@ -81,7 +81,8 @@ fn lines(app: &App, s: &StatsScreen, width: u16) -> Vec<Line<'static>> {
     ])];
     let Some(st) = &s.stats else {
         let msg = match &s.error {
-            Some(e) => Line::from(text::line(e.as_bytes(), usize::MAX, &th.text_styles()).line)
+            Some(e) => text::line(e.as_bytes(), usize::MAX, &th.text_styles())
+                .line
                 .style(th.style(Role::Error)),
             None => Line::styled(
                 " reading… (a scan of every step and approval)",
