@@ -266,3 +266,53 @@ fn notifications_are_off_by_default() {
     h.input(Input::DataChanged);
     assert!(h.notified.is_empty());
 }
+
+/// Presentations an attacker or a damaged write may leave: not JSON, not an object, a value
+/// that is not UTF-8, a key spelt with an escape. Every row stays listed, nothing fails, and
+/// what a row was sorted by is drawn escaped.
+#[test]
+fn hostile_presentations_sort_without_failing_and_are_drawn_escaped() {
+    let d = tempfile::tempdir().unwrap();
+    let (db, ids) = facts_db(d.path());
+    let c = rusqlite::Connection::open(&db).unwrap();
+    let set: [(i64, &[u8]); 6] = [
+        (1, b"not json"),
+        (2, b"[\"target\", 1]"),
+        // A control character, escaped in the JSON: the decoded value holds ESC.
+        (3, b"{\"target\":\"\\u001b[2J\"}"),
+        (6, b"{\"target\":\"\xff\xfe\"}"),
+        (4, b"{\"t\\u0061rget\":\"escaped key\"}"),
+        (5, b"{\"target\":{\"nested\":true}}"),
+    ];
+    for (rowid, p) in set {
+        // As TEXT whose bytes are not UTF-8 (SQLite keeps them as given).
+        c.execute(
+            "UPDATE approvals SET presentation_json = CAST(?1 AS TEXT) WHERE rowid = ?2",
+            rusqlite::params![p, rowid],
+        )
+        .unwrap();
+    }
+    for sort in [Sort::Tool, Sort::Target, Sort::Amount] {
+        let mut h = Harness::open(&db, 120, 40);
+        sort_by(&mut h, sort);
+        let mut rows = shown(&h, &ids);
+        assert_eq!(rows.len(), 9, "{sort:?}: every row listed");
+        rows.sort();
+        assert_eq!(rows, [1, 2, 3, 4, 5, 6, 7, 10, 11], "{sort:?}");
+        let screen = h.screen();
+        assert!(
+            !screen.contains("read failed"),
+            "{sort:?}: the read answers: {screen}"
+        );
+        assert!(screen.contains(sort.label()), "{sort:?}: {screen}");
+        assert!(
+            !screen.contains('\u{1b}'),
+            "{sort:?}: no raw escape: {screen}"
+        );
+        if sort == Sort::Target {
+            assert!(screen.contains("\\x1b[2J"), "{screen}");
+            // SQLite's json_each reads an escaped key as Go does: `t\u0061rget` is `target`.
+            assert!(screen.contains("escaped key"), "{screen}");
+        }
+    }
+}
