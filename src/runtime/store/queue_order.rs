@@ -52,64 +52,70 @@ pub enum SortValue {
     Twice,
 }
 
-/// Keys (`?2`, `?3`, ...) the first present of which a row is read by.
-fn first_present(doc: &str, path: Option<&str>, keys: usize, amount: bool) -> (String, String) {
-    let each = match path {
-        Some(p) => format!("json_each({doc}, '{p}')"),
-        None => format!("json_each({doc})"),
+/// The list's `FROM … WHERE …`: the queue's rows (`rid`, `aid`) with their sort key (`ks`,
+/// `kv`). Each row's document is read once per window: `json_each` joined on the keys asked
+/// for (a document that is not JSON reads as `{}`), grouped by row, so a member's count, value
+/// and type are aggregates of that one pass. Keys are `?2`, `?3`, ... ([`key_args`]).
+fn from_sql(order: &QueueOrder) -> String {
+    let (doc, path, keys, amount, spec) = match order {
+        QueueOrder::Age => ("", "", 0, false, false),
+        // `spec` named once, and its `name` once: `?2` is `name`, `?3` is `spec`.
+        QueueOrder::Tool => ("a.request_json", ", '$.spec'", 1, false, true),
+        QueueOrder::Member(k) => ("a.presentation_json", "", k.len(), false, false),
+        QueueOrder::Amount(k) => ("a.presentation_json", "", k.len(), true, false),
     };
-    let object = match path {
-        Some(p) => format!("json_valid({doc}) AND json_type({doc}, '{p}') = 'object'"),
-        None => format!("json_valid({doc}) AND json_type({doc}) = 'object'"),
-    };
-    let mut state = format!("CASE WHEN NOT ({object}) THEN 1");
+    let rows = "FROM approvals a JOIN runs r ON r.id = a.run_id";
+    if keys == 0 {
+        return format!(
+            "FROM (SELECT a.rowid AS rid, a.id AS aid, 0 AS ks, 0 AS kv {rows} WHERE {QUEUE_COND}) q WHERE 1"
+        );
+    }
+    let safe = format!("CASE WHEN json_valid({doc}) THEN {doc} ELSE '{{}}' END");
+    let marks: Vec<String> = (0..keys).map(|i| format!("?{}", i + 2)).collect();
+    let mut cols = String::new();
+    let mut joins = format!(
+        " LEFT JOIN json_each({safe}{path}) j ON j.key IN ({})",
+        marks.join(", ")
+    );
+    let mut state = String::from("CASE");
+    if spec {
+        cols.push_str(", COUNT(DISTINCT s.id) AS ns");
+        joins.push_str(&format!(
+            " LEFT JOIN json_each({safe}) s ON s.key = ?{}",
+            keys + 2
+        ));
+        state.push_str(" WHEN ns > 1 THEN 2");
+    }
     let mut value = String::from("CASE");
-    for i in 0..keys {
-        let k = i + 2;
-        let n = format!("(SELECT COUNT(*) FROM {each} WHERE key = ?{k})");
+    for (i, m) in marks.iter().enumerate() {
+        cols.push_str(&format!(
+            ", COUNT(DISTINCT CASE WHEN j.key = {m} THEN j.id END) AS n{i}, \
+             MAX(CASE WHEN j.key = {m} THEN j.value END) AS v{i}, \
+             MAX(CASE WHEN j.key = {m} THEN j.type END) AS t{i}"
+        ));
         let ok = if amount {
-            format!("(SELECT type = 'integer' FROM {each} WHERE key = ?{k})")
+            format!("t{i} = 'integer'")
         } else {
             "1".into()
         };
         state.push_str(&format!(
-            " WHEN {n} > 1 THEN 2 WHEN {n} = 1 THEN CASE WHEN {ok} THEN 0 ELSE 1 END"
+            " WHEN n{i} > 1 THEN 2 WHEN n{i} = 1 THEN CASE WHEN {ok} THEN 0 ELSE 1 END"
         ));
         let v = if amount {
-            format!("-(SELECT value FROM {each} WHERE key = ?{k})")
+            format!("-v{i}")
         } else {
-            format!("CAST((SELECT value FROM {each} WHERE key = ?{k}) AS BLOB)")
+            format!("CAST(v{i} AS BLOB)")
         };
-        value.push_str(&format!(" WHEN {n} = 1 THEN {v}"));
+        value.push_str(&format!(" WHEN n{i} = 1 THEN {v}"));
     }
     state.push_str(" ELSE 1 END");
-    value.push_str(" ELSE 0 END");
-    (state, value)
-}
-
-/// The sort key's `state` and `value` expressions over `a` (the approval).
-fn key_sql(order: &QueueOrder) -> (String, String) {
-    let (state, value) = match order {
-        QueueOrder::Age => ("0".into(), "0".into()),
-        // `spec` named once and its `name` named once: `?2` is `name`, `?3` is `spec`.
-        QueueOrder::Tool => {
-            let (state, value) = first_present("a.request_json", Some("$.spec"), 1, false);
-            let spec = "(SELECT COUNT(*) FROM json_each(a.request_json) WHERE key = ?3)";
-            (
-                format!(
-                    "CASE WHEN NOT json_valid(a.request_json) THEN 1 WHEN {spec} > 1 THEN 2 ELSE {state} END"
-                ),
-                format!(
-                    "CASE WHEN json_valid(a.request_json) AND {spec} = 1 THEN {value} ELSE 0 END"
-                ),
-            )
-        }
-        QueueOrder::Member(keys) => first_present("a.presentation_json", None, keys.len(), false),
-        QueueOrder::Amount(keys) => first_present("a.presentation_json", None, keys.len(), true),
-    };
+    value.push_str(" END");
     // Only a row that has the key sorts by its value: the others keep the queue's order.
-    let value = format!("CASE WHEN ({state}) = 0 THEN {value} ELSE 0 END");
-    (state, value)
+    format!(
+        "FROM (SELECT rid, aid, ks, CASE WHEN ks = 0 THEN {value} ELSE 0 END AS kv \
+         FROM (SELECT *, {state} AS ks FROM (SELECT a.rowid AS rid, a.id AS aid{cols} \
+         {rows}{joins} WHERE {QUEUE_COND} GROUP BY a.rowid))) q WHERE 1"
+    )
 }
 
 /// The keys the expressions bind after the filter (`?2`, ...).
@@ -151,7 +157,7 @@ impl Store {
         check_page("queue", limit, offset)?;
         let filter = filter.to_lowercase();
         let keys = key_args(order);
-        let (state, value) = key_sql(order);
+        let from = from_sql(order);
         self.read(|c| {
             let mut args: Vec<&dyn rusqlite::ToSql> = vec![&filter];
             for k in &keys {
@@ -159,10 +165,7 @@ impl Store {
             }
             let list = KeyedList {
                 what: "queue",
-                from: format!(
-                    "FROM (SELECT a.rowid AS rid, a.id AS aid, {state} AS ks, {value} AS kv \
-                     FROM approvals a JOIN runs r ON r.id = a.run_id WHERE {QUEUE_COND}) q WHERE 1"
-                ),
+                from,
                 args,
                 key: &["q.ks", "q.kv", "q.rid"],
                 desc: false,
