@@ -123,6 +123,7 @@ fn query(list: &str, place: usize, n: u64) -> Query {
         },
         "queue" => Query::Queue {
             filter: String::new(),
+            sort: Default::default(),
             offset,
             limit: WIN,
             anchor: id("p", deep),

@@ -132,3 +132,53 @@ fn the_configuration_page_names_every_action_and_every_role() {
         );
     }
 }
+
+/// Issue 21: `[queue]` sets the age bands and notifications; absent, the defaults (15m, 1h,
+/// off); a bad value is refused naming the file and the key, never replaced by a default.
+#[test]
+fn the_queue_table_sets_age_bands_and_notifications_and_refuses_bad_values() {
+    use countersign::console::{AgeBands, Notify, Settings, load_settings};
+    let d = dir_with("theme = \"light\"\n");
+    assert_eq!(load_settings(Some(d.path())).unwrap(), Settings::default());
+    assert_eq!(load_settings(None).unwrap(), Settings::default());
+    assert_eq!(
+        Settings::default().age,
+        AgeBands {
+            warn_after: 900,
+            stale_after: 3600
+        }
+    );
+    assert_eq!(Settings::default().notify, Notify::Off);
+    let d = dir_with("[queue]\nwarn_after = \"90s\"\nstale_after = \"2h\"\nnotify = \"osc777\"\n");
+    let s = load_settings(Some(d.path())).unwrap();
+    assert_eq!((s.age.warn_after, s.age.stale_after), (90, 7200));
+    assert_eq!(s.notify, Notify::Osc777);
+    let d = dir_with("[stats]\nreview_cost = 4\ncatch = 0.5\n");
+    let s = load_settings(Some(d.path())).unwrap();
+    assert_eq!((s.review_cost, s.catch), (4.0, 0.5));
+    assert_eq!(
+        (Settings::default().review_cost, Settings::default().catch),
+        (1.5, 0.9)
+    );
+    // And load_config accepts the same file.
+    load_config(Some(d.path()), None, Depth::TrueColor).unwrap();
+    for (bad, key) in [
+        ("[queue]\nwarn_after = 15\n", "queue.warn_after"),
+        ("[queue]\nwarn_after = \"15x\"\n", "queue.warn_after"),
+        ("[queue]\nnotify = \"loud\"\n", "queue.notify"),
+        ("[queue]\nbell = true\n", "queue.bell"),
+        (
+            "[queue]\nwarn_after = \"2h\"\nstale_after = \"1h\"\n",
+            "queue.stale_after",
+        ),
+        ("queue = 3\n", "queue"),
+        ("[stats]\ncatch = 1.5\n", "stats.catch"),
+        ("[stats]\nreview_cost = -1\n", "stats.review_cost"),
+        ("[stats]\nreview_cost = \"a lot\"\n", "stats.review_cost"),
+        ("[stats]\ncost = 1\n", "stats.cost"),
+    ] {
+        let d = dir_with(bad);
+        let e = load_settings(Some(d.path())).unwrap_err().to_string();
+        assert!(e.contains("config.toml") && e.contains(key), "{bad}: {e}");
+    }
+}

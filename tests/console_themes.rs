@@ -55,3 +55,100 @@ fn every_theme_keeps_the_selection_escapes_and_danger_marks_readable() {
         }
     }
 }
+
+/// The band of an age as the fixture's queue shows it (defaults: 15m warning, 1h stale).
+fn band(age: &str) -> usize {
+    if age.ends_with('s') {
+        0
+    } else if age.contains('h') || age.contains('d') {
+        2
+    } else {
+        let m: i64 = age.trim_end_matches('m').parse().unwrap();
+        usize::from(m >= 15)
+    }
+}
+
+/// WCAG's relative luminance of a colour (the 16 ANSI ones as xterm draws them by default).
+fn luminance(c: Color) -> Option<f64> {
+    let (r, g, b) = match c {
+        Color::Rgb(r, g, b) => (r, g, b),
+        Color::Black => (0, 0, 0),
+        Color::Red => (205, 0, 0),
+        Color::Green => (0, 205, 0),
+        Color::Yellow => (205, 205, 0),
+        Color::Blue => (0, 0, 238),
+        Color::Magenta => (205, 0, 205),
+        Color::Cyan => (0, 205, 205),
+        Color::Gray => (229, 229, 229),
+        Color::DarkGray => (127, 127, 127),
+        Color::LightRed => (255, 0, 0),
+        Color::LightGreen => (0, 255, 0),
+        Color::LightYellow => (255, 255, 0),
+        Color::LightBlue => (92, 92, 255),
+        Color::LightMagenta => (255, 0, 255),
+        Color::LightCyan => (0, 255, 255),
+        Color::White => (255, 255, 255),
+        _ => return None,
+    };
+    let lin = |v: u8| {
+        let v = f64::from(v) / 255.0;
+        if v <= 0.03928 {
+            v / 12.92
+        } else {
+            ((v + 0.055) / 1.055).powf(2.4)
+        }
+    };
+    Some(0.2126 * lin(r) + 0.7152 * lin(g) + 0.0722 * lin(b))
+}
+
+/// Issue 21: the AGE column's three bands (fresh, warning, stale) are drawn in three distinct
+/// styles in every theme, selected or not; on the selected row no band's text is drawn in its
+/// background colour, and where both colours are known exactly they keep a 3:1 contrast.
+#[test]
+fn every_theme_draws_the_three_age_bands_distinctly_and_readably_when_selected() {
+    let (db, _) = all_db();
+    for name in THEMES {
+        let theme = Theme::load(name, None, Depth::TrueColor).unwrap();
+        let mut h = Harness::open(db, 120, 40);
+        h.app.theme = theme.clone();
+        // [band] -> (style unselected, style selected)
+        let mut seen: [Vec<(String, bool)>; 3] = Default::default();
+        for row in 0..9u16 {
+            let b = h.buffer();
+            for y in 3..12u16 {
+                let age: String = (0..6).map(|x| b[(x, y)].symbol()).collect();
+                let age = age.trim().to_string();
+                let c = &b[(0, y)];
+                let is_sel = y - 3 == row;
+                if is_sel && c.fg != Color::Reset {
+                    assert_ne!(c.fg, c.bg, "theme {name}: age {age} selected is invisible");
+                    if let (Some(f), Some(g)) = (luminance(c.fg), luminance(c.bg)) {
+                        let ratio = (f.max(g) + 0.05) / (f.min(g) + 0.05);
+                        assert!(ratio >= 3.0, "theme {name}: age {age} selected: {ratio:.2}");
+                    }
+                }
+                let st = format!("{:?}/{:?}/{:?}", c.fg, c.bg, c.modifier);
+                seen[band(&age)].push((st, is_sel));
+            }
+            h.keys("j");
+        }
+        for sel in [false, true] {
+            let styles: Vec<std::collections::BTreeSet<&String>> = seen
+                .iter()
+                .map(|v| {
+                    v.iter()
+                        .filter(|(_, s)| *s == sel)
+                        .map(|(st, _)| st)
+                        .collect()
+                })
+                .collect();
+            for (i, s) in styles.iter().enumerate() {
+                assert_eq!(s.len(), 1, "theme {name}: band {i} (selected {sel}): {s:?}");
+            }
+            assert!(
+                styles[0] != styles[1] && styles[1] != styles[2] && styles[0] != styles[2],
+                "theme {name} (selected {sel}): bands look alike: {styles:?}"
+            );
+        }
+    }
+}

@@ -16,8 +16,9 @@ use super::text::{clean_bytes, table};
 use crate::runtime::stats::{Share, Stats, ToolStats, threshold};
 use crate::runtime::types::Timestamp;
 
-/// The article's caveat, printed with every threshold table.
-pub const CAVEAT: &str = "L* is a model, not a measurement: it assumes losses are comparable in money, ignores the wait a person has while a call is held, treats q as constant and takes p as known. Here p is the share of reviewed calls that reviewers refused, which stands in for how often an automatic call would be wrong; c and q are your assumptions. Per-call and session caps stay hard limits whatever the formula says.";
+/// The article's caveat, printed with every threshold table (the console's stats screen
+/// shows it too).
+pub use crate::runtime::stats::CAVEAT;
 
 /// Names are cut to this many display columns in the text tables.
 const NAME_COLS: usize = 40;

@@ -1,9 +1,10 @@
-//! `config.toml`: the theme and the `[keys]` bindings.
+//! `config.toml`: the theme, the `[keys]` bindings and the `[queue]` settings.
 
 use std::path::{Path, PathBuf};
 
 use super::keymap::Keymap;
 use super::options::ConsoleError;
+use super::settings::Settings;
 use super::theme::{Depth, Theme};
 
 pub(crate) fn env(k: &str) -> Option<String> {
@@ -55,6 +56,17 @@ pub fn load_config(
     Ok((theme, keymap))
 }
 
+/// Reads `config.toml`'s `[queue]` table (age bands, notifications); absent file or table =
+/// defaults. A file that does not parse is refused as [`load_config`] refuses it.
+pub fn load_settings(dir: Option<&Path>) -> Result<Settings, ConsoleError> {
+    let Some(p) = dir.map(|d| d.join("config.toml")).filter(|p| p.exists()) else {
+        return Ok(Settings::default());
+    };
+    let file = p.display().to_string();
+    let t = read_table(&p, &file)?;
+    super::settings::from_table(&file, &t)
+}
+
 /// The file as a TOML table with only the keys the console knows.
 fn read_table(p: &Path, file: &str) -> Result<toml::Table, ConsoleError> {
     let src = std::fs::read_to_string(p).map_err(|e| ConsoleError::Config {
@@ -68,10 +80,12 @@ fn read_table(p: &Path, file: &str) -> Result<toml::Table, ConsoleError> {
             problem: e.message().to_string(),
         })?;
     for k in t.keys() {
-        if k != "theme" && k != "keys" {
+        if !["theme", "keys", "queue", "stats"].contains(&k.as_str()) {
             return Err(ConsoleError::Config {
                 file: file.to_string(),
-                problem: format!("key `{k}`: unknown setting; expected theme or [keys]"),
+                problem: format!(
+                    "key `{k}`: unknown setting; expected theme, [keys], [queue] or [stats]"
+                ),
             });
         }
     }

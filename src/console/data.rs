@@ -10,6 +10,8 @@
 
 use std::fmt;
 
+pub use super::sort::Sort;
+pub use crate::runtime::store::SortValue;
 pub use crate::runtime::types::{ApprovalStatus, Key, RunStatus, StepStatus, Timestamp};
 
 /// One window of a list read by key, with its total: counted up to a bound, and a lower bound
@@ -46,6 +48,8 @@ pub struct QueueRow {
     /// The run's goal and the agent's stated reason for the call (for the hostile mark).
     pub goal: Vec<u8>,
     pub agent_reason: Vec<u8>,
+    /// The value the row was sorted by, in an order other than age (issue 21).
+    pub sorted_by: Option<SortValue>,
 }
 
 /// Counts shown in the header.
@@ -56,6 +60,11 @@ pub struct Counts {
     pub waiting: u64,
     pub running: u64,
     pub failed: u64,
+    /// When the oldest pending approval was created (issue 21: the header's oldest age).
+    pub oldest: Option<Timestamp>,
+    /// A mark that grows when an approval arrives in the queue (the store's row order): a
+    /// larger one than before means a new approval (issue 21: notifications).
+    pub newest: i64,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -305,6 +314,8 @@ pub enum Query {
     Counts,
     Queue {
         filter: String,
+        /// The order (issue 21); anchors and ends are of a list read in this order.
+        sort: Sort,
         offset: u64,
         limit: u64,
         /// The index and approval id of a row already read near the window: the window is
@@ -402,6 +413,11 @@ pub enum Query {
     /// asked only when the list is longer than a window counts (`G` to its end).
     Length(Box<Query>),
     Verify,
+    /// The queue's numbers (issue 21), as `countersign stats` computes them, with oldest
+    /// ages measured from `now` (Unix seconds); on the counting lane: it scans.
+    Stats {
+        now: i64,
+    },
 }
 
 /// Which damaged column: table, row id, column.
@@ -461,6 +477,7 @@ pub enum Reply {
     Recheck(Recheck),
     Damaged(Page<DamagedRow>),
     Verify(ChainReport),
+    Stats(Box<crate::runtime::stats::Stats>),
     /// The exact total of the list a page with `exact: false` came from.
     Total(u64),
     /// The read failed; drawn as the error's one sentence.

@@ -51,6 +51,8 @@ actions! {
     Runs => "runs", "go to the runs", ["2"];
     Damaged => "damaged", "go to the damaged rows", ["3"];
     Refresh => "refresh", "read again now", ["ctrl-r"];
+    Stats => "stats", "the queue's numbers: per tool, per reviewer, L* = c/(q·p)", ["4"];
+    Sort => "sort", "sort the queue by its next order: age, tool, target, amount", ["o"];
 }
 
 /// A key with modifiers, comparable and printable.

@@ -23,9 +23,12 @@ pub(crate) mod layout;
 pub(crate) mod log;
 pub(crate) mod msg;
 pub(crate) mod nav;
+pub(crate) mod notify;
 pub(crate) mod options;
 pub(crate) mod page;
 pub(crate) mod run;
+pub(crate) mod settings;
+pub(crate) mod sort;
 pub(crate) mod sqlite;
 pub(crate) mod state;
 pub(crate) mod terminal;
@@ -40,10 +43,11 @@ pub(crate) mod worker;
 #[cfg(feature = "testing")]
 pub mod testing;
 
-pub use config::load_config;
+pub use config::{load_config, load_settings};
 pub use data::{DataError, DecideError, Decider, Key, ResumeHook, Write, WriteResult};
 pub use decider::StoreDecider;
 pub use keymap::KeymapError;
 pub use options::{ConsoleError, ConsoleOptions, MakeDecider};
 pub use run::run;
+pub use settings::{AgeBands, Notify, Settings};
 pub use theme::{Depth, ThemeError};

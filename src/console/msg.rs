@@ -31,6 +31,9 @@ pub enum Effect {
     Copy(String),
     Suspend,
     Quit,
+    /// Tell the terminal a new approval arrived (issue 21; `[queue] notify`): how, and how
+    /// many are pending.
+    Notify(super::settings::Notify, u64),
 }
 
 /// What a database thread is asked to do.

@@ -10,7 +10,7 @@ use crossterm::event::{self, Event};
 use ratatui::Terminal;
 use ratatui::backend::CrosstermBackend;
 
-use super::config::{default_config_dir, load_config};
+use super::config::{default_config_dir, load_config, load_settings};
 use super::data::Decider;
 use super::decider::StoreDecider;
 use super::log::Log;
@@ -45,6 +45,7 @@ pub fn run(opts: ConsoleOptions) -> Result<(), ConsoleError> {
     let config_dir = opts.config_dir.clone().or_else(default_config_dir);
     let depth = Depth::detect(|k| std::env::var(k).ok());
     let (theme, keymap) = load_config(config_dir.as_deref(), opts.theme.as_deref(), depth)?;
+    let settings = load_settings(config_dir.as_deref())?;
     // Without any name (no --by, no COUNTERSIGN_BY or USER, an account without a passwd
     // entry), the console still opens, for reading: decisions record who made them.
     let by = opts
@@ -93,6 +94,7 @@ pub fn run(opts: ConsoleOptions) -> Result<(), ConsoleError> {
     let mut term = Terminal::new(CrosstermBackend::new(std::io::stdout()))?;
     let size = term.size()?;
     let mut app = App::new(cfg, keymap, theme, now_secs(), (size.width, size.height));
+    app.settings = settings;
 
     let (tx, rx) = channel::<Input>();
     let db: PathBuf = opts.db.clone();
@@ -191,6 +193,9 @@ fn perform(
                 app.dirty = true;
             }
             Effect::Quit => return Ok(true),
+            Effect::Notify(how, pending) => {
+                super::notify::send(&mut std::io::stdout(), how, pending)?;
+            }
         }
     }
     Ok(false)

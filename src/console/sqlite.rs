@@ -99,6 +99,7 @@ fn queue_row(q: store::QueueItem) -> QueueRow {
         paused_again: false,
         goal: Vec::new(),
         agent_reason: Vec::new(),
+        sorted_by: None,
     }
 }
 
@@ -239,6 +240,11 @@ impl SqliteData {
             waiting: n(c.waiting),
             running: n(c.running),
             failed: n(c.failed),
+            oldest: c
+                .oldest_pending
+                .as_deref()
+                .and_then(|t| Timestamp::parse(t).ok()),
+            newest: c.newest_pending,
         })
     }
 
@@ -351,6 +357,7 @@ impl ConsoleData for SqliteData {
             Query::Counts => Reply::Counts(self.counts().map_err(rd)?),
             Query::Queue {
                 filter,
+                sort,
                 offset,
                 limit,
                 anchor,
@@ -358,10 +365,20 @@ impl ConsoleData for SqliteData {
             } => {
                 let (l, o) = args(*offset, *limit);
                 let anchor = at(anchor).map(|(i, id)| (i, id.as_str()));
-                let w = s
-                    .list_queue_rows_near(filter, l, o, anchor, end_of(end))
-                    .map_err(rd)?;
-                let mut page = window(*limit, w, queue_row);
+                let mut page = if *sort == Sort::Age {
+                    let w = s
+                        .list_queue_rows_near(filter, l, o, anchor, end_of(end))
+                        .map_err(rd)?;
+                    window(*limit, w, queue_row)
+                } else {
+                    let w = s
+                        .list_queue_sorted_near(filter, &sort.order(), l, o, anchor, end_of(end))
+                        .map_err(rd)?;
+                    window(*limit, w, |(q, v)| QueueRow {
+                        sorted_by: Some(v),
+                        ..queue_row(q)
+                    })
+                };
                 // Each shown row's run, by key: was this approval asked again after a grant?
                 for r in &mut page.rows {
                     let fate = fate_of(s, &r.run_id, &RunStatus::WaitingForApproval);
@@ -431,6 +448,9 @@ impl ConsoleData for SqliteData {
                 Reply::RunPrefix(s.runs_with_prefix(prefix.as_bytes(), *limit).map_err(rd)?)
             }
             Query::Verify => Reply::Verify(self.verify().map_err(rd)?),
+            Query::Stats { now } => Reply::Stats(Box::new(
+                s.stats(None, Timestamp::from_unix(*now, 0)).map_err(rd)?,
+            )),
             Query::Context {
                 approval,
                 run,

@@ -8,6 +8,7 @@ use super::fields::{ApprovalField, FieldView};
 use super::keymap::Keymap;
 use super::layout;
 use super::nav::ListView;
+use super::settings::Settings;
 use super::theme::Theme;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,6 +37,8 @@ pub const MESSAGES_KEPT: usize = 500;
 pub struct QueueScreen {
     pub list: ListView<QueueRow>,
     pub filter: String,
+    /// The order and grouping (issue 21; the `sort` action cycles it).
+    pub sort: Sort,
 }
 
 #[derive(Debug, Clone)]
@@ -138,6 +141,17 @@ impl ApprovalScreen {
     }
 }
 
+/// The queue's numbers (issue 21): read once when opened and on `refresh`, not on every
+/// change (the read scans every step and approval).
+#[derive(Debug, Clone, Default)]
+pub struct StatsScreen {
+    pub stats: Option<Box<crate::runtime::stats::Stats>>,
+    pub pending: Option<u64>,
+    /// Why the last read failed.
+    pub error: Option<String>,
+    pub scroll: usize,
+}
+
 #[derive(Debug, Clone)]
 pub struct DamagedScreen {
     pub list: ListView<DamagedRow>,
@@ -150,6 +164,7 @@ pub enum Screen {
     RunDetail(Box<RunDetailScreen>),
     Approval(Box<ApprovalScreen>),
     Damaged(DamagedScreen),
+    Stats(Box<StatsScreen>),
     Help {
         scroll: usize,
     },
@@ -167,6 +182,7 @@ impl Screen {
             Screen::RunDetail(_) => "run",
             Screen::Approval(_) => "approval",
             Screen::Damaged(_) => "damaged",
+            Screen::Stats(_) => "stats",
             Screen::Help { .. } => "help",
             Screen::Messages { .. } => "messages",
         }
@@ -238,6 +254,8 @@ pub struct App {
     pub keymap: Keymap,
     pub theme: Theme,
     pub cfg: AppConfig,
+    /// `config.toml`'s `[queue]` settings (age bands, notifications; issue 21).
+    pub settings: Settings,
     pub now: i64,
     pub size: (u16, u16),
     /// The header counts; `None` until the first read of them comes back.
@@ -271,11 +289,13 @@ impl App {
             stack: vec![Screen::Queue(QueueScreen {
                 list: ListView::default(),
                 filter: String::new(),
+                sort: Sort::default(),
             })],
             overlay: None,
             keymap,
             theme,
             cfg,
+            settings: Settings::default(),
             now,
             size,
             counts: None,

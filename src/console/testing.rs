@@ -9,6 +9,8 @@ pub use super::fields::{ApprovalField, FieldView};
 pub use super::keymap::{Action, Chord, Keymap};
 pub use super::msg::{Effect, Input, Job};
 pub use super::nav::ListView;
+pub use super::notify::{bytes as notify_bytes, send as notify_send, wording as notify_wording};
+pub use super::settings::{AgeBands, Band, Notify, Settings};
 pub use super::sqlite::SqliteData;
 pub use super::state::*;
 pub use super::text::{Marks, TextStyles};

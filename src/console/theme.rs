@@ -30,7 +30,8 @@ roles! {
     StatusFailed => "status_failed", StatusCancelled => "status_cancelled", Damaged => "damaged",
     Escaped => "escaped", Truncated => "truncated", Danger => "danger", Ok => "ok",
     KeyHint => "key_hint", FilterMatch => "filter_match", StatusBar => "status_bar",
-    Error => "error", Badge => "badge",
+    Error => "error", Badge => "badge", AgeFresh => "age_fresh", AgeWarning => "age_warning",
+    AgeStale => "age_stale",
 }
 
 pub const EMBEDDED: &[(&str, &str)] = &[

@@ -20,6 +20,11 @@ pub fn span(secs: i64) -> String {
     }
 }
 
+/// Seconds from `at` to `now`, `None` when `at` is not set.
+pub fn age_secs(at: &Timestamp, now: i64) -> Option<i64> {
+    secs(at).map(|t| now.saturating_sub(t))
+}
+
 /// Age of `at` at `now`, or `?` when `at` is not set.
 pub fn age(at: &Timestamp, now: i64) -> String {
     secs(at).map_or_else(|| "?".into(), |t| span(now - t))

@@ -102,7 +102,7 @@ fn page_differences(c: &crate::runtime::driver::Rechecked) -> Vec<String> {
 pub fn is_count(q: &Query) -> bool {
     matches!(
         q,
-        Query::Counts | Query::QueueTotal { .. } | Query::Length(_)
+        Query::Counts | Query::QueueTotal { .. } | Query::Length(_) | Query::Stats { .. }
     )
 }
 

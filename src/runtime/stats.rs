@@ -11,6 +11,9 @@ use std::time::Duration;
 
 use crate::runtime::types::Timestamp;
 
+/// The article's caveat, shown with every threshold table.
+pub const CAVEAT: &str = "L* is a model, not a measurement: it assumes losses are comparable in money, ignores the wait a person has while a call is held, treats q as constant and takes p as known. Here p is the share of reviewed calls that reviewers refused, which stands in for how often an automatic call would be wrong; c and q are your assumptions. Per-call and session caps stay hard limits whatever the formula says.";
+
 /// The longest tool or reviewer name kept whole (bytes); longer names are cut to this many
 /// and flagged, so one hostile row cannot make the report huge.
 pub const NAME_MAX: usize = 256;

@@ -13,7 +13,7 @@ use countersign::console::testing::SqliteData;
 use countersign::console::testing::draw;
 use countersign::console::testing::{App, AppConfig, Effect, Input, Query, Reply, update};
 use countersign::console::testing::{ConsoleData, DecideError, Decider, Write as Cmd, WriteResult};
-use countersign::console::testing::{Depth, Theme};
+use countersign::console::testing::{Depth, Settings, Theme};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
@@ -123,6 +123,8 @@ pub struct Harness {
     pub holding: bool,
     /// Replies held back, in the order their reads were asked.
     pub held: Vec<(u64, Query, Reply)>,
+    /// Notifications the console asked the terminal for (issue 21), in order.
+    pub notified: Vec<(countersign::console::testing::Notify, u64)>,
 }
 
 impl Harness {
@@ -141,8 +143,30 @@ impl Harness {
     }
 
     pub fn with(db: &Path, w: u16, h: u16, cfg: AppConfig, decider: Box<dyn Decider>) -> Harness {
+        Self::with_settings(db, w, h, cfg, decider, Default::default())
+    }
+
+    /// As [`Harness::open`], with `config.toml`'s `[queue]` settings in force from the start.
+    pub fn open_with(db: &Path, w: u16, h: u16, settings: Settings) -> Harness {
+        let cfg = AppConfig {
+            by: "tester".into(),
+            read_only: false,
+            can_resume: false,
+        };
+        Self::with_settings(db, w, h, cfg, Box::new(NoWriter), settings)
+    }
+
+    pub fn with_settings(
+        db: &Path,
+        w: u16,
+        h: u16,
+        cfg: AppConfig,
+        decider: Box<dyn Decider>,
+        settings: Settings,
+    ) -> Harness {
         let theme = Theme::load("default", None, Depth::TrueColor).unwrap();
-        let app = App::new(cfg, Keymap::default(), theme, now(), (w, h));
+        let mut app = App::new(cfg, Keymap::default(), theme, now(), (w, h));
+        app.settings = settings;
         let data = SqliteData::open(db).unwrap();
         let mut h = Harness {
             app,
@@ -154,6 +178,7 @@ impl Harness {
             resume: None,
             holding: false,
             held: vec![],
+            notified: vec![],
         };
         let fx = h.app.start();
         h.run(fx);
@@ -186,6 +211,10 @@ impl Harness {
                 }
                 Effect::Copy(s) => {
                     self.copies.push(s);
+                    vec![]
+                }
+                Effect::Notify(how, n) => {
+                    self.notified.push((how, n));
                     vec![]
                 }
                 Effect::Suspend | Effect::Quit => vec![],

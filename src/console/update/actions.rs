@@ -22,6 +22,7 @@ pub(crate) fn on_action(app: &mut App, a: Action) -> Vec<Effect> {
         Screen::Damaged(s) => lists::damaged(s, a, &cx, &mut out),
         Screen::RunDetail(s) => run_detail::on_action(s, a, &cx, &mut out),
         Screen::Approval(s) => approval::on_action(s, a, &cx, &mut out),
+        Screen::Stats(s) => help(&mut s.scroll, a, cx.rows),
         Screen::Help { scroll } | Screen::Messages { scroll } => help(scroll, a, cx.rows),
     }
     apply(app, out)
@@ -43,6 +44,7 @@ fn on_global(app: &mut App, a: Action) -> Option<Vec<Effect>> {
                 vec![]
             }
         }
+        Action::Sort if matches!(app.top(), Screen::Queue(_)) => super::sort::resort(app),
         Action::Help => {
             app.stack.push(Screen::Help { scroll: 0 });
             vec![]
@@ -73,6 +75,11 @@ fn on_global(app: &mut App, a: Action) -> Option<Vec<Effect>> {
             app.stack.push(Screen::Damaged(DamagedScreen {
                 list: Default::default(),
             }));
+            app.start()
+        }
+        Action::Stats => {
+            app.stack.truncate(1);
+            app.stack.push(Screen::Stats(Box::default()));
             app.start()
         }
         Action::Refresh => {

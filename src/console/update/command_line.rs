@@ -82,6 +82,7 @@ pub(crate) fn run_command(app: &mut App, cmd: &str) -> Vec<Effect> {
             on_action(app, Action::Damaged)
         }
         ("help", _) => on_action(app, Action::Help),
+        ("stats", _) => on_action(app, Action::Stats),
         ("messages" | "mes" | "messages!", _) => {
             if !matches!(app.top(), Screen::Messages { .. }) {
                 app.stack.push(Screen::Messages { scroll: 0 });

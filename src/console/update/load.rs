@@ -39,7 +39,7 @@ impl App {
         };
         let q = match top {
             Screen::Queue(s) => {
-                let filter = s.filter.clone();
+                let (filter, sort) = (s.filter.clone(), s.sort);
                 list_query(
                     &mut s.list,
                     id,
@@ -48,6 +48,7 @@ impl App {
                     |r| r.approval_id.as_str().map(str::to_string),
                     |offset, anchor, end| Query::Queue {
                         filter,
+                        sort,
                         offset,
                         limit: win,
                         anchor,
@@ -101,6 +102,11 @@ impl App {
                 self.next_id = id2;
                 let q = tab_query(s, id2, keep, win);
                 return vec![Effect::Query(id, hq), Effect::Query(id2, q)];
+            }
+            Screen::Stats(_) if keep => return vec![],
+            Screen::Stats(s) => {
+                s.pending = Some(id);
+                Query::Stats { now: self.now }
             }
             Screen::Help { .. } | Screen::Messages { .. } => return vec![],
         };

@@ -11,9 +11,11 @@ mod confirm;
 mod keys;
 mod lists;
 mod load;
+mod notify;
 mod outcome;
 mod replies;
 mod run_detail;
+mod sort;
 
 use super::msg::{Effect, Input};
 use super::state::{App, Level, Overlay};

@@ -37,7 +37,11 @@ pub(super) fn on_reply(app: &mut App, id: u64, r: Reply) -> Vec<Effect> {
     if app.counts_pending == Some(id) {
         app.counts_pending = None;
         match r {
-            Reply::Counts(c) => app.counts = Some(c),
+            Reply::Counts(c) => {
+                let fx = super::notify::on_counts(app, &c);
+                app.counts = Some(c);
+                return fx;
+            }
             // The header keeps saying `…`; the next reply asks again.
             Reply::Failed(m) => app.notice = Some((Level::Error, format!("header counts: {m}"))),
             _ => {}
@@ -240,6 +244,17 @@ fn apply(
         (Screen::Approval(s), Reply::Failed(m)) if s.pending == Some(id) => {
             s.pending = None;
             fail(notice, m)
+        }
+        (Screen::Stats(s), Reply::Stats(st)) if s.pending == Some(id) => {
+            s.pending = None;
+            s.error = None;
+            s.stats = Some(st);
+            true
+        }
+        (Screen::Stats(s), Reply::Failed(m)) if s.pending == Some(id) => {
+            s.pending = None;
+            s.error = Some(m.to_string());
+            true
         }
         _ => false,
     }

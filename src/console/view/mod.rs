@@ -2,6 +2,7 @@
 //! overlay), one file per screen, and the widgets they share. Reads the state, never changes
 //! it, and imports nothing of `update`. Every untrusted string goes through `text`.
 
+mod age;
 mod approval;
 mod damaged;
 mod help;
@@ -10,6 +11,7 @@ mod overlays;
 mod queue;
 mod run_detail;
 mod runs;
+mod stats;
 mod widgets;
 
 use ratatui::Frame;
@@ -45,6 +47,7 @@ pub fn draw(f: &mut Frame, app: &App) {
         Screen::Damaged(s) => damaged::draw(f, body, app, s),
         Screen::Help { scroll } => help::draw(f, body, app, *scroll),
         Screen::Messages { scroll } => messages::draw(f, body, app, *scroll),
+        Screen::Stats(s) => stats::draw(f, body, app, s),
     }
     draw_notice(f, notice, app);
     draw_hints(f, hints, app);
@@ -72,19 +75,23 @@ fn draw_header(f: &mut Frame, area: Rect, app: &App) {
             format!("pending {}", n(|c| c.pending)),
             th.style(Role::StatusWaiting),
         ),
-        Span::styled(
-            format!(
-                " · runs {} · waiting {} · running {} · failed {}",
-                n(|c| c.runs),
-                n(|c| c.waiting),
-                n(|c| c.running),
-                n(|c| c.failed)
-            ),
-            bar,
-        ),
     ];
+    // The oldest pending approval's age, in its band (issue 21).
+    let oldest = age::oldest(app);
+    let kept = spans.len() + oldest.len();
+    spans.extend(oldest);
+    spans.extend([Span::styled(
+        format!(
+            " · runs {} · waiting {} · running {} · failed {}",
+            n(|c| c.runs),
+            n(|c| c.waiting),
+            n(|c| c.running),
+            n(|c| c.failed)
+        ),
+        bar,
+    )]);
     if area.width < 90 {
-        spans.truncate(4);
+        spans.truncate(kept);
         spans.push(Span::styled(format!(" · runs {}", n(|c| c.runs)), bar));
     }
     if app.cfg.read_only {
@@ -226,7 +233,7 @@ pub(crate) fn hints(app: &App) -> Vec<(String, &'static str)> {
             }
         }
         Screen::Help { .. } => {}
-        Screen::Messages { .. } => {
+        Screen::Messages { .. } | Screen::Stats(_) => {
             v.push((k(Action::Down), "scroll"));
         }
     }

@@ -6,7 +6,10 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::Line;
 use ratatui::widgets::Paragraph;
 
+use super::age;
 use super::widgets::{self, Col, cell, position, table};
+use crate::console::data::QueueRow;
+use crate::console::sort::Sort;
 use crate::console::state::{App, QueueScreen};
 use crate::console::text;
 use crate::console::theme::Role;
@@ -23,7 +26,7 @@ pub(super) fn draw(f: &mut Frame, area: Rect, app: &App, s: &QueueScreen) {
             format!(" Pending approvals {}", position(&s.list)),
             th.style(Role::Title),
         ),
-        widgets::dim(app, "  oldest first"),
+        widgets::dim(app, format!("  {}", s.sort.label())),
     ];
     if !s.filter.is_empty() {
         t.push(widgets::dim(app, "  filter /"));
@@ -33,8 +36,22 @@ pub(super) fn draw(f: &mut Frame, area: Rect, app: &App, s: &QueueScreen) {
         ));
     }
     f.render_widget(Paragraph::new(Line::from(t)), title);
-    let narrow = area.width < 76;
-    let cols = columns(narrow);
+    // Sorted by a fact: its value leads each row, as a group column (issue 21); the run and
+    // step columns make room for it on a terminal under 100 columns.
+    let grouped = s.sort.column();
+    let narrow = area.width < 76 || (grouped.is_some() && area.width < 100);
+    let mut cols = columns(narrow);
+    if let Some(title) = grouped {
+        let width = if s.sort == Sort::Amount { 10 } else { 14 };
+        cols.insert(1, Col { title, width });
+    }
+    let rows = &s.list.page.rows;
+    // A row sorted by the same value as the row above it draws that value dim.
+    let repeat = |r: &QueueRow| {
+        let i = rows.iter().position(|x| std::ptr::eq(x, r)).unwrap_or(0);
+        i > 0 && rows[i - 1].sorted_by == r.sorted_by
+    };
+    let shift = usize::from(grouped.is_some());
     let now = app.now;
     table(
         f,
@@ -48,8 +65,13 @@ pub(super) fn draw(f: &mut Frame, area: Rect, app: &App, s: &QueueScreen) {
             } else {
                 th.style(Role::Text)
             };
+            let tool_w = ws[if narrow { 2 } else { 4 } + shift];
             let tool = match &r.tool {
-                Some(t) => cell(app, t, ws[if narrow { 2 } else { 4 }]),
+                // By tool, the column shows the name the row was sorted by.
+                Some(_) if s.sort == Sort::Tool => {
+                    age::group(app, r.sorted_by.as_ref(), repeat(r), tool_w)
+                }
+                Some(t) => cell(app, t, tool_w),
                 None => Line::styled("(damaged)", th.style(Role::Damaged)),
             };
             // The run's goal and the agent's reason are untrusted too (issue 15 item 1).
@@ -86,10 +108,14 @@ pub(super) fn draw(f: &mut Frame, area: Rect, app: &App, s: &QueueScreen) {
                 ]),
                 None => Line::styled("unread: request does not decode", th.style(Role::Damaged)),
             };
-            let mut v = vec![
-                Line::from(time::age(&r.created_at, now)),
-                Line::styled(time::countdown_short(&r.expires_at, now), exp_style),
-            ];
+            let mut v = vec![age::cell(app, &r.created_at)];
+            if grouped.is_some() {
+                v.push(age::group(app, r.sorted_by.as_ref(), repeat(r), ws[1]));
+            }
+            v.push(Line::styled(
+                time::countdown_short(&r.expires_at, now),
+                exp_style,
+            ));
             if !narrow {
                 v.push(cell(app, r.run_id.as_bytes(), 8));
                 v.push(Line::from(

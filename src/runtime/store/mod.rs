@@ -18,6 +18,7 @@ mod lease;
 mod open;
 mod pages;
 mod prefix;
+mod queue_order;
 mod reads;
 mod resumable;
 mod rows;
@@ -58,6 +59,7 @@ pub use open::ConnectionSettings;
 #[cfg(feature = "console")]
 pub(crate) use pages::capped_note;
 pub use pages::{MAX_PAGE_TEXT, Page, SHOWN_REQUEST_MAX};
+pub use queue_order::{QueueOrder, SortValue};
 pub use resumable::ResumableRun;
 pub use schema::{DEFAULT_LEASE_TTL_NS, MIGRATIONS, PRE_LEASE_OWNER, SCHEMA_MIGRATIONS_DDL};
 pub use sizes::capped_request;

@@ -72,6 +72,12 @@ pub struct ViewCounts {
     pub failed: i64,
     /// Pending approvals of WAITING runs only.
     pub pending: i64,
+    /// The stored creation time of the oldest of those (by `julianday`; rows whose time does
+    /// not parse are left out), as stored.
+    pub oldest_pending: Option<String>,
+    /// The largest rowid of those (0 when none): it grows when an approval is added, so a
+    /// front end tells a new arrival from a decision.
+    pub newest_pending: i64,
 }
 
 /// The stored bytes of `column` when it was not valid UTF-8, else the decoded text's bytes.
@@ -114,7 +120,7 @@ fn opt_int(
 }
 
 /// The queue's condition: pending approvals of WAITING runs matching the lowercased filter.
-const QUEUE_COND: &str = "a.status = 'pending' AND r.status = 'WAITING_FOR_APPROVAL' AND (?1 = '' OR \
+pub(super) const QUEUE_COND: &str = "a.status = 'pending' AND r.status = 'WAITING_FOR_APPROVAL' AND (?1 = '' OR \
     instr(lower(a.id || ' ' || a.run_id || ' ' || a.kind || ' ' || \
     CASE WHEN json_valid(a.request_json) THEN COALESCE(json_extract(a.request_json, '$.spec.name'), '') || ' ' || \
     COALESCE(substr(json_extract(a.request_json, '$.args'), 1, 4096), '') ELSE '' END), ?1) > 0)";
@@ -123,7 +129,7 @@ const QUEUE_COND: &str = "a.status = 'pending' AND r.status = 'WAITING_FOR_APPRO
 const RUNS_COND: &str = "(?1 = '' OR r.status = ?1) AND (?2 = '' OR instr(lower(r.id || ' ' || \
     substr(r.goal, 1, 4096) || ' ' || r.status || ' ' || r.reason), ?2) > 0)";
 
-fn queue_item(c: &Connection, rowid: i64) -> Result<Option<QueueItem>, StoreError> {
+pub(super) fn queue_item(c: &Connection, rowid: i64) -> Result<Option<QueueItem>, StoreError> {
     let sql = format!("{} WHERE rowid = ?", approval_select());
     let Some(approval) = c
         .prepare_cached(&sql)
@@ -219,6 +225,20 @@ impl Store {
                  WHERE a.status = 'pending' AND r.status = 'WAITING_FOR_APPROVAL'",
                 &[],
             )?;
+            let (oldest, newest) = c
+                .prepare_cached(
+                    "SELECT (SELECT CAST(a.created_at AS TEXT) FROM approvals a                      JOIN runs r ON r.id = a.run_id WHERE a.status = 'pending'                      AND r.status = 'WAITING_FOR_APPROVAL' AND julianday(a.created_at) IS NOT NULL                      ORDER BY julianday(a.created_at), a.rowid LIMIT 1),                      (SELECT COALESCE(MAX(a.rowid), 0) FROM approvals a JOIN runs r ON r.id = a.run_id                      WHERE a.status = 'pending' AND r.status = 'WAITING_FOR_APPROVAL')",
+                )
+                .ctx("counts")?
+                .query_row([], |r| {
+                    Ok((
+                        r.get::<_, Option<String>>(0).ok().flatten(),
+                        r.get::<_, i64>(1).unwrap_or(0),
+                    ))
+                })
+                .ctx("counts")?;
+            out.oldest_pending = oldest;
+            out.newest_pending = newest;
             Ok(out)
         })
     }

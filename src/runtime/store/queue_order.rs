@@ -1,0 +1,211 @@
+//! The approval queue in another order than its insertion order (issue 21: sort and group by
+//! tool, by a presentation member such as the target, or by an amount), read a window at a
+//! time by key as [`Store::list_queue_rows_near`] reads it.
+//!
+//! The sort key of a row is `(state, value, rowid)`: `state` 0 when the row has the member, 1
+//! when it has none (or not of the kind asked for) and 2 when the member is named twice, so a
+//! row without the key sorts last, ties keep the queue's insertion order, and the order is
+//! total and stable. Members are read with SQLite's `json_each` (never `json_extract`, which
+//! takes the first of two equal keys where Go takes the last): a member named twice is not
+//! read at all. Text values are compared as their bytes (a BLOB), so a value that is not UTF-8
+//! still sorts and is handed back whole. The key is handed back with each row, so a front end
+//! shows the value a row was sorted by, never a value read another way.
+//!
+//! No index holds these keys (agentrt's schema is shared and unchanged): each window sorts the
+//! pending approvals of waiting runs that match the filter, a cost that grows with the queue,
+//! not with the database.
+
+use rusqlite::Connection;
+use rusqlite::types::Value;
+
+use super::Store;
+use super::error::StoreError;
+use super::pages::{check_page, query};
+use super::views::{QUEUE_COND, QueueItem, queue_item};
+use super::window::{COUNT_CAP, KeyedList, WindowPage, int};
+
+/// The order of the queue.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum QueueOrder {
+    /// Insertion order, oldest first (the queue's own order).
+    #[default]
+    Age,
+    /// By the request's tool (`spec.name`), A to Z by bytes.
+    Tool,
+    /// By the first of these presentation members present, A to Z by bytes (a target).
+    Member(Vec<String>),
+    /// By the first of these presentation members present, an integer, largest first (an
+    /// amount); a member that is not an integer counts as none.
+    Amount(Vec<String>),
+}
+
+/// The value a row was sorted by.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SortValue {
+    /// The member's value when it is an integer (an amount).
+    Int(i64),
+    /// The member's value as its bytes (a text's content, or another value's JSON).
+    Bytes(Vec<u8>),
+    /// The row has no such member (or not an integer where one is asked for).
+    Missing,
+    /// The member is named more than once; which one counts is not guessed.
+    Twice,
+}
+
+/// The list's `FROM … WHERE …`: the queue's rows (`rid`, `aid`) with their sort key (`ks`,
+/// `kv`). Each row's document is read once per window: `json_each` joined on the keys asked
+/// for (a document that is not JSON reads as `{}`), grouped by row, so a member's count, value
+/// and type are aggregates of that one pass. Keys are `?2`, `?3`, ... ([`key_args`]).
+fn from_sql(order: &QueueOrder) -> String {
+    let (doc, path, keys, amount, spec) = match order {
+        QueueOrder::Age => ("", "", 0, false, false),
+        // `spec` named once, and its `name` once: `?2` is `name`, `?3` is `spec`.
+        QueueOrder::Tool => ("a.request_json", ", '$.spec'", 1, false, true),
+        QueueOrder::Member(k) => ("a.presentation_json", "", k.len(), false, false),
+        QueueOrder::Amount(k) => ("a.presentation_json", "", k.len(), true, false),
+    };
+    let rows = "FROM approvals a JOIN runs r ON r.id = a.run_id";
+    if keys == 0 {
+        return format!(
+            "FROM (SELECT a.rowid AS rid, a.id AS aid, 0 AS ks, 0 AS kv {rows} WHERE {QUEUE_COND}) q WHERE 1"
+        );
+    }
+    let safe = format!("CASE WHEN json_valid({doc}) THEN {doc} ELSE '{{}}' END");
+    let marks: Vec<String> = (0..keys).map(|i| format!("?{}", i + 2)).collect();
+    let mut cols = String::new();
+    let mut joins = format!(
+        " LEFT JOIN json_each({safe}{path}) j ON j.key IN ({})",
+        marks.join(", ")
+    );
+    let mut state = String::from("CASE");
+    if spec {
+        cols.push_str(", COUNT(DISTINCT s.id) AS ns");
+        joins.push_str(&format!(
+            " LEFT JOIN json_each({safe}) s ON s.key = ?{}",
+            keys + 2
+        ));
+        state.push_str(" WHEN ns > 1 THEN 2");
+    }
+    let mut value = String::from("CASE");
+    for (i, m) in marks.iter().enumerate() {
+        cols.push_str(&format!(
+            ", COUNT(DISTINCT CASE WHEN j.key = {m} THEN j.id END) AS n{i}, \
+             MAX(CASE WHEN j.key = {m} THEN j.value END) AS v{i}, \
+             MAX(CASE WHEN j.key = {m} THEN j.type END) AS t{i}"
+        ));
+        let ok = if amount {
+            format!("t{i} = 'integer'")
+        } else {
+            "1".into()
+        };
+        state.push_str(&format!(
+            " WHEN n{i} > 1 THEN 2 WHEN n{i} = 1 THEN CASE WHEN {ok} THEN 0 ELSE 1 END"
+        ));
+        let v = if amount {
+            format!("-v{i}")
+        } else {
+            format!("CAST(v{i} AS BLOB)")
+        };
+        value.push_str(&format!(" WHEN n{i} = 1 THEN {v}"));
+    }
+    state.push_str(" ELSE 1 END");
+    value.push_str(" END");
+    // Only a row that has the key sorts by its value: the others keep the queue's order.
+    format!(
+        "FROM (SELECT rid, aid, ks, CASE WHEN ks = 0 THEN {value} ELSE 0 END AS kv \
+         FROM (SELECT *, {state} AS ks FROM (SELECT a.rowid AS rid, a.id AS aid{cols} \
+         {rows}{joins} WHERE {QUEUE_COND} GROUP BY a.rowid))) q WHERE 1"
+    )
+}
+
+/// The keys the expressions bind after the filter (`?2`, ...).
+fn key_args(order: &QueueOrder) -> Vec<String> {
+    match order {
+        QueueOrder::Age => Vec::new(),
+        QueueOrder::Tool => vec!["name".into(), "spec".into()],
+        QueueOrder::Member(k) | QueueOrder::Amount(k) => k.clone(),
+    }
+}
+
+/// The value a row was sorted by, from its key's `state` and `value` (an amount is stored
+/// negated, so the largest sorts first).
+fn sort_value(state: &Value, value: &Value) -> SortValue {
+    match (int(state), value) {
+        (0, Value::Integer(i)) => SortValue::Int(i.checked_neg().unwrap_or(i64::MAX)),
+        (0, Value::Real(f)) => SortValue::Bytes((-f).to_string().into_bytes()),
+        (0, Value::Blob(b)) => SortValue::Bytes(b.clone()),
+        (0, Value::Text(t)) => SortValue::Bytes(t.clone().into_bytes()),
+        (2, _) => SortValue::Twice,
+        _ => SortValue::Missing,
+    }
+}
+
+impl Store {
+    /// A window of the queue in `order` (as [`Store::list_queue_rows_near`] reads the queue in
+    /// its own order), each row with the value it was sorted by. `anchor` is the index and
+    /// approval id of a row already read in this same order. The total is counted up to
+    /// [`COUNT_CAP`]; [`Store::count_queue`] counts past it.
+    pub fn list_queue_sorted_near(
+        &self,
+        filter: &str,
+        order: &QueueOrder,
+        limit: i64,
+        offset: i64,
+        anchor: Option<(i64, &str)>,
+        end: Option<i64>,
+    ) -> Result<WindowPage<(QueueItem, SortValue)>, StoreError> {
+        check_page("queue", limit, offset)?;
+        let filter = filter.to_lowercase();
+        let keys = key_args(order);
+        let from = from_sql(order);
+        self.read(|c| {
+            let mut args: Vec<&dyn rusqlite::ToSql> = vec![&filter];
+            for k in &keys {
+                args.push(k);
+            }
+            let list = KeyedList {
+                what: "queue",
+                from,
+                args,
+                key: &["q.ks", "q.kv", "q.rid"],
+                desc: false,
+            };
+            let anchor = match anchor {
+                Some((ai, id)) if ai >= 0 => anchor_key(c, &list, id)?.map(|k| (ai, k)),
+                _ => None,
+            };
+            let w = list.window(c, offset, limit, anchor, end, Some(COUNT_CAP))?;
+            let mut items = Vec::with_capacity(w.keys.len());
+            for k in &w.keys {
+                let (Some(s), Some(v), Some(rid)) = (k.first(), k.get(1), k.get(2)) else {
+                    continue;
+                };
+                if let Some(item) = queue_item(c, int(rid))? {
+                    items.push((item, sort_value(s, v)));
+                }
+            }
+            Ok(WindowPage::of(w, items))
+        })
+    }
+}
+
+/// The sort key of the queue row with approval id `id`, if it is still in the list.
+fn anchor_key(
+    c: &Connection,
+    list: &KeyedList<'_>,
+    id: &str,
+) -> Result<Option<Vec<Value>>, StoreError> {
+    let mut args = list.args.clone();
+    args.push(&id);
+    let sql = format!(
+        "SELECT q.ks, q.kv, q.rid {} AND q.aid = ?{} LIMIT 1",
+        list.from,
+        args.len()
+    );
+    let rows = query(c, &sql, &args, "queue anchor", |r| {
+        (0..3)
+            .map(|i| r.get::<_, Value>(i).unwrap_or(Value::Null))
+            .collect::<Vec<_>>()
+    })?;
+    Ok(rows.into_iter().next())
+}
