@@ -17,7 +17,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde::Deserialize;
-use serde_json::value::RawValue;
 
 use super::canonical::json_string;
 use super::{MAX_MESSAGE_BYTES, STDERR_TAIL_BYTES, sanitize};
@@ -35,31 +34,8 @@ pub struct ServerSpec {
     pub connect_timeout: Duration,
 }
 
-/// Why a request did not get a result.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CallError {
-    /// No answer before the deadline.
-    TimedOut(Duration),
-    /// The connection is gone (the server exited, closed stdout, or was closed).
-    Closed(String),
-    /// The server answered with a JSON-RPC error (message as sent, not yet sanitised).
-    Rpc { code: i64, message: String },
-    /// The server answered something that is not a JSON-RPC response.
-    Protocol(String),
-}
-
-impl std::fmt::Display for CallError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            CallError::TimedOut(d) => write!(f, "timed out after {}", super::duration::format(*d)),
-            CallError::Closed(why) => write!(f, "{why}"),
-            CallError::Rpc { code, message } => {
-                write!(f, "jsonrpc error {code}: {}", sanitize(message))
-            }
-            CallError::Protocol(why) => write!(f, "{why}"),
-        }
-    }
-}
+pub use super::rpc::CallError;
+use super::rpc::{Envelope, answer_of};
 
 type Reply = Result<Vec<u8>, CallError>;
 
@@ -381,22 +357,6 @@ fn mark_dead(shared: &Shared, why: &str) {
     }
 }
 
-#[derive(Deserialize)]
-struct Envelope {
-    id: Option<Box<RawValue>>,
-    method: Option<String>,
-    result: Option<Box<RawValue>>,
-    error: Option<RpcError>,
-}
-
-#[derive(Deserialize)]
-struct RpcError {
-    #[serde(default)]
-    code: i64,
-    #[serde(default)]
-    message: String,
-}
-
 fn read_loop(out: impl Read, shared: &Shared) {
     let mut r = BufReader::new(out);
     loop {
@@ -454,17 +414,7 @@ fn read_loop(out: impl Read, shared: &Shared) {
                 let Some(tx) = lock(&shared.pending).remove(&id) else {
                     continue;
                 };
-                let reply = match (env.result, env.error) {
-                    (_, Some(e)) => Err(CallError::Rpc {
-                        code: e.code,
-                        message: e.message,
-                    }),
-                    (Some(res), None) => Ok(res.get().as_bytes().to_vec()),
-                    (None, None) => Err(CallError::Protocol(
-                        "a response with neither result nor error".into(),
-                    )),
-                };
-                let _ = tx.send(reply);
+                let _ = tx.send(answer_of(env.result, env.error));
             }
             _ => {} // a notification: list_changed and logging are ignored
         }

@@ -13,12 +13,11 @@ use std::io::{BufRead, BufReader, Read};
 use std::sync::{Mutex, Once};
 use std::time::{Duration, Instant};
 
-use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::MAX_MESSAGE_BYTES;
 use super::canonical::json_string;
-use super::client::CallError;
+use super::rpc::{CallError, Envelope, answer_of};
 use super::sanitize;
 
 static CRYPTO: Once = Once::new();
@@ -29,22 +28,6 @@ pub struct Http {
     url: reqwest::Url,
     session: Mutex<Option<String>>,
     protocol: Mutex<Option<String>>,
-}
-
-#[derive(Deserialize)]
-struct Envelope {
-    id: Option<Box<RawValue>>,
-    method: Option<String>,
-    result: Option<Box<RawValue>>,
-    error: Option<RpcError>,
-}
-
-#[derive(Deserialize)]
-struct RpcError {
-    #[serde(default)]
-    code: i64,
-    #[serde(default)]
-    message: String,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -66,16 +49,7 @@ fn look(msg: &[u8], want: u64) -> Seen {
     match (env.id, env.method) {
         (Some(id), Some(method)) => Seen::Request(id.get().to_string(), method),
         (Some(id), None) if id.get().parse::<u64>() == Ok(want) => {
-            Seen::Answer(match (env.result, env.error) {
-                (_, Some(e)) => Err(CallError::Rpc {
-                    code: e.code,
-                    message: e.message,
-                }),
-                (Some(res), None) => Ok(res.get().as_bytes().to_vec()),
-                (None, None) => Err(CallError::Protocol(
-                    "a response with neither result nor error".into(),
-                )),
-            })
+            Seen::Answer(answer_of(env.result, env.error))
         }
         _ => Seen::Other,
     }

@@ -30,6 +30,7 @@ pub mod load;
 pub mod manifest;
 pub mod owned;
 pub mod reach;
+pub mod rpc;
 pub mod rules;
 pub mod serve;
 

@@ -1,0 +1,71 @@
+//! What the stdio and HTTP transports share: the JSON-RPC envelope as read (the `result` kept
+//! as the raw bytes the server sent) and why a request got no result.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use super::sanitize;
+
+/// Why a request did not get a result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CallError {
+    /// No answer before the deadline.
+    TimedOut(Duration),
+    /// The connection is gone (the server exited, closed stdout, or was closed).
+    Closed(String),
+    /// The server answered with a JSON-RPC error (message as sent, not yet sanitised).
+    Rpc { code: i64, message: String },
+    /// The server answered something that is not a JSON-RPC response.
+    Protocol(String),
+}
+
+impl std::fmt::Display for CallError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CallError::TimedOut(d) => write!(f, "timed out after {}", super::duration::format(*d)),
+            CallError::Closed(why) => write!(f, "{why}"),
+            CallError::Rpc { code, message } => {
+                write!(f, "jsonrpc error {code}: {}", sanitize(message))
+            }
+            CallError::Protocol(why) => write!(f, "{why}"),
+        }
+    }
+}
+
+/// One JSON-RPC message as read: a response (`id` and `result` or `error`), a request from the
+/// server (`id` and `method`) or a notification (`method` alone).
+#[derive(Deserialize)]
+pub struct Envelope {
+    pub id: Option<Box<RawValue>>,
+    pub method: Option<String>,
+    pub result: Option<Box<RawValue>>,
+    pub error: Option<RpcError>,
+}
+
+/// A JSON-RPC error object.
+#[derive(Deserialize)]
+pub struct RpcError {
+    #[serde(default)]
+    pub code: i64,
+    #[serde(default)]
+    pub message: String,
+}
+
+/// A response's raw `result`, or why it has none.
+pub fn answer_of(
+    result: Option<Box<RawValue>>,
+    error: Option<RpcError>,
+) -> Result<Vec<u8>, CallError> {
+    match (result, error) {
+        (_, Some(e)) => Err(CallError::Rpc {
+            code: e.code,
+            message: e.message,
+        }),
+        (Some(res), None) => Ok(res.get().as_bytes().to_vec()),
+        (None, None) => Err(CallError::Protocol(
+            "a response with neither result nor error".into(),
+        )),
+    }
+}
