@@ -346,6 +346,9 @@ impl ConsoleData for SqliteData {
     }
 
     fn query(&mut self, q: &Query) -> Result<Reply, DataError> {
+        if let Query::Filtered { filter, list } = q {
+            return super::scan::filtered(self, filter, list);
+        }
         let s = &self.store;
         Ok(match q {
             Query::Counts => Reply::Counts(self.counts().map_err(rd)?),
@@ -431,6 +434,8 @@ impl ConsoleData for SqliteData {
                 Reply::RunPrefix(s.runs_with_prefix(prefix.as_bytes(), *limit).map_err(rd)?)
             }
             Query::Verify => Reply::Verify(self.verify().map_err(rd)?),
+            // Answered by the scan above; kept here so the match stays whole.
+            Query::Filtered { filter, list } => super::scan::filtered(self, filter, list)?,
             Query::Context {
                 approval,
                 run,
