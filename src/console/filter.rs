@@ -1,12 +1,14 @@
 //! What the `/` filter matches: the text a list shows of a row, as the sanitiser draws it
-//! (escaped, before any cut), never the stored bytes. A hostile row cannot hide from a filter
-//! the reviewer types from what they read (a duplicate JSON key, a bidi control, a case only
-//! Unicode folds), and a filter for an escape the reviewer sees (`\u{202e}`) finds the rows
-//! that hold that character.
+//! (escaped, before any cut), never the stored bytes. A row cannot hide from a filter the
+//! reviewer types from what they read (words past the 4096 characters SQL looked at, a case
+//! only Unicode folds), is not found by bytes no reviewer sees (the first of a repeated JSON
+//! key, which SQLite's `json_extract` reads), and a filter for an escape the reviewer sees
+//! (`\u{202e}`) finds the rows that hold that character.
 //!
 //! A row matches when one of its shown values contains the filter, both lower-cased (Unicode
 //! lower case); the values of a list are:
-//! - the queue: run id, tool and arguments (as read: their first 4096 bytes);
+//! - the queue: run id, tool and arguments (as read: their first 4096 bytes), or the words
+//!   drawn in their place when the request does not decode;
 //! - the runs: run id, status (as the list words it), reason, goal, and the fate's text;
 //! - the damaged rows: run id, `table/row id/column`, the decode error and the raw bytes.
 
@@ -40,12 +42,19 @@ impl Needle {
     }
 }
 
-/// A queue row's shown values.
+/// What the queue draws for the tool of a request that does not decode.
+pub const NO_TOOL: &str = "(damaged)";
+/// What the queue draws for its arguments.
+pub const NO_ARGS: &str = "unread: request does not decode";
+
+/// A queue row's shown values (the words drawn in place of a request that does not decode
+/// among them).
 pub fn queue_shown(r: &QueueRow) -> Vec<String> {
-    let mut v = vec![text::escaped(r.run_id.as_bytes())];
-    v.extend(r.tool.as_deref().map(text::escaped));
-    v.extend(r.args.as_deref().map(text::escaped));
-    v
+    vec![
+        text::escaped(r.run_id.as_bytes()),
+        r.tool.as_deref().map_or(NO_TOOL.into(), text::escaped),
+        r.args.as_deref().map_or(NO_ARGS.into(), text::escaped),
+    ]
 }
 
 /// The status as the runs list words it (`WAITING`, `INTERRUPT`, ...), escaped.

@@ -3,10 +3,11 @@
 //! each row is kept when its shown text matches (`console::filter`). The reply is the window
 //! of the narrowed list the inner query asks for, with the narrowed list's exact length.
 //!
-//! Why not SQL: a `LIKE`/`instr` over stored bytes matches what SQLite's JSON functions and
-//! ASCII-only `lower()` make of a column, not what the reviewer reads (a duplicate key is read
-//! first by SQLite and last by agentrt's decoder, escapes are drawn as `\u{...}`), so a hostile
-//! row could hide from the filter. The cost is a scan of the list per filter read: the
+//! Why not SQL: an `instr` over stored bytes matches what SQLite's JSON functions, its
+//! ASCII-only `lower()` and a 4096-character `substr` make of a column, not what the reviewer
+//! reads (escapes are drawn as `\u{...}`; a request with a repeated key does not decode here
+//! while `json_extract` reads its first), so a row could hide from the filter or be found by
+//! bytes nobody sees. The cost is a scan of the list per filter read: the
 //! console keeps at most one in flight while the reviewer types (`update/filter.rs`).
 
 use super::data::*;

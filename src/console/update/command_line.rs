@@ -138,9 +138,7 @@ pub(crate) fn on_command_key(app: &mut App, mut t: TextInput, k: KeyEvent) -> Ve
             run_command(app, &line)
         }
         KeyCode::Tab => {
-            if let Some(n) = super::complete::complete(&mut t.text) {
-                app.notice = Some(n);
-            }
+            app.notice = super::complete::complete(&mut t.text);
             app.overlay = Some(Overlay::CommandLine(t));
             vec![]
         }
@@ -151,6 +149,7 @@ pub(crate) fn on_command_key(app: &mut App, mut t: TextInput, k: KeyEvent) -> Ve
         }
         _ => {
             t.edit_key(&k);
+            app.notice = None;
             app.overlay = Some(Overlay::CommandLine(t));
             vec![]
         }

@@ -105,11 +105,21 @@ fn draw_notice(f: &mut Frame, area: Rect, app: &App) {
             Span::styled("▏", th.style(Role::KeyHint)),
             Span::styled(format!("  {}", overlays::matches(app)), th.style(Role::Dim)),
         ]),
-        Some(Overlay::CommandLine(t)) => Line::from(vec![
-            Span::styled(":", th.style(Role::KeyHint)),
-            Span::raw(text::escaped(t.text.as_bytes())),
-            Span::styled("▏", th.style(Role::KeyHint)),
-        ]),
+        Some(Overlay::CommandLine(t)) => {
+            let mut l = vec![
+                Span::styled(":", th.style(Role::KeyHint)),
+                Span::raw(text::escaped(t.text.as_bytes())),
+                Span::styled("▏", th.style(Role::KeyHint)),
+            ];
+            // What `tab` found (the candidates, or why it could not complete).
+            if let Some((_, m)) = &app.notice {
+                l.push(Span::styled(
+                    format!("  {}", text::escaped(m.as_bytes())),
+                    th.style(Role::Dim),
+                ));
+            }
+            Line::from(l)
+        }
         _ => match &app.notice {
             Some((lvl, m)) => {
                 let st = match lvl {

@@ -7,6 +7,7 @@ use ratatui::text::Line;
 use ratatui::widgets::Paragraph;
 
 use super::widgets::{self, Col, cell, position, table};
+use crate::console::filter;
 use crate::console::state::{App, QueueScreen};
 use crate::console::text;
 use crate::console::theme::Role;
@@ -50,7 +51,7 @@ pub(super) fn draw(f: &mut Frame, area: Rect, app: &App, s: &QueueScreen) {
             };
             let tool = match &r.tool {
                 Some(t) => cell(app, t, ws[if narrow { 2 } else { 4 }]),
-                None => Line::styled("(damaged)", th.style(Role::Damaged)),
+                None => Line::styled(filter::NO_TOOL, th.style(Role::Damaged)),
             };
             // The run's goal and the agent's reason are untrusted too (issue 15 item 1).
             let hostile_text = text::marks(&r.goal).any() || text::marks(&r.agent_reason).any();
@@ -80,11 +81,11 @@ pub(super) fn draw(f: &mut Frame, area: Rect, app: &App, s: &QueueScreen) {
                 None if hostile_text => Line::from(vec![
                     ratatui::text::Span::styled("⚠", th.style(Role::Badge)),
                     ratatui::text::Span::styled(
-                        " unread: request does not decode",
+                        format!(" {}", filter::NO_ARGS),
                         th.style(Role::Damaged),
                     ),
                 ]),
-                None => Line::styled("unread: request does not decode", th.style(Role::Damaged)),
+                None => Line::styled(filter::NO_ARGS, th.style(Role::Damaged)),
             };
             let mut v = vec![
                 Line::from(time::age(&r.created_at, now)),
