@@ -399,3 +399,42 @@ fn the_mouse_is_off_unless_the_configuration_turns_it_on() {
     let e = load_mouse(Some(d.path())).unwrap_err().to_string();
     assert!(e.contains("config.toml") && e.contains("`mouse`"), "{e}");
 }
+
+mod pty_support;
+
+/// The real binary in a terminal: a filter typed key by key narrows the queue, `esc` puts it
+/// back; with `--mouse`, clicks as the terminal encodes them (SGR) select and open a row.
+#[test]
+fn typing_a_filter_and_clicking_in_a_real_terminal() {
+    let d = tempfile::tempdir().unwrap();
+    let (db, _) = fixture(d.path(), "pty_lists", "all", &[]);
+    let mut cmd = portable_pty::CommandBuilder::new(env!("CARGO_BIN_EXE_countersign"));
+    cmd.arg("--db");
+    cmd.arg(&db);
+    cmd.arg("--mouse");
+    cmd.env("TERM", "xterm-256color");
+    cmd.env("COUNTERSIGN_BY", "pty-tester");
+    cmd.env("XDG_CONFIG_HOME", d.path());
+    let mut s = pty_support::session::Session::start(cmd, 24, 80);
+    s.wait_text("Pending approvals 1/9");
+    for c in "/send_status".bytes() {
+        s.send(&[c]);
+    }
+    s.wait_text("/send_status▏  2 rows");
+    s.wait_text("Pending approvals 1/2");
+    s.send(b"\x1b");
+    s.wait_text("Pending approvals 1/9");
+    // A press and release on the third row (SGR: 1-based column;row), twice.
+    s.send(b"\x1b[<0;20;6M\x1b[<0;20;6m");
+    s.wait_text("Pending approvals 3/9");
+    s.send(b"\x1b[<0;20;6M\x1b[<0;20;6m");
+    s.wait_text("queue \u{203a} approval");
+    s.send(b"\x1b");
+    s.wait_text("Pending approvals 3/9");
+    // The wheel, one notch down.
+    s.send(b"\x1b[<65;20;6M");
+    s.wait_text("Pending approvals 4/9");
+    s.send(b"q");
+    assert_eq!(s.finish(), 0);
+    assert!(!s.raw_mode(), "the terminal is given back");
+}
