@@ -438,3 +438,38 @@ fn typing_a_filter_and_clicking_in_a_real_terminal() {
     assert_eq!(s.finish(), 0);
     assert!(!s.raw_mode(), "the terminal is given back");
 }
+
+/// `mouse = true` in config.toml asks the terminal for mouse reports as `--mouse` does; with
+/// neither, the console never asks for them.
+#[test]
+fn the_configuration_turns_the_mouse_on_in_a_real_terminal() {
+    let d = tempfile::tempdir().unwrap();
+    let (db, _) = fixture(d.path(), "pty_mouse", "all", &[]);
+    let start = |config: Option<&str>| {
+        let home = tempfile::tempdir().unwrap();
+        if let Some(c) = config {
+            std::fs::create_dir_all(home.path().join("countersign")).unwrap();
+            std::fs::write(home.path().join("countersign/config.toml"), c).unwrap();
+        }
+        let mut cmd = portable_pty::CommandBuilder::new(env!("CARGO_BIN_EXE_countersign"));
+        cmd.arg("--db");
+        cmd.arg(&db);
+        cmd.env("TERM", "xterm-256color");
+        cmd.env("COUNTERSIGN_BY", "pty-tester");
+        cmd.env("XDG_CONFIG_HOME", home.path());
+        let mut s = pty_support::session::Session::start(cmd, 24, 80);
+        s.wait_text("Pending approvals 1/9");
+        (s, home)
+    };
+    let asks = |raw: &[u8]| raw.windows(8).any(|w| w == b"\x1b[?1000h");
+    let (mut s, _home) = start(None);
+    s.send(b"q");
+    assert_eq!(s.finish(), 0);
+    assert!(!asks(&s.raw), "off by default");
+    let (mut s, _home) = start(Some("mouse = true\n"));
+    assert!(asks(&s.raw), "on from the configuration");
+    s.send(b"\x1b[<0;20;6M\x1b[<0;20;6m");
+    s.wait_text("Pending approvals 3/9");
+    s.send(b"q");
+    assert_eq!(s.finish(), 0);
+}
