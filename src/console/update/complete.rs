@@ -47,13 +47,15 @@ pub(super) fn complete(text: &mut String) -> Option<(Level, String)> {
             None
         }
         many => {
-            let common = many.iter().map(|(c, _)| *c).fold(many[0].0, |p, c| {
-                let n = p
+            let first = many.first().map_or("", |(c, _)| *c);
+            let common = many.iter().map(|(c, _)| *c).fold(first, |p, c| {
+                // The byte where the two first differ (or the shorter one ends).
+                let end = p
                     .char_indices()
                     .zip(c.chars())
-                    .take_while(|((_, a), b)| a == b)
-                    .count();
-                &p[..n]
+                    .find(|((_, a), b)| a != b)
+                    .map_or(p.len().min(c.len()), |((i, _), _)| i);
+                &p[..end]
             });
             *text = common.to_string();
             let names: Vec<String> = many.iter().map(|(c, _)| format!(":{c}")).collect();
