@@ -26,7 +26,7 @@ fn queue_lists_pending_approvals_oldest_first() {
 }
 
 #[test]
-fn queue_filter_runs_in_sql() {
+fn queue_filter_narrows_as_you_type() {
     let (db, _) = all_db();
     let mut h = Harness::open(db, 80, 24);
     h.keys("/");
@@ -78,10 +78,26 @@ fn runs_list_with_markers() {
 fn runs_status_filter() {
     let (db, _) = all_db();
     let mut h = Harness::open(db, 80, 24);
+    // `f` opens the picker on "all runs"; WAITING is the next row.
     h.keys("2f");
+    h.key(KeyCode::Down);
+    h.key(KeyCode::Enter);
     snap("runs__waiting@80x24", &h.screen());
-    h.keys("ffff");
+    // The picker opens on the status in force; FAILED is four rows further.
+    h.keys("f");
+    for _ in 0..4 {
+        h.key(KeyCode::Down);
+    }
+    h.key(KeyCode::Enter);
     snap("runs__failed@80x24", &h.screen());
+}
+
+#[test]
+fn runs_status_picker() {
+    each_size("runs__status_picker", |h| {
+        h.keys("2f");
+        h.key(KeyCode::Down);
+    });
 }
 
 #[test]
@@ -280,4 +296,39 @@ fn code_point_inspector_of_a_hostile_field() {
     h.key(KeyCode::Char(']'));
     h.key(KeyCode::Char('j'));
     assert!(h.screen().contains("page 1/"), "{}", h.screen());
+}
+
+#[test]
+fn damaged_rows_narrowed_by_the_filter() {
+    each_size("damaged__filtered", |h| {
+        h.keys("3/eof");
+        h.key(KeyCode::Enter);
+    });
+}
+
+#[test]
+fn runs_narrowed_by_the_filter_with_the_match_notice() {
+    each_size("runs__filtered_next_match", |h| {
+        h.keys("2/cancel");
+        h.key(KeyCode::Enter);
+        h.keys("n");
+    });
+}
+
+#[test]
+fn command_line_completes_with_tab() {
+    each_size("command_line__completed", |h| {
+        h.keys(":r");
+        h.key(KeyCode::Tab);
+    });
+}
+
+#[test]
+fn help_opened_on_the_approval_lists_its_keys_first() {
+    let (_, m) = all_db();
+    let id = approval_of(m, "waiting");
+    each_size("help__on_approval", |h| {
+        h.command(&format!("approval {id}"));
+        h.keys("?");
+    });
 }

@@ -38,7 +38,8 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "NAME")]
     pub theme: Option<String>,
 
-    /// Console only: let the mouse wheel move the cursor (off by default).
+    /// Console only: clicks select and open rows, the wheel scrolls (off by default; also
+    /// `mouse = true` in config.toml).
     #[arg(long, global = true)]
     pub mouse: bool,
 

@@ -67,6 +67,23 @@ pub fn load_settings(dir: Option<&Path>) -> Result<Settings, ConsoleError> {
     super::settings::from_table(&file, &t)
 }
 
+/// `mouse = true` in `config.toml`: clicks select and open rows, the wheel scrolls (off when
+/// the file or the key is absent).
+pub fn load_mouse(dir: Option<&Path>) -> Result<bool, ConsoleError> {
+    let Some(p) = dir.map(|d| d.join("config.toml")).filter(|p| p.exists()) else {
+        return Ok(false);
+    };
+    let file = p.display().to_string();
+    match read_table(&p, &file)?.get("mouse") {
+        None => Ok(false),
+        Some(toml::Value::Boolean(b)) => Ok(*b),
+        Some(_) => Err(ConsoleError::Config {
+            file,
+            problem: "key `mouse`: must be true or false".into(),
+        }),
+    }
+}
+
 /// The file as a TOML table with only the keys the console knows.
 fn read_table(p: &Path, file: &str) -> Result<toml::Table, ConsoleError> {
     let src = std::fs::read_to_string(p).map_err(|e| ConsoleError::Config {
@@ -80,11 +97,11 @@ fn read_table(p: &Path, file: &str) -> Result<toml::Table, ConsoleError> {
             problem: e.message().to_string(),
         })?;
     for k in t.keys() {
-        if !["theme", "keys", "queue", "stats"].contains(&k.as_str()) {
+        if !["theme", "keys", "queue", "stats", "mouse"].contains(&k.as_str()) {
             return Err(ConsoleError::Config {
                 file: file.to_string(),
                 problem: format!(
-                    "key `{k}`: unknown setting; expected theme, [keys], [queue] or [stats]"
+                    "key `{k}`: unknown setting; expected theme, mouse, [keys], [queue] or [stats]"
                 ),
             });
         }

@@ -412,6 +412,14 @@ pub enum Query {
     /// The exact length of the list the inner query reads (a count, on the counting lane),
     /// asked only when the list is longer than a window counts (`G` to its end).
     Length(Box<Query>),
+    /// A list (`Queue`, `Runs` or `Damaged`, read with no SQL filter) narrowed to the rows
+    /// whose shown text contains `filter` (`console::filter`): the window of the narrowed
+    /// list at the inner query's offset and limit, with its exact length. Answered by a scan
+    /// of the list by key (`console::scan`), never by matching stored bytes in SQL.
+    Filtered {
+        filter: String,
+        list: Box<Query>,
+    },
     Verify,
     /// The queue's numbers (issue 21), as `countersign stats` computes them, with oldest
     /// ages measured from `now` (Unix seconds); on the counting lane: it scans.

@@ -32,7 +32,9 @@ actions! {
     Open => "open", "open the selected row", ["enter", "l"];
     Back => "back", "back to the previous screen", ["esc", "h"];
     Quit => "quit", "quit (at the first screen)", ["q"];
-    Filter => "filter", "filter the list", ["/"];
+    Filter => "filter", "filter the list as you type", ["/"];
+    NextMatch => "next_match", "next row of the filtered list (wraps)", ["n"];
+    PrevMatch => "prev_match", "previous row of the filtered list (wraps)", ["N"];
     CommandLine => "command", "command line (:queue :runs :run ID :messages :verify :q)", [":"];
     Help => "help", "this help", ["?"];
     Approve => "approve", "approve the shown approval (asks to confirm)", ["a"];
@@ -46,7 +48,7 @@ actions! {
     Expand => "expand", "expand or fold the selected field", ["e", "space"];
     Strict => "strict", "strict view: every non-ASCII code point escaped", ["s"];
     Inspect => "inspect", "code-point inspector for the selected field", ["i"];
-    StatusFilter => "status_filter", "cycle the run status filter", ["f"];
+    StatusFilter => "status_filter", "pick the run status filter", ["f"];
     Queue => "queue", "go to the approval queue", ["1"];
     Runs => "runs", "go to the runs", ["2"];
     Damaged => "damaged", "go to the damaged rows", ["3"];

@@ -28,6 +28,21 @@ pub fn list_rows(size: (u16, u16)) -> u16 {
     size.1.saturating_sub(FRAME_ROWS + 2).max(1)
 }
 
+/// The terminal row of a list screen's first row: under the frame's header, the list's
+/// title and its table header.
+pub const LIST_FIRST_ROW: u16 = 3;
+
+/// The damaged rows' raw panel height for a body of `body` rows.
+pub fn damaged_raw_rows(body: u16) -> u16 {
+    (body / 3).clamp(3, 10)
+}
+
+/// Rows the damaged list shows (its body minus title, raw panel and table header).
+pub fn damaged_rows(size: (u16, u16)) -> u16 {
+    let body = body_rows(size);
+    body.saturating_sub(2 + damaged_raw_rows(body)).max(1)
+}
+
 /// Rows a run detail tab shows.
 pub fn tab_rows(size: (u16, u16)) -> u16 {
     list_rows(size).saturating_sub(RUN_HEADER_ROWS).max(1)

@@ -1,7 +1,7 @@
 //! The messages data moves in: what the loop feeds `update` ([`Input`]), what `update` asks the
 //! loop to do ([`Effect`]) and what the loop hands the database threads ([`Job`]).
 
-use crossterm::event::KeyEvent;
+use crossterm::event::{KeyEvent, MouseEvent};
 
 use super::data::{Query, Reply, Write, WriteResult};
 
@@ -9,6 +9,8 @@ use super::data::{Query, Reply, Write, WriteResult};
 #[derive(Debug, Clone)]
 pub enum Input {
     Key(KeyEvent),
+    /// A mouse report (only when the mouse is on: `--mouse` or `mouse = true`).
+    Mouse(MouseEvent),
     Paste(String),
     Resize(u16, u16),
     /// The clock, in Unix seconds.

@@ -149,6 +149,17 @@ impl<T> ListView<T> {
         self.key = self.selected().map(id_of);
     }
 
+    /// The first row drawn in `rows` lines: `top`, moved down when the cursor is below it
+    /// (the table draws from here, and a click is mapped back through it).
+    pub fn drawn_top(&self, rows: u16) -> u64 {
+        let rows = u64::from(rows.max(1));
+        if self.cursor >= self.top + rows {
+            self.cursor + 1 - rows
+        } else {
+            self.top
+        }
+    }
+
     /// Keeps `top` such that the cursor is visible in `rows` lines.
     pub fn scroll_into_view(&mut self, rows: u16) {
         let rows = u64::from(rows.max(1));

@@ -10,7 +10,7 @@ use crossterm::event::{self, Event};
 use ratatui::Terminal;
 use ratatui::backend::CrosstermBackend;
 
-use super::config::{default_config_dir, load_config, load_settings};
+use super::config::{default_config_dir, load_config, load_mouse, load_settings};
 use super::data::Decider;
 use super::decider::StoreDecider;
 use super::log::Log;
@@ -46,6 +46,7 @@ pub fn run(opts: ConsoleOptions) -> Result<(), ConsoleError> {
     let depth = Depth::detect(|k| std::env::var(k).ok());
     let (theme, keymap) = load_config(config_dir.as_deref(), opts.theme.as_deref(), depth)?;
     let settings = load_settings(config_dir.as_deref())?;
+    let mouse = opts.mouse || load_mouse(config_dir.as_deref())?;
     // Without any name (no --by, no COUNTERSIGN_BY or USER, an account without a passwd
     // entry), the console still opens, for reading: decisions record who made them.
     let by = opts
@@ -82,7 +83,7 @@ pub fn run(opts: ConsoleOptions) -> Result<(), ConsoleError> {
     };
 
     terminal::install_panic_hook(log.clone());
-    terminal::want_mouse(opts.mouse);
+    terminal::want_mouse(mouse);
     let _guard = terminal::Guard;
     terminal::enter()?;
     // No `Terminal::clear`: it asks the terminal for the cursor position, which a terminal
@@ -125,7 +126,7 @@ pub fn run(opts: ConsoleOptions) -> Result<(), ConsoleError> {
     main_loop(&lanes, &rx, &mut term, &mut app)
 }
 
-/// The terminal's events as inputs (the mouse wheel as up and down), on a thread of its own.
+/// The terminal's events as inputs, on a thread of its own.
 fn spawn_input(tx: Sender<Input>) -> std::io::Result<()> {
     std::thread::Builder::new()
         .name("countersign-input".into())
@@ -139,14 +140,10 @@ fn spawn_input(tx: Sender<Input>) -> std::io::Result<()> {
                     Event::Key(k) => Input::Key(k),
                     Event::Paste(s) => Input::Paste(s),
                     Event::Resize(w, h) => Input::Resize(w, h),
-                    Event::Mouse(m) => {
-                        let code = match m.kind {
-                            event::MouseEventKind::ScrollDown => event::KeyCode::Down,
-                            event::MouseEventKind::ScrollUp => event::KeyCode::Up,
-                            _ => continue,
-                        };
-                        Input::Key(event::KeyEvent::new(code, event::KeyModifiers::NONE))
-                    }
+                    // Moves are dropped here: with any-event tracking they would wake the
+                    // loop for nothing.
+                    Event::Mouse(m) if m.kind == event::MouseEventKind::Moved => continue,
+                    Event::Mouse(m) => Input::Mouse(m),
                     _ => continue,
                 };
                 if tx.send(input).is_err() {

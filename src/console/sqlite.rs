@@ -352,6 +352,9 @@ impl ConsoleData for SqliteData {
     }
 
     fn query(&mut self, q: &Query) -> Result<Reply, DataError> {
+        if let Query::Filtered { filter, list } = q {
+            return super::scan::filtered(self, filter, list);
+        }
         let s = &self.store;
         Ok(match q {
             Query::Counts => Reply::Counts(self.counts().map_err(rd)?),
@@ -451,6 +454,8 @@ impl ConsoleData for SqliteData {
             Query::Stats { now } => Reply::Stats(Box::new(
                 s.stats(None, Timestamp::from_unix(*now, 0)).map_err(rd)?,
             )),
+            // Answered by the scan above; kept here so the match stays whole.
+            Query::Filtered { filter, list } => super::scan::filtered(self, filter, list)?,
             Query::Context {
                 approval,
                 run,

@@ -152,9 +152,11 @@ pub struct StatsScreen {
     pub scroll: usize,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct DamagedScreen {
     pub list: ListView<DamagedRow>,
+    /// The `/` filter (matched on the shown text, `console::filter`).
+    pub filter: String,
 }
 
 #[derive(Debug, Clone)]
@@ -236,8 +238,48 @@ pub struct Confirm {
 #[derive(Debug, Clone)]
 pub enum Overlay {
     Confirm(Box<Confirm>),
-    Filter(TextInput),
+    Filter(FilterEdit),
     CommandLine(TextInput),
+    /// The runs' status filter as a list to pick from (`f`).
+    Picker(StatusPicker),
+}
+
+/// The `/` filter being typed: the list narrows with every key (`update/filter.rs`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FilterEdit {
+    pub input: TextInput,
+    /// The filter when `/` was pressed: `esc` puts it back.
+    pub before: String,
+    /// The filter read in flight (at most one while typing).
+    pub inflight: Option<u64>,
+    /// The text changed since that read was sent: read again when it comes back.
+    pub stale: bool,
+}
+
+/// The statuses the picker lists after "all", in this order.
+pub const RUN_STATUSES: [RunStatus; 6] = [
+    RunStatus::WaitingForApproval,
+    RunStatus::Running,
+    RunStatus::Interrupted,
+    RunStatus::Completed,
+    RunStatus::Failed,
+    RunStatus::Cancelled,
+];
+
+/// The status picker: `None` (all runs) first, then each status; the cursor is an index.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StatusPicker {
+    pub cursor: usize,
+}
+
+/// The `:` command line's history (this session only, newest last) and where Up/Down are.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CommandHistory {
+    pub entries: Vec<String>,
+    /// The entry shown (an index into `entries`), `None` while editing a new line.
+    pub at: Option<usize>,
+    /// The line being typed before Up was pressed, given back past the newest entry.
+    pub draft: String,
 }
 
 /// Options that shape the app (from the command line).
@@ -274,6 +316,8 @@ pub struct App {
     pub quit: bool,
     /// Set when something visible changed since the last draw.
     pub dirty: bool,
+    /// The command line's history (`update/command_line.rs`).
+    pub history: CommandHistory,
 }
 
 /// The first 12 characters of a hash, as every screen shows it.
@@ -315,6 +359,7 @@ impl App {
             next_id: 1,
             quit: false,
             dirty: true,
+            history: CommandHistory::default(),
         }
     }
 

@@ -72,9 +72,7 @@ fn on_global(app: &mut App, a: Action) -> Option<Vec<Effect>> {
         }
         Action::Damaged => {
             app.stack.truncate(1);
-            app.stack.push(Screen::Damaged(DamagedScreen {
-                list: Default::default(),
-            }));
+            app.stack.push(Screen::Damaged(DamagedScreen::default()));
             app.start()
         }
         Action::Stats => {

@@ -1,11 +1,13 @@
 //! The `:` command line.
 
+use crossterm::event::{KeyCode, KeyEvent};
+
 use super::actions::on_action;
 use crate::console::data::Reply;
 use crate::console::data::{Key, Query};
 use crate::console::keymap::Action;
 use crate::console::msg::Effect;
-use crate::console::state::{App, Level, Screen};
+use crate::console::state::{App, Level, Overlay, Screen, TextInput};
 use crate::console::text;
 
 /// How many candidates an ambiguous `:run PREFIX` names.
@@ -114,10 +116,42 @@ pub(crate) fn run_command(app: &mut App, cmd: &str) -> Vec<Effect> {
             app.notice = Some((
                 Level::Error,
                 format!(
-                    "unknown command; try :queue :runs :run ID :damaged :messages :verify :q ({} chars ignored)",
+                    "unknown command; try :queue :runs :run ID :damaged :messages :verify :q (tab completes; {} chars ignored)",
                     cmd.len()
                 ),
             ));
+            vec![]
+        }
+    }
+}
+
+/// A key while the command line is open: `enter` runs it (and keeps it in the history),
+/// `tab` completes the command's name, `up`/`down` walk the history, `esc` closes it.
+pub(crate) fn on_command_key(app: &mut App, mut t: TextInput, k: KeyEvent) -> Vec<Effect> {
+    match k.code {
+        KeyCode::Esc => {
+            app.history.at = None;
+            vec![]
+        }
+        KeyCode::Enter => {
+            let line = t.text.trim().to_string();
+            super::complete::remember(&mut app.history, &line);
+            run_command(app, &line)
+        }
+        KeyCode::Tab => {
+            app.notice = super::complete::complete(&mut t.text);
+            app.overlay = Some(Overlay::CommandLine(t));
+            vec![]
+        }
+        KeyCode::Up | KeyCode::Down => {
+            super::complete::walk(&mut app.history, &mut t.text, k.code == KeyCode::Up);
+            app.overlay = Some(Overlay::CommandLine(t));
+            vec![]
+        }
+        _ => {
+            t.edit_key(&k);
+            app.notice = None;
+            app.overlay = Some(Overlay::CommandLine(t));
             vec![]
         }
     }

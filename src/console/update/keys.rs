@@ -4,10 +4,10 @@
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 
 use super::actions::on_action;
-use super::command_line::run_command;
+use super::command_line::on_command_key;
 use crate::console::data::Write;
 use crate::console::msg::Effect;
-use crate::console::state::{App, Confirm, Level, Overlay, Pending, Screen, TextInput};
+use crate::console::state::{App, Confirm, Level, Overlay, Pending, TextInput};
 
 pub(super) fn on_key(app: &mut App, k: KeyEvent) -> Vec<Effect> {
     if k.kind == KeyEventKind::Release {
@@ -37,24 +37,9 @@ fn on_overlay_key(app: &mut App, k: KeyEvent) -> Vec<Effect> {
         return vec![];
     };
     match ov {
-        Overlay::Filter(mut t) => match k.code {
-            KeyCode::Esc => vec![],
-            KeyCode::Enter => apply_filter(app, t.text),
-            _ => {
-                t.edit_key(&k);
-                app.overlay = Some(Overlay::Filter(t));
-                vec![]
-            }
-        },
-        Overlay::CommandLine(mut t) => match k.code {
-            KeyCode::Esc => vec![],
-            KeyCode::Enter => run_command(app, t.text.trim()),
-            _ => {
-                t.edit_key(&k);
-                app.overlay = Some(Overlay::CommandLine(t));
-                vec![]
-            }
-        },
+        Overlay::Filter(e) => super::filter::on_key(app, e, k),
+        Overlay::Picker(p) => super::picker::on_key(app, p, k),
+        Overlay::CommandLine(t) => on_command_key(app, t, k),
         Overlay::Confirm(mut c) => match k.code {
             KeyCode::Esc => {
                 app.notice = Some((Level::Info, "nothing was changed".into()));
@@ -170,19 +155,4 @@ impl TextInput {
             }
         }
     }
-}
-
-fn apply_filter(app: &mut App, f: String) -> Vec<Effect> {
-    match app.stack.last_mut() {
-        Some(Screen::Queue(s)) => {
-            s.filter = f;
-            s.list = Default::default();
-        }
-        Some(Screen::Runs(s)) => {
-            s.filter = f;
-            s.list = Default::default();
-        }
-        _ => return vec![],
-    }
-    app.start()
 }

@@ -1,33 +1,25 @@
 //! Actions on the list screens: the queue, the runs and the damaged rows.
 
 use super::confirm::cancel_confirm;
+use super::filter::{edit, next_match};
 use super::outcome::{Ctx, Outcome, READ_ONLY, is_move, move_list};
-use crate::console::data::{DamagedRow, RunStatus};
+use crate::console::data::DamagedRow;
 use crate::console::keymap::Action;
-use crate::console::state::{DamagedScreen, Level, Overlay, QueueScreen, RunsScreen, TextInput};
+use crate::console::state::{
+    DamagedScreen, Level, Overlay, QueueScreen, RUN_STATUSES, RunsScreen, StatusPicker,
+};
 use crate::console::text;
-
-/// The order `f` cycles the runs' status filter through (then back to none).
-const STATUSES: [RunStatus; 6] = [
-    RunStatus::WaitingForApproval,
-    RunStatus::Running,
-    RunStatus::Interrupted,
-    RunStatus::Completed,
-    RunStatus::Failed,
-    RunStatus::Cancelled,
-];
 
 pub(super) fn queue(s: &mut QueueScreen, a: Action, cx: &Ctx, out: &mut Outcome) {
     if is_move(a) {
         out.need = move_list(cx.rows, &mut s.list, a, |r| r.approval_id.clone());
     }
+    next_match(cx.rows, &mut s.list, &s.filter, a, out, |r| {
+        r.approval_id.clone()
+    });
     match a {
         Action::Open => out.push = s.list.selected().map(|r| (false, r.approval_id.clone())),
-        Action::Filter => {
-            out.overlay = Some(Overlay::Filter(TextInput {
-                text: s.filter.clone(),
-            }))
-        }
+        Action::Filter => out.overlay = Some(edit(&s.filter)),
         Action::Copy => {
             out.copy = s
                 .list
@@ -48,26 +40,19 @@ pub(super) fn runs(s: &mut RunsScreen, a: Action, cx: &Ctx, out: &mut Outcome) {
     if is_move(a) {
         out.need = move_list(cx.rows, &mut s.list, a, |r| r.id.clone());
     }
+    next_match(cx.rows, &mut s.list, &s.filter, a, out, |r| r.id.clone());
     match a {
         Action::Open => out.push = s.list.selected().map(|r| (true, r.id.clone())),
-        Action::Filter => {
-            out.overlay = Some(Overlay::Filter(TextInput {
-                text: s.filter.clone(),
-            }))
-        }
+        Action::Filter => out.overlay = Some(edit(&s.filter)),
         Action::Copy => out.copy = s.list.selected().map(|r| text::escaped(r.id.as_bytes())),
         Action::StatusFilter => {
-            let i = s
+            // The picker opens on the status in force ("all" is row 0).
+            let at = s
                 .status
                 .as_ref()
-                .and_then(|x| STATUSES.iter().position(|y| y == x));
-            s.status = match i {
-                None => Some(STATUSES[0].clone()),
-                Some(i) if i + 1 < STATUSES.len() => Some(STATUSES[i + 1].clone()),
-                Some(_) => None,
-            };
-            s.list = Default::default();
-            out.need = true;
+                .and_then(|x| RUN_STATUSES.iter().position(|y| y == x))
+                .map_or(0, |i| i + 1);
+            out.overlay = Some(Overlay::Picker(StatusPicker { cursor: at }));
         }
         _ => {}
     }
@@ -77,8 +62,10 @@ pub(super) fn damaged(s: &mut DamagedScreen, a: Action, cx: &Ctx, out: &mut Outc
     if is_move(a) {
         out.need = move_list(cx.rows, &mut s.list, a, DamagedRow::key);
     }
+    next_match(cx.rows, &mut s.list, &s.filter, a, out, DamagedRow::key);
     match a {
         Action::Open => out.push = s.list.selected().map(|r| (true, r.run_id.clone())),
+        Action::Filter => out.overlay = Some(edit(&s.filter)),
         Action::Copy => out.copy = s.list.selected().map(|r| text::bytes_escaped(&r.raw)),
         Action::CancelRun => {
             out.confirm = Some(match s.list.selected() {

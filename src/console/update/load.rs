@@ -46,13 +46,18 @@ impl App {
                     keep,
                     win,
                     |r| r.approval_id.as_str().map(str::to_string),
-                    |offset, anchor, end| Query::Queue {
-                        filter,
-                        sort,
-                        offset,
-                        limit: win,
-                        anchor,
-                        end,
+                    |offset, anchor, end| {
+                        narrowed(
+                            filter,
+                            Query::Queue {
+                                filter: String::new(),
+                                sort,
+                                offset,
+                                limit: win,
+                                anchor,
+                                end,
+                            },
+                        )
                     },
                 )
             }
@@ -64,33 +69,46 @@ impl App {
                     keep,
                     win,
                     |r| r.id.as_str().map(str::to_string),
-                    |offset, anchor, end| Query::Runs {
-                        status,
-                        filter,
-                        offset,
-                        limit: win,
-                        anchor,
-                        end,
+                    |offset, anchor, end| {
+                        narrowed(
+                            filter,
+                            Query::Runs {
+                                status,
+                                filter: String::new(),
+                                offset,
+                                limit: win,
+                                anchor,
+                                end,
+                            },
+                        )
                     },
                 )
             }
-            Screen::Damaged(s) => list_query(
-                &mut s.list,
-                id,
-                keep,
-                win,
-                |r| {
-                    r.row_id
-                        .as_str()
-                        .map(|id| (r.table, id.to_string(), r.column))
-                },
-                |offset, anchor, end| Query::Damaged {
-                    offset,
-                    limit: win,
-                    anchor,
-                    end,
-                },
-            ),
+            Screen::Damaged(s) => {
+                let filter = s.filter.clone();
+                list_query(
+                    &mut s.list,
+                    id,
+                    keep,
+                    win,
+                    |r| {
+                        r.row_id
+                            .as_str()
+                            .map(|id| (r.table, id.to_string(), r.column))
+                    },
+                    |offset, anchor, end| {
+                        narrowed(
+                            filter,
+                            Query::Damaged {
+                                offset,
+                                limit: win,
+                                anchor,
+                                end,
+                            },
+                        )
+                    },
+                )
+            }
             Screen::Approval(s) => {
                 s.pending = Some(id);
                 Query::Approval { id: s.id.clone() }
@@ -168,6 +186,19 @@ impl App {
             if let Some(off) = s.keep.take() {
                 s.scroll = s.lines_before(s.cursor).saturating_sub(off);
             }
+        }
+    }
+}
+
+/// A list's read narrowed by the `/` filter: matched on the rows' shown text by the worker's
+/// scan (`console::scan`), never by the SQL filter on stored bytes; as it is when empty.
+fn narrowed(filter: String, list: Query) -> Query {
+    if filter.is_empty() {
+        list
+    } else {
+        Query::Filtered {
+            filter,
+            list: Box::new(list),
         }
     }
 }

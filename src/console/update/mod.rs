@@ -7,12 +7,16 @@
 mod actions;
 mod approval;
 mod command_line;
+mod complete;
 mod confirm;
+mod filter;
 mod keys;
 mod lists;
 mod load;
+mod mouse;
 mod notify;
 mod outcome;
+mod picker;
 mod replies;
 mod run_detail;
 mod sort;
@@ -35,16 +39,23 @@ fn step(app: &mut App, input: Input) -> Vec<Effect> {
         Input::Key(k) => keys::on_key(app, k),
         Input::Paste(s) => {
             match &mut app.overlay {
-                Some(Overlay::Filter(t)) | Some(Overlay::CommandLine(t)) => t.paste(&s),
+                Some(Overlay::Filter(_)) => {
+                    if let Some(Overlay::Filter(e)) = app.overlay.take() {
+                        return filter::on_paste(app, e, &s);
+                    }
+                }
+                Some(Overlay::CommandLine(t)) => t.paste(&s),
                 Some(Overlay::Confirm(c)) => {
                     if let Some(r) = &mut c.reason {
                         r.paste(&s)
                     }
                 }
-                None => app.dirty = false, // bracketed paste goes only into inputs
+                // bracketed paste goes only into inputs
+                Some(Overlay::Picker(_)) | None => app.dirty = false,
             }
             vec![]
         }
+        Input::Mouse(m) => mouse::on_mouse(app, m),
         Input::Resize(w, h) => {
             app.size = (w, h);
             app.relayout();
@@ -60,7 +71,11 @@ fn step(app: &mut App, input: Input) -> Vec<Effect> {
             fx.extend(app.load_counts());
             fx
         }
-        Input::Reply(id, r) => replies::on_reply(app, id, r),
+        Input::Reply(id, r) => {
+            let mut fx = replies::on_reply(app, id, r);
+            fx.extend(filter::after_reply(app, id));
+            fx
+        }
         Input::Done(id, r) => replies::on_done(app, id, r),
         Input::Progress(id, msg) => {
             if app.running.iter().any(|(i, _)| *i == id) {

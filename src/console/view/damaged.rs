@@ -14,26 +14,30 @@ use crate::console::theme::Role;
 
 pub(super) fn draw(f: &mut Frame, area: Rect, app: &App, s: &DamagedScreen) {
     let th = &app.theme;
-    let raw_h = (area.height / 3).clamp(3, 10);
+    let raw_h = crate::console::layout::damaged_raw_rows(area.height);
     let [title, list, raw] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Min(2),
         Constraint::Length(raw_h),
     ])
     .areas(area);
-    f.render_widget(
-        Paragraph::new(Line::from(vec![
-            widgets::styled(
-                format!(" Damaged rows {}", position(&s.list)),
-                th.style(Role::Title),
-            ),
-            widgets::dim(
-                app,
-                "  rows that do not decode; their runs can still be cancelled",
-            ),
-        ])),
-        title,
-    );
+    let mut t = vec![widgets::styled(
+        format!(" Damaged rows {}", position(&s.list)),
+        th.style(Role::Title),
+    )];
+    if s.filter.is_empty() {
+        t.push(widgets::dim(
+            app,
+            "  rows that do not decode; their runs can still be cancelled",
+        ));
+    } else {
+        t.push(widgets::dim(app, "  filter /"));
+        t.push(widgets::styled(
+            text::escaped(s.filter.as_bytes()),
+            th.style(Role::FilterMatch),
+        ));
+    }
+    f.render_widget(Paragraph::new(Line::from(t)), title);
     table(
         f,
         list,
@@ -60,7 +64,11 @@ pub(super) fn draw(f: &mut Frame, area: Rect, app: &App, s: &DamagedScreen) {
                 cell(app, r.error.as_bytes(), ws[2]),
             ]
         },
-        "no damaged rows",
+        if s.filter.is_empty() {
+            "no damaged rows"
+        } else {
+            "no damaged row matches the filter"
+        },
     );
     let (t, body) = match s.list.selected() {
         Some(r) => (

@@ -8,6 +8,7 @@ mod damaged;
 mod help;
 mod messages;
 mod overlays;
+mod picker;
 mod queue;
 mod run_detail;
 mod runs;
@@ -51,8 +52,10 @@ pub fn draw(f: &mut Frame, app: &App) {
     }
     draw_notice(f, notice, app);
     draw_hints(f, hints, app);
-    if let Some(Overlay::Confirm(c)) = &app.overlay {
-        overlays::draw_confirm(f, body, app, c);
+    match &app.overlay {
+        Some(Overlay::Confirm(c)) => overlays::draw_confirm(f, body, app, c),
+        Some(Overlay::Picker(p)) => picker::draw(f, body, app, p),
+        _ => {}
     }
 }
 
@@ -103,20 +106,27 @@ fn draw_header(f: &mut Frame, area: Rect, app: &App) {
 fn draw_notice(f: &mut Frame, area: Rect, app: &App) {
     let th = &app.theme;
     let line = match &app.overlay {
-        Some(Overlay::Filter(t)) => Line::from(vec![
+        Some(Overlay::Filter(e)) => Line::from(vec![
             Span::styled("/", th.style(Role::KeyHint)),
-            Span::raw(text::escaped(t.text.as_bytes())),
+            Span::raw(text::escaped(e.input.text.as_bytes())),
             Span::styled("▏", th.style(Role::KeyHint)),
-            Span::styled(
-                "  enter applies · esc keeps the old filter",
-                th.style(Role::Dim),
-            ),
+            Span::styled(format!("  {}", overlays::matches(app)), th.style(Role::Dim)),
         ]),
-        Some(Overlay::CommandLine(t)) => Line::from(vec![
-            Span::styled(":", th.style(Role::KeyHint)),
-            Span::raw(text::escaped(t.text.as_bytes())),
-            Span::styled("▏", th.style(Role::KeyHint)),
-        ]),
+        Some(Overlay::CommandLine(t)) => {
+            let mut l = vec![
+                Span::styled(":", th.style(Role::KeyHint)),
+                Span::raw(text::escaped(t.text.as_bytes())),
+                Span::styled("▏", th.style(Role::KeyHint)),
+            ];
+            // What `tab` found (the candidates, or why it could not complete).
+            if let Some((_, m)) = &app.notice {
+                l.push(Span::styled(
+                    format!("  {}", text::escaped(m.as_bytes())),
+                    th.style(Role::Dim),
+                ));
+            }
+            Line::from(l)
+        }
         _ => match &app.notice {
             Some((lvl, m)) => {
                 let st = match lvl {
@@ -162,19 +172,42 @@ pub(crate) fn hints(app: &App) -> Vec<(String, &'static str)> {
                 ("esc".into(), "back, nothing changes"),
             ];
         }
-        Some(_) => return vec![("enter".into(), "apply"), ("esc".into(), "cancel")],
+        Some(Overlay::Filter(_)) => {
+            return vec![
+                ("enter".into(), "keep"),
+                ("esc".into(), "put back"),
+                ("↑↓".into(), "move"),
+            ];
+        }
+        Some(Overlay::Picker(_)) => {
+            return vec![
+                ("↑↓".into(), "move"),
+                ("enter".into(), "choose"),
+                ("esc".into(), "keep"),
+            ];
+        }
+        Some(Overlay::CommandLine(_)) => {
+            return vec![
+                ("enter".into(), "run"),
+                ("tab".into(), "complete"),
+                ("↑↓".into(), "history"),
+                ("esc".into(), "close"),
+            ];
+        }
         None => {}
     }
     match app.top() {
-        Screen::Queue(_) => {
+        Screen::Queue(s) => {
             v.push((k(Action::Open), "open"));
             v.push((k(Action::Filter), "filter"));
+            match_hint(&mut v, app, &s.filter);
             v.push((k(Action::Runs), "runs"));
             v.push((k(Action::Damaged), "damaged"));
         }
-        Screen::Runs(_) => {
+        Screen::Runs(s) => {
             v.push((k(Action::Open), "open"));
             v.push((k(Action::Filter), "filter"));
+            match_hint(&mut v, app, &s.filter);
             v.push((k(Action::StatusFilter), "status"));
         }
         Screen::RunDetail(s) => {
@@ -223,6 +256,8 @@ pub(crate) fn hints(app: &App) -> Vec<(String, &'static str)> {
         }
         Screen::Damaged(s) => {
             v.push((k(Action::Open), "run"));
+            v.push((k(Action::Filter), "filter"));
+            match_hint(&mut v, app, &s.filter);
             v.push((k(Action::Copy), "copy bytes"));
             let open = s
                 .list
@@ -248,6 +283,17 @@ pub(crate) fn hints(app: &App) -> Vec<(String, &'static str)> {
         v.push(("RO".into(), "actions off"));
     }
     v
+}
+
+/// `n`/`N` while a filter narrows the list.
+fn match_hint(v: &mut Vec<(String, &'static str)>, app: &App, filter: &str) {
+    if !filter.is_empty() {
+        let k = |a: Action| app.keymap.key(a);
+        v.push((
+            format!("{}/{}", k(Action::NextMatch), k(Action::PrevMatch)),
+            "match",
+        ));
+    }
 }
 
 /// Whether a decision on the approval can be asked for (the confirmation says why not).

@@ -6,7 +6,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Wrap};
 
 use super::widgets::{block, cell, clear};
-use crate::console::state::{App, Confirm, Pending};
+use crate::console::state::{App, Confirm, Pending, Screen};
 use crate::console::text;
 use crate::console::theme::Role;
 
@@ -82,4 +82,20 @@ pub(super) fn draw_confirm(f: &mut Frame, body: Rect, app: &App, c: &Confirm) {
         Paragraph::new(lines).wrap(Wrap { trim: false }).block(blk),
         area,
     );
+}
+
+/// What the filter line says while the filter is typed: how many rows match (once read).
+pub(super) fn matches(app: &App) -> String {
+    let list = match app.top() {
+        Screen::Queue(s) => (s.list.loaded, s.list.page.total),
+        Screen::Runs(s) => (s.list.loaded, s.list.page.total),
+        Screen::Damaged(s) => (s.list.loaded, s.list.page.total),
+        _ => (false, 0),
+    };
+    let n = match list {
+        (false, _) => "reading…".to_string(),
+        (true, 1) => "1 row".to_string(),
+        (true, n) => format!("{n} rows"),
+    };
+    format!("{n} · enter keeps · esc puts back")
 }

@@ -9,6 +9,7 @@ use ratatui::widgets::Paragraph;
 use super::age;
 use super::widgets::{self, Col, cell, position, table};
 use crate::console::data::QueueRow;
+use crate::console::filter;
 use crate::console::sort::Sort;
 use crate::console::state::{App, QueueScreen};
 use crate::console::text;
@@ -72,7 +73,7 @@ pub(super) fn draw(f: &mut Frame, area: Rect, app: &App, s: &QueueScreen) {
                     age::group(app, r.sorted_by.as_ref(), repeat(r), tool_w)
                 }
                 Some(t) => cell(app, t, tool_w),
-                None => Line::styled("(damaged)", th.style(Role::Damaged)),
+                None => Line::styled(filter::NO_TOOL, th.style(Role::Damaged)),
             };
             // The run's goal and the agent's reason are untrusted too (issue 15 item 1).
             let hostile_text = text::marks(&r.goal).any() || text::marks(&r.agent_reason).any();
@@ -102,11 +103,11 @@ pub(super) fn draw(f: &mut Frame, area: Rect, app: &App, s: &QueueScreen) {
                 None if hostile_text => Line::from(vec![
                     ratatui::text::Span::styled("⚠", th.style(Role::Badge)),
                     ratatui::text::Span::styled(
-                        " unread: request does not decode",
+                        format!(" {}", filter::NO_ARGS),
                         th.style(Role::Damaged),
                     ),
                 ]),
-                None => Line::styled("unread: request does not decode", th.style(Role::Damaged)),
+                None => Line::styled(filter::NO_ARGS, th.style(Role::Damaged)),
             };
             let mut v = vec![age::cell(app, &r.created_at)];
             if grouped.is_some() {

@@ -69,7 +69,11 @@ pub(super) fn draw(f: &mut Frame, area: Rect, app: &App, s: &RunsScreen) {
             v.push(cell(app, &r.goal, *ws.last().unwrap_or(&8)));
             v
         },
-        "no runs",
+        if s.filter.is_empty() {
+            "no runs"
+        } else {
+            "no run matches the filter"
+        },
     );
 }
 

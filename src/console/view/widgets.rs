@@ -112,10 +112,7 @@ pub fn table<T>(
         lines.push(Line::styled(format!(" {msg}"), th.style(Role::Dim)));
     }
     let sel = th.style(Role::Selection);
-    let mut top = list.top;
-    if list.cursor >= top + u64::from(rows) {
-        top = list.cursor + 1 - u64::from(rows.max(1));
-    }
+    let top = list.drawn_top(rows);
     for i in 0..u64::from(rows) {
         let n = top + i;
         if n >= list.page.total {
