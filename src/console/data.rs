@@ -46,6 +46,9 @@ pub struct QueueRow {
     /// The run's goal and the agent's stated reason for the call (for the hostile mark).
     pub goal: Vec<u8>,
     pub agent_reason: Vec<u8>,
+    /// The approval's hash as read with the row: a mark remembers it, and a bulk decision is
+    /// bound to it (issue 21).
+    pub hash: String,
 }
 
 /// Counts shown in the header.
@@ -402,6 +405,18 @@ pub enum Query {
     /// asked only when the list is longer than a window counts (`G` to its end).
     Length(Box<Query>),
     Verify,
+    /// The marked approvals read again by id, each as the detail reads it (issue 21): to drop
+    /// marks that left the queue, to list them in a bulk confirmation, for a dry run and for
+    /// the approve table. Answered by the worker one approval at a time.
+    Marked {
+        ids: Vec<Key>,
+    },
+    /// Every queue row `filter` matches, at most `max`, read a window at a time by key
+    /// (issue 21: "mark all in the current filter"). Answered by the worker.
+    QueueAll {
+        filter: String,
+        max: u64,
+    },
 }
 
 /// Which damaged column: table, row id, column.
@@ -441,6 +456,15 @@ pub enum Write {
     Resume {
         run: Key,
     },
+    /// Cancel the run of an approval only while that approval is still pending with the hash
+    /// the reviewer was shown (`operator::cancel_shown`; a bulk cancel of marked rows).
+    CancelShown {
+        run: Key,
+        approval: Key,
+        shown_hash: String,
+        by: String,
+        reason: String,
+    },
 }
 
 /// What came back for a `Query`.
@@ -463,6 +487,10 @@ pub enum Reply {
     Verify(ChainReport),
     /// The exact total of the list a page with `exact: false` came from.
     Total(u64),
+    /// The marked approvals as read now, in the order asked (`None`: no such approval).
+    Marked(Vec<(Key, Option<Box<ApprovalRow>>)>),
+    /// The queue rows a filter matches (at most the `max` asked), and whether more matched.
+    QueueAll(Vec<QueueRow>, bool),
     /// The read failed; drawn as the error's one sentence.
     Failed(DataError),
 }

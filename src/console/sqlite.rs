@@ -99,6 +99,7 @@ fn queue_row(q: store::QueueItem) -> QueueRow {
         paused_again: false,
         goal: Vec::new(),
         agent_reason: Vec::new(),
+        hash: a.hash,
     }
 }
 
@@ -443,6 +444,12 @@ impl ConsoleData for SqliteData {
             Query::Recheck { .. } => Reply::Recheck(Recheck::Unavailable(
                 "this console was given no policy to ask".into(),
             )),
+            // Answered by the worker, one read of this reader at a time.
+            Query::Marked { .. } | Query::QueueAll { .. } => {
+                return Err(DataError::Read(
+                    "marked rows are read by the worker, not by one read".into(),
+                ));
+            }
         })
     }
 }

@@ -69,6 +69,9 @@ fn on_overlay_key(app: &mut App, k: KeyEvent) -> Vec<Effect> {
                 vec![]
             }
         },
+        ov @ (Overlay::Bulk(_) | Overlay::BulkResult(_) | Overlay::ApproveTable(_)) => {
+            super::bulk::on_overlay_key(app, ov, k)
+        }
     }
 }
 

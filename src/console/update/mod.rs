@@ -6,11 +6,13 @@
 
 mod actions;
 mod approval;
+mod bulk;
 mod command_line;
 mod confirm;
 mod keys;
 mod lists;
 mod load;
+mod marks;
 mod outcome;
 mod replies;
 mod run_detail;
@@ -39,6 +41,8 @@ fn step(app: &mut App, input: Input) -> Vec<Effect> {
                         r.paste(&s)
                     }
                 }
+                Some(Overlay::Bulk(c)) => c.reason.paste(&s),
+                Some(Overlay::BulkResult(_) | Overlay::ApproveTable(_)) => app.dirty = false,
                 None => app.dirty = false, // bracketed paste goes only into inputs
             }
             vec![]
@@ -56,6 +60,8 @@ fn step(app: &mut App, input: Input) -> Vec<Effect> {
             // The screen's rows first: the counts can take a full scan on a large database.
             let mut fx = app.load_top(true);
             fx.extend(app.load_counts());
+            // Marked rows that left the queue are unmarked, and said (issue 21).
+            fx.extend(marks::check(app));
             fx
         }
         Input::Reply(id, r) => replies::on_reply(app, id, r),

@@ -86,8 +86,18 @@ pub(super) fn draw(f: &mut Frame, area: Rect, app: &App, s: &QueueScreen) {
                 ]),
                 None => Line::styled("unread: request does not decode", th.style(Role::Damaged)),
             };
+            // A marked row (issue 21) starts with `*` in the badge style before its age.
+            let age = time::age(&r.created_at, now);
+            let age = if app.marks.contains(&r.approval_id) {
+                Line::from(vec![
+                    ratatui::text::Span::styled("*", th.style(Role::Badge)),
+                    ratatui::text::Span::raw(age),
+                ])
+            } else {
+                Line::from(age)
+            };
             let mut v = vec![
-                Line::from(time::age(&r.created_at, now)),
+                age,
                 Line::styled(time::countdown_short(&r.expires_at, now), exp_style),
             ];
             if !narrow {

@@ -1,0 +1,485 @@
+//! Bulk decisions of the marked rows (issue 21): the confirmation of a reject, deny or cancel
+//! with one reason (and its dry run), the approve table, the writes, one per row, each bound
+//! to its own shown hash and done on the worker, and the result that names every row skipped.
+
+use crossterm::event::{KeyCode, KeyEvent};
+use ratatui::style::Style;
+use ratatui::text::Line;
+
+use crate::console::bulk::{BulkRun, Item, Purpose, Verb, arguments, item};
+use crate::console::data::{ApprovalRow, DecideError, Key, Query, Write, WriteResult};
+use crate::console::keymap::Action;
+use crate::console::layout;
+use crate::console::msg::Effect;
+use crate::console::state::{
+    App, ApproveTable, BulkConfirm, BulkResult, Level, Overlay, TableRow, TextInput, short,
+};
+use crate::console::text;
+use crate::console::theme::Role;
+use crate::console::time;
+
+/// Lines of arguments the approve table shows of one row; a row with more is not approved
+/// from the table (nothing cut is approved unseen).
+pub const TABLE_ARG_LINES: usize = 12;
+
+/// Asks the worker for the marked rows as they are now.
+pub(super) fn read_marked(app: &mut App, purpose: Purpose) -> Vec<Effect> {
+    let id = app.id();
+    app.marks.reading = Some((id, purpose));
+    vec![Effect::Query(
+        id,
+        Query::Marked {
+            ids: app.marks.ids(),
+        },
+    )]
+}
+
+/// Opens the confirmation of `verb` over the marked rows as read now.
+pub(super) fn open_confirm<'a>(
+    app: &mut App,
+    verb: Verb,
+    now_of: &impl Fn(&Key) -> Option<&'a ApprovalRow>,
+) {
+    let items = items(app, verb, now_of);
+    app.notice = None;
+    app.overlay = Some(Overlay::Bulk(Box::new(BulkConfirm {
+        verb,
+        items,
+        reason: TextInput::default(),
+        scroll: 0,
+    })));
+}
+
+fn items<'a>(
+    app: &App,
+    verb: Verb,
+    now_of: &impl Fn(&Key) -> Option<&'a ApprovalRow>,
+) -> Vec<Item> {
+    app.marks
+        .rows
+        .iter()
+        .map(|m| item(m, now_of(&m.approval), verb, app.now))
+        .collect()
+}
+
+/// The dry run's answer: what the open confirmation would do now, nothing changed.
+pub(super) fn dry_run<'a>(app: &mut App, now_of: &impl Fn(&Key) -> Option<&'a ApprovalRow>) {
+    let Some(Overlay::Bulk(c)) = app.overlay.take() else {
+        return;
+    };
+    let judged: Vec<Item> = c
+        .items
+        .iter()
+        .map(|i| item(&i.marked, now_of(&i.marked.approval), c.verb, app.now))
+        .collect();
+    let (skipped, done): (Vec<Item>, Vec<Item>) =
+        judged.into_iter().partition(|i| i.skip.is_some());
+    let skipped = skipped
+        .into_iter()
+        .map(|i| {
+            let why = i.skip.clone().unwrap_or_default();
+            (i, why)
+        })
+        .collect();
+    app.notice = Some((Level::Info, "dry run: nothing was changed".into()));
+    app.overlay = Some(Overlay::BulkResult(Box::new(BulkResult {
+        verb: c.verb,
+        dry: true,
+        done,
+        skipped,
+        scroll: 0,
+        back: Some(c),
+    })));
+}
+
+/// Opens the approve table over the marked rows as read now.
+pub(super) fn open_table<'a>(app: &mut App, now_of: &impl Fn(&Key) -> Option<&'a ApprovalRow>) {
+    let rows = app
+        .marks
+        .rows
+        .iter()
+        .map(|m| {
+            let a = now_of(&m.approval);
+            TableRow {
+                item: item(m, a, Verb::Approve, app.now),
+                hash: a.map(|a| a.hash.clone()).unwrap_or_default(),
+                args: a.map(arguments).unwrap_or_default(),
+                cut: false,
+            }
+        })
+        .collect();
+    app.notice = None;
+    app.overlay = Some(Overlay::ApproveTable(Box::new(ApproveTable {
+        rows,
+        lines: Vec::new(),
+        scroll: 0,
+    })));
+    app.relayout();
+}
+
+/// Keys of the three bulk overlays (`ov` was taken from the app).
+pub(super) fn on_overlay_key(app: &mut App, ov: Overlay, k: KeyEvent) -> Vec<Effect> {
+    let action = app.keymap.action(&k);
+    match ov {
+        Overlay::Bulk(mut c) => match k.code {
+            KeyCode::Esc => {
+                app.notice = Some((Level::Info, "nothing was changed".into()));
+                vec![]
+            }
+            KeyCode::Enter => accept(app, c),
+            _ if action == Some(Action::DryRun) => {
+                app.overlay = Some(Overlay::Bulk(c));
+                read_marked(app, Purpose::DryRun)
+            }
+            KeyCode::Up | KeyCode::PageUp => {
+                c.scroll = c.scroll.saturating_sub(scroll_step(app, k.code));
+                app.overlay = Some(Overlay::Bulk(c));
+                vec![]
+            }
+            KeyCode::Down | KeyCode::PageDown => {
+                c.scroll += scroll_step(app, k.code);
+                app.overlay = Some(Overlay::Bulk(c));
+                vec![]
+            }
+            _ => {
+                c.reason.edit_key(&k);
+                app.overlay = Some(Overlay::Bulk(c));
+                vec![]
+            }
+        },
+        Overlay::BulkResult(mut r) => match k.code {
+            KeyCode::Esc | KeyCode::Enter => {
+                app.overlay = r.back.take().map(Overlay::Bulk);
+                vec![]
+            }
+            _ => {
+                r.scroll = scrolled(r.scroll, action, app);
+                app.overlay = Some(Overlay::BulkResult(r));
+                vec![]
+            }
+        },
+        Overlay::ApproveTable(mut t) => match k.code {
+            KeyCode::Esc => {
+                app.notice = Some((Level::Info, "left the table: nothing was approved".into()));
+                vec![]
+            }
+            KeyCode::Enter => approve(app, t),
+            _ => {
+                t.scroll = scrolled(t.scroll, action, app).min(t.lines.len().saturating_sub(1));
+                app.overlay = Some(Overlay::ApproveTable(t));
+                vec![]
+            }
+        },
+        other => {
+            app.overlay = Some(other);
+            vec![]
+        }
+    }
+}
+
+fn scroll_step(app: &App, code: KeyCode) -> usize {
+    if matches!(code, KeyCode::PageUp | KeyCode::PageDown) {
+        usize::from(layout::list_rows(app.size) / 2).max(1)
+    } else {
+        1
+    }
+}
+
+/// A scroll position moved by a keymap action (up, down, pages, top).
+fn scrolled(at: usize, a: Option<Action>, app: &App) -> usize {
+    let page = usize::from(layout::list_rows(app.size) / 2).max(1);
+    match a {
+        Some(Action::Down) => at + 1,
+        Some(Action::Up) => at.saturating_sub(1),
+        Some(Action::PageDown | Action::HalfDown) => at + page,
+        Some(Action::PageUp | Action::HalfUp) => at.saturating_sub(page),
+        Some(Action::Top) => 0,
+        Some(Action::Bottom) => usize::MAX / 2,
+        _ => at,
+    }
+}
+
+/// Enter on the bulk confirmation: one write per row not already known to be skipped, each
+/// with the hash it was marked with.
+fn accept(app: &mut App, c: Box<BulkConfirm>) -> Vec<Effect> {
+    let note = c.reason.text.trim().to_string();
+    if note.is_empty() {
+        let what = if c.verb == Verb::Deny {
+            "a note for the agents is required: each is told it instead of its call's result"
+        } else {
+            "a reason is required"
+        };
+        app.notice = Some((Level::Error, what.into()));
+        app.overlay = Some(Overlay::Bulk(c));
+        return vec![];
+    }
+    let by = app.cfg.by.clone();
+    let write = |i: &Item| -> Option<Write> {
+        let m = &i.marked;
+        let (run, approval, shown_hash) = (m.run.clone(), m.approval.clone(), m.hash.clone());
+        let (by, note) = (by.clone(), note.clone());
+        Some(match c.verb {
+            Verb::Reject => Write::Reject {
+                run,
+                approval,
+                shown_hash,
+                by,
+                note,
+            },
+            Verb::Deny => Write::Deny {
+                run,
+                approval,
+                shown_hash,
+                by,
+                note,
+            },
+            Verb::Cancel => Write::CancelShown {
+                run,
+                approval,
+                shown_hash,
+                by,
+                reason: note,
+            },
+            // Approvals go through the table, never through this confirmation.
+            Verb::Approve => return None,
+        })
+    };
+    let rows: Vec<(Item, Option<Write>)> = c
+        .items
+        .iter()
+        .map(|i| (i.clone(), if i.skip.is_none() { write(i) } else { None }))
+        .collect();
+    start(app, c.verb, rows)
+}
+
+/// Enter on the approve table: refused until every line was on the screen; then one approve
+/// per row the table shows whole, each with the hash the table read.
+fn approve(app: &mut App, t: Box<ApproveTable>) -> Vec<Effect> {
+    let shown = layout::table_rows(app.size);
+    let below = t.lines.len().saturating_sub(t.scroll + shown);
+    if below > 0 {
+        app.notice = Some((
+            Level::Error,
+            format!("read the whole table first: {below} more line(s) below (j, pgdn)"),
+        ));
+        app.overlay = Some(Overlay::ApproveTable(t));
+        return vec![];
+    }
+    let by = app.cfg.by.clone();
+    let rows: Vec<(Item, Option<Write>)> = t
+        .rows
+        .iter()
+        .map(|r| {
+            let w = (r.item.skip.is_none() && !r.cut).then(|| Write::Approve {
+                run: r.item.marked.run.clone(),
+                approval: r.item.marked.approval.clone(),
+                shown_hash: r.hash.clone(),
+                by: by.clone(),
+                note: String::new(),
+            });
+            let mut item = r.item.clone();
+            if r.cut && item.skip.is_none() {
+                item.skip = Some(CUT.to_vec());
+            }
+            (item, w)
+        })
+        .collect();
+    start(app, Verb::Approve, rows)
+}
+
+/// Why a row whose arguments the table cut is not approved from it.
+pub(super) const CUT: &[u8] =
+    b"its arguments are longer than the table shows: open it to read it whole and approve it";
+
+/// Sends the writes and keeps what is in flight; rows without a write are skipped at once.
+fn start(app: &mut App, verb: Verb, rows: Vec<(Item, Option<Write>)>) -> Vec<Effect> {
+    let mut run = BulkRun {
+        verb,
+        waiting: Vec::new(),
+        done: Vec::new(),
+        skipped: Vec::new(),
+    };
+    let mut fx = Vec::new();
+    for (item, w) in rows {
+        match w {
+            Some(w) => {
+                let id = app.id();
+                run.waiting.push((id, item));
+                fx.push(Effect::Write(id, w));
+            }
+            None => {
+                let why = item.skip.clone().unwrap_or_default();
+                run.skipped.push((item, why));
+            }
+        }
+    }
+    app.notice = Some((
+        Level::Info,
+        format!("{} {} row(s)…", verb.name(), run.waiting.len()),
+    ));
+    app.bulk = Some(run);
+    if fx.is_empty() {
+        return finish(app);
+    }
+    fx
+}
+
+/// A write of the bulk decision came back; `None` when it is not one of its writes.
+pub(super) fn on_done(app: &mut App, id: u64, r: &WriteResult) -> Option<Vec<Effect>> {
+    let run = app.bulk.as_mut()?;
+    let pos = run.waiting.iter().position(|(i, _)| *i == id)?;
+    let (_, item) = run.waiting.remove(pos);
+    match r {
+        Ok(_) => run.done.push(item),
+        Err(e) => {
+            let why = skipped_why(e, app.now);
+            run.skipped.push((item, why));
+        }
+    }
+    if run.waiting.is_empty() {
+        return Some(finish(app));
+    }
+    Some(vec![])
+}
+
+/// Every write is back: the result overlay, the rows decided or skipped unmarked, a reload.
+fn finish(app: &mut App) -> Vec<Effect> {
+    let Some(run) = app.bulk.take() else {
+        return vec![];
+    };
+    let ended = |k: &Key| {
+        run.done.iter().any(|i| i.marked.approval == *k)
+            || run.skipped.iter().any(|(i, _)| i.marked.approval == *k)
+    };
+    app.marks.rows.retain(|m| !ended(&m.approval));
+    let level = if run.skipped.is_empty() {
+        Level::Ok
+    } else {
+        Level::Error
+    };
+    app.notice = Some((
+        level,
+        format!(
+            "{} {}, skipped {} of {}",
+            run.verb.done(),
+            run.done.len(),
+            run.skipped.len(),
+            run.done.len() + run.skipped.len()
+        ),
+    ));
+    app.overlay = Some(Overlay::BulkResult(Box::new(BulkResult {
+        verb: run.verb,
+        dry: false,
+        done: run.done,
+        skipped: run.skipped,
+        scroll: 0,
+        back: None,
+    })));
+    let mut fx = app.reload_all();
+    fx.dedup();
+    fx
+}
+
+/// Why the shown-hash call refused a row, in the console's words (untrusted parts escaped
+/// when drawn).
+fn skipped_why(e: &DecideError, now: i64) -> Vec<u8> {
+    match e {
+        DecideError::Changed => b"it changed since you marked it".to_vec(),
+        DecideError::AlreadyDecided { status, by, at } => {
+            let mut s = format!("it was decided meanwhile: already {status}");
+            if !by.is_empty() {
+                s.push_str(&format!(" by {by}"));
+            }
+            if let Some(at) = at {
+                s.push_str(&format!(" {} ago", time::age(at, now)));
+            }
+            s.into_bytes()
+        }
+        DecideError::RunState(m) => format!("its run moved on meanwhile: {m}").into_bytes(),
+        other => other.to_string().into_bytes(),
+    }
+}
+
+/// Lays the approve table out at the terminal's width: for each row its approval id, tool,
+/// hash prefix and the consumer's facts, its arguments whole (at most [`TABLE_ARG_LINES`]
+/// lines; a row with more is cut visibly and not approved from here), and whether it will be
+/// approved. Called from `App::relayout`.
+pub(super) fn layout_table(app: &mut App) {
+    let w = layout::table_width(app.size);
+    let th = &app.theme;
+    let st = th.text_styles();
+    let sty = Styles {
+        label: th.style(Role::Dim),
+        title: th.style(Role::Title),
+        danger: th.style(Role::Danger),
+        ok: th.style(Role::Ok),
+        cut: th.style(Role::Truncated),
+    };
+    let Some(Overlay::ApproveTable(t)) = &mut app.overlay else {
+        return;
+    };
+    let n = t.rows.len();
+    let mut lines = Vec::new();
+    for (i, r) in t.rows.iter_mut().enumerate() {
+        let head = format!("{:>3}/{n} approval ", i + 1);
+        lines.extend(text::labelled(
+            &head,
+            r.item.marked.approval.as_bytes(),
+            w,
+            &st,
+            sty.title,
+        ));
+        let tool = r.item.marked.tool.clone().unwrap_or_default();
+        lines.extend(text::labelled("      tool ", &tool, w, &st, sty.label));
+        lines.extend(text::labelled(
+            "      hash ",
+            short(&r.hash).as_bytes(),
+            w,
+            &st,
+            sty.label,
+        ));
+        for (k, v) in &r.item.facts {
+            lines.extend(text::labelled(&format!("{k:>10} "), v, w, &st, sty.label));
+        }
+        let mut args = Vec::new();
+        for (label, value) in &r.args {
+            let raw = [&label[..], b": ", value].concat();
+            args.extend(text::labelled("      ", &raw, w, &st, sty.label));
+        }
+        r.cut = args.len() > TABLE_ARG_LINES;
+        if r.cut {
+            let more = args.len() - TABLE_ARG_LINES;
+            args.truncate(TABLE_ARG_LINES);
+            args.push(Line::styled(
+                format!("      …[+{more} more line(s) of arguments not shown here]…"),
+                sty.cut,
+            ));
+        }
+        lines.extend(args);
+        let skip = r.item.skip.clone().or_else(|| r.cut.then(|| CUT.to_vec()));
+        match skip {
+            Some(why) => lines.extend(text::labelled(
+                "      ✗ not approved: ",
+                &why,
+                w,
+                &st,
+                sty.danger,
+            )),
+            None => lines.push(Line::styled(
+                "      ✓ approved with this hash when you press enter",
+                sty.ok,
+            )),
+        }
+        lines.push(Line::from(""));
+    }
+    t.scroll = t.scroll.min(lines.len().saturating_sub(1));
+    t.lines = lines;
+}
+
+struct Styles {
+    label: Style,
+    title: Style,
+    danger: Style,
+    ok: Style,
+    cut: Style,
+}

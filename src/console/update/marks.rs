@@ -1,0 +1,189 @@
+//! Marks on the queue (issue 21): `mark` toggles the selected row, `mark_all` marks every row
+//! the current filter matches (read on the worker, at most `MARKS_MAX`), `clear_marks` clears
+//! them. Marks are kept by id: a reload keeps them, and after the database changed they are
+//! read again by id and the rows that left the queue are unmarked, by name. With marks, the
+//! queue's reject, deny and cancel keys read the marked rows again and open one confirmation
+//! for all of them, and approve opens the approve table (`bulk`).
+
+use super::bulk::{self, read_marked};
+use super::outcome::READ_ONLY;
+use crate::console::bulk::{MARKS_MAX, Marked, Purpose, Verb};
+use crate::console::data::{ApprovalRow, ApprovalStatus, Key, Query, QueueRow, Reply, RunStatus};
+use crate::console::keymap::Action;
+use crate::console::msg::Effect;
+use crate::console::state::{App, Level, Screen};
+use crate::console::text;
+
+/// The queue's mark and bulk actions; `None` when the action is not one here (or the top
+/// screen is not the queue, or a decision key is pressed with nothing marked).
+pub(super) fn on_action(app: &mut App, a: Action) -> Option<Vec<Effect>> {
+    let Some(Screen::Queue(s)) = app.stack.last() else {
+        return None;
+    };
+    let verb = match a {
+        Action::Mark => return Some(toggle(app)),
+        Action::MarkAll => {
+            let filter = s.filter.clone();
+            let id = app.id();
+            app.marks.marking_all = Some(id);
+            app.notice = Some((Level::Info, "reading every row of the filter…".into()));
+            let max = MARKS_MAX as u64;
+            return Some(vec![Effect::Query(id, Query::QueueAll { filter, max })]);
+        }
+        Action::ClearMarks => {
+            let n = app.marks.rows.len();
+            app.marks.rows.clear();
+            app.notice = Some((Level::Info, format!("{n} mark(s) cleared")));
+            return Some(vec![]);
+        }
+        _ if app.marks.rows.is_empty() => return None,
+        Action::Reject => Verb::Reject,
+        Action::Deny => Verb::Deny,
+        Action::CancelRun => Verb::Cancel,
+        Action::Approve => Verb::Approve,
+        _ => return None,
+    };
+    if app.cfg.read_only {
+        app.notice = Some((Level::Error, READ_ONLY.into()));
+        return Some(vec![]);
+    }
+    let purpose = match verb {
+        Verb::Approve => Purpose::Table,
+        v => Purpose::Confirm(v),
+    };
+    app.notice = Some((
+        Level::Info,
+        format!("reading the {} marked row(s) again…", app.marks.rows.len()),
+    ));
+    Some(read_marked(app, purpose))
+}
+
+/// After the database changed: the marks are read again (unless a read of them is in flight)
+/// so that rows that left the queue are unmarked and said.
+pub(super) fn check(app: &mut App) -> Vec<Effect> {
+    if app.marks.rows.is_empty() || app.marks.reading.is_some() {
+        return vec![];
+    }
+    read_marked(app, Purpose::Check)
+}
+
+/// `mark` on the queue: the selected row marked or unmarked.
+fn toggle(app: &mut App) -> Vec<Effect> {
+    let Some(Screen::Queue(s)) = app.stack.last() else {
+        return vec![];
+    };
+    let Some(r) = s.list.selected() else {
+        app.notice = Some((Level::Info, "no row selected".into()));
+        return vec![];
+    };
+    let id = r.approval_id.clone();
+    if let Some(i) = app.marks.rows.iter().position(|m| m.approval == id) {
+        app.marks.rows.remove(i);
+    } else if app.marks.rows.len() >= MARKS_MAX {
+        app.notice = Some((
+            Level::Error,
+            format!("at most {MARKS_MAX} rows can be marked at once"),
+        ));
+        return vec![];
+    } else {
+        app.marks.rows.push(Marked::of(r));
+    }
+    app.notice = Some((Level::Info, marked_count(app)));
+    vec![]
+}
+
+fn marked_count(app: &App) -> String {
+    format!(
+        "{} marked · r/d/x decide them with one reason · a approves through a table",
+        app.marks.rows.len()
+    )
+}
+
+/// A reply to a read of the marks, or of every row in the filter; `None`: not one of theirs.
+pub(super) fn on_reply(app: &mut App, id: u64, r: &Reply) -> Option<Vec<Effect>> {
+    if app.marks.marking_all == Some(id) {
+        app.marks.marking_all = None;
+        match r {
+            Reply::QueueAll(rows, more) => mark_all(app, rows, *more),
+            Reply::Failed(e) => app.notice = Some((Level::Error, e.to_string())),
+            _ => {}
+        }
+        return Some(vec![]);
+    }
+    let (_, purpose) = app.marks.reading.take_if(|(i, _)| *i == id)?;
+    let rows = match r {
+        Reply::Marked(rows) => rows,
+        Reply::Failed(e) => {
+            app.notice = Some((Level::Error, format!("reading the marked rows: {e}")));
+            return Some(vec![]);
+        }
+        _ => return Some(vec![]),
+    };
+    let now_of = |k: &Key| {
+        rows.iter()
+            .find(|(i, _)| i == k)
+            .and_then(|(_, a)| a.as_deref())
+    };
+    match purpose {
+        Purpose::Check => unmark_gone(app, &now_of),
+        Purpose::Confirm(v) => bulk::open_confirm(app, v, &now_of),
+        Purpose::DryRun => bulk::dry_run(app, &now_of),
+        Purpose::Table => bulk::open_table(app, &now_of),
+    }
+    Some(vec![])
+}
+
+/// Marks every row of the filter (those already marked stay as they were marked).
+fn mark_all(app: &mut App, rows: &[QueueRow], more: bool) {
+    let before = app.marks.rows.len();
+    for r in rows {
+        if app.marks.rows.len() >= MARKS_MAX {
+            break;
+        }
+        if !app.marks.contains(&r.approval_id) {
+            app.marks.rows.push(Marked::of(r));
+        }
+    }
+    let added = app.marks.rows.len() - before;
+    let mut m = format!("{added} row(s) marked; {}", marked_count(app));
+    if more || app.marks.rows.len() >= MARKS_MAX && added < rows.len() {
+        m = format!("{m} (more match: at most {MARKS_MAX} are marked at once)");
+    }
+    app.notice = Some((Level::Info, m));
+}
+
+/// Unmarks the rows that are no longer pending approvals of waiting runs, saying which and
+/// why; a row whose hash changed stays marked and is flagged (its decision will be refused).
+fn unmark_gone<'a>(app: &mut App, now_of: &impl Fn(&Key) -> Option<&'a ApprovalRow>) {
+    let mut gone = Vec::new();
+    app.marks.rows.retain_mut(|m| {
+        let why = match now_of(&m.approval) {
+            None => Some("gone".to_string()),
+            Some(a) if a.status != ApprovalStatus::Pending => {
+                let by = text::escaped(&a.decided_by);
+                Some(format!("{} by {by}", a.status))
+            }
+            Some(a) if a.run_status != RunStatus::WaitingForApproval => {
+                Some(format!("run {}", a.run_status))
+            }
+            Some(a) => {
+                m.changed |= a.hash != m.hash;
+                None
+            }
+        };
+        if let Some(why) = &why {
+            gone.push(format!("{} ({why})", text::escaped(m.approval.as_bytes())));
+        }
+        why.is_none()
+    });
+    if !gone.is_empty() {
+        app.notice = Some((
+            Level::Info,
+            format!(
+                "{} marked row(s) left the queue and were unmarked: {}",
+                gone.len(),
+                gone.join("; ")
+            ),
+        ));
+    }
+}
