@@ -416,3 +416,61 @@ fn read_only_marks_but_decides_nothing() {
     }
     assert!(h.commands.is_empty());
 }
+
+#[test]
+fn marked_runs_are_cancelled_with_one_reason_and_a_run_ended_meanwhile_is_named() {
+    let d = tempfile::tempdir().unwrap();
+    let (db, m) = fixture(d.path(), "q", "queue", &[]);
+    let ids = queue_ids(&m);
+    let mut h = harness(&db, 80, 24, false);
+    h.keys("2");
+    mark_first(&mut h, 3);
+    let s = h.screen();
+    assert!(s.contains("runs marked 3"), "{s}");
+    let marked: Vec<String> = h
+        .app
+        .marks
+        .runs
+        .iter()
+        .map(|m| m.run.as_str().unwrap().to_string())
+        .collect();
+    h.keys("x");
+    assert!(h.screen().contains("CANCEL 3 MARKED"), "{}", h.screen());
+    snap("bulk__cancel_runs_confirm@80x24", &h.screen());
+    // Another operator cancels one of them after the confirmation listed it.
+    let store = countersign::runtime::store::Store::open_existing(&db, false).unwrap();
+    operator::cancel(&store, marked[1].as_str(), "ana", "dup", at_0350()).unwrap();
+    dry_run_key(&mut h);
+    assert!(
+        h.screen().contains("would cancel 2, would skip 1"),
+        "{}",
+        h.screen()
+    );
+    h.key(KeyCode::Esc);
+    h.keys("customer withdrew");
+    h.key(KeyCode::Enter);
+    let s = h.screen();
+    assert!(s.contains("cancelled 2, skipped 1"), "{s}");
+    assert!(
+        s.contains(&marked[1]),
+        "the run ended meanwhile is named: {s}"
+    );
+    for run in [&marked[0], &marked[2]] {
+        assert_eq!(run_status(&db, run), "CANCELLED");
+        let c = rusqlite::Connection::open(&db).unwrap();
+        let detail: String = c
+            .query_row("SELECT reason_detail FROM runs WHERE id = ?1", [run], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(detail, "customer withdrew");
+    }
+    let untouched = ids
+        .iter()
+        .filter(|(r, _)| !marked.contains(r))
+        .map(|(r, _)| run_status(&db, r))
+        .collect::<Vec<_>>();
+    assert_eq!(untouched, vec!["WAITING_FOR_APPROVAL"; 2]);
+    assert!(h.app.marks.runs.is_empty());
+    verify(&db);
+}

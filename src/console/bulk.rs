@@ -3,7 +3,7 @@
 //! what its presentation says, what the approve table shows of its arguments). Nothing here
 //! draws or reads; every byte kept is untrusted and drawn through `text`.
 
-use super::data::{ApprovalRow, ApprovalStatus, Key, QueueRow, RunStatus};
+use super::data::{ApprovalRow, ApprovalStatus, Key, QueueRow, RunHeader, RunRow, RunStatus};
 use super::facts::{self, Presented};
 use super::fields;
 use super::time;
@@ -36,6 +36,24 @@ impl Marked {
     }
 }
 
+/// A marked run of the runs list (for a bulk cancel) as it was when marked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MarkedRun {
+    pub run: Key,
+    pub status: RunStatus,
+    pub goal: Vec<u8>,
+}
+
+impl MarkedRun {
+    pub fn of(r: &RunRow) -> MarkedRun {
+        MarkedRun {
+            run: r.id.clone(),
+            status: r.status.clone(),
+            goal: r.goal.clone(),
+        }
+    }
+}
+
 /// What a read of the marked rows is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Purpose {
@@ -57,6 +75,10 @@ pub struct Marks {
     pub reading: Option<(u64, Purpose)>,
     /// A read of every row in the filter in flight (`mark_all`).
     pub marking_all: Option<u64>,
+    /// The runs list's marked runs (a bulk cancel), in the order they were marked.
+    pub runs: Vec<MarkedRun>,
+    /// A read of the marked runs in flight, and what it is for.
+    pub reading_runs: Option<(u64, Purpose)>,
 }
 
 impl Marks {
@@ -77,6 +99,8 @@ pub enum Verb {
     Deny,
     Cancel,
     Approve,
+    /// Cancel the runs marked on the runs list.
+    CancelRuns,
 }
 
 impl Verb {
@@ -84,7 +108,7 @@ impl Verb {
         match self {
             Verb::Reject => "reject",
             Verb::Deny => "deny",
-            Verb::Cancel => "cancel",
+            Verb::Cancel | Verb::CancelRuns => "cancel",
             Verb::Approve => "approve",
         }
     }
@@ -93,7 +117,7 @@ impl Verb {
         match self {
             Verb::Reject => "rejected",
             Verb::Deny => "denied",
-            Verb::Cancel => "cancelled",
+            Verb::Cancel | Verb::CancelRuns => "cancelled",
             Verb::Approve => "approved",
         }
     }
@@ -107,6 +131,9 @@ impl Verb {
             }
             Verb::Cancel => "each row's run is cancelled (operator_cancelled)",
             Verb::Approve => "each call is approved and runs when its run resumes",
+            Verb::CancelRuns => {
+                "each run ends as CANCELLED (operator_cancelled); its pending approvals stay as they are"
+            }
         }
     }
 }
@@ -183,6 +210,33 @@ pub fn judge(m: &Marked, now_row: Option<&ApprovalRow>, verb: Verb, now: i64) ->
         );
     }
     None
+}
+
+/// A marked run as the bulk cancel lists it, judged on `now_run` (the run read again): a run
+/// that ended meanwhile is skipped.
+pub fn run_item(m: &MarkedRun, now_run: Option<&RunHeader>) -> Item {
+    let status = now_run.map_or(m.status.clone(), |h| h.status.clone());
+    let skip = match now_run {
+        None => Some(b"the run is no longer in the database".to_vec()),
+        Some(h) if h.status.is_terminal() => {
+            Some(format!("it ended meanwhile: it is {}", h.status).into_bytes())
+        }
+        Some(_) => None,
+    };
+    Item {
+        marked: Marked {
+            run: m.run.clone(),
+            approval: Key::from(String::new()),
+            hash: String::new(),
+            tool: None,
+            changed: false,
+        },
+        facts: vec![
+            ("status".into(), status.as_str().as_bytes().to_vec()),
+            ("goal".into(), m.goal.clone()),
+        ],
+        skip,
+    }
 }
 
 /// What the request does in the consumer's words: title, amount and target (decision 0050).

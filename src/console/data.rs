@@ -411,6 +411,11 @@ pub enum Query {
     Marked {
         ids: Vec<Key>,
     },
+    /// The runs marked on the runs list read again by id (a bulk cancel). Answered by the
+    /// worker one run header at a time.
+    MarkedRuns {
+        ids: Vec<Key>,
+    },
     /// Every queue row `filter` matches, at most `max`, read a window at a time by key
     /// (issue 21: "mark all in the current filter"). Answered by the worker.
     QueueAll {
@@ -489,6 +494,8 @@ pub enum Reply {
     Total(u64),
     /// The marked approvals as read now, in the order asked (`None`: no such approval).
     Marked(Vec<(Key, Option<Box<ApprovalRow>>)>),
+    /// The marked runs as read now, in the order asked (`None`: no such run).
+    MarkedRuns(Vec<(Key, Option<Box<RunHeader>>)>),
     /// The queue rows a filter matches (at most the `max` asked), and whether more matched.
     QueueAll(Vec<QueueRow>, bool),
     /// The read failed; drawn as the error's one sentence.

@@ -445,7 +445,7 @@ impl ConsoleData for SqliteData {
                 "this console was given no policy to ask".into(),
             )),
             // Answered by the worker, one read of this reader at a time.
-            Query::Marked { .. } | Query::QueueAll { .. } => {
+            Query::Marked { .. } | Query::MarkedRuns { .. } | Query::QueueAll { .. } => {
                 return Err(DataError::Read(
                     "marked rows are read by the worker, not by one read".into(),
                 ));

@@ -34,6 +34,7 @@ pub fn answer(
     match q {
         Query::Recheck { run, step } => return Reply::Recheck(recheck(hook, db, run, step)),
         Query::Marked { ids } => return marked(data, ids),
+        Query::MarkedRuns { ids } => return marked_runs(data, ids),
         Query::QueueAll { filter, max } => return queue_all(data, filter, *max),
         _ => {}
     }
@@ -55,6 +56,19 @@ fn marked(data: &mut dyn ConsoleData, ids: &[Key]) -> Reply {
         }
     }
     Reply::Marked(out)
+}
+
+/// The marked runs read again, one header at a time.
+fn marked_runs(data: &mut dyn ConsoleData, ids: &[Key]) -> Reply {
+    let mut out = Vec::with_capacity(ids.len());
+    for id in ids {
+        match handle(data, &Query::Run { id: id.clone() }) {
+            Reply::Run(h) => out.push((id.clone(), h)),
+            Reply::Failed(e) => return Reply::Failed(e),
+            _ => return Reply::Failed(DataError::Read("unexpected reply to a read".into())),
+        }
+    }
+    Reply::MarkedRuns(out)
 }
 
 /// Rows one read of "every row in the filter" takes.

@@ -6,8 +6,8 @@ use crossterm::event::{KeyCode, KeyEvent};
 use ratatui::style::Style;
 use ratatui::text::Line;
 
-use crate::console::bulk::{BulkRun, Item, Purpose, Verb, arguments, item};
-use crate::console::data::{ApprovalRow, DecideError, Key, Query, Write, WriteResult};
+use crate::console::bulk::{BulkRun, Item, Purpose, Verb, arguments, item, run_item};
+use crate::console::data::{ApprovalRow, DecideError, Key, Query, RunHeader, Write, WriteResult};
 use crate::console::keymap::Action;
 use crate::console::layout;
 use crate::console::msg::Effect;
@@ -32,6 +32,49 @@ pub(super) fn read_marked(app: &mut App, purpose: Purpose) -> Vec<Effect> {
             ids: app.marks.ids(),
         },
     )]
+}
+
+/// Asks the worker for the marked runs as they are now.
+pub(super) fn read_marked_runs(app: &mut App, purpose: Purpose) -> Vec<Effect> {
+    let id = app.id();
+    app.marks.reading_runs = Some((id, purpose));
+    let ids = app.marks.runs.iter().map(|m| m.run.clone()).collect();
+    vec![Effect::Query(id, Query::MarkedRuns { ids })]
+}
+
+/// Opens the confirmation of a cancel of the marked runs as read now.
+pub(super) fn open_confirm_runs<'a>(
+    app: &mut App,
+    now_of: &impl Fn(&Key) -> Option<&'a RunHeader>,
+) {
+    let items = app
+        .marks
+        .runs
+        .iter()
+        .map(|m| run_item(m, now_of(&m.run)))
+        .collect();
+    app.notice = None;
+    app.overlay = Some(Overlay::Bulk(Box::new(BulkConfirm {
+        verb: Verb::CancelRuns,
+        items,
+        reason: TextInput::default(),
+        scroll: 0,
+    })));
+}
+
+/// The dry run of a cancel of marked runs: what `enter` would do now.
+pub(super) fn dry_run_runs<'a>(app: &mut App, now_of: &impl Fn(&Key) -> Option<&'a RunHeader>) {
+    let Some(Overlay::Bulk(c)) = app.overlay.take() else {
+        return;
+    };
+    let judged: Vec<Item> = app
+        .marks
+        .runs
+        .iter()
+        .filter(|m| c.items.iter().any(|i| i.marked.run == m.run))
+        .map(|m| run_item(m, now_of(&m.run)))
+        .collect();
+    show_dry_run(app, c, judged);
 }
 
 /// Opens the confirmation of `verb` over the marked rows as read now.
@@ -72,6 +115,11 @@ pub(super) fn dry_run<'a>(app: &mut App, now_of: &impl Fn(&Key) -> Option<&'a Ap
         .iter()
         .map(|i| item(&i.marked, now_of(&i.marked.approval), c.verb, app.now))
         .collect();
+    show_dry_run(app, c, judged);
+}
+
+/// The dry run's result over the confirmation it was asked from.
+fn show_dry_run(app: &mut App, c: Box<BulkConfirm>, judged: Vec<Item>) {
     let (skipped, done): (Vec<Item>, Vec<Item>) =
         judged.into_iter().partition(|i| i.skip.is_some());
     let skipped = skipped
@@ -128,8 +176,13 @@ pub(super) fn on_overlay_key(app: &mut App, ov: Overlay, k: KeyEvent) -> Vec<Eff
             }
             KeyCode::Enter => accept(app, c),
             _ if action == Some(Action::DryRun) => {
+                let runs = c.verb == Verb::CancelRuns;
                 app.overlay = Some(Overlay::Bulk(c));
-                read_marked(app, Purpose::DryRun)
+                if runs {
+                    read_marked_runs(app, Purpose::DryRun)
+                } else {
+                    read_marked(app, Purpose::DryRun)
+                }
             }
             KeyCode::Up | KeyCode::PageUp => {
                 c.scroll = c.scroll.saturating_sub(scroll_step(app, k.code));
@@ -237,6 +290,11 @@ fn accept(app: &mut App, c: Box<BulkConfirm>) -> Vec<Effect> {
                 run,
                 approval,
                 shown_hash,
+                by,
+                reason: note,
+            },
+            Verb::CancelRuns => Write::Cancel {
+                run,
                 by,
                 reason: note,
             },
@@ -352,6 +410,13 @@ fn finish(app: &mut App) -> Vec<Effect> {
             || run.skipped.iter().any(|(i, _)| i.marked.approval == *k)
     };
     app.marks.rows.retain(|m| !ended(&m.approval));
+    if run.verb == Verb::CancelRuns {
+        let ended_run = |k: &Key| {
+            run.done.iter().any(|i| i.marked.run == *k)
+                || run.skipped.iter().any(|(i, _)| i.marked.run == *k)
+        };
+        app.marks.runs.retain(|m| !ended_run(&m.run));
+    }
     let level = if run.skipped.is_empty() {
         Level::Ok
     } else {

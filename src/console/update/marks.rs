@@ -5,10 +5,12 @@
 //! queue's reject, deny and cancel keys read the marked rows again and open one confirmation
 //! for all of them, and approve opens the approve table (`bulk`).
 
-use super::bulk::{self, read_marked};
+use super::bulk::{self, read_marked, read_marked_runs};
 use super::outcome::READ_ONLY;
-use crate::console::bulk::{MARKS_MAX, Marked, Purpose, Verb};
-use crate::console::data::{ApprovalRow, ApprovalStatus, Key, Query, QueueRow, Reply, RunStatus};
+use crate::console::bulk::{MARKS_MAX, Marked, MarkedRun, Purpose, Verb};
+use crate::console::data::{
+    ApprovalRow, ApprovalStatus, Key, Query, QueueRow, Reply, RunHeader, RunStatus,
+};
 use crate::console::keymap::Action;
 use crate::console::msg::Effect;
 use crate::console::state::{App, Level, Screen};
@@ -17,6 +19,9 @@ use crate::console::text;
 /// The queue's mark and bulk actions; `None` when the action is not one here (or the top
 /// screen is not the queue, or a decision key is pressed with nothing marked).
 pub(super) fn on_action(app: &mut App, a: Action) -> Option<Vec<Effect>> {
+    if let Some(Screen::Runs(_)) = app.stack.last() {
+        return on_runs_action(app, a);
+    }
     let Some(Screen::Queue(s)) = app.stack.last() else {
         return None;
     };
@@ -61,10 +66,59 @@ pub(super) fn on_action(app: &mut App, a: Action) -> Option<Vec<Effect>> {
 /// After the database changed: the marks are read again (unless a read of them is in flight)
 /// so that rows that left the queue are unmarked and said.
 pub(super) fn check(app: &mut App) -> Vec<Effect> {
-    if app.marks.rows.is_empty() || app.marks.reading.is_some() {
-        return vec![];
+    let mut fx = Vec::new();
+    if !app.marks.runs.is_empty() && app.marks.reading_runs.is_none() {
+        fx.extend(read_marked_runs(app, Purpose::Check));
     }
-    read_marked(app, Purpose::Check)
+    if !app.marks.rows.is_empty() && app.marks.reading.is_none() {
+        fx.extend(read_marked(app, Purpose::Check));
+    }
+    fx
+}
+
+/// The runs list's marks: `mark` toggles the selected run, `clear_marks` clears, and
+/// `cancel_run` with runs marked reads them again and opens one confirmation.
+fn on_runs_action(app: &mut App, a: Action) -> Option<Vec<Effect>> {
+    match a {
+        Action::Mark => {
+            let Some(Screen::Runs(s)) = app.stack.last() else {
+                return None;
+            };
+            let Some(r) = s.list.selected() else {
+                app.notice = Some((Level::Info, "no run selected".into()));
+                return Some(vec![]);
+            };
+            let id = r.id.clone();
+            if let Some(i) = app.marks.runs.iter().position(|m| m.run == id) {
+                app.marks.runs.remove(i);
+            } else if app.marks.runs.len() >= MARKS_MAX {
+                app.notice = Some((
+                    Level::Error,
+                    format!("at most {MARKS_MAX} runs can be marked at once"),
+                ));
+                return Some(vec![]);
+            } else {
+                app.marks.runs.push(MarkedRun::of(r));
+            }
+            let n = app.marks.runs.len();
+            app.notice = Some((Level::Info, format!("{n} run(s) marked · x cancels them")));
+            Some(vec![])
+        }
+        Action::ClearMarks => {
+            let n = app.marks.runs.len();
+            app.marks.runs.clear();
+            app.notice = Some((Level::Info, format!("{n} run mark(s) cleared")));
+            Some(vec![])
+        }
+        Action::CancelRun if !app.marks.runs.is_empty() => {
+            if app.cfg.read_only {
+                app.notice = Some((Level::Error, READ_ONLY.into()));
+                return Some(vec![]);
+            }
+            Some(read_marked_runs(app, Purpose::Confirm(Verb::CancelRuns)))
+        }
+        _ => None,
+    }
 }
 
 /// `mark` on the queue: the selected row marked or unmarked.
@@ -106,6 +160,23 @@ pub(super) fn on_reply(app: &mut App, id: u64, r: &Reply) -> Option<Vec<Effect>>
         match r {
             Reply::QueueAll(rows, more) => mark_all(app, rows, *more),
             Reply::Failed(e) => app.notice = Some((Level::Error, e.to_string())),
+            _ => {}
+        }
+        return Some(vec![]);
+    }
+    if let Some((_, purpose)) = app.marks.reading_runs.take_if(|(i, _)| *i == id) {
+        match r {
+            Reply::MarkedRuns(rows) => {
+                let now_of = |k: &Key| {
+                    rows.iter()
+                        .find(|(i, _)| i == k)
+                        .and_then(|(_, h)| h.as_deref())
+                };
+                runs_reply(app, purpose, &now_of);
+            }
+            Reply::Failed(e) => {
+                app.notice = Some((Level::Error, format!("reading the marked runs: {e}")))
+            }
             _ => {}
         }
         return Some(vec![]);
@@ -185,5 +256,39 @@ fn unmark_gone<'a>(app: &mut App, now_of: &impl Fn(&Key) -> Option<&'a ApprovalR
                 gone.join("; ")
             ),
         ));
+    }
+}
+
+/// The marked runs read again: for a check, ended runs are unmarked by name; else the
+/// confirmation or its dry run.
+fn runs_reply<'a>(
+    app: &mut App,
+    purpose: Purpose,
+    now_of: &impl Fn(&Key) -> Option<&'a RunHeader>,
+) {
+    match purpose {
+        Purpose::Check => {
+            let mut gone = Vec::new();
+            app.marks.runs.retain(|m| match now_of(&m.run) {
+                Some(h) if !h.status.is_terminal() => true,
+                h => {
+                    let why = h.map_or("gone".to_string(), |h| h.status.to_string());
+                    gone.push(format!("{} ({why})", text::escaped(m.run.as_bytes())));
+                    false
+                }
+            });
+            if !gone.is_empty() {
+                app.notice = Some((
+                    Level::Info,
+                    format!(
+                        "{} marked run(s) ended and were unmarked: {}",
+                        gone.len(),
+                        gone.join("; ")
+                    ),
+                ));
+            }
+        }
+        Purpose::DryRun => bulk::dry_run_runs(app, now_of),
+        _ => bulk::open_confirm_runs(app, now_of),
     }
 }

@@ -36,22 +36,35 @@ fn prose(app: &App, words: &str, w: usize, role: Role) -> Vec<Line<'static>> {
 fn item_lines(app: &App, n: usize, i: &Item, w: usize, skip: Option<&[u8]>) -> Vec<Line<'static>> {
     let th = &app.theme;
     let dim = th.style(Role::Dim);
-    let mut out = labelled(
-        app,
-        &format!("{n:>3} approval "),
-        i.marked.approval.as_bytes(),
-        w,
-        th.style(Role::Title),
-    );
-    out.extend(labelled(
-        app,
-        "       run ",
-        i.marked.run.as_bytes(),
-        w,
-        dim,
-    ));
-    let tool = i.marked.tool.clone().unwrap_or_default();
-    out.extend(labelled(app, "      tool ", &tool, w, dim));
+    let title = th.style(Role::Title);
+    let mut out;
+    if i.marked.approval.as_bytes().is_empty() {
+        // A run marked on the runs list: its id, then its status and goal (the facts).
+        out = labelled(
+            app,
+            &format!("{n:>3} run "),
+            i.marked.run.as_bytes(),
+            w,
+            title,
+        );
+    } else {
+        out = labelled(
+            app,
+            &format!("{n:>3} approval "),
+            i.marked.approval.as_bytes(),
+            w,
+            title,
+        );
+        out.extend(labelled(
+            app,
+            "       run ",
+            i.marked.run.as_bytes(),
+            w,
+            dim,
+        ));
+        let tool = i.marked.tool.clone().unwrap_or_default();
+        out.extend(labelled(app, "      tool ", &tool, w, dim));
+    }
     for (k, v) in &i.facts {
         out.extend(labelled(app, &format!("{k:>10} "), v, w, dim));
     }
@@ -115,12 +128,12 @@ pub(super) fn draw_confirm(f: &mut Frame, body: Rect, app: &App, c: &BulkConfirm
     let skipped = c.items.iter().filter(|i| i.skip.is_some()).count();
     let what = format!("{} {n} marked row(s): {}", c.verb.name(), c.verb.effect());
     let mut head = prose(app, &what, inner, Role::Text);
-    head.extend(prose(
-        app,
-        "each is decided with the hash it was marked with; a row changed or decided meanwhile is skipped and named",
-        inner,
-        Role::Dim,
-    ));
+    let how = if c.verb == Verb::CancelRuns {
+        "each is cancelled only while it has not ended; a run that ended meanwhile is skipped and named"
+    } else {
+        "each is decided with the hash it was marked with; a row changed or decided meanwhile is skipped and named"
+    };
+    head.extend(prose(app, how, inner, Role::Dim));
     let mut rows = Vec::new();
     for (k, i) in c.items.iter().enumerate() {
         rows.extend(item_lines(app, k + 1, i, inner, i.skip.as_deref()));

@@ -98,6 +98,12 @@ fn draw_header(f: &mut Frame, area: Rect, app: &App) {
             th.style(Role::Badge),
         ));
     }
+    if !app.marks.runs.is_empty() {
+        spans.push(Span::styled(
+            format!("  runs marked {}", app.marks.runs.len()),
+            th.style(Role::Badge),
+        ));
+    }
     if app.cfg.read_only {
         spans.push(Span::styled("  READ-ONLY", th.style(Role::Danger)));
     }
@@ -199,6 +205,12 @@ pub(crate) fn hints(app: &App) -> Vec<(String, &'static str)> {
             v.push((k(Action::Filter), "filter"));
             v.push((k(Action::Runs), "runs"));
             v.push((k(Action::Damaged), "damaged"));
+        }
+        Screen::Runs(_) if !app.marks.runs.is_empty() => {
+            v.push((k(Action::CancelRun), "cancel marked"));
+            v.push((k(Action::Mark), "mark"));
+            v.push((k(Action::ClearMarks), "clear"));
+            v.push((k(Action::Open), "open"));
         }
         Screen::Runs(_) => {
             v.push((k(Action::Open), "open"));
