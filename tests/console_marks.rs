@@ -474,3 +474,48 @@ fn marked_runs_are_cancelled_with_one_reason_and_a_run_ended_meanwhile_is_named(
     assert!(h.app.marks.runs.is_empty());
     verify(&db);
 }
+
+/// Whether a drawn cell holds a character that would act on a terminal or reorder text.
+fn raw_hostile(s: &str) -> bool {
+    s.chars().any(|c| {
+        c.is_control()
+            || ('\u{202a}'..='\u{202e}').contains(&c)
+            || ('\u{2066}'..='\u{2069}').contains(&c)
+            || ('\u{200b}'..='\u{200f}').contains(&c)
+    })
+}
+
+#[test]
+fn the_bulk_overlays_draw_hostile_rows_escaped() {
+    let (db, _) = all_db();
+    let mut h = Harness::open(db, 120, 40);
+    h.keys("*");
+    assert!(!h.app.marks.rows.is_empty());
+    for (key, title, down) in [
+        ("r", "REJECT", KeyCode::Down),
+        ("a", "APPROVE", KeyCode::Char('j')),
+    ] {
+        h.keys(key);
+        let mut escapes = false;
+        // Every line of the overlay, scrolled through.
+        for _ in 0..150 {
+            let b = h.buffer();
+            let s = buffer_text(&b);
+            assert!(s.contains(title), "{s}");
+            for y in 0..b.area.height {
+                for x in 0..b.area.width {
+                    let sym = b[(x, y)].symbol();
+                    assert!(!raw_hostile(sym), "raw {sym:?} at {x},{y}:\n{s}");
+                }
+            }
+            escapes |= s.contains("\\u{");
+            h.key(down);
+        }
+        // The hostile row's text is in its arguments, which the approve table shows whole.
+        assert!(
+            escapes || title == "REJECT",
+            "escapes are drawn visibly ({title})"
+        );
+        h.key(KeyCode::Esc);
+    }
+}
