@@ -496,7 +496,7 @@ fn the_bulk_overlays_draw_hostile_rows_escaped() {
         ("a", "APPROVE", KeyCode::Char('j')),
     ] {
         h.keys(key);
-        let mut escapes = false;
+        let (mut escapes, mut warned) = (false, false);
         // Every line of the overlay, scrolled through.
         for _ in 0..150 {
             let b = h.buffer();
@@ -509,12 +509,17 @@ fn the_bulk_overlays_draw_hostile_rows_escaped() {
                 }
             }
             escapes |= s.contains("\\u{");
+            warned |= s.contains("⚠ its arguments hold");
             h.key(down);
         }
         // The hostile row's text is in its arguments, which the approve table shows whole.
         assert!(
             escapes || title == "REJECT",
             "escapes are drawn visibly ({title})"
+        );
+        assert!(
+            warned || title == "REJECT",
+            "the table badges the hostile row"
         );
         h.key(KeyCode::Esc);
     }

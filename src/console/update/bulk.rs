@@ -511,6 +511,22 @@ pub(super) fn layout_table(app: &mut App) {
             let raw = [&label[..], b": ", value].concat();
             args.extend(text::labelled("      ", &raw, w, &st, sty.label));
         }
+        // Warn as the approval detail does: the escapes are visible, the badge says why.
+        let flagged: Vec<&str> = r
+            .args
+            .iter()
+            .flat_map(|(l, v)| [text::marks(l), text::marks(v)])
+            .flat_map(|m| m.labels())
+            .collect();
+        if !flagged.is_empty() {
+            let mut kinds = flagged;
+            kinds.sort_unstable();
+            kinds.dedup();
+            lines.push(Line::styled(
+                format!("      ⚠ its arguments hold {} text", kinds.join(", ")),
+                sty.danger,
+            ));
+        }
         r.cut = args.len() > TABLE_ARG_LINES;
         if r.cut {
             let more = args.len() - TABLE_ARG_LINES;

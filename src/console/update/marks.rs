@@ -16,6 +16,9 @@ use crate::console::msg::Effect;
 use crate::console::state::{App, Level, Screen};
 use crate::console::text;
 
+/// Why a second bulk decision is not started while one is in flight.
+const BUSY: &str = "a bulk decision is still running: wait for its result";
+
 /// The queue's mark and bulk actions; `None` when the action is not one here (or the top
 /// screen is not the queue, or a decision key is pressed with nothing marked).
 pub(super) fn on_action(app: &mut App, a: Action) -> Option<Vec<Effect>> {
@@ -50,6 +53,10 @@ pub(super) fn on_action(app: &mut App, a: Action) -> Option<Vec<Effect>> {
     };
     if app.cfg.read_only {
         app.notice = Some((Level::Error, READ_ONLY.into()));
+        return Some(vec![]);
+    }
+    if app.bulk.is_some() {
+        app.notice = Some((Level::Error, BUSY.into()));
         return Some(vec![]);
     }
     let purpose = match verb {
@@ -113,6 +120,10 @@ fn on_runs_action(app: &mut App, a: Action) -> Option<Vec<Effect>> {
         Action::CancelRun if !app.marks.runs.is_empty() => {
             if app.cfg.read_only {
                 app.notice = Some((Level::Error, READ_ONLY.into()));
+                return Some(vec![]);
+            }
+            if app.bulk.is_some() {
+                app.notice = Some((Level::Error, BUSY.into()));
                 return Some(vec![]);
             }
             Some(read_marked_runs(app, Purpose::Confirm(Verb::CancelRuns)))
