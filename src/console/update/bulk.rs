@@ -1,26 +1,16 @@
 //! Bulk decisions of the marked rows (issue 21): the confirmation of a reject, deny or cancel
-//! with one reason (and its dry run), the approve table, the writes, one per row, each bound
+//! with one reason (and its dry run), the writes (the approve table's too, see `table`), one per row, each bound
 //! to its own shown hash and done on the worker, and the result that names every row skipped.
 
 use crossterm::event::{KeyCode, KeyEvent};
-use ratatui::style::Style;
-use ratatui::text::Line;
 
-use crate::console::bulk::{BulkRun, Item, Purpose, Verb, arguments, item, run_item};
+use crate::console::bulk::{BulkRun, Item, Purpose, Verb, item, run_item};
 use crate::console::data::{ApprovalRow, DecideError, Key, Query, RunHeader, Write, WriteResult};
 use crate::console::keymap::Action;
 use crate::console::layout;
 use crate::console::msg::Effect;
-use crate::console::state::{
-    App, ApproveTable, BulkConfirm, BulkResult, Level, Overlay, TableRow, TextInput, short,
-};
-use crate::console::text;
-use crate::console::theme::Role;
+use crate::console::state::{App, BulkConfirm, BulkResult, Level, Overlay, TextInput};
 use crate::console::time;
-
-/// Lines of arguments the approve table shows of one row; a row with more is not approved
-/// from the table (nothing cut is approved unseen).
-pub const TABLE_ARG_LINES: usize = 12;
 
 /// Asks the worker for the marked rows as they are now.
 pub(super) fn read_marked(app: &mut App, purpose: Purpose) -> Vec<Effect> {
@@ -140,31 +130,6 @@ fn show_dry_run(app: &mut App, c: Box<BulkConfirm>, judged: Vec<Item>) {
     })));
 }
 
-/// Opens the approve table over the marked rows as read now.
-pub(super) fn open_table<'a>(app: &mut App, now_of: &impl Fn(&Key) -> Option<&'a ApprovalRow>) {
-    let rows = app
-        .marks
-        .rows
-        .iter()
-        .map(|m| {
-            let a = now_of(&m.approval);
-            TableRow {
-                item: item(m, a, Verb::Approve, app.now),
-                hash: a.map(|a| a.hash.clone()).unwrap_or_default(),
-                args: a.map(arguments).unwrap_or_default(),
-                cut: false,
-            }
-        })
-        .collect();
-    app.notice = None;
-    app.overlay = Some(Overlay::ApproveTable(Box::new(ApproveTable {
-        rows,
-        lines: Vec::new(),
-        scroll: 0,
-    })));
-    app.relayout();
-}
-
 /// Keys of the three bulk overlays (`ov` was taken from the app).
 pub(super) fn on_overlay_key(app: &mut App, ov: Overlay, k: KeyEvent) -> Vec<Effect> {
     let action = app.keymap.action(&k);
@@ -211,18 +176,6 @@ pub(super) fn on_overlay_key(app: &mut App, ov: Overlay, k: KeyEvent) -> Vec<Eff
                 vec![]
             }
         },
-        Overlay::ApproveTable(mut t) => match k.code {
-            KeyCode::Esc => {
-                app.notice = Some((Level::Info, "left the table: nothing was approved".into()));
-                vec![]
-            }
-            KeyCode::Enter => approve(app, t),
-            _ => {
-                t.scroll = scrolled(t.scroll, action, app).min(t.lines.len().saturating_sub(1));
-                app.overlay = Some(Overlay::ApproveTable(t));
-                vec![]
-            }
-        },
         other => {
             app.overlay = Some(other);
             vec![]
@@ -239,7 +192,7 @@ fn scroll_step(app: &App, code: KeyCode) -> usize {
 }
 
 /// A scroll position moved by a keymap action (up, down, pages, top).
-fn scrolled(at: usize, a: Option<Action>, app: &App) -> usize {
+pub(super) fn scrolled(at: usize, a: Option<Action>, app: &App) -> usize {
     let page = usize::from(layout::list_rows(app.size) / 2).max(1);
     match a {
         Some(Action::Down) => at + 1,
@@ -310,47 +263,8 @@ fn accept(app: &mut App, c: Box<BulkConfirm>) -> Vec<Effect> {
     start(app, c.verb, rows)
 }
 
-/// Enter on the approve table: refused until every line was on the screen; then one approve
-/// per row the table shows whole, each with the hash the table read.
-fn approve(app: &mut App, t: Box<ApproveTable>) -> Vec<Effect> {
-    let shown = layout::table_rows(app.size);
-    let below = t.lines.len().saturating_sub(t.scroll + shown);
-    if below > 0 {
-        app.notice = Some((
-            Level::Error,
-            format!("read the whole table first: {below} more line(s) below (j, pgdn)"),
-        ));
-        app.overlay = Some(Overlay::ApproveTable(t));
-        return vec![];
-    }
-    let by = app.cfg.by.clone();
-    let rows: Vec<(Item, Option<Write>)> = t
-        .rows
-        .iter()
-        .map(|r| {
-            let w = (r.item.skip.is_none() && !r.cut).then(|| Write::Approve {
-                run: r.item.marked.run.clone(),
-                approval: r.item.marked.approval.clone(),
-                shown_hash: r.hash.clone(),
-                by: by.clone(),
-                note: String::new(),
-            });
-            let mut item = r.item.clone();
-            if r.cut && item.skip.is_none() {
-                item.skip = Some(CUT.to_vec());
-            }
-            (item, w)
-        })
-        .collect();
-    start(app, Verb::Approve, rows)
-}
-
-/// Why a row whose arguments the table cut is not approved from it.
-pub(super) const CUT: &[u8] =
-    b"its arguments are longer than the table shows: open it to read it whole and approve it";
-
 /// Sends the writes and keeps what is in flight; rows without a write are skipped at once.
-fn start(app: &mut App, verb: Verb, rows: Vec<(Item, Option<Write>)>) -> Vec<Effect> {
+pub(super) fn start(app: &mut App, verb: Verb, rows: Vec<(Item, Option<Write>)>) -> Vec<Effect> {
     let mut run = BulkRun {
         verb,
         waiting: Vec::new(),
@@ -463,104 +377,4 @@ fn skipped_why(e: &DecideError, now: i64) -> Vec<u8> {
         DecideError::RunState(m) => format!("its run moved on meanwhile: {m}").into_bytes(),
         other => other.to_string().into_bytes(),
     }
-}
-
-/// Lays the approve table out at the terminal's width: for each row its approval id, tool,
-/// hash prefix and the consumer's facts, its arguments whole (at most [`TABLE_ARG_LINES`]
-/// lines; a row with more is cut visibly and not approved from here), and whether it will be
-/// approved. Called from `App::relayout`.
-pub(super) fn layout_table(app: &mut App) {
-    let w = layout::table_width(app.size);
-    let th = &app.theme;
-    let st = th.text_styles();
-    let sty = Styles {
-        label: th.style(Role::Dim),
-        title: th.style(Role::Title),
-        danger: th.style(Role::Danger),
-        ok: th.style(Role::Ok),
-        cut: th.style(Role::Truncated),
-    };
-    let Some(Overlay::ApproveTable(t)) = &mut app.overlay else {
-        return;
-    };
-    let n = t.rows.len();
-    let mut lines = Vec::new();
-    for (i, r) in t.rows.iter_mut().enumerate() {
-        let head = format!("{:>3}/{n} approval ", i + 1);
-        lines.extend(text::labelled(
-            &head,
-            r.item.marked.approval.as_bytes(),
-            w,
-            &st,
-            sty.title,
-        ));
-        let tool = r.item.marked.tool.clone().unwrap_or_default();
-        lines.extend(text::labelled("      tool ", &tool, w, &st, sty.label));
-        lines.extend(text::labelled(
-            "      hash ",
-            short(&r.hash).as_bytes(),
-            w,
-            &st,
-            sty.label,
-        ));
-        for (k, v) in &r.item.facts {
-            lines.extend(text::labelled(&format!("{k:>10} "), v, w, &st, sty.label));
-        }
-        let mut args = Vec::new();
-        for (label, value) in &r.args {
-            let raw = [&label[..], b": ", value].concat();
-            args.extend(text::labelled("      ", &raw, w, &st, sty.label));
-        }
-        // Warn as the approval detail does: the escapes are visible, the badge says why.
-        let flagged: Vec<&str> = r
-            .args
-            .iter()
-            .flat_map(|(l, v)| [text::marks(l), text::marks(v)])
-            .flat_map(|m| m.labels())
-            .collect();
-        if !flagged.is_empty() {
-            let mut kinds = flagged;
-            kinds.sort_unstable();
-            kinds.dedup();
-            lines.push(Line::styled(
-                format!("      ⚠ its arguments hold {} text", kinds.join(", ")),
-                sty.danger,
-            ));
-        }
-        r.cut = args.len() > TABLE_ARG_LINES;
-        if r.cut {
-            let more = args.len() - TABLE_ARG_LINES;
-            args.truncate(TABLE_ARG_LINES);
-            args.push(Line::styled(
-                format!("      …[+{more} more line(s) of arguments not shown here]…"),
-                sty.cut,
-            ));
-        }
-        lines.extend(args);
-        let skip = r.item.skip.clone().or_else(|| r.cut.then(|| CUT.to_vec()));
-        match skip {
-            Some(why) => lines.extend(text::labelled(
-                "      ✗ not approved: ",
-                &why,
-                w,
-                &st,
-                sty.danger,
-            )),
-            None => lines.push(Line::styled(
-                "      ✓ approved with this hash when you press enter",
-                sty.ok,
-            )),
-        }
-        lines.push(Line::from(""));
-    }
-    t.scroll = t.scroll.min(lines.len().saturating_sub(1));
-    t.lines = lines;
-}
-
-struct Styles {
-    label: Style,
-    title: Style,
-    danger: Style,
-    ok: Style,
-    cut: Style,
 }

@@ -163,7 +163,7 @@ impl App {
                 s.scroll = s.lines_before(s.cursor).saturating_sub(off);
             }
         }
-        super::bulk::layout_table(self);
+        super::table::layout_table(self);
     }
 }
 

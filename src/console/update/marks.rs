@@ -210,7 +210,7 @@ pub(super) fn on_reply(app: &mut App, id: u64, r: &Reply) -> Option<Vec<Effect>>
         Purpose::Check => unmark_gone(app, &now_of),
         Purpose::Confirm(v) => bulk::open_confirm(app, v, &now_of),
         Purpose::DryRun => bulk::dry_run(app, &now_of),
-        Purpose::Table => bulk::open_table(app, &now_of),
+        Purpose::Table => super::table::open_table(app, &now_of),
     }
     Some(vec![])
 }

@@ -16,6 +16,7 @@ mod marks;
 mod outcome;
 mod replies;
 mod run_detail;
+mod table;
 
 use super::msg::{Effect, Input};
 use super::state::{App, Level, Overlay};
