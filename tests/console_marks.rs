@@ -524,3 +524,66 @@ fn the_bulk_overlays_draw_hostile_rows_escaped() {
         h.key(KeyCode::Esc);
     }
 }
+
+#[test]
+fn a_row_the_table_cannot_show_whole_is_cut_visibly_and_not_approved_from_it() {
+    let (db, m) = all_db();
+    let hostile = approval_of(m, "hostile");
+    let mut h = Harness::open(db, 80, 24);
+    // Before any approval of the fixture expires: only the cut can keep a row out.
+    h.input(Input::Tick(
+        Timestamp::parse("2026-01-01T00:30:00Z")
+            .unwrap()
+            .unix_secs(),
+    ));
+    h.keys("*");
+    h.keys("a");
+    let t = match &h.app.overlay {
+        Some(Overlay::ApproveTable(t)) => t.clone(),
+        _ => panic!("the table is open: {}", h.screen()),
+    };
+    let cut: Vec<String> = t
+        .rows
+        .iter()
+        .filter(|r| r.cut)
+        .map(|r| r.item.marked.approval.as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        cut,
+        vec![hostile.clone()],
+        "the hostile row's long note is cut"
+    );
+    h.keys("G");
+    let s = h.screen();
+    assert!(
+        t.lines.iter().any(|l| l
+            .to_string()
+            .contains("more line(s) of arguments not shown here")),
+        "the cut is visible: {s}"
+    );
+    h.key(KeyCode::Enter);
+    let approved: Vec<String> = h
+        .commands
+        .iter()
+        .filter_map(|c| match c {
+            Write::Approve { approval, .. } => Some(approval.as_str().unwrap().to_string()),
+            _ => None,
+        })
+        .collect();
+    assert!(!approved.is_empty());
+    assert!(!approved.contains(&hostile), "{approved:?}");
+    // The result names it skipped, with why.
+    let Some(Overlay::BulkResult(r)) = &h.app.overlay else {
+        panic!("the result is shown: {}", h.screen());
+    };
+    let why = r
+        .skipped
+        .iter()
+        .find(|(i, _)| i.marked.approval.as_str() == Some(hostile.as_str()))
+        .map(|(_, why)| String::from_utf8_lossy(why).into_owned());
+    assert!(
+        why.as_deref()
+            .is_some_and(|w| w.contains("open it to read it whole and approve it")),
+        "{why:?}"
+    );
+}
