@@ -587,3 +587,34 @@ fn a_row_the_table_cannot_show_whole_is_cut_visibly_and_not_approved_from_it() {
         "{why:?}"
     );
 }
+
+#[test]
+fn a_second_bulk_decision_waits_for_the_first_ones_result() {
+    let d = tempfile::tempdir().unwrap();
+    let (db, _) = fixture(d.path(), "q", "queue", &[]);
+    let mut h = harness(&db, 80, 24, false);
+    mark_first(&mut h, 2);
+    h.keys("r");
+    h.keys("first");
+    // Enter, with the writes not yet done (the worker is busy with them).
+    let enter = KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE);
+    let writes = countersign::console::testing::update(&mut h.app, Input::Key(enter));
+    assert_eq!(writes.len(), 2);
+    let again = KeyEvent::new(KeyCode::Char('r'), KeyModifiers::NONE);
+    let fx = countersign::console::testing::update(&mut h.app, Input::Key(again));
+    assert!(fx.is_empty() && h.app.overlay.is_none());
+    assert!(
+        h.app
+            .notice
+            .as_ref()
+            .is_some_and(|(_, n)| n.contains("still running")),
+        "{:?}",
+        h.app.notice
+    );
+    h.run(writes);
+    assert!(
+        h.screen().contains("rejected 2, skipped 0"),
+        "{}",
+        h.screen()
+    );
+}
