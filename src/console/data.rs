@@ -50,6 +50,9 @@ pub struct QueueRow {
     pub agent_reason: Vec<u8>,
     /// The value the row was sorted by, in an order other than age (issue 21).
     pub sorted_by: Option<SortValue>,
+    /// The approval's hash as read with the row: a mark remembers it, and a bulk decision is
+    /// bound to it (issue 21).
+    pub hash: String,
 }
 
 /// Counts shown in the header.
@@ -426,6 +429,23 @@ pub enum Query {
     Stats {
         now: i64,
     },
+    /// The marked approvals read again by id, each as the detail reads it (issue 21): to drop
+    /// marks that left the queue, to list them in a bulk confirmation, for a dry run and for
+    /// the approve table. Answered by the worker one approval at a time.
+    Marked {
+        ids: Vec<Key>,
+    },
+    /// The runs marked on the runs list read again by id (a bulk cancel). Answered by the
+    /// worker one run header at a time.
+    MarkedRuns {
+        ids: Vec<Key>,
+    },
+    /// Every queue row `filter` matches, at most `max`, read a window at a time by key
+    /// (issue 21: "mark all in the current filter"). Answered by the worker.
+    QueueAll {
+        filter: String,
+        max: u64,
+    },
 }
 
 /// Which damaged column: table, row id, column.
@@ -465,6 +485,15 @@ pub enum Write {
     Resume {
         run: Key,
     },
+    /// Cancel the run of an approval only while that approval is still pending with the hash
+    /// the reviewer was shown (`operator::cancel_shown`; a bulk cancel of marked rows).
+    CancelShown {
+        run: Key,
+        approval: Key,
+        shown_hash: String,
+        by: String,
+        reason: String,
+    },
 }
 
 /// What came back for a `Query`.
@@ -488,6 +517,12 @@ pub enum Reply {
     Stats(Box<crate::runtime::stats::Stats>),
     /// The exact total of the list a page with `exact: false` came from.
     Total(u64),
+    /// The marked approvals as read now, in the order asked (`None`: no such approval).
+    Marked(Vec<(Key, Option<Box<ApprovalRow>>)>),
+    /// The marked runs as read now, in the order asked (`None`: no such run).
+    MarkedRuns(Vec<(Key, Option<Box<RunHeader>>)>),
+    /// The queue rows a filter matches (at most the `max` asked), and whether more matched.
+    QueueAll(Vec<QueueRow>, bool),
     /// The read failed; drawn as the error's one sentence.
     Failed(DataError),
 }

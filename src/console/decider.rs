@@ -1,6 +1,7 @@
 //! The console's decisions on the store's operator calls: approve and reject bound to the hash
 //! of the row that was rendered (spec 4.4 ApproveShown/RejectShown), deny with feedback bound
-//! the same way (decision 0040), and cancel (spec 8.1).
+//! the same way (decision 0040), and cancel (spec 8.1), also bound to a shown approval for a
+//! bulk cancel of marked rows (issue 21).
 //! Runs on the worker thread with its own read-write connection.
 
 use std::path::Path;
@@ -114,6 +115,21 @@ impl Decider for StoreDecider {
             }
             Write::Cancel { run, by, reason } => {
                 let c = operator::cancel(&self.store, run, by, reason, now).map_err(map)?;
+                Ok(format!(
+                    "run cancelled by {by}; {} step(s) failed",
+                    c.steps_failed
+                ))
+            }
+            Write::CancelShown {
+                run,
+                approval,
+                shown_hash,
+                by,
+                reason,
+            } => {
+                let c =
+                    operator::cancel_shown(&self.store, run, approval, shown_hash, by, reason, now)
+                        .map_err(map)?;
                 Ok(format!(
                     "run cancelled by {by}; {} step(s) failed",
                     c.steps_failed

@@ -45,7 +45,7 @@ actions! {
     Copy => "copy", "copy the selected id or field (escaped)", ["y"];
     NextTab => "next_tab", "next tab", ["tab", "]"];
     PrevTab => "prev_tab", "previous tab", ["backtab", "["];
-    Expand => "expand", "expand or fold the selected field", ["e", "space"];
+    Expand => "expand", "expand or fold the selected field", ["e"];
     Strict => "strict", "strict view: every non-ASCII code point escaped", ["s"];
     Inspect => "inspect", "code-point inspector for the selected field", ["i"];
     StatusFilter => "status_filter", "pick the run status filter", ["f"];
@@ -55,6 +55,10 @@ actions! {
     Refresh => "refresh", "read again now", ["ctrl-r"];
     Stats => "stats", "the queue's numbers: per tool, per reviewer, L* = c/(q·p)", ["4"];
     Sort => "sort", "sort the queue by its next order: age, tool, target, amount", ["o"];
+    Mark => "mark", "mark or unmark the selected row (on the approval page: expand)", ["space"];
+    MarkAll => "mark_all", "mark every row in the current filter (at most 500)", ["*"];
+    ClearMarks => "clear_marks", "clear every mark", ["u"];
+    DryRun => "dry_run", "in a bulk confirmation: say what would happen, change nothing", ["ctrl-t"];
 }
 
 /// A key with modifiers, comparable and printable.
@@ -251,7 +255,18 @@ impl Keymap {
 
     /// The first key of an action as text, for hints (`?` when unbound).
     pub fn key(&self, a: Action) -> String {
-        let ks = self.keys(a);
+        self.key_of(&[a])
+    }
+
+    /// The first key of any of `actions` as text, for a hint of keys that do one thing on a
+    /// screen (on the approval page `mark` expands, as `expand` does).
+    pub fn key_of(&self, actions: &[Action]) -> String {
+        let ks: Vec<Chord> = self
+            .by_key
+            .iter()
+            .filter(|(_, v)| actions.contains(v))
+            .map(|(k, _)| *k)
+            .collect();
         // Prefer enter/esc/tab, then a plain character, for hints.
         ks.iter()
             .find(|k| {

@@ -53,6 +53,17 @@ pub fn approval_rows(size: (u16, u16)) -> usize {
     usize::from(size.1.saturating_sub(FRAME_ROWS + 1).max(1))
 }
 
+/// Lines of the approve table (issue 21) shown at once: the body minus its border and the
+/// table's two heading lines.
+pub fn table_rows(size: (u16, u16)) -> usize {
+    usize::from(body_rows(size).saturating_sub(4)).max(1)
+}
+
+/// Width the approve table lays its lines out at (inside its border).
+pub fn table_width(size: (u16, u16)) -> usize {
+    usize::from(size.0.saturating_sub(2)).max(20)
+}
+
 /// Width the approval detail lays its fields out at.
 pub fn detail_width(size: (u16, u16)) -> u16 {
     size.0.saturating_sub(2)

@@ -11,6 +11,7 @@
 //! traits a binary implements ([`Decider`], [`ResumeHook`]); everything else is internal, and
 //! the crate's own tests reach it through `testing` (feature `testing`).
 
+pub(crate) mod bulk;
 pub(crate) mod config;
 pub(crate) mod context;
 pub(crate) mod data;

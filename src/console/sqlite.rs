@@ -100,6 +100,7 @@ fn queue_row(q: store::QueueItem) -> QueueRow {
         goal: Vec::new(),
         agent_reason: Vec::new(),
         sorted_by: None,
+        hash: a.hash,
     }
 }
 
@@ -468,6 +469,12 @@ impl ConsoleData for SqliteData {
             Query::Recheck { .. } => Reply::Recheck(Recheck::Unavailable(
                 "this console was given no policy to ask".into(),
             )),
+            // Answered by the worker, one read of this reader at a time.
+            Query::Marked { .. } | Query::MarkedRuns { .. } | Query::QueueAll { .. } => {
+                return Err(DataError::Read(
+                    "marked rows are read by the worker, not by one read".into(),
+                ));
+            }
         })
     }
 }

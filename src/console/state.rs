@@ -3,6 +3,9 @@
 
 use std::collections::BTreeSet;
 
+use ratatui::text::Line;
+
+use super::bulk::{BulkRun, Item, Marks, Verb};
 use super::data::*;
 use super::fields::{ApprovalField, FieldView};
 use super::keymap::Keymap;
@@ -235,6 +238,51 @@ pub struct Confirm {
     pub reason: Option<TextInput>,
 }
 
+/// A reject, deny or cancel of the marked rows, asked before it is done (issue 21): the rows
+/// as read again when it opened, each with why it would be skipped, and the one reason.
+#[derive(Debug, Clone)]
+pub struct BulkConfirm {
+    pub verb: Verb,
+    pub items: Vec<Item>,
+    pub reason: TextInput,
+    /// The first line shown of the list of rows.
+    pub scroll: usize,
+}
+
+/// What a bulk decision did (or, for a dry run, would do): the rows decided and the rows
+/// skipped, each with why.
+#[derive(Debug, Clone)]
+pub struct BulkResult {
+    pub verb: Verb,
+    pub dry: bool,
+    pub done: Vec<Item>,
+    pub skipped: Vec<(Item, Vec<u8>)>,
+    pub scroll: usize,
+    /// The confirmation a dry run was asked from: shown again when the result closes.
+    pub back: Option<Box<BulkConfirm>>,
+}
+
+/// One row of the approve table: the approval as read for the table (its hash is the one the
+/// approval is bound to) and the arguments it will run with.
+#[derive(Debug, Clone)]
+pub struct TableRow {
+    pub item: Item,
+    pub hash: String,
+    pub args: Vec<(Vec<u8>, Vec<u8>)>,
+    /// The arguments are longer than the table shows: not approved from the table.
+    pub cut: bool,
+}
+
+/// Approving several marked rows: a table of exactly what each will run, read whole before
+/// `enter` approves; leaving it approves nothing.
+#[derive(Debug, Clone)]
+pub struct ApproveTable {
+    pub rows: Vec<TableRow>,
+    /// The table laid out at the terminal's width (by `update`, as the approval detail is).
+    pub lines: Vec<Line<'static>>,
+    pub scroll: usize,
+}
+
 #[derive(Debug, Clone)]
 pub enum Overlay {
     Confirm(Box<Confirm>),
@@ -242,6 +290,9 @@ pub enum Overlay {
     CommandLine(TextInput),
     /// The runs' status filter as a list to pick from (`f`).
     Picker(StatusPicker),
+    Bulk(Box<BulkConfirm>),
+    BulkResult(Box<BulkResult>),
+    ApproveTable(Box<ApproveTable>),
 }
 
 /// The `/` filter being typed: the list narrows with every key (`update/filter.rs`).
@@ -318,6 +369,10 @@ pub struct App {
     pub dirty: bool,
     /// The command line's history (`update/command_line.rs`).
     pub history: CommandHistory,
+    /// The queue's marked rows (issue 21), kept by id across reloads and screens.
+    pub marks: Marks,
+    /// A bulk decision in flight.
+    pub bulk: Option<BulkRun>,
 }
 
 /// The first 12 characters of a hash, as every screen shows it.
@@ -360,6 +415,8 @@ impl App {
             quit: false,
             dirty: true,
             history: CommandHistory::default(),
+            marks: Marks::default(),
+            bulk: None,
         }
     }
 

@@ -3,6 +3,7 @@
 //! view's `draw`, the reader, the worker's synchronous answer, keymap and theme. The one door
 //! tests use; the modules themselves stay private.
 
+pub use super::bulk::{Item, Marked, Verb};
 pub use super::config::load_mouse;
 pub use super::data::*;
 pub use super::decider::StoreDecider;

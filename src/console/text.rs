@@ -219,6 +219,35 @@ fn escape_tokens(text: &str) -> Vec<&str> {
     out
 }
 
+/// `label` then untrusted bytes wrapped whole at `w` (escaped, never cut), later lines
+/// indented under the first.
+pub fn labelled(
+    label: &str,
+    raw: &[u8],
+    w: usize,
+    st: &TextStyles,
+    label_style: Style,
+) -> Vec<Line<'static>> {
+    let lw = label.chars().count();
+    let (body, _) = block(raw, w.saturating_sub(lw).max(8), st, false);
+    if body.is_empty() {
+        return vec![Line::from(Span::styled(label.to_string(), label_style))];
+    }
+    body.into_iter()
+        .enumerate()
+        .map(|(i, l)| {
+            let head = if i == 0 {
+                Span::styled(label.to_string(), label_style)
+            } else {
+                Span::raw(" ".repeat(lw))
+            };
+            let mut spans = vec![head];
+            spans.extend(l.spans);
+            Line::from(spans)
+        })
+        .collect()
+}
+
 /// The reversible escaped form as plain text (what the clipboard and the log get).
 pub fn escaped(raw: &[u8]) -> String {
     safetext::escape_reversible(raw, Options::line())

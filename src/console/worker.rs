@@ -31,12 +31,94 @@ pub fn answer(
     db: &std::path::Path,
     q: &Query,
 ) -> Reply {
-    if let Query::Recheck { run, step } = q {
-        return Reply::Recheck(recheck(hook, db, run, step));
+    match q {
+        Query::Recheck { run, step } => return Reply::Recheck(recheck(hook, db, run, step)),
+        Query::Marked { ids } => return marked(data, ids),
+        Query::MarkedRuns { ids } => return marked_runs(data, ids),
+        Query::QueueAll { filter, max } => return queue_all(data, filter, *max),
+        _ => {}
     }
     let mut r = handle(data, q);
     mark_resumable(&mut r, hook);
     r
+}
+
+/// The marked approvals read again, one by one, as the approval detail reads each (a request
+/// too large to show is named by its size, never read); the first failed read fails the
+/// whole answer.
+fn marked(data: &mut dyn ConsoleData, ids: &[Key]) -> Reply {
+    let mut out = Vec::with_capacity(ids.len());
+    for id in ids {
+        match handle(data, &Query::Approval { id: id.clone() }) {
+            Reply::Approval(a) => out.push((id.clone(), a)),
+            Reply::Failed(e) => return Reply::Failed(e),
+            _ => return Reply::Failed(DataError::Read("unexpected reply to a read".into())),
+        }
+    }
+    Reply::Marked(out)
+}
+
+/// The marked runs read again, one header at a time.
+fn marked_runs(data: &mut dyn ConsoleData, ids: &[Key]) -> Reply {
+    let mut out = Vec::with_capacity(ids.len());
+    for id in ids {
+        match handle(data, &Query::Run { id: id.clone() }) {
+            Reply::Run(h) => out.push((id.clone(), h)),
+            Reply::Failed(e) => return Reply::Failed(e),
+            _ => return Reply::Failed(DataError::Read("unexpected reply to a read".into())),
+        }
+    }
+    Reply::MarkedRuns(out)
+}
+
+/// Rows one read of "every row in the filter" takes.
+const ALL_WINDOW: u64 = 500;
+
+/// Every queue row `filter` matches (as the `/` filter matches: the shown text), up to `max`,
+/// read a window at a time from the last row read.
+fn queue_all(data: &mut dyn ConsoleData, filter: &str, max: u64) -> Reply {
+    let mut rows: Vec<QueueRow> = Vec::new();
+    loop {
+        let offset = rows.len() as u64;
+        let anchor = rows.last().and_then(|r| {
+            r.approval_id
+                .as_str()
+                .map(|id| (offset - 1, id.to_string()))
+        });
+        let list = Query::Queue {
+            filter: String::new(),
+            sort: crate::console::sort::Sort::Age,
+            offset,
+            limit: ALL_WINDOW,
+            anchor,
+            end: None,
+        };
+        // The rows the `/` filter shows: matched on the shown text by the scan, as the list
+        // on screen is (`console::scan`), never by an SQL match over stored bytes.
+        let q = if filter.is_empty() {
+            list
+        } else {
+            Query::Filtered {
+                filter: filter.to_string(),
+                list: Box::new(list),
+            }
+        };
+        let page = match handle(data, &q) {
+            Reply::Queue(p) => p,
+            Reply::Failed(e) => return Reply::Failed(e),
+            _ => return Reply::Failed(DataError::Read("unexpected reply to a read".into())),
+        };
+        let more = page.total > offset + page.rows.len() as u64;
+        let n = page.rows.len();
+        rows.extend(page.rows);
+        if rows.len() as u64 > max {
+            rows.truncate(max as usize);
+            return Reply::QueueAll(rows, true);
+        }
+        if !more || n == 0 {
+            return Reply::QueueAll(rows, false);
+        }
+    }
 }
 
 /// Today's answer of the policy about the call of `step`, through the hook.

@@ -11,6 +11,9 @@ pub(crate) fn on_action(app: &mut App, a: Action) -> Vec<Effect> {
     if let Some(fx) = on_global(app, a) {
         return fx;
     }
+    if let Some(fx) = super::marks::on_action(app, a) {
+        return fx;
+    }
     let cx = Ctx::of(app);
     let Some(top) = app.stack.last_mut() else {
         return vec![];

@@ -17,7 +17,7 @@ pub(super) fn on_action(s: &mut ApprovalScreen, a: Action, cx: &Ctx, out: &mut O
         Action::PageDown | Action::HalfDown | Action::PageUp | Action::HalfUp => {
             page(s, a, layout::approval_rows(cx.size))
         }
-        Action::Expand => {
+        Action::Expand | Action::Mark => {
             if !s.expanded.remove(&s.cursor) {
                 s.expanded.insert(s.cursor);
             }

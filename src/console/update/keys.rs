@@ -54,6 +54,8 @@ fn on_overlay_key(app: &mut App, k: KeyEvent) -> Vec<Effect> {
                 vec![]
             }
         },
+        Overlay::ApproveTable(t) => super::table::on_key(app, t, k),
+        ov @ (Overlay::Bulk(_) | Overlay::BulkResult(_)) => super::bulk::on_overlay_key(app, ov, k),
     }
 }
 

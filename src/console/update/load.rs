@@ -187,6 +187,7 @@ impl App {
                 s.scroll = s.lines_before(s.cursor).saturating_sub(off);
             }
         }
+        super::table::layout_table(self);
     }
 }
 

@@ -6,6 +6,7 @@
 
 mod actions;
 mod approval;
+mod bulk;
 mod command_line;
 mod complete;
 mod confirm;
@@ -13,6 +14,7 @@ mod filter;
 mod keys;
 mod lists;
 mod load;
+mod marks;
 mod mouse;
 mod notify;
 mod outcome;
@@ -20,6 +22,7 @@ mod picker;
 mod replies;
 mod run_detail;
 mod sort;
+mod table;
 
 use super::msg::{Effect, Input};
 use super::state::{App, Level, Overlay};
@@ -50,8 +53,10 @@ fn step(app: &mut App, input: Input) -> Vec<Effect> {
                         r.paste(&s)
                     }
                 }
+                Some(Overlay::Bulk(c)) => c.reason.paste(&s),
                 // bracketed paste goes only into inputs
-                Some(Overlay::Picker(_)) | None => app.dirty = false,
+                Some(Overlay::Picker(_) | Overlay::BulkResult(_) | Overlay::ApproveTable(_))
+                | None => app.dirty = false,
             }
             vec![]
         }
@@ -69,6 +74,8 @@ fn step(app: &mut App, input: Input) -> Vec<Effect> {
             // The screen's rows first: the counts can take a full scan on a large database.
             let mut fx = app.load_top(true);
             fx.extend(app.load_counts());
+            // Marked rows that left the queue are unmarked, and said (issue 21).
+            fx.extend(marks::check(app));
             fx
         }
         Input::Reply(id, r) => {

@@ -53,6 +53,9 @@ pub(super) fn on_reply(app: &mut App, id: u64, r: Reply) -> Vec<Effect> {
         app.notice = Some(finished(r));
         return vec![];
     }
+    if let Some(fx) = super::marks::on_reply(app, id, &r) {
+        return fx;
+    }
     if let Some((_, given)) = app.resolving.take_if(|(i, _)| *i == id) {
         return super::command_line::on_prefix(app, given, r);
     }
@@ -420,6 +423,9 @@ fn fail(notice: &mut Option<(Level, String)>, e: DataError) -> bool {
 }
 
 pub(super) fn on_done(app: &mut App, id: u64, r: WriteResult) -> Vec<Effect> {
+    if let Some(fx) = super::bulk::on_done(app, id, &r) {
+        return fx;
+    }
     let Some(pos) = app.running.iter().position(|(i, _)| *i == id) else {
         return vec![];
     };

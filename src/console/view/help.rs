@@ -35,7 +35,9 @@ const GLOBAL: &[Action] = &[
 fn own(s: &Screen) -> &'static [Action] {
     use Action::*;
     match s {
-        Screen::Queue(_) => &[Open, Filter, NextMatch, PrevMatch, Sort, Copy],
+        Screen::Queue(_) => &[
+            Open, Filter, NextMatch, PrevMatch, Sort, Mark, MarkAll, ClearMarks, Copy,
+        ],
         Screen::Runs(_) => &[Open, Filter, NextMatch, PrevMatch, StatusFilter, Copy],
         Screen::Damaged(_) => &[Open, Filter, NextMatch, PrevMatch, Copy, CancelRun],
         Screen::RunDetail(_) => &[Open, NextTab, PrevTab, Copy, CancelRun, ResumeRun],

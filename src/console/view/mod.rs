@@ -4,6 +4,7 @@
 
 mod age;
 mod approval;
+mod bulk;
 mod damaged;
 mod help;
 mod messages;
@@ -55,6 +56,9 @@ pub fn draw(f: &mut Frame, app: &App) {
     match &app.overlay {
         Some(Overlay::Confirm(c)) => overlays::draw_confirm(f, body, app, c),
         Some(Overlay::Picker(p)) => picker::draw(f, body, app, p),
+        Some(Overlay::Bulk(c)) => bulk::draw_confirm(f, body, app, c),
+        Some(Overlay::BulkResult(r)) => bulk::draw_result(f, body, app, r),
+        Some(Overlay::ApproveTable(t)) => bulk::draw_table(f, body, app, t),
         _ => {}
     }
 }
@@ -96,6 +100,18 @@ fn draw_header(f: &mut Frame, area: Rect, app: &App) {
     if area.width < 90 {
         spans.truncate(kept);
         spans.push(Span::styled(format!(" · runs {}", n(|c| c.runs)), bar));
+    }
+    if !app.marks.rows.is_empty() {
+        spans.push(Span::styled(
+            format!("  marked {}", app.marks.rows.len()),
+            th.style(Role::Badge),
+        ));
+    }
+    if !app.marks.runs.is_empty() {
+        spans.push(Span::styled(
+            format!("  runs marked {}", app.marks.runs.len()),
+            th.style(Role::Badge),
+        ));
     }
     if app.cfg.read_only {
         spans.push(Span::styled("  READ-ONLY", th.style(Role::Danger)));
@@ -194,15 +210,45 @@ pub(crate) fn hints(app: &App) -> Vec<(String, &'static str)> {
                 ("esc".into(), "close"),
             ];
         }
+        Some(Overlay::Bulk(_)) => {
+            return vec![
+                ("enter".into(), "decide the marked rows"),
+                (k(Action::DryRun), "dry run"),
+                ("esc".into(), "back, nothing changes"),
+            ];
+        }
+        Some(Overlay::BulkResult(_)) => return vec![("enter".into(), "close")],
+        Some(Overlay::ApproveTable(_)) => {
+            return vec![
+                (k(Action::Down), "scroll"),
+                ("enter".into(), "approve"),
+                ("esc".into(), "leave, nothing approved"),
+            ];
+        }
         None => {}
     }
     match app.top() {
+        Screen::Queue(_) if !app.marks.rows.is_empty() => {
+            // With marks the decision keys act on them (issue 21).
+            v.push((k(Action::Reject), "reject marked"));
+            v.push((k(Action::Deny), "deny"));
+            v.push((k(Action::CancelRun), "cancel"));
+            v.push((k(Action::Approve), "approve table"));
+            v.push((k(Action::Mark), "mark"));
+            v.push((k(Action::ClearMarks), "clear"));
+        }
         Screen::Queue(s) => {
             v.push((k(Action::Open), "open"));
             v.push((k(Action::Filter), "filter"));
             match_hint(&mut v, app, &s.filter);
             v.push((k(Action::Runs), "runs"));
             v.push((k(Action::Damaged), "damaged"));
+        }
+        Screen::Runs(_) if !app.marks.runs.is_empty() => {
+            v.push((k(Action::CancelRun), "cancel marked"));
+            v.push((k(Action::Mark), "mark"));
+            v.push((k(Action::ClearMarks), "clear"));
+            v.push((k(Action::Open), "open"));
         }
         Screen::Runs(s) => {
             v.push((k(Action::Open), "open"));
@@ -243,7 +289,8 @@ pub(crate) fn hints(app: &App) -> Vec<(String, &'static str)> {
                 }
                 None => {}
             }
-            v.push((k(Action::Expand), "expand"));
+            // `mark` expands on this page too (`space`, where lists mark a row).
+            v.push((app.keymap.key_of(&[Action::Mark, Action::Expand]), "expand"));
             v.push((k(Action::Strict), "strict"));
             v.push((k(Action::Inspect), "inspect"));
             if let Screen::Approval(s) = app.top()

@@ -109,7 +109,13 @@ pub(super) fn draw(f: &mut Frame, area: Rect, app: &App, s: &QueueScreen) {
                 ]),
                 None => Line::styled(filter::NO_ARGS, th.style(Role::Damaged)),
             };
-            let mut v = vec![age::cell(app, &r.created_at)];
+            // A marked row (issue 21) starts with `*` in the badge style before its age.
+            let mut age = age::cell(app, &r.created_at);
+            if app.marks.contains(&r.approval_id) {
+                age.spans
+                    .insert(0, ratatui::text::Span::styled("*", th.style(Role::Badge)));
+            }
+            let mut v = vec![age];
             if grouped.is_some() {
                 v.push(age::group(app, r.sorted_by.as_ref(), repeat(r), ws[1]));
             }

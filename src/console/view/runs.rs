@@ -45,6 +45,10 @@ pub(super) fn draw(f: &mut Frame, area: Rect, app: &App, s: &RunsScreen) {
         &s.list,
         |r, ws| {
             let mut marks = Vec::new();
+            // A run marked for a bulk cancel (issue 21).
+            if app.marks.runs.iter().any(|m| m.run == r.id) {
+                marks.push(Span::styled("*", th.style(Role::Badge)));
+            }
             if r.pending > 0 {
                 marks.push(Span::styled("⏸", th.style(Role::StatusWaiting)));
             }
