@@ -183,6 +183,8 @@ mod tests {
                 .to_vec(),
             ),
             args: Some(b"{}".to_vec()),
+            hash: String::new(),
+            sorted_by: None,
             paused_again: false,
             goal: vec![],
             agent_reason: vec![],
@@ -218,6 +220,7 @@ mod tests {
         let mut f = Fake { n, reads: 0, stuck };
         let q = Query::Queue {
             filter: String::new(),
+            sort: crate::console::sort::Sort::Age,
             offset,
             limit,
             anchor: None,
