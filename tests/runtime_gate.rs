@@ -5,7 +5,7 @@ mod runtime_support;
 use std::sync::{Arc, Mutex};
 
 use countersign::runtime::agent::{self, ScriptedAgent};
-use countersign::runtime::driver::{Gate, Verdict};
+use countersign::runtime::driver::{Gate, NextStep, Verdict};
 use countersign::runtime::policy::{self, DefaultPolicy, FnPolicy};
 use countersign::runtime::tools::SideEffect;
 use countersign::runtime::types::{Decision, RunStatus};
@@ -61,7 +61,7 @@ fn gate_external_loop_matches_the_driver() {
     let mut s = rtm.block_on(gate.begin("r", "g", l)).unwrap();
     let mut last = None;
     for dec in script() {
-        let input = s.step().unwrap().expect("a step opens");
+        let input = s.step().unwrap().open().expect("a step opens");
         assert_eq!(input.run_id, "r");
         match s.propose(dec).unwrap() {
             Verdict::Allowed(req) => {
@@ -141,12 +141,12 @@ fn gate_deny_continues_and_abort_ends() {
     ))
     .unwrap();
     let mut s = rt().block_on(gate.begin("r", "g", limits())).unwrap();
-    s.step().unwrap().unwrap();
+    s.step().unwrap().open().unwrap();
     let Verdict::Denied(o) = s.propose(agent::tool_call("look", "{}")).unwrap() else {
         panic!()
     };
     assert_eq!(o.summary, "denied: not now");
-    s.step().unwrap().unwrap();
+    s.step().unwrap().open().unwrap();
     let Verdict::Ended(run) = s.propose(agent::tool_call("rm", "{}")).unwrap() else {
         panic!()
     };
@@ -177,7 +177,7 @@ fn gate_approved_step_executes_the_recorded_request() {
     .unwrap();
     let rtm = rt();
     let mut s = rtm.block_on(gate.begin("r", "g", limits())).unwrap();
-    s.step().unwrap().unwrap();
+    s.step().unwrap().open().unwrap();
     let Verdict::Pending(run) = s.propose(agent::tool_call("push", r#"{"n": 7}"#)).unwrap() else {
         panic!()
     };
@@ -199,7 +199,7 @@ fn gate_approved_step_executes_the_recorded_request() {
         Verdict::Observed(_)
     ));
     assert_eq!(calls.lock().unwrap().len(), 1);
-    s2.step().unwrap().unwrap();
+    s2.step().unwrap().open().unwrap();
     let Verdict::Ended(run) = s2.propose(agent::complete("")).unwrap() else {
         panic!()
     };
@@ -222,7 +222,7 @@ fn gate_misuse_is_refused() {
     let mut s = rtm.block_on(gate.begin("r", "g", limits())).unwrap();
     assert!(s.propose(agent::complete("")).is_err(), "no step is open");
     assert!(rtm.block_on(s.execute()).is_err(), "nothing was allowed");
-    s.step().unwrap().unwrap();
+    s.step().unwrap().open().unwrap();
     assert!(s.step().is_err(), "one open step at a time");
     s.close();
     let e = s.step().unwrap_err();
@@ -259,7 +259,7 @@ fn gate_abandoned_approved_step_stays_approved_and_grant_ttl_holds_until_execute
     let mut l = limits();
     l.grant_ttl = 60_000_000_000;
     let mut s = rtm.block_on(gate.begin("r", "g", l)).unwrap();
-    s.step().unwrap().unwrap();
+    s.step().unwrap().open().unwrap();
     assert!(matches!(
         s.propose(agent::tool_call("push", "{}")).unwrap(),
         Verdict::Pending(_)
@@ -304,7 +304,7 @@ fn gate_limits_fire_through_step() {
     let mut l = limits();
     l.max_steps = 1;
     let mut s = rtm.block_on(gate.begin("r", "g", l)).unwrap();
-    s.step().unwrap().unwrap();
+    s.step().unwrap().open().unwrap();
     assert!(matches!(
         s.propose(agent::tool_call("look", "{}")).unwrap(),
         Verdict::Allowed(_)
@@ -314,7 +314,7 @@ fn gate_limits_fire_through_step() {
         Verdict::Observed(_)
     ));
     // The next step is refused by the limit: no step, no error, the run ended.
-    let Err(Verdict::Ended(run)) = s.step().unwrap() else {
+    let NextStep::Over(Verdict::Ended(run)) = s.step().unwrap() else {
         panic!("the limit ends the run")
     };
     assert_eq!(
@@ -358,7 +358,7 @@ fn gate_abandoned_during_execute_pauses_for_an_operator() {
     let gate = make();
     let rtm = rt();
     let mut s = rtm.block_on(gate.begin("r", "g", limits())).unwrap();
-    s.step().unwrap().unwrap();
+    s.step().unwrap().open().unwrap();
     assert!(matches!(
         s.propose(agent::tool_call("push", "{}")).unwrap(),
         Verdict::Pending(_)
@@ -449,7 +449,7 @@ fn gate_allowed_then_cancelled_runs_nothing() {
     .unwrap();
     let rtm = rt();
     let mut s = rtm.block_on(gate.begin("r", "g", limits())).unwrap();
-    let input = s.step().unwrap().unwrap();
+    let input = s.step().unwrap().open().unwrap();
     let Verdict::Allowed(_) = s.propose(agent::tool_call("look", "{}")).unwrap() else {
         panic!("allowed")
     };
@@ -496,7 +496,7 @@ fn gate_abandoned_after_allowed_runs_nothing() {
     };
     let rtm = rt();
     let mut s = rtm.block_on(make().begin("r", "g", limits())).unwrap();
-    let first = s.step().unwrap().unwrap();
+    let first = s.step().unwrap().open().unwrap();
     assert!(matches!(
         s.propose(agent::tool_call("push", r#"{"n":1}"#)).unwrap(),
         Verdict::Allowed(_)
@@ -527,7 +527,7 @@ fn gate_abandoned_after_allowed_runs_nothing() {
     );
     assert!(calls.lock().unwrap().is_empty());
     // The tool is not blocked.
-    s2.step().unwrap().unwrap();
+    s2.step().unwrap().open().unwrap();
     assert!(matches!(
         s2.propose(agent::tool_call("push", r#"{"n":1}"#)).unwrap(),
         Verdict::Allowed(_)
@@ -564,7 +564,7 @@ fn gate_calls_after_the_lease_is_lost_are_refused() {
     let rtm = rt();
     let g1 = make();
     let mut s = rtm.block_on(g1.begin("r", "g", limits())).unwrap();
-    let first = s.step().unwrap().unwrap();
+    let first = s.step().unwrap().open().unwrap();
     assert!(matches!(
         s.propose(agent::tool_call("look", "{}")).unwrap(),
         Verdict::Allowed(_)

@@ -359,7 +359,7 @@ fn policy_loop_and_resume_handed_the_same_bytes() {
 
 #[test]
 fn resume_reconcile_outcomes() {
-    use countersign::runtime::driver::{Reconcile, Reconciliation};
+    use countersign::runtime::driver::{Reconcile, ReconcileError, Reconciliation};
     use countersign::runtime::types::{Approval, Run, Step};
     struct Hook(Reconciliation);
     impl Reconcile for Hook {
@@ -368,7 +368,7 @@ fn resume_reconcile_outcomes() {
             _r: &Run,
             steps: &[Step],
             _a: &[Approval],
-        ) -> Result<Reconciliation, String> {
+        ) -> Result<Reconciliation, ReconcileError> {
             assert!(!steps.is_empty());
             Ok(self.0.clone())
         }
@@ -546,7 +546,7 @@ fn resume_interrupted_read_only_step_continues() {
 
 #[test]
 fn resume_reconcile_waiting_pauses_the_interrupted_request() {
-    use countersign::runtime::driver::{Reconcile, Reconciliation};
+    use countersign::runtime::driver::{Reconcile, ReconcileError, Reconciliation};
     use countersign::runtime::types::{Approval, Run, Step};
     struct Hook;
     impl Reconcile for Hook {
@@ -555,7 +555,7 @@ fn resume_reconcile_waiting_pauses_the_interrupted_request() {
             _r: &Run,
             _s: &[Step],
             _a: &[Approval],
-        ) -> Result<Reconciliation, String> {
+        ) -> Result<Reconciliation, ReconcileError> {
             let pd = policy::need_approval(
                 "check_first",
                 "the ledger disagrees",
@@ -709,7 +709,7 @@ fn driver_encoding_failure_fails_the_run_internal_error() {
     // A value that will not encode (here a reconciliation's pause whose capability is not
     // JSON) ends the run internal_error with nothing more executed, instead of leaving it
     // RUNNING behind a Json error.
-    use countersign::runtime::driver::{Gate, Reconcile, Reconciliation};
+    use countersign::runtime::driver::{Gate, Reconcile, ReconcileError, Reconciliation};
     use countersign::runtime::types::{Approval, Run, Step};
     struct Hook;
     impl Reconcile for Hook {
@@ -718,7 +718,7 @@ fn driver_encoding_failure_fails_the_run_internal_error() {
             _r: &Run,
             _s: &[Step],
             _a: &[Approval],
-        ) -> Result<Reconciliation, String> {
+        ) -> Result<Reconciliation, ReconcileError> {
             Ok(Reconciliation::Waiting {
                 pause: Some(PolicyDecision {
                     outcome: "require_approval".into(),
@@ -776,11 +776,16 @@ fn driver_encoding_failure_fails_the_run_internal_error() {
 fn resume_interrupted_step_is_reconciled_and_continued() {
     // agentrt's TestResume_InterruptedStepIsReconciledAndContinued: `Continue` carries on
     // with the loop; the interrupted step is not paused for an operator nor run again.
-    use countersign::runtime::driver::{Reconcile, Reconciliation};
+    use countersign::runtime::driver::{Reconcile, ReconcileError, Reconciliation};
     use countersign::runtime::types::{Approval, Run, Step};
     struct Hook(Arc<Mutex<Vec<String>>>);
     impl Reconcile for Hook {
-        fn reconcile(&self, r: &Run, s: &[Step], a: &[Approval]) -> Result<Reconciliation, String> {
+        fn reconcile(
+            &self,
+            r: &Run,
+            s: &[Step],
+            a: &[Approval],
+        ) -> Result<Reconciliation, ReconcileError> {
             self.0.lock().unwrap().push(format!(
                 "{} {} {} {}",
                 r.status,

@@ -65,7 +65,7 @@ pub(super) fn for_console(db: &Path, run_id: &str) -> Result<RecheckReport, Stri
 
 fn answer(d: &PolicyDecision) -> String {
     if d.reason.is_empty() {
-        d.outcome.clone()
+        d.outcome.to_string()
     } else {
         format!("{}: {}", d.outcome, d.reason)
     }
@@ -78,7 +78,7 @@ fn report_json(r: &RecheckReport) -> serde_json::Value {
         .map(|c| {
             let now = match &c.now {
                 Ok(d) => json!({"outcome": d.outcome, "reason": d.reason, "kind": d.kind}),
-                Err(e) => json!({"error": e}),
+                Err(e) => json!({"error": e.to_string()}),
             };
             json!({
                 "step_index": c.step_index,

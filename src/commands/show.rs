@@ -217,7 +217,7 @@ fn step_json(s: &Step) -> Value {
         if !d.tool.is_empty() {
             m.insert("tool".into(), json!(d.tool));
         }
-        if !d.kind.is_empty() {
+        if !d.kind.as_str().is_empty() {
             m.insert("decision".into(), json!(d.kind));
         }
     }

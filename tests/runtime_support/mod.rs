@@ -97,9 +97,8 @@ pub fn config(
     tools: Registry,
     policy: Arc<dyn Policy>,
     agent: Arc<dyn Agent>,
-) -> Config {
-    let mut c = Config::new(store.clone(), tools, policy);
-    c.agent = Some(agent);
+) -> Config<Arc<dyn Agent>> {
+    let mut c = Config::new(store.clone(), tools, policy).agent(agent);
     c.now = Some(clock());
     c.ids = Some(ids());
     c.lease_owner = "test".into();

@@ -11,8 +11,10 @@ use std::sync::Arc;
 use super::dispatch::INTERRUPTED_KIND;
 use super::{Driver, RuntimeError};
 use crate::runtime::json;
-use crate::runtime::policy::{PolicyRequest, RunView};
-use crate::runtime::types::{Approval, PolicyDecision, Step, StepStatus, ToolRequest};
+use crate::runtime::policy::{PolicyError, PolicyRequest, RunView};
+use crate::runtime::types::{
+    Approval, DecisionKind, Outcome, PolicyDecision, Step, StepStatus, ToolRequest,
+};
 
 /// Which recorded evaluations to ask about again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,7 +38,7 @@ pub struct Rechecked {
     /// What the policy said then (`step.policy`).
     pub recorded: PolicyDecision,
     /// What it says now, or its error.
-    pub now: Result<PolicyDecision, String>,
+    pub now: Result<PolicyDecision, PolicyError>,
     /// Where the answers differ, one phrase each (empty: the same).
     pub differences: Vec<String>,
 }
@@ -108,7 +110,7 @@ fn object_differences(label: &str, then: &[u8], now: &[u8]) -> Vec<String> {
 /// is compared too (kind, capability, presentation and the request with today's spec).
 fn differences(
     then: &PolicyDecision,
-    now: &Result<PolicyDecision, String>,
+    now: &Result<PolicyDecision, PolicyError>,
     hashes: Option<(String, Result<String, String>)>,
 ) -> Vec<String> {
     let now = match now {
@@ -194,14 +196,22 @@ impl Driver {
             if scope == RecheckScope::Awaiting && step.status != StepStatus::AwaitingApproval {
                 continue;
             }
-            let Some(recorded) = step.policy.clone().filter(|p| !p.outcome.is_empty()) else {
+            let Some(recorded) = step
+                .policy
+                .clone()
+                .filter(|p| !p.outcome.as_str().is_empty())
+            else {
                 continue;
             };
             let skip = |why: String| NotRechecked {
                 step_index: step.index,
                 why,
             };
-            let Some(decision) = step.decision.as_ref().filter(|d| d.kind == "tool_call") else {
+            let Some(decision) = step
+                .decision
+                .as_ref()
+                .filter(|d| d.kind == DecisionKind::ToolCall)
+            else {
                 continue;
             };
             if recorded.kind == INTERRUPTED_KIND && step.policy_id.is_empty() {
@@ -266,8 +276,8 @@ impl Driver {
                 Err(_) => Err("the policy panicked".into()),
             };
             // Two approval requests: compare the hash a grant binds, too.
-            let hashes = match (&now, recorded.outcome == "require_approval") {
-                (Ok(n), true) if n.outcome == "require_approval" => approvals
+            let hashes = match (&now, recorded.outcome == Outcome::RequireApproval) {
+                (Ok(n), true) if n.outcome == Outcome::RequireApproval => approvals
                     .iter()
                     .rev()
                     .find(|a| a.step_id == step.id)

@@ -86,7 +86,7 @@ pub fn reject(
 /// # use countersign::runtime::agent::{self, Agent, DecideFuture, StepInput};
 /// # use countersign::runtime::driver::{Config, Driver, default_limits};
 /// # use countersign::runtime::operator;
-/// # use countersign::runtime::policy::{self, FnPolicy, PolicyDecision, PolicyRequest, RunView};
+/// # use countersign::runtime::policy::{self, FnPolicy, PolicyDecision, PolicyError, PolicyRequest, RunView};
 /// # use countersign::runtime::store::Store;
 /// # use countersign::runtime::tools::{FnTool, Registry, SideEffect, ToolDef, ToolOutput};
 /// # use countersign::runtime::types::{RunStatus, Timestamp};
@@ -121,12 +121,12 @@ pub fn reject(
 /// #     },
 /// # ))?;
 /// // Every refund waits for a person; the approval binds the request shown to them.
-/// fn review(req: &PolicyRequest, _: &RunView) -> Result<PolicyDecision, String> {
+/// fn review(req: &PolicyRequest, _: &RunView) -> Result<PolicyDecision, PolicyError> {
 ///     policy::need_approval("refund", "refunds need a person", &req.args, &req.args)
 /// }
-/// let mut cfg = Config::new(store.clone(), tools, Arc::new(FnPolicy(review)));
-/// cfg.agent = Some(Arc::new(Refunder));
-/// let driver = Driver::new(cfg)?;
+/// let driver = Config::new(store.clone(), tools, Arc::new(FnPolicy(review)))
+///     .agent(Arc::new(Refunder))
+///     .build()?;
 /// let rt = tokio::runtime::Runtime::new()?;
 /// let paused = rt.block_on(driver.start("refund order A-1", default_limits()))?;
 /// let pending = operator::pending_approval(&store, &paused.id, None)?;
