@@ -15,7 +15,7 @@ use crate::runtime::store::{Store, StoreError, Transition};
 use crate::runtime::types::{ApprovalStatus, AsKey, RunStatus, StepStatus, Timestamp, lossy};
 
 use super::OperatorError;
-use super::common::{not_found, not_pending, observation, require_waiting};
+use super::common::{decide_row, not_found, observation, require_waiting};
 use super::decide::{Decided, Shown, check, precheck};
 
 /// The observation kind the agent receives (a failure, as Reject's is).
@@ -69,31 +69,7 @@ pub fn deny_shown(
             }
             .into());
         }
-        if !tx.set_approval_status(
-            a.id_bytes(),
-            "pending",
-            &a.hash,
-            ApprovalStatus::Rejected.as_str(),
-            now,
-            Some(by),
-            note,
-        )? {
-            let cur = tx.get_approval(run_id, approval_id)?;
-            return Err(not_pending(&cur));
-        }
-        let decided = Object::new()
-            .str_bytes("approval_id", a.id_bytes())
-            .str("by", by)
-            .str("note", note)
-            .str("status", ApprovalStatus::Rejected.as_str())
-            .finish();
-        tx.append_event(
-            run_id,
-            a.step_id_bytes(),
-            &now,
-            "approval.decided",
-            &decided,
-        )?;
+        decide_row(tx, run_id, &a, &ApprovalStatus::Rejected, (by, note, now))?;
         let content = Object::new()
             .str_bytes("approval_id", a.id_bytes())
             .str("by", by)
