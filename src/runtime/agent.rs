@@ -55,17 +55,7 @@ pub enum AgentError {
     Message(String),
 }
 
-impl From<String> for AgentError {
-    fn from(s: String) -> Self {
-        AgentError::Message(s)
-    }
-}
-
-impl From<&str> for AgentError {
-    fn from(s: &str) -> Self {
-        AgentError::Message(s.to_string())
-    }
-}
+from_message!(AgentError);
 
 /// What [`Agent::decide`] returns: the decision, or the error that fails the run.
 pub type DecideFuture = Pin<Box<dyn Future<Output = Result<Decision, AgentError>> + Send>>;

@@ -129,17 +129,7 @@ pub enum PolicyError {
     Message(String),
 }
 
-impl From<String> for PolicyError {
-    fn from(s: String) -> Self {
-        PolicyError::Message(s)
-    }
-}
-
-impl From<&str> for PolicyError {
-    fn from(s: &str) -> Self {
-        PolicyError::Message(s.to_string())
-    }
-}
+from_message!(PolicyError);
 
 /// A policy. An `Err` fails the run as `internal_error` with detail `policy: <err>`.
 pub trait Policy: Send + Sync + 'static {
@@ -273,4 +263,44 @@ pub fn check_policy_id(id: &str) -> Result<(), String> {
         return Err("agentrt: policy id holds a control character".into());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The typed errors read exactly as the text agentrt records for them.
+    #[test]
+    fn typed_errors_read_as_the_recorded_text() {
+        let e = need_approval("k", "r", b"{", b"{}").unwrap_err();
+        assert!(
+            matches!(
+                e,
+                PolicyError::Approval {
+                    field: "capability",
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        assert!(
+            e.to_string().starts_with("agentrt: approval capability: "),
+            "{e}"
+        );
+        let e = need_approval("k", "r", b"{}", b"[1,]").unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("agentrt: approval presentation: "),
+            "{e}"
+        );
+        assert_eq!(PolicyError::Panicked.to_string(), "the policy panicked");
+        assert_eq!(
+            PolicyError::from("rules file missing").to_string(),
+            "rules file missing"
+        );
+        assert_eq!(
+            crate::runtime::agent::AgentError::ScriptExhausted.to_string(),
+            "script exhausted"
+        );
+    }
 }

@@ -190,6 +190,15 @@ fn ended(run: Run) -> Verdict {
     }
 }
 
+/// The observation the step `step_id` ended with (empty if it has none).
+fn observed(cx: &RunCtx, step_id: &str) -> Observation {
+    cx.steps
+        .iter()
+        .find(|s| s.id == step_id)
+        .and_then(|s| s.observation.clone())
+        .unwrap_or_default()
+}
+
 fn request_of(cx: &RunCtx, a: &Allowed) -> ToolRequest {
     ToolRequest {
         run_id: cx.run_id.clone(),
@@ -341,15 +350,7 @@ impl Session {
                 self.allowed = Some(a);
                 Ok(Verdict::Allowed(req))
             }
-            Ok(Next::Continue) => {
-                let obs = cx
-                    .steps
-                    .iter()
-                    .find(|s| s.id == step_id)
-                    .and_then(|s| s.observation.clone())
-                    .unwrap_or_default();
-                Ok(Verdict::Denied(obs))
-            }
+            Ok(Next::Continue) => Ok(Verdict::Denied(observed(cx, &step_id))),
             Err(s) => self.stop(s),
         }
     }
@@ -380,12 +381,7 @@ impl Session {
                     self.allowed = Some(a);
                 }
                 Attached::Continue(cx, None) => {
-                    let obs = cx
-                        .steps
-                        .iter()
-                        .find(|s| s.id == step_id)
-                        .and_then(|s| s.observation.clone())
-                        .unwrap_or_default();
+                    let obs = observed(&cx, &step_id);
                     self.cx = Some(*cx);
                     return Ok(Verdict::Denied(obs));
                 }
@@ -409,12 +405,7 @@ impl Session {
         match res {
             Ok(()) => {
                 let cx = self.cx.as_ref().ok_or_else(closed)?;
-                let obs = cx
-                    .steps
-                    .iter()
-                    .find(|s| s.id == step_id)
-                    .and_then(|s| s.observation.clone())
-                    .unwrap_or_default();
+                let obs = observed(cx, &step_id);
                 Ok(if obs.is_failure() {
                     Verdict::Denied(obs)
                 } else {

@@ -207,8 +207,7 @@ impl Config<Arc<dyn Agent>> {
 impl<A> Config<A> {
     /// Sets the agent: the configuration now builds a [`Driver`].
     pub fn agent(self, agent: Arc<dyn Agent>) -> Config<Arc<dyn Agent>> {
-        let (cfg, _) = self.split();
-        cfg.with(agent)
+        self.swap_agent(agent).0
     }
 
     /// Sets the model the agent's handle calls.
@@ -255,11 +254,16 @@ impl<A> Config<A> {
 
     /// The configuration without its agent, and the agent.
     fn split(self) -> (Config<NoAgent>, A) {
+        self.swap_agent(NoAgent)
+    }
+
+    /// The same configuration with `agent` in place of its own, and its own.
+    fn swap_agent<B>(self, agent: B) -> (Config<B>, A) {
         let Config {
             store,
             tools,
             policy,
-            agent,
+            agent: own,
             model,
             lease_owner,
             lease_ttl,
@@ -272,38 +276,6 @@ impl<A> Config<A> {
             store,
             tools,
             policy,
-            agent: NoAgent,
-            model,
-            lease_owner,
-            lease_ttl,
-            now,
-            observer,
-            ids,
-            reconcile,
-        };
-        (cfg, agent)
-    }
-}
-
-impl Config<NoAgent> {
-    fn with<B>(self, agent: B) -> Config<B> {
-        let Config {
-            store,
-            tools,
-            policy,
-            model,
-            lease_owner,
-            lease_ttl,
-            now,
-            observer,
-            ids,
-            reconcile,
-            agent: NoAgent,
-        } = self;
-        Config {
-            store,
-            tools,
-            policy,
             agent,
             model,
             lease_owner,
@@ -312,7 +284,8 @@ impl Config<NoAgent> {
             observer,
             ids,
             reconcile,
-        }
+        };
+        (cfg, own)
     }
 }
 

@@ -62,17 +62,7 @@ pub enum ReconcileError {
     Message(String),
 }
 
-impl From<String> for ReconcileError {
-    fn from(s: String) -> Self {
-        ReconcileError::Message(s)
-    }
-}
-
-impl From<&str> for ReconcileError {
-    fn from(s: &str) -> Self {
-        ReconcileError::Message(s.to_string())
-    }
-}
+from_message!(ReconcileError);
 
 /// The crash-recovery hook (spec 8.3 step 6), handed copies of the run, steps, approvals.
 pub trait Reconcile: Send + Sync + 'static {

@@ -4,24 +4,18 @@
 //! gives the same bytes.
 
 macro_rules! status_enum {
-    ($(#[$doc:meta])* $name:ident { $($(#[$vdoc:meta])* $variant:ident = $text:literal),* $(,)? }) => {
+    // `default X`: the value `Default` gives (otherwise `Unknown("")`, a value not stored).
+    ($(#[$doc:meta])* $name:ident $(default $default:ident)? { $($(#[$vdoc:meta])* $variant:ident = $text:literal),* $(,)? }) => {
         status_enum!(@def $(#[$doc])* $name { $($(#[$vdoc])* $variant = $text),* });
 
         impl Default for $name {
             fn default() -> Self {
-                $name::Unknown(String::new())
+                status_enum!(@default $name $($default)?)
             }
         }
     };
-    ($(#[$doc:meta])* $name:ident default $default:ident { $($(#[$vdoc:meta])* $variant:ident = $text:literal),* $(,)? }) => {
-        status_enum!(@def $(#[$doc])* $name { $($(#[$vdoc])* $variant = $text),* });
-
-        impl Default for $name {
-            fn default() -> Self {
-                $name::$default
-            }
-        }
-    };
+    (@default $name:ident) => { $name::Unknown(String::new()) };
+    (@default $name:ident $default:ident) => { $name::$default };
     (@def $(#[$doc:meta])* $name:ident { $($(#[$vdoc:meta])* $variant:ident = $text:literal),* }) => {
         $(#[$doc])*
         #[derive(Debug, Clone, PartialEq, Eq, Hash)]
