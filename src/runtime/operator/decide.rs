@@ -1,7 +1,7 @@
 //! Approve / Reject / ApproveShown / RejectShown (spec 4.4).
 
 use crate::runtime::json::{approval_hash, gojson::Object};
-use crate::runtime::store::Store;
+use crate::runtime::store::{Store, Tx};
 use crate::runtime::types::{
     Approval, ApprovalStatus, AsKey, Event, Run, RunStatus, Timestamp, lossy,
 };
@@ -211,11 +211,7 @@ fn decide_hooked(
     between();
     // 4: the same checks again under the write lock, then a conditional update.
     let ((), events) = store.write(|tx| -> Result<(), OperatorError> {
-        require_waiting(tx, run_id)?;
-        let a = tx
-            .get_approval(run_id, approval_id)
-            .map_err(|e| not_found(e, run_id, approval_id))?;
-        check(&a, shown)?;
+        let a = recheck(tx, run_id, approval_id, shown)?;
         decide_row(tx, run_id, &a, &status, (by, note, now))?;
         if status == ApprovalStatus::Rejected {
             let content = Object::new()
@@ -280,6 +276,22 @@ pub(super) fn precheck(
         });
     }
     Ok(())
+}
+
+/// The checks of [`precheck`] again under the write lock: the run is waiting and the approval
+/// is the pending one shown. Returns the approval as read in the transaction.
+pub(super) fn recheck(
+    tx: &Tx<'_>,
+    run_id: &[u8],
+    approval_id: &[u8],
+    shown: Shown<'_>,
+) -> Result<Approval, OperatorError> {
+    require_waiting(tx, run_id)?;
+    let a = tx
+        .get_approval(run_id, approval_id)
+        .map_err(|e| not_found(e, run_id, approval_id))?;
+    check(&a, shown)?;
+    Ok(a)
 }
 
 pub(super) fn check(a: &Approval, shown: Shown<'_>) -> Result<(), OperatorError> {

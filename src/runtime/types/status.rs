@@ -50,13 +50,6 @@ macro_rules! status_enum {
         }
 
         /// Compares the stored text (`Unknown` included), e.g. `kind == "tool_call"`.
-        impl PartialEq<str> for $name {
-            fn eq(&self, other: &str) -> bool {
-                self.as_str() == other
-            }
-        }
-
-        /// Compares the stored text (`Unknown` included).
         impl PartialEq<&str> for $name {
             fn eq(&self, other: &&str) -> bool {
                 self.as_str() == *other
