@@ -22,14 +22,6 @@ use countersign::runtime::tools::{FnTool, SideEffect, ToolOutput};
 use countersign::runtime::types::{Run, RunStatus};
 use runtime_support::*;
 
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 fn agent() -> Arc<ModelAgent> {
     Arc::new(ModelAgent {
         options: Options::new(Arc::new(|i| format!("Goal: {}", i.goal))),

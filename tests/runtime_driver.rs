@@ -13,14 +13,6 @@ use countersign::runtime::tools::{FnTool, SideEffect, ToolError, ToolOutput};
 use countersign::runtime::types::{RunStatus, StepStatus};
 use runtime_support::*;
 
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 #[test]
 fn driver_completes_and_persists() {
     let db = db();

@@ -11,14 +11,6 @@ use countersign::runtime::tools::SideEffect;
 use countersign::runtime::types::{Decision, RunStatus};
 use runtime_support::*;
 
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 fn script() -> Vec<Decision> {
     vec![
         agent::tool_call("look", r#"{"q": 1}"#),
@@ -50,13 +42,7 @@ fn gate_external_loop_matches_the_driver() {
         ScriptedAgent::new(script()),
     );
     let run_a = rt().block_on(d.start_with_id("r", "g", l.clone())).unwrap();
-    let gate = Gate::new(config(
-        &b.store,
-        tools(&calls),
-        Arc::new(DefaultPolicy),
-        ScriptedAgent::new(Vec::<Decision>::new()),
-    ))
-    .unwrap();
+    let gate = gate(&b.store, tools(&calls), Arc::new(DefaultPolicy));
     let rtm = rt();
     let mut s = rtm.block_on(gate.begin("r", "g", l)).unwrap();
     let mut last = None;
@@ -133,13 +119,7 @@ fn gate_deny_continues_and_abort_ends() {
             policy::deny("not now")
         })
     });
-    let gate = Gate::new(config(
-        &db.store,
-        tools(&calls),
-        Arc::new(pol),
-        ScriptedAgent::new(Vec::<Decision>::new()),
-    ))
-    .unwrap();
+    let gate = gate(&db.store, tools(&calls), Arc::new(pol));
     let mut s = rt().block_on(gate.begin("r", "g", limits())).unwrap();
     s.step().unwrap().open().unwrap();
     let Verdict::Denied(o) = s.propose(agent::tool_call("look", "{}")).unwrap() else {
@@ -168,13 +148,7 @@ fn gate_approved_step_executes_the_recorded_request() {
         SideEffect::RemoteMutation,
         calls.clone(),
     )]);
-    let gate = Gate::new(config(
-        &db.store,
-        reg,
-        Arc::new(DefaultPolicy),
-        ScriptedAgent::new(Vec::<Decision>::new()),
-    ))
-    .unwrap();
+    let gate = gate(&db.store, reg, Arc::new(DefaultPolicy));
     let rtm = rt();
     let mut s = rtm.block_on(gate.begin("r", "g", limits())).unwrap();
     s.step().unwrap().open().unwrap();
@@ -211,13 +185,7 @@ fn gate_approved_step_executes_the_recorded_request() {
 fn gate_misuse_is_refused() {
     let db = db();
     let calls = Arc::new(Mutex::new(Vec::new()));
-    let gate = Gate::new(config(
-        &db.store,
-        tools(&calls),
-        Arc::new(DefaultPolicy),
-        ScriptedAgent::new(Vec::<Decision>::new()),
-    ))
-    .unwrap();
+    let gate = gate(&db.store, tools(&calls), Arc::new(DefaultPolicy));
     let rtm = rt();
     let mut s = rtm.block_on(gate.begin("r", "g", limits())).unwrap();
     assert!(s.propose(agent::complete("")).is_err(), "no step is open");
@@ -247,12 +215,7 @@ fn gate_abandoned_approved_step_stays_approved_and_grant_ttl_holds_until_execute
     };
     let (clock, offset) =
         countersign::runtime::clock::manual(countersign::runtime::types::Timestamp::now());
-    let mut cfg = config(
-        &db.store,
-        reg(),
-        Arc::new(DefaultPolicy),
-        ScriptedAgent::new(Vec::<Decision>::new()),
-    );
+    let mut cfg = gate_config(&db.store, reg(), Arc::new(DefaultPolicy));
     cfg.now = Some(clock.clone());
     let gate = Gate::new(cfg).unwrap();
     let rtm = rt();
@@ -293,13 +256,7 @@ fn gate_abandoned_approved_step_stays_approved_and_grant_ttl_holds_until_execute
 fn gate_limits_fire_through_step() {
     let db = db();
     let calls = Arc::new(Mutex::new(Vec::new()));
-    let gate = Gate::new(config(
-        &db.store,
-        tools(&calls),
-        Arc::new(DefaultPolicy),
-        ScriptedAgent::new(Vec::<Decision>::new()),
-    ))
-    .unwrap();
+    let gate = gate(&db.store, tools(&calls), Arc::new(DefaultPolicy));
     let rtm = rt();
     let mut l = limits();
     l.max_steps = 1;
@@ -347,13 +304,11 @@ fn gate_abandoned_during_execute_pauses_for_an_operator() {
         })
     };
     let make = || {
-        Gate::new(config(
+        gate(
             &db.store,
             registry(vec![tool.clone()]),
             Arc::new(DefaultPolicy),
-            ScriptedAgent::new(Vec::<Decision>::new()),
-        ))
-        .unwrap()
+        )
     };
     let gate = make();
     let rtm = rt();
@@ -440,13 +395,7 @@ fn gate_allowed_then_cancelled_runs_nothing() {
     // that requires the run's state and the lease. An operator's cancel in between wins.
     let db = db();
     let calls = Arc::new(Mutex::new(Vec::new()));
-    let gate = Gate::new(config(
-        &db.store,
-        tools(&calls),
-        Arc::new(DefaultPolicy),
-        ScriptedAgent::new(Vec::<Decision>::new()),
-    ))
-    .unwrap();
+    let gate = gate(&db.store, tools(&calls), Arc::new(DefaultPolicy));
     let rtm = rt();
     let mut s = rtm.block_on(gate.begin("r", "g", limits())).unwrap();
     let input = s.step().unwrap().open().unwrap();
@@ -485,12 +434,7 @@ fn gate_abandoned_after_allowed_runs_nothing() {
     let calls = Arc::new(Mutex::new(Vec::new()));
     let reg = || registry(vec![echo("push", SideEffect::LocalMutation, calls.clone())]);
     let make = || {
-        let mut c = config(
-            &db.store,
-            reg(),
-            Arc::new(DefaultPolicy),
-            ScriptedAgent::new(Vec::<Decision>::new()),
-        );
+        let mut c = gate_config(&db.store, reg(), Arc::new(DefaultPolicy));
         c.ids = None;
         Gate::new(c).unwrap()
     };
@@ -552,12 +496,7 @@ fn gate_calls_after_the_lease_is_lost_are_refused() {
     let db = db();
     let calls = Arc::new(Mutex::new(Vec::new()));
     let make = || {
-        let mut c = config(
-            &db.store,
-            tools(&calls),
-            Arc::new(DefaultPolicy),
-            ScriptedAgent::new(Vec::<Decision>::new()),
-        );
+        let mut c = gate_config(&db.store, tools(&calls), Arc::new(DefaultPolicy));
         c.ids = None;
         Gate::new(c).unwrap()
     };
@@ -580,12 +519,7 @@ fn gate_calls_after_the_lease_is_lost_are_refused() {
         .unwrap();
     let other =
         Arc::new(countersign::runtime::store::Store::open_existing(&db.path, false).unwrap());
-    let mut c2 = config(
-        &other,
-        tools(&calls),
-        Arc::new(DefaultPolicy),
-        ScriptedAgent::new(Vec::<Decision>::new()),
-    );
+    let mut c2 = gate_config(&other, tools(&calls), Arc::new(DefaultPolicy));
     c2.ids = None;
     let (s2, v) = rtm.block_on(Gate::new(c2).unwrap().attach("r")).unwrap();
     assert!(matches!(v, Verdict::Ready));

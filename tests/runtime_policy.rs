@@ -12,14 +12,6 @@ use countersign::runtime::tools::SideEffect;
 use countersign::runtime::types::{RunStatus, StepStatus};
 use runtime_support::*;
 
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 #[test]
 fn driver_policy_deny_is_observation() {
     let db = db();
