@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use countersign::runtime::agent::{self, ScriptedAgent};
-use countersign::runtime::driver::{Config, Driver, default_limits};
+use countersign::runtime::driver::{Config, default_limits};
 use countersign::runtime::policy::DefaultPolicy;
 use countersign::runtime::store::Store;
 use countersign::runtime::tools::{FnTool, Registry, SideEffect, ToolDef, ToolOutput};
@@ -54,9 +54,10 @@ fn run_once(
         .map(|i| agent::tool_call("work", &format!(r#"{{"i":{i}}}"#)))
         .collect();
     script.push(agent::complete(""));
-    let mut cfg = Config::new(store, registry(big), Arc::new(DefaultPolicy));
-    cfg.agent = Some(ScriptedAgent::new(script));
-    let d = Driver::new(cfg).unwrap();
+    let d = Config::new(store, registry(big), Arc::new(DefaultPolicy))
+        .agent(ScriptedAgent::new(script))
+        .build()
+        .unwrap();
     let mut l = default_limits();
     l.max_steps = n as i64 + 1;
     let t = Instant::now();
@@ -162,7 +163,7 @@ mod replay {
     use std::time::{Duration, Instant};
 
     use countersign::runtime::agent::{self, ScriptedAgent};
-    use countersign::runtime::driver::{Config, Driver, default_limits};
+    use countersign::runtime::driver::{Config, default_limits};
     use countersign::runtime::policy::DefaultPolicy;
     use countersign::runtime::store::{Store, StoreError};
     use rusqlite::ffi;
@@ -216,9 +217,10 @@ mod replay {
             .map(|i| agent::tool_call("work", &format!(r#"{{"i":{i}}}"#)))
             .collect();
         script.push(agent::complete(""));
-        let mut cfg = Config::new(store, super::registry(big), Arc::new(DefaultPolicy));
-        cfg.agent = Some(ScriptedAgent::new(script));
-        let d = Driver::new(cfg).unwrap();
+        let d = Config::new(store, super::registry(big), Arc::new(DefaultPolicy))
+            .agent(ScriptedAgent::new(script))
+            .build()
+            .unwrap();
         let mut l = default_limits();
         l.max_steps = n as i64 + 1;
         let run = rt.block_on(d.start_with_id("bench", "bench", l)).unwrap();

@@ -61,10 +61,10 @@ impl Agent for DeployAgent {
 
 /// The caller's driver on `db`.
 fn driver(store: Arc<Store>) -> Result<Driver, Box<dyn Error>> {
-    let mut cfg = Config::new(store, toolkit()?, Arc::new(DefaultPolicy));
-    cfg.agent = Some(Arc::new(DeployAgent));
-    cfg.lease_owner = "custom-console".into();
-    Ok(Driver::new(cfg)?)
+    Ok(Config::new(store, toolkit()?, Arc::new(DefaultPolicy))
+        .agent(Arc::new(DeployAgent))
+        .lease_owner("custom-console")
+        .build()?)
 }
 
 fn runtime() -> std::io::Result<tokio::runtime::Runtime> {

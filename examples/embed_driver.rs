@@ -13,9 +13,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use countersign::runtime::agent::{self, Agent, DecideFuture, StepInput};
-use countersign::runtime::driver::{Config, Driver, default_limits};
+use countersign::runtime::driver::{Config, default_limits};
 use countersign::runtime::operator;
-use countersign::runtime::policy::{self, FnPolicy, PolicyDecision, PolicyRequest, RunView};
+use countersign::runtime::policy::{
+    self, FnPolicy, PolicyDecision, PolicyError, PolicyRequest, RunView,
+};
 use countersign::runtime::store::Store;
 use countersign::runtime::tools::{FnTool, Registry, SideEffect, ToolDef, ToolOutput};
 use countersign::runtime::types::{Event, Run, Timestamp};
@@ -38,7 +40,7 @@ impl Agent for RefundAgent {
 
 /// The policy: a refund needs a person; anything else that is read-only runs; the rest is
 /// denied.
-fn review_refunds(req: &PolicyRequest, _view: &RunView) -> Result<PolicyDecision, String> {
+fn review_refunds(req: &PolicyRequest, _view: &RunView) -> Result<PolicyDecision, PolicyError> {
     match (req.tool.as_str(), &req.side_effect) {
         // What the reviewer is shown (and the approval's hash binds) is the request itself.
         ("refund", _) => {
@@ -106,10 +108,11 @@ pub fn run(dir: &Path) -> Result<Outcome, Box<dyn Error>> {
         },
     ))?;
 
-    let mut cfg = Config::new(store.clone(), tools, Arc::new(FnPolicy(review_refunds)));
-    cfg.agent = Some(Arc::new(RefundAgent));
-    cfg.lease_owner = "embed-example".into();
-    let driver = Driver::new(cfg)?;
+    // Without `.agent(..)` there would be no `build`: a driver without an agent does not compile.
+    let driver = Config::new(store.clone(), tools, Arc::new(FnPolicy(review_refunds)))
+        .agent(Arc::new(RefundAgent))
+        .lease_owner("embed-example")
+        .build()?;
 
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

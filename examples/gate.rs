@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use countersign::runtime::agent::{self, StepInput};
-use countersign::runtime::driver::{Config, Gate, Verdict, default_limits};
+use countersign::runtime::driver::{Config, NextStep, Verdict, default_limits};
 use countersign::runtime::policy::DefaultPolicy;
 use countersign::runtime::store::Store;
 use countersign::runtime::tools::{FnTool, Registry, SideEffect, ToolDef, ToolOutput};
@@ -80,9 +80,10 @@ pub fn run(dir: &Path) -> Result<Outcome, Box<dyn Error>> {
     ))?;
 
     // A Gate is a driver without an agent: the configuration has none.
-    let mut cfg = Config::new(store, tools, Arc::new(DefaultPolicy));
-    cfg.lease_owner = "gate-example".into();
-    let gate = Gate::new(cfg)?;
+    // No agent: the loop below is the caller's own, so the configuration builds a Gate.
+    let gate = Config::new(store, tools, Arc::new(DefaultPolicy))
+        .lease_owner("gate-example")
+        .gate()?;
 
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -93,10 +94,10 @@ pub fn run(dir: &Path) -> Result<Outcome, Box<dyn Error>> {
         rt.block_on(gate.begin("cache-check-1", "how big is the cache?", default_limits()))?;
     let run = loop {
         let input = match session.step()? {
-            Ok(input) => input,
+            NextStep::Open(input) => input,
             // A limit ended the run before the step opened.
-            Err(Verdict::Ended(run) | Verdict::Pending(run)) => break run,
-            Err(v) => return Err(format!("unexpected verdict {}", v.outcome()).into()),
+            NextStep::Over(Verdict::Ended(run) | Verdict::Pending(run)) => break run,
+            NextStep::Over(v) => return Err(format!("unexpected verdict {}", v.outcome()).into()),
         };
         let verdict = session.propose(my_agent(&input))?;
         verdicts.push(verdict.outcome());

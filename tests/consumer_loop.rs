@@ -380,17 +380,15 @@ async fn the_worker_serves_only_runs_of_its_own_tools() {
     large_refund(&w, "ours").await;
     approve_latest(&w.store, "ours");
     // A driver registering none of the consumer's tools serves nothing here.
-    let d = Driver::new({
-        let mut cfg = countersign::runtime::driver::Config::new(
-            w.store.clone(),
-            countersign::runtime::tools::Registry::new(),
-            Arc::new(countersign::runtime::policy::DefaultPolicy),
-        );
-        cfg.agent = Some(countersign::consumer::adapter::ScenarioAgent::by_session(
-            w.backend.clone(),
-        ));
-        cfg
-    })
+    let d = countersign::runtime::driver::Config::new(
+        w.store.clone(),
+        countersign::runtime::tools::Registry::new(),
+        Arc::new(countersign::runtime::policy::DefaultPolicy),
+    )
+    .agent(countersign::consumer::adapter::ScenarioAgent::by_session(
+        w.backend.clone(),
+    ))
+    .build()
     .unwrap();
     assert!(!d.serves("ours").unwrap());
     let report = d

@@ -5,7 +5,7 @@
 mod support;
 
 use countersign::runtime::operator::{
-    self, OperatorError, SelectError, Shown, approve, approve_shown, decide_hooked,
+    self, OperatorError, Review, Ruling, SelectError, Shown, approve, approve_shown, decide_hooked,
     pending_approval, reject, reject_shown,
 };
 use countersign::runtime::store::Store;
@@ -202,11 +202,13 @@ fn approval_shown_decision_is_atomic() {
         &store,
         "r",
         &aid,
-        Shown::Hash(&hash),
-        "alice",
-        "",
-        ApprovalStatus::Approved,
-        later(1),
+        Review {
+            ruling: Ruling::Approve,
+            shown: Shown::Hash(&hash),
+            by: "alice",
+            note: "",
+            now: later(1),
+        },
         || raw_exec(&db, &swap),
     )
     .unwrap_err();
@@ -223,11 +225,13 @@ fn approval_shown_decision_is_atomic() {
         &store,
         "q",
         "q-a1",
-        Shown::Unbound,
-        "alice",
-        "",
-        ApprovalStatus::Approved,
-        later(1),
+        Review {
+            ruling: Ruling::Approve,
+            shown: Shown::Unbound,
+            by: "alice",
+            note: "",
+            now: later(1),
+        },
         || raw_exec(&db, tamper),
     )
     .unwrap_err();
@@ -242,11 +246,13 @@ fn approval_shown_decision_is_atomic() {
         &store,
         "p",
         &aid3,
-        Shown::Unbound,
-        "alice",
-        "",
-        ApprovalStatus::Approved,
-        later(2),
+        Review {
+            ruling: Ruling::Approve,
+            shown: Shown::Unbound,
+            by: "alice",
+            note: "",
+            now: later(2),
+        },
         || {
             let other = Store::open(&db).unwrap();
             approve(&other, "p", &aid3, "bob", "fine", later(1)).unwrap();
@@ -364,18 +370,17 @@ fn errors_operator_paths_are_typed() {
             "agentrt: approval is not pending: approval {aid} is already approved (by alice at 2026-10-01T09:00:01Z)"
         )
     );
-    let err = operator::decide(
-        &store,
-        "r",
-        &aid,
-        Shown::Unbound,
-        "x",
-        "",
-        ApprovalStatus::Expired,
-        later(3),
-    )
-    .unwrap_err();
-    assert!(matches!(err, OperatorError::Store(_)));
+    // Deciding anything but approved or rejected is not expressible: `decide` takes a
+    // `Ruling`, so agentrt's run-time refusal of another status has no case left here.
+    let review = Review {
+        ruling: Ruling::Reject,
+        shown: Shown::Unbound,
+        by: "x",
+        note: "",
+        now: later(3),
+    };
+    let err = operator::decide(&store, "r", &aid, review).unwrap_err();
+    assert!(matches!(err, OperatorError::NotPending { .. }), "{err}");
 }
 
 #[test]

@@ -22,14 +22,6 @@ use countersign::runtime::tools::{FnTool, SideEffect, ToolOutput};
 use countersign::runtime::types::{Run, RunStatus};
 use runtime_support::*;
 
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 fn agent() -> Arc<ModelAgent> {
     Arc::new(ModelAgent {
         options: Options::new(Arc::new(|i| format!("Goal: {}", i.goal))),
@@ -101,8 +93,8 @@ impl Model for Capture {
 }
 
 fn run_on(db: &Db, model: Arc<dyn Model>, calls: Arc<Mutex<Vec<String>>>) -> Run {
-    let mut cfg = Config::new(db.store.clone(), tools(calls), Arc::new(DefaultPolicy));
-    cfg.agent = Some(agent());
+    let mut cfg =
+        Config::new(db.store.clone(), tools(calls), Arc::new(DefaultPolicy)).agent(agent());
     cfg.now = Some(clock());
     cfg.ids = Some(ids());
     cfg.lease_owner = "test".into();
@@ -169,7 +161,7 @@ fn model_agent_records_pseudo_kinds_nudges_and_runs_only_the_first_call() {
         .iter()
         .map(|s| {
             (
-                s.decision.as_ref().unwrap().kind.clone(),
+                s.decision.as_ref().unwrap().kind.to_string(),
                 s.observation.as_ref().unwrap().kind.clone(),
             )
         })

@@ -10,7 +10,9 @@ use std::time::Duration;
 use countersign::runtime::agent::{self, Scripted, ScriptedAgent};
 use countersign::runtime::driver::Driver;
 use countersign::runtime::operator;
-use countersign::runtime::policy::{DefaultPolicy, Policy, PolicyDecision, PolicyRequest, RunView};
+use countersign::runtime::policy::{
+    DefaultPolicy, Policy, PolicyDecision, PolicyError, PolicyRequest, RunView,
+};
 use countersign::runtime::store::Store;
 use countersign::runtime::tools::SideEffect;
 use countersign::runtime::types::{RunStatus, Timestamp};
@@ -24,7 +26,7 @@ struct CancelledWhileEvaluating {
 }
 
 impl Policy for CancelledWhileEvaluating {
-    fn evaluate(&self, req: &PolicyRequest, view: &RunView) -> Result<PolicyDecision, String> {
+    fn evaluate(&self, req: &PolicyRequest, view: &RunView) -> Result<PolicyDecision, PolicyError> {
         operator::cancel(&self.store, &req.run_id, "carol", "stop", Timestamp::now())
             .map_err(|e| e.to_string())?;
         std::thread::sleep(self.pause);

@@ -13,14 +13,6 @@ use countersign::runtime::tools::{FnTool, SideEffect, ToolError, ToolOutput};
 use countersign::runtime::types::{RunStatus, StepStatus};
 use runtime_support::*;
 
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 #[test]
 fn driver_completes_and_persists() {
     let db = db();
@@ -476,7 +468,7 @@ fn driver_pseudo_decision_kinds_are_invalid() {
     let mut none = agent::tool_call("t", "{}");
     none.kind = "no_tool_call".into();
     let mut empty = agent::tool_call("t", "{}");
-    empty.kind = String::new();
+    empty.kind = "".into();
     let mut odd = agent::complete("");
     odd.origin = "telepathy".into();
     let agent = ScriptedAgent::new([trunc, none, agent::complete(""), empty, odd]);
@@ -499,7 +491,7 @@ fn driver_pseudo_decision_kinds_are_invalid() {
     // An empty kind and an unknown origin are invalid too.
     let db2 = runtime_support::db();
     let mut empty = agent::tool_call("t", "{}");
-    empty.kind = String::new();
+    empty.kind = "".into();
     let mut odd = agent::complete("");
     odd.origin = "telepathy".into();
     let tools = registry(vec![echo("t", SideEffect::ReadOnly, calls.clone())]);

@@ -5,19 +5,11 @@ mod runtime_support;
 use std::sync::{Arc, Mutex};
 
 use countersign::runtime::agent::{self, ScriptedAgent};
-use countersign::runtime::driver::{Gate, Verdict};
+use countersign::runtime::driver::{Gate, NextStep, Verdict};
 use countersign::runtime::policy::{self, DefaultPolicy, FnPolicy};
 use countersign::runtime::tools::SideEffect;
 use countersign::runtime::types::{Decision, RunStatus};
 use runtime_support::*;
-
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
 
 fn script() -> Vec<Decision> {
     vec![
@@ -50,18 +42,12 @@ fn gate_external_loop_matches_the_driver() {
         ScriptedAgent::new(script()),
     );
     let run_a = rt().block_on(d.start_with_id("r", "g", l.clone())).unwrap();
-    let gate = Gate::new(config(
-        &b.store,
-        tools(&calls),
-        Arc::new(DefaultPolicy),
-        ScriptedAgent::new(Vec::<Decision>::new()),
-    ))
-    .unwrap();
+    let gate = gate(&b.store, tools(&calls), Arc::new(DefaultPolicy));
     let rtm = rt();
     let mut s = rtm.block_on(gate.begin("r", "g", l)).unwrap();
     let mut last = None;
     for dec in script() {
-        let input = s.step().unwrap().expect("a step opens");
+        let input = s.step().unwrap().open().expect("a step opens");
         assert_eq!(input.run_id, "r");
         match s.propose(dec).unwrap() {
             Verdict::Allowed(req) => {
@@ -133,20 +119,14 @@ fn gate_deny_continues_and_abort_ends() {
             policy::deny("not now")
         })
     });
-    let gate = Gate::new(config(
-        &db.store,
-        tools(&calls),
-        Arc::new(pol),
-        ScriptedAgent::new(Vec::<Decision>::new()),
-    ))
-    .unwrap();
+    let gate = gate(&db.store, tools(&calls), Arc::new(pol));
     let mut s = rt().block_on(gate.begin("r", "g", limits())).unwrap();
-    s.step().unwrap().unwrap();
+    s.step().unwrap().open().unwrap();
     let Verdict::Denied(o) = s.propose(agent::tool_call("look", "{}")).unwrap() else {
         panic!()
     };
     assert_eq!(o.summary, "denied: not now");
-    s.step().unwrap().unwrap();
+    s.step().unwrap().open().unwrap();
     let Verdict::Ended(run) = s.propose(agent::tool_call("rm", "{}")).unwrap() else {
         panic!()
     };
@@ -168,16 +148,10 @@ fn gate_approved_step_executes_the_recorded_request() {
         SideEffect::RemoteMutation,
         calls.clone(),
     )]);
-    let gate = Gate::new(config(
-        &db.store,
-        reg,
-        Arc::new(DefaultPolicy),
-        ScriptedAgent::new(Vec::<Decision>::new()),
-    ))
-    .unwrap();
+    let gate = gate(&db.store, reg, Arc::new(DefaultPolicy));
     let rtm = rt();
     let mut s = rtm.block_on(gate.begin("r", "g", limits())).unwrap();
-    s.step().unwrap().unwrap();
+    s.step().unwrap().open().unwrap();
     let Verdict::Pending(run) = s.propose(agent::tool_call("push", r#"{"n": 7}"#)).unwrap() else {
         panic!()
     };
@@ -199,7 +173,7 @@ fn gate_approved_step_executes_the_recorded_request() {
         Verdict::Observed(_)
     ));
     assert_eq!(calls.lock().unwrap().len(), 1);
-    s2.step().unwrap().unwrap();
+    s2.step().unwrap().open().unwrap();
     let Verdict::Ended(run) = s2.propose(agent::complete("")).unwrap() else {
         panic!()
     };
@@ -211,18 +185,12 @@ fn gate_approved_step_executes_the_recorded_request() {
 fn gate_misuse_is_refused() {
     let db = db();
     let calls = Arc::new(Mutex::new(Vec::new()));
-    let gate = Gate::new(config(
-        &db.store,
-        tools(&calls),
-        Arc::new(DefaultPolicy),
-        ScriptedAgent::new(Vec::<Decision>::new()),
-    ))
-    .unwrap();
+    let gate = gate(&db.store, tools(&calls), Arc::new(DefaultPolicy));
     let rtm = rt();
     let mut s = rtm.block_on(gate.begin("r", "g", limits())).unwrap();
     assert!(s.propose(agent::complete("")).is_err(), "no step is open");
     assert!(rtm.block_on(s.execute()).is_err(), "nothing was allowed");
-    s.step().unwrap().unwrap();
+    s.step().unwrap().open().unwrap();
     assert!(s.step().is_err(), "one open step at a time");
     s.close();
     let e = s.step().unwrap_err();
@@ -247,19 +215,14 @@ fn gate_abandoned_approved_step_stays_approved_and_grant_ttl_holds_until_execute
     };
     let (clock, offset) =
         countersign::runtime::clock::manual(countersign::runtime::types::Timestamp::now());
-    let mut cfg = config(
-        &db.store,
-        reg(),
-        Arc::new(DefaultPolicy),
-        ScriptedAgent::new(Vec::<Decision>::new()),
-    );
+    let mut cfg = gate_config(&db.store, reg(), Arc::new(DefaultPolicy));
     cfg.now = Some(clock.clone());
     let gate = Gate::new(cfg).unwrap();
     let rtm = rt();
     let mut l = limits();
     l.grant_ttl = 60_000_000_000;
     let mut s = rtm.block_on(gate.begin("r", "g", l)).unwrap();
-    s.step().unwrap().unwrap();
+    s.step().unwrap().open().unwrap();
     assert!(matches!(
         s.propose(agent::tool_call("push", "{}")).unwrap(),
         Verdict::Pending(_)
@@ -293,18 +256,12 @@ fn gate_abandoned_approved_step_stays_approved_and_grant_ttl_holds_until_execute
 fn gate_limits_fire_through_step() {
     let db = db();
     let calls = Arc::new(Mutex::new(Vec::new()));
-    let gate = Gate::new(config(
-        &db.store,
-        tools(&calls),
-        Arc::new(DefaultPolicy),
-        ScriptedAgent::new(Vec::<Decision>::new()),
-    ))
-    .unwrap();
+    let gate = gate(&db.store, tools(&calls), Arc::new(DefaultPolicy));
     let rtm = rt();
     let mut l = limits();
     l.max_steps = 1;
     let mut s = rtm.block_on(gate.begin("r", "g", l)).unwrap();
-    s.step().unwrap().unwrap();
+    s.step().unwrap().open().unwrap();
     assert!(matches!(
         s.propose(agent::tool_call("look", "{}")).unwrap(),
         Verdict::Allowed(_)
@@ -314,7 +271,7 @@ fn gate_limits_fire_through_step() {
         Verdict::Observed(_)
     ));
     // The next step is refused by the limit: no step, no error, the run ended.
-    let Err(Verdict::Ended(run)) = s.step().unwrap() else {
+    let NextStep::Over(Verdict::Ended(run)) = s.step().unwrap() else {
         panic!("the limit ends the run")
     };
     assert_eq!(
@@ -347,18 +304,16 @@ fn gate_abandoned_during_execute_pauses_for_an_operator() {
         })
     };
     let make = || {
-        Gate::new(config(
+        gate(
             &db.store,
             registry(vec![tool.clone()]),
             Arc::new(DefaultPolicy),
-            ScriptedAgent::new(Vec::<Decision>::new()),
-        ))
-        .unwrap()
+        )
     };
     let gate = make();
     let rtm = rt();
     let mut s = rtm.block_on(gate.begin("r", "g", limits())).unwrap();
-    s.step().unwrap().unwrap();
+    s.step().unwrap().open().unwrap();
     assert!(matches!(
         s.propose(agent::tool_call("push", "{}")).unwrap(),
         Verdict::Pending(_)
@@ -440,16 +395,10 @@ fn gate_allowed_then_cancelled_runs_nothing() {
     // that requires the run's state and the lease. An operator's cancel in between wins.
     let db = db();
     let calls = Arc::new(Mutex::new(Vec::new()));
-    let gate = Gate::new(config(
-        &db.store,
-        tools(&calls),
-        Arc::new(DefaultPolicy),
-        ScriptedAgent::new(Vec::<Decision>::new()),
-    ))
-    .unwrap();
+    let gate = gate(&db.store, tools(&calls), Arc::new(DefaultPolicy));
     let rtm = rt();
     let mut s = rtm.block_on(gate.begin("r", "g", limits())).unwrap();
-    let input = s.step().unwrap().unwrap();
+    let input = s.step().unwrap().open().unwrap();
     let Verdict::Allowed(_) = s.propose(agent::tool_call("look", "{}")).unwrap() else {
         panic!("allowed")
     };
@@ -485,18 +434,13 @@ fn gate_abandoned_after_allowed_runs_nothing() {
     let calls = Arc::new(Mutex::new(Vec::new()));
     let reg = || registry(vec![echo("push", SideEffect::LocalMutation, calls.clone())]);
     let make = || {
-        let mut c = config(
-            &db.store,
-            reg(),
-            Arc::new(DefaultPolicy),
-            ScriptedAgent::new(Vec::<Decision>::new()),
-        );
+        let mut c = gate_config(&db.store, reg(), Arc::new(DefaultPolicy));
         c.ids = None;
         Gate::new(c).unwrap()
     };
     let rtm = rt();
     let mut s = rtm.block_on(make().begin("r", "g", limits())).unwrap();
-    let first = s.step().unwrap().unwrap();
+    let first = s.step().unwrap().open().unwrap();
     assert!(matches!(
         s.propose(agent::tool_call("push", r#"{"n":1}"#)).unwrap(),
         Verdict::Allowed(_)
@@ -527,7 +471,7 @@ fn gate_abandoned_after_allowed_runs_nothing() {
     );
     assert!(calls.lock().unwrap().is_empty());
     // The tool is not blocked.
-    s2.step().unwrap().unwrap();
+    s2.step().unwrap().open().unwrap();
     assert!(matches!(
         s2.propose(agent::tool_call("push", r#"{"n":1}"#)).unwrap(),
         Verdict::Allowed(_)
@@ -552,19 +496,14 @@ fn gate_calls_after_the_lease_is_lost_are_refused() {
     let db = db();
     let calls = Arc::new(Mutex::new(Vec::new()));
     let make = || {
-        let mut c = config(
-            &db.store,
-            tools(&calls),
-            Arc::new(DefaultPolicy),
-            ScriptedAgent::new(Vec::<Decision>::new()),
-        );
+        let mut c = gate_config(&db.store, tools(&calls), Arc::new(DefaultPolicy));
         c.ids = None;
         Gate::new(c).unwrap()
     };
     let rtm = rt();
     let g1 = make();
     let mut s = rtm.block_on(g1.begin("r", "g", limits())).unwrap();
-    let first = s.step().unwrap().unwrap();
+    let first = s.step().unwrap().open().unwrap();
     assert!(matches!(
         s.propose(agent::tool_call("look", "{}")).unwrap(),
         Verdict::Allowed(_)
@@ -580,12 +519,7 @@ fn gate_calls_after_the_lease_is_lost_are_refused() {
         .unwrap();
     let other =
         Arc::new(countersign::runtime::store::Store::open_existing(&db.path, false).unwrap());
-    let mut c2 = config(
-        &other,
-        tools(&calls),
-        Arc::new(DefaultPolicy),
-        ScriptedAgent::new(Vec::<Decision>::new()),
-    );
+    let mut c2 = gate_config(&other, tools(&calls), Arc::new(DefaultPolicy));
     c2.ids = None;
     let (s2, v) = rtm.block_on(Gate::new(c2).unwrap().attach("r")).unwrap();
     assert!(matches!(v, Verdict::Ready));

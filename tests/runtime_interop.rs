@@ -13,14 +13,6 @@ use countersign::runtime::tools::SideEffect;
 use countersign::runtime::types::{RunStatus, StepStatus};
 use runtime_support::*;
 
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 /// Writes a fixture database with one scenario and returns its first run id.
 fn fixture(dir: &Path, scenario: &str) -> (std::path::PathBuf, String) {
     let path = dir.join(format!("{scenario}.db"));

@@ -11,14 +11,6 @@ use countersign::runtime::tools::{FnTool, SideEffect, ToolOutput};
 use countersign::runtime::types::{RunStatus, StepStatus};
 use runtime_support::*;
 
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 /// A scripted answer that first runs `f` (with the store), then decides `d`.
 fn with(
     store: &Arc<Store>,

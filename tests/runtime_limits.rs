@@ -14,14 +14,6 @@ use countersign::runtime::tools::SideEffect;
 use countersign::runtime::types::RunStatus;
 use runtime_support::*;
 
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 #[test]
 fn limits_active_time_stops_run() {
     let db = db();

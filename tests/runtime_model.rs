@@ -17,14 +17,6 @@ use countersign::runtime::policy::DefaultPolicy;
 use countersign::runtime::types::{Decision, Limits, Run, RunStatus};
 use runtime_support::*;
 
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 fn req(cap: i64) -> ModelRequest {
     ModelRequest {
         body: br#"{"messages":["hello there, model"]}"#.to_vec(),

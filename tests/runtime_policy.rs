@@ -7,18 +7,10 @@ use std::sync::{Arc, Mutex};
 use countersign::runtime::agent::{self, ScriptedAgent};
 use countersign::runtime::driver::Driver;
 use countersign::runtime::json;
-use countersign::runtime::policy::{self, DefaultPolicy, FnPolicy, PolicyDecision};
+use countersign::runtime::policy::{self, DefaultPolicy, FnPolicy, PolicyDecision, PolicyError};
 use countersign::runtime::tools::SideEffect;
 use countersign::runtime::types::{RunStatus, StepStatus};
 use runtime_support::*;
-
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
 
 #[test]
 fn driver_policy_deny_is_observation() {
@@ -191,7 +183,7 @@ fn driver_policy_error_fails_run_as_internal_error() {
     let calls = Arc::new(Mutex::new(Vec::new()));
     let tools = registry(vec![echo("t", SideEffect::ReadOnly, calls.clone())]);
     let pol = FnPolicy(|_r: &policy::PolicyRequest, _v: &policy::RunView| {
-        Err("rules file missing".to_string())
+        Err(PolicyError::from("rules file missing"))
     });
     let driver = driver(
         &db.store,
@@ -217,7 +209,7 @@ fn new_driver_rejects_a_malformed_policy_id() {
             &self,
             _r: &policy::PolicyRequest,
             _v: &policy::RunView,
-        ) -> Result<PolicyDecision, String> {
+        ) -> Result<PolicyDecision, PolicyError> {
             Ok(policy::allow("ok"))
         }
         fn id(&self) -> Option<String> {
@@ -242,7 +234,7 @@ fn policy_id_recorded_on_step_and_event() {
             &self,
             r: &policy::PolicyRequest,
             v: &policy::RunView,
-        ) -> Result<PolicyDecision, String> {
+        ) -> Result<PolicyDecision, PolicyError> {
             DefaultPolicy.evaluate(r, v)
         }
         fn id(&self) -> Option<String> {

@@ -21,14 +21,6 @@ use countersign::runtime::tools::{FnTool, SideEffect, ToolOutput};
 use countersign::runtime::types::{RunStatus, StepStatus};
 use runtime_support::*;
 
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 /// A side-effecting tool that appends one line to `file` per call.
 fn counting_tool(
     name: &str,
@@ -107,8 +99,8 @@ fn child_role() {
                 count,
                 false,
             )]);
-            let mut c = Config::new(store, tools, Arc::new(DefaultPolicy));
-            c.agent = Some(ScriptedAgent::new([agent::complete("")]));
+            let mut c = Config::new(store, tools, Arc::new(DefaultPolicy))
+                .agent(ScriptedAgent::new([agent::complete("")]));
             c.lease_owner = "worker".into();
             let d = Driver::new(c).unwrap();
             let r = rt().block_on(d.resume(&run_id));
@@ -126,11 +118,10 @@ fn child_role() {
                 count,
                 true,
             )]);
-            let mut c = Config::new(store, tools, Arc::new(DefaultPolicy));
-            c.agent = Some(ScriptedAgent::new([agent::tool_call(
-                "write",
-                r#"{"file":"a.txt"}"#,
-            )]));
+            let mut c =
+                Config::new(store, tools, Arc::new(DefaultPolicy)).agent(ScriptedAgent::new([
+                    agent::tool_call("write", r#"{"file":"a.txt"}"#),
+                ]));
             c.lease_owner = "doomed".into();
             c.lease_ttl = Duration::from_millis(600);
             let d = Driver::new(c).unwrap();
@@ -147,8 +138,8 @@ fn child_role() {
                 count,
                 false,
             )]);
-            let mut c = Config::new(store, tools, Arc::new(DefaultPolicy));
-            c.agent = Some(ScriptedAgent::new([agent::complete("")]));
+            let mut c = Config::new(store, tools, Arc::new(DefaultPolicy))
+                .agent(ScriptedAgent::new([agent::complete("")]));
             c.lease_owner = "doomed".into();
             c.lease_ttl = Duration::from_millis(600);
             c.observer = Some(Arc::new(|e| {
@@ -172,8 +163,8 @@ fn child_role() {
                 count,
                 true,
             )]);
-            let mut c = Config::new(store, tools, Arc::new(DefaultPolicy));
-            c.agent = Some(ScriptedAgent::new([agent::tool_call("write", "{}")]));
+            let mut c = Config::new(store, tools, Arc::new(DefaultPolicy))
+                .agent(ScriptedAgent::new([agent::tool_call("write", "{}")]));
             c.lease_owner = "worker".into();
             let d = Driver::new(c).unwrap();
             if role == "hold" {

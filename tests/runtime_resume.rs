@@ -11,14 +11,6 @@ use countersign::runtime::tools::{FnTool, SideEffect, ToolOutput};
 use countersign::runtime::types::{RunStatus, StepStatus};
 use runtime_support::*;
 
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 type Calls = Arc<Mutex<Vec<countersign::runtime::tools::ToolCall>>>;
 
 fn paused(db: &Db, args: &str) -> (Calls, Driver) {
@@ -359,7 +351,7 @@ fn policy_loop_and_resume_handed_the_same_bytes() {
 
 #[test]
 fn resume_reconcile_outcomes() {
-    use countersign::runtime::driver::{Reconcile, Reconciliation};
+    use countersign::runtime::driver::{Reconcile, ReconcileError, Reconciliation};
     use countersign::runtime::types::{Approval, Run, Step};
     struct Hook(Reconciliation);
     impl Reconcile for Hook {
@@ -368,7 +360,7 @@ fn resume_reconcile_outcomes() {
             _r: &Run,
             steps: &[Step],
             _a: &[Approval],
-        ) -> Result<Reconciliation, String> {
+        ) -> Result<Reconciliation, ReconcileError> {
             assert!(!steps.is_empty());
             Ok(self.0.clone())
         }
@@ -546,7 +538,7 @@ fn resume_interrupted_read_only_step_continues() {
 
 #[test]
 fn resume_reconcile_waiting_pauses_the_interrupted_request() {
-    use countersign::runtime::driver::{Reconcile, Reconciliation};
+    use countersign::runtime::driver::{Reconcile, ReconcileError, Reconciliation};
     use countersign::runtime::types::{Approval, Run, Step};
     struct Hook;
     impl Reconcile for Hook {
@@ -555,7 +547,7 @@ fn resume_reconcile_waiting_pauses_the_interrupted_request() {
             _r: &Run,
             _s: &[Step],
             _a: &[Approval],
-        ) -> Result<Reconciliation, String> {
+        ) -> Result<Reconciliation, ReconcileError> {
             let pd = policy::need_approval(
                 "check_first",
                 "the ledger disagrees",
@@ -709,7 +701,7 @@ fn driver_encoding_failure_fails_the_run_internal_error() {
     // A value that will not encode (here a reconciliation's pause whose capability is not
     // JSON) ends the run internal_error with nothing more executed, instead of leaving it
     // RUNNING behind a Json error.
-    use countersign::runtime::driver::{Gate, Reconcile, Reconciliation};
+    use countersign::runtime::driver::{Gate, Reconcile, ReconcileError, Reconciliation};
     use countersign::runtime::types::{Approval, Run, Step};
     struct Hook;
     impl Reconcile for Hook {
@@ -718,7 +710,7 @@ fn driver_encoding_failure_fails_the_run_internal_error() {
             _r: &Run,
             _s: &[Step],
             _a: &[Approval],
-        ) -> Result<Reconciliation, String> {
+        ) -> Result<Reconciliation, ReconcileError> {
             Ok(Reconciliation::Waiting {
                 pause: Some(PolicyDecision {
                     outcome: "require_approval".into(),
@@ -776,11 +768,16 @@ fn driver_encoding_failure_fails_the_run_internal_error() {
 fn resume_interrupted_step_is_reconciled_and_continued() {
     // agentrt's TestResume_InterruptedStepIsReconciledAndContinued: `Continue` carries on
     // with the loop; the interrupted step is not paused for an operator nor run again.
-    use countersign::runtime::driver::{Reconcile, Reconciliation};
+    use countersign::runtime::driver::{Reconcile, ReconcileError, Reconciliation};
     use countersign::runtime::types::{Approval, Run, Step};
     struct Hook(Arc<Mutex<Vec<String>>>);
     impl Reconcile for Hook {
-        fn reconcile(&self, r: &Run, s: &[Step], a: &[Approval]) -> Result<Reconciliation, String> {
+        fn reconcile(
+            &self,
+            r: &Run,
+            s: &[Step],
+            a: &[Approval],
+        ) -> Result<Reconciliation, ReconcileError> {
             self.0.lock().unwrap().push(format!(
                 "{} {} {} {}",
                 r.status,

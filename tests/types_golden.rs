@@ -129,3 +129,38 @@ fn tool_spec_terminal_is_omitted_unless_true() {
         r#"{"description":"","input_schema":{},"name":"t","side_effect":"read_only","terminal":true,"timeout":1}"#
     );
 }
+
+/// A kind, origin or outcome this build does not know is kept as stored: decoding and
+/// encoding again gives the same bytes, and the known ones read as their variants.
+#[test]
+fn unknown_kinds_origins_and_outcomes_keep_their_stored_bytes() {
+    use countersign::runtime::types::{Decision, DecisionKind, Origin, Outcome, PolicyDecision};
+    let raw = br#"{"kind":"teleport","tool":"t","origin":"telepathy"}"#;
+    let d = Decision::from_json(raw).unwrap();
+    assert_eq!(d.kind, DecisionKind::Unknown("teleport".into()));
+    assert_eq!(d.origin, Origin::Unknown("telepathy".into()));
+    assert_eq!(d.to_go_json().unwrap(), raw.to_vec());
+    let raw = br#"{"kind":"","message":"m"}"#;
+    let d = Decision::from_json(raw).unwrap();
+    assert_eq!(
+        (&d.kind, &d.origin),
+        (&DecisionKind::Unknown(String::new()), &Origin::Absent)
+    );
+    assert_eq!(d.to_go_json().unwrap(), raw.to_vec());
+    let raw = br#"{"kind":"tool_call","tool":"t","args":{"a":1},"origin":"plan"}"#;
+    let d = Decision::from_json(raw).unwrap();
+    assert_eq!(
+        (&d.kind, &d.origin),
+        (&DecisionKind::ToolCall, &Origin::Plan)
+    );
+    assert_eq!(d.to_go_json().unwrap(), raw.to_vec());
+    let raw = br#"{"outcome":"Allow","reason":"case matters"}"#;
+    let p = PolicyDecision::from_json(raw).unwrap();
+    assert_eq!(p.outcome, Outcome::Unknown("Allow".into()));
+    assert_eq!(p.to_go_json().unwrap(), raw.to_vec());
+    let raw =
+        br#"{"outcome":"require_approval","kind":"refund","capability":{},"presentation":{}}"#;
+    let p = PolicyDecision::from_json(raw).unwrap();
+    assert_eq!(p.outcome, Outcome::RequireApproval);
+    assert_eq!(p.to_go_json().unwrap(), raw.to_vec());
+}

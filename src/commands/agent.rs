@@ -26,9 +26,11 @@ use crate::consumer::tools::Catalog;
 use crate::providers::agent::ModelAgent;
 use crate::providers::render::Options;
 use crate::providers::{Secret, anthropic, ollama, openai};
-use crate::runtime::driver::{Config, Driver, default_limits};
+use crate::runtime::driver::{Config, default_limits};
 use crate::runtime::model::{Model, ModelSetup};
-use crate::runtime::policy::{self as rpolicy, Policy, PolicyDecision, PolicyRequest, RunView};
+use crate::runtime::policy::{
+    self as rpolicy, Policy, PolicyDecision, PolicyError, PolicyRequest, RunView,
+};
 use crate::runtime::store::Store;
 use crate::runtime::tools::{FnTool, SideEffect, ToolDef, ToolOutput};
 use crate::runtime::types::RunStatus;
@@ -189,7 +191,7 @@ struct AgentPolicy {
 }
 
 impl Policy for AgentPolicy {
-    fn evaluate(&self, req: &PolicyRequest, view: &RunView) -> Result<PolicyDecision, String> {
+    fn evaluate(&self, req: &PolicyRequest, view: &RunView) -> Result<PolicyDecision, PolicyError> {
         if req.tool == FINISH {
             return Ok(rpolicy::allow("finish: ends the run, changes nothing"));
         }
@@ -267,27 +269,28 @@ pub fn run(db: Option<&Path>, a: &AgentArgs, out: &mut Out) -> Result<(), Comman
     tools
         .register(finish_tool())
         .map_err(|e| failed(e.to_string()))?;
-    let mut cfg = Config::new(
+    let customer = a.customer.clone();
+    let mut setup = ModelSetup::new(model);
+    setup.prices = prices.into_iter().collect();
+    setup.max_retries = 2;
+    let driver = Config::new(
         store,
         tools,
         Arc::new(AgentPolicy {
             inner: ConsumerPolicy::new(dispatcher.clone()),
         }),
-    );
-    let customer = a.customer.clone();
-    cfg.agent = Some(Arc::new(ModelAgent {
+    )
+    .agent(Arc::new(ModelAgent {
         options: Options::new(Arc::new(move |i| {
             format!("Customer {customer} asks: {}", i.goal)
         })),
         system: SYSTEM.into(),
         max_output_tokens: 1024,
-    }));
-    cfg.lease_owner = "countersign-agent".into();
-    let mut setup = ModelSetup::new(model);
-    setup.prices = prices.into_iter().collect();
-    setup.max_retries = 2;
-    cfg.model = Some(setup);
-    let driver = Driver::new(cfg).map_err(|e| failed(clean(&e.to_string(), 400)))?;
+    }))
+    .lease_owner("countersign-agent")
+    .model(setup)
+    .build()
+    .map_err(|e| failed(clean(&e.to_string(), 400)))?;
     let id = match &a.resume {
         Some(id) => id.clone(),
         None => {

@@ -4,8 +4,8 @@ use serde_json::{Value, json};
 
 use super::CommandError;
 use super::cli::PageArgsWithRun;
-use super::open::{fail, open};
-use super::out::{Out, Raws};
+use super::open::{Reading, fail};
+use super::out::Raws;
 use super::shell;
 use super::text::{clean_bytes, stamp_ms};
 use crate::runtime::types::Event;
@@ -15,13 +15,8 @@ const PAGE: i64 = 500;
 /// Payload text cap in text mode (bytes of escaped text, cut head-and-tail).
 const PAYLOAD_TEXT: usize = 8000;
 
-pub fn run(
-    db: &std::path::Path,
-    json_out: bool,
-    a: &PageArgsWithRun,
-    out: &mut Out,
-) -> Result<(), CommandError> {
-    let store = open(db, false)?;
+pub fn run(r: Reading<'_>, a: &PageArgsWithRun) -> Result<(), CommandError> {
+    let (_, store, json_out, out) = r.parts();
     let r = store.get_run_capped(&a.run).map_err(fail)?;
     let all = a.limit == 0;
     let limit = if all { PAGE } else { a.limit as i64 };

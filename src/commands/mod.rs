@@ -172,12 +172,16 @@ fn run(cli: Cli) -> Result<(), CommandError> {
     let mut out = out::Out::stdout();
     let json = cli.json;
     let res = match &cmd {
-        Command::Runs(a) => runs::run(&database_path(cli.db)?, json, a, &mut out),
-        Command::Show(a) => show::run(&database_path(cli.db)?, json, a, &mut out),
-        Command::Events(a) => events::run(&database_path(cli.db)?, json, a, &mut out),
-        Command::Verify(a) => verify::run(&database_path(cli.db)?, json, a, &mut out),
-        Command::Stats(a) => stats::run(&database_path(cli.db)?, json, a, &mut out),
-        Command::Watch(a) => watch::run(&database_path(cli.db)?, json, a, &mut out),
+        Command::Runs(a) => runs::run(open::reading(database_path(cli.db)?, json, &mut out)?, a),
+        Command::Show(a) => show::run(open::reading(database_path(cli.db)?, json, &mut out)?, a),
+        Command::Events(a) => {
+            events::run(open::reading(database_path(cli.db)?, json, &mut out)?, a)
+        }
+        Command::Verify(a) => {
+            verify::run(open::reading(database_path(cli.db)?, json, &mut out)?, a)
+        }
+        Command::Stats(a) => stats::run(open::reading(database_path(cli.db)?, json, &mut out)?, a),
+        Command::Watch(a) => watch::run(open::reading(database_path(cli.db)?, json, &mut out)?, a),
         Command::Reject(a) | Command::Deny(a) if a.select.any() => {
             let verb = match cmd {
                 Command::Reject(_) => bulk::BulkVerb::Reject,

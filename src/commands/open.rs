@@ -1,7 +1,7 @@
 //! Opening the run database for a command: never creates or migrates; read-only for reading
 //! commands. Store errors are already one sentence naming the path and the fix.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::CommandError;
 use crate::runtime::store::{Store, StoreError};
@@ -14,4 +14,38 @@ pub fn open(path: &Path, write: bool) -> Result<Store, CommandError> {
 /// A store error as a command failure (exit 1).
 pub fn fail(e: StoreError) -> CommandError {
     CommandError::Failed(crate::commands::text::clean(&e.to_string(), 4000))
+}
+
+/// What a read command is handed: its database, already opened, where it is, whether the
+/// output is JSON, and the output.
+pub struct Reading<'a> {
+    /// The database, opened as [`open`] opens it for reading.
+    pub store: Store,
+    /// Its path (`watch` watches the file).
+    pub db: PathBuf,
+    /// `--json`.
+    pub json_out: bool,
+    /// Where the command writes.
+    pub out: &'a mut super::out::Out,
+}
+
+impl<'a> Reading<'a> {
+    /// Path, store, `--json` and output, in that order.
+    pub fn parts(self) -> (PathBuf, Store, bool, &'a mut super::out::Out) {
+        (self.db, self.store, self.json_out, self.out)
+    }
+}
+
+/// Opens the database at `db` for a read command (the error is the one [`open`] gives).
+pub fn reading(
+    db: PathBuf,
+    json_out: bool,
+    out: &mut super::out::Out,
+) -> Result<Reading<'_>, CommandError> {
+    Ok(Reading {
+        store: open(&db, false)?,
+        db,
+        json_out,
+        out,
+    })
 }

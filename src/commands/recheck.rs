@@ -13,7 +13,6 @@ use super::open::{fail, open};
 use super::out::{Out, Raws};
 use super::text::{clean, ident};
 use crate::consumer::demo::{backend_beside, recheck_demo_run};
-use crate::consumer::tools::TOOL_NAMES;
 use crate::runtime::driver::{RecheckReport, RecheckScope};
 use crate::runtime::types::PolicyDecision;
 
@@ -21,16 +20,10 @@ use crate::runtime::types::PolicyDecision;
 fn recheckable(db: &Path, run_id: &[u8]) -> Result<String, CommandError> {
     let store = open(db, false)?;
     let run = store.get_run_capped(run_id).map_err(fail)?;
-    let missing: Vec<String> = super::resume::tools_of(&store, run_id)?
-        .into_iter()
-        .filter(|t| !TOOL_NAMES.contains(&t.as_str()))
-        .collect();
-    if !missing.is_empty() {
-        let list: Vec<String> = missing.iter().map(|t| clean(t, 80)).collect();
+    if let Some(list) = super::resume::foreign_tools(&store, run_id)? {
         return Err(CommandError::Failed(format!(
-            "recheck: run {} uses tools this build does not register ({}); only the program that owns its policy can ask it again",
+            "recheck: run {} uses tools this build does not register ({list}); only the program that owns its policy can ask it again",
             ident(run_id, 64),
-            list.join(", ")
         )));
     }
     let id = std::str::from_utf8(run.id_bytes()).map_err(|_| {
@@ -65,7 +58,7 @@ pub(super) fn for_console(db: &Path, run_id: &str) -> Result<RecheckReport, Stri
 
 fn answer(d: &PolicyDecision) -> String {
     if d.reason.is_empty() {
-        d.outcome.clone()
+        d.outcome.to_string()
     } else {
         format!("{}: {}", d.outcome, d.reason)
     }
@@ -78,7 +71,7 @@ pub(super) fn report_json(r: &RecheckReport) -> serde_json::Value {
         .map(|c| {
             let now = match &c.now {
                 Ok(d) => json!({"outcome": d.outcome, "reason": d.reason, "kind": d.kind}),
-                Err(e) => json!({"error": e}),
+                Err(e) => json!({"error": e.to_string()}),
             };
             json!({
                 "step_index": c.step_index,

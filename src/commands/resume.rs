@@ -15,6 +15,17 @@ use crate::consumer::tools::TOOL_NAMES;
 use crate::runtime::store::Store;
 
 /// The names of the tools a run was started with (`run.created`'s spec hashes) and proposed.
+/// The tools run `run_id` uses that this build does not register, escaped and listed
+/// (`None` when it registers them all).
+pub(super) fn foreign_tools(store: &Store, run_id: &[u8]) -> Result<Option<String>, CommandError> {
+    let missing: Vec<String> = tools_of(store, run_id)?
+        .iter()
+        .filter(|t| !TOOL_NAMES.contains(&t.as_str()))
+        .map(|t| clean(t, 80))
+        .collect();
+    Ok((!missing.is_empty()).then(|| missing.join(", ")))
+}
+
 pub(super) fn tools_of(store: &Store, run_id: &[u8]) -> Result<Vec<String>, CommandError> {
     let mut names: Vec<String> = Vec::new();
     let first = store.list_events_page(run_id, 1, 0).map_err(fail)?;
@@ -63,16 +74,10 @@ pub fn resumable(db: &Path, run_id: &[u8]) -> Result<(), CommandError> {
                 r.status.as_str()
             )));
         }
-        let missing: Vec<String> = tools_of(&store, run_id)?
-            .into_iter()
-            .filter(|t| !TOOL_NAMES.contains(&t.as_str()))
-            .collect();
-        if !missing.is_empty() {
-            let list: Vec<String> = missing.iter().map(|t| clean(t, 80)).collect();
+        if let Some(list) = foreign_tools(&store, run_id)? {
             return Err(CommandError::Failed(format!(
-                "run {} uses tools this build does not register ({}); countersign resumes only its example consumer's runs. A consumer resumes its own runs by embedding the runtime with its tools registered and calling Driver::resume(run_id) (see docs/architecture.md)",
+                "run {} uses tools this build does not register ({list}); countersign resumes only its example consumer's runs. A consumer resumes its own runs by embedding the runtime with its tools registered and calling Driver::resume(run_id) (see docs/architecture.md)",
                 ident(run_id, 64),
-                list.join(", ")
             )));
         }
         if std::str::from_utf8(run_id).is_err() {

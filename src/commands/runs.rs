@@ -4,21 +4,16 @@ use serde_json::{Value, json};
 
 use super::CommandError;
 use super::cli::RunsArgs;
-use super::open::{fail, open};
-use super::out::{Out, summary_json};
+use super::open::{Reading, fail};
+use super::out::summary_json;
 use super::text::{clean, col, col_dash, ident_col, ident_dash, stamp, table};
 use crate::runtime::types::{Run, RunStatus};
 
 /// Rows read per page when `--limit 0` asks for everything.
 const PAGE: i64 = 500;
 
-pub fn run(
-    db: &std::path::Path,
-    json_out: bool,
-    a: &RunsArgs,
-    out: &mut Out,
-) -> Result<(), CommandError> {
-    let store = open(db, false)?;
+pub fn run(r: Reading<'_>, a: &RunsArgs) -> Result<(), CommandError> {
+    let (_, store, json_out, out) = r.parts();
     let status = a.status.as_deref().unwrap_or("");
     let mut offset = a.offset as i64;
     let all = a.limit == 0;

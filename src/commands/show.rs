@@ -6,20 +6,15 @@ use serde_json::{Value, json};
 use super::CommandError;
 use super::approval;
 use super::cli::PageArgsWithRun;
-use super::open::{fail, open};
+use super::open::{Reading, fail};
 use super::out::{Out, Raws, approval_json, summary_json};
 use super::text::{clean, col, dash, ident, ident_col, stamp, table};
 use crate::runtime::types::{Run, Step};
 
 const PAGE: i64 = 500;
 
-pub fn run(
-    db: &std::path::Path,
-    json_out: bool,
-    a: &PageArgsWithRun,
-    out: &mut Out,
-) -> Result<(), CommandError> {
-    let store = open(db, false)?;
+pub fn run(r: Reading<'_>, a: &PageArgsWithRun) -> Result<(), CommandError> {
+    let (db, store, json_out, out) = r.parts();
     let r = store.get_run_capped(&a.run).map_err(fail)?;
     let limit = if a.limit == 0 { PAGE } else { a.limit as i64 };
     let offset = a.offset as i64;
@@ -69,7 +64,7 @@ pub fn run(
         let reason = store
             .approval_reason(r.id_bytes(), ap.id_bytes())
             .unwrap_or_default();
-        let (text, _) = approval::render(ap, db, &reason);
+        let (text, _) = approval::render(ap, &db, &reason);
         out.raw(&text)?;
     }
     let shown_pending = pending.items.len() as i64;
@@ -217,7 +212,7 @@ fn step_json(s: &Step) -> Value {
         if !d.tool.is_empty() {
             m.insert("tool".into(), json!(d.tool));
         }
-        if !d.kind.is_empty() {
+        if !d.kind.as_str().is_empty() {
             m.insert("decision".into(), json!(d.kind));
         }
     }

@@ -10,8 +10,8 @@ use serde_json::{Value, json};
 
 use super::CommandError;
 use super::cli::StatsArgs;
-use super::open::{fail, open};
-use super::out::{Out, Raws};
+use super::open::{Reading, fail};
+use super::out::Raws;
 use super::text::{clean_bytes, table};
 use crate::runtime::stats::{Share, Stats, ToolStats, threshold};
 use crate::runtime::types::Timestamp;
@@ -23,13 +23,8 @@ pub use crate::runtime::stats::CAVEAT;
 /// Names are cut to this many display columns in the text tables.
 const NAME_COLS: usize = 40;
 
-pub fn run(
-    db: &std::path::Path,
-    json_out: bool,
-    a: &StatsArgs,
-    out: &mut Out,
-) -> Result<(), CommandError> {
-    let store = open(db, false)?;
+pub fn run(r: Reading<'_>, a: &StatsArgs) -> Result<(), CommandError> {
+    let (_, store, json_out, out) = r.parts();
     let now = Timestamp::now();
     let since = a
         .since

@@ -4,17 +4,12 @@ use serde_json::json;
 
 use super::CommandError;
 use super::cli::VerifyArgs;
-use super::open::{fail, open};
-use super::out::{Out, Raws};
+use super::open::{Reading, fail};
+use super::out::Raws;
 use super::text::clean;
 
-pub fn run(
-    db: &std::path::Path,
-    json_out: bool,
-    a: &VerifyArgs,
-    out: &mut Out,
-) -> Result<(), CommandError> {
-    let store = open(db, false)?;
+pub fn run(r: Reading<'_>, a: &VerifyArgs) -> Result<(), CommandError> {
+    let (_, store, json_out, out) = r.parts();
     // The head is read first: events committed meanwhile are not checked.
     let (head_seq, head_hash) = store.chain_head().map_err(fail)?;
     let from = a.from as i64;

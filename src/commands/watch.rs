@@ -9,8 +9,8 @@ use serde_json::{Map, Value, json};
 
 use super::CommandError;
 use super::cli::WatchArgs;
-use super::open::{fail, open};
-use super::out::{Out, Raws, id_field};
+use super::open::{Reading, fail};
+use super::out::{Raws, id_field};
 use super::text::clean_bytes;
 use crate::runtime::store::{ArrivedApproval, ChangeWatch};
 
@@ -21,14 +21,9 @@ const WAKE: Duration = Duration::from_secs(30);
 /// Approvals read per query.
 const BATCH: u32 = 500;
 
-pub fn run(
-    db: &std::path::Path,
-    json_out: bool,
-    a: &WatchArgs,
-    out: &mut Out,
-) -> Result<(), CommandError> {
-    let store = open(db, false)?;
-    let watch = ChangeWatch::new(db, Duration::from_millis(500));
+pub fn run(r: Reading<'_>, a: &WatchArgs) -> Result<(), CommandError> {
+    let (db, store, json_out, out) = r.parts();
+    let watch = ChangeWatch::new(&db, Duration::from_millis(500));
     let mut version = store.data_version().map_err(fail)?;
     let mut after = if a.existing {
         0

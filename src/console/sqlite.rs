@@ -153,8 +153,11 @@ fn step_row(s: Step) -> StepRow {
         idx: s.index,
         status: s.status.clone(),
         tool: d.and_then(|d| some_bytes(&d.tool)),
-        decision_kind: d.and_then(|d| some_text(&d.kind)),
-        policy_outcome: s.policy.as_ref().and_then(|p| some_text(&p.outcome)),
+        decision_kind: d.and_then(|d| some_text(d.kind.as_str())),
+        policy_outcome: s
+            .policy
+            .as_ref()
+            .and_then(|p| some_text(p.outcome.as_str())),
         observation_kind: o.and_then(|o| some_text(&o.kind)),
         summary: o.and_then(|o| some_bytes(&o.summary)),
         decode_error: some_text(&s.decode_error),

@@ -139,7 +139,7 @@ fn recheck(hook: Option<&dyn ResumeHook>, db: &std::path::Path, run: &Key, step:
         if c.differences.is_empty() {
             let d = &c.recorded;
             return Recheck::Same(if d.reason.is_empty() {
-                d.outcome.clone()
+                d.outcome.to_string()
             } else {
                 format!("{}: {}", d.outcome, d.reason)
             });

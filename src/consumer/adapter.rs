@@ -20,11 +20,13 @@ use crate::consumer::dispatch::{CallKey, Dispatcher, Preflight, Response};
 use crate::consumer::policy::sort_keys;
 use crate::consumer::scenarios::{self, Ending, Scenario};
 use crate::consumer::tools::{EffectClass, ToolContract, ValidArgs};
-use crate::runtime::agent::{self, Agent, DecideFuture, StepInput};
+use crate::runtime::agent::{self, Agent, AgentError, DecideFuture, StepInput};
 use crate::runtime::clock::Clock;
 use crate::runtime::driver::{Config, Driver, RuntimeError};
 use crate::runtime::operator::{DENIED_KIND, denied_summary};
-use crate::runtime::policy::{self as rpolicy, Policy, PolicyDecision, PolicyRequest, RunView};
+use crate::runtime::policy::{
+    self as rpolicy, Policy, PolicyDecision, PolicyError, PolicyRequest, RunView,
+};
 use crate::runtime::store::Store;
 use crate::runtime::tools::{
     Registry, RegistryError, SideEffect, Tool, ToolCall, ToolDef, ToolError, ToolFuture, ToolOutput,
@@ -198,7 +200,11 @@ impl ConsumerPolicy {
 }
 
 impl Policy for ConsumerPolicy {
-    fn evaluate(&self, req: &PolicyRequest, _view: &RunView) -> Result<PolicyDecision, String> {
+    fn evaluate(
+        &self,
+        req: &PolicyRequest,
+        _view: &RunView,
+    ) -> Result<PolicyDecision, PolicyError> {
         let d = &self.dispatcher;
         let session = match d.backend().session(&req.run_id) {
             Ok(Some(s)) => s,
@@ -362,7 +368,8 @@ impl Agent for ScenarioAgent {
     fn decide(&self, input: StepInput) -> DecideFuture {
         let d = self
             .scenario(&input.run_id)
-            .map(|s| scripted_decision_seen(&s, input.index, &input.steps));
+            .map(|s| scripted_decision_seen(&s, input.index, &input.steps))
+            .map_err(AgentError::from);
         Box::pin(async move { d })
     }
 }
@@ -379,9 +386,9 @@ pub fn driver(
         store,
         registry(dispatcher)?,
         Arc::new(ConsumerPolicy::new(dispatcher.clone())),
-    );
-    cfg.agent = Some(agent);
-    cfg.lease_owner = lease_owner.to_string();
+    )
+    .agent(agent)
+    .lease_owner(lease_owner);
     cfg.now = now;
-    Driver::new(cfg)
+    cfg.build()
 }

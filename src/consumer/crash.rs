@@ -10,7 +10,7 @@ use std::time::Duration;
 use crate::consumer::adapter::{ConsumerPolicy, ConsumerTool};
 use crate::consumer::dispatch::Dispatcher;
 use crate::runtime::agent::Agent;
-use crate::runtime::driver::{Config, Driver, RuntimeError, default_limits};
+use crate::runtime::driver::{Config, RuntimeError, default_limits};
 use crate::runtime::store::{Store, StoreError};
 use crate::runtime::tools::{Registry, Tool, ToolCall, ToolDef, ToolFuture};
 use crate::runtime::types::Timestamp;
@@ -82,15 +82,15 @@ pub fn crash_in_tool_call(
         };
         tools.register(Arc::new(tool)).map_err(RuntimeError::from)?;
     }
-    let mut cfg = Config::new(
+    let driver = Config::new(
         store.clone(),
         tools,
         Arc::new(ConsumerPolicy::new(dispatcher.clone())),
-    );
-    cfg.agent = Some(agent);
-    cfg.lease_owner = CRASHED_LEASE_OWNER.to_string();
-    cfg.lease_ttl = CRASHED_LEASE_TTL;
-    let driver = Driver::new(cfg)?;
+    )
+    .agent(agent)
+    .lease_owner(CRASHED_LEASE_OWNER)
+    .lease_ttl(CRASHED_LEASE_TTL)
+    .build()?;
     let (id, goal) = (run_id.to_string(), goal.to_string());
     std::thread::scope(|sc| {
         sc.spawn(move || -> Result<(), CrashError> {

@@ -320,17 +320,7 @@ fn damage_one_row(run_db: &Path, b: &Builder) -> Result<(), DemoError> {
 /// registered over the demo backend: an approved refund executes, once per approved request
 /// (a second resume, or a resume after a crash, replays the recorded call key instead).
 pub fn resume_demo_run(run_db: &Path, backend_db: &Path, run_id: &str) -> Result<Run, DemoError> {
-    let store = Arc::new(Store::open_existing(run_db, false)?);
-    if std::fs::symlink_metadata(backend_db).is_err() {
-        return Err(DemoError::Unexpected(format!(
-            "the demo backend {} does not exist; build the demo first",
-            backend_db.display()
-        )));
-    }
-    let backend = Arc::new(Backend::open(backend_db)?);
-    let dispatcher = dispatcher(backend.clone())?;
-    let agent = ScenarioAgent::by_session(backend);
-    let driver = adapter::driver(store, &dispatcher, agent, DEMO_OWNER, None)?;
+    let driver = writing_driver(run_db, backend_db, DEMO_OWNER)?;
     let id = run_id.to_string();
     on_runtime(move |rt| rt.block_on(async move { Ok(driver.resume(&id).await?) }))
 }
@@ -343,17 +333,7 @@ pub fn work_demo_runs(
     backend_db: &Path,
     opts: WorkOptions,
 ) -> Result<WorkReport, DemoError> {
-    let store = Arc::new(Store::open_existing(run_db, false)?);
-    if std::fs::symlink_metadata(backend_db).is_err() {
-        return Err(DemoError::Unexpected(format!(
-            "the demo backend {} does not exist; build the demo first",
-            backend_db.display()
-        )));
-    }
-    let backend = Arc::new(Backend::open(backend_db)?);
-    let dispatcher = dispatcher(backend.clone())?;
-    let agent = ScenarioAgent::by_session(backend);
-    let driver = adapter::driver(store, &dispatcher, agent, WORKER_OWNER, None)?;
+    let driver = writing_driver(run_db, backend_db, WORKER_OWNER)?;
     on_runtime(move |rt| rt.block_on(async move { Ok(driver.work(opts).await?) }))
 }
 
@@ -371,6 +351,22 @@ pub fn recheck_demo_run(
     let agent = ScenarioAgent::by_session(backend);
     let driver = adapter::driver(store, &dispatcher, agent, DEMO_OWNER, None)?;
     Ok(driver.recheck(run_id, scope)?)
+}
+
+/// A driver that writes to the run database `run_db` and the existing demo backend
+/// `backend_db` (refused when it does not exist, rather than created empty), as `owner`.
+fn writing_driver(run_db: &Path, backend_db: &Path, owner: &str) -> Result<Driver, DemoError> {
+    let store = Arc::new(Store::open_existing(run_db, false)?);
+    if std::fs::symlink_metadata(backend_db).is_err() {
+        return Err(DemoError::Unexpected(format!(
+            "the demo backend {} does not exist; build the demo first",
+            backend_db.display()
+        )));
+    }
+    let backend = Arc::new(Backend::open(backend_db)?);
+    let dispatcher = dispatcher(backend.clone())?;
+    let agent = ScenarioAgent::by_session(backend);
+    Ok(adapter::driver(store, &dispatcher, agent, owner, None)?)
 }
 
 /// The lease owner name of workers.

@@ -7,7 +7,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
 use super::model::ModelCaller;
-use super::types::{Decision, Step, ToolSpec};
+use super::types::{Decision, DecisionKind, Step, ToolSpec};
 
 /// What the agent is handed for one step. Everything in it is a copy.
 #[derive(Clone)]
@@ -41,8 +41,24 @@ impl std::fmt::Debug for StepInput {
     }
 }
 
-/// What [`Agent::decide`] returns: the decision, or an error message that fails the run.
-pub type DecideFuture = Pin<Box<dyn Future<Output = Result<Decision, String>> + Send>>;
+/// Why an agent could not decide. Its text is recorded as the failed step's error, so a
+/// consumer's own failure is an [`AgentError::Message`]: `?` on a `String` or `&str` error, or
+/// `.into()`, makes one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AgentError {
+    /// A [`ScriptedAgent`] was asked for more answers than it was given.
+    #[error("script exhausted")]
+    ScriptExhausted,
+    /// The consumer's own failure, as its message.
+    #[error("{0}")]
+    Message(String),
+}
+
+from_message!(AgentError);
+
+/// What [`Agent::decide`] returns: the decision, or the error that fails the run.
+pub type DecideFuture = Pin<Box<dyn Future<Output = Result<Decision, AgentError>> + Send>>;
 
 /// An agent. An `Err` ends the run FAILED (`agent_error`, or the model's reason when its
 /// model handle hit a limit or the model was unavailable).
@@ -57,7 +73,7 @@ pub trait Agent: Send + Sync + 'static {
 /// A `tool_call` decision.
 pub fn tool_call(tool: &str, args: &str) -> Decision {
     Decision {
-        kind: "tool_call".into(),
+        kind: DecisionKind::ToolCall,
         tool: tool.into(),
         args: args.as_bytes().to_vec(),
         ..Decision::default()
@@ -67,7 +83,7 @@ pub fn tool_call(tool: &str, args: &str) -> Decision {
 /// A `complete` decision with a JSON result (empty = none).
 pub fn complete(result: &str) -> Decision {
     Decision {
-        kind: "complete".into(),
+        kind: DecisionKind::Complete,
         result: result.as_bytes().to_vec(),
         ..Decision::default()
     }
@@ -76,7 +92,7 @@ pub fn complete(result: &str) -> Decision {
 /// A `fail` decision.
 pub fn fail(message: &str) -> Decision {
     Decision {
-        kind: "fail".into(),
+        kind: DecisionKind::Fail,
         message: message.into(),
         ..Decision::default()
     }
@@ -87,7 +103,7 @@ pub enum Scripted {
     /// Answer with this decision.
     Decide(Decision),
     /// Answer with this agent error (the run ends FAILED, `agent_error`).
-    Error(String),
+    Error(AgentError),
     /// Computed from the input (may call the model handle).
     With(Box<dyn FnOnce(StepInput) -> DecideFuture + Send>),
 }
@@ -153,7 +169,7 @@ impl Agent for ScriptedAgent {
             Some(Scripted::Decide(d)) => Box::pin(async move { Ok(d) }),
             Some(Scripted::Error(e)) => Box::pin(async move { Err(e) }),
             Some(Scripted::With(f)) => f(input),
-            None => Box::pin(async { Err("script exhausted".to_string()) }),
+            None => Box::pin(async { Err(AgentError::ScriptExhausted) }),
         }
     }
 }

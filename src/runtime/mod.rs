@@ -15,6 +15,24 @@ macro_rules! testing_pub {
     };
 }
 
+/// `From<String>` and `From<&str>` into a consumer-facing error's `Message` arm, so a
+/// consumer's own errors go in with `?` or `.into()`.
+macro_rules! from_message {
+    ($($name:ident),*) => {$(
+        impl From<String> for $name {
+            fn from(s: String) -> Self {
+                $name::Message(s)
+            }
+        }
+
+        impl From<&str> for $name {
+            fn from(s: &str) -> Self {
+                $name::Message(s.to_string())
+            }
+        }
+    )*};
+}
+
 pub mod agent;
 pub mod clock;
 pub mod driver;

@@ -8,58 +8,17 @@ use std::sync::Arc;
 
 use super::json::{self, gojson};
 use super::tools::SideEffect;
-pub use super::types::PolicyDecision;
 use super::types::{Approval, Step};
+pub use super::types::{Outcome, PolicyDecision};
 
-/// The four outcomes, and whatever else a policy might say (which fails the run).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
-    /// `allow`: the tool call runs now.
-    Allow,
-    /// `deny`: the call does not run; the step fails (`policy_denied`) and the run goes on.
-    Deny,
-    /// `abort`: the call does not run and the run ends FAILED (`policy_abort`).
-    Abort,
-    /// `require_approval`: the run pauses until an operator decides (spec 4.3).
-    RequireApproval,
-    /// Any other outcome string, kept as written (empty included). The driver ends the run
-    /// FAILED (`internal_error`, "unknown policy outcome") and runs nothing.
-    Unknown(String),
-}
-
-impl Outcome {
-    /// The outcome as stored in `policy_json` (`"allow"`, ...; `Unknown` gives its text).
-    pub fn as_str(&self) -> &str {
-        match self {
-            Outcome::Allow => "allow",
-            Outcome::Deny => "deny",
-            Outcome::Abort => "abort",
-            Outcome::RequireApproval => "require_approval",
-            Outcome::Unknown(s) => s,
-        }
-    }
-
-    /// Reads a stored outcome; exact and case-sensitive, anything else is `Unknown`. Never
-    /// fails, and `parse(o.as_str()) == o` for every outcome.
-    pub fn parse(s: &str) -> Outcome {
-        match s {
-            "allow" => Outcome::Allow,
-            "deny" => Outcome::Deny,
-            "abort" => Outcome::Abort,
-            "require_approval" => Outcome::RequireApproval,
-            other => Outcome::Unknown(other.to_string()),
-        }
-    }
-}
-
-/// The outcome of a decision.
+/// The outcome of a decision (the field itself; kept for agentrt readers).
 pub fn outcome_of(d: &PolicyDecision) -> Outcome {
-    Outcome::parse(&d.outcome)
+    d.outcome.clone()
 }
 
 fn decision(outcome: Outcome, reason: impl Into<String>) -> PolicyDecision {
     PolicyDecision {
-        outcome: outcome.as_str().to_string(),
+        outcome,
         reason: reason.into(),
         ..PolicyDecision::default()
     }
@@ -145,13 +104,40 @@ impl RunView {
     }
 }
 
+/// Why a policy could not judge a call. Its text is what the run records (`policy: <text>`),
+/// so a consumer's own failure is a [`PolicyError::Message`]: `?` on a `String` or `&str`
+/// error, or `.into()`, makes one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PolicyError {
+    /// A `capability` or `presentation` handed to [`need_approval`] is not usable JSON.
+    #[error("agentrt: approval {field}: {err}")]
+    Approval {
+        /// `capability` or `presentation`.
+        field: &'static str,
+        /// Why it was refused.
+        err: json::JsonError,
+    },
+    /// Arguments or another value would not encode as Go does.
+    #[error("{0}")]
+    Json(#[from] json::JsonError),
+    /// The policy panicked (the driver caught it).
+    #[error("the policy panicked")]
+    Panicked,
+    /// The consumer's own failure, as its message.
+    #[error("{0}")]
+    Message(String),
+}
+
+from_message!(PolicyError);
+
 /// A policy. An `Err` fails the run as `internal_error` with detail `policy: <err>`.
 pub trait Policy: Send + Sync + 'static {
     /// Judges one tool call. Called for every `tool_call` decision before it runs, and again
     /// on resume for an approved call (spec 8.2), so an answer may change between the two;
     /// `Driver::recheck` may also call it, read-only, to compare. A panic is caught and
     /// treated as an error.
-    fn evaluate(&self, req: &PolicyRequest, view: &RunView) -> Result<PolicyDecision, String>;
+    fn evaluate(&self, req: &PolicyRequest, view: &RunView) -> Result<PolicyDecision, PolicyError>;
     /// An identity recorded with each decision (`policy_id`): at most 256 bytes, no control
     /// characters. `None` = not identified.
     fn id(&self) -> Option<String> {
@@ -166,18 +152,19 @@ pub fn need_approval(
     reason: &str,
     capability: &[u8],
     presentation: &[u8],
-) -> Result<PolicyDecision, String> {
-    let norm = |field: &str, v: &[u8]| -> Result<Vec<u8>, String> {
+) -> Result<PolicyDecision, PolicyError> {
+    let norm = |field: &'static str, v: &[u8]| -> Result<Vec<u8>, PolicyError> {
         if v.iter().all(|b| b.is_ascii_whitespace()) {
             return Ok(b"{}".to_vec());
         }
-        json::check_json(v).map_err(|e| format!("agentrt: approval {field}: {e}"))?;
+        let refused = |err| PolicyError::Approval { field, err };
+        json::check_json(v).map_err(refused)?;
         let mut out = Vec::new();
-        gojson::write_raw(&mut out, v).map_err(|e| format!("agentrt: approval {field}: {e}"))?;
+        gojson::write_raw(&mut out, v).map_err(refused)?;
         Ok(out)
     };
     Ok(PolicyDecision {
-        outcome: "require_approval".to_string(),
+        outcome: Outcome::RequireApproval,
         reason: reason.to_string(),
         kind: kind.to_string(),
         capability: norm("capability", capability)?,
@@ -215,7 +202,11 @@ impl Default for SideEffectPolicy {
 }
 
 impl Policy for SideEffectPolicy {
-    fn evaluate(&self, req: &PolicyRequest, _view: &RunView) -> Result<PolicyDecision, String> {
+    fn evaluate(
+        &self,
+        req: &PolicyRequest,
+        _view: &RunView,
+    ) -> Result<PolicyDecision, PolicyError> {
         let class = req.side_effect.as_str();
         let outcome = match &req.side_effect {
             SideEffect::ReadOnly => &self.read_only,
@@ -232,11 +223,11 @@ impl Policy for SideEffectPolicy {
         }
         // capability = presentation = {"args": <policy-form args>, "tool": <name>} (Go map).
         let mut o = gojson::Object::new();
-        o.raw("args", &req.args).map_err(|e| e.to_string())?;
+        o.raw("args", &req.args)?;
         o.str("tool", &req.tool);
         let cap = o.finish();
         Ok(PolicyDecision {
-            outcome: "require_approval".to_string(),
+            outcome: Outcome::RequireApproval,
             reason,
             kind: class.to_string(),
             capability: cap.clone(),
@@ -246,7 +237,7 @@ impl Policy for SideEffectPolicy {
 }
 
 impl Policy for DefaultPolicy {
-    fn evaluate(&self, req: &PolicyRequest, view: &RunView) -> Result<PolicyDecision, String> {
+    fn evaluate(&self, req: &PolicyRequest, view: &RunView) -> Result<PolicyDecision, PolicyError> {
         SideEffectPolicy::default().evaluate(req, view)
     }
 }
@@ -256,9 +247,9 @@ pub struct FnPolicy<F>(pub F);
 
 impl<F> Policy for FnPolicy<F>
 where
-    F: Fn(&PolicyRequest, &RunView) -> Result<PolicyDecision, String> + Send + Sync + 'static,
+    F: Fn(&PolicyRequest, &RunView) -> Result<PolicyDecision, PolicyError> + Send + Sync + 'static,
 {
-    fn evaluate(&self, req: &PolicyRequest, view: &RunView) -> Result<PolicyDecision, String> {
+    fn evaluate(&self, req: &PolicyRequest, view: &RunView) -> Result<PolicyDecision, PolicyError> {
         (self.0)(req, view)
     }
 }
@@ -272,4 +263,44 @@ pub fn check_policy_id(id: &str) -> Result<(), String> {
         return Err("agentrt: policy id holds a control character".into());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The typed errors read exactly as the text agentrt records for them.
+    #[test]
+    fn typed_errors_read_as_the_recorded_text() {
+        let e = need_approval("k", "r", b"{", b"{}").unwrap_err();
+        assert!(
+            matches!(
+                e,
+                PolicyError::Approval {
+                    field: "capability",
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        assert!(
+            e.to_string().starts_with("agentrt: approval capability: "),
+            "{e}"
+        );
+        let e = need_approval("k", "r", b"{}", b"[1,]").unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("agentrt: approval presentation: "),
+            "{e}"
+        );
+        assert_eq!(PolicyError::Panicked.to_string(), "the policy panicked");
+        assert_eq!(
+            PolicyError::from("rules file missing").to_string(),
+            "rules file missing"
+        );
+        assert_eq!(
+            crate::runtime::agent::AgentError::ScriptExhausted.to_string(),
+            "script exhausted"
+        );
+    }
 }

@@ -60,8 +60,8 @@ impl World {
             store.clone(),
             registry(&dispatcher).map_err(|e| e.to_string())?,
             Arc::new(ConsumerPolicy::new(dispatcher.clone())),
-        );
-        cfg.agent = Some(ScenarioAgent::by_session(backend.clone()));
+        )
+        .agent(ScenarioAgent::by_session(backend.clone()));
         cfg.lease_owner = owner.to_string();
         cfg.lease_ttl = lease_ttl;
         let driver = Driver::new(cfg).map_err(|e| e.to_string())?;

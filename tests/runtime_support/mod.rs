@@ -97,13 +97,30 @@ pub fn config(
     tools: Registry,
     policy: Arc<dyn Policy>,
     agent: Arc<dyn Agent>,
-) -> Config {
+) -> Config<Arc<dyn Agent>> {
+    gate_config(store, tools, policy).agent(agent)
+}
+
+/// The configuration [`config`] makes, without an agent: what a Gate is built from.
+pub fn gate_config(
+    store: &Arc<Store>,
+    tools: Registry,
+    policy: Arc<dyn Policy>,
+) -> countersign::runtime::driver::Config {
     let mut c = Config::new(store.clone(), tools, policy);
-    c.agent = Some(agent);
     c.now = Some(clock());
     c.ids = Some(ids());
     c.lease_owner = "test".into();
     c
+}
+
+/// A Gate over `store` with the test clock, ids and owner.
+pub fn gate(
+    store: &Arc<Store>,
+    tools: Registry,
+    policy: Arc<dyn Policy>,
+) -> countersign::runtime::driver::Gate {
+    gate_config(store, tools, policy).gate().unwrap()
 }
 
 pub fn driver(
@@ -188,4 +205,13 @@ pub fn reject(store: &Store, run_id: &str, approval_id: &str, by: &str, note: &s
 /// Operator cancel (wall clock).
 pub fn cancel(store: &Store, run_id: &str, by: &str, note: &str) {
     countersign::runtime::operator::cancel(store, run_id, by, note, Timestamp::now()).unwrap();
+}
+
+/// A multi-thread tokio runtime with two workers, as the runtime tests drive the driver on.
+pub fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
 }

@@ -214,11 +214,12 @@ fn finish(
         noted: Mutex::new(HashMap::new()),
         id: policy_id(cfg),
     });
-    let mut c = Config::new(store.clone(), registry, policy.clone());
-    c.lease_owner = format!("countersign-mcp-proxy:{}", cfg.session);
-    c.lease_ttl = cfg.lease_ttl.unwrap_or(Duration::ZERO);
-    c.reconcile = Some(Arc::new(super::policy::ProxyReconcile(policy.clone())));
-    let gate = Gate::new(c).map_err(|e| e.to_string())?;
+    let gate = Config::new(store.clone(), registry, policy.clone())
+        .lease_owner(format!("countersign-mcp-proxy:{}", cfg.session))
+        .lease_ttl(cfg.lease_ttl.unwrap_or(Duration::ZERO))
+        .reconcile(Arc::new(super::policy::ProxyReconcile(policy.clone())))
+        .gate()
+        .map_err(|e| e.to_string())?;
     Calls::open(&cfg.database, &cfg.session)?;
     Ok((store, gate, policy))
 }

@@ -9,7 +9,9 @@ use serde::Deserialize;
 
 use crate::mcp::config::Outcome;
 use crate::runtime::json::gojson::Object;
-use crate::runtime::policy::{Policy, PolicyDecision, PolicyRequest, RunView, allow, deny};
+use crate::runtime::policy::{
+    Policy, PolicyDecision, PolicyError, PolicyRequest, RunView, allow, deny,
+};
 use crate::runtime::types::Approval;
 
 /// The approval kind of a re-run.
@@ -132,7 +134,7 @@ fn approval(
     t: &ToolInfo,
     reason: &str,
     rerun: Option<&Attempt>,
-) -> Result<PolicyDecision, String> {
+) -> Result<PolicyDecision, PolicyError> {
     let interrupted = rerun.map(|a| {
         Object::new()
             .str("ended", &a.ended)
@@ -187,7 +189,7 @@ fn approval(
 }
 
 impl Policy for ProxyPolicy {
-    fn evaluate(&self, req: &PolicyRequest, view: &RunView) -> Result<PolicyDecision, String> {
+    fn evaluate(&self, req: &PolicyRequest, view: &RunView) -> Result<PolicyDecision, PolicyError> {
         let Some(t) = self.tools.get(&req.tool) else {
             return Ok(deny(format!(
                 "tool {} is not offered",
@@ -286,7 +288,8 @@ impl crate::runtime::driver::Reconcile for ProxyReconcile {
         run: &crate::runtime::types::Run,
         steps: &[crate::runtime::types::Step],
         _approvals: &[Approval],
-    ) -> Result<crate::runtime::driver::Reconciliation, String> {
+    ) -> Result<crate::runtime::driver::Reconciliation, crate::runtime::driver::ReconcileError>
+    {
         use crate::runtime::driver::Reconciliation;
         let cut = steps.iter().rev().find(|s| {
             s.status == crate::runtime::types::StepStatus::Interrupted

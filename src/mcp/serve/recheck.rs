@@ -16,7 +16,7 @@ use crate::mcp::config::ProxyConfig;
 use crate::mcp::load::Report;
 use crate::mcp::rules::Built;
 use crate::mcp::{owned, quote};
-use crate::runtime::driver::{Config, Driver, RecheckReport, RecheckScope, RecheckSpecs};
+use crate::runtime::driver::{Config, Gate, RecheckReport, RecheckScope, RecheckSpecs};
 use crate::runtime::store::Store;
 use crate::runtime::tools::{Registry, SideEffect, Tool, ToolCall, ToolDef, ToolError, ToolFuture};
 
@@ -109,8 +109,8 @@ fn from_servers(cfg: &ProxyConfig) -> Result<(Vec<Offered>, Vec<Report>), Failed
     Ok((offered, reports))
 }
 
-/// A read-only driver whose policy is the proxy's and whose tools are `offered`.
-fn driver(cfg: &ProxyConfig, store: Arc<Store>, offered: &[Offered]) -> Result<Driver, String> {
+/// A read-only Gate whose policy is the proxy's and whose tools are `offered`.
+fn gate(cfg: &ProxyConfig, store: Arc<Store>, offered: &[Offered]) -> Result<Gate, String> {
     let mut registry = Registry::new();
     let mut infos = HashMap::new();
     for o in offered {
@@ -150,7 +150,9 @@ fn driver(cfg: &ProxyConfig, store: Arc<Store>, offered: &[Offered]) -> Result<D
         noted: Mutex::new(HashMap::new()),
         id: policy_id(cfg),
     });
-    Driver::new(Config::new(store, registry, policy)).map_err(|e| e.to_string())
+    Config::new(store, registry, policy)
+        .gate()
+        .map_err(|e| e.to_string())
 }
 
 /// The session's newest `limit` run ids from the call index (none when the index does not
@@ -197,7 +199,7 @@ pub fn recheck(cfg: &ProxyConfig, target: &Target, current_tools: bool) -> Resul
     let fail = |e: String| (e, loads.clone());
     let store =
         Store::open_existing(&cfg.database, true).map_err(|e| fail(format!("database: {e}")))?;
-    let driver = driver(cfg, Arc::new(store), &offered).map_err(fail)?;
+    let gate = gate(cfg, Arc::new(store), &offered).map_err(fail)?;
     let specs = if current_tools {
         RecheckSpecs::Registered
     } else {
@@ -215,7 +217,7 @@ pub fn recheck(cfg: &ProxyConfig, target: &Target, current_tools: bool) -> Resul
         loads: loads.clone(),
     };
     for id in ids {
-        match driver.recheck_with(&id, RecheckScope::All, specs) {
+        match gate.recheck_with(&id, RecheckScope::All, specs) {
             Ok(r) => found.reports.push(r),
             Err(e) if e.is_not_found() && matches!(target, Target::Session { .. }) => {}
             Err(e) => return Err(fail(format!("run {}: {e}", quote(&id)))),

@@ -8,8 +8,8 @@ use super::calls::{Calls, Claim, OUTCOME_KNOWN, OUTCOME_NONE, OUTCOME_UNKNOWN, n
 use super::open::Offered;
 use super::policy::{Attempt, INTERRUPTED_KIND, how};
 use super::{Proxy, now_ns};
-use crate::runtime::driver::{Session, Verdict};
-use crate::runtime::types::{Decision, Limits, Run};
+use crate::runtime::driver::{NextStep, Session, Verdict};
+use crate::runtime::types::{Decision, DecisionKind, Limits, Origin, Run};
 
 /// What the rules found before a new run is begun.
 #[derive(Default)]
@@ -44,13 +44,19 @@ pub const CLOSE_TAKEN_OVER: &str =
 pub const CLOSE_UNRECORDED: &str =
     "one call per run: the tool call executed and its result could not be recorded";
 
-fn decision(kind: &str, tool: &str, args: &[u8], message: &str, origin: &str) -> Decision {
+fn decision(
+    kind: DecisionKind,
+    tool: &str,
+    args: &[u8],
+    message: &str,
+    origin: Origin,
+) -> Decision {
     Decision {
-        kind: kind.into(),
+        kind,
         tool: tool.into(),
         args: args.to_vec(),
         message: message.into(),
-        origin: origin.into(),
+        origin,
         ..Decision::default()
     }
 }
@@ -135,15 +141,21 @@ impl Proxy {
     /// Ends a run whose call did not complete (a `fail` decision of origin `operator`).
     pub(crate) fn end_run(&self, s: &mut Session, message: &str) {
         match s.step() {
-            Ok(Ok(_)) => {
-                if let Err(e) = s.propose(decision("fail", "", b"", message, "operator")) {
+            Ok(NextStep::Open(_)) => {
+                if let Err(e) = s.propose(decision(
+                    DecisionKind::Fail,
+                    "",
+                    b"",
+                    message,
+                    Origin::Operator,
+                )) {
                     self.say(&format!(
                         "run closing: {}",
                         crate::mcp::sanitize(&e.to_string())
                     ));
                 }
             }
-            Ok(Err(_)) => {}
+            Ok(NextStep::Over(_)) => {}
             Err(e) => self.say(&format!(
                 "run closing: {}",
                 crate::mcp::sanitize(&e.to_string())
@@ -223,8 +235,8 @@ impl Proxy {
         };
         let _ = calls.unsettle(&run_id);
         match s.step() {
-            Ok(Ok(_)) => {}
-            Ok(Err(v)) => return Next::Answer(self.ended_answer(&v)),
+            Ok(NextStep::Open(_)) => {}
+            Ok(NextStep::Over(v)) => return Next::Answer(self.ended_answer(&v)),
             Err(_) => {
                 return Next::Answer(answer::unavailable(
                     "the gate could not start this request, and nothing was executed",
@@ -236,8 +248,18 @@ impl Proxy {
         if let (Some(a), Ok(mut n)) = (prior, self.o.policy.noted.lock()) {
             n.insert(run_id.clone(), a);
         }
-        let origin = if reopened { "operator" } else { "model" };
-        let v = s.propose(decision("tool_call", &t.built.name, args, "", origin));
+        let origin = if reopened {
+            Origin::Operator
+        } else {
+            Origin::Model
+        };
+        let v = s.propose(decision(
+            DecisionKind::ToolCall,
+            &t.built.name,
+            args,
+            "",
+            origin,
+        ));
         if let Ok(mut n) = self.o.policy.noted.lock() {
             n.remove(&run_id);
         }
@@ -445,11 +467,11 @@ impl Proxy {
             crate::mcp::sanitize(&t.built.name)
         ));
         let steps = self.o.store.list_steps(run_id).unwrap_or_default();
-        let Some(last) = steps
-            .iter()
-            .rev()
-            .find(|x| x.decision.as_ref().is_some_and(|d| d.kind == "tool_call"))
-        else {
+        let Some(last) = steps.iter().rev().find(|x| {
+            x.decision
+                .as_ref()
+                .is_some_and(|d| d.kind == DecisionKind::ToolCall)
+        }) else {
             self.settle(calls, run_id, OUTCOME_UNKNOWN);
             s.close();
             return answer::unknown(how, err, None);
@@ -469,8 +491,14 @@ impl Proxy {
             n.insert(run_id.to_string(), attempt.clone());
         }
         let asked = match s.step() {
-            Ok(Ok(_)) => {
-                match s.propose(decision("tool_call", &t.built.name, &args, "", "operator")) {
+            Ok(NextStep::Open(_)) => {
+                match s.propose(decision(
+                    DecisionKind::ToolCall,
+                    &t.built.name,
+                    &args,
+                    "",
+                    Origin::Operator,
+                )) {
                     Ok(Verdict::Pending(run)) => {
                         self.hint(&t.built.name, &run);
                         Asked::Approval(
@@ -486,7 +514,7 @@ impl Proxy {
                 }
             }
             // No step left in this run (the step limit): the question moves to a fresh run.
-            Ok(Err(_)) => Asked::Reopen,
+            Ok(NextStep::Over(_)) => Asked::Reopen,
             Err(_) => Asked::Approval(None),
         };
         if let Ok(mut n) = self.o.policy.noted.lock() {

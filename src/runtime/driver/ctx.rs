@@ -320,21 +320,13 @@ impl RunCtx {
 
     /// Replaces the cache from the database (resume, after a reload).
     pub fn reload_all(&mut self) -> Result<(), RuntimeError> {
-        self.run = self.inner.store.get_run(&self.run_id)?;
-        self.steps = self
-            .inner
-            .store
-            .list_steps(&self.run_id)?
-            .into_iter()
-            .map(Arc::new)
-            .collect();
-        self.approvals = self
-            .inner
-            .store
-            .list_approvals(&self.run_id)?
-            .into_iter()
-            .map(Arc::new)
-            .collect();
+        fn shared<T>(rows: Vec<T>) -> Vec<Arc<T>> {
+            rows.into_iter().map(Arc::new).collect()
+        }
+        let store = &self.inner.store;
+        self.run = store.get_run(&self.run_id)?;
+        self.steps = shared(store.list_steps(&self.run_id)?);
+        self.approvals = shared(store.list_approvals(&self.run_id)?);
         Ok(())
     }
 

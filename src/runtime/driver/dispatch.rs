@@ -7,7 +7,7 @@ use super::ctx::{EventExt, RunCtx, StepResult, Stop, step_set};
 use super::record;
 use super::step::json_err;
 use crate::runtime::json::{self, gojson::Object};
-use crate::runtime::policy::{Outcome, PolicyRequest, RunView, outcome_of};
+use crate::runtime::policy::{Outcome, PolicyError, PolicyRequest, RunView, outcome_of};
 use crate::runtime::store::{NewApproval, StepUpdate, Transition, Tx};
 use crate::runtime::tools::Registered;
 use crate::runtime::types::{PolicyDecision, Run, RunStatus, StepStatus, Timestamp, ToolRequest};
@@ -71,7 +71,7 @@ pub(crate) fn policy_event(
     view: Option<&RunView>,
 ) -> Result<Vec<u8>, json::JsonError> {
     let mut o = Object::new();
-    o.str("outcome", &pd.outcome)
+    o.str("outcome", pd.outcome.as_str())
         .str_opt("reason", &pd.reason)
         .str_opt("kind", &pd.kind);
     o.raw_opt("capability", &pd.capability)?;
@@ -104,11 +104,15 @@ impl RunCtx {
     }
 
     /// Asks the policy; a panic in it is an error.
-    pub fn evaluate(&self, req: &PolicyRequest, view: &RunView) -> Result<PolicyDecision, String> {
+    pub fn evaluate(
+        &self,
+        req: &PolicyRequest,
+        view: &RunView,
+    ) -> Result<PolicyDecision, PolicyError> {
         let policy = self.inner.policy.clone();
         match catch_unwind(AssertUnwindSafe(|| policy.evaluate(req, view))) {
             Ok(r) => r,
-            Err(_) => Err("the policy panicked".into()),
+            Err(_) => Err(PolicyError::Panicked),
         }
     }
 

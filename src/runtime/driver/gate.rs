@@ -10,15 +10,17 @@
 //! step as an agent error; `close` releases the lease. Once the lease is lost every later call
 //! is refused with `ErrLeaseLost`.
 
+use std::sync::Arc;
+
 use super::ctx::{RunCtx, Stop};
 use super::dispatch::Allowed;
 use super::execute::execute;
 use super::resume::{self, Attached};
 use super::run_loop::{Next, Open, decided, open_step};
-use super::{Config, Driver, RuntimeError};
-use crate::runtime::agent::StepInput;
+use super::{Config, Inner, RuntimeError};
+use crate::runtime::agent::{AgentError, StepInput};
 use crate::runtime::store::StoreError;
-use crate::runtime::types::{Limits, Observation, Run, RunStatus, ToolRequest};
+use crate::runtime::types::{Decision, Limits, Observation, Run, RunStatus, ToolRequest};
 
 /// What a proposal (or an execution) came to.
 #[derive(Debug, Clone, PartialEq)]
@@ -51,6 +53,31 @@ impl Verdict {
     }
 }
 
+/// What [`Session::step`] came to.
+// A verdict is as large as every other Gate answer (`propose` and `execute` return one too);
+// a `NextStep` lives for one match.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+pub enum NextStep {
+    /// A step is open: what an agent would be handed for it. Propose a decision, or `fail`.
+    Open(StepInput),
+    /// No step was opened: a limit ended the run (or it paused); the session is over.
+    Over(Verdict),
+}
+
+impl NextStep {
+    /// The open step's input, or the verdict that ended the session as an `Err` (for `?` in
+    /// a loop that treats an ended run as its way out).
+    // The `Err` is the session's last verdict, handed back once, as every Gate call does.
+    #[allow(clippy::result_large_err)]
+    pub fn open(self) -> Result<StepInput, Verdict> {
+        match self {
+            NextStep::Open(input) => Ok(input),
+            NextStep::Over(v) => Err(v),
+        }
+    }
+}
+
 /// The Gate: a driver without an agent. The caller's own loop proposes each decision; the
 /// Gate records it, checks it against the tool's schema, asks the policy and answers with a
 /// [`Verdict`]. An allowed call runs only through [`Session::execute`], which first writes the
@@ -60,7 +87,7 @@ impl Verdict {
 /// # use std::sync::Arc;
 /// # use std::time::Duration;
 /// # use countersign::runtime::agent;
-/// # use countersign::runtime::driver::{Config, Gate, Verdict, default_limits};
+/// # use countersign::runtime::driver::{Config, NextStep, Verdict, default_limits};
 /// # use countersign::runtime::policy::DefaultPolicy;
 /// # use countersign::runtime::store::Store;
 /// # use countersign::runtime::tools::{FnTool, Registry, SideEffect, ToolDef, ToolOutput};
@@ -80,19 +107,19 @@ impl Verdict {
 ///     },
 ///     |_| Box::pin(async { Ok(ToolOutput::default()) }),
 /// ))?;
-/// let gate = Gate::new(Config::new(store, tools, Arc::new(DefaultPolicy)))?;
+/// let gate = Config::new(store, tools, Arc::new(DefaultPolicy)).gate()?;
 /// let rt = tokio::runtime::Runtime::new()?;
 /// let mut session = rt.block_on(gate.begin("check-1", "how big is the cache?", default_limits()))?;
 ///
 /// // The caller's model chose a call: the Gate judges it; nothing has run yet.
-/// session.step()?.map_err(|v| v.outcome())?;
+/// let NextStep::Open(_input) = session.step()? else { panic!("the run ended") };
 /// let verdict = session.propose(agent::tool_call("disk_usage", r#"{"path":"/var"}"#))?;
 /// assert_eq!(verdict.outcome(), "allowed");
 /// // Only `execute` runs it, after checking that the lease and the run still allow it.
 /// let observed = rt.block_on(session.execute())?;
 /// assert_eq!(observed.outcome(), "observed");
 ///
-/// session.step()?.map_err(|v| v.outcome())?;
+/// session.step()?.open().map_err(|v| v.outcome())?;
 /// match session.propose(agent::complete("{}"))? {
 ///     Verdict::Ended(run) => assert_eq!(run.status, RunStatus::Completed),
 ///     other => panic!("{}", other.outcome()),
@@ -102,20 +129,33 @@ impl Verdict {
 /// ```
 #[derive(Clone)]
 pub struct Gate {
-    driver: Driver,
+    inner: Arc<Inner>,
 }
 
 impl Gate {
-    /// Validates the configuration as `Driver::new` does (the agent, if any, is unused).
-    pub fn new(cfg: Config) -> Result<Gate, RuntimeError> {
+    /// Asks this Gate's policy again, read-only, about a run's recorded evaluations, as
+    /// [`super::Driver::recheck_with`] does (no agent is needed to ask).
+    pub fn recheck_with(
+        &self,
+        run_id: &str,
+        scope: super::RecheckScope,
+        specs: super::RecheckSpecs,
+    ) -> Result<super::RecheckReport, RuntimeError> {
+        super::recheck::recheck(&self.inner, run_id, scope, specs)
+    }
+
+    /// Validates the configuration as `Driver::new` does. A configuration with an agent is
+    /// taken too; the agent is unused.
+    pub fn new<A>(cfg: Config<A>) -> Result<Gate, RuntimeError> {
+        let (cfg, _agent) = cfg.split();
         Ok(Gate {
-            driver: Driver::new(cfg)?,
+            inner: Arc::new(Inner::new(cfg)?),
         })
     }
 
-    /// This gate's lease owner (as [`Driver::owner`]).
+    /// This gate's lease owner (as [`Driver::owner`](super::Driver::owner)).
     pub fn owner(&self) -> &str {
-        self.driver.owner()
+        &self.inner.owner
     }
 
     /// Creates a run with a caller-chosen id and opens a session on it.
@@ -125,11 +165,7 @@ impl Gate {
         goal: &str,
         limits: Limits,
     ) -> Result<Session, RuntimeError> {
-        let (inner, id, goal) = (
-            self.driver.inner.clone(),
-            run_id.to_string(),
-            goal.to_string(),
-        );
+        let (inner, id, goal) = (self.inner.clone(), run_id.to_string(), goal.to_string());
         let cx = super::blocking(move || RunCtx::create(inner, &id, &goal, limits)).await??;
         Ok(Session::new(cx, None))
     }
@@ -137,7 +173,7 @@ impl Gate {
     /// Does what a resume does before its loop. With a granted approval the session holds the
     /// allowed request (execute it); with a run that ended or paused there is no session.
     pub async fn attach(&self, run_id: &str) -> Result<(Option<Session>, Verdict), RuntimeError> {
-        match super::attach::attach(self.driver.inner.clone(), run_id, true).await? {
+        match super::attach::attach(self.inner.clone(), run_id, true).await? {
             Attached::Done(run) => Ok((None, ended(*run))),
             Attached::Continue(cx, first) => {
                 let v = match &first {
@@ -163,6 +199,15 @@ fn ended(run: Run) -> Verdict {
     } else {
         Verdict::Ended(run)
     }
+}
+
+/// The observation the step `step_id` ended with (empty if it has none).
+fn observed(cx: &RunCtx, step_id: &str) -> Observation {
+    cx.steps
+        .iter()
+        .find(|s| s.id == step_id)
+        .and_then(|s| s.observation.clone())
+        .unwrap_or_default()
 }
 
 fn request_of(cx: &RunCtx, a: &Allowed) -> ToolRequest {
@@ -261,9 +306,10 @@ impl Session {
         }
     }
 
-    /// Checks the limits and opens a step: the agent's input, or (inner `Err`) the verdict of
-    /// a run a limit ended. A step may not be opened while one is open.
-    pub fn step(&mut self) -> Result<Result<StepInput, Verdict>, RuntimeError> {
+    /// Checks the limits and opens a step: [`NextStep::Open`] with what an agent would be
+    /// handed, or [`NextStep::Over`] with the verdict of a run a limit ended (the session is
+    /// then over). A step may not be opened while one is open.
+    pub fn step(&mut self) -> Result<NextStep, RuntimeError> {
         if self.open.is_some() || self.allowed.is_some() || self.grant.is_some() {
             return Err(RuntimeError::Config(
                 "a step is already open in this session".into(),
@@ -274,9 +320,9 @@ impl Session {
             Ok(open) => {
                 let input = cx.input(&open);
                 self.open = Some(open);
-                Ok(Ok(input))
+                Ok(NextStep::Open(input))
             }
-            Err(s) => self.stop(s).map(Err),
+            Err(s) => self.stop(s).map(NextStep::Over),
         }
     }
 
@@ -291,19 +337,17 @@ impl Session {
     }
 
     /// Records, validates and evaluates a decision for the open step.
-    pub fn propose(&mut self, d: crate::runtime::types::Decision) -> Result<Verdict, RuntimeError> {
+    pub fn propose(&mut self, d: Decision) -> Result<Verdict, RuntimeError> {
         self.conclude(Ok(d))
     }
 
-    /// Ends the open step as an agent error (`agent_error`, or the model's reason).
-    pub fn fail(&mut self, err: &str) -> Result<Verdict, RuntimeError> {
-        self.conclude(Err(err.to_string()))
+    /// Ends the open step as an agent error (`agent_error`, or the model's reason). A `&str`
+    /// or `String` is taken as the message.
+    pub fn fail(&mut self, err: impl Into<AgentError>) -> Result<Verdict, RuntimeError> {
+        self.conclude(Err(err.into()))
     }
 
-    fn conclude(
-        &mut self,
-        d: Result<crate::runtime::types::Decision, String>,
-    ) -> Result<Verdict, RuntimeError> {
+    fn conclude(&mut self, d: Result<Decision, AgentError>) -> Result<Verdict, RuntimeError> {
         self.cx()?;
         let open = self
             .open
@@ -317,15 +361,7 @@ impl Session {
                 self.allowed = Some(a);
                 Ok(Verdict::Allowed(req))
             }
-            Ok(Next::Continue) => {
-                let obs = cx
-                    .steps
-                    .iter()
-                    .find(|s| s.id == step_id)
-                    .and_then(|s| s.observation.clone())
-                    .unwrap_or_default();
-                Ok(Verdict::Denied(obs))
-            }
+            Ok(Next::Continue) => Ok(Verdict::Denied(observed(cx, &step_id))),
             Err(s) => self.stop(s),
         }
     }
@@ -356,12 +392,7 @@ impl Session {
                     self.allowed = Some(a);
                 }
                 Attached::Continue(cx, None) => {
-                    let obs = cx
-                        .steps
-                        .iter()
-                        .find(|s| s.id == step_id)
-                        .and_then(|s| s.observation.clone())
-                        .unwrap_or_default();
+                    let obs = observed(&cx, &step_id);
                     self.cx = Some(*cx);
                     return Ok(Verdict::Denied(obs));
                 }
@@ -385,12 +416,7 @@ impl Session {
         match res {
             Ok(()) => {
                 let cx = self.cx.as_ref().ok_or_else(closed)?;
-                let obs = cx
-                    .steps
-                    .iter()
-                    .find(|s| s.id == step_id)
-                    .and_then(|s| s.observation.clone())
-                    .unwrap_or_default();
+                let obs = observed(cx, &step_id);
                 Ok(if obs.is_failure() {
                     Verdict::Denied(obs)
                 } else {

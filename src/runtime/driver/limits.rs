@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use crate::runtime::json;
-use crate::runtime::types::{Limits, Run, Step, Timestamp};
+use crate::runtime::types::{DecisionKind, Limits, Run, Step, Timestamp};
 
 /// What ended the run before its next step.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -107,7 +107,7 @@ fn loop_streak(steps: &[Arc<Step>]) -> (Option<(String, String, String)>, i64) {
         let (Some(d), Some(o)) = (&s.decision, &s.observation) else {
             break;
         };
-        if d.kind != "tool_call" || o.kind == "invalid_decision" {
+        if d.kind != DecisionKind::ToolCall || o.kind == "invalid_decision" {
             break;
         }
         let k = (

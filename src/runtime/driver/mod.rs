@@ -38,10 +38,10 @@ use super::store::{Store, StoreError};
 use super::tools::{Registry, RegistryError};
 use super::types::{Event, Limits, Run};
 
-pub use gate::{Gate, Session, Verdict};
+pub use gate::{Gate, NextStep, Session, Verdict};
 pub use lease::DEFAULT_LEASE_TTL;
 pub use recheck::{NotRechecked, RecheckReport, RecheckScope, RecheckSpecs, Rechecked};
-pub use recover::{INTERRUPTED_NOTICE, Reconcile, Reconciliation};
+pub use recover::{INTERRUPTED_NOTICE, Reconcile, ReconcileError, Reconciliation};
 pub use resume::verify_hash;
 pub use worker::{SCAN_LIMIT, WorkEvent, WorkObserver, WorkOptions, WorkReport};
 
@@ -64,7 +64,7 @@ pub enum RuntimeError {
     Registry(#[from] RegistryError),
     /// The driver or a session was used in a way it does not allow, or lost track of its own
     /// work: e.g. a policy id that is too long or holds a control character, invalid limits,
-    /// `start`/`resume` without an agent, a Gate call out of order (no step open, a grant
+    /// a Gate call out of order (no step open, a grant
     /// deferred twice), store work or a tool's task lost. Holds the reason.
     #[error("agentrt: {0}")]
     Config(String),
@@ -113,16 +113,54 @@ impl RuntimeError {
     }
 }
 
-/// The driver's configuration.
-pub struct Config {
+/// The marker of a [`Config`] without an agent: it builds a [`Gate`] (the caller's loop
+/// decides), not a [`Driver`]. [`Config::agent`] turns it into a `Config<Arc<dyn Agent>>`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NoAgent;
+
+/// The driver's configuration, and its builder. `A` says whether it has an agent: only a
+/// `Config<Arc<dyn Agent>>` builds a [`Driver`], so a driver without an agent does not compile
+/// (agentrt's `Config.Agent` is checked at run time instead; docs/architecture.md).
+///
+/// ```
+/// # use std::sync::Arc;
+/// # use countersign::runtime::agent::{self, ScriptedAgent};
+/// # use countersign::runtime::driver::Config;
+/// # use countersign::runtime::policy::DefaultPolicy;
+/// # use countersign::runtime::store::Store;
+/// # use countersign::runtime::tools::Registry;
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let dir = tempfile::tempdir()?;
+/// # let store = Arc::new(Store::open(dir.path().join("runs.db"))?);
+/// let driver = Config::new(store.clone(), Registry::new(), Arc::new(DefaultPolicy))
+///     .lease_owner("billing")
+///     .agent(ScriptedAgent::new([agent::complete("{}")]))
+///     .build()?;
+/// let gate = Config::new(store, Registry::new(), Arc::new(DefaultPolicy)).gate()?;
+/// # let _ = (driver, gate);
+/// # Ok(()) }
+/// ```
+///
+/// Without an agent there is no `build`:
+///
+/// ```compile_fail,E0599
+/// # use std::sync::Arc;
+/// # use countersign::runtime::driver::Config;
+/// # use countersign::runtime::policy::DefaultPolicy;
+/// # use countersign::runtime::store::Store;
+/// # use countersign::runtime::tools::Registry;
+/// # let store = Arc::new(Store::open("/nonexistent/runs.db").unwrap());
+/// let driver = Config::new(store, Registry::new(), Arc::new(DefaultPolicy)).build();
+/// ```
+pub struct Config<A = NoAgent> {
     /// The run database.
     pub store: Arc<Store>,
     /// The tools the agent may call; fixed for the driver's life.
     pub tools: Registry,
     /// What judges every tool call before it runs.
     pub policy: Arc<dyn Policy>,
-    /// The agent (required by `start`/`resume`; a Gate has none).
-    pub agent: Option<Arc<dyn Agent>>,
+    /// The agent: [`NoAgent`] until [`Config::agent`] sets one (a Gate needs none).
+    pub agent: A,
     /// The model the agent's handle calls (optional).
     pub model: Option<ModelSetup>,
     /// Lease owner name; the owner is `name/` + 12 hex of a random id (empty: 32 hex).
@@ -139,14 +177,14 @@ pub struct Config {
     pub reconcile: Option<Arc<dyn Reconcile>>,
 }
 
-impl Config {
-    /// A configuration with the default policy-free parts left empty.
-    pub fn new(store: Arc<Store>, tools: Registry, policy: Arc<dyn Policy>) -> Config {
+impl Config<NoAgent> {
+    /// A configuration with no agent and the optional parts left empty.
+    pub fn new(store: Arc<Store>, tools: Registry, policy: Arc<dyn Policy>) -> Config<NoAgent> {
         Config {
             store,
             tools,
             policy,
-            agent: None,
+            agent: NoAgent,
             model: None,
             lease_owner: String::new(),
             lease_ttl: Duration::ZERO,
@@ -156,6 +194,103 @@ impl Config {
             reconcile: None,
         }
     }
+
+    /// Builds a [`Gate`] (as [`Gate::new`]).
+    pub fn gate(self) -> Result<Gate, RuntimeError> {
+        Gate::new(self)
+    }
+}
+
+impl Config<Arc<dyn Agent>> {
+    /// Builds a [`Driver`] (as [`Driver::new`]).
+    pub fn build(self) -> Result<Driver, RuntimeError> {
+        Driver::new(self)
+    }
+}
+
+impl<A> Config<A> {
+    /// Sets the agent: the configuration now builds a [`Driver`].
+    pub fn agent(self, agent: Arc<dyn Agent>) -> Config<Arc<dyn Agent>> {
+        self.swap_agent(agent).0
+    }
+
+    /// Sets the model the agent's handle calls.
+    pub fn model(mut self, model: ModelSetup) -> Self {
+        self.model = Some(model);
+        self
+    }
+
+    /// Sets the lease owner's name (the owner is `name/` + 12 hex of a random id).
+    pub fn lease_owner(mut self, name: impl Into<String>) -> Self {
+        self.lease_owner = name.into();
+        self
+    }
+
+    /// Sets the lease TTL (zero: 30 s).
+    pub fn lease_ttl(mut self, ttl: Duration) -> Self {
+        self.lease_ttl = ttl;
+        self
+    }
+
+    /// Sets the clock for everything recorded (not leases).
+    pub fn clock(mut self, now: Clock) -> Self {
+        self.now = Some(now);
+        self
+    }
+
+    /// Sets what receives events after commit.
+    pub fn observer(mut self, observer: Observer) -> Self {
+        self.observer = Some(observer);
+        self
+    }
+
+    /// Sets the id generator.
+    pub fn ids(mut self, ids: IdGen) -> Self {
+        self.ids = Some(ids);
+        self
+    }
+
+    /// Sets the crash-recovery hook (spec 8.3).
+    pub fn reconcile(mut self, hook: Arc<dyn Reconcile>) -> Self {
+        self.reconcile = Some(hook);
+        self
+    }
+
+    /// The configuration without its agent, and the agent.
+    fn split(self) -> (Config<NoAgent>, A) {
+        self.swap_agent(NoAgent)
+    }
+
+    /// The same configuration with `agent` in place of its own, and its own.
+    fn swap_agent<B>(self, agent: B) -> (Config<B>, A) {
+        let Config {
+            store,
+            tools,
+            policy,
+            agent: own,
+            model,
+            lease_owner,
+            lease_ttl,
+            now,
+            observer,
+            ids,
+            reconcile,
+        } = self;
+        let cfg = Config {
+            store,
+            tools,
+            policy,
+            agent,
+            model,
+            lease_owner,
+            lease_ttl,
+            now,
+            observer,
+            ids,
+            reconcile,
+        };
+        (cfg, own)
+    }
 }
 
 pub(crate) struct Inner {
@@ -163,7 +298,6 @@ pub(crate) struct Inner {
     pub tools: Registry,
     pub policy: Arc<dyn Policy>,
     pub policy_id: String,
-    pub agent: Option<Arc<dyn Agent>>,
     pub model: Option<ModelSetup>,
     pub owner: String,
     pub lease_ttl: Duration,
@@ -176,6 +310,38 @@ pub(crate) struct Inner {
 }
 
 impl Inner {
+    /// Checks the configuration (the policy id) and makes the state the driver and the Gate
+    /// share.
+    fn new(cfg: Config<NoAgent>) -> Result<Inner, RuntimeError> {
+        let policy_id = cfg.policy.id().unwrap_or_default();
+        super::policy::check_policy_id(&policy_id).map_err(RuntimeError::Config)?;
+        let ids = cfg.ids.unwrap_or_else(|| Arc::new(random_id));
+        let own = random_id();
+        let owner = if cfg.lease_owner.is_empty() {
+            own
+        } else {
+            format!("{}/{}", cfg.lease_owner, &own[..12])
+        };
+        Ok(Inner {
+            store: cfg.store,
+            tools: cfg.tools,
+            policy: cfg.policy,
+            policy_id,
+            model: cfg.model,
+            owner,
+            lease_ttl: if cfg.lease_ttl.is_zero() {
+                DEFAULT_LEASE_TTL
+            } else {
+                cfg.lease_ttl
+            },
+            now: cfg.now.unwrap_or_else(clock::wall),
+            observer: cfg.observer,
+            ids,
+            reconcile: cfg.reconcile,
+            claims: Mutex::new(HashSet::new()),
+        })
+    }
+
     pub fn now(&self) -> super::types::Timestamp {
         (self.now)()
     }
@@ -230,41 +396,18 @@ pub fn random_id() -> String {
 #[derive(Clone)]
 pub struct Driver {
     pub(crate) inner: Arc<Inner>,
+    agent: Arc<dyn Agent>,
 }
 
 impl Driver {
     /// Builds a driver. The registry has already refused bad tools; the policy id, if any,
-    /// must be at most 256 bytes without control characters.
-    pub fn new(cfg: Config) -> Result<Driver, RuntimeError> {
-        let policy_id = cfg.policy.id().unwrap_or_default();
-        super::policy::check_policy_id(&policy_id).map_err(RuntimeError::Config)?;
-        let ids = cfg.ids.unwrap_or_else(|| Arc::new(random_id));
-        let own = random_id();
-        let owner = if cfg.lease_owner.is_empty() {
-            own
-        } else {
-            format!("{}/{}", cfg.lease_owner, &own[..12])
-        };
+    /// must be at most 256 bytes without control characters. The configuration must have an
+    /// agent ([`Config::agent`]): without one this does not compile.
+    pub fn new(cfg: Config<Arc<dyn Agent>>) -> Result<Driver, RuntimeError> {
+        let (cfg, agent) = cfg.split();
         Ok(Driver {
-            inner: Arc::new(Inner {
-                store: cfg.store,
-                tools: cfg.tools,
-                policy: cfg.policy,
-                policy_id,
-                agent: cfg.agent,
-                model: cfg.model,
-                owner,
-                lease_ttl: if cfg.lease_ttl.is_zero() {
-                    DEFAULT_LEASE_TTL
-                } else {
-                    cfg.lease_ttl
-                },
-                now: cfg.now.unwrap_or_else(clock::wall),
-                observer: cfg.observer,
-                ids,
-                reconcile: cfg.reconcile,
-                claims: Mutex::new(HashSet::new()),
-            }),
+            inner: Arc::new(Inner::new(cfg)?),
+            agent,
         })
     }
 
@@ -289,7 +432,9 @@ impl Driver {
     /// # use countersign::runtime::agent::{self, Agent, DecideFuture, StepInput};
     /// # use countersign::runtime::driver::{Config, Driver, default_limits};
     /// # use countersign::runtime::operator;
-    /// # use countersign::runtime::policy::{self, FnPolicy, PolicyDecision, PolicyRequest, RunView};
+    /// # use countersign::runtime::policy::{
+    /// #     self, FnPolicy, PolicyDecision, PolicyError, PolicyRequest, RunView,
+    /// # };
     /// # use countersign::runtime::store::Store;
     /// # use countersign::runtime::tools::{FnTool, Registry, SideEffect, ToolDef, ToolOutput};
     /// # use countersign::runtime::types::{RunStatus, Timestamp};
@@ -324,12 +469,12 @@ impl Driver {
     /// #     },
     /// # ))?;
     /// // Every refund waits for a person; the approval binds the request shown to them.
-    /// fn review(req: &PolicyRequest, _: &RunView) -> Result<PolicyDecision, String> {
+    /// fn review(req: &PolicyRequest, _: &RunView) -> Result<PolicyDecision, PolicyError> {
     ///     policy::need_approval("refund", "refunds need a person", &req.args, &req.args)
     /// }
-    /// let mut cfg = Config::new(store.clone(), tools, Arc::new(FnPolicy(review)));
-    /// cfg.agent = Some(Arc::new(Refunder));
-    /// let driver = Driver::new(cfg)?;
+    /// let driver = Config::new(store.clone(), tools, Arc::new(FnPolicy(review)))
+    ///     .agent(Arc::new(Refunder))
+    ///     .build()?;
     /// let rt = tokio::runtime::Runtime::new()?;
     /// let run = rt.block_on(driver.start("refund order A-1", default_limits()))?;
     /// assert_eq!(run.status, RunStatus::WaitingForApproval);
@@ -348,7 +493,7 @@ impl Driver {
         goal: &str,
         limits: Limits,
     ) -> Result<Run, RuntimeError> {
-        let agent = self.agent()?;
+        let agent = self.agent.clone();
         let (inner, id_owned, goal_owned) = (self.inner.clone(), id.to_string(), goal.to_string());
         let cx =
             blocking(move || ctx::RunCtx::create(inner, &id_owned, &goal_owned, limits)).await??;
@@ -368,7 +513,9 @@ impl Driver {
     /// # use countersign::runtime::agent::{self, Agent, DecideFuture, StepInput};
     /// # use countersign::runtime::driver::{Config, Driver, default_limits};
     /// # use countersign::runtime::operator;
-    /// # use countersign::runtime::policy::{self, FnPolicy, PolicyDecision, PolicyRequest, RunView};
+    /// # use countersign::runtime::policy::{
+    /// #     self, FnPolicy, PolicyDecision, PolicyError, PolicyRequest, RunView,
+    /// # };
     /// # use countersign::runtime::store::Store;
     /// # use countersign::runtime::tools::{FnTool, Registry, SideEffect, ToolDef, ToolOutput};
     /// # use countersign::runtime::types::{RunStatus, Timestamp};
@@ -403,12 +550,12 @@ impl Driver {
     /// #     },
     /// # ))?;
     /// // Every refund waits for a person; the approval binds the request shown to them.
-    /// fn review(req: &PolicyRequest, _: &RunView) -> Result<PolicyDecision, String> {
+    /// fn review(req: &PolicyRequest, _: &RunView) -> Result<PolicyDecision, PolicyError> {
     ///     policy::need_approval("refund", "refunds need a person", &req.args, &req.args)
     /// }
-    /// let mut cfg = Config::new(store.clone(), tools, Arc::new(FnPolicy(review)));
-    /// cfg.agent = Some(Arc::new(Refunder));
-    /// let driver = Driver::new(cfg)?;
+    /// let driver = Config::new(store.clone(), tools, Arc::new(FnPolicy(review)))
+    ///     .agent(Arc::new(Refunder))
+    ///     .build()?;
     /// let rt = tokio::runtime::Runtime::new()?;
     /// let paused = rt.block_on(driver.start("refund order A-1", default_limits()))?;
     /// let pending = operator::pending_approval(&store, &paused.id, None)?;
@@ -420,7 +567,7 @@ impl Driver {
     /// # Ok(()) }
     /// ```
     pub async fn resume(&self, run_id: &str) -> Result<Run, RuntimeError> {
-        let agent = self.agent()?;
+        let agent = self.agent.clone();
         match attach::attach(self.inner.clone(), run_id, false).await? {
             resume::Attached::Done(run) => Ok(*run),
             resume::Attached::Continue(cx, first) => run_loop::drive_from(*cx, agent, first).await,
@@ -442,13 +589,6 @@ impl Driver {
         super::operator::cancel(&self.inner.store, run_id, by, note, self.inner.now())
             .map(|c| c.run)
             .map_err(RuntimeError::from)
-    }
-
-    fn agent(&self) -> Result<Arc<dyn Agent>, RuntimeError> {
-        self.inner
-            .agent
-            .clone()
-            .ok_or_else(|| RuntimeError::Config("the driver has no agent".into()))
     }
 }
 

@@ -9,10 +9,12 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
 use super::dispatch::INTERRUPTED_KIND;
-use super::{Driver, RuntimeError};
+use super::{Driver, Inner, RuntimeError};
 use crate::runtime::json;
-use crate::runtime::policy::{PolicyRequest, RunView};
-use crate::runtime::types::{Approval, PolicyDecision, Step, StepStatus, ToolRequest, ToolSpec};
+use crate::runtime::policy::{PolicyError, PolicyRequest, RunView};
+use crate::runtime::types::{
+    Approval, DecisionKind, Outcome, PolicyDecision, Step, StepStatus, ToolRequest, ToolSpec,
+};
 
 /// Which recorded evaluations to ask about again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,7 +51,7 @@ pub struct Rechecked {
     /// What the policy said then (`step.policy`).
     pub recorded: PolicyDecision,
     /// What it says now, or its error.
-    pub now: Result<PolicyDecision, String>,
+    pub now: Result<PolicyDecision, PolicyError>,
     /// Where the answers differ, one phrase each (empty: the same).
     pub differences: Vec<String>,
 }
@@ -121,7 +123,7 @@ fn object_differences(label: &str, then: &[u8], now: &[u8]) -> Vec<String> {
 /// is compared too (kind, capability, presentation and the request with today's spec).
 fn differences(
     then: &PolicyDecision,
-    now: &Result<PolicyDecision, String>,
+    now: &Result<PolicyDecision, PolicyError>,
     hashes: Option<(String, Result<String, String>)>,
 ) -> Vec<String> {
     let now = match now {
@@ -222,121 +224,139 @@ impl Driver {
         scope: RecheckScope,
         specs: RecheckSpecs,
     ) -> Result<RecheckReport, RuntimeError> {
-        let store = &self.inner.store;
-        let run = store.get_run(run_id)?;
-        let steps: Vec<Arc<Step>> = store
-            .list_steps(run_id)?
-            .into_iter()
-            .map(Arc::new)
-            .collect();
-        let approvals: Vec<Arc<Approval>> = store
-            .list_approvals(run_id)?
-            .into_iter()
-            .map(Arc::new)
-            .collect();
-        let mut report = RecheckReport {
-            run_id: run.id.clone(),
-            ..RecheckReport::default()
+        recheck(&self.inner, run_id, scope, specs)
+    }
+}
+
+/// The recheck of a driver's or a Gate's policy and tools (neither needs an agent for it).
+pub(crate) fn recheck(
+    inner: &Inner,
+    run_id: &str,
+    scope: RecheckScope,
+    specs: RecheckSpecs,
+) -> Result<RecheckReport, RuntimeError> {
+    let store = &inner.store;
+    let run = store.get_run(run_id)?;
+    let steps: Vec<Arc<Step>> = store
+        .list_steps(run_id)?
+        .into_iter()
+        .map(Arc::new)
+        .collect();
+    let approvals: Vec<Arc<Approval>> = store
+        .list_approvals(run_id)?
+        .into_iter()
+        .map(Arc::new)
+        .collect();
+    let mut report = RecheckReport {
+        run_id: run.id.clone(),
+        ..RecheckReport::default()
+    };
+    for (i, step) in steps.iter().enumerate() {
+        if scope == RecheckScope::Awaiting && step.status != StepStatus::AwaitingApproval {
+            continue;
+        }
+        let Some(recorded) = step
+            .policy
+            .clone()
+            .filter(|p| !p.outcome.as_str().is_empty())
+        else {
+            continue;
         };
-        for (i, step) in steps.iter().enumerate() {
-            if scope == RecheckScope::Awaiting && step.status != StepStatus::AwaitingApproval {
-                continue;
-            }
-            let Some(recorded) = step.policy.clone().filter(|p| !p.outcome.is_empty()) else {
-                continue;
-            };
-            let skip = |why: String| NotRechecked {
-                step_index: step.index,
-                why,
-            };
-            let Some(decision) = step.decision.as_ref().filter(|d| d.kind == "tool_call") else {
-                continue;
-            };
-            if recorded.kind == INTERRUPTED_KIND && step.policy_id.is_empty() {
-                report.skipped.push(skip(
+        let skip = |why: String| NotRechecked {
+            step_index: step.index,
+            why,
+        };
+        let Some(decision) = step
+            .decision
+            .as_ref()
+            .filter(|d| d.kind == DecisionKind::ToolCall)
+        else {
+            continue;
+        };
+        if recorded.kind == INTERRUPTED_KIND && step.policy_id.is_empty() {
+            report.skipped.push(skip(
                     "its pause is the runtime's interrupted-side-effect pause, not an evaluation of the policy".into(),
                 ));
-                continue;
-            }
-            if !step.decode_error.is_empty() {
-                report.skipped.push(skip(format!(
-                    "the step does not decode: {}",
-                    step.decode_error
-                )));
-                continue;
-            }
-            let Some(reg) = self.inner.tools.get(&decision.tool) else {
-                report.skipped.push(skip(format!(
-                    "its tool {:?} is not registered here",
-                    decision.tool
-                )));
-                continue;
-            };
-            let args: &[u8] = if decision.args.is_empty() {
-                b"{}"
-            } else {
-                &decision.args
-            };
-            let policy_args = match json::policy_json(args) {
-                Ok(a) => a,
-                Err(e) => {
-                    report
-                        .skipped
-                        .push(skip(format!("its arguments are not usable JSON: {e}")));
-                    continue;
-                }
-            };
-            let req = PolicyRequest {
-                run_id: run.id.clone(),
-                step_id: step.id.clone(),
-                tool: reg.def.name.clone(),
-                description: reg.def.description.clone(),
-                side_effect: reg.def.side_effect.clone(),
-                args: policy_args,
-                input_schema: json::policy_form_unchecked(&reg.def.input_schema),
-            };
-            let view = RunView {
-                run_id: run.id.clone(),
-                status: run.status.as_str().to_string(),
-                step_count: run.step_count,
-                model_calls: run.model_calls,
-                input_tokens: run.input_tokens,
-                output_tokens: run.output_tokens,
-                cached_input_tokens: run.cached_input_tokens,
-                estimated_cost_micros: run.estimated_cost_micros,
-                active_ms: run.active_ms,
-                steps: steps[..i].to_vec(),
-                approvals: approvals.clone(),
-            };
-            let policy = self.inner.policy.clone();
-            let now = match catch_unwind(AssertUnwindSafe(|| policy.evaluate(&req, &view))) {
-                Ok(r) => r,
-                Err(_) => Err("the policy panicked".into()),
-            };
-            // Two approval requests: compare the hash a grant binds, too.
-            let hashes = match (&now, recorded.outcome == "require_approval") {
-                (Ok(n), true) if n.outcome == "require_approval" => approvals
-                    .iter()
-                    .rev()
-                    .find(|a| a.step_id == step.id)
-                    .map(|a| {
-                        (
-                            a.hash.clone(),
-                            rehash(n, a, &run.id, step, &reg.spec, args, specs),
-                        )
-                    }),
-                _ => None,
-            };
-            let differences = differences(&recorded, &now, hashes);
-            report.checked.push(Rechecked {
-                step_index: step.index,
-                step_id: step.id.clone(),
-                tool: decision.tool.clone(),
-                recorded,
-                now,
-                differences,
-            });
+            continue;
         }
-        Ok(report)
+        if !step.decode_error.is_empty() {
+            report.skipped.push(skip(format!(
+                "the step does not decode: {}",
+                step.decode_error
+            )));
+            continue;
+        }
+        let Some(reg) = inner.tools.get(&decision.tool) else {
+            report.skipped.push(skip(format!(
+                "its tool {:?} is not registered here",
+                decision.tool
+            )));
+            continue;
+        };
+        let args: &[u8] = if decision.args.is_empty() {
+            b"{}"
+        } else {
+            &decision.args
+        };
+        let policy_args = match json::policy_json(args) {
+            Ok(a) => a,
+            Err(e) => {
+                report
+                    .skipped
+                    .push(skip(format!("its arguments are not usable JSON: {e}")));
+                continue;
+            }
+        };
+        let req = PolicyRequest {
+            run_id: run.id.clone(),
+            step_id: step.id.clone(),
+            tool: reg.def.name.clone(),
+            description: reg.def.description.clone(),
+            side_effect: reg.def.side_effect.clone(),
+            args: policy_args,
+            input_schema: json::policy_form_unchecked(&reg.def.input_schema),
+        };
+        let view = RunView {
+            run_id: run.id.clone(),
+            status: run.status.as_str().to_string(),
+            step_count: run.step_count,
+            model_calls: run.model_calls,
+            input_tokens: run.input_tokens,
+            output_tokens: run.output_tokens,
+            cached_input_tokens: run.cached_input_tokens,
+            estimated_cost_micros: run.estimated_cost_micros,
+            active_ms: run.active_ms,
+            steps: steps[..i].to_vec(),
+            approvals: approvals.clone(),
+        };
+        let policy = inner.policy.clone();
+        let now = match catch_unwind(AssertUnwindSafe(|| policy.evaluate(&req, &view))) {
+            Ok(r) => r,
+            Err(_) => Err("the policy panicked".into()),
+        };
+        // Two approval requests: compare the hash a grant binds, too.
+        let hashes = match (&now, recorded.outcome == Outcome::RequireApproval) {
+            (Ok(n), true) if n.outcome == Outcome::RequireApproval => approvals
+                .iter()
+                .rev()
+                .find(|a| a.step_id == step.id)
+                .map(|a| {
+                    (
+                        a.hash.clone(),
+                        rehash(n, a, &run.id, step, &reg.spec, args, specs),
+                    )
+                }),
+            _ => None,
+        };
+        let differences = differences(&recorded, &now, hashes);
+        report.checked.push(Rechecked {
+            step_index: step.index,
+            step_id: step.id.clone(),
+            tool: decision.tool.clone(),
+            recorded,
+            now,
+            differences,
+        });
     }
+    Ok(report)
 }

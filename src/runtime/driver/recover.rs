@@ -15,7 +15,7 @@ use crate::runtime::json::{self, gojson::Object};
 use crate::runtime::store::{StepUpdate, StoreError, Transition};
 use crate::runtime::tools::SideEffect;
 use crate::runtime::types::{
-    Approval, PolicyDecision, Run, RunStatus, Step, StepStatus, Timestamp, ToolRequest,
+    Approval, Outcome, PolicyDecision, Run, RunStatus, Step, StepStatus, Timestamp, ToolRequest,
 };
 
 /// What a reconciliation hook decides about a run taken over after a crash.
@@ -47,6 +47,23 @@ pub enum Reconciliation {
     },
 }
 
+/// Why a crash-recovery hook could not reconcile a run. Its text is recorded
+/// (`reconcile: <text>`), so a consumer's own failure is a [`ReconcileError::Message`]: `?` on a
+/// `String` or `&str` error, or `.into()`, makes one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReconcileError {
+    /// A policy call the hook made (e.g. [`need_approval`](crate::runtime::policy::need_approval)
+    /// for its pause) failed.
+    #[error("{0}")]
+    Policy(#[from] crate::runtime::policy::PolicyError),
+    /// The consumer's own failure, as its message.
+    #[error("{0}")]
+    Message(String),
+}
+
+from_message!(ReconcileError);
+
 /// The crash-recovery hook (spec 8.3 step 6), handed copies of the run, steps, approvals.
 pub trait Reconcile: Send + Sync + 'static {
     /// Called once per recovering resume, after the in-flight steps were marked interrupted
@@ -56,7 +73,7 @@ pub trait Reconcile: Send + Sync + 'static {
         run: &Run,
         steps: &[Step],
         approvals: &[Approval],
-    ) -> Result<Reconciliation, String>;
+    ) -> Result<Reconciliation, ReconcileError>;
 }
 
 /// The notice of the interrupted-side-effect approval (spec 8.3 step 7), exactly.
@@ -198,7 +215,7 @@ pub(crate) fn resume_interrupted(mut cx: RunCtx) -> Result<Attached, RuntimeErro
                 ));
             }
             Ok(Reconciliation::Waiting { pause, detail }) => {
-                let Some(pd) = pause.filter(|p| p.outcome == "require_approval") else {
+                let Some(pd) = pause.filter(|p| p.outcome == Outcome::RequireApproval) else {
                     let d = if detail.is_empty() {
                         String::new()
                     } else {
@@ -324,7 +341,7 @@ impl RunCtx {
                 .str("side_effect", reg.def.side_effect.as_str())
                 .str("tool", &d.tool);
             PolicyDecision {
-                outcome: "require_approval".into(),
+                outcome: Outcome::RequireApproval,
                 reason: "interrupted while executing; outcome unknown".into(),
                 kind: INTERRUPTED_KIND.into(),
                 capability: cap.finish(),

@@ -11,10 +11,10 @@ use super::lease::release;
 use super::limits::{self, Hit};
 use super::record;
 use super::step::validate;
-use crate::runtime::agent::{Agent, StepInput};
+use crate::runtime::agent::{Agent, AgentError, StepInput};
 use crate::runtime::model::ModelCaller;
 use crate::runtime::policy::RunView;
-use crate::runtime::types::{Run, RunStatus, StepStatus};
+use crate::runtime::types::{DecisionKind, Run, RunStatus, StepStatus};
 
 pub(crate) enum Next {
     Continue,
@@ -190,7 +190,7 @@ impl RunCtx {
 pub(crate) fn decided(
     cx: &mut RunCtx,
     open: Open,
-    decided: Result<crate::runtime::types::Decision, String>,
+    decided: Result<crate::runtime::types::Decision, AgentError>,
 ) -> StepResult<Next> {
     let Open { step, view, model } = open;
     let d = match decided {
@@ -200,7 +200,7 @@ pub(crate) fn decided(
                 Some(r) => (r, true),
                 None => ("agent_error".to_string(), false),
             };
-            return Err(cx.agent_failed(&step.id, &reason, &e, limit));
+            return Err(cx.agent_failed(&step.id, &reason, &e.to_string(), limit));
         }
     };
     let rec = cx.record_decision(&step.id, &d)?;
@@ -208,8 +208,10 @@ pub(crate) fn decided(
         cx.invalid(&step.id, &[StepStatus::Deciding], &msg, "")?;
         return Ok(Next::Continue);
     }
-    match rec.kind.as_str() {
-        "complete" | "fail" => Err(cx.settle(&step.id, &rec.kind, &rec.message, &rec.result)),
+    match rec.kind {
+        DecisionKind::Complete | DecisionKind::Fail => {
+            Err(cx.settle(&step.id, &rec.kind, &rec.message, &rec.result))
+        }
         _ => {
             let Some(reg) = cx.inner.tools.get(&rec.tool).cloned() else {
                 return Err(
@@ -264,15 +266,16 @@ async fn step_once(
 
 impl RunCtx {
     /// `complete`/`fail`: step done and the run's ending in one transaction.
-    fn settle(&mut self, step_id: &str, kind: &str, message: &str, result: &[u8]) -> Stop {
+    fn settle(&mut self, step_id: &str, kind: &DecisionKind, message: &str, result: &[u8]) -> Stop {
         let step_at = self.inner.now();
         let now = self.inner.now();
-        let (status, reason, detail) = if kind == "complete" {
+        let complete = *kind == DecisionKind::Complete;
+        let (status, reason, detail) = if complete {
             (RunStatus::Completed, "goal_completed", "")
         } else {
             (RunStatus::Failed, "goal_failed", message)
         };
-        let result = if kind == "complete" {
+        let result = if complete {
             result.to_vec()
         } else {
             Vec::new()

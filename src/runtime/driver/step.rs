@@ -8,7 +8,9 @@ use super::record;
 use super::{Inner, RuntimeError};
 use crate::runtime::json::{self, JsonError};
 use crate::runtime::store::StepUpdate;
-use crate::runtime::types::{Decision, Observation, RunStatus, Step, StepStatus, Timestamp};
+use crate::runtime::types::{
+    Decision, DecisionKind, Observation, Origin, RunStatus, Step, StepStatus, Timestamp,
+};
 
 pub(crate) fn json_err(context: &str) -> impl FnOnce(JsonError) -> Stop + '_ {
     move |err| {
@@ -49,7 +51,7 @@ impl RunCtx {
         let now = self.inner.now();
         let rec = record::recorded_decision(d);
         let dj = rec.to_go_json().map_err(json_err("decision"))?;
-        let reg = if rec.kind == "tool_call" {
+        let reg = if rec.kind == DecisionKind::ToolCall {
             self.inner.tools.get(&rec.tool).cloned()
         } else {
             None
@@ -191,18 +193,18 @@ impl RunCtx {
 
 /// The decision's checks (spec 3.5 step 5); the error is the invalid decision's message.
 pub(crate) fn validate(inner: &Inner, d: &Decision) -> Result<(), String> {
-    if !matches!(d.origin.as_str(), "" | "model" | "plan" | "operator") {
-        return Err(format!("unknown decision origin {:?}", d.origin));
+    if let Origin::Unknown(origin) = &d.origin {
+        return Err(format!("unknown decision origin {origin:?}"));
     }
-    match d.kind.as_str() {
-        "" => Err("decision has no kind".into()),
-        "truncated" => Err(
+    match &d.kind {
+        DecisionKind::Unknown(k) if k.is_empty() => Err("decision has no kind".into()),
+        DecisionKind::Unknown(k) if k == "truncated" => Err(
             "decision kind \"truncated\": the model's reply was cut off before it finished".into(),
         ),
-        "no_tool_call" => {
+        DecisionKind::Unknown(k) if k == "no_tool_call" => {
             Err("decision kind \"no_tool_call\": the model answered without calling a tool".into())
         }
-        "complete" => {
+        DecisionKind::Complete => {
             if !d.invalid_result.is_empty() {
                 return Err("result is not usable JSON".into());
             }
@@ -211,8 +213,8 @@ pub(crate) fn validate(inner: &Inner, d: &Decision) -> Result<(), String> {
             }
             Ok(())
         }
-        "fail" => Ok(()),
-        "tool_call" => {
+        DecisionKind::Fail => Ok(()),
+        DecisionKind::ToolCall => {
             if d.tool.is_empty() {
                 return Err("tool call has no tool name".into());
             }
@@ -221,7 +223,7 @@ pub(crate) fn validate(inner: &Inner, d: &Decision) -> Result<(), String> {
             };
             check_args(reg, d)
         }
-        other => Err(format!("unknown decision kind {other:?}")),
+        DecisionKind::Unknown(other) => Err(format!("unknown decision kind {other:?}")),
     }
 }
 

@@ -108,3 +108,43 @@ pub(super) fn finish(
     tx.append_event(run_id, "", &now, "run.finished", &payload)?;
     Ok(())
 }
+
+/// Decides the pending approval `a` under the write lock: its status set to `status` only if
+/// it is still pending with the hash it was read with (else who decided it, how and when),
+/// and `approval.decided` appended.
+pub(super) fn decide_row(
+    tx: &mut Tx<'_>,
+    run_id: &[u8],
+    a: &Approval,
+    status: &ApprovalStatus,
+    decided: (&str, &str, Timestamp),
+) -> Result<(), OperatorError> {
+    let (by, note, now) = decided;
+    let status = status.as_str();
+    if !tx.set_approval_status(
+        a.id_bytes(),
+        "pending",
+        &a.hash,
+        status,
+        now,
+        Some(by),
+        note,
+    )? {
+        let cur = tx.get_approval(run_id, a.id_bytes())?;
+        return Err(not_pending(&cur));
+    }
+    let payload = Object::new()
+        .str_bytes("approval_id", a.id_bytes())
+        .str("by", by)
+        .str("note", note)
+        .str("status", status)
+        .finish();
+    tx.append_event(
+        run_id,
+        a.step_id_bytes(),
+        &now,
+        "approval.decided",
+        &payload,
+    )?;
+    Ok(())
+}

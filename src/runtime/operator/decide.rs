@@ -1,13 +1,13 @@
 //! Approve / Reject / ApproveShown / RejectShown (spec 4.4).
 
 use crate::runtime::json::{approval_hash, gojson::Object};
-use crate::runtime::store::{Store, StoreError};
+use crate::runtime::store::{Store, Tx};
 use crate::runtime::types::{
     Approval, ApprovalStatus, AsKey, Event, Run, RunStatus, Timestamp, lossy,
 };
 
 use super::OperatorError;
-use super::common::{finish, not_found, not_pending, observation, require_waiting};
+use super::common::{decide_row, finish, not_found, not_pending, observation, require_waiting};
 use super::expire;
 
 /// What the decision is bound to.
@@ -31,48 +31,57 @@ pub struct Decided {
     pub events: Vec<Event>,
 }
 
-/// Approves a pending approval: the run stays WAITING until a resume.
-pub fn approve(
-    store: &Store,
-    run_id: impl AsKey,
-    approval_id: impl AsKey,
-    by: &str,
-    note: &str,
-    now: Timestamp,
-) -> Result<Decided, OperatorError> {
-    decide(
-        store,
-        run_id,
-        approval_id,
-        Shown::Unbound,
-        by,
-        note,
-        ApprovalStatus::Approved,
-        now,
-    )
+/// What a reviewer decides about a pending approval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ruling {
+    /// Approve: the run stays WAITING until a resume runs the request.
+    Approve,
+    /// Reject: the step fails and the run is CANCELLED (`approval_rejected`).
+    Reject,
 }
 
-/// Rejects a pending approval: its step fails and the run is CANCELLED (`approval_rejected`).
-pub fn reject(
-    store: &Store,
-    run_id: impl AsKey,
-    approval_id: impl AsKey,
-    by: &str,
-    note: &str,
-    now: Timestamp,
-) -> Result<Decided, OperatorError> {
-    decide(
-        store,
-        run_id,
-        approval_id,
-        Shown::Unbound,
-        by,
-        note,
-        ApprovalStatus::Rejected,
-        now,
-    )
+impl Ruling {
+    /// The approval's status after it.
+    pub fn status(self) -> ApprovalStatus {
+        match self {
+            Ruling::Approve => ApprovalStatus::Approved,
+            Ruling::Reject => ApprovalStatus::Rejected,
+        }
+    }
 }
 
+/// agentrt's four deciding calls, each one [`decide`] with its [`Ruling`] and [`Shown`].
+macro_rules! ruling_fn {
+    ($(#[$m:meta])* $name:ident($ruling:ident)) => {
+        $(#[$m])*
+        pub fn $name(store: &Store, run_id: impl AsKey, approval_id: impl AsKey, by: &str,
+            note: &str, now: Timestamp) -> Result<Decided, OperatorError> {
+            let shown = Shown::Unbound;
+            decide(store, run_id, approval_id, Review { ruling: Ruling::$ruling, shown, by, note, now })
+        }
+    };
+    ($(#[$m:meta])* $name:ident($ruling:ident, shown)) => {
+        $(#[$m])*
+        pub fn $name(store: &Store, run_id: impl AsKey, approval_id: impl AsKey, shown: &str,
+            by: &str, note: &str, now: Timestamp) -> Result<Decided, OperatorError> {
+            let shown = Shown::Hash(shown);
+            decide(store, run_id, approval_id, Review { ruling: Ruling::$ruling, shown, by, note, now })
+        }
+    };
+}
+
+ruling_fn!(
+    /// Approves a pending approval: the run stays WAITING until a resume.
+    approve(Approve)
+);
+
+ruling_fn!(
+    /// Rejects a pending approval: its step fails and the run is CANCELLED
+    /// (`approval_rejected`).
+    reject(Reject)
+);
+
+ruling_fn!(
 /// Approves only if the stored hash is `shown`, the hash the reviewer read.
 ///
 /// The decision is one compare-and-set: a hash that is not the stored one (the request was
@@ -86,7 +95,7 @@ pub fn reject(
 /// # use countersign::runtime::agent::{self, Agent, DecideFuture, StepInput};
 /// # use countersign::runtime::driver::{Config, Driver, default_limits};
 /// # use countersign::runtime::operator;
-/// # use countersign::runtime::policy::{self, FnPolicy, PolicyDecision, PolicyRequest, RunView};
+/// # use countersign::runtime::policy::{self, FnPolicy, PolicyDecision, PolicyError, PolicyRequest, RunView};
 /// # use countersign::runtime::store::Store;
 /// # use countersign::runtime::tools::{FnTool, Registry, SideEffect, ToolDef, ToolOutput};
 /// # use countersign::runtime::types::{RunStatus, Timestamp};
@@ -121,12 +130,12 @@ pub fn reject(
 /// #     },
 /// # ))?;
 /// // Every refund waits for a person; the approval binds the request shown to them.
-/// fn review(req: &PolicyRequest, _: &RunView) -> Result<PolicyDecision, String> {
+/// fn review(req: &PolicyRequest, _: &RunView) -> Result<PolicyDecision, PolicyError> {
 ///     policy::need_approval("refund", "refunds need a person", &req.args, &req.args)
 /// }
-/// let mut cfg = Config::new(store.clone(), tools, Arc::new(FnPolicy(review)));
-/// cfg.agent = Some(Arc::new(Refunder));
-/// let driver = Driver::new(cfg)?;
+/// let driver = Config::new(store.clone(), tools, Arc::new(FnPolicy(review)))
+///     .agent(Arc::new(Refunder))
+///     .build()?;
 /// let rt = tokio::runtime::Runtime::new()?;
 /// let paused = rt.block_on(driver.start("refund order A-1", default_limits()))?;
 /// let pending = operator::pending_approval(&store, &paused.id, None)?;
@@ -141,99 +150,56 @@ pub fn reject(
 ///     "bob", "", Timestamp::now()).is_err());
 /// # Ok(()) }
 /// ```
-pub fn approve_shown(
-    store: &Store,
-    run_id: impl AsKey,
-    approval_id: impl AsKey,
-    shown: &str,
-    by: &str,
-    note: &str,
-    now: Timestamp,
-) -> Result<Decided, OperatorError> {
-    decide(
-        store,
-        run_id,
-        approval_id,
-        Shown::Hash(shown),
-        by,
-        note,
-        ApprovalStatus::Approved,
-        now,
-    )
+approve_shown(Approve, shown)
+);
+
+ruling_fn!(
+    /// Rejects only if the stored hash is `shown`.
+    reject_shown(Reject, shown)
+);
+
+/// One reviewer's decision: what, bound to which shown row, by whom, why and when.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Review<'a> {
+    /// Approve or reject.
+    pub ruling: Ruling,
+    /// What the decision is bound to.
+    pub shown: Shown<'a>,
+    /// Who decides (recorded as `decided_by`).
+    pub by: &'a str,
+    /// The reviewer's note (recorded; a rejection's reason).
+    pub note: &'a str,
+    /// The deciding clock's reading.
+    pub now: Timestamp,
 }
 
-/// Rejects only if the stored hash is `shown`.
-pub fn reject_shown(
-    store: &Store,
-    run_id: impl AsKey,
-    approval_id: impl AsKey,
-    shown: &str,
-    by: &str,
-    note: &str,
-    now: Timestamp,
-) -> Result<Decided, OperatorError> {
-    decide(
-        store,
-        run_id,
-        approval_id,
-        Shown::Hash(shown),
-        by,
-        note,
-        ApprovalStatus::Rejected,
-        now,
-    )
-}
-
-/// agentrt's `decide`: `status` is [`ApprovalStatus::Approved`] or [`ApprovalStatus::Rejected`].
-#[allow(clippy::too_many_arguments)]
+/// agentrt's `decide`: the one call behind [`approve`], [`reject`], [`approve_shown`] and
+/// [`reject_shown`].
 pub fn decide(
     store: &Store,
     run_id: impl AsKey,
     approval_id: impl AsKey,
-    shown: Shown<'_>,
-    by: &str,
-    note: &str,
-    status: ApprovalStatus,
-    now: Timestamp,
+    review: Review<'_>,
 ) -> Result<Decided, OperatorError> {
-    decide_hooked(
-        store,
-        run_id,
-        approval_id,
-        shown,
-        by,
-        note,
-        status,
-        now,
-        || {},
-    )
+    decide_hooked(store, run_id, approval_id, review, || {})
 }
 
 testing_pub! {
 /// [`decide`] with `between` called after the checks made outside the transaction and before
 /// it begins: lets a test change the row in that window to prove the checks are repeated
 /// under the write lock. Public only with the `testing` feature.
-#[allow(clippy::too_many_arguments)]
 fn decide_hooked(
     store: &Store,
     run_id: impl AsKey,
     approval_id: impl AsKey,
-    shown: Shown<'_>,
-    by: &str,
-    note: &str,
-    status: ApprovalStatus,
-    now: Timestamp,
+    review: Review<'_>,
     between: impl FnOnce(),
 ) -> Result<Decided, OperatorError> {
+    let Review { ruling, shown, by, note, now } = review;
     // Ids as given, bytes: a run or approval id need not be UTF-8 (the lookups bind them as
     // stored); messages name them lossily.
     let (run_id, approval_id) = (run_id.key_bytes(), approval_id.key_bytes());
-    if !matches!(status, ApprovalStatus::Approved | ApprovalStatus::Rejected) {
-        return Err(StoreError::Invalid(format!(
-            "an approval is decided approved or rejected, not {status}"
-        ))
-        .into());
-    }
+    let status = ruling.status();
     if shown == Shown::Hash("") {
         return Err(OperatorError::Changed {
             approval_id: lossy(approval_id).into_owned(),
@@ -245,30 +211,8 @@ fn decide_hooked(
     between();
     // 4: the same checks again under the write lock, then a conditional update.
     let ((), events) = store.write(|tx| -> Result<(), OperatorError> {
-        require_waiting(tx, run_id)?;
-        let a = tx
-            .get_approval(run_id, approval_id)
-            .map_err(|e| not_found(e, run_id, approval_id))?;
-        check(&a, shown)?;
-        if !tx.set_approval_status(
-            a.id_bytes(),
-            "pending",
-            &a.hash,
-            status.as_str(),
-            now,
-            Some(by),
-            note,
-        )? {
-            let cur = tx.get_approval(run_id, approval_id)?;
-            return Err(not_pending(&cur));
-        }
-        let payload = Object::new()
-            .str_bytes("approval_id", a.id_bytes())
-            .str("by", by)
-            .str("note", note)
-            .str("status", status.as_str())
-            .finish();
-        tx.append_event(run_id, a.step_id_bytes(), &now, "approval.decided", &payload)?;
+        let a = recheck(tx, run_id, approval_id, shown)?;
+        decide_row(tx, run_id, &a, &status, (by, note, now))?;
         if status == ApprovalStatus::Rejected {
             let content = Object::new()
                 .str_bytes("approval_id", a.id_bytes())
@@ -332,6 +276,22 @@ pub(super) fn precheck(
         });
     }
     Ok(())
+}
+
+/// The checks of [`precheck`] again under the write lock: the run is waiting and the approval
+/// is the pending one shown. Returns the approval as read in the transaction.
+pub(super) fn recheck(
+    tx: &Tx<'_>,
+    run_id: &[u8],
+    approval_id: &[u8],
+    shown: Shown<'_>,
+) -> Result<Approval, OperatorError> {
+    require_waiting(tx, run_id)?;
+    let a = tx
+        .get_approval(run_id, approval_id)
+        .map_err(|e| not_found(e, run_id, approval_id))?;
+    check(&a, shown)?;
+    Ok(a)
 }
 
 pub(super) fn check(a: &Approval, shown: Shown<'_>) -> Result<(), OperatorError> {

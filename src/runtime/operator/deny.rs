@@ -15,8 +15,8 @@ use crate::runtime::store::{Store, StoreError, Transition};
 use crate::runtime::types::{ApprovalStatus, AsKey, RunStatus, StepStatus, Timestamp, lossy};
 
 use super::OperatorError;
-use super::common::{not_found, not_pending, observation, require_waiting};
-use super::decide::{Decided, Shown, check, precheck};
+use super::common::{decide_row, observation};
+use super::decide::{Decided, Shown, precheck, recheck};
 
 /// The observation kind the agent receives (a failure, as Reject's is).
 pub const DENIED_KIND: &str = "policy_denied";
@@ -57,11 +57,7 @@ pub fn deny_shown(
     precheck(store, run_id, approval_id, shown, now)?;
     // The same checks again under the write lock, then conditional updates.
     let ((), events) = store.write(|tx| -> Result<(), OperatorError> {
-        require_waiting(tx, run_id)?;
-        let a = tx
-            .get_approval(run_id, approval_id)
-            .map_err(|e| not_found(e, run_id, approval_id))?;
-        check(&a, shown)?;
+        let a = recheck(tx, run_id, approval_id, shown)?;
         let step = tx.get_step(a.step_id_bytes())?;
         if step.status != StepStatus::AwaitingApproval {
             return Err(StoreError::RunState {
@@ -69,31 +65,7 @@ pub fn deny_shown(
             }
             .into());
         }
-        if !tx.set_approval_status(
-            a.id_bytes(),
-            "pending",
-            &a.hash,
-            ApprovalStatus::Rejected.as_str(),
-            now,
-            Some(by),
-            note,
-        )? {
-            let cur = tx.get_approval(run_id, approval_id)?;
-            return Err(not_pending(&cur));
-        }
-        let decided = Object::new()
-            .str_bytes("approval_id", a.id_bytes())
-            .str("by", by)
-            .str("note", note)
-            .str("status", ApprovalStatus::Rejected.as_str())
-            .finish();
-        tx.append_event(
-            run_id,
-            a.step_id_bytes(),
-            &now,
-            "approval.decided",
-            &decided,
-        )?;
+        decide_row(tx, run_id, &a, &ApprovalStatus::Rejected, (by, note, now))?;
         let content = Object::new()
             .str_bytes("approval_id", a.id_bytes())
             .str("by", by)

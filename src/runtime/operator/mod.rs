@@ -22,7 +22,8 @@ pub use cancel::{Cancelled, cancel, cancel_shown};
 #[cfg(feature = "testing")]
 pub use decide::decide_hooked;
 pub use decide::{
-    Decided, Shown, approve, approve_shown, decide, reject, reject_shown, verify_hash,
+    Decided, Review, Ruling, Shown, approve, approve_shown, decide, reject, reject_shown,
+    verify_hash,
 };
 pub use deny::{DENIED_KIND, denied_summary, deny_shown};
 pub use expire::{expire, expire_in};

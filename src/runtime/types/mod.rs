@@ -10,6 +10,6 @@ mod values;
 pub use key::{AsKey, Key, lossy};
 pub(crate) use records::push_decode_error;
 pub use records::{Approval, Event, Lease, RawInvalid, Run, Step, stored};
-pub use status::{ApprovalStatus, RunStatus, StepStatus};
+pub use status::{ApprovalStatus, DecisionKind, Origin, Outcome, RunStatus, StepStatus};
 pub use time::{TimeError, Timestamp};
 pub use values::{Decision, Limits, Observation, PolicyDecision, ToolRequest, ToolSpec};

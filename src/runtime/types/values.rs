@@ -6,6 +6,7 @@
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 
+use super::status::{DecisionKind, Origin, Outcome};
 use crate::runtime::json::{JsonError, canonical_json, gojson::Object, sha256_hex};
 
 /// Deserializes a present raw field, keeping `null` as the bytes `null` (as Go's
@@ -78,8 +79,8 @@ impl Limits {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(default)]
 pub struct Decision {
-    /// `tool_call`, `complete` or `fail` (other kinds are invalid).
-    pub kind: String,
+    /// `tool_call`, `complete` or `fail` (other kinds are invalid, and kept as written).
+    pub kind: DecisionKind,
     /// For a tool call, the name of the tool to call.
     pub tool: String,
     /// For a tool call, its arguments as raw JSON bytes; empty when absent.
@@ -92,8 +93,8 @@ pub struct Decision {
     pub result: Vec<u8>,
     /// For `fail`, the agent's message; may be empty.
     pub message: String,
-    /// Who made the decision: `model`, `plan` or `operator`; empty when not stored.
-    pub origin: String,
+    /// Who made the decision: `model`, `plan` or `operator`; `Absent` when not stored.
+    pub origin: Origin,
     /// Why the arguments were not valid JSON, when they were not.
     pub invalid_args: String,
     /// Why the result was not valid JSON, when it was not.
@@ -106,12 +107,13 @@ impl Decision {
     /// Go JSON in declared field order with `omitempty`.
     pub fn to_go_json(&self) -> Result<Vec<u8>, JsonError> {
         let mut o = Object::new();
-        o.str("kind", &self.kind).str_opt("tool", &self.tool);
+        o.str("kind", self.kind.as_str())
+            .str_opt("tool", &self.tool);
         o.raw_opt("args", &self.args)?;
         o.str_opt("reason", &self.reason);
         o.raw_opt("result", &self.result)?;
         o.str_opt("message", &self.message)
-            .str_opt("origin", &self.origin)
+            .str_opt("origin", self.origin.as_str())
             .str_opt("invalid_args", &self.invalid_args)
             .str_opt("invalid_result", &self.invalid_result);
         if self.invalid_base64 {
@@ -130,8 +132,8 @@ impl Decision {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(default)]
 pub struct PolicyDecision {
-    /// `allow`, `require_approval`, `deny` or `abort`.
-    pub outcome: String,
+    /// `allow`, `require_approval`, `deny` or `abort` (anything else kept as written).
+    pub outcome: Outcome,
     /// The policy's reason, shown to the reviewer and recorded; may be empty.
     pub reason: String,
     /// For `require_approval`, the approval's kind.
@@ -148,7 +150,7 @@ impl PolicyDecision {
     /// Go JSON in declared field order with `omitempty`.
     pub fn to_go_json(&self) -> Result<Vec<u8>, JsonError> {
         let mut o = Object::new();
-        o.str("outcome", &self.outcome)
+        o.str("outcome", self.outcome.as_str())
             .str_opt("reason", &self.reason)
             .str_opt("kind", &self.kind);
         o.raw_opt("capability", &self.capability)?;
