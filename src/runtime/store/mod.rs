@@ -18,6 +18,7 @@ mod lease;
 mod open;
 mod pages;
 mod prefix;
+mod raw;
 mod reads;
 mod resumable;
 mod rows;
