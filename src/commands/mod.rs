@@ -8,6 +8,8 @@ pub mod agent;
 pub mod approval;
 mod bulk;
 pub mod cli;
+#[cfg(feature = "postgres")]
+mod copy;
 mod decide;
 pub mod demo;
 mod events;
@@ -24,6 +26,8 @@ mod show;
 mod stats;
 pub mod text;
 mod verify;
+#[cfg(feature = "postgres")]
+mod verify_pg;
 mod watch;
 pub mod worker;
 
@@ -163,6 +167,10 @@ fn run(cli: Cli) -> Result<(), CommandError> {
         return open_console(&db, &flags);
     };
     validate(&cmd)?;
+    #[cfg(feature = "postgres")]
+    if let Some(e) = verify_pg::only_some_on_postgres(cli.db.as_deref(), &cmd) {
+        return Err(e);
+    }
     let mut cmd = cmd;
     if let Some(run) = prefix::run_arg(&mut cmd) {
         *run = prefix::resolve(&database_path(cli.db.clone())?, run)?;
@@ -174,6 +182,8 @@ fn run(cli: Cli) -> Result<(), CommandError> {
         Command::Show(a) => show::run(&database_path(cli.db)?, json, a, &mut out),
         Command::Events(a) => events::run(&database_path(cli.db)?, json, a, &mut out),
         Command::Verify(a) => verify::run(&database_path(cli.db)?, json, a, &mut out),
+        #[cfg(feature = "postgres")]
+        Command::Copy(a) => copy::run(json, a, &mut out),
         Command::Stats(a) => stats::run(&database_path(cli.db)?, json, a, &mut out),
         Command::Watch(a) => watch::run(&database_path(cli.db)?, json, a, &mut out),
         Command::Reject(a) | Command::Deny(a) if a.select.any() => {

@@ -14,6 +14,10 @@ pub fn run(
     a: &VerifyArgs,
     out: &mut Out,
 ) -> Result<(), CommandError> {
+    #[cfg(feature = "postgres")]
+    if let Some(url) = db.to_str().filter(|s| crate::pgstore::is_pg_url(s)) {
+        return super::verify_pg::run(url, json_out, a, out);
+    }
     let store = open(db, false)?;
     // The head is read first: events committed meanwhile are not checked.
     let (head_seq, head_hash) = store.chain_head().map_err(fail)?;
