@@ -238,8 +238,14 @@ fn start_cluster() -> Result<Server, String> {
         "-N",
     ]);
     run(init, "initdb")?;
+    // Tests need no durability; a bench measuring commits sets COUNTERSIGN_TEST_PG_DURABLE.
+    let durability = if std::env::var_os("COUNTERSIGN_TEST_PG_DURABLE").is_some() {
+        "-c fsync=on -c synchronous_commit=on"
+    } else {
+        "-c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+    };
     let opts = format!(
-        "-k {} -c listen_addresses='' -c fsync=off -c synchronous_commit=off -c full_page_writes=off \
+        "-k {} -c listen_addresses='' {durability} \
          -c shared_buffers=32MB -c max_connections=60 -c dynamic_shared_memory_type=mmap",
         dir.display()
     );
