@@ -97,6 +97,7 @@ fn pg_url_redacts_the_password_in_display_debug_and_errors() {
         vec!["--db", url, "verify"],
         vec!["--json", "--db", url, "verify"],
         vec!["--db", url, "runs"],
+        vec!["--db", url],
         vec!["copy", "--from", url, "--to", db.to_str().unwrap()],
         vec![
             "--json",

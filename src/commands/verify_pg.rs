@@ -33,6 +33,18 @@ pub fn only_some_on_postgres(db: Option<&Path>, cmd: &Command) -> Option<Command
     )))
 }
 
+/// The refusal for the console given a PostgreSQL URL (it reads SQLite only in this build).
+pub fn no_console_on_postgres(db: &Path) -> Option<CommandError> {
+    let url = db.to_str().filter(|s| is_pg_url(s))?;
+    let shown = PgUrl::parse(url)
+        .map(|u| u.to_string())
+        .unwrap_or_else(|_| "the PostgreSQL URL".into());
+    Some(CommandError::Usage(format!(
+        "{}: the console reads SQLite only in this build; copy the database to SQLite (countersign copy --from URL --to runs.db) and open that",
+        clean(&shown, 300)
+    )))
+}
+
 pub fn run(url: &str, json_out: bool, a: &VerifyArgs, out: &mut Out) -> Result<(), CommandError> {
     let url = PgUrl::parse(url).map_err(|e| CommandError::Usage(clean(&e.to_string(), 600)))?;
     let mut store = PgStore::open_existing(&url).map_err(failed)?;
