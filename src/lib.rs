@@ -55,6 +55,8 @@ pub mod console;
 pub mod consumer;
 #[cfg(feature = "mcp")]
 pub mod mcp;
+#[cfg(feature = "postgres")]
+pub mod pgstore;
 pub mod providers;
 pub mod runtime;
 // Every public item of safe text is documented, and stays so. `runtime` warns too (its own

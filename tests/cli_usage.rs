@@ -167,7 +167,7 @@ fn help_texts_are_stable() {
     let settings = snapshot_settings();
     for cmd in [
         "", "runs", "show", "events", "approve", "reject", "deny", "cancel", "resume", "recheck",
-        "worker", "verify", "demo", "agent",
+        "worker", "verify", "copy", "demo", "agent",
     ] {
         let mut args: Vec<&str> = Vec::new();
         if !cmd.is_empty() {

@@ -69,8 +69,12 @@ pub enum Command {
     Recheck(RecheckArgs),
     /// Resume the example consumer's runs as soon as they are decided, until stopped.
     Worker(WorkerArgs),
-    /// Check the hash chain over every run's events.
+    /// Check the hash chain over every run's events (and, on PostgreSQL, every approval hash).
     Verify(VerifyArgs),
+    /// Copy a whole run database between SQLite and PostgreSQL, into an empty target,
+    /// checking the chain and every approval hash on both sides.
+    #[cfg(feature = "postgres")]
+    Copy(CopyArgs),
     /// Write a demo database of the example consumer and open the console on it.
     ///
     /// The demo is written to --db when given, else to $XDG_DATA_HOME/countersign/demo.db
@@ -242,6 +246,16 @@ pub struct VerifyArgs {
     /// A head kept from an earlier verify, as SEQ:HASH; the chain must still reach it.
     #[arg(long, value_name = "SEQ:HASH", value_parser = parse_head)]
     pub head: Option<(u64, String)>,
+}
+
+#[derive(Debug, Args)]
+pub struct CopyArgs {
+    /// The database to read: a SQLite path or a postgres:// URL.
+    #[arg(long, value_name = "DB", value_parser = OsStringValueParser::new())]
+    pub from: std::ffi::OsString,
+    /// The empty database to write: a postgres:// URL or a SQLite path (created if missing).
+    #[arg(long, value_name = "DB", value_parser = OsStringValueParser::new())]
+    pub to: std::ffi::OsString,
 }
 
 #[derive(Debug, Args)]

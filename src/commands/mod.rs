@@ -8,6 +8,8 @@ pub mod agent;
 pub mod approval;
 mod bulk;
 pub mod cli;
+#[cfg(feature = "postgres")]
+mod copy;
 mod decide;
 pub mod demo;
 mod events;
@@ -26,6 +28,8 @@ mod show;
 mod stats;
 pub mod text;
 mod verify;
+#[cfg(feature = "postgres")]
+mod verify_pg;
 mod watch;
 pub mod worker;
 
@@ -162,9 +166,17 @@ fn run(cli: Cli) -> Result<(), CommandError> {
     };
     let Some(cmd) = cli.command else {
         let db = database_path(cli.db)?;
+        #[cfg(feature = "postgres")]
+        if let Some(e) = verify_pg::no_console_on_postgres(&db) {
+            return Err(e);
+        }
         return open_console(&db, &flags);
     };
     validate(&cmd)?;
+    #[cfg(feature = "postgres")]
+    if let Some(e) = verify_pg::only_some_on_postgres(cli.db.as_deref(), &cmd) {
+        return Err(e);
+    }
     let mut cmd = cmd;
     if let Some(run) = prefix::run_arg(&mut cmd) {
         *run = prefix::resolve(&database_path(cli.db.clone())?, run)?;
@@ -178,8 +190,15 @@ fn run(cli: Cli) -> Result<(), CommandError> {
             events::run(open::reading(database_path(cli.db)?, json, &mut out)?, a)
         }
         Command::Verify(a) => {
-            verify::run(open::reading(database_path(cli.db)?, json, &mut out)?, a)
+            let db = database_path(cli.db)?;
+            #[cfg(feature = "postgres")]
+            if let Some(url) = db.to_str().filter(|s| crate::pgstore::is_pg_url(s)) {
+                return verify_pg::run(url, json, a, &mut out);
+            }
+            verify::run(open::reading(db, json, &mut out)?, a)
         }
+        #[cfg(feature = "postgres")]
+        Command::Copy(a) => copy::run(json, a, &mut out),
         Command::Stats(a) => stats::run(open::reading(database_path(cli.db)?, json, &mut out)?, a),
         Command::Watch(a) => watch::run(open::reading(database_path(cli.db)?, json, &mut out)?, a),
         Command::Reject(a) | Command::Deny(a) if a.select.any() => {

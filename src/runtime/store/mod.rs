@@ -19,6 +19,7 @@ mod open;
 mod pages;
 mod prefix;
 mod queue_order;
+mod raw;
 mod reads;
 mod resumable;
 mod rows;

@@ -1,0 +1,53 @@
+-- Least-privilege roles for countersign on PostgreSQL (docs/postgres.md).
+--
+-- Run it as the owner role (the one that created the tables: the first `countersign copy` into
+-- the database, or a first open), in countersign's database, after that first migration. It
+-- can be run again (after a later migration, for instance). The two roles it creates cannot
+-- log in: grant them to login roles, e.g.  GRANT countersign_reviewer TO alice;
+--
+--   countersign_runtime   the agents' runtime: creates runs, steps, approvals, model calls and
+--                         tool specs, moves them on, appends events; never deletes anything.
+--   countersign_reviewer  people deciding and cancelling: reads everything, records decisions
+--                         (status, who, when, note) and cancels, appends the events that say
+--                         so; cannot UPDATE or DELETE an event, cannot change what an approval
+--                         asked for or its hash, cannot delete anything.
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'countersign_runtime') THEN
+        CREATE ROLE countersign_runtime NOLOGIN;
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'countersign_reviewer') THEN
+        CREATE ROLE countersign_reviewer NOLOGIN;
+    END IF;
+END
+$$;
+
+REVOKE ALL ON countersign_schema, runs, steps, events, event_chain, approvals, model_calls, tool_specs
+    FROM PUBLIC, countersign_runtime, countersign_reviewer;
+
+GRANT SELECT ON countersign_schema, runs, steps, events, event_chain, approvals, model_calls, tool_specs
+    TO countersign_runtime, countersign_reviewer;
+
+-- The runtime.
+GRANT INSERT ON runs, steps, approvals, model_calls, tool_specs, events TO countersign_runtime;
+GRANT UPDATE (status, reason, reason_detail, step_count, started_at, finished_at, result_json,
+              model_calls, input_tokens, output_tokens, cached_input_tokens,
+              estimated_cost_micros, active_ms, lease_owner, lease_expires_at)
+    ON runs TO countersign_runtime;
+GRANT UPDATE (status, decision_json, policy_json, observation_json, observation_hash,
+              finished_at, spec_hash, policy_id)
+    ON steps TO countersign_runtime;
+GRANT UPDATE (status, decided_at, decided_by, note) ON approvals TO countersign_runtime;
+GRANT UPDATE (status, input_tokens, output_tokens, cached_input_tokens, cost_micros, latency_ms,
+              error, completed_at)
+    ON model_calls TO countersign_runtime;
+GRANT UPDATE ON event_chain TO countersign_runtime;
+
+-- The reviewers: decide, deny, cancel.
+GRANT INSERT ON events TO countersign_reviewer;
+GRANT UPDATE ON event_chain TO countersign_reviewer;
+GRANT UPDATE (status, decided_at, decided_by, note) ON approvals TO countersign_reviewer;
+GRANT UPDATE (status, reason, reason_detail, finished_at, result_json, lease_owner, lease_expires_at)
+    ON runs TO countersign_reviewer;
+GRANT UPDATE (status, observation_json, observation_hash, finished_at)
+    ON steps TO countersign_reviewer;

@@ -1,0 +1,144 @@
+//! `verify --db postgres://...`: the chain and every approval hash on PostgreSQL, and the line
+//! that says which commands run on PostgreSQL in this build.
+
+use std::path::Path;
+
+use serde_json::json;
+
+use super::CommandError;
+use super::cli::{Command, VerifyArgs};
+use super::out::{Out, Raws};
+use super::text::clean;
+use crate::pgstore::{PgStore, PgUrl, is_pg_url};
+
+fn failed(e: crate::pgstore::PgError) -> CommandError {
+    CommandError::Failed(clean(&e.to_string(), 4000))
+}
+
+/// The refusal for a command given a PostgreSQL URL that does not run there yet.
+pub fn only_some_on_postgres(db: Option<&Path>, cmd: &Command) -> Option<CommandError> {
+    let db = db
+        .map(|p| p.as_os_str().to_owned())
+        .or_else(|| std::env::var_os("COUNTERSIGN_DB").filter(|v| !v.is_empty()))?;
+    let url = db.to_str().filter(|s| is_pg_url(s))?;
+    if matches!(cmd, Command::Verify(_) | Command::Copy(_)) {
+        return None;
+    }
+    let shown = PgUrl::parse(url)
+        .map(|u| u.to_string())
+        .unwrap_or_else(|_| "the PostgreSQL URL".into());
+    Some(CommandError::Usage(format!(
+        "{}: on PostgreSQL this build runs verify and copy only; copy the database to SQLite (countersign copy --from URL --to runs.db) for the rest",
+        clean(&shown, 300)
+    )))
+}
+
+/// The refusal for the console given a PostgreSQL URL (it reads SQLite only in this build).
+pub fn no_console_on_postgres(db: &Path) -> Option<CommandError> {
+    let url = db.to_str().filter(|s| is_pg_url(s))?;
+    let shown = PgUrl::parse(url)
+        .map(|u| u.to_string())
+        .unwrap_or_else(|_| "the PostgreSQL URL".into());
+    Some(CommandError::Usage(format!(
+        "{}: the console reads SQLite only in this build; copy the database to SQLite (countersign copy --from URL --to runs.db) and open that",
+        clean(&shown, 300)
+    )))
+}
+
+pub fn run(url: &str, json_out: bool, a: &VerifyArgs, out: &mut Out) -> Result<(), CommandError> {
+    let url = PgUrl::parse(url).map_err(|e| CommandError::Usage(clean(&e.to_string(), 600)))?;
+    let mut store = PgStore::open_existing(&url).map_err(failed)?;
+    let (head_seq, head_hash) = store.chain_head().map_err(failed)?;
+    let report = store
+        .verify_events(a.from as i64, a.to as i64)
+        .map_err(failed)?;
+    let approvals = store.verify_approvals().map_err(failed)?;
+    let reached_to = a.to == 0 || (a.to as i64) <= head_seq;
+    if json_out {
+        let mut doc = json!({
+            "database": url.to_string(),
+            "head": {"seq": head_seq, "hash": head_hash},
+            "from": report.from, "to": report.to, "hash": report.hash,
+            "checked": report.checked, "intact": report.ok(),
+            "approvals": {
+                "verified": approvals.verified,
+                "mismatched": approvals.mismatched,
+                "damaged": approvals.damaged.iter().map(|(id, why)| json!({"id": id, "why": why})).collect::<Vec<_>>(),
+            },
+        });
+        if let Some(b) = &report.chain_break {
+            doc["break"] =
+                json!({"seq": b.seq, "expected": b.expected, "found": b.found, "detail": b.detail});
+        }
+        out.json(&doc, &Raws::default())?;
+    } else {
+        out.line(&format!("database: {}", clean(&url.to_string(), 300)))?;
+        if head_seq == 0 {
+            out.line("head: no events")?;
+        } else {
+            out.line(&format!("head: seq {head_seq} {}", clean(&head_hash, 128)))?;
+        }
+        match &report.chain_break {
+            Some(b) => out.line(&format!(
+                "broken at seq {}: {}",
+                b.seq,
+                clean(&b.detail, 400)
+            ))?,
+            None if report.checked == 0 => out.line("intact: no events in the range")?,
+            None => out.line(&format!(
+                "intact: {} event(s), seq {} to {}",
+                report.checked,
+                report.from,
+                report.to.min(head_seq)
+            ))?,
+        }
+        out.line(&format!(
+            "approvals: {} hash(es) verified",
+            approvals.verified
+        ))?;
+        for id in &approvals.mismatched {
+            out.line(&format!(
+                "approval {} does not hash to its stored hash",
+                clean(id, 80)
+            ))?;
+        }
+        for (id, why) in &approvals.damaged {
+            out.line(&format!(
+                "approval {} is damaged: {}",
+                clean(id, 80),
+                clean(why, 200)
+            ))?;
+        }
+    }
+    out.flush()?;
+    if let Some(b) = &report.chain_break {
+        return Err(CommandError::Failed(format!(
+            "the event chain is broken at seq {}",
+            b.seq
+        )));
+    }
+    if let Some(id) = approvals.mismatched.first() {
+        return Err(CommandError::Failed(format!(
+            "approval {} does not hash to its stored hash",
+            clean(id, 80)
+        )));
+    }
+    if !reached_to {
+        return Err(CommandError::Failed(format!(
+            "the event chain is shorter than asked: --to {} was not reached; the head is seq {head_seq}",
+            a.to
+        )));
+    }
+    if let Some((seq, hash)) = &a.head {
+        let found = store.event_hash(*seq as i64).map_err(failed)?;
+        if found.as_deref() != Some(hash.as_str()) {
+            return Err(CommandError::Failed(format!(
+                "the event chain does not reach the head kept: seq {seq} is {}",
+                found
+                    .map(|h| clean(&h, 128))
+                    .unwrap_or_else(|| "missing".into())
+            )));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,277 @@
+//! The event chain (spec 1.5, 5.3) and the approval hashes (spec 4.2) checked over rows as
+//! they stream past, whichever database they come from; PostgreSQL's verification and the
+//! naive append (the head row locked until commit).
+
+use postgres::Transaction;
+
+use super::PgUrl;
+use super::error::{PgCtx, PgError};
+use crate::runtime::json::{approval_hash, event_hash};
+use crate::runtime::store::{ChainBreak, ChainReport};
+
+/// Events per verification query.
+const PAGE: i64 = 256;
+/// Stored hashes are shown cut at this many characters.
+const HASH_CUT: usize = 128;
+
+/// One stored event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventRow {
+    pub seq: i64,
+    pub run_id: String,
+    pub step_id: String,
+    pub at: String,
+    pub kind: String,
+    pub payload: String,
+    pub hash: String,
+}
+
+/// The chain checked one event at a time, in seq order; it stops at the first break.
+#[derive(Debug, Clone, Default)]
+pub struct ChainCheck {
+    prev: String,
+    last: Option<i64>,
+    report: ChainReport,
+}
+
+fn cut(s: &str) -> String {
+    s.chars().take(HASH_CUT).collect()
+}
+
+impl ChainCheck {
+    /// A check of `from..=to`; `prev` is the stored hash of the event before `from` (`""`
+    /// from the start) and `last` its seq.
+    pub fn new(from: i64, to: i64, prev: String, last: Option<i64>) -> ChainCheck {
+        ChainCheck {
+            prev,
+            last,
+            report: ChainReport {
+                from,
+                to,
+                ..ChainReport::default()
+            },
+        }
+    }
+
+    /// Checks the next event; false once the chain is broken (at this event or before).
+    pub fn push(&mut self, e: &EventRow) -> bool {
+        if self.report.chain_break.is_some() {
+            return false;
+        }
+        let missing = match self.last {
+            None if self.report.from <= 1 && e.seq != 1 => Some(format!(
+                "the first event is seq {}: an event is missing",
+                e.seq
+            )),
+            Some(l) if l.checked_add(1) != Some(e.seq) => {
+                Some(format!("seq {} follows {l}: an event is missing", e.seq))
+            }
+            _ => None,
+        };
+        if let Some(detail) = missing {
+            self.fail(e.seq, String::new(), String::new(), detail);
+            return false;
+        }
+        let want = event_hash(
+            &self.prev, e.seq, &e.run_id, &e.step_id, &e.at, &e.kind, &e.payload,
+        );
+        self.report.checked += 1;
+        self.report.hash = cut(&e.hash);
+        self.last = Some(e.seq);
+        if want != e.hash {
+            let detail = format!("event {} does not hash to its stored hash", e.seq);
+            self.fail(e.seq, want, cut(&e.hash), detail);
+            return false;
+        }
+        self.prev = e.hash.clone();
+        true
+    }
+
+    /// After the last event: the events must reach `head`, the highest seq the database
+    /// records as given (a cut tail, such as a deleted last run, is a break).
+    pub fn reaches(&mut self, head: i64) {
+        let last = self.last.unwrap_or(0);
+        if self.report.chain_break.is_none() && self.report.to >= head && last < head {
+            let detail = format!(
+                "the events end at seq {last} but the chain head records seq {head}: events are missing"
+            );
+            self.fail(last + 1, String::new(), String::new(), detail);
+        }
+    }
+
+    fn fail(&mut self, seq: i64, expected: String, found: String, detail: String) {
+        self.report.chain_break = Some(ChainBreak {
+            seq,
+            expected,
+            found,
+            detail,
+        });
+    }
+
+    /// The stored hash of the last event checked.
+    pub fn last_hash(&self) -> &str {
+        &self.prev
+    }
+
+    /// The seq of the last event checked.
+    pub fn last_seq(&self) -> i64 {
+        self.last.unwrap_or(0)
+    }
+
+    /// What was checked.
+    pub fn report(&self) -> &ChainReport {
+        &self.report
+    }
+
+    /// What was checked, owned.
+    pub fn into_report(self) -> ChainReport {
+        self.report
+    }
+}
+
+/// Approval hashes recomputed from the stored kind, capability, presentation and request.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ApprovalCheck {
+    /// Approvals whose stored hash is the one their fields give.
+    pub verified: i64,
+    /// Approvals whose fields do not decode (a damaged row, listed as such): `(id, why)`.
+    pub damaged: Vec<(String, String)>,
+    /// Approvals whose fields decode to another hash than the stored one.
+    pub mismatched: Vec<String>,
+}
+
+impl ApprovalCheck {
+    /// Checks one approval row.
+    pub fn push(&mut self, id: &str, kind: &str, cap: &str, pres: &str, req: &str, hash: &str) {
+        match approval_hash(kind, cap.as_bytes(), pres.as_bytes(), req.as_bytes()) {
+            Ok(h) if h == hash => self.verified += 1,
+            Ok(_) => self.mismatched.push(id.to_string()),
+            Err(e) => self.damaged.push((id.to_string(), e.to_string())),
+        }
+    }
+}
+
+/// Reads events `cursor..=to` a page at a time into `check`.
+pub(crate) fn check_events(
+    tx: &mut Transaction<'_>,
+    url: &PgUrl,
+    check: &mut ChainCheck,
+    mut cursor: i64,
+    to: i64,
+) -> Result<(), PgError> {
+    let stmt = tx
+        .prepare(
+            "SELECT seq, run_id, step_id, at, type, payload_json, hash FROM events \
+             WHERE seq >= $1 AND seq <= $2 ORDER BY seq LIMIT $3",
+        )
+        .ctx(url, "verify events")?;
+    loop {
+        let rows = tx
+            .query(&stmt, &[&cursor, &to, &PAGE])
+            .ctx(url, "verify events")?;
+        if rows.is_empty() {
+            return Ok(());
+        }
+        for r in &rows {
+            let e = EventRow {
+                seq: r.get(0),
+                run_id: r.get(1),
+                step_id: r.get(2),
+                at: r.get(3),
+                kind: r.get(4),
+                payload: r.get(5),
+                hash: r.get(6),
+            };
+            cursor = e.seq.saturating_add(1);
+            if !check.push(&e) || e.seq == i64::MAX {
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// The chain over `from..=to` (from < 1 = 1, to < 1 = the recorded head).
+pub(crate) fn verify(
+    tx: &mut Transaction<'_>,
+    url: &PgUrl,
+    from: i64,
+    to: i64,
+) -> Result<ChainReport, PgError> {
+    let from = from.max(1);
+    let head: i64 = tx
+        .query_one("SELECT seq FROM event_chain", &[])
+        .ctx(url, "chain head")?
+        .get(0);
+    let to = if to < 1 { head } else { to };
+    let (prev, last) = if from > 1 {
+        match tx
+            .query_opt(
+                "SELECT seq, hash FROM events WHERE seq < $1 ORDER BY seq DESC LIMIT 1",
+                &[&from],
+            )
+            .ctx(url, "verify events")?
+        {
+            Some(r) => (r.get::<_, String>(1), Some(r.get::<_, i64>(0))),
+            None => (String::new(), None),
+        }
+    } else {
+        (String::new(), None)
+    };
+    let mut check = ChainCheck::new(from, to, prev, last);
+    check_events(tx, url, &mut check, from, to)?;
+    check.reaches(head.min(to));
+    Ok(check.into_report())
+}
+
+/// Every approval's hash, in insertion order.
+pub(crate) fn verify_approvals(
+    tx: &mut Transaction<'_>,
+    url: &PgUrl,
+) -> Result<ApprovalCheck, PgError> {
+    let mut check = ApprovalCheck::default();
+    let stmt = tx
+        .prepare(
+            "SELECT ord, id, kind, capability_json, presentation_json, request_json, hash \
+             FROM approvals WHERE ord > $1 ORDER BY ord LIMIT $2",
+        )
+        .ctx(url, "verify approvals")?;
+    let mut cursor = i64::MIN;
+    loop {
+        let rows = tx
+            .query(&stmt, &[&cursor, &PAGE])
+            .ctx(url, "verify approvals")?;
+        if rows.is_empty() {
+            return Ok(check);
+        }
+        for r in &rows {
+            cursor = r.get(0);
+            check.push(r.get(1), r.get(2), r.get(3), r.get(4), r.get(5), r.get(6));
+        }
+    }
+}
+
+/// Appends one event after the head, which stays locked until the caller commits.
+pub(crate) fn append(
+    tx: &mut Transaction<'_>,
+    url: &PgUrl,
+    run_id: &str,
+    step_id: &str,
+    at: &str,
+    kind: &str,
+    payload: &str,
+) -> Result<(i64, String), PgError> {
+    let head = tx
+        .query_one("SELECT seq, hash FROM event_chain FOR UPDATE", &[])
+        .ctx(url, "append: chain head")?;
+    let (seq, prev): (i64, String) = (head.get::<_, i64>(0) + 1, head.get(1));
+    let hash = event_hash(&prev, seq, run_id, step_id, at, kind, payload);
+    tx.execute(
+        "INSERT INTO events (seq, run_id, step_id, at, type, payload_json, hash) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        &[&seq, &run_id, &step_id, &at, &kind, &payload, &hash],
+    )
+    .ctx(url, "append: event")?;
+    tx.execute("UPDATE event_chain SET seq = $1, hash = $2", &[&seq, &hash])
+        .ctx(url, "append: chain head")?;
+    Ok((seq, hash))
+}

@@ -1,0 +1,220 @@
+//! The PostgreSQL end of a copy: a repeatable-read, read-only snapshot to read from, or one
+//! transaction that checks the database is empty, migrates it, takes every table's lock and
+//! writes, to write to.
+
+use postgres::fallible_iterator::FallibleIterator;
+use postgres::types::ToSql;
+use postgres::{Client, Statement, Transaction};
+use std::collections::HashMap;
+
+use super::{CopyError, Row, Source, Target, Value};
+use crate::pgstore::PgUrl;
+use crate::pgstore::error::{PgCtx, detail};
+use crate::pgstore::schema;
+use crate::pgstore::tables::{Kind, TABLES, Table};
+
+pub(crate) struct PgSide<'a> {
+    tx: Transaction<'a>,
+    url: PgUrl,
+    /// Each table's prepared insert.
+    inserts: HashMap<&'static str, Statement>,
+}
+
+/// The advisory lock the migrator takes, so a copy and a first open do not race.
+const MIGRATE_LOCK: i64 = 0x636f_756e_7465_7273;
+
+impl<'a> PgSide<'a> {
+    /// A consistent snapshot of a database at this build's schema version.
+    pub fn begin_source(client: &'a mut Client, url: &PgUrl) -> Result<PgSide<'a>, CopyError> {
+        schema::check_version(client, url)?;
+        let tx = client
+            .build_transaction()
+            .isolation_level(postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .ctx(url, "copy: begin")?;
+        Ok(PgSide {
+            tx,
+            url: url.clone(),
+            inserts: HashMap::new(),
+        })
+    }
+
+    /// The target's transaction: an empty database (no relation at all, or this schema
+    /// with no row), migrated, every table locked against writers until commit.
+    pub fn begin_target(client: &'a mut Client, url: &PgUrl) -> Result<PgSide<'a>, CopyError> {
+        let mut tx = client.transaction().ctx(url, "copy: begin")?;
+        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATE_LOCK])
+            .ctx(url, "copy: lock")?;
+        let ours: bool = tx
+            .query_one("SELECT to_regclass('countersign_schema') IS NOT NULL", &[])
+            .ctx(url, "copy: read the schema")?
+            .get(0);
+        if !ours {
+            let others: i64 = tx
+                .query_one(
+                    "SELECT count(*) FROM pg_catalog.pg_class c \
+                     JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
+                     WHERE n.nspname = current_schema() AND c.relkind IN ('r','v','m','p','f')",
+                    &[],
+                )
+                .ctx(url, "copy: read the schema")?
+                .get(0);
+            if others > 0 {
+                return Err(CopyError::Refused(format!(
+                    "{url} is not empty: it holds {others} table(s) or view(s) that are not countersign's; copy writes into an empty database only; nothing was written"
+                )));
+            }
+        }
+        schema::migrate_in(&mut tx, url)?;
+        let names: Vec<&str> = TABLES.iter().map(|t| t.name).collect();
+        tx.batch_execute(&format!(
+            "LOCK TABLE {}, event_chain IN EXCLUSIVE MODE",
+            names.join(", ")
+        ))
+        .ctx(url, "copy: lock the tables")?;
+        let mut side = PgSide {
+            tx,
+            url: url.clone(),
+            inserts: HashMap::new(),
+        };
+        side.refuse_rows()?;
+        Ok(side)
+    }
+
+    fn refuse_rows(&mut self) -> Result<(), CopyError> {
+        for t in &TABLES {
+            let any: bool = self
+                .tx
+                .query_one(&format!("SELECT EXISTS (SELECT 1 FROM {})", t.name), &[])
+                .ctx(&self.url, "copy: check the target is empty")?
+                .get(0);
+            if any {
+                return Err(CopyError::Refused(format!(
+                    "{} is not empty (its {} table has rows): copy writes into an empty database only; nothing was written",
+                    self.url, t.name
+                )));
+            }
+        }
+        if self.head_seq()? != 0 {
+            return Err(CopyError::Refused(format!(
+                "{} is not empty (it has given event seqs before): copy writes into an empty database only; nothing was written",
+                self.url
+            )));
+        }
+        Ok(())
+    }
+
+    /// Commits the target's transaction.
+    pub fn commit(self) -> Result<(), CopyError> {
+        self.tx.commit().ctx(&self.url, "copy: commit")?;
+        Ok(())
+    }
+}
+
+fn order_col(t: &Table) -> &'static str {
+    if t.seq_keyed { "seq" } else { "ord" }
+}
+
+impl Source for PgSide<'_> {
+    fn scan(
+        &mut self,
+        t: &Table,
+        f: &mut dyn FnMut(Row) -> Result<(), CopyError>,
+    ) -> Result<(), CopyError> {
+        let ord = order_col(t);
+        let sql = format!(
+            "SELECT {ord}, {} FROM {} ORDER BY {ord}",
+            t.col_list(),
+            t.name
+        );
+        let url = self.url.clone();
+        let none: [&(dyn ToSql + Sync); 0] = [];
+        let mut rows = self
+            .tx
+            .query_raw(sql.as_str(), none)
+            .ctx(&url, "copy: read")?;
+        while let Some(r) = rows.next().ctx(&url, "copy: read")? {
+            let ord: i64 = r.try_get(0).ctx(&url, "copy: read")?;
+            let mut vals = Vec::with_capacity(t.cols.len());
+            for (i, (_, kind)) in t.cols.iter().enumerate() {
+                vals.push(match kind {
+                    Kind::Int => Value::Int(r.try_get(i + 1).ctx(&url, "copy: read")?),
+                    Kind::Text => Value::Text(r.try_get(i + 1).ctx(&url, "copy: read")?),
+                });
+            }
+            f(Row { ord, vals })?;
+        }
+        Ok(())
+    }
+
+    fn head_seq(&mut self) -> Result<i64, CopyError> {
+        Ok(self
+            .tx
+            .query_one("SELECT seq FROM event_chain", &[])
+            .ctx(&self.url, "chain head")?
+            .get(0))
+    }
+}
+
+impl Target for PgSide<'_> {
+    fn insert(&mut self, t: &Table, row: &Row) -> Result<(), CopyError> {
+        let (cols, first) = if t.seq_keyed {
+            (t.col_list(), 1)
+        } else {
+            (format!("ord, {}", t.col_list()), 2)
+        };
+        let marks: Vec<String> = (1..first + t.cols.len()).map(|i| format!("${i}")).collect();
+        let sql = format!(
+            "INSERT INTO {} ({cols}) VALUES ({})",
+            t.name,
+            marks.join(", ")
+        );
+        let mut params: Vec<&(dyn ToSql + Sync)> = Vec::with_capacity(marks.len());
+        if !t.seq_keyed {
+            params.push(&row.ord);
+        }
+        for v in &row.vals {
+            params.push(match v {
+                Value::Text(s) => s,
+                Value::Int(i) => i,
+            });
+        }
+        let stmt = match self.inserts.get(t.name) {
+            Some(s) => s.clone(),
+            None => {
+                let s = self.tx.prepare(&sql).ctx(&self.url, "copy: insert")?;
+                self.inserts.insert(t.name, s.clone());
+                s
+            }
+        };
+        self.tx.execute(&stmt, &params).map_err(|e| {
+            CopyError::Refused(format!(
+                "the target: table {} row {}: {}; the copy is refused and nothing was written",
+                t.name,
+                row.shown_key(t),
+                crate::safetext::plain_line(detail(&e).as_bytes(), 400)
+            ))
+        })?;
+        Ok(())
+    }
+
+    fn finish(&mut self, head_seq: i64, head_hash: &str) -> Result<(), CopyError> {
+        for t in TABLES.iter().filter(|t| !t.seq_keyed) {
+            let sql = format!(
+                "SELECT setval(pg_get_serial_sequence('{0}', 'ord'), COALESCE(MAX(ord), 0) + 1, false) FROM {0}",
+                t.name
+            );
+            self.tx
+                .query_one(sql.as_str(), &[])
+                .ctx(&self.url, "copy: insertion order")?;
+        }
+        self.tx
+            .execute(
+                "UPDATE event_chain SET seq = $1, hash = $2",
+                &[&head_seq, &head_hash],
+            )
+            .ctx(&self.url, "copy: chain head")?;
+        Ok(())
+    }
+}

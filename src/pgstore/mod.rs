@@ -1,0 +1,150 @@
+//! PostgreSQL as a second store, beside SQLite (issue 19, first slice; docs/postgres.md and
+//! docs/decisions/0080): the URL and its redacted form, TLS, a versioned schema of its own
+//! holding agentrt schema 6's rows byte for byte, the event chain's verification, and the
+//! whole-database copy between SQLite and PostgreSQL. The runtime, the console and the other
+//! commands do not run on it yet.
+
+mod chain;
+pub mod copy;
+mod error;
+mod passfile;
+mod schema;
+mod tables;
+mod tls;
+mod url;
+
+pub use chain::{ApprovalCheck, ChainCheck, EventRow};
+pub use error::PgError;
+pub use schema::{PG_MIGRATIONS, PG_SCHEMA_VERSION};
+pub use url::{PgUrl, REDACTED, SslMode, is_pg_url};
+
+/// The client crate, for the crate's own tests and benches.
+#[cfg(feature = "testing")]
+pub use postgres;
+
+use crate::runtime::store::ChainReport;
+use error::PgCtx;
+
+/// An open PostgreSQL run database: one synchronous connection.
+pub struct PgStore {
+    client: postgres::Client,
+    url: PgUrl,
+}
+
+impl std::fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PgStore({})", self.url)
+    }
+}
+
+/// Connects to `url` (its `sslmode`, its password or `PGPASSWORD` or the password file).
+pub fn connect(url: &PgUrl) -> Result<postgres::Client, PgError> {
+    let cfg = url.config()?;
+    let tls = tls::connector(url)?;
+    let mut client = cfg.connect(tls).map_err(|e| PgError::Connect {
+        db: url.to_string(),
+        detail: error::detail(&e),
+    })?;
+    schema::check_encoding(&mut client, url)?;
+    Ok(client)
+}
+
+impl PgStore {
+    /// Connects and migrates to [`PG_SCHEMA_VERSION`] (one transaction; a newer schema is
+    /// refused and nothing changes). Needs the owner role.
+    pub fn open(url: &PgUrl) -> Result<PgStore, PgError> {
+        let mut client = connect(url)?;
+        schema::migrate(&mut client, url)?;
+        Ok(PgStore {
+            client,
+            url: url.clone(),
+        })
+    }
+
+    /// Connects to a database already at this build's version; never creates or migrates.
+    pub fn open_existing(url: &PgUrl) -> Result<PgStore, PgError> {
+        let mut client = connect(url)?;
+        schema::check_version(&mut client, url)?;
+        Ok(PgStore {
+            client,
+            url: url.clone(),
+        })
+    }
+
+    /// The URL it was opened with (its `Display` is redacted).
+    pub fn url(&self) -> &PgUrl {
+        &self.url
+    }
+
+    /// The connection, for the crate's own tests and benches.
+    #[cfg(feature = "testing")]
+    pub fn client(&mut self) -> &mut postgres::Client {
+        &mut self.client
+    }
+
+    /// The chain head as stored: the highest seq given and its hash (`(0, "")` when empty).
+    pub fn chain_head(&mut self) -> Result<(i64, String), PgError> {
+        let row = self
+            .client
+            .query_one("SELECT seq, hash FROM event_chain", &[])
+            .ctx(&self.url, "chain head")?;
+        Ok((row.get(0), row.get(1)))
+    }
+
+    /// Verifies the chain over `from..=to` (from < 1 = 1, to < 1 = the head) in one
+    /// repeatable-read snapshot, and that the events reach the head `event_chain` records.
+    pub fn verify_events(&mut self, from: i64, to: i64) -> Result<ChainReport, PgError> {
+        let url = self.url.clone();
+        let mut tx = self
+            .client
+            .build_transaction()
+            .isolation_level(postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .ctx(&url, "verify: begin")?;
+        let report = chain::verify(&mut tx, &url, from, to)?;
+        tx.commit().ctx(&url, "verify: end")?;
+        Ok(report)
+    }
+
+    /// Recomputes every approval's hash from its stored fields.
+    pub fn verify_approvals(&mut self) -> Result<ApprovalCheck, PgError> {
+        let url = self.url.clone();
+        let mut tx = self
+            .client
+            .build_transaction()
+            .isolation_level(postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .ctx(&url, "verify approvals: begin")?;
+        let check = chain::verify_approvals(&mut tx, &url)?;
+        tx.commit().ctx(&url, "verify approvals: end")?;
+        Ok(check)
+    }
+
+    /// The stored hash of event `seq`, if it exists.
+    pub fn event_hash(&mut self, seq: i64) -> Result<Option<String>, PgError> {
+        Ok(self
+            .client
+            .query_opt("SELECT hash FROM events WHERE seq = $1", &[&seq])
+            .ctx(&self.url, "event hash")?
+            .map(|r| r.get(0)))
+    }
+
+    /// Appends one event after the chain head: the naive chain, the head row locked until
+    /// this transaction commits (what `benches/pg_chain.rs` measures).
+    pub fn append_event(
+        &mut self,
+        run_id: &str,
+        step_id: &str,
+        at: &str,
+        kind: &str,
+        payload: &str,
+    ) -> Result<(i64, String), PgError> {
+        let url = self.url.clone();
+        let mut tx = self.client.transaction().ctx(&url, "append: begin")?;
+        let out = chain::append(&mut tx, &url, run_id, step_id, at, kind, payload)?;
+        tx.commit().ctx(&url, "append: commit")?;
+        Ok(out)
+    }
+}

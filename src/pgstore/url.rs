@@ -1,0 +1,305 @@
+//! A PostgreSQL URL as the operator gives it (`postgres://` or `postgresql://`), and the one
+//! redacted form every line, error and `--json` uses to name the database. The password never
+//! leaves this module except into the client's connection settings.
+
+use std::fmt;
+
+use super::error::PgError;
+use super::passfile;
+
+/// What replaces a password wherever the URL is shown.
+pub const REDACTED: &str = "***";
+
+/// True when `s` names a PostgreSQL database rather than a SQLite path.
+pub fn is_pg_url(s: &str) -> bool {
+    let lower = s.get(..13).unwrap_or(s).to_ascii_lowercase();
+    lower.starts_with("postgres://") || lower.starts_with("postgresql://")
+}
+
+/// `sslmode`, as libpq names it. `verify-ca` is refused (see `docs/postgres.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SslMode {
+    /// No TLS.
+    Disable,
+    /// TLS when the server offers it, else plain (libpq's default). Not verified.
+    Prefer,
+    /// TLS or no connection; the certificate is not verified (libpq's `require`).
+    Require,
+    /// TLS, the chain verified against `sslrootcert` and the host name checked.
+    VerifyFull,
+}
+
+/// A parsed URL: the text for the client (without the options this module handles) and the
+/// redacted text for people.
+#[derive(Clone)]
+pub struct PgUrl {
+    /// The URL handed to the client, minus `sslmode`, `sslrootcert` and any password.
+    client: String,
+    redacted: String,
+    password: Option<String>,
+    user: Option<String>,
+    /// Hosts and ports as written (for the password file).
+    host: String,
+    port: String,
+    dbname: String,
+    ssl: SslMode,
+    root_cert: Option<String>,
+}
+
+impl fmt::Display for PgUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.redacted)
+    }
+}
+
+impl fmt::Debug for PgUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "PgUrl({})", self.redacted)
+    }
+}
+
+/// Percent-decodes `s` (a malformed escape is kept as written).
+pub(crate) fn decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%'
+            && let Some(v) = b
+                .get(i + 1..i + 3)
+                .and_then(|h| std::str::from_utf8(h).ok())
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+        {
+            out.push(v);
+            i += 3;
+            continue;
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The parts of the authority: user info (user, password) and the host list.
+struct Authority<'a> {
+    user: Option<&'a str>,
+    password: Option<&'a str>,
+    hosts: &'a str,
+}
+
+fn split_authority(auth: &str) -> Authority<'_> {
+    match auth.rfind('@') {
+        Some(at) => {
+            let info = &auth[..at];
+            let (user, password) = match info.find(':') {
+                Some(c) => (&info[..c], Some(&info[c + 1..])),
+                None => (info, None),
+            };
+            Authority {
+                user: Some(user).filter(|u| !u.is_empty()),
+                password,
+                hosts: &auth[at + 1..],
+            }
+        }
+        None => Authority {
+            user: None,
+            password: None,
+            hosts: auth,
+        },
+    }
+}
+
+impl PgUrl {
+    /// Parses `s`. Anything that is not `postgres://` or `postgresql://` is an error, as is an
+    /// `sslmode` this build does not implement.
+    pub fn parse(s: &str) -> Result<PgUrl, PgError> {
+        if !is_pg_url(s) {
+            return Err(PgError::Url(
+                "not a PostgreSQL URL (postgres://... or postgresql://...)".into(),
+            ));
+        }
+        let after = &s[s.find("://").map(|i| i + 3).unwrap_or(0)..];
+        let scheme = &s[..s.len() - after.len()];
+        let (before_query, query) = match after.find('?') {
+            Some(q) => (&after[..q], Some(&after[q + 1..])),
+            None => (after, None),
+        };
+        let (auth, path) = match before_query.find('/') {
+            Some(p) => (&before_query[..p], &before_query[p..]),
+            None => (before_query, ""),
+        };
+        let a = split_authority(auth);
+        let mut url = PgUrl {
+            client: String::new(),
+            redacted: String::new(),
+            password: a.password.map(decode).filter(|p| !p.is_empty()),
+            user: a.user.map(decode),
+            host: decode(a.hosts),
+            port: String::new(),
+            dbname: decode(path.trim_start_matches('/')),
+            ssl: SslMode::Prefer,
+            root_cert: None,
+        };
+        let shown_auth = match (a.user, a.password) {
+            (Some(u), Some(_)) => format!("{u}:{REDACTED}@{}", a.hosts),
+            (Some(u), None) => format!("{u}@{}", a.hosts),
+            (None, Some(_)) => format!(":{REDACTED}@{}", a.hosts),
+            (None, None) => a.hosts.to_string(),
+        };
+        let client_auth = match a.user {
+            Some(u) => format!("{u}@{}", a.hosts),
+            None => a.hosts.to_string(),
+        };
+        let (client_q, shown_q) = url.take_options(query)?;
+        url.split_port();
+        url.client = join(scheme, &client_auth, path, &client_q);
+        url.redacted = join(scheme, &shown_auth, path, &shown_q);
+        Ok(url)
+    }
+
+    /// Takes `sslmode`, `sslrootcert`, `password`, `user`, `host`, `port` and `dbname` from
+    /// the query; returns the query for the client and the one shown.
+    fn take_options(&mut self, query: Option<&str>) -> Result<(Vec<String>, Vec<String>), PgError> {
+        let (mut client, mut shown) = (Vec::new(), Vec::new());
+        for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            match k {
+                "sslmode" => {
+                    self.ssl = parse_sslmode(&decode(v))?;
+                    shown.push(pair.to_string());
+                    continue;
+                }
+                "sslrootcert" => {
+                    self.root_cert = Some(decode(v));
+                    shown.push(pair.to_string());
+                    continue;
+                }
+                "password" => {
+                    self.password = Some(decode(v)).filter(|p| !p.is_empty());
+                    shown.push(format!("password={REDACTED}"));
+                    continue;
+                }
+                "user" => self.user = Some(decode(v)),
+                "host" => self.host = decode(v),
+                "port" => self.port = decode(v),
+                "dbname" => self.dbname = decode(v),
+                _ => {}
+            }
+            client.push(pair.to_string());
+            shown.push(pair.to_string());
+        }
+        if self.ssl == SslMode::VerifyFull && self.root_cert.is_none() {
+            return Err(PgError::Url(
+                "sslmode=verify-full needs sslrootcert=PATH (the CA certificate, PEM) in the URL"
+                    .into(),
+            ));
+        }
+        Ok((client, shown))
+    }
+
+    /// Splits a `host:port` written in the authority (one host; a list keeps its text).
+    fn split_port(&mut self) {
+        if !self.port.is_empty() || self.host.contains(',') || self.host.starts_with('/') {
+            return;
+        }
+        // `[::1]:5432` or `db.example:5432`; a bare IPv6 address has no port here.
+        let bracketed = self.host.starts_with('[');
+        if let Some((h, p)) = self.host.rsplit_once(':')
+            && !h.is_empty()
+            && (!bracketed || h.ends_with(']'))
+            && (bracketed || !h.contains(':'))
+            && !p.is_empty()
+            && p.bytes().all(|b| b.is_ascii_digit())
+        {
+            let (h, p) = (h.to_string(), p.to_string());
+            self.host = h;
+            self.port = p;
+        }
+    }
+
+    /// The redacted URL (what `Display` writes).
+    pub fn redacted(&self) -> &str {
+        &self.redacted
+    }
+
+    /// The TLS mode asked for.
+    pub fn ssl_mode(&self) -> SslMode {
+        self.ssl
+    }
+
+    /// The CA file for `verify-full`.
+    pub fn root_cert(&self) -> Option<&str> {
+        self.root_cert.as_deref()
+    }
+
+    /// The client's settings: the URL's, the password from the URL, else `PGPASSWORD`, else
+    /// the password file (`PGPASSFILE`, else `~/.pgpass`).
+    pub fn config(&self) -> Result<postgres::Config, PgError> {
+        let mut cfg: postgres::Config = self
+            .client
+            .parse()
+            .map_err(|e: postgres::Error| PgError::Url(format!("{}: {e}", self.redacted)))?;
+        cfg.ssl_mode(match self.ssl {
+            SslMode::Disable => postgres::config::SslMode::Disable,
+            SslMode::Prefer => postgres::config::SslMode::Prefer,
+            SslMode::Require | SslMode::VerifyFull => postgres::config::SslMode::Require,
+        });
+        let user = cfg
+            .get_user()
+            .map(str::to_string)
+            .or_else(|| self.user.clone())
+            .or_else(|| std::env::var("PGUSER").ok())
+            .or_else(default_user);
+        if let Some(u) = &user {
+            cfg.user(u);
+        }
+        if let Some(p) = self.password() {
+            cfg.password(p);
+        } else if let Some(p) = passfile::lookup(
+            &self.host,
+            &self.port,
+            &self.dbname,
+            user.as_deref().unwrap_or(""),
+        ) {
+            cfg.password(p);
+        }
+        Ok(cfg)
+    }
+
+    fn password(&self) -> Option<String> {
+        self.password
+            .clone()
+            .or_else(|| std::env::var("PGPASSWORD").ok().filter(|p| !p.is_empty()))
+    }
+}
+
+/// The account name, as libpq defaults the user.
+fn default_user() -> Option<String> {
+    std::env::var("USER").ok().filter(|u| !u.is_empty())
+}
+
+fn join(scheme: &str, auth: &str, path: &str, query: &[String]) -> String {
+    let mut s = format!("{scheme}{auth}{path}");
+    if !query.is_empty() {
+        s.push('?');
+        s.push_str(&query.join("&"));
+    }
+    s
+}
+
+fn parse_sslmode(v: &str) -> Result<SslMode, PgError> {
+    match v {
+        "disable" => Ok(SslMode::Disable),
+        "allow" | "prefer" => Ok(SslMode::Prefer),
+        "require" => Ok(SslMode::Require),
+        "verify-full" => Ok(SslMode::VerifyFull),
+        "verify-ca" => Err(PgError::Url(
+            "sslmode=verify-ca is not supported: use verify-full (chain and host name checked)"
+                .into(),
+        )),
+        other => Err(PgError::Url(format!(
+            "sslmode={} is not one of disable, prefer, require, verify-full",
+            crate::safetext::plain_line(other.as_bytes(), 40)
+        ))),
+    }
+}

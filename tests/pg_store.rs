@@ -1,0 +1,405 @@
+//! PostgreSQL (issue 19, first slice) against a real server (`tests/pg_support`): the URL's
+//! redaction, the schema's versioning, `copy` between SQLite and PostgreSQL on every fixture
+//! scenario, `verify` on PostgreSQL, and the reviewer role.
+#![cfg(feature = "postgres")]
+
+mod pg_support;
+mod support;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use countersign::pgstore::copy::{CopyError, Endpoint, copy};
+use countersign::pgstore::{PgError, PgStore, PgUrl};
+use rusqlite::types::Value;
+
+const SCENARIOS: [&str; 11] = [
+    "completed",
+    "waiting",
+    "hostile",
+    "queue",
+    "approved",
+    "rejected",
+    "cancelled",
+    "failed",
+    "interrupted",
+    "damaged",
+    "running",
+];
+
+fn cs(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_countersign"))
+        .args(args)
+        .env_remove("COUNTERSIGN_DB")
+        .env_remove("AGENTRT_DB")
+        .output()
+        .expect("countersign runs")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// Every row of every agentrt table, with its rowid, and `sqlite_sequence`.
+fn rows(db: &Path) -> Vec<(String, Vec<Vec<Value>>)> {
+    let c = rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .unwrap();
+    let mut out = Vec::new();
+    for t in [
+        "runs",
+        "tool_specs",
+        "steps",
+        "approvals",
+        "model_calls",
+        "events",
+        "sqlite_sequence",
+    ] {
+        let mut s = c
+            .prepare(&format!("SELECT rowid, * FROM {t} ORDER BY rowid"))
+            .unwrap();
+        let n = s.column_count();
+        let all: Vec<Vec<Value>> = s
+            .query_map([], |r| (0..n).map(|i| r.get::<_, Value>(i)).collect())
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        out.push((t.to_string(), all));
+    }
+    out
+}
+
+#[test]
+fn pg_url_redacts_the_password_in_display_debug_and_errors() {
+    for raw in [
+        "postgres://alice:s3cret@db.example:5432/runs",
+        "postgresql://alice:s3cret@/runs?host=/nonexistent-dir-cs",
+        "postgres://alice@db.example/runs?password=s3cret&sslmode=require",
+    ] {
+        let u = PgUrl::parse(raw).unwrap();
+        for shown in [u.to_string(), format!("{u:?}"), u.redacted().to_string()] {
+            assert!(!shown.contains("s3cret"), "{shown}");
+            assert!(shown.contains("***"), "{shown}");
+        }
+    }
+    // A connection that fails names the database redacted.
+    let u = PgUrl::parse("postgresql://alice:s3cret@/runs?host=/nonexistent-dir-cs").unwrap();
+    let e = PgStore::open(&u).unwrap_err().to_string();
+    assert!(!e.contains("s3cret") && e.contains("alice:***@"), "{e}");
+    // Every command line that names it: text, --json, copy's both ends.
+    let url = "postgresql://alice:s3cret@/runs?host=/nonexistent-dir-cs";
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("x.db");
+    for args in [
+        vec!["--db", url, "verify"],
+        vec!["--json", "--db", url, "verify"],
+        vec!["--db", url, "runs"],
+        vec!["--db", url],
+        vec!["copy", "--from", url, "--to", db.to_str().unwrap()],
+        vec![
+            "--json",
+            "copy",
+            "--from",
+            db.to_str().unwrap(),
+            "--to",
+            url,
+        ],
+    ] {
+        let o = cs(&args);
+        let all = text(&o);
+        assert!(!o.status.success(), "{args:?}: {all}");
+        assert!(
+            !all.contains("s3cret"),
+            "{args:?} printed the password: {all}"
+        );
+    }
+}
+
+#[test]
+fn pg_url_sslmode_is_parsed_and_verify_ca_refused() {
+    assert!(PgUrl::parse("postgres://h/db?sslmode=disable").is_ok());
+    assert!(PgUrl::parse("postgres://h/db?sslmode=require").is_ok());
+    let e = PgUrl::parse("postgres://h/db?sslmode=verify-ca").unwrap_err();
+    assert!(e.to_string().contains("verify-full"), "{e}");
+    let e = PgUrl::parse("postgres://h/db?sslmode=verify-full").unwrap_err();
+    assert!(e.to_string().contains("sslrootcert"), "{e}");
+    assert!(PgUrl::parse("postgres://h/db?sslmode=bogus").is_err());
+}
+
+#[test]
+fn pg_newer_schema_is_refused_with_one_line() {
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    let url = db.pg_url();
+    PgStore::open(&url).unwrap();
+    let mut c = db.client();
+    c.batch_execute("INSERT INTO countersign_schema VALUES (99, 'later')")
+        .unwrap();
+    for e in [
+        PgStore::open(&url).unwrap_err(),
+        PgStore::open_existing(&url).unwrap_err(),
+    ] {
+        assert!(matches!(e, PgError::SchemaNewer { found: 99, .. }), "{e:?}");
+        let s = e.to_string();
+        assert!(!s.contains('\n') && s.contains("version 99"), "{s}");
+    }
+    // A database that is not countersign's is refused by a reader, never migrated.
+    let Some(other) = pg_support::fresh_db() else {
+        return;
+    };
+    let e = PgStore::open_existing(&other.pg_url()).unwrap_err();
+    assert!(matches!(e, PgError::NotOurs { .. }), "{e:?}");
+}
+
+/// SQLite -> PostgreSQL -> SQLite on one scenario; returns the PostgreSQL database.
+fn round_trip(scenario: &str, dir: &Path) -> pg_support::TestDb {
+    let a = dir.join(format!("{scenario}.a.db"));
+    let b = dir.join(format!("{scenario}.b.db"));
+    support::fixture(&a, &["--scenario", scenario]);
+    let db = pg_support::fresh_db().expect("server");
+    let to_pg = copy(&Endpoint::Sqlite(a.clone()), &Endpoint::Pg(db.pg_url()))
+        .unwrap_or_else(|e| panic!("{scenario}: to PostgreSQL: {e}"));
+    let back = copy(&Endpoint::Pg(db.pg_url()), &Endpoint::Sqlite(b.clone()))
+        .unwrap_or_else(|e| panic!("{scenario}: back to SQLite: {e}"));
+    assert_eq!(to_pg, back, "{scenario}: both copies saw the same rows");
+    support::assert_verifies(&b);
+    assert_eq!(
+        rows(&a),
+        rows(&b),
+        "{scenario}: rows differ after the round trip"
+    );
+    if scenario == "damaged" {
+        assert_eq!(back.damaged.len(), 1, "the damaged approval is listed");
+    } else {
+        assert!(back.damaged.is_empty(), "{scenario}: {:?}", back.damaged);
+    }
+    db
+}
+
+#[test]
+fn pg_copy_round_trips_every_fixture_scenario_byte_for_byte() {
+    if pg_support::fresh_db().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for s in SCENARIOS {
+        let db = round_trip(s, dir.path());
+        let mut store = PgStore::open_existing(&db.pg_url()).unwrap();
+        assert!(store.verify_events(0, 0).unwrap().ok(), "{s}");
+        assert!(
+            store.verify_approvals().unwrap().mismatched.is_empty(),
+            "{s}"
+        );
+    }
+    // All scenarios at once, with a few hundred older runs, through the command.
+    let a = dir.path().join("all.db");
+    let b = dir.path().join("all.back.db");
+    support::fixture(&a, &["--big", "300"]);
+    let db = pg_support::fresh_db().unwrap();
+    let o = cs(&["copy", "--from", a.to_str().unwrap(), "--to", &db.url]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains("chain intact on both sides"),
+        "{}",
+        text(&o)
+    );
+    let o = cs(&[
+        "--json",
+        "copy",
+        "--from",
+        &db.url,
+        "--to",
+        b.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(doc["rows"]["runs"], 300 + 15, "{doc}");
+    support::assert_verifies(&b);
+    assert_eq!(rows(&a), rows(&b));
+}
+
+fn count_runs(db: &pg_support::TestDb) -> i64 {
+    let mut c = db.client();
+    match c.query_one("SELECT count(*) FROM runs", &[]) {
+        Ok(r) => r.get(0),
+        Err(_) => -1,
+    }
+}
+
+#[test]
+fn pg_copy_into_a_non_empty_target_is_refused_and_changes_nothing() {
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a.db");
+    support::fixture(&a, &["--scenario", "waiting,queue"]);
+    copy(&Endpoint::Sqlite(a.clone()), &Endpoint::Pg(db.pg_url())).unwrap();
+    let before = count_runs(&db);
+    let e = copy(&Endpoint::Sqlite(a.clone()), &Endpoint::Pg(db.pg_url())).unwrap_err();
+    assert!(e.to_string().contains("not empty"), "{e}");
+    assert_eq!(count_runs(&db), before);
+    // A database holding someone else's tables is not touched either.
+    let Some(other) = pg_support::fresh_db() else {
+        return;
+    };
+    other
+        .client()
+        .batch_execute("CREATE TABLE notes (x int)")
+        .unwrap();
+    let e = copy(&Endpoint::Sqlite(a.clone()), &Endpoint::Pg(other.pg_url())).unwrap_err();
+    assert!(e.to_string().contains("not countersign's"), "{e}");
+    assert_eq!(count_runs(&other), -1, "no runs table was created");
+    // Back to a SQLite database that has rows: refused, its rows unchanged.
+    let e = copy(&Endpoint::Pg(db.pg_url()), &Endpoint::Sqlite(a.clone())).unwrap_err();
+    assert!(e.to_string().contains("not empty"), "{e}");
+    support::assert_verifies(&a);
+}
+
+#[test]
+fn pg_copy_refuses_a_damaged_source_naming_the_row() {
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let cases: [(&str, &str); 2] = [("approval-hash", "approval "), ("chain", "broken at seq")];
+    for (tamper, says) in cases {
+        let a = dir.path().join(format!("{tamper}.db"));
+        let man = support::fixture(&a, &["--tamper", tamper]);
+        let e = copy(&Endpoint::Sqlite(a.clone()), &Endpoint::Pg(db.pg_url())).unwrap_err();
+        let s = e.to_string();
+        assert!(
+            matches!(e, CopyError::Refused(_)) && s.contains(says),
+            "{tamper}: {s}"
+        );
+        let named = match tamper {
+            "approval-hash" => man["tampered"][tamper]["approval_id"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+            _ => format!("seq {}", man["tampered"][tamper]["seq"]),
+        };
+        assert!(s.contains(&named), "{tamper}: {s} does not name {named}");
+        assert_eq!(
+            count_runs(&db),
+            -1,
+            "{tamper}: the target was left as it was"
+        );
+    }
+    // A value of the wrong kind.
+    let a = dir.path().join("kind.db");
+    support::fixture(&a, &["--scenario", "completed"]);
+    let c = rusqlite::Connection::open(&a).unwrap();
+    c.execute("UPDATE runs SET step_count = 'many'", [])
+        .unwrap();
+    drop(c);
+    let e = copy(&Endpoint::Sqlite(a), &Endpoint::Pg(db.pg_url())).unwrap_err();
+    assert!(e.to_string().contains("step_count holds text"), "{e}");
+    assert_eq!(count_runs(&db), -1);
+}
+
+fn verify_cli(db: &pg_support::TestDb) -> Output {
+    cs(&["--db", &db.url, "verify"])
+}
+
+#[test]
+fn pg_verify_detects_a_changed_event_and_a_deleted_run() {
+    let Some(_) = pg_support::fresh_db() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a.db");
+    let man = support::fixture(&a, &["--scenario", "completed,waiting,rejected"]);
+    let copied = |db: &pg_support::TestDb| {
+        copy(&Endpoint::Sqlite(a.clone()), &Endpoint::Pg(db.pg_url())).unwrap();
+    };
+    let db = pg_support::fresh_db().unwrap();
+    copied(&db);
+    let o = verify_cli(&db);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("intact:"), "{}", text(&o));
+    // A changed event.
+    db.client()
+        .batch_execute(
+            "UPDATE events SET payload_json = replace(payload_json, 'o', 'O') WHERE seq = 5",
+        )
+        .unwrap();
+    let o = verify_cli(&db);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("broken at seq 5"), "{}", text(&o));
+    // A deleted run, in the middle and at the end of the chain.
+    let ids: Vec<String> = ["completed", "rejected"]
+        .iter()
+        .map(|s| {
+            man["scenarios"][s]["runs"][0]["id"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    for id in ids {
+        let db = pg_support::fresh_db().unwrap();
+        copied(&db);
+        let mut c = db.client();
+        for t in ["events", "approvals", "model_calls", "steps", "runs"] {
+            let col = if t == "runs" { "id" } else { "run_id" };
+            c.execute(&format!("DELETE FROM {t} WHERE {col} = $1"), &[&id])
+                .unwrap();
+        }
+        let o = verify_cli(&db);
+        assert_eq!(o.status.code(), Some(1), "deleted {id}: {}", text(&o));
+        assert!(text(&o).contains("missing"), "deleted {id}: {}", text(&o));
+    }
+}
+
+#[test]
+fn pg_reviewer_role_cannot_update_or_delete_an_event() {
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a.db");
+    support::fixture(&a, &["--scenario", "waiting"]);
+    copy(&Endpoint::Sqlite(a), &Endpoint::Pg(db.pg_url())).unwrap();
+    let login = format!("rev_{}", std::process::id());
+    let mut c = db.client();
+    c.batch_execute(include_str!("../docs/postgres-roles.sql"))
+        .unwrap();
+    c.batch_execute(&format!(
+        "DROP ROLE IF EXISTS {login}; CREATE ROLE {login} LOGIN IN ROLE countersign_reviewer"
+    ))
+    .unwrap();
+    let url = PgUrl::parse(&db.url_as(&login)).unwrap();
+    let mut r = countersign::pgstore::connect(&url).unwrap();
+    let denied = |r: &mut countersign::pgstore::postgres::Client, sql: &str| {
+        let e = r.batch_execute(sql).expect_err(sql);
+        let code = e.code().map(|c| c.code().to_string());
+        assert_eq!(code.as_deref(), Some("42501"), "{sql}: {e}");
+    };
+    denied(
+        &mut r,
+        "UPDATE events SET payload_json = '{}' WHERE seq = 1",
+    );
+    denied(&mut r, "UPDATE events SET hash = ''");
+    denied(&mut r, "DELETE FROM events WHERE seq = 1");
+    denied(&mut r, "UPDATE approvals SET request_json = '{}'");
+    denied(&mut r, "UPDATE approvals SET hash = ''");
+    denied(&mut r, "DELETE FROM approvals");
+    denied(&mut r, "DELETE FROM runs");
+    // What a reviewer does is allowed: decide an approval, append the event that says so.
+    r.batch_execute("UPDATE approvals SET status = 'approved', decided_by = 'alice'")
+        .unwrap();
+    let mut store_as_reviewer = PgStore::open_existing(&url).unwrap();
+    let run: String = r.query_one("SELECT id FROM runs", &[]).unwrap().get(0);
+    store_as_reviewer
+        .append_event(&run, "", "2030-01-01T10:00:00Z", "approval.decided", "{}")
+        .unwrap();
+    assert!(store_as_reviewer.verify_events(0, 0).unwrap().ok());
+    drop(r);
+    drop(store_as_reviewer);
+    let _ = c.batch_execute(&format!("DROP OWNED BY {login}; DROP ROLE {login}"));
+}

@@ -1,0 +1,299 @@
+//! A real PostgreSQL server for the tests. It is the server named by `COUNTERSIGN_TEST_PG` (a
+//! URL) or by the `PG*` environment (`PGHOST`, `PGPORT`, `PGUSER`; `PGPASSWORD` is read by the
+//! client) when given; else a throwaway cluster this test binary starts from the PostgreSQL
+//! binaries (`/usr/lib/postgresql/15/bin`, else the newest other version there): `initdb` and
+//! `pg_ctl` on a Unix socket in a temporary directory, no TCP port. As root (CI), `initdb`
+//! refuses to run, so the cluster runs as the `postgres` (else `nobody`) account through
+//! `setpriv`, in a directory that account owns. One cluster per test binary; each test gets a
+//! fresh database. A watchdog stops the cluster and removes its directory once this process
+//! has exited.
+//!
+//! Where no server binary exists, a test prints one `SKIPPED: ...` line and passes, unless
+//! `COUNTERSIGN_REQUIRE_PG` is set (`.ci/run` sets it): then it fails.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use countersign::pgstore::{PgUrl, postgres};
+
+/// Where a server is, as a URL whose path is replaced by each test's database name.
+struct Server {
+    /// `postgresql://USER@HOST[:PORT]` or `...@/?host=DIR` (no path).
+    prefix: String,
+    /// The query after the database name (the socket directory), or empty.
+    query: String,
+}
+
+static SERVER: OnceLock<Result<Server, String>> = OnceLock::new();
+static NEXT: AtomicU32 = AtomicU32::new(0);
+
+/// A database of its own for one test, dropped when the test ends.
+pub struct TestDb {
+    pub url: String,
+    name: String,
+    admin: String,
+}
+
+impl TestDb {
+    pub fn pg_url(&self) -> PgUrl {
+        PgUrl::parse(&self.url).expect("test URL parses")
+    }
+
+    /// A superuser connection to this database.
+    pub fn client(&self) -> postgres::Client {
+        countersign::pgstore::connect(&self.pg_url()).expect("connect to the test database")
+    }
+
+    /// This database's URL as another (login) role.
+    pub fn url_as(&self, role: &str) -> String {
+        let s = server().expect("server");
+        let rest = s.prefix.split_once('@').map(|x| x.1).unwrap_or("");
+        format!("postgresql://{role}@{rest}/{}{}", self.name, s.query)
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        if let Ok(url) = PgUrl::parse(&self.admin)
+            && let Ok(mut c) = countersign::pgstore::connect(&url)
+        {
+            let _ = c.batch_execute(&format!(
+                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+                self.name
+            ));
+        }
+    }
+}
+
+fn server() -> Result<&'static Server, String> {
+    SERVER
+        .get_or_init(find_or_start)
+        .as_ref()
+        .map_err(|e| e.clone())
+}
+
+/// A fresh database, or `None` after printing `SKIPPED: ...` where no server can be had.
+pub fn fresh_db() -> Option<TestDb> {
+    let s = match server() {
+        Ok(s) => s,
+        Err(why) => {
+            if std::env::var_os("COUNTERSIGN_REQUIRE_PG").is_some() {
+                panic!("COUNTERSIGN_REQUIRE_PG is set but no PostgreSQL server: {why}");
+            }
+            eprintln!("SKIPPED: no PostgreSQL server for this test: {why}");
+            return None;
+        }
+    };
+    let name = format!(
+        "cs_{}_{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::SeqCst)
+    );
+    let admin = format!("{}/postgres{}", s.prefix, s.query);
+    let url = PgUrl::parse(&admin).expect("admin URL");
+    let mut c = countersign::pgstore::connect(&url).expect("connect to the test server");
+    c.batch_execute(&format!(
+        "CREATE DATABASE {name} ENCODING 'UTF8' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0"
+    ))
+    .expect("create a test database");
+    Some(TestDb {
+        url: format!("{}/{name}{}", s.prefix, s.query),
+        name,
+        admin,
+    })
+}
+
+fn find_or_start() -> Result<Server, String> {
+    if let Ok(u) = std::env::var("COUNTERSIGN_TEST_PG")
+        && !u.is_empty()
+    {
+        // The URL's own database is replaced by each test's.
+        let (base, query) = match u.find('?') {
+            Some(q) => (u[..q].to_string(), u[q..].to_string()),
+            None => (u.clone(), String::new()),
+        };
+        let after = base.find("://").map(|i| i + 3).unwrap_or(0);
+        let prefix = match base[after..].find('/') {
+            Some(p) => base[..after + p].to_string(),
+            None => base,
+        };
+        return Ok(Server { prefix, query });
+    }
+    if let Ok(host) = std::env::var("PGHOST")
+        && !host.is_empty()
+    {
+        let user = std::env::var("PGUSER").unwrap_or_else(|_| "postgres".into());
+        let port = std::env::var("PGPORT").unwrap_or_else(|_| "5432".into());
+        return Ok(if host.starts_with('/') {
+            Server {
+                prefix: format!("postgresql://{user}@"),
+                query: format!("?host={host}&port={port}"),
+            }
+        } else {
+            Server {
+                prefix: format!("postgresql://{user}@{host}:{port}"),
+                query: String::new(),
+            }
+        });
+    }
+    start_cluster()
+}
+
+/// The directory with `initdb`, `pg_ctl` and `postgres`: version 15, else the newest.
+fn bin_dir() -> Option<PathBuf> {
+    let has = |d: &Path| {
+        ["initdb", "pg_ctl", "postgres"]
+            .iter()
+            .all(|b| d.join(b).is_file())
+    };
+    let preferred = PathBuf::from("/usr/lib/postgresql/15/bin");
+    if has(&preferred) {
+        return Some(preferred);
+    }
+    let mut found: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .ok()?
+        .flatten()
+        .filter_map(|e| {
+            let v = e.file_name().to_str()?.parse::<u32>().ok()?;
+            let d = e.path().join("bin");
+            has(&d).then_some((v, d))
+        })
+        .collect();
+    found.sort();
+    found.pop().map(|(_, d)| d)
+}
+
+/// The account a root process runs the server as: `(uid, gid)`.
+fn server_account() -> Option<(u32, u32)> {
+    for name in [c"postgres", c"nobody"] {
+        // SAFETY: getpwnam returns a pointer to static storage or null; read at once.
+        let pw = unsafe { libc::getpwnam(name.as_ptr()) };
+        if !pw.is_null() {
+            // SAFETY: non-null, checked above.
+            let (uid, gid) = unsafe { ((*pw).pw_uid, (*pw).pw_gid) };
+            return Some((uid, gid));
+        }
+    }
+    None
+}
+
+/// `cmd` run as `account` when given (through setpriv), else as this process.
+fn as_account(account: Option<(u32, u32)>, program: &Path) -> Command {
+    match account {
+        Some((uid, gid)) => {
+            let mut c = Command::new("setpriv");
+            c.arg(format!("--reuid={uid}"))
+                .arg(format!("--regid={gid}"))
+                .arg("--clear-groups")
+                .arg("--")
+                .arg(program);
+            c
+        }
+        None => Command::new(program),
+    }
+}
+
+fn run(mut c: Command, what: &str) -> Result<(), String> {
+    let out = c
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("{what}: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{what} failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(())
+}
+
+fn start_cluster() -> Result<Server, String> {
+    let bin = bin_dir().ok_or("no PostgreSQL server binaries under /usr/lib/postgresql")?;
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let account = if root {
+        Some(server_account().ok_or("running as root and no postgres or nobody account")?)
+    } else {
+        None
+    };
+    let dir = std::env::temp_dir().join(format!("cs-pg-{}-{}", std::process::id(), rand_suffix()));
+    std::fs::create_dir(&dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
+    if let Some((uid, gid)) = account {
+        std::os::unix::fs::chown(&dir, Some(uid), Some(gid)).map_err(|e| format!("chown: {e}"))?;
+    }
+    let data = dir.join("data");
+    let mut init = as_account(account, &bin.join("initdb"));
+    init.arg("-D").arg(&data).args([
+        "-U",
+        "postgres",
+        "--auth=trust",
+        "-E",
+        "UTF8",
+        "--locale=C",
+        "-N",
+    ]);
+    run(init, "initdb")?;
+    // Tests need no durability; a bench measuring commits sets COUNTERSIGN_TEST_PG_DURABLE.
+    let durability = if std::env::var_os("COUNTERSIGN_TEST_PG_DURABLE").is_some() {
+        "-c fsync=on -c synchronous_commit=on"
+    } else {
+        "-c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+    };
+    let opts = format!(
+        "-k {} -c listen_addresses='' {durability} \
+         -c shared_buffers=32MB -c max_connections=60 -c dynamic_shared_memory_type=mmap",
+        dir.display()
+    );
+    let mut ctl = as_account(account, &bin.join("pg_ctl"));
+    ctl.arg("-D")
+        .arg(&data)
+        .arg("-l")
+        .arg(dir.join("log"))
+        .args(["-w", "-t", "120", "-o", &opts, "start"]);
+    run(ctl, "pg_ctl start")?;
+    watchdog(account, &bin, &dir);
+    Ok(Server {
+        prefix: "postgresql://postgres@".into(),
+        query: format!("?host={}", dir.display()),
+    })
+}
+
+/// Stops the cluster and removes its directory once this process has gone.
+fn watchdog(account: Option<(u32, u32)>, bin: &Path, dir: &Path) {
+    let script = format!(
+        "while [ -d /proc/{pid} ]; do sleep 1; done; '{ctl}' -D '{dir}/data' -m immediate stop >/dev/null 2>&1; rm -rf '{dir}'",
+        pid = std::process::id(),
+        ctl = bin.join("pg_ctl").display(),
+        dir = dir.display()
+    );
+    let mut c = as_account(account, Path::new("/bin/sh"));
+    c.arg("-c")
+        .arg(script)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    // A session of its own: the test harness's end does not take it along.
+    use std::os::unix::process::CommandExt;
+    // SAFETY: setsid is async-signal-safe and touches no memory of this process.
+    unsafe {
+        c.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    let _ = c.spawn();
+}
+
+fn rand_suffix() -> String {
+    use std::time::{SystemTime, UNIX_EPOCH};
+    let n = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    format!("{n:08x}")
+}
