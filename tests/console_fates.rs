@@ -485,3 +485,40 @@ fn the_message_log_draws_notices_through_the_sanitiser() {
     assert!(!s.contains('\u{1b}') && !s.contains('\u{202e}'), "{s:?}");
     assert_role(&h, "\\x1b", Role::Escaped);
 }
+
+/// Issue 18: a run an MCP proxy began (agentrt's `proxy_calls` names it) is collected by the
+/// host's next identical call; the run screen says so, and `R` says there is nothing to resume.
+#[test]
+fn a_proxy_run_says_the_hosts_next_identical_call_collects_it() {
+    let d = tempfile::tempdir().unwrap();
+    let (db, m) = fixture(d.path(), "q", "waiting", &[]);
+    let run = run_of(&m, "waiting");
+    let c = rusqlite::Connection::open(&db).unwrap();
+    c.execute_batch(
+        "CREATE TABLE proxy_calls (id INTEGER PRIMARY KEY AUTOINCREMENT, session TEXT NOT NULL,
+           request_key TEXT NOT NULL, tool TEXT NOT NULL, side_effect TEXT NOT NULL,
+           run_id TEXT NOT NULL UNIQUE, created_at INTEGER NOT NULL)",
+    )
+    .unwrap();
+    c.execute(
+        "INSERT INTO proxy_calls (session, request_key, tool, side_effect, run_id, created_at)
+         VALUES ('s1\u{1b}[2J', 'k', 'fs_write_file', 'remote_mutation', ?1, 0)",
+        [&run],
+    )
+    .unwrap();
+    drop(c);
+    let mut h = Harness::open(&db, 120, 40);
+    h.command(&format!("run {run}"));
+    let s = h.screen();
+    assert!(
+        s.contains("collect by the MCP host's next identical call (proxy session s1\\x1b[2J); nothing to resume here"),
+        "the session escaped: {s}"
+    );
+    assert!(!s.contains("resume by its own program"), "{s}");
+    h.keys("R");
+    let s = h.screen();
+    assert!(
+        s.contains("an MCP proxy's run: the host's next identical call collects"),
+        "{s}"
+    );
+}

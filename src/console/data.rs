@@ -131,6 +131,9 @@ pub struct RunHeader {
     pub resumable: bool,
     /// What became of its latest approved call.
     pub fate: Option<Fate>,
+    /// The MCP proxy session whose call this run answers (agentrt's `proxy_calls`): its
+    /// approved request is collected by the host's next identical call, not resumed here.
+    pub proxy_session: Option<Vec<u8>>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

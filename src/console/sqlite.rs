@@ -141,6 +141,7 @@ fn run_header(r: Run) -> RunHeader {
         lease_expires_at: r.lease_expires_at,
         resumable: false,
         fate: None,
+        proxy_session: None,
         reason: raw_bytes(&r.raw_invalid, "reason", &r.reason),
         id: Key::new(r.id_bytes()),
     }
@@ -258,6 +259,13 @@ impl SqliteData {
                 let mut h = run_header(r);
                 // A fate that cannot be read leaves the header as it was (never fails it).
                 h.fate = fate_of(&self.store, &h.id, &h.status).ok().flatten();
+                // A proxy's index that cannot be read (a hand-made table) says nothing.
+                h.proxy_session = self
+                    .store
+                    .proxy_call(&h.id)
+                    .ok()
+                    .flatten()
+                    .map(|p| p.session);
                 Ok(Some(h))
             }
             Err(StoreError::NotFound { .. }) => Ok(None),

@@ -29,6 +29,9 @@ pub struct Message {
     pub text: String,
 }
 
+/// What the console says of an MCP proxy's run when asked to resume it (issue 18).
+pub const PROXY_COLLECTS: &str = "an MCP proxy's run: the host's next identical call collects an approved request; there is nothing to resume here";
+
 /// What the console says of a run this build cannot resume (issue 15 item 6).
 pub const PROGRAM_RESUMES: &str =
     "its own program must resume this run: this build lacks its tools";

@@ -5,7 +5,8 @@ use crate::console::data::{ApprovalRow, ApprovalStatus, Key, Recheck, RunHeader,
 use crate::console::facts::{self, Presented};
 use crate::console::fields;
 use crate::console::state::{
-    AppConfig, ApprovalScreen, Confirm, PROGRAM_RESUMES, Pending, RunDetailScreen, TextInput, short,
+    AppConfig, ApprovalScreen, Confirm, PROGRAM_RESUMES, PROXY_COLLECTS, Pending, RunDetailScreen,
+    TextInput, short,
 };
 use crate::console::time;
 
@@ -229,6 +230,8 @@ pub(super) fn resume_confirm(s: &RunDetailScreen, cx: &Ctx) -> Result<Confirm, S
         Err(READ_ONLY.into())
     } else if s.header.is_none() {
         Err("the run is not loaded yet".into())
+    } else if s.header.as_ref().is_some_and(|h| h.proxy_session.is_some()) {
+        Err(PROXY_COLLECTS.into())
     } else if !resumes {
         Err(format!(
             "run is {status}; only waiting or interrupted runs resume"

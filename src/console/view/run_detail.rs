@@ -110,8 +110,16 @@ fn header_lines(app: &App, h: &RunHeader, w: u16) -> Vec<Line<'static>> {
             lines.push(Line::from(l));
         }
     }
-    // Issue 15 item 6: a run this build cannot resume is resumed by its own program.
-    if !h.status.is_terminal() && !h.resumable {
+    // Issue 18: an MCP proxy's run is collected by the host's next identical call.
+    if let Some(session) = h.proxy_session.as_ref().filter(|_| !h.status.is_terminal()) {
+        let mut said = b"by the MCP host's next identical call (proxy session ".to_vec();
+        said.extend_from_slice(session);
+        said.extend_from_slice(b"); nothing to resume here");
+        let mut l = vec![Span::styled("collect ", th.style(Role::Dim))];
+        l.extend(cell(app, &said, w.saturating_sub(8)).spans);
+        lines.push(Line::from(l));
+    } else if !h.status.is_terminal() && !h.resumable {
+        // Issue 15 item 6: a run this build cannot resume is resumed by its own program.
         let mut l = vec![Span::styled("resume ", th.style(Role::Dim))];
         l.extend(cell(app, BY_ITS_PROGRAM.as_bytes(), w.saturating_sub(7)).spans);
         lines.push(Line::from(l));

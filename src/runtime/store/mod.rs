@@ -61,6 +61,7 @@ pub use open::ConnectionSettings;
 pub(crate) use pages::capped_note;
 pub use pages::{MAX_PAGE_TEXT, Page, SHOWN_REQUEST_MAX};
 pub use queue_order::{QueueOrder, SortValue};
+pub use reads::ProxyCall;
 pub use resumable::ResumableRun;
 pub use schema::{DEFAULT_LEASE_TTL_NS, MIGRATIONS, PRE_LEASE_OWNER, SCHEMA_MIGRATIONS_DDL};
 pub use sizes::capped_request;

@@ -24,6 +24,45 @@ pub(crate) fn get_run(conn: &Connection, id: impl AsKey) -> Result<Run, StoreErr
         })
 }
 
+/// The MCP proxy call a run answers, from agentrt's `proxy_calls` index when the database has
+/// one (a proxy's database; `None` otherwise, and for a run no proxy began).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProxyCall {
+    /// The proxy session (stored bytes).
+    pub session: Vec<u8>,
+    /// The model-visible tool name (stored bytes).
+    pub tool: Vec<u8>,
+}
+
+pub(crate) fn proxy_call(
+    conn: &Connection,
+    run_id: impl AsKey,
+) -> Result<Option<ProxyCall>, StoreError> {
+    let has: bool = conn
+        .query_row(
+            "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'proxy_calls')",
+            [],
+            |r| r.get(0),
+        )
+        .ctx("proxy call")?;
+    if !has {
+        return Ok(None);
+    }
+    let run_id = key(&run_id);
+    conn.prepare_cached(
+        "SELECT CAST(session AS BLOB), CAST(tool AS BLOB) FROM proxy_calls WHERE run_id = ? ORDER BY id DESC LIMIT 1",
+    )
+    .ctx("proxy call")?
+    .query_row([run_id], |r| {
+        Ok(ProxyCall {
+            session: r.get::<_, Option<Vec<u8>>>(0)?.unwrap_or_default(),
+            tool: r.get::<_, Option<Vec<u8>>>(1)?.unwrap_or_default(),
+        })
+    })
+    .optional()
+    .ctx("proxy call")
+}
+
 pub(crate) fn list_steps(conn: &Connection, run_id: impl AsKey) -> Result<Vec<Step>, StoreError> {
     let run_id = key(&run_id);
     let mut stmt = conn
@@ -147,6 +186,12 @@ impl Store {
     /// One run, whole ([`StoreError::NotFound`] if absent).
     pub fn get_run(&self, id: impl AsKey) -> Result<Run, StoreError> {
         self.read(|c| get_run(c, id))
+    }
+
+    /// The MCP proxy call a run answers (see [`ProxyCall`]); `None` when the database has no
+    /// `proxy_calls` index or no row names the run.
+    pub fn proxy_call(&self, run_id: impl AsKey) -> Result<Option<ProxyCall>, StoreError> {
+        self.read(|c| proxy_call(c, run_id))
     }
 
     /// Every step of a run, in insertion order (whole rows; damaged rows carry `decode_error`).
