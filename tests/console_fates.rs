@@ -521,4 +521,13 @@ fn a_proxy_run_says_the_hosts_next_identical_call_collects_it() {
         s.contains("an MCP proxy's run: the host's next identical call collects"),
         "{s}"
     );
+    // The approval page's R says the same.
+    let ap = approval_of(&m, "waiting");
+    h.command(&format!("approval {ap}"));
+    h.keys("R");
+    let s = h.screen();
+    assert!(
+        s.contains("an MCP proxy's run: the host's next identical call collects"),
+        "{s}"
+    );
 }

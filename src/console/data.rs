@@ -213,6 +213,9 @@ pub struct ApprovalRow {
     /// Whether this build can resume the approval's run (set by the worker from the resume
     /// hook, as [`RunHeader::resumable`]).
     pub resumable: bool,
+    /// The MCP proxy session whose call the approval's run answers, as
+    /// [`RunHeader::proxy_session`].
+    pub proxy_session: Option<Vec<u8>>,
 }
 
 /// What the decision page reads beside the approval row (issue 15 items 1 and 2): the run's

@@ -214,6 +214,7 @@ fn approval_row(a: Approval, run_status: Option<&crate::runtime::types::RunStatu
         reason: Vec::new(),
         request_not_shown: None,
         resumable: false,
+        proxy_session: None,
         id: Key::new(a.id_bytes()),
         run_id: Key::new(a.run_id_bytes()),
         step_id: Key::new(a.step_id_bytes()),
@@ -344,6 +345,13 @@ impl SqliteData {
             let mut row = approval_row(approval, v.run_status.as_ref());
             row.reason = v.reason.into_bytes();
             row.request_not_shown = not_shown.map(|n| (n, n > store::SHOWN_REQUEST_MAX));
+            // A proxy's index that cannot be read (a hand-made table) says nothing.
+            row.proxy_session = self
+                .store
+                .proxy_call(&row.run_id)
+                .ok()
+                .flatten()
+                .map(|p| p.session);
             row
         }))
     }

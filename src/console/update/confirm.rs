@@ -194,6 +194,8 @@ pub(super) fn resume_from_approval(s: &ApprovalScreen, cx: &Ctx) -> Result<Confi
     let status = &a.run_status;
     if cx.cfg.read_only {
         Err(READ_ONLY.into())
+    } else if a.proxy_session.is_some() {
+        Err(PROXY_COLLECTS.into())
     } else if a.status == ApprovalStatus::Pending {
         Err("not approved yet: a resume runs only an approved call (a approves)".into())
     } else if status.is_terminal() || matches!(status, RunStatus::Unknown(_)) {
