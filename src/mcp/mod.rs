@@ -11,9 +11,11 @@
 //! rules and the per-tool checks), `client.rs` (the stdio client: process group, minimal
 //! environment, stderr tail, one connect deadline, `tools/list` from the raw bytes), `http.rs`
 //! (the same connection over streamable HTTP: POST per message, JSON or SSE answers, 16 MiB
-//! cap, no redirect),
-//! `load.rs` (pin and load, the report), `index.rs` (agentrt's `proxy_calls` tables), `reach.rs` (a server's arguments must not
-//! reach the proxy's own files).
+//! cap, no redirect), `rpc.rs` (the JSON-RPC envelope and `CallError` both transports share),
+//! `load.rs` (pin and load, the report), `index.rs` (agentrt's `proxy_calls` tables),
+//! `reach.rs` (a server's arguments must not reach the proxy's own files), and `serve/` (serving
+//! a host: one run per call through the Gate, the rules across calls, holds, the status tool,
+//! and `recheck`).
 //!
 //! The JSON-RPC is written here rather than through an SDK: what is pinned and keyed must be
 //! the bytes the server sent, and an SDK that decodes into `serde_json::Value` loses number
