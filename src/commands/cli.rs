@@ -343,14 +343,7 @@ fn id_parser() -> impl TypedValueParser<Value = Key> {
 }
 
 fn parse_status(s: &str) -> Result<String, String> {
-    const KNOWN: [&str; 6] = [
-        "RUNNING",
-        "WAITING_FOR_APPROVAL",
-        "INTERRUPTED",
-        "COMPLETED",
-        "FAILED",
-        "CANCELLED",
-    ];
+    const KNOWN: &[&str] = crate::runtime::types::RunStatus::KNOWN;
     // The short lower-case forms a person types: `waiting`, `canceled`, dashes for `_`.
     let up = s.trim().to_ascii_uppercase().replace('-', "_");
     let up = match up.as_str() {

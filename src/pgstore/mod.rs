@@ -53,18 +53,21 @@ impl PgStore {
     /// Connects and migrates to [`PG_SCHEMA_VERSION`] (one transaction; a newer schema is
     /// refused and nothing changes). Needs the owner role.
     pub fn open(url: &PgUrl) -> Result<PgStore, PgError> {
-        let mut client = connect(url)?;
-        schema::migrate(&mut client, url)?;
-        Ok(PgStore {
-            client,
-            url: url.clone(),
-        })
+        PgStore::connect_then(url, schema::migrate)
     }
 
     /// Connects to a database already at this build's version; never creates or migrates.
     pub fn open_existing(url: &PgUrl) -> Result<PgStore, PgError> {
+        PgStore::connect_then(url, schema::check_version)
+    }
+
+    /// Connects, then lets `prepare` ready (or check) the schema before the store is handed out.
+    fn connect_then(
+        url: &PgUrl,
+        prepare: impl FnOnce(&mut postgres::Client, &PgUrl) -> Result<(), PgError>,
+    ) -> Result<PgStore, PgError> {
         let mut client = connect(url)?;
-        schema::check_version(&mut client, url)?;
+        prepare(&mut client, url)?;
         Ok(PgStore {
             client,
             url: url.clone(),
@@ -94,21 +97,23 @@ impl PgStore {
     /// Verifies the chain over `from..=to` (from < 1 = 1, to < 1 = the head) in one
     /// repeatable-read snapshot, and that the events reach the head `event_chain` records.
     pub fn verify_events(&mut self, from: i64, to: i64) -> Result<ChainReport, PgError> {
-        let url = self.url.clone();
-        let mut tx = self
-            .client
-            .build_transaction()
-            .isolation_level(postgres::IsolationLevel::RepeatableRead)
-            .read_only(true)
-            .start()
-            .ctx(&url, "verify: begin")?;
-        let report = chain::verify(&mut tx, &url, from, to)?;
-        tx.commit().ctx(&url, "verify: end")?;
-        Ok(report)
+        let steps = ("verify: begin", "verify: end");
+        self.in_snapshot(steps, |tx, url| chain::verify(tx, url, from, to))
     }
 
     /// Recomputes every approval's hash from its stored fields.
     pub fn verify_approvals(&mut self) -> Result<ApprovalCheck, PgError> {
+        let steps = ("verify approvals: begin", "verify approvals: end");
+        self.in_snapshot(steps, chain::verify_approvals)
+    }
+
+    /// Runs `read` in one read-only repeatable-read snapshot; `steps` name its begin and end
+    /// in an error.
+    fn in_snapshot<T>(
+        &mut self,
+        steps: (&'static str, &'static str),
+        read: impl FnOnce(&mut postgres::Transaction<'_>, &PgUrl) -> Result<T, PgError>,
+    ) -> Result<T, PgError> {
         let url = self.url.clone();
         let mut tx = self
             .client
@@ -116,10 +121,10 @@ impl PgStore {
             .isolation_level(postgres::IsolationLevel::RepeatableRead)
             .read_only(true)
             .start()
-            .ctx(&url, "verify approvals: begin")?;
-        let check = chain::verify_approvals(&mut tx, &url)?;
-        tx.commit().ctx(&url, "verify approvals: end")?;
-        Ok(check)
+            .ctx(&url, steps.0)?;
+        let out = read(&mut tx, &url)?;
+        tx.commit().ctx(&url, steps.1)?;
+        Ok(out)
     }
 
     /// The stored hash of event `seq`, if it exists.

@@ -51,12 +51,7 @@ pub(super) fn on_action(app: &mut App, a: Action) -> Option<Vec<Effect>> {
         Action::Approve => Verb::Approve,
         _ => return None,
     };
-    if app.cfg.read_only {
-        app.notice = Some((Level::Error, READ_ONLY.into()));
-        return Some(vec![]);
-    }
-    if app.bulk.is_some() {
-        app.notice = Some((Level::Error, BUSY.into()));
+    if refused(app) {
         return Some(vec![]);
     }
     let purpose = match verb {
@@ -95,17 +90,10 @@ fn on_runs_action(app: &mut App, a: Action) -> Option<Vec<Effect>> {
                 app.notice = Some((Level::Info, "no run selected".into()));
                 return Some(vec![]);
             };
-            let id = r.id.clone();
-            if let Some(i) = app.marks.runs.iter().position(|m| m.run == id) {
-                app.marks.runs.remove(i);
-            } else if app.marks.runs.len() >= MARKS_MAX {
-                app.notice = Some((
-                    Level::Error,
-                    format!("at most {MARKS_MAX} runs can be marked at once"),
-                ));
+            let marks = &mut app.marks.runs;
+            if let Err(e) = flip(marks, |m| m.run == r.id, || MarkedRun::of(r), "runs") {
+                app.notice = Some((Level::Error, e));
                 return Some(vec![]);
-            } else {
-                app.marks.runs.push(MarkedRun::of(r));
             }
             let n = app.marks.runs.len();
             app.notice = Some((Level::Info, format!("{n} run(s) marked · x cancels them")));
@@ -118,12 +106,7 @@ fn on_runs_action(app: &mut App, a: Action) -> Option<Vec<Effect>> {
             Some(vec![])
         }
         Action::CancelRun if !app.marks.runs.is_empty() => {
-            if app.cfg.read_only {
-                app.notice = Some((Level::Error, READ_ONLY.into()));
-                return Some(vec![]);
-            }
-            if app.bulk.is_some() {
-                app.notice = Some((Level::Error, BUSY.into()));
+            if refused(app) {
                 return Some(vec![]);
             }
             Some(read_marked_runs(app, Purpose::Confirm(Verb::CancelRuns)))
@@ -141,20 +124,49 @@ fn toggle(app: &mut App) -> Vec<Effect> {
         app.notice = Some((Level::Info, "no row selected".into()));
         return vec![];
     };
-    let id = r.approval_id.clone();
-    if let Some(i) = app.marks.rows.iter().position(|m| m.approval == id) {
-        app.marks.rows.remove(i);
-    } else if app.marks.rows.len() >= MARKS_MAX {
-        app.notice = Some((
-            Level::Error,
-            format!("at most {MARKS_MAX} rows can be marked at once"),
-        ));
+    let marks = &mut app.marks.rows;
+    if let Err(e) = flip(
+        marks,
+        |m| m.approval == r.approval_id,
+        || Marked::of(r),
+        "rows",
+    ) {
+        app.notice = Some((Level::Error, e));
         return vec![];
-    } else {
-        app.marks.rows.push(Marked::of(r));
     }
     app.notice = Some((Level::Info, marked_count(app)));
     vec![]
+}
+
+/// Unmarks the mark `is` finds, or else marks `new()` while fewer than [`MARKS_MAX`] are
+/// marked; past that, why not (`what` names the marks).
+fn flip<T>(
+    marks: &mut Vec<T>,
+    is: impl Fn(&T) -> bool,
+    new: impl FnOnce() -> T,
+    what: &str,
+) -> Result<(), String> {
+    if let Some(i) = marks.iter().position(is) {
+        marks.remove(i);
+    } else if marks.len() >= MARKS_MAX {
+        return Err(format!("at most {MARKS_MAX} {what} can be marked at once"));
+    } else {
+        marks.push(new());
+    }
+    Ok(())
+}
+
+/// Whether a bulk decision may not start now (read-only, or one still running), said.
+fn refused(app: &mut App) -> bool {
+    let why = if app.cfg.read_only {
+        READ_ONLY
+    } else if app.bulk.is_some() {
+        BUSY
+    } else {
+        return false;
+    };
+    app.notice = Some((Level::Error, why.into()));
+    true
 }
 
 fn marked_count(app: &App) -> String {
@@ -258,15 +270,15 @@ fn unmark_gone<'a>(app: &mut App, now_of: &impl Fn(&Key) -> Option<&'a ApprovalR
         }
         why.is_none()
     });
+    say_unmarked(app, &gone, "row(s) left the queue");
+}
+
+/// Names the marks unmarked because `why` (none: nothing said).
+fn say_unmarked(app: &mut App, gone: &[String], why: &str) {
     if !gone.is_empty() {
-        app.notice = Some((
-            Level::Info,
-            format!(
-                "{} marked row(s) left the queue and were unmarked: {}",
-                gone.len(),
-                gone.join("; ")
-            ),
-        ));
+        let (n, names) = (gone.len(), gone.join("; "));
+        let m = format!("{n} marked {why} and were unmarked: {names}");
+        app.notice = Some((Level::Info, m));
     }
 }
 
@@ -288,16 +300,7 @@ fn runs_reply<'a>(
                     false
                 }
             });
-            if !gone.is_empty() {
-                app.notice = Some((
-                    Level::Info,
-                    format!(
-                        "{} marked run(s) ended and were unmarked: {}",
-                        gone.len(),
-                        gone.join("; ")
-                    ),
-                ));
-            }
+            say_unmarked(app, &gone, "run(s) ended");
         }
         Purpose::DryRun => bulk::dry_run_runs(app, now_of),
         _ => bulk::open_confirm_runs(app, now_of),

@@ -9,7 +9,7 @@ use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
-use super::widgets::{block, clear};
+use super::widgets::{block, centred_box, clear};
 use crate::console::bulk::{Item, Verb};
 use crate::console::keymap::Action;
 use crate::console::layout;
@@ -77,22 +77,7 @@ fn item_lines(app: &App, n: usize, i: &Item, w: usize, skip: Option<&[u8]>) -> V
 /// A centred box over the body, whole rows cleared (no untrusted text beside it).
 fn area(f: &mut Frame, body: Rect, h: usize) -> Rect {
     let w = body.width.saturating_sub(2).min(78);
-    let h = (h as u16).min(body.height);
-    let a = Rect {
-        x: body.x + (body.width - w) / 2,
-        y: body.y + body.height.saturating_sub(h) / 2,
-        width: w,
-        height: h,
-    };
-    clear(
-        f,
-        Rect {
-            x: body.x,
-            width: body.width,
-            ..a
-        },
-    );
-    a
+    centred_box(f, body, w, h as u16)
 }
 
 /// Fits `fixed` lines above and `tail` below a scrolled list of `rows` into `room` lines.

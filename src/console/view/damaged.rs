@@ -6,7 +6,7 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::Line;
 use ratatui::widgets::{Paragraph, Wrap};
 
-use super::widgets::{self, Col, block, cell, position, table};
+use super::widgets::{self, block, cell, col, position, table};
 use crate::console::data::DamagedRow;
 use crate::console::state::{App, DamagedScreen};
 use crate::console::text;
@@ -31,31 +31,14 @@ pub(super) fn draw(f: &mut Frame, area: Rect, app: &App, s: &DamagedScreen) {
             "  rows that do not decode; their runs can still be cancelled",
         ));
     } else {
-        t.push(widgets::dim(app, "  filter /"));
-        t.push(widgets::styled(
-            text::escaped(s.filter.as_bytes()),
-            th.style(Role::FilterMatch),
-        ));
+        t.extend(widgets::filter_spans(app, &s.filter));
     }
     f.render_widget(Paragraph::new(Line::from(t)), title);
     table(
         f,
         list,
         app,
-        &[
-            Col {
-                title: "RUN",
-                width: 8,
-            },
-            Col {
-                title: "ROW",
-                width: 22,
-            },
-            Col {
-                title: "ERROR",
-                width: 0,
-            },
-        ],
+        &[col("RUN", 8), col("ROW", 22), col("ERROR", 0)],
         &s.list,
         |r, ws| {
             vec![

@@ -7,7 +7,7 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
-use super::widgets::{block, clear};
+use super::widgets::{block, centred_box};
 use crate::console::data::{Counts, RunStatus};
 use crate::console::state::{App, RUN_STATUSES, StatusPicker};
 use crate::console::theme::Role;
@@ -29,23 +29,9 @@ pub(super) fn draw(f: &mut Frame, body: Rect, app: &App, p: &StatusPicker) {
         .chain(RUN_STATUSES.iter().map(Some))
         .collect();
     let w = 36u16.min(body.width);
-    let h = (rows.len() as u16 + 4).min(body.height);
-    let area = Rect {
-        x: body.x + (body.width - w) / 2,
-        y: body.y + body.height.saturating_sub(h) / 2,
-        width: w,
-        height: h,
-    };
     // Whole rows, as the confirmation does: no untrusted text sits beside the choices (a
     // goal drawn next to the box could pass for one of its rows).
-    clear(
-        f,
-        Rect {
-            x: body.x,
-            width: body.width,
-            ..area
-        },
-    );
+    let area = centred_box(f, body, w, rows.len() as u16 + 4);
     let mut lines = Vec::new();
     for (i, s) in rows.iter().enumerate() {
         let name = s.map_or("all runs", RunStatus::as_str);

@@ -7,7 +7,7 @@ use ratatui::text::Line;
 use ratatui::widgets::Paragraph;
 
 use super::age;
-use super::widgets::{self, Col, cell, position, table};
+use super::widgets::{self, Col, cell, col, position, table};
 use crate::console::data::QueueRow;
 use crate::console::filter;
 use crate::console::sort::Sort;
@@ -30,11 +30,7 @@ pub(super) fn draw(f: &mut Frame, area: Rect, app: &App, s: &QueueScreen) {
         widgets::dim(app, format!("  {}", s.sort.label())),
     ];
     if !s.filter.is_empty() {
-        t.push(widgets::dim(app, "  filter /"));
-        t.push(widgets::styled(
-            text::escaped(s.filter.as_bytes()),
-            th.style(Role::FilterMatch),
-        ));
+        t.extend(widgets::filter_spans(app, &s.filter));
     }
     f.render_widget(Paragraph::new(Line::from(t)), title);
     // Sorted by a fact: its value leads each row, as a group column (issue 21); the run and
@@ -145,49 +141,19 @@ pub(super) fn draw(f: &mut Frame, area: Rect, app: &App, s: &QueueScreen) {
 fn columns(narrow: bool) -> Vec<Col> {
     if narrow {
         vec![
-            Col {
-                title: "AGE",
-                width: 5,
-            },
-            Col {
-                title: "EXPIRES",
-                width: 9,
-            },
-            Col {
-                title: "TOOL",
-                width: 17,
-            },
-            Col {
-                title: "SUMMARY",
-                width: 0,
-            },
+            col("AGE", 5),
+            col("EXPIRES", 9),
+            col("TOOL", 17),
+            col("SUMMARY", 0),
         ]
     } else {
         vec![
-            Col {
-                title: "AGE",
-                width: 6,
-            },
-            Col {
-                title: "EXPIRES",
-                width: 10,
-            },
-            Col {
-                title: "RUN",
-                width: 8,
-            },
-            Col {
-                title: "STEP",
-                width: 4,
-            },
-            Col {
-                title: "TOOL",
-                width: 18,
-            },
-            Col {
-                title: "SUMMARY",
-                width: 0,
-            },
+            col("AGE", 6),
+            col("EXPIRES", 10),
+            col("RUN", 8),
+            col("STEP", 4),
+            col("TOOL", 18),
+            col("SUMMARY", 0),
         ]
     }
 }

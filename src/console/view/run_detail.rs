@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use ratatui::style::Style;
 
-use super::widgets::{Col, cell, cell_in, fate_cell, position, table};
+use super::widgets::{cell, cell_in, col, fate_cell, position, table};
 use crate::console::data::{ApprovalStatus, ChainMark, EventRow, Fate, RunHeader, Tab};
 use crate::console::state::{App, RunDetailScreen, short};
 
@@ -174,26 +174,11 @@ fn steps_tab(f: &mut Frame, rest: Rect, app: &App, s: &RunDetailScreen) {
         rest,
         app,
         &[
-            Col {
-                title: "#",
-                width: 3,
-            },
-            Col {
-                title: "STATUS",
-                width: 17,
-            },
-            Col {
-                title: "TOOL",
-                width: 14,
-            },
-            Col {
-                title: "POLICY",
-                width: 16,
-            },
-            Col {
-                title: "OBSERVATION / DAMAGE",
-                width: 0,
-            },
+            col("#", 3),
+            col("STATUS", 17),
+            col("TOOL", 14),
+            col("POLICY", 16),
+            col("OBSERVATION / DAMAGE", 0),
         ],
         &s.steps,
         |r, ws| {
@@ -225,26 +210,11 @@ fn events_tab(f: &mut Frame, rest: Rect, app: &App, s: &RunDetailScreen) {
         rest,
         app,
         &[
-            Col {
-                title: "SEQ",
-                width: seq_width(&s.events.page.rows),
-            },
-            Col {
-                title: "CHAIN",
-                width: 6,
-            },
-            Col {
-                title: "AGE",
-                width: 6,
-            },
-            Col {
-                title: "TYPE",
-                width: 19,
-            },
-            Col {
-                title: "PAYLOAD",
-                width: 0,
-            },
+            col("SEQ", seq_width(&s.events.page.rows)),
+            col("CHAIN", 6),
+            col("AGE", 6),
+            col("TYPE", 19),
+            col("PAYLOAD", 0),
         ],
         &s.events,
         |r, ws| {
@@ -273,26 +243,11 @@ fn approvals_tab(f: &mut Frame, rest: Rect, app: &App, s: &RunDetailScreen) {
         rest,
         app,
         &[
-            Col {
-                title: "STATUS",
-                width: 9,
-            },
-            Col {
-                title: "AGE",
-                width: 6,
-            },
-            Col {
-                title: "HASH",
-                width: 12,
-            },
-            Col {
-                title: "BY",
-                width: 10,
-            },
-            Col {
-                title: "PRESENTATION",
-                width: 0,
-            },
+            col("STATUS", 9),
+            col("AGE", 6),
+            col("HASH", 12),
+            col("BY", 10),
+            col("PRESENTATION", 0),
         ],
         &s.approvals,
         |r, ws| {
@@ -323,34 +278,13 @@ fn model_calls_tab(f: &mut Frame, rest: Rect, app: &App, s: &RunDetailScreen) {
         rest,
         app,
         &[
-            Col {
-                title: "TRY",
-                width: 3,
-            },
-            Col {
-                title: "STATUS",
-                width: 10,
-            },
-            Col {
-                title: "MODEL",
-                width: 18,
-            },
-            Col {
-                title: "IN",
-                width: 7,
-            },
-            Col {
-                title: "OUT",
-                width: 6,
-            },
-            Col {
-                title: "COST",
-                width: 8,
-            },
-            Col {
-                title: "ERROR",
-                width: 0,
-            },
+            col("TRY", 3),
+            col("STATUS", 10),
+            col("MODEL", 18),
+            col("IN", 7),
+            col("OUT", 6),
+            col("COST", 8),
+            col("ERROR", 0),
         ],
         &s.calls,
         |r, ws| {

@@ -6,9 +6,8 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
-use super::widgets::{self, Col, cell, position, run_status_cell, table};
+use super::widgets::{self, Col, cell, col, position, run_status_cell, table};
 use crate::console::state::{App, RunsScreen};
-use crate::console::text;
 use crate::console::theme::Role;
 use crate::console::time;
 
@@ -27,21 +26,16 @@ pub(super) fn draw(f: &mut Frame, area: Rect, app: &App, s: &RunsScreen) {
         t.push(widgets::styled(st.as_str(), th.status(st)));
     }
     if !s.filter.is_empty() {
-        t.push(widgets::dim(app, "  filter /"));
-        t.push(widgets::styled(
-            text::escaped(s.filter.as_bytes()),
-            th.style(Role::FilterMatch),
-        ));
+        t.extend(widgets::filter_spans(app, &s.filter));
     }
     f.render_widget(Paragraph::new(Line::from(t)), title);
     let narrow = area.width < 76;
-    let cols = columns(narrow);
     let now = app.now;
     table(
         f,
         rest,
         app,
-        &cols,
+        &columns(narrow),
         &s.list,
         |r, ws| {
             let mut marks = Vec::new();
@@ -100,57 +94,21 @@ fn id_prefix(app: &App, id: &[u8]) -> Line<'static> {
 fn columns(narrow: bool) -> Vec<Col> {
     if narrow {
         vec![
-            Col {
-                title: "",
-                width: 2,
-            },
-            Col {
-                title: "ID",
-                width: ID_SHOWN as u16 + 1,
-            },
-            Col {
-                title: "STATUS",
-                width: 9,
-            },
-            Col {
-                title: "AGE",
-                width: 5,
-            },
-            Col {
-                title: "GOAL",
-                width: 0,
-            },
+            col("", 2),
+            col("ID", ID_SHOWN as u16 + 1),
+            col("STATUS", 9),
+            col("AGE", 5),
+            col("GOAL", 0),
         ]
     } else {
         vec![
-            Col {
-                title: "",
-                width: 2,
-            },
-            Col {
-                title: "ID",
-                width: ID_SHOWN as u16 + 1,
-            },
-            Col {
-                title: "STATUS",
-                width: 9,
-            },
-            Col {
-                title: "REASON / CALL",
-                width: 20,
-            },
-            Col {
-                title: "STEPS",
-                width: 5,
-            },
-            Col {
-                title: "AGE",
-                width: 6,
-            },
-            Col {
-                title: "GOAL",
-                width: 0,
-            },
+            col("", 2),
+            col("ID", ID_SHOWN as u16 + 1),
+            col("STATUS", 9),
+            col("REASON / CALL", 20),
+            col("STEPS", 5),
+            col("AGE", 6),
+            col("GOAL", 0),
         ]
     }
 }

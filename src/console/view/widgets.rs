@@ -20,6 +20,11 @@ pub struct Col {
     pub width: u16,
 }
 
+/// A column of `width` cells under `title` (0 = takes the rest).
+pub const fn col(title: &'static str, width: u16) -> Col {
+    Col { title, width }
+}
+
 /// Resolves widths: fixed columns first, the flexible one gets the rest (at least 8).
 pub fn widths(cols: &[Col], total: u16) -> Vec<u16> {
     let gaps = cols.len().saturating_sub(1) as u16;
@@ -176,6 +181,17 @@ pub fn styled(s: impl Into<String>, st: Style) -> Span<'static> {
     Span::styled(s.into(), st)
 }
 
+/// A list title's filter words, escaped (the filter is typed, and may be pasted).
+pub fn filter_spans(app: &App, filter: &str) -> [Span<'static>; 2] {
+    [
+        dim(app, "  filter /"),
+        styled(
+            text::escaped(filter.as_bytes()),
+            app.theme.style(Role::FilterMatch),
+        ),
+    ]
+}
+
 /// A bordered block with a title, themed.
 pub fn block<'a>(app: &App, title: impl Into<Line<'a>>) -> Block<'a> {
     Block::default()
@@ -188,6 +204,28 @@ pub fn block<'a>(app: &App, title: impl Into<Line<'a>>) -> Block<'a> {
 pub fn clear(f: &mut Frame, r: Rect) -> Rect {
     f.render_widget(Clear, r);
     r
+}
+
+/// A box of `w` by `h` cells (each at most the body's) centred on `body`, with the body's
+/// whole rows under it cleared: no untrusted text is left beside the box, where it could pass
+/// for one of its rows.
+pub fn centred_box(f: &mut Frame, body: Rect, w: u16, h: u16) -> Rect {
+    let (w, h) = (w.min(body.width), h.min(body.height));
+    let a = Rect {
+        x: body.x + (body.width - w) / 2,
+        y: body.y + body.height.saturating_sub(h) / 2,
+        width: w,
+        height: h,
+    };
+    clear(
+        f,
+        Rect {
+            x: body.x,
+            width: body.width,
+            ..a
+        },
+    );
+    a
 }
 
 /// A one-line cell of untrusted bytes at `w` columns.

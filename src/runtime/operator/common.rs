@@ -139,12 +139,18 @@ pub(super) fn decide_row(
         .str("note", note)
         .str("status", status)
         .finish();
-    tx.append_event(
-        run_id,
-        a.step_id_bytes(),
-        &now,
-        "approval.decided",
-        &payload,
-    )?;
+    append_decided(tx, run_id, a, now, &payload)
+}
+
+/// Appends `approval.decided` for `a` on its step, with `payload` (its members already in
+/// agentrt's order).
+pub(super) fn append_decided(
+    tx: &mut Tx<'_>,
+    run_id: &[u8],
+    a: &Approval,
+    now: Timestamp,
+    payload: &[u8],
+) -> Result<(), OperatorError> {
+    tx.append_event(run_id, a.step_id_bytes(), &now, "approval.decided", payload)?;
     Ok(())
 }

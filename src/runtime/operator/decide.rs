@@ -40,6 +40,23 @@ pub enum Ruling {
     Reject,
 }
 
+impl Decided {
+    /// The run and the approval as the decision's transaction left them, read after it, with
+    /// the events it appended.
+    pub(super) fn read(
+        store: &Store,
+        run_id: &[u8],
+        approval_id: &[u8],
+        events: Vec<Event>,
+    ) -> Result<Decided, OperatorError> {
+        Ok(Decided {
+            run: store.get_run(run_id)?,
+            approval: store.get_approval(run_id, approval_id)?,
+            events,
+        })
+    }
+}
+
 impl Ruling {
     /// The approval's status after it.
     pub fn status(self) -> ApprovalStatus {
@@ -236,11 +253,7 @@ fn decide_hooked(
         }
         Ok(())
     })?;
-    Ok(Decided {
-        run: store.get_run(run_id)?,
-        approval: store.get_approval(run_id, approval_id)?,
-        events,
-    })
+    Decided::read(store, run_id, approval_id, events)
 }
 }
 

@@ -93,9 +93,5 @@ pub fn deny_shown(
         })?;
         Ok(())
     })?;
-    Ok(Decided {
-        run: store.get_run(run_id)?,
-        approval: store.get_approval(run_id, approval_id)?,
-        events,
-    })
+    Decided::read(store, run_id, approval_id, events)
 }

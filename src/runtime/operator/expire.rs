@@ -5,7 +5,7 @@ use crate::runtime::store::{Store, Tx};
 use crate::runtime::types::{Approval, ApprovalStatus, AsKey, Event, RunStatus, Timestamp};
 
 use super::OperatorError;
-use super::common::{finish, not_pending, require_waiting};
+use super::common::{append_decided, finish, not_pending, require_waiting};
 
 /// Expires `a` (pending past `approval_ttl`, or a grant past `grant_ttl`) and cancels its run
 /// (`approval_expired`), in one transaction. Returns the events appended.
@@ -52,13 +52,7 @@ pub fn expire_in(
         .str_bytes("approval_id", a.id_bytes())
         .str("status", "expired")
         .finish();
-    tx.append_event(
-        run_id,
-        a.step_id_bytes(),
-        &now,
-        "approval.decided",
-        &payload,
-    )?;
+    append_decided(tx, run_id, a, now, &payload)?;
     let detail = format!("approval {} expired", a.id);
     finish(
         tx,
