@@ -7,9 +7,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use super::http;
-use super::openai::{function_tools, generate_with, join, push_turn};
+use super::openai::{chat_messages, function_tools, generate_with, tool_use};
 use super::shared::{self, Failure};
-use super::wire::{ChatRequest, ChatResponse, ToolUse};
+use super::wire::{ChatRequest, ChatResponse, ContentBlock};
 use crate::runtime::json::gojson::Object;
 use crate::runtime::model::{Model, ModelFuture, ModelRequest, Usage};
 
@@ -117,54 +117,10 @@ impl Ollama {
     }
 
     pub fn body(&self, req: &ChatRequest) -> Result<Vec<u8>, String> {
-        let mut msgs: Vec<Vec<u8>> = Vec::new();
-        if !req.system.is_empty() {
-            msgs.push(
-                Object::new()
-                    .str("role", "system")
-                    .str("content", &req.system)
-                    .finish(),
-            );
-        }
-        for m in &req.messages {
-            let mut text = String::new();
-            let mut calls = Vec::new();
-            let mut results = Vec::new();
-            for b in &m.content {
-                match b.kind.as_str() {
-                    "text" => text.push_str(&b.text),
-                    "tool_use" => {
-                        let mut f = Object::new();
-                        f.str("name", &b.name);
-                        if b.input.is_empty() {
-                            f.encoded("arguments", b"{}");
-                        } else {
-                            f.raw("arguments", &b.input).map_err(|_| {
-                                format!("ollama: tool use {}: input is not JSON", b.name)
-                            })?;
-                        }
-                        calls.push(
-                            Object::new()
-                                .str_opt("id", &b.tool_use_id)
-                                .encoded("function", &f.finish())
-                                .finish(),
-                        );
-                    }
-                    "tool_result" => results.push(
-                        Object::new()
-                            .str("role", "tool")
-                            .str("content", &b.content)
-                            .str_opt("tool_name", &b.name)
-                            .finish(),
-                    ),
-                    _ => {}
-                }
-            }
-            push_turn(&mut msgs, m.role == "assistant", &text, &calls, results);
-        }
+        let messages = chat_messages(req, tool_call, tool_result)?;
         let mut o = Object::new();
         o.str("model", &self.inner.model)
-            .encoded("messages", &join(&msgs));
+            .encoded("messages", &messages);
         if !req.tools.is_empty() {
             let tools = function_tools(P, &req.tools)?;
             o.encoded("tools", &tools);
@@ -189,6 +145,31 @@ impl Ollama {
         }
         parse_reply(&ex.body)
     }
+}
+
+/// An assistant's tool call as Ollama takes it: the arguments a JSON object (`{}` when none).
+fn tool_call(b: &ContentBlock) -> Result<Vec<u8>, String> {
+    let mut f = Object::new();
+    f.str("name", &b.name);
+    if b.input.is_empty() {
+        f.encoded("arguments", b"{}");
+    } else {
+        f.raw("arguments", &b.input)
+            .map_err(|_| format!("ollama: tool use {}: input is not JSON", b.name))?;
+    }
+    Ok(Object::new()
+        .str_opt("id", &b.tool_use_id)
+        .encoded("function", &f.finish())
+        .finish())
+}
+
+/// A tool result as Ollama takes it: a `tool` message naming the tool.
+fn tool_result(b: &ContentBlock) -> Vec<u8> {
+    Object::new()
+        .str("role", "tool")
+        .str("content", &b.content)
+        .str_opt("tool_name", &b.name)
+        .finish()
 }
 
 pub fn parse_reply(body: &[u8]) -> Result<ChatResponse, Failure> {
@@ -267,21 +248,8 @@ pub fn parse_reply(body: &[u8]) -> Result<ChatResponse, Failure> {
         } else {
             args
         };
-        if !args.starts_with('{') {
-            return Err(served(format!(
-                "{P}: tool call {}: arguments are not a JSON object: {}",
-                shared::truncate(&c.function.name, 512),
-                shared::truncate(&args, 512)
-            )));
-        }
-        uses.push(ToolUse {
-            id: c
-                .id
-                .filter(|i| !i.is_empty())
-                .unwrap_or_else(|| shared::synthesize_tool_use_id(i)),
-            name: c.function.name,
-            args: args.into_bytes(),
-        });
+        let object = args.starts_with('{');
+        uses.push(tool_use(P, i, c.id, c.function.name, &args, object).map_err(served)?);
     }
     let done = r.done_reason.unwrap_or_default();
     let stop = if done == "length" {

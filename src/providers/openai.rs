@@ -9,7 +9,7 @@ use serde_json::value::RawValue;
 use super::Secret;
 use super::http::{self, Header};
 use super::shared::{self, Failure};
-use super::wire::{ChatRequest, ChatResponse, ToolUse};
+use super::wire::{ChatRequest, ChatResponse, ContentBlock, ToolUse};
 use crate::runtime::json::gojson::Object;
 use crate::runtime::model::{Model, ModelError, ModelFuture, ModelRequest, Usage};
 use crate::runtime::types::ToolSpec;
@@ -135,55 +135,10 @@ impl OpenAi {
 
     /// The request body sent for `req`.
     pub fn body(&self, req: &ChatRequest) -> Result<Vec<u8>, String> {
-        let mut msgs: Vec<Vec<u8>> = Vec::new();
-        if !req.system.is_empty() {
-            msgs.push(
-                Object::new()
-                    .str("role", "system")
-                    .str("content", &req.system)
-                    .finish(),
-            );
-        }
-        for m in &req.messages {
-            let mut text = String::new();
-            let mut calls = Vec::new();
-            let mut results = Vec::new();
-            for b in &m.content {
-                match b.kind.as_str() {
-                    "text" => text.push_str(&b.text),
-                    "tool_use" => {
-                        let args = if b.input.is_empty() {
-                            "{}".to_string()
-                        } else {
-                            String::from_utf8_lossy(&b.input).into_owned()
-                        };
-                        let f = Object::new()
-                            .str("name", &b.name)
-                            .str("arguments", &args)
-                            .finish();
-                        calls.push(
-                            Object::new()
-                                .str("id", &b.tool_use_id)
-                                .str("type", "function")
-                                .encoded("function", &f)
-                                .finish(),
-                        );
-                    }
-                    "tool_result" => results.push(
-                        Object::new()
-                            .str("role", "tool")
-                            .str_opt("tool_call_id", &b.tool_use_id)
-                            .str("content", &b.content)
-                            .finish(),
-                    ),
-                    _ => {}
-                }
-            }
-            push_turn(&mut msgs, m.role == "assistant", &text, &calls, results);
-        }
+        let messages = chat_messages(req, tool_call, tool_result)?;
         let mut o = Object::new();
         o.str("model", &self.inner.model)
-            .encoded("messages", &join(&msgs));
+            .encoded("messages", &messages);
         if !req.tools.is_empty() {
             let tools = function_tools(P, &req.tools)?;
             o.encoded("tools", &tools)
@@ -210,10 +165,72 @@ impl OpenAi {
     }
 }
 
+/// An assistant's tool call as OpenAI takes it: the arguments a JSON string (`{}` when none).
+fn tool_call(b: &ContentBlock) -> Result<Vec<u8>, String> {
+    let args = if b.input.is_empty() {
+        "{}".to_string()
+    } else {
+        String::from_utf8_lossy(&b.input).into_owned()
+    };
+    let f = Object::new()
+        .str("name", &b.name)
+        .str("arguments", &args)
+        .finish();
+    Ok(Object::new()
+        .str("id", &b.tool_use_id)
+        .str("type", "function")
+        .encoded("function", &f)
+        .finish())
+}
+
+/// A tool result as OpenAI takes it: a `tool` message naming the call it answers.
+fn tool_result(b: &ContentBlock) -> Vec<u8> {
+    Object::new()
+        .str("role", "tool")
+        .str_opt("tool_call_id", &b.tool_use_id)
+        .str("content", &b.content)
+        .finish()
+}
+
+/// The `messages` array in the chat-completions shape both OpenAI and Ollama use: the system
+/// prompt (when there is one), then each turn of the conversation (see [`push_turn`]). The
+/// adapters differ only in how a tool call and a tool result are written: `tool_call` and
+/// `tool_result` write them.
+pub(crate) fn chat_messages(
+    req: &ChatRequest,
+    tool_call: impl Fn(&ContentBlock) -> Result<Vec<u8>, String>,
+    tool_result: impl Fn(&ContentBlock) -> Vec<u8>,
+) -> Result<Vec<u8>, String> {
+    let mut msgs: Vec<Vec<u8>> = Vec::new();
+    if !req.system.is_empty() {
+        msgs.push(
+            Object::new()
+                .str("role", "system")
+                .str("content", &req.system)
+                .finish(),
+        );
+    }
+    for m in &req.messages {
+        let mut text = String::new();
+        let mut calls = Vec::new();
+        let mut results = Vec::new();
+        for b in &m.content {
+            match b.kind.as_str() {
+                "text" => text.push_str(&b.text),
+                "tool_use" => calls.push(tool_call(b)?),
+                "tool_result" => results.push(tool_result(b)),
+                _ => {}
+            }
+        }
+        push_turn(&mut msgs, m.role == "assistant", &text, &calls, results);
+    }
+    Ok(join(&msgs))
+}
+
 /// Appends one conversation turn in the chat-completions shape both OpenAI and Ollama use: an
 /// assistant turn carries its text and tool calls; any other turn is the user's text (when
 /// there is any) followed by its tool results, each a `tool` message.
-pub(crate) fn push_turn(
+fn push_turn(
     msgs: &mut Vec<Vec<u8>>,
     assistant: bool,
     text: &str,
@@ -384,21 +401,9 @@ pub fn parse_reply(body: &[u8]) -> Result<ChatResponse, Failure> {
         let args = c.function.arguments.unwrap_or_default();
         let args = args.trim();
         let args = if args.is_empty() { "{}" } else { args };
-        if !args.starts_with('{') || crate::runtime::json::check_json(args.as_bytes()).is_err() {
-            return Err(served(format!(
-                "{P}: tool call {}: arguments are not a JSON object: {}",
-                shared::truncate(&c.function.name, 512),
-                shared::truncate(args, 512)
-            )));
-        }
-        uses.push(ToolUse {
-            id: c
-                .id
-                .filter(|i| !i.is_empty())
-                .unwrap_or_else(|| shared::synthesize_tool_use_id(i)),
-            name: c.function.name,
-            args: args.as_bytes().to_vec(),
-        });
+        let object =
+            args.starts_with('{') && crate::runtime::json::check_json(args.as_bytes()).is_ok();
+        uses.push(tool_use(P, i, c.id, c.function.name, args, object).map_err(served)?);
     }
     let stop = match finish.as_str() {
         "tool_calls" => "tool_use".to_string(),
@@ -418,6 +423,33 @@ pub fn parse_reply(body: &[u8]) -> Result<ChatResponse, Failure> {
         stop_reason: stop,
         usage,
         raw: body.to_vec(),
+    })
+}
+
+/// The `i`th tool call of a chat-completions reply as a [`ToolUse`]. Its arguments must be a
+/// JSON object (`object`: the adapter found them one); if not, the reply is refused with the
+/// message returned. A call without an id is given one made from its place.
+pub(crate) fn tool_use(
+    provider: &str,
+    i: usize,
+    id: Option<String>,
+    name: String,
+    args: &str,
+    object: bool,
+) -> Result<ToolUse, String> {
+    if !object {
+        return Err(format!(
+            "{provider}: tool call {}: arguments are not a JSON object: {}",
+            shared::truncate(&name, 512),
+            shared::truncate(args, 512)
+        ));
+    }
+    Ok(ToolUse {
+        id: id
+            .filter(|i| !i.is_empty())
+            .unwrap_or_else(|| shared::synthesize_tool_use_id(i)),
+        name,
+        args: args.as_bytes().to_vec(),
     })
 }
 
