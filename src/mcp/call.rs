@@ -8,7 +8,7 @@ use std::time::Instant;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::canonical::{canonical_schema, json_string};
+use super::canonical::{canonical_schema, json_string, raw_object};
 use super::client::Connection;
 use super::rules::Built;
 use crate::runtime::tools::ToolOutput;
@@ -74,16 +74,9 @@ pub fn call(
     }
     let mut params = b"{\"name\":".to_vec();
     params.extend_from_slice(&json_string(&tool.tool));
-    params.extend_from_slice(b",\"arguments\":{");
-    for (n, (k, v)) in obj.iter().enumerate() {
-        if n > 0 {
-            params.push(b',');
-        }
-        params.extend_from_slice(&json_string(k));
-        params.push(b':');
-        params.extend_from_slice(v.get().as_bytes());
-    }
-    params.extend_from_slice(b"}}");
+    params.extend_from_slice(b",\"arguments\":");
+    params.extend_from_slice(&raw_object(&obj));
+    params.push(b'}');
     let deadline = Instant::now() + tool.timeout;
     let raw = conn.request("tools/call", &params, deadline).map_err(|e| {
         format!(

@@ -28,6 +28,24 @@ pub fn description_hash(description: &str) -> String {
     sha256_hex(&json_string(description))
 }
 
+/// An object of members already encoded, in key order: keys written by [`json_string`],
+/// values as they are, no white space.
+pub fn raw_object(
+    m: &std::collections::BTreeMap<String, Box<serde_json::value::RawValue>>,
+) -> Vec<u8> {
+    let mut b = b"{".to_vec();
+    for (n, (k, v)) in m.iter().enumerate() {
+        if n > 0 {
+            b.push(b',');
+        }
+        b.extend_from_slice(&json_string(k));
+        b.push(b':');
+        b.extend_from_slice(v.get().as_bytes());
+    }
+    b.push(b'}');
+    b
+}
+
 /// A string as Go's encoder writes it with HTML escaping off: short escapes, other controls as
 /// `\u00xx`, U+2028/U+2029 as escapes, everything else literal.
 pub fn json_string(s: &str) -> Vec<u8> {

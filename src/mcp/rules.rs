@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use super::canonical::{canonical_schema, description_hash, json_string, schema_hash};
+use super::canonical::{canonical_schema, description_hash, raw_object, schema_hash};
 use super::config::{Rule, is_name};
 use super::manifest::{Annotations, PinnedTool};
 use crate::runtime::tools::{FnTool, Registry, SideEffect, ToolDef, ToolError};
@@ -295,7 +295,7 @@ fn restrict(
             let mut props: BTreeMap<String, Box<RawValue>> =
                 serde_json::from_str(p.get()).map_err(|e| e.to_string())?;
             props.retain(|k, _| !hidden.contains(k));
-            top.insert("properties".into(), raw(&object(&props))?);
+            top.insert("properties".into(), raw(&raw_object(&props))?);
         }
         if let Some(r) = top.get("required") {
             let req: Vec<Box<RawValue>> =
@@ -322,21 +322,7 @@ fn restrict(
             }
         }
     }
-    canonical_schema(&object(&top))
-}
-
-fn object(m: &BTreeMap<String, Box<RawValue>>) -> Vec<u8> {
-    let mut b = b"{".to_vec();
-    for (n, (k, v)) in m.iter().enumerate() {
-        if n > 0 {
-            b.push(b',');
-        }
-        b.extend_from_slice(&json_string(k));
-        b.push(b':');
-        b.extend_from_slice(v.get().as_bytes());
-    }
-    b.push(b'}');
-    b
+    canonical_schema(&raw_object(&top))
 }
 
 fn raw(b: &[u8]) -> Result<Box<RawValue>, String> {

@@ -3,11 +3,11 @@
 //! the Gate. Any failure closes what was opened.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::calls::Calls;
-use super::policy::{ProxyPolicy, ToolInfo, policy_id};
+use super::policy::{ProxyPolicy, ToolInfo};
 use crate::mcp::client::Connection;
 use crate::mcp::config::ProxyConfig;
 use crate::mcp::load::{self, Report};
@@ -196,24 +196,13 @@ fn finish(
             .map_err(|e| format!("tool {}: {e}", quote(&o.built.name)))?;
         infos.insert(
             o.built.name.clone(),
-            ToolInfo {
-                server: o.server.clone(),
-                remote: o.built.tool.clone(),
-                side_effect: o.built.side_effect.clone(),
-                outcome: rule.and_then(|r| r.outcome),
-                fixed: o.built.fixed.clone(),
-            },
+            ToolInfo::of(o, rule.and_then(|r| r.outcome)),
         );
     }
     let store = Arc::new(Store::open(&cfg.database).map_err(|e| format!("database: {e}"))?);
     owned::check_database(&cfg.database)?;
     crate::mcp::index::migrate(&cfg.database)?;
-    let policy = Arc::new(ProxyPolicy {
-        tools: infos,
-        classes: cfg.policy.clone(),
-        noted: Mutex::new(HashMap::new()),
-        id: policy_id(cfg),
-    });
+    let policy = Arc::new(ProxyPolicy::new(cfg, infos));
     let gate = Config::new(store.clone(), registry, policy.clone())
         .lease_owner(format!("countersign-mcp-proxy:{}", cfg.session))
         .lease_ttl(cfg.lease_ttl.unwrap_or(Duration::ZERO))

@@ -29,6 +29,19 @@ pub struct ToolInfo {
     pub fixed: BTreeMap<String, Vec<u8>>,
 }
 
+impl ToolInfo {
+    /// What the policy knows of an offered tool; `outcome` is its rule's, if any.
+    pub fn of(o: &super::open::Offered, outcome: Option<Outcome>) -> ToolInfo {
+        ToolInfo {
+            server: o.server.clone(),
+            remote: o.built.tool.clone(),
+            side_effect: o.built.side_effect.clone(),
+            outcome,
+            fixed: o.built.fixed.clone(),
+        }
+    }
+}
+
 /// An earlier attempt whose outcome is unknown.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct Attempt {
@@ -66,6 +79,20 @@ pub struct ProxyPolicy {
 }
 
 impl ProxyPolicy {
+    /// The policy of `cfg` over `tools` (the offered tools by the name the host calls them),
+    /// with no re-run noted.
+    pub fn new(
+        cfg: &crate::mcp::config::ProxyConfig,
+        tools: HashMap<String, ToolInfo>,
+    ) -> ProxyPolicy {
+        ProxyPolicy {
+            tools,
+            classes: cfg.policy.clone(),
+            noted: Mutex::new(HashMap::new()),
+            id: policy_id(cfg),
+        }
+    }
+
     /// The decider: (outcome, reason).
     pub fn decide(&self, name: &str) -> Option<(Outcome, String)> {
         let t = self.tools.get(name)?;

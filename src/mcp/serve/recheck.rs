@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::open::{Offered, close_all, load_servers};
@@ -135,21 +135,10 @@ fn gate(cfg: &ProxyConfig, store: Arc<Store>, offered: &[Offered]) -> Result<Gat
             .map_err(|e| format!("tool {}: {e}", quote(&o.built.name)))?;
         infos.insert(
             o.built.name.clone(),
-            ToolInfo {
-                server: o.server.clone(),
-                remote: o.built.tool.clone(),
-                side_effect: o.built.side_effect.clone(),
-                outcome: rule.and_then(|r| r.outcome),
-                fixed: o.built.fixed.clone(),
-            },
+            ToolInfo::of(o, rule.and_then(|r| r.outcome)),
         );
     }
-    let policy = Arc::new(ProxyPolicy {
-        tools: infos,
-        classes: cfg.policy.clone(),
-        noted: Mutex::new(HashMap::new()),
-        id: policy_id(cfg),
-    });
+    let policy = Arc::new(ProxyPolicy::new(cfg, infos));
     Config::new(store, registry, policy)
         .gate()
         .map_err(|e| e.to_string())
