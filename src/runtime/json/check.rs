@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 
 use super::JsonError;
-use super::parse::{Doc, Node, parse_exact};
+use super::parse::{Doc, Node, Strings, parse_exact};
 
 /// More than this many open `[`/`{` is refused before anything else looks at the input.
 pub(super) const MAX_DEPTH: i64 = 256;
@@ -31,20 +31,13 @@ pub(super) fn check(raw: &[u8]) -> Result<Doc, JsonError> {
 /// A stray closer may take the count below zero; it is not clamped (such input is refused as
 /// not valid JSON anyway, only the reason could differ).
 fn check_depth(raw: &[u8]) -> Result<(), JsonError> {
-    let (mut depth, mut in_str, mut esc) = (0i64, false, false);
+    let mut depth = 0i64;
+    let mut strings = Strings::default();
     for &c in raw {
-        if in_str {
-            if esc {
-                esc = false;
-            } else if c == b'\\' {
-                esc = true;
-            } else if c == b'"' {
-                in_str = false;
-            }
+        if !strings.outside(c) {
             continue;
         }
         match c {
-            b'"' => in_str = true,
             b'[' | b'{' => {
                 depth += 1;
                 if depth > MAX_DEPTH {

@@ -2,7 +2,7 @@
 
 use super::JsonError;
 use super::canon::{Escape, HEX, write_str};
-use super::parse::{is_ws, parse_exact};
+use super::parse::{Strings, is_ws, parse_exact};
 
 /// Appends `s` as a Go JSON string: `"` and `\` escaped, `\b \f \n \r \t` short, other
 /// bytes < 0x20 as `\u00xx`, `<`, `>`, `&` as `\u003c`, `\u003e`, `\u0026`, U+2028/U+2029
@@ -28,23 +28,12 @@ pub fn write_raw(out: &mut Vec<u8>, raw: &[u8]) -> Result<(), JsonError> {
         return Err(JsonError::Invalid);
     }
     out.reserve(raw.len());
-    let (mut in_str, mut esc) = (false, false);
+    let mut strings = Strings::default();
     let mut i = 0;
     while let Some(&c) = raw.get(i) {
         i += 1;
-        if !in_str && is_ws(c) {
+        if strings.outside(c) && is_ws(c) {
             continue;
-        }
-        if in_str {
-            if esc {
-                esc = false;
-            } else if c == b'\\' {
-                esc = true;
-            } else if c == b'"' {
-                in_str = false;
-            }
-        } else if c == b'"' {
-            in_str = true;
         }
         match c {
             b'<' | b'>' | b'&' => {

@@ -46,6 +46,33 @@ pub(super) fn is_ws(c: u8) -> bool {
     matches!(c, b' ' | b'\t' | b'\r' | b'\n')
 }
 
+/// Where a byte-by-byte walk over JSON text stands: inside a string or not (escapes heeded).
+/// Needs no valid input.
+#[derive(Default)]
+pub(super) struct Strings {
+    inside: bool,
+    escaped: bool,
+}
+
+impl Strings {
+    /// Steps over the next byte; true when it stands outside any string (an opening quote
+    /// does, a closing one does not).
+    pub(super) fn outside(&mut self, c: u8) -> bool {
+        if !self.inside {
+            self.inside = c == b'"';
+            return true;
+        }
+        if self.escaped {
+            self.escaped = false;
+        } else if c == b'\\' {
+            self.escaped = true;
+        } else if c == b'"' {
+            self.inside = false;
+        }
+        false
+    }
+}
+
 /// Decodes the first value after leading whitespace. Returns the document and the offset just
 /// after the value, or `None` where Go's decoder would fail (malformed, truncated, too deep).
 pub(super) fn parse_first(raw: &[u8]) -> Option<(Doc, usize)> {
