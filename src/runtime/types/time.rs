@@ -262,8 +262,9 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
-/// The proleptic Gregorian date of a day count since 1970-01-01.
-fn civil_from_days(z: i64) -> (i64, i64, i64) {
+/// The proleptic Gregorian date (year, month, day) of a day count since 1970-01-01 (Howard
+/// Hinnant's days-to-civil algorithm).
+pub(crate) fn civil_from_days(z: i64) -> (i64, i64, i64) {
     let z = z + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z - era * 146_097;
