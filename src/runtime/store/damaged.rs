@@ -12,7 +12,7 @@ use super::pages::{
     Page, approval_select, capped_approval, capped_step, check_page, run_select, step_select,
 };
 use super::rows::{Cols, run_from};
-use super::window::{COUNT_CAP, KeyedList, Window, WindowPage, int};
+use super::window::{KeyedList, Window, WindowPage, int};
 use crate::runtime::types::Key;
 use rusqlite::types::Value;
 
@@ -89,45 +89,36 @@ fn damaged_column(
     n: usize,
 ) -> Result<Option<DamagedColumn>, StoreError> {
     let (table, column, sqlcol) = COLUMNS[n.clamp(1, COLUMNS.len()) - 1];
-    let decoded = if table == "runs" {
-        let sql = format!("{} WHERE rowid = ?", run_select());
-        c.prepare_cached(&sql)
+    // The row as a page reads it: (its run's id, its own id, its decode errors).
+    let by_rowid = |select: String, row: &dyn Fn(&rusqlite::Row<'_>) -> (Key, Key, String)| {
+        c.prepare_cached(&format!("{select} WHERE rowid = ?"))
             .ctx("damaged rows")?
-            .query_row([rowid], |r| {
-                let run = run_from(&mut Cols::new(r));
-                let id = Key::new(run.id_bytes());
-                Ok((id.clone(), id, run.decode_error))
-            })
+            .query_row([rowid], |r| Ok(row(r)))
             .optional()
-            .ctx("damaged rows")?
-    } else if table == "steps" {
-        let sql = format!("{} WHERE rowid = ?", step_select());
-        c.prepare_cached(&sql)
-            .ctx("damaged rows")?
-            .query_row([rowid], |r| {
-                let s = capped_step(r);
-                Ok((
-                    Key::new(s.run_id_bytes()),
-                    Key::new(s.id_bytes()),
-                    s.decode_error,
-                ))
-            })
-            .optional()
-            .ctx("damaged rows")?
-    } else {
-        let sql = format!("{} WHERE rowid = ?", approval_select());
-        c.prepare_cached(&sql)
-            .ctx("damaged rows")?
-            .query_row([rowid], |r| {
-                let a = capped_approval(r);
-                Ok((
-                    Key::new(a.run_id_bytes()),
-                    Key::new(a.id_bytes()),
-                    a.decode_error,
-                ))
-            })
-            .optional()
-            .ctx("damaged rows")?
+            .ctx("damaged rows")
+    };
+    let decoded = match table {
+        "runs" => by_rowid(run_select(), &|r| {
+            let run = run_from(&mut Cols::new(r));
+            let id = Key::new(run.id_bytes());
+            (id.clone(), id, run.decode_error)
+        })?,
+        "steps" => by_rowid(step_select(), &|r| {
+            let s = capped_step(r);
+            (
+                Key::new(s.run_id_bytes()),
+                Key::new(s.id_bytes()),
+                s.decode_error,
+            )
+        })?,
+        _ => by_rowid(approval_select(), &|r| {
+            let a = capped_approval(r);
+            (
+                Key::new(a.run_id_bytes()),
+                Key::new(a.id_bytes()),
+                a.decode_error,
+            )
+        })?,
     };
     let Some((run_id, row_id, decode_error)) = decoded else {
         return Ok(None);
@@ -191,26 +182,20 @@ impl Store {
     /// then runs, then approvals, each by insertion order and column, with the total. Which
     /// columns do not decode only a scan can say (no index knows), so the total is a scan of
     /// every step, approval and run; a front end reads [`Store::list_damaged_near`], which
-    /// counts up to [`COUNT_CAP`].
+    /// counts up to [`super::COUNT_CAP`].
     pub fn list_damaged_page(
         &self,
         limit: i64,
         offset: i64,
     ) -> Result<Page<DamagedColumn>, StoreError> {
         check_page("damaged rows", limit, offset)?;
-        self.read(|c| {
-            let w = damaged_list().window(c, offset, limit, None, None, Some(i64::MAX - 1))?;
-            Ok(Page {
-                items: damaged_items(c, &w)?,
-                total: w.total,
-            })
-        })
+        self.read(|c| damaged_list().page(c, offset, limit, damaged_items))
     }
 
     /// A window of the damaged columns read by key (issue 14 item 8): `(table, rowid, column)`
     /// walked from the nearest of the list's start, an `anchor` (the index, table, row id and
     /// column of a damaged column already read) and its end (`end`: its length as last read),
-    /// with the total counted up to [`COUNT_CAP`]; [`Store::count_damaged`] counts when asked.
+    /// with the total counted up to [`super::COUNT_CAP`]; [`Store::count_damaged`] counts when asked.
     /// The rows are still found by a scan (SQLite must look at each column to see it does not
     /// decode), stopping once the window and one row past it are found.
     pub fn list_damaged_near(
@@ -264,9 +249,7 @@ impl Store {
                 }
                 _ => None,
             };
-            let w = damaged_list().window(c, offset, limit, anchor, end, Some(COUNT_CAP))?;
-            let items = damaged_items(c, &w)?;
-            Ok(WindowPage::of(w, items))
+            damaged_list().window_page(c, offset, limit, anchor, end, damaged_items)
         })
     }
 

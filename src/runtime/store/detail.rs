@@ -14,7 +14,7 @@ use super::pages::{
     check_page, event_select, query, tc,
 };
 use super::rows::{APPROVAL_COLUMNS, Cols, approval_from, event_from};
-use super::window::{COUNT_CAP, KeyedList, Window, WindowPage, int};
+use super::window::{KeyedList, Window, WindowPage, int};
 use crate::runtime::types::{Approval, AsKey, Event, RawInvalid, RunStatus, Timestamp};
 use rusqlite::types::Value;
 
@@ -123,13 +123,8 @@ impl Store {
         let run_id = key(&run_id);
         check_page("approvals", limit, offset)?;
         self.read(|c| {
-            let w =
-                approvals_of(&run_id).window(c, offset, limit, None, None, Some(i64::MAX - 1))?;
             Ok(RunApprovals {
-                page: Page {
-                    items: approvals_by_key(c, &w)?,
-                    total: w.total,
-                },
+                page: approvals_of(&run_id).page(c, offset, limit, approvals_by_key)?,
                 run_status: run_status(c, run_id)?,
             })
         })
@@ -138,7 +133,7 @@ impl Store {
     /// A window of a run's approvals (capped, for showing) read by key (issue 14 item 8): rowid
     /// walked from the nearest of the run's first approval, an `anchor` (the index and id of an
     /// approval of the run already read) and the end (`end`: the length as last read), with the
-    /// total counted up to [`COUNT_CAP`] and the run's status, in one transaction.
+    /// total counted up to [`super::COUNT_CAP`] and the run's status, in one transaction.
     pub fn list_run_approvals_near(
         &self,
         run_id: impl AsKey,
@@ -156,9 +151,9 @@ impl Store {
                 run_id,
                 anchor,
             )?;
-            let w = approvals_of(&run_id).window(c, offset, limit, anchor, end, Some(COUNT_CAP))?;
-            let items = approvals_by_key(c, &w)?;
-            Ok((WindowPage::of(w, items), run_status(c, run_id)?))
+            let list = approvals_of(&run_id);
+            let page = list.window_page(c, offset, limit, anchor, end, approvals_by_key)?;
+            Ok((page, run_status(c, run_id)?))
         })
     }
 
@@ -172,24 +167,8 @@ impl Store {
     pub fn approval_view(&self, id: impl AsKey) -> Result<Option<ApprovalView>, StoreError> {
         let id = key(&id);
         self.read(|c| {
-            let Some(approval) = c
-                .prepare_cached(&format!(
-                    "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE id = ? ORDER BY rowid LIMIT 1"
-                ))
-                .ctx("get approval")?
-                .query_row([id], |r| Ok(approval_from(&mut Cols::new(r))))
-                .optional()
-                .ctx("get approval")?
-            else {
-                return Ok(None);
-            };
-            let reason = approval_reason(c, approval.run_id_bytes(), approval.id_bytes())
-                .unwrap_or_default();
-            Ok(Some(ApprovalView {
-                run_status: run_status(c, approval.run_id_bytes())?,
-                reason,
-                approval,
-            }))
+            let select = format!("SELECT {APPROVAL_COLUMNS} FROM approvals");
+            approval_view(c, &select, id, |r| approval_from(&mut Cols::new(r)))
         })
     }
 
@@ -200,27 +179,7 @@ impl Store {
     /// approval costs what the screen shows whatever the request's size.
     pub fn approval_view_capped(&self, id: impl AsKey) -> Result<Option<ApprovalView>, StoreError> {
         let id = key(&id);
-        self.read(|c| {
-            let Some(approval) = c
-                .prepare_cached(&format!(
-                    "{} WHERE id = ? ORDER BY rowid LIMIT 1",
-                    approval_select()
-                ))
-                .ctx("get approval")?
-                .query_row([id], |r| Ok(capped_approval(r)))
-                .optional()
-                .ctx("get approval")?
-            else {
-                return Ok(None);
-            };
-            let reason = approval_reason(c, approval.run_id_bytes(), approval.id_bytes())
-                .unwrap_or_default();
-            Ok(Some(ApprovalView {
-                run_status: run_status(c, approval.run_id_bytes())?,
-                reason,
-                approval,
-            }))
-        })
+        self.read(|c| approval_view(c, &approval_select(), id, capped_approval))
     }
 
     /// A run's events in seq order (capped), each with its chain mark, with the total. The
@@ -237,21 +196,14 @@ impl Store {
     ) -> Result<Page<MarkedEvent>, StoreError> {
         let run_id = key(&run_id);
         check_page("events", limit, offset)?;
-        self.read(|c| {
-            let w = events_of(&run_id).window(c, offset, limit, None, None, Some(i64::MAX - 1))?;
-            let items = marked_events(c, run_id, &w)?;
-            Ok(Page {
-                items,
-                total: w.total,
-            })
-        })
+        self.read(|c| events_of(&run_id).page(c, offset, limit, |c, w| marked_events(c, run_id, w)))
     }
 
     /// A window of a run's events, read by key (issue 14 item 8) from the nearest of the log's
     /// start, an `anchor` (the index and `seq` of an event of the same run already read) and the
     /// log's end (`end`: its length as last read, read in reverse): only the window's seqs are
     /// walked on the `(run_id, seq)` index, so a window deep in a long log costs what one near
-    /// its anchor or end does. The total is counted up to [`COUNT_CAP`]; past it the window says
+    /// its anchor or end does. The total is counted up to [`super::COUNT_CAP`]; past it the window says
     /// so (`exact: false`) and [`Store::count_events`] counts when asked. An anchor that is
     /// gone is not used.
     pub fn list_marked_events_near(
@@ -274,9 +226,9 @@ impl Store {
                     .then_some((ai, vec![Value::Integer(seq)])),
                 _ => None,
             };
-            let w = events_of(&run_id).window(c, offset, limit, anchor, end, Some(COUNT_CAP))?;
-            let items = marked_events(c, run_id, &w)?;
-            Ok(WindowPage::of(w, items))
+            events_of(&run_id).window_page(c, offset, limit, anchor, end, |c, w| {
+                marked_events(c, run_id, w)
+            })
         })
     }
 
@@ -290,13 +242,7 @@ impl Store {
     ) -> Result<Page<ModelCallView>, StoreError> {
         let run_id = key(&run_id);
         check_page("model calls", limit, offset)?;
-        self.read(|c| {
-            let w = calls_of(&run_id).window(c, offset, limit, None, None, Some(i64::MAX - 1))?;
-            Ok(Page {
-                items: calls_by_key(c, &w)?,
-                total: w.total,
-            })
-        })
+        self.read(|c| calls_of(&run_id).page(c, offset, limit, calls_by_key))
     }
 
     /// A window of a run's model calls read by key (issue 14 item 8), as
@@ -318,9 +264,7 @@ impl Store {
                 run_id,
                 anchor,
             )?;
-            let w = calls_of(&run_id).window(c, offset, limit, anchor, end, Some(COUNT_CAP))?;
-            let items = calls_by_key(c, &w)?;
-            Ok(WindowPage::of(w, items))
+            calls_of(&run_id).window_page(c, offset, limit, anchor, end, calls_by_key)
         })
     }
 
@@ -329,6 +273,32 @@ impl Store {
         let run_id = key(&run_id);
         self.read(|c| calls_of(&run_id).count(c))
     }
+}
+
+/// The first approval with this id as `select` (`SELECT … FROM approvals`) reads it and `row`
+/// decodes it, with its run's status and its reason; `None` if there is none.
+fn approval_view(
+    c: &Connection,
+    select: &str,
+    id: Text<'_>,
+    row: impl FnOnce(&rusqlite::Row<'_>) -> Approval,
+) -> Result<Option<ApprovalView>, StoreError> {
+    let Some(approval) = c
+        .prepare_cached(&format!("{select} WHERE id = ? ORDER BY rowid LIMIT 1"))
+        .ctx("get approval")?
+        .query_row([id], |r| Ok(row(r)))
+        .optional()
+        .ctx("get approval")?
+    else {
+        return Ok(None);
+    };
+    let reason =
+        approval_reason(c, approval.run_id_bytes(), approval.id_bytes()).unwrap_or_default();
+    Ok(Some(ApprovalView {
+        run_status: run_status(c, approval.run_id_bytes())?,
+        reason,
+        approval,
+    }))
 }
 
 /// The anchor `(index, [rowid])` of the row `sql` finds for (run, id); `None` when it is gone.

@@ -9,6 +9,7 @@ use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 use super::Store;
 use super::bind::key;
 use super::error::{Ctx, StoreError};
+use super::reads::by_id;
 use super::rows::{Cols, approval_from, event_from, run_from, step_from};
 use super::window::{KeyedList, Window, WindowPage, int};
 use crate::runtime::types::{Approval, AsKey, Event, Key, Run, Step};
@@ -363,33 +364,15 @@ impl Store {
     /// if absent).
     pub fn get_step_capped(&self, id: impl AsKey) -> Result<Step, StoreError> {
         let id = key(&id);
-        self.read(|c| {
-            let sql = format!("{} WHERE id = ?", step_select());
-            c.prepare_cached(&sql)
-                .ctx("get step")?
-                .query_row([id], |r| Ok(capped_step(r)))
-                .optional()
-                .ctx("get step")?
-                .ok_or_else(|| StoreError::NotFound {
-                    what: format!("step {id}"),
-                })
-        })
+        let sql = format!("{} WHERE id = ?", step_select());
+        self.read(|c| by_id(c, &sql, "step", id, capped_step))
     }
 
     /// One run read as a page reads it ([`StoreError::NotFound`] if absent).
     pub fn get_run_capped(&self, id: impl AsKey) -> Result<Run, StoreError> {
         let id = key(&id);
-        self.read(|c| {
-            let sql = format!("{} WHERE id = ?", run_select());
-            c.prepare_cached(&sql)
-                .ctx("get run")?
-                .query_row([id], |r| Ok(run_from(&mut Cols::new(r))))
-                .optional()
-                .ctx("get run")?
-                .ok_or_else(|| StoreError::NotFound {
-                    what: format!("run {id}"),
-                })
-        })
+        let sql = format!("{} WHERE id = ?", run_select());
+        self.read(|c| by_id(c, &sql, "run", id, |r| run_from(&mut Cols::new(r))))
     }
 
     /// A run's steps by index, capped, with the total. The offset is skipped on the
@@ -403,13 +386,7 @@ impl Store {
     ) -> Result<Page<Step>, StoreError> {
         let run_id = key(&run_id);
         check_page("steps", limit, offset)?;
-        self.read(|c| {
-            let w = steps_of(&run_id).window(c, offset, limit, None, None, Some(i64::MAX - 1))?;
-            Ok(Page {
-                items: steps_by_key(c, &w)?,
-                total: w.total,
-            })
-        })
+        self.read(|c| steps_of(&run_id).page(c, offset, limit, steps_by_key))
     }
 
     /// A window of a run's steps read by key (issue 14 item 8): `(idx, rowid)` walked from the
@@ -444,16 +421,7 @@ impl Store {
                     .map(|key| (ai, key)),
                 _ => None,
             };
-            let w = steps_of(&run_id).window(
-                c,
-                offset,
-                limit,
-                anchor,
-                end,
-                Some(super::window::COUNT_CAP),
-            )?;
-            let items = steps_by_key(c, &w)?;
-            Ok(WindowPage::of(w, items))
+            steps_of(&run_id).window_page(c, offset, limit, anchor, end, steps_by_key)
         })
     }
 
@@ -477,11 +445,7 @@ impl Store {
                 key: &["rowid"],
                 desc: false,
             };
-            let w = list.window(c, offset, limit, None, None, Some(i64::MAX - 1))?;
-            Ok(Page {
-                items: approvals_by_key(c, &w)?,
-                total: w.total,
-            })
+            list.page(c, offset, limit, approvals_by_key)
         })
     }
 

@@ -4,7 +4,7 @@
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::Store;
-use super::bind::key;
+use super::bind::{Text, key};
 use super::error::{Ctx, StoreError};
 use super::rows::{
     APPROVAL_COLUMNS, Cols, RUN_COLUMNS, STEP_COLUMNS, approval_from, run_from, step_from,
@@ -13,14 +13,27 @@ use crate::runtime::json::{canonical_json, sha256_hex};
 use crate::runtime::types::{Approval, AsKey, Lease, Run, Step, Timestamp, ToolSpec};
 
 pub(crate) fn get_run(conn: &Connection, id: impl AsKey) -> Result<Run, StoreError> {
-    let id = key(&id);
-    conn.prepare_cached(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?"))
-        .ctx("get run")?
-        .query_row([id], |r| Ok(run_from(&mut Cols::new(r))))
+    let sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?");
+    by_id(conn, &sql, "run", key(&id), |r| run_from(&mut Cols::new(r)))
+}
+
+/// The row `sql` (a `SELECT … WHERE id = ?`) finds by `id`, decoded by `row`; a row that is not
+/// there is [`StoreError::NotFound`] (`<what> <id>`), a failed read says `get <what>`.
+pub(super) fn by_id<T>(
+    conn: &Connection,
+    sql: &str,
+    what: &str,
+    id: Text<'_>,
+    row: impl FnOnce(&rusqlite::Row<'_>) -> T,
+) -> Result<T, StoreError> {
+    let failed = |e| StoreError::sqlite(format!("get {what}"), e);
+    conn.prepare_cached(sql)
+        .map_err(failed)?
+        .query_row([id], |r| Ok(row(r)))
         .optional()
-        .ctx("get run")?
+        .map_err(failed)?
         .ok_or_else(|| StoreError::NotFound {
-            what: format!("run {id}"),
+            what: format!("{what} {id}"),
         })
 }
 
@@ -64,44 +77,41 @@ pub(crate) fn proxy_call(
 }
 
 pub(crate) fn list_steps(conn: &Connection, run_id: impl AsKey) -> Result<Vec<Step>, StoreError> {
-    let run_id = key(&run_id);
-    let mut stmt = conn
-        .prepare_cached(&format!(
-            "SELECT {STEP_COLUMNS} FROM steps WHERE run_id = ? ORDER BY rowid"
-        ))
-        .ctx("list steps")?;
-    let rows = stmt
-        .query_map([run_id], |r| Ok(step_from(&mut Cols::new(r))))
-        .ctx("list steps")?;
-    rows.collect::<Result<Vec<_>, _>>().ctx("list steps")
+    let sql = format!("SELECT {STEP_COLUMNS} FROM steps WHERE run_id = ? ORDER BY rowid");
+    of_run(conn, &sql, "list steps", key(&run_id), |r| {
+        step_from(&mut Cols::new(r))
+    })
+}
+
+/// Every row `sql` (a `SELECT … WHERE run_id = ? ORDER BY …`) finds for the run, decoded by
+/// `row`; a failed read says `what`.
+fn of_run<T>(
+    conn: &Connection,
+    sql: &str,
+    what: &str,
+    run_id: Text<'_>,
+    row: impl Fn(&rusqlite::Row<'_>) -> T,
+) -> Result<Vec<T>, StoreError> {
+    let mut stmt = conn.prepare_cached(sql).ctx(what)?;
+    let rows = stmt.query_map([run_id], |r| Ok(row(r))).ctx(what)?;
+    rows.collect::<Result<Vec<_>, _>>().ctx(what)
 }
 
 pub(crate) fn get_step(conn: &Connection, id: impl AsKey) -> Result<Step, StoreError> {
-    let id = key(&id);
-    conn.prepare_cached(&format!("SELECT {STEP_COLUMNS} FROM steps WHERE id = ?"))
-        .ctx("get step")?
-        .query_row([id], |r| Ok(step_from(&mut Cols::new(r))))
-        .optional()
-        .ctx("get step")?
-        .ok_or_else(|| StoreError::NotFound {
-            what: format!("step {id}"),
-        })
+    let sql = format!("SELECT {STEP_COLUMNS} FROM steps WHERE id = ?");
+    by_id(conn, &sql, "step", key(&id), |r| {
+        step_from(&mut Cols::new(r))
+    })
 }
 
 pub(crate) fn list_approvals(
     conn: &Connection,
     run_id: impl AsKey,
 ) -> Result<Vec<Approval>, StoreError> {
-    let run_id = key(&run_id);
-    let mut stmt = conn
-        .prepare_cached(&format!(
-            "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE run_id = ? ORDER BY rowid"
-        ))
-        .ctx("list approvals")?;
-    let rows = stmt
-        .query_map([run_id], |r| Ok(approval_from(&mut Cols::new(r))))
-        .ctx("list approvals")?;
-    rows.collect::<Result<Vec<_>, _>>().ctx("list approvals")
+    let sql = format!("SELECT {APPROVAL_COLUMNS} FROM approvals WHERE run_id = ? ORDER BY rowid");
+    of_run(conn, &sql, "list approvals", key(&run_id), |r| {
+        approval_from(&mut Cols::new(r))
+    })
 }
 
 pub(crate) fn get_approval(

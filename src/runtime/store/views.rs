@@ -11,7 +11,7 @@ use super::Store;
 use super::error::{Ctx, StoreError};
 use super::pages::{Page, approval_select, capped_approval, check_page, count, query, run_select};
 use super::rows::{Cols, run_from};
-use super::window::{COUNT_CAP, KeyedList, Window, WindowPage, int};
+use super::window::{KeyedList, Window, WindowPage, int};
 use crate::runtime::types::{Approval, RawInvalid, Run};
 use rusqlite::types::Value;
 
@@ -278,7 +278,7 @@ impl Store {
     /// A window of the queue read by key (issue 14 item 8): `rowid` walked from the nearest of
     /// the queue's start, an `anchor` (the index and approval id of a row of the same queue
     /// already read) and its end (`end`: its length as last read, read in reverse), skipping
-    /// only the distance from there. The total is counted up to [`COUNT_CAP`] (past it,
+    /// only the distance from there. The total is counted up to [`super::COUNT_CAP`] (past it,
     /// [`Store::count_queue`] counts when asked). An anchor that has left the queue is not
     /// used. Finding pending approvals is a scan where few are pending (agentrt's schema
     /// indexes no status), so a window costs what the rows it walks past cost.
@@ -306,9 +306,7 @@ impl Store {
                 .map(|r| (ai, vec![Value::Integer(*r)])),
                 _ => None,
             };
-            let w = queue_of(&filter).window(c, offset, limit, anchor, end, Some(COUNT_CAP))?;
-            let items = queue_items(c, &w)?;
-            Ok(WindowPage::of(w, items))
+            queue_of(&filter).window_page(c, offset, limit, anchor, end, queue_items)
         })
     }
 
@@ -361,7 +359,7 @@ impl Store {
     /// A window of the runs overview read by key (issue 14 item 8): `rowid` walked (newest
     /// first) from the nearest of the list's start, an `anchor` (the index and id of a run of
     /// the same list already read) and its end (`end`: its length as last read, read in
-    /// reverse), with the total counted up to [`COUNT_CAP`]; [`Store::count_runs_overview`]
+    /// reverse), with the total counted up to [`super::COUNT_CAP`]; [`Store::count_runs_overview`]
     /// counts when asked. A run that is gone is not used as an anchor.
     pub fn list_runs_overview_near(
         &self,
@@ -376,10 +374,7 @@ impl Store {
         let filter = filter.to_lowercase();
         self.read(|c| {
             let anchor = run_anchor(c, anchor)?;
-            let w =
-                runs_of(&status, &filter).window(c, offset, limit, anchor, end, Some(COUNT_CAP))?;
-            let items = overviews(c, &w)?;
-            Ok(WindowPage::of(w, items))
+            runs_of(&status, &filter).window_page(c, offset, limit, anchor, end, overviews)
         })
     }
 

@@ -11,6 +11,7 @@ use rusqlite::types::Value;
 use rusqlite::{Connection, ToSql};
 
 use super::error::{Ctx, StoreError};
+use super::pages::Page;
 
 /// Rows a window's total is counted up to; past it the total is a lower bound.
 pub const COUNT_CAP: i64 = 1000;
@@ -175,6 +176,38 @@ impl KeyedList<'_> {
             .ctx(self.what)?
             .query_row(self.args.as_slice(), |r| r.get(0))
             .ctx(self.what)
+    }
+
+    /// Rows `[offset, offset + limit)` as agentrt's page reads read them: the offset skipped
+    /// from the list's start and the total counted whole; `rows` reads the page's rows by key.
+    pub fn page<T>(
+        &self,
+        c: &Connection,
+        offset: i64,
+        limit: i64,
+        rows: impl FnOnce(&Connection, &Window) -> Result<Vec<T>, StoreError>,
+    ) -> Result<Page<T>, StoreError> {
+        let w = self.window(c, offset, limit, None, None, Some(i64::MAX - 1))?;
+        Ok(Page {
+            items: rows(c, &w)?,
+            total: w.total,
+        })
+    }
+
+    /// As [`KeyedList::window`] with the total counted up to [`COUNT_CAP`], the window's rows
+    /// read by `rows`.
+    pub fn window_page<T>(
+        &self,
+        c: &Connection,
+        offset: i64,
+        limit: i64,
+        anchor: Option<(i64, Vec<Value>)>,
+        end: Option<i64>,
+        rows: impl FnOnce(&Connection, &Window) -> Result<Vec<T>, StoreError>,
+    ) -> Result<WindowPage<T>, StoreError> {
+        let w = self.window(c, offset, limit, anchor, end, Some(COUNT_CAP))?;
+        let items = rows(c, &w)?;
+        Ok(WindowPage::of(w, items))
     }
 
     /// The window `[offset, offset + limit)`, read from the nearest of the list's start, the
