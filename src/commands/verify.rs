@@ -63,22 +63,15 @@ pub fn run(r: Reading<'_>, a: &VerifyArgs) -> Result<(), CommandError> {
                     b.seq,
                     clean(&b.detail, 400)
                 ))?;
-                out.line(&format!(
-                    "  expected {}",
-                    if b.expected.is_empty() {
+                let hash = |h: &str| {
+                    if h.is_empty() {
                         "-".into()
                     } else {
-                        clean(&b.expected, 128)
+                        clean(h, 128)
                     }
-                ))?;
-                out.line(&format!(
-                    "  found    {}",
-                    if b.found.is_empty() {
-                        "-".into()
-                    } else {
-                        clean(&b.found, 128)
-                    }
-                ))?;
+                };
+                out.line(&format!("  expected {}", hash(&b.expected)))?;
+                out.line(&format!("  found    {}", hash(&b.found)))?;
             }
             None if report.checked == 0 => out.line("intact: no events in the range")?,
             None => {

@@ -24,25 +24,27 @@ pub fn only_some_on_postgres(db: Option<&Path>, cmd: &Command) -> Option<Command
     if matches!(cmd, Command::Verify(_) | Command::Copy(_)) {
         return None;
     }
-    let shown = PgUrl::parse(url)
-        .map(|u| u.to_string())
-        .unwrap_or_else(|_| "the PostgreSQL URL".into());
-    Some(CommandError::Usage(format!(
-        "{}: on PostgreSQL this build runs verify and copy only; copy the database to SQLite (countersign copy --from URL --to runs.db) for the rest",
-        clean(&shown, 300)
-    )))
+    Some(refused(
+        url,
+        "on PostgreSQL this build runs verify and copy only; copy the database to SQLite (countersign copy --from URL --to runs.db) for the rest",
+    ))
 }
 
 /// The refusal for the console given a PostgreSQL URL (it reads SQLite only in this build).
 pub fn no_console_on_postgres(db: &Path) -> Option<CommandError> {
     let url = db.to_str().filter(|s| is_pg_url(s))?;
+    Some(refused(
+        url,
+        "the console reads SQLite only in this build; copy the database to SQLite (countersign copy --from URL --to runs.db) and open that",
+    ))
+}
+
+/// A usage error naming the URL as it parses (its password hidden), then `why`.
+fn refused(url: &str, why: &str) -> CommandError {
     let shown = PgUrl::parse(url)
         .map(|u| u.to_string())
         .unwrap_or_else(|_| "the PostgreSQL URL".into());
-    Some(CommandError::Usage(format!(
-        "{}: the console reads SQLite only in this build; copy the database to SQLite (countersign copy --from URL --to runs.db) and open that",
-        clean(&shown, 300)
-    )))
+    CommandError::Usage(format!("{}: {why}", clean(&shown, 300)))
 }
 
 pub fn run(url: &str, json_out: bool, a: &VerifyArgs, out: &mut Out) -> Result<(), CommandError> {
