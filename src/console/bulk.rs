@@ -239,25 +239,38 @@ pub fn run_item(m: &MarkedRun, now_run: Option<&RunHeader>) -> Item {
     }
 }
 
-/// What the request does in the consumer's words: title, amount and target (decision 0050).
+/// What the request does in the consumer's words (decision 0050): its title, amount and
+/// target, each labelled, and each only when the presentation gives it. Untrusted: drawn
+/// through the escaper.
+pub struct TheirWords {
+    pub what: Option<(String, Vec<u8>)>,
+    pub amount: Option<(String, Vec<u8>)>,
+    pub target: Option<(String, Vec<u8>)>,
+}
+
+impl TheirWords {
+    pub fn of(a: &ApprovalRow) -> TheirWords {
+        let p = Presented::parse(&a.presentation);
+        let p = p.as_ref();
+        TheirWords {
+            what: p
+                .and_then(|p| p.title())
+                .map(|t| ("what".into(), t.to_vec())),
+            amount: p.and_then(|p| p.amount()).map(|(k, n)| {
+                let v = [&k[..], format!(" {n}").as_bytes()].concat();
+                ("amount".into(), v)
+            }),
+            target: p
+                .and_then(|p| p.target())
+                .map(|(k, v)| ("target".into(), [&k[..], b" ", &facts::scalar(&v)].concat())),
+        }
+    }
+}
+
+/// [`TheirWords`] as the bulk confirmation lists them: title, target, amount.
 pub fn in_their_words(a: &ApprovalRow) -> Vec<(String, Vec<u8>)> {
-    let Some(p) = Presented::parse(&a.presentation) else {
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    if let Some(t) = p.title() {
-        out.push(("what".into(), t.to_vec()));
-    }
-    if let Some((k, v)) = p.target() {
-        out.push(("target".into(), [&k[..], b" ", &facts::scalar(&v)].concat()));
-    }
-    if let Some((k, n)) = p.amount() {
-        out.push((
-            "amount".into(),
-            [&k[..], format!(" {n}").as_bytes()].concat(),
-        ));
-    }
-    out
+    let w = TheirWords::of(a);
+    [w.what, w.target, w.amount].into_iter().flatten().collect()
 }
 
 /// The arguments the call will run with, as the approval detail lays them out: each

@@ -47,28 +47,49 @@ pub fn answer(
 /// too large to show is named by its size, never read); the first failed read fails the
 /// whole answer.
 fn marked(data: &mut dyn ConsoleData, ids: &[Key]) -> Reply {
-    let mut out = Vec::with_capacity(ids.len());
-    for id in ids {
-        match handle(data, &Query::Approval { id: id.clone() }) {
-            Reply::Approval(a) => out.push((id.clone(), a)),
-            Reply::Failed(e) => return Reply::Failed(e),
-            _ => return Reply::Failed(DataError::Read("unexpected reply to a read".into())),
-        }
-    }
-    Reply::Marked(out)
+    let read = read_each(
+        data,
+        ids,
+        |id| Query::Approval { id },
+        |r| match r {
+            Reply::Approval(a) => Some(a),
+            _ => None,
+        },
+    );
+    read.map_or_else(Reply::Failed, Reply::Marked)
 }
 
 /// The marked runs read again, one header at a time.
 fn marked_runs(data: &mut dyn ConsoleData, ids: &[Key]) -> Reply {
+    let read = read_each(
+        data,
+        ids,
+        |id| Query::Run { id },
+        |r| match r {
+            Reply::Run(h) => Some(h),
+            _ => None,
+        },
+    );
+    read.map_or_else(Reply::Failed, Reply::MarkedRuns)
+}
+
+/// Each of `ids` read by its own query (`ask`) and its reply's row taken out (`take`), in
+/// order; the first failed read fails them all.
+fn read_each<T>(
+    data: &mut dyn ConsoleData,
+    ids: &[Key],
+    ask: impl Fn(Key) -> Query,
+    take: impl Fn(Reply) -> Option<T>,
+) -> Result<Vec<(Key, T)>, DataError> {
     let mut out = Vec::with_capacity(ids.len());
     for id in ids {
-        match handle(data, &Query::Run { id: id.clone() }) {
-            Reply::Run(h) => out.push((id.clone(), h)),
-            Reply::Failed(e) => return Reply::Failed(e),
-            _ => return Reply::Failed(DataError::Read("unexpected reply to a read".into())),
-        }
+        let row = match handle(data, &ask(id.clone())) {
+            Reply::Failed(e) => return Err(e),
+            r => take(r).ok_or_else(|| DataError::Read("unexpected reply to a read".into()))?,
+        };
+        out.push((id.clone(), row));
     }
-    Reply::MarkedRuns(out)
+    Ok(out)
 }
 
 /// Rows one read of "every row in the filter" takes.

@@ -1,8 +1,8 @@
 //! The confirmations: what each write will do, said before it is done, or why it cannot be.
 
 use super::outcome::{Ctx, READ_ONLY};
+use crate::console::bulk::TheirWords;
 use crate::console::data::{ApprovalRow, ApprovalStatus, Key, Recheck, RunHeader, RunStatus};
-use crate::console::facts::{self, Presented};
 use crate::console::fields;
 use crate::console::state::{
     AppConfig, ApprovalScreen, Confirm, PROGRAM_RESUMES, PROXY_COLLECTS, Pending, RunDetailScreen,
@@ -91,26 +91,10 @@ pub(crate) fn confirm_decision(
     })
 }
 
-/// What the request does in the consumer's words: its title, amount and target (decision
-/// 0050), each only when the presentation gives it. Untrusted: drawn through the escaper.
+/// [`TheirWords`] as a confirmation lists them: title, amount, target.
 fn in_their_words(a: &ApprovalRow) -> Vec<(String, Vec<u8>)> {
-    let Some(p) = Presented::parse(&a.presentation) else {
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    if let Some(t) = p.title() {
-        out.push(("what".into(), t.to_vec()));
-    }
-    if let Some((k, n)) = p.amount() {
-        out.push((
-            "amount".into(),
-            [&k[..], format!(" {n}").as_bytes()].concat(),
-        ));
-    }
-    if let Some((k, v)) = p.target() {
-        out.push(("target".into(), [&k[..], b" ", &facts::scalar(&v)].concat()));
-    }
-    out
+    let w = TheirWords::of(a);
+    [w.what, w.amount, w.target].into_iter().flatten().collect()
 }
 
 /// What the reviewer is reminded of before deciding: folded fields, escapes, flagged text, a
