@@ -220,18 +220,18 @@ pub fn build(run_db: &Path, backend_db: &Path) -> Result<DemoSummary, DemoError>
 }
 
 async fn write_first_runs(b: &mut Builder) -> Result<(), DemoError> {
-    let r = b.start("small_refund", "completed").await?;
-    b.expect(&r, "COMPLETED")?;
-    let r = b.start("address_change", "completed").await?;
-    b.expect(&r, "COMPLETED")?;
-    let r = b.start("not_delivered", "failed").await?;
-    b.expect(&r, "FAILED")?;
-    let r = b.start("session_cap", "waiting_session_cap").await?;
-    b.expect(&r, "WAITING_FOR_APPROVAL")?;
-    let r = b.start("large_refund", "waiting_over_limit").await?;
-    b.expect(&r, "WAITING_FOR_APPROVAL")?;
-    let r = b.start("injected", "waiting_injected").await?;
-    b.expect(&r, "WAITING_FOR_APPROVAL")?;
+    // (scenario, role, the status its run stops in), written in this order.
+    for (scenario, role, status) in [
+        ("small_refund", "completed", "COMPLETED"),
+        ("address_change", "completed", "COMPLETED"),
+        ("not_delivered", "failed", "FAILED"),
+        ("session_cap", "waiting_session_cap", "WAITING_FOR_APPROVAL"),
+        ("large_refund", "waiting_over_limit", "WAITING_FOR_APPROVAL"),
+        ("injected", "waiting_injected", "WAITING_FOR_APPROVAL"),
+    ] {
+        let r = b.start(scenario, role).await?;
+        b.expect(&r, status)?;
+    }
     Ok(())
 }
 
