@@ -5,12 +5,17 @@
 mod consumer_support;
 
 use consumer_support::{address, fresh, nineteen, refund};
-use countersign::consumer::dispatch::{CallKey, Response};
+use countersign::consumer::dispatch::{CallKey, Dispatcher, Response};
 use countersign::consumer::session::Session;
-use serde_json::json;
+use serde_json::{Value, json};
 
 fn ana() -> Session {
     Session::full("s-ana", "cu_ana")
+}
+
+/// One call by `s` under the call key `key`, with no grant.
+fn call(d: &Dispatcher, s: &Session, tool: &str, args: &Value, key: &str) -> Response {
+    d.call(s, tool, args, Some(&CallKey::plain(key)), None)
 }
 
 #[test]
@@ -19,13 +24,7 @@ fn the_nineteen_argument_cases_give_their_codes_and_ledgers() {
     assert_eq!(cases.len(), 19);
     for case in cases {
         let (backend, d) = fresh();
-        let r = d.call(
-            &ana(),
-            case.tool,
-            &case.args,
-            Some(&CallKey::plain("k1")),
-            None,
-        );
+        let r = call(&d, &ana(), case.tool, &case.args, "k1");
         assert_eq!(r.code(), case.code, "{}: {:?}", case.label, r);
         assert_eq!(
             backend.ledger().unwrap().len(),
@@ -43,12 +42,12 @@ fn the_nineteen_argument_cases_give_their_codes_and_ledgers() {
 #[test]
 fn normalised_values_are_what_is_stored() {
     let (backend, d) = fresh();
-    let r = d.call(
+    let r = call(
+        &d,
         &ana(),
         "update_shipping_address",
         &address("ord_1003", "  5 Pine Rd ", "９４１０７"),
-        Some(&CallKey::plain("k")),
-        None,
+        "k",
     );
     assert_eq!(r.code(), "ok");
     assert_eq!(
@@ -74,7 +73,7 @@ fn refusals_never_echo_the_offending_value() {
             "update_shipping_address",
             "send_status_email",
         ] {
-            let r = d.call(&ana(), tool, &args, Some(&CallKey::plain("k")), None);
+            let r = call(&d, &ana(), tool, &args, "k");
             let text = r.to_json().to_string();
             assert!(
                 !text.contains("APPROVED") && !text.contains('\u{1b}'),
@@ -95,12 +94,12 @@ fn address_line_refuses_controls_bidi_and_zero_width() {
         &"x".repeat(81),
     ] {
         let (backend, d) = fresh();
-        let r = d.call(
+        let r = call(
+            &d,
             &ana(),
             "update_shipping_address",
             &address("ord_1003", bad, "94107"),
-            Some(&CallKey::plain("k")),
-            None,
+            "k",
         );
         assert_eq!(r.code(), "invalid_arguments", "{bad:?}");
         assert!(backend.ledger().unwrap().is_empty());
@@ -117,14 +116,7 @@ fn tool_not_exposed_is_refused_even_if_named() {
         &["get_order"],
     );
     assert_eq!(
-        d.call(
-            &s,
-            "issue_refund",
-            &refund(json!({})),
-            Some(&CallKey::plain("k")),
-            None
-        )
-        .code(),
+        call(&d, &s, "issue_refund", &refund(json!({})), "k").code(),
         "not_available"
     );
     assert!(backend.ledger().unwrap().is_empty());
@@ -140,14 +132,7 @@ fn missing_scope_is_forbidden() {
         &countersign::consumer::tools::TOOL_NAMES,
     );
     assert_eq!(
-        d.call(
-            &s,
-            "issue_refund",
-            &refund(json!({})),
-            Some(&CallKey::plain("k")),
-            None
-        )
-        .code(),
+        call(&d, &s, "issue_refund", &refund(json!({})), "k").code(),
         "forbidden"
     );
     assert!(backend.ledger().unwrap().is_empty());
@@ -156,20 +141,20 @@ fn missing_scope_is_forbidden() {
 #[test]
 fn email_recipient_comes_from_the_order_record() {
     let (backend, d) = fresh();
-    let bad = d.call(
+    let bad = call(
+        &d,
         &ana(),
         "send_status_email",
         &json!({"order_id": "ord_1001", "to": "x@example.test"}),
-        Some(&CallKey::plain("k")),
-        None,
+        "k",
     );
     assert_eq!(bad.code(), "invalid_arguments");
-    let ok = d.call(
+    let ok = call(
+        &d,
         &ana(),
         "send_status_email",
         &json!({"order_id": "ord_1001"}),
-        Some(&CallKey::plain("k2")),
-        None,
+        "k2",
     );
     assert_eq!(ok.code(), "ok");
     let ledger = backend.ledger().unwrap();
@@ -188,23 +173,23 @@ fn email_recipient_comes_from_the_order_record() {
 fn refund_cannot_exceed_refundable_amount() {
     let (backend, d) = fresh();
     assert_eq!(
-        d.call(
+        call(
+            &d,
             &ana(),
             "issue_refund",
             &refund(json!({"amount_cents": 4000})),
-            Some(&CallKey::plain("k1")),
-            None
+            "k1"
         )
         .code(),
         "ok"
     );
     assert_eq!(
-        d.call(
+        call(
+            &d,
             &ana(),
             "issue_refund",
             &refund(json!({"amount_cents": 300})),
-            Some(&CallKey::plain("k2")),
-            None
+            "k2"
         )
         .code(),
         "invalid_state"
@@ -232,12 +217,12 @@ fn write_without_a_call_key_is_refused() {
 #[test]
 fn large_refund_waits_for_approval_with_a_runtime_built_presentation() {
     let (backend, d) = fresh();
-    let r = d.call(
+    let r = call(
+        &d,
         &ana(),
         "issue_refund",
         &refund(json!({"order_id": "ord_1004", "amount_cents": 8000, "reason": " damaged\n"})),
-        Some(&CallKey::plain("k")),
-        None,
+        "k",
     );
     let Response::NeedsApproval(req) = r else {
         panic!("expected needs_approval, got {r:?}")
@@ -327,24 +312,8 @@ fn replay_precedes_the_state_check() {
     // The completed refund used up the order; its retry must still return the stored result.
     let (backend, d) = fresh();
     let all = refund(json!({"amount_cents": 4200}));
-    assert_eq!(
-        d.call(
-            &ana(),
-            "issue_refund",
-            &all,
-            Some(&CallKey::plain("k")),
-            None
-        )
-        .code(),
-        "ok"
-    );
-    let retry = d.call(
-        &ana(),
-        "issue_refund",
-        &all,
-        Some(&CallKey::plain("k")),
-        None,
-    );
+    assert_eq!(call(&d, &ana(), "issue_refund", &all, "k").code(), "ok");
+    let retry = call(&d, &ana(), "issue_refund", &all, "k");
     assert!(
         matches!(retry, Response::Ok { replayed: true, .. }),
         "{retry:?}"
@@ -357,43 +326,18 @@ fn session_cap_stops_automatic_irreversible_actions() {
     let (backend, d) = fresh();
     let four = refund(json!({"order_id": "ord_1004", "amount_cents": 4000}));
     let codes: Vec<&str> = (0..3)
-        .map(|i| {
-            d.call(
-                &ana(),
-                "issue_refund",
-                &four,
-                Some(&CallKey::plain(&format!("c:{i}"))),
-                None,
-            )
-            .code()
-        })
+        .map(|i| call(&d, &ana(), "issue_refund", &four, &format!("c:{i}")).code())
         .collect();
     assert_eq!(codes, ["ok", "ok", "needs_approval"]);
     assert_eq!(backend.ledger().unwrap().len(), 2);
-    let held = d.call(
-        &ana(),
-        "issue_refund",
-        &four,
-        Some(&CallKey::plain("c:2")),
-        None,
-    );
+    let held = call(&d, &ana(), "issue_refund", &four, "c:2");
     let Response::NeedsApproval(req) = held else {
         panic!()
     };
     assert_eq!(req.kind, "session_cap");
     // Another session of the same customer has its own budget.
     let other = Session::full("s-ana-2", "cu_ana");
-    assert_eq!(
-        d.call(
-            &other,
-            "issue_refund",
-            &four,
-            Some(&CallKey::plain("c:3")),
-            None
-        )
-        .code(),
-        "ok"
-    );
+    assert_eq!(call(&d, &other, "issue_refund", &four, "c:3").code(), "ok");
 }
 
 #[test]
@@ -401,12 +345,12 @@ fn reversible_writes_are_automatic_until_the_write_budget_is_spent() {
     let (backend, d) = fresh();
     let codes: Vec<&str> = (0..4)
         .map(|i| {
-            d.call(
+            call(
+                &d,
                 &ana(),
                 "update_shipping_address",
                 &address("ord_1003", &format!("{i} Pine Rd"), "94107"),
-                Some(&CallKey::plain(&format!("a:{i}"))),
-                None,
+                &format!("a:{i}"),
             )
             .code()
         })
@@ -421,13 +365,7 @@ fn a_failing_backend_is_reported_without_its_internals() {
     backend
         .execute_raw("DROP TABLE effects; DROP TABLE call_keys; DROP TABLE orders;")
         .unwrap();
-    let r = d.call(
-        &ana(),
-        "issue_refund",
-        &refund(json!({})),
-        Some(&CallKey::plain("k")),
-        None,
-    );
+    let r = call(&d, &ana(), "issue_refund", &refund(json!({})), "k");
     assert_eq!(r.code(), "backend_unavailable");
     let text = r.to_json().to_string();
     assert!(

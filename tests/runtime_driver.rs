@@ -9,15 +9,14 @@ use countersign::runtime::agent::{self, ScriptedAgent};
 use countersign::runtime::driver::Driver;
 use countersign::runtime::json;
 use countersign::runtime::policy::DefaultPolicy;
-use countersign::runtime::tools::{FnTool, SideEffect, ToolError, ToolOutput};
+use countersign::runtime::tools::{FnTool, SideEffect, Tool, ToolError, ToolOutput};
 use countersign::runtime::types::{RunStatus, StepStatus};
 use runtime_support::*;
 
 #[test]
 fn driver_completes_and_persists() {
     let db = db();
-    let calls = Arc::new(Mutex::new(Vec::new()));
-    let tools = registry(vec![echo("lookup", SideEffect::ReadOnly, calls.clone())]);
+    let (tools, calls) = echo_registry("lookup", SideEffect::ReadOnly);
     let agent = ScriptedAgent::new([
         agent::tool_call("lookup", r#"{"q": "<x>"}"#),
         agent::complete(r#"{"a":"<b>"}"#),
@@ -172,8 +171,7 @@ fn driver_invalid_arguments_become_observation() {
 #[test]
 fn driver_invalid_arguments_are_recorded_out_of_band_as_base64_when_not_utf8() {
     let db = db();
-    let calls = Arc::new(Mutex::new(Vec::new()));
-    let tools = registry(vec![echo("t", SideEffect::ReadOnly, calls.clone())]);
+    let (tools, calls) = echo_registry("t", SideEffect::ReadOnly);
     let mut d = agent::tool_call("t", "");
     d.args = b"{\"a\":\"\xff\"}".to_vec();
     d.invalid_args = "agent-supplied, dropped".into();
@@ -190,19 +188,24 @@ fn driver_invalid_arguments_are_recorded_out_of_band_as_base64_when_not_utf8() {
     verify(&db.path);
 }
 
-#[test]
-fn driver_terminal_tool_completes_run() {
-    let db = db();
+/// A terminal tool, `finish`, that answers `{"done":true}`.
+fn finish_tool() -> Arc<dyn Tool> {
     let mut d = def("finish", SideEffect::ReadOnly, OBJ);
     d.terminal = true;
-    let t = FnTool::new(d, |_c| {
+    FnTool::new(d, |_c| {
         Box::pin(async {
             Ok(ToolOutput {
                 content: br#"{"done":true}"#.to_vec(),
                 summary: "finished".into(),
             })
         })
-    });
+    })
+}
+
+#[test]
+fn driver_terminal_tool_completes_run() {
+    let db = db();
+    let t = finish_tool();
     let agent = ScriptedAgent::new([agent::tool_call("finish", "{}")]);
     let driver = driver(&db.store, registry(vec![t]), Arc::new(DefaultPolicy), agent);
     let run = rt()
@@ -252,8 +255,7 @@ fn driver_tool_abort_ends_run() {
 #[test]
 fn driver_step_limit() {
     let db = db();
-    let calls = Arc::new(Mutex::new(Vec::new()));
-    let tools = registry(vec![echo("t", SideEffect::ReadOnly, calls.clone())]);
+    let (tools, calls) = echo_registry("t", SideEffect::ReadOnly);
     let agent =
         ScriptedAgent::new((0..10).map(|i| agent::tool_call("t", &format!(r#"{{"i":{i}}}"#))));
     let mut l = limits();
@@ -351,8 +353,7 @@ fn driver_failure_streak_resets_on_success() {
 #[test]
 fn driver_identical_call_and_result_stops() {
     let db = db();
-    let calls = Arc::new(Mutex::new(Vec::new()));
-    let tools = registry(vec![echo("t", SideEffect::ReadOnly, calls.clone())]);
+    let (tools, calls) = echo_registry("t", SideEffect::ReadOnly);
     let agent = ScriptedAgent::new((0..10).map(|_| agent::tool_call("t", r#"{"same":1}"#)));
     let driver = driver(&db.store, tools, Arc::new(DefaultPolicy), agent);
     let run = rt()
@@ -461,8 +462,7 @@ fn driver_tool_panic_is_observed() {
 #[test]
 fn driver_pseudo_decision_kinds_are_invalid() {
     let db = db();
-    let calls = Arc::new(Mutex::new(Vec::new()));
-    let tools = registry(vec![echo("t", SideEffect::ReadOnly, calls.clone())]);
+    let (tools, calls) = echo_registry("t", SideEffect::ReadOnly);
     let mut trunc = agent::tool_call("t", "{}");
     trunc.kind = "truncated".into();
     let mut none = agent::tool_call("t", "{}");
@@ -565,8 +565,7 @@ fn driver_unusable_tool_content_is_tool_error() {
 fn driver_clock_readings_are_stable() {
     // A clock moving 1 ms per reading pins how many readings each write takes, and in what order.
     let db = db();
-    let calls = Arc::new(Mutex::new(Vec::new()));
-    let tools = registry(vec![echo("t", SideEffect::ReadOnly, calls.clone())]);
+    let (tools, _calls) = echo_registry("t", SideEffect::ReadOnly);
     let driver = driver(
         &db.store,
         tools,
@@ -718,16 +717,7 @@ fn driver_terminal_tool_commits_with_its_run() {
     // (the observer is handed each commit's events before the driver writes again) a
     // connection of its own never sees the step finished while the run is not.
     let db = db();
-    let mut d = def("finish", SideEffect::ReadOnly, OBJ);
-    d.terminal = true;
-    let t = FnTool::new(d, |_c| {
-        Box::pin(async {
-            Ok(ToolOutput {
-                content: br#"{"done":true}"#.to_vec(),
-                summary: "finished".into(),
-            })
-        })
-    });
+    let t = finish_tool();
     let seen: Arc<Mutex<Vec<(i64, String, String)>>> = Arc::new(Mutex::new(Vec::new()));
     let (s2, path) = (seen.clone(), db.path.clone());
     let mut cfg = config(

@@ -142,12 +142,7 @@ fn gate_deny_continues_and_abort_ends() {
 #[test]
 fn gate_approved_step_executes_the_recorded_request() {
     let db = db();
-    let calls = Arc::new(Mutex::new(Vec::new()));
-    let reg = registry(vec![echo(
-        "push",
-        SideEffect::RemoteMutation,
-        calls.clone(),
-    )]);
+    let (reg, calls) = echo_registry("push", SideEffect::RemoteMutation);
     let gate = gate(&db.store, reg, Arc::new(DefaultPolicy));
     let rtm = rt();
     let mut s = rtm.block_on(gate.begin("r", "g", limits())).unwrap();

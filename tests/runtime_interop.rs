@@ -4,7 +4,7 @@
 mod runtime_support;
 
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use countersign::runtime::agent::{self, ScriptedAgent};
 use countersign::runtime::policy::DefaultPolicy;
@@ -41,12 +41,7 @@ fn interop_damaged_waiting_run_fails_as_internal_error_without_rewriting_rows() 
     let (path, id) = fixture(dir.path(), "damaged");
     let store = Arc::new(Store::open_existing(&path, false).unwrap());
     let before = store.list_steps(&id).unwrap();
-    let calls = Arc::new(Mutex::new(Vec::new()));
-    let tools = registry(vec![echo(
-        "issue_refund",
-        SideEffect::RemoteMutation,
-        calls.clone(),
-    )]);
+    let (tools, calls) = echo_registry("issue_refund", SideEffect::RemoteMutation);
     let d = driver2(
         &store,
         tools,
@@ -79,12 +74,7 @@ fn interop_agentrt_interrupted_side_effect_runs_once_when_approved() {
     let a = latest_approval(&store, &id);
     assert_eq!(a.kind, "interrupted_side_effect");
     approve(&store, &id, &a.id, "alice");
-    let calls = Arc::new(Mutex::new(Vec::new()));
-    let tools = registry(vec![echo(
-        "update_shipping_address",
-        SideEffect::LocalMutation,
-        calls.clone(),
-    )]);
+    let (tools, calls) = echo_registry("update_shipping_address", SideEffect::LocalMutation);
     let d = driver2(
         &store,
         tools,

@@ -34,8 +34,7 @@ fn raw(db: &Db, sql: &str) {
 #[test]
 fn cancel_live_loop_stops_at_its_next_write() {
     let db = db();
-    let calls = Arc::new(Mutex::new(Vec::new()));
-    let tools = registry(vec![echo("t", SideEffect::ReadOnly, calls.clone())]);
+    let (tools, calls) = echo_registry("t", SideEffect::ReadOnly);
     let agent = ScriptedAgent::new([with(&db.store, agent::tool_call("t", "{}"), |s, i| {
         cancel(s, &i.run_id, "carol", "stop")
     })]);
@@ -112,8 +111,7 @@ fn cancel_tool_outcome_is_appended_late() {
 #[test]
 fn lease_loop_that_loses_its_lease_stops_before_the_next_tool_call() {
     let db = db();
-    let calls = Arc::new(Mutex::new(Vec::new()));
-    let tools = registry(vec![echo("t", SideEffect::ReadOnly, calls.clone())]);
+    let (tools, calls) = echo_registry("t", SideEffect::ReadOnly);
     let path = db.path.clone();
     let agent = ScriptedAgent::new([with(
         &db.store,
@@ -142,8 +140,7 @@ fn lease_loop_that_loses_its_lease_stops_before_the_next_tool_call() {
 #[test]
 fn lease_lapsed_lease_starts_no_side_effect() {
     let db = db();
-    let calls = Arc::new(Mutex::new(Vec::new()));
-    let tools = registry(vec![echo("t", SideEffect::ReadOnly, calls.clone())]);
+    let (tools, calls) = echo_registry("t", SideEffect::ReadOnly);
     let path = db.path.clone();
     let agent = ScriptedAgent::new([with(
         &db.store,
@@ -362,12 +359,7 @@ fn lease_one_driver_refuses_a_second_call_on_its_run() {
 #[test]
 fn cancel_through_the_driver_uses_its_clock_and_refuses_a_terminal_run() {
     let db = db();
-    let calls = Arc::new(Mutex::new(Vec::new()));
-    let tools = registry(vec![echo(
-        "push",
-        SideEffect::RemoteMutation,
-        calls.clone(),
-    )]);
+    let (tools, _calls) = echo_registry("push", SideEffect::RemoteMutation);
     let d = driver(
         &db.store,
         tools,

@@ -17,8 +17,7 @@ use runtime_support::*;
 #[test]
 fn limits_active_time_stops_run() {
     let db = db();
-    let calls = Arc::new(Mutex::new(Vec::new()));
-    let tools = registry(vec![echo("t", SideEffect::ReadOnly, calls.clone())]);
+    let (tools, _calls) = echo_registry("t", SideEffect::ReadOnly);
     let agent =
         ScriptedAgent::new((0..20).map(|i| agent::tool_call("t", &format!(r#"{{"i":{i}}}"#))));
     let mut l = limits();
@@ -48,12 +47,7 @@ fn limits_active_time_stops_run() {
 #[test]
 fn limits_active_time_excludes_approval_wait_and_elapsed_time_includes_it() {
     let db = db();
-    let calls = Arc::new(Mutex::new(Vec::new()));
-    let tools = registry(vec![echo(
-        "push",
-        SideEffect::RemoteMutation,
-        calls.clone(),
-    )]);
+    let (tools, calls) = echo_registry("push", SideEffect::RemoteMutation);
     let (c, offset) = clock::manual(start_time());
     let mut cfg = config(
         &db.store,
@@ -92,8 +86,7 @@ fn limits_active_time_excludes_approval_wait_and_elapsed_time_includes_it() {
 #[test]
 fn driver_huge_numbers_and_deep_json_are_refused_where_they_enter() {
     let db = db();
-    let calls = Arc::new(Mutex::new(Vec::new()));
-    let tools = registry(vec![echo("t", SideEffect::ReadOnly, calls.clone())]);
+    let (tools, calls) = echo_registry("t", SideEffect::ReadOnly);
     let deep = format!("{}{}", "[".repeat(300), "]".repeat(300));
     let agent = ScriptedAgent::new([
         agent::tool_call("t", r#"{"n": 1e400}"#),
@@ -126,8 +119,7 @@ fn driver_huge_numbers_and_deep_json_are_refused_where_they_enter() {
 #[test]
 fn driver_consumers_cannot_corrupt_each_other() {
     let db = db();
-    let calls = Arc::new(Mutex::new(Vec::new()));
-    let tools = registry(vec![echo("t", SideEffect::ReadOnly, calls.clone())]);
+    let (tools, _calls) = echo_registry("t", SideEffect::ReadOnly);
     // The agent rewrites the copy of the steps it was handed.
     let meddle = Scripted::With(Box::new(|mut i: StepInput| -> DecideFuture {
         for s in i.steps.iter_mut() {

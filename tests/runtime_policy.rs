@@ -15,8 +15,7 @@ use runtime_support::*;
 #[test]
 fn driver_policy_deny_is_observation() {
     let db = db();
-    let calls = Arc::new(Mutex::new(Vec::new()));
-    let tools = registry(vec![echo("rm", SideEffect::Destructive, calls.clone())]);
+    let (tools, calls) = echo_registry("rm", SideEffect::Destructive);
     let agent = ScriptedAgent::new([
         agent::tool_call("rm", r#"{"path":"/"}"#),
         agent::complete(""),
@@ -54,8 +53,7 @@ fn driver_policy_deny_is_observation() {
 #[test]
 fn driver_policy_abort_ends_run() {
     let db = db();
-    let calls = Arc::new(Mutex::new(Vec::new()));
-    let tools = registry(vec![echo("t", SideEffect::ReadOnly, calls.clone())]);
+    let (tools, calls) = echo_registry("t", SideEffect::ReadOnly);
     let agent = ScriptedAgent::new([agent::tool_call("t", "{}"), agent::complete("")]);
     let pol =
         FnPolicy(|_r: &policy::PolicyRequest, _v: &policy::RunView| Ok(policy::abort("never")));
@@ -82,12 +80,7 @@ fn driver_policy_abort_ends_run() {
 #[test]
 fn driver_require_approval_pauses_run() {
     let db = db();
-    let calls = Arc::new(Mutex::new(Vec::new()));
-    let tools = registry(vec![echo(
-        "push",
-        SideEffect::RemoteMutation,
-        calls.clone(),
-    )]);
+    let (tools, calls) = echo_registry("push", SideEffect::RemoteMutation);
     let args = "{\"ref\": \"main\", \"n\": 7, \"why\": \"<a> & b\"}";
     let agent = ScriptedAgent::new([agent::tool_call("push", args)]);
     let driver = driver(&db.store, tools, Arc::new(DefaultPolicy), agent);
@@ -146,8 +139,7 @@ fn driver_require_approval_pauses_run() {
 #[test]
 fn policy_unknown_outcome_fails_loop() {
     let db = db();
-    let calls = Arc::new(Mutex::new(Vec::new()));
-    let tools = registry(vec![echo("t", SideEffect::ReadOnly, calls.clone())]);
+    let (tools, calls) = echo_registry("t", SideEffect::ReadOnly);
     let pol = FnPolicy(|_r: &policy::PolicyRequest, _v: &policy::RunView| {
         Ok(PolicyDecision {
             outcome: "maybe".into(),
@@ -180,8 +172,7 @@ fn policy_unknown_outcome_fails_loop() {
 #[test]
 fn driver_policy_error_fails_run_as_internal_error() {
     let db = db();
-    let calls = Arc::new(Mutex::new(Vec::new()));
-    let tools = registry(vec![echo("t", SideEffect::ReadOnly, calls.clone())]);
+    let (tools, calls) = echo_registry("t", SideEffect::ReadOnly);
     let pol = FnPolicy(|_r: &policy::PolicyRequest, _v: &policy::RunView| {
         Err(PolicyError::from("rules file missing"))
     });
@@ -242,8 +233,7 @@ fn policy_id_recorded_on_step_and_event() {
         }
     }
     let db = db();
-    let calls = Arc::new(Mutex::new(Vec::new()));
-    let tools = registry(vec![echo("t", SideEffect::ReadOnly, calls.clone())]);
+    let (tools, _calls) = echo_registry("t", SideEffect::ReadOnly);
     let driver = driver(
         &db.store,
         tools,
@@ -274,8 +264,7 @@ fn policy_id_recorded_on_step_and_event() {
 #[test]
 fn driver_unusable_policy_json_fails_without_executing() {
     let db = db();
-    let calls = Arc::new(Mutex::new(Vec::new()));
-    let tools = registry(vec![echo("t", SideEffect::ReadOnly, calls.clone())]);
+    let (tools, calls) = echo_registry("t", SideEffect::ReadOnly);
     let pol = FnPolicy(|_r: &policy::PolicyRequest, _v: &policy::RunView| {
         Ok(PolicyDecision {
             outcome: "require_approval".into(),

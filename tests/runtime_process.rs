@@ -287,12 +287,7 @@ fn crashed_run(db: &Db, count: &Path) -> countersign::runtime::types::Approval {
     {
         std::thread::sleep(Duration::from_millis(50));
     }
-    let calls = Arc::new(Mutex::new(Vec::new()));
-    let tools = registry(vec![echo(
-        "write",
-        SideEffect::LocalMutation,
-        calls.clone(),
-    )]);
+    let (tools, calls) = echo_registry("write", SideEffect::LocalMutation);
     let d = driver2(
         &db.store,
         tools,
@@ -369,12 +364,7 @@ fn resume_interrupted_side_effect_rejected_ends_the_run() {
     let count = db.dir.path().join("count.txt");
     let a = crashed_run(&db, &count);
     reject(&db.store, "crash-run", &a.id, "bob", "did it by hand");
-    let calls = Arc::new(Mutex::new(Vec::new()));
-    let tools = registry(vec![echo(
-        "write",
-        SideEffect::LocalMutation,
-        calls.clone(),
-    )]);
+    let (tools, calls) = echo_registry("write", SideEffect::LocalMutation);
     let d = driver2(
         &db.store,
         tools,

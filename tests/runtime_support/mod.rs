@@ -84,6 +84,15 @@ pub fn echo(
     })
 }
 
+/// What an [`echo`] tool was called with, in order.
+pub type Calls = Arc<Mutex<Vec<countersign::runtime::tools::ToolCall>>>;
+
+/// A registry of one [`echo`] tool, and the calls it will record.
+pub fn echo_registry(name: &str, side: SideEffect) -> (Registry, Calls) {
+    let calls = Calls::default();
+    (registry(vec![echo(name, side, calls.clone())]), calls)
+}
+
 pub fn registry(tools: Vec<Arc<dyn Tool>>) -> Registry {
     let mut r = Registry::new();
     for t in tools {
