@@ -130,7 +130,7 @@ fn local_parts(secs: i64) -> (i64, u32, u32, u32, u32, u32, i64) {
 fn utc_parts(secs: i64) -> (i64, u32, u32, u32, u32, u32, i64) {
     let days = secs.div_euclid(86_400);
     let rem = secs.rem_euclid(86_400);
-    let (y, m, d) = crate::runtime::types::civil_from_days(days);
+    let (y, m, d) = crate::runtime::types::time::civil_from_days(days);
     (
         y,
         m as u32,

@@ -4,13 +4,12 @@
 mod key;
 mod records;
 mod status;
-mod time;
+pub(crate) mod time;
 mod values;
 
 pub use key::{AsKey, Key, lossy};
 pub(crate) use records::push_decode_error;
 pub use records::{Approval, Event, Lease, RawInvalid, Run, Step, stored};
 pub use status::{ApprovalStatus, DecisionKind, Origin, Outcome, RunStatus, StepStatus};
-pub(crate) use time::civil_from_days;
 pub use time::{TimeError, Timestamp};
 pub use values::{Decision, Limits, Observation, PolicyDecision, ToolRequest, ToolSpec};
