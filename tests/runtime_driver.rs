@@ -177,8 +177,7 @@ fn driver_invalid_arguments_are_recorded_out_of_band_as_base64_when_not_utf8() {
     d.invalid_args = "agent-supplied, dropped".into();
     let agent = ScriptedAgent::new([d, agent::complete("")]);
     let driver = driver(&db.store, tools, Arc::new(DefaultPolicy), agent);
-    rt().block_on(driver.start_with_id("r", "g", limits()))
-        .unwrap();
+    start_r(&driver);
     let steps = db.store.list_steps("r").unwrap();
     assert_eq!(
         steps[0].decision_json,
@@ -208,9 +207,7 @@ fn driver_terminal_tool_completes_run() {
     let t = finish_tool();
     let agent = ScriptedAgent::new([agent::tool_call("finish", "{}")]);
     let driver = driver(&db.store, registry(vec![t]), Arc::new(DefaultPolicy), agent);
-    let run = rt()
-        .block_on(driver.start_with_id("r", "g", limits()))
-        .unwrap();
+    let run = start_r(&driver);
     assert_eq!(
         (run.status, run.reason.as_str(), run.reason_detail.as_str()),
         (
@@ -235,9 +232,7 @@ fn driver_tool_abort_ends_run() {
     });
     let agent = ScriptedAgent::new([agent::tool_call("t", "{}"), agent::complete("")]);
     let driver = driver(&db.store, registry(vec![t]), Arc::new(DefaultPolicy), agent);
-    let run = rt()
-        .block_on(driver.start_with_id("r", "g", limits()))
-        .unwrap();
+    let run = start_r(&driver);
     assert_eq!(
         (run.status, run.reason.as_str(), run.reason_detail.as_str()),
         (RunStatus::Failed, "tool_abort", "disk full")
@@ -289,9 +284,7 @@ fn driver_consecutive_failures_end_run() {
     let agent =
         ScriptedAgent::new((0..10).map(|i| agent::tool_call("t", &format!(r#"{{"i":{i}}}"#))));
     let driver = driver(&db.store, registry(vec![t]), Arc::new(DefaultPolicy), agent);
-    let run = rt()
-        .block_on(driver.start_with_id("r", "g", limits()))
-        .unwrap();
+    let run = start_r(&driver);
     assert_eq!(
         (run.status, run.reason.as_str(), run.reason_detail.as_str()),
         (
@@ -344,9 +337,7 @@ fn driver_failure_streak_resets_on_success() {
     script.push(agent::complete(""));
     let agent = ScriptedAgent::new(script);
     let driver = driver(&db.store, registry(vec![t]), Arc::new(DefaultPolicy), agent);
-    let run = rt()
-        .block_on(driver.start_with_id("r", "g", limits()))
-        .unwrap();
+    let run = start_r(&driver);
     assert_eq!(run.status, RunStatus::Completed, "{}", run.reason_detail);
 }
 
@@ -356,9 +347,7 @@ fn driver_identical_call_and_result_stops() {
     let (tools, calls) = echo_registry("t", SideEffect::ReadOnly);
     let agent = ScriptedAgent::new((0..10).map(|_| agent::tool_call("t", r#"{"same":1}"#)));
     let driver = driver(&db.store, tools, Arc::new(DefaultPolicy), agent);
-    let run = rt()
-        .block_on(driver.start_with_id("r", "g", limits()))
-        .unwrap();
+    let run = start_r(&driver);
     assert_eq!(
         (run.status, run.reason.as_str(), run.reason_detail.as_str()),
         (
@@ -406,9 +395,7 @@ fn driver_repeated_call_with_changing_result_allowed() {
         Arc::new(DefaultPolicy),
         ScriptedAgent::new(script),
     );
-    let run = rt()
-        .block_on(driver.start_with_id("r", "g", limits()))
-        .unwrap();
+    let run = start_r(&driver);
     assert_eq!(run.status, RunStatus::Completed);
 }
 
@@ -425,9 +412,7 @@ fn driver_tool_timeout() {
     });
     let agent = ScriptedAgent::new([agent::tool_call("slow", "{}"), agent::complete("")]);
     let driver = driver(&db.store, registry(vec![t]), Arc::new(DefaultPolicy), agent);
-    let run = rt()
-        .block_on(driver.start_with_id("r", "g", limits()))
-        .unwrap();
+    let run = start_r(&driver);
     assert_eq!(run.status, RunStatus::Completed);
     let s = db.store.list_steps("r").unwrap();
     let o = s[0].observation.as_ref().unwrap();
@@ -449,9 +434,7 @@ fn driver_tool_panic_is_observed() {
     let t = FnTool::new(slow_ok, |_c| Box::pin(async { panic!("kaboom") }));
     let agent = ScriptedAgent::new([agent::tool_call("bad", "{}"), agent::complete("")]);
     let driver = driver(&db.store, registry(vec![t]), Arc::new(DefaultPolicy), agent);
-    let run = rt()
-        .block_on(driver.start_with_id("r", "g", limits()))
-        .unwrap();
+    let run = start_r(&driver);
     assert_eq!(run.status, RunStatus::Completed);
     let s = db.store.list_steps("r").unwrap();
     let o = s[0].observation.as_ref().unwrap();
@@ -519,9 +502,7 @@ fn driver_agent_error_fails_run() {
     let tools = registry(vec![]);
     let agent = ScriptedAgent::new(Vec::<countersign::runtime::agent::Scripted>::new());
     let driver = driver(&db.store, tools, Arc::new(DefaultPolicy), agent);
-    let run = rt()
-        .block_on(driver.start_with_id("r", "g", limits()))
-        .unwrap();
+    let run = start_r(&driver);
     assert_eq!(
         (run.status, run.reason.as_str(), run.reason_detail.as_str()),
         (RunStatus::Failed, "agent_error", "script exhausted")
@@ -552,8 +533,7 @@ fn driver_unusable_tool_content_is_tool_error() {
         Arc::new(DefaultPolicy),
         ScriptedAgent::new([agent::tool_call("t", "{}"), agent::complete("")]),
     );
-    rt().block_on(driver.start_with_id("r", "g", limits()))
-        .unwrap();
+    start_r(&driver);
     let s = db.store.list_steps("r").unwrap();
     let o = s[0].observation.as_ref().unwrap();
     assert_eq!(o.kind, "tool_error");
@@ -572,8 +552,7 @@ fn driver_clock_readings_are_stable() {
         Arc::new(DefaultPolicy),
         ScriptedAgent::new([agent::tool_call("t", "{}"), agent::complete("")]),
     );
-    rt().block_on(driver.start_with_id("r", "g", limits()))
-        .unwrap();
+    start_r(&driver);
     let at: Vec<(String, String)> = events(&db.store, "r")
         .into_iter()
         .map(|e| (e.kind, e.at_text))

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use countersign::runtime::agent::{self, ScriptedAgent};
 use countersign::runtime::driver::{Gate, NextStep, Verdict};
 use countersign::runtime::policy::{self, DefaultPolicy, FnPolicy};
+use countersign::runtime::store::Store;
 use countersign::runtime::tools::SideEffect;
 use countersign::runtime::types::{Decision, RunStatus};
 use runtime_support::*;
@@ -65,45 +66,26 @@ fn gate_external_loop_matches_the_driver() {
         panic!("the run ended")
     };
     assert_eq!(run_b.status, run_a.status);
-    let ea: Vec<_> = events(&a.store, "r")
-        .into_iter()
-        .map(|e| (e.seq, e.kind, e.at_text, e.payload, e.hash))
-        .collect();
-    let eb: Vec<_> = events(&b.store, "r")
-        .into_iter()
-        .map(|e| (e.seq, e.kind, e.at_text, e.payload, e.hash))
-        .collect();
+    // What the two databases must agree on: every event with its clock reading and chain
+    // hash, and every step's recorded columns.
+    let rows = |store: &Store| {
+        let events: Vec<_> = events(store, "r")
+            .into_iter()
+            .map(|e| (e.seq, e.kind, e.at_text, e.payload, e.hash))
+            .collect();
+        let steps: Vec<_> = store
+            .list_steps("r")
+            .unwrap()
+            .into_iter()
+            .map(|s| {
+                let cols = (s.decision_json, s.policy_json, s.observation_json);
+                (s.id, s.status, cols)
+            })
+            .collect();
+        (events, steps)
+    };
+    let ((ea, sa), (eb, sb)) = (rows(&a.store), rows(&b.store));
     assert_eq!(ea, eb, "identical rows, events, clock readings and chain");
-    let sa: Vec<_> = a
-        .store
-        .list_steps("r")
-        .unwrap()
-        .into_iter()
-        .map(|s| {
-            (
-                s.id,
-                s.status,
-                s.decision_json,
-                s.policy_json,
-                s.observation_json,
-            )
-        })
-        .collect();
-    let sb: Vec<_> = b
-        .store
-        .list_steps("r")
-        .unwrap()
-        .into_iter()
-        .map(|s| {
-            (
-                s.id,
-                s.status,
-                s.decision_json,
-                s.policy_json,
-                s.observation_json,
-            )
-        })
-        .collect();
     assert_eq!(sa, sb);
     verify(&b.path);
 }

@@ -2,6 +2,7 @@
 
 mod runtime_support;
 
+use std::sync::mpsc::{Receiver, Sender};
 use std::sync::{Arc, Mutex};
 
 use countersign::runtime::agent::{self, DecideFuture, Scripted, ScriptedAgent, StepInput};
@@ -168,15 +169,12 @@ fn lease_lapsed_lease_starts_no_side_effect() {
     assert!(calls.lock().unwrap().is_empty());
 }
 
-#[test]
-fn lease_resume_of_a_live_run_is_refused() {
-    let db = db();
-    let calls = Arc::new(Mutex::new(Vec::new()));
-    let rtm = rt();
-    // The first driver's agent waits until the second driver has tried to resume.
-    let (tx, rx) = std::sync::mpsc::channel::<()>();
+/// An agent whose one answer (complete) waits until it is let go: it says on `started` that
+/// it was asked, then waits for a send on `release`. Returns (agent, started, release).
+fn held_agent() -> (Arc<ScriptedAgent>, Receiver<()>, Sender<()>) {
+    let (release, rx) = std::sync::mpsc::channel::<()>();
     let rx = Arc::new(Mutex::new(rx));
-    let (started_tx, started_rx) = std::sync::mpsc::channel::<()>();
+    let (started_tx, started) = std::sync::mpsc::channel::<()>();
     let agent = ScriptedAgent::new([Scripted::With(Box::new(move |_i| -> DecideFuture {
         started_tx.send(()).unwrap();
         Box::pin(async move {
@@ -187,6 +185,16 @@ fn lease_resume_of_a_live_run_is_refused() {
             Ok(agent::complete(""))
         })
     }))]);
+    (agent, started, release)
+}
+
+#[test]
+fn lease_resume_of_a_live_run_is_refused() {
+    let db = db();
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let rtm = rt();
+    // The first driver's agent waits until the second driver has tried to resume.
+    let (agent, started_rx, tx) = held_agent();
     let d1 = driver(
         &db.store,
         registry(vec![echo("t", SideEffect::ReadOnly, calls.clone())]),
@@ -325,19 +333,7 @@ fn lease_long_tool_call_keeps_the_lease() {
 fn lease_one_driver_refuses_a_second_call_on_its_run() {
     let db = db();
     let rtm = rt();
-    let (tx, rx) = std::sync::mpsc::channel::<()>();
-    let rx = Arc::new(Mutex::new(rx));
-    let (started_tx, started_rx) = std::sync::mpsc::channel::<()>();
-    let agent = ScriptedAgent::new([Scripted::With(Box::new(move |_i| -> DecideFuture {
-        started_tx.send(()).unwrap();
-        Box::pin(async move {
-            let rx = rx.clone();
-            tokio::task::spawn_blocking(move || rx.lock().unwrap().recv().unwrap())
-                .await
-                .unwrap();
-            Ok(agent::complete(""))
-        })
-    }))]);
+    let (agent, started_rx, tx) = held_agent();
     let d = driver(&db.store, registry(vec![]), Arc::new(DefaultPolicy), agent);
     let d1 = d.clone();
     let h = rtm.spawn(async move { d1.start_with_id("r", "g", limits()).await });

@@ -21,9 +21,7 @@ fn driver_policy_deny_is_observation() {
         agent::complete(""),
     ]);
     let driver = driver(&db.store, tools, Arc::new(DefaultPolicy), agent);
-    let run = rt()
-        .block_on(driver.start_with_id("r", "g", limits()))
-        .unwrap();
+    let run = start_r(&driver);
     assert_eq!(run.status, RunStatus::Completed);
     assert!(calls.lock().unwrap().is_empty());
     let steps = db.store.list_steps("r").unwrap();
@@ -58,9 +56,7 @@ fn driver_policy_abort_ends_run() {
     let pol =
         FnPolicy(|_r: &policy::PolicyRequest, _v: &policy::RunView| Ok(policy::abort("never")));
     let driver = driver(&db.store, tools, Arc::new(pol), agent);
-    let run = rt()
-        .block_on(driver.start_with_id("r", "g", limits()))
-        .unwrap();
+    let run = start_r(&driver);
     assert_eq!(
         (run.status, run.reason.as_str(), run.reason_detail.as_str()),
         (RunStatus::Failed, "policy_abort", "never")
@@ -84,9 +80,7 @@ fn driver_require_approval_pauses_run() {
     let args = "{\"ref\": \"main\", \"n\": 7, \"why\": \"<a> & b\"}";
     let agent = ScriptedAgent::new([agent::tool_call("push", args)]);
     let driver = driver(&db.store, tools, Arc::new(DefaultPolicy), agent);
-    let run = rt()
-        .block_on(driver.start_with_id("r", "g", limits()))
-        .unwrap();
+    let run = start_r(&driver);
     assert_eq!(run.status, RunStatus::WaitingForApproval);
     assert!(run.lease_owner.is_empty() && run.lease_expires_at.is_zero());
     assert!(calls.lock().unwrap().is_empty());
@@ -152,9 +146,7 @@ fn policy_unknown_outcome_fails_loop() {
         Arc::new(pol),
         ScriptedAgent::new([agent::tool_call("t", "{}")]),
     );
-    let run = rt()
-        .block_on(driver.start_with_id("r", "g", limits()))
-        .unwrap();
+    let run = start_r(&driver);
     assert_eq!(
         (run.status, run.reason.as_str(), run.reason_detail.as_str()),
         (
@@ -182,9 +174,7 @@ fn driver_policy_error_fails_run_as_internal_error() {
         Arc::new(pol),
         ScriptedAgent::new([agent::tool_call("t", "{}")]),
     );
-    let run = rt()
-        .block_on(driver.start_with_id("r", "g", limits()))
-        .unwrap();
+    let run = start_r(&driver);
     assert_eq!(
         (run.reason.as_str(), run.reason_detail.as_str()),
         ("internal_error", "policy: rules file missing")
@@ -240,8 +230,7 @@ fn policy_id_recorded_on_step_and_event() {
         Arc::new(Named),
         ScriptedAgent::new([agent::tool_call("t", "{}"), agent::complete("")]),
     );
-    rt().block_on(driver.start_with_id("r", "g", limits()))
-        .unwrap();
+    start_r(&driver);
     let s = db.store.list_steps("r").unwrap();
     assert_eq!(s[0].policy_id, "rules@v1");
     let spec_hash = &s[0].spec_hash;
@@ -279,9 +268,7 @@ fn driver_unusable_policy_json_fails_without_executing() {
         Arc::new(pol),
         ScriptedAgent::new([agent::tool_call("t", "{}")]),
     );
-    let run = rt()
-        .block_on(driver.start_with_id("r", "g", limits()))
-        .unwrap();
+    let run = start_r(&driver);
     assert_eq!(
         (run.status, run.reason.as_str()),
         (RunStatus::Failed, "internal_error")
@@ -317,9 +304,7 @@ fn runtime_written_run_passes_the_outside_verifier() {
         ),
     ]);
     let driver = driver(&db.store, tools, Arc::new(DefaultPolicy), agent);
-    let run = rt()
-        .block_on(driver.start_with_id("r", "g", limits()))
-        .unwrap();
+    let run = start_r(&driver);
     assert_eq!(run.status, RunStatus::WaitingForApproval);
     let kinds: Vec<String> = db
         .store

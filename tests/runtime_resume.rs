@@ -11,20 +11,11 @@ use countersign::runtime::tools::{FnTool, SideEffect, ToolOutput};
 use countersign::runtime::types::{RunStatus, StepStatus};
 use runtime_support::*;
 
-type Calls = Arc<Mutex<Vec<countersign::runtime::tools::ToolCall>>>;
-
 fn paused(db: &Db, args: &str) -> (Calls, Driver) {
-    let calls: Calls = Arc::new(Mutex::new(Vec::new()));
-    let tools = registry(vec![echo(
-        "push",
-        SideEffect::RemoteMutation,
-        calls.clone(),
-    )]);
+    let (tools, calls) = echo_registry("push", SideEffect::RemoteMutation);
     let agent = ScriptedAgent::new([agent::tool_call("push", args), agent::complete("")]);
     let driver = driver(&db.store, tools, Arc::new(DefaultPolicy), agent);
-    let run = rt()
-        .block_on(driver.start_with_id("r", "g", limits()))
-        .unwrap();
+    let run = start_r(&driver);
     assert_eq!(run.status, RunStatus::WaitingForApproval);
     (calls, driver)
 }
@@ -79,12 +70,7 @@ fn resume_refuses_a_pending_approval_and_changes_nothing() {
 #[test]
 fn approval_resume_repauses_when_policy_wants_different_approval() {
     let db = db();
-    let calls: Calls = Arc::new(Mutex::new(Vec::new()));
-    let tools = registry(vec![echo(
-        "push",
-        SideEffect::RemoteMutation,
-        calls.clone(),
-    )]);
+    let (tools, calls) = echo_registry("push", SideEffect::RemoteMutation);
     let n = Arc::new(Mutex::new(0));
     let pol = FnPolicy(move |r: &policy::PolicyRequest, _v: &policy::RunView| {
         let mut g = n.lock().unwrap();
@@ -94,8 +80,7 @@ fn approval_resume_repauses_when_policy_wants_different_approval() {
     });
     let agent = ScriptedAgent::new([agent::tool_call("push", "{}"), agent::complete("")]);
     let driver = driver(&db.store, tools, Arc::new(pol), agent);
-    rt().block_on(driver.start_with_id("r", "g", limits()))
-        .unwrap();
+    start_r(&driver);
     let first = latest_approval(&db.store, "r");
     approve(&db.store, "r", &first.id, "alice");
     let run = rt().block_on(driver.resume("r")).unwrap();
@@ -113,12 +98,7 @@ fn approval_resume_repauses_when_policy_wants_different_approval() {
 #[test]
 fn approval_expiry_cancels_run() {
     let db = db();
-    let calls: Calls = Arc::new(Mutex::new(Vec::new()));
-    let tools = registry(vec![echo(
-        "push",
-        SideEffect::RemoteMutation,
-        calls.clone(),
-    )]);
+    let (tools, calls) = echo_registry("push", SideEffect::RemoteMutation);
     let agent = ScriptedAgent::new([agent::tool_call("push", "{}")]);
     let (clock, offset) = countersign::runtime::clock::manual(start_time());
     let mut cfg = config(&db.store, tools, Arc::new(DefaultPolicy), agent);
@@ -155,12 +135,7 @@ fn approval_expiry_cancels_run() {
 #[test]
 fn resume_grant_not_resumed_within_the_ttl_expires() {
     let db = db();
-    let calls: Calls = Arc::new(Mutex::new(Vec::new()));
-    let tools = registry(vec![echo(
-        "push",
-        SideEffect::RemoteMutation,
-        calls.clone(),
-    )]);
+    let (tools, calls) = echo_registry("push", SideEffect::RemoteMutation);
     let agent = ScriptedAgent::new([agent::tool_call("push", "{}")]);
     let (clock, offset) =
         countersign::runtime::clock::manual(countersign::runtime::types::Timestamp::now());
@@ -289,8 +264,7 @@ fn resume_of_a_terminal_run_is_refused() {
         Arc::new(DefaultPolicy),
         ScriptedAgent::new([agent::complete(""), agent::complete("")]),
     );
-    rt().block_on(driver.start_with_id("r", "g", limits()))
-        .unwrap();
+    start_r(&driver);
     let e = rt().block_on(driver.resume("r")).unwrap_err();
     assert_eq!(
         e.to_string(),

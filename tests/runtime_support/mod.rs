@@ -13,7 +13,7 @@ use countersign::runtime::driver::{Config, Driver, IdGen, default_limits};
 use countersign::runtime::policy::Policy;
 use countersign::runtime::store::Store;
 use countersign::runtime::tools::{FnTool, Registry, SideEffect, Tool, ToolDef, ToolOutput};
-use countersign::runtime::types::{Event, Limits, Timestamp};
+use countersign::runtime::types::{Event, Limits, Run, Timestamp};
 
 /// `<manifest>/../shared`, else `/work/shared`.
 pub fn shared_dir() -> PathBuf {
@@ -139,6 +139,13 @@ pub fn driver(
     agent: Arc<ScriptedAgent>,
 ) -> Driver {
     Driver::new(config(store, tools, policy, agent)).unwrap()
+}
+
+/// Run `r` (goal `g`, default limits) started on `driver` and driven until it stops, on a
+/// fresh runtime.
+pub fn start_r(driver: &Driver) -> Run {
+    rt().block_on(driver.start_with_id("r", "g", limits()))
+        .unwrap()
 }
 
 pub fn limits() -> Limits {
