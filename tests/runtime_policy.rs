@@ -7,10 +7,19 @@ use std::sync::{Arc, Mutex};
 use countersign::runtime::agent::{self, ScriptedAgent};
 use countersign::runtime::driver::Driver;
 use countersign::runtime::json;
-use countersign::runtime::policy::{self, DefaultPolicy, FnPolicy, PolicyDecision, PolicyError};
-use countersign::runtime::tools::SideEffect;
-use countersign::runtime::types::{RunStatus, StepStatus};
+use countersign::runtime::policy::{
+    self, DefaultPolicy, FnPolicy, Policy, PolicyDecision, PolicyError,
+};
+use countersign::runtime::tools::{Registry, SideEffect};
+use countersign::runtime::types::{Run, RunStatus, StepStatus};
 use runtime_support::*;
+
+/// Run `r`, whose agent calls `t` once with `{}`, under `pol`, driven until it stops.
+fn one_call_under(db: &Db, tools: Registry, pol: impl Policy + 'static) -> Run {
+    let agent = ScriptedAgent::new([agent::tool_call("t", "{}")]);
+    let driver = driver(&db.store, tools, Arc::new(pol), agent);
+    start_r(&driver)
+}
 
 #[test]
 fn driver_policy_deny_is_observation() {
@@ -140,13 +149,7 @@ fn policy_unknown_outcome_fails_loop() {
             ..PolicyDecision::default()
         })
     });
-    let driver = driver(
-        &db.store,
-        tools,
-        Arc::new(pol),
-        ScriptedAgent::new([agent::tool_call("t", "{}")]),
-    );
-    let run = start_r(&driver);
+    let run = one_call_under(&db, tools, pol);
     assert_eq!(
         (run.status, run.reason.as_str(), run.reason_detail.as_str()),
         (
@@ -168,13 +171,7 @@ fn driver_policy_error_fails_run_as_internal_error() {
     let pol = FnPolicy(|_r: &policy::PolicyRequest, _v: &policy::RunView| {
         Err(PolicyError::from("rules file missing"))
     });
-    let driver = driver(
-        &db.store,
-        tools,
-        Arc::new(pol),
-        ScriptedAgent::new([agent::tool_call("t", "{}")]),
-    );
-    let run = start_r(&driver);
+    let run = one_call_under(&db, tools, pol);
     assert_eq!(
         (run.reason.as_str(), run.reason_detail.as_str()),
         ("internal_error", "policy: rules file missing")
@@ -262,13 +259,7 @@ fn driver_unusable_policy_json_fails_without_executing() {
             ..PolicyDecision::default()
         })
     });
-    let driver = driver(
-        &db.store,
-        tools,
-        Arc::new(pol),
-        ScriptedAgent::new([agent::tool_call("t", "{}")]),
-    );
-    let run = start_r(&driver);
+    let run = one_call_under(&db, tools, pol);
     assert_eq!(
         (run.status, run.reason.as_str()),
         (RunStatus::Failed, "internal_error")
