@@ -296,3 +296,33 @@ pub fn arguments(a: &ApprovalRow) -> Vec<(Vec<u8>, Vec<u8>)> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(presentation: &str) -> ApprovalRow {
+        ApprovalRow {
+            presentation: presentation.as_bytes().to_vec(),
+            ..ApprovalRow::default()
+        }
+    }
+
+    #[test]
+    fn the_bulk_list_names_title_target_then_amount() {
+        let a = row(r#"{"amount_cents":4000,"order":"ord_1004","title":"Refund 40.00 USD"}"#);
+        let got: Vec<(String, Vec<u8>)> = in_their_words(&a);
+        let want: Vec<(String, Vec<u8>)> = vec![
+            ("what".into(), b"Refund 40.00 USD".to_vec()),
+            ("target".into(), b"order ord_1004".to_vec()),
+            ("amount".into(), b"amount_cents 4000".to_vec()),
+        ];
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn a_presentation_that_does_not_read_gives_no_words() {
+        assert!(in_their_words(&row("not json")).is_empty());
+        assert!(in_their_words(&row(r#"{"other":1}"#)).is_empty());
+    }
+}
