@@ -30,7 +30,7 @@ pub fn description_hash(description: &str) -> String {
 
 /// An object of members already encoded, in key order: keys written by [`json_string`],
 /// values as they are, no white space.
-pub fn raw_object(
+pub(crate) fn raw_object(
     m: &std::collections::BTreeMap<String, Box<serde_json::value::RawValue>>,
 ) -> Vec<u8> {
     let mut b = b"{".to_vec();

@@ -31,7 +31,7 @@ pub struct ToolInfo {
 
 impl ToolInfo {
     /// What the policy knows of an offered tool; `outcome` is its rule's, if any.
-    pub fn of(o: &super::open::Offered, outcome: Option<Outcome>) -> ToolInfo {
+    pub(crate) fn of(o: &super::open::Offered, outcome: Option<Outcome>) -> ToolInfo {
         ToolInfo {
             server: o.server.clone(),
             remote: o.built.tool.clone(),
