@@ -13,7 +13,7 @@ use crate::runtime::json::{self, gojson::Object};
 use crate::runtime::policy::RunView;
 use crate::runtime::store::{StoreError, Transition};
 use crate::runtime::types::{
-    Approval, ApprovalStatus, Run, RunStatus, Step, StepStatus, Timestamp, ToolRequest,
+    Approval, ApprovalStatus, Run, RunStatus, Said, Step, StepStatus, Timestamp, ToolRequest,
 };
 
 pub(crate) enum Attached {
@@ -26,7 +26,9 @@ pub(crate) enum Attached {
 }
 
 pub(crate) fn state(detail: String) -> RuntimeError {
-    RuntimeError::Store(StoreError::RunState { detail })
+    RuntimeError::Store(StoreError::RunState {
+        detail: detail.into(),
+    })
 }
 
 pub(crate) fn stop_to(res: Stop) -> Result<Attached, RuntimeError> {
@@ -241,7 +243,7 @@ impl RunCtx {
             };
             if !ok {
                 return Err(StoreError::RunState {
-                    detail: format!("approval {} changed", a.id),
+                    detail: Said::from("approval ").id(a.id_bytes()).text(" changed"),
                 }
                 .into());
             }

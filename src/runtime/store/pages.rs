@@ -11,7 +11,7 @@ use super::bind::key;
 use super::error::{Ctx, StoreError};
 use super::rows::{Cols, approval_from, event_from, run_from, step_from};
 use super::window::{KeyedList, Window, WindowPage, int};
-use crate::runtime::types::{Approval, AsKey, Event, Key, Run, Step};
+use crate::runtime::types::{Approval, AsKey, Event, Key, Run, Said, Step};
 
 /// The largest request (bytes) the commands read whole to show and decide on. A larger one
 /// is shown by what page reads pick out of it (kind, tool, times, hash) and its size.
@@ -371,7 +371,7 @@ impl Store {
                 .optional()
                 .ctx("get step")?
                 .ok_or_else(|| StoreError::NotFound {
-                    what: format!("step {id}"),
+                    what: Said::from("step ").id(id),
                 })
         })
     }
@@ -387,7 +387,7 @@ impl Store {
                 .optional()
                 .ctx("get run")?
                 .ok_or_else(|| StoreError::NotFound {
-                    what: format!("run {id}"),
+                    what: Said::from("run ").id(id),
                 })
         })
     }
@@ -653,7 +653,10 @@ pub(super) fn approval_reason(
         .ctx("approval reason")?;
     let step = step.as_deref().map(super::bind::Text);
     let step = step.ok_or_else(|| StoreError::NotFound {
-        what: format!("approval {approval_id} of run {run_id}"),
+        what: Said::from("approval ")
+            .id(approval_id)
+            .text(" of run ")
+            .id(run_id),
     })?;
     let reason: Option<Vec<u8>> = c
             .prepare_cached(&format!(
