@@ -237,9 +237,17 @@ impl RunCtx {
             .finish();
         let res = self.write(|tx| {
             let ok = if a.status == ApprovalStatus::Pending {
-                tx.set_approval_status(&a.id, "pending", &a.hash, "expired", now, None, "expired")?
+                tx.set_approval_status(
+                    a.id_bytes(),
+                    "pending",
+                    &a.hash,
+                    "expired",
+                    now,
+                    None,
+                    "expired",
+                )?
             } else {
-                tx.set_approval_status_only(&a.id, a.status.as_str(), &a.hash, "expired")?
+                tx.set_approval_status_only(a.id_bytes(), a.status.as_str(), &a.hash, "expired")?
             };
             if !ok {
                 return Err(StoreError::RunState {
