@@ -216,3 +216,117 @@ fn pg_verify_names_the_events_not_chained_yet() {
     assert_eq!(doc["unchained"], 2);
     assert_eq!(doc["intact"], true);
 }
+
+const CHILD_ENV: &str = "COUNTERSIGN_PG_SEQUENCER_CHILD_URL";
+
+/// A sequencer process SIGKILLed in the middle of a batch (its inbox rows taken out, its
+/// events not yet written) loses nothing and chains nothing twice: the server rolls its
+/// transaction back, the inbox holds every event again, the chain is as it was, and the next
+/// sequencer chains each event once.
+#[test]
+fn pg_sequencer_killed_mid_batch_loses_and_doubles_nothing() {
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    with_runs(&db, 1);
+    let mut s = PgStore::open_existing(&db.pg_url()).unwrap();
+    for i in 0..3 {
+        s.enqueue_event("run-0", "", AT, "tick", &format!("{{\"i\":{i}}}"))
+            .unwrap();
+    }
+    s.sequence_all().unwrap();
+    for i in 3..10 {
+        s.enqueue_event("run-0", "", AT, "tick", &format!("{{\"i\":{i}}}"))
+            .unwrap();
+    }
+    // Hold `events` so the child's pass stops at its insert, after taking the inbox rows.
+    let mut holder = db.client();
+    let mut hold = holder.transaction().unwrap();
+    hold.batch_execute("LOCK TABLE events IN SHARE MODE")
+        .unwrap();
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "sequencer_child",
+            "--ignored",
+            "--test-threads=1",
+        ])
+        .env(CHILD_ENV, &db.url)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut watch = db.client();
+    let waiting = |c: &mut countersign::pgstore::postgres::Client| -> i64 {
+        c.query_one(
+            "SELECT count(*) FROM pg_stat_activity \
+             WHERE wait_event_type = 'Lock' AND query LIKE 'INSERT INTO events%'",
+            &[],
+        )
+        .unwrap()
+        .get(0)
+    };
+    let mut tries = 0;
+    while waiting(&mut watch) == 0 {
+        tries += 1;
+        assert!(
+            tries < 6000,
+            "the child's sequencer never reached its insert"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    hold.rollback().unwrap();
+    // The server ends the dead client's session (and rolls its transaction back) once it
+    // next talks to the client; wait until it is gone.
+    let mut tries = 0;
+    loop {
+        let left: i64 = watch
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%FROM event_inbox WHERE id IN%' \
+                 AND pid <> pg_backend_pid()",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        if left == 0 {
+            break;
+        }
+        tries += 1;
+        assert!(tries < 6000, "the killed sequencer's session never ended");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert_eq!(
+        s.unchained().unwrap(),
+        7,
+        "every taken event is back in the inbox"
+    );
+    assert_eq!(s.chain_head().unwrap().0, 3, "the chain is as it was");
+    assert_eq!(s.sequence_all().unwrap(), 7);
+    let report = s.verify_events(0, 0).unwrap();
+    assert!(report.ok(), "{report:?}");
+    assert_eq!(report.checked, 10);
+    let is: Vec<i64> = watch
+        .query(
+            "SELECT (payload_json::json->>'i')::bigint FROM events ORDER BY seq",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(is, (0..10).collect::<Vec<_>>());
+}
+
+/// The killed sequencer's process (run by the test above with its URL in the environment).
+#[test]
+#[ignore = "entry point of pg_sequencer_killed_mid_batch_loses_and_doubles_nothing's child"]
+fn sequencer_child() {
+    let Ok(url) = std::env::var(CHILD_ENV) else {
+        return;
+    };
+    let url = countersign::pgstore::PgUrl::parse(&url).unwrap();
+    let mut s = PgStore::open_existing(&url).unwrap();
+    s.sequence(countersign::pgstore::BATCH).unwrap();
+    panic!("the pass was to be killed before it finished");
+}
