@@ -1,8 +1,10 @@
-//! The naive event chain on PostgreSQL (issue 19): every writing transaction locks the chain
-//! head row, appends its event after it and holds the lock through its commit. Aggregate
-//! commits per second of 1, 4 and 16 concurrent writers, each with its own connection, against
-//! the same writers inserting rows that take no shared lock (what group commit allows), in one
-//! run so that the ratios compare like with like. The server is `tests/pg_support`'s (a
+//! The event chain on PostgreSQL (issue 19), three ways, in one run so that the ratios compare
+//! like with like: the naive chain (every writing transaction locks the chain head row, appends
+//! its event after it and holds the lock through its commit); the sequenced chain of decision
+//! 0081 (writers commit to the inbox, one sequencer thread chains batches; timed until every
+//! event is chained); and writers inserting rows that take no shared lock (what group commit
+//! allows). Aggregate events per second of 1, 4 and 16 concurrent writers, each with its own
+//! connection. The server is `tests/pg_support`'s (a
 //! throwaway cluster with fsync on, or `COUNTERSIGN_TEST_PG`). Bounded by a count of
 //! transactions, never by time.
 //!
@@ -13,7 +15,7 @@ mod pg_support;
 
 use std::time::Instant;
 
-use countersign::pgstore::PgStore;
+use countersign::pgstore::{PgStore, Sequencer};
 
 fn setup(db: &pg_support::TestDb) {
     let mut s = PgStore::open(&db.pg_url()).expect("migrate");
@@ -26,33 +28,55 @@ fn setup(db: &pg_support::TestDb) {
         .expect("setup");
 }
 
-/// Runs `total` transactions split over `writers` threads; returns commits per second.
-fn measure(db: &pg_support::TestDb, writers: usize, total: usize, chained: bool) -> f64 {
+#[derive(Clone, Copy, PartialEq)]
+enum Way {
+    Naive,
+    Sequenced,
+    Unchained,
+}
+
+/// Runs `total` transactions split over `writers` threads; returns events per second (for
+/// the sequenced chain, until the last one is chained).
+fn measure(db: &pg_support::TestDb, writers: usize, total: usize, way: Way) -> f64 {
     let per = total / writers;
     let mut stores: Vec<PgStore> = (0..writers)
         .map(|_| PgStore::open_existing(&db.pg_url()).expect("connect"))
         .collect();
     let start = Instant::now();
+    let sequencer =
+        (way == Way::Sequenced).then(|| Sequencer::spawn(&db.pg_url()).expect("sequencer"));
     std::thread::scope(|sc| {
         for (w, s) in stores.iter_mut().enumerate() {
             sc.spawn(move || {
                 for i in 0..per {
                     let payload = format!("{{\"writer\":{w},\"i\":{i}}}");
-                    if chained {
-                        s.append_event("bench", "", "2030-01-01T00:00:00Z", "bench.tick", &payload)
-                            .expect("append");
-                    } else {
-                        s.client()
-                            .execute(
-                                "INSERT INTO unchained (run_id, payload) VALUES ('bench', $1)",
-                                &[&payload],
-                            )
-                            .expect("insert");
+                    let (at, kind) = ("2030-01-01T00:00:00Z", "bench.tick");
+                    match way {
+                        Way::Naive => {
+                            s.append_event("bench", "", at, kind, &payload)
+                                .expect("append");
+                        }
+                        Way::Sequenced => {
+                            s.enqueue_event("bench", "", at, kind, &payload)
+                                .expect("enqueue");
+                        }
+                        Way::Unchained => {
+                            s.client()
+                                .execute(
+                                    "INSERT INTO unchained (run_id, payload) VALUES ('bench', $1)",
+                                    &[&payload],
+                                )
+                                .expect("insert");
+                        }
                     }
                 }
             });
         }
     });
+    if let Some(seq) = sequencer {
+        let chained = seq.stop().expect("sequencer");
+        assert_eq!(chained as usize, per * writers, "every event chained");
+    }
     (per * writers) as f64 / start.elapsed().as_secs_f64()
 }
 
@@ -68,17 +92,19 @@ fn main() {
     };
     setup(&db);
     println!("pg_chain: {total} transactions per configuration, one event or row each, fsync on");
-    let mut base = [0.0f64; 2];
+    let mut base = [0.0f64; 3];
     for writers in [1usize, 4, 16] {
-        let chain = measure(&db, writers, total, true);
-        let free = measure(&db, writers, total, false);
+        let naive = measure(&db, writers, total, Way::Naive);
+        let sequenced = measure(&db, writers, total, Way::Sequenced);
+        let free = measure(&db, writers, total, Way::Unchained);
         if writers == 1 {
-            base = [chain, free];
+            base = [naive, sequenced, free];
         }
         println!(
-            "writers {writers:>2}: naive chain {chain:>8.0} tx/s ({:.2}x one writer)   unchained {free:>8.0} tx/s ({:.2}x one writer)",
-            chain / base[0],
-            free / base[1]
+            "writers {writers:>2}: naive chain {naive:>7.0}/s ({:.2}x one writer)   sequenced {sequenced:>7.0}/s ({:.2}x)   unchained {free:>7.0}/s ({:.2}x)",
+            naive / base[0],
+            sequenced / base[1],
+            free / base[2]
         );
     }
     let mut s = PgStore::open_existing(&db.pg_url()).expect("connect");

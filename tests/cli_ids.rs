@@ -268,3 +268,131 @@ fn the_commands_decide_and_cancel_exactly_the_run_named_by_its_bytes() {
         ]
     );
 }
+
+/// What a failed command printed on stderr, checked to be UTF-8 (the sanitiser's output).
+fn failure(o: &Output) -> String {
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "stdout: {}\nstderr: {}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let e = String::from_utf8(o.stderr.clone()).expect("stderr is sanitised UTF-8");
+    assert!(!e.contains('\u{fffd}'), "an id named lossily: {e}");
+    e
+}
+
+/// Error messages built inside the runtime (the store's not-found and run-state errors, the
+/// operator's refusals, the candidates of an ambiguous approval) name an id that is not UTF-8
+/// by its stored bytes, `\xNN`, never by its lossy U+FFFD form; a backslash in an id shows as
+/// the sanitiser shows it (`\\`), so `t-\xff` as bytes and `t-\xff` typed as text differ.
+#[test]
+fn error_messages_name_an_id_that_is_not_utf8_by_its_bytes() {
+    let d = tempdir();
+    let db = three_runs(d.path());
+    // A second run whose id holds an invalid byte and a literal backslash, with two pending
+    // approvals, one of them `a-\xfe`.
+    let backslashed: &[u8] = b"t-\xff\\x";
+    hostile::rekey_run(&db, hostile::LOSSY_TWIN, backslashed);
+    {
+        let c = rusqlite::Connection::open(&db).unwrap();
+        c.execute(
+            "INSERT INTO approvals SELECT ?1, run_id, step_id, kind, capability_json, presentation_json, request_json, hash, status, created_at, decided_at, decided_by, note, expires_at FROM approvals WHERE id = 'a-2'",
+            [hostile::Text(b"a-\xfe")],
+        )
+        .unwrap();
+    }
+    let missing = os(b"t-\xfd");
+
+    // show / cancel / approve of a run that does not exist.
+    let e = failure(&cs(&db, &[OsStr::new("show"), missing]));
+    assert!(e.contains(r"agentrt: not found: run t-\xfd"), "{e}");
+    let e = failure(&cs(
+        &db,
+        &[
+            OsStr::new("cancel"),
+            missing,
+            OsStr::new("--note"),
+            OsStr::new("n"),
+        ],
+    ));
+    assert!(e.contains(r"agentrt: not found: run t-\xfd"), "{e}");
+    let e = failure(&cs(
+        &db,
+        &[
+            OsStr::new("approve"),
+            missing,
+            OsStr::new("--approval"),
+            os(b"a-\xfe"),
+        ],
+    ));
+    assert!(
+        e.contains(r"agentrt: not found: approval a-\xfe of run t-\xfd"),
+        "{e}"
+    );
+    // The same for the run whose id holds a backslash: the backslash is escaped, the invalid
+    // byte shown as `\xff`.
+    let e = failure(&cs(
+        &db,
+        &[
+            OsStr::new("approve"),
+            os(backslashed),
+            OsStr::new("--approval"),
+            OsStr::new("a-9"),
+        ],
+    ));
+    assert!(
+        e.contains(r"agentrt: not found: approval a-9 of run t-\xff\\x"),
+        "{e}"
+    );
+
+    // cancel of a run that is already CANCELLED.
+    let first = cs(
+        &db,
+        &[
+            OsStr::new("cancel"),
+            os(hostile::NOT_UTF8[0]),
+            OsStr::new("--note"),
+            OsStr::new("done"),
+        ],
+    );
+    assert_eq!(first.status.code(), Some(0));
+    let e = failure(&cs(
+        &db,
+        &[
+            OsStr::new("cancel"),
+            os(hostile::NOT_UTF8[0]),
+            OsStr::new("--note"),
+            OsStr::new("again"),
+        ],
+    ));
+    assert!(
+        e.contains(r"agentrt: run is not in the required state: run t-\xff is already CANCELLED"),
+        "{e}"
+    );
+    // approve of it: the run is not waiting.
+    let e = failure(&cs(
+        &db,
+        &[
+            OsStr::new("approve"),
+            os(hostile::NOT_UTF8[0]),
+            OsStr::new("--approval"),
+            OsStr::new("a-0"),
+        ],
+    ));
+    assert!(e.contains(r"run t-\xff is CANCELLED"), "{e}");
+
+    // An ambiguous approval: the candidates are named by their bytes.
+    let e = failure(&cs(
+        &db,
+        &[OsStr::new("approve"), os(backslashed), OsStr::new("--yes")],
+    ));
+    assert!(
+        e.contains(
+            r"run t-\xff\\x has 2 pending approvals, name one of a-2, a-\xfe: more than one pending approval"
+        ),
+        "{e}"
+    );
+    assert_eq!(status_of(&db, "a-2").0, "pending");
+}

@@ -525,8 +525,8 @@ fn the_first_screen_is_read_before_the_header_counts() {
         ),
     );
     assert_eq!(
-        app.notice.as_ref().map(|n| n.1.as_str()),
-        Some("header counts: database read failed: database disk image is malformed")
+        app.notice.as_ref().map(|n| n.1.as_slice()),
+        Some(b"header counts: database read failed: database disk image is malformed".as_slice())
     );
     assert!(app.counts.is_none());
     let fx = update(&mut app, Input::Reply(qid + 1001, Reply::Total(3)));

@@ -4,6 +4,7 @@
 //! verifies with the independent Python verifier afterwards.
 
 mod console_support;
+mod support;
 
 use std::path::Path;
 
@@ -729,4 +730,71 @@ fn a_queue_row_whose_goal_is_hostile_is_marked() {
     let b = h.buffer();
     let (x, y) = at(&b, "⚠").unwrap();
     assert_eq!(Some(b[(x, y)].fg), h.app.theme.style(Role::Badge).fg);
+}
+
+/// Issue 14 item 5 for the console's notices: a refusal the operator returns names a run whose
+/// id is not UTF-8 by its bytes (`t-\xff`, as the sanitiser draws it), never by its lossy
+/// U+FFFD form, in the status line and in `:messages`; so do the candidates of an ambiguous
+/// `:run PREFIX`.
+#[test]
+fn a_refusal_names_a_run_whose_id_is_not_utf8_by_its_bytes() {
+    use countersign::runtime::operator;
+    use countersign::runtime::store::Store;
+    use support::{hostile, runs};
+    let d = tempfile::tempdir().unwrap();
+    let db = d.path().join("ids.db");
+    let store = Store::open(&db).unwrap();
+    let now = Timestamp::now();
+    for (i, id) in ["p0", "p1"].iter().enumerate() {
+        runs::create(&store, id, &format!("goal {i}"), now);
+        runs::pause_step(&store, id, &format!("s-{i}"), &format!("a-{i}"), 0, now);
+    }
+    drop(store);
+    hostile::rekey_run(&db, "p0", hostile::NOT_UTF8[0]);
+    hostile::rekey_run(&db, "p1", hostile::NOT_UTF8[1]);
+    let cfg = AppConfig {
+        by: "alice".into(),
+        read_only: false,
+        can_resume: false,
+    };
+    let mut h = Harness::with(
+        &db,
+        160,
+        30,
+        cfg,
+        Box::new(StoreDecider::open(&db).unwrap()),
+    );
+    h.command("approval a-0");
+    h.keys("a");
+    // Another operator cancels the run before the approval is confirmed.
+    let store = Store::open_existing(&db, false).unwrap();
+    operator::cancel(
+        &store,
+        hostile::NOT_UTF8[0],
+        "bob",
+        "stop",
+        Timestamp::now(),
+    )
+    .unwrap();
+    h.key(KeyCode::Enter);
+    let s = h.screen();
+    assert!(
+        s.contains(r"run t-\xff is CANCELLED, not waiting for approval"),
+        "{s}"
+    );
+    assert!(!s.contains('\u{fffd}'), "{s}");
+    let logged = &h.app.messages.last().unwrap().text;
+    assert!(
+        logged
+            .windows(b"run t-\xff is CANCELLED".len())
+            .any(|w| w == b"run t-\xff is CANCELLED"),
+        "{}",
+        logged.escape_ascii()
+    );
+    // An ambiguous prefix names its candidates by their bytes too.
+    h.command("run t-");
+    let s = h.screen();
+    assert!(s.contains("is the start of 2 run ids"), "{s}");
+    assert!(s.contains(r"t-\xff") && s.contains(r"t-\xfe"), "{s}");
+    assert!(!s.contains(r"t-\\x") && !s.contains('\u{fffd}'), "{s}");
 }

@@ -106,7 +106,12 @@ fn every_notice_reaches_the_log_in_order_and_the_log_is_bounded() {
     let mut h = Harness::open(db, 80, 24);
     h.command("nonsense");
     long_notice(&mut h);
-    let texts: Vec<&str> = h.app.messages.iter().map(|m| m.text.as_str()).collect();
+    let texts: Vec<&str> = h
+        .app
+        .messages
+        .iter()
+        .map(|m| std::str::from_utf8(&m.text).unwrap())
+        .collect();
     assert!(texts[0].starts_with("unknown command"), "{texts:?}");
     assert_eq!(texts[1], LONG, "kept whole");
     for i in 0..MESSAGES_KEPT + 5 {
@@ -211,7 +216,7 @@ fn run_takes_a_unique_prefix_and_an_ambiguous_one_lists_the_candidates() {
         matches!(h.app.stack.last(), Some(Screen::Queue(_))),
         "nothing opens on an ambiguous prefix"
     );
-    let log = &h.app.messages.last().unwrap().text;
+    let log = String::from_utf8(h.app.messages.last().unwrap().text.clone()).unwrap();
     assert!(
         log.contains(&format!("is the start of {} run ids", many.len())),
         "{log}"
@@ -282,12 +287,7 @@ fn resume_on_an_approval_says_why_it_cannot() {
     h.keys("R");
     assert!(h.app.overlay.is_none());
     assert!(
-        h.app
-            .messages
-            .last()
-            .unwrap()
-            .text
-            .contains("not approved yet"),
+        String::from_utf8_lossy(&h.app.messages.last().unwrap().text).contains("not approved yet"),
         "{}",
         h.screen()
     );
@@ -300,7 +300,7 @@ fn resume_on_an_approval_says_why_it_cannot() {
         },
         |h| {
             assert!(h.app.overlay.is_none());
-            let t = &h.app.messages.last().unwrap().text;
+            let t = String::from_utf8_lossy(&h.app.messages.last().unwrap().text);
             assert!(t.contains("its own program must resume this run"), "{t}");
             assert_role(h, "its own", Role::Error);
         },

@@ -146,7 +146,7 @@ fn marks_survive_a_reload_and_a_row_that_left_the_queue_is_unmarked_by_name() {
         .map(|m| m.approval.as_str().unwrap().to_string())
         .collect();
     assert_eq!(kept, vec![ids[0].1.clone(), ids[2].1.clone()]);
-    let notice = h.app.notice.clone().unwrap().1;
+    let notice = String::from_utf8(h.app.notice.clone().unwrap().1).unwrap();
     assert!(
         notice.contains(&format!(
             "1 marked row(s) left the queue and were unmarked: {} (approved by ana)",
@@ -607,7 +607,7 @@ fn a_second_bulk_decision_waits_for_the_first_ones_result() {
         h.app
             .notice
             .as_ref()
-            .is_some_and(|(_, n)| n.contains("still running")),
+            .is_some_and(|(_, n)| String::from_utf8_lossy(n).contains("still running")),
         "{:?}",
         h.app.notice
     );

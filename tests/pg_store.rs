@@ -390,16 +390,41 @@ fn pg_reviewer_role_cannot_update_or_delete_an_event() {
     denied(&mut r, "UPDATE approvals SET hash = ''");
     denied(&mut r, "DELETE FROM approvals");
     denied(&mut r, "DELETE FROM runs");
-    // What a reviewer does is allowed: decide an approval, append the event that says so.
+    // Nor can it write the chain: not an event, not the head, not the sequencer's inbox work.
+    denied(
+        &mut r,
+        "INSERT INTO events (seq, run_id, at, type, payload_json) \
+         SELECT 1000, id, 't', 'k', '{}' FROM runs LIMIT 1",
+    );
+    denied(&mut r, "UPDATE event_chain SET seq = seq + 1");
+    denied(&mut r, "DELETE FROM event_inbox");
+    // What a reviewer does is allowed: decide an approval, commit the event that says so to
+    // the inbox, where a sequencer (its own role) chains it.
     r.batch_execute("UPDATE approvals SET status = 'approved', decided_by = 'alice'")
         .unwrap();
     let mut store_as_reviewer = PgStore::open_existing(&url).unwrap();
     let run: String = r.query_one("SELECT id FROM runs", &[]).unwrap().get(0);
     store_as_reviewer
-        .append_event(&run, "", "2030-01-01T10:00:00Z", "approval.decided", "{}")
+        .enqueue_event(&run, "", "2030-01-01T10:00:00Z", "approval.decided", "{}")
         .unwrap();
+    assert!(
+        store_as_reviewer.sequence(10).is_err(),
+        "a reviewer cannot chain"
+    );
+    let seq_login = format!("seq_{}", std::process::id());
+    c.batch_execute(&format!(
+        "DROP ROLE IF EXISTS {seq_login}; CREATE ROLE {seq_login} LOGIN IN ROLE countersign_sequencer"
+    ))
+    .unwrap();
+    let seq_url = PgUrl::parse(&db.url_as(&seq_login)).unwrap();
+    let mut sequencer = PgStore::open_existing(&seq_url).unwrap();
+    assert_eq!(sequencer.sequence_all().unwrap(), 1);
     assert!(store_as_reviewer.verify_events(0, 0).unwrap().ok());
-    drop(r);
-    drop(store_as_reviewer);
-    let _ = c.batch_execute(&format!("DROP OWNED BY {login}; DROP ROLE {login}"));
+    let mut s = countersign::pgstore::connect(&seq_url).unwrap();
+    denied(&mut s, "UPDATE events SET payload_json = '{}'");
+    denied(&mut s, "DELETE FROM events");
+    drop((r, s, store_as_reviewer, sequencer));
+    for l in [login, seq_login] {
+        let _ = c.batch_execute(&format!("DROP OWNED BY {l}; DROP ROLE {l}"));
+    }
 }

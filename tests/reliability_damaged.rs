@@ -361,7 +361,9 @@ fn missing_referenced_rows_are_named_and_the_rest_reads() {
     let total = db.m["counts"]["runs"].as_i64().unwrap();
     assert_eq!(store.list_runs_page(1000, 0).unwrap().total, total - 1);
     match store.get_run(&waiting) {
-        Err(StoreError::NotFound { what }) => assert_eq!(what, format!("run {waiting}")),
+        Err(StoreError::NotFound { what }) => {
+            assert_eq!(what.to_string(), format!("run {waiting}"))
+        }
         other => panic!("expected not found, got {other:?}"),
     }
     let orphan_steps = store.list_steps(&waiting).unwrap();

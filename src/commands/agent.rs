@@ -15,7 +15,7 @@ use super::CommandError;
 use super::out::Out;
 use super::resume::outcome_line;
 use super::shell;
-use super::text::clean;
+use super::text::{clean, said};
 use crate::consumer::adapter::{self, ConsumerPolicy};
 use crate::consumer::backend::Backend;
 use crate::consumer::demo::backend_beside;
@@ -314,7 +314,7 @@ pub fn run(db: Option<&Path>, a: &AgentArgs, out: &mut Out) -> Result<(), Comman
             } else {
                 rt.block_on(driver.start_with_id(&id, &goal, default_limits()))
             };
-            run.map_err(|e| failed(clean(&e.to_string(), 400)))
+            run.map_err(|e| failed(said(&e.said(), 400)))
         })
         .join()
         .unwrap_or_else(|_| Err(failed("the agent's thread panicked")))

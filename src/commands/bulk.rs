@@ -22,11 +22,11 @@ use super::cli::Select;
 use super::decide::interactive;
 use super::open::{fail, open};
 use super::out::{Out, Raws, id_field};
-use super::text::{clean, clean_bytes, ident};
+use super::text::{clean_bytes, ident, said};
 use crate::console::time::span;
 use crate::runtime::operator::{self, OperatorError};
 use crate::runtime::store::{QueueItem, SHOWN_REQUEST_MAX, Store, capped_request};
-use crate::runtime::types::Timestamp;
+use crate::runtime::types::{Said, Timestamp};
 
 /// How many queue rows one read takes.
 const WINDOW: i64 = 500;
@@ -140,7 +140,7 @@ pub fn run(
             }
             Err(why) => {
                 if !json_out {
-                    out.line(&format!("skipped: {}: {}", row_ids(r), clean(&why, 400)))?;
+                    out.line(&format!("skipped: {}: {}", row_ids(r), said(&why, 400)))?;
                 }
                 skipped.push((r, why));
             }
@@ -238,11 +238,12 @@ fn row_of(q: QueueItem) -> Row {
     }
 }
 
-fn decide_one(store: &Store, verb: BulkVerb, r: &Row, note: &str, by: &str) -> Result<(), String> {
+fn decide_one(store: &Store, verb: BulkVerb, r: &Row, note: &str, by: &str) -> Result<(), Said> {
     if let Some(n) = r.too_large {
         return Err(format!(
             "its request is {n} bytes, more than the {SHOWN_REQUEST_MAX} countersign reads to check one; cancel that run by name"
-        ));
+        )
+        .into());
     }
     let now = Timestamp::now();
     let (run, ap, hash) = (r.run.as_slice(), r.approval.as_slice(), r.hash.as_str());
@@ -254,18 +255,18 @@ fn decide_one(store: &Store, verb: BulkVerb, r: &Row, note: &str, by: &str) -> R
     res.map_err(|e| why(&e))
 }
 
-fn why(e: &OperatorError) -> String {
+/// Why a row was skipped; the operator's message keeps the ids it names as stored.
+fn why(e: &OperatorError) -> Said {
+    let within = |head: &str| Said::from(head).text(" (").and(&e.said()).text(")");
     match e {
         OperatorError::Changed { .. } => "it changed after it was listed".into(),
-        OperatorError::NotPending { .. } => format!("it was decided after it was listed ({e})"),
-        OperatorError::Expired { already: false, .. } => format!(
-            "it had expired, so deciding it recorded the expiry and its run is cancelled ({e})"
-        ),
-        OperatorError::Expired { .. } => format!("it expired after it was listed ({e})"),
-        OperatorError::RunNotWaiting { .. } => {
-            format!("its run moved on after it was listed ({e})")
+        OperatorError::NotPending { .. } => within("it was decided after it was listed"),
+        OperatorError::Expired { already: false, .. } => {
+            within("it had expired, so deciding it recorded the expiry and its run is cancelled")
         }
-        other => other.to_string(),
+        OperatorError::Expired { .. } => within("it expired after it was listed"),
+        OperatorError::RunNotWaiting { .. } => within("its run moved on after it was listed"),
+        other => other.said(),
     }
 }
 
@@ -359,7 +360,7 @@ fn report(
     sel: &Select,
     rows: &[Row],
     done: &[&Row],
-    skipped: &[(&Row, String)],
+    skipped: &[(&Row, Said)],
 ) -> Value {
     json!({
         "verb": verb.name(),
@@ -368,7 +369,7 @@ fn report(
         "decided": done.iter().map(|r| row_json(r)).collect::<Vec<_>>(),
         "skipped": skipped.iter().map(|(r, why)| {
             let mut v = row_json(r);
-            v["why"] = json!(why);
+            v["why"] = json!(why.to_string());
             v
         }).collect::<Vec<_>>(),
     })

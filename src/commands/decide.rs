@@ -13,7 +13,7 @@ use super::events::event_line;
 use super::open::open;
 use super::out::{Out, Raws, approval_json, summary_json};
 use super::shell;
-use super::text::{clean, ident};
+use super::text::{clean, ident, said};
 use crate::runtime::operator::{self, OperatorError, SelectError};
 use crate::runtime::types::{Event, Key, Run, RunStatus, Timestamp};
 
@@ -173,9 +173,9 @@ pub fn cancel(
         operator::cancel(&store, run, by, &a.note, Timestamp::now()).map_err(|e| match e {
             OperatorError::RunFinished { .. } => CommandError::Failed(format!(
                 "run is already finished: {}",
-                clean(&e.to_string(), 4000)
+                said(&e.said(), 4000)
             )),
-            other => CommandError::Failed(clean(&other.to_string(), 4000)),
+            other => CommandError::Failed(said(&other.said(), 4000)),
         })?;
     trace(&done.events);
     if json_out {
@@ -248,7 +248,7 @@ fn select_message(
         }
         return s;
     }
-    clean(&e.to_string(), 4000)
+    said(&e.said(), 4000)
 }
 
 fn decide_error(name: &str, approval_id: &[u8], e: OperatorError) -> CommandError {
@@ -258,22 +258,16 @@ fn decide_error(name: &str, approval_id: &[u8], e: OperatorError) -> CommandErro
             ident(approval_id, 64)
         ),
         OperatorError::NotPending { .. } => {
-            format!(
-                "approval is already decided: {}",
-                clean(&e.to_string(), 4000)
-            )
+            format!("approval is already decided: {}", said(&e.said(), 4000))
         }
         OperatorError::Expired { .. } => format!(
             "approval expired before it was decided, so the run is cancelled: {}",
-            clean(&e.to_string(), 4000)
+            said(&e.said(), 4000)
         ),
         OperatorError::RunNotWaiting { .. } => {
-            format!(
-                "run is not waiting for approval: {}",
-                clean(&e.to_string(), 4000)
-            )
+            format!("run is not waiting for approval: {}", said(&e.said(), 4000))
         }
-        _ => clean(&e.to_string(), 4000),
+        _ => said(&e.said(), 4000),
     };
     CommandError::Failed(text)
 }

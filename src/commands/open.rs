@@ -11,9 +11,9 @@ pub fn open(path: &Path, write: bool) -> Result<Store, CommandError> {
     Store::open_existing(path, !write).map_err(fail)
 }
 
-/// A store error as a command failure (exit 1).
+/// A store error as a command failure (exit 1): ids it names shown by their stored bytes.
 pub fn fail(e: StoreError) -> CommandError {
-    CommandError::Failed(crate::commands::text::clean(&e.to_string(), 4000))
+    CommandError::Failed(crate::commands::text::said(&e.said(), 4000))
 }
 
 /// What a read command is handed: its database, already opened, where it is, whether the

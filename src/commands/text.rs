@@ -1,7 +1,7 @@
 //! Text output helpers: every untrusted string goes through [`clean`] (the safe-text module)
 //! before it is printed; times are printed in local time with date and zone.
 
-use crate::runtime::types::{RawInvalid, Timestamp};
+use crate::runtime::types::{RawInvalid, Said, Timestamp};
 
 /// An untrusted string made safe for one line of terminal output: escaped (never stripped),
 /// and cut head-and-tail to `max` display columns with a visible marker when longer.
@@ -12,6 +12,15 @@ pub fn clean(text: &str, max: usize) -> String {
 /// As [`clean`], for bytes that may not be UTF-8 (shown as `\xNN`).
 pub fn clean_bytes(bytes: &[u8], max: usize) -> String {
     crate::safetext::plain_line(bytes, max)
+}
+
+/// A runtime message that names ids ([`Said`], e.g. an error's [`said`](crate::runtime::store::StoreError::said)),
+/// made safe as [`clean`] makes text: its text as text and each id as its stored bytes, so an
+/// id that is not UTF-8 shows as `\xNN` (never as U+FFFD, which may be another run's id) and a
+/// backslash in an id as the sanitiser shows it. A message whose ids are UTF-8 shows exactly as
+/// `clean(&message.to_string(), max)`.
+pub fn said(message: &Said, max: usize) -> String {
+    clean_bytes(&message.bytes(), max)
 }
 
 /// As [`clean`] for a TEXT column of a row: the stored bytes when they were not UTF-8 (so

@@ -55,13 +55,15 @@ pub fn run(url: &str, json_out: bool, a: &VerifyArgs, out: &mut Out) -> Result<(
         .verify_events(a.from as i64, a.to as i64)
         .map_err(failed)?;
     let approvals = store.verify_approvals().map_err(failed)?;
+    // Committed events a sequencer has not chained yet are not on the chain to verify.
+    let unchained = store.unchained().map_err(failed)?;
     let reached_to = a.to == 0 || (a.to as i64) <= head_seq;
     if json_out {
         let mut doc = json!({
             "database": url.to_string(),
             "head": {"seq": head_seq, "hash": head_hash},
             "from": report.from, "to": report.to, "hash": report.hash,
-            "checked": report.checked, "intact": report.ok(),
+            "checked": report.checked, "intact": report.ok(), "unchained": unchained,
             "approvals": {
                 "verified": approvals.verified,
                 "mismatched": approvals.mismatched,
@@ -93,6 +95,11 @@ pub fn run(url: &str, json_out: bool, a: &VerifyArgs, out: &mut Out) -> Result<(
                 report.from,
                 report.to.min(head_seq)
             ))?,
+        }
+        if unchained > 0 {
+            out.line(&format!(
+                "inbox: {unchained} event(s) committed and not chained yet (not verified until a sequencer chains them)"
+            ))?;
         }
         out.line(&format!(
             "approvals: {} hash(es) verified",

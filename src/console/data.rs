@@ -12,7 +12,7 @@ use std::fmt;
 
 pub use super::sort::Sort;
 pub use crate::runtime::store::SortValue;
-pub use crate::runtime::types::{ApprovalStatus, Key, RunStatus, StepStatus, Timestamp};
+pub use crate::runtime::types::{ApprovalStatus, Key, RunStatus, Said, StepStatus, Timestamp};
 
 /// One window of a list read by key, with its total: counted up to a bound, and a lower bound
 /// past it (`exact: false`).
@@ -545,13 +545,30 @@ pub enum DecideError {
         /// When it was decided; `None` when the row does not say.
         at: Option<Timestamp>,
     },
-    Expired(String),
-    /// The run is not in a state that allows this.
-    RunState(String),
+    /// The operator's message, its ids as stored.
+    Expired(Said),
+    /// The run is not in a state that allows this (the operator's message, its ids as stored).
+    RunState(Said),
     Locked,
     /// This build cannot do it (no writer, no resume hook, read-only).
     Unavailable(String),
-    Other(String),
+    /// Any other refusal or failure; a runtime error keeps the ids it names as stored.
+    Other(Said),
+}
+
+impl DecideError {
+    /// The sentence [`Display`](fmt::Display) writes, with every id it names as its stored
+    /// bytes: what a notice holds, so an id that is not UTF-8 is drawn as `\xNN` (never as a
+    /// lossy U+FFFD, which may be another run's id).
+    pub fn bytes(&self) -> Vec<u8> {
+        let (head, said) = match self {
+            DecideError::Expired(m) => ("approval expired: ", m),
+            DecideError::RunState(m) => ("run state: ", m),
+            DecideError::Other(m) => ("", m),
+            other => return other.to_string().into_bytes(),
+        };
+        Said::from(head).and(said).bytes()
+    }
 }
 
 impl fmt::Display for DecideError {

@@ -47,12 +47,12 @@ fn map(e: OperatorError) -> DecideError {
             by: decided_by,
             at: (!decided_at.is_zero()).then_some(decided_at),
         },
-        e @ OperatorError::Expired { .. } => DecideError::Expired(e.to_string()),
+        e @ OperatorError::Expired { .. } => DecideError::Expired(e.said()),
         e @ (OperatorError::RunNotWaiting { .. } | OperatorError::RunFinished { .. }) => {
-            DecideError::RunState(e.to_string())
+            DecideError::RunState(e.said())
         }
         OperatorError::Locked { .. } => DecideError::Locked,
-        e => DecideError::Other(e.to_string()),
+        e => DecideError::Other(e.said()),
     }
 }
 
@@ -61,9 +61,12 @@ impl StoreDecider {
     /// did not read (issue 14 item 6): the detail showed none of its arguments.
     fn refuse_huge(&self, run: &Key, approval: &Key) -> Result<(), DecideError> {
         match self.store.request_bytes(run, approval) {
-            Ok(Some(n)) if n > SHOWN_REQUEST_MAX => Err(DecideError::Other(format!(
-                "the request is {n} bytes and none of its arguments were shown; nothing was decided (cancel the run instead)"
-            ))),
+            Ok(Some(n)) if n > SHOWN_REQUEST_MAX => Err(DecideError::Other(
+                format!(
+                    "the request is {n} bytes and none of its arguments were shown; nothing was decided (cancel the run instead)"
+                )
+                .into(),
+            )),
             _ => Ok(()),
         }
     }

@@ -26,7 +26,9 @@ pub enum Level {
 pub struct Message {
     pub at: i64,
     pub level: Level,
-    pub text: String,
+    /// The notice as drawn: text, with an id that is not UTF-8 as its stored bytes (the view
+    /// escapes them).
+    pub text: Vec<u8>,
 }
 
 /// What the console says of an MCP proxy's run when asked to resume it (issue 18).
@@ -357,7 +359,7 @@ pub struct App {
     /// The header counts; `None` until the first read of them comes back.
     pub counts: Option<Counts>,
     pub counts_pending: Option<u64>,
-    pub notice: Option<(Level, String)>,
+    pub notice: Option<(Level, Vec<u8>)>,
     /// Every notice shown, in full, oldest first (at most [`MESSAGES_KEPT`]); `:messages`.
     pub messages: Vec<Message>,
     /// Notices dropped from the front of `messages` to keep it bounded.
@@ -385,8 +387,8 @@ pub fn short(h: &str) -> &str {
 
 impl App {
     pub fn new(cfg: AppConfig, keymap: Keymap, theme: Theme, now: i64, size: (u16, u16)) -> App {
-        let notice =
-            (!keymap.warnings.is_empty()).then(|| (Level::Info, keymap.warnings.join("; ")));
+        let notice = (!keymap.warnings.is_empty())
+            .then(|| (Level::Info, keymap.warnings.join("; ").into_bytes()));
         App {
             stack: vec![Screen::Queue(QueueScreen {
                 list: ListView::default(),
@@ -444,7 +446,7 @@ impl App {
     }
 
     /// Keeps `notice` in the message log when it is new (a different notice than `before`).
-    pub(crate) fn log_notice(&mut self, before: Option<&(Level, String)>) {
+    pub(crate) fn log_notice(&mut self, before: Option<&(Level, Vec<u8>)>) {
         let Some((level, text)) = &self.notice else {
             return;
         };

@@ -328,7 +328,9 @@ impl Worker {
             let (db, run, out) = (self.db.clone(), run.to_string(), out.clone());
             let _ = out.send(Input::Progress(id, "resuming in the background…".into()));
             std::thread::spawn(move || {
-                let r = hook.resume(&db, &run).map_err(DecideError::Other);
+                let r = hook
+                    .resume(&db, &run)
+                    .map_err(|m| DecideError::Other(m.into()));
                 let _ = out.send(Input::Done(id, r));
             });
             return;

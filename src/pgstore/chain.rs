@@ -275,3 +275,93 @@ pub(crate) fn append(
         .ctx(url, "append: chain head")?;
     Ok((seq, hash))
 }
+
+/// Commits an event to the inbox without touching the chain head (decision 0081): the
+/// writer's transaction takes no lock another writer waits on. Returns the inbox id.
+pub(crate) fn enqueue(
+    tx: &mut Transaction<'_>,
+    url: &PgUrl,
+    run_id: &str,
+    step_id: &str,
+    at: &str,
+    kind: &str,
+    payload: &str,
+) -> Result<i64, PgError> {
+    Ok(tx
+        .query_one(
+            "INSERT INTO event_inbox (run_id, step_id, at, type, payload_json) \
+             VALUES ($1, $2, $3, $4, $5) RETURNING id",
+            &[&run_id, &step_id, &at, &kind, &payload],
+        )
+        .ctx(url, "enqueue: event")?
+        .get(0))
+}
+
+/// What one pass of the sequencer chained.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Chained {
+    /// Events moved from the inbox onto the chain.
+    pub events: i64,
+    /// The chain head's seq afterwards.
+    pub head: i64,
+}
+
+/// Chains up to `max` committed inbox events after the head, in inbox-id order, in the
+/// caller's transaction: the head row is locked (so sequencers take turns), the events are
+/// taken out of the inbox, given the next seqs and their hashes, inserted into `events` in
+/// one statement, and the head moves to the last. Rolled back, nothing is lost: the inbox
+/// rows come back.
+pub(crate) fn sequence(
+    tx: &mut Transaction<'_>,
+    url: &PgUrl,
+    max: i64,
+) -> Result<Chained, PgError> {
+    let head = tx
+        .query_one("SELECT seq, hash FROM event_chain FOR UPDATE", &[])
+        .ctx(url, "sequence: chain head")?;
+    let (mut seq, mut prev): (i64, String) = (head.get(0), head.get(1));
+    // Read after the head's lock, so this snapshot sees what an earlier sequencer took out.
+    let take = "DELETE FROM event_inbox WHERE id IN \
+             (SELECT id FROM event_inbox ORDER BY id LIMIT $1) \
+             RETURNING id, run_id, step_id, at, type, payload_json";
+    let mut rows = tx.query(take, &[&max.max(1)]).ctx(url, "sequence: take")?;
+    if rows.is_empty() {
+        return Ok(Chained {
+            events: 0,
+            head: seq,
+        });
+    }
+    rows.sort_by_key(|r| r.get::<_, i64>(0));
+    let n = rows.len();
+    let mut cols: [Vec<String>; 6] = Default::default();
+    let mut seqs = Vec::with_capacity(n);
+    for r in &rows {
+        let (run_id, step_id, at, kind, payload): (String, String, String, String, String) =
+            (r.get(1), r.get(2), r.get(3), r.get(4), r.get(5));
+        seq = seq.checked_add(1).ok_or_else(|| PgError::Unusable {
+            db: url.to_string(),
+            detail: "the event chain's seq is at its largest value".into(),
+        })?;
+        let hash = event_hash(&prev, seq, &run_id, &step_id, &at, &kind, &payload);
+        seqs.push(seq);
+        for (c, v) in cols
+            .iter_mut()
+            .zip([run_id, step_id, at, kind, payload, hash.clone()])
+        {
+            c.push(v);
+        }
+        prev = hash;
+    }
+    let put = "INSERT INTO events (seq, run_id, step_id, at, type, payload_json, hash) \
+             SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], \
+             $5::text[], $6::text[], $7::text[])";
+    let [a, b, c, d, e, f] = &cols;
+    tx.execute(put, &[&seqs, a, b, c, d, e, f])
+        .ctx(url, "sequence: events")?;
+    tx.execute("UPDATE event_chain SET seq = $1, hash = $2", &[&seq, &prev])
+        .ctx(url, "sequence: chain head")?;
+    Ok(Chained {
+        events: n as i64,
+        head: seq,
+    })
+}

@@ -29,14 +29,28 @@ pub enum PgError {
     Unusable { db: String, detail: String },
 }
 
-/// The text of a client error: the server's message and detail when it sent one.
+/// The text of a client error: the server's message and detail when it sent one, else the
+/// client's message followed by its causes (a TLS handshake's says which certificate check
+/// failed only in its source).
 pub(crate) fn detail(e: &postgres::Error) -> String {
     match e.as_db_error() {
         Some(db) => match db.detail() {
             Some(d) => format!("{} ({d})", db.message()),
             None => db.message().to_string(),
         },
-        None => e.to_string(),
+        None => {
+            let mut text = e.to_string();
+            let mut cause = std::error::Error::source(e);
+            while let Some(c) = cause {
+                let more = c.to_string();
+                if !text.contains(&more) {
+                    text.push_str(": ");
+                    text.push_str(&more);
+                }
+                cause = c.source();
+            }
+            text
+        }
     }
 }
 

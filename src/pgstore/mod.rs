@@ -9,13 +9,15 @@ pub mod copy;
 mod error;
 mod passfile;
 mod schema;
+mod sequencer;
 mod tables;
 mod tls;
 mod url;
 
-pub use chain::{ApprovalCheck, ChainCheck, EventRow};
+pub use chain::{ApprovalCheck, ChainCheck, Chained, EventRow};
 pub use error::PgError;
 pub use schema::{PG_MIGRATIONS, PG_SCHEMA_VERSION};
+pub use sequencer::{BATCH, Sequencer};
 pub use url::{PgUrl, REDACTED, SslMode, is_pg_url};
 
 /// The client crate, for the crate's own tests and benches.

@@ -213,6 +213,18 @@ fn run(mut c: Command, what: &str) -> Result<(), String> {
 }
 
 fn start_cluster() -> Result<Server, String> {
+    let dir = start_cluster_with("-c listen_addresses=''", &[])?;
+    Ok(Server {
+        prefix: "postgresql://postgres@".into(),
+        query: format!("?host={}", dir.display()),
+    })
+}
+
+/// Starts a throwaway cluster (stopped and removed when this process ends) with `extra`
+/// server options, after writing `files` (name, contents; mode 0600, the server's) into its
+/// directory, where `extra` can name them as `{dir}/NAME`. Returns the directory, which is
+/// also its Unix socket directory.
+pub fn start_cluster_with(extra: &str, files: &[(&str, &[u8])]) -> Result<PathBuf, String> {
     let bin = bin_dir().ok_or("no PostgreSQL server binaries under /usr/lib/postgresql")?;
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
@@ -225,6 +237,17 @@ fn start_cluster() -> Result<Server, String> {
     std::fs::create_dir(&dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
     if let Some((uid, gid)) = account {
         std::os::unix::fs::chown(&dir, Some(uid), Some(gid)).map_err(|e| format!("chown: {e}"))?;
+    }
+    for (name, bytes) in files {
+        use std::os::unix::fs::PermissionsExt;
+        let path = dir.join(name);
+        std::fs::write(&path, bytes).map_err(|e| format!("write {}: {e}", path.display()))?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+            .map_err(|e| format!("chmod {}: {e}", path.display()))?;
+        if let Some((uid, gid)) = account {
+            std::os::unix::fs::chown(&path, Some(uid), Some(gid))
+                .map_err(|e| format!("chown: {e}"))?;
+        }
     }
     let data = dir.join("data");
     let mut init = as_account(account, &bin.join("initdb"));
@@ -244,8 +267,9 @@ fn start_cluster() -> Result<Server, String> {
     } else {
         "-c fsync=off -c synchronous_commit=off -c full_page_writes=off"
     };
+    let extra = extra.replace("{dir}", &dir.display().to_string());
     let opts = format!(
-        "-k {} -c listen_addresses='' {durability} \
+        "-k {} {extra} {durability} \
          -c shared_buffers=32MB -c max_connections=60 -c dynamic_shared_memory_type=mmap",
         dir.display()
     );
@@ -257,10 +281,7 @@ fn start_cluster() -> Result<Server, String> {
         .args(["-w", "-t", "120", "-o", &opts, "start"]);
     run(ctl, "pg_ctl start")?;
     watchdog(account, &bin, &dir);
-    Ok(Server {
-        prefix: "postgresql://postgres@".into(),
-        query: format!("?host={}", dir.display()),
-    })
+    Ok(dir)
 }
 
 /// Stops the cluster and removes its directory once this process has gone.

@@ -123,7 +123,7 @@ fn apply(app: &mut App, out: Outcome) -> Vec<Effect> {
     if let Some(c) = out.confirm {
         match c {
             Ok(c) => app.overlay = Some(Overlay::Confirm(Box::new(c))),
-            Err(m) => app.notice = Some((Level::Error, m)),
+            Err(m) => app.notice = Some((Level::Error, m.into())),
         }
     }
     if let Some((is_run, id)) = out.push {

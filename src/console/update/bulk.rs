@@ -5,7 +5,9 @@
 use crossterm::event::{KeyCode, KeyEvent};
 
 use crate::console::bulk::{BulkRun, Item, Purpose, Verb, item, run_item};
-use crate::console::data::{ApprovalRow, DecideError, Key, Query, RunHeader, Write, WriteResult};
+use crate::console::data::{
+    ApprovalRow, DecideError, Key, Query, RunHeader, Said, Write, WriteResult,
+};
 use crate::console::keymap::Action;
 use crate::console::layout;
 use crate::console::msg::Effect;
@@ -287,7 +289,7 @@ pub(super) fn start(app: &mut App, verb: Verb, rows: Vec<(Item, Option<Write>)>)
     }
     app.notice = Some((
         Level::Info,
-        format!("{} {} row(s)…", verb.name(), run.waiting.len()),
+        format!("{} {} row(s)…", verb.name(), run.waiting.len()).into(),
     ));
     app.bulk = Some(run);
     if fx.is_empty() {
@@ -344,7 +346,8 @@ fn finish(app: &mut App) -> Vec<Effect> {
             run.done.len(),
             run.skipped.len(),
             run.done.len() + run.skipped.len()
-        ),
+        )
+        .into(),
     ));
     app.overlay = Some(Overlay::BulkResult(Box::new(BulkResult {
         verb: run.verb,
@@ -374,7 +377,7 @@ fn skipped_why(e: &DecideError, now: i64) -> Vec<u8> {
             }
             s.into_bytes()
         }
-        DecideError::RunState(m) => format!("its run moved on meanwhile: {m}").into_bytes(),
-        other => other.to_string().into_bytes(),
+        DecideError::RunState(m) => Said::from("its run moved on meanwhile: ").and(m).bytes(),
+        other => other.bytes(),
     }
 }

@@ -4,24 +4,13 @@ use crossterm::event::{KeyCode, KeyEvent};
 
 use super::actions::on_action;
 use crate::console::data::Reply;
-use crate::console::data::{Key, Query};
+use crate::console::data::{Key, Query, Said};
 use crate::console::keymap::Action;
 use crate::console::msg::Effect;
 use crate::console::state::{App, Level, Overlay, Screen, TextInput};
-use crate::console::text;
 
 /// How many candidates an ambiguous `:run PREFIX` names.
 pub(crate) const NAMED: usize = 8;
-
-/// An id as a notice carries it: a notice is text the view escapes when it draws it, so a
-/// UTF-8 id goes in as stored; one that is not UTF-8 goes in as its escaped form (drawn with
-/// its backslashes doubled, never as a lossy U+FFFD that could name another run).
-fn notice_id(k: &Key) -> String {
-    match k.as_str() {
-        Some(s) => s.to_string(),
-        None => text::escaped(k.as_bytes()),
-    }
-}
 
 /// The candidates of a `:run PREFIX` came back: an exact id or the one run it starts opens;
 /// several are named (escaped) so the person types more; none opens the run as typed, whose
@@ -30,7 +19,7 @@ pub(super) fn on_prefix(app: &mut App, given: Key, r: Reply) -> Vec<Effect> {
     let found = match r {
         Reply::RunPrefix(found) => found,
         Reply::Failed(e) => {
-            app.notice = Some((Level::Error, e.to_string()));
+            app.notice = Some((Level::Error, e.to_string().into()));
             return vec![];
         }
         _ => return vec![],
@@ -42,21 +31,27 @@ pub(super) fn on_prefix(app: &mut App, given: Key, r: Reply) -> Vec<Effect> {
         [] => app.push_run(given),
         [one] => app.push_run(one.clone()),
         many => {
-            let named: Vec<String> = many.iter().take(NAMED).map(notice_id).collect();
             let count = if many.len() > NAMED {
                 format!("more than {NAMED}")
             } else {
                 many.len().to_string()
             };
-            app.notice = Some((
-                Level::Error,
-                format!(
-                    "{} is the start of {count} run ids: {}{}; type more of the id",
-                    notice_id(&given),
-                    named.join(", "),
-                    if many.len() > NAMED { ", ..." } else { "" }
-                ),
-            ));
+            // A notice holds bytes the view escapes when it draws it: each id goes in as
+            // stored, so one that is not UTF-8 is drawn as `\xNN`, never as a lossy U+FFFD
+            // that could name another run.
+            let mut m = Said::new()
+                .id(&given)
+                .text(format!(" is the start of {count} run ids: "));
+            for (i, id) in many.iter().take(NAMED).enumerate() {
+                if i > 0 {
+                    m = m.text(", ");
+                }
+                m = m.id(id);
+            }
+            if many.len() > NAMED {
+                m = m.text(", ...");
+            }
+            app.notice = Some((Level::Error, m.text("; type more of the id").bytes()));
             vec![]
         }
     }
@@ -118,7 +113,7 @@ pub(crate) fn run_command(app: &mut App, cmd: &str) -> Vec<Effect> {
                 format!(
                     "unknown command; try :queue :runs :run ID :damaged :messages :verify :q (tab completes; {} chars ignored)",
                     cmd.len()
-                ),
+                ).into(),
             ));
             vec![]
         }

@@ -28,7 +28,7 @@ pub(crate) const KEPT: usize = 100;
 /// Completes the command's name in `text` (before any argument): the one command it starts
 /// (with a space after a command that takes an argument), else as far as the candidates
 /// agree. Returns a notice listing the candidates when more than one is left or none is.
-pub(super) fn complete(text: &mut String) -> Option<(Level, String)> {
+pub(super) fn complete(text: &mut String) -> Option<(Level, Vec<u8>)> {
     let typed = text.trim_start();
     if typed.contains(' ') {
         return Some((
@@ -60,7 +60,7 @@ pub(super) fn complete(text: &mut String) -> Option<(Level, String)> {
             });
             *text = common.to_string();
             let names: Vec<String> = many.iter().map(|(c, _)| format!(":{c}")).collect();
-            Some((Level::Info, names.join("  ")))
+            Some((Level::Info, names.join("  ").into()))
         }
     }
 }

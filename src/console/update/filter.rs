@@ -190,5 +190,5 @@ pub(super) fn next_match<T>(
     out.need = l.set_cursor(c);
     l.scroll_into_view(rows);
     l.remember(id_of);
-    out.notice = Some((Level::Info, format!("match {} of {total}", c + 1)));
+    out.notice = Some((Level::Info, format!("match {} of {total}", c + 1).into()));
 }

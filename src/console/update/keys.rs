@@ -130,7 +130,7 @@ fn accept(app: &mut App, c: Box<Confirm>) -> Vec<Effect> {
     let id = app.next_id + 1;
     app.next_id = id;
     app.running.push((id, label.into()));
-    app.notice = Some((Level::Info, format!("{label}…")));
+    app.notice = Some((Level::Info, format!("{label}…").into()));
     vec![Effect::Write(id, write)]
 }
 

@@ -41,7 +41,7 @@ pub(super) fn on_action(app: &mut App, a: Action) -> Option<Vec<Effect>> {
         Action::ClearMarks => {
             let n = app.marks.rows.len();
             app.marks.rows.clear();
-            app.notice = Some((Level::Info, format!("{n} mark(s) cleared")));
+            app.notice = Some((Level::Info, format!("{n} mark(s) cleared").into()));
             return Some(vec![]);
         }
         _ if app.marks.rows.is_empty() => return None,
@@ -60,7 +60,7 @@ pub(super) fn on_action(app: &mut App, a: Action) -> Option<Vec<Effect>> {
     };
     app.notice = Some((
         Level::Info,
-        format!("reading the {} marked row(s) again…", app.marks.rows.len()),
+        format!("reading the {} marked row(s) again…", app.marks.rows.len()).into(),
     ));
     Some(read_marked(app, purpose))
 }
@@ -92,17 +92,20 @@ fn on_runs_action(app: &mut App, a: Action) -> Option<Vec<Effect>> {
             };
             let marks = &mut app.marks.runs;
             if let Err(e) = flip(marks, |m| m.run == r.id, || MarkedRun::of(r), "runs") {
-                app.notice = Some((Level::Error, e));
+                app.notice = Some((Level::Error, e.into()));
                 return Some(vec![]);
             }
             let n = app.marks.runs.len();
-            app.notice = Some((Level::Info, format!("{n} run(s) marked · x cancels them")));
+            app.notice = Some((
+                Level::Info,
+                format!("{n} run(s) marked · x cancels them").into(),
+            ));
             Some(vec![])
         }
         Action::ClearMarks => {
             let n = app.marks.runs.len();
             app.marks.runs.clear();
-            app.notice = Some((Level::Info, format!("{n} run mark(s) cleared")));
+            app.notice = Some((Level::Info, format!("{n} run mark(s) cleared").into()));
             Some(vec![])
         }
         Action::CancelRun if !app.marks.runs.is_empty() => {
@@ -131,10 +134,10 @@ fn toggle(app: &mut App) -> Vec<Effect> {
         || Marked::of(r),
         "rows",
     ) {
-        app.notice = Some((Level::Error, e));
+        app.notice = Some((Level::Error, e.into()));
         return vec![];
     }
-    app.notice = Some((Level::Info, marked_count(app)));
+    app.notice = Some((Level::Info, marked_count(app).into()));
     vec![]
 }
 
@@ -182,7 +185,7 @@ pub(super) fn on_reply(app: &mut App, id: u64, r: &Reply) -> Option<Vec<Effect>>
         app.marks.marking_all = None;
         match r {
             Reply::QueueAll(rows, more) => mark_all(app, rows, *more),
-            Reply::Failed(e) => app.notice = Some((Level::Error, e.to_string())),
+            Reply::Failed(e) => app.notice = Some((Level::Error, e.to_string().into())),
             _ => {}
         }
         return Some(vec![]);
@@ -198,7 +201,7 @@ pub(super) fn on_reply(app: &mut App, id: u64, r: &Reply) -> Option<Vec<Effect>>
                 runs_reply(app, purpose, &now_of);
             }
             Reply::Failed(e) => {
-                app.notice = Some((Level::Error, format!("reading the marked runs: {e}")))
+                app.notice = Some((Level::Error, format!("reading the marked runs: {e}").into()))
             }
             _ => {}
         }
@@ -208,7 +211,7 @@ pub(super) fn on_reply(app: &mut App, id: u64, r: &Reply) -> Option<Vec<Effect>>
     let rows = match r {
         Reply::Marked(rows) => rows,
         Reply::Failed(e) => {
-            app.notice = Some((Level::Error, format!("reading the marked rows: {e}")));
+            app.notice = Some((Level::Error, format!("reading the marked rows: {e}").into()));
             return Some(vec![]);
         }
         _ => return Some(vec![]),
@@ -243,7 +246,7 @@ fn mark_all(app: &mut App, rows: &[QueueRow], more: bool) {
     if more || app.marks.rows.len() >= MARKS_MAX && added < rows.len() {
         m = format!("{m} (more match: at most {MARKS_MAX} are marked at once)");
     }
-    app.notice = Some((Level::Info, m));
+    app.notice = Some((Level::Info, m.into()));
 }
 
 /// Unmarks the rows that are no longer pending approvals of waiting runs, saying which and
@@ -278,7 +281,7 @@ fn say_unmarked(app: &mut App, gone: &[String], why: &str) {
     if !gone.is_empty() {
         let (n, names) = (gone.len(), gone.join("; "));
         let m = format!("{n} marked {why} and were unmarked: {names}");
-        app.notice = Some((Level::Info, m));
+        app.notice = Some((Level::Info, m.into()));
     }
 }
 

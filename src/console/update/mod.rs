@@ -86,7 +86,7 @@ fn step(app: &mut App, input: Input) -> Vec<Effect> {
         Input::Done(id, r) => replies::on_done(app, id, r),
         Input::Progress(id, msg) => {
             if app.running.iter().any(|(i, _)| *i == id) {
-                app.notice = Some((Level::Info, msg));
+                app.notice = Some((Level::Info, msg.into()));
             }
             vec![]
         }

@@ -35,7 +35,7 @@ pub(super) struct Outcome {
     pub push: Option<(bool, Key)>,
     pub confirm: Option<Result<Confirm, String>>,
     pub overlay: Option<Overlay>,
-    pub notice: Option<(Level, String)>,
+    pub notice: Option<(Level, Vec<u8>)>,
     pub relayout: bool,
 }
 

@@ -43,7 +43,9 @@ pub(super) fn on_reply(app: &mut App, id: u64, r: Reply) -> Vec<Effect> {
                 return fx;
             }
             // The header keeps saying `…`; the next reply asks again.
-            Reply::Failed(m) => app.notice = Some((Level::Error, format!("header counts: {m}"))),
+            Reply::Failed(m) => {
+                app.notice = Some((Level::Error, format!("header counts: {m}").into()))
+            }
             _ => {}
         }
         return vec![];
@@ -130,13 +132,14 @@ fn closed_elsewhere(app: &mut App) {
         format!(
             "closed: already {} by {by}{when}; nothing changed",
             a.status
-        ),
+        )
+        .into(),
     ));
     app.overlay = None;
 }
 
 /// The notice for a `:verify` (or other running read) that finished.
-fn finished(r: Reply) -> (Level, String) {
+fn finished(r: Reply) -> (Level, Vec<u8>) {
     match r {
         Reply::Verify(rep) => match rep.broken_at {
             None => (
@@ -145,17 +148,19 @@ fn finished(r: Reply) -> (Level, String) {
                     "event chain verified: {} events, head {}",
                     rep.checked,
                     short(&rep.head)
-                ),
+                )
+                .into(),
             ),
             Some((seq, d)) => (
                 Level::Error,
                 format!(
                     "event chain broken at seq {seq}: {d} ({} verified before it)",
                     rep.checked
-                ),
+                )
+                .into(),
             ),
         },
-        Reply::Failed(e) => (Level::Error, e.to_string()),
+        Reply::Failed(e) => (Level::Error, e.to_string().into()),
         _ => (Level::Info, "done".into()),
     }
 }
@@ -167,7 +172,7 @@ fn apply(
     top: usize,
     id: u64,
     r: Reply,
-    notice: &mut Option<(Level, String)>,
+    notice: &mut Option<(Level, Vec<u8>)>,
     follow: &mut Follow,
 ) -> bool {
     let end = &mut follow.reload_end;
@@ -268,7 +273,7 @@ fn run_detail(
     s: &mut RunDetailScreen,
     id: u64,
     r: Reply,
-    notice: &mut Option<(Level, String)>,
+    notice: &mut Option<(Level, Vec<u8>)>,
 ) -> bool {
     match r {
         Reply::Run(h) if s.header_pending == Some(id) => {
@@ -312,7 +317,7 @@ fn waits_for(s: &RunDetailScreen, id: u64) -> bool {
 fn approval(
     s: &mut ApprovalScreen,
     a: Option<Box<ApprovalRow>>,
-    notice: &mut Option<(Level, String)>,
+    notice: &mut Option<(Level, Vec<u8>)>,
 ) {
     s.pending = None;
     s.missing = a.is_none();
@@ -417,8 +422,8 @@ fn total<T>(l: &mut ListView<T>, id: u64, n: u64, reload_end: &mut bool) -> bool
     true
 }
 
-fn fail(notice: &mut Option<(Level, String)>, e: DataError) -> bool {
-    *notice = Some((Level::Error, e.to_string()));
+fn fail(notice: &mut Option<(Level, Vec<u8>)>, e: DataError) -> bool {
+    *notice = Some((Level::Error, e.to_string().into()));
     true
 }
 
@@ -431,7 +436,7 @@ pub(super) fn on_done(app: &mut App, id: u64, r: WriteResult) -> Vec<Effect> {
     };
     app.running.remove(pos);
     app.notice = Some(match &r {
-        Ok(m) => (Level::Ok, m.clone()),
+        Ok(m) => (Level::Ok, m.clone().into()),
         Err(DecideError::AlreadyDecided { status, by, at }) => {
             let who = if by.is_empty() {
                 String::new()
@@ -443,10 +448,10 @@ pub(super) fn on_done(app: &mut App, id: u64, r: WriteResult) -> Vec<Effect> {
             });
             (
                 Level::Error,
-                format!("already {status}{who}{when}; nothing was changed"),
+                format!("already {status}{who}{when}; nothing was changed").into(),
             )
         }
-        Err(e) => (Level::Error, e.to_string()),
+        Err(e) => (Level::Error, e.bytes()),
     });
     // Whatever happened, show the rows and counts as they are now.
     let mut fx = app.reload_all();

@@ -70,7 +70,7 @@ fn approve(app: &mut App, t: Box<ApproveTable>) -> Vec<Effect> {
     if below > 0 {
         app.notice = Some((
             Level::Error,
-            format!("read the whole table first: {below} more line(s) below (j, pgdn)"),
+            format!("read the whole table first: {below} more line(s) below (j, pgdn)").into(),
         ));
         app.overlay = Some(Overlay::ApproveTable(t));
         return vec![];

@@ -42,12 +42,7 @@ pub(super) fn lines(app: &App, width: u16) -> Vec<Line<'static>> {
             }),
             ..th.text_styles()
         };
-        let (body, _) = text::block(
-            m.text.as_bytes(),
-            usize::from(width.saturating_sub(4)),
-            &st,
-            false,
-        );
+        let (body, _) = text::block(&m.text, usize::from(width.saturating_sub(4)), &st, false);
         for l in body {
             let mut spans = vec![Span::raw("   ")];
             spans.extend(l.spans);

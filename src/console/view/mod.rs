@@ -137,7 +137,7 @@ fn draw_notice(f: &mut Frame, area: Rect, app: &App) {
             // What `tab` found (the candidates, or why it could not complete).
             if let Some((_, m)) = &app.notice {
                 l.push(Span::styled(
-                    format!("  {}", text::escaped(m.as_bytes())),
+                    format!("  {}", text::escaped(m)),
                     th.style(Role::Dim),
                 ));
             }
@@ -158,12 +158,12 @@ fn draw_notice(f: &mut Frame, area: Rect, app: &App) {
                     text: st,
                     ..th.text_styles()
                 };
-                let whole = text::line(m.as_bytes(), usize::MAX, &styles);
+                let whole = text::line(m, usize::MAX, &styles);
                 if whole.width <= width {
                     whole.line
                 } else {
                     let room = width.saturating_sub(MORE.chars().count());
-                    let mut l = text::line(m.as_bytes(), room, &styles).line;
+                    let mut l = text::line(m, room, &styles).line;
                     l.spans.push(Span::styled(MORE, th.style(Role::KeyHint)));
                     l
                 }

@@ -33,11 +33,28 @@ impl<'a> PgSide<'a> {
             .read_only(true)
             .start()
             .ctx(url, "copy: begin")?;
-        Ok(PgSide {
+        let mut side = PgSide {
             tx,
             url: url.clone(),
             inserts: HashMap::new(),
-        })
+        };
+        // Events committed but not chained yet would be left behind while their runs move.
+        let waiting = side.unchained()?;
+        if waiting > 0 {
+            return Err(CopyError::Refused(format!(
+                "{url} has {waiting} event(s) committed but not chained yet: let its sequencer chain them (or stop its writers) and copy again; nothing was written"
+            )));
+        }
+        Ok(side)
+    }
+
+    /// Events in the inbox, not chained yet (decision 0081).
+    fn unchained(&mut self) -> Result<i64, CopyError> {
+        Ok(self
+            .tx
+            .query_one("SELECT count(*) FROM event_inbox", &[])
+            .ctx(&self.url, "copy: read the event inbox")?
+            .get(0))
     }
 
     /// The target's transaction: an empty database (no relation at all, or this schema
@@ -68,8 +85,9 @@ impl<'a> PgSide<'a> {
         }
         schema::migrate_in(&mut tx, url)?;
         let names: Vec<&str> = TABLES.iter().map(|t| t.name).collect();
+        // event_inbox's rows name runs, so an empty runs table means an empty inbox.
         tx.batch_execute(&format!(
-            "LOCK TABLE {}, event_chain IN EXCLUSIVE MODE",
+            "LOCK TABLE {}, event_chain, event_inbox IN EXCLUSIVE MODE",
             names.join(", ")
         ))
         .ctx(url, "copy: lock the tables")?;

@@ -10,7 +10,7 @@ use super::recover::resume_interrupted;
 use super::resume::{Attached, resume_waiting, state};
 use super::{Inner, RuntimeError};
 use crate::runtime::store::StoreError;
-use crate::runtime::types::{Run, RunStatus, Timestamp};
+use crate::runtime::types::{Key, Run, RunStatus, Timestamp};
 
 fn ctx(inner: &Arc<Inner>, run: Run, claim: Claim) -> Result<RunCtx, RuntimeError> {
     let mut cx = RunCtx {
@@ -66,7 +66,7 @@ fn check_lease(inner: &Inner, run: &Run) -> Result<(), RuntimeError> {
         && run.lease_expires_at > Timestamp::now()
     {
         return Err(RuntimeError::Store(StoreError::RunLeased {
-            run_id: run.id.clone(),
+            run_id: Key::new(run.id_bytes()),
             owner: run.lease_owner.clone(),
             expires_at: run.lease_expires_at,
         }));

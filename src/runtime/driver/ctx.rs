@@ -8,7 +8,9 @@ use super::record;
 use super::{Inner, RuntimeError, validate_limits};
 use crate::runtime::store::StoreError;
 use crate::runtime::store::{NewRun, StepUpdate, Transition, Tx};
-use crate::runtime::types::{Approval, Limits, Run, RunStatus, Step, StepStatus, Timestamp};
+use crate::runtime::types::{
+    Approval, Key, Limits, Run, RunStatus, Said, Step, StepStatus, Timestamp,
+};
 
 /// How a step or the loop stops early.
 pub(crate) enum Stop {
@@ -53,7 +55,7 @@ impl Claim {
                 })
                 .unwrap_or_default();
             return Err(RuntimeError::Store(StoreError::RunLeased {
-                run_id: run_id.to_string(),
+                run_id: Key::from(run_id),
                 owner: inner.owner.clone(),
                 expires_at: exp,
             }));
@@ -174,7 +176,10 @@ impl RunCtx {
             _ => {
                 self.lease.mark_lost();
                 Stop::Err(RuntimeError::Store(StoreError::LeaseLost {
-                    detail: format!("run {}: {e}", self.run_id),
+                    detail: Said::from("run ")
+                        .id(&self.run_id)
+                        .text(": ")
+                        .and(&e.said()),
                 }))
             }
         }

@@ -20,7 +20,7 @@ use super::run_loop::{Next, Open, decided, open_step};
 use super::{Config, Inner, RuntimeError};
 use crate::runtime::agent::{AgentError, StepInput};
 use crate::runtime::store::StoreError;
-use crate::runtime::types::{Decision, Limits, Observation, Run, RunStatus, ToolRequest};
+use crate::runtime::types::{Decision, Limits, Observation, Run, RunStatus, Said, ToolRequest};
 
 /// What a proposal (or an execution) came to.
 #[derive(Debug, Clone, PartialEq)]
@@ -231,11 +231,18 @@ pub struct Session {
 }
 
 /// Why a session is over.
+/// `run <id> is <status>`, the id as stored.
+fn run_is(run: &Run) -> Said {
+    Said::from("run ")
+        .id(run.id_bytes())
+        .text(format!(" is {}", run.status))
+}
+
 enum Over {
     /// The run paused or ended: `ErrRunState`.
-    State(String),
+    State(Said),
     /// The lease was lost: `ErrLeaseLost`, for every later call (spec 7).
-    Lost(String),
+    Lost(Said),
 }
 
 fn closed() -> RuntimeError {
@@ -281,7 +288,7 @@ impl Session {
         match s {
             Stop::Ended(run) => {
                 let run = *run;
-                self.over = Some(Over::State(format!("run {} is {}", run.id, run.status)));
+                self.over = Some(Over::State(run_is(&run)));
                 self.release();
                 self.cx = None;
                 Ok(ended(run))
@@ -397,7 +404,7 @@ impl Session {
                     return Ok(Verdict::Denied(obs));
                 }
                 Attached::Done(run) => {
-                    self.over = Some(Over::State(format!("run {} is {}", run.id, run.status)));
+                    self.over = Some(Over::State(run_is(&run)));
                     return Ok(ended(*run));
                 }
                 Attached::Grant(..) => {

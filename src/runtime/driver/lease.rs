@@ -8,7 +8,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crate::runtime::store::{LeaseHandle, Store, StoreError};
-use crate::runtime::types::Timestamp;
+use crate::runtime::types::{Said, Timestamp};
 
 /// agentrt's `DefaultLeaseTTL`.
 pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(30);
@@ -118,7 +118,7 @@ impl Lease {
     /// agentrt's `ErrLeaseLost` for this run, to return when [`Lease::ok`] is false.
     pub fn lost_error(&self) -> StoreError {
         StoreError::LeaseLost {
-            detail: format!("run {}", self.state.run_id),
+            detail: Said::from("run ").id(&self.state.run_id),
         }
     }
 

@@ -95,6 +95,15 @@ pub enum RuntimeError {
 }
 
 impl RuntimeError {
+    /// The message with every id it names as stored (see [`crate::runtime::types::Said`]);
+    /// `Display` is the same message with an id that is not UTF-8 written lossily.
+    pub fn said(&self) -> crate::runtime::types::Said {
+        match self {
+            RuntimeError::Store(e) => e.said(),
+            RuntimeError::Operator(e) => e.said(),
+            other => other.to_string().into(),
+        }
+    }
     /// True when this is agentrt's `ErrRunState` (or `ErrRunLeased`, which matches it).
     pub fn is_run_state(&self) -> bool {
         matches!(self, RuntimeError::Store(e) if e.is_run_state())

@@ -9,13 +9,14 @@ use super::ctx::{EventExt, RunCtx, StepResult, Stop};
 use super::dispatch::{INTERRUPTED_KIND, policy_event};
 use super::lease;
 use super::record::{self, observation, string_map};
-use super::resume::{Attached, state, stop_to};
+use super::resume::{Attached, stop_to};
 use super::step::{check_args, json_err};
 use crate::runtime::json::{self, gojson::Object};
 use crate::runtime::store::{StepUpdate, StoreError, Transition};
 use crate::runtime::tools::SideEffect;
 use crate::runtime::types::{
-    Approval, Outcome, PolicyDecision, Run, RunStatus, Step, StepStatus, Timestamp, ToolRequest,
+    Approval, Key, Outcome, PolicyDecision, Run, RunStatus, Step, StepStatus, Timestamp,
+    ToolRequest,
 };
 
 /// What a reconciliation hook decides about a run taken over after a crash.
@@ -116,7 +117,7 @@ pub(crate) fn resume_interrupted(mut cx: RunCtx) -> Result<Attached, RuntimeErro
             && run.lease_expires_at > Timestamp::now()
         {
             return Err(StoreError::RunLeased {
-                run_id: cx.run_id.clone(),
+                run_id: Key::from(cx.run_id.as_str()),
                 owner: run.lease_owner,
                 expires_at: run.lease_expires_at,
             }
@@ -169,7 +170,9 @@ pub(crate) fn resume_interrupted(mut cx: RunCtx) -> Result<Attached, RuntimeErro
     if let Err(s) = res {
         return match s {
             // A live owner took it between our read and the write: report it as leased.
-            Stop::Err(RuntimeError::Store(StoreError::LeaseLost { detail })) => Err(state(detail)),
+            Stop::Err(RuntimeError::Store(StoreError::LeaseLost { detail })) => {
+                Err(RuntimeError::Store(StoreError::RunState { detail }))
+            }
             s => stop_to(cx.fail_encoding(s)),
         };
     }

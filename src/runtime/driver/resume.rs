@@ -13,7 +13,7 @@ use crate::runtime::json::{self, gojson::Object};
 use crate::runtime::policy::RunView;
 use crate::runtime::store::{StoreError, Transition};
 use crate::runtime::types::{
-    Approval, ApprovalStatus, Run, RunStatus, Step, StepStatus, Timestamp, ToolRequest,
+    Approval, ApprovalStatus, Run, RunStatus, Said, Step, StepStatus, Timestamp, ToolRequest,
 };
 
 pub(crate) enum Attached {
@@ -26,7 +26,9 @@ pub(crate) enum Attached {
 }
 
 pub(crate) fn state(detail: String) -> RuntimeError {
-    RuntimeError::Store(StoreError::RunState { detail })
+    RuntimeError::Store(StoreError::RunState {
+        detail: detail.into(),
+    })
 }
 
 pub(crate) fn stop_to(res: Stop) -> Result<Attached, RuntimeError> {
@@ -235,13 +237,21 @@ impl RunCtx {
             .finish();
         let res = self.write(|tx| {
             let ok = if a.status == ApprovalStatus::Pending {
-                tx.set_approval_status(&a.id, "pending", &a.hash, "expired", now, None, "expired")?
+                tx.set_approval_status(
+                    a.id_bytes(),
+                    "pending",
+                    &a.hash,
+                    "expired",
+                    now,
+                    None,
+                    "expired",
+                )?
             } else {
-                tx.set_approval_status_only(&a.id, a.status.as_str(), &a.hash, "expired")?
+                tx.set_approval_status_only(a.id_bytes(), a.status.as_str(), &a.hash, "expired")?
             };
             if !ok {
                 return Err(StoreError::RunState {
-                    detail: format!("approval {} changed", a.id),
+                    detail: Said::from("approval ").id(a.id_bytes()).text(" changed"),
                 }
                 .into());
             }

@@ -363,7 +363,9 @@ impl ModelCaller {
             |tx| -> Result<(Reserved, Option<Deadline>), ModelCallError> {
                 tx.require_lease(&s.run_id, &s.inner.owner, Timestamp::now())
                     .map_err(|e| match e {
-                        StoreError::LeaseLost { detail } => ModelCallError::LeaseLost(detail),
+                        StoreError::LeaseLost { detail } => {
+                            ModelCallError::LeaseLost(detail.to_string())
+                        }
                         e if e.is_run_state() => ModelCallError::LeaseLost(e.to_string()),
                         e => ModelCallError::Store(e.to_string()),
                     })?;

@@ -2,7 +2,7 @@
 
 use crate::runtime::json::gojson::Object;
 use crate::runtime::store::Store;
-use crate::runtime::types::{ApprovalStatus, AsKey, Event, Run, RunStatus, Timestamp, lossy};
+use crate::runtime::types::{ApprovalStatus, AsKey, Event, Key, Run, RunStatus, Timestamp};
 
 use super::OperatorError;
 use super::common::{finish, not_found, not_pending, observation, require_waiting};
@@ -75,7 +75,7 @@ fn cancel_checked(
     let run = store.get_run(run_id)?;
     if run.status.is_terminal() {
         return Err(OperatorError::RunFinished {
-            run_id: lossy(run_id).into_owned(),
+            run_id: Key::new(run_id),
             status: run.status,
         });
     }
@@ -102,7 +102,7 @@ fn cancel_checked(
                 }
                 if a.hash != shown {
                     return Err(OperatorError::Changed {
-                        approval_id: a.id.clone(),
+                        approval_id: Key::new(a.id_bytes()),
                         detail: String::new(),
                     });
                 }
@@ -112,7 +112,7 @@ fn cancel_checked(
                 Err(e) => match tx.get_run(run_id)?.status {
                     status if status.is_terminal() => {
                         return Err(OperatorError::RunFinished {
-                            run_id: lossy(run_id).into_owned(),
+                            run_id: Key::new(run_id),
                             status,
                         });
                     }

@@ -5,20 +5,20 @@
 
 use crate::runtime::json::{content_hash, gojson::Object};
 use crate::runtime::store::{StoreError, Transition, Tx};
-use crate::runtime::types::{Approval, ApprovalStatus, Observation, RunStatus, Timestamp, lossy};
+use crate::runtime::types::{Approval, ApprovalStatus, Key, Observation, RunStatus, Timestamp};
 
 use super::OperatorError;
 
 pub(super) fn not_pending(a: &Approval) -> OperatorError {
     if a.status == ApprovalStatus::Expired {
         return OperatorError::Expired {
-            approval_id: a.id.clone(),
+            approval_id: Key::new(a.id_bytes()),
             at: a.expires_at,
             already: true,
         };
     }
     OperatorError::NotPending {
-        approval_id: a.id.clone(),
+        approval_id: Key::new(a.id_bytes()),
         status: a.status.clone(),
         decided_by: a.decided_by.clone(),
         decided_at: a.decided_at,
@@ -29,8 +29,8 @@ pub(super) fn not_pending(a: &Approval) -> OperatorError {
 pub(super) fn not_found(e: StoreError, run_id: &[u8], approval_id: &[u8]) -> OperatorError {
     match e {
         StoreError::NotFound { .. } => OperatorError::NotFound {
-            run_id: lossy(run_id).into_owned(),
-            approval_id: lossy(approval_id).into_owned(),
+            run_id: Key::new(run_id),
+            approval_id: Key::new(approval_id),
         },
         other => other.into(),
     }
@@ -41,7 +41,7 @@ pub(super) fn require_waiting(tx: &Tx<'_>, run_id: &[u8]) -> Result<(), Operator
     match tx.require_status(run_id, &[RunStatus::WaitingForApproval], None) {
         Ok(_) => Ok(()),
         Err(e) if e.is_run_state() => Err(OperatorError::RunNotWaiting {
-            run_id: lossy(run_id).into_owned(),
+            run_id: Key::new(run_id),
             status: tx.get_run(run_id)?.status,
         }),
         Err(e) => Err(e.into()),

@@ -3,7 +3,7 @@
 use crate::runtime::json::{approval_hash, gojson::Object};
 use crate::runtime::store::{Store, Tx};
 use crate::runtime::types::{
-    Approval, ApprovalStatus, AsKey, Event, Run, RunStatus, Timestamp, lossy,
+    Approval, ApprovalStatus, AsKey, Event, Key, Run, RunStatus, Said, Timestamp,
 };
 
 use super::OperatorError;
@@ -214,12 +214,12 @@ fn decide_hooked(
 ) -> Result<Decided, OperatorError> {
     let Review { ruling, shown, by, note, now } = review;
     // Ids as given, bytes: a run or approval id need not be UTF-8 (the lookups bind them as
-    // stored); messages name them lossily.
+    // stored); messages keep them as stored.
     let (run_id, approval_id) = (run_id.key_bytes(), approval_id.key_bytes());
     let status = ruling.status();
     if shown == Shown::Hash("") {
         return Err(OperatorError::Changed {
-            approval_id: lossy(approval_id).into_owned(),
+            approval_id: Key::new(approval_id),
             detail: ": no hash was shown".into(),
         });
     }
@@ -272,7 +272,7 @@ pub(super) fn precheck(
     let run = store.get_run(run_id)?;
     if run.status != RunStatus::WaitingForApproval {
         return Err(OperatorError::RunNotWaiting {
-            run_id: lossy(run_id).into_owned(),
+            run_id: Key::new(run_id),
             status: run.status,
         });
     }
@@ -283,7 +283,7 @@ pub(super) fn precheck(
     if !a.expires_at.is_zero() && now > a.expires_at {
         expire::expire(store, run_id, &a, now)?;
         return Err(OperatorError::Expired {
-            approval_id: lossy(approval_id).into_owned(),
+            approval_id: Key::new(approval_id),
             at: a.expires_at,
             already: false,
         });
@@ -312,7 +312,7 @@ pub(super) fn check(a: &Approval, shown: Shown<'_>) -> Result<(), OperatorError>
         ApprovalStatus::Pending => {}
         ApprovalStatus::Expired => {
             return Err(OperatorError::Expired {
-                approval_id: a.id.clone(),
+                approval_id: Key::new(a.id_bytes()),
                 at: a.expires_at,
                 already: true,
             });
@@ -323,7 +323,7 @@ pub(super) fn check(a: &Approval, shown: Shown<'_>) -> Result<(), OperatorError>
         && a.hash != h
     {
         return Err(OperatorError::Changed {
-            approval_id: a.id.clone(),
+            approval_id: Key::new(a.id_bytes()),
             detail: String::new(),
         });
     }
@@ -333,28 +333,30 @@ pub(super) fn check(a: &Approval, shown: Shown<'_>) -> Result<(), OperatorError>
 /// agentrt's `verifyHash`: a row with a decode error, or whose stored kind, capability,
 /// presentation and decoded request do not hash to its `hash`, is refused.
 pub fn verify_hash(a: &Approval) -> Result<(), OperatorError> {
-    let mismatch = |detail: String| OperatorError::HashMismatch {
-        approval_id: a.id.clone(),
+    let mismatch = |detail: Said| OperatorError::HashMismatch {
+        approval_id: Key::new(a.id_bytes()),
         detail,
     };
+    // `approval <id>`, the id as stored.
+    let named = || Said::from("approval ").id(a.id_bytes());
     if !a.decode_error.is_empty() {
-        return Err(mismatch(a.decode_error.clone()));
+        return Err(mismatch(a.decode_error.as_str().into()));
     }
     let Some(req) = &a.request else {
-        return Err(mismatch(format!("approval {} has no request", a.id)));
+        return Err(mismatch(named().text(" has no request")));
     };
     let encoded = req
         .to_go_json()
-        .map_err(|e| mismatch(format!("approval {}: request: {e}", a.id)))?;
+        .map_err(|e| mismatch(named().text(format!(": request: {e}"))))?;
     let h = approval_hash(
         &a.kind,
         a.capability.as_bytes(),
         a.presentation.as_bytes(),
         &encoded,
     )
-    .map_err(|e| mismatch(format!("approval {}: {e}", a.id)))?;
+    .map_err(|e| mismatch(named().text(format!(": {e}"))))?;
     if h != a.hash {
-        return Err(mismatch(format!("approval {}", a.id)));
+        return Err(mismatch(named()));
     }
     Ok(())
 }

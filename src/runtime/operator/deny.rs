@@ -12,7 +12,7 @@
 
 use crate::runtime::json::gojson::Object;
 use crate::runtime::store::{Store, StoreError, Transition};
-use crate::runtime::types::{ApprovalStatus, AsKey, RunStatus, StepStatus, Timestamp, lossy};
+use crate::runtime::types::{ApprovalStatus, AsKey, Key, RunStatus, Said, StepStatus, Timestamp};
 
 use super::OperatorError;
 use super::common::{decide_row, observation};
@@ -42,7 +42,7 @@ pub fn deny_shown(
     let shown = Shown::Hash(shown_hash);
     if shown_hash.is_empty() {
         return Err(OperatorError::Changed {
-            approval_id: lossy(approval_id).into_owned(),
+            approval_id: Key::new(approval_id),
             detail: ": no hash was shown".into(),
         });
     }
@@ -61,7 +61,9 @@ pub fn deny_shown(
         let step = tx.get_step(a.step_id_bytes())?;
         if step.status != StepStatus::AwaitingApproval {
             return Err(StoreError::RunState {
-                detail: format!("step {} is {}", step.id, step.status.as_str()),
+                detail: Said::from("step ")
+                    .id(step.id_bytes())
+                    .text(format!(" is {}", step.status.as_str())),
             }
             .into());
         }

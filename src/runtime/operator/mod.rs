@@ -16,7 +16,7 @@ mod who;
 use thiserror::Error;
 
 use crate::runtime::store::StoreError;
-use crate::runtime::types::{ApprovalStatus, RunStatus, Timestamp};
+use crate::runtime::types::{ApprovalStatus, Key, RunStatus, Said, Timestamp};
 
 pub use cancel::{Cancelled, cancel, cancel_shown};
 #[cfg(feature = "testing")]
@@ -31,46 +31,45 @@ pub use select::{MAX_NAMED, SelectError, pending_approval};
 pub use who::{account_name, default_operator};
 
 /// Why an operator action did not happen. Messages keep agentrt's text first and say what to
-/// do.
+/// do. Ids are kept as stored ([`Key`]); [`OperatorError::said`] is the message with their
+/// bytes, and `Display` the same message with an id that is not UTF-8 written lossily.
 #[derive(Debug, Error)]
 pub enum OperatorError {
-    /// The run is not WAITING_FOR_APPROVAL (agentrt's ErrRunState, view's ErrRunNotWaiting).
-    #[error(
-        "agentrt: run is not in the required state: run {run_id} is {status}, not waiting for approval"
-    )]
+    /// The run is not WAITING_FOR_APPROVAL (agentrt's ErrRunState, view's ErrRunNotWaiting):
+    /// `agentrt: run is not in the required state: run <id> is <S>, not waiting for approval`.
+    #[error("{}", self.said())]
     RunNotWaiting {
-        /// The run asked about, as given (lossy when not UTF-8).
-        run_id: String,
+        /// The run asked about, as given.
+        run_id: Key,
         /// The status the run has.
         status: RunStatus,
     },
 
-    /// Cancel of a run that already ended (view's ErrRunFinished).
-    #[error("agentrt: run is not in the required state: run {run_id} is already {status}")]
+    /// Cancel of a run that already ended (view's ErrRunFinished): `agentrt: run is not in the
+    /// required state: run <id> is already <S>`.
+    #[error("{}", self.said())]
     RunFinished {
         /// The run asked about.
-        run_id: String,
+        run_id: Key,
         /// Its terminal status.
         status: RunStatus,
     },
 
-    /// No such approval in that run.
-    #[error("agentrt: not found: approval {approval_id} of run {run_id}")]
+    /// No such approval in that run: `agentrt: not found: approval <id> of run <id>`.
+    #[error("{}", self.said())]
     NotFound {
         /// The run asked about.
-        run_id: String,
+        run_id: Key,
         /// The approval id that is not in it.
-        approval_id: String,
+        approval_id: Key,
     },
 
-    /// Someone decided first: who, how and when.
-    #[error(
-        "agentrt: approval is not pending: approval {approval_id} is already {status}{}",
-        by_at(decided_by, decided_at)
-    )]
+    /// Someone decided first: who, how and when (`agentrt: approval is not pending: approval
+    /// <id> is already <S> (by <who> at <when>)`).
+    #[error("{}", self.said())]
     NotPending {
         /// The approval asked about.
-        approval_id: String,
+        approval_id: Key,
         /// Its status now: approved, rejected, or a status this build does not know.
         status: ApprovalStatus,
         /// Who decided it, as stored; empty when not recorded.
@@ -81,10 +80,10 @@ pub enum OperatorError {
 
     /// The approval expired: `already` when it was expired before this call, else it expired
     /// at `at` and this call recorded it (run cancelled).
-    #[error("agentrt: approval is not pending: approval {approval_id} {}", if *already { "is already expired".to_string() } else { format!("expired at {}", at.format_rfc3339_seconds()) })]
+    #[error("{}", self.said())]
     Expired {
         /// The approval asked about.
-        approval_id: String,
+        approval_id: Key,
         /// Its `expires_at`.
         at: Timestamp,
         /// Whether it was already `expired` before this call (nothing written by this call).
@@ -92,25 +91,21 @@ pub enum OperatorError {
     },
 
     /// The row is not the one the reviewer was shown (or no hash was shown).
-    #[error(
-        "agentrt: approval is not the one that was shown: approval {approval_id}{detail}; show it again and decide on what is shown"
-    )]
+    #[error("{}", self.said())]
     Changed {
         /// The approval asked about.
-        approval_id: String,
+        approval_id: Key,
         /// Empty when the hashes differ; `": no hash was shown"` when the decision named none.
         detail: String,
     },
 
     /// The stored hash does not match the stored request (tampered or undecodable row).
-    #[error(
-        "agentrt: approval hash does not match its recorded request: {detail}; it cannot be approved or rejected, cancel the run instead"
-    )]
+    #[error("{}", self.said())]
     HashMismatch {
         /// The approval asked about.
-        approval_id: String,
+        approval_id: Key,
         /// The row's decode error, or which approval and why its hash could not be recomputed.
-        detail: String,
+        detail: Said,
     },
 
     /// Another writer held the database past the busy timeout.
@@ -123,6 +118,67 @@ pub enum OperatorError {
     /// Any other store failure.
     #[error(transparent)]
     Store(StoreError),
+}
+
+/// agentrt's sentinel for a run in another state (spec 2.1).
+const RUN_STATE: &str = "agentrt: run is not in the required state: ";
+/// agentrt's sentinel for an approval no longer pending.
+const NOT_PENDING: &str = "agentrt: approval is not pending: approval ";
+
+impl OperatorError {
+    /// The message with every id it names as stored ([`Said::bytes`], for a sanitiser to show
+    /// as `\xNN`); `Display` is this message with such ids lossy (U+FFFD), as agentrt prints it.
+    pub fn said(&self) -> Said {
+        match self {
+            OperatorError::RunNotWaiting { run_id, status } => Said::from(RUN_STATE)
+                .text("run ")
+                .id(run_id)
+                .text(format!(" is {status}, not waiting for approval")),
+            OperatorError::RunFinished { run_id, status } => Said::from(RUN_STATE)
+                .text("run ")
+                .id(run_id)
+                .text(format!(" is already {status}")),
+            OperatorError::NotFound {
+                run_id,
+                approval_id,
+            } => Said::from("agentrt: not found: approval ")
+                .id(approval_id)
+                .text(" of run ")
+                .id(run_id),
+            OperatorError::NotPending {
+                approval_id,
+                status,
+                decided_by,
+                decided_at,
+            } => Said::from(NOT_PENDING).id(approval_id).text(format!(
+                " is already {status}{}",
+                by_at(decided_by, decided_at)
+            )),
+            OperatorError::Expired {
+                approval_id,
+                at,
+                already,
+            } => Said::from(NOT_PENDING).id(approval_id).text(if *already {
+                " is already expired".to_string()
+            } else {
+                format!(" expired at {}", at.format_rfc3339_seconds())
+            }),
+            OperatorError::Changed {
+                approval_id,
+                detail,
+            } => Said::from("agentrt: approval is not the one that was shown: approval ")
+                .id(approval_id)
+                .text(detail)
+                .text("; show it again and decide on what is shown"),
+            OperatorError::HashMismatch { detail, .. } => {
+                Said::from("agentrt: approval hash does not match its recorded request: ")
+                    .and(detail)
+                    .text("; it cannot be approved or rejected, cancel the run instead")
+            }
+            OperatorError::Store(e) => e.said(),
+            other @ OperatorError::Locked { .. } => Said::from(other.to_string()),
+        }
+    }
 }
 
 fn by_at(by: &str, at: &Timestamp) -> String {

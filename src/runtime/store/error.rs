@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use thiserror::Error;
 
 use crate::runtime::json::JsonError;
-use crate::runtime::types::Timestamp;
+use crate::runtime::types::{Key, Said, Timestamp};
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i64 = 6;
@@ -14,36 +14,38 @@ pub const SCHEMA_VERSION: i64 = 6;
 /// Everything the store can fail with.
 #[derive(Debug, Error)]
 pub enum StoreError {
-    /// Unknown run, approval, event or spec.
-    #[error("agentrt: not found: {what}")]
+    /// Unknown run, approval, event or spec: `agentrt: not found: <what>`.
+    #[error("{}", self.said())]
     NotFound {
-        /// What was looked for, e.g. `run <id>` or `approval <id>`.
-        what: String,
+        /// What was looked for, e.g. `run <id>` or `approval <id>` (ids as stored).
+        what: Said,
     },
 
-    /// A compare-and-set found another state: `detail` is e.g. `run <id> is <S>, not <A> or <B>`.
-    #[error("agentrt: run is not in the required state: {detail}")]
+    /// A compare-and-set found another state: `agentrt: run is not in the required state:
+    /// <detail>`, `detail` being e.g. `run <id> is <S>, not <A> or <B>`.
+    #[error("{}", self.said())]
     RunState {
-        /// Which run, what it is and what the write expected.
-        detail: String,
+        /// Which run, what it is and what the write expected (ids as stored).
+        detail: Said,
     },
 
-    /// A driver write to a RUNNING run whose lease another owner holds (a kind of RunState).
-    #[error("agentrt: run {run_id} is leased by {owner} until {}", expires_at.format_always())]
+    /// A driver write to a RUNNING run whose lease another owner holds (a kind of RunState):
+    /// `agentrt: run <id> is leased by <owner> until <time>`.
+    #[error("{}", self.said())]
     RunLeased {
-        /// The run.
-        run_id: String,
+        /// The run, as stored.
+        run_id: Key,
         /// Who holds its lease (`runs.lease_owner`).
         owner: String,
         /// When that lease lapses unless renewed.
         expires_at: Timestamp,
     },
 
-    /// The writer's lease is gone.
-    #[error("agentrt: run lease lost: {detail}")]
+    /// The writer's lease is gone: `agentrt: run lease lost: <detail>`.
+    #[error("{}", self.said())]
     LeaseLost {
-        /// Which run (`run <id>`), and what was found instead when known.
-        detail: String,
+        /// Which run (`run <id>`), and what was found instead when known (ids as stored).
+        detail: Said,
     },
 
     /// The database is at another schema version than this build's.
@@ -254,6 +256,28 @@ pub enum StoreError {
 }
 
 impl StoreError {
+    /// The message with every id it names as stored ([`Said::bytes`]); its `Display` is this
+    /// message with ids that are not UTF-8 written lossily, as agentrt writes them. Agentrt's
+    /// sentinel text comes first either way (spec 2.1).
+    pub fn said(&self) -> Said {
+        match self {
+            StoreError::NotFound { what } => Said::from("agentrt: not found: ").and(what),
+            StoreError::RunState { detail } => {
+                Said::from("agentrt: run is not in the required state: ").and(detail)
+            }
+            StoreError::RunLeased {
+                run_id,
+                owner,
+                expires_at,
+            } => Said::from("agentrt: run ").id(run_id).text(format!(
+                " is leased by {owner} until {}",
+                expires_at.format_always()
+            )),
+            StoreError::LeaseLost { detail } => Said::from("agentrt: run lease lost: ").and(detail),
+            other => Said::from(other.to_string()),
+        }
+    }
+
     /// True for [`StoreError::RunState`] and [`StoreError::RunLeased`] (agentrt's
     /// `errors.Is(err, ErrRunState)`).
     pub fn is_run_state(&self) -> bool {
@@ -376,6 +400,32 @@ pub fn go_file_mode(mode: u32) -> String {
 #[allow(clippy::unnecessary_cast)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn messages_keep_agentrt_text_and_the_ids_bytes() {
+        let e = StoreError::NotFound {
+            what: Said::from("run ").id(b"t-\xff".as_slice()),
+        };
+        assert_eq!(e.to_string(), "agentrt: not found: run t-\u{fffd}");
+        assert_eq!(e.said().bytes(), b"agentrt: not found: run t-\xff");
+        let e = StoreError::RunLeased {
+            run_id: Key::new(b"r\xfe".to_vec()),
+            owner: "w1".into(),
+            expires_at: Timestamp::ZERO,
+        };
+        assert!(
+            e.to_string()
+                .starts_with("agentrt: run r\u{fffd} is leased by w1 until ")
+        );
+        assert!(
+            e.said()
+                .bytes()
+                .starts_with(b"agentrt: run r\xfe is leased by w1 until ")
+        );
+        // A message without ids is its text.
+        let e = StoreError::Invalid("x".into());
+        assert_eq!(e.said().bytes(), b"agentrt: x");
+    }
 
     #[test]
     fn file_modes_print_as_go_does() {

@@ -266,7 +266,7 @@ impl Store {
                 .ctx("event hash")?;
             h.map(|h| String::from_utf8_lossy(&h).into_owned())
                 .ok_or_else(|| StoreError::NotFound {
-                    what: format!("event {seq}"),
+                    what: format!("event {seq}").into(),
                 })
         })
     }

@@ -12,7 +12,7 @@ use super::error::{Ctx, StoreError};
 use super::reads::by_id;
 use super::rows::{Cols, approval_from, event_from, run_from, step_from};
 use super::window::{KeyedList, Window, WindowPage, int};
-use crate::runtime::types::{Approval, AsKey, Event, Key, Run, Step};
+use crate::runtime::types::{Approval, AsKey, Event, Key, Run, Said, Step};
 
 /// The largest request (bytes) the commands read whole to show and decide on. A larger one
 /// is shown by what page reads pick out of it (kind, tool, times, hash) and its size.
@@ -617,7 +617,10 @@ pub(super) fn approval_reason(
         .ctx("approval reason")?;
     let step = step.as_deref().map(super::bind::Text);
     let step = step.ok_or_else(|| StoreError::NotFound {
-        what: format!("approval {approval_id} of run {run_id}"),
+        what: Said::from("approval ")
+            .id(approval_id)
+            .text(" of run ")
+            .id(run_id),
     })?;
     let reason: Option<Vec<u8>> = c
             .prepare_cached(&format!(

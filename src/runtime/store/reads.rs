@@ -10,7 +10,7 @@ use super::rows::{
     APPROVAL_COLUMNS, Cols, RUN_COLUMNS, STEP_COLUMNS, approval_from, run_from, step_from,
 };
 use crate::runtime::json::{canonical_json, sha256_hex};
-use crate::runtime::types::{Approval, AsKey, Lease, Run, Step, Timestamp, ToolSpec};
+use crate::runtime::types::{Approval, AsKey, Lease, Run, Said, Step, Timestamp, ToolSpec};
 
 pub(crate) fn get_run(conn: &Connection, id: impl AsKey) -> Result<Run, StoreError> {
     let sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?");
@@ -33,7 +33,7 @@ pub(super) fn by_id<T>(
         .optional()
         .map_err(failed)?
         .ok_or_else(|| StoreError::NotFound {
-            what: format!("{what} {id}"),
+            what: Said::from(format!("{what} ")).id(id),
         })
 }
 
@@ -130,7 +130,7 @@ pub(crate) fn get_approval(
     .optional()
     .ctx("get approval")?
     .ok_or_else(|| StoreError::NotFound {
-        what: format!("approval {id} of run {run_id}"),
+        what: Said::from("approval ").id(id).text(" of run ").id(run_id),
     })
 }
 
@@ -166,7 +166,7 @@ pub(crate) fn lease(conn: &Connection, run_id: impl AsKey) -> Result<Lease, Stor
         .optional()
         .ctx("lease")?;
     let (owner, exp) = row.ok_or_else(|| StoreError::NotFound {
-        what: format!("run {run_id}"),
+        what: Said::from("run ").id(run_id),
     })?;
     Ok(Lease {
         owner: String::from_utf8_lossy(&owner).into_owned(),
@@ -182,7 +182,7 @@ pub(crate) fn tool_spec(conn: &Connection, hash: &str) -> Result<ToolSpec, Store
         .optional()
         .ctx("tool spec")?;
     let json = json.ok_or_else(|| StoreError::NotFound {
-        what: format!("tool spec {hash}"),
+        what: format!("tool spec {hash}").into(),
     })?;
     if sha256_hex(&canonical_json(&json)) != hash {
         return Err(StoreError::SpecHash {

@@ -9,7 +9,7 @@ use super::bind::key;
 use super::error::{Ctx, StoreError};
 use super::{Store, events, reads};
 use crate::runtime::json::event_hash_bytes;
-use crate::runtime::types::{Approval, AsKey, Event, Key, Run, RunStatus, Step, Timestamp};
+use crate::runtime::types::{Approval, AsKey, Event, Key, Run, RunStatus, Said, Step, Timestamp};
 
 /// A write transaction in progress.
 pub struct Tx<'a> {
@@ -223,7 +223,9 @@ impl<'a> Tx<'a> {
         let status = RunStatus::parse(&status);
         if !from.contains(&status) {
             return Err(StoreError::RunState {
-                detail: format!("run {run_id} is {status}, not {}", or_list(from)),
+                detail: Said::from("run ")
+                    .id(run_id)
+                    .text(format!(" is {status}, not {}", or_list(from))),
             });
         }
         if let Some(owner) = lease_owner
@@ -231,7 +233,7 @@ impl<'a> Tx<'a> {
             && lease.owner != owner
         {
             return Err(StoreError::RunLeased {
-                run_id: run_id.to_string(),
+                run_id: Key::new(run_id.0),
                 owner: lease.owner,
                 expires_at: lease.expires_at,
             });
@@ -251,10 +253,10 @@ impl<'a> Tx<'a> {
         let lease = reads::lease(&self.tx, run_id.0)?;
         if lease.expires_at <= now {
             return Err(StoreError::LeaseLost {
-                detail: format!(
-                    "run {run_id}: the lease expired at {}",
+                detail: Said::from("run ").id(run_id).text(format!(
+                    ": the lease expired at {}",
                     lease.expires_at.format_always()
-                ),
+                )),
             });
         }
         Ok(())

@@ -8,7 +8,7 @@ use super::Tx;
 use super::bind::key;
 use super::error::{Ctx, StoreError};
 use crate::runtime::json::gojson;
-use crate::runtime::types::{AsKey, Limits, RunStatus, StepStatus, Timestamp};
+use crate::runtime::types::{AsKey, Limits, RunStatus, Said, StepStatus, Timestamp};
 
 /// What `insert_run` writes.
 #[derive(Debug, Clone)]
@@ -179,7 +179,9 @@ impl Tx<'_> {
         if n == 0 {
             self.require_status(run_id, &[RunStatus::Running], Some(lease_owner))?;
             return Err(StoreError::RunState {
-                detail: format!("run {run_id} has moved past step {index}"),
+                detail: Said::from("run ")
+                    .id(run_id)
+                    .text(format!(" has moved past step {index}")),
             });
         }
         self.tx
@@ -266,10 +268,10 @@ impl Tx<'_> {
                 .ok();
             return Err(match status {
                 Some(s) => StoreError::RunState {
-                    detail: format!("step {step_id} is {s}"),
+                    detail: Said::from("step ").id(step_id).text(format!(" is {s}")),
                 },
                 None => StoreError::NotFound {
-                    what: format!("step {step_id}"),
+                    what: Said::from("step ").id(step_id),
                 },
             });
         }

@@ -3,6 +3,7 @@
 
 mod key;
 mod records;
+mod said;
 mod status;
 pub(crate) mod time;
 mod values;
@@ -10,6 +11,7 @@ mod values;
 pub use key::{AsKey, Key, lossy};
 pub(crate) use records::push_decode_error;
 pub use records::{Approval, Event, Lease, RawInvalid, Run, Step, stored};
+pub use said::Said;
 pub use status::{ApprovalStatus, DecisionKind, Origin, Outcome, RunStatus, StepStatus};
 pub use time::{TimeError, Timestamp};
 pub use values::{Decision, Limits, Observation, PolicyDecision, ToolRequest, ToolSpec};

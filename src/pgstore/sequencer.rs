@@ -1,0 +1,131 @@
+//! The chain without a global bottleneck (decision 0081): writers commit their events to
+//! `event_inbox` without touching the chain head, and a sequencer moves them onto the chain in
+//! batches, one transaction a batch. Only the sequencer locks the head, so writers' commits
+//! overlap and PostgreSQL's group commit serves them; readers of `events` see an event once it
+//! is chained.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use super::chain::{self, Chained};
+use super::error::{PgCtx, PgError};
+use super::{PgStore, PgUrl};
+
+/// Events one sequencer transaction chains at most.
+pub const BATCH: i64 = 1000;
+
+/// How long an idle sequencer waits before it looks at the inbox again, at most.
+const IDLE_MAX: Duration = Duration::from_millis(20);
+
+impl PgStore {
+    /// Commits one event to the inbox, in a transaction of its own; the sequencer chains it.
+    /// Returns its inbox id.
+    pub fn enqueue_event(
+        &mut self,
+        run_id: &str,
+        step_id: &str,
+        at: &str,
+        kind: &str,
+        payload: &str,
+    ) -> Result<i64, PgError> {
+        let url = self.url.clone();
+        let mut tx = self.client.transaction().ctx(&url, "enqueue: begin")?;
+        let id = chain::enqueue(&mut tx, &url, run_id, step_id, at, kind, payload)?;
+        tx.commit().ctx(&url, "enqueue: commit")?;
+        Ok(id)
+    }
+
+    /// One sequencer pass: chains up to `max` committed inbox events in one transaction.
+    pub fn sequence(&mut self, max: i64) -> Result<Chained, PgError> {
+        let url = self.url.clone();
+        let mut tx = self.client.transaction().ctx(&url, "sequence: begin")?;
+        let out = chain::sequence(&mut tx, &url, max)?;
+        tx.commit().ctx(&url, "sequence: commit")?;
+        Ok(out)
+    }
+
+    /// Chains every event committed to the inbox so far; returns how many.
+    pub fn sequence_all(&mut self) -> Result<i64, PgError> {
+        let mut total = 0;
+        loop {
+            let pass = self.sequence(BATCH)?;
+            total += pass.events;
+            if pass.events < BATCH {
+                return Ok(total);
+            }
+        }
+    }
+
+    /// Events committed to the inbox and not chained yet.
+    pub fn unchained(&mut self) -> Result<i64, PgError> {
+        Ok(self
+            .client
+            .query_one("SELECT count(*) FROM event_inbox", &[])
+            .ctx(&self.url, "count the inbox")?
+            .get(0))
+    }
+}
+
+/// A sequencer on a thread of its own with its own connection. Several may run, on one host
+/// or many: they take turns on the chain head's lock.
+pub struct Sequencer {
+    db: String,
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<Result<i64, PgError>>,
+}
+
+impl Sequencer {
+    /// Connects (the database must be at this build's schema) and starts chaining.
+    pub fn spawn(url: &PgUrl) -> Result<Sequencer, PgError> {
+        let mut store = PgStore::open_existing(url)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("pg-sequencer".into())
+            .spawn(move || run(&mut store, &flag))
+            .map_err(|e| PgError::Unusable {
+                db: url.to_string(),
+                detail: format!("cannot start the sequencer's thread: {e}"),
+            })?;
+        Ok(Sequencer {
+            db: url.to_string(),
+            stop,
+            thread,
+        })
+    }
+
+    /// Stops after chaining what is committed by now; returns how many events it chained in
+    /// all, or the error that stopped it.
+    pub fn stop(self) -> Result<i64, PgError> {
+        self.stop.store(true, Ordering::Release);
+        match self.thread.join() {
+            Ok(r) => r,
+            Err(_) => Err(PgError::Unusable {
+                db: self.db,
+                detail: "the sequencer's thread panicked".into(),
+            }),
+        }
+    }
+}
+
+/// Chains batches while there is work; when the inbox is empty it waits, longer each idle
+/// pass up to [`IDLE_MAX`]. On stop it drains what is committed, then returns.
+fn run(store: &mut PgStore, stop: &AtomicBool) -> Result<i64, PgError> {
+    let mut total = 0;
+    let mut idle = Duration::from_micros(250);
+    loop {
+        if stop.load(Ordering::Acquire) {
+            return Ok(total + store.sequence_all()?);
+        }
+        let pass = store.sequence(BATCH)?;
+        total += pass.events;
+        if pass.events == 0 {
+            std::thread::sleep(idle);
+            idle = (idle * 2).min(IDLE_MAX);
+        } else {
+            idle = Duration::from_micros(250);
+        }
+    }
+}
