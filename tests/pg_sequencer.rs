@@ -217,6 +217,50 @@ fn pg_verify_names_the_events_not_chained_yet() {
     assert_eq!(doc["intact"], true);
 }
 
+/// A pass reads a bounded number of bytes: with 1 MiB payloads in the inbox it takes about
+/// BATCH_BYTES of them, not its whole count, and the rest follow in later passes in order.
+#[test]
+fn pg_a_sequencer_pass_reads_a_bounded_number_of_bytes() {
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    with_runs(&db, 1);
+    let mut s = PgStore::open_existing(&db.pg_url()).unwrap();
+    let big = "x".repeat(1 << 20);
+    for i in 0..40 {
+        s.enqueue_event(
+            "run-0",
+            "",
+            AT,
+            "tick",
+            &format!("{{\"i\":{i},\"pad\":\"{big}\"}}"),
+        )
+        .unwrap();
+    }
+    let per_pass = (countersign::pgstore::BATCH_BYTES >> 20) as i64;
+    let pass = s.sequence(countersign::pgstore::BATCH).unwrap();
+    assert!(
+        (1..=per_pass + 1).contains(&pass.events),
+        "one pass took {} one-MiB events (budget {per_pass} MiB)",
+        pass.events
+    );
+    assert_eq!(s.sequence_all().unwrap(), 40 - pass.events);
+    let report = s.verify_events(0, 0).unwrap();
+    assert!(report.ok(), "{report:?}");
+    assert_eq!(report.checked, 40);
+    let is: Vec<i64> = db
+        .client()
+        .query(
+            "SELECT (payload_json::json->>'i')::bigint FROM events ORDER BY seq",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(is, (0..40).collect::<Vec<_>>());
+}
+
 const CHILD_ENV: &str = "COUNTERSIGN_PG_SEQUENCER_CHILD_URL";
 
 /// A sequencer process SIGKILLed in the middle of a batch (its inbox rows taken out, its

@@ -297,6 +297,9 @@ pub(crate) fn enqueue(
         .get(0))
 }
 
+/// The bytes of inbox rows one sequencer pass reads at most, beyond its first row.
+pub const BATCH_BYTES: i64 = 16 << 20;
+
 /// What one pass of the sequencer chained.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Chained {
@@ -306,7 +309,7 @@ pub struct Chained {
     pub head: i64,
 }
 
-/// Chains up to `max` committed inbox events after the head, in inbox-id order, in the
+/// Chains up to `max` committed inbox events (and about [`BATCH_BYTES`]) after the head, in inbox-id order, in the
 /// caller's transaction: the head row is locked (so sequencers take turns), the events are
 /// taken out of the inbox, given the next seqs and their hashes, inserted into `events` in
 /// one statement, and the head moves to the last. Rolled back, nothing is lost: the inbox
@@ -321,10 +324,21 @@ pub(crate) fn sequence(
         .ctx(url, "sequence: chain head")?;
     let (mut seq, mut prev): (i64, String) = (head.get(0), head.get(1));
     // Read after the head's lock, so this snapshot sees what an earlier sequencer took out.
+    // The lowest ids, at most `max`, and only while the bytes taken before a row stay under
+    // BATCH_BYTES (the first row is always taken): inbox rows are written by whoever may
+    // insert there, and a batch of huge payloads must not be read into memory at once.
     let take = "DELETE FROM event_inbox WHERE id IN \
-             (SELECT id FROM event_inbox ORDER BY id LIMIT $1) \
+             (SELECT id FROM \
+                (SELECT id, sum(size) OVER (ORDER BY id) - size AS before FROM \
+                   (SELECT id, octet_length(run_id) + octet_length(step_id) + octet_length(at) \
+                           + octet_length(type) + octet_length(payload_json) AS size \
+                    FROM event_inbox ORDER BY id LIMIT $1) AS first \
+                ) AS sized \
+              WHERE before < $2) \
              RETURNING id, run_id, step_id, at, type, payload_json";
-    let mut rows = tx.query(take, &[&max.max(1)]).ctx(url, "sequence: take")?;
+    let mut rows = tx
+        .query(take, &[&max.max(1), &BATCH_BYTES])
+        .ctx(url, "sequence: take")?;
     if rows.is_empty() {
         return Ok(Chained {
             events: 0,

@@ -14,7 +14,7 @@ mod tables;
 mod tls;
 mod url;
 
-pub use chain::{ApprovalCheck, ChainCheck, Chained, EventRow};
+pub use chain::{ApprovalCheck, BATCH_BYTES, ChainCheck, Chained, EventRow};
 pub use error::PgError;
 pub use schema::{PG_MIGRATIONS, PG_SCHEMA_VERSION};
 pub use sequencer::{BATCH, Sequencer};

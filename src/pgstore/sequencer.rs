@@ -50,11 +50,12 @@ impl PgStore {
     pub fn sequence_all(&mut self) -> Result<i64, PgError> {
         let mut total = 0;
         loop {
+            // A pass may stop short of BATCH on its byte budget: only an empty one means done.
             let pass = self.sequence(BATCH)?;
-            total += pass.events;
-            if pass.events < BATCH {
+            if pass.events == 0 {
                 return Ok(total);
             }
+            total += pass.events;
         }
     }
 
