@@ -237,7 +237,7 @@ fn pg_a_sequencer_pass_reads_a_bounded_number_of_bytes() {
         )
         .unwrap();
     }
-    let per_pass = (countersign::pgstore::BATCH_BYTES >> 20) as i64;
+    let per_pass = countersign::pgstore::BATCH_BYTES >> 20;
     let pass = s.sequence(countersign::pgstore::BATCH).unwrap();
     assert!(
         (1..=per_pass + 1).contains(&pass.events),
