@@ -475,6 +475,45 @@ fn marked_runs_are_cancelled_with_one_reason_and_a_run_ended_meanwhile_is_named(
     verify(&db);
 }
 
+/// A marked run that another operator ends is unmarked when the database changes, and named
+/// with the status it ended in; the runs still running stay marked.
+#[test]
+fn a_marked_run_that_ended_elsewhere_is_unmarked_by_name() {
+    let d = tempfile::tempdir().unwrap();
+    let (db, _) = fixture(d.path(), "q", "queue", &[]);
+    let mut h = harness(&db, 80, 24, false);
+    h.keys("2");
+    mark_first(&mut h, 3);
+    let marked: Vec<String> = h
+        .app
+        .marks
+        .runs
+        .iter()
+        .map(|m| m.run.as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(marked.len(), 3);
+    let store = countersign::runtime::store::Store::open_existing(&db, false).unwrap();
+    operator::cancel(&store, marked[1].as_str(), "ana", "dup", at_0350()).unwrap();
+    h.input(Input::DataChanged);
+    let kept: Vec<String> = h
+        .app
+        .marks
+        .runs
+        .iter()
+        .map(|m| m.run.as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(kept, vec![marked[0].clone(), marked[2].clone()]);
+    let notice = String::from_utf8(h.app.notice.clone().unwrap().1).unwrap();
+    assert!(
+        notice.contains(&format!(
+            "1 marked run(s) ended and were unmarked: {} (CANCELLED)",
+            marked[1]
+        )),
+        "{notice}"
+    );
+    assert!(h.screen().contains("runs marked 2"), "{}", h.screen());
+}
+
 /// Whether a drawn cell holds a character that would act on a terminal or reorder text.
 fn raw_hostile(s: &str) -> bool {
     s.chars().any(|c| {
