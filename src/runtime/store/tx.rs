@@ -9,7 +9,7 @@ use super::bind::key;
 use super::error::{Ctx, StoreError};
 use super::{Store, events, reads};
 use crate::runtime::json::event_hash_bytes;
-use crate::runtime::types::{Approval, AsKey, Event, Key, Run, RunStatus, Step, Timestamp};
+use crate::runtime::types::{Approval, AsKey, Event, Key, Lease, Run, RunStatus, Step, Timestamp};
 
 /// A write transaction in progress.
 pub struct Tx<'a> {
@@ -211,15 +211,20 @@ impl<'a> Tx<'a> {
         from: &[RunStatus],
         lease_owner: Option<&str>,
     ) -> Result<RunStatus, StoreError> {
+        self.checked_state(run_id, from, lease_owner)
+            .map(|(status, _)| status)
+    }
+
+    /// [`Tx::require_status`], also returning the lease it read: the status and the lease
+    /// columns come from one read of the run's row.
+    fn checked_state(
+        &self,
+        run_id: impl AsKey,
+        from: &[RunStatus],
+        lease_owner: Option<&str>,
+    ) -> Result<(RunStatus, Lease), StoreError> {
         let run_id = key(&run_id);
-        let lease = reads::lease(&self.tx, run_id)?;
-        let status: String = self
-            .tx
-            .prepare_cached("SELECT CAST(status AS BLOB) FROM runs WHERE id = ?")
-            .ctx("require status")?
-            .query_row([run_id], |r| r.get::<_, Option<Vec<u8>>>(0))
-            .ctx("require status")
-            .map(|b| String::from_utf8_lossy(&b.unwrap_or_default()).into_owned())?;
+        let (status, lease) = reads::state(&self.tx, run_id)?;
         let status = RunStatus::parse(&status);
         if !from.contains(&status) {
             return Err(StoreError::RunState {
@@ -236,7 +241,7 @@ impl<'a> Tx<'a> {
                 expires_at: lease.expires_at,
             });
         }
-        Ok(status)
+        Ok((status, lease))
     }
 
     /// `requireLease`: RUNNING, leased by `owner`, stored expiry after `now` (wall clock).
@@ -247,8 +252,7 @@ impl<'a> Tx<'a> {
         now: Timestamp,
     ) -> Result<(), StoreError> {
         let run_id = key(&run_id);
-        self.require_status(run_id.0, &[RunStatus::Running], Some(owner))?;
-        let lease = reads::lease(&self.tx, run_id.0)?;
+        let (_, lease) = self.checked_state(run_id.0, &[RunStatus::Running], Some(owner))?;
         if lease.expires_at <= now {
             return Err(StoreError::LeaseLost {
                 detail: format!(
