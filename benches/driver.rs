@@ -160,6 +160,7 @@ fn cpu_us() -> f64 {
 /// driver and for the replay of its statements.
 fn profile(dir: &std::path::Path, rt: &tokio::runtime::Runtime, reps: usize) {
     let marginal = |long: f64, short: f64| (long - short) / 390.0;
+    let driver_only = std::env::var("BENCH_PROFILE").is_ok_and(|v| v == "driver");
     for big in [false, true] {
         let long = replay::capture(dir, rt, 400, big);
         let short = replay::capture(dir, rt, 10, big);
@@ -175,8 +176,15 @@ fn profile(dir: &std::path::Path, rt: &tokio::runtime::Runtime, reps: usize) {
                 let (r, p) = replay::timed(dir, stmts, tag, cpu_us, |c| cpu_us() - c);
                 r - p
             };
-            let r400 = cpu(&format!("p400-{big}-{k}"), &long);
-            let r10 = cpu(&format!("p10-{big}-{k}"), &short);
+            // `BENCH_PROFILE=driver`: no replay, so that a profile holds only the driver.
+            let (r400, r10) = if driver_only {
+                (f64::NAN, f64::NAN)
+            } else {
+                (
+                    cpu(&format!("p400-{big}-{k}"), &long),
+                    cpu(&format!("p10-{big}-{k}"), &short),
+                )
+            };
             per.push((
                 marginal(d400.as_secs_f64(), d10.as_secs_f64()) * 1e6,
                 marginal(c400, c10),

@@ -304,8 +304,14 @@ impl Parser<'_> {
                 }
                 0..=0x1f => return None,
                 0x20..=0x7f => {
-                    self.doc.strs.push(c);
-                    self.i += 1;
+                    // The whole run of plain ASCII at once (most of a long string).
+                    let rest = self.raw.get(self.i..)?;
+                    let n = rest
+                        .iter()
+                        .position(|&b| !(0x20..=0x7f).contains(&b) || b == b'"' || b == b'\\')
+                        .unwrap_or(rest.len());
+                    self.doc.strs.extend_from_slice(rest.get(..n)?);
+                    self.i += n;
                 }
                 _ => match rune_len(self.raw.get(self.i..)?) {
                     Some(n) => {

@@ -11,9 +11,50 @@ use super::{Store, events, reads};
 use crate::runtime::json::event_hash_bytes;
 use crate::runtime::types::{Approval, AsKey, Event, Key, Lease, Run, RunStatus, Step, Timestamp};
 
+/// A `BEGIN IMMEDIATE` transaction on the writer's connection, begun and committed through
+/// cached statements (rusqlite's `Transaction` has SQLite parse `BEGIN` and `COMMIT` afresh
+/// for every transaction). Dropped without a commit that succeeded (an error, a panic in the
+/// closure, a failed `COMMIT`) it rolls back, as rusqlite's does: unless SQLite has already
+/// rolled the transaction back itself.
+pub(super) struct Immediate<'a> {
+    conn: &'a Connection,
+    committed: bool,
+}
+
+impl<'a> Immediate<'a> {
+    fn begin(conn: &'a Connection) -> rusqlite::Result<Immediate<'a>> {
+        conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
+        Ok(Immediate {
+            conn,
+            committed: false,
+        })
+    }
+
+    fn commit(mut self) -> rusqlite::Result<()> {
+        self.conn.prepare_cached("COMMIT")?.execute([])?;
+        self.committed = true;
+        Ok(())
+    }
+}
+
+impl std::ops::Deref for Immediate<'_> {
+    type Target = Connection;
+    fn deref(&self) -> &Connection {
+        self.conn
+    }
+}
+
+impl Drop for Immediate<'_> {
+    fn drop(&mut self) {
+        if !self.committed && !self.conn.is_autocommit() {
+            let _ = self.conn.execute_batch("ROLLBACK");
+        }
+    }
+}
+
 /// A write transaction in progress.
 pub struct Tx<'a> {
-    pub(super) tx: rusqlite::Transaction<'a>,
+    pub(super) tx: Immediate<'a>,
     head: Option<(i64, String)>,
     events: Vec<Event>,
 }
@@ -78,10 +119,8 @@ impl Store {
             ))
             .into());
         }
-        let mut conn = self.lock();
-        let tx = conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .ctx("begin write")?;
+        let conn = self.lock();
+        let tx = Immediate::begin(&conn).ctx("begin write")?;
         let mut w = Tx {
             tx,
             head: None,
