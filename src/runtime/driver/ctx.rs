@@ -384,8 +384,7 @@ impl EventExt for Tx<'_> {
         kind: &str,
         payload: &[u8],
     ) -> Result<(), StoreError> {
-        self.append_event(run_id, step_id, &at, kind, payload)
-            .map(|_| ())
+        self.append(run_id, step_id, &at, kind, payload)
     }
 }
 

@@ -191,6 +191,23 @@ impl<'a> Tx<'a> {
         kind: &str,
         payload: &[u8],
     ) -> Result<Event, StoreError> {
+        self.append(run_id, step_id, at, kind, payload)?;
+        self.events
+            .last()
+            .cloned()
+            .ok_or_else(|| StoreError::Invalid("the appended event is missing".into()))
+    }
+
+    /// [`Tx::append_event`] without a copy of the event for the caller (the transaction keeps
+    /// its own for the observers).
+    pub(crate) fn append(
+        &mut self,
+        run_id: impl AsKey,
+        step_id: impl AsKey,
+        at: &Timestamp,
+        kind: &str,
+        payload: &[u8],
+    ) -> Result<(), StoreError> {
         let (run_id, step_id) = (key(&run_id), key(&step_id));
         let payload = if payload.is_empty() {
             b"{}".as_slice()
@@ -238,8 +255,8 @@ impl<'a> Tx<'a> {
             hash,
             ..Event::default()
         };
-        self.events.push(ev.clone());
-        Ok(ev)
+        self.events.push(ev);
+        Ok(())
     }
 
     /// Reads the run's status and checks it is one of `from`; with `lease_owner`, a RUNNING

@@ -153,8 +153,8 @@ impl Tx<'_> {
             .encoded("limits", &limits)
             .encoded("tools", &tools)
             .finish();
-        self.append_event(r.id, "", &r.now, "run.created", &payload)?;
-        self.append_event(r.id, "", &r.now, "run.started", b"{}")?;
+        self.append(r.id, "", &r.now, "run.created", &payload)?;
+        self.append(r.id, "", &r.now, "run.started", b"{}")?;
         Ok(())
     }
 
@@ -196,7 +196,7 @@ impl Tx<'_> {
             ])
             .ctx("insert step")?;
         let payload = gojson::Object::new().int("index", index).finish();
-        self.append_event(run_id, step_id, &now, "step.started", &payload)?;
+        self.append(run_id, step_id, &now, "step.started", &payload)?;
         Ok(())
     }
 
