@@ -91,6 +91,118 @@ fn median(mut v: Vec<Duration>) -> Duration {
     v[v.len() / 2]
 }
 
+/// Counts the heap allocations of the whole process (every thread) while [`COUNTING`] is set:
+/// the profile mode's measure of work, which the machine's load does not change.
+mod counting {
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+
+    pub static COUNTING: AtomicBool = AtomicBool::new(false);
+    pub static ALLOCS: AtomicU64 = AtomicU64::new(0);
+    pub static BYTES: AtomicU64 = AtomicU64::new(0);
+
+    pub struct Counter;
+
+    fn note(size: usize) {
+        if COUNTING.load(Relaxed) {
+            ALLOCS.fetch_add(1, Relaxed);
+            BYTES.fetch_add(size as u64, Relaxed);
+        }
+    }
+
+    // SAFETY: every call is passed to the system allocator unchanged; counting touches only
+    // atomics and never allocates.
+    unsafe impl GlobalAlloc for Counter {
+        unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+            note(l.size());
+            unsafe { System.alloc(l) }
+        }
+        unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
+            note(l.size());
+            unsafe { System.alloc_zeroed(l) }
+        }
+        unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+            unsafe { System.dealloc(p, l) }
+        }
+        unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
+            note(n);
+            unsafe { System.realloc(p, l, n) }
+        }
+    }
+
+    /// (allocations, bytes) made while `f` runs.
+    pub fn count<T>(f: impl FnOnce() -> T) -> (T, u64, u64) {
+        let (a, b) = (ALLOCS.load(Relaxed), BYTES.load(Relaxed));
+        COUNTING.store(true, Relaxed);
+        let v = f();
+        COUNTING.store(false, Relaxed);
+        (v, ALLOCS.load(Relaxed) - a, BYTES.load(Relaxed) - b)
+    }
+}
+
+#[global_allocator]
+static ALLOC: counting::Counter = counting::Counter;
+
+/// User CPU time of the whole process (every thread), in µs: the system time, mostly the
+/// kernel writing and syncing the WAL, moves with the disk and the machine's load.
+fn cpu_us() -> f64 {
+    // SAFETY: getrusage writes the struct it is given.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
+    let tv = |t: libc::timeval| t.tv_sec as f64 * 1e6 + t.tv_usec as f64;
+    tv(u.ru_utime)
+}
+
+/// `BENCH_PROFILE=1`: the driver's runs and the replays of their statements only (no floors),
+/// for `perf record`, and the work a marginal step does counted rather than timed, so that a
+/// loaded machine changes it little: statements (SQLite's trace), heap allocations, and the
+/// user CPU time of the process (all threads), each as (400-step run − 10-step run) / 390, for the
+/// driver and for the replay of its statements.
+fn profile(dir: &std::path::Path, rt: &tokio::runtime::Runtime, reps: usize) {
+    let marginal = |long: f64, short: f64| (long - short) / 390.0;
+    let driver_only = std::env::var("BENCH_PROFILE").is_ok_and(|v| v == "driver");
+    for big in [false, true] {
+        let long = replay::capture(dir, rt, 400, big);
+        let short = replay::capture(dir, rt, 10, big);
+        let mut per = Vec::new();
+        for k in 0..reps {
+            let c = cpu_us();
+            let (d400, a400, b400) = counting::count(|| run_once(dir, rt, 400, big, 200 + k));
+            let c400 = cpu_us() - c;
+            let c = cpu_us();
+            let (d10, a10, b10) = counting::count(|| run_once(dir, rt, 10, big, 200 + k));
+            let c10 = cpu_us() - c;
+            let cpu = |tag: &str, stmts: &[String]| {
+                let (r, p) = replay::timed(dir, stmts, tag, cpu_us, |c| cpu_us() - c);
+                r - p
+            };
+            // `BENCH_PROFILE=driver`: no replay, so that a profile holds only the driver.
+            let (r400, r10) = if driver_only {
+                (f64::NAN, f64::NAN)
+            } else {
+                (
+                    cpu(&format!("p400-{big}-{k}"), &long),
+                    cpu(&format!("p10-{big}-{k}"), &short),
+                )
+            };
+            per.push((
+                marginal(d400.as_secs_f64(), d10.as_secs_f64()) * 1e6,
+                marginal(c400, c10),
+                marginal(r400, r10),
+                marginal(a400 as f64, a10 as f64),
+                marginal(b400 as f64, b10 as f64),
+            ));
+        }
+        per.sort_by(|a, b| a.1.total_cmp(&b.1));
+        let (us, cpu, rcpu, allocs, bytes) = per[per.len() / 2];
+        println!(
+            "{} observations, marginal step: {us:.1} µs; user CPU {cpu:.1} µs (its statements replayed, less preparing them: {rcpu:.1} µs); {:.1} statements, {allocs:.0} allocations, {bytes:.0} bytes allocated",
+            if big { "8 KiB" } else { "small" },
+            (long.len() - short.len()) as f64 / 390.0,
+        );
+    }
+}
+
 fn main() {
     let dir = tempfile::tempdir().unwrap();
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -102,6 +214,10 @@ fn main() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(5usize);
+    if std::env::var_os("BENCH_PROFILE").is_some() {
+        profile(dir.path(), &rt, reps);
+        return;
+    }
     let floor_empty = median((0..reps).map(|_| floor(dir.path(), false, 200)).collect());
     let floor_write = median((0..reps).map(|_| floor(dir.path(), true, 200)).collect());
     println!(
@@ -240,20 +356,33 @@ mod replay {
 
     /// The replay's time less the time to prepare its statements.
     pub fn floor(dir: &Path, stmts: &[String], tag: &str) -> Duration {
+        let (replay, prepare) = timed(dir, stmts, tag, Instant::now, |t| t.elapsed());
+        replay.saturating_sub(prepare)
+    }
+
+    /// Replays `stmts` on a fresh database, then only prepares them on another; returns what
+    /// `end(start())` measured around each.
+    pub fn timed<S, T>(
+        dir: &Path,
+        stmts: &[String],
+        tag: &str,
+        start: impl Fn() -> S,
+        end: impl Fn(S) -> T,
+    ) -> (T, T) {
         let c = fresh(&dir.join(format!("replay-{tag}.db")));
-        let t = Instant::now();
+        let t = start();
         for s in stmts {
             let mut st = c.prepare(s).unwrap();
             let mut rows = st.raw_query();
             while rows.next().unwrap().is_some() {}
         }
-        let replay = t.elapsed();
+        let replay = end(t);
         let p = fresh(&dir.join(format!("prepare-{tag}.db")));
-        let t = Instant::now();
+        let t = start();
         for s in stmts {
             drop(p.prepare(s).unwrap());
         }
-        replay.saturating_sub(t.elapsed())
+        (replay, end(t))
     }
 }
 

@@ -315,10 +315,17 @@ impl RunCtx {
         }
     }
 
+    /// The cached step with this id. Searched from the end: the step a write is about is the
+    /// run's last (or, on resume, one near it), so finding it does not grow with the history.
+    pub fn step(&self, step_id: &str) -> Option<&Arc<Step>> {
+        self.steps.iter().rev().find(|s| s.id == step_id)
+    }
+
     /// Marks the cached step's new fields (after a committed write).
     pub fn step_mut(&mut self, step_id: &str) -> Option<&mut Step> {
         self.steps
             .iter_mut()
+            .rev()
             .find(|s| s.id == step_id)
             .map(Arc::make_mut)
     }
@@ -382,8 +389,7 @@ impl EventExt for Tx<'_> {
         kind: &str,
         payload: &[u8],
     ) -> Result<(), StoreError> {
-        self.append_event(run_id, step_id, &at, kind, payload)
-            .map(|_| ())
+        self.append(run_id, step_id, &at, kind, payload)
     }
 }
 

@@ -290,9 +290,7 @@ impl RunCtx {
         let started_tool =
             record::tool_started(&aid, &args, &reg.def.name).map_err(json_err("tool start"))?;
         let mut started = self
-            .steps
-            .iter()
-            .find(|s| s.id == step_id)
+            .step(step_id)
             .map(|s| s.started_at)
             .unwrap_or(policy_at);
         if grant.is_some() {

@@ -74,9 +74,14 @@ pub(crate) fn observe(tool: &str, outcome: &Outcome) -> (Observation, bool) {
             } else {
                 &out.content
             };
-            match json::check_json(content) {
-                Ok(()) => (
-                    observation("tool_result", content.to_vec(), out.summary.clone()),
+            match json::checked_content_hash(content) {
+                Ok(content_hash) => (
+                    Observation {
+                        kind: "tool_result".into(),
+                        content: content.to_vec(),
+                        summary: out.summary.clone(),
+                        content_hash,
+                    },
                     true,
                 ),
                 Err(reason) => {

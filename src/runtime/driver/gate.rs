@@ -203,9 +203,7 @@ fn ended(run: Run) -> Verdict {
 
 /// The observation the step `step_id` ended with (empty if it has none).
 fn observed(cx: &RunCtx, step_id: &str) -> Observation {
-    cx.steps
-        .iter()
-        .find(|s| s.id == step_id)
+    cx.step(step_id)
         .and_then(|s| s.observation.clone())
         .unwrap_or_default()
 }

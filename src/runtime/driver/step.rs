@@ -12,6 +12,12 @@ use crate::runtime::types::{
     Decision, DecisionKind, Observation, Origin, RunStatus, Step, StepStatus, Timestamp,
 };
 
+/// Encoded JSON as the text a column stores: moved when it is UTF-8 (what the encoders
+/// write for checked input), else lossily decoded as before.
+pub(crate) fn text(v: Vec<u8>) -> String {
+    String::from_utf8(v).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
 pub(crate) fn json_err(context: &str) -> impl FnOnce(JsonError) -> Stop + '_ {
     move |err| {
         Stop::Err(RuntimeError::Json {
@@ -103,7 +109,7 @@ impl RunCtx {
         before: impl FnOnce(&RunCtx, &mut crate::runtime::store::Tx<'_>) -> Result<(), Stop>,
         after: impl FnOnce(&RunCtx, &mut crate::runtime::store::Tx<'_>) -> Result<(), Stop>,
     ) -> StepResult<()> {
-        let (started, executed, tool) = match self.steps.iter().find(|s| s.id == step_id) {
+        let (started, executed, tool) = match self.step(step_id) {
             Some(s) => (
                 s.started_at,
                 s.status == StepStatus::Executing,
@@ -115,18 +121,17 @@ impl RunCtx {
             None => (now, false, String::new()),
         };
         let dur = (now.sub(&started) / 1_000_000).max(0);
-        let (oj, oh) = match obs {
+        let (ojs, oh) = match obs {
             Some(o) => (
-                o.to_go_json().map_err(json_err("observation"))?,
+                text(o.to_go_json().map_err(json_err("observation"))?),
                 o.content_hash.clone(),
             ),
-            None => (Vec::new(), String::new()),
+            None => (String::new(), String::new()),
         };
         let owner = self.inner.owner.clone();
         self.write(|tx| {
             before(self, tx)?;
             tx.require_status(&self.run_id, &[RunStatus::Running], Some(&owner))?;
-            let ojs = String::from_utf8_lossy(&oj).into_owned();
             step_set(
                 tx,
                 step_id,
@@ -162,7 +167,7 @@ impl RunCtx {
             s.status = status;
             s.finished_at = now;
             s.observation = obs.cloned();
-            s.observation_json = String::from_utf8_lossy(&oj).into_owned();
+            s.observation_json = ojs;
             s.observation_hash = oh;
         }
         Ok(())

@@ -117,9 +117,23 @@ fn sorted_last_wins<'d>(
 /// `\ufffd` (Go's encoder branch; unreachable for decoded strings, which are valid).
 pub(super) fn write_str(out: &mut Vec<u8>, s: &[u8], esc: Escape) {
     let html = esc == Escape::Go;
+    // Printable ASCII written as it is: copied a run at a time.
+    let plain = |b: u8| {
+        (0x20..0x80).contains(&b)
+            && b != b'"'
+            && b != b'\\'
+            && !(html && matches!(b, b'<' | b'>' | b'&'))
+    };
     out.push(b'"');
     let mut i = 0;
     while let Some(&c) = s.get(i) {
+        if plain(c) {
+            let rest = s.get(i..).unwrap_or_default();
+            let n = rest.iter().position(|&b| !plain(b)).unwrap_or(rest.len());
+            out.extend_from_slice(rest.get(..n).unwrap_or_default());
+            i += n;
+            continue;
+        }
         if c < 0x80 {
             match c {
                 b'"' => out.extend_from_slice(b"\\\""),

@@ -31,6 +31,20 @@ pub fn write_raw(out: &mut Vec<u8>, raw: &[u8]) -> Result<(), JsonError> {
     let mut strings = Strings::default();
     let mut i = 0;
     while let Some(&c) = raw.get(i) {
+        if strings.in_plain_string() {
+            // Inside a string, a run of bytes that change neither the state nor the output
+            // is copied at once.
+            let rest = raw.get(i..).unwrap_or_default();
+            let n = rest
+                .iter()
+                .position(|&b| matches!(b, b'\\' | b'"' | b'<' | b'>' | b'&' | 0xe2))
+                .unwrap_or(rest.len());
+            if n > 0 {
+                out.extend_from_slice(rest.get(..n).unwrap_or_default());
+                i += n;
+                continue;
+            }
+        }
         i += 1;
         if strings.outside(c) && is_ws(c) {
             continue;

@@ -88,6 +88,12 @@ pub fn checked_canonical_json(raw: &[u8]) -> Result<Vec<u8>, JsonError> {
     Ok(canon::encode(&doc, raw, Escape::Go))
 }
 
+/// `check_json` then [`content_hash`], reading the input once: for a value that passes the
+/// check, its canonical form from the checked document is the one [`canonical_json`] gives.
+pub fn checked_content_hash(raw: &[u8]) -> Result<String, JsonError> {
+    checked_canonical_json(raw).map(|c| sha256_hex(&c))
+}
+
 /// The policy form (spec 4.6): canonical traversal with HTML escaping off; refuses what
 /// `check_json` refuses.
 pub fn policy_json(raw: &[u8]) -> Result<Vec<u8>, JsonError> {

@@ -71,6 +71,12 @@ impl Strings {
         }
         false
     }
+
+    /// Inside a string and not right after a backslash: the next byte is plain unless it is
+    /// `\` or `"`.
+    pub(super) fn in_plain_string(&self) -> bool {
+        self.inside && !self.escaped
+    }
 }
 
 /// Decodes the first value after leading whitespace. Returns the document and the offset just
@@ -331,8 +337,14 @@ impl Parser<'_> {
                 }
                 0..=0x1f => return None,
                 0x20..=0x7f => {
-                    self.doc.strs.push(c);
-                    self.i += 1;
+                    // The whole run of plain ASCII at once (most of a long string).
+                    let rest = self.raw.get(self.i..)?;
+                    let n = rest
+                        .iter()
+                        .position(|&b| !(0x20..=0x7f).contains(&b) || b == b'"' || b == b'\\')
+                        .unwrap_or(rest.len());
+                    self.doc.strs.extend_from_slice(rest.get(..n)?);
+                    self.i += n;
                 }
                 _ => match rune_len(self.raw.get(self.i..)?) {
                     Some(n) => {

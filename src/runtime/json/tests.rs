@@ -64,3 +64,85 @@ fn reader_keeps_number_literals_and_records_the_first_unpaired_surrogate() {
         "[-0.0e+00,\"\u{fffd}x\",\"\u{fffd}\"]".as_bytes()
     );
 }
+
+#[test]
+fn checked_content_hash_is_the_check_then_the_content_hash() {
+    let inputs: &[&[u8]] = &[
+        br#"{"b":1,"a":[true,null,"<&>"]}"#,
+        b"  [1, 2.5e3, -0]  ",
+        br#""\u2028 \ud83d\ude00 caf\u00e9""#,
+        "{\"k\":\"\u{2028}x\u{7f}\"}".as_bytes(),
+        br#"{"a":1,"a":2}"#,
+        b"[1e99999]",
+        br#""\ud800""#,
+        b"",
+        b"   ",
+        b"{",
+        b"\xff",
+        b"1 2",
+    ];
+    for raw in inputs {
+        match super::check_json(raw) {
+            Ok(()) => assert_eq!(
+                super::checked_content_hash(raw),
+                Ok(super::content_hash(raw)),
+                "{}",
+                String::from_utf8_lossy(raw)
+            ),
+            Err(e) => assert_eq!(super::checked_content_hash(raw), Err(e)),
+        }
+    }
+}
+
+/// What the string writer must give, one byte at a time (the runs copied whole must match).
+fn escaped_one_by_one(s: &str, html: bool) -> Vec<u8> {
+    let mut out = vec![b'"'];
+    for ch in s.chars() {
+        match ch {
+            '"' => out.extend_from_slice(b"\\\""),
+            '\\' => out.extend_from_slice(b"\\\\"),
+            '\u{8}' => out.extend_from_slice(b"\\b"),
+            '\u{c}' => out.extend_from_slice(b"\\f"),
+            '\n' => out.extend_from_slice(b"\\n"),
+            '\r' => out.extend_from_slice(b"\\r"),
+            '\t' => out.extend_from_slice(b"\\t"),
+            c if (c as u32) < 0x20 || (html && matches!(c, '<' | '>' | '&')) => {
+                out.extend_from_slice(format!("\\u{:04x}", c as u32).as_bytes())
+            }
+            '\u{2028}' | '\u{2029}' if html => {
+                out.extend_from_slice(format!("\\u{:04x}", ch as u32).as_bytes())
+            }
+            c => out.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes()),
+        }
+    }
+    out.push(b'"');
+    out
+}
+
+#[test]
+fn strings_with_plain_runs_are_written_and_read_as_byte_by_byte() {
+    let specials: Vec<String> = (0u8..0x80)
+        .map(|b| (b as char).to_string())
+        .chain(["é", "\u{2028}", "\u{2029}", "😀"].map(String::from))
+        .collect();
+    for sp in &specials {
+        for run in [0usize, 1, 7, 40] {
+            let plain = "x".repeat(run);
+            let s = format!("{plain}{sp}{plain}{sp}{sp}{plain}");
+            let mut go = Vec::new();
+            super::gojson::write_string(&mut go, &s);
+            assert_eq!(go, escaped_one_by_one(&s, true), "{s:?}");
+            // Read back through the parser (canonical form of the JSON string) and through
+            // the raw writer, which keeps escapes as written and HTML-escapes the rest.
+            let min = escaped_one_by_one(&s, false);
+            assert_eq!(super::canonical_json(&min), go, "{s:?}");
+            let mut raw = Vec::new();
+            super::gojson::write_raw(&mut raw, &min).unwrap();
+            assert_eq!(raw, go, "{s:?}");
+            let spaced = [b" ".as_slice(), &min, b" "].concat();
+            let mut raw = Vec::new();
+            super::gojson::write_raw(&mut raw, &spaced).unwrap();
+            assert_eq!(raw, go, "{s:?}");
+        }
+    }
+}

@@ -53,21 +53,18 @@ impl ChainReport {
     }
 }
 
-/// `(head seq, hash of the event with the highest seq)` as a write transaction reads it.
+/// `(head seq, hash of the event with the highest seq)` as a write transaction reads it: the
+/// higher of `sqlite_sequence`'s entry and the highest seq, and that event's hash, in one
+/// statement (each transaction that appends reads it once).
 pub(crate) fn head(conn: &Connection) -> Result<(i64, String), StoreError> {
-    let seq: i64 = conn
+    let (seq, hash): (i64, Option<Vec<u8>>) = conn
         .prepare_cached(
             "SELECT MAX(COALESCE((SELECT seq FROM sqlite_sequence WHERE name='events'),0), \
-             COALESCE((SELECT MAX(seq) FROM events),0))",
+             COALESCE((SELECT MAX(seq) FROM events),0)), \
+             (SELECT CAST(hash AS BLOB) FROM events ORDER BY seq DESC LIMIT 1)",
         )
         .ctx("chain head")?
-        .query_row([], |r| r.get(0))
-        .ctx("chain head")?;
-    let hash: Option<Vec<u8>> = conn
-        .prepare_cached("SELECT CAST(hash AS BLOB) FROM events ORDER BY seq DESC LIMIT 1")
-        .ctx("chain head")?
-        .query_row([], |r| r.get(0))
-        .optional()
+        .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))
         .ctx("chain head")?;
     Ok((
         seq,

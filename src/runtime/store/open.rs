@@ -301,6 +301,9 @@ pub(crate) enum Access {
     ReadOnly,
 }
 
+/// How many prepared statements a writer's connection keeps.
+const WRITER_STATEMENTS: usize = 64;
+
 /// Opens and hardens one connection to an existing file, by path (no URI parsing, so `?`,
 /// `#`, `%` and spaces are plain characters).
 pub(crate) fn connect(path: &Path, access: Access) -> Result<Connection, StoreError> {
@@ -311,6 +314,10 @@ pub(crate) fn connect(path: &Path, access: Access) -> Result<Connection, StoreEr
             let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
             let conn = open_conn(path, path.as_os_str(), flags)?;
             harden(&conn, path, access)?;
+            // The writer's statements are cached (`prepare_cached`); a driver step alone uses
+            // thirteen and rusqlite keeps sixteen by default, so a model's or an operator's
+            // statements on the same connection would evict them and have them parsed again.
+            conn.set_prepared_statement_cache_capacity(WRITER_STATEMENTS);
             Ok(conn)
         }
         Access::ReadOnly => connect_reader(path),

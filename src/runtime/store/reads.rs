@@ -174,6 +174,30 @@ pub(crate) fn lease(conn: &Connection, run_id: impl AsKey) -> Result<Lease, Stor
     })
 }
 
+/// The run's status (as stored, lossily decoded) and its lease, in one read of its row.
+pub(crate) fn state(conn: &Connection, run_id: impl AsKey) -> Result<(String, Lease), StoreError> {
+    let run_id = key(&run_id);
+    type Row = (Option<Vec<u8>>, Option<Vec<u8>>, Option<Vec<u8>>);
+    let row: Option<Row> = conn
+        .prepare_cached(
+            "SELECT CAST(status AS BLOB), CAST(lease_owner AS BLOB), CAST(lease_expires_at AS BLOB) \
+             FROM runs WHERE id = ?",
+        )
+        .ctx("require status")?
+        .query_row([run_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .optional()
+        .ctx("require status")?;
+    let (status, owner, exp) = row.ok_or_else(|| StoreError::NotFound {
+        what: Said::from("run ").id(run_id),
+    })?;
+    let text = |b: Option<Vec<u8>>| String::from_utf8_lossy(&b.unwrap_or_default()).into_owned();
+    let lease = Lease {
+        owner: text(owner),
+        expires_at: Timestamp::parse(&text(exp)).unwrap_or(Timestamp::ZERO),
+    };
+    Ok((text(status), lease))
+}
+
 pub(crate) fn tool_spec(conn: &Connection, hash: &str) -> Result<ToolSpec, StoreError> {
     let json: Option<Vec<u8>> = conn
         .prepare_cached("SELECT CAST(spec_json AS BLOB) FROM tool_specs WHERE hash = ?")
@@ -193,9 +217,11 @@ pub(crate) fn tool_spec(conn: &Connection, hash: &str) -> Result<ToolSpec, Store
 }
 
 impl Store {
-    /// One run, whole ([`StoreError::NotFound`] if absent).
+    /// One run, whole ([`StoreError::NotFound`] if absent). One statement, which SQLite runs
+    /// in a read transaction of its own, so no `BEGIN`/`COMMIT` around it (the driver reads
+    /// the run before every step).
     pub fn get_run(&self, id: impl AsKey) -> Result<Run, StoreError> {
-        self.read(|c| get_run(c, id))
+        get_run(&self.lock(), id)
     }
 
     /// The MCP proxy call a run answers (see [`ProxyCall`]); `None` when the database has no

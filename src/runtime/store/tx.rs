@@ -9,11 +9,54 @@ use super::bind::key;
 use super::error::{Ctx, StoreError};
 use super::{Store, events, reads};
 use crate::runtime::json::event_hash_bytes;
-use crate::runtime::types::{Approval, AsKey, Event, Key, Run, RunStatus, Said, Step, Timestamp};
+use crate::runtime::types::{
+    Approval, AsKey, Event, Key, Lease, Run, RunStatus, Said, Step, Timestamp,
+};
+
+/// A `BEGIN IMMEDIATE` transaction on the writer's connection, begun and committed through
+/// cached statements (rusqlite's `Transaction` has SQLite parse `BEGIN` and `COMMIT` afresh
+/// for every transaction). Dropped without a commit that succeeded (an error, a panic in the
+/// closure, a failed `COMMIT`) it rolls back, as rusqlite's does: unless SQLite has already
+/// rolled the transaction back itself.
+pub(super) struct Immediate<'a> {
+    conn: &'a Connection,
+    committed: bool,
+}
+
+impl<'a> Immediate<'a> {
+    fn begin(conn: &'a Connection) -> rusqlite::Result<Immediate<'a>> {
+        conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
+        Ok(Immediate {
+            conn,
+            committed: false,
+        })
+    }
+
+    fn commit(mut self) -> rusqlite::Result<()> {
+        self.conn.prepare_cached("COMMIT")?.execute([])?;
+        self.committed = true;
+        Ok(())
+    }
+}
+
+impl std::ops::Deref for Immediate<'_> {
+    type Target = Connection;
+    fn deref(&self) -> &Connection {
+        self.conn
+    }
+}
+
+impl Drop for Immediate<'_> {
+    fn drop(&mut self) {
+        if !self.committed && !self.conn.is_autocommit() {
+            let _ = self.conn.execute_batch("ROLLBACK");
+        }
+    }
+}
 
 /// A write transaction in progress.
 pub struct Tx<'a> {
-    pub(super) tx: rusqlite::Transaction<'a>,
+    pub(super) tx: Immediate<'a>,
     head: Option<(i64, String)>,
     events: Vec<Event>,
 }
@@ -78,10 +121,8 @@ impl Store {
             ))
             .into());
         }
-        let mut conn = self.lock();
-        let tx = conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .ctx("begin write")?;
+        let conn = self.lock();
+        let tx = Immediate::begin(&conn).ctx("begin write")?;
         let mut w = Tx {
             tx,
             head: None,
@@ -152,6 +193,23 @@ impl<'a> Tx<'a> {
         kind: &str,
         payload: &[u8],
     ) -> Result<Event, StoreError> {
+        self.append(run_id, step_id, at, kind, payload)?;
+        self.events
+            .last()
+            .cloned()
+            .ok_or_else(|| StoreError::Invalid("the appended event is missing".into()))
+    }
+
+    /// [`Tx::append_event`] without a copy of the event for the caller (the transaction keeps
+    /// its own for the observers).
+    pub(crate) fn append(
+        &mut self,
+        run_id: impl AsKey,
+        step_id: impl AsKey,
+        at: &Timestamp,
+        kind: &str,
+        payload: &[u8],
+    ) -> Result<(), StoreError> {
         let (run_id, step_id) = (key(&run_id), key(&step_id));
         let payload = if payload.is_empty() {
             b"{}".as_slice()
@@ -199,8 +257,8 @@ impl<'a> Tx<'a> {
             hash,
             ..Event::default()
         };
-        self.events.push(ev.clone());
-        Ok(ev)
+        self.events.push(ev);
+        Ok(())
     }
 
     /// Reads the run's status and checks it is one of `from`; with `lease_owner`, a RUNNING
@@ -211,15 +269,20 @@ impl<'a> Tx<'a> {
         from: &[RunStatus],
         lease_owner: Option<&str>,
     ) -> Result<RunStatus, StoreError> {
+        self.checked_state(run_id, from, lease_owner)
+            .map(|(status, _)| status)
+    }
+
+    /// [`Tx::require_status`], also returning the lease it read: the status and the lease
+    /// columns come from one read of the run's row.
+    fn checked_state(
+        &self,
+        run_id: impl AsKey,
+        from: &[RunStatus],
+        lease_owner: Option<&str>,
+    ) -> Result<(RunStatus, Lease), StoreError> {
         let run_id = key(&run_id);
-        let lease = reads::lease(&self.tx, run_id)?;
-        let status: String = self
-            .tx
-            .prepare_cached("SELECT CAST(status AS BLOB) FROM runs WHERE id = ?")
-            .ctx("require status")?
-            .query_row([run_id], |r| r.get::<_, Option<Vec<u8>>>(0))
-            .ctx("require status")
-            .map(|b| String::from_utf8_lossy(&b.unwrap_or_default()).into_owned())?;
+        let (status, lease) = reads::state(&self.tx, run_id)?;
         let status = RunStatus::parse(&status);
         if !from.contains(&status) {
             return Err(StoreError::RunState {
@@ -238,7 +301,7 @@ impl<'a> Tx<'a> {
                 expires_at: lease.expires_at,
             });
         }
-        Ok(status)
+        Ok((status, lease))
     }
 
     /// `requireLease`: RUNNING, leased by `owner`, stored expiry after `now` (wall clock).
@@ -249,8 +312,7 @@ impl<'a> Tx<'a> {
         now: Timestamp,
     ) -> Result<(), StoreError> {
         let run_id = key(&run_id);
-        self.require_status(run_id.0, &[RunStatus::Running], Some(owner))?;
-        let lease = reads::lease(&self.tx, run_id.0)?;
+        let (_, lease) = self.checked_state(run_id.0, &[RunStatus::Running], Some(owner))?;
         if lease.expires_at <= now {
             return Err(StoreError::LeaseLost {
                 detail: Said::from("run ").id(run_id).text(format!(

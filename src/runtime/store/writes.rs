@@ -153,8 +153,8 @@ impl Tx<'_> {
             .encoded("limits", &limits)
             .encoded("tools", &tools)
             .finish();
-        self.append_event(r.id, "", &r.now, "run.created", &payload)?;
-        self.append_event(r.id, "", &r.now, "run.started", b"{}")?;
+        self.append(r.id, "", &r.now, "run.created", &payload)?;
+        self.append(r.id, "", &r.now, "run.started", b"{}")?;
         Ok(())
     }
 
@@ -198,21 +198,23 @@ impl Tx<'_> {
             ])
             .ctx("insert step")?;
         let payload = gojson::Object::new().int("index", index).finish();
-        self.append_event(run_id, step_id, &now, "step.started", &payload)?;
+        self.append(run_id, step_id, &now, "step.started", &payload)?;
         Ok(())
     }
 
     /// Updates a step only if its status is one of `expected` (0 rows → RunState
     /// `"step <id> is <status>"`).
-    pub fn update_step(
+    pub fn update_step<'u>(
         &self,
-        step_id: &str,
-        expected: &[StepStatus],
-        u: &StepUpdate<'_>,
+        step_id: &'u str,
+        expected: &'u [StepStatus],
+        u: &'u StepUpdate<'u>,
     ) -> Result<(), StoreError> {
+        use std::borrow::Cow;
         let mut sets: Vec<&str> = Vec::new();
-        let mut vals: Vec<String> = Vec::new();
-        let mut set = |col: &'static str, v: Option<String>| {
+        // The values are bound as borrowed where they can be: an observation can be large.
+        let mut vals: Vec<Cow<'u, str>> = Vec::new();
+        let mut set = |col: &'static str, v: Option<Cow<'u, str>>| {
             if let Some(v) = v {
                 sets.push(col);
                 vals.push(v);
@@ -220,16 +222,22 @@ impl Tx<'_> {
         };
         set(
             "status=?",
-            u.status.as_ref().map(|s| s.as_str().to_string()),
+            u.status.as_ref().map(|s| Cow::Borrowed(s.as_str())),
         );
-        set("decision_json=?", u.decision_json.map(str::to_string));
-        set("policy_json=?", u.policy_json.map(str::to_string));
-        set("observation_json=?", u.observation_json.map(str::to_string));
-        set("observation_hash=?", u.observation_hash.map(str::to_string));
-        set("started_at=?", u.started_at.map(|t| t.to_rfc3339()));
-        set("finished_at=?", u.finished_at.map(|t| t.to_rfc3339()));
-        set("spec_hash=?", u.spec_hash.map(str::to_string));
-        set("policy_id=?", u.policy_id.map(str::to_string));
+        set("decision_json=?", u.decision_json.map(Cow::Borrowed));
+        set("policy_json=?", u.policy_json.map(Cow::Borrowed));
+        set("observation_json=?", u.observation_json.map(Cow::Borrowed));
+        set("observation_hash=?", u.observation_hash.map(Cow::Borrowed));
+        set(
+            "started_at=?",
+            u.started_at.map(|t| Cow::Owned(t.to_rfc3339())),
+        );
+        set(
+            "finished_at=?",
+            u.finished_at.map(|t| Cow::Owned(t.to_rfc3339())),
+        );
+        set("spec_hash=?", u.spec_hash.map(Cow::Borrowed));
+        set("policy_id=?", u.policy_id.map(Cow::Borrowed));
         if sets.is_empty() {
             // Nothing to set is still a compare-and-set on the step's state: the row is
             // matched (and rewritten unchanged) or the caller learns it moved.
@@ -240,12 +248,12 @@ impl Tx<'_> {
             "UPDATE steps SET {} WHERE id=? AND status IN ({placeholders})",
             sets.join(", ")
         );
-        let mut args: Vec<String> = vals;
-        args.push(step_id.to_string());
+        let mut args = vals;
+        args.push(Cow::Borrowed(step_id));
         if expected.is_empty() {
-            args.push(String::new());
+            args.push(Cow::Borrowed(""));
         }
-        args.extend(expected.iter().map(|s| s.as_str().to_string()));
+        args.extend(expected.iter().map(|s| Cow::Borrowed(s.as_str())));
         let n = self
             .tx
             .prepare_cached(&sql)
