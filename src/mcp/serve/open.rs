@@ -212,3 +212,17 @@ fn finish(
     Calls::open(&cfg.database, &cfg.session)?;
     Ok((store, gate, policy))
 }
+
+impl ToolInfo {
+    /// What the policy knows of an offered tool; `outcome` is its rule's, if any. (Here, beside
+    /// `Offered`, so that the policy never imports the opener.)
+    pub(crate) fn of(o: &Offered, outcome: Option<crate::mcp::config::Outcome>) -> ToolInfo {
+        ToolInfo {
+            server: o.server.clone(),
+            remote: o.built.tool.clone(),
+            side_effect: o.built.side_effect.clone(),
+            outcome,
+            fixed: o.built.fixed.clone(),
+        }
+    }
+}

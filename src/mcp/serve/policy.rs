@@ -29,19 +29,6 @@ pub struct ToolInfo {
     pub fixed: BTreeMap<String, Vec<u8>>,
 }
 
-impl ToolInfo {
-    /// What the policy knows of an offered tool; `outcome` is its rule's, if any.
-    pub(crate) fn of(o: &super::open::Offered, outcome: Option<Outcome>) -> ToolInfo {
-        ToolInfo {
-            server: o.server.clone(),
-            remote: o.built.tool.clone(),
-            side_effect: o.built.side_effect.clone(),
-            outcome,
-            fixed: o.built.fixed.clone(),
-        }
-    }
-}
-
 /// An earlier attempt whose outcome is unknown.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct Attempt {

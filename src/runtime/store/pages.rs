@@ -11,6 +11,7 @@ use super::bind::key;
 use super::error::{Ctx, StoreError};
 use super::reads::by_id;
 use super::rows::{Cols, approval_from, event_from, run_from, step_from};
+pub use super::window::Page;
 use super::window::{KeyedList, Window, WindowPage, int};
 use crate::runtime::types::{Approval, AsKey, Event, Key, Run, Said, Step};
 
@@ -31,16 +32,6 @@ pub(crate) fn capped_note(n: i64) -> String {
 
 /// agentrt's MaxPageText: 64 Ki characters (SQLite `length()` on TEXT).
 pub const MAX_PAGE_TEXT: i64 = 65536;
-
-/// One page of rows and how many there are in all.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Page<T> {
-    /// The rows of the page, in the order the read names (insertion order unless it says
-    /// otherwise).
-    pub items: Vec<T>,
-    /// How many rows the whole list has, read in the same transaction as the rows.
-    pub total: i64,
-}
 
 /// Text cap: over the limit → head + `…[truncated: N characters]`.
 pub(super) fn tc(c: &str) -> String {

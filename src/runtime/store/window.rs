@@ -11,7 +11,6 @@ use rusqlite::types::Value;
 use rusqlite::{Connection, ToSql};
 
 use super::error::{Ctx, StoreError};
-use super::pages::Page;
 
 /// Rows a window's total is counted up to; past it the total is a lower bound.
 pub const COUNT_CAP: i64 = 1000;
@@ -312,4 +311,14 @@ pub(super) fn int(v: &Value) -> i64 {
         Value::Integer(i) => *i,
         _ => 0,
     }
+}
+
+/// One page of rows and how many there are in all.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Page<T> {
+    /// The rows of the page, in the order the read names (insertion order unless it says
+    /// otherwise).
+    pub items: Vec<T>,
+    /// How many rows the whole list has, read in the same transaction as the rows.
+    pub total: i64,
 }
