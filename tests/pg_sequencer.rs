@@ -25,6 +25,27 @@ fn with_runs(db: &pg_support::TestDb, runs: usize) {
     }
 }
 
+/// The `i` of each chained event's payload in chain order (of one run, or of all).
+fn chained_is(db: &pg_support::TestDb, run: Option<&str>) -> Vec<i64> {
+    db.client()
+        .query(
+            "SELECT (payload_json::json->>'i')::bigint FROM events \
+             WHERE $1::text IS NULL OR run_id = $1 ORDER BY seq",
+            &[&run],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+}
+
+/// The chain verifies intact over exactly `n` events.
+fn assert_intact(s: &mut PgStore, n: i64) {
+    let report = s.verify_events(0, 0).unwrap();
+    assert!(report.ok(), "{report:?}");
+    assert_eq!(report.checked, n);
+}
+
 /// Eight writers commit 150 events each while two sequencers chain them: every event ends on
 /// the chain once, the chain verifies gap-free, the inbox is empty, and each writer's events
 /// follow one another in the order it committed them.
@@ -57,21 +78,10 @@ fn pg_sequencers_chain_concurrent_writers_once_each_in_their_order() {
     assert_eq!(chained, (WRITERS * EACH) as i64);
     let mut s = PgStore::open_existing(&db.pg_url()).unwrap();
     assert_eq!(s.unchained().unwrap(), 0);
-    let report = s.verify_events(0, 0).unwrap();
-    assert!(report.ok(), "{report:?}");
-    assert_eq!(report.checked, (WRITERS * EACH) as i64);
+    assert_intact(&mut s, (WRITERS * EACH) as i64);
     assert_eq!(s.chain_head().unwrap().0, (WRITERS * EACH) as i64);
-    let mut c = db.client();
     for w in 0..WRITERS {
-        let is: Vec<i64> = c
-            .query(
-                "SELECT (payload_json::json->>'i')::bigint FROM events WHERE run_id = $1 ORDER BY seq",
-                &[&format!("run-{w}")],
-            )
-            .unwrap()
-            .iter()
-            .map(|r| r.get(0))
-            .collect();
+        let is = chained_is(&db, Some(&format!("run-{w}")));
         assert_eq!(is, (0..EACH as i64).collect::<Vec<_>>(), "writer {w}");
     }
 }
@@ -245,20 +255,8 @@ fn pg_a_sequencer_pass_reads_a_bounded_number_of_bytes() {
         pass.events
     );
     assert_eq!(s.sequence_all().unwrap(), 40 - pass.events);
-    let report = s.verify_events(0, 0).unwrap();
-    assert!(report.ok(), "{report:?}");
-    assert_eq!(report.checked, 40);
-    let is: Vec<i64> = db
-        .client()
-        .query(
-            "SELECT (payload_json::json->>'i')::bigint FROM events ORDER BY seq",
-            &[],
-        )
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
-    assert_eq!(is, (0..40).collect::<Vec<_>>());
+    assert_intact(&mut s, 40);
+    assert_eq!(chained_is(&db, None), (0..40).collect::<Vec<_>>());
 }
 
 const CHILD_ENV: &str = "COUNTERSIGN_PG_SEQUENCER_CHILD_URL";
@@ -347,19 +345,8 @@ fn pg_sequencer_killed_mid_batch_loses_and_doubles_nothing() {
     );
     assert_eq!(s.chain_head().unwrap().0, 3, "the chain is as it was");
     assert_eq!(s.sequence_all().unwrap(), 7);
-    let report = s.verify_events(0, 0).unwrap();
-    assert!(report.ok(), "{report:?}");
-    assert_eq!(report.checked, 10);
-    let is: Vec<i64> = watch
-        .query(
-            "SELECT (payload_json::json->>'i')::bigint FROM events ORDER BY seq",
-            &[],
-        )
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
-    assert_eq!(is, (0..10).collect::<Vec<_>>());
+    assert_intact(&mut s, 10);
+    assert_eq!(chained_is(&db, None), (0..10).collect::<Vec<_>>());
 }
 
 /// The killed sequencer's process (run by the test above with its URL in the environment).
