@@ -96,6 +96,16 @@ fn dry_run_key(h: &mut Harness) {
 }
 
 /// Marks the first `n` rows of the queue (space, then down).
+/// The runs marked on the runs list, by id.
+fn marked_runs(h: &Harness) -> Vec<String> {
+    h.app
+        .marks
+        .runs
+        .iter()
+        .map(|m| m.run.as_str().unwrap().to_string())
+        .collect()
+}
+
 fn mark_first(h: &mut Harness, n: usize) {
     for _ in 0..n {
         h.key(KeyCode::Char(' '));
@@ -427,13 +437,7 @@ fn marked_runs_are_cancelled_with_one_reason_and_a_run_ended_meanwhile_is_named(
     mark_first(&mut h, 3);
     let s = h.screen();
     assert!(s.contains("runs marked 3"), "{s}");
-    let marked: Vec<String> = h
-        .app
-        .marks
-        .runs
-        .iter()
-        .map(|m| m.run.as_str().unwrap().to_string())
-        .collect();
+    let marked: Vec<String> = marked_runs(&h);
     h.keys("x");
     assert!(h.screen().contains("CANCEL 3 MARKED"), "{}", h.screen());
     snap("bulk__cancel_runs_confirm@80x24", &h.screen());
@@ -484,24 +488,12 @@ fn a_marked_run_that_ended_elsewhere_is_unmarked_by_name() {
     let mut h = harness(&db, 80, 24, false);
     h.keys("2");
     mark_first(&mut h, 3);
-    let marked: Vec<String> = h
-        .app
-        .marks
-        .runs
-        .iter()
-        .map(|m| m.run.as_str().unwrap().to_string())
-        .collect();
+    let marked: Vec<String> = marked_runs(&h);
     assert_eq!(marked.len(), 3);
     let store = countersign::runtime::store::Store::open_existing(&db, false).unwrap();
     operator::cancel(&store, marked[1].as_str(), "ana", "dup", at_0350()).unwrap();
     h.input(Input::DataChanged);
-    let kept: Vec<String> = h
-        .app
-        .marks
-        .runs
-        .iter()
-        .map(|m| m.run.as_str().unwrap().to_string())
-        .collect();
+    let kept: Vec<String> = marked_runs(&h);
     assert_eq!(kept, vec![marked[0].clone(), marked[2].clone()]);
     let notice = String::from_utf8(h.app.notice.clone().unwrap().1).unwrap();
     assert!(
