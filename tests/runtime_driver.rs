@@ -740,11 +740,35 @@ fn driver_terminal_tool_commits_with_its_run() {
 
 #[test]
 fn driver_store_work_never_blocks_the_async_executor() {
-    // Store work runs off the runtime's worker threads: on a current-thread runtime (one
-    // thread for every task), a driver whose write waits on SQLite's lock (another connection
-    // holds it) leaves the other tasks running. Here a ticker task must make 50 ticks while
-    // the driver is stuck behind the lock; only then is the lock released. With store work
-    // on the worker thread the ticker starves until the busy timeout fails the driver.
+    // On a current-thread runtime (one thread for every task) store work goes to the blocking
+    // pool.
+    store_work_leaves_other_tasks_running(
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap(),
+    );
+}
+
+#[test]
+fn driver_store_work_never_blocks_a_multi_thread_runtimes_worker() {
+    // On a multi-thread runtime with one worker, store work runs in place (`block_in_place`):
+    // the worker hands its other tasks on before it waits. Run as a spawned task, as a server
+    // would run it; with the store work called plainly on the worker the ticker starves.
+    store_work_leaves_other_tasks_running(
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap(),
+    );
+}
+
+/// A driver whose write waits on SQLite's lock (another connection holds it) leaves the
+/// runtime's other tasks running: a ticker task must make 50 ticks while the driver is stuck
+/// behind the lock; only then is the lock released. With store work on the worker thread the
+/// ticker starves until the busy timeout fails the driver.
+fn store_work_leaves_other_tasks_running(rtm: tokio::runtime::Runtime) {
     use std::sync::atomic::{AtomicUsize, Ordering};
     let db = db();
     let (hold_tx, hold_rx) = std::sync::mpsc::channel::<()>();
@@ -765,10 +789,6 @@ fn driver_store_work_never_blocks_the_async_executor() {
         Arc::new(DefaultPolicy),
         ScriptedAgent::new([agent::tool_call("lookup", "{}"), agent::complete("")]),
     );
-    let rtm = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
     let ticks = Arc::new(AtomicUsize::new(0));
     let run = rtm.block_on(async {
         let run = tokio::spawn(async move { d.start_with_id("r", "g", limits()).await });

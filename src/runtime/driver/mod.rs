@@ -366,13 +366,27 @@ impl Inner {
     }
 }
 
-/// Runs store work (each commit fsyncs; a lock wait can last the busy timeout) on tokio's
-/// blocking pool, off the async worker threads, so a run waiting on SQLite never stalls the
-/// other tasks of the runtime (a current-thread runtime included). A panic in `f` is resumed
-/// here.
+/// Runs store work (each commit fsyncs; a lock wait can last the busy timeout) off the
+/// runtime's async workers, so a run waiting on SQLite never stalls the runtime's other tasks
+/// (docs/decisions/0005):
+/// - on a multi-thread runtime, in place (`block_in_place`): this worker hands its other tasks
+///   to another worker and runs `f` itself, with no round trip to another thread; the cost is
+///   that futures polled inside this same task (a `join!`) wait for `f`, as they would for any
+///   synchronous call; spawn them as tasks to run them side by side;
+/// - on a current-thread runtime (whose one thread cannot hand its tasks on) or another
+///   flavour, on tokio's blocking pool;
+/// - outside a runtime, on this thread.
+///
+/// A panic in `f` is resumed here.
 pub(crate) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T, RuntimeError> {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(RuntimeFlavor::MultiThread) => return Ok(tokio::task::block_in_place(f)),
+        Ok(_) => {}
+        Err(_) => return Ok(f()),
+    }
     match tokio::task::spawn_blocking(f).await {
         Ok(v) => Ok(v),
         Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
