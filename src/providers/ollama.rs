@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use super::http;
-use super::openai::{chat_messages, function_tools, generate_with, tool_use};
+use super::openai::{ReplyMessage, chat_messages, function_tools, generate_with, tool_use};
 use super::shared::{self, Failure};
 use super::wire::{ChatRequest, ChatResponse, ContentBlock};
 use crate::runtime::json::gojson::Object;
@@ -180,26 +180,8 @@ pub fn parse_reply(body: &[u8]) -> Result<ChatResponse, Failure> {
     }
     #[derive(Deserialize, Default)]
     #[serde(default)]
-    struct Function {
-        name: String,
-        arguments: Option<Box<RawValue>>,
-    }
-    #[derive(Deserialize, Default)]
-    #[serde(default)]
-    struct Call {
-        id: Option<String>,
-        function: Function,
-    }
-    #[derive(Deserialize, Default)]
-    #[serde(default)]
-    struct Msg {
-        content: Option<String>,
-        tool_calls: Option<Vec<Call>>,
-    }
-    #[derive(Deserialize, Default)]
-    #[serde(default)]
     struct Reply {
-        message: Msg,
+        message: ReplyMessage<Option<Box<RawValue>>>,
         done_reason: Option<String>,
         error: Option<String>,
     }

@@ -340,26 +340,8 @@ fn read_usage(body: &[u8]) -> Result<Usage, Failure> {
 pub fn parse_reply(body: &[u8]) -> Result<ChatResponse, Failure> {
     #[derive(Deserialize, Default)]
     #[serde(default)]
-    struct Function {
-        name: String,
-        arguments: Option<String>,
-    }
-    #[derive(Deserialize, Default)]
-    #[serde(default)]
-    struct Call {
-        id: Option<String>,
-        function: Function,
-    }
-    #[derive(Deserialize, Default)]
-    #[serde(default)]
-    struct Msg {
-        content: Option<String>,
-        tool_calls: Option<Vec<Call>>,
-    }
-    #[derive(Deserialize, Default)]
-    #[serde(default)]
     struct Choice {
-        message: Msg,
+        message: ReplyMessage<Option<String>>,
         finish_reason: Option<String>,
     }
     #[derive(Deserialize, Default)]
@@ -424,6 +406,31 @@ pub fn parse_reply(body: &[u8]) -> Result<ChatResponse, Failure> {
         usage,
         raw: body.to_vec(),
     })
+}
+
+/// A chat-completions reply's message as OpenAI and Ollama send it: its text and tool calls.
+/// `A` is how a call's arguments come (OpenAI: JSON text in a string; Ollama: a JSON value).
+#[derive(Deserialize, Default)]
+#[serde(default, bound(deserialize = "A: Deserialize<'de> + Default"))]
+pub(crate) struct ReplyMessage<A> {
+    pub content: Option<String>,
+    pub tool_calls: Option<Vec<ReplyCall<A>>>,
+}
+
+/// One tool call of a [`ReplyMessage`].
+#[derive(Deserialize, Default)]
+#[serde(default, bound(deserialize = "A: Deserialize<'de> + Default"))]
+pub(crate) struct ReplyCall<A> {
+    pub id: Option<String>,
+    pub function: ReplyFunction<A>,
+}
+
+/// The function a [`ReplyCall`] names, with its arguments.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+pub(crate) struct ReplyFunction<A> {
+    pub name: String,
+    pub arguments: A,
 }
 
 /// The `i`th tool call of a chat-completions reply as a [`ToolUse`]. Its arguments must be a
