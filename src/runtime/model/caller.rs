@@ -441,27 +441,26 @@ impl ModelCaller {
             r = generate => Ok(r),
             () = timer => Err(()),
         };
+        // An attempt that brought no reply: its status, what it is charged, why, and whether
+        // another attempt may follow.
+        let failed = |status, usage, error, retry| Recorded {
+            status,
+            usage,
+            error,
+            retry,
+            wait: Duration::ZERO,
+            reply: None,
+            completed: Timestamp::default(),
+            deadline,
+        };
         let rec = match out {
-            Err(_) => Recorded {
-                status: "ambiguous",
-                usage: est,
-                error: "attempt timed out".into(),
-                retry: true,
-                wait: Duration::ZERO,
-                reply: None,
-                completed: Timestamp::default(),
-                deadline,
-            },
-            Ok(Ok(reply)) if reply.usage.is_unusable() => Recorded {
-                status: "error",
-                usage: est,
-                error: format!("unusable usage: {:?}", reply.usage),
-                retry: false,
-                wait: Duration::ZERO,
-                reply: None,
-                completed: Timestamp::default(),
-                deadline,
-            },
+            Err(_) => failed("ambiguous", est, "attempt timed out".into(), true),
+            Ok(Ok(reply)) if reply.usage.is_unusable() => failed(
+                "error",
+                est,
+                format!("unusable usage: {:?}", reply.usage),
+                false,
+            ),
             Ok(Ok(reply)) => Recorded {
                 status: "ok",
                 usage: reply.usage,
@@ -472,69 +471,20 @@ impl ModelCaller {
                 completed: Timestamp::default(),
                 deadline,
             },
-            Ok(Err(ModelError::Transient(e))) => Recorded {
-                status: "error",
-                usage: Usage::default(),
-                error: e,
-                retry: true,
-                wait: Duration::ZERO,
-                reply: None,
-                completed: Timestamp::default(),
-                deadline,
-            },
-            Ok(Err(ModelError::Ambiguous(e))) => Recorded {
-                status: "ambiguous",
-                usage: est,
-                error: e,
-                retry: true,
-                wait: Duration::ZERO,
-                reply: None,
-                completed: Timestamp::default(),
-                deadline,
-            },
+            Ok(Err(ModelError::Transient(e))) => failed("error", Usage::default(), e, true),
+            Ok(Err(ModelError::Ambiguous(e))) => failed("ambiguous", est, e, true),
             Ok(Err(ModelError::Served { message, usage })) => {
                 let usage = if usage.is_unusable() { est } else { usage };
-                Recorded {
-                    status: "error",
-                    usage,
-                    error: message,
-                    retry: false,
-                    wait: Duration::ZERO,
-                    reply: None,
-                    completed: Timestamp::default(),
-                    deadline,
-                }
+                failed("error", usage, message, false)
             }
             Ok(Err(ModelError::RetryAfter { message, after })) => Recorded {
-                status: "error",
-                usage: Usage::default(),
-                error: message,
-                retry: true,
                 wait: after,
-                reply: None,
-                completed: Timestamp::default(),
-                deadline,
+                ..failed("error", Usage::default(), message, true)
             },
-            Ok(Err(ModelError::Fatal(e))) => Recorded {
-                status: "error",
-                usage: Usage::default(),
-                error: e,
-                retry: false,
-                wait: Duration::ZERO,
-                reply: None,
-                completed: Timestamp::default(),
-                deadline,
-            },
-            Ok(Err(ModelError::UnusableUsage(e))) => Recorded {
-                status: "error",
-                usage: est,
-                error: format!("unusable usage: {e}"),
-                retry: false,
-                wait: Duration::ZERO,
-                reply: None,
-                completed: Timestamp::default(),
-                deadline,
-            },
+            Ok(Err(ModelError::Fatal(e))) => failed("error", Usage::default(), e, false),
+            Ok(Err(ModelError::UnusableUsage(e))) => {
+                failed("error", est, format!("unusable usage: {e}"), false)
+            }
         };
         let completed = s.inner.now();
         let rec = Recorded { completed, ..rec };
