@@ -11,7 +11,7 @@ use super::http::{self, Header};
 use super::shared::{self, Failure};
 use super::wire::{ChatRequest, ChatResponse, ContentBlock, ToolUse};
 use crate::runtime::json::gojson::Object;
-use crate::runtime::model::{Model, ModelError, ModelFuture, ModelRequest, Usage};
+use crate::runtime::model::{ModelError, ModelFuture, ModelRequest, Usage};
 use crate::runtime::types::ToolSpec;
 
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
@@ -460,6 +460,28 @@ pub(crate) fn tool_use(
     })
 }
 
+/// [`Model`] for an adapter: the name it was configured with (`self.inner.name`), and each
+/// request run through [`generate_with`] by its `generate_chat`.
+macro_rules! chat_model {
+    ($adapter:ident) => {
+        impl $crate::runtime::model::Model for $adapter {
+            fn name(&self) -> String {
+                self.inner.name.clone()
+            }
+            fn generate(
+                &self,
+                req: $crate::runtime::model::ModelRequest,
+            ) -> $crate::runtime::model::ModelFuture {
+                let me = self.clone();
+                $crate::providers::openai::generate_with(req, move |c| async move {
+                    me.generate_chat(c).await
+                })
+            }
+        }
+    };
+}
+pub(crate) use chat_model;
+
 /// Runs one chat request through an adapter as the runtime's model.
 pub(crate) fn generate_with<F, Fut>(req: ModelRequest, f: F) -> ModelFuture
 where
@@ -476,15 +498,7 @@ where
     })
 }
 
-impl Model for OpenAi {
-    fn name(&self) -> String {
-        self.inner.name.clone()
-    }
-    fn generate(&self, req: ModelRequest) -> ModelFuture {
-        let me = self.clone();
-        generate_with(req, move |c| async move { me.generate_chat(c).await })
-    }
-}
+chat_model!(OpenAi);
 
 /// Zero prices for these models under the names this adapter reports.
 pub fn free(models: &[&str]) -> shared::PriceTable {
