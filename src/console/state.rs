@@ -208,18 +208,10 @@ pub struct TextInput {
 /// What a confirmation will do when accepted.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Pending {
-    Approve {
-        run: Key,
-        approval: Key,
-        hash: String,
-    },
-    Reject {
-        run: Key,
-        approval: Key,
-        hash: String,
-    },
-    /// Deny with feedback: the call does not run; the note is the agent's observation.
-    Deny {
+    /// An answer to the shown approval (deny: the call does not run; the note is the agent's
+    /// observation).
+    Decide {
+        choice: Choice,
         run: Key,
         approval: Key,
         hash: String,
