@@ -224,6 +224,19 @@ pub enum Pending {
     },
 }
 
+impl Pending {
+    /// A denial with feedback: its note is for the agent, not a reason on record.
+    pub fn is_deny(&self) -> bool {
+        matches!(
+            self,
+            Pending::Decide {
+                choice: Choice::Deny,
+                ..
+            }
+        )
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Confirm {
     pub what: Pending,

@@ -63,13 +63,7 @@ fn on_overlay_key(app: &mut App, k: KeyEvent) -> Vec<Effect> {
 fn accept(app: &mut App, c: Box<Confirm>) -> Vec<Effect> {
     let reason = c.reason.as_ref().map(|r| r.text.trim().to_string());
     if reason.as_deref() == Some("") {
-        let what = if matches!(
-            c.what,
-            Pending::Decide {
-                choice: Choice::Deny,
-                ..
-            }
-        ) {
+        let what = if c.what.is_deny() {
             "a note for the agent is required: it is told the note instead of the call's result"
         } else {
             "a reason is required"

@@ -70,13 +70,7 @@ pub(super) fn draw_confirm(f: &mut Frame, body: Rect, app: &App, c: &Confirm) {
     }
     if let Some(r) = &c.reason {
         lines.push(Line::from(""));
-        let label = if matches!(
-            c.what,
-            Pending::Decide {
-                choice: Choice::Deny,
-                ..
-            }
-        ) {
+        let label = if c.what.is_deny() {
             "  note for the agent "
         } else {
             "    reason "
