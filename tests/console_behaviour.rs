@@ -8,7 +8,7 @@ mod long;
 
 use console_support::*;
 use countersign::console::testing::Role;
-use countersign::console::testing::{DataError, Page, Query, Reply};
+use countersign::console::testing::{Choice, DataError, Page, Query, Reply, Write};
 use countersign::console::testing::{Effect, Input, Screen, update};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::buffer::Buffer;
@@ -93,7 +93,12 @@ fn no_single_key_changes_state() {
     h.key(KeyCode::Enter);
     assert_eq!(h.commands.len(), 1);
     match &h.commands[0] {
-        countersign::console::testing::Write::Approve { shown_hash, by, .. } => {
+        Write::Decide {
+            choice: Choice::Approve,
+            shown_hash,
+            by,
+            ..
+        } => {
             assert_eq!(by, "tester");
             assert_eq!(shown_hash.len(), 64);
         }

@@ -10,7 +10,7 @@ use std::path::Path;
 
 use console_support::*;
 use countersign::console::testing::StoreDecider;
-use countersign::console::testing::{AppConfig, Screen};
+use countersign::console::testing::{AppConfig, Choice, Screen, Write};
 
 use countersign::runtime::types::Timestamp;
 use crossterm::event::KeyCode;
@@ -216,7 +216,11 @@ fn deny_from_the_console_needs_a_note_binds_the_hash_and_interrupts_the_run() {
     h.keys("refund 30.00, not 65.00");
     h.key(KeyCode::Enter);
     let shown = h.commands.iter().find_map(|c| match c {
-        countersign::console::testing::Write::Deny { shown_hash, .. } => Some(shown_hash.clone()),
+        Write::Decide {
+            choice: Choice::Deny,
+            shown_hash,
+            ..
+        } => Some(shown_hash.clone()),
         _ => None,
     });
     let c = rusqlite::Connection::open(&db).unwrap();

@@ -9,7 +9,7 @@ mod console_support;
 use std::path::Path;
 
 use console_support::*;
-use countersign::console::testing::{AppConfig, Input, Overlay, StoreDecider, Write};
+use countersign::console::testing::{AppConfig, Choice, Input, Overlay, StoreDecider, Write};
 use countersign::runtime::operator;
 use countersign::runtime::types::Timestamp;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
@@ -213,7 +213,8 @@ fn bulk_reject_binds_each_marked_hash_and_names_the_row_decided_meanwhile() {
         .commands
         .iter()
         .filter_map(|c| match c {
-            Write::Reject {
+            Write::Decide {
+                choice: Choice::Reject,
                 approval,
                 shown_hash,
                 ..
@@ -389,7 +390,8 @@ fn the_approve_table_shows_what_each_runs_and_approves_each_with_its_own_hash() 
         .commands
         .iter()
         .filter_map(|c| match c {
-            Write::Approve {
+            Write::Decide {
+                choice: Choice::Approve,
                 approval,
                 shown_hash,
                 ..
@@ -597,7 +599,11 @@ fn a_row_the_table_cannot_show_whole_is_cut_visibly_and_not_approved_from_it() {
         .commands
         .iter()
         .filter_map(|c| match c {
-            Write::Approve { approval, .. } => Some(approval.as_str().unwrap().to_string()),
+            Write::Decide {
+                choice: Choice::Approve,
+                approval,
+                ..
+            } => Some(approval.as_str().unwrap().to_string()),
             _ => None,
         })
         .collect();

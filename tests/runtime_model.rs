@@ -518,6 +518,14 @@ fn model_token_and_cost_limits_projected() {
         |_| {},
     );
     assert_eq!(c.run.reason, "limit_tokens");
+    assert!(
+        c.run
+            .reason_detail
+            .starts_with("limit_tokens: projected tokens ")
+            && c.run.reason_detail.ends_with(" exceed limit 100"),
+        "{}",
+        c.run.reason_detail
+    );
     assert!(rows(&c.db).is_empty(), "refused before dispatch");
     let mut l = limits();
     l.max_estimated_cost_micros = 100;
@@ -528,6 +536,14 @@ fn model_token_and_cost_limits_projected() {
         |_| {},
     );
     assert_eq!(c.run.reason, "limit_cost");
+    assert!(
+        c.run
+            .reason_detail
+            .starts_with("limit_cost: projected cost ")
+            && c.run.reason_detail.ends_with(" micros exceeds limit 100"),
+        "{}",
+        c.run.reason_detail
+    );
     assert!(rows(&c.db).is_empty());
 }
 

@@ -125,63 +125,66 @@ pub fn model_for(
         None => Secret::default(),
     };
     let base = a.model_base_url.clone().unwrap_or_default();
+    // A provider that needs a key refuses to start without one from the file or `var`.
+    let no_key = |var: &str, who: &str| {
+        if key.is_empty() && env(var).is_none_or(|k| k.is_empty()) {
+            return Err(failed(format!(
+                "no API key for {who}: set {var} or pass --model-key-file"
+            )));
+        }
+        Ok(())
+    };
     match provider {
         "openai" => {
             let default_base = base.trim_end_matches('/').is_empty()
                 || base.trim_end_matches('/') == openai::DEFAULT_BASE_URL;
-            if key.is_empty() && default_base && env("OPENAI_API_KEY").is_none_or(|k| k.is_empty())
-            {
-                return Err(failed(
-                    "no API key for OpenAI: set OPENAI_API_KEY or pass --model-key-file",
-                ));
+            if default_base {
+                no_key("OPENAI_API_KEY", "OpenAI")?;
             }
-            let m = openai::OpenAi::new_with_env(
-                openai::Config {
-                    model: model.into(),
-                    base_url: base,
-                    api_key: key,
-                    ..Default::default()
-                },
-                env,
-            )
-            .map_err(|e| failed(clean(&e, 400)))?;
+            let cfg = openai::Config {
+                model: model.into(),
+                base_url: base,
+                api_key: key,
+                ..Default::default()
+            };
             // OpenAI's prices are not in this build's table: the run is not priced.
-            Ok((Arc::new(m), Default::default()))
+            Ok((
+                built(openai::OpenAi::new_with_env(cfg, env))?,
+                Default::default(),
+            ))
         }
         "anthropic" => {
-            if key.is_empty() && env("ANTHROPIC_API_KEY").is_none_or(|k| k.is_empty()) {
-                return Err(failed(
-                    "no API key for Anthropic: set ANTHROPIC_API_KEY or pass --model-key-file",
-                ));
-            }
-            let m = anthropic::Anthropic::new_with_env(
-                anthropic::Config {
-                    model: model.into(),
-                    base_url: base,
-                    api_key: key,
-                    ..Default::default()
-                },
-                env,
-            )
-            .map_err(|e| failed(clean(&e, 400)))?;
-            Ok((Arc::new(m), anthropic::prices()))
+            no_key("ANTHROPIC_API_KEY", "Anthropic")?;
+            let cfg = anthropic::Config {
+                model: model.into(),
+                base_url: base,
+                api_key: key,
+                ..Default::default()
+            };
+            let m = built(anthropic::Anthropic::new_with_env(cfg, env))?;
+            Ok((m, anthropic::prices()))
         }
         "ollama" => {
-            let m = ollama::Ollama::new_with_env(
-                ollama::Config {
-                    model: model.into(),
-                    host: base,
-                    ..Default::default()
-                },
-                env,
-            )
-            .map_err(|e| failed(clean(&e, 400)))?;
-            Ok((Arc::new(m), ollama::free(&[model])))
+            let cfg = ollama::Config {
+                model: model.into(),
+                host: base,
+                ..Default::default()
+            };
+            let m = built(ollama::Ollama::new_with_env(cfg, env))?;
+            Ok((m, ollama::free(&[model])))
         }
         other => Err(CommandError::Usage(format!(
             "agent: unknown provider {}: use openai, anthropic or ollama",
             clean(other, 64)
         ))),
+    }
+}
+
+/// An adapter as the run's model, or why it could not be built.
+fn built<M: Model + 'static>(m: Result<M, String>) -> Result<Arc<dyn Model>, CommandError> {
+    match m {
+        Ok(m) => Ok(Arc::new(m)),
+        Err(e) => Err(failed(clean(&e, 400))),
     }
 }
 

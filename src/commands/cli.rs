@@ -123,14 +123,6 @@ pub struct PageArgsWithRun {
 
 #[derive(Debug, Args)]
 pub struct DecideArgs {
-    /// The run id (or a unique prefix of it); absent when queue rows are selected by
-    /// --status/--tool/--older-than.
-    #[arg(
-        value_name = "RUN",
-        value_parser = id_parser(),
-        required_unless_present_any = ["status", "tool", "older_than"]
-    )]
-    pub run: Option<Key>,
     /// The approval to decide (naming it is consent); needed when the run has several.
     #[arg(long, value_name = "ID", value_parser = id_parser())]
     pub approval: Option<Key>,
@@ -165,19 +157,29 @@ impl ApproveArgs {
     /// The same as the deciding commands' arguments, with no rows selected.
     pub fn decide_args(&self) -> DecideArgs {
         DecideArgs {
-            run: Some(self.run.clone()),
             approval: self.approval.clone(),
             yes: self.yes,
             note: self.note.clone(),
-            select: Select::default(),
+            select: Select {
+                run: Some(self.run.clone()),
+                ..Select::default()
+            },
         }
     }
 }
 
-/// Queue rows chosen by what they are instead of one RUN: `reject`, `deny` and `cancel` take
-/// every pending approval of a waiting run that matches all the given filters.
+/// Which rows `reject`, `deny` and `cancel` act on: one RUN's, or, chosen by what they are
+/// instead, every pending approval of a waiting run that matches all the given filters.
 #[derive(Debug, Args, Clone, Default)]
 pub struct Select {
+    /// The run id (or a unique prefix of it); absent when queue rows are selected by
+    /// --status/--tool/--older-than.
+    #[arg(
+        value_name = "RUN",
+        value_parser = id_parser(),
+        required_unless_present_any = ["status", "tool", "older_than"]
+    )]
+    pub run: Option<Key>,
     /// Every queue row (pending approvals of waiting runs): only `waiting` is accepted.
     #[arg(long, value_name = "STATUS", value_parser = parse_queue_status, conflicts_with = "run")]
     pub status: Option<String>,
@@ -210,14 +212,6 @@ fn parse_queue_status(s: &str) -> Result<String, String> {
 
 #[derive(Debug, Args)]
 pub struct CancelArgs {
-    /// The run id (or a unique prefix of it); absent when queue rows are selected by
-    /// --status/--tool/--older-than.
-    #[arg(
-        value_name = "RUN",
-        value_parser = id_parser(),
-        required_unless_present_any = ["status", "tool", "older_than"]
-    )]
-    pub run: Option<Key>,
     /// Why the run is cancelled (required).
     #[arg(long, value_name = "TEXT")]
     pub note: String,

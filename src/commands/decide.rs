@@ -61,7 +61,7 @@ pub fn run(
     out: &mut Out,
 ) -> Result<(), CommandError> {
     let name = verb.name();
-    let run_key = named_run(a.run.as_ref(), name)?;
+    let run_key = named_run(a.select.run.as_ref(), name)?;
     let store = open(db, true)?;
     refuse_unshowable(&store, db, name, run_key, a, json_out, out)?;
     let run = run_key.as_bytes();
@@ -167,7 +167,7 @@ pub fn cancel(
     by: &str,
     out: &mut Out,
 ) -> Result<(), CommandError> {
-    let run = named_run(a.run.as_ref(), "cancel")?;
+    let run = named_run(a.select.run.as_ref(), "cancel")?;
     let store = open(db, true)?;
     let done =
         operator::cancel(&store, run, by, &a.note, Timestamp::now()).map_err(|e| match e {

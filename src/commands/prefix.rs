@@ -19,8 +19,8 @@ pub fn run_arg(cmd: &mut Command) -> Option<&mut Key> {
     match cmd {
         Command::Show(a) | Command::Events(a) => Some(&mut a.run),
         Command::Approve(a) => Some(&mut a.run),
-        Command::Reject(a) | Command::Deny(a) => a.run.as_mut(),
-        Command::Cancel(a) => a.run.as_mut(),
+        Command::Reject(a) | Command::Deny(a) => a.select.run.as_mut(),
+        Command::Cancel(a) => a.select.run.as_mut(),
         Command::Resume(a) => Some(&mut a.run),
         Command::Recheck(a) => Some(&mut a.run),
         _ => None,

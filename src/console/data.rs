@@ -457,26 +457,23 @@ pub enum Query {
 /// Which damaged column: table, row id, column.
 pub type DamagedKey = (&'static str, String, &'static str);
 
+/// The three answers to an approval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Choice {
+    Approve,
+    Reject,
+    /// Deny with feedback (decision 0040): the run goes INTERRUPTED and the agent is handed
+    /// the note when its program resumes it.
+    Deny,
+}
+
 /// A write the UI asks the worker for (only after a confirmation).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Write {
-    Approve {
-        run: Key,
-        approval: Key,
-        shown_hash: String,
-        by: String,
-        note: String,
-    },
-    Reject {
-        run: Key,
-        approval: Key,
-        shown_hash: String,
-        by: String,
-        note: String,
-    },
-    /// Deny with feedback (`operator::deny_shown`): the run goes INTERRUPTED and the agent is
-    /// handed `note` when its program resumes it.
-    Deny {
+    /// An answer to an approval, bound to the hash the reviewer was shown
+    /// (`operator::approve_shown`, `reject_shown`, `deny_shown`).
+    Decide {
+        choice: Choice,
         run: Key,
         approval: Key,
         shown_hash: String,

@@ -6,10 +6,15 @@
 
 use std::path::Path;
 
-use super::data::{DecideError, Decider, Write, WriteResult};
-use crate::runtime::operator::{self, OperatorError};
+use super::data::{Choice, DecideError, Decider, Write, WriteResult};
+use crate::runtime::operator::{self, Decided, OperatorError};
 use crate::runtime::store::{SHOWN_REQUEST_MAX, Store};
 use crate::runtime::types::{Key, Timestamp};
+
+/// `operator::approve_shown`, `reject_shown` or `deny_shown`: a decision bound to the hash the
+/// reviewer was shown.
+type ShownDecision<'k> =
+    fn(&Store, &'k Key, &'k Key, &str, &str, &str, Timestamp) -> Result<Decided, OperatorError>;
 
 pub struct StoreDecider {
     store: Store,
@@ -76,7 +81,8 @@ impl Decider for StoreDecider {
     fn run(&mut self, cmd: &Write) -> WriteResult {
         let now = self.now();
         match cmd {
-            Write::Approve {
+            Write::Decide {
+                choice,
                 run,
                 approval,
                 shown_hash,
@@ -84,37 +90,21 @@ impl Decider for StoreDecider {
                 note,
             } => {
                 self.refuse_huge(run, approval)?;
-                operator::approve_shown(&self.store, run, approval, shown_hash, by, note, now)
-                    .map_err(map)?;
-                Ok(format!(
-                    "approved by {by}; the run goes on when its runtime resumes it"
-                ))
-            }
-            Write::Reject {
-                run,
-                approval,
-                shown_hash,
-                by,
-                note,
-            } => {
-                self.refuse_huge(run, approval)?;
-                operator::reject_shown(&self.store, run, approval, shown_hash, by, note, now)
-                    .map_err(map)?;
-                Ok(format!("rejected by {by}; the run is cancelled"))
-            }
-            Write::Deny {
-                run,
-                approval,
-                shown_hash,
-                by,
-                note,
-            } => {
-                self.refuse_huge(run, approval)?;
-                operator::deny_shown(&self.store, run, approval, shown_hash, by, note, now)
-                    .map_err(map)?;
-                Ok(format!(
-                    "denied by {by}; the agent is told your note when its program resumes the run"
-                ))
+                let (decide, done, then): (ShownDecision<'_>, &str, &str) = match choice {
+                    Choice::Approve => (
+                        operator::approve_shown,
+                        "approved",
+                        "the run goes on when its runtime resumes it",
+                    ),
+                    Choice::Reject => (operator::reject_shown, "rejected", "the run is cancelled"),
+                    Choice::Deny => (
+                        operator::deny_shown,
+                        "denied",
+                        "the agent is told your note when its program resumes the run",
+                    ),
+                };
+                decide(&self.store, run, approval, shown_hash, by, note, now).map_err(map)?;
+                Ok(format!("{done} by {by}; {then}"))
             }
             Write::Cancel { run, by, reason } => {
                 let c = operator::cancel(&self.store, run, by, reason, now).map_err(map)?;

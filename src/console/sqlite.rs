@@ -76,6 +76,27 @@ fn end_of(e: &Option<u64>) -> Option<i64> {
     e.and_then(|e| i64::try_from(e).ok())
 }
 
+/// A list the store reads a window at a time by a row's id: `read` is handed the store's
+/// limit, offset, anchor and end for the console's request, and each row it reads is shown
+/// as `row` makes it.
+fn by_id<S, T>(
+    (offset, limit): (u64, u64),
+    anchor: &Option<(u64, String)>,
+    end: &Option<u64>,
+    read: impl FnOnce(
+        i64,
+        i64,
+        Option<(i64, &str)>,
+        Option<i64>,
+    ) -> Result<store::WindowPage<S>, StoreError>,
+    row: impl Fn(S) -> T,
+) -> Result<Page<T>, DataError> {
+    let (l, o) = args(offset, limit);
+    let anchor = at(anchor).map(|(i, id)| (i, id.as_str()));
+    let w = read(l, o, anchor, end_of(end)).map_err(rd)?;
+    Ok(window(limit, w, row))
+}
+
 fn some_bytes(s: &str) -> Option<Vec<u8>> {
     (!s.is_empty()).then(|| s.as_bytes().to_vec())
 }
@@ -386,21 +407,26 @@ impl ConsoleData for SqliteData {
                 anchor,
                 end,
             } => {
-                let (l, o) = args(*offset, *limit);
-                let anchor = at(anchor).map(|(i, id)| (i, id.as_str()));
+                let span = (*offset, *limit);
                 let mut page = if *sort == Sort::Age {
-                    let w = s
-                        .list_queue_rows_near(filter, l, o, anchor, end_of(end))
-                        .map_err(rd)?;
-                    window(*limit, w, queue_row)
+                    by_id(
+                        span,
+                        anchor,
+                        end,
+                        |l, o, a, e| s.list_queue_rows_near(filter, l, o, a, e),
+                        queue_row,
+                    )?
                 } else {
-                    let w = s
-                        .list_queue_sorted_near(filter, &sort.order(), l, o, anchor, end_of(end))
-                        .map_err(rd)?;
-                    window(*limit, w, |(q, v)| QueueRow {
-                        sorted_by: Some(v),
-                        ..queue_row(q)
-                    })
+                    by_id(
+                        span,
+                        anchor,
+                        end,
+                        |l, o, a, e| s.list_queue_sorted_near(filter, &sort.order(), l, o, a, e),
+                        |(q, v)| QueueRow {
+                            sorted_by: Some(v),
+                            ..queue_row(q)
+                        },
+                    )?
                 };
                 // Each shown row's run, by key: was this approval asked again after a grant?
                 for r in &mut page.rows {
@@ -425,19 +451,14 @@ impl ConsoleData for SqliteData {
                 anchor,
                 end,
             } => {
-                let (l, o) = args(*offset, *limit);
-                let anchor = at(anchor).map(|(i, id)| (i, id.as_str()));
-                let w = s
-                    .list_runs_overview_near(
-                        status.as_ref().map_or("", RunStatus::as_str),
-                        filter,
-                        l,
-                        o,
-                        anchor,
-                        end_of(end),
-                    )
-                    .map_err(rd)?;
-                let mut page = window(*limit, w, run_row);
+                let status = status.as_ref().map_or("", RunStatus::as_str);
+                let mut page = by_id(
+                    (*offset, *limit),
+                    anchor,
+                    end,
+                    |l, o, a, e| s.list_runs_overview_near(status, filter, l, o, a, e),
+                    run_row,
+                )?;
                 // Each shown run's fate, by key (a window's worth of runs).
                 for r in &mut page.rows {
                     r.fate = fate_of(s, &r.id, &r.status).ok().flatten();
@@ -509,14 +530,13 @@ impl SqliteData {
                 limit,
                 anchor,
                 end,
-            } => {
-                let (l, o) = args(*offset, *limit);
-                let anchor = at(anchor).map(|(i, id)| (i, id.as_str()));
-                let w = s
-                    .list_steps_page_near(run, l, o, anchor, end_of(end))
-                    .map_err(rd)?;
-                Reply::Steps(window(*limit, w, step_row))
-            }
+            } => Reply::Steps(by_id(
+                (*offset, *limit),
+                anchor,
+                end,
+                |l, o, a, e| s.list_steps_page_near(run, l, o, a, e),
+                step_row,
+            )?),
             Query::Events {
                 run,
                 offset,
@@ -547,14 +567,13 @@ impl SqliteData {
                 limit,
                 anchor,
                 end,
-            } => {
-                let (l, o) = args(*offset, *limit);
-                let anchor = at(anchor).map(|(i, id)| (i, id.as_str()));
-                let w = s
-                    .list_model_calls_near(run, l, o, anchor, end_of(end))
-                    .map_err(rd)?;
-                Reply::ModelCalls(window(*limit, w, model_call_row))
-            }
+            } => Reply::ModelCalls(by_id(
+                (*offset, *limit),
+                anchor,
+                end,
+                |l, o, a, e| s.list_model_calls_near(run, l, o, a, e),
+                model_call_row,
+            )?),
             _ => return Err(DataError::Read("not a page of a run's tab".into())),
         })
     }

@@ -208,18 +208,10 @@ pub struct TextInput {
 /// What a confirmation will do when accepted.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Pending {
-    Approve {
-        run: Key,
-        approval: Key,
-        hash: String,
-    },
-    Reject {
-        run: Key,
-        approval: Key,
-        hash: String,
-    },
-    /// Deny with feedback: the call does not run; the note is the agent's observation.
-    Deny {
+    /// An answer to the shown approval (deny: the call does not run; the note is the agent's
+    /// observation).
+    Decide {
+        choice: Choice,
         run: Key,
         approval: Key,
         hash: String,
@@ -230,6 +222,19 @@ pub enum Pending {
     Resume {
         run: Key,
     },
+}
+
+impl Pending {
+    /// A denial with feedback: its note is for the agent, not a reason on record.
+    pub fn is_deny(&self) -> bool {
+        matches!(
+            self,
+            Pending::Decide {
+                choice: Choice::Deny,
+                ..
+            }
+        )
+    }
 }
 
 #[derive(Debug, Clone)]

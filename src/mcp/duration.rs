@@ -80,43 +80,10 @@ pub fn parse(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_nanos(total as u64))
 }
 
-/// `time.Duration.String()`: `0s`, `200ms`, `1.5µs`, `10m0s`, `24h0m0s`, `1m5s`.
+/// `time.Duration.String()`: `0s`, `200ms`, `1.5µs`, `10m0s`, `24h0m0s`, `1m5s` (the runtime's
+/// writer, [`crate::runtime::driver::limits::go_duration_of`]).
 pub fn format(d: Duration) -> String {
-    let ns = d.as_nanos();
-    if ns == 0 {
-        return "0s".into();
-    }
-    if ns < 1_000_000_000 {
-        let (unit, per) = if ns < 1_000 {
-            ("ns", 1)
-        } else if ns < 1_000_000 {
-            ("µs", 1_000)
-        } else {
-            ("ms", 1_000_000)
-        };
-        return format!("{}{unit}", frac_text(ns, per));
-    }
-    let h = ns / 3_600_000_000_000;
-    let m = (ns / 60_000_000_000) % 60;
-    let s = frac_text(ns % 60_000_000_000, 1_000_000_000);
-    if h > 0 {
-        format!("{h}h{m}m{s}s")
-    } else if m > 0 {
-        format!("{m}m{s}s")
-    } else {
-        format!("{s}s")
-    }
-}
-
-fn frac_text(v: u128, per: u128) -> String {
-    let whole = v / per;
-    let rem = v % per;
-    if rem == 0 {
-        return whole.to_string();
-    }
-    let width = per.to_string().len() - 1;
-    let frac = format!("{rem:0width$}");
-    format!("{whole}.{}", frac.trim_end_matches('0'))
+    crate::runtime::driver::limits::go_duration_of(d)
 }
 
 fn go_quote(s: &str) -> String {

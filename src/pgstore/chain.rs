@@ -26,6 +26,16 @@ pub struct EventRow {
     pub hash: String,
 }
 
+/// An event's columns as a writer hands them, before it has a seq and a hash.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct NewEvent<'a> {
+    pub run_id: &'a str,
+    pub step_id: &'a str,
+    pub at: &'a str,
+    pub kind: &'a str,
+    pub payload: &'a str,
+}
+
 /// The chain checked one event at a time, in seq order; it stops at the first break.
 #[derive(Debug, Clone, Default)]
 pub struct ChainCheck {
@@ -254,12 +264,15 @@ pub(crate) fn verify_approvals(
 pub(crate) fn append(
     tx: &mut Transaction<'_>,
     url: &PgUrl,
-    run_id: &str,
-    step_id: &str,
-    at: &str,
-    kind: &str,
-    payload: &str,
+    e: NewEvent<'_>,
 ) -> Result<(i64, String), PgError> {
+    let NewEvent {
+        run_id,
+        step_id,
+        at,
+        kind,
+        payload,
+    } = e;
     let head = tx
         .query_one("SELECT seq, hash FROM event_chain FOR UPDATE", &[])
         .ctx(url, "append: chain head")?;
@@ -281,17 +294,13 @@ pub(crate) fn append(
 pub(crate) fn enqueue(
     tx: &mut Transaction<'_>,
     url: &PgUrl,
-    run_id: &str,
-    step_id: &str,
-    at: &str,
-    kind: &str,
-    payload: &str,
+    e: NewEvent<'_>,
 ) -> Result<i64, PgError> {
     Ok(tx
         .query_one(
             "INSERT INTO event_inbox (run_id, step_id, at, type, payload_json) \
              VALUES ($1, $2, $3, $4, $5) RETURNING id",
-            &[&run_id, &step_id, &at, &kind, &payload],
+            &[&e.run_id, &e.step_id, &e.at, &e.kind, &e.payload],
         )
         .ctx(url, "enqueue: event")?
         .get(0))

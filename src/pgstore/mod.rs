@@ -100,33 +100,13 @@ impl PgStore {
     /// repeatable-read snapshot, and that the events reach the head `event_chain` records.
     pub fn verify_events(&mut self, from: i64, to: i64) -> Result<ChainReport, PgError> {
         let steps = ("verify: begin", "verify: end");
-        self.in_snapshot(steps, |tx, url| chain::verify(tx, url, from, to))
+        self.in_tx(true, steps, |tx, url| chain::verify(tx, url, from, to))
     }
 
     /// Recomputes every approval's hash from its stored fields.
     pub fn verify_approvals(&mut self) -> Result<ApprovalCheck, PgError> {
         let steps = ("verify approvals: begin", "verify approvals: end");
-        self.in_snapshot(steps, chain::verify_approvals)
-    }
-
-    /// Runs `read` in one read-only repeatable-read snapshot; `steps` name its begin and end
-    /// in an error.
-    fn in_snapshot<T>(
-        &mut self,
-        steps: (&'static str, &'static str),
-        read: impl FnOnce(&mut postgres::Transaction<'_>, &PgUrl) -> Result<T, PgError>,
-    ) -> Result<T, PgError> {
-        let url = self.url.clone();
-        let mut tx = self
-            .client
-            .build_transaction()
-            .isolation_level(postgres::IsolationLevel::RepeatableRead)
-            .read_only(true)
-            .start()
-            .ctx(&url, steps.0)?;
-        let out = read(&mut tx, &url)?;
-        tx.commit().ctx(&url, steps.1)?;
-        Ok(out)
+        self.in_tx(true, steps, chain::verify_approvals)
     }
 
     /// The stored hash of event `seq`, if it exists.
@@ -148,10 +128,39 @@ impl PgStore {
         kind: &str,
         payload: &str,
     ) -> Result<(i64, String), PgError> {
+        let e = chain::NewEvent {
+            run_id,
+            step_id,
+            at,
+            kind,
+            payload,
+        };
+        let steps = ("append: begin", "append: commit");
+        self.in_tx(false, steps, |tx, url| chain::append(tx, url, e))
+    }
+
+    /// Runs `work` in one transaction, committed when it returns `Ok`: a read-only
+    /// repeatable-read snapshot, or (`snapshot` false) a read-write one at the server's
+    /// default isolation. `steps` name its begin and commit in an error.
+    fn in_tx<T>(
+        &mut self,
+        snapshot: bool,
+        steps: (&'static str, &'static str),
+        work: impl FnOnce(&mut postgres::Transaction<'_>, &PgUrl) -> Result<T, PgError>,
+    ) -> Result<T, PgError> {
         let url = self.url.clone();
-        let mut tx = self.client.transaction().ctx(&url, "append: begin")?;
-        let out = chain::append(&mut tx, &url, run_id, step_id, at, kind, payload)?;
-        tx.commit().ctx(&url, "append: commit")?;
+        let begun = if snapshot {
+            self.client
+                .build_transaction()
+                .isolation_level(postgres::IsolationLevel::RepeatableRead)
+                .read_only(true)
+                .start()
+        } else {
+            self.client.transaction()
+        };
+        let mut tx = begun.ctx(&url, steps.0)?;
+        let out = work(&mut tx, &url)?;
+        tx.commit().ctx(&url, steps.1)?;
         Ok(out)
     }
 }

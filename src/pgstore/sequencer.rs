@@ -30,20 +30,21 @@ impl PgStore {
         kind: &str,
         payload: &str,
     ) -> Result<i64, PgError> {
-        let url = self.url.clone();
-        let mut tx = self.client.transaction().ctx(&url, "enqueue: begin")?;
-        let id = chain::enqueue(&mut tx, &url, run_id, step_id, at, kind, payload)?;
-        tx.commit().ctx(&url, "enqueue: commit")?;
-        Ok(id)
+        let e = chain::NewEvent {
+            run_id,
+            step_id,
+            at,
+            kind,
+            payload,
+        };
+        let steps = ("enqueue: begin", "enqueue: commit");
+        self.in_tx(false, steps, |tx, url| chain::enqueue(tx, url, e))
     }
 
     /// One sequencer pass: chains up to `max` committed inbox events in one transaction.
     pub fn sequence(&mut self, max: i64) -> Result<Chained, PgError> {
-        let url = self.url.clone();
-        let mut tx = self.client.transaction().ctx(&url, "sequence: begin")?;
-        let out = chain::sequence(&mut tx, &url, max)?;
-        tx.commit().ctx(&url, "sequence: commit")?;
-        Ok(out)
+        let steps = ("sequence: begin", "sequence: commit");
+        self.in_tx(false, steps, |tx, url| chain::sequence(tx, url, max))
     }
 
     /// Chains every event committed to the inbox so far; returns how many.

@@ -10,11 +10,11 @@ use serde_json::value::RawValue;
 
 use super::Secret;
 use super::http::{self, Header};
-use super::openai::{generate_with, join};
+use super::openai::{chat_model, join};
 use super::shared::{self, Failure, PriceTable};
 use super::wire::{ChatRequest, ChatResponse, ContentBlock, ToolUse};
 use crate::runtime::json::gojson::Object;
-use crate::runtime::model::{Model, ModelFuture, ModelRequest, Price, Usage};
+use crate::runtime::model::{Price, Usage};
 
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com/";
 pub const DEFAULT_MAX_TOKENS: i64 = 4096;
@@ -521,12 +521,4 @@ pub fn parse_reply(body: &[u8]) -> Result<ChatResponse, Failure> {
     })
 }
 
-impl Model for Anthropic {
-    fn name(&self) -> String {
-        self.inner.name.clone()
-    }
-    fn generate(&self, req: ModelRequest) -> ModelFuture {
-        let me = self.clone();
-        generate_with(req, move |c| async move { me.generate_chat(c).await })
-    }
-}
+chat_model!(Anthropic);

@@ -7,11 +7,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use super::http;
-use super::openai::{chat_messages, function_tools, generate_with, tool_use};
+use super::openai::{ReplyMessage, chat_messages, chat_model, function_tools, tool_use};
 use super::shared::{self, Failure};
 use super::wire::{ChatRequest, ChatResponse, ContentBlock};
 use crate::runtime::json::gojson::Object;
-use crate::runtime::model::{Model, ModelFuture, ModelRequest, Usage};
+use crate::runtime::model::Usage;
 
 pub const DEFAULT_HOST: &str = "127.0.0.1:11434";
 pub const DEFAULT_NUM_CTX: i64 = 32768;
@@ -180,26 +180,8 @@ pub fn parse_reply(body: &[u8]) -> Result<ChatResponse, Failure> {
     }
     #[derive(Deserialize, Default)]
     #[serde(default)]
-    struct Function {
-        name: String,
-        arguments: Option<Box<RawValue>>,
-    }
-    #[derive(Deserialize, Default)]
-    #[serde(default)]
-    struct Call {
-        id: Option<String>,
-        function: Function,
-    }
-    #[derive(Deserialize, Default)]
-    #[serde(default)]
-    struct Msg {
-        content: Option<String>,
-        tool_calls: Option<Vec<Call>>,
-    }
-    #[derive(Deserialize, Default)]
-    #[serde(default)]
     struct Reply {
-        message: Msg,
+        message: ReplyMessage<Option<Box<RawValue>>>,
         done_reason: Option<String>,
         error: Option<String>,
     }
@@ -271,15 +253,7 @@ pub fn parse_reply(body: &[u8]) -> Result<ChatResponse, Failure> {
     })
 }
 
-impl Model for Ollama {
-    fn name(&self) -> String {
-        self.inner.name.clone()
-    }
-    fn generate(&self, req: ModelRequest) -> ModelFuture {
-        let me = self.clone();
-        generate_with(req, move |c| async move { me.generate_chat(c).await })
-    }
-}
+chat_model!(Ollama);
 
 pub fn free(models: &[&str]) -> shared::PriceTable {
     shared::free(&models.iter().map(|m| name(m)).collect::<Vec<_>>())

@@ -11,7 +11,7 @@ use super::http::{self, Header};
 use super::shared::{self, Failure};
 use super::wire::{ChatRequest, ChatResponse, ContentBlock, ToolUse};
 use crate::runtime::json::gojson::Object;
-use crate::runtime::model::{Model, ModelError, ModelFuture, ModelRequest, Usage};
+use crate::runtime::model::{ModelError, ModelFuture, ModelRequest, Usage};
 use crate::runtime::types::ToolSpec;
 
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
@@ -340,26 +340,8 @@ fn read_usage(body: &[u8]) -> Result<Usage, Failure> {
 pub fn parse_reply(body: &[u8]) -> Result<ChatResponse, Failure> {
     #[derive(Deserialize, Default)]
     #[serde(default)]
-    struct Function {
-        name: String,
-        arguments: Option<String>,
-    }
-    #[derive(Deserialize, Default)]
-    #[serde(default)]
-    struct Call {
-        id: Option<String>,
-        function: Function,
-    }
-    #[derive(Deserialize, Default)]
-    #[serde(default)]
-    struct Msg {
-        content: Option<String>,
-        tool_calls: Option<Vec<Call>>,
-    }
-    #[derive(Deserialize, Default)]
-    #[serde(default)]
     struct Choice {
-        message: Msg,
+        message: ReplyMessage<Option<String>>,
         finish_reason: Option<String>,
     }
     #[derive(Deserialize, Default)]
@@ -426,6 +408,31 @@ pub fn parse_reply(body: &[u8]) -> Result<ChatResponse, Failure> {
     })
 }
 
+/// A chat-completions reply's message as OpenAI and Ollama send it: its text and tool calls.
+/// `A` is how a call's arguments come (OpenAI: JSON text in a string; Ollama: a JSON value).
+#[derive(Deserialize, Default)]
+#[serde(default, bound(deserialize = "A: Deserialize<'de> + Default"))]
+pub(crate) struct ReplyMessage<A> {
+    pub content: Option<String>,
+    pub tool_calls: Option<Vec<ReplyCall<A>>>,
+}
+
+/// One tool call of a [`ReplyMessage`].
+#[derive(Deserialize, Default)]
+#[serde(default, bound(deserialize = "A: Deserialize<'de> + Default"))]
+pub(crate) struct ReplyCall<A> {
+    pub id: Option<String>,
+    pub function: ReplyFunction<A>,
+}
+
+/// The function a [`ReplyCall`] names, with its arguments.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+pub(crate) struct ReplyFunction<A> {
+    pub name: String,
+    pub arguments: A,
+}
+
 /// The `i`th tool call of a chat-completions reply as a [`ToolUse`]. Its arguments must be a
 /// JSON object (`object`: the adapter found them one); if not, the reply is refused with the
 /// message returned. A call without an id is given one made from its place.
@@ -453,6 +460,28 @@ pub(crate) fn tool_use(
     })
 }
 
+/// [`Model`] for an adapter: the name it was configured with (`self.inner.name`), and each
+/// request run through [`generate_with`] by its `generate_chat`.
+macro_rules! chat_model {
+    ($adapter:ident) => {
+        impl $crate::runtime::model::Model for $adapter {
+            fn name(&self) -> String {
+                self.inner.name.clone()
+            }
+            fn generate(
+                &self,
+                req: $crate::runtime::model::ModelRequest,
+            ) -> $crate::runtime::model::ModelFuture {
+                let me = self.clone();
+                $crate::providers::openai::generate_with(req, move |c| async move {
+                    me.generate_chat(c).await
+                })
+            }
+        }
+    };
+}
+pub(crate) use chat_model;
+
 /// Runs one chat request through an adapter as the runtime's model.
 pub(crate) fn generate_with<F, Fut>(req: ModelRequest, f: F) -> ModelFuture
 where
@@ -469,15 +498,7 @@ where
     })
 }
 
-impl Model for OpenAi {
-    fn name(&self) -> String {
-        self.inner.name.clone()
-    }
-    fn generate(&self, req: ModelRequest) -> ModelFuture {
-        let me = self.clone();
-        generate_with(req, move |c| async move { me.generate_chat(c).await })
-    }
-}
+chat_model!(OpenAi);
 
 /// Zero prices for these models under the names this adapter reports.
 pub fn free(models: &[&str]) -> shared::PriceTable {

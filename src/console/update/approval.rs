@@ -1,8 +1,9 @@
 //! Actions on the approval detail: moving between fields, paging, expanding, strict mode, the
 //! code-point inspector and its pages, copy, and the decisions.
 
-use super::confirm::{Choice, cancel_confirm, confirm_decision, resume_from_approval};
+use super::confirm::{cancel_confirm, confirm_decision, resume_from_approval};
 use super::outcome::{Ctx, Outcome, READ_ONLY};
+use crate::console::data::Choice;
 use crate::console::keymap::Action;
 use crate::console::layout;
 use crate::console::state::ApprovalScreen;

@@ -6,7 +6,7 @@ use crossterm::event::{KeyCode, KeyEvent};
 
 use crate::console::bulk::{BulkRun, Item, Purpose, Verb, item, run_item};
 use crate::console::data::{
-    ApprovalRow, DecideError, Key, Query, RunHeader, Said, Write, WriteResult,
+    ApprovalRow, Choice, DecideError, Key, Query, RunHeader, Said, Write, WriteResult,
 };
 use crate::console::keymap::Action;
 use crate::console::layout;
@@ -227,14 +227,12 @@ fn accept(app: &mut App, c: Box<BulkConfirm>) -> Vec<Effect> {
         let (run, approval, shown_hash) = (m.run.clone(), m.approval.clone(), m.hash.clone());
         let (by, note) = (by.clone(), note.clone());
         Some(match c.verb {
-            Verb::Reject => Write::Reject {
-                run,
-                approval,
-                shown_hash,
-                by,
-                note,
-            },
-            Verb::Deny => Write::Deny {
+            Verb::Reject | Verb::Deny => Write::Decide {
+                choice: if c.verb == Verb::Reject {
+                    Choice::Reject
+                } else {
+                    Choice::Deny
+                },
                 run,
                 approval,
                 shown_hash,

@@ -2,22 +2,15 @@
 
 use super::outcome::{Ctx, READ_ONLY};
 use crate::console::bulk::TheirWords;
-use crate::console::data::{ApprovalRow, ApprovalStatus, Key, Recheck, RunHeader, RunStatus};
+use crate::console::data::{
+    ApprovalRow, ApprovalStatus, Choice, Key, Recheck, RunHeader, RunStatus,
+};
 use crate::console::fields;
 use crate::console::state::{
     AppConfig, ApprovalScreen, Confirm, PROGRAM_RESUMES, PROXY_COLLECTS, Pending, RunDetailScreen,
     TextInput, short,
 };
 use crate::console::time;
-
-/// The three answers to an approval.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Choice {
-    Approve,
-    Reject,
-    /// Deny with feedback (decision 0040).
-    Deny,
-}
 
 /// Builds the confirmation for a decision on the shown approval.
 pub(crate) fn confirm_decision(
@@ -52,22 +45,11 @@ pub(crate) fn confirm_decision(
     }
     let tool = fields::tool_of(a).unwrap_or_default();
     let (run, approval, hash) = (a.run_id.clone(), a.id.clone(), a.hash.clone());
-    let what = match choice {
-        Choice::Approve => Pending::Approve {
-            run,
-            approval,
-            hash,
-        },
-        Choice::Reject => Pending::Reject {
-            run,
-            approval,
-            hash,
-        },
-        Choice::Deny => Pending::Deny {
-            run,
-            approval,
-            hash,
-        },
+    let what = Pending::Decide {
+        choice,
+        run,
+        approval,
+        hash,
     };
     let mut warnings = decision_warnings(s, now);
     // An expired approval's decision only records the expiry (the run is cancelled), which

@@ -5,7 +5,7 @@ use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 
 use super::actions::on_action;
 use super::command_line::on_command_key;
-use crate::console::data::Write;
+use crate::console::data::{Choice, Write};
 use crate::console::msg::Effect;
 use crate::console::state::{App, Confirm, Level, Overlay, Pending, TextInput};
 
@@ -63,7 +63,7 @@ fn on_overlay_key(app: &mut App, k: KeyEvent) -> Vec<Effect> {
 fn accept(app: &mut App, c: Box<Confirm>) -> Vec<Effect> {
     let reason = c.reason.as_ref().map(|r| r.text.trim().to_string());
     if reason.as_deref() == Some("") {
-        let what = if matches!(c.what, Pending::Deny { .. }) {
+        let what = if c.what.is_deny() {
             "a note for the agent is required: it is told the note instead of the call's result"
         } else {
             "a reason is required"
@@ -75,47 +75,25 @@ fn accept(app: &mut App, c: Box<Confirm>) -> Vec<Effect> {
     let by = app.cfg.by.clone();
     let note = reason.unwrap_or_default();
     let (write, label) = match c.what.clone() {
-        Pending::Approve {
+        Pending::Decide {
+            choice,
             run,
             approval,
             hash,
         } => (
-            Write::Approve {
+            Write::Decide {
+                choice,
                 run,
                 approval,
                 shown_hash: hash,
                 by,
                 note,
             },
-            "approving",
-        ),
-        Pending::Reject {
-            run,
-            approval,
-            hash,
-        } => (
-            Write::Reject {
-                run,
-                approval,
-                shown_hash: hash,
-                by,
-                note,
+            match choice {
+                Choice::Approve => "approving",
+                Choice::Reject => "rejecting",
+                Choice::Deny => "denying",
             },
-            "rejecting",
-        ),
-        Pending::Deny {
-            run,
-            approval,
-            hash,
-        } => (
-            Write::Deny {
-                run,
-                approval,
-                shown_hash: hash,
-                by,
-                note,
-            },
-            "denying",
         ),
         Pending::Cancel { run } => (
             Write::Cancel {

@@ -105,7 +105,12 @@ fn closed_elsewhere(app: &mut App) {
     let Some(Overlay::Confirm(c)) = &app.overlay else {
         return;
     };
-    let (Pending::Approve { approval, .. } | Pending::Reject { approval, .. }) = &c.what else {
+    let Pending::Decide {
+        choice: Choice::Approve | Choice::Reject,
+        approval,
+        ..
+    } = &c.what
+    else {
         return;
     };
     let Some(Screen::Approval(s)) = app.stack.last() else {

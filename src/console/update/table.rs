@@ -9,7 +9,7 @@ use ratatui::text::Line;
 
 use super::bulk::{scrolled, start};
 use crate::console::bulk::{Item, Verb, arguments, item};
-use crate::console::data::{ApprovalRow, Key, Write};
+use crate::console::data::{ApprovalRow, Choice, Key, Write};
 use crate::console::layout;
 use crate::console::msg::Effect;
 use crate::console::state::{App, ApproveTable, Level, Overlay, TableRow, short};
@@ -80,7 +80,8 @@ fn approve(app: &mut App, t: Box<ApproveTable>) -> Vec<Effect> {
         .rows
         .iter()
         .map(|r| {
-            let w = (r.item.skip.is_none() && !r.cut).then(|| Write::Approve {
+            let w = (r.item.skip.is_none() && !r.cut).then(|| Write::Decide {
+                choice: Choice::Approve,
                 run: r.item.marked.run.clone(),
                 approval: r.item.marked.approval.clone(),
                 shown_hash: r.hash.clone(),

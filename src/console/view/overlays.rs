@@ -6,6 +6,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Wrap};
 
 use super::widgets::{block, cell, clear};
+use crate::console::data::Choice;
 use crate::console::state::{App, Confirm, Pending, Screen};
 use crate::console::text;
 use crate::console::theme::Role;
@@ -30,15 +31,24 @@ pub(super) fn draw_confirm(f: &mut Frame, body: Rect, app: &App, c: &Confirm) {
         },
     );
     let (title, what) = match &c.what {
-        Pending::Approve { .. } => (
+        Pending::Decide {
+            choice: Choice::Approve,
+            ..
+        } => (
             " APPROVE ",
             "approve this request: the tool will run when the run resumes",
         ),
-        Pending::Reject { .. } => (
+        Pending::Decide {
+            choice: Choice::Reject,
+            ..
+        } => (
             " REJECT ",
             "reject this request: the run ends as CANCELLED (approval_rejected)",
         ),
-        Pending::Deny { .. } => (
+        Pending::Decide {
+            choice: Choice::Deny,
+            ..
+        } => (
             " DENY WITH FEEDBACK ",
             "deny this call: it does not run; the agent is told your note and goes on",
         ),
@@ -60,7 +70,7 @@ pub(super) fn draw_confirm(f: &mut Frame, body: Rect, app: &App, c: &Confirm) {
     }
     if let Some(r) = &c.reason {
         lines.push(Line::from(""));
-        let label = if matches!(c.what, Pending::Deny { .. }) {
+        let label = if c.what.is_deny() {
             "  note for the agent "
         } else {
             "    reason "

@@ -218,18 +218,18 @@ impl RunCtx {
         })?;
         let steps = tx.get_run(&self.run_id)?.step_count;
         if limit {
-            tx.event(
+            tx.append(
                 &self.run_id,
                 "",
-                now,
+                &now,
                 "limit.exceeded",
                 &record::limit_exceeded(detail, reason),
             )?;
         }
-        tx.event(
+        tx.append(
             &self.run_id,
             "",
-            now,
+            &now,
             "run.finished",
             &record::run_finished(None, detail, reason, status.as_str(), steps),
         )?;
@@ -366,31 +366,6 @@ impl RunCtx {
 
 pub(crate) fn insert_spec(tx: &Tx<'_>, hash: &str, spec_json: &[u8]) -> Result<(), StoreError> {
     tx.insert_tool_spec(hash, &String::from_utf8_lossy(spec_json))
-}
-
-/// Appending an event with the driver's argument order.
-pub(crate) trait EventExt {
-    fn event(
-        &mut self,
-        run_id: &str,
-        step_id: &str,
-        at: Timestamp,
-        kind: &str,
-        payload: &[u8],
-    ) -> Result<(), StoreError>;
-}
-
-impl EventExt for Tx<'_> {
-    fn event(
-        &mut self,
-        run_id: &str,
-        step_id: &str,
-        at: Timestamp,
-        kind: &str,
-        payload: &[u8],
-    ) -> Result<(), StoreError> {
-        self.append(run_id, step_id, &at, kind, payload)
-    }
 }
 
 /// A step update conditional on its status.

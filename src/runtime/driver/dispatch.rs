@@ -3,7 +3,7 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
-use super::ctx::{EventExt, RunCtx, StepResult, Stop, step_set};
+use super::ctx::{RunCtx, StepResult, Stop, step_set};
 use super::record;
 use super::step::json_err;
 use crate::runtime::json::{self, gojson::Object};
@@ -235,7 +235,7 @@ impl RunCtx {
                                 ..StepUpdate::default()
                             },
                         )?;
-                        tx.event(&rid, step_id, policy_at, "step.policy", &ev)?;
+                        tx.append(&rid, step_id, &policy_at, "step.policy", &ev)?;
                         Ok(())
                     },
                     |cx, tx| {
@@ -352,17 +352,17 @@ impl RunCtx {
                     ..StepUpdate::default()
                 },
             )?;
-            tx.event(
+            tx.append(
                 &self.run_id,
                 step_id,
-                st.policy_at,
+                &st.policy_at,
                 "step.policy",
                 &st.policy_event,
             )?;
-            tx.event(
+            tx.append(
                 &self.run_id,
                 step_id,
-                st.policy_at,
+                &st.policy_at,
                 "step.tool_started",
                 &st.tool_started,
             )?;
@@ -416,7 +416,7 @@ impl RunCtx {
             lease_expires_at: until,
         })?;
         let p = Object::new().str("approval_id", approval_id).finish();
-        tx.event(&self.run_id, step_id, at, "run.resumed", &p)?;
+        tx.append(&self.run_id, step_id, &at, "run.resumed", &p)?;
         Ok(())
     }
 
@@ -484,7 +484,7 @@ impl RunCtx {
                 lease_owner: Some(&owner),
                 lease_expires_at: Timestamp::ZERO,
             })?;
-            tx.event(&self.run_id, step_id, policy_at, "step.policy", policy_ev)?;
+            tx.append(&self.run_id, step_id, &policy_at, "step.policy", policy_ev)?;
             tx.insert_approval(&NewApproval {
                 id: &aid,
                 run_id: &self.run_id,
@@ -497,7 +497,13 @@ impl RunCtx {
                 created_at: now,
                 expires_at: expires,
             })?;
-            tx.event(&self.run_id, step_id, now, "approval.requested", &requested)?;
+            tx.append(
+                &self.run_id,
+                step_id,
+                &now,
+                "approval.requested",
+                &requested,
+            )?;
             Ok(())
         })?;
         self.lease.mark_lost();

@@ -5,7 +5,7 @@
 use base64::Engine as _;
 
 use super::RuntimeError;
-use super::ctx::{EventExt, RunCtx, StepResult, Stop};
+use super::ctx::{RunCtx, StepResult, Stop};
 use super::dispatch::Allowed;
 use super::record::{self, observation, string_map};
 use super::step::json_err;
@@ -207,7 +207,7 @@ impl RunCtx {
             .map_err(json_err("late outcome"))?;
         let ((), events) = self.inner.store.write(|tx| -> Result<(), RuntimeError> {
             tx.get_run(&self.run_id)?;
-            tx.event(&self.run_id, &a.step_id, now, "step.tool_finished", &p)?;
+            tx.append(&self.run_id, &a.step_id, &now, "step.tool_finished", &p)?;
             Ok(())
         })?;
         self.inner.deliver(&events);

@@ -127,44 +127,45 @@ fn loop_streak(steps: &[Arc<Step>]) -> (Option<(String, String, String)>, i64) {
 
 /// Go's `time.Duration.String()` for nanoseconds: `1h2m3.5s`, `1.5s`, `100ms`, `0s`.
 pub fn go_duration(ns: i64) -> String {
+    let text = duration_text(u128::from(ns.unsigned_abs()));
+    if ns < 0 { format!("-{text}") } else { text }
+}
+
+/// [`go_duration`] of a [`std::time::Duration`] (never negative; one longer than Go's
+/// `time.Duration` can hold is written the same way).
+pub fn go_duration_of(d: std::time::Duration) -> String {
+    duration_text(d.as_nanos())
+}
+
+/// `ns` nanoseconds as Go writes a duration that is not negative.
+fn duration_text(ns: u128) -> String {
     if ns == 0 {
         return "0s".into();
     }
-    let neg = ns < 0;
-    let u = ns.unsigned_abs();
-    let mut s = String::new();
-    if u < 1_000_000_000 {
+    if ns < 1_000_000_000 {
         // sub-second: ns, µs or ms with a fraction
-        let (unit, div) = if u < 1_000 {
+        let (unit, div) = if ns < 1_000 {
             ("ns", 1)
-        } else if u < 1_000_000 {
+        } else if ns < 1_000_000 {
             ("µs", 1_000)
         } else {
             ("ms", 1_000_000)
         };
-        s.push_str(&frac(u, div));
-        s.push_str(unit);
+        return format!("{}{unit}", frac(ns, div));
+    }
+    let h = ns / 3_600_000_000_000;
+    let m = (ns / 60_000_000_000) % 60;
+    let s = frac(ns % 60_000_000_000, 1_000_000_000);
+    if h > 0 {
+        format!("{h}h{m}m{s}s")
+    } else if m > 0 {
+        format!("{m}m{s}s")
     } else {
-        let h = u / 3_600_000_000_000;
-        let rem = u % 3_600_000_000_000;
-        let m = rem / 60_000_000_000;
-        let sec = rem % 60_000_000_000;
-        if h > 0 {
-            s.push_str(&format!("{h}h"));
-        }
-        if h > 0 || m > 0 {
-            s.push_str(&format!("{m}m"));
-        }
-        s.push_str(&frac(sec, 1_000_000_000));
-        s.push('s');
+        format!("{s}s")
     }
-    if neg {
-        s.insert(0, '-');
-    }
-    s
 }
 
-fn frac(v: u64, div: u64) -> String {
+fn frac(v: u128, div: u128) -> String {
     let whole = v / div;
     let f = v % div;
     if f == 0 {
@@ -188,5 +189,6 @@ mod tests {
         assert_eq!(go_duration(3_723_500_000_000), "1h2m3.5s");
         assert_eq!(go_duration(60_000_000_000), "1m0s");
         assert_eq!(go_duration(7), "7ns");
+        assert_eq!(go_duration(-1_500_000_000), "-1.5s");
     }
 }

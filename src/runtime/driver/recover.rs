@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use super::RuntimeError;
-use super::ctx::{EventExt, RunCtx, StepResult, Stop};
+use super::ctx::{RunCtx, StepResult, Stop};
 use super::dispatch::{INTERRUPTED_KIND, policy_event};
 use super::lease;
 use super::record::{self, observation, string_map};
@@ -132,7 +132,7 @@ pub(crate) fn resume_interrupted(mut cx: RunCtx) -> Result<Attached, RuntimeErro
                 &run.lease_expires_at.format_always(),
                 &run.lease_owner,
             );
-            tx.event(&cx.run_id, "", now, "lease.taken_over", &p)?;
+            tx.append(&cx.run_id, "", &now, "lease.taken_over", &p)?;
         }
         if damaged.is_none() {
             for s in &in_flight {
@@ -155,10 +155,10 @@ pub(crate) fn resume_interrupted(mut cx: RunCtx) -> Result<Attached, RuntimeErro
                         ..StepUpdate::default()
                     },
                 )?;
-                tx.event(
+                tx.append(
                     &cx.run_id,
                     &s.id,
-                    now,
+                    &now,
                     "step.interrupted",
                     &record::step_interrupted(&content),
                 )?;
@@ -262,10 +262,10 @@ pub(crate) fn resume_interrupted(mut cx: RunCtx) -> Result<Attached, RuntimeErro
             lease_owner: Some(&owner),
             lease_expires_at: until,
         })?;
-        tx.event(
+        tx.append(
             &cx.run_id,
             "",
-            now,
+            &now,
             "run.resumed",
             br#"{"after":"interruption"}"#,
         )?;

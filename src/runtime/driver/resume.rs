@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use super::RuntimeError;
-use super::ctx::{EventExt, RunCtx, Stop};
+use super::ctx::{RunCtx, Stop};
 use super::dispatch::{Allowed, Dispatched, ResumeGrant};
 use super::lease;
 use super::record;
@@ -236,26 +236,13 @@ impl RunCtx {
             .str("status", "expired")
             .finish();
         let res = self.write(|tx| {
-            let ok = if a.status == ApprovalStatus::Pending {
-                tx.set_approval_status(
-                    a.id_bytes(),
-                    "pending",
-                    &a.hash,
-                    "expired",
-                    now,
-                    None,
-                    "expired",
-                )?
-            } else {
-                tx.set_approval_status_only(a.id_bytes(), a.status.as_str(), &a.hash, "expired")?
-            };
-            if !ok {
+            if !tx.expire_approval(a, now)? {
                 return Err(StoreError::RunState {
                     detail: Said::from("approval ").id(a.id_bytes()).text(" changed"),
                 }
                 .into());
             }
-            tx.event(&self.run_id, &a.step_id, now, "approval.decided", &p)?;
+            tx.append(&self.run_id, &a.step_id, &now, "approval.decided", &p)?;
             tx.transition(&Transition {
                 run_id: self.run_id.as_bytes(),
                 from: &[RunStatus::WaitingForApproval],
@@ -269,7 +256,7 @@ impl RunCtx {
             })?;
             let steps = tx.get_run(&self.run_id)?.step_count;
             let fin = record::run_finished(None, &detail, "approval_expired", "CANCELLED", steps);
-            tx.event(&self.run_id, "", now, "run.finished", &fin)?;
+            tx.append(&self.run_id, "", &now, "run.finished", &fin)?;
             Ok(())
         });
         self.end_result(res)

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use super::RuntimeError;
-use super::ctx::{EventExt, RunCtx, StepResult, Stop};
+use super::ctx::{RunCtx, StepResult, Stop};
 use super::dispatch::Dispatched;
 use super::execute::execute;
 use super::lease::release;
@@ -109,7 +109,7 @@ impl RunCtx {
                 let now = self.inner.now();
                 let p = record::loop_detected(&args_hash, &observation_hash, repeats, &tool);
                 let res = self.write(|tx| {
-                    tx.event(&self.run_id, "", now, "loop.detected", &p)?;
+                    tx.append(&self.run_id, "", &now, "loop.detected", &p)?;
                     self.finish_in(
                         tx,
                         &[RunStatus::Running],

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::ctx::{EventExt, RunCtx, StepResult, Stop, insert_spec, step_set};
+use super::ctx::{RunCtx, StepResult, Stop, insert_spec, step_set};
 use super::record;
 use super::{Inner, RuntimeError};
 use crate::runtime::json::{self, JsonError};
@@ -83,7 +83,7 @@ impl RunCtx {
                     ..StepUpdate::default()
                 },
             )?;
-            tx.event(&self.run_id, step_id, now, "step.decided", &dj)?;
+            tx.append(&self.run_id, step_id, &now, "step.decided", &dj)?;
             Ok(())
         })?;
         if let Some(s) = self.step_mut(step_id) {
@@ -149,13 +149,13 @@ impl RunCtx {
                 let ok = status == StepStatus::Done;
                 let empty = Observation::default();
                 let p = record::tool_finished(&tool, dur, obs.unwrap_or(&empty), ok, detail);
-                tx.event(&self.run_id, step_id, now, "step.tool_finished", &p)?;
+                tx.append(&self.run_id, step_id, &now, "step.tool_finished", &p)?;
             }
             if status == StepStatus::Failed {
-                tx.event(
+                tx.append(
                     &self.run_id,
                     step_id,
-                    now,
+                    &now,
                     "step.failed",
                     &record::step_failed(detail, obs),
                 )?;

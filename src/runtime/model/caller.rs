@@ -288,54 +288,50 @@ impl ModelCaller {
             ));
         }
         let tokens = est.input_tokens.saturating_add(est.output_tokens);
-        if l.max_total_tokens > 0 {
-            if est.output_tokens == 0 {
-                return Err(limit(
-                    "limit_tokens",
-                    format!(
-                        "a request without an output cap cannot be projected under the token limit {}",
-                        l.max_total_tokens
-                    ),
-                ));
-            }
-            let projected = run
-                .input_tokens
-                .saturating_add(run.output_tokens)
-                .saturating_add(res.tokens)
-                .saturating_add(tokens);
-            if projected > l.max_total_tokens {
-                return Err(limit(
-                    "limit_tokens",
-                    format!(
-                        "projected tokens {projected} exceed limit {}",
-                        l.max_total_tokens
-                    ),
-                ));
-            }
-        }
         let cost = s.setup.price(model).map(|p| p.cost(est)).unwrap_or(0);
-        if l.max_estimated_cost_micros > 0 && s.setup.price(model).is_some() {
+        let priced = s.setup.price(model).is_some();
+        // Tokens, and cost where the model is priced: a call projected past a limit is refused,
+        // and so is a request without an output cap, which cannot be projected.
+        type Over = fn(i64, i64) -> String;
+        let projections: [(&str, &str, i64, i64, Over); 2] = [
+            (
+                "limit_tokens",
+                "token",
+                l.max_total_tokens,
+                run.input_tokens
+                    .saturating_add(run.output_tokens)
+                    .saturating_add(res.tokens)
+                    .saturating_add(tokens),
+                |p, max| format!("projected tokens {p} exceed limit {max}"),
+            ),
+            (
+                "limit_cost",
+                "cost",
+                if priced {
+                    l.max_estimated_cost_micros
+                } else {
+                    0
+                },
+                run.estimated_cost_micros
+                    .saturating_add(res.cost)
+                    .saturating_add(cost),
+                |p, max| format!("projected cost {p} micros exceeds limit {max}"),
+            ),
+        ];
+        for (reason, what, max, projected, over) in projections {
+            if max <= 0 {
+                continue;
+            }
             if est.output_tokens == 0 {
                 return Err(limit(
-                    "limit_cost",
+                    reason,
                     format!(
-                        "a request without an output cap cannot be projected under the cost limit {}",
-                        l.max_estimated_cost_micros
+                        "a request without an output cap cannot be projected under the {what} limit {max}"
                     ),
                 ));
             }
-            let projected = run
-                .estimated_cost_micros
-                .saturating_add(res.cost)
-                .saturating_add(cost);
-            if projected > l.max_estimated_cost_micros {
-                return Err(limit(
-                    "limit_cost",
-                    format!(
-                        "projected cost {projected} micros exceeds limit {}",
-                        l.max_estimated_cost_micros
-                    ),
-                ));
+            if projected > max {
+                return Err(limit(reason, over(projected, max)));
             }
         }
         Ok(Reserved {
@@ -445,27 +441,26 @@ impl ModelCaller {
             r = generate => Ok(r),
             () = timer => Err(()),
         };
+        // An attempt that brought no reply: its status, what it is charged, why, and whether
+        // another attempt may follow.
+        let failed = |status, usage, error, retry| Recorded {
+            status,
+            usage,
+            error,
+            retry,
+            wait: Duration::ZERO,
+            reply: None,
+            completed: Timestamp::default(),
+            deadline,
+        };
         let rec = match out {
-            Err(_) => Recorded {
-                status: "ambiguous",
-                usage: est,
-                error: "attempt timed out".into(),
-                retry: true,
-                wait: Duration::ZERO,
-                reply: None,
-                completed: Timestamp::default(),
-                deadline,
-            },
-            Ok(Ok(reply)) if reply.usage.is_unusable() => Recorded {
-                status: "error",
-                usage: est,
-                error: format!("unusable usage: {:?}", reply.usage),
-                retry: false,
-                wait: Duration::ZERO,
-                reply: None,
-                completed: Timestamp::default(),
-                deadline,
-            },
+            Err(_) => failed("ambiguous", est, "attempt timed out".into(), true),
+            Ok(Ok(reply)) if reply.usage.is_unusable() => failed(
+                "error",
+                est,
+                format!("unusable usage: {:?}", reply.usage),
+                false,
+            ),
             Ok(Ok(reply)) => Recorded {
                 status: "ok",
                 usage: reply.usage,
@@ -476,69 +471,20 @@ impl ModelCaller {
                 completed: Timestamp::default(),
                 deadline,
             },
-            Ok(Err(ModelError::Transient(e))) => Recorded {
-                status: "error",
-                usage: Usage::default(),
-                error: e,
-                retry: true,
-                wait: Duration::ZERO,
-                reply: None,
-                completed: Timestamp::default(),
-                deadline,
-            },
-            Ok(Err(ModelError::Ambiguous(e))) => Recorded {
-                status: "ambiguous",
-                usage: est,
-                error: e,
-                retry: true,
-                wait: Duration::ZERO,
-                reply: None,
-                completed: Timestamp::default(),
-                deadline,
-            },
+            Ok(Err(ModelError::Transient(e))) => failed("error", Usage::default(), e, true),
+            Ok(Err(ModelError::Ambiguous(e))) => failed("ambiguous", est, e, true),
             Ok(Err(ModelError::Served { message, usage })) => {
                 let usage = if usage.is_unusable() { est } else { usage };
-                Recorded {
-                    status: "error",
-                    usage,
-                    error: message,
-                    retry: false,
-                    wait: Duration::ZERO,
-                    reply: None,
-                    completed: Timestamp::default(),
-                    deadline,
-                }
+                failed("error", usage, message, false)
             }
             Ok(Err(ModelError::RetryAfter { message, after })) => Recorded {
-                status: "error",
-                usage: Usage::default(),
-                error: message,
-                retry: true,
                 wait: after,
-                reply: None,
-                completed: Timestamp::default(),
-                deadline,
+                ..failed("error", Usage::default(), message, true)
             },
-            Ok(Err(ModelError::Fatal(e))) => Recorded {
-                status: "error",
-                usage: Usage::default(),
-                error: e,
-                retry: false,
-                wait: Duration::ZERO,
-                reply: None,
-                completed: Timestamp::default(),
-                deadline,
-            },
-            Ok(Err(ModelError::UnusableUsage(e))) => Recorded {
-                status: "error",
-                usage: est,
-                error: format!("unusable usage: {e}"),
-                retry: false,
-                wait: Duration::ZERO,
-                reply: None,
-                completed: Timestamp::default(),
-                deadline,
-            },
+            Ok(Err(ModelError::Fatal(e))) => failed("error", Usage::default(), e, false),
+            Ok(Err(ModelError::UnusableUsage(e))) => {
+                failed("error", est, format!("unusable usage: {e}"), false)
+            }
         };
         let completed = s.inner.now();
         let rec = Recorded { completed, ..rec };

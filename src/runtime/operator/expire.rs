@@ -2,7 +2,7 @@
 
 use crate::runtime::json::gojson::Object;
 use crate::runtime::store::{Store, Tx};
-use crate::runtime::types::{Approval, ApprovalStatus, AsKey, Event, RunStatus, Timestamp};
+use crate::runtime::types::{Approval, AsKey, Event, RunStatus, Timestamp};
 
 use super::OperatorError;
 use super::common::{append_decided, finish, not_pending, require_waiting};
@@ -20,8 +20,7 @@ pub fn expire(
 }
 
 /// [`expire`] inside a caller's transaction (a resume that finds its grant expired). The
-/// approval changes only if it still has the status and hash of `a`: a pending one also gets
-/// `decided_at = now` and `note = "expired"` (decided_by untouched); a grant keeps who/when.
+/// approval changes only if it still has the status and hash of `a` ([`Tx::expire_approval`]).
 /// The step row is not changed.
 pub fn expire_in(
     tx: &mut Tx<'_>,
@@ -31,20 +30,7 @@ pub fn expire_in(
 ) -> Result<(), OperatorError> {
     let run_id = run_id.key_bytes();
     require_waiting(tx, run_id)?;
-    let changed = if a.status == ApprovalStatus::Pending {
-        tx.set_approval_status(
-            a.id_bytes(),
-            "pending",
-            &a.hash,
-            "expired",
-            now,
-            None,
-            "expired",
-        )?
-    } else {
-        tx.set_approval_status_only(a.id_bytes(), a.status.as_str(), &a.hash, "expired")?
-    };
-    if !changed {
+    if !tx.expire_approval(a, now)? {
         let cur = tx.get_approval(run_id, a.id_bytes())?;
         return Err(not_pending(&cur));
     }

@@ -10,8 +10,8 @@ use super::bind::{Text, key};
 use super::error::{Ctx, StoreError};
 use super::events::verify;
 use super::pages::{
-    MAX_PAGE_TEXT, Page, approval_reason, approval_select, approvals_by_key, capped_approval,
-    check_page, event_select, query, tc,
+    MAX_PAGE_TEXT, Page, RunList, approval_reason, approval_select, approvals_by_key,
+    capped_approval, check_page, event_select, query, tc,
 };
 use super::rows::{APPROVAL_COLUMNS, Cols, approval_from, event_from};
 use super::window::{KeyedList, Window, WindowPage, int};
@@ -124,7 +124,9 @@ impl Store {
         check_page("approvals", limit, offset)?;
         self.read(|c| {
             Ok(RunApprovals {
-                page: approvals_of(&run_id).page(c, offset, limit, approvals_by_key)?,
+                page: APPROVALS
+                    .of(&run_id)
+                    .page(c, offset, limit, approvals_by_key)?,
                 run_status: run_status(c, run_id)?,
             })
         })
@@ -145,13 +147,8 @@ impl Store {
         let run_id = key(&run_id);
         check_page("approvals", limit, offset)?;
         self.read(|c| {
-            let anchor = rowid_anchor(
-                c,
-                "SELECT rowid FROM approvals WHERE run_id = ?1 AND id = ?2",
-                run_id,
-                anchor,
-            )?;
-            let list = approvals_of(&run_id);
+            let anchor = APPROVALS.anchor(c, run_id, anchor)?;
+            let list = APPROVALS.of(&run_id);
             let page = list.window_page(c, offset, limit, anchor, end, approvals_by_key)?;
             Ok((page, run_status(c, run_id)?))
         })
@@ -160,7 +157,7 @@ impl Store {
     /// How many approvals a run has, for callers that ask.
     pub fn count_run_approvals(&self, run_id: impl AsKey) -> Result<i64, StoreError> {
         let run_id = key(&run_id);
-        self.read(|c| approvals_of(&run_id).count(c))
+        self.read(|c| APPROVALS.of(&run_id).count(c))
     }
 
     /// One approval by id, whole, with its run's status and its reason; `None` if absent.
@@ -240,9 +237,7 @@ impl Store {
         limit: i64,
         offset: i64,
     ) -> Result<Page<ModelCallView>, StoreError> {
-        let run_id = key(&run_id);
-        check_page("model calls", limit, offset)?;
-        self.read(|c| calls_of(&run_id).page(c, offset, limit, calls_by_key))
+        self.run_page(&CALLS, run_id, limit, offset)
     }
 
     /// A window of a run's model calls read by key (issue 14 item 8), as
@@ -255,23 +250,13 @@ impl Store {
         anchor: Option<(i64, &str)>,
         end: Option<i64>,
     ) -> Result<WindowPage<ModelCallView>, StoreError> {
-        let run_id = key(&run_id);
-        check_page("model calls", limit, offset)?;
-        self.read(|c| {
-            let anchor = rowid_anchor(
-                c,
-                "SELECT rowid FROM model_calls WHERE run_id = ?1 AND id = ?2",
-                run_id,
-                anchor,
-            )?;
-            calls_of(&run_id).window_page(c, offset, limit, anchor, end, calls_by_key)
-        })
+        self.run_window(&CALLS, run_id, limit, offset, anchor, end)
     }
 
     /// How many model calls a run has, for callers that ask.
     pub fn count_model_calls(&self, run_id: impl AsKey) -> Result<i64, StoreError> {
         let run_id = key(&run_id);
-        self.read(|c| calls_of(&run_id).count(c))
+        self.read(|c| CALLS.of(&run_id).count(c))
     }
 }
 
@@ -301,46 +286,31 @@ fn approval_view(
     }))
 }
 
-/// The anchor `(index, [rowid])` of the row `sql` finds for (run, id); `None` when it is gone.
-fn rowid_anchor(
-    c: &Connection,
-    sql: &str,
-    run_id: Text<'_>,
-    anchor: Option<(i64, &str)>,
-) -> Result<Option<(i64, Vec<Value>)>, StoreError> {
-    let Some((ai, id)) = anchor.filter(|(ai, _)| *ai >= 0) else {
-        return Ok(None);
-    };
-    let rowid: Option<i64> = c
-        .prepare_cached(sql)
-        .ctx("anchor")?
-        .query_row(params![run_id, id], |r| r.get(0))
-        .optional()
-        .ctx("anchor")?;
-    Ok(rowid.map(|r| (ai, vec![Value::Integer(r)])))
-}
-
 /// A run's approvals, keyed by rowid (creation order).
-fn approvals_of<'a>(run_id: &'a dyn rusqlite::ToSql) -> KeyedList<'a> {
-    KeyedList {
-        what: "list approvals",
-        from: "FROM approvals WHERE run_id = ?1".into(),
-        args: vec![run_id],
-        key: &["rowid"],
-        desc: false,
-    }
-}
+const APPROVALS: RunList<Approval> = RunList {
+    name: "approvals",
+    what: "list approvals",
+    from: "FROM approvals WHERE run_id = ?1",
+    key: &["rowid"],
+    anchor: (
+        "anchor",
+        "SELECT rowid FROM approvals WHERE run_id = ?1 AND id = ?2",
+    ),
+    rows: approvals_by_key,
+};
 
 /// A run's model calls, keyed by rowid (insertion order).
-fn calls_of<'a>(run_id: &'a dyn rusqlite::ToSql) -> KeyedList<'a> {
-    KeyedList {
-        what: "list model calls",
-        from: "FROM model_calls WHERE run_id = ?1".into(),
-        args: vec![run_id],
-        key: &["rowid"],
-        desc: false,
-    }
-}
+const CALLS: RunList<ModelCallView> = RunList {
+    name: "model calls",
+    what: "list model calls",
+    from: "FROM model_calls WHERE run_id = ?1",
+    key: &["rowid"],
+    anchor: (
+        "anchor",
+        "SELECT rowid FROM model_calls WHERE run_id = ?1 AND id = ?2",
+    ),
+    rows: calls_by_key,
+};
 
 /// The window's model calls, each read by rowid (text capped).
 fn calls_by_key(c: &Connection, w: &Window) -> Result<Vec<ModelCallView>, StoreError> {
@@ -356,12 +326,9 @@ fn calls_by_key(c: &Connection, w: &Window) -> Result<Vec<ModelCallView>, StoreE
         tc("dispatched_at"),
         tc("completed_at"),
     );
-    let mut items = Vec::with_capacity(w.keys.len());
-    for k in &w.keys {
-        let rowid = k.first().map(int).unwrap_or(0);
-        items.extend(query(c, &sql, &[&rowid], "list model calls", model_call)?);
-    }
-    Ok(items)
+    w.each(0, |rowid| {
+        query(c, &sql, &[&rowid], "list model calls", model_call)
+    })
 }
 
 fn model_call(r: &rusqlite::Row<'_>) -> ModelCallView {

@@ -4,15 +4,16 @@
 
 use std::collections::BTreeMap;
 
+use rusqlite::types::Value;
 use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 
 use super::Store;
-use super::bind::key;
+use super::bind::{Text, key};
 use super::error::{Ctx, StoreError};
 use super::reads::by_id;
 use super::rows::{Cols, approval_from, event_from, run_from, step_from};
 pub use super::window::Page;
-use super::window::{KeyedList, Window, WindowPage, int};
+use super::window::{KeyedList, Window, WindowPage, int, row_anchor};
 use crate::runtime::types::{Approval, AsKey, Event, Key, Run, Said, Step};
 
 /// The largest request (bytes) the commands read whole to show and decide on. A larger one
@@ -247,43 +248,113 @@ fn join_note(acc: &mut String, note: String) {
     acc.push_str(&note);
 }
 
-/// A run's steps, keyed by `(idx, rowid)` on the `(run_id, idx)` index.
-fn steps_of<'a>(run_id: &'a dyn rusqlite::ToSql) -> KeyedList<'a> {
-    KeyedList {
-        what: "list steps",
-        from: "FROM steps WHERE run_id = ?1".into(),
-        args: vec![run_id],
-        key: &["idx", "rowid"],
-        desc: false,
+/// One of a run's lists (its steps, approvals, model calls) as the store reads it by key.
+pub(super) struct RunList<T> {
+    /// The list as a bad page request names it (`steps`).
+    pub name: &'static str,
+    /// What its errors say it was doing (`list steps`).
+    pub what: &'static str,
+    /// `FROM <table> WHERE run_id = ?1`.
+    pub from: &'static str,
+    /// The key's columns, in list order.
+    pub key: &'static [&'static str],
+    /// What an anchor's errors say, and the SQL that reads the key of the run's row with an
+    /// id (parameters: the run, the id).
+    pub anchor: (&'static str, &'static str),
+    /// Reads the window's rows by key.
+    pub rows: fn(&Connection, &Window) -> Result<Vec<T>, StoreError>,
+}
+
+impl<T> RunList<T> {
+    /// The list of run `run_id`.
+    pub fn of<'a>(&self, run_id: &'a dyn rusqlite::ToSql) -> KeyedList<'a> {
+        KeyedList {
+            what: self.what,
+            from: self.from.into(),
+            args: vec![run_id],
+            key: self.key,
+            desc: false,
+        }
+    }
+
+    /// The anchor row's `(index, key)` in the run's list (see [`row_anchor`]).
+    pub fn anchor(
+        &self,
+        c: &Connection,
+        run_id: Text<'_>,
+        anchor: Option<(i64, &str)>,
+    ) -> Result<Option<(i64, Vec<Value>)>, StoreError> {
+        let (what, sql) = self.anchor;
+        row_anchor(c, what, sql, &[&run_id], anchor)
     }
 }
+
+impl Store {
+    /// Rows `[offset, offset + limit)` of a run's list as agentrt's page reads read them (the
+    /// offset skipped on the key, the total counted whole), capped.
+    pub(super) fn run_page<T>(
+        &self,
+        list: &RunList<T>,
+        run_id: impl AsKey,
+        limit: i64,
+        offset: i64,
+    ) -> Result<Page<T>, StoreError> {
+        let run_id = key(&run_id);
+        check_page(list.name, limit, offset)?;
+        self.read(|c| list.of(&run_id).page(c, offset, limit, list.rows))
+    }
+
+    /// A window of a run's list read by key (issue 14 item 8), from the nearest of the list's
+    /// start, an `anchor` (the index and id of a row of the list already read; one that is
+    /// gone is not used) and its end (`end`: its length as last read, read in reverse), with
+    /// the total counted up to [`super::COUNT_CAP`].
+    pub(super) fn run_window<T>(
+        &self,
+        list: &RunList<T>,
+        run_id: impl AsKey,
+        limit: i64,
+        offset: i64,
+        anchor: Option<(i64, &str)>,
+        end: Option<i64>,
+    ) -> Result<WindowPage<T>, StoreError> {
+        let run_id = key(&run_id);
+        check_page(list.name, limit, offset)?;
+        self.read(|c| {
+            let anchor = list.anchor(c, run_id, anchor)?;
+            list.of(&run_id)
+                .window_page(c, offset, limit, anchor, end, list.rows)
+        })
+    }
+}
+
+/// A run's steps, keyed by `(idx, rowid)` on the `(run_id, idx)` index (a damaged, repeated
+/// or non-integer `idx` still orders once).
+const STEPS: RunList<Step> = RunList {
+    name: "steps",
+    what: "list steps",
+    from: "FROM steps WHERE run_id = ?1",
+    key: &["idx", "rowid"],
+    anchor: (
+        "list steps",
+        "SELECT idx, rowid FROM steps WHERE run_id = ? AND id = ? ORDER BY rowid LIMIT 1",
+    ),
+    rows: steps_by_key,
+};
 
 /// The window's approvals, each read by its rowid through the capped select.
 pub(super) fn approvals_by_key(c: &Connection, w: &Window) -> Result<Vec<Approval>, StoreError> {
     let sql = format!("{} WHERE rowid = ?", approval_select());
-    let mut items = Vec::with_capacity(w.keys.len());
-    for k in &w.keys {
-        let rowid = k.first().map(int).unwrap_or(0);
-        items.extend(query(
-            c,
-            &sql,
-            &[&rowid],
-            "list approvals",
-            capped_approval,
-        )?);
-    }
-    Ok(items)
+    w.each(0, |rowid| {
+        query(c, &sql, &[&rowid], "list approvals", capped_approval)
+    })
 }
 
 /// The window's steps, each read by its rowid through the capped select.
 fn steps_by_key(c: &Connection, w: &Window) -> Result<Vec<Step>, StoreError> {
     let sql = format!("{} WHERE rowid = ?", step_select());
-    let mut items = Vec::with_capacity(w.keys.len());
-    for k in &w.keys {
-        let rowid = k.get(1).map(int).unwrap_or(0);
-        items.extend(query(c, &sql, &[&rowid], "list steps", capped_step)?);
-    }
-    Ok(items)
+    w.each(1, |rowid| {
+        query(c, &sql, &[&rowid], "list steps", capped_step)
+    })
 }
 
 pub(crate) fn count(
@@ -336,13 +407,11 @@ impl Store {
             };
             let w = list.window(c, offset, limit, None, None, Some(i64::MAX - 1))?;
             let sql = format!("{} WHERE rowid = ?", run_select());
-            let mut items = Vec::with_capacity(w.keys.len());
-            for k in &w.keys {
-                let rowid = int(&k[0]);
-                items.extend(query(c, &sql, &[&rowid], "list runs", |r| {
+            let items = w.each(0, |rowid| {
+                query(c, &sql, &[&rowid], "list runs", |r| {
                     run_from(&mut Cols::new(r))
-                })?);
-            }
+                })
+            })?;
             Ok(Page {
                 items,
                 total: w.total,
@@ -375,9 +444,7 @@ impl Store {
         limit: i64,
         offset: i64,
     ) -> Result<Page<Step>, StoreError> {
-        let run_id = key(&run_id);
-        check_page("steps", limit, offset)?;
-        self.read(|c| steps_of(&run_id).page(c, offset, limit, steps_by_key))
+        self.run_page(&STEPS, run_id, limit, offset)
     }
 
     /// A window of a run's steps read by key (issue 14 item 8): `(idx, rowid)` walked from the
@@ -385,7 +452,7 @@ impl Store {
     /// the same run already read; a damaged, repeated or non-integer `idx` still orders once)
     /// and the run's end (`end`: its length as last read, read in reverse). The total is
     /// counted up to [`super::COUNT_CAP`]; [`Store::count_steps`] counts when asked. An anchor
-    /// that is gone is not used.
+    /// that is gone is not used (see [`Store::run_window`]).
     pub fn list_steps_page_near(
         &self,
         run_id: impl AsKey,
@@ -394,26 +461,7 @@ impl Store {
         anchor: Option<(i64, &str)>,
         end: Option<i64>,
     ) -> Result<WindowPage<Step>, StoreError> {
-        let run_id = key(&run_id);
-        check_page("steps", limit, offset)?;
-        self.read(|c| {
-            use rusqlite::types::Value;
-            let anchor = match anchor {
-                Some((ai, id)) if ai >= 0 => c
-                    .prepare_cached(
-                        "SELECT idx, rowid FROM steps WHERE run_id = ? AND id = ? ORDER BY rowid LIMIT 1",
-                    )
-                    .ctx("list steps")?
-                    .query_row(params![run_id, id], |r| {
-                        Ok(vec![r.get::<_, Value>(0)?, r.get::<_, Value>(1)?])
-                    })
-                    .optional()
-                    .ctx("list steps")?
-                    .map(|key| (ai, key)),
-                _ => None,
-            };
-            steps_of(&run_id).window_page(c, offset, limit, anchor, end, steps_by_key)
-        })
+        self.run_window(&STEPS, run_id, limit, offset, anchor, end)
     }
 
     /// A run's approvals in creation order, optionally only those with `status`, capped, with

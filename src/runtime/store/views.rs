@@ -11,7 +11,7 @@ use super::Store;
 use super::error::{Ctx, StoreError};
 use super::pages::{Page, approval_select, capped_approval, check_page, count, query, run_select};
 use super::rows::{Cols, run_from};
-use super::window::{KeyedList, Window, WindowPage, int};
+use super::window::{KeyedList, Window, WindowPage, row_anchor};
 use crate::runtime::types::{Approval, RawInvalid, Run};
 use rusqlite::types::Value;
 
@@ -185,16 +185,6 @@ fn overview(c: &Connection, rowid: i64) -> Result<Option<RunOverview>, StoreErro
     }))
 }
 
-fn rowids(
-    c: &Connection,
-    sql: &str,
-    args: &[&dyn rusqlite::ToSql],
-) -> Result<Vec<i64>, StoreError> {
-    query(c, sql, args, "view keys", |r| {
-        r.get::<_, i64>(0).unwrap_or(0)
-    })
-}
-
 impl Store {
     /// Header counts: runs by status and pending approvals of WAITING runs.
     pub fn view_counts(&self) -> Result<ViewCounts, StoreError> {
@@ -294,18 +284,15 @@ impl Store {
         let filter = filter.to_lowercase();
         self.read(|c| {
             let from = "FROM approvals a JOIN runs r ON r.id = a.run_id";
-            let anchor = match anchor {
-                Some((ai, id)) if ai >= 0 => rowids(
-                    c,
-                    &format!(
-                        "SELECT a.rowid {from} WHERE {QUEUE_COND} AND a.id = ?2 ORDER BY a.rowid LIMIT 1"
-                    ),
-                    &[&filter, &id],
-                )?
-                .first()
-                .map(|r| (ai, vec![Value::Integer(*r)])),
-                _ => None,
-            };
+            let anchor = row_anchor(
+                c,
+                "view keys",
+                &format!(
+                    "SELECT a.rowid {from} WHERE {QUEUE_COND} AND a.id = ?2 ORDER BY a.rowid LIMIT 1"
+                ),
+                &[&filter],
+                anchor,
+            )?;
             queue_of(&filter).window_page(c, offset, limit, anchor, end, queue_items)
         })
     }
@@ -399,11 +386,7 @@ fn queue_of<'a>(filter: &'a String) -> KeyedList<'a> {
 }
 
 fn queue_items(c: &Connection, w: &Window) -> Result<Vec<QueueItem>, StoreError> {
-    let mut items = Vec::with_capacity(w.keys.len());
-    for k in &w.keys {
-        items.extend(queue_item(c, k.first().map(int).unwrap_or(0))?);
-    }
-    Ok(items)
+    w.each(0, |rowid| queue_item(c, rowid))
 }
 
 /// The runs overview, keyed by rowid, newest first (`&String`: as for [`queue_of`]).
@@ -422,19 +405,17 @@ fn run_anchor(
     c: &Connection,
     anchor: Option<(i64, &str)>,
 ) -> Result<Option<(i64, Vec<Value>)>, StoreError> {
-    Ok(match anchor {
-        Some((i, id)) if i >= 0 => opt_int(c, "SELECT rowid FROM runs WHERE id = ?", &id)?
-            .map(|r| (i, vec![Value::Integer(r)])),
-        _ => None,
-    })
+    row_anchor(
+        c,
+        "view",
+        "SELECT rowid FROM runs WHERE id = ?",
+        &[],
+        anchor,
+    )
 }
 
 fn overviews(c: &Connection, w: &Window) -> Result<Vec<RunOverview>, StoreError> {
-    let mut items = Vec::with_capacity(w.keys.len());
-    for k in &w.keys {
-        items.extend(overview(c, k.first().map(int).unwrap_or(0))?);
-    }
-    Ok(items)
+    w.each(0, |rowid| overview(c, rowid))
 }
 
 impl Store {

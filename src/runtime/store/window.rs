@@ -8,7 +8,7 @@
 //! is a separate call, made only when a caller asks for one.
 
 use rusqlite::types::Value;
-use rusqlite::{Connection, ToSql};
+use rusqlite::{Connection, OptionalExtension, ToSql};
 
 use super::error::{Ctx, StoreError};
 
@@ -58,6 +58,48 @@ pub(super) struct Window {
     pub exact: bool,
 }
 
+impl Window {
+    /// The window's rows read one key at a time: `read` is handed the integer in column `col`
+    /// of each key (a rowid) and returns the row, if it is still there.
+    pub fn each<T, I: IntoIterator<Item = T>>(
+        &self,
+        col: usize,
+        mut read: impl FnMut(i64) -> Result<I, StoreError>,
+    ) -> Result<Vec<T>, StoreError> {
+        let mut items = Vec::with_capacity(self.keys.len());
+        for k in &self.keys {
+            items.extend(read(k.get(col).map(int).unwrap_or(0))?);
+        }
+        Ok(items)
+    }
+}
+
+/// The `(index, key)` of an anchor, a row already read (its index in the list and its id):
+/// `sql` reads the row's key columns (the first row it returns), its parameters `args` then
+/// the id. `None` with no anchor, a negative index, or a row that is gone.
+pub(super) fn row_anchor(
+    c: &Connection,
+    what: &str,
+    sql: &str,
+    args: &[&dyn ToSql],
+    anchor: Option<(i64, &str)>,
+) -> Result<Option<(i64, Vec<Value>)>, StoreError> {
+    let Some((index, id)) = anchor.filter(|(i, _)| *i >= 0) else {
+        return Ok(None);
+    };
+    let mut args = args.to_vec();
+    args.push(&id);
+    let mut stmt = c.prepare_cached(sql).ctx(what)?;
+    let width = stmt.column_count();
+    let key = stmt
+        .query_row(args.as_slice(), |r| {
+            (0..width).map(|i| r.get::<_, Value>(i)).collect()
+        })
+        .optional()
+        .ctx(what)?;
+    Ok(key.map(|k| (index, k)))
+}
+
 /// A list read by a unique key: `from` is `FROM … WHERE …` with its parameters numbered
 /// `?1..?n` (`args`), `key` the key's columns, in the list's order (descending if `desc`).
 pub(super) struct KeyedList<'a> {
@@ -87,6 +129,23 @@ impl KeyedList<'_> {
         format!("({}) {op} ({})", self.cols(), marks.join(", "))
     }
 
+    /// The list's parameters and, with `near`, the key's after them and the condition
+    /// (` AND …`) that keeps the rows at/after (`true`) or before that key.
+    fn near<'b>(&'b self, near: Option<(bool, &'b [Value])>) -> (Vec<&'b dyn ToSql>, String) {
+        let mut args: Vec<&dyn ToSql> = self.args.clone();
+        let cond = match near {
+            Some((after, key)) => {
+                let first = args.len() + 1;
+                for v in key {
+                    args.push(v);
+                }
+                format!(" AND {}", self.cmp(after, first))
+            }
+            None => String::new(),
+        };
+        (args, cond)
+    }
+
     fn order(&self, reverse: bool) -> String {
         let dir = if self.desc != reverse { "DESC" } else { "ASC" };
         self.key
@@ -105,17 +164,7 @@ impl KeyedList<'_> {
         limit: i64,
         offset: i64,
     ) -> Result<Vec<Vec<Value>>, StoreError> {
-        let n = self.args.len();
-        let mut args: Vec<&dyn ToSql> = self.args.clone();
-        let cond = match near {
-            Some((after, key)) => {
-                for v in key {
-                    args.push(v);
-                }
-                format!(" AND {}", self.cmp(after, n + 1))
-            }
-            None => String::new(),
-        };
+        let (mut args, cond) = self.near(near);
         let m = args.len();
         args.push(&limit);
         args.push(&offset);
@@ -144,17 +193,7 @@ impl KeyedList<'_> {
         before: Option<&[Value]>,
         cap: i64,
     ) -> Result<i64, StoreError> {
-        let n = self.args.len();
-        let mut args: Vec<&dyn ToSql> = self.args.clone();
-        let cond = match before {
-            Some(key) => {
-                for v in key {
-                    args.push(v);
-                }
-                format!(" AND {}", self.cmp(false, n + 1))
-            }
-            None => String::new(),
-        };
+        let (mut args, cond) = self.near(before.map(|key| (false, key)));
         let lim = cap.saturating_add(1);
         args.push(&lim);
         let sql = format!(
