@@ -31,7 +31,10 @@ impl PgStore {
         payload: &str,
     ) -> Result<i64, PgError> {
         let url = self.url.clone();
-        let mut tx = self.client.transaction().ctx(&url, "enqueue: begin")?;
+        let mut tx = self
+            .client_mut()
+            .transaction()
+            .ctx(&url, "enqueue: begin")?;
         let id = chain::enqueue(&mut tx, &url, run_id, step_id, at, kind, payload)?;
         tx.commit().ctx(&url, "enqueue: commit")?;
         Ok(id)
@@ -40,7 +43,10 @@ impl PgStore {
     /// One sequencer pass: chains up to `max` committed inbox events in one transaction.
     pub fn sequence(&mut self, max: i64) -> Result<Chained, PgError> {
         let url = self.url.clone();
-        let mut tx = self.client.transaction().ctx(&url, "sequence: begin")?;
+        let mut tx = self
+            .client_mut()
+            .transaction()
+            .ctx(&url, "sequence: begin")?;
         let out = chain::sequence(&mut tx, &url, max)?;
         tx.commit().ctx(&url, "sequence: commit")?;
         Ok(out)
@@ -62,7 +68,7 @@ impl PgStore {
     /// Events committed to the inbox and not chained yet.
     pub fn unchained(&mut self) -> Result<i64, PgError> {
         Ok(self
-            .client
+            .client_mut()
             .query_one("SELECT count(*) FROM event_inbox", &[])
             .ctx(&self.url, "count the inbox")?
             .get(0))
