@@ -291,6 +291,12 @@ fn named_run<'a>(run: Option<&'a Key>, name: &str) -> Result<&'a Key, CommandErr
 /// command can be printed. Printable ASCII only (see [`shell`]); callers print it last on its
 /// line so what a person copies ends where the line ends.
 fn run_command(db: &Path, run: impl AsRef<[u8]>, verb: &str) -> Result<String, String> {
+    #[cfg(feature = "postgres")]
+    if db.to_str().is_some_and(crate::pgstore::is_pg_url) {
+        return Err(format!(
+            "no `{verb}` command is printed: `{verb}` does not run on PostgreSQL in this build"
+        ));
+    }
     let r = shell::id_word(run.as_ref())
         .map_err(|why| format!("no `{verb}` command is printed: the run's id {}", why.why()))?;
     shell::command(db, &format!("{verb} {r}"))
