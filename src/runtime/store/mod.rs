@@ -51,7 +51,9 @@ use std::sync::{Mutex, MutexGuard};
 
 use rusqlite::Connection;
 
-pub(crate) use backend::{IN_CRATE, sealed};
+pub(crate) use backend::IN_CRATE;
+#[cfg(feature = "postgres")]
+pub(crate) use backend::sealed;
 pub use backend::{InCrate, RunStore, RunTx};
 pub use damaged::{DAMAGED_RAW_HEAD, DamagedColumn};
 pub use detail::{ApprovalView, ChainMark, MarkedEvent, ModelCallView, RunApprovals};
@@ -66,6 +68,7 @@ pub use pages::{MAX_PAGE_TEXT, Page, SHOWN_REQUEST_MAX};
 pub use queue_order::{QueueOrder, SortValue};
 pub use reads::ProxyCall;
 pub use resumable::ResumableRun;
+#[cfg(feature = "postgres")]
 pub(crate) use rows::{
     APPROVAL_COLUMNS, RUN_COLUMNS, STEP_COLUMNS, approval_from_values, run_from_values,
     step_from_values,

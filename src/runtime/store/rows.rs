@@ -14,6 +14,8 @@ use crate::runtime::types::{
 /// rows, as text and integers), so both decode through the same functions.
 enum Source<'r, 's> {
     Row(&'r Row<'s>),
+    // Only PostgreSQL's rows come as values.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     Values(&'r [Value]),
 }
 
@@ -46,6 +48,7 @@ impl<'r, 's> Cols<'r, 's> {
     }
 
     /// Columns from values read elsewhere, in the order the `*_COLUMNS` lists name them.
+    #[cfg(feature = "postgres")]
     pub fn values(values: &'r [Value]) -> Self {
         Cols {
             row: Source::Values(values),
@@ -300,16 +303,19 @@ pub(crate) fn event_from(c: &mut Cols<'_, '_>) -> Event {
 
 /// A run decoded from values read by another backend, in [`RUN_COLUMNS`] order, exactly as a
 /// SQLite row holding them would decode.
+#[cfg(feature = "postgres")]
 pub(crate) fn run_from_values(v: &[Value]) -> Run {
     run_from(&mut Cols::values(v))
 }
 
 /// A step decoded from values in [`STEP_COLUMNS`] order (see [`run_from_values`]).
+#[cfg(feature = "postgres")]
 pub(crate) fn step_from_values(v: &[Value]) -> Step {
     step_from(&mut Cols::values(v))
 }
 
 /// An approval decoded from values in [`APPROVAL_COLUMNS`] order (see [`run_from_values`]).
+#[cfg(feature = "postgres")]
 pub(crate) fn approval_from_values(v: &[Value]) -> Approval {
     approval_from(&mut Cols::values(v))
 }
