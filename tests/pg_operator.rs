@@ -442,3 +442,48 @@ fn pg_reviewer_role_can_decide_and_cancel() {
     drop((c2, w2));
     let _ = c.batch_execute(&format!("DROP OWNED BY {login}; DROP ROLE {login}"));
 }
+
+/// `runs` on PostgreSQL prints what it prints on SQLite for the same rows, text and `--json`,
+/// by status, by page (`--limit`/`--offset`) and all of them page by page by key (more than
+/// one page of 500): the list a reviewer chooses from, each waiting run with its one pending
+/// approval.
+#[test]
+fn pg_runs_lists_as_on_sqlite() {
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let sqlite = dir.path().join("all.db");
+    support::fixture(&sqlite, &["--big", "520"]);
+    copy(
+        &Endpoint::Sqlite(sqlite.clone()),
+        &Endpoint::Pg(db.pg_url()),
+    )
+    .expect("copy");
+    let sq = sqlite.to_str().unwrap();
+    for args in [
+        &["runs"][..],
+        &["runs", "--status", "WAITING_FOR_APPROVAL"],
+        &["runs", "--limit", "4", "--offset", "3"],
+        &["runs", "--limit", "0"],
+        &["--json", "runs", "--limit", "5", "--offset", "2"],
+        &["--json", "runs", "--status", "WAITING_FOR_APPROVAL"],
+    ] {
+        let on = |d: &str| {
+            let mut all = vec!["--db", d];
+            all.extend_from_slice(args);
+            cs(&all)
+        };
+        let (p, s) = (on(&db.url), on(sq));
+        assert!(p.status.success(), "{args:?}: {}", text(&p));
+        assert!(s.status.success(), "{args:?}: {}", text(&s));
+        assert_eq!(
+            String::from_utf8_lossy(&p.stdout),
+            String::from_utf8_lossy(&s.stdout),
+            "{args:?}"
+        );
+    }
+    // The waiting runs show their pending approval, the one `approve` then decides.
+    let o = cs(&["--db", &db.url, "runs", "--status", "WAITING_FOR_APPROVAL"]);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("WAITING_FOR_APPROVAL"));
+}

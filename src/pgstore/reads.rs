@@ -1,17 +1,21 @@
-//! What a reviewer's `approve`, `reject`, `deny` and `cancel` read on PostgreSQL besides the
-//! operator's own reads: a run named by a prefix of its id, a request's size before it is read
-//! (a request over `SHOWN_REQUEST_MAX` bytes is never read whole), that approval with its
-//! request replaced by a stand-in, and the reason the policy gave. Each read is bounded.
+//! What a reviewer reads on PostgreSQL besides the operator's own reads: the runs, a page at a
+//! time by key with each text capped as SQLite's pages cap it, and the pending approval of
+//! each waiting run (`runs`); a run named by a prefix of its id, a request's size before it is
+//! read (a request over `SHOWN_REQUEST_MAX` bytes is never read whole), that approval with its
+//! request replaced by a stand-in, and the reason the policy gave (`approve`, `reject`, `deny`,
+//! `cancel`). Each read is bounded.
+
+use std::collections::BTreeMap;
 
 use rusqlite::types::Value;
 
 use super::PgStore;
 use super::operate::{store_error, values};
 use crate::runtime::store::{
-    APPROVAL_COLUMNS, MAX_PAGE_TEXT, SHOWN_REQUEST_MAX, StoreError, approval_from_values,
-    capped_note,
+    APPROVAL_COLUMNS, KeyPage, MAX_PAGE_TEXT, SHOWN_REQUEST_MAX, StoreError, approval_from_values,
+    capped_note, run_from_values,
 };
-use crate::runtime::types::{Approval, Key};
+use crate::runtime::types::{Approval, Key, Run};
 
 /// `approval.requested` events of one step read at most to find an approval's reason.
 const REASON_EVENTS: i64 = 64;
@@ -238,5 +242,144 @@ impl PgStore {
             }
             Ok(String::new())
         })
+    }
+}
+
+/// A text column as a page shows it: over [`MAX_PAGE_TEXT`] characters, its head and
+/// `…[truncated: N characters]` (SQLite's page cap, the same SQL in PostgreSQL's dialect).
+fn capped(c: &str) -> String {
+    format!(
+        "CASE WHEN char_length({c}) > {MAX_PAGE_TEXT} THEN substr({c}, 1, {MAX_PAGE_TEXT}) || '\u{2026}[truncated: ' || char_length({c}) || ' characters]' ELSE {c} END"
+    )
+}
+
+/// The runs columns a page reads, in `RUN_COLUMNS` order, each text capped; `result_json` over
+/// the cap is read as `''` and its head and length come after (columns 19 and 20), for the
+/// stand-in SQLite's page gives; `ord` last (21).
+fn run_page_select() -> String {
+    format!(
+        "SELECT {}, {}, {}, {}, {}, CASE WHEN char_length(limits_json) > {MAX_PAGE_TEXT} THEN '' ELSE limits_json END, \
+         step_count, {}, {}, {}, CASE WHEN char_length(result_json) > {MAX_PAGE_TEXT} THEN '' ELSE result_json END, \
+         model_calls, input_tokens, output_tokens, cached_input_tokens, estimated_cost_micros, active_ms, {}, {}, \
+         CASE WHEN char_length(result_json) > {MAX_PAGE_TEXT} THEN substr(result_json, 1, {MAX_PAGE_TEXT}) ELSE '' END, \
+         char_length(result_json)::bigint, ord FROM runs",
+        capped("id"),
+        capped("goal"),
+        capped("status"),
+        capped("reason"),
+        capped("reason_detail"),
+        capped("created_at"),
+        capped("started_at"),
+        capped("finished_at"),
+        capped("lease_owner"),
+        capped("lease_expires_at"),
+    )
+}
+
+impl PgStore {
+    /// Runs newest first (by insertion order), of one status or all (`""`): those before
+    /// `before` (`None`: from the newest), after skipping `skip`, at most `limit`; each text
+    /// capped as SQLite's page caps it. A page reads `limit + 1` rows by the `ord` key.
+    pub fn runs_page_by_key(
+        &self,
+        status: &str,
+        before: Option<i64>,
+        skip: i64,
+        limit: i64,
+    ) -> Result<KeyPage<Run>, StoreError> {
+        if limit <= 0 || skip < 0 {
+            return Err(StoreError::InvalidPage {
+                what: "runs",
+                limit,
+                offset: skip,
+            });
+        }
+        let before = before.unwrap_or(i64::MAX);
+        let sql = format!(
+            "{} WHERE ord < $1 AND ($2 = '' OR status = $2) ORDER BY ord DESC LIMIT $3 OFFSET $4",
+            run_page_select()
+        );
+        let rows = self
+            .lock()
+            .query(&sql, &[&before, &status, &(limit.saturating_add(1)), &skip])
+            .map_err(|e| store_error(&self.url, "list runs", e))?;
+        let mut items = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let mut v = values(r);
+            let ord = match v.get(21) {
+                Some(Value::Integer(n)) => *n,
+                _ => i64::MIN,
+            };
+            let length = match v.get(20) {
+                Some(Value::Integer(n)) => *n,
+                _ => 0,
+            };
+            if length > MAX_PAGE_TEXT {
+                let head = match v.get(19) {
+                    Some(Value::Text(s)) => s.clone(),
+                    _ => String::new(),
+                };
+                let stand_in =
+                    serde_json::json!({"truncated": true, "length": length, "head": head});
+                v[10] = Value::Text(stand_in.to_string());
+            }
+            v.truncate(19);
+            items.push((ord, run_from_values(&v)));
+        }
+        let more = items.len() as i64 > limit;
+        items.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+        let last_key = items.last().map(|(k, _)| *k);
+        Ok(KeyPage {
+            items: items.into_iter().map(|(_, r)| r).collect(),
+            more,
+            last_key,
+        })
+    }
+
+    /// How many runs there are, of one status or all (`""`).
+    pub fn count_runs(&self, status: &str) -> Result<i64, StoreError> {
+        self.lock()
+            .query_one(
+                "SELECT count(*) FROM runs WHERE ($1 = '' OR status = $1)",
+                &[&status],
+            )
+            .map_err(|e| store_error(&self.url, "count runs", e))?
+            .try_get(0)
+            .map_err(|e| store_error(&self.url, "count runs", e))
+    }
+
+    /// For each waiting run of `run_ids`, the ids of its first `max` pending approvals in
+    /// insertion order.
+    pub fn pending_approval_ids_of(
+        &self,
+        run_ids: &[&[u8]],
+        max: i64,
+    ) -> Result<BTreeMap<Key, Vec<Key>>, StoreError> {
+        let mut out: BTreeMap<Key, Vec<Key>> = BTreeMap::new();
+        let ids: Vec<&str> = run_ids
+            .iter()
+            .filter_map(|b| std::str::from_utf8(b).ok())
+            .collect();
+        if ids.is_empty() || max <= 0 {
+            return Ok(out);
+        }
+        let rows = self
+            .lock()
+            .query(
+                "SELECT run_id, id FROM (SELECT a.run_id, a.id, a.ord, row_number() OVER \
+                 (PARTITION BY a.run_id ORDER BY a.ord) AS n FROM approvals a JOIN runs r ON r.id = a.run_id \
+                 WHERE a.status = 'pending' AND r.status = 'WAITING_FOR_APPROVAL' AND a.run_id = ANY($1)) AS p \
+                 WHERE n <= $2 ORDER BY run_id, n",
+                &[&ids, &max],
+            )
+            .map_err(|e| store_error(&self.url, "pending approvals", e))?;
+        for r in &rows {
+            let run: String = r.try_get(0).unwrap_or_default();
+            let id: String = r.try_get(1).unwrap_or_default();
+            out.entry(Key::new(run.into_bytes()))
+                .or_default()
+                .push(Key::new(id.into_bytes()));
+        }
+        Ok(out)
     }
 }
