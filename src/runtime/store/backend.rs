@@ -12,10 +12,11 @@
 //! the crate state changes still go through the driver and the operator functions.
 
 use super::error::StoreError;
+use super::run_state::check_state;
 use super::tx::Transition;
 use super::window::Page;
 use super::{Store, Tx};
-use crate::runtime::types::{Approval, Event, Key, Lease, Run, RunStatus, Said, Step, Timestamp};
+use crate::runtime::types::{Approval, Event, Lease, Run, RunStatus, Step, Timestamp};
 
 pub(crate) mod sealed {
     /// Implemented by this crate's stores and transactions only.
@@ -154,44 +155,6 @@ pub trait RunTx: sealed::Sealed {
         self.require_status(t.run_id, t.from, t.lease_owner)?;
         self.write_transition(t)
     }
-}
-
-/// `a or b or c`.
-fn or_list(from: &[RunStatus]) -> String {
-    from.iter()
-        .map(|s| s.as_str())
-        .collect::<Vec<_>>()
-        .join(" or ")
-}
-
-/// The run-state check both backends make on what they read under the write lock: the stored
-/// `status` must be one of `from`; with `lease_owner`, a RUNNING run must be leased by it.
-pub(crate) fn check_state(
-    run_id: &[u8],
-    status: &str,
-    lease: Lease,
-    from: &[RunStatus],
-    lease_owner: Option<&str>,
-) -> Result<(RunStatus, Lease), StoreError> {
-    let status = RunStatus::parse(status);
-    if !from.contains(&status) {
-        return Err(StoreError::RunState {
-            detail: Said::from("run ")
-                .id(run_id)
-                .text(format!(" is {status}, not {}", or_list(from))),
-        });
-    }
-    if let Some(owner) = lease_owner
-        && status == RunStatus::Running
-        && lease.owner != owner
-    {
-        return Err(StoreError::RunLeased {
-            run_id: Key::new(run_id),
-            owner: lease.owner,
-            expires_at: lease.expires_at,
-        });
-    }
-    Ok((status, lease))
 }
 
 impl sealed::Sealed for Store {}

@@ -24,6 +24,7 @@ mod raw;
 mod reads;
 mod resumable;
 mod rows;
+mod run_state;
 mod schema;
 mod sizes;
 mod stats;

@@ -5,9 +5,9 @@
 
 use rusqlite::{Connection, params};
 
-use super::backend::check_state;
 use super::bind::key;
 use super::error::{Ctx, StoreError};
+use super::run_state::check_state;
 use super::{Store, events, reads};
 use crate::runtime::json::event_hash_bytes;
 use crate::runtime::types::{
