@@ -487,3 +487,48 @@ fn pg_runs_lists_as_on_sqlite() {
     let o = cs(&["--db", &db.url, "runs", "--status", "WAITING_FOR_APPROVAL"]);
     assert!(String::from_utf8_lossy(&o.stdout).contains("WAITING_FOR_APPROVAL"));
 }
+
+/// `deny` on a PostgreSQL URL: the approval rejected with the note, the awaiting step failed
+/// with the feedback for the agent, the run INTERRUPTED for its program to resume; chained,
+/// verified and copied back.
+#[test]
+fn pg_deny_with_feedback_interrupts_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(w) = waiting(dir.path()) else {
+        return;
+    };
+    let o = cs(&[
+        "--db",
+        &w.db.url,
+        "--by",
+        "dave",
+        "deny",
+        &w.run,
+        "--approval",
+        &w.approval,
+        "--note",
+        "refund 50 only",
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let mut c = w.db.client();
+    let status: String = c
+        .query_one("SELECT status FROM runs WHERE id = $1", &[&w.run])
+        .unwrap()
+        .get(0);
+    assert_eq!(status, "INTERRUPTED");
+    let (a_status, note): (String, String) = {
+        let r = c
+            .query_one(
+                "SELECT status, note FROM approvals WHERE id = $1",
+                &[&w.approval],
+            )
+            .unwrap();
+        (r.get(0), r.get(1))
+    };
+    assert_eq!(
+        (a_status.as_str(), note.as_str()),
+        ("rejected", "refund 50 only")
+    );
+    assert_eq!(kinds(&inbox(&w.db)), ["approval.decided", "step.failed"]);
+    chain_verify_and_copy_back(&w, dir.path());
+}
