@@ -532,3 +532,46 @@ fn pg_deny_with_feedback_interrupts_the_run() {
     assert_eq!(kinds(&inbox(&w.db)), ["approval.decided", "step.failed"]);
     chain_verify_and_copy_back(&w, dir.path());
 }
+
+/// An approval past its expiry when a reviewer decides it is expired instead, on PostgreSQL as
+/// on SQLite: the decision exits 1 saying so, the approval is `expired`, the run CANCELLED
+/// (`approval_expired`), and both events are queued.
+#[test]
+fn pg_an_expired_approval_is_expired_not_decided() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(w) = waiting(dir.path()) else {
+        return;
+    };
+    let mut c = w.db.client();
+    c.execute(
+        "UPDATE approvals SET expires_at = '2001-01-01T00:00:00Z' WHERE id = $1",
+        &[&w.approval],
+    )
+    .unwrap();
+    let o = cs(&[
+        "--db",
+        &w.db.url,
+        "approve",
+        &w.run,
+        "--approval",
+        &w.approval,
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        text(&o).contains("approval expired before it was decided"),
+        "{}",
+        text(&o)
+    );
+    let r = c
+        .query_one(
+            "SELECT r.status, r.reason, a.status FROM runs r JOIN approvals a ON a.run_id = r.id WHERE a.id = $1",
+            &[&w.approval],
+        )
+        .unwrap();
+    let got: (String, String, String) = (r.get(0), r.get(1), r.get(2));
+    assert_eq!(
+        (got.0.as_str(), got.1.as_str(), got.2.as_str()),
+        ("CANCELLED", "approval_expired", "expired")
+    );
+    assert_eq!(kinds(&inbox(&w.db)), ["approval.decided", "run.finished"]);
+}
