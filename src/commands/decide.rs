@@ -15,7 +15,71 @@ use super::out::{Out, Raws, approval_json, summary_json};
 use super::shell;
 use super::text::{clean, ident, said};
 use crate::runtime::operator::{self, OperatorError, SelectError};
-use crate::runtime::types::{Event, Key, Run, RunStatus, Timestamp};
+use crate::runtime::store::{RunStore, Store, StoreError};
+use crate::runtime::types::{Approval, Event, Key, Run, RunStatus, Timestamp};
+
+/// What `approve`, `reject`, `deny` and `cancel` work on: the operator's store (its decisions
+/// and cancels are the runtime's [`operator`] functions, written once over [`RunStore`]) and
+/// the reads that show an approval before it is decided. SQLite's [`Store`], and PostgreSQL's
+/// `PgStore` with the `postgres` feature.
+pub(crate) trait Reviewing: RunStore {
+    /// The stored size in bytes of an approval's request; `None` if there is no such approval.
+    fn request_bytes(&self, run: &[u8], approval: &[u8]) -> Result<Option<i64>, StoreError>;
+    /// A run's pending approvals (at most `max`) with their request sizes in bytes.
+    fn pending_request_bytes(&self, run: &[u8], max: i64) -> Result<Vec<(Key, i64)>, StoreError>;
+    /// One approval as a page shows it (a request too large to read replaced by a stand-in).
+    fn approval_capped(&self, run: &[u8], approval: &[u8]) -> Result<Option<Approval>, StoreError>;
+    /// The reason the policy gave when it asked for the approval.
+    fn approval_reason(&self, run: &[u8], approval: &[u8]) -> Result<String, StoreError>;
+}
+
+impl Reviewing for Store {
+    fn request_bytes(&self, run: &[u8], approval: &[u8]) -> Result<Option<i64>, StoreError> {
+        Store::request_bytes(self, run, approval)
+    }
+    fn pending_request_bytes(&self, run: &[u8], max: i64) -> Result<Vec<(Key, i64)>, StoreError> {
+        Store::pending_request_bytes(self, run, max)
+    }
+    fn approval_capped(&self, run: &[u8], approval: &[u8]) -> Result<Option<Approval>, StoreError> {
+        Store::approval_capped(self, run, approval)
+    }
+    fn approval_reason(&self, run: &[u8], approval: &[u8]) -> Result<String, StoreError> {
+        Store::approval_reason(self, run, approval)
+    }
+}
+
+#[cfg(feature = "postgres")]
+impl Reviewing for crate::pgstore::PgStore {
+    fn request_bytes(&self, run: &[u8], approval: &[u8]) -> Result<Option<i64>, StoreError> {
+        crate::pgstore::PgStore::request_bytes(self, run, approval)
+    }
+    fn pending_request_bytes(&self, run: &[u8], max: i64) -> Result<Vec<(Key, i64)>, StoreError> {
+        crate::pgstore::PgStore::pending_request_bytes(self, run, max)
+    }
+    fn approval_capped(&self, run: &[u8], approval: &[u8]) -> Result<Option<Approval>, StoreError> {
+        crate::pgstore::PgStore::approval_capped(self, run, approval)
+    }
+    fn approval_reason(&self, run: &[u8], approval: &[u8]) -> Result<String, StoreError> {
+        crate::pgstore::PgStore::approval_reason(self, run, approval)
+    }
+}
+
+/// The PostgreSQL database `db` names, opened (never migrated) for a reviewer's command,
+/// with the redacted URL its printed commands name it by; `None` for a SQLite path.
+#[cfg(feature = "postgres")]
+fn open_pg(
+    db: &Path,
+) -> Result<Option<(crate::pgstore::PgStore, std::path::PathBuf)>, CommandError> {
+    let Some(url) = db.to_str().filter(|s| crate::pgstore::is_pg_url(s)) else {
+        return Ok(None);
+    };
+    let url = crate::pgstore::PgUrl::parse(url)
+        .map_err(|e| CommandError::Usage(clean(&e.to_string(), 600)))?;
+    let store = crate::pgstore::PgStore::open_existing(&url)
+        .map_err(|e| CommandError::Failed(clean(&e.to_string(), 4000)))?;
+    let shown = std::path::PathBuf::from(url.redacted());
+    Ok(Some((store, shown)))
+}
 
 /// Approve, reject, or deny with feedback.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,16 +124,32 @@ pub fn run(
     by: &str,
     out: &mut Out,
 ) -> Result<(), CommandError> {
+    #[cfg(feature = "postgres")]
+    if let Some((store, shown)) = open_pg(db)? {
+        return decide_on(&store, &shown, json_out, verb, a, by, out);
+    }
+    decide_on(&open(db, true)?, db, json_out, verb, a, by, out)
+}
+
+/// [`run`] on an open store; `db` is how printed commands name the database.
+fn decide_on<S: Reviewing>(
+    store: &S,
+    db: &Path,
+    json_out: bool,
+    verb: Verb,
+    a: &DecideArgs,
+    by: &str,
+    out: &mut Out,
+) -> Result<(), CommandError> {
     let name = verb.name();
     let run_key = named_run(a.select.run.as_ref(), name)?;
-    let store = open(db, true)?;
-    refuse_unshowable(&store, db, name, run_key, a, json_out, out)?;
+    refuse_unshowable(store, db, name, run_key, a, json_out, out)?;
     let run = run_key.as_bytes();
     let approval = a.approval.as_ref().map(Key::as_bytes);
-    let ap = operator::pending_approval(&store, run, approval).map_err(|e| {
+    let ap = operator::pending_approval(store, run, approval).map_err(|e| {
         CommandError::Failed(format!(
             "{name}: {}",
-            select_message(&store, run, approval, &e)
+            select_message(store, run, approval, &e)
         ))
     })?;
     if !json_out {
@@ -117,10 +197,10 @@ pub fn run(
     let now = Timestamp::now();
     let decided = match verb {
         Verb::Approve => {
-            operator::approve_shown(&store, run, ap.id_bytes(), &ap.hash, by, note, now)
+            operator::approve_shown(store, run, ap.id_bytes(), &ap.hash, by, note, now)
         }
-        Verb::Reject => operator::reject_shown(&store, run, ap.id_bytes(), &ap.hash, by, note, now),
-        Verb::Deny => operator::deny_shown(&store, run, ap.id_bytes(), &ap.hash, by, note, now),
+        Verb::Reject => operator::reject_shown(store, run, ap.id_bytes(), &ap.hash, by, note, now),
+        Verb::Deny => operator::deny_shown(store, run, ap.id_bytes(), &ap.hash, by, note, now),
     }
     .map_err(|e| decide_error(name, ap.id_bytes(), e))?;
     trace(&decided.events);
@@ -167,10 +247,24 @@ pub fn cancel(
     by: &str,
     out: &mut Out,
 ) -> Result<(), CommandError> {
+    #[cfg(feature = "postgres")]
+    if let Some((store, _)) = open_pg(db)? {
+        return cancel_on(&store, json_out, a, by, out);
+    }
+    cancel_on(&open(db, true)?, json_out, a, by, out)
+}
+
+/// [`cancel`] on an open store.
+fn cancel_on<S: RunStore>(
+    store: &S,
+    json_out: bool,
+    a: &CancelArgs,
+    by: &str,
+    out: &mut Out,
+) -> Result<(), CommandError> {
     let run = named_run(a.select.run.as_ref(), "cancel")?;
-    let store = open(db, true)?;
     let done =
-        operator::cancel(&store, run, by, &a.note, Timestamp::now()).map_err(|e| match e {
+        operator::cancel(store, run, by, &a.note, Timestamp::now()).map_err(|e| match e {
             OperatorError::RunFinished { .. } => CommandError::Failed(format!(
                 "run is already finished: {}",
                 said(&e.said(), 4000)
@@ -197,6 +291,12 @@ fn named_run<'a>(run: Option<&'a Key>, name: &str) -> Result<&'a Key, CommandErr
 /// command can be printed. Printable ASCII only (see [`shell`]); callers print it last on its
 /// line so what a person copies ends where the line ends.
 fn run_command(db: &Path, run: impl AsRef<[u8]>, verb: &str) -> Result<String, String> {
+    #[cfg(feature = "postgres")]
+    if db.to_str().is_some_and(crate::pgstore::is_pg_url) {
+        return Err(format!(
+            "no `{verb}` command is printed: `{verb}` does not run on PostgreSQL in this build"
+        ));
+    }
     let r = shell::id_word(run.as_ref())
         .map_err(|why| format!("no `{verb}` command is printed: the run's id {}", why.why()))?;
     shell::command(db, &format!("{verb} {r}"))
@@ -222,8 +322,8 @@ fn trace(events: &[Event]) {
 }
 
 /// Why no approval was selected; an already decided one says by whom, how and when.
-fn select_message(
-    store: &crate::runtime::store::Store,
+fn select_message<S: RunStore>(
+    store: &S,
     run: &[u8],
     approval: Option<&[u8]>,
     e: &SelectError,
@@ -275,8 +375,8 @@ fn decide_error(name: &str, approval_id: &[u8], e: OperatorError) -> CommandErro
 /// A request over [`SHOWN_REQUEST_MAX`] bytes is never read whole (deciding reads it whole to
 /// check its hash): print what can be shown of it, say exactly what was not, and refuse
 /// before anything is asked or decided (issue 14 item 6).
-fn refuse_unshowable(
-    store: &crate::runtime::store::Store,
+fn refuse_unshowable<S: Reviewing>(
+    store: &S,
     db: &Path,
     name: &str,
     run: &Key,
@@ -287,11 +387,11 @@ fn refuse_unshowable(
     use crate::runtime::store::SHOWN_REQUEST_MAX;
     let candidate = match &a.approval {
         Some(id) => store
-            .request_bytes(run, id)
+            .request_bytes(run.as_bytes(), id.as_bytes())
             .map_err(super::open::fail)?
             .map(|n| (id.clone(), n)),
         None => match store
-            .pending_request_bytes(run, 2)
+            .pending_request_bytes(run.as_bytes(), 2)
             .map_err(super::open::fail)?
             .as_slice()
         {
@@ -305,8 +405,14 @@ fn refuse_unshowable(
     if bytes <= SHOWN_REQUEST_MAX {
         return Ok(());
     }
-    if !json_out && let Some(capped) = store.approval_capped(run, &id).map_err(super::open::fail)? {
-        let reason = store.approval_reason(run, &id).unwrap_or_default();
+    if !json_out
+        && let Some(capped) = store
+            .approval_capped(run.as_bytes(), id.as_bytes())
+            .map_err(super::open::fail)?
+    {
+        let reason = store
+            .approval_reason(run.as_bytes(), id.as_bytes())
+            .unwrap_or_default();
         let (text, _) = approval::render(&capped, db, &reason);
         out.raw(&text)?;
     }

@@ -184,7 +184,14 @@ fn run(cli: Cli) -> Result<(), CommandError> {
     let mut out = out::Out::stdout();
     let json = cli.json;
     let res = match &cmd {
-        Command::Runs(a) => runs::run(open::reading(database_path(cli.db)?, json, &mut out)?, a),
+        Command::Runs(a) => 'runs: {
+            let db = database_path(cli.db)?;
+            #[cfg(feature = "postgres")]
+            if let Some(store) = verify_pg::open_reader(&db)? {
+                break 'runs runs::list(&store, json, &mut out, a);
+            }
+            runs::run(open::reading(db, json, &mut out)?, a)
+        }
         Command::Show(a) => show::run(open::reading(database_path(cli.db)?, json, &mut out)?, a),
         Command::Events(a) => {
             events::run(open::reading(database_path(cli.db)?, json, &mut out)?, a)

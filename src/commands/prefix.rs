@@ -29,10 +29,26 @@ pub fn run_arg(cmd: &mut Command) -> Option<&mut Key> {
 
 /// The run `given` names in `db`: itself, or the one run whose id it starts.
 pub fn resolve(db: &Path, given: &Key) -> Result<Key, CommandError> {
+    #[cfg(feature = "postgres")]
+    if let Some(url) = db.to_str().filter(|s| crate::pgstore::is_pg_url(s)) {
+        let url = crate::pgstore::PgUrl::parse(url)
+            .map_err(|e| CommandError::Usage(super::text::clean(&e.to_string(), 600)))?;
+        let store = crate::pgstore::PgStore::open_existing(&url)
+            .map_err(|e| CommandError::Failed(super::text::clean(&e.to_string(), 4000)))?;
+        let found = store
+            .runs_with_prefix(given.as_bytes(), (NAMED + 1) as u32)
+            .map_err(fail)?;
+        return pick(given, found);
+    }
     let store = open(db, false)?;
     let found = store
         .runs_with_prefix(given.as_bytes(), (NAMED + 1) as u32)
         .map_err(fail)?;
+    pick(given, found)
+}
+
+/// The run `given` names among the ids `found` that start with it (at most `NAMED + 1`).
+fn pick(given: &Key, found: Vec<Key>) -> Result<Key, CommandError> {
     if found.iter().any(|k| k == given) {
         return Ok(given.clone());
     }

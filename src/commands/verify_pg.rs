@@ -1,5 +1,6 @@
 //! `verify --db postgres://...`: the chain and every approval hash on PostgreSQL, and the line
-//! that says which commands run on PostgreSQL in this build.
+//! that says which commands run on PostgreSQL in this build (verify, copy, and a reviewer's
+//! approve, reject, deny and cancel of one named run).
 
 use std::path::Path;
 
@@ -21,13 +22,29 @@ pub fn only_some_on_postgres(db: Option<&Path>, cmd: &Command) -> Option<Command
         .map(|p| p.as_os_str().to_owned())
         .or_else(|| std::env::var_os("COUNTERSIGN_DB").filter(|v| !v.is_empty()))?;
     let url = db.to_str().filter(|s| is_pg_url(s))?;
-    if matches!(cmd, Command::Verify(_) | Command::Copy(_)) {
-        return None;
+    match cmd {
+        // The reviewer's decisions on one run, through the same operator code as SQLite.
+        Command::Verify(_) | Command::Copy(_) | Command::Approve(_) | Command::Runs(_) => None,
+        Command::Reject(d) | Command::Deny(d) if !d.select.any() => None,
+        Command::Cancel(c) if !c.select.any() => None,
+        Command::Reject(_) | Command::Deny(_) | Command::Cancel(_) => Some(refused(
+            url,
+            "on PostgreSQL this build decides and cancels one named run at a time; name the RUN instead of selecting queue rows",
+        )),
+        _ => Some(refused(
+            url,
+            "on PostgreSQL this build runs verify, copy, runs, approve, reject, deny and cancel only; copy the database to SQLite (countersign copy --from URL --to runs.db) for the rest",
+        )),
     }
-    Some(refused(
-        url,
-        "on PostgreSQL this build runs verify and copy only; copy the database to SQLite (countersign copy --from URL --to runs.db) for the rest",
-    ))
+}
+
+/// The PostgreSQL database `db` names, opened (never migrated); `None` for a SQLite path.
+pub fn open_reader(db: &Path) -> Result<Option<PgStore>, CommandError> {
+    let Some(url) = db.to_str().filter(|s| is_pg_url(s)) else {
+        return Ok(None);
+    };
+    let url = PgUrl::parse(url).map_err(|e| CommandError::Usage(clean(&e.to_string(), 600)))?;
+    PgStore::open_existing(&url).map(Some).map_err(failed)
 }
 
 /// The refusal for the console given a PostgreSQL URL (it reads SQLite only in this build).

@@ -7,7 +7,9 @@
 mod chain;
 pub mod copy;
 mod error;
+mod operate;
 mod passfile;
+mod reads;
 mod schema;
 mod sequencer;
 mod tables;
@@ -16,6 +18,7 @@ mod url;
 
 pub use chain::{ApprovalCheck, BATCH_BYTES, ChainCheck, Chained, EventRow};
 pub use error::PgError;
+pub use operate::PgTx;
 pub use schema::{PG_MIGRATIONS, PG_SCHEMA_VERSION};
 pub use sequencer::{BATCH, Sequencer};
 pub use url::{PgUrl, REDACTED, SslMode, is_pg_url};
@@ -24,12 +27,16 @@ pub use url::{PgUrl, REDACTED, SslMode, is_pg_url};
 #[cfg(feature = "testing")]
 pub use postgres;
 
+use std::sync::{Mutex, MutexGuard};
+
 use crate::runtime::store::ChainReport;
 use error::PgCtx;
 
-/// An open PostgreSQL run database: one synchronous connection.
+/// An open PostgreSQL run database: one synchronous connection, behind a mutex (as SQLite's
+/// [`Store`](crate::runtime::store::Store) holds its one), so the operator's functions take it
+/// shared through [`RunStore`](crate::runtime::store::RunStore).
 pub struct PgStore {
-    client: postgres::Client,
+    client: Mutex<postgres::Client>,
     url: PgUrl,
 }
 
@@ -71,9 +78,20 @@ impl PgStore {
         let mut client = connect(url)?;
         prepare(&mut client, url)?;
         Ok(PgStore {
-            client,
+            client: Mutex::new(client),
             url: url.clone(),
         })
+    }
+
+    /// The connection, held alone (a panic in another holder does not wedge the store: the
+    /// client rolls back a transaction dropped without its commit).
+    pub(crate) fn lock(&self) -> MutexGuard<'_, postgres::Client> {
+        self.client.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The connection, through the exclusive borrow.
+    fn client_mut(&mut self) -> &mut postgres::Client {
+        self.client.get_mut().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The URL it was opened with (its `Display` is redacted).
@@ -84,13 +102,13 @@ impl PgStore {
     /// The connection, for the crate's own tests and benches.
     #[cfg(feature = "testing")]
     pub fn client(&mut self) -> &mut postgres::Client {
-        &mut self.client
+        self.client_mut()
     }
 
     /// The chain head as stored: the highest seq given and its hash (`(0, "")` when empty).
     pub fn chain_head(&mut self) -> Result<(i64, String), PgError> {
         let row = self
-            .client
+            .client_mut()
             .query_one("SELECT seq, hash FROM event_chain", &[])
             .ctx(&self.url, "chain head")?;
         Ok((row.get(0), row.get(1)))
@@ -112,7 +130,7 @@ impl PgStore {
     /// The stored hash of event `seq`, if it exists.
     pub fn event_hash(&mut self, seq: i64) -> Result<Option<String>, PgError> {
         Ok(self
-            .client
+            .client_mut()
             .query_opt("SELECT hash FROM events WHERE seq = $1", &[&seq])
             .ctx(&self.url, "event hash")?
             .map(|r| r.get(0)))
@@ -150,13 +168,13 @@ impl PgStore {
     ) -> Result<T, PgError> {
         let url = self.url.clone();
         let begun = if snapshot {
-            self.client
+            self.client_mut()
                 .build_transaction()
                 .isolation_level(postgres::IsolationLevel::RepeatableRead)
                 .read_only(true)
                 .start()
         } else {
-            self.client.transaction()
+            self.client_mut().transaction()
         };
         let mut tx = begun.ctx(&url, steps.0)?;
         let out = work(&mut tx, &url)?;

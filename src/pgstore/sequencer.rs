@@ -63,7 +63,7 @@ impl PgStore {
     /// Events committed to the inbox and not chained yet.
     pub fn unchained(&mut self) -> Result<i64, PgError> {
         Ok(self
-            .client
+            .client_mut()
             .query_one("SELECT count(*) FROM event_inbox", &[])
             .ctx(&self.url, "count the inbox")?
             .get(0))

@@ -236,7 +236,7 @@ impl RunCtx {
             .str("status", "expired")
             .finish();
         let res = self.write(|tx| {
-            if !tx.expire_approval(a, now)? {
+            if !crate::runtime::store::RunTx::expire_approval(tx, a, now)? {
                 return Err(StoreError::RunState {
                     detail: Said::from("approval ").id(a.id_bytes()).text(" changed"),
                 }

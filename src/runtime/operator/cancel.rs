@@ -1,7 +1,7 @@
 //! Operator cancel (spec 8.1): any non-terminal run, no lease needed, rows never decoded.
 
 use crate::runtime::json::gojson::Object;
-use crate::runtime::store::Store;
+use crate::runtime::store::{IN_CRATE, RunStore, RunTx};
 use crate::runtime::types::{ApprovalStatus, AsKey, Event, Key, Run, RunStatus, Timestamp};
 
 use super::OperatorError;
@@ -30,8 +30,8 @@ pub struct Cancelled {
 /// A damaged run is cancelled too: a status the runtime does not know (it is not terminal; the
 /// compare-and-set is on the status as stored), and a run whose steps cannot be read (SQLite
 /// reports their pages damaged): the steps are then left as they are and the run still ends.
-pub fn cancel(
-    store: &Store,
+pub fn cancel<S: RunStore + ?Sized>(
+    store: &S,
     run_id: impl AsKey,
     by: &str,
     note: &str,
@@ -44,8 +44,8 @@ pub fn cancel(
 /// pending with the hash `shown`, checked in the cancel's own transaction: a bulk cancel of
 /// queue rows skips a run that moved on or whose approval changed or was decided after the
 /// rows were listed (issue 21). Otherwise as [`cancel`].
-pub fn cancel_shown(
-    store: &Store,
+pub fn cancel_shown<S: RunStore + ?Sized>(
+    store: &S,
     run_id: impl AsKey,
     approval_id: impl AsKey,
     shown: &str,
@@ -64,8 +64,8 @@ pub fn cancel_shown(
     )
 }
 
-fn cancel_checked(
-    store: &Store,
+fn cancel_checked<S: RunStore + ?Sized>(
+    store: &S,
     run_id: &[u8],
     expect: Option<(&[u8], &str)>,
     by: &str,
@@ -87,7 +87,7 @@ fn cancel_checked(
     // SQLite refuses every later write of a transaction in which it found a damaged page, so
     // when the steps' pages are damaged the cancel is written again, without them.
     let attempt = |skip_steps: bool, steps_corrupt: &mut bool| {
-        store.write(|tx| {
+        store.write(IN_CRATE, |tx| {
             // The status as stored (an unknown one is damaged, not terminal: it may be
             // cancelled, the compare-and-set being on that status).
             if let Some((approval_id, shown)) = expect {

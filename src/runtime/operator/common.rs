@@ -4,7 +4,7 @@
 //! other's helpers.
 
 use crate::runtime::json::{content_hash, gojson::Object};
-use crate::runtime::store::{StoreError, Transition, Tx};
+use crate::runtime::store::{RunTx, StoreError, Transition};
 use crate::runtime::types::{Approval, ApprovalStatus, Key, Observation, RunStatus, Timestamp};
 
 use super::OperatorError;
@@ -37,7 +37,10 @@ pub(super) fn not_found(e: StoreError, run_id: &[u8], approval_id: &[u8]) -> Ope
 }
 
 /// requireStatus WAITING inside the transaction, as RunNotWaiting.
-pub(super) fn require_waiting(tx: &Tx<'_>, run_id: &[u8]) -> Result<(), OperatorError> {
+pub(super) fn require_waiting<X: RunTx + ?Sized>(
+    tx: &mut X,
+    run_id: &[u8],
+) -> Result<(), OperatorError> {
     match tx.require_status(run_id, &[RunStatus::WaitingForApproval], None) {
         Ok(_) => Ok(()),
         Err(e) if e.is_run_state() => Err(OperatorError::RunNotWaiting {
@@ -70,8 +73,8 @@ pub(super) fn observation(
 
 /// The run's terminal transition from WAITING (or the given statuses) and `run.finished`
 /// `{["by",]"detail","reason","status","steps"}`.
-pub(super) fn finish(
-    tx: &mut Tx<'_>,
+pub(super) fn finish<X: RunTx + ?Sized>(
+    tx: &mut X,
     run_id: &[u8],
     to: RunStatus,
     reason: &str,
@@ -105,15 +108,15 @@ pub(super) fn finish(
         .str("status", to.as_str())
         .int("steps", steps)
         .finish();
-    tx.append_event(run_id, "", &now, "run.finished", &payload)?;
+    tx.append_event(run_id, b"", &now, "run.finished", &payload)?;
     Ok(())
 }
 
 /// Decides the pending approval `a` under the write lock: its status set to `status` only if
 /// it is still pending with the hash it was read with (else who decided it, how and when),
 /// and `approval.decided` appended.
-pub(super) fn decide_row(
-    tx: &mut Tx<'_>,
+pub(super) fn decide_row<X: RunTx + ?Sized>(
+    tx: &mut X,
     run_id: &[u8],
     a: &Approval,
     status: &ApprovalStatus,
@@ -144,8 +147,8 @@ pub(super) fn decide_row(
 
 /// Appends `approval.decided` for `a` on its step, with `payload` (its members already in
 /// agentrt's order).
-pub(super) fn append_decided(
-    tx: &mut Tx<'_>,
+pub(super) fn append_decided<X: RunTx + ?Sized>(
+    tx: &mut X,
     run_id: &[u8],
     a: &Approval,
     now: Timestamp,

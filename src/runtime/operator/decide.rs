@@ -1,7 +1,7 @@
 //! Approve / Reject / ApproveShown / RejectShown (spec 4.4).
 
 use crate::runtime::json::{approval_hash, gojson::Object};
-use crate::runtime::store::{Store, Tx};
+use crate::runtime::store::{IN_CRATE, RunStore, RunTx};
 use crate::runtime::types::{
     Approval, ApprovalStatus, AsKey, Event, Key, Run, RunStatus, Said, Timestamp,
 };
@@ -43,8 +43,8 @@ pub enum Ruling {
 impl Decided {
     /// The run and the approval as the decision's transaction left them, read after it, with
     /// the events it appended.
-    pub(super) fn read(
-        store: &Store,
+    pub(super) fn read<S: RunStore + ?Sized>(
+        store: &S,
         run_id: &[u8],
         approval_id: &[u8],
         events: Vec<Event>,
@@ -71,7 +71,7 @@ impl Ruling {
 macro_rules! ruling_fn {
     ($(#[$m:meta])* $name:ident($ruling:ident)) => {
         $(#[$m])*
-        pub fn $name(store: &Store, run_id: impl AsKey, approval_id: impl AsKey, by: &str,
+        pub fn $name<S: RunStore + ?Sized>(store: &S, run_id: impl AsKey, approval_id: impl AsKey, by: &str,
             note: &str, now: Timestamp) -> Result<Decided, OperatorError> {
             let shown = Shown::Unbound;
             decide(store, run_id, approval_id, Review { ruling: Ruling::$ruling, shown, by, note, now })
@@ -79,7 +79,7 @@ macro_rules! ruling_fn {
     };
     ($(#[$m:meta])* $name:ident($ruling:ident, shown)) => {
         $(#[$m])*
-        pub fn $name(store: &Store, run_id: impl AsKey, approval_id: impl AsKey, shown: &str,
+        pub fn $name<S: RunStore + ?Sized>(store: &S, run_id: impl AsKey, approval_id: impl AsKey, shown: &str,
             by: &str, note: &str, now: Timestamp) -> Result<Decided, OperatorError> {
             let shown = Shown::Hash(shown);
             decide(store, run_id, approval_id, Review { ruling: Ruling::$ruling, shown, by, note, now })
@@ -192,8 +192,8 @@ pub struct Review<'a> {
 
 /// agentrt's `decide`: the one call behind [`approve`], [`reject`], [`approve_shown`] and
 /// [`reject_shown`].
-pub fn decide(
-    store: &Store,
+pub fn decide<S: RunStore + ?Sized>(
+    store: &S,
     run_id: impl AsKey,
     approval_id: impl AsKey,
     review: Review<'_>,
@@ -205,8 +205,8 @@ testing_pub! {
 /// [`decide`] with `between` called after the checks made outside the transaction and before
 /// it begins: lets a test change the row in that window to prove the checks are repeated
 /// under the write lock. Public only with the `testing` feature.
-fn decide_hooked(
-    store: &Store,
+fn decide_hooked<S: RunStore + ?Sized>(
+    store: &S,
     run_id: impl AsKey,
     approval_id: impl AsKey,
     review: Review<'_>,
@@ -227,7 +227,7 @@ fn decide_hooked(
     precheck(store, run_id, approval_id, shown, now)?;
     between();
     // 4: the same checks again under the write lock, then a conditional update.
-    let ((), events) = store.write(|tx| -> Result<(), OperatorError> {
+    let ((), events) = store.write(IN_CRATE, |tx| -> Result<(), OperatorError> {
         let a = recheck(tx, run_id, approval_id, shown)?;
         decide_row(tx, run_id, &a, &status, (by, note, now))?;
         if status == ApprovalStatus::Rejected {
@@ -262,8 +262,8 @@ fn decide_hooked(
 /// waiting, the approval exists, is pending and matches what was shown, and has not expired by
 /// the deciding clock (an expired one is expired here, in its own transaction). The same
 /// checks are made again under the write lock.
-pub(super) fn precheck(
-    store: &Store,
+pub(super) fn precheck<S: RunStore + ?Sized>(
+    store: &S,
     run_id: &[u8],
     approval_id: &[u8],
     shown: Shown<'_>,
@@ -293,8 +293,8 @@ pub(super) fn precheck(
 
 /// The checks of [`precheck`] again under the write lock: the run is waiting and the approval
 /// is the pending one shown. Returns the approval as read in the transaction.
-pub(super) fn recheck(
-    tx: &Tx<'_>,
+pub(super) fn recheck<X: RunTx + ?Sized>(
+    tx: &mut X,
     run_id: &[u8],
     approval_id: &[u8],
     shown: Shown<'_>,

@@ -11,7 +11,7 @@
 //! the agent again. The stored request is never edited.
 
 use crate::runtime::json::gojson::Object;
-use crate::runtime::store::{Store, StoreError, Transition};
+use crate::runtime::store::{IN_CRATE, RunStore, RunTx, StoreError, Transition};
 use crate::runtime::types::{ApprovalStatus, AsKey, Key, RunStatus, Said, StepStatus, Timestamp};
 
 use super::OperatorError;
@@ -29,8 +29,8 @@ pub fn denied_summary(note: &str) -> String {
 /// Denies a pending approval with feedback, bound to the hash the reviewer was shown (compared
 /// under the write lock). `note` is the feedback and must not be blank. The run becomes
 /// INTERRUPTED, for its program to resume.
-pub fn deny_shown(
-    store: &Store,
+pub fn deny_shown<S: RunStore + ?Sized>(
+    store: &S,
     run_id: impl AsKey,
     approval_id: impl AsKey,
     shown_hash: &str,
@@ -56,7 +56,7 @@ pub fn deny_shown(
     // Outside the transaction: the cheap refusals and expiry by the deciding clock.
     precheck(store, run_id, approval_id, shown, now)?;
     // The same checks again under the write lock, then conditional updates.
-    let ((), events) = store.write(|tx| -> Result<(), OperatorError> {
+    let ((), events) = store.write(IN_CRATE, |tx| -> Result<(), OperatorError> {
         let a = recheck(tx, run_id, approval_id, shown)?;
         let step = tx.get_step(a.step_id_bytes())?;
         if step.status != StepStatus::AwaitingApproval {

@@ -1,7 +1,7 @@
 //! Expiry (spec 4.5): an approval past its time is marked `expired` and its run CANCELLED.
 
 use crate::runtime::json::gojson::Object;
-use crate::runtime::store::{Store, Tx};
+use crate::runtime::store::{IN_CRATE, RunStore, RunTx};
 use crate::runtime::types::{Approval, AsKey, Event, RunStatus, Timestamp};
 
 use super::OperatorError;
@@ -9,21 +9,21 @@ use super::common::{append_decided, finish, not_pending, require_waiting};
 
 /// Expires `a` (pending past `approval_ttl`, or a grant past `grant_ttl`) and cancels its run
 /// (`approval_expired`), in one transaction. Returns the events appended.
-pub fn expire(
-    store: &Store,
+pub fn expire<S: RunStore + ?Sized>(
+    store: &S,
     run_id: impl AsKey,
     a: &Approval,
     now: Timestamp,
 ) -> Result<Vec<Event>, OperatorError> {
-    let ((), events) = store.write(|tx| expire_in(tx, run_id.key_bytes(), a, now))?;
+    let ((), events) = store.write(IN_CRATE, |tx| expire_in(tx, run_id.key_bytes(), a, now))?;
     Ok(events)
 }
 
 /// [`expire`] inside a caller's transaction (a resume that finds its grant expired). The
-/// approval changes only if it still has the status and hash of `a` ([`Tx::expire_approval`]).
+/// approval changes only if it still has the status and hash of `a` ([`RunTx::expire_approval`]).
 /// The step row is not changed.
-pub fn expire_in(
-    tx: &mut Tx<'_>,
+pub fn expire_in<X: RunTx + ?Sized>(
+    tx: &mut X,
     run_id: impl AsKey,
     a: &Approval,
     now: Timestamp,

@@ -2,7 +2,7 @@
 
 use thiserror::Error;
 
-use crate::runtime::store::{Store, StoreError};
+use crate::runtime::store::{RunStore, StoreError};
 use crate::runtime::types::{Approval, ApprovalStatus, AsKey, Key, Said};
 
 /// At most this many candidates are read and named.
@@ -107,8 +107,8 @@ impl SelectError {
 /// With an id: that approval, whole, if pending. Without: the run's only pending approval,
 /// read whole (at most [`MAX_NAMED`] candidates are read to tell). Ids are bytes as stored (a
 /// run or approval id need not be UTF-8); messages keep them as stored ([`SelectError::said`]).
-pub fn pending_approval(
-    store: &Store,
+pub fn pending_approval<S: RunStore + ?Sized>(
+    store: &S,
     run_id: impl AsKey,
     approval_id: Option<&[u8]>,
 ) -> Result<Approval, SelectError> {

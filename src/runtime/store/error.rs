@@ -244,6 +244,11 @@ pub enum StoreError {
     #[error("agentrt: {0}")]
     Invalid(String),
 
+    /// A failure of another backend than SQLite (PostgreSQL): its message, which names the
+    /// database by its redacted URL only and says what was being done.
+    #[error("{0}")]
+    Backend(String),
+
     /// Any other SQLite error, with what was being done.
     #[error("agentrt: {context}: {err}")]
     Sqlite {

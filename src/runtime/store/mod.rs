@@ -6,6 +6,7 @@
 //! it can be shared between threads; every write is one `BEGIN IMMEDIATE` transaction
 //! (`Store::write`).
 
+mod backend;
 mod bind;
 mod column;
 mod damaged;
@@ -23,6 +24,7 @@ mod raw;
 mod reads;
 mod resumable;
 mod rows;
+mod run_state;
 mod schema;
 mod sizes;
 mod stats;
@@ -50,6 +52,10 @@ use std::sync::{Mutex, MutexGuard};
 
 use rusqlite::Connection;
 
+pub(crate) use backend::IN_CRATE;
+#[cfg(feature = "postgres")]
+pub(crate) use backend::sealed;
+pub use backend::{InCrate, RunStore, RunTx};
 pub use damaged::{DAMAGED_RAW_HEAD, DamagedColumn};
 pub use detail::{ApprovalView, ChainMark, MarkedEvent, ModelCallView, RunApprovals};
 pub use error::{SCHEMA_VERSION, StoreError, go_file_mode, is_locked};
@@ -57,12 +63,17 @@ pub use events::{ChainBreak, ChainReport};
 pub use keyset::{KeyPage, StepKey};
 pub use lease::LeaseHandle;
 pub use open::ConnectionSettings;
-#[cfg(feature = "console")]
+#[cfg(any(feature = "console", feature = "postgres"))]
 pub(crate) use pages::capped_note;
 pub use pages::{MAX_PAGE_TEXT, Page, SHOWN_REQUEST_MAX};
 pub use queue_order::{QueueOrder, SortValue};
 pub use reads::ProxyCall;
 pub use resumable::ResumableRun;
+#[cfg(feature = "postgres")]
+pub(crate) use rows::{
+    APPROVAL_COLUMNS, RUN_COLUMNS, STEP_COLUMNS, approval_from_values, run_from_values,
+    step_from_values,
+};
 pub use schema::{DEFAULT_LEASE_TTL_NS, MIGRATIONS, PRE_LEASE_OWNER, SCHEMA_MIGRATIONS_DDL};
 pub use sizes::capped_request;
 pub use tx::{Transition, Tx};

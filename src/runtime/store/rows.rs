@@ -3,16 +3,37 @@
 //! as bytes (never as a Rust `String` by the driver), kept in `raw_invalid` and named too.
 
 use rusqlite::Row;
-use rusqlite::types::ValueRef;
+use rusqlite::types::{Value, ValueRef};
 
 use crate::runtime::types::{
     Approval, ApprovalStatus, Decision, Event, Limits, Observation, PolicyDecision, RawInvalid,
     Run, RunStatus, Step, StepStatus, Timestamp, ToolRequest, push_decode_error,
 };
 
+/// Where a row's columns come from: a SQLite row, or values another backend read (PostgreSQL's
+/// rows, as text and integers), so both decode through the same functions.
+enum Source<'r, 's> {
+    Row(&'r Row<'s>),
+    // Only PostgreSQL's rows come as values.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    Values(&'r [Value]),
+}
+
+impl Source<'_, '_> {
+    fn get_ref(&self, idx: usize) -> rusqlite::Result<ValueRef<'_>> {
+        match self {
+            Source::Row(r) => r.get_ref(idx),
+            Source::Values(v) => v
+                .get(idx)
+                .map(ValueRef::from)
+                .ok_or(rusqlite::Error::InvalidColumnIndex(idx)),
+        }
+    }
+}
+
 /// Reads one row's columns by position, collecting decode errors.
 pub(crate) struct Cols<'r, 's> {
-    row: &'r Row<'s>,
+    row: Source<'r, 's>,
     pub decode_error: String,
     pub raw_invalid: RawInvalid,
 }
@@ -20,7 +41,17 @@ pub(crate) struct Cols<'r, 's> {
 impl<'r, 's> Cols<'r, 's> {
     pub fn new(row: &'r Row<'s>) -> Self {
         Cols {
-            row,
+            row: Source::Row(row),
+            decode_error: String::new(),
+            raw_invalid: Vec::new(),
+        }
+    }
+
+    /// Columns from values read elsewhere, in the order the `*_COLUMNS` lists name them.
+    #[cfg(feature = "postgres")]
+    pub fn values(values: &'r [Value]) -> Self {
+        Cols {
+            row: Source::Values(values),
             decode_error: String::new(),
             raw_invalid: Vec::new(),
         }
@@ -268,4 +299,23 @@ pub(crate) fn event_from(c: &mut Cols<'_, '_>) -> Event {
     e.decode_error = std::mem::take(&mut c.decode_error);
     e.raw_invalid = std::mem::take(&mut c.raw_invalid);
     e
+}
+
+/// A run decoded from values read by another backend, in [`RUN_COLUMNS`] order, exactly as a
+/// SQLite row holding them would decode.
+#[cfg(feature = "postgres")]
+pub(crate) fn run_from_values(v: &[Value]) -> Run {
+    run_from(&mut Cols::values(v))
+}
+
+/// A step decoded from values in [`STEP_COLUMNS`] order (see [`run_from_values`]).
+#[cfg(feature = "postgres")]
+pub(crate) fn step_from_values(v: &[Value]) -> Step {
+    step_from(&mut Cols::values(v))
+}
+
+/// An approval decoded from values in [`APPROVAL_COLUMNS`] order (see [`run_from_values`]).
+#[cfg(feature = "postgres")]
+pub(crate) fn approval_from_values(v: &[Value]) -> Approval {
+    approval_from(&mut Cols::values(v))
 }

@@ -7,6 +7,7 @@ use rusqlite::{Connection, params};
 
 use super::bind::key;
 use super::error::{Ctx, StoreError};
+use super::run_state::check_state;
 use super::{Store, events, reads};
 use crate::runtime::json::event_hash_bytes;
 use crate::runtime::types::{
@@ -161,12 +162,19 @@ pub struct Transition<'a> {
     pub lease_expires_at: Timestamp,
 }
 
-/// `a or b or c`.
-fn or_list(from: &[RunStatus]) -> String {
-    from.iter()
-        .map(|s| s.as_str())
-        .collect::<Vec<_>>()
-        .join(" or ")
+impl Transition<'_> {
+    /// The lease columns the move writes: a move to RUNNING stamps the writer's lease, any
+    /// other clears it.
+    pub(crate) fn lease_written(&self) -> (&str, String) {
+        if self.to == RunStatus::Running {
+            (
+                self.lease_owner.unwrap_or(""),
+                self.lease_expires_at.to_rfc3339(),
+            )
+        } else {
+            ("", String::new())
+        }
+    }
 }
 
 impl<'a> Tx<'a> {
@@ -282,26 +290,13 @@ impl<'a> Tx<'a> {
         lease_owner: Option<&str>,
     ) -> Result<(RunStatus, Lease), StoreError> {
         let run_id = key(&run_id);
-        let (status, lease) = reads::state(&self.tx, run_id)?;
-        let status = RunStatus::parse(&status);
-        if !from.contains(&status) {
-            return Err(StoreError::RunState {
-                detail: Said::from("run ")
-                    .id(run_id)
-                    .text(format!(" is {status}, not {}", or_list(from))),
-            });
-        }
-        if let Some(owner) = lease_owner
-            && status == RunStatus::Running
-            && lease.owner != owner
-        {
-            return Err(StoreError::RunLeased {
-                run_id: Key::new(run_id.0),
-                owner: lease.owner,
-                expires_at: lease.expires_at,
-            });
-        }
-        Ok((status, lease))
+        let (status, lease) = self.run_state(run_id.0)?;
+        check_state(run_id.0, &status, lease, from, lease_owner)
+    }
+
+    /// The run's status as stored and its lease columns (the write lock is the transaction's).
+    pub(super) fn run_state(&self, run_id: impl AsKey) -> Result<(String, Lease), StoreError> {
+        reads::state(&self.tx, key(&run_id))
     }
 
     /// `requireLease`: RUNNING, leased by `owner`, stored expiry after `now` (wall clock).
@@ -328,11 +323,12 @@ impl<'a> Tx<'a> {
     /// lease; any other move clears it. Never touches step_count or accounting.
     pub fn transition(&self, t: &Transition<'_>) -> Result<(), StoreError> {
         self.require_status(t.run_id, t.from, t.lease_owner)?;
-        let (owner, expires) = if t.to == RunStatus::Running {
-            (t.lease_owner.unwrap_or(""), t.lease_expires_at.to_rfc3339())
-        } else {
-            ("", String::new())
-        };
+        self.write_transition(t)
+    }
+
+    /// The update of [`Tx::transition`], its `from` already checked.
+    pub(super) fn write_transition(&self, t: &Transition<'_>) -> Result<(), StoreError> {
+        let (owner, expires) = t.lease_written();
         self.tx
             .prepare_cached(
                 "UPDATE runs SET status=?, reason=?, reason_detail=?, finished_at=?, result_json=?, \

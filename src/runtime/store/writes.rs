@@ -8,9 +8,7 @@ use super::Tx;
 use super::bind::key;
 use super::error::{Ctx, StoreError};
 use crate::runtime::json::gojson;
-use crate::runtime::types::{
-    Approval, ApprovalStatus, AsKey, Limits, RunStatus, Said, StepStatus, Timestamp,
-};
+use crate::runtime::types::{AsKey, Limits, RunStatus, Said, StepStatus, Timestamp};
 
 /// What `insert_run` writes.
 #[derive(Debug, Clone)]
@@ -401,25 +399,6 @@ impl Tx<'_> {
             .execute(params![status, key(&id), expected_status, hash])
             .ctx("expire approval")?;
         Ok(n == 1)
-    }
-
-    /// Expires `a` (spec 4.5) only if it still has the status and hash it was read with
-    /// (returns false when 0 rows changed): a pending one also gets `decided_at = at` and
-    /// `note = "expired"` (decided_by untouched); a grant keeps who decided it and when.
-    pub fn expire_approval(&self, a: &Approval, at: Timestamp) -> Result<bool, StoreError> {
-        if a.status == ApprovalStatus::Pending {
-            self.set_approval_status(
-                a.id_bytes(),
-                "pending",
-                &a.hash,
-                "expired",
-                at,
-                None,
-                "expired",
-            )
-        } else {
-            self.set_approval_status_only(a.id_bytes(), a.status.as_str(), &a.hash, "expired")
-        }
     }
 
     /// `INSERT OR IGNORE INTO tool_specs`.

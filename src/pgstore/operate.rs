@@ -1,0 +1,482 @@
+//! The operator's store on PostgreSQL (docs/decisions/0082): `PgStore` implements
+//! [`RunStore`] and its transaction [`RunTx`], so approve, reject, deny, expire and cancel run
+//! the same code as on SQLite.
+//!
+//! One decision is one READ COMMITTED transaction. Its first read of the run locks the run's
+//! row (`SELECT … FOR NO KEY UPDATE`, the lock an `UPDATE` of the row takes) until the commit:
+//! that is SQLite's write lock, for one run. A second decision on the same run waits there and
+//! then reads what the first committed, so it is refused with the state it found; decisions on
+//! other runs do not wait. Every change is still a compare-and-set (`WHERE status = … AND hash
+//! = …`), which READ COMMITTED re-evaluates on the latest row version. Events go to the inbox
+//! through `chain::enqueue` (decision 0081) in the same transaction; a sequencer chains them.
+//! Rows decode through the same functions as SQLite's rows, from the same stored text.
+
+use postgres::IsolationLevel;
+use postgres::types::Type;
+use rusqlite::types::Value;
+
+use super::chain;
+use super::error::{PgError, detail};
+use super::{PgStore, PgUrl};
+use crate::runtime::store::{
+    APPROVAL_COLUMNS, InCrate, Page, RUN_COLUMNS, RunStore, RunTx, STEP_COLUMNS, StoreError,
+    Transition, approval_from_values, run_from_values, sealed, step_from_values,
+};
+use crate::runtime::types::{Approval, Event, Lease, Run, Said, Step, Timestamp};
+
+/// A write transaction on PostgreSQL: the operator's [`RunTx`].
+pub struct PgTx<'c> {
+    tx: postgres::Transaction<'c>,
+    url: PgUrl,
+    events: Vec<Event>,
+}
+
+impl std::fmt::Debug for PgTx<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PgTx({})", self.url)
+    }
+}
+
+/// A client error as the store's: a lock wait that ended in a deadlock or a lock timeout is
+/// [`StoreError::Locked`] (try again), anything else [`StoreError::Backend`] naming the
+/// database by its redacted URL.
+pub(crate) fn store_error(url: &PgUrl, what: &'static str, e: postgres::Error) -> StoreError {
+    let code = e.code().map(|c| c.code().to_string());
+    if matches!(code.as_deref(), Some("40P01" | "55P03" | "40001")) {
+        return StoreError::Locked {
+            detail: format!("{url}: {what}: {}", detail(&e)),
+        };
+    }
+    StoreError::Backend(
+        PgError::Query {
+            db: url.to_string(),
+            what,
+            detail: detail(&e),
+        }
+        .to_string(),
+    )
+}
+
+/// Maps a client result to the store's.
+trait StoreCtx<T> {
+    fn at(self, url: &PgUrl, what: &'static str) -> Result<T, StoreError>;
+}
+
+impl<T> StoreCtx<T> for Result<T, postgres::Error> {
+    fn at(self, url: &PgUrl, what: &'static str) -> Result<T, StoreError> {
+        self.map_err(|e| store_error(url, what, e))
+    }
+}
+
+/// An id bound as PostgreSQL text: text there is UTF-8, so an id that is not names no row.
+fn text_id(id: &[u8]) -> Option<&str> {
+    std::str::from_utf8(id).ok()
+}
+
+fn run_not_found(run_id: &[u8]) -> StoreError {
+    StoreError::NotFound {
+        what: Said::from("run ").id(run_id),
+    }
+}
+
+fn approval_not_found(run_id: &[u8], approval_id: &[u8]) -> StoreError {
+    StoreError::NotFound {
+        what: Said::from("approval ")
+            .id(approval_id)
+            .text(" of run ")
+            .id(run_id),
+    }
+}
+
+/// A row's columns as the values a SQLite row would hold (text and integers), for the shared
+/// decoders. A column this schema does not hold (none should) is read as NULL, which the
+/// decoders treat as an empty value.
+pub(crate) fn values(row: &postgres::Row) -> Vec<Value> {
+    (0..row.len())
+        .map(|i| {
+            let ty = row.columns().get(i).map(|c| c.type_().clone());
+            match ty {
+                Some(Type::INT8) => row
+                    .try_get::<_, Option<i64>>(i)
+                    .ok()
+                    .flatten()
+                    .map_or(Value::Null, Value::Integer),
+                Some(Type::INT4) => row
+                    .try_get::<_, Option<i32>>(i)
+                    .ok()
+                    .flatten()
+                    .map_or(Value::Null, |v| Value::Integer(v.into())),
+                _ => row
+                    .try_get::<_, Option<String>>(i)
+                    .ok()
+                    .flatten()
+                    .map_or(Value::Null, Value::Text),
+            }
+        })
+        .collect()
+}
+
+/// The lease columns as SQLite's read gives them: an unparsable expiry is the zero time.
+fn lease(owner: String, expires: &str) -> Lease {
+    Lease {
+        owner,
+        expires_at: Timestamp::parse(expires).unwrap_or(Timestamp::ZERO),
+    }
+}
+
+/// `SELECT … FROM runs WHERE id = $1`, with `lock` appended (the row lock, or nothing).
+fn run_sql(lock: &str) -> String {
+    format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = $1{lock}")
+}
+
+fn approval_sql() -> String {
+    format!("SELECT {APPROVAL_COLUMNS} FROM approvals WHERE id = $1 AND run_id = $2")
+}
+
+/// The lock a decision holds on its run's row until it commits.
+const ROW_LOCK: &str = " FOR NO KEY UPDATE";
+
+impl sealed::Sealed for PgTx<'_> {}
+impl sealed::Sealed for PgStore {}
+
+impl RunTx for PgTx<'_> {
+    fn run_state(&mut self, run_id: &[u8]) -> Result<(String, Lease), StoreError> {
+        let id = text_id(run_id).ok_or_else(|| run_not_found(run_id))?;
+        let row = self
+            .tx
+            .query_opt(
+                "SELECT status, lease_owner, lease_expires_at FROM runs WHERE id = $1 FOR NO KEY UPDATE",
+                &[&id],
+            )
+            .at(&self.url, "require status")?
+            .ok_or_else(|| run_not_found(run_id))?;
+        let text = |i: usize| row.try_get::<_, String>(i).unwrap_or_default();
+        Ok((text(0), lease(text(1), &text(2))))
+    }
+
+    fn get_run(&mut self, run_id: &[u8]) -> Result<Run, StoreError> {
+        let id = text_id(run_id).ok_or_else(|| run_not_found(run_id))?;
+        let row = self
+            .tx
+            .query_opt(&run_sql(ROW_LOCK), &[&id])
+            .at(&self.url, "get run")?
+            .ok_or_else(|| run_not_found(run_id))?;
+        Ok(run_from_values(&values(&row)))
+    }
+
+    fn get_step(&mut self, step_id: &[u8]) -> Result<Step, StoreError> {
+        let missing = || StoreError::NotFound {
+            what: Said::from("step ").id(step_id),
+        };
+        let id = text_id(step_id).ok_or_else(missing)?;
+        let row = self
+            .tx
+            .query_opt(
+                &format!("SELECT {STEP_COLUMNS} FROM steps WHERE id = $1"),
+                &[&id],
+            )
+            .at(&self.url, "get step")?
+            .ok_or_else(missing)?;
+        Ok(step_from_values(&values(&row)))
+    }
+
+    fn get_approval(&mut self, run_id: &[u8], approval_id: &[u8]) -> Result<Approval, StoreError> {
+        let missing = || approval_not_found(run_id, approval_id);
+        let (Some(run), Some(id)) = (text_id(run_id), text_id(approval_id)) else {
+            return Err(missing());
+        };
+        let row = self
+            .tx
+            .query_opt(&approval_sql(), &[&id, &run])
+            .at(&self.url, "get approval")?
+            .ok_or_else(missing)?;
+        Ok(approval_from_values(&values(&row)))
+    }
+
+    fn write_transition(&mut self, t: &Transition<'_>) -> Result<(), StoreError> {
+        let id = text_id(t.run_id).ok_or_else(|| run_not_found(t.run_id))?;
+        let (owner, expires) = t.lease_written();
+        self.tx
+            .execute(
+                "UPDATE runs SET status = $1, reason = $2, reason_detail = $3, finished_at = $4, \
+                 result_json = $5, lease_owner = $6, lease_expires_at = $7 WHERE id = $8",
+                &[
+                    &t.to.as_str(),
+                    &t.reason,
+                    &t.detail,
+                    &t.finished_at.to_rfc3339(),
+                    &t.result_json,
+                    &owner,
+                    &expires,
+                    &id,
+                ],
+            )
+            .at(&self.url, "transition")?;
+        Ok(())
+    }
+
+    fn set_approval_status(
+        &mut self,
+        approval_id: &[u8],
+        expected_status: &str,
+        hash: &str,
+        status: &str,
+        decided_at: Timestamp,
+        decided_by: Option<&str>,
+        note: &str,
+    ) -> Result<bool, StoreError> {
+        let Some(id) = text_id(approval_id) else {
+            return Ok(false);
+        };
+        let at = decided_at.to_rfc3339();
+        let n = match decided_by {
+            Some(by) => self.tx.execute(
+                "UPDATE approvals SET status = $1, decided_at = $2, decided_by = $3, note = $4 \
+                 WHERE id = $5 AND status = $6 AND hash = $7",
+                &[&status, &at, &by, &note, &id, &expected_status, &hash],
+            ),
+            None => self.tx.execute(
+                "UPDATE approvals SET status = $1, decided_at = $2, note = $3 \
+                 WHERE id = $4 AND status = $5 AND hash = $6",
+                &[&status, &at, &note, &id, &expected_status, &hash],
+            ),
+        }
+        .at(&self.url, "decide approval")?;
+        Ok(n == 1)
+    }
+
+    fn set_approval_status_only(
+        &mut self,
+        approval_id: &[u8],
+        expected_status: &str,
+        hash: &str,
+        status: &str,
+    ) -> Result<bool, StoreError> {
+        let Some(id) = text_id(approval_id) else {
+            return Ok(false);
+        };
+        let n = self
+            .tx
+            .execute(
+                "UPDATE approvals SET status = $1 WHERE id = $2 AND status = $3 AND hash = $4",
+                &[&status, &id, &expected_status, &hash],
+            )
+            .at(&self.url, "expire approval")?;
+        Ok(n == 1)
+    }
+
+    fn fail_steps_in_flight(
+        &mut self,
+        run_id: &[u8],
+        observation_json: &str,
+        observation_hash: &str,
+        finished_at: Timestamp,
+    ) -> Result<usize, StoreError> {
+        let Some(id) = text_id(run_id) else {
+            return Ok(0);
+        };
+        let n = self
+            .tx
+            .execute(
+                "UPDATE steps SET status = 'failed', observation_json = $1, observation_hash = $2, \
+                 finished_at = $3 WHERE run_id = $4 \
+                 AND status IN ('deciding', 'awaiting_approval', 'executing')",
+                &[
+                    &observation_json,
+                    &observation_hash,
+                    &finished_at.to_rfc3339(),
+                    &id,
+                ],
+            )
+            .at(&self.url, "fail steps in flight")?;
+        Ok(usize::try_from(n).unwrap_or(usize::MAX))
+    }
+
+    fn fail_step_unconditionally(
+        &mut self,
+        run_id: &[u8],
+        step_id: &[u8],
+        observation_json: &str,
+        observation_hash: &str,
+        finished_at: Timestamp,
+    ) -> Result<usize, StoreError> {
+        let (Some(run), Some(step)) = (text_id(run_id), text_id(step_id)) else {
+            return Ok(0);
+        };
+        let n = self
+            .tx
+            .execute(
+                "UPDATE steps SET status = 'failed', observation_json = $1, observation_hash = $2, \
+                 finished_at = $3 WHERE id = $4 AND run_id = $5",
+                &[
+                    &observation_json,
+                    &observation_hash,
+                    &finished_at.to_rfc3339(),
+                    &step,
+                    &run,
+                ],
+            )
+            .at(&self.url, "fail step")?;
+        Ok(usize::try_from(n).unwrap_or(usize::MAX))
+    }
+
+    fn append_event(
+        &mut self,
+        run_id: &[u8],
+        step_id: &[u8],
+        at: &Timestamp,
+        kind: &str,
+        payload: &[u8],
+    ) -> Result<(), StoreError> {
+        let payload = if payload.is_empty() {
+            b"{}".as_slice()
+        } else {
+            payload
+        };
+        let payload = std::str::from_utf8(payload)
+            .map_err(|_| StoreError::Invalid(format!("event {kind} payload is not valid UTF-8")))?;
+        let (Some(run), Some(step)) = (text_id(run_id), text_id(step_id)) else {
+            return Err(StoreError::Invalid(format!(
+                "event {kind}: a run or step id that is not UTF-8 cannot be stored in PostgreSQL"
+            )));
+        };
+        let at_text = at.to_rfc3339();
+        let e = chain::NewEvent {
+            run_id: run,
+            step_id: step,
+            at: &at_text,
+            kind,
+            payload,
+        };
+        chain::enqueue(&mut self.tx, &self.url, e)
+            .map_err(|e| StoreError::Backend(e.to_string()))?;
+        self.events.push(Event {
+            // Not chained yet: a sequencer gives it its seq and hash (decision 0081).
+            seq: 0,
+            run_id: run.to_string(),
+            step_id: step.to_string(),
+            at_text,
+            at: *at,
+            kind: kind.into(),
+            payload: payload.into(),
+            ..Event::default()
+        });
+        Ok(())
+    }
+}
+
+impl PgStore {
+    /// Runs `read` in one read-only repeatable-read snapshot, for reads that must agree (a
+    /// page and its total); errors are the store's.
+    pub(crate) fn snapshot<T>(
+        &self,
+        read: impl FnOnce(&mut postgres::Transaction<'_>, &PgUrl) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let mut client = self.lock();
+        let mut tx = client
+            .build_transaction()
+            .isolation_level(IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .at(&self.url, "read: begin")?;
+        let out = read(&mut tx, &self.url)?;
+        tx.commit().at(&self.url, "read: end")?;
+        Ok(out)
+    }
+}
+
+impl RunStore for PgStore {
+    type Tx<'t> = PgTx<'t>;
+
+    fn get_run(&self, run_id: &[u8]) -> Result<Run, StoreError> {
+        let id = text_id(run_id).ok_or_else(|| run_not_found(run_id))?;
+        let row = self
+            .lock()
+            .query_opt(&run_sql(""), &[&id])
+            .at(&self.url, "get run")?
+            .ok_or_else(|| run_not_found(run_id))?;
+        Ok(run_from_values(&values(&row)))
+    }
+
+    fn get_approval(&self, run_id: &[u8], approval_id: &[u8]) -> Result<Approval, StoreError> {
+        let missing = || approval_not_found(run_id, approval_id);
+        let (Some(run), Some(id)) = (text_id(run_id), text_id(approval_id)) else {
+            return Err(missing());
+        };
+        let row = self
+            .lock()
+            .query_opt(&approval_sql(), &[&id, &run])
+            .at(&self.url, "get approval")?
+            .ok_or_else(missing)?;
+        Ok(approval_from_values(&values(&row)))
+    }
+
+    fn list_approvals_page(
+        &self,
+        run_id: &[u8],
+        status: &str,
+        limit: i64,
+        offset: i64,
+    ) -> Result<Page<Approval>, StoreError> {
+        if limit <= 0 || offset < 0 {
+            return Err(StoreError::InvalidPage {
+                what: "approvals",
+                limit,
+                offset,
+            });
+        }
+        let Some(run) = text_id(run_id) else {
+            return Ok(Page {
+                items: Vec::new(),
+                total: 0,
+            });
+        };
+        self.snapshot(|tx, url| {
+            let total: i64 = tx
+                .query_one(
+                    "SELECT count(*) FROM approvals WHERE run_id = $1 AND ($2 = '' OR status = $2)",
+                    &[&run, &status],
+                )
+                .at(url, "list approvals")?
+                .get(0);
+            let rows = tx
+                .query(
+                    &format!(
+                        "SELECT {APPROVAL_COLUMNS} FROM approvals \
+                         WHERE run_id = $1 AND ($2 = '' OR status = $2) ORDER BY ord LIMIT $3 OFFSET $4"
+                    ),
+                    &[&run, &status, &limit, &offset],
+                )
+                .at(url, "list approvals")?;
+            Ok(Page {
+                items: rows
+                    .iter()
+                    .map(|r| approval_from_values(&values(r)))
+                    .collect(),
+                total,
+            })
+        })
+    }
+
+    fn write<T, E: From<StoreError>>(
+        &self,
+        _: InCrate,
+        f: impl FnOnce(&mut PgTx<'_>) -> Result<T, E>,
+    ) -> Result<(T, Vec<Event>), E> {
+        let mut client = self.lock();
+        let tx = client
+            .build_transaction()
+            .isolation_level(IsolationLevel::ReadCommitted)
+            .start()
+            .at(&self.url, "begin write")?;
+        let mut w = PgTx {
+            tx,
+            url: self.url.clone(),
+            events: Vec::new(),
+        };
+        let out = f(&mut w)?;
+        let PgTx { tx, events, .. } = w;
+        tx.commit().at(&self.url, "commit")?;
+        Ok((out, events))
+    }
+}

@@ -1,0 +1,360 @@
+//! The operations a run database offers the operator (and, later, the driver), as traits both
+//! backends implement: SQLite's [`Store`] with its [`Tx`], and PostgreSQL's `PgStore` (the
+//! `postgres` feature) with its transaction. The operator's functions (decide, deny, expire,
+//! cancel) are written once against them (docs/decisions/0082).
+//!
+//! A [`RunStore`] reads a run and its approvals and runs one write transaction; a [`RunTx`]
+//! is that transaction: it reads the run under the write lock (SQLite's `BEGIN IMMEDIATE`
+//! holds the whole file; PostgreSQL locks the run's row until the commit), compare-and-sets
+//! runs, steps and approvals, and appends events (SQLite chains each at once; PostgreSQL
+//! commits it to the inbox a sequencer chains, decision 0081). Both traits are sealed: only
+//! this crate implements them, and a transaction is opened only from inside it, so outside
+//! the crate state changes still go through the driver and the operator functions.
+
+use super::error::StoreError;
+use super::run_state::check_state;
+use super::tx::Transition;
+use super::window::Page;
+use super::{Store, Tx};
+use crate::runtime::types::{
+    Approval, ApprovalStatus, Event, Lease, Run, RunStatus, Step, Timestamp,
+};
+
+pub(crate) mod sealed {
+    /// Implemented by this crate's stores and transactions only.
+    pub trait Sealed {}
+}
+
+/// The capability to open a write transaction through [`RunStore::write`]: only this crate
+/// can make one.
+#[derive(Debug, Clone, Copy)]
+pub struct InCrate(());
+
+/// The one [`InCrate`].
+pub(crate) const IN_CRATE: InCrate = InCrate(());
+
+/// A run database the operator works on: reads outside a transaction and one write
+/// transaction at a time.
+pub trait RunStore: sealed::Sealed {
+    /// The store's write transaction.
+    type Tx<'t>: RunTx
+    where
+        Self: 't;
+
+    /// The run row (whole; a damaged column is named in `decode_error`).
+    fn get_run(&self, run_id: &[u8]) -> Result<Run, StoreError>;
+
+    /// One approval of a run, whole.
+    fn get_approval(&self, run_id: &[u8], approval_id: &[u8]) -> Result<Approval, StoreError>;
+
+    /// A run's approvals with `status` (`""` for all) in insertion order, `limit` from
+    /// `offset`, with the total, read together.
+    fn list_approvals_page(
+        &self,
+        run_id: &[u8],
+        status: &str,
+        limit: i64,
+        offset: i64,
+    ) -> Result<Page<Approval>, StoreError>;
+
+    /// Runs `f` in one write transaction: committed when it returns `Ok` (then the value and
+    /// the events it appended are returned, to hand to observers), rolled back on `Err`.
+    fn write<T, E: From<StoreError>>(
+        &self,
+        _: InCrate,
+        f: impl FnOnce(&mut Self::Tx<'_>) -> Result<T, E>,
+    ) -> Result<(T, Vec<Event>), E>;
+}
+
+/// A write transaction in progress. Every read of the run is under the write lock, and every
+/// change a compare-and-set or a write the lock already makes safe.
+pub trait RunTx: sealed::Sealed {
+    /// The run's status as stored and its lease, read under the write lock.
+    fn run_state(&mut self, run_id: &[u8]) -> Result<(String, Lease), StoreError>;
+
+    /// The run row, read under the write lock.
+    fn get_run(&mut self, run_id: &[u8]) -> Result<Run, StoreError>;
+
+    /// One step, read inside the transaction.
+    fn get_step(&mut self, step_id: &[u8]) -> Result<Step, StoreError>;
+
+    /// One approval of a run, read inside the transaction.
+    fn get_approval(&mut self, run_id: &[u8], approval_id: &[u8]) -> Result<Approval, StoreError>;
+
+    /// The update of a [`RunTx::transition`], once its `from` was checked.
+    fn write_transition(&mut self, t: &Transition<'_>) -> Result<(), StoreError>;
+
+    /// Sets an approval's decision only if it is still `expected_status` with `hash`
+    /// (false when no row changed). `decided_by = None` leaves that column.
+    #[allow(clippy::too_many_arguments)]
+    fn set_approval_status(
+        &mut self,
+        approval_id: &[u8],
+        expected_status: &str,
+        hash: &str,
+        status: &str,
+        decided_at: Timestamp,
+        decided_by: Option<&str>,
+        note: &str,
+    ) -> Result<bool, StoreError>;
+
+    /// Sets an approval's status only, keeping who and when, if still `expected_status` with
+    /// `hash`.
+    fn set_approval_status_only(
+        &mut self,
+        approval_id: &[u8],
+        expected_status: &str,
+        hash: &str,
+        status: &str,
+    ) -> Result<bool, StoreError>;
+
+    /// Expires `a` (spec 4.5) only if it still has the status and hash it was read with
+    /// (false when no row changed): a pending one also gets `decided_at = at` and
+    /// `note = "expired"` (decided_by untouched); a grant keeps who decided it and when.
+    fn expire_approval(&mut self, a: &Approval, at: Timestamp) -> Result<bool, StoreError> {
+        if a.status == ApprovalStatus::Pending {
+            self.set_approval_status(
+                a.id_bytes(),
+                "pending",
+                &a.hash,
+                "expired",
+                at,
+                None,
+                "expired",
+            )
+        } else {
+            self.set_approval_status_only(a.id_bytes(), a.status.as_str(), &a.hash, "expired")
+        }
+    }
+
+    /// Every step of the run in `deciding`, `awaiting_approval` or `executing` becomes
+    /// `failed` with this observation; returns how many.
+    fn fail_steps_in_flight(
+        &mut self,
+        run_id: &[u8],
+        observation_json: &str,
+        observation_hash: &str,
+        finished_at: Timestamp,
+    ) -> Result<usize, StoreError>;
+
+    /// One step of the run becomes `failed` with this observation, whatever its status.
+    fn fail_step_unconditionally(
+        &mut self,
+        run_id: &[u8],
+        step_id: &[u8],
+        observation_json: &str,
+        observation_hash: &str,
+        finished_at: Timestamp,
+    ) -> Result<usize, StoreError>;
+
+    /// Appends an event (an empty payload is `{}`). SQLite chains it at once; PostgreSQL
+    /// commits it to the inbox and the event the transaction returns has seq 0 and no hash
+    /// until a sequencer chains it.
+    fn append_event(
+        &mut self,
+        run_id: &[u8],
+        step_id: &[u8],
+        at: &Timestamp,
+        kind: &str,
+        payload: &[u8],
+    ) -> Result<(), StoreError>;
+
+    /// Reads the run's status under the write lock and checks it is one of `from`; with
+    /// `lease_owner`, a RUNNING run must be leased by it. Returns the status.
+    fn require_status(
+        &mut self,
+        run_id: &[u8],
+        from: &[RunStatus],
+        lease_owner: Option<&str>,
+    ) -> Result<RunStatus, StoreError> {
+        let (status, lease) = self.run_state(run_id)?;
+        check_state(run_id, &status, lease, from, lease_owner).map(|(s, _)| s)
+    }
+
+    /// [`RunTx::require_status`], then the state change (spec 3.4).
+    fn transition(&mut self, t: &Transition<'_>) -> Result<(), StoreError> {
+        self.require_status(t.run_id, t.from, t.lease_owner)?;
+        self.write_transition(t)
+    }
+}
+
+impl sealed::Sealed for Store {}
+impl sealed::Sealed for Tx<'_> {}
+
+impl RunStore for Store {
+    type Tx<'t> = Tx<'t>;
+
+    fn get_run(&self, run_id: &[u8]) -> Result<Run, StoreError> {
+        Store::get_run(self, run_id)
+    }
+
+    fn get_approval(&self, run_id: &[u8], approval_id: &[u8]) -> Result<Approval, StoreError> {
+        Store::get_approval(self, run_id, approval_id)
+    }
+
+    fn list_approvals_page(
+        &self,
+        run_id: &[u8],
+        status: &str,
+        limit: i64,
+        offset: i64,
+    ) -> Result<Page<Approval>, StoreError> {
+        Store::list_approvals_page(self, run_id, status, limit, offset)
+    }
+
+    fn write<T, E: From<StoreError>>(
+        &self,
+        _: InCrate,
+        f: impl FnOnce(&mut Tx<'_>) -> Result<T, E>,
+    ) -> Result<(T, Vec<Event>), E> {
+        Store::write(self, f)
+    }
+}
+
+impl RunTx for Tx<'_> {
+    fn run_state(&mut self, run_id: &[u8]) -> Result<(String, Lease), StoreError> {
+        Tx::run_state(self, run_id)
+    }
+
+    fn get_run(&mut self, run_id: &[u8]) -> Result<Run, StoreError> {
+        Tx::get_run(self, run_id)
+    }
+
+    fn get_step(&mut self, step_id: &[u8]) -> Result<Step, StoreError> {
+        Tx::get_step(self, step_id)
+    }
+
+    fn get_approval(&mut self, run_id: &[u8], approval_id: &[u8]) -> Result<Approval, StoreError> {
+        Tx::get_approval(self, run_id, approval_id)
+    }
+
+    fn write_transition(&mut self, t: &Transition<'_>) -> Result<(), StoreError> {
+        Tx::write_transition(self, t)
+    }
+
+    fn set_approval_status(
+        &mut self,
+        approval_id: &[u8],
+        expected_status: &str,
+        hash: &str,
+        status: &str,
+        decided_at: Timestamp,
+        decided_by: Option<&str>,
+        note: &str,
+    ) -> Result<bool, StoreError> {
+        Tx::set_approval_status(
+            self,
+            approval_id,
+            expected_status,
+            hash,
+            status,
+            decided_at,
+            decided_by,
+            note,
+        )
+    }
+
+    fn set_approval_status_only(
+        &mut self,
+        approval_id: &[u8],
+        expected_status: &str,
+        hash: &str,
+        status: &str,
+    ) -> Result<bool, StoreError> {
+        Tx::set_approval_status_only(self, approval_id, expected_status, hash, status)
+    }
+
+    fn fail_steps_in_flight(
+        &mut self,
+        run_id: &[u8],
+        observation_json: &str,
+        observation_hash: &str,
+        finished_at: Timestamp,
+    ) -> Result<usize, StoreError> {
+        Tx::fail_steps_in_flight(
+            self,
+            run_id,
+            observation_json,
+            observation_hash,
+            finished_at,
+        )
+    }
+
+    fn fail_step_unconditionally(
+        &mut self,
+        run_id: &[u8],
+        step_id: &[u8],
+        observation_json: &str,
+        observation_hash: &str,
+        finished_at: Timestamp,
+    ) -> Result<usize, StoreError> {
+        Tx::fail_step_unconditionally(
+            self,
+            run_id,
+            step_id,
+            observation_json,
+            observation_hash,
+            finished_at,
+        )
+    }
+
+    fn append_event(
+        &mut self,
+        run_id: &[u8],
+        step_id: &[u8],
+        at: &Timestamp,
+        kind: &str,
+        payload: &[u8],
+    ) -> Result<(), StoreError> {
+        Tx::append(self, run_id, step_id, at, kind, payload)
+    }
+
+    fn require_status(
+        &mut self,
+        run_id: &[u8],
+        from: &[RunStatus],
+        lease_owner: Option<&str>,
+    ) -> Result<RunStatus, StoreError> {
+        Tx::require_status(self, run_id, from, lease_owner)
+    }
+
+    fn transition(&mut self, t: &Transition<'_>) -> Result<(), StoreError> {
+        Tx::transition(self, t)
+    }
+}
+
+impl<S: RunStore + ?Sized> sealed::Sealed for std::sync::Arc<S> {}
+
+/// A store shared between threads is the store.
+impl<S: RunStore + ?Sized> RunStore for std::sync::Arc<S> {
+    type Tx<'t>
+        = S::Tx<'t>
+    where
+        Self: 't;
+
+    fn get_run(&self, run_id: &[u8]) -> Result<Run, StoreError> {
+        (**self).get_run(run_id)
+    }
+
+    fn get_approval(&self, run_id: &[u8], approval_id: &[u8]) -> Result<Approval, StoreError> {
+        (**self).get_approval(run_id, approval_id)
+    }
+
+    fn list_approvals_page(
+        &self,
+        run_id: &[u8],
+        status: &str,
+        limit: i64,
+        offset: i64,
+    ) -> Result<Page<Approval>, StoreError> {
+        (**self).list_approvals_page(run_id, status, limit, offset)
+    }
+
+    fn write<T, E: From<StoreError>>(
+        &self,
+        token: InCrate,
+        f: impl FnOnce(&mut S::Tx<'_>) -> Result<T, E>,
+    ) -> Result<(T, Vec<Event>), E> {
+        (**self).write(token, f)
+    }
+}
