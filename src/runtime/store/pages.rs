@@ -452,7 +452,7 @@ impl Store {
     /// the same run already read; a damaged, repeated or non-integer `idx` still orders once)
     /// and the run's end (`end`: its length as last read, read in reverse). The total is
     /// counted up to [`super::COUNT_CAP`]; [`Store::count_steps`] counts when asked. An anchor
-    /// that is gone is not used (see [`Store::run_window`]).
+    /// that is gone is not used (see `Store::run_window`).
     pub fn list_steps_page_near(
         &self,
         run_id: impl AsKey,
