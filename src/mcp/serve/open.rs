@@ -179,7 +179,12 @@ fn finish(
             .servers
             .iter()
             .position(|s| s.name == o.server)
-            .unwrap_or(0);
+            .ok_or_else(|| {
+                format!(
+                    "tool {:?} names a server that is not configured",
+                    o.built.tool
+                )
+            })?;
         let rule = cfg
             .servers
             .get(idx)
