@@ -2,81 +2,13 @@
 
 use serde_json::{Value, json};
 
-use std::collections::BTreeMap;
-
 use super::CommandError;
 use super::cli::RunsArgs;
 use super::open::{Reading, fail};
 use super::out::{Out, summary_json};
 use super::text::{clean, col, col_dash, ident_col, ident_dash, stamp, table};
-use crate::runtime::store::{KeyPage, Store, StoreError};
-use crate::runtime::types::{Key, Run, RunStatus};
-
-/// What `runs` reads: SQLite's [`Store`], and PostgreSQL's `PgStore` with the `postgres`
-/// feature (the same pages by key, the same caps).
-pub(crate) trait RunListing {
-    /// How many runs there are, of one status or all (`""`).
-    fn count_runs(&self, status: &str) -> Result<i64, StoreError>;
-    /// Runs newest first, before `before`, after skipping `skip`, at most `limit`.
-    fn runs_page_by_key(
-        &self,
-        status: &str,
-        before: Option<i64>,
-        skip: i64,
-        limit: i64,
-    ) -> Result<KeyPage<Run>, StoreError>;
-    /// The first `max` pending approvals of each waiting run among `run_ids`.
-    fn pending_approval_ids_of(
-        &self,
-        run_ids: &[&[u8]],
-        max: i64,
-    ) -> Result<BTreeMap<Key, Vec<Key>>, StoreError>;
-}
-
-impl RunListing for Store {
-    fn count_runs(&self, status: &str) -> Result<i64, StoreError> {
-        Store::count_runs(self, status)
-    }
-    fn runs_page_by_key(
-        &self,
-        status: &str,
-        before: Option<i64>,
-        skip: i64,
-        limit: i64,
-    ) -> Result<KeyPage<Run>, StoreError> {
-        Store::runs_page_by_key(self, status, before, skip, limit)
-    }
-    fn pending_approval_ids_of(
-        &self,
-        run_ids: &[&[u8]],
-        max: i64,
-    ) -> Result<BTreeMap<Key, Vec<Key>>, StoreError> {
-        Store::pending_approval_ids_of(self, run_ids, max)
-    }
-}
-
-#[cfg(feature = "postgres")]
-impl RunListing for crate::pgstore::PgStore {
-    fn count_runs(&self, status: &str) -> Result<i64, StoreError> {
-        crate::pgstore::PgStore::count_runs(self, status)
-    }
-    fn runs_page_by_key(
-        &self,
-        status: &str,
-        before: Option<i64>,
-        skip: i64,
-        limit: i64,
-    ) -> Result<KeyPage<Run>, StoreError> {
-        crate::pgstore::PgStore::runs_page_by_key(self, status, before, skip, limit)
-    }
-    fn pending_approval_ids_of(
-        &self,
-        run_ids: &[&[u8]],
-        max: i64,
-    ) -> Result<BTreeMap<Key, Vec<Key>>, StoreError> {
-        crate::pgstore::PgStore::pending_approval_ids_of(self, run_ids, max)
-    }
-}
+use crate::runtime::store::RunStore;
+use crate::runtime::types::{Run, RunStatus};
 
 /// Rows read per page when `--limit 0` asks for everything.
 const PAGE: i64 = 500;
@@ -87,7 +19,7 @@ pub fn run(r: Reading<'_>, a: &RunsArgs) -> Result<(), CommandError> {
 }
 
 /// `runs` on an open store.
-pub(crate) fn list<S: RunListing>(
+pub(crate) fn list<S: RunStore>(
     store: &S,
     json_out: bool,
     out: &mut Out,

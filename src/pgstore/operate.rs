@@ -11,6 +11,8 @@
 //! through `chain::enqueue` (decision 0081) in the same transaction; a sequencer chains them.
 //! Rows decode through the same functions as SQLite's rows, from the same stored text.
 
+use std::collections::BTreeMap;
+
 use postgres::IsolationLevel;
 use postgres::types::Type;
 use rusqlite::types::Value;
@@ -18,10 +20,12 @@ use rusqlite::types::Value;
 use super::chain;
 use super::error::{PgError, detail};
 use super::{PgStore, PgUrl};
+use crate::runtime::store::KeyPage;
 use crate::runtime::store::{
     APPROVAL_COLUMNS, InCrate, Page, RUN_COLUMNS, RunStore, RunTx, STEP_COLUMNS, StoreError,
     Transition, approval_from_values, run_from_values, sealed, step_from_values,
 };
+use crate::runtime::types::Key;
 use crate::runtime::types::{Approval, Event, Lease, Run, Said, Step, Timestamp};
 
 /// A write transaction on PostgreSQL: the operator's [`RunTx`].
@@ -456,6 +460,28 @@ impl RunStore for PgStore {
                 total,
             })
         })
+    }
+
+    fn count_runs(&self, status: &str) -> Result<i64, StoreError> {
+        PgStore::count_runs(self, status)
+    }
+
+    fn runs_page_by_key(
+        &self,
+        status: &str,
+        before: Option<i64>,
+        skip: i64,
+        limit: i64,
+    ) -> Result<KeyPage<Run>, StoreError> {
+        PgStore::runs_page_by_key(self, status, before, skip, limit)
+    }
+
+    fn pending_approval_ids_of(
+        &self,
+        run_ids: &[&[u8]],
+        max: i64,
+    ) -> Result<BTreeMap<Key, Vec<Key>>, StoreError> {
+        PgStore::pending_approval_ids_of(self, run_ids, max)
     }
 
     fn write<T, E: From<StoreError>>(

@@ -287,13 +287,7 @@ impl PgStore {
         skip: i64,
         limit: i64,
     ) -> Result<KeyPage<Run>, StoreError> {
-        if limit <= 0 || skip < 0 {
-            return Err(StoreError::InvalidPage {
-                what: "runs",
-                limit,
-                offset: skip,
-            });
-        }
+        crate::runtime::store::check_page("runs", limit, skip)?;
         let before = before.unwrap_or(i64::MAX);
         let sql = format!(
             "{} WHERE ord < $1 AND ($2 = '' OR status = $2) ORDER BY ord DESC LIMIT $3 OFFSET $4",

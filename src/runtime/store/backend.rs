@@ -12,12 +12,15 @@
 //! the crate state changes still go through the driver and the operator functions.
 
 use super::error::StoreError;
+use super::keyset::KeyPage;
 use super::run_state::check_state;
 use super::tx::Transition;
 use super::window::Page;
 use super::{Store, Tx};
+use std::collections::BTreeMap;
+
 use crate::runtime::types::{
-    Approval, ApprovalStatus, Event, Lease, Run, RunStatus, Step, Timestamp,
+    Approval, ApprovalStatus, Event, Key, Lease, Run, RunStatus, Step, Timestamp,
 };
 
 pub(crate) mod sealed {
@@ -56,6 +59,26 @@ pub trait RunStore: sealed::Sealed {
         limit: i64,
         offset: i64,
     ) -> Result<Page<Approval>, StoreError>;
+
+    /// How many runs there are, of one status or all (`""`).
+    fn count_runs(&self, status: &str) -> Result<i64, StoreError>;
+
+    /// Runs newest first, of one status or all (`""`), before the key `before`, after
+    /// skipping `skip`, at most `limit`: a bounded page by key.
+    fn runs_page_by_key(
+        &self,
+        status: &str,
+        before: Option<i64>,
+        skip: i64,
+        limit: i64,
+    ) -> Result<KeyPage<Run>, StoreError>;
+
+    /// The first `max` pending approvals of each waiting run among `run_ids`.
+    fn pending_approval_ids_of(
+        &self,
+        run_ids: &[&[u8]],
+        max: i64,
+    ) -> Result<BTreeMap<Key, Vec<Key>>, StoreError>;
 
     /// Runs `f` in one write transaction: committed when it returns `Ok` (then the value and
     /// the events it appended are returned, to hand to observers), rolled back on `Err`.
@@ -200,6 +223,28 @@ impl RunStore for Store {
         offset: i64,
     ) -> Result<Page<Approval>, StoreError> {
         Store::list_approvals_page(self, run_id, status, limit, offset)
+    }
+
+    fn count_runs(&self, status: &str) -> Result<i64, StoreError> {
+        Store::count_runs(self, status)
+    }
+
+    fn runs_page_by_key(
+        &self,
+        status: &str,
+        before: Option<i64>,
+        skip: i64,
+        limit: i64,
+    ) -> Result<KeyPage<Run>, StoreError> {
+        Store::runs_page_by_key(self, status, before, skip, limit)
+    }
+
+    fn pending_approval_ids_of(
+        &self,
+        run_ids: &[&[u8]],
+        max: i64,
+    ) -> Result<BTreeMap<Key, Vec<Key>>, StoreError> {
+        Store::pending_approval_ids_of(self, run_ids, max)
     }
 
     fn write<T, E: From<StoreError>>(
@@ -348,6 +393,28 @@ impl<S: RunStore + ?Sized> RunStore for std::sync::Arc<S> {
         offset: i64,
     ) -> Result<Page<Approval>, StoreError> {
         (**self).list_approvals_page(run_id, status, limit, offset)
+    }
+
+    fn count_runs(&self, status: &str) -> Result<i64, StoreError> {
+        (**self).count_runs(status)
+    }
+
+    fn runs_page_by_key(
+        &self,
+        status: &str,
+        before: Option<i64>,
+        skip: i64,
+        limit: i64,
+    ) -> Result<KeyPage<Run>, StoreError> {
+        (**self).runs_page_by_key(status, before, skip, limit)
+    }
+
+    fn pending_approval_ids_of(
+        &self,
+        run_ids: &[&[u8]],
+        max: i64,
+    ) -> Result<BTreeMap<Key, Vec<Key>>, StoreError> {
+        (**self).pending_approval_ids_of(run_ids, max)
     }
 
     fn write<T, E: From<StoreError>>(

@@ -65,6 +65,8 @@ pub use lease::LeaseHandle;
 pub use open::ConnectionSettings;
 #[cfg(any(feature = "console", feature = "postgres"))]
 pub(crate) use pages::capped_note;
+#[cfg(feature = "postgres")]
+pub(crate) use pages::check_page;
 pub use pages::{MAX_PAGE_TEXT, Page, SHOWN_REQUEST_MAX};
 pub use queue_order::{QueueOrder, SortValue};
 pub use reads::ProxyCall;
