@@ -2,7 +2,7 @@
 //! escapings. Objects are written with keys in bytewise order, the last of a repeated key
 //! winning; numbers as their literal text; no whitespace. Iterative, so depth costs heap only.
 
-use super::parse::{Doc, Node, is_ws, parse_first, rune_len};
+use super::parse::{Doc, Node, is_ws, parse_first, run_len, rune_len};
 
 /// How strings are escaped.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -129,7 +129,12 @@ pub(super) fn write_str(out: &mut Vec<u8>, s: &[u8], esc: Escape) {
     while let Some(&c) = s.get(i) {
         if plain(c) {
             let rest = s.get(i..).unwrap_or_default();
-            let n = rest.iter().position(|&b| !plain(b)).unwrap_or(rest.len());
+            let n = run_len(rest, |b| {
+                !(0x20..0x80).contains(&b)
+                    | (b == b'"')
+                    | (b == b'\\')
+                    | (html & ((b == b'<') | (b == b'>') | (b == b'&')))
+            });
             out.extend_from_slice(rest.get(..n).unwrap_or_default());
             i += n;
             continue;

@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 
 use super::JsonError;
-use super::parse::{Doc, Node, Strings, parse_exact};
+use super::parse::{Doc, Node, Strings, parse_exact, run_len};
 
 /// More than this many open `[`/`{` is refused before anything else looks at the input.
 pub(super) const MAX_DEPTH: i64 = 256;
@@ -33,7 +33,19 @@ pub(super) fn check(raw: &[u8]) -> Result<Doc, JsonError> {
 fn check_depth(raw: &[u8]) -> Result<(), JsonError> {
     let mut depth = 0i64;
     let mut strings = Strings::default();
-    for &c in raw {
+    let mut i = 0;
+    while let Some(&c) = raw.get(i) {
+        if strings.in_plain_string() {
+            // The rest of a string up to its next `\` or `"` changes nothing here.
+            let n = run_len(raw.get(i..).unwrap_or_default(), |b| {
+                (b == b'\\') | (b == b'"')
+            });
+            if n > 0 {
+                i += n;
+                continue;
+            }
+        }
+        i += 1;
         if !strings.outside(c) {
             continue;
         }

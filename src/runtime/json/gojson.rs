@@ -2,7 +2,7 @@
 
 use super::JsonError;
 use super::canon::{Escape, HEX, write_str};
-use super::parse::{Strings, is_ws, parse_exact};
+use super::parse::{Strings, is_ws, run_len, valid_exact};
 
 /// Appends `s` as a Go JSON string: `"` and `\` escaped, `\b \f \n \r \t` short, other
 /// bytes < 0x20 as `\u00xx`, `<`, `>`, `&` as `\u003c`, `\u003e`, `\u0026`, U+2028/U+2029
@@ -24,7 +24,7 @@ pub fn write_bytes(out: &mut Vec<u8>, s: &[u8]) {
 /// Validation is Go's scanner: exactly one value, whitespace around it allowed, at most 10,000
 /// levels deep. Like Go it does not look at UTF-8 validity: invalid bytes pass through as is.
 pub fn write_raw(out: &mut Vec<u8>, raw: &[u8]) -> Result<(), JsonError> {
-    if parse_exact(raw).is_none() {
+    if !valid_exact(raw) {
         return Err(JsonError::Invalid);
     }
     out.reserve(raw.len());
@@ -35,10 +35,9 @@ pub fn write_raw(out: &mut Vec<u8>, raw: &[u8]) -> Result<(), JsonError> {
             // Inside a string, a run of bytes that change neither the state nor the output
             // is copied at once.
             let rest = raw.get(i..).unwrap_or_default();
-            let n = rest
-                .iter()
-                .position(|&b| matches!(b, b'\\' | b'"' | b'<' | b'>' | b'&' | 0xe2))
-                .unwrap_or(rest.len());
+            let n = run_len(rest, |b| {
+                (b == b'\\') | (b == b'"') | (b == b'<') | (b == b'>') | (b == b'&') | (b == 0xe2)
+            });
             if n > 0 {
                 out.extend_from_slice(rest.get(..n).unwrap_or_default());
                 i += n;

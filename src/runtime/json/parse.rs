@@ -79,14 +79,33 @@ impl Strings {
     }
 }
 
+/// How many bytes at the start of `s` come before the first byte for which `stop` holds: the
+/// length of a run a JSON loop can copy or skip at once. Looks at 16 bytes at a time, `stop`
+/// evaluated on all of them without an early exit (write `stop` with `|`, not `||`, so that the
+/// compiler compares the block's bytes together), then byte by byte in the block where the run
+/// ends.
+#[inline]
+pub(super) fn run_len(s: &[u8], stop: impl Fn(u8) -> bool) -> usize {
+    const BLOCK: usize = 16;
+    let mut n = 0;
+    for block in s.chunks_exact(BLOCK) {
+        let mut any = 0u8;
+        for &b in block {
+            any |= u8::from(stop(b));
+        }
+        if any != 0 {
+            break;
+        }
+        n += BLOCK;
+    }
+    let rest = s.get(n..).unwrap_or_default();
+    n + rest.iter().position(|&b| stop(b)).unwrap_or(rest.len())
+}
+
 /// Decodes the first value after leading whitespace. Returns the document and the offset just
 /// after the value, or `None` where Go's decoder would fail (malformed, truncated, too deep).
 pub(super) fn parse_first(raw: &[u8]) -> Option<(Doc, usize)> {
-    let mut p = Parser {
-        raw,
-        i: 0,
-        doc: Doc::default(),
-    };
+    let mut p = Parser::new(raw, true);
     p.ws();
     p.value_tree()?;
     let end = p.i;
@@ -99,6 +118,17 @@ pub(super) fn parse_exact(raw: &[u8]) -> Option<Doc> {
     raw.get(end..)?.iter().all(|&c| is_ws(c)).then_some(doc)
 }
 
+/// Whether `raw` is exactly one value surrounded by optional whitespace (Go's `json.Valid`):
+/// [`parse_exact`]'s walk, with the strings' decoded bytes not kept.
+pub(super) fn valid_exact(raw: &[u8]) -> bool {
+    let mut p = Parser::new(raw, false);
+    p.ws();
+    p.value_tree().is_some()
+        && raw
+            .get(p.i..)
+            .is_some_and(|rest| rest.iter().all(|&c| is_ws(c)))
+}
+
 enum Frame {
     Arr(usize),
     Obj(usize, Range<usize>),
@@ -108,9 +138,26 @@ struct Parser<'a> {
     raw: &'a [u8],
     i: usize,
     doc: Doc,
+    /// Whether strings are decoded into `doc.strs` (false: only walked, for validity).
+    keep: bool,
 }
 
-impl Parser<'_> {
+impl<'a> Parser<'a> {
+    fn new(raw: &'a [u8], keep: bool) -> Self {
+        let mut doc = Doc::default();
+        if keep {
+            // Decoded strings are about as long as the input: one allocation, not a doubling
+            // series of copies for a long string.
+            doc.strs.reserve(raw.len());
+        }
+        Parser {
+            raw,
+            i: 0,
+            doc,
+            keep,
+        }
+    }
+
     fn peek(&self) -> Option<u8> {
         self.raw.get(self.i).copied()
     }
@@ -300,6 +347,9 @@ impl Parser<'_> {
     }
 
     fn put_char(&mut self, c: char) {
+        if !self.keep {
+            return;
+        }
         let mut b = [0u8; 4];
         self.doc
             .strs
@@ -333,23 +383,28 @@ impl Parser<'_> {
                         }
                         _ => return None,
                     };
-                    self.doc.strs.push(simple);
+                    if self.keep {
+                        self.doc.strs.push(simple);
+                    }
                 }
                 0..=0x1f => return None,
                 0x20..=0x7f => {
                     // The whole run of plain ASCII at once (most of a long string).
                     let rest = self.raw.get(self.i..)?;
-                    let n = rest
-                        .iter()
-                        .position(|&b| !(0x20..=0x7f).contains(&b) || b == b'"' || b == b'\\')
-                        .unwrap_or(rest.len());
-                    self.doc.strs.extend_from_slice(rest.get(..n)?);
+                    let n = run_len(rest, |b| {
+                        !(0x20..=0x7f).contains(&b) | (b == b'"') | (b == b'\\')
+                    });
+                    if self.keep {
+                        self.doc.strs.extend_from_slice(rest.get(..n)?);
+                    }
                     self.i += n;
                 }
                 _ => match rune_len(self.raw.get(self.i..)?) {
                     Some(n) => {
                         let bytes = self.raw.get(self.i..self.i + n)?;
-                        self.doc.strs.extend_from_slice(bytes);
+                        if self.keep {
+                            self.doc.strs.extend_from_slice(bytes);
+                        }
                         self.i += n;
                     }
                     None => {

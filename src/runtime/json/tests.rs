@@ -126,7 +126,8 @@ fn strings_with_plain_runs_are_written_and_read_as_byte_by_byte() {
         .chain(["é", "\u{2028}", "\u{2029}", "😀"].map(String::from))
         .collect();
     for sp in &specials {
-        for run in [0usize, 1, 7, 40] {
+        // Run lengths around the 16-byte blocks `parse::run_len` looks at together.
+        for run in [0usize, 1, 7, 15, 16, 17, 31, 32, 33, 40] {
             let plain = "x".repeat(run);
             let s = format!("{plain}{sp}{plain}{sp}{sp}{plain}");
             let mut go = Vec::new();
@@ -145,4 +146,77 @@ fn strings_with_plain_runs_are_written_and_read_as_byte_by_byte() {
             assert_eq!(raw, go, "{s:?}");
         }
     }
+}
+
+#[test]
+fn run_len_is_the_offset_of_the_first_stop_byte() {
+    let stop = |b: u8| (b == b'"') | (b == b'\\') | (b < 0x20);
+    for len in 0..70usize {
+        let mut s = vec![b'x'; len];
+        assert_eq!(super::parse::run_len(&s, stop), len);
+        for at in 0..len {
+            for special in [b'"', b'\\', 0x00, 0x1f] {
+                s[at] = special;
+                assert_eq!(super::parse::run_len(&s, stop), at, "len {len}, at {at}");
+                // A second stop byte later does not move the first.
+                if at + 1 < len {
+                    s[len - 1] = b'"';
+                    assert_eq!(super::parse::run_len(&s, stop), at, "len {len}, at {at}");
+                    s[len - 1] = b'x';
+                }
+                s[at] = b'x';
+            }
+        }
+    }
+}
+
+#[test]
+fn the_validity_walk_agrees_with_the_decoding_parse() {
+    let docs: &[&[u8]] = &[
+        br#"{"b":1,"a":[true,null,"<&>"],"c":{"d":"\u00e9\"\\","e":-1.5e-3}}"#,
+        b"  [1, 2.5e3, -0, false]  ",
+        br#""\u2028 \ud83d\ude00 caf\u00e9 \ud800""#,
+        "{\"k\":\"\u{2028}x\u{7f}\"}".as_bytes(),
+        b"\"\xff\xfe plain bytes a decoder replaces\"",
+        br#"{"a":1,"a":2}"#,
+    ];
+    let mut inputs: Vec<Vec<u8>> = Vec::new();
+    for d in docs {
+        // Every truncation, and every one-byte change to a byte that matters to the grammar.
+        for end in 0..=d.len() {
+            inputs.push(d[..end].to_vec());
+        }
+        for at in 0..d.len() {
+            for b in [
+                b'"', b'\\', b'{', b'}', b'[', b']', b',', b':', b' ', b'1', b'e', b'-', 0x01, 0xff,
+            ] {
+                let mut m = d.to_vec();
+                m[at] = b;
+                inputs.push(m);
+            }
+        }
+        inputs.push([d, b" x".as_slice()].concat());
+        inputs.push([b"\t".as_slice(), d, b"\r\n"].concat());
+    }
+    inputs.push(vec![b'['; 10_001]);
+    inputs.push([vec![b'['; 10_000], vec![b']'; 10_000]].concat());
+    for raw in &inputs {
+        assert_eq!(
+            super::parse::valid_exact(raw),
+            super::parse::parse_exact(raw).is_some(),
+            "{}",
+            String::from_utf8_lossy(raw)
+        );
+    }
+}
+
+#[test]
+fn brackets_inside_strings_are_not_nesting() {
+    let inside = format!(r#"["{}\"{}"]"#, "[".repeat(300), "{".repeat(300));
+    assert_eq!(super::check_json(inside.as_bytes()), Ok(()));
+    let deep = format!("{}{}", "[".repeat(257), "]".repeat(257));
+    assert_eq!(
+        super::check_json(deep.as_bytes()),
+        Err(super::JsonError::TooDeep)
+    );
 }
