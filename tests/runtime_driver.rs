@@ -821,3 +821,61 @@ fn store_work_leaves_other_tasks_running(rtm: tokio::runtime::Runtime) {
     assert_eq!(calls.lock().unwrap().len(), 1);
     verify(&db.path);
 }
+
+/// The driver opens the next step in the store hop that records a tool's outcome; a caller
+/// that dropped the driver's future while the tool ran gets the outcome recorded (the task is
+/// detached) and no next step opened for nobody to drive.
+#[test]
+fn driver_dropped_during_a_tool_records_the_outcome_and_opens_no_next_step() {
+    let db = db();
+    let mut d = def("slow", SideEffect::ReadOnly, OBJ);
+    d.timeout = Duration::from_secs(300);
+    let t = FnTool::new(d, |_c| {
+        Box::pin(async {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            Ok(ToolOutput {
+                content: br#"{"ok":true}"#.to_vec(),
+                summary: "done".into(),
+            })
+        })
+    });
+    let agent = ScriptedAgent::new([
+        agent::tool_call("slow", "{}"),
+        agent::tool_call("slow", "{}"),
+        agent::complete(""),
+    ]);
+    let driver = driver(&db.store, registry(vec![t]), Arc::new(DefaultPolicy), agent);
+    let rt = rt();
+    let dropped = rt.block_on(async {
+        tokio::time::timeout(
+            Duration::from_millis(100),
+            driver.start_with_id("r", "g", limits()),
+        )
+        .await
+    });
+    assert!(dropped.is_err(), "the driver's future was dropped mid-tool");
+    let mut steps = db.store.list_steps("r").unwrap();
+    for _ in 0..600 {
+        if steps.first().is_some_and(|s| s.status == StepStatus::Done) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+        steps = db.store.list_steps("r").unwrap();
+    }
+    assert_eq!(steps[0].status, StepStatus::Done, "the outcome is recorded");
+    // What the recording hop would have opened next is opened in that same hop, right after
+    // the outcome: given time, nothing more appears.
+    std::thread::sleep(Duration::from_millis(200));
+    let steps = db.store.list_steps("r").unwrap();
+    assert_eq!(
+        steps.len(),
+        1,
+        "no step opened after the future was dropped"
+    );
+    assert_eq!(
+        db.store.get_run("r").unwrap().status,
+        RunStatus::Running,
+        "the run waits for a driver to resume it"
+    );
+    drop(rt);
+}

@@ -2,12 +2,16 @@
 //! outcome recorded by a task detached from the caller, so a caller that gives up (drops the
 //! driver's future) still gets the outcome written.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use base64::Engine as _;
 
 use super::RuntimeError;
 use super::ctx::{RunCtx, StepResult, Stop};
 use super::dispatch::Allowed;
 use super::record::{self, observation, string_map};
+use super::run_loop::{Open, open_step};
 use super::step::json_err;
 use crate::runtime::json;
 use crate::runtime::tools::{ToolCall, ToolError, ToolOutput};
@@ -151,7 +155,11 @@ impl RunCtx {
             Outcome::Abort(d) => Some(d.clone()),
             _ => None,
         };
-        let result = obs.content.clone();
+        let result = if terminal {
+            obs.content.clone()
+        } else {
+            Vec::new()
+        };
         let res = self.end_step(
             &a.step_id,
             &[StepStatus::Executing],
@@ -217,9 +225,19 @@ impl RunCtx {
 
 /// Writes the start of an allowed request, then executes it and records its outcome on a task
 /// of its own: if the caller drops the driver's future, the outcome is still recorded.
-pub(crate) async fn execute(mut cx: RunCtx, mut a: Allowed) -> (Option<RunCtx>, StepResult<()>) {
+///
+/// With `open_next` (the driver's own loop), the next step is opened in the same store hop as
+/// the outcome's recording (one hand-off of the worker fewer a step), unless the caller has
+/// dropped the driver's future by then: `Ok(Some(open))`. A caller that drops the future just
+/// after that check leaves an opened step with no driver, as one that drops it just after a
+/// step was opened always could; the next attach finds it deciding, with no decision.
+pub(crate) async fn execute(
+    mut cx: RunCtx,
+    mut a: Allowed,
+    open_next: bool,
+) -> (Option<RunCtx>, StepResult<Option<Open>>) {
     // The start is written (compare-and-set on the lease and the run's state) before the tool
-    // is called: if it does not commit, nothing runs. Store work runs on the blocking pool.
+    // is called: if it does not commit, nothing runs. Store work runs off the async worker.
     if a.start.is_some() {
         match super::blocking(move || {
             let r = cx.start_tool(&mut a);
@@ -235,10 +253,18 @@ pub(crate) async fn execute(mut cx: RunCtx, mut a: Allowed) -> (Option<RunCtx>, 
             Err(e) => return (None, Err(Stop::Err(e))),
         }
     }
+    let wanted = Arc::new(AtomicBool::new(open_next));
+    let _dropped = Unwanted(wanted.clone());
     let task = tokio::spawn(async move {
         let outcome = call_tool(&a, &cx.run_id).await;
         super::blocking(move || {
-            let res = cx.record_outcome(&a, outcome);
+            let res = cx.record_outcome(&a, outcome).and_then(|()| {
+                if wanted.load(Ordering::Acquire) {
+                    open_step(&mut cx).map(Some)
+                } else {
+                    Ok(None)
+                }
+            });
             (cx, res)
         })
         .await
@@ -252,5 +278,14 @@ pub(crate) async fn execute(mut cx: RunCtx, mut a: Allowed) -> (Option<RunCtx>, 
                 "recording a tool outcome failed: {e}"
             )))),
         ),
+    }
+}
+
+/// Tells the recording task, when the driver's future is dropped, not to open a next step.
+struct Unwanted(Arc<AtomicBool>);
+
+impl Drop for Unwanted {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
     }
 }

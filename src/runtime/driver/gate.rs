@@ -416,10 +416,10 @@ impl Session {
             .ok_or_else(|| RuntimeError::Config("no allowed request to execute".into()))?;
         let cx = self.cx.take().ok_or_else(closed)?;
         let step_id = a.step_id.clone();
-        let (back, res) = execute(cx, a).await;
+        let (back, res) = execute(cx, a, false).await;
         self.cx = back;
         match res {
-            Ok(()) => {
+            Ok(_) => {
                 let cx = self.cx.as_ref().ok_or_else(closed)?;
                 let obs = observed(cx, &step_id);
                 Ok(if obs.is_failure() {

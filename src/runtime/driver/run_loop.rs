@@ -34,19 +34,22 @@ pub(crate) async fn drive_from(
 ) -> Result<Run, RuntimeError> {
     let mut cx = cx;
     let mut first = first;
+    // A step opened in the store hop that ended the one before.
+    let mut ahead = None;
     let res = loop {
         let next = match first.take() {
             Some(a) => Ok(Next::Execute(a)),
             None => {
-                let (c, next) = step_once(cx, &agent).await?;
+                let (c, next, opened) = step_once(cx, &agent, ahead.take()).await?;
                 cx = c;
+                ahead = opened;
                 next
             }
         };
         match next {
             Ok(Next::Continue) => continue,
             Ok(Next::Execute(a)) => {
-                let (back, r) = execute(cx, a).await;
+                let (back, r) = execute(cx, a, true).await;
                 match back {
                     Some(c) => cx = c,
                     None => {
@@ -57,7 +60,10 @@ pub(crate) async fn drive_from(
                     }
                 }
                 match r {
-                    Ok(()) => continue,
+                    Ok(opened) => {
+                        ahead = opened;
+                        continue;
+                    }
                     Err(s) => break s,
                 }
             }
@@ -235,20 +241,30 @@ pub(crate) fn decided(
 }
 
 /// One step of the driver's loop: the store work before and after the agent's decision runs
-/// on the blocking pool (an allowed request's start is written in the same hop as the
-/// decision, as nothing happens between them in the driver's loop).
+/// off the async worker ([`super::blocking`]), in as few hops as the loop allows: an allowed
+/// request's start is written in the same hop as the decision, and a step that ends there (an
+/// invalid or denied decision) is followed by the next step's opening in that hop too (then
+/// returned, as `ahead` is taken, in place of a hop of its own), as nothing happens between
+/// them in the driver's loop.
 async fn step_once(
-    mut cx: RunCtx,
+    cx: RunCtx,
     agent: &Arc<dyn Agent>,
-) -> Result<(RunCtx, StepResult<Next>), RuntimeError> {
-    let (mut cx, open) = super::blocking(move || {
-        let open = open_step(&mut cx);
-        (cx, open)
-    })
-    .await?;
+    ahead: Option<Open>,
+) -> Result<(RunCtx, StepResult<Next>, Option<Open>), RuntimeError> {
+    let (mut cx, open) = match ahead {
+        Some(open) => (cx, Ok(open)),
+        None => {
+            let mut cx = cx;
+            super::blocking(move || {
+                let open = open_step(&mut cx);
+                (cx, open)
+            })
+            .await?
+        }
+    };
     let open = match open {
         Ok(o) => o,
-        Err(s) => return Ok((cx, Err(s))),
+        Err(s) => return Ok((cx, Err(s), None)),
     };
     let input = cx.input(&open);
     let d = agent.decide(input).await;
@@ -259,7 +275,14 @@ async fn step_once(
         {
             next = Err(s);
         }
-        (cx, next)
+        let mut ahead = None;
+        if let Ok(Next::Continue) = next {
+            match open_step(&mut cx) {
+                Ok(open) => ahead = Some(open),
+                Err(s) => next = Err(s),
+            }
+        }
+        (cx, next, ahead)
     })
     .await
 }
