@@ -159,6 +159,15 @@ fn cpu_us() -> f64 {
     tv(u.ru_utime)
 }
 
+/// Voluntary context switches of the whole process so far: a thread that waits (on a lock, a
+/// condition, an fsync, a wake-up from another thread) switches once each time.
+fn switches() -> f64 {
+    // SAFETY: getrusage writes the struct it is given.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
+    u.ru_nvcsw as f64
+}
+
 /// `BENCH_PROFILE=1`: the driver's runs and the replays of their statements only (no floors),
 /// for `perf record`, and the work a marginal step does counted rather than timed, so that a
 /// loaded machine changes it little: statements (SQLite's trace), heap allocations, and the
@@ -172,12 +181,12 @@ fn profile(dir: &std::path::Path, rt: &tokio::runtime::Runtime, reps: usize) {
         let short = replay::capture(dir, rt, 10, big);
         let mut per = Vec::new();
         for k in 0..reps {
-            let c = cpu_us();
+            let (c, w) = (cpu_us(), switches());
             let (d400, a400, b400) = counting::count(|| run_once(dir, rt, 400, big, 200 + k));
-            let c400 = cpu_us() - c;
-            let c = cpu_us();
+            let (c400, w400) = (cpu_us() - c, switches() - w);
+            let (c, w) = (cpu_us(), switches());
             let (d10, a10, b10) = counting::count(|| run_once(dir, rt, 10, big, 200 + k));
-            let c10 = cpu_us() - c;
+            let (c10, w10) = (cpu_us() - c, switches() - w);
             let cpu = |tag: &str, stmts: &[String]| {
                 let (r, p) = replay::timed(dir, stmts, tag, cpu_us, |c| cpu_us() - c);
                 r - p
@@ -191,18 +200,32 @@ fn profile(dir: &std::path::Path, rt: &tokio::runtime::Runtime, reps: usize) {
                     cpu(&format!("p10-{big}-{k}"), &short),
                 )
             };
+            let waits = |tag: &str, stmts: &[String]| {
+                let (r, p) = replay::timed(dir, stmts, tag, switches, |w| switches() - w);
+                r - p
+            };
+            let (s400, s10) = if driver_only {
+                (f64::NAN, f64::NAN)
+            } else {
+                (
+                    waits(&format!("s400-{big}-{k}"), &long),
+                    waits(&format!("s10-{big}-{k}"), &short),
+                )
+            };
             per.push((
                 marginal(d400.as_secs_f64(), d10.as_secs_f64()) * 1e6,
                 marginal(c400, c10),
                 marginal(r400, r10),
                 marginal(a400 as f64, a10 as f64),
                 marginal(b400 as f64, b10 as f64),
+                marginal(w400, w10),
+                marginal(s400, s10),
             ));
         }
         per.sort_by(|a, b| a.1.total_cmp(&b.1));
-        let (us, cpu, rcpu, allocs, bytes) = per[per.len() / 2];
+        let (us, cpu, rcpu, allocs, bytes, sw, rsw) = per[per.len() / 2];
         println!(
-            "{} observations, marginal step: {us:.1} µs; user CPU {cpu:.1} µs (its statements replayed, less preparing them: {rcpu:.1} µs); {:.1} statements, {allocs:.0} allocations, {bytes:.0} bytes allocated",
+            "{} observations, marginal step: {us:.1} µs; user CPU {cpu:.1} µs (its statements replayed, less preparing them: {rcpu:.1} µs); {sw:.1} voluntary context switches (replayed: {rsw:.1}); {:.1} statements, {allocs:.0} allocations, {bytes:.0} bytes allocated",
             if big { "8 KiB" } else { "small" },
             (long.len() - short.len()) as f64 / 390.0,
         );

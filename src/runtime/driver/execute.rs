@@ -2,8 +2,12 @@
 //! outcome recorded by a task detached from the caller, so a caller that gives up (drops the
 //! driver's future) still gets the outcome written.
 
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll};
 
 use base64::Engine as _;
 
@@ -44,13 +48,7 @@ pub(crate) async fn call_tool(a: &Allowed, run_id: &str) -> Outcome {
         }
         Ok(Err(join)) => {
             if join.is_panic() {
-                let p = join.into_panic();
-                let msg = p
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| p.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "a non-string panic value".into());
-                Outcome::Panic(msg)
+                Outcome::Panic(panic_text(join.into_panic().as_ref()))
             } else {
                 Outcome::Failed("the tool's task was cancelled".into())
             }
@@ -223,8 +221,9 @@ impl RunCtx {
     }
 }
 
-/// Writes the start of an allowed request, then executes it and records its outcome on a task
-/// of its own: if the caller drops the driver's future, the outcome is still recorded.
+/// Writes the start of an allowed request, then executes it and records its outcome; if the
+/// caller drops the driver's future meanwhile, the rest goes on as a task of its own and the
+/// outcome is still recorded ([`Detachable`]).
 ///
 /// With `open_next` (the driver's own loop), the next step is opened in the same store hop as
 /// the outcome's recording (one hand-off of the worker fewer a step), unless the caller has
@@ -254,8 +253,7 @@ pub(crate) async fn execute(
         }
     }
     let wanted = Arc::new(AtomicBool::new(open_next));
-    let _dropped = Unwanted(wanted.clone());
-    let task = tokio::spawn(async move {
+    let recorded = Detachable::new(wanted.clone(), async move {
         let outcome = call_tool(&a, &cx.run_id).await;
         super::blocking(move || {
             let res = cx.record_outcome(&a, outcome).and_then(|()| {
@@ -269,23 +267,74 @@ pub(crate) async fn execute(
         })
         .await
     });
-    match task.await {
+    match recorded.await {
         Ok(Ok((cx, res))) => (Some(cx), res),
         Ok(Err(e)) => (None, Err(Stop::Err(e))),
-        Err(e) => (
+        Err(panic) => (
             None,
             Err(Stop::Err(RuntimeError::Config(format!(
-                "recording a tool outcome failed: {e}"
+                "recording a tool outcome failed: a panic: {panic}"
             )))),
         ),
     }
 }
 
-/// Tells the recording task, when the driver's future is dropped, not to open a next step.
-struct Unwanted(Arc<AtomicBool>);
+/// The call of an allowed tool and the recording of its outcome, polled by the driver's own
+/// task: a task of its own cost a hand-off to another thread and back every step. If the
+/// driver's future is dropped before this is done, what is left is spawned then as a task, so
+/// the outcome is still recorded, with `wanted` cleared first so that no next step is opened.
+/// A panic in it becomes an error, as a task's join would make it.
+struct Detachable<T: Send + 'static> {
+    work: Option<Pin<Box<dyn Future<Output = T> + Send>>>,
+    wanted: Arc<AtomicBool>,
+    runtime: Option<tokio::runtime::Handle>,
+}
 
-impl Drop for Unwanted {
-    fn drop(&mut self) {
-        self.0.store(false, Ordering::Release);
+impl<T: Send + 'static> Detachable<T> {
+    fn new(wanted: Arc<AtomicBool>, work: impl Future<Output = T> + Send + 'static) -> Self {
+        Detachable {
+            work: Some(Box::pin(work)),
+            wanted,
+            runtime: tokio::runtime::Handle::try_current().ok(),
+        }
     }
+}
+
+impl<T: Send + 'static> Future for Detachable<T> {
+    type Output = Result<T, String>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let Some(work) = self.work.as_mut() else {
+            return Poll::Ready(Err("polled again after it finished".into()));
+        };
+        let polled = std::panic::catch_unwind(AssertUnwindSafe(|| work.as_mut().poll(cx)));
+        match polled {
+            Ok(Poll::Pending) => Poll::Pending,
+            Ok(Poll::Ready(v)) => {
+                self.work = None;
+                Poll::Ready(Ok(v))
+            }
+            Err(p) => {
+                self.work = None;
+                Poll::Ready(Err(panic_text(p.as_ref())))
+            }
+        }
+    }
+}
+
+impl<T: Send + 'static> Drop for Detachable<T> {
+    fn drop(&mut self) {
+        self.wanted.store(false, Ordering::Release);
+        if let (Some(work), Some(rt)) = (self.work.take(), &self.runtime) {
+            drop(rt.spawn(work));
+        }
+    }
+}
+
+/// A panic's message, when it is a string.
+fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a non-string panic value".into())
 }
