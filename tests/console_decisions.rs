@@ -802,3 +802,28 @@ fn a_refusal_names_a_run_whose_id_is_not_utf8_by_its_bytes() {
     assert!(s.contains(r"t-\xff") && s.contains(r"t-\xfe"), "{s}");
     assert!(!s.contains(r"t-\\x") && !s.contains('\u{fffd}'), "{s}");
 }
+
+/// A deny dialog (with a note being typed) closes the same way when another console decides
+/// the approval first: the reviewer is told, and nothing is sent.
+#[test]
+fn a_deny_dialog_whose_approval_another_console_decided_closes_too() {
+    let d = tempfile::tempdir().unwrap();
+    let (db, m) = fixture(d.path(), "q", "queue", &[]);
+    let (_, ap) = queue_approval(&m, 3);
+    let mut a = harness(&db, "alice");
+    a.command(&format!("approval {ap}"));
+    a.keys("d");
+    assert!(a.screen().contains("DENY WITH FEEDBACK"), "{}", a.screen());
+    a.keys("too much");
+    let mut b = harness(&db, "bob");
+    b.command(&format!("approval {ap}"));
+    b.keys("a");
+    b.key(KeyCode::Enter);
+    assert_eq!(row(&db, &ap).0, "approved");
+    a.input(Input::DataChanged);
+    assert!(a.app.overlay.is_none(), "the deny dialog closed");
+    let s = a.screen();
+    assert!(s.contains("closed: already approved by bob"), "{s}");
+    a.key(KeyCode::Enter);
+    assert!(a.commands.is_empty(), "alice's console wrote nothing");
+}

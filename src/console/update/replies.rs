@@ -105,12 +105,7 @@ fn closed_elsewhere(app: &mut App) {
     let Some(Overlay::Confirm(c)) = &app.overlay else {
         return;
     };
-    let Pending::Decide {
-        choice: Choice::Approve | Choice::Reject,
-        approval,
-        ..
-    } = &c.what
-    else {
+    let Pending::Decide { approval, .. } = &c.what else {
         return;
     };
     let Some(Screen::Approval(s)) = app.stack.last() else {
