@@ -6,6 +6,7 @@
 
 mod chain;
 pub mod copy;
+mod drive;
 mod error;
 mod operate;
 mod passfile;
@@ -18,6 +19,7 @@ mod url;
 
 pub use chain::{ApprovalCheck, BATCH_BYTES, ChainCheck, Chained, EventRow};
 pub use error::PgError;
+pub use drive::PgLeaseHandle;
 pub use operate::PgTx;
 pub use schema::{PG_MIGRATIONS, PG_SCHEMA_VERSION};
 pub use sequencer::{BATCH, Sequencer};
