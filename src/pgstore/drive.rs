@@ -34,7 +34,10 @@ pub(crate) fn ttl_nanos(ttl: Duration) -> i64 {
 const SERVER_NOW: &str = "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint";
 
 /// The server's clock read on `client` (a transaction or a connection).
-fn server_now(client: &mut impl postgres::GenericClient, url: &PgUrl) -> Result<Timestamp, StoreError> {
+fn server_now(
+    client: &mut impl postgres::GenericClient,
+    url: &PgUrl,
+) -> Result<Timestamp, StoreError> {
     let us: i64 = client
         .query_one(SERVER_NOW, &[])
         .at(url, "read the server's clock")?
@@ -186,7 +189,13 @@ impl PgTx<'_> {
     }
 
     pub(super) fn pg_insert_approval(&mut self, a: &NewApproval<'_>) -> Result<(), StoreError> {
-        let or_empty = |s: &'_ str| if s.is_empty() { "{}".to_string() } else { s.to_string() };
+        let or_empty = |s: &'_ str| {
+            if s.is_empty() {
+                "{}".to_string()
+            } else {
+                s.to_string()
+            }
+        };
         self.tx
             .execute(
                 "INSERT INTO approvals (id, run_id, step_id, kind, capability_json, \
@@ -240,10 +249,8 @@ impl PgTx<'_> {
             sets.join(", "),
             add.len() + 1
         );
-        let mut params: Vec<&(dyn ToSql + Sync)> = amounts
-            .iter()
-            .map(|v| v as &(dyn ToSql + Sync))
-            .collect();
+        let mut params: Vec<&(dyn ToSql + Sync)> =
+            amounts.iter().map(|v| v as &(dyn ToSql + Sync)).collect();
         params.push(&run_id);
         self.tx
             .execute(sql.as_str(), &params)

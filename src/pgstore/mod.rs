@@ -18,8 +18,8 @@ mod tls;
 mod url;
 
 pub use chain::{ApprovalCheck, BATCH_BYTES, ChainCheck, Chained, EventRow};
-pub use error::PgError;
 pub use drive::PgLeaseHandle;
+pub use error::PgError;
 pub use operate::PgTx;
 pub use schema::{PG_MIGRATIONS, PG_SCHEMA_VERSION};
 pub use sequencer::{BATCH, Sequencer};

@@ -23,8 +23,8 @@ use super::{PgStore, PgUrl};
 use crate::runtime::store::KeyPage;
 use crate::runtime::store::{
     APPROVAL_COLUMNS, InCrate, NewApproval, NewModelCall, NewRun, Page, RUN_COLUMNS, RunStore,
-    RunTx, STEP_COLUMNS, StepUpdate, StoreError, Transition, approval_from_values,
-    run_from_values, sealed, step_from_values,
+    RunTx, STEP_COLUMNS, StepUpdate, StoreError, Transition, approval_from_values, run_from_values,
+    sealed, step_from_values,
 };
 use crate::runtime::types::Key;
 use crate::runtime::types::{Approval, Event, Lease, Run, Said, Step, StepStatus, Timestamp};

@@ -82,9 +82,9 @@ pub use tx::{Transition, Tx};
 pub use views::{QUEUE_ARGS_HEAD, QueueItem, RunOverview, ViewCounts, raw_bytes};
 pub use watch::{ArrivedApproval, ChangeWatch, PRESENTATION_MAX};
 pub use window::{COUNT_CAP, WindowPage};
-pub use writes::{NewApproval, NewModelCall, NewRun, StepUpdate};
 #[cfg(feature = "postgres")]
 pub(crate) use writes::run_created;
+pub use writes::{NewApproval, NewModelCall, NewRun, StepUpdate};
 
 use crate::runtime::types::Timestamp;
 use error::Ctx;

@@ -1,0 +1,394 @@
+//! The run database a driver works on, SQLite's or PostgreSQL's (docs/decisions/0083): one
+//! enum of stores and one of their write transactions, each method a `match` that hands the
+//! call to the backend's [`RunStore`] / [`RunTx`]. The driver's logic is written once against
+//! these; the traits are not object safe (their `write` is generic), so the driver does not
+//! hold a `dyn` store, and an enum keeps the driver's types (Driver, Gate, Config) free of a
+//! store parameter.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::runtime::store::{
+    LeaseHandle, NewApproval, NewModelCall, NewRun, ResumableRun, RunStore, RunTx, StepUpdate,
+    Store, StoreError, Transition, Tx,
+};
+use crate::runtime::types::{Approval, Event, Run, RunStatus, Step, StepStatus, Timestamp};
+
+#[cfg(feature = "postgres")]
+use crate::pgstore::{PgLeaseHandle, PgStore, PgTx};
+
+/// The run database a [`Config`](super::Config) gives the driver: SQLite's [`Store`] (what
+/// `Config::new(Arc<Store>, ..)` makes) or, with the `postgres` feature, a `PgStore`.
+#[derive(Clone)]
+#[non_exhaustive]
+pub enum RunDb {
+    /// A SQLite run database (agentrt's file).
+    Sqlite(Arc<Store>),
+    /// A PostgreSQL run database (docs/postgres.md).
+    #[cfg(feature = "postgres")]
+    Postgres(Arc<PgStore>),
+}
+
+impl std::fmt::Debug for RunDb {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RunDb::Sqlite(s) => write!(f, "RunDb::Sqlite({})", s.path().display()),
+            #[cfg(feature = "postgres")]
+            RunDb::Postgres(p) => write!(f, "RunDb::Postgres({})", p.url()),
+        }
+    }
+}
+
+impl From<Arc<Store>> for RunDb {
+    fn from(s: Arc<Store>) -> RunDb {
+        RunDb::Sqlite(s)
+    }
+}
+
+#[cfg(feature = "postgres")]
+impl From<Arc<PgStore>> for RunDb {
+    fn from(s: Arc<PgStore>) -> RunDb {
+        RunDb::Postgres(s)
+    }
+}
+
+/// A write transaction on either backend, as the driver uses it.
+pub(crate) enum DbTx<'a, 'c> {
+    Sqlite(&'a mut Tx<'c>),
+    #[cfg(feature = "postgres")]
+    Postgres(&'a mut PgTx<'c>),
+}
+
+/// `$e` with `$t` bound to the backend's transaction (`&mut &mut` it).
+macro_rules! on_tx {
+    ($s:expr, $t:ident => $e:expr) => {
+        match $s {
+            DbTx::Sqlite($t) => $e,
+            #[cfg(feature = "postgres")]
+            DbTx::Postgres($t) => $e,
+        }
+    };
+}
+
+/// `$e` with `$s` bound to the backend's store.
+macro_rules! on_db {
+    ($d:expr, $s:ident => $e:expr) => {
+        match $d {
+            RunDb::Sqlite($s) => $e,
+            #[cfg(feature = "postgres")]
+            RunDb::Postgres($s) => $e,
+        }
+    };
+}
+
+impl RunDb {
+    /// The SQLite store, when the driver runs on one.
+    pub fn sqlite(&self) -> Option<&Arc<Store>> {
+        match self {
+            RunDb::Sqlite(s) => Some(s),
+            #[cfg(feature = "postgres")]
+            RunDb::Postgres(_) => None,
+        }
+    }
+
+    /// The PostgreSQL store, when the driver runs on one.
+    #[cfg(feature = "postgres")]
+    pub fn postgres(&self) -> Option<&Arc<PgStore>> {
+        match self {
+            RunDb::Postgres(s) => Some(s),
+            RunDb::Sqlite(_) => None,
+        }
+    }
+
+    /// The run row.
+    pub(crate) fn get_run(&self, run_id: &str) -> Result<Run, StoreError> {
+        on_db!(self, s => RunStore::get_run(&**s, run_id.as_bytes()))
+    }
+
+    /// The run's steps in insertion order.
+    pub(crate) fn list_steps(&self, run_id: &str) -> Result<Vec<Step>, StoreError> {
+        on_db!(self, s => RunStore::list_steps(&**s, run_id.as_bytes()))
+    }
+
+    /// The run's approvals in insertion order.
+    pub(crate) fn list_approvals(&self, run_id: &str) -> Result<Vec<Approval>, StoreError> {
+        on_db!(self, s => RunStore::list_approvals(&**s, run_id.as_bytes()))
+    }
+
+    /// Runs `f` in one write transaction (committed on `Ok`), returning the events appended.
+    pub(crate) fn write<T, E: From<StoreError>>(
+        &self,
+        f: impl FnOnce(&mut DbTx<'_, '_>) -> Result<T, E>,
+    ) -> Result<(T, Vec<Event>), E> {
+        match self {
+            RunDb::Sqlite(s) => RunStore::write(&**s, crate::runtime::store::IN_CRATE, |tx| {
+                f(&mut DbTx::Sqlite(tx))
+            }),
+            #[cfg(feature = "postgres")]
+            RunDb::Postgres(s) => RunStore::write(&**s, crate::runtime::store::IN_CRATE, |tx| {
+                f(&mut DbTx::Postgres(tx))
+            }),
+        }
+    }
+
+    /// A lease connection of its own (renew, release).
+    pub(crate) fn lease_conn(&self) -> Result<LeaseConn, StoreError> {
+        match self {
+            RunDb::Sqlite(s) => s.lease_handle().map(LeaseConn::Sqlite),
+            #[cfg(feature = "postgres")]
+            RunDb::Postgres(s) => s.lease_handle().map(LeaseConn::Postgres),
+        }
+    }
+
+    /// At most `limit` runs a worker may resume now, oldest first.
+    pub(crate) fn resumable_runs(&self, limit: u32) -> Result<Vec<ResumableRun>, StoreError> {
+        on_db!(self, s => s.resumable_runs(limit))
+    }
+
+    /// A number that changes when another connection commits (the worker's wake-up).
+    pub(crate) fn data_version(&self) -> Result<i64, StoreError> {
+        match self {
+            RunDb::Sqlite(s) => s.data_version(),
+            #[cfg(feature = "postgres")]
+            RunDb::Postgres(s) => s.change_mark(),
+        }
+    }
+
+    /// The kind and payload of the run's first event.
+    pub(crate) fn first_event(
+        &self,
+        run_id: &[u8],
+    ) -> Result<Option<(String, String)>, StoreError> {
+        match self {
+            RunDb::Sqlite(s) => Ok(s
+                .list_events_page(run_id, 1, 0)?
+                .items
+                .into_iter()
+                .next()
+                .map(|e| (e.kind, e.payload))),
+            #[cfg(feature = "postgres")]
+            RunDb::Postgres(s) => s.first_event(run_id),
+        }
+    }
+
+    /// An operator's cancel.
+    pub(crate) fn cancel(
+        &self,
+        run_id: &str,
+        by: &str,
+        note: &str,
+        now: Timestamp,
+    ) -> Result<crate::runtime::operator::Cancelled, crate::runtime::operator::OperatorError> {
+        on_db!(self, s => crate::runtime::operator::cancel(&**s, run_id, by, note, now))
+    }
+}
+
+/// A lease connection on either backend.
+pub(crate) enum LeaseConn {
+    Sqlite(LeaseHandle),
+    #[cfg(feature = "postgres")]
+    Postgres(PgLeaseHandle),
+}
+
+impl LeaseConn {
+    /// Renews the lease if `owner` still holds it (false: lost). SQLite stamps `local_until`
+    /// (the writer's clock judges there); PostgreSQL stamps the server's clock plus `ttl`.
+    pub(crate) fn renew(
+        &self,
+        run_id: &str,
+        owner: &str,
+        local_until: Timestamp,
+        ttl: Duration,
+    ) -> Result<bool, StoreError> {
+        match self {
+            LeaseConn::Sqlite(h) => {
+                let _ = ttl;
+                h.renew(run_id, owner, local_until)
+            }
+            #[cfg(feature = "postgres")]
+            LeaseConn::Postgres(h) => h.renew(run_id, owner, ttl).map(|t| t.is_some()),
+        }
+    }
+
+    /// Clears the lease if `owner` still holds it.
+    pub(crate) fn release(&self, run_id: &str, owner: &str) -> Result<bool, StoreError> {
+        match self {
+            LeaseConn::Sqlite(h) => h.release(run_id, owner),
+            #[cfg(feature = "postgres")]
+            LeaseConn::Postgres(h) => h.release(run_id, owner),
+        }
+    }
+}
+
+impl DbTx<'_, '_> {
+    /// Appends an event (SQLite chains it now; PostgreSQL enqueues it for the sequencer).
+    pub(crate) fn append(
+        &mut self,
+        run_id: &str,
+        step_id: &str,
+        at: &Timestamp,
+        kind: &str,
+        payload: &[u8],
+    ) -> Result<(), StoreError> {
+        on_tx!(self, t => RunTx::append_event(&mut **t, run_id.as_bytes(), step_id.as_bytes(), at, kind, payload))
+    }
+
+    /// [`DbTx::append`] (the model handle's name for it).
+    pub(crate) fn append_event(
+        &mut self,
+        run_id: &str,
+        step_id: &str,
+        at: &Timestamp,
+        kind: &str,
+        payload: &[u8],
+    ) -> Result<(), StoreError> {
+        self.append(run_id, step_id, at, kind, payload)
+    }
+
+    pub(crate) fn get_run(&mut self, run_id: &str) -> Result<Run, StoreError> {
+        on_tx!(self, t => RunTx::get_run(&mut **t, run_id.as_bytes()))
+    }
+
+    pub(crate) fn get_step(&mut self, step_id: &str) -> Result<Step, StoreError> {
+        on_tx!(self, t => RunTx::get_step(&mut **t, step_id.as_bytes()))
+    }
+
+    pub(crate) fn require_status(
+        &mut self,
+        run_id: &str,
+        from: &[RunStatus],
+        lease_owner: Option<&str>,
+    ) -> Result<RunStatus, StoreError> {
+        on_tx!(self, t => RunTx::require_status(&mut **t, run_id.as_bytes(), from, lease_owner))
+    }
+
+    pub(crate) fn transition(&mut self, t: &Transition<'_>) -> Result<(), StoreError> {
+        let tr = t;
+        on_tx!(self, t => RunTx::transition(&mut **t, tr))
+    }
+
+    pub(crate) fn expire_approval(
+        &mut self,
+        a: &Approval,
+        at: Timestamp,
+    ) -> Result<bool, StoreError> {
+        on_tx!(self, t => RunTx::expire_approval(&mut **t, a, at))
+    }
+
+    pub(crate) fn fail_steps_in_flight(
+        &mut self,
+        run_id: &str,
+        observation_json: &str,
+        observation_hash: &str,
+        finished_at: Timestamp,
+    ) -> Result<usize, StoreError> {
+        on_tx!(self, t => RunTx::fail_steps_in_flight(
+            &mut **t,
+            run_id.as_bytes(),
+            observation_json,
+            observation_hash,
+            finished_at,
+        ))
+    }
+
+    pub(crate) fn insert_run(&mut self, r: &NewRun<'_>) -> Result<(), StoreError> {
+        on_tx!(self, t => RunTx::insert_run(&mut **t, r))
+    }
+
+    pub(crate) fn start_step(
+        &mut self,
+        run_id: &str,
+        step_id: &str,
+        index: i64,
+        lease_owner: &str,
+        now: Timestamp,
+    ) -> Result<(), StoreError> {
+        on_tx!(self, t => RunTx::start_step(&mut **t, run_id, step_id, index, lease_owner, now))
+    }
+
+    pub(crate) fn update_step(
+        &mut self,
+        step_id: &str,
+        expected: &[StepStatus],
+        u: &StepUpdate<'_>,
+    ) -> Result<(), StoreError> {
+        on_tx!(self, t => RunTx::update_step(&mut **t, step_id, expected, u))
+    }
+
+    pub(crate) fn insert_approval(&mut self, a: &NewApproval<'_>) -> Result<(), StoreError> {
+        on_tx!(self, t => RunTx::insert_approval(&mut **t, a))
+    }
+
+    pub(crate) fn insert_tool_spec(
+        &mut self,
+        hash: &str,
+        spec_json: &str,
+    ) -> Result<(), StoreError> {
+        on_tx!(self, t => RunTx::insert_tool_spec(&mut **t, hash, spec_json))
+    }
+
+    pub(crate) fn add_active_ms(&mut self, run_id: &str, ms: i64) -> Result<(), StoreError> {
+        on_tx!(self, t => RunTx::add_active_ms(&mut **t, run_id, ms))
+    }
+
+    pub(crate) fn add_usage(
+        &mut self,
+        run_id: &str,
+        calls: i64,
+        input_tokens: i64,
+        output_tokens: i64,
+        cached_input_tokens: i64,
+        cost_micros: i64,
+    ) -> Result<(), StoreError> {
+        on_tx!(self, t => RunTx::add_usage(
+            &mut **t,
+            run_id,
+            calls,
+            input_tokens,
+            output_tokens,
+            cached_input_tokens,
+            cost_micros,
+        ))
+    }
+
+    pub(crate) fn insert_model_call(&mut self, m: &NewModelCall<'_>) -> Result<(), StoreError> {
+        on_tx!(self, t => RunTx::insert_model_call(&mut **t, m))
+    }
+
+    pub(crate) fn finish_model_call(&mut self, m: &NewModelCall<'_>) -> Result<(), StoreError> {
+        on_tx!(self, t => RunTx::finish_model_call(&mut **t, m))
+    }
+
+    pub(crate) fn set_lease(
+        &mut self,
+        run_id: &str,
+        owner: &str,
+        expires_at: Timestamp,
+    ) -> Result<(), StoreError> {
+        on_tx!(self, t => RunTx::set_lease(&mut **t, run_id, owner, expires_at))
+    }
+
+    /// The time leases are judged by ([`RunTx::lease_now`]).
+    pub(crate) fn lease_now(&mut self, local: Timestamp) -> Result<Timestamp, StoreError> {
+        on_tx!(self, t => RunTx::lease_now(&mut **t, local))
+    }
+
+    /// The lease expiry to stamp ([`RunTx::lease_until`]).
+    pub(crate) fn lease_until(
+        &mut self,
+        local_until: Timestamp,
+        ttl: Duration,
+    ) -> Result<Timestamp, StoreError> {
+        on_tx!(self, t => RunTx::lease_until(&mut **t, local_until, ttl))
+    }
+
+    /// `requireLease` on the judging clock ([`RunTx::require_lease`]).
+    pub(crate) fn require_lease(
+        &mut self,
+        run_id: &str,
+        owner: &str,
+        local: Timestamp,
+    ) -> Result<(), StoreError> {
+        on_tx!(self, t => RunTx::require_lease(&mut **t, run_id, owner, local))
+    }
+}
