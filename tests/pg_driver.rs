@@ -1,0 +1,384 @@
+//! The runtime's driver on PostgreSQL (issue 19, docs/decisions/0083) against a real server
+//! (`tests/pg_support`): a run pauses for approval, is approved through the operator, resumed
+//! by the driver and completes, with the events SQLite records for the same run, chained by
+//! the driver's own sequencer (nobody starts one by hand), verified on the URL and, copied
+//! back, by agentrt's independent verifier; a cancel between the verdict and the tool's start
+//! runs nothing; two owners on two connections contend for one run (one holds it, the other is
+//! refused with `RunLeased`, and takes it over once the lease lapses); and the lease is judged
+//! by the server's clock, whatever the client's clock reads.
+#![cfg(feature = "postgres")]
+
+mod pg_support;
+mod runtime_support;
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use countersign::pgstore::PgStore;
+use countersign::pgstore::copy::{Endpoint, copy};
+use countersign::runtime::agent::{self, ScriptedAgent};
+use countersign::runtime::clock::Clock;
+use countersign::runtime::driver::{Config, Driver, Gate, Verdict};
+use countersign::runtime::operator;
+use countersign::runtime::policy::DefaultPolicy;
+use countersign::runtime::store::RunStore;
+use countersign::runtime::tools::{Registry, SideEffect};
+use countersign::runtime::types::{Event, RunStatus, StepStatus, Timestamp};
+use runtime_support::*;
+
+fn pg(db: &pg_support::TestDb) -> Arc<PgStore> {
+    Arc::new(PgStore::open(&db.pg_url()).expect("open the test database"))
+}
+
+/// `(type, payload)` of a run's chained events in seq order, and how many wait in the inbox.
+fn chained(db: &pg_support::TestDb, run_id: &str) -> (Vec<(String, String)>, i64) {
+    let mut c = db.client();
+    let ev = c
+        .query(
+            "SELECT type, payload_json FROM events WHERE run_id = $1 ORDER BY seq",
+            &[&run_id],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    let inbox: i64 = c
+        .query_one("SELECT count(*) FROM event_inbox", &[])
+        .unwrap()
+        .get(0);
+    (ev, inbox)
+}
+
+/// The driver the SQLite runtime tests use (test clock, ids, owner), on `store`.
+fn pg_config(
+    store: &Arc<PgStore>,
+    tools: Registry,
+    agent: Arc<ScriptedAgent>,
+) -> Config<Arc<dyn countersign::runtime::agent::Agent>> {
+    let mut c = Config::new(store.clone(), tools, Arc::new(DefaultPolicy));
+    c.now = Some(clock());
+    c.ids = Some(ids());
+    c.lease_owner = "test".into();
+    c.agent(agent)
+}
+
+fn push_agent() -> Arc<ScriptedAgent> {
+    ScriptedAgent::new([
+        agent::tool_call("push", r#"{"ref": "main", "n": 7}"#),
+        agent::complete(""),
+    ])
+}
+
+/// `countersign verify` on the URL passes, and a copy back to SQLite passes agentrt's verifier.
+fn verify_both(db: &pg_support::TestDb, dir: &Path) {
+    let o = Command::new(env!("CARGO_BIN_EXE_countersign"))
+        .args(["--db", &db.url, "verify"])
+        .env_remove("COUNTERSIGN_DB")
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let back = dir.join("back.db");
+    copy(&Endpoint::Pg(db.pg_url()), &Endpoint::Sqlite(back.clone())).expect("copy back");
+    verify(&back);
+}
+
+/// Waits (at most 10 s) until nothing waits in the inbox: the driver's sequencer chains.
+fn wait_chained(db: &pg_support::TestDb) {
+    for _ in 0..1000 {
+        if chained(db, "").1 == 0 {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("the inbox was not chained");
+}
+
+/// A run on PostgreSQL pauses for approval (nothing runs), is approved through the operator on
+/// the same database, is resumed by the driver and completes, running the recorded request
+/// once. Its events are the ones SQLite records for the same run (same clock and ids), in the
+/// same order; the driver's own sequencer chained them while it lived (nobody started one);
+/// the chain verifies on the URL and, copied back to SQLite, passes agentrt's verifier. The
+/// observer got every event after its commit, in order, unchained (seq 0, no hash).
+#[test]
+fn pg_run_pauses_is_approved_resumed_and_completes() {
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let store = pg(&db);
+    let (tools, calls) = echo_registry("push", SideEffect::RemoteMutation);
+    let seen: Arc<Mutex<Vec<Event>>> = Arc::default();
+    let sink = seen.clone();
+    let driver = Driver::new(pg_config(&store, tools, push_agent()).observer(Arc::new(
+        move |e: &Event| sink.lock().unwrap().push(e.clone()),
+    )))
+    .unwrap();
+    let rtm = rt();
+    let run = rtm
+        .block_on(driver.start_with_id("r", "g", limits()))
+        .unwrap();
+    assert_eq!(run.status, RunStatus::WaitingForApproval);
+    assert!(
+        calls.lock().unwrap().is_empty(),
+        "nothing runs before the decision"
+    );
+    let a = operator::pending_approval(&*store, "r", None).unwrap();
+    operator::approve_shown(
+        &*store,
+        "r",
+        &a.id,
+        &a.hash,
+        "alice",
+        "ok",
+        Timestamp::now(),
+    )
+    .unwrap();
+    let run = rtm.block_on(driver.resume("r")).unwrap();
+    assert_eq!(run.status, RunStatus::Completed, "{}", run.reason_detail);
+    {
+        let c = calls.lock().unwrap();
+        assert_eq!(c.len(), 1, "the approved request ran once");
+        assert_eq!(c[0].args, br#"{"ref":"main","n":7}"#);
+    }
+    let steps = store.list_steps(b"r").unwrap();
+    assert_eq!(steps[0].status, StepStatus::Done);
+    // The driver's sequencer chains while the driver lives.
+    wait_chained(&db);
+    drop(driver);
+    let (events, inbox) = chained(&db, "r");
+    assert_eq!(inbox, 0);
+
+    // The same run on SQLite, same clock and ids, approved by the same operator function.
+    let lite = runtime_support::db();
+    let (tools, _) = echo_registry("push", SideEffect::RemoteMutation);
+    let d = runtime_support::driver(&lite.store, tools, Arc::new(DefaultPolicy), push_agent());
+    let rtl = rt();
+    rtl.block_on(d.start_with_id("r", "g", limits())).unwrap();
+    let la = latest_approval(&lite.store, "r");
+    operator::approve_shown(
+        &*lite.store,
+        "r",
+        &la.id,
+        &la.hash,
+        "alice",
+        "ok",
+        Timestamp::now(),
+    )
+    .unwrap();
+    rtl.block_on(d.resume("r")).unwrap();
+    let lite_events = kinds(&lite.store, "r");
+    let without_decision_time = |v: &[(String, String)]| -> Vec<(String, String)> {
+        v.iter()
+            .map(|(k, p)| {
+                if k == "approval.decided" {
+                    (k.clone(), String::new())
+                } else {
+                    (k.clone(), p.clone())
+                }
+            })
+            .collect()
+    };
+    assert_eq!(
+        without_decision_time(&events),
+        without_decision_time(&lite_events),
+        "the same events, in the same order, as on SQLite"
+    );
+    let observed: Vec<String> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|e| e.kind.clone())
+        .collect();
+    let driver_kinds: Vec<String> = events
+        .iter()
+        .map(|(k, _)| k.clone())
+        .filter(|k| k != "approval.decided")
+        .collect();
+    assert_eq!(
+        observed, driver_kinds,
+        "the observer saw the driver's events in order"
+    );
+    assert!(
+        seen.lock()
+            .unwrap()
+            .iter()
+            .all(|e| e.seq == 0 && e.hash.is_empty()),
+        "observers get events as committed, before the sequencer chains them"
+    );
+    verify_both(&db, dir.path());
+}
+
+fn look_tools(calls: &Calls) -> Registry {
+    registry(vec![echo("look", SideEffect::ReadOnly, calls.clone())])
+}
+
+/// A cancel that lands between the policy's verdict and the tool's start: the start does not
+/// commit, the tool never runs, no `step.tool_started` is recorded, and the run is cancelled
+/// with its step failed.
+#[test]
+fn pg_cancel_between_the_verdict_and_the_tool_start_runs_nothing() {
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    let store = pg(&db);
+    let calls = Calls::default();
+    let mut c = Config::new(store.clone(), look_tools(&calls), Arc::new(DefaultPolicy));
+    c.now = Some(clock());
+    c.ids = Some(ids());
+    let gate = Gate::new(c).unwrap();
+    let rtm = rt();
+    let mut s = rtm.block_on(gate.begin("r", "g", limits())).unwrap();
+    s.step().unwrap();
+    assert!(matches!(
+        s.propose(agent::tool_call("look", "{}")).unwrap(),
+        Verdict::Allowed(_)
+    ));
+    // Another connection (a reviewer's) cancels now.
+    let reviewer = pg(&db);
+    operator::cancel(&*reviewer, "r", "carol", "stop", Timestamp::now()).unwrap();
+    let out = rtm.block_on(s.execute());
+    assert!(
+        !matches!(out, Ok(Verdict::Observed(_))),
+        "the tool's outcome is not observed: {:?}",
+        out.as_ref().map(|v| v.outcome())
+    );
+    assert!(
+        calls.lock().unwrap().is_empty(),
+        "the side effect did not start"
+    );
+    let run = store.get_run(b"r").unwrap();
+    assert_eq!(
+        (run.status, run.reason.as_str()),
+        (RunStatus::Cancelled, "operator_cancelled")
+    );
+    assert_eq!(
+        store.list_steps(b"r").unwrap()[0].status,
+        StepStatus::Failed
+    );
+    drop(s);
+    drop(gate);
+    let mut seq = PgStore::open_existing(&db.pg_url()).unwrap();
+    seq.sequence_all().unwrap();
+    let (events, _) = chained(&db, "r");
+    assert!(
+        !events.iter().any(|(k, _)| k == "step.tool_started"),
+        "no start was recorded: {events:?}"
+    );
+    assert_eq!(events.last().map(|e| e.0.as_str()), Some("run.finished"));
+}
+
+/// A gate session on its own connection holding run `r` with a lease of `ttl`, and its gate.
+fn holder(
+    db: &pg_support::TestDb,
+    ttl: Duration,
+    lease_clock: Option<Clock>,
+) -> (
+    Gate,
+    countersign::runtime::driver::Session,
+    tokio::runtime::Runtime,
+) {
+    let calls = Calls::default();
+    let mut c = Config::new(pg(db), look_tools(&calls), Arc::new(DefaultPolicy))
+        .lease_owner("host-a")
+        .lease_ttl(ttl);
+    c.lease_clock = lease_clock;
+    let gate = Gate::new(c).unwrap();
+    let rtm = rt();
+    let mut s = rtm.block_on(gate.begin("r", "g", limits())).unwrap();
+    s.step().unwrap();
+    (gate, s, rtm)
+}
+
+/// A driver of another owner ("host-b") on a connection of its own.
+fn contender(db: &pg_support::TestDb, lease_clock: Option<Clock>) -> Driver {
+    let calls = Calls::default();
+    let mut c = Config::new(pg(db), look_tools(&calls), Arc::new(DefaultPolicy))
+        .lease_owner("host-b")
+        .agent(ScriptedAgent::new([agent::complete("")]));
+    c.lease_clock = lease_clock;
+    Driver::new(c).unwrap()
+}
+
+/// Two owners on two connections: while the first holds the run (its heartbeat renewing the
+/// lease past the TTL), the second's resume is refused with `RunLeased` and changes nothing;
+/// once the first stops renewing and the lease lapses, the second takes the run over
+/// (`lease.taken_over` naming the first) and drives it to its end.
+#[test]
+fn pg_two_owners_contend_for_one_run() {
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    let ttl = Duration::from_millis(1500);
+    let (_gate, s, _rt) = holder(&db, ttl, None);
+    let b = contender(&db, None);
+    let rtb = rt();
+    // Past one TTL: only the heartbeat keeps the lease live.
+    std::thread::sleep(ttl + Duration::from_millis(700));
+    let e = rtb.block_on(b.resume("r")).unwrap_err();
+    assert!(e.is_run_leased(), "{e}");
+    let store = pg(&db);
+    let run = store.get_run(b"r").unwrap();
+    assert!(
+        run.lease_owner.starts_with("host-a/"),
+        "{}",
+        run.lease_owner
+    );
+    assert_eq!(run.status, RunStatus::Running);
+    // The holder stops (as a crashed host would): its heartbeat ends, the lease lapses.
+    drop(s);
+    std::thread::sleep(ttl + Duration::from_millis(500));
+    let run = rtb.block_on(b.resume("r")).unwrap();
+    assert_eq!(run.status, RunStatus::Completed, "{}", run.reason_detail);
+    drop(b);
+    let mut seq = PgStore::open_existing(&db.pg_url()).unwrap();
+    seq.sequence_all().unwrap();
+    let (events, _) = chained(&db, "r");
+    let taken = events
+        .iter()
+        .find(|(k, _)| k == "lease.taken_over")
+        .expect("lease.taken_over");
+    assert!(taken.1.contains("host-a/"), "{}", taken.1);
+}
+
+/// The server's clock judges a lease, not a client's: a contender whose clock reads a day
+/// ahead (to which the live lease looks long expired) is refused with `RunLeased`; and a
+/// holder whose clock reads a day behind stamps an expiry on the server's clock, so its lease
+/// is not already lapsed for everyone else.
+#[test]
+fn pg_lease_is_judged_by_the_server_clock() {
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    const DAY: i64 = 86_400_000_000_000;
+    let behind: Clock = Arc::new(|| Timestamp::now().add_nanos(-DAY));
+    let ahead: Clock = Arc::new(|| Timestamp::now().add_nanos(DAY));
+    let ttl = Duration::from_secs(30);
+    let (_gate, s, _rt) = holder(&db, ttl, Some(behind));
+    let store = pg(&db);
+    let stamped = store.get_run(b"r").unwrap().lease_expires_at;
+    let off = stamped
+        .sub(&Timestamp::now().add_nanos(30_000_000_000))
+        .abs();
+    assert!(
+        off < 10_000_000_000,
+        "the expiry is the server's now plus the TTL, not the client's: {}",
+        stamped.format_always()
+    );
+    let b = contender(&db, Some(ahead));
+    let e = rt().block_on(b.resume("r")).unwrap_err();
+    assert!(e.is_run_leased(), "{e}");
+    let run = store.get_run(b"r").unwrap();
+    assert!(
+        run.lease_owner.starts_with("host-a/"),
+        "{}",
+        run.lease_owner
+    );
+    drop(s);
+}
