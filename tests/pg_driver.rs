@@ -382,3 +382,72 @@ fn pg_lease_is_judged_by_the_server_clock() {
     );
     drop(s);
 }
+
+/// A login holding only `countersign_runtime` and `countersign_sequencer`
+/// (docs/postgres-roles.sql) runs the driver and its worker: the run pauses, a reviewer's
+/// approval on another connection wakes the worker (the inbox's id sequence moved), which
+/// resumes the run to its end, and the driver's sequencer chains every event.
+#[test]
+fn pg_runtime_role_drives_and_its_worker_resumes() {
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    let owner = pg(&db);
+    let mut c = db.client();
+    c.batch_execute(include_str!("../docs/postgres-roles.sql"))
+        .unwrap();
+    let login = format!("agents_{}", std::process::id());
+    c.batch_execute(&format!(
+        "DROP ROLE IF EXISTS {login}; \
+         CREATE ROLE {login} LOGIN IN ROLE countersign_runtime, countersign_sequencer"
+    ))
+    .unwrap();
+    let url = countersign::pgstore::PgUrl::parse(&db.url_as(&login)).unwrap();
+    let store = Arc::new(PgStore::open_existing(&url).unwrap());
+    let (tools, calls) = echo_registry("push", SideEffect::RemoteMutation);
+    let driver = Driver::new(pg_config(&store, tools, push_agent())).unwrap();
+    let rtm = rt();
+    let run = rtm
+        .block_on(driver.start_with_id("r", "g", limits()))
+        .unwrap();
+    assert_eq!(run.status, RunStatus::WaitingForApproval);
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let opts = countersign::runtime::driver::WorkOptions {
+        check_every: Duration::from_millis(20),
+        stop: stop.clone(),
+        ..Default::default()
+    };
+    let d = driver.clone();
+    let worker = rtm.spawn(async move { d.work(opts).await });
+    std::thread::sleep(Duration::from_millis(200));
+    let a = operator::pending_approval(&*owner, "r", None).unwrap();
+    operator::approve_shown(
+        &*owner,
+        "r",
+        &a.id,
+        &a.hash,
+        "alice",
+        "ok",
+        Timestamp::now(),
+    )
+    .unwrap();
+    let mut done = false;
+    for _ in 0..500 {
+        if owner.get_run(b"r").unwrap().status == RunStatus::Completed {
+            done = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let report = rtm.block_on(worker).unwrap().unwrap();
+    assert!(done, "the worker resumed the approved run: {report:?}");
+    assert_eq!(report.resumed, 1);
+    assert_eq!(calls.lock().unwrap().len(), 1);
+    wait_chained(&db);
+    drop(driver);
+    drop(store);
+    let dir = tempfile::tempdir().unwrap();
+    verify_both(&db, dir.path());
+    let _ = c.batch_execute(&format!("DROP OWNED BY {login}; DROP ROLE {login}"));
+}
