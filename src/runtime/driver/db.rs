@@ -136,7 +136,7 @@ impl RunDb {
         match self {
             RunDb::Sqlite(s) => s.lease_handle().map(LeaseConn::Sqlite),
             #[cfg(feature = "postgres")]
-            RunDb::Postgres(s) => s.lease_handle().map(LeaseConn::Postgres),
+            RunDb::Postgres(s) => s.lease_handle().map(|h| LeaseConn::Postgres(Box::new(h))),
         }
     }
 
@@ -187,7 +187,7 @@ impl RunDb {
 pub(crate) enum LeaseConn {
     Sqlite(LeaseHandle),
     #[cfg(feature = "postgres")]
-    Postgres(PgLeaseHandle),
+    Postgres(Box<PgLeaseHandle>),
 }
 
 impl LeaseConn {
