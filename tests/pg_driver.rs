@@ -451,3 +451,39 @@ fn pg_runtime_role_drives_and_its_worker_resumes() {
     verify_both(&db, dir.path());
     let _ = c.batch_execute(&format!("DROP OWNED BY {login}; DROP ROLE {login}"));
 }
+
+/// The sequencer a runtime process runs survives losing its connection (a server restart, a
+/// failover, an administrator's `pg_terminate_backend`): it connects again and chains what is
+/// committed after, so a runtime's events never stay unchained for want of someone to restart
+/// it.
+#[test]
+fn pg_the_runtimes_sequencer_reconnects_after_losing_its_connection() {
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    drop(pg(&db));
+    let seq = countersign::pgstore::Sequencer::spawn_retrying(&db.pg_url()).unwrap();
+    let mut c = db.client();
+    c.batch_execute(
+        "INSERT INTO runs (id, goal, status, limits_json, created_at) \
+         VALUES ('r', 'g', 'RUNNING', '{}', '2026-12-04T00:00:00Z')",
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let killed: i64 = c
+        .query_one(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+             WHERE datname = current_database() AND pid <> pg_backend_pid()",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert!(killed >= 1, "the sequencer's connection was cut");
+    let mut w = PgStore::open_existing(&db.pg_url()).unwrap();
+    w.enqueue_event("r", "", "2026-12-04T00:00:01Z", "note", "{}")
+        .unwrap();
+    wait_chained(&db);
+    let (events, _) = chained(&db, "r");
+    assert_eq!(events, [("note".to_string(), "{}".to_string())]);
+    seq.stop().unwrap();
+}
