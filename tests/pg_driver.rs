@@ -487,3 +487,157 @@ fn pg_the_runtimes_sequencer_reconnects_after_losing_its_connection() {
     assert_eq!(events, [("note".to_string(), "{}".to_string())]);
     seq.stop().unwrap();
 }
+
+/// A model call through the agent's handle on PostgreSQL: the `dispatched` row under the
+/// lease, its outcome, the run's saturating counters and the `model.*` events are what SQLite
+/// records for the same run (a transient failure retried once, then a success). The latency
+/// (wall time) is left out of the comparison.
+#[test]
+fn pg_model_calls_are_accounted_as_on_sqlite() {
+    use countersign::runtime::agent::{DecideFuture, Scripted, StepInput};
+    use countersign::runtime::model::{
+        FakeModel, FakeReply, ModelError, ModelRequest, ModelSetup, Price, Usage,
+    };
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    let setup = || {
+        let fake = Arc::new(FakeModel::new(
+            "m1",
+            vec![
+                FakeReply::err(ModelError::Transient("503".into())),
+                FakeReply::ok(
+                    "{}",
+                    Usage {
+                        input_tokens: 1000,
+                        output_tokens: 100,
+                        cached_input_tokens: 400,
+                    },
+                ),
+            ],
+        ));
+        let mut s = ModelSetup::new(fake);
+        s.backoff = Duration::from_millis(1);
+        s.max_retries = 2;
+        s.prices.insert(
+            "m1".into(),
+            Price {
+                input: 3_000_000,
+                cached_input: 300_000,
+                output: 15_000_000,
+            },
+        );
+        s
+    };
+    let agent = || {
+        ScriptedAgent::new([Scripted::With(Box::new(|i: StepInput| -> DecideFuture {
+            Box::pin(async move {
+                let m = i.model.clone().expect("a model handle");
+                m.call(ModelRequest {
+                    body: br#"{"messages":["hi"]}"#.to_vec(),
+                    max_output_tokens: 500,
+                })
+                .await
+                .map_err(|e| e.to_string())?;
+                Ok(agent::complete(""))
+            })
+        }))])
+    };
+    let store = pg(&db);
+    let mut cfg = pg_config(&store, registry(vec![]), agent());
+    cfg.model = Some(setup());
+    let run = rt()
+        .block_on(Driver::new(cfg).unwrap().start_with_id("r", "g", limits()))
+        .unwrap();
+    assert_eq!(run.status, RunStatus::Completed, "{}", run.reason_detail);
+    let lite = runtime_support::db();
+    let mut cfg = config(
+        &lite.store,
+        registry(vec![]),
+        Arc::new(DefaultPolicy),
+        agent(),
+    );
+    cfg.model = Some(setup());
+    rt().block_on(Driver::new(cfg).unwrap().start_with_id("r", "g", limits()))
+        .unwrap();
+
+    let counters = |r: &countersign::runtime::types::Run| {
+        (
+            r.model_calls,
+            r.input_tokens,
+            r.output_tokens,
+            r.cached_input_tokens,
+            r.estimated_cost_micros,
+        )
+    };
+    let on_pg = store.get_run(b"r").unwrap();
+    assert_eq!(
+        counters(&on_pg),
+        counters(&lite.store.get_run(b"r").unwrap())
+    );
+    assert_eq!(counters(&on_pg), (2, 1000, 100, 400, 3420));
+    let pg_rows: Vec<(i64, String, i64, i64, i64, i64, String)> = db
+        .client()
+        .query(
+            "SELECT attempt, status, input_tokens, output_tokens, cached_input_tokens, \
+             cost_micros, error FROM model_calls ORDER BY ord",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r.get(0),
+                r.get(1),
+                r.get(2),
+                r.get(3),
+                r.get(4),
+                r.get(5),
+                r.get(6),
+            )
+        })
+        .collect();
+    let c = rusqlite::Connection::open(&lite.path).unwrap();
+    let mut st = c
+        .prepare(
+            "SELECT attempt, status, input_tokens, output_tokens, cached_input_tokens, \
+             cost_micros, error FROM model_calls ORDER BY rowid",
+        )
+        .unwrap();
+    let lite_rows: Vec<(i64, String, i64, i64, i64, i64, String)> = st
+        .query_map([], |r| {
+            Ok((
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                r.get(4)?,
+                r.get(5)?,
+                r.get(6)?,
+            ))
+        })
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect();
+    assert_eq!(pg_rows, lite_rows);
+    assert_eq!(pg_rows.len(), 2);
+    // The events, with the latency and the call ids (random) blanked.
+    let blank = |v: Vec<(String, String)>| -> Vec<(String, String)> {
+        v.into_iter()
+            .map(|(k, p)| {
+                if k.starts_with("model.") {
+                    let keep: Vec<&str> = p
+                        .split(',')
+                        .filter(|f| !f.contains("latency_ms") && !f.contains("call_id"))
+                        .collect();
+                    (k, keep.join(","))
+                } else {
+                    (k, p)
+                }
+            })
+            .collect()
+    };
+    wait_chained(&db);
+    let (events, _) = chained(&db, "r");
+    assert_eq!(blank(events), blank(kinds(&lite.store, "r")));
+}

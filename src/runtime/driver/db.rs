@@ -70,15 +70,32 @@ macro_rules! on_tx {
     };
 }
 
-/// `$e` with `$s` bound to the backend's store.
+/// `$e` with `$s` bound to the backend's store (PostgreSQL's call made through [`pg`]).
 macro_rules! on_db {
     ($d:expr, $s:ident => $e:expr) => {
         match $d {
             RunDb::Sqlite($s) => $e,
             #[cfg(feature = "postgres")]
-            RunDb::Postgres($s) => $e,
+            RunDb::Postgres($s) => pg(|| $e),
         }
     };
+}
+
+/// Runs `f`, a call of the synchronous PostgreSQL client, where the client may block: the
+/// client drives its connection with a runtime of its own, which tokio refuses to start on a
+/// thread that is running async tasks. On a multi-thread runtime's worker the thread first
+/// hands its tasks on (`block_in_place`, as the driver's store work does on SQLite); outside a
+/// runtime, and on a blocking-pool thread, `f` just runs. A task of a current-thread runtime
+/// cannot hand its thread on: the driver's own async paths reach the store from the blocking
+/// pool there, but the model handle's accounting, a Gate's synchronous calls and
+/// `Driver::cancel` called from such a task are not supported on PostgreSQL (decision 0083).
+#[cfg(feature = "postgres")]
+pub(crate) fn pg<T>(f: impl FnOnce() -> T) -> T {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(RuntimeFlavor::MultiThread) => tokio::task::block_in_place(f),
+        _ => f(),
+    }
 }
 
 impl RunDb {
@@ -125,8 +142,10 @@ impl RunDb {
                 f(&mut DbTx::Sqlite(tx))
             }),
             #[cfg(feature = "postgres")]
-            RunDb::Postgres(s) => RunStore::write(&**s, crate::runtime::store::IN_CRATE, |tx| {
-                f(&mut DbTx::Postgres(tx))
+            RunDb::Postgres(s) => pg(|| {
+                RunStore::write(&**s, crate::runtime::store::IN_CRATE, |tx| {
+                    f(&mut DbTx::Postgres(tx))
+                })
             }),
         }
     }
@@ -136,7 +155,7 @@ impl RunDb {
         match self {
             RunDb::Sqlite(s) => s.lease_handle().map(LeaseConn::Sqlite),
             #[cfg(feature = "postgres")]
-            RunDb::Postgres(s) => s.lease_handle().map(|h| LeaseConn::Postgres(Box::new(h))),
+            RunDb::Postgres(s) => pg(|| s.lease_handle().map(|h| LeaseConn::Postgres(Box::new(h)))),
         }
     }
 
@@ -150,7 +169,7 @@ impl RunDb {
         match self {
             RunDb::Sqlite(s) => s.data_version(),
             #[cfg(feature = "postgres")]
-            RunDb::Postgres(s) => s.change_mark(),
+            RunDb::Postgres(s) => pg(|| s.change_mark()),
         }
     }
 
@@ -167,7 +186,7 @@ impl RunDb {
                 .next()
                 .map(|e| (e.kind, e.payload))),
             #[cfg(feature = "postgres")]
-            RunDb::Postgres(s) => s.first_event(run_id),
+            RunDb::Postgres(s) => pg(|| s.first_event(run_id)),
         }
     }
 
@@ -206,7 +225,7 @@ impl LeaseConn {
                 h.renew(run_id, owner, local_until)
             }
             #[cfg(feature = "postgres")]
-            LeaseConn::Postgres(h) => h.renew(run_id, owner, ttl).map(|t| t.is_some()),
+            LeaseConn::Postgres(h) => pg(|| h.renew(run_id, owner, ttl).map(|t| t.is_some())),
         }
     }
 
@@ -215,7 +234,7 @@ impl LeaseConn {
         match self {
             LeaseConn::Sqlite(h) => h.release(run_id, owner),
             #[cfg(feature = "postgres")]
-            LeaseConn::Postgres(h) => h.release(run_id, owner),
+            LeaseConn::Postgres(h) => pg(|| h.release(run_id, owner)),
         }
     }
 }

@@ -376,7 +376,7 @@ fn chainer(db: &RunDb, on: bool) -> Result<Option<Chainer>, RuntimeError> {
     match db {
         #[cfg(feature = "postgres")]
         RunDb::Postgres(p) if on => {
-            let seq = crate::pgstore::Sequencer::spawn_retrying(p.url())
+            let seq = db::pg(|| crate::pgstore::Sequencer::spawn_retrying(p.url()))
                 .map_err(|e| RuntimeError::Store(StoreError::Backend(e.to_string())))?;
             Ok(Some(Chainer { seq: Some(seq) }))
         }
