@@ -641,3 +641,110 @@ fn pg_model_calls_are_accounted_as_on_sqlite() {
     let (events, _) = chained(&db, "r");
     assert_eq!(blank(events), blank(kinds(&lite.store, "r")));
 }
+
+fn cs(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_countersign"))
+        .args(args)
+        .env_remove("COUNTERSIGN_DB")
+        .env_remove("AGENTRT_DB")
+        .output()
+        .unwrap()
+}
+
+fn said(o: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// `countersign resume --db postgres://… RUN --backend PATH`: a demo run copied to PostgreSQL,
+/// approved there by the `approve` command, is resumed by the command with the same driver and
+/// the example consumer's tools: the refund executes exactly once in the order backend, a
+/// second resume is refused and executes nothing, and the chain verifies on the URL and,
+/// copied back, by agentrt's verifier. Without `--backend` the command says to name one.
+#[test]
+fn pg_resume_command_runs_an_approved_demo_refund_once() {
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let lite = dir.path().join("demo.db");
+    let backend = dir.path().join("demo.orders.db");
+    let o = cs(&["--db", lite.to_str().unwrap(), "demo", "--no-tui"]);
+    assert!(o.status.success(), "{}", said(&o));
+    let run: String = rusqlite::Connection::open(&lite)
+        .unwrap()
+        .query_row(
+            "SELECT a.run_id FROM approvals a JOIN runs r ON r.id = a.run_id \
+             WHERE r.status = 'WAITING_FOR_APPROVAL' AND a.status = 'pending' \
+             AND a.kind = 'over_auto_limit' AND a.request_json LIKE '%issue_refund%' LIMIT 1",
+            [],
+            |r| r.get(0),
+        )
+        .expect("a refund waits");
+    copy(&Endpoint::Sqlite(lite.clone()), &Endpoint::Pg(db.pg_url())).expect("copy");
+    let refunds = || -> i64 {
+        rusqlite::Connection::open(&backend)
+            .unwrap()
+            .query_row(
+                "SELECT count(*) FROM effects WHERE session_id = ?1 AND tool = 'issue_refund'",
+                [&run],
+                |r| r.get(0),
+            )
+            .unwrap()
+    };
+    let before = refunds();
+    let o = cs(&["--db", &db.url, "approve", &run, "--yes", "--by", "alice"]);
+    assert!(o.status.success(), "{}", said(&o));
+    let o = cs(&["--db", &db.url, "resume", &run]);
+    assert!(!o.status.success());
+    assert!(said(&o).contains("--backend"), "{}", said(&o));
+    assert_eq!(refunds(), before, "nothing ran");
+    let b = backend.to_str().unwrap();
+    let o = cs(&["--db", &db.url, "resume", &run, "--backend", b]);
+    assert!(o.status.success(), "{}", said(&o));
+    assert_eq!(refunds(), before + 1, "exactly one refund executed");
+    let again = cs(&["--db", &db.url, "resume", &run, "--backend", b]);
+    assert_eq!(again.status.code(), Some(1), "{}", said(&again));
+    assert!(
+        said(&again).contains("cannot be resumed"),
+        "{}",
+        said(&again)
+    );
+    assert_eq!(refunds(), before + 1);
+    assert_eq!(
+        chained(&db, "").1,
+        0,
+        "the command's driver chained its events"
+    );
+    verify_both(&db, dir.path());
+}
+
+/// A driver on PostgreSQL built, used and dropped inside an async task (the end of an async
+/// `main`) closes its connections without a panic: closing the synchronous client blocks, and
+/// the driver does it where blocking is allowed.
+#[test]
+fn pg_a_driver_dropped_inside_a_task_closes_cleanly() {
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    let url = db.pg_url();
+    let (tools, _) = echo_registry("look", SideEffect::ReadOnly);
+    let run = rt().block_on(async move {
+        let store = Arc::new(tokio::task::block_in_place(|| PgStore::open(&url)).unwrap());
+        let agent = ScriptedAgent::new([agent::tool_call("look", "{}"), agent::complete("")]);
+        let driver = Driver::new(pg_config(&store, tools, agent)).unwrap();
+        drop(store);
+        let run = driver.start_with_id("r", "g", limits()).await.unwrap();
+        drop(driver);
+        run
+    });
+    assert_eq!(run.status, RunStatus::Completed, "{}", run.reason_detail);
+    assert_eq!(
+        chained(&db, "r").1,
+        0,
+        "dropped, the driver's sequencer drained the inbox"
+    );
+}

@@ -249,9 +249,13 @@ fn run(cli: Cli) -> Result<(), CommandError> {
             let by = who(cli.by.as_deref(), "cancel")?;
             decide::cancel(&db, json, a, &by, &mut out)
         }
-        Command::Resume(a) => {
-            resume::run(&database_path(cli.db)?, json, a.run.as_bytes(), &mut out)
-        }
+        Command::Resume(a) => resume::run(
+            &database_path(cli.db)?,
+            a.backend.as_deref(),
+            json,
+            a.run.as_bytes(),
+            &mut out,
+        ),
         Command::Recheck(a) => recheck::run(
             &database_path(cli.db)?,
             json,

@@ -20,8 +20,9 @@ use super::{PgError, PgStore, PgUrl};
 use crate::runtime::json::gojson;
 use crate::runtime::store::{
     APPROVAL_COLUMNS, NewApproval, NewModelCall, NewRun, ResumableRun, RunTx, STEP_COLUMNS,
-    StepUpdate, StoreError, approval_from_values, run_created, step_from_values,
+    StepUpdate, StoreError, approval_from_values, run_created, spec_of, step_from_values,
 };
+use crate::runtime::types::ToolSpec;
 use crate::runtime::types::{Approval, Key, RunStatus, Said, Step, StepStatus, Timestamp};
 
 /// A TTL in nanoseconds, saturating.
@@ -416,6 +417,19 @@ impl PgStore {
             .at(&self.url, "change mark")?
             .try_get(0)
             .unwrap_or_default())
+    }
+
+    /// The tool spec stored under `hash`, checked against it (as SQLite's `Store::tool_spec`).
+    pub fn tool_spec(&self, hash: &str) -> Result<ToolSpec, StoreError> {
+        let row = self
+            .lock()
+            .query_opt("SELECT spec_json FROM tool_specs WHERE hash = $1", &[&hash])
+            .at(&self.url, "tool spec")?
+            .ok_or_else(|| StoreError::NotFound {
+                what: format!("tool spec {hash}").into(),
+            })?;
+        let json: String = row.try_get(0).unwrap_or_default();
+        spec_of(hash, json.as_bytes())
     }
 
     /// A lease connection of its own (renew and release), on this store's URL.

@@ -18,38 +18,82 @@ use crate::runtime::types::{Approval, Event, Run, RunStatus, Step, StepStatus, T
 use crate::pgstore::{PgLeaseHandle, PgStore, PgTx};
 
 /// The run database a [`Config`](super::Config) gives the driver: SQLite's [`Store`] (what
-/// `Config::new(Arc<Store>, ..)` makes) or, with the `postgres` feature, a `PgStore`.
+/// `Config::new(Arc<Store>, ..)` makes) or, with the `postgres` feature, a `PgStore` (from an
+/// `Arc<PgStore>`).
 #[derive(Clone)]
-#[non_exhaustive]
-pub enum RunDb {
-    /// A SQLite run database (agentrt's file).
+pub struct RunDb(Db);
+
+#[derive(Clone)]
+enum Db {
     Sqlite(Arc<Store>),
-    /// A PostgreSQL run database (docs/postgres.md).
     #[cfg(feature = "postgres")]
-    Postgres(Arc<PgStore>),
+    Postgres(OffTask<Arc<PgStore>>),
 }
 
 impl std::fmt::Debug for RunDb {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            RunDb::Sqlite(s) => write!(f, "RunDb::Sqlite({})", s.path().display()),
+        match &self.0 {
+            Db::Sqlite(s) => write!(f, "RunDb::Sqlite({})", s.path().display()),
             #[cfg(feature = "postgres")]
-            RunDb::Postgres(p) => write!(f, "RunDb::Postgres({})", p.url()),
+            Db::Postgres(p) => match p.get() {
+                Some(p) => write!(f, "RunDb::Postgres({})", p.url()),
+                None => f.write_str("RunDb::Postgres(closed)"),
+            },
         }
     }
 }
 
 impl From<Arc<Store>> for RunDb {
     fn from(s: Arc<Store>) -> RunDb {
-        RunDb::Sqlite(s)
+        RunDb(Db::Sqlite(s))
     }
 }
 
 #[cfg(feature = "postgres")]
 impl From<Arc<PgStore>> for RunDb {
     fn from(s: Arc<PgStore>) -> RunDb {
-        RunDb::Postgres(s)
+        RunDb(Db::Postgres(OffTask(Some(s))))
     }
+}
+
+/// A value holding a PostgreSQL connection, dropped where the client may block: closing a
+/// `postgres::Client` blocks on the client's own runtime, which tokio refuses on a thread
+/// running async tasks, so a driver dropped at the end of an async function would otherwise
+/// panic there. `None` only while it is being dropped.
+#[cfg(feature = "postgres")]
+pub(crate) struct OffTask<T: Send>(Option<T>);
+
+#[cfg(feature = "postgres")]
+impl<T: Send> OffTask<T> {
+    pub(crate) fn new(v: T) -> OffTask<T> {
+        OffTask(Some(v))
+    }
+
+    pub(crate) fn get(&self) -> Option<&T> {
+        self.0.as_ref()
+    }
+}
+
+#[cfg(feature = "postgres")]
+impl<T: Send + Clone> Clone for OffTask<T> {
+    fn clone(&self) -> OffTask<T> {
+        OffTask(self.0.clone())
+    }
+}
+
+#[cfg(feature = "postgres")]
+impl<T: Send> Drop for OffTask<T> {
+    fn drop(&mut self) {
+        if let Some(v) = self.0.take() {
+            pg(move || drop(v));
+        }
+    }
+}
+
+/// The error of a store used while it is being dropped (cannot happen through the driver).
+#[cfg(feature = "postgres")]
+fn closed() -> StoreError {
+    StoreError::Invalid("the PostgreSQL store is closed".into())
 }
 
 /// A write transaction on either backend, as the driver uses it.
@@ -73,10 +117,13 @@ macro_rules! on_tx {
 /// `$e` with `$s` bound to the backend's store (PostgreSQL's call made through [`pg`]).
 macro_rules! on_db {
     ($d:expr, $s:ident => $e:expr) => {
-        match $d {
-            RunDb::Sqlite($s) => $e,
+        match &$d.0 {
+            Db::Sqlite($s) => $e,
             #[cfg(feature = "postgres")]
-            RunDb::Postgres($s) => pg(|| $e),
+            Db::Postgres(h) => match h.get() {
+                Some($s) => pg(|| $e),
+                None => Err(closed().into()),
+            },
         }
     };
 }
@@ -101,19 +148,19 @@ pub(crate) fn pg<T>(f: impl FnOnce() -> T) -> T {
 impl RunDb {
     /// The SQLite store, when the driver runs on one.
     pub fn sqlite(&self) -> Option<&Arc<Store>> {
-        match self {
-            RunDb::Sqlite(s) => Some(s),
+        match &self.0 {
+            Db::Sqlite(s) => Some(s),
             #[cfg(feature = "postgres")]
-            RunDb::Postgres(_) => None,
+            Db::Postgres(_) => None,
         }
     }
 
     /// The PostgreSQL store, when the driver runs on one.
     #[cfg(feature = "postgres")]
     pub fn postgres(&self) -> Option<&Arc<PgStore>> {
-        match self {
-            RunDb::Postgres(s) => Some(s),
-            RunDb::Sqlite(_) => None,
+        match &self.0 {
+            Db::Postgres(s) => s.get(),
+            Db::Sqlite(_) => None,
         }
     }
 
@@ -137,25 +184,31 @@ impl RunDb {
         &self,
         f: impl FnOnce(&mut DbTx<'_, '_>) -> Result<T, E>,
     ) -> Result<(T, Vec<Event>), E> {
-        match self {
-            RunDb::Sqlite(s) => RunStore::write(&**s, crate::runtime::store::IN_CRATE, |tx| {
+        match &self.0 {
+            Db::Sqlite(s) => RunStore::write(&**s, crate::runtime::store::IN_CRATE, |tx| {
                 f(&mut DbTx::Sqlite(tx))
             }),
             #[cfg(feature = "postgres")]
-            RunDb::Postgres(s) => pg(|| {
-                RunStore::write(&**s, crate::runtime::store::IN_CRATE, |tx| {
-                    f(&mut DbTx::Postgres(tx))
+            Db::Postgres(h) => {
+                let s = h.get().ok_or_else(closed)?;
+                pg(|| {
+                    RunStore::write(&**s, crate::runtime::store::IN_CRATE, |tx| {
+                        f(&mut DbTx::Postgres(tx))
+                    })
                 })
-            }),
+            }
         }
     }
 
     /// A lease connection of its own (renew, release).
     pub(crate) fn lease_conn(&self) -> Result<LeaseConn, StoreError> {
-        match self {
-            RunDb::Sqlite(s) => s.lease_handle().map(LeaseConn::Sqlite),
+        match &self.0 {
+            Db::Sqlite(s) => s.lease_handle().map(LeaseConn::Sqlite),
             #[cfg(feature = "postgres")]
-            RunDb::Postgres(s) => pg(|| s.lease_handle().map(|h| LeaseConn::Postgres(Box::new(h)))),
+            Db::Postgres(h) => {
+                let s = h.get().ok_or_else(closed)?;
+                pg(|| s.lease_handle()).map(|c| LeaseConn::Postgres(OffTask::new(Box::new(c))))
+            }
         }
     }
 
@@ -166,10 +219,13 @@ impl RunDb {
 
     /// A number that changes when another connection commits (the worker's wake-up).
     pub(crate) fn data_version(&self) -> Result<i64, StoreError> {
-        match self {
-            RunDb::Sqlite(s) => s.data_version(),
+        match &self.0 {
+            Db::Sqlite(s) => s.data_version(),
             #[cfg(feature = "postgres")]
-            RunDb::Postgres(s) => pg(|| s.change_mark()),
+            Db::Postgres(h) => {
+                let s = h.get().ok_or_else(closed)?;
+                pg(|| s.change_mark())
+            }
         }
     }
 
@@ -178,15 +234,18 @@ impl RunDb {
         &self,
         run_id: &[u8],
     ) -> Result<Option<(String, String)>, StoreError> {
-        match self {
-            RunDb::Sqlite(s) => Ok(s
+        match &self.0 {
+            Db::Sqlite(s) => Ok(s
                 .list_events_page(run_id, 1, 0)?
                 .items
                 .into_iter()
                 .next()
                 .map(|e| (e.kind, e.payload))),
             #[cfg(feature = "postgres")]
-            RunDb::Postgres(s) => pg(|| s.first_event(run_id)),
+            Db::Postgres(h) => {
+                let s = h.get().ok_or_else(closed)?;
+                pg(|| s.first_event(run_id))
+            }
         }
     }
 
@@ -206,7 +265,7 @@ impl RunDb {
 pub(crate) enum LeaseConn {
     Sqlite(LeaseHandle),
     #[cfg(feature = "postgres")]
-    Postgres(Box<PgLeaseHandle>),
+    Postgres(OffTask<Box<PgLeaseHandle>>),
 }
 
 impl LeaseConn {
@@ -225,7 +284,10 @@ impl LeaseConn {
                 h.renew(run_id, owner, local_until)
             }
             #[cfg(feature = "postgres")]
-            LeaseConn::Postgres(h) => pg(|| h.renew(run_id, owner, ttl).map(|t| t.is_some())),
+            LeaseConn::Postgres(h) => {
+                let h = h.get().ok_or_else(closed)?;
+                pg(|| h.renew(run_id, owner, ttl).map(|t| t.is_some()))
+            }
         }
     }
 
@@ -234,7 +296,10 @@ impl LeaseConn {
         match self {
             LeaseConn::Sqlite(h) => h.release(run_id, owner),
             #[cfg(feature = "postgres")]
-            LeaseConn::Postgres(h) => pg(|| h.release(run_id, owner)),
+            LeaseConn::Postgres(h) => {
+                let h = h.get().ok_or_else(closed)?;
+                pg(|| h.release(run_id, owner))
+            }
         }
     }
 }

@@ -366,25 +366,21 @@ impl Drop for Chainer {
     fn drop(&mut self) {
         #[cfg(feature = "postgres")]
         if let Some(s) = self.seq.take() {
-            let _ = s.stop();
+            let _ = db::pg(|| s.stop());
         }
     }
 }
 
 /// Starts the sequencer of a driver on PostgreSQL that chains events (none on SQLite).
 fn chainer(db: &RunDb, on: bool) -> Result<Option<Chainer>, RuntimeError> {
-    match db {
-        #[cfg(feature = "postgres")]
-        RunDb::Postgres(p) if on => {
-            let seq = db::pg(|| crate::pgstore::Sequencer::spawn_retrying(p.url()))
-                .map_err(|e| RuntimeError::Store(StoreError::Backend(e.to_string())))?;
-            Ok(Some(Chainer { seq: Some(seq) }))
-        }
-        _ => {
-            let _ = on;
-            Ok(None)
-        }
+    #[cfg(feature = "postgres")]
+    if let Some(p) = db.postgres().filter(|_| on) {
+        let seq = db::pg(|| crate::pgstore::Sequencer::spawn_retrying(p.url()))
+            .map_err(|e| RuntimeError::Store(StoreError::Backend(e.to_string())))?;
+        return Ok(Some(Chainer { seq: Some(seq) }));
     }
+    let _ = (db, on);
+    Ok(None)
 }
 
 impl Inner {

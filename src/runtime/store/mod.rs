@@ -70,6 +70,8 @@ pub(crate) use pages::check_page;
 pub use pages::{MAX_PAGE_TEXT, Page, SHOWN_REQUEST_MAX};
 pub use queue_order::{QueueOrder, SortValue};
 pub use reads::ProxyCall;
+#[cfg(feature = "postgres")]
+pub(crate) use reads::spec_of;
 pub use resumable::ResumableRun;
 #[cfg(feature = "postgres")]
 pub(crate) use rows::{
