@@ -748,3 +748,21 @@ fn pg_a_driver_dropped_inside_a_task_closes_cleanly() {
         "dropped, the driver's sequencer drained the inbox"
     );
 }
+
+/// A host whose clock reads a day behind can take over a lease that lapsed by the server's
+/// clock: no check on its own clock keeps it waiting for a day.
+#[test]
+fn pg_a_host_whose_clock_is_behind_takes_over_a_lapsed_lease() {
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    const DAY: i64 = 86_400_000_000_000;
+    let behind: Clock = Arc::new(|| Timestamp::now().add_nanos(-DAY));
+    let ttl = Duration::from_millis(800);
+    let (_gate, s, _rt) = holder(&db, ttl, None);
+    drop(s);
+    std::thread::sleep(ttl + Duration::from_millis(500));
+    let b = contender(&db, Some(behind));
+    let run = rt().block_on(b.resume("r")).unwrap();
+    assert_eq!(run.status, RunStatus::Completed, "{}", run.reason_detail);
+}

@@ -432,6 +432,11 @@ impl PgStore {
         spec_of(hash, json.as_bytes())
     }
 
+    /// The server's clock now (what judges leases on PostgreSQL, decision 0083).
+    pub fn server_clock(&self) -> Result<Timestamp, StoreError> {
+        server_now(&mut *self.lock(), &self.url)
+    }
+
     /// A lease connection of its own (renew and release), on this store's URL.
     pub fn lease_handle(&self) -> Result<PgLeaseHandle, StoreError> {
         let client = super::connect(&self.url).map_err(|e| StoreError::Backend(e.to_string()))?;

@@ -59,14 +59,14 @@ fn attach_now(inner: Arc<Inner>, run_id: &str, defer: bool) -> Result<Attached, 
     }
 }
 
-/// Another owner's lease live by this process's lease clock refuses the resume early (read
-/// before any clock value). Only a first check: the resume's transaction judges the lease
-/// again by the store's clock (the server's on PostgreSQL).
+/// Another owner's live lease refuses the resume early (read before any clock value), judged
+/// by the store's clock (this process's lease clock on SQLite, the server's on PostgreSQL,
+/// decision 0083). Only a first check: the resume's transaction judges it again.
 fn check_lease(inner: &Inner, run: &Run) -> Result<(), RuntimeError> {
-    if !run.lease_owner.is_empty()
-        && run.lease_owner != inner.owner
-        && run.lease_expires_at > inner.lease_now()
-    {
+    if run.lease_owner.is_empty() || run.lease_owner == inner.owner {
+        return Ok(());
+    }
+    if run.lease_expires_at > inner.store.lease_now(inner.lease_now())? {
         return Err(RuntimeError::Store(StoreError::RunLeased {
             run_id: Key::new(run.id_bytes()),
             owner: run.lease_owner.clone(),

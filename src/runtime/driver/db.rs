@@ -212,6 +212,20 @@ impl RunDb {
         }
     }
 
+    /// The time leases are judged by now, given this process's lease clock reading `local`:
+    /// `local` on SQLite, the server's clock on PostgreSQL (as [`RunTx::lease_now`], outside
+    /// a transaction).
+    pub(crate) fn lease_now(&self, local: Timestamp) -> Result<Timestamp, StoreError> {
+        match &self.0 {
+            Db::Sqlite(_) => Ok(local),
+            #[cfg(feature = "postgres")]
+            Db::Postgres(h) => {
+                let s = h.get().ok_or_else(closed)?;
+                pg(|| s.server_clock())
+            }
+        }
+    }
+
     /// At most `limit` runs a worker may resume now, oldest first.
     pub(crate) fn resumable_runs(&self, limit: u32) -> Result<Vec<ResumableRun>, StoreError> {
         on_db!(self, s => s.resumable_runs(limit))
