@@ -766,3 +766,58 @@ fn pg_a_host_whose_clock_is_behind_takes_over_a_lapsed_lease() {
     let run = rt().block_on(b.resume("r")).unwrap();
     assert_eq!(run.status, RunStatus::Completed, "{}", run.reason_detail);
 }
+
+/// `countersign worker --once --db postgres://… --backend PATH`: the example consumer's
+/// worker on PostgreSQL resumes a refund a reviewer approved there, once; without
+/// `--backend` it says to name one.
+#[test]
+fn pg_worker_command_resumes_an_approved_demo_refund_once() {
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let lite = dir.path().join("demo.db");
+    let backend = dir.path().join("demo.orders.db");
+    let o = cs(&["--db", lite.to_str().unwrap(), "demo", "--no-tui"]);
+    assert!(o.status.success(), "{}", said(&o));
+    let run: String = rusqlite::Connection::open(&lite)
+        .unwrap()
+        .query_row(
+            "SELECT a.run_id FROM approvals a JOIN runs r ON r.id = a.run_id \
+             WHERE r.status = 'WAITING_FOR_APPROVAL' AND a.status = 'pending' \
+             AND a.kind = 'over_auto_limit' AND a.request_json LIKE '%issue_refund%' LIMIT 1",
+            [],
+            |r| r.get(0),
+        )
+        .expect("a refund waits");
+    copy(&Endpoint::Sqlite(lite.clone()), &Endpoint::Pg(db.pg_url())).expect("copy");
+    let refunds = || -> i64 {
+        rusqlite::Connection::open(&backend)
+            .unwrap()
+            .query_row(
+                "SELECT count(*) FROM effects WHERE session_id = ?1 AND tool = 'issue_refund'",
+                [&run],
+                |r| r.get(0),
+            )
+            .unwrap()
+    };
+    let before = refunds();
+    let o = cs(&["--db", &db.url, "approve", &run, "--yes", "--by", "alice"]);
+    assert!(o.status.success(), "{}", said(&o));
+    let o = cs(&["--db", &db.url, "worker", "--once"]);
+    assert!(!o.status.success());
+    assert!(said(&o).contains("--backend"), "{}", said(&o));
+    let b = backend.to_str().unwrap();
+    let o = cs(&["--db", &db.url, "worker", "--once", "--backend", b]);
+    assert!(o.status.success(), "{}", said(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains(&format!("resumed run {run}")),
+        "{}",
+        said(&o)
+    );
+    assert_eq!(refunds(), before + 1, "exactly one refund executed");
+    let o = cs(&["--db", &db.url, "worker", "--once", "--backend", b]);
+    assert!(o.status.success(), "{}", said(&o));
+    assert_eq!(refunds(), before + 1, "a second pass runs nothing");
+    verify_both(&db, dir.path());
+}

@@ -321,6 +321,10 @@ pub struct WorkerArgs {
     /// Resume what is decided now, then exit (instead of waiting for decisions).
     #[arg(long)]
     pub once: bool,
+    /// The example consumer's order backend (default: beside a SQLite run database,
+    /// `<stem>.orders.db`; required with a postgres:// URL, which has no "beside").
+    #[arg(long, value_name = "PATH")]
+    pub backend: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -263,7 +263,7 @@ fn run(cli: Cli) -> Result<(), CommandError> {
             a.all,
             &mut out,
         ),
-        Command::Worker(a) => worker::run(&database_path(cli.db)?, a.once),
+        Command::Worker(a) => worker::run(&database_path(cli.db)?, a.backend.as_deref(), a.once),
         #[cfg(feature = "providers")]
         Command::Agent(a) => agent::run(cli.db.as_deref(), a, &mut out),
         #[cfg(feature = "mcp")]

@@ -342,6 +342,21 @@ pub fn resume_demo_run_pg(
     })
 }
 
+/// The worker of [`work_demo_runs`] over a PostgreSQL run database.
+#[cfg(feature = "postgres")]
+pub fn work_demo_runs_pg(
+    store: Arc<crate::pgstore::PgStore>,
+    backend_db: &Path,
+    opts: WorkOptions,
+) -> Result<WorkReport, DemoError> {
+    let backend_db = backend_db.to_path_buf();
+    on_runtime(move |rt| {
+        let driver = driver_on(store.into(), &backend_db, WORKER_OWNER)?;
+        let report = rt.block_on(driver.work(opts));
+        Ok(report?)
+    })
+}
+
 /// Runs the worker (`Driver::work`) over the example consumer's runs in `run_db`, with its
 /// backend `backend_db`: every run of this consumer's tools is resumed as soon as its approval
 /// is granted or it is denied with feedback. Returns when `opts` says (stop, or idle).
