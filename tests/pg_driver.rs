@@ -9,6 +9,8 @@
 #![cfg(feature = "postgres")]
 
 mod pg_support;
+#[cfg(feature = "providers")]
+mod providers_support;
 mod runtime_support;
 
 use std::path::Path;
@@ -819,5 +821,87 @@ fn pg_worker_command_resumes_an_approved_demo_refund_once() {
     let o = cs(&["--db", &db.url, "worker", "--once", "--backend", b]);
     assert!(o.status.success(), "{}", said(&o));
     assert_eq!(refunds(), before + 1, "a second pass runs nothing");
+    verify_both(&db, dir.path());
+}
+
+/// `countersign agent --db postgres://… --backend PATH`: the example consumer on a "live"
+/// model (a local OpenAI-compatible server) runs on PostgreSQL: the refund waits for a person,
+/// the printed lines name the database by its redacted URL (never the password) and the
+/// backend; approved there, `agent --resume` continues it with the model, the refund executes
+/// once, and the chain verifies. Without `--backend` it says to name one.
+#[cfg(feature = "providers")]
+#[test]
+fn pg_agent_command_runs_the_consumer_on_postgres() {
+    use providers_support::{Server, json};
+    fn call(name: &str, id: &str, args: &str) -> String {
+        let args = serde_json::to_string(args).unwrap();
+        format!(
+            r#"{{"choices":[{{"message":{{"content":"","tool_calls":[{{"id":"{id}","type":"function","function":{{"name":"{name}","arguments":{args}}}}}]}},"finish_reason":"tool_calls"}}],"usage":{{"prompt_tokens":900,"completion_tokens":30}}}}"#
+        )
+    }
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    drop(pg(&db));
+    let s = Server::start(vec![
+        json(
+            200,
+            &call(
+                "issue_refund",
+                "c1",
+                r#"{"order_id":"ord_1004","amount_cents":9000,"reason":"damaged"}"#,
+            ),
+        ),
+        json(
+            200,
+            &call("finish", "c2", r#"{"summary":"Refunded 90.00 USD."}"#),
+        ),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let backend = dir.path().join("orders.db");
+    let b = backend.to_str().unwrap();
+    let base = format!("{}/v1", s.url());
+    let url = db.url.replacen("@", ":s3cret-pw@", 1);
+    let agent = |extra: &[&str]| {
+        let mut args = vec!["--db", url.as_str(), "agent", "--model", "openai:gpt-x"];
+        args.extend_from_slice(&["--model-base-url", &base]);
+        args.extend_from_slice(extra);
+        cs(&args)
+    };
+    let o = agent(&["Refund ord_1004, it broke"]);
+    assert!(!o.status.success());
+    assert!(said(&o).contains("--backend"), "{}", said(&o));
+    let o = agent(&["--backend", b, "Refund ord_1004, it broke"]);
+    assert!(o.status.success(), "{}", said(&o));
+    let out = said(&o);
+    assert!(out.contains(": WAITING_FOR_APPROVAL"), "{out}");
+    assert!(
+        !out.contains("s3cret-pw"),
+        "the password is never printed: {out}"
+    );
+    assert!(out.contains("--backend"), "{out}");
+    let run: String = db
+        .client()
+        .query_one("SELECT id FROM runs", &[])
+        .unwrap()
+        .get(0);
+    let refunds = || -> i64 {
+        rusqlite::Connection::open(&backend)
+            .unwrap()
+            .query_row(
+                "SELECT count(*) FROM effects WHERE session_id = ?1 AND tool = 'issue_refund'",
+                [&run],
+                |r| r.get(0),
+            )
+            .unwrap()
+    };
+    assert_eq!(refunds(), 0, "the refund waits for a person");
+    let o = cs(&["--db", &db.url, "approve", &run, "--yes", "--by", "alice"]);
+    assert!(o.status.success(), "{}", said(&o));
+    let o = agent(&["--backend", b, "--resume", &run]);
+    assert!(o.status.success(), "{}", said(&o));
+    assert!(said(&o).contains(": COMPLETED"), "{}", said(&o));
+    assert_eq!(refunds(), 1, "the approved refund executed once");
+    assert_eq!(chained(&db, "").1, 0);
     verify_both(&db, dir.path());
 }
