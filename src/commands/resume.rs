@@ -233,7 +233,7 @@ pub fn run(
     out: &mut Out,
 ) -> Result<(), CommandError> {
     #[cfg(feature = "postgres")]
-    if let Some(store) = super::verify_pg::open_reader(db)? {
+    if let Some(store) = super::open::pg_store(db)? {
         let r = pg::resume_run(store, backend, run_id)?;
         return report(&r, json_out, out);
     }

@@ -66,7 +66,7 @@ fn backend_present(backend: &Path) -> Result<(), CommandError> {
 
 pub fn run(db: &Path, backend: Option<&Path>, once: bool) -> Result<(), CommandError> {
     #[cfg(feature = "postgres")]
-    if let Some(store) = super::verify_pg::open_reader(db)? {
+    if let Some(store) = super::open::pg_store(db)? {
         // The same worker on PostgreSQL (decision 0083), woken by the inbox's id sequence.
         let Some(backend) = backend else {
             return Err(CommandError::Usage(

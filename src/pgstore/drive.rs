@@ -26,7 +26,7 @@ use crate::runtime::types::ToolSpec;
 use crate::runtime::types::{Approval, Key, RunStatus, Said, Step, StepStatus, Timestamp};
 
 /// A TTL in nanoseconds, saturating.
-pub(crate) fn ttl_nanos(ttl: Duration) -> i64 {
+fn ttl_nanos(ttl: Duration) -> i64 {
     i64::try_from(ttl.as_nanos()).unwrap_or(i64::MAX)
 }
 

@@ -453,7 +453,8 @@ impl RunTx for PgTx<'_> {
         _local_until: Timestamp,
         ttl: Duration,
     ) -> Result<Timestamp, StoreError> {
-        Ok(self.server_now()?.add_nanos(super::drive::ttl_nanos(ttl)))
+        let ttl = i64::try_from(ttl.as_nanos()).unwrap_or(i64::MAX);
+        Ok(self.server_now()?.add_nanos(ttl))
     }
 }
 
