@@ -7,7 +7,9 @@
 --
 --   countersign_runtime   the agents' runtime: creates runs, steps, approvals, model calls and
 --                         tool specs, moves them on, commits events to the inbox; never
---                         deletes anything and never writes the chain itself.
+--                         deletes anything and never writes the chain itself. A runtime
+--                         process chains events too (its driver runs a sequencer, decision
+--                         0083): grant its login countersign_sequencer as well.
 --   countersign_reviewer  people deciding and cancelling: reads everything, records decisions
 --                         (status, who, when, note) and cancels, commits the events that say
 --                         so to the inbox; cannot write an event on the chain or the chain's
@@ -46,8 +48,10 @@ GRANT UPDATE (status, reason, reason_detail, step_count, started_at, finished_at
               estimated_cost_micros, active_ms, lease_owner, lease_expires_at)
     ON runs TO countersign_runtime;
 GRANT UPDATE (status, decision_json, policy_json, observation_json, observation_hash,
-              finished_at, spec_hash, policy_id)
+              started_at, finished_at, spec_hash, policy_id)
     ON steps TO countersign_runtime;
+-- The worker's wake-up: the inbox's id sequence moves on every commit that records an event.
+GRANT SELECT ON SEQUENCE event_inbox_id_seq TO countersign_runtime;
 GRANT UPDATE (status, decided_at, decided_by, note) ON approvals TO countersign_runtime;
 GRANT UPDATE (status, input_tokens, output_tokens, cached_input_tokens, cost_micros, latency_ms,
               error, completed_at)

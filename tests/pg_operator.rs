@@ -175,7 +175,8 @@ fn pg_approve_lands_and_the_sequencer_chains_its_events() {
         pg_out.contains("decide with: countersign --db DB approve"),
         "{pg_out}"
     );
-    // But for the last line: `resume` does not run on PostgreSQL, so no command is printed.
+    // But for the last line: `resume` on PostgreSQL needs the order backend, which `approve`
+    // does not know, so no command is printed.
     let (pg_head, pg_last) = pg_out.trim_end().rsplit_once('\n').unwrap();
     let (sq_head, sq_last) = sq_out.trim_end().rsplit_once('\n').unwrap();
     assert_eq!(pg_head, sq_head);
@@ -185,7 +186,7 @@ fn pg_approve_lands_and_the_sequencer_chains_its_events() {
     );
     assert_eq!(
         pg_last,
-        "the run stays waiting until it is resumed; no `resume` command is printed: `resume` does not run on PostgreSQL in this build"
+        "the run stays waiting until it is resumed; no `resume` command is printed: on PostgreSQL, `resume` also needs the example consumer's order backend (--backend PATH)"
     );
 
     // A second approve finds it decided, as on SQLite (exit 1, who decided it).

@@ -26,7 +26,7 @@ use crate::consumer::tools::Catalog;
 use crate::providers::agent::ModelAgent;
 use crate::providers::render::Options;
 use crate::providers::{Secret, anthropic, ollama, openai};
-use crate::runtime::driver::{Config, default_limits};
+use crate::runtime::driver::{Config, RunDb, default_limits};
 use crate::runtime::model::{Model, ModelSetup};
 use crate::runtime::policy::{
     self as rpolicy, Policy, PolicyDecision, PolicyError, PolicyRequest, RunView,
@@ -55,6 +55,10 @@ pub struct AgentArgs {
     /// What the customer asks (not with --resume).
     #[arg(value_name = "GOAL", required_unless_present = "resume")]
     pub goal: Option<String>,
+    /// The order backend (default: beside a SQLite run database, `<stem>.orders.db`; required
+    /// with a postgres:// URL, which has no "beside"). Created with its seeded orders if missing.
+    #[arg(long, value_name = "PATH")]
+    pub backend: Option<PathBuf>,
 }
 
 /// The terminal tool the model ends a run with.
@@ -233,8 +237,16 @@ pub fn run(db: Option<&Path>, a: &AgentArgs, out: &mut Out) -> Result<(), Comman
         return Err(CommandError::Usage("agent: the GOAL is empty".into()));
     }
     let (model, prices) = model_for(a, &|k| std::env::var(k).ok())?;
-    let store = Arc::new(Store::open(db).map_err(|e| failed(clean(&e.to_string(), 400)))?);
-    let bpath = backend_beside(db);
+    let (store, shown) = open_db(db)?;
+    let bpath = match (&a.backend, shown.is_some()) {
+        (Some(b), _) => b.clone(),
+        (None, false) => backend_beside(db),
+        (None, true) => {
+            return Err(CommandError::Usage(
+                "agent: on PostgreSQL, name the order backend with --backend PATH (a run database on a server has nothing beside it)".into(),
+            ));
+        }
+    };
     let backend = if std::fs::symlink_metadata(&bpath).is_ok() {
         Backend::open(&bpath)
     } else {
@@ -326,7 +338,10 @@ pub fn run(db: Option<&Path>, a: &AgentArgs, out: &mut Out) -> Result<(), Comman
     match run.status {
         RunStatus::Completed => Ok(()),
         RunStatus::WaitingForApproval => {
-            out.line(&waiting_hint(db, a, &run.id))?;
+            out.line(&waiting_hint(shown.as_deref().unwrap_or(db), a, &run.id))?;
+            if shown.is_some() {
+                out.line("(the URL's password is shown as ***: put yours in its place, or leave it out of the URL and give it through PGPASSWORD or the password file)")?;
+            }
             Ok(())
         }
         _ if run.reason == "model_unavailable" => Err(failed(format!(
@@ -361,6 +376,12 @@ fn waiting_hint(db: &Path, a: &AgentArgs, run: &str) -> String {
                 .map_err(|w| format!("the key file's path {}", w.why()))?;
             rest.push_str(&format!(" --model-key-file {k}"));
         }
+        if let Some(b) = &a.backend {
+            use std::os::unix::ffi::OsStrExt;
+            let b = shell::word(b.as_os_str().as_bytes())
+                .map_err(|w| format!("the backend's path {}", w.why()))?;
+            rest.push_str(&format!(" --backend {b}"));
+        }
         let decide = shell::command(db, &format!("approve {r}"))?;
         let resume = shell::command(db, &format!("{rest} --resume {r}"))?;
         Ok((decide, resume))
@@ -373,6 +394,22 @@ fn waiting_hint(db: &Path, a: &AgentArgs, run: &str) -> String {
             "the run waits for a person (decide it in the console); {why}, so no command can be printed for it"
         ),
     }
+}
+
+/// The run database `db` names: SQLite's (opened or created), or with a postgres:// URL
+/// PostgreSQL's (never migrated: its schema comes from its owner), with the redacted URL the
+/// printed commands name it by.
+fn open_db(db: &Path) -> Result<(RunDb, Option<PathBuf>), CommandError> {
+    #[cfg(feature = "postgres")]
+    if let Some(url) = db.to_str().filter(|s| crate::pgstore::is_pg_url(s)) {
+        let url = crate::pgstore::PgUrl::parse(url)
+            .map_err(|e| CommandError::Usage(clean(&e.to_string(), 600)))?;
+        let store = crate::pgstore::PgStore::open_existing(&url)
+            .map_err(|e| failed(clean(&e.to_string(), 4000)))?;
+        return Ok((Arc::new(store).into(), Some(PathBuf::from(url.redacted()))));
+    }
+    let store = Store::open(db).map_err(|e| failed(clean(&e.to_string(), 400)))?;
+    Ok((Arc::new(store).into(), None))
 }
 
 fn random_id() -> String {

@@ -64,7 +64,7 @@ pub enum Command {
     /// End a run that is not finished; --note is required.
     Cancel(CancelArgs),
     /// Resume a run whose tools this build registers (the example consumer's).
-    Resume(RunArg),
+    Resume(ResumeArgs),
     /// Ask the policy again, read-only, about a run's waiting calls; exit 1 if it now differs.
     Recheck(RecheckArgs),
     /// Resume the example consumer's runs as soon as they are decided, until stopped.
@@ -230,6 +230,17 @@ pub struct RunArg {
 }
 
 #[derive(Debug, Args)]
+pub struct ResumeArgs {
+    /// The run id.
+    #[arg(value_name = "RUN", value_parser = id_parser())]
+    pub run: Key,
+    /// The example consumer's order backend (default: beside a SQLite run database,
+    /// `<stem>.orders.db`; required with a postgres:// URL, which has no "beside").
+    #[arg(long, value_name = "PATH")]
+    pub backend: Option<std::path::PathBuf>,
+}
+
+#[derive(Debug, Args)]
 pub struct VerifyArgs {
     /// First seq to check (chains from the stored hash of the event before it).
     #[arg(long, default_value_t = 0, value_name = "SEQ")]
@@ -310,6 +321,10 @@ pub struct WorkerArgs {
     /// Resume what is decided now, then exit (instead of waiting for decisions).
     #[arg(long)]
     pub once: bool,
+    /// The example consumer's order backend (default: beside a SQLite run database,
+    /// `<stem>.orders.db`; required with a postgres:// URL, which has no "beside").
+    #[arg(long, value_name = "PATH")]
+    pub backend: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Args)]

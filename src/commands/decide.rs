@@ -293,6 +293,13 @@ fn named_run<'a>(run: Option<&'a Key>, name: &str) -> Result<&'a Key, CommandErr
 fn run_command(db: &Path, run: impl AsRef<[u8]>, verb: &str) -> Result<String, String> {
     #[cfg(feature = "postgres")]
     if db.to_str().is_some_and(crate::pgstore::is_pg_url) {
+        if verb == "resume" {
+            // It runs there (decision 0083), but needs the run's order backend, which a
+            // command deciding on a server does not know.
+            return Err(
+                "no `resume` command is printed: on PostgreSQL, `resume` also needs the example consumer's order backend (--backend PATH)".into(),
+            );
+        }
         return Err(format!(
             "no `{verb}` command is printed: `{verb}` does not run on PostgreSQL in this build"
         ));

@@ -249,9 +249,13 @@ fn run(cli: Cli) -> Result<(), CommandError> {
             let by = who(cli.by.as_deref(), "cancel")?;
             decide::cancel(&db, json, a, &by, &mut out)
         }
-        Command::Resume(a) => {
-            resume::run(&database_path(cli.db)?, json, a.run.as_bytes(), &mut out)
-        }
+        Command::Resume(a) => resume::run(
+            &database_path(cli.db)?,
+            a.backend.as_deref(),
+            json,
+            a.run.as_bytes(),
+            &mut out,
+        ),
         Command::Recheck(a) => recheck::run(
             &database_path(cli.db)?,
             json,
@@ -259,7 +263,7 @@ fn run(cli: Cli) -> Result<(), CommandError> {
             a.all,
             &mut out,
         ),
-        Command::Worker(a) => worker::run(&database_path(cli.db)?, a.once),
+        Command::Worker(a) => worker::run(&database_path(cli.db)?, a.backend.as_deref(), a.once),
         #[cfg(feature = "providers")]
         Command::Agent(a) => agent::run(cli.db.as_deref(), a, &mut out),
         #[cfg(feature = "mcp")]

@@ -49,3 +49,17 @@ pub fn reading(
         out,
     })
 }
+
+/// The PostgreSQL database `db` names (a `postgres://` URL), opened without migrating;
+/// `None` for a SQLite path.
+#[cfg(feature = "postgres")]
+pub fn pg_store(db: &Path) -> Result<Option<crate::pgstore::PgStore>, CommandError> {
+    let Some(url) = db.to_str().filter(|s| crate::pgstore::is_pg_url(s)) else {
+        return Ok(None);
+    };
+    let url = crate::pgstore::PgUrl::parse(url)
+        .map_err(|e| CommandError::Usage(super::text::clean(&e.to_string(), 600)))?;
+    crate::pgstore::PgStore::open_existing(&url)
+        .map(Some)
+        .map_err(|e| CommandError::Failed(super::text::clean(&e.to_string(), 4000)))
+}

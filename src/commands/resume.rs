@@ -61,9 +61,22 @@ pub(super) fn tools_of(store: &Store, run_id: &[u8]) -> Result<Vec<String>, Comm
     Ok(names)
 }
 
+/// The refusal of a run that uses tools this build does not register (`list`, escaped).
+fn not_ours(run_id: &[u8], list: &str) -> CommandError {
+    CommandError::Failed(format!(
+        "run {} uses tools this build does not register ({list}); countersign resumes only its example consumer's runs. A consumer resumes its own runs by embedding the runtime with its tools registered and calling Driver::resume(run_id) (see docs/architecture.md)",
+        ident(run_id, 64),
+    ))
+}
+
 /// Why this build cannot resume `run_id`, or `Ok` when it can (the example consumer's tools
 /// and its backend beside the database).
 pub fn resumable(db: &Path, run_id: &[u8]) -> Result<(), CommandError> {
+    resumable_with(db, &backend_beside(db), run_id)
+}
+
+/// [`resumable`] with the backend at `backend`.
+fn resumable_with(db: &Path, backend: &Path, run_id: &[u8]) -> Result<(), CommandError> {
     {
         let store = open(db, false)?;
         let r = store.get_run_capped(run_id).map_err(fail)?;
@@ -75,10 +88,7 @@ pub fn resumable(db: &Path, run_id: &[u8]) -> Result<(), CommandError> {
             )));
         }
         if let Some(list) = foreign_tools(&store, run_id)? {
-            return Err(CommandError::Failed(format!(
-                "run {} uses tools this build does not register ({list}); countersign resumes only its example consumer's runs. A consumer resumes its own runs by embedding the runtime with its tools registered and calling Driver::resume(run_id) (see docs/architecture.md)",
-                ident(run_id, 64),
-            )));
+            return Err(not_ours(run_id, &list));
         }
         if std::str::from_utf8(run_id).is_err() {
             // Exactly this run was found; the driver names runs by text ids, and the example
@@ -89,10 +99,14 @@ pub fn resumable(db: &Path, run_id: &[u8]) -> Result<(), CommandError> {
             )));
         }
     }
-    let backend = backend_beside(db);
-    if std::fs::symlink_metadata(&backend).is_err() {
+    backend_exists(run_id, backend)
+}
+
+/// The backend must exist (the demo wrote it; a run's order backend is never created here).
+fn backend_exists(run_id: &[u8], backend: &Path) -> Result<(), CommandError> {
+    if std::fs::symlink_metadata(backend).is_err() {
         return Err(CommandError::Failed(format!(
-            "run {} uses the example consumer's tools, but its backend {} is missing: countersign resumes the runs `countersign demo` wrote, whose order backend sits beside the run database",
+            "run {} uses the example consumer's tools, but its backend {} is missing: countersign resumes the runs `countersign demo` wrote, whose order backend sits beside the run database (or where --backend names it)",
             ident(run_id, 64),
             clean(&backend.to_string_lossy(), 400)
         )));
@@ -102,12 +116,101 @@ pub fn resumable(db: &Path, run_id: &[u8]) -> Result<(), CommandError> {
 
 /// Resumes a run of the example consumer to its next pause or end.
 pub fn resume_run(db: &Path, run_id: &[u8]) -> Result<crate::runtime::types::Run, CommandError> {
-    resumable(db, run_id)?;
+    resume_run_with(db, &backend_beside(db), run_id)
+}
+
+/// [`resume_run`] with the backend at `backend`.
+fn resume_run_with(
+    db: &Path,
+    backend: &Path,
+    run_id: &[u8],
+) -> Result<crate::runtime::types::Run, CommandError> {
+    resumable_with(db, backend, run_id)?;
     let run_id = std::str::from_utf8(run_id).map_err(|_| {
         CommandError::Failed("this build resumes only runs whose id is UTF-8".into())
     })?;
-    resume_demo_run(db, &backend_beside(db), run_id)
+    resume_demo_run(db, backend, run_id)
         .map_err(|e| CommandError::Failed(clean(&e.to_string(), 4000)))
+}
+
+/// `resume` on a PostgreSQL run database (decision 0083): the same checks (not finished, the
+/// example consumer's tools only, a UTF-8 id, its backend there), then the same driver.
+#[cfg(feature = "postgres")]
+mod pg {
+    use std::path::Path;
+    use std::sync::Arc;
+
+    use super::{CommandError, backend_exists, clean, fail, ident, not_ours};
+    use crate::consumer::demo::resume_demo_run_pg;
+    use crate::consumer::tools::TOOL_NAMES;
+    use crate::pgstore::PgStore;
+    use crate::runtime::store::RunStore;
+    use crate::runtime::types::Run;
+
+    /// The tools `run_id` was started with and proposed (as SQLite's `tools_of`).
+    fn tools_of(store: &PgStore, run_id: &[u8]) -> Result<Vec<String>, CommandError> {
+        let mut names = Vec::new();
+        if let Some((kind, payload)) = store.first_event(run_id).map_err(fail)?
+            && kind == "run.created"
+            && let Ok(v) = serde_json::from_str::<serde_json::Value>(&payload)
+            && let Some(hashes) = v["tools"].as_array()
+        {
+            for h in hashes.iter().filter_map(|h| h.as_str()) {
+                match store.tool_spec(h) {
+                    Ok(spec) => names.push(spec.name),
+                    Err(_) => names.push(format!("(spec {h})")),
+                }
+            }
+        }
+        for s in RunStore::list_steps(store, run_id).map_err(fail)? {
+            if let Some(d) = &s.decision
+                && d.kind == "tool_call"
+                && !d.tool.is_empty()
+            {
+                names.push(d.tool.clone());
+            }
+        }
+        names.sort();
+        names.dedup();
+        Ok(names)
+    }
+
+    pub(super) fn resume_run(
+        store: PgStore,
+        backend: Option<&Path>,
+        run_id: &[u8],
+    ) -> Result<Run, CommandError> {
+        let r = RunStore::get_run(&store, run_id).map_err(fail)?;
+        if r.status.is_terminal() {
+            return Err(CommandError::Failed(format!(
+                "run {} is {} and cannot be resumed",
+                ident(r.id_bytes(), 64),
+                r.status.as_str()
+            )));
+        }
+        let missing: Vec<String> = tools_of(&store, run_id)?
+            .iter()
+            .filter(|t| !TOOL_NAMES.contains(&t.as_str()))
+            .map(|t| clean(t, 80))
+            .collect();
+        if !missing.is_empty() {
+            return Err(not_ours(run_id, &missing.join(", ")));
+        }
+        let Ok(id) = std::str::from_utf8(run_id) else {
+            return Err(CommandError::Failed(format!(
+                "run {} has an id that is not UTF-8; this build resumes only runs whose id is UTF-8",
+                ident(run_id, 64)
+            )));
+        };
+        let Some(backend) = backend else {
+            return Err(CommandError::Usage(
+                "on PostgreSQL, name the example consumer's order backend with --backend PATH (a run database on a server has nothing beside it)".into(),
+            ));
+        };
+        backend_exists(run_id, backend)?;
+        resume_demo_run_pg(Arc::new(store), backend, id)
+            .map_err(|e| CommandError::Failed(clean(&e.to_string(), 4000)))
+    }
 }
 
 /// One line saying where a resumed run is now.
@@ -122,12 +225,35 @@ pub fn outcome_line(r: &crate::runtime::types::Run) -> String {
     line
 }
 
-pub fn run(db: &Path, json_out: bool, run_id: &[u8], out: &mut Out) -> Result<(), CommandError> {
-    let r = resume_run(db, run_id)?;
-    if json_out {
-        return out.json(&json!({"run": summary_json(&r, b"")}), &Raws::default());
+pub fn run(
+    db: &Path,
+    backend: Option<&Path>,
+    json_out: bool,
+    run_id: &[u8],
+    out: &mut Out,
+) -> Result<(), CommandError> {
+    #[cfg(feature = "postgres")]
+    if let Some(store) = super::open::pg_store(db)? {
+        let r = pg::resume_run(store, backend, run_id)?;
+        return report(&r, json_out, out);
     }
-    out.line(&outcome_line(&r))?;
+    let r = match backend {
+        Some(b) => resume_run_with(db, b, run_id)?,
+        None => resume_run(db, run_id)?,
+    };
+    report(&r, json_out, out)
+}
+
+/// Prints where a resumed run is now.
+fn report(
+    r: &crate::runtime::types::Run,
+    json_out: bool,
+    out: &mut Out,
+) -> Result<(), CommandError> {
+    if json_out {
+        return out.json(&json!({"run": summary_json(r, b"")}), &Raws::default());
+    }
+    out.line(&outcome_line(r))?;
     if r.status == crate::runtime::types::RunStatus::WaitingForApproval {
         out.line("the run waits for a person again: see `show` for the new approval")?;
     }

@@ -25,6 +25,10 @@ pub fn only_some_on_postgres(db: Option<&Path>, cmd: &Command) -> Option<Command
     match cmd {
         // The reviewer's decisions on one run, through the same operator code as SQLite.
         Command::Verify(_) | Command::Copy(_) | Command::Approve(_) | Command::Runs(_) => None,
+        // The example consumer's runs, resumed by the same driver (decision 0083).
+        Command::Resume(_) | Command::Worker(_) => None,
+        #[cfg(feature = "providers")]
+        Command::Agent(_) => None,
         Command::Reject(d) | Command::Deny(d) if !d.select.any() => None,
         Command::Cancel(c) if !c.select.any() => None,
         Command::Reject(_) | Command::Deny(_) | Command::Cancel(_) => Some(refused(
@@ -33,7 +37,7 @@ pub fn only_some_on_postgres(db: Option<&Path>, cmd: &Command) -> Option<Command
         )),
         _ => Some(refused(
             url,
-            "on PostgreSQL this build runs verify, copy, runs, approve, reject, deny and cancel only; copy the database to SQLite (countersign copy --from URL --to runs.db) for the rest",
+            "on PostgreSQL this build runs verify, copy, runs, approve, reject, deny, cancel, resume, worker and agent only; copy the database to SQLite (countersign copy --from URL --to runs.db) for the rest",
         )),
     }
 }

@@ -50,19 +50,47 @@ fn options(once: bool) -> WorkOptions {
 /// Why a worker cannot serve `db`, before it starts.
 pub fn check(db: &Path) -> Result<(), CommandError> {
     drop(open(db, false)?);
-    let backend = backend_beside(db);
-    if std::fs::symlink_metadata(&backend).is_err() {
+    backend_present(&backend_beside(db))
+}
+
+/// The example consumer's backend must exist (a worker never creates one).
+fn backend_present(backend: &Path) -> Result<(), CommandError> {
+    if std::fs::symlink_metadata(backend).is_err() {
         return Err(CommandError::Failed(format!(
-            "the example consumer's backend {} is missing: the worker serves the runs `countersign demo` or `countersign agent` wrote, whose order backend sits beside the run database",
+            "the example consumer's backend {} is missing: the worker serves the runs `countersign demo` or `countersign agent` wrote, whose order backend sits beside the run database (or where --backend names it)",
             super::text::clean_bytes(backend.as_os_str().as_encoded_bytes(), 400)
         )));
     }
     Ok(())
 }
 
-pub fn run(db: &Path, once: bool) -> Result<(), CommandError> {
-    check(db)?;
-    work(db, options(once))
+pub fn run(db: &Path, backend: Option<&Path>, once: bool) -> Result<(), CommandError> {
+    #[cfg(feature = "postgres")]
+    if let Some(store) = super::open::pg_store(db)? {
+        // The same worker on PostgreSQL (decision 0083), woken by the inbox's id sequence.
+        let Some(backend) = backend else {
+            return Err(CommandError::Usage(
+                "on PostgreSQL, name the example consumer's order backend with --backend PATH (a run database on a server has nothing beside it)".into(),
+            ));
+        };
+        backend_present(backend)?;
+        return crate::consumer::demo::work_demo_runs_pg(Arc::new(store), backend, options(once))
+            .map(|_| ())
+            .map_err(|e| CommandError::Failed(clean(&e.to_string(), 4000)));
+    }
+    match backend {
+        Some(b) => {
+            drop(open(db, false)?);
+            backend_present(b)?;
+            work_demo_runs(db, b, options(once))
+                .map(|_| ())
+                .map_err(|e| CommandError::Failed(clean(&e.to_string(), 4000)))
+        }
+        None => {
+            check(db)?;
+            work(db, options(once))
+        }
+    }
 }
 
 /// Runs a worker with `opts` over `db` and its backend beside it.

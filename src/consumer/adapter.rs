@@ -27,7 +27,6 @@ use crate::runtime::operator::{DENIED_KIND, denied_summary};
 use crate::runtime::policy::{
     self as rpolicy, Policy, PolicyDecision, PolicyError, PolicyRequest, RunView,
 };
-use crate::runtime::store::Store;
 use crate::runtime::tools::{
     Registry, RegistryError, SideEffect, Tool, ToolCall, ToolDef, ToolError, ToolFuture, ToolOutput,
 };
@@ -376,7 +375,7 @@ impl Agent for ScenarioAgent {
 
 /// A driver over `store` with the consumer's tools and policy over `dispatcher`.
 pub fn driver(
-    store: Arc<Store>,
+    store: impl Into<crate::runtime::driver::RunDb>,
     dispatcher: &Arc<Dispatcher>,
     agent: Arc<dyn Agent>,
     lease_owner: &str,

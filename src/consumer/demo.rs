@@ -325,6 +325,38 @@ pub fn resume_demo_run(run_db: &Path, backend_db: &Path, run_id: &str) -> Result
     on_runtime(move |rt| rt.block_on(async move { Ok(driver.resume(&id).await?) }))
 }
 
+/// Resumes a run of the example consumer in a PostgreSQL run database, with its backend
+/// `backend_db` (decision 0083: the same driver on the other store).
+#[cfg(feature = "postgres")]
+pub fn resume_demo_run_pg(
+    store: Arc<crate::pgstore::PgStore>,
+    backend_db: &Path,
+    run_id: &str,
+) -> Result<Run, DemoError> {
+    let id = run_id.to_string();
+    let backend_db = backend_db.to_path_buf();
+    on_runtime(move |rt| {
+        let driver = driver_on(store.into(), &backend_db, DEMO_OWNER)?;
+        let run = rt.block_on(async move { driver.resume(&id).await });
+        Ok(run?)
+    })
+}
+
+/// The worker of [`work_demo_runs`] over a PostgreSQL run database.
+#[cfg(feature = "postgres")]
+pub fn work_demo_runs_pg(
+    store: Arc<crate::pgstore::PgStore>,
+    backend_db: &Path,
+    opts: WorkOptions,
+) -> Result<WorkReport, DemoError> {
+    let backend_db = backend_db.to_path_buf();
+    on_runtime(move |rt| {
+        let driver = driver_on(store.into(), &backend_db, WORKER_OWNER)?;
+        let report = rt.block_on(driver.work(opts));
+        Ok(report?)
+    })
+}
+
 /// Runs the worker (`Driver::work`) over the example consumer's runs in `run_db`, with its
 /// backend `backend_db`: every run of this consumer's tools is resumed as soon as its approval
 /// is granted or it is denied with feedback. Returns when `opts` says (stop, or idle).
@@ -357,6 +389,16 @@ pub fn recheck_demo_run(
 /// `backend_db` (refused when it does not exist, rather than created empty), as `owner`.
 fn writing_driver(run_db: &Path, backend_db: &Path, owner: &str) -> Result<Driver, DemoError> {
     let store = Arc::new(Store::open_existing(run_db, false)?);
+    driver_on(store.into(), backend_db, owner)
+}
+
+/// The example consumer's driver on the run database `store` (SQLite's or PostgreSQL's), with
+/// its backend `backend_db`, which must exist.
+fn driver_on(
+    store: crate::runtime::driver::RunDb,
+    backend_db: &Path,
+    owner: &str,
+) -> Result<Driver, DemoError> {
     if std::fs::symlink_metadata(backend_db).is_err() {
         return Err(DemoError::Unexpected(format!(
             "the demo backend {} does not exist; build the demo first",

@@ -6,6 +6,7 @@
 
 mod chain;
 pub mod copy;
+mod drive;
 mod error;
 mod operate;
 mod passfile;
@@ -17,6 +18,7 @@ mod tls;
 mod url;
 
 pub use chain::{ApprovalCheck, BATCH_BYTES, ChainCheck, Chained, EventRow};
+pub use drive::PgLeaseHandle;
 pub use error::PgError;
 pub use operate::PgTx;
 pub use schema::{PG_MIGRATIONS, PG_SCHEMA_VERSION};

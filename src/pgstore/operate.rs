@@ -22,17 +22,19 @@ use super::error::{PgError, detail};
 use super::{PgStore, PgUrl};
 use crate::runtime::store::KeyPage;
 use crate::runtime::store::{
-    APPROVAL_COLUMNS, InCrate, Page, RUN_COLUMNS, RunStore, RunTx, STEP_COLUMNS, StoreError,
-    Transition, approval_from_values, run_from_values, sealed, step_from_values,
+    APPROVAL_COLUMNS, InCrate, NewApproval, NewModelCall, NewRun, Page, RUN_COLUMNS, RunStore,
+    RunTx, STEP_COLUMNS, StepUpdate, StoreError, Transition, approval_from_values, run_from_values,
+    sealed, step_from_values,
 };
 use crate::runtime::types::Key;
-use crate::runtime::types::{Approval, Event, Lease, Run, Said, Step, Timestamp};
+use crate::runtime::types::{Approval, Event, Lease, Run, Said, Step, StepStatus, Timestamp};
+use std::time::Duration;
 
 /// A write transaction on PostgreSQL: the operator's [`RunTx`].
 pub struct PgTx<'c> {
-    tx: postgres::Transaction<'c>,
-    url: PgUrl,
-    events: Vec<Event>,
+    pub(super) tx: postgres::Transaction<'c>,
+    pub(super) url: PgUrl,
+    pub(super) events: Vec<Event>,
 }
 
 impl std::fmt::Debug for PgTx<'_> {
@@ -62,7 +64,7 @@ pub(crate) fn store_error(url: &PgUrl, what: &'static str, e: postgres::Error) -
 }
 
 /// Maps a client result to the store's.
-trait StoreCtx<T> {
+pub(super) trait StoreCtx<T> {
     fn at(self, url: &PgUrl, what: &'static str) -> Result<T, StoreError>;
 }
 
@@ -73,7 +75,7 @@ impl<T> StoreCtx<T> for Result<T, postgres::Error> {
 }
 
 /// An id bound as PostgreSQL text: text there is UTF-8, so an id that is not names no row.
-fn text_id(id: &[u8]) -> Option<&str> {
+pub(super) fn text_id(id: &[u8]) -> Option<&str> {
     std::str::from_utf8(id).ok()
 }
 
@@ -367,6 +369,93 @@ impl RunTx for PgTx<'_> {
         });
         Ok(())
     }
+
+    fn insert_run(&mut self, r: &NewRun<'_>) -> Result<(), StoreError> {
+        self.pg_insert_run(r)
+    }
+
+    fn start_step(
+        &mut self,
+        run_id: &str,
+        step_id: &str,
+        index: i64,
+        lease_owner: &str,
+        now: Timestamp,
+    ) -> Result<(), StoreError> {
+        self.pg_start_step(run_id, step_id, index, lease_owner, now)
+    }
+
+    fn update_step(
+        &mut self,
+        step_id: &str,
+        expected: &[StepStatus],
+        u: &StepUpdate<'_>,
+    ) -> Result<(), StoreError> {
+        self.pg_update_step(step_id, expected, u)
+    }
+
+    fn insert_approval(&mut self, a: &NewApproval<'_>) -> Result<(), StoreError> {
+        self.pg_insert_approval(a)
+    }
+
+    fn insert_tool_spec(&mut self, hash: &str, spec_json: &str) -> Result<(), StoreError> {
+        self.pg_insert_tool_spec(hash, spec_json)
+    }
+
+    fn add_active_ms(&mut self, run_id: &str, ms: i64) -> Result<(), StoreError> {
+        self.pg_add_counters(run_id, &[("active_ms", ms)])
+    }
+
+    fn add_usage(
+        &mut self,
+        run_id: &str,
+        calls: i64,
+        input_tokens: i64,
+        output_tokens: i64,
+        cached_input_tokens: i64,
+        cost_micros: i64,
+    ) -> Result<(), StoreError> {
+        self.pg_add_counters(
+            run_id,
+            &[
+                ("model_calls", calls),
+                ("input_tokens", input_tokens),
+                ("output_tokens", output_tokens),
+                ("cached_input_tokens", cached_input_tokens),
+                ("estimated_cost_micros", cost_micros),
+            ],
+        )
+    }
+
+    fn insert_model_call(&mut self, m: &NewModelCall<'_>) -> Result<(), StoreError> {
+        self.pg_insert_model_call(m)
+    }
+
+    fn finish_model_call(&mut self, m: &NewModelCall<'_>) -> Result<(), StoreError> {
+        self.pg_finish_model_call(m)
+    }
+
+    fn set_lease(
+        &mut self,
+        run_id: &str,
+        owner: &str,
+        expires_at: Timestamp,
+    ) -> Result<(), StoreError> {
+        self.pg_set_lease(run_id, owner, expires_at)
+    }
+
+    fn lease_now(&mut self, _local: Timestamp) -> Result<Timestamp, StoreError> {
+        self.server_now()
+    }
+
+    fn lease_until(
+        &mut self,
+        _local_until: Timestamp,
+        ttl: Duration,
+    ) -> Result<Timestamp, StoreError> {
+        let ttl = i64::try_from(ttl.as_nanos()).unwrap_or(i64::MAX);
+        Ok(self.server_now()?.add_nanos(ttl))
+    }
 }
 
 impl PgStore {
@@ -464,6 +553,14 @@ impl RunStore for PgStore {
 
     fn count_runs(&self, status: &str) -> Result<i64, StoreError> {
         PgStore::count_runs(self, status)
+    }
+
+    fn list_steps(&self, run_id: &[u8]) -> Result<Vec<Step>, StoreError> {
+        self.pg_list_steps(run_id)
+    }
+
+    fn list_approvals(&self, run_id: &[u8]) -> Result<Vec<Approval>, StoreError> {
+        self.pg_list_approvals(run_id)
     }
 
     fn runs_page_by_key(

@@ -79,14 +79,35 @@ pub struct Sequencer {
 }
 
 impl Sequencer {
-    /// Connects (the database must be at this build's schema) and starts chaining.
+    /// Connects (the database must be at this build's schema) and starts chaining; the first
+    /// error stops it (`stop` returns that error).
     pub fn spawn(url: &PgUrl) -> Result<Sequencer, PgError> {
-        let mut store = PgStore::open_existing(url)?;
+        Sequencer::start(url, false)
+    }
+
+    /// As [`Sequencer::spawn`], but an error does not stop it: it waits (up to a second),
+    /// connects again and goes on, until stopped. What a runtime process runs beside its
+    /// driver (decision 0083), whose events must not stay unchained after a dropped
+    /// connection or a failover. `stop` returns the last error only if the final drain fails.
+    pub fn spawn_retrying(url: &PgUrl) -> Result<Sequencer, PgError> {
+        Sequencer::start(url, true)
+    }
+
+    fn start(url: &PgUrl, retry: bool) -> Result<Sequencer, PgError> {
+        let store = PgStore::open_existing(url)?;
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
+        let again = url.clone();
         let thread = std::thread::Builder::new()
             .name("pg-sequencer".into())
-            .spawn(move || run(&mut store, &flag))
+            .spawn(move || {
+                if retry {
+                    run_retrying(store, &again, &flag)
+                } else {
+                    let (mut store, mut total) = (store, 0);
+                    run(&mut store, &flag, &mut total).map(|()| total)
+                }
+            })
             .map_err(|e| PgError::Unusable {
                 db: url.to_string(),
                 detail: format!("cannot start the sequencer's thread: {e}"),
@@ -112,17 +133,63 @@ impl Sequencer {
     }
 }
 
+/// [`run`] until stopped, whatever fails: after an error it waits (doubling from 50 ms up to
+/// a second, in steps that notice a stop), reconnects and goes on.
+fn run_retrying(store: PgStore, url: &PgUrl, stop: &AtomicBool) -> Result<i64, PgError> {
+    let mut total = 0;
+    let mut store = Some(store);
+    let mut backoff = Duration::from_millis(50);
+    loop {
+        let s = match store.as_mut() {
+            Some(s) => s,
+            None => match PgStore::open_existing(url) {
+                Ok(s) => store.insert(s),
+                Err(e) => {
+                    if stop.load(Ordering::Acquire) {
+                        return Err(e);
+                    }
+                    pause(backoff, stop);
+                    backoff = (backoff * 2).min(Duration::from_secs(1));
+                    continue;
+                }
+            },
+        };
+        match run(s, stop, &mut total) {
+            Ok(()) => return Ok(total),
+            Err(e) => {
+                if stop.load(Ordering::Acquire) {
+                    return Err(e);
+                }
+                store = None;
+                pause(backoff, stop);
+                backoff = (backoff * 2).min(Duration::from_secs(1));
+            }
+        }
+    }
+}
+
+/// Sleeps `d` in 10 ms steps, returning early once `stop` is set.
+fn pause(d: Duration, stop: &AtomicBool) {
+    let step = Duration::from_millis(10);
+    let mut left = d;
+    while !left.is_zero() && !stop.load(Ordering::Acquire) {
+        let now = left.min(step);
+        std::thread::sleep(now);
+        left -= now;
+    }
+}
+
 /// Chains batches while there is work; when the inbox is empty it waits, longer each idle
 /// pass up to [`IDLE_MAX`]. On stop it drains what is committed, then returns.
-fn run(store: &mut PgStore, stop: &AtomicBool) -> Result<i64, PgError> {
-    let mut total = 0;
+fn run(store: &mut PgStore, stop: &AtomicBool, total: &mut i64) -> Result<(), PgError> {
     let mut idle = Duration::from_micros(250);
     loop {
         if stop.load(Ordering::Acquire) {
-            return Ok(total + store.sequence_all()?);
+            *total += store.sequence_all()?;
+            return Ok(());
         }
         let pass = store.sequence(BATCH)?;
-        total += pass.events;
+        *total += pass.events;
         if pass.events == 0 {
             std::thread::sleep(idle);
             idle = (idle * 2).min(IDLE_MAX);

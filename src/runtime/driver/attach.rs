@@ -10,7 +10,7 @@ use super::recover::resume_interrupted;
 use super::resume::{Attached, resume_waiting, state};
 use super::{Inner, RuntimeError};
 use crate::runtime::store::StoreError;
-use crate::runtime::types::{Key, Run, RunStatus, Timestamp};
+use crate::runtime::types::{Key, Run, RunStatus};
 
 fn ctx(inner: &Arc<Inner>, run: Run, claim: Claim) -> Result<RunCtx, RuntimeError> {
     let mut cx = RunCtx {
@@ -59,12 +59,14 @@ fn attach_now(inner: Arc<Inner>, run_id: &str, defer: bool) -> Result<Attached, 
     }
 }
 
-/// Another owner's live lease refuses the resume (read before any clock value).
+/// Another owner's live lease refuses the resume early (read before any clock value), judged
+/// by the store's clock (this process's lease clock on SQLite, the server's on PostgreSQL,
+/// decision 0083). Only a first check: the resume's transaction judges it again.
 fn check_lease(inner: &Inner, run: &Run) -> Result<(), RuntimeError> {
-    if !run.lease_owner.is_empty()
-        && run.lease_owner != inner.owner
-        && run.lease_expires_at > Timestamp::now()
-    {
+    if run.lease_owner.is_empty() || run.lease_owner == inner.owner {
+        return Ok(());
+    }
+    if run.lease_expires_at > inner.store.lease_now(inner.lease_now())? {
         return Err(RuntimeError::Store(StoreError::RunLeased {
             run_id: Key::new(run.id_bytes()),
             owner: run.lease_owner.clone(),

@@ -3,11 +3,12 @@
 
 use std::sync::Arc;
 
-use super::lease::{self, Lease};
+use super::db::DbTx;
+use super::lease::Lease;
 use super::record;
 use super::{Inner, RuntimeError, validate_limits};
 use crate::runtime::store::StoreError;
-use crate::runtime::store::{NewRun, StepUpdate, Transition, Tx};
+use crate::runtime::store::{NewRun, StepUpdate, Transition};
 use crate::runtime::types::{
     Approval, Key, Limits, Run, RunStatus, Said, Step, StepStatus, Timestamp,
 };
@@ -104,9 +105,10 @@ impl RunCtx {
         validate_limits(&limits)?;
         let claim = Claim::take(&inner, id)?;
         let now = inner.now();
-        let until = lease::expiry(inner.lease_ttl);
+        let until = inner.lease_expiry();
         let tools = inner.tools.spec_hashes();
         let ((), events) = inner.store.write(|tx| -> Result<(), RuntimeError> {
+            let stamped = tx.lease_until(until, inner.lease_ttl)?;
             tx.insert_run(&NewRun {
                 id,
                 goal,
@@ -114,7 +116,7 @@ impl RunCtx {
                 now,
                 tools: &tools,
                 lease_owner: &inner.owner,
-                lease_expires_at: until,
+                lease_expires_at: stamped,
             })?;
             for r in inner.tools.iter() {
                 insert_spec(tx, &r.spec_hash, &r.spec_json)?;
@@ -123,7 +125,14 @@ impl RunCtx {
         })?;
         inner.deliver(&events);
         let run = inner.store.get_run(id)?;
-        let lease = Lease::hold(&inner.store, id, &inner.owner, inner.lease_ttl, until);
+        let lease = Lease::hold(
+            &inner.store,
+            id,
+            &inner.owner,
+            inner.lease_ttl,
+            until,
+            inner.lease_clock.clone(),
+        );
         Ok(RunCtx {
             inner,
             run_id: id.to_string(),
@@ -140,7 +149,7 @@ impl RunCtx {
 
     /// Runs one write transaction for this run. A compare-and-set that finds the run changed
     /// becomes `Stop::Ended` when an operator cancelled it, else `ErrLeaseLost`.
-    pub fn write<T>(&self, f: impl FnOnce(&mut Tx<'_>) -> Result<T, Stop>) -> StepResult<T> {
+    pub fn write<T>(&self, f: impl FnOnce(&mut DbTx<'_, '_>) -> Result<T, Stop>) -> StepResult<T> {
         match self.inner.store.write(f) {
             Ok((v, events)) => {
                 self.inner.deliver(&events);
@@ -196,7 +205,7 @@ impl RunCtx {
     #[allow(clippy::too_many_arguments)]
     pub fn finish_in(
         &self,
-        tx: &mut Tx<'_>,
+        tx: &mut DbTx<'_, '_>,
         from: &[RunStatus],
         status: RunStatus,
         reason: &str,
@@ -364,13 +373,17 @@ impl RunCtx {
     }
 }
 
-pub(crate) fn insert_spec(tx: &Tx<'_>, hash: &str, spec_json: &[u8]) -> Result<(), StoreError> {
+pub(crate) fn insert_spec(
+    tx: &mut DbTx<'_, '_>,
+    hash: &str,
+    spec_json: &[u8],
+) -> Result<(), StoreError> {
     tx.insert_tool_spec(hash, &String::from_utf8_lossy(spec_json))
 }
 
 /// A step update conditional on its status.
 pub(crate) fn step_set(
-    tx: &Tx<'_>,
+    tx: &mut DbTx<'_, '_>,
     step_id: &str,
     expected: &[StepStatus],
     u: StepUpdate<'_>,

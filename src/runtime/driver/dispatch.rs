@@ -4,11 +4,12 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
 use super::ctx::{RunCtx, StepResult, Stop, step_set};
+use super::db::DbTx;
 use super::record;
 use super::step::json_err;
 use crate::runtime::json::{self, gojson::Object};
 use crate::runtime::policy::{Outcome, PolicyError, PolicyRequest, RunView, outcome_of};
-use crate::runtime::store::{NewApproval, StepUpdate, Transition, Tx};
+use crate::runtime::store::{NewApproval, StepUpdate, Transition};
 use crate::runtime::tools::Registered;
 use crate::runtime::types::{PolicyDecision, Run, RunStatus, StepStatus, Timestamp, ToolRequest};
 
@@ -211,7 +212,7 @@ impl RunCtx {
                 let (rid, pid) = (self.run_id.clone(), self.inner.policy_id.clone());
                 let resumed = grant.as_ref().map(|g| g.approval_id.clone());
                 let owner = self.inner.owner.clone();
-                let until = super::lease::expiry(self.inner.lease_ttl);
+                let until = self.inner.lease_expiry();
                 self.end_step(
                     step_id,
                     &[from_step],
@@ -325,7 +326,7 @@ impl RunCtx {
         };
         let owner = self.inner.owner.clone();
         let pid = self.inner.policy_id.clone();
-        let until = super::lease::expiry(self.inner.lease_ttl);
+        let until = self.inner.lease_expiry();
         let step_id = a.step_id.as_str();
         let started = a.started;
         self.write(|tx| {
@@ -334,11 +335,7 @@ impl RunCtx {
             } else if !self.lease.ok() {
                 return Err(self.lease.lost_error().into());
             }
-            tx.require_lease(
-                &self.run_id,
-                &owner,
-                crate::runtime::types::Timestamp::now(),
-            )?;
+            tx.require_lease(&self.run_id, &owner, self.inner.lease_now())?;
             let pjs = String::from_utf8_lossy(&st.policy_json).into_owned();
             step_set(
                 tx,
@@ -391,19 +388,21 @@ impl RunCtx {
             &self.inner.owner,
             self.inner.lease_ttl,
             until,
+            self.inner.lease_clock.clone(),
         );
     }
 
     /// WAITING -> RUNNING (lease stamped) with `run.resumed {"approval_id"}`.
     pub fn resume_to_running(
         &self,
-        tx: &mut Tx<'_>,
+        tx: &mut DbTx<'_, '_>,
         step_id: &str,
         approval_id: &str,
         owner: &str,
         until: Timestamp,
         at: Timestamp,
     ) -> Result<(), Stop> {
+        let stamped = tx.lease_until(until, self.inner.lease_ttl)?;
         tx.transition(&Transition {
             run_id: self.run_id.as_bytes(),
             from: &[RunStatus::WaitingForApproval],
@@ -413,7 +412,7 @@ impl RunCtx {
             finished_at: Timestamp::ZERO,
             result_json: "",
             lease_owner: Some(owner),
-            lease_expires_at: until,
+            lease_expires_at: stamped,
         })?;
         let p = Object::new().str("approval_id", approval_id).finish();
         tx.append(&self.run_id, step_id, &at, "run.resumed", &p)?;

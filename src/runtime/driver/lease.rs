@@ -1,13 +1,17 @@
-//! Leases (spec 7): who may drive a RUNNING run. Times are from the wall clock only. A
-//! heartbeat thread renews the lease every TTL/3 on a connection of its own; losing it (0 rows
-//! renewed) or letting it lapse stops the loop before its next tool call or model request.
+//! Leases (spec 7): who may drive a RUNNING run. Times are from the process's lease clock
+//! (the wall clock unless configured); on PostgreSQL the server's clock judges the stored
+//! expiry (decision 0083) and the process's clock only times its own renewals. A heartbeat
+//! thread renews the lease every TTL/3 on a connection of its own; losing it (0 rows renewed)
+//! or letting it lapse stops the loop before its next tool call or model request.
 
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, mpsc};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::runtime::store::{LeaseHandle, Store, StoreError};
+use super::db::{LeaseConn, RunDb};
+use crate::runtime::clock::Clock;
+use crate::runtime::store::StoreError;
 use crate::runtime::types::{Said, Timestamp};
 
 /// agentrt's `DefaultLeaseTTL`.
@@ -17,12 +21,9 @@ pub(crate) fn ttl_ns(ttl: Duration) -> i64 {
     i64::try_from(ttl.as_nanos()).unwrap_or(i64::MAX)
 }
 
-/// The expiry a write stamps now.
-pub(crate) fn expiry(ttl: Duration) -> Timestamp {
-    Timestamp::now().add_nanos(ttl_ns(ttl))
-}
-
 struct State {
+    /// The process's lease clock.
+    clock: Clock,
     run_id: String,
     owner: String,
     lost: AtomicBool,
@@ -38,7 +39,7 @@ impl LeaseProbe {
     /// Not lost and not lapsed.
     pub fn ok(&self) -> bool {
         !self.0.lost.load(Ordering::SeqCst)
-            && clamp(Timestamp::now().unix_nanos()) < self.0.expires.load(Ordering::SeqCst)
+            && clamp((self.0.clock)().unix_nanos()) < self.0.expires.load(Ordering::SeqCst)
     }
 }
 
@@ -50,15 +51,18 @@ pub struct Lease {
 }
 
 impl Lease {
-    /// Starts the heartbeat for a lease just written with `expires_at`.
-    pub fn hold(
-        store: &Store,
+    /// Starts the heartbeat for a lease just written; `expires_at` is its expiry by the
+    /// process's lease `clock` (on PostgreSQL the stored one is the server's).
+    pub(crate) fn hold(
+        store: &RunDb,
         run_id: &str,
         owner: &str,
         ttl: Duration,
         expires_at: Timestamp,
+        clock: Clock,
     ) -> Lease {
         let state = Arc::new(State {
+            clock,
             run_id: run_id.to_string(),
             owner: owner.to_string(),
             lost: AtomicBool::new(false),
@@ -70,7 +74,7 @@ impl Lease {
         let thread = std::thread::Builder::new()
             .name("agentrt-lease".into())
             .spawn({
-                let handle = store.lease_handle().ok();
+                let handle = store.lease_conn().ok();
                 move || heartbeat(handle, st, ttl, every, rx)
             })
             .ok();
@@ -85,6 +89,7 @@ impl Lease {
     pub fn inactive(run_id: &str, owner: &str) -> Lease {
         Lease {
             state: Arc::new(State {
+                clock: crate::runtime::clock::wall(),
                 run_id: run_id.to_string(),
                 owner: owner.to_string(),
                 lost: AtomicBool::new(false),
@@ -98,7 +103,7 @@ impl Lease {
     /// Not lost and the wall clock is before the last expiry written.
     pub fn ok(&self) -> bool {
         !self.state.lost.load(Ordering::SeqCst)
-            && clamp(Timestamp::now().unix_nanos()) < self.state.expires.load(Ordering::SeqCst)
+            && clamp((self.state.clock)().unix_nanos()) < self.state.expires.load(Ordering::SeqCst)
     }
 
     /// A probe that shares this lease's state, for code that must check it without owning it.
@@ -142,7 +147,7 @@ fn clamp(v: i128) -> i64 {
 }
 
 fn heartbeat(
-    handle: Option<LeaseHandle>,
+    handle: Option<LeaseConn>,
     st: Arc<State>,
     ttl: Duration,
     every: Duration,
@@ -157,8 +162,8 @@ fn heartbeat(
             return;
         }
         let Some(h) = handle.as_ref() else { continue };
-        let until = expiry(ttl);
-        match h.renew(&st.run_id, &st.owner, until) {
+        let until = (st.clock)().add_nanos(ttl_ns(ttl));
+        match h.renew(&st.run_id, &st.owner, until, ttl) {
             Ok(false) => {
                 st.lost.store(true, Ordering::SeqCst);
                 return;
@@ -172,8 +177,8 @@ fn heartbeat(
 }
 
 /// Releases a lease this owner still holds (no event).
-pub(crate) fn release(store: &Store, run_id: &str, owner: &str) {
-    if let Ok(h) = store.lease_handle() {
+pub(crate) fn release(store: &RunDb, run_id: &str, owner: &str) {
+    if let Ok(h) = store.lease_conn() {
         let _ = h.release(run_id, owner);
     }
 }

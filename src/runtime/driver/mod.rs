@@ -9,11 +9,13 @@
 
 mod attach;
 mod ctx;
+mod db;
 mod dispatch;
 mod execute;
 mod gate;
 pub mod lease;
 pub mod limits;
+mod open;
 mod recheck;
 pub mod record;
 mod recover;
@@ -34,10 +36,12 @@ use super::clock::{self, Clock};
 use super::json::JsonError;
 use super::model::ModelSetup;
 use super::policy::Policy;
-use super::store::{Store, StoreError};
+use super::store::StoreError;
 use super::tools::{Registry, RegistryError};
 use super::types::{Event, Limits, Run};
 
+pub(crate) use db::DbTx;
+pub use db::RunDb;
 pub use gate::{Gate, NextStep, Session, Verdict};
 pub use lease::DEFAULT_LEASE_TTL;
 pub use recheck::{NotRechecked, RecheckReport, RecheckScope, RecheckSpecs, Rechecked};
@@ -162,8 +166,8 @@ pub struct NoAgent;
 /// let driver = Config::new(store, Registry::new(), Arc::new(DefaultPolicy)).build();
 /// ```
 pub struct Config<A = NoAgent> {
-    /// The run database.
-    pub store: Arc<Store>,
+    /// The run database: SQLite's `Store`, or (feature `postgres`) a `PgStore`.
+    pub store: RunDb,
     /// The tools the agent may call; fixed for the driver's life.
     pub tools: Registry,
     /// What judges every tool call before it runs.
@@ -178,6 +182,13 @@ pub struct Config<A = NoAgent> {
     pub lease_ttl: Duration,
     /// The clock for everything recorded (not leases). `None`: the wall clock.
     pub now: Option<Clock>,
+    /// This process's clock for leases. SQLite judges leases by it; PostgreSQL judges them
+    /// by its server's clock and this only times the process's own renewals. `None`: the
+    /// wall clock.
+    pub lease_clock: Option<Clock>,
+    /// On PostgreSQL, whether the driver runs a sequencer that chains the events committed to
+    /// the inbox (decision 0083; default true). Ignored on SQLite, which chains at once.
+    pub chain_events: bool,
     /// Receives events after commit.
     pub observer: Option<Observer>,
     /// Id generator (tests); `None`: random 32 hex.
@@ -188,9 +199,13 @@ pub struct Config<A = NoAgent> {
 
 impl Config<NoAgent> {
     /// A configuration with no agent and the optional parts left empty.
-    pub fn new(store: Arc<Store>, tools: Registry, policy: Arc<dyn Policy>) -> Config<NoAgent> {
+    pub fn new(
+        store: impl Into<RunDb>,
+        tools: Registry,
+        policy: Arc<dyn Policy>,
+    ) -> Config<NoAgent> {
         Config {
-            store,
+            store: store.into(),
             tools,
             policy,
             agent: NoAgent,
@@ -198,6 +213,8 @@ impl Config<NoAgent> {
             lease_owner: String::new(),
             lease_ttl: Duration::ZERO,
             now: None,
+            lease_clock: None,
+            chain_events: true,
             observer: None,
             ids: None,
             reconcile: None,
@@ -247,6 +264,21 @@ impl<A> Config<A> {
         self
     }
 
+    /// Sets this process's clock for leases (tests: a host whose clock is off). SQLite
+    /// judges leases by it; PostgreSQL by its server's clock.
+    pub fn lease_clock(mut self, clock: Clock) -> Self {
+        self.lease_clock = Some(clock);
+        self
+    }
+
+    /// On PostgreSQL, whether this driver chains the events it and others commit (a
+    /// sequencer thread on a connection of its own; default true). Off, another process's
+    /// sequencer must run, or events stay in the inbox unchained.
+    pub fn chain_events(mut self, on: bool) -> Self {
+        self.chain_events = on;
+        self
+    }
+
     /// Sets what receives events after commit.
     pub fn observer(mut self, observer: Observer) -> Self {
         self.observer = Some(observer);
@@ -281,6 +313,8 @@ impl<A> Config<A> {
             lease_owner,
             lease_ttl,
             now,
+            lease_clock,
+            chain_events,
             observer,
             ids,
             reconcile,
@@ -294,6 +328,8 @@ impl<A> Config<A> {
             lease_owner,
             lease_ttl,
             now,
+            lease_clock,
+            chain_events,
             observer,
             ids,
             reconcile,
@@ -303,7 +339,7 @@ impl<A> Config<A> {
 }
 
 pub(crate) struct Inner {
-    pub store: Arc<Store>,
+    pub store: RunDb,
     pub tools: Registry,
     pub policy: Arc<dyn Policy>,
     pub policy_id: String,
@@ -311,11 +347,41 @@ pub(crate) struct Inner {
     pub owner: String,
     pub lease_ttl: Duration,
     pub now: Clock,
+    pub lease_clock: Clock,
     pub observer: Option<Observer>,
     pub ids: IdGen,
     pub reconcile: Option<Arc<dyn Reconcile>>,
     /// Runs this driver is executing (one loop per run per driver).
     pub claims: Mutex<HashSet<String>>,
+    /// On PostgreSQL, the sequencer this driver runs (stopped when the driver is dropped).
+    pub _chain: Option<Chainer>,
+}
+
+/// A sequencer the driver runs on PostgreSQL; dropped, it chains what is committed and stops.
+pub(crate) struct Chainer {
+    #[cfg(feature = "postgres")]
+    seq: Option<crate::pgstore::Sequencer>,
+}
+
+impl Drop for Chainer {
+    fn drop(&mut self) {
+        #[cfg(feature = "postgres")]
+        if let Some(s) = self.seq.take() {
+            let _ = db::pg(|| s.stop());
+        }
+    }
+}
+
+/// Starts the sequencer of a driver on PostgreSQL that chains events (none on SQLite).
+fn chainer(db: &RunDb, on: bool) -> Result<Option<Chainer>, RuntimeError> {
+    #[cfg(feature = "postgres")]
+    if let Some(p) = db.postgres().filter(|_| on) {
+        let seq = db::pg(|| crate::pgstore::Sequencer::spawn_retrying(p.url()))
+            .map_err(|e| RuntimeError::Store(StoreError::Backend(e.to_string())))?;
+        return Ok(Some(Chainer { seq: Some(seq) }));
+    }
+    let _ = (db, on);
+    Ok(None)
 }
 
 impl Inner {
@@ -331,6 +397,7 @@ impl Inner {
         } else {
             format!("{}/{}", cfg.lease_owner, &own[..12])
         };
+        let chain = chainer(&cfg.store, cfg.chain_events)?;
         Ok(Inner {
             store: cfg.store,
             tools: cfg.tools,
@@ -344,10 +411,12 @@ impl Inner {
                 cfg.lease_ttl
             },
             now: cfg.now.unwrap_or_else(clock::wall),
+            lease_clock: cfg.lease_clock.unwrap_or_else(clock::wall),
             observer: cfg.observer,
             ids,
             reconcile: cfg.reconcile,
             claims: Mutex::new(HashSet::new()),
+            _chain: chain,
         })
     }
 
@@ -356,6 +425,14 @@ impl Inner {
     }
     pub fn id(&self) -> String {
         (self.ids)()
+    }
+    /// This process's lease clock now.
+    pub fn lease_now(&self) -> super::types::Timestamp {
+        (self.lease_clock)()
+    }
+    /// The expiry this process would stamp now, by its own lease clock.
+    pub fn lease_expiry(&self) -> super::types::Timestamp {
+        self.lease_now().add_nanos(lease::ttl_ns(self.lease_ttl))
     }
     pub fn deliver(&self, events: &[Event]) {
         if let Some(o) = &self.observer {
@@ -440,7 +517,7 @@ impl Driver {
     }
 
     /// The database this driver writes to.
-    pub fn store(&self) -> &Arc<Store> {
+    pub fn store(&self) -> &RunDb {
         &self.inner.store
     }
 
@@ -609,7 +686,9 @@ impl Driver {
     /// Operator cancel on the driver's clock (`Driver.Cancel`): never overwritten by a live
     /// loop, which returns the cancelled run at its next write.
     pub fn cancel(&self, run_id: &str, by: &str, note: &str) -> Result<Run, RuntimeError> {
-        super::operator::cancel(&self.inner.store, run_id, by, note, self.inner.now())
+        self.inner
+            .store
+            .cancel(run_id, by, note, self.inner.now())
             .map(|c| c.run)
             .map_err(RuntimeError::from)
     }

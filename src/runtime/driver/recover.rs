@@ -7,7 +7,6 @@ use std::sync::Arc;
 use super::RuntimeError;
 use super::ctx::{RunCtx, StepResult, Stop};
 use super::dispatch::{INTERRUPTED_KIND, policy_event};
-use super::lease;
 use super::record::{self, observation, string_map};
 use super::resume::{Attached, stop_to};
 use super::step::{check_args, json_err};
@@ -84,7 +83,8 @@ pub(crate) fn resume_interrupted(mut cx: RunCtx) -> Result<Attached, RuntimeErro
     let from = [RunStatus::Running, RunStatus::Interrupted];
     let damaged = cx.damaged();
     let now = cx.inner.now();
-    let until = lease::expiry(cx.inner.lease_ttl);
+    let until = cx.inner.lease_expiry();
+    let local_now = cx.inner.lease_now();
     let owner = cx.inner.owner.clone();
     let in_flight: Vec<Arc<Step>> = cx
         .steps
@@ -112,9 +112,12 @@ pub(crate) fn resume_interrupted(mut cx: RunCtx) -> Result<Attached, RuntimeErro
     let res = cx.write(|tx| {
         let st = tx.require_status(&cx.run_id, &from, None)?;
         let run = tx.get_run(&cx.run_id)?;
+        // The lease is judged by the store's clock: this process's own on SQLite, the
+        // server's on PostgreSQL (decision 0083).
+        let lease_now = tx.lease_now(local_now)?;
         if !run.lease_owner.is_empty()
             && run.lease_owner != owner
-            && run.lease_expires_at > Timestamp::now()
+            && run.lease_expires_at > lease_now
         {
             return Err(StoreError::RunLeased {
                 run_id: Key::from(cx.run_id.as_str()),
@@ -124,8 +127,9 @@ pub(crate) fn resume_interrupted(mut cx: RunCtx) -> Result<Attached, RuntimeErro
             .into());
         }
         let _ = st;
-        tx.set_lease(&cx.run_id, &owner, until)?;
-        let own_expired = run.lease_owner == owner && run.lease_expires_at <= Timestamp::now();
+        let stamped = tx.lease_until(until, cx.inner.lease_ttl)?;
+        tx.set_lease(&cx.run_id, &owner, stamped)?;
+        let own_expired = run.lease_owner == owner && run.lease_expires_at <= lease_now;
         if !run.lease_owner.is_empty() && (run.lease_owner != owner || own_expired) {
             let p = record::lease_taken_over(
                 &owner,
@@ -251,6 +255,7 @@ pub(crate) fn resume_interrupted(mut cx: RunCtx) -> Result<Attached, RuntimeErro
         }
     }
     let res = cx.write(|tx| {
+        let stamped = tx.lease_until(until, cx.inner.lease_ttl)?;
         tx.transition(&Transition {
             run_id: cx.run_id.as_bytes(),
             from: &from,
@@ -260,7 +265,7 @@ pub(crate) fn resume_interrupted(mut cx: RunCtx) -> Result<Attached, RuntimeErro
             finished_at: Timestamp::ZERO,
             result_json: "",
             lease_owner: Some(&owner),
-            lease_expires_at: until,
+            lease_expires_at: stamped,
         })?;
         tx.append(
             &cx.run_id,

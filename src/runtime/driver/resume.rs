@@ -6,7 +6,6 @@ use std::sync::Arc;
 use super::RuntimeError;
 use super::ctx::{RunCtx, Stop};
 use super::dispatch::{Allowed, Dispatched, ResumeGrant};
-use super::lease;
 use super::record;
 use super::step::check_args;
 use crate::runtime::json::{self, gojson::Object};
@@ -114,7 +113,7 @@ pub(crate) fn resume_waiting(mut cx: RunCtx, defer: bool) -> Result<Attached, Ru
     };
     if let Err(msg) = check_args(&reg, &decision) {
         // WAITING -> RUNNING and the step ends as an invalid decision; the agent decides again.
-        let until = lease::expiry(cx.inner.lease_ttl);
+        let until = cx.inner.lease_expiry();
         let obs = record::invalid_decision(&msg, " on resume");
         let (aid, owner, sid) = (a.id.clone(), cx.inner.owner.clone(), step.id.clone());
         let res = cx.end_step(
@@ -236,7 +235,7 @@ impl RunCtx {
             .str("status", "expired")
             .finish();
         let res = self.write(|tx| {
-            if !crate::runtime::store::RunTx::expire_approval(tx, a, now)? {
+            if !tx.expire_approval(a, now)? {
                 return Err(StoreError::RunState {
                     detail: Said::from("approval ").id(a.id_bytes()).text(" changed"),
                 }

@@ -106,8 +106,8 @@ impl RunCtx {
         obs: Option<&Observation>,
         detail: &str,
         now: Timestamp,
-        before: impl FnOnce(&RunCtx, &mut crate::runtime::store::Tx<'_>) -> Result<(), Stop>,
-        after: impl FnOnce(&RunCtx, &mut crate::runtime::store::Tx<'_>) -> Result<(), Stop>,
+        before: impl FnOnce(&RunCtx, &mut super::db::DbTx<'_, '_>) -> Result<(), Stop>,
+        after: impl FnOnce(&RunCtx, &mut super::db::DbTx<'_, '_>) -> Result<(), Stop>,
     ) -> StepResult<()> {
         let (started, executed, tool) = match self.step(step_id) {
             Some(s) => (

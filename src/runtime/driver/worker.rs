@@ -88,11 +88,11 @@ impl Driver {
     /// agentrt before v0.5) is not served: its own program resumes it.
     pub fn serves(&self, run_id: impl AsRef<[u8]>) -> Result<bool, RuntimeError> {
         let run_id = run_id.as_ref();
-        let first = self.inner.store.list_events_page(run_id, 1, 0)?;
-        let Some(created) = first.items.first().filter(|e| e.kind == "run.created") else {
+        let first = self.inner.store.first_event(run_id)?;
+        let Some((_, payload)) = first.filter(|(kind, _)| kind == "run.created") else {
             return Ok(false);
         };
-        let Ok(v) = serde_json::from_str::<serde_json::Value>(&created.payload) else {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(&payload) else {
             return Ok(false);
         };
         let Some(hashes) = v.get("tools").and_then(|t| t.as_array()) else {

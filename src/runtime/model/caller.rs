@@ -240,7 +240,7 @@ impl ModelCaller {
     /// The run's earliest time limit, read in the dispatch transaction.
     fn deadline(
         &self,
-        tx: &crate::runtime::store::Tx<'_>,
+        tx: &mut crate::runtime::driver::DbTx<'_, '_>,
     ) -> Result<Option<Deadline>, ModelCallError> {
         let s = &self.s;
         let l = &s.limits;
@@ -264,7 +264,7 @@ impl ModelCaller {
 
     fn project(
         &self,
-        tx: &crate::runtime::store::Tx<'_>,
+        tx: &mut crate::runtime::driver::DbTx<'_, '_>,
         est: &Usage,
         model: &str,
     ) -> Result<Reserved, ModelCallError> {
@@ -357,7 +357,7 @@ impl ModelCaller {
         let reserved_here = std::cell::Cell::new(None::<Reserved>);
         let written = s.inner.store.write(
             |tx| -> Result<(Reserved, Option<Deadline>), ModelCallError> {
-                tx.require_lease(&s.run_id, &s.inner.owner, Timestamp::now())
+                tx.require_lease(&s.run_id, &s.inner.owner, s.inner.lease_now())
                     .map_err(|e| match e {
                         StoreError::LeaseLost { detail } => {
                             ModelCallError::LeaseLost(detail.to_string())

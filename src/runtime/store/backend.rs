@@ -16,11 +16,13 @@ use super::keyset::KeyPage;
 use super::run_state::check_state;
 use super::tx::Transition;
 use super::window::Page;
+use super::writes::{NewApproval, NewModelCall, NewRun, StepUpdate};
 use super::{Store, Tx};
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use crate::runtime::types::{
-    Approval, ApprovalStatus, Event, Key, Lease, Run, RunStatus, Step, Timestamp,
+    Approval, ApprovalStatus, Event, Key, Lease, Run, RunStatus, Said, Step, StepStatus, Timestamp,
 };
 
 pub(crate) mod sealed {
@@ -62,6 +64,12 @@ pub trait RunStore: sealed::Sealed {
 
     /// How many runs there are, of one status or all (`""`).
     fn count_runs(&self, status: &str) -> Result<i64, StoreError>;
+
+    /// Every step of a run, in insertion order (the driver's cache of a run it drives).
+    fn list_steps(&self, run_id: &[u8]) -> Result<Vec<Step>, StoreError>;
+
+    /// Every approval of a run, in insertion order.
+    fn list_approvals(&self, run_id: &[u8]) -> Result<Vec<Approval>, StoreError>;
 
     /// Runs newest first, of one status or all (`""`), before the key `before`, after
     /// skipping `skip`, at most `limit`: a bounded page by key.
@@ -182,6 +190,109 @@ pub trait RunTx: sealed::Sealed {
         payload: &[u8],
     ) -> Result<(), StoreError>;
 
+    /// Inserts a run RUNNING, leased as `r` says, with `run.created` and `run.started`.
+    fn insert_run(&mut self, r: &NewRun<'_>) -> Result<(), StoreError>;
+
+    /// Claims step `index` (`step_count` must equal it, the run RUNNING and leased by
+    /// `lease_owner`), inserts the step `deciding` and appends `step.started`.
+    fn start_step(
+        &mut self,
+        run_id: &str,
+        step_id: &str,
+        index: i64,
+        lease_owner: &str,
+        now: Timestamp,
+    ) -> Result<(), StoreError>;
+
+    /// Updates a step only if its status is one of `expected` (else `RunState` naming the
+    /// status found, or `NotFound`).
+    fn update_step(
+        &mut self,
+        step_id: &str,
+        expected: &[StepStatus],
+        u: &StepUpdate<'_>,
+    ) -> Result<(), StoreError>;
+
+    /// Inserts an approval `pending`.
+    fn insert_approval(&mut self, a: &NewApproval<'_>) -> Result<(), StoreError>;
+
+    /// Stores a tool spec under its hash unless one is there already.
+    fn insert_tool_spec(&mut self, hash: &str, spec_json: &str) -> Result<(), StoreError>;
+
+    /// `active_ms += ms` (clamped at 0, saturating).
+    fn add_active_ms(&mut self, run_id: &str, ms: i64) -> Result<(), StoreError>;
+
+    /// Adds to the run's model accounting (each charge clamped at 0, totals saturating).
+    fn add_usage(
+        &mut self,
+        run_id: &str,
+        calls: i64,
+        input_tokens: i64,
+        output_tokens: i64,
+        cached_input_tokens: i64,
+        cost_micros: i64,
+    ) -> Result<(), StoreError>;
+
+    /// Inserts a `model_calls` row.
+    fn insert_model_call(&mut self, m: &NewModelCall<'_>) -> Result<(), StoreError>;
+
+    /// Records a model call's outcome (the row by id).
+    fn finish_model_call(&mut self, m: &NewModelCall<'_>) -> Result<(), StoreError>;
+
+    /// Sets the lease columns (a takeover inside a resume transaction).
+    fn set_lease(
+        &mut self,
+        run_id: &str,
+        owner: &str,
+        expires_at: Timestamp,
+    ) -> Result<(), StoreError>;
+
+    /// The time leases are judged by in this transaction, given the writer's own reading
+    /// `local`. SQLite (one host's file) takes the writer's clock; PostgreSQL, shared by many
+    /// hosts, reads its server's clock, so a client's clock never decides a lease there.
+    fn lease_now(&mut self, local: Timestamp) -> Result<Timestamp, StoreError> {
+        Ok(local)
+    }
+
+    /// The expiry to stamp for a lease of `ttl` that the writer, by its own clock, would stamp
+    /// as `local_until`: that on SQLite, the judging clock's now plus `ttl` on PostgreSQL.
+    fn lease_until(
+        &mut self,
+        local_until: Timestamp,
+        ttl: Duration,
+    ) -> Result<Timestamp, StoreError> {
+        let _ = ttl;
+        Ok(local_until)
+    }
+
+    /// `requireLease`: the run RUNNING, leased by `owner`, its stored expiry after the judging
+    /// clock's now ([`RunTx::lease_now`] of the writer's `local` reading).
+    fn require_lease(
+        &mut self,
+        run_id: &str,
+        owner: &str,
+        local: Timestamp,
+    ) -> Result<(), StoreError> {
+        let (status, lease) = self.run_state(run_id.as_bytes())?;
+        let (_, lease) = check_state(
+            run_id.as_bytes(),
+            &status,
+            lease,
+            &[RunStatus::Running],
+            Some(owner),
+        )?;
+        let now = self.lease_now(local)?;
+        if lease.expires_at <= now {
+            return Err(StoreError::LeaseLost {
+                detail: Said::from("run ").id(run_id).text(format!(
+                    ": the lease expired at {}",
+                    lease.expires_at.format_always()
+                )),
+            });
+        }
+        Ok(())
+    }
+
     /// Reads the run's status under the write lock and checks it is one of `from`; with
     /// `lease_owner`, a RUNNING run must be leased by it. Returns the status.
     fn require_status(
@@ -227,6 +338,14 @@ impl RunStore for Store {
 
     fn count_runs(&self, status: &str) -> Result<i64, StoreError> {
         Store::count_runs(self, status)
+    }
+
+    fn list_steps(&self, run_id: &[u8]) -> Result<Vec<Step>, StoreError> {
+        Store::list_steps(self, run_id)
+    }
+
+    fn list_approvals(&self, run_id: &[u8]) -> Result<Vec<Approval>, StoreError> {
+        Store::list_approvals(self, run_id)
     }
 
     fn runs_page_by_key(
@@ -354,6 +473,88 @@ impl RunTx for Tx<'_> {
         Tx::append(self, run_id, step_id, at, kind, payload)
     }
 
+    fn insert_run(&mut self, r: &NewRun<'_>) -> Result<(), StoreError> {
+        Tx::insert_run(self, r)
+    }
+
+    fn start_step(
+        &mut self,
+        run_id: &str,
+        step_id: &str,
+        index: i64,
+        lease_owner: &str,
+        now: Timestamp,
+    ) -> Result<(), StoreError> {
+        Tx::start_step(self, run_id, step_id, index, lease_owner, now)
+    }
+
+    fn update_step(
+        &mut self,
+        step_id: &str,
+        expected: &[StepStatus],
+        u: &StepUpdate<'_>,
+    ) -> Result<(), StoreError> {
+        Tx::update_step(self, step_id, expected, u)
+    }
+
+    fn insert_approval(&mut self, a: &NewApproval<'_>) -> Result<(), StoreError> {
+        Tx::insert_approval(self, a)
+    }
+
+    fn insert_tool_spec(&mut self, hash: &str, spec_json: &str) -> Result<(), StoreError> {
+        Tx::insert_tool_spec(self, hash, spec_json)
+    }
+
+    fn add_active_ms(&mut self, run_id: &str, ms: i64) -> Result<(), StoreError> {
+        Tx::add_active_ms(self, run_id, ms)
+    }
+
+    fn add_usage(
+        &mut self,
+        run_id: &str,
+        calls: i64,
+        input_tokens: i64,
+        output_tokens: i64,
+        cached_input_tokens: i64,
+        cost_micros: i64,
+    ) -> Result<(), StoreError> {
+        Tx::add_usage(
+            self,
+            run_id,
+            calls,
+            input_tokens,
+            output_tokens,
+            cached_input_tokens,
+            cost_micros,
+        )
+    }
+
+    fn insert_model_call(&mut self, m: &NewModelCall<'_>) -> Result<(), StoreError> {
+        Tx::insert_model_call(self, m)
+    }
+
+    fn finish_model_call(&mut self, m: &NewModelCall<'_>) -> Result<(), StoreError> {
+        Tx::finish_model_call(self, m)
+    }
+
+    fn set_lease(
+        &mut self,
+        run_id: &str,
+        owner: &str,
+        expires_at: Timestamp,
+    ) -> Result<(), StoreError> {
+        Tx::set_lease(self, run_id, owner, expires_at)
+    }
+
+    fn require_lease(
+        &mut self,
+        run_id: &str,
+        owner: &str,
+        local: Timestamp,
+    ) -> Result<(), StoreError> {
+        Tx::require_lease(self, run_id, owner, local)
+    }
+
     fn require_status(
         &mut self,
         run_id: &[u8],
@@ -397,6 +598,14 @@ impl<S: RunStore + ?Sized> RunStore for std::sync::Arc<S> {
 
     fn count_runs(&self, status: &str) -> Result<i64, StoreError> {
         (**self).count_runs(status)
+    }
+
+    fn list_steps(&self, run_id: &[u8]) -> Result<Vec<Step>, StoreError> {
+        (**self).list_steps(run_id)
+    }
+
+    fn list_approvals(&self, run_id: &[u8]) -> Result<Vec<Approval>, StoreError> {
+        (**self).list_approvals(run_id)
     }
 
     fn runs_page_by_key(

@@ -70,6 +70,8 @@ pub(crate) use pages::check_page;
 pub use pages::{MAX_PAGE_TEXT, Page, SHOWN_REQUEST_MAX};
 pub use queue_order::{QueueOrder, SortValue};
 pub use reads::ProxyCall;
+#[cfg(feature = "postgres")]
+pub(crate) use reads::spec_of;
 pub use resumable::ResumableRun;
 #[cfg(feature = "postgres")]
 pub(crate) use rows::{
@@ -82,6 +84,8 @@ pub use tx::{Transition, Tx};
 pub use views::{QUEUE_ARGS_HEAD, QueueItem, RunOverview, ViewCounts, raw_bytes};
 pub use watch::{ArrivedApproval, ChangeWatch, PRESENTATION_MAX};
 pub use window::{COUNT_CAP, WindowPage};
+#[cfg(feature = "postgres")]
+pub(crate) use writes::run_created;
 pub use writes::{NewApproval, NewModelCall, NewRun, StepUpdate};
 
 use crate::runtime::types::Timestamp;

@@ -208,12 +208,17 @@ pub(crate) fn tool_spec(conn: &Connection, hash: &str) -> Result<ToolSpec, Store
     let json = json.ok_or_else(|| StoreError::NotFound {
         what: format!("tool spec {hash}").into(),
     })?;
-    if sha256_hex(&canonical_json(&json)) != hash {
+    spec_of(hash, &json)
+}
+
+/// The tool spec stored under `hash` as `json`, checked against its hash (either backend).
+pub(crate) fn spec_of(hash: &str, json: &[u8]) -> Result<ToolSpec, StoreError> {
+    if sha256_hex(&canonical_json(json)) != hash {
         return Err(StoreError::SpecHash {
             hash: hash.to_string(),
         });
     }
-    ToolSpec::from_json(&json).map_err(|e| StoreError::Invalid(format!("tool spec {hash}: {e}")))
+    ToolSpec::from_json(json).map_err(|e| StoreError::Invalid(format!("tool spec {hash}: {e}")))
 }
 
 impl Store {

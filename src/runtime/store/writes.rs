@@ -114,12 +114,34 @@ pub struct NewModelCall<'a> {
     pub completed_at: Timestamp,
 }
 
+/// A new run's `limits_json` and its `run.created` payload `{"goal","limits","tools"}`, as
+/// both backends store them.
+pub(crate) fn run_created(r: &NewRun<'_>) -> (String, Vec<u8>) {
+    let limits = r.limits.to_go_json();
+    let limits_text = String::from_utf8_lossy(&limits).into_owned();
+    let mut tools = b"[".to_vec();
+    for (i, h) in r.tools.iter().enumerate() {
+        if i > 0 {
+            tools.push(b',');
+        }
+        gojson::write_string(&mut tools, h);
+    }
+    tools.push(b']');
+    let mut goal = Vec::new();
+    gojson::write_string(&mut goal, r.goal);
+    let payload = gojson::Object::new()
+        .encoded("goal", &goal)
+        .encoded("limits", &limits)
+        .encoded("tools", &tools)
+        .finish();
+    (limits_text, payload)
+}
+
 impl Tx<'_> {
     /// Inserts a run RUNNING (created_at = started_at = now, leased) and appends `run.created`
     /// `{"goal","limits","tools"}` then `run.started` `{}`.
     pub fn insert_run(&mut self, r: &NewRun<'_>) -> Result<(), StoreError> {
-        let limits = r.limits.to_go_json();
-        let limits_text = String::from_utf8_lossy(&limits).into_owned();
+        let (limits_text, payload) = run_created(r);
         let now = r.now.to_rfc3339();
         self.tx
             .prepare_cached(
@@ -138,21 +160,6 @@ impl Tx<'_> {
                 r.lease_expires_at.to_rfc3339()
             ])
             .ctx("insert run")?;
-        let mut tools = b"[".to_vec();
-        for (i, h) in r.tools.iter().enumerate() {
-            if i > 0 {
-                tools.push(b',');
-            }
-            gojson::write_string(&mut tools, h);
-        }
-        tools.push(b']');
-        let mut goal = Vec::new();
-        gojson::write_string(&mut goal, r.goal);
-        let payload = gojson::Object::new()
-            .encoded("goal", &goal)
-            .encoded("limits", &limits)
-            .encoded("tools", &tools)
-            .finish();
         self.append(r.id, "", &r.now, "run.created", &payload)?;
         self.append(r.id, "", &r.now, "run.started", b"{}")?;
         Ok(())

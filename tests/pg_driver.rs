@@ -1,0 +1,907 @@
+//! The runtime's driver on PostgreSQL (issue 19, docs/decisions/0083) against a real server
+//! (`tests/pg_support`): a run pauses for approval, is approved through the operator, resumed
+//! by the driver and completes, with the events SQLite records for the same run, chained by
+//! the driver's own sequencer (nobody starts one by hand), verified on the URL and, copied
+//! back, by agentrt's independent verifier; a cancel between the verdict and the tool's start
+//! runs nothing; two owners on two connections contend for one run (one holds it, the other is
+//! refused with `RunLeased`, and takes it over once the lease lapses); and the lease is judged
+//! by the server's clock, whatever the client's clock reads.
+#![cfg(feature = "postgres")]
+
+mod pg_support;
+#[cfg(feature = "providers")]
+mod providers_support;
+mod runtime_support;
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use countersign::pgstore::PgStore;
+use countersign::pgstore::copy::{Endpoint, copy};
+use countersign::runtime::agent::{self, ScriptedAgent};
+use countersign::runtime::clock::Clock;
+use countersign::runtime::driver::{Config, Driver, Gate, Verdict};
+use countersign::runtime::operator;
+use countersign::runtime::policy::DefaultPolicy;
+use countersign::runtime::store::RunStore;
+use countersign::runtime::tools::{Registry, SideEffect};
+use countersign::runtime::types::{Event, RunStatus, StepStatus, Timestamp};
+use runtime_support::*;
+
+fn pg(db: &pg_support::TestDb) -> Arc<PgStore> {
+    Arc::new(PgStore::open(&db.pg_url()).expect("open the test database"))
+}
+
+/// `(type, payload)` of a run's chained events in seq order, and how many wait in the inbox.
+fn chained(db: &pg_support::TestDb, run_id: &str) -> (Vec<(String, String)>, i64) {
+    let mut c = db.client();
+    let ev = c
+        .query(
+            "SELECT type, payload_json FROM events WHERE run_id = $1 ORDER BY seq",
+            &[&run_id],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    let inbox: i64 = c
+        .query_one("SELECT count(*) FROM event_inbox", &[])
+        .unwrap()
+        .get(0);
+    (ev, inbox)
+}
+
+/// The driver the SQLite runtime tests use (test clock, ids, owner), on `store`.
+fn pg_config(
+    store: &Arc<PgStore>,
+    tools: Registry,
+    agent: Arc<ScriptedAgent>,
+) -> Config<Arc<dyn countersign::runtime::agent::Agent>> {
+    let mut c = Config::new(store.clone(), tools, Arc::new(DefaultPolicy));
+    c.now = Some(clock());
+    c.ids = Some(ids());
+    c.lease_owner = "test".into();
+    c.agent(agent)
+}
+
+fn push_agent() -> Arc<ScriptedAgent> {
+    ScriptedAgent::new([
+        agent::tool_call("push", r#"{"ref": "main", "n": 7}"#),
+        agent::complete(""),
+    ])
+}
+
+/// `countersign verify` on the URL passes, and a copy back to SQLite passes agentrt's verifier.
+fn verify_both(db: &pg_support::TestDb, dir: &Path) {
+    let o = Command::new(env!("CARGO_BIN_EXE_countersign"))
+        .args(["--db", &db.url, "verify"])
+        .env_remove("COUNTERSIGN_DB")
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let back = dir.join("back.db");
+    copy(&Endpoint::Pg(db.pg_url()), &Endpoint::Sqlite(back.clone())).expect("copy back");
+    verify(&back);
+}
+
+/// Waits (at most 10 s) until nothing waits in the inbox: the driver's sequencer chains.
+fn wait_chained(db: &pg_support::TestDb) {
+    for _ in 0..1000 {
+        if chained(db, "").1 == 0 {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("the inbox was not chained");
+}
+
+/// A run on PostgreSQL pauses for approval (nothing runs), is approved through the operator on
+/// the same database, is resumed by the driver and completes, running the recorded request
+/// once. Its events are the ones SQLite records for the same run (same clock and ids), in the
+/// same order; the driver's own sequencer chained them while it lived (nobody started one);
+/// the chain verifies on the URL and, copied back to SQLite, passes agentrt's verifier. The
+/// observer got every event after its commit, in order, unchained (seq 0, no hash).
+#[test]
+fn pg_run_pauses_is_approved_resumed_and_completes() {
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let store = pg(&db);
+    let (tools, calls) = echo_registry("push", SideEffect::RemoteMutation);
+    let seen: Arc<Mutex<Vec<Event>>> = Arc::default();
+    let sink = seen.clone();
+    let driver = Driver::new(pg_config(&store, tools, push_agent()).observer(Arc::new(
+        move |e: &Event| sink.lock().unwrap().push(e.clone()),
+    )))
+    .unwrap();
+    let rtm = rt();
+    let run = rtm
+        .block_on(driver.start_with_id("r", "g", limits()))
+        .unwrap();
+    assert_eq!(run.status, RunStatus::WaitingForApproval);
+    assert!(
+        calls.lock().unwrap().is_empty(),
+        "nothing runs before the decision"
+    );
+    let a = operator::pending_approval(&*store, "r", None).unwrap();
+    operator::approve_shown(
+        &*store,
+        "r",
+        &a.id,
+        &a.hash,
+        "alice",
+        "ok",
+        Timestamp::now(),
+    )
+    .unwrap();
+    let run = rtm.block_on(driver.resume("r")).unwrap();
+    assert_eq!(run.status, RunStatus::Completed, "{}", run.reason_detail);
+    {
+        let c = calls.lock().unwrap();
+        assert_eq!(c.len(), 1, "the approved request ran once");
+        assert_eq!(c[0].args, br#"{"ref":"main","n":7}"#);
+    }
+    let steps = store.list_steps(b"r").unwrap();
+    assert_eq!(steps[0].status, StepStatus::Done);
+    // The driver's sequencer chains while the driver lives.
+    wait_chained(&db);
+    drop(driver);
+    let (events, inbox) = chained(&db, "r");
+    assert_eq!(inbox, 0);
+
+    // The same run on SQLite, same clock and ids, approved by the same operator function.
+    let lite = runtime_support::db();
+    let (tools, _) = echo_registry("push", SideEffect::RemoteMutation);
+    let d = runtime_support::driver(&lite.store, tools, Arc::new(DefaultPolicy), push_agent());
+    let rtl = rt();
+    rtl.block_on(d.start_with_id("r", "g", limits())).unwrap();
+    let la = latest_approval(&lite.store, "r");
+    operator::approve_shown(
+        &*lite.store,
+        "r",
+        &la.id,
+        &la.hash,
+        "alice",
+        "ok",
+        Timestamp::now(),
+    )
+    .unwrap();
+    rtl.block_on(d.resume("r")).unwrap();
+    let lite_events = kinds(&lite.store, "r");
+    let without_decision_time = |v: &[(String, String)]| -> Vec<(String, String)> {
+        v.iter()
+            .map(|(k, p)| {
+                if k == "approval.decided" {
+                    (k.clone(), String::new())
+                } else {
+                    (k.clone(), p.clone())
+                }
+            })
+            .collect()
+    };
+    assert_eq!(
+        without_decision_time(&events),
+        without_decision_time(&lite_events),
+        "the same events, in the same order, as on SQLite"
+    );
+    let observed: Vec<String> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|e| e.kind.clone())
+        .collect();
+    let driver_kinds: Vec<String> = events
+        .iter()
+        .map(|(k, _)| k.clone())
+        .filter(|k| k != "approval.decided")
+        .collect();
+    assert_eq!(
+        observed, driver_kinds,
+        "the observer saw the driver's events in order"
+    );
+    assert!(
+        seen.lock()
+            .unwrap()
+            .iter()
+            .all(|e| e.seq == 0 && e.hash.is_empty()),
+        "observers get events as committed, before the sequencer chains them"
+    );
+    verify_both(&db, dir.path());
+}
+
+fn look_tools(calls: &Calls) -> Registry {
+    registry(vec![echo("look", SideEffect::ReadOnly, calls.clone())])
+}
+
+/// A cancel that lands between the policy's verdict and the tool's start: the start does not
+/// commit, the tool never runs, no `step.tool_started` is recorded, and the run is cancelled
+/// with its step failed.
+#[test]
+fn pg_cancel_between_the_verdict_and_the_tool_start_runs_nothing() {
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    let store = pg(&db);
+    let calls = Calls::default();
+    let mut c = Config::new(store.clone(), look_tools(&calls), Arc::new(DefaultPolicy));
+    c.now = Some(clock());
+    c.ids = Some(ids());
+    let gate = Gate::new(c).unwrap();
+    let rtm = rt();
+    let mut s = rtm.block_on(gate.begin("r", "g", limits())).unwrap();
+    s.step().unwrap();
+    assert!(matches!(
+        s.propose(agent::tool_call("look", "{}")).unwrap(),
+        Verdict::Allowed(_)
+    ));
+    // Another connection (a reviewer's) cancels now.
+    let reviewer = pg(&db);
+    operator::cancel(&*reviewer, "r", "carol", "stop", Timestamp::now()).unwrap();
+    let out = rtm.block_on(s.execute());
+    assert!(
+        !matches!(out, Ok(Verdict::Observed(_))),
+        "the tool's outcome is not observed: {:?}",
+        out.as_ref().map(|v| v.outcome())
+    );
+    assert!(
+        calls.lock().unwrap().is_empty(),
+        "the side effect did not start"
+    );
+    let run = store.get_run(b"r").unwrap();
+    assert_eq!(
+        (run.status, run.reason.as_str()),
+        (RunStatus::Cancelled, "operator_cancelled")
+    );
+    assert_eq!(
+        store.list_steps(b"r").unwrap()[0].status,
+        StepStatus::Failed
+    );
+    drop(s);
+    drop(gate);
+    let mut seq = PgStore::open_existing(&db.pg_url()).unwrap();
+    seq.sequence_all().unwrap();
+    let (events, _) = chained(&db, "r");
+    assert!(
+        !events.iter().any(|(k, _)| k == "step.tool_started"),
+        "no start was recorded: {events:?}"
+    );
+    assert_eq!(events.last().map(|e| e.0.as_str()), Some("run.finished"));
+}
+
+/// A gate session on its own connection holding run `r` with a lease of `ttl`, and its gate.
+fn holder(
+    db: &pg_support::TestDb,
+    ttl: Duration,
+    lease_clock: Option<Clock>,
+) -> (
+    Gate,
+    countersign::runtime::driver::Session,
+    tokio::runtime::Runtime,
+) {
+    let calls = Calls::default();
+    let mut c = Config::new(pg(db), look_tools(&calls), Arc::new(DefaultPolicy))
+        .lease_owner("host-a")
+        .lease_ttl(ttl);
+    c.lease_clock = lease_clock;
+    let gate = Gate::new(c).unwrap();
+    let rtm = rt();
+    let mut s = rtm.block_on(gate.begin("r", "g", limits())).unwrap();
+    s.step().unwrap();
+    (gate, s, rtm)
+}
+
+/// A driver of another owner ("host-b") on a connection of its own.
+fn contender(db: &pg_support::TestDb, lease_clock: Option<Clock>) -> Driver {
+    let calls = Calls::default();
+    let mut c = Config::new(pg(db), look_tools(&calls), Arc::new(DefaultPolicy))
+        .lease_owner("host-b")
+        .agent(ScriptedAgent::new([agent::complete("")]));
+    c.lease_clock = lease_clock;
+    Driver::new(c).unwrap()
+}
+
+/// Two owners on two connections: while the first holds the run (its heartbeat renewing the
+/// lease past the TTL), the second's resume is refused with `RunLeased` and changes nothing;
+/// once the first stops renewing and the lease lapses, the second takes the run over
+/// (`lease.taken_over` naming the first) and drives it to its end.
+#[test]
+fn pg_two_owners_contend_for_one_run() {
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    let ttl = Duration::from_millis(1500);
+    let (_gate, s, _rt) = holder(&db, ttl, None);
+    let b = contender(&db, None);
+    let rtb = rt();
+    // Past one TTL: only the heartbeat keeps the lease live.
+    std::thread::sleep(ttl + Duration::from_millis(700));
+    let e = rtb.block_on(b.resume("r")).unwrap_err();
+    assert!(e.is_run_leased(), "{e}");
+    let store = pg(&db);
+    let run = store.get_run(b"r").unwrap();
+    assert!(
+        run.lease_owner.starts_with("host-a/"),
+        "{}",
+        run.lease_owner
+    );
+    assert_eq!(run.status, RunStatus::Running);
+    // The holder stops (as a crashed host would): its heartbeat ends, the lease lapses.
+    drop(s);
+    std::thread::sleep(ttl + Duration::from_millis(500));
+    let run = rtb.block_on(b.resume("r")).unwrap();
+    assert_eq!(run.status, RunStatus::Completed, "{}", run.reason_detail);
+    drop(b);
+    let mut seq = PgStore::open_existing(&db.pg_url()).unwrap();
+    seq.sequence_all().unwrap();
+    let (events, _) = chained(&db, "r");
+    let taken = events
+        .iter()
+        .find(|(k, _)| k == "lease.taken_over")
+        .expect("lease.taken_over");
+    assert!(taken.1.contains("host-a/"), "{}", taken.1);
+}
+
+/// The server's clock judges a lease, not a client's: a contender whose clock reads a day
+/// ahead (to which the live lease looks long expired) is refused with `RunLeased`; and a
+/// holder whose clock reads a day behind stamps an expiry on the server's clock, so its lease
+/// is not already lapsed for everyone else.
+#[test]
+fn pg_lease_is_judged_by_the_server_clock() {
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    const DAY: i64 = 86_400_000_000_000;
+    let behind: Clock = Arc::new(|| Timestamp::now().add_nanos(-DAY));
+    let ahead: Clock = Arc::new(|| Timestamp::now().add_nanos(DAY));
+    let ttl = Duration::from_secs(30);
+    let (_gate, s, _rt) = holder(&db, ttl, Some(behind));
+    let store = pg(&db);
+    let stamped = store.get_run(b"r").unwrap().lease_expires_at;
+    let off = stamped
+        .sub(&Timestamp::now().add_nanos(30_000_000_000))
+        .abs();
+    assert!(
+        off < 10_000_000_000,
+        "the expiry is the server's now plus the TTL, not the client's: {}",
+        stamped.format_always()
+    );
+    let b = contender(&db, Some(ahead));
+    let e = rt().block_on(b.resume("r")).unwrap_err();
+    assert!(e.is_run_leased(), "{e}");
+    let run = store.get_run(b"r").unwrap();
+    assert!(
+        run.lease_owner.starts_with("host-a/"),
+        "{}",
+        run.lease_owner
+    );
+    drop(s);
+}
+
+/// A login holding only `countersign_runtime` and `countersign_sequencer`
+/// (docs/postgres-roles.sql) runs the driver and its worker: the run pauses, a reviewer's
+/// approval on another connection wakes the worker (the inbox's id sequence moved), which
+/// resumes the run to its end, and the driver's sequencer chains every event.
+#[test]
+fn pg_runtime_role_drives_and_its_worker_resumes() {
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    let owner = pg(&db);
+    let mut c = db.client();
+    c.batch_execute(include_str!("../docs/postgres-roles.sql"))
+        .unwrap();
+    let login = format!("agents_{}", std::process::id());
+    c.batch_execute(&format!(
+        "DROP ROLE IF EXISTS {login}; \
+         CREATE ROLE {login} LOGIN IN ROLE countersign_runtime, countersign_sequencer"
+    ))
+    .unwrap();
+    let url = countersign::pgstore::PgUrl::parse(&db.url_as(&login)).unwrap();
+    let store = Arc::new(PgStore::open_existing(&url).unwrap());
+    let (tools, calls) = echo_registry("push", SideEffect::RemoteMutation);
+    let driver = Driver::new(pg_config(&store, tools, push_agent())).unwrap();
+    let rtm = rt();
+    let run = rtm
+        .block_on(driver.start_with_id("r", "g", limits()))
+        .unwrap();
+    assert_eq!(run.status, RunStatus::WaitingForApproval);
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let opts = countersign::runtime::driver::WorkOptions {
+        check_every: Duration::from_millis(20),
+        stop: stop.clone(),
+        ..Default::default()
+    };
+    let d = driver.clone();
+    let worker = rtm.spawn(async move { d.work(opts).await });
+    std::thread::sleep(Duration::from_millis(200));
+    let a = operator::pending_approval(&*owner, "r", None).unwrap();
+    operator::approve_shown(
+        &*owner,
+        "r",
+        &a.id,
+        &a.hash,
+        "alice",
+        "ok",
+        Timestamp::now(),
+    )
+    .unwrap();
+    let mut done = false;
+    for _ in 0..500 {
+        if owner.get_run(b"r").unwrap().status == RunStatus::Completed {
+            done = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let report = rtm.block_on(worker).unwrap().unwrap();
+    assert!(done, "the worker resumed the approved run: {report:?}");
+    assert_eq!(report.resumed, 1);
+    assert_eq!(calls.lock().unwrap().len(), 1);
+    wait_chained(&db);
+    drop(driver);
+    drop(store);
+    let dir = tempfile::tempdir().unwrap();
+    verify_both(&db, dir.path());
+    let _ = c.batch_execute(&format!("DROP OWNED BY {login}; DROP ROLE {login}"));
+}
+
+/// The sequencer a runtime process runs survives losing its connection (a server restart, a
+/// failover, an administrator's `pg_terminate_backend`): it connects again and chains what is
+/// committed after, so a runtime's events never stay unchained for want of someone to restart
+/// it.
+#[test]
+fn pg_the_runtimes_sequencer_reconnects_after_losing_its_connection() {
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    drop(pg(&db));
+    let seq = countersign::pgstore::Sequencer::spawn_retrying(&db.pg_url()).unwrap();
+    let mut c = db.client();
+    c.batch_execute(
+        "INSERT INTO runs (id, goal, status, limits_json, created_at) \
+         VALUES ('r', 'g', 'RUNNING', '{}', '2026-12-04T00:00:00Z')",
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let killed: i64 = c
+        .query_one(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+             WHERE datname = current_database() AND pid <> pg_backend_pid()",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert!(killed >= 1, "the sequencer's connection was cut");
+    let mut w = PgStore::open_existing(&db.pg_url()).unwrap();
+    w.enqueue_event("r", "", "2026-12-04T00:00:01Z", "note", "{}")
+        .unwrap();
+    wait_chained(&db);
+    let (events, _) = chained(&db, "r");
+    assert_eq!(events, [("note".to_string(), "{}".to_string())]);
+    seq.stop().unwrap();
+}
+
+/// A model call through the agent's handle on PostgreSQL: the `dispatched` row under the
+/// lease, its outcome, the run's saturating counters and the `model.*` events are what SQLite
+/// records for the same run (a transient failure retried once, then a success). The latency
+/// (wall time) is left out of the comparison.
+#[test]
+fn pg_model_calls_are_accounted_as_on_sqlite() {
+    use countersign::runtime::agent::{DecideFuture, Scripted, StepInput};
+    use countersign::runtime::model::{
+        FakeModel, FakeReply, ModelError, ModelRequest, ModelSetup, Price, Usage,
+    };
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    let setup = || {
+        let fake = Arc::new(FakeModel::new(
+            "m1",
+            vec![
+                FakeReply::err(ModelError::Transient("503".into())),
+                FakeReply::ok(
+                    "{}",
+                    Usage {
+                        input_tokens: 1000,
+                        output_tokens: 100,
+                        cached_input_tokens: 400,
+                    },
+                ),
+            ],
+        ));
+        let mut s = ModelSetup::new(fake);
+        s.backoff = Duration::from_millis(1);
+        s.max_retries = 2;
+        s.prices.insert(
+            "m1".into(),
+            Price {
+                input: 3_000_000,
+                cached_input: 300_000,
+                output: 15_000_000,
+            },
+        );
+        s
+    };
+    let agent = || {
+        ScriptedAgent::new([Scripted::With(Box::new(|i: StepInput| -> DecideFuture {
+            Box::pin(async move {
+                let m = i.model.clone().expect("a model handle");
+                m.call(ModelRequest {
+                    body: br#"{"messages":["hi"]}"#.to_vec(),
+                    max_output_tokens: 500,
+                })
+                .await
+                .map_err(|e| e.to_string())?;
+                Ok(agent::complete(""))
+            })
+        }))])
+    };
+    let store = pg(&db);
+    let mut cfg = pg_config(&store, registry(vec![]), agent());
+    cfg.model = Some(setup());
+    let run = rt()
+        .block_on(Driver::new(cfg).unwrap().start_with_id("r", "g", limits()))
+        .unwrap();
+    assert_eq!(run.status, RunStatus::Completed, "{}", run.reason_detail);
+    let lite = runtime_support::db();
+    let mut cfg = config(
+        &lite.store,
+        registry(vec![]),
+        Arc::new(DefaultPolicy),
+        agent(),
+    );
+    cfg.model = Some(setup());
+    rt().block_on(Driver::new(cfg).unwrap().start_with_id("r", "g", limits()))
+        .unwrap();
+
+    let counters = |r: &countersign::runtime::types::Run| {
+        (
+            r.model_calls,
+            r.input_tokens,
+            r.output_tokens,
+            r.cached_input_tokens,
+            r.estimated_cost_micros,
+        )
+    };
+    let on_pg = store.get_run(b"r").unwrap();
+    assert_eq!(
+        counters(&on_pg),
+        counters(&lite.store.get_run(b"r").unwrap())
+    );
+    assert_eq!(counters(&on_pg), (2, 1000, 100, 400, 3420));
+    let pg_rows: Vec<(i64, String, i64, i64, i64, i64, String)> = db
+        .client()
+        .query(
+            "SELECT attempt, status, input_tokens, output_tokens, cached_input_tokens, \
+             cost_micros, error FROM model_calls ORDER BY ord",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r.get(0),
+                r.get(1),
+                r.get(2),
+                r.get(3),
+                r.get(4),
+                r.get(5),
+                r.get(6),
+            )
+        })
+        .collect();
+    let c = rusqlite::Connection::open(&lite.path).unwrap();
+    let mut st = c
+        .prepare(
+            "SELECT attempt, status, input_tokens, output_tokens, cached_input_tokens, \
+             cost_micros, error FROM model_calls ORDER BY rowid",
+        )
+        .unwrap();
+    let lite_rows: Vec<(i64, String, i64, i64, i64, i64, String)> = st
+        .query_map([], |r| {
+            Ok((
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                r.get(4)?,
+                r.get(5)?,
+                r.get(6)?,
+            ))
+        })
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect();
+    assert_eq!(pg_rows, lite_rows);
+    assert_eq!(pg_rows.len(), 2);
+    // The events, with the latency and the call ids (random) blanked.
+    let blank = |v: Vec<(String, String)>| -> Vec<(String, String)> {
+        v.into_iter()
+            .map(|(k, p)| {
+                if k.starts_with("model.") {
+                    let keep: Vec<&str> = p
+                        .split(',')
+                        .filter(|f| !f.contains("latency_ms") && !f.contains("call_id"))
+                        .collect();
+                    (k, keep.join(","))
+                } else {
+                    (k, p)
+                }
+            })
+            .collect()
+    };
+    wait_chained(&db);
+    let (events, _) = chained(&db, "r");
+    assert_eq!(blank(events), blank(kinds(&lite.store, "r")));
+}
+
+fn cs(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_countersign"))
+        .args(args)
+        .env_remove("COUNTERSIGN_DB")
+        .env_remove("AGENTRT_DB")
+        .output()
+        .unwrap()
+}
+
+fn said(o: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// `countersign resume --db postgres://… RUN --backend PATH`: a demo run copied to PostgreSQL,
+/// approved there by the `approve` command, is resumed by the command with the same driver and
+/// the example consumer's tools: the refund executes exactly once in the order backend, a
+/// second resume is refused and executes nothing, and the chain verifies on the URL and,
+/// copied back, by agentrt's verifier. Without `--backend` the command says to name one.
+#[test]
+fn pg_resume_command_runs_an_approved_demo_refund_once() {
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let lite = dir.path().join("demo.db");
+    let backend = dir.path().join("demo.orders.db");
+    let o = cs(&["--db", lite.to_str().unwrap(), "demo", "--no-tui"]);
+    assert!(o.status.success(), "{}", said(&o));
+    let run: String = rusqlite::Connection::open(&lite)
+        .unwrap()
+        .query_row(
+            "SELECT a.run_id FROM approvals a JOIN runs r ON r.id = a.run_id \
+             WHERE r.status = 'WAITING_FOR_APPROVAL' AND a.status = 'pending' \
+             AND a.kind = 'over_auto_limit' AND a.request_json LIKE '%issue_refund%' LIMIT 1",
+            [],
+            |r| r.get(0),
+        )
+        .expect("a refund waits");
+    copy(&Endpoint::Sqlite(lite.clone()), &Endpoint::Pg(db.pg_url())).expect("copy");
+    let refunds = || -> i64 {
+        rusqlite::Connection::open(&backend)
+            .unwrap()
+            .query_row(
+                "SELECT count(*) FROM effects WHERE session_id = ?1 AND tool = 'issue_refund'",
+                [&run],
+                |r| r.get(0),
+            )
+            .unwrap()
+    };
+    let before = refunds();
+    let o = cs(&["--db", &db.url, "approve", &run, "--yes", "--by", "alice"]);
+    assert!(o.status.success(), "{}", said(&o));
+    let o = cs(&["--db", &db.url, "resume", &run]);
+    assert!(!o.status.success());
+    assert!(said(&o).contains("--backend"), "{}", said(&o));
+    assert_eq!(refunds(), before, "nothing ran");
+    let b = backend.to_str().unwrap();
+    let o = cs(&["--db", &db.url, "resume", &run, "--backend", b]);
+    assert!(o.status.success(), "{}", said(&o));
+    assert_eq!(refunds(), before + 1, "exactly one refund executed");
+    let again = cs(&["--db", &db.url, "resume", &run, "--backend", b]);
+    assert_eq!(again.status.code(), Some(1), "{}", said(&again));
+    assert!(
+        said(&again).contains("cannot be resumed"),
+        "{}",
+        said(&again)
+    );
+    assert_eq!(refunds(), before + 1);
+    assert_eq!(
+        chained(&db, "").1,
+        0,
+        "the command's driver chained its events"
+    );
+    verify_both(&db, dir.path());
+}
+
+/// A driver on PostgreSQL built, used and dropped inside an async task (the end of an async
+/// `main`) closes its connections without a panic: closing the synchronous client blocks, and
+/// the driver does it where blocking is allowed.
+#[test]
+fn pg_a_driver_dropped_inside_a_task_closes_cleanly() {
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    let url = db.pg_url();
+    let (tools, _) = echo_registry("look", SideEffect::ReadOnly);
+    let run = rt().block_on(async move {
+        let store = Arc::new(tokio::task::block_in_place(|| PgStore::open(&url)).unwrap());
+        let agent = ScriptedAgent::new([agent::tool_call("look", "{}"), agent::complete("")]);
+        let driver = Driver::new(pg_config(&store, tools, agent)).unwrap();
+        drop(store);
+        let run = driver.start_with_id("r", "g", limits()).await.unwrap();
+        drop(driver);
+        run
+    });
+    assert_eq!(run.status, RunStatus::Completed, "{}", run.reason_detail);
+    assert_eq!(
+        chained(&db, "r").1,
+        0,
+        "dropped, the driver's sequencer drained the inbox"
+    );
+}
+
+/// A host whose clock reads a day behind can take over a lease that lapsed by the server's
+/// clock: no check on its own clock keeps it waiting for a day.
+#[test]
+fn pg_a_host_whose_clock_is_behind_takes_over_a_lapsed_lease() {
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    const DAY: i64 = 86_400_000_000_000;
+    let behind: Clock = Arc::new(|| Timestamp::now().add_nanos(-DAY));
+    let ttl = Duration::from_millis(800);
+    let (_gate, s, _rt) = holder(&db, ttl, None);
+    drop(s);
+    std::thread::sleep(ttl + Duration::from_millis(500));
+    let b = contender(&db, Some(behind));
+    let run = rt().block_on(b.resume("r")).unwrap();
+    assert_eq!(run.status, RunStatus::Completed, "{}", run.reason_detail);
+}
+
+/// `countersign worker --once --db postgres://… --backend PATH`: the example consumer's
+/// worker on PostgreSQL resumes a refund a reviewer approved there, once; without
+/// `--backend` it says to name one.
+#[test]
+fn pg_worker_command_resumes_an_approved_demo_refund_once() {
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let lite = dir.path().join("demo.db");
+    let backend = dir.path().join("demo.orders.db");
+    let o = cs(&["--db", lite.to_str().unwrap(), "demo", "--no-tui"]);
+    assert!(o.status.success(), "{}", said(&o));
+    let run: String = rusqlite::Connection::open(&lite)
+        .unwrap()
+        .query_row(
+            "SELECT a.run_id FROM approvals a JOIN runs r ON r.id = a.run_id \
+             WHERE r.status = 'WAITING_FOR_APPROVAL' AND a.status = 'pending' \
+             AND a.kind = 'over_auto_limit' AND a.request_json LIKE '%issue_refund%' LIMIT 1",
+            [],
+            |r| r.get(0),
+        )
+        .expect("a refund waits");
+    copy(&Endpoint::Sqlite(lite.clone()), &Endpoint::Pg(db.pg_url())).expect("copy");
+    let refunds = || -> i64 {
+        rusqlite::Connection::open(&backend)
+            .unwrap()
+            .query_row(
+                "SELECT count(*) FROM effects WHERE session_id = ?1 AND tool = 'issue_refund'",
+                [&run],
+                |r| r.get(0),
+            )
+            .unwrap()
+    };
+    let before = refunds();
+    let o = cs(&["--db", &db.url, "approve", &run, "--yes", "--by", "alice"]);
+    assert!(o.status.success(), "{}", said(&o));
+    let o = cs(&["--db", &db.url, "worker", "--once"]);
+    assert!(!o.status.success());
+    assert!(said(&o).contains("--backend"), "{}", said(&o));
+    let b = backend.to_str().unwrap();
+    let o = cs(&["--db", &db.url, "worker", "--once", "--backend", b]);
+    assert!(o.status.success(), "{}", said(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains(&format!("resumed run {run}")),
+        "{}",
+        said(&o)
+    );
+    assert_eq!(refunds(), before + 1, "exactly one refund executed");
+    let o = cs(&["--db", &db.url, "worker", "--once", "--backend", b]);
+    assert!(o.status.success(), "{}", said(&o));
+    assert_eq!(refunds(), before + 1, "a second pass runs nothing");
+    verify_both(&db, dir.path());
+}
+
+/// `countersign agent --db postgres://… --backend PATH`: the example consumer on a "live"
+/// model (a local OpenAI-compatible server) runs on PostgreSQL: the refund waits for a person,
+/// the printed lines name the database by its redacted URL (never the password) and the
+/// backend; approved there, `agent --resume` continues it with the model, the refund executes
+/// once, and the chain verifies. Without `--backend` it says to name one.
+#[cfg(feature = "providers")]
+#[test]
+fn pg_agent_command_runs_the_consumer_on_postgres() {
+    use providers_support::{Server, json};
+    fn call(name: &str, id: &str, args: &str) -> String {
+        let args = serde_json::to_string(args).unwrap();
+        format!(
+            r#"{{"choices":[{{"message":{{"content":"","tool_calls":[{{"id":"{id}","type":"function","function":{{"name":"{name}","arguments":{args}}}}}]}},"finish_reason":"tool_calls"}}],"usage":{{"prompt_tokens":900,"completion_tokens":30}}}}"#
+        )
+    }
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    drop(pg(&db));
+    let s = Server::start(vec![
+        json(
+            200,
+            &call(
+                "issue_refund",
+                "c1",
+                r#"{"order_id":"ord_1004","amount_cents":9000,"reason":"damaged"}"#,
+            ),
+        ),
+        json(
+            200,
+            &call("finish", "c2", r#"{"summary":"Refunded 90.00 USD."}"#),
+        ),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let backend = dir.path().join("orders.db");
+    let b = backend.to_str().unwrap();
+    let base = format!("{}/v1", s.url());
+    let url = db.url.replacen("@", ":s3cret-pw@", 1);
+    let agent = |extra: &[&str]| {
+        let mut args = vec!["--db", url.as_str(), "agent", "--model", "openai:gpt-x"];
+        args.extend_from_slice(&["--model-base-url", &base]);
+        args.extend_from_slice(extra);
+        cs(&args)
+    };
+    let o = agent(&["Refund ord_1004, it broke"]);
+    assert!(!o.status.success());
+    assert!(said(&o).contains("--backend"), "{}", said(&o));
+    let o = agent(&["--backend", b, "Refund ord_1004, it broke"]);
+    assert!(o.status.success(), "{}", said(&o));
+    let out = said(&o);
+    assert!(out.contains(": WAITING_FOR_APPROVAL"), "{out}");
+    assert!(
+        !out.contains("s3cret-pw"),
+        "the password is never printed: {out}"
+    );
+    assert!(out.contains("--backend"), "{out}");
+    let run: String = db
+        .client()
+        .query_one("SELECT id FROM runs", &[])
+        .unwrap()
+        .get(0);
+    let refunds = || -> i64 {
+        rusqlite::Connection::open(&backend)
+            .unwrap()
+            .query_row(
+                "SELECT count(*) FROM effects WHERE session_id = ?1 AND tool = 'issue_refund'",
+                [&run],
+                |r| r.get(0),
+            )
+            .unwrap()
+    };
+    assert_eq!(refunds(), 0, "the refund waits for a person");
+    let o = cs(&["--db", &db.url, "approve", &run, "--yes", "--by", "alice"]);
+    assert!(o.status.success(), "{}", said(&o));
+    let o = agent(&["--backend", b, "--resume", &run]);
+    assert!(o.status.success(), "{}", said(&o));
+    assert!(said(&o).contains(": COMPLETED"), "{}", said(&o));
+    assert_eq!(refunds(), 1, "the approved refund executed once");
+    assert_eq!(chained(&db, "").1, 0);
+    verify_both(&db, dir.path());
+}
