@@ -166,10 +166,6 @@ fn run(cli: Cli) -> Result<(), CommandError> {
     };
     let Some(cmd) = cli.command else {
         let db = database_path(cli.db)?;
-        #[cfg(feature = "postgres")]
-        if let Some(e) = verify_pg::no_console_on_postgres(&db) {
-            return Err(e);
-        }
         return open_console(&db, &flags);
     };
     validate(&cmd)?;

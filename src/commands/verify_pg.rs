@@ -47,15 +47,6 @@ pub fn open_reader(db: &Path) -> Result<Option<PgStore>, CommandError> {
     PgStore::open_existing(&url).map(Some).map_err(failed)
 }
 
-/// The refusal for the console given a PostgreSQL URL (it reads SQLite only in this build).
-pub fn no_console_on_postgres(db: &Path) -> Option<CommandError> {
-    let url = db.to_str().filter(|s| is_pg_url(s))?;
-    Some(refused(
-        url,
-        "the console reads SQLite only in this build; copy the database to SQLite (countersign copy --from URL --to runs.db) and open that",
-    ))
-}
-
 /// A usage error naming the URL as it parses (its password hidden), then `why`.
 fn refused(url: &str, why: &str) -> CommandError {
     let shown = PgUrl::parse(url)

@@ -5,8 +5,10 @@
 //! commands do not run on it yet.
 
 mod chain;
+mod console;
 pub mod copy;
 mod error;
+mod notify;
 mod operate;
 mod passfile;
 mod reads;
@@ -18,6 +20,7 @@ mod url;
 
 pub use chain::{ApprovalCheck, BATCH_BYTES, ChainCheck, Chained, EventRow};
 pub use error::PgError;
+pub use notify::{CHANNEL, Listener};
 pub use operate::PgTx;
 pub use schema::{PG_MIGRATIONS, PG_SCHEMA_VERSION};
 pub use sequencer::{BATCH, Sequencer};

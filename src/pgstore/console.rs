@@ -1,0 +1,1361 @@
+//! The reads the review console makes, on PostgreSQL (issue 19): the queue, the runs list, a
+//! run's steps, events, approvals and model calls, one approval, the header's counts and the
+//! damaged columns. Each list is walked by key with the window walk SQLite's lists use
+//! (`runtime::store::walk`, from the list's start, a row already read or its end; the total
+//! counted up to `COUNT_CAP`), in one repeatable-read snapshot, and each row is read by its
+//! key (`ord`, SQLite's rowid, or `seq`) and laid out as SQLite's capped page select lays it
+//! out, so it decodes through the same functions and a screen shows the same thing on both.
+//!
+//! SQLite caps a page's columns with its own SQL functions (`length`, `json_valid`,
+//! `json_extract`, `json_object`); PostgreSQL 15 has no JSON test that does not raise, so here
+//! a column is read with its head and its length (`substr`, `char_length`) and capped in Rust
+//! the same way, and a JSON column over the cap is read whole only up to `SHOWN_REQUEST_MAX`
+//! bytes (never past it, as SQLite never loads it) to pick its fields. Text in PostgreSQL is
+//! UTF-8 (the database is refused otherwise and `copy` refuses a column that is not), and no
+//! column is `bytea`, so every value arrives as the text stored; a SQLite column that is not
+//! UTF-8 has no equivalent here.
+//!
+//! Which rows are damaged is asked of PostgreSQL with two session functions in `pg_temp`
+//! (`countersign_json_ok`, `countersign_time_ok`: a cast to `json` or `timestamptz` that
+//! answers false instead of raising), made when the console's reader connects
+//! ([`PgStore::prepare_console_reads`]); they need only the TEMP privilege every role has by
+//! default, and change nothing in the database.
+
+use std::cell::RefCell;
+
+use postgres::Transaction;
+use postgres::types::ToSql;
+use rusqlite::types::Value;
+
+use super::operate::{store_error, values};
+use super::reads::{capped, run_of_page_row, run_page_select};
+use super::{PgStore, PgUrl, chain};
+use crate::runtime::store::{
+    APPROVAL_COLUMNS, ApprovalView, COUNT_CAP, ChainMark, ChainReport, DAMAGED_RAW_HEAD,
+    DamagedColumn, KeyWalk, MAX_PAGE_TEXT, MarkedEvent, ModelCallView, QueueItem, RunOverview,
+    SHOWN_REQUEST_MAX, STEP_COLUMNS, StoreError, ViewCounts, Window, WindowPage,
+    approval_from_values, capped_approval_values, capped_step_values, check_page, event_values,
+    int, mark_of, model_call_values, queue_item_of, step_from_values, walk,
+};
+use crate::runtime::types::{Approval, Key, Run, RunStatus, Step, Timestamp};
+
+/// A window's place: limit, offset, the anchor row (its index and id), the list's last length.
+pub type Near<'a> = (i64, i64, Option<(i64, &'a str)>, Option<i64>);
+
+/// A parameter of a list's SQL.
+#[derive(Debug, Clone)]
+enum Arg {
+    Int(i64),
+    Text(String),
+}
+
+impl Arg {
+    fn of(v: &Value) -> Arg {
+        match v {
+            Value::Text(s) => Arg::Text(s.clone()),
+            other => Arg::Int(int(other)),
+        }
+    }
+}
+
+fn refs(args: &[Arg]) -> Vec<&(dyn ToSql + Sync)> {
+    args.iter()
+        .map(|a| match a {
+            Arg::Int(i) => i as &(dyn ToSql + Sync),
+            Arg::Text(s) => s as &(dyn ToSql + Sync),
+        })
+        .collect()
+}
+
+fn text(s: &str) -> Arg {
+    Arg::Text(s.to_string())
+}
+
+/// An id as PostgreSQL text: one that is not UTF-8 names no row there.
+fn id_text(k: &[u8]) -> Option<&str> {
+    std::str::from_utf8(k).ok()
+}
+
+/// A list read by a unique key: `from` is `FROM … WHERE …` with parameters `$1..$n` (`args`),
+/// `key` its key's columns in list order (descending if `desc`).
+struct List {
+    what: &'static str,
+    from: String,
+    args: Vec<Arg>,
+    key: &'static [&'static str],
+    desc: bool,
+}
+
+/// A [`List`] walked inside one transaction.
+struct Walker<'a, 'b> {
+    tx: RefCell<&'a mut Transaction<'b>>,
+    url: &'a PgUrl,
+    list: &'a List,
+}
+
+impl Walker<'_, '_> {
+    /// The list's parameters and, with `near`, the condition keeping rows at/after or before
+    /// the key.
+    fn near(&self, near: Option<(bool, &[Value])>) -> (Vec<Arg>, String) {
+        let l = self.list;
+        let mut args = l.args.clone();
+        let Some((after, key)) = near else {
+            return (args, String::new());
+        };
+        let op = match (after, l.desc) {
+            (true, false) => ">=",
+            (true, true) => "<=",
+            (false, false) => "<",
+            (false, true) => ">",
+        };
+        let marks: Vec<String> = key
+            .iter()
+            .map(|v| {
+                args.push(Arg::of(v));
+                format!("${}", args.len())
+            })
+            .collect();
+        (
+            args,
+            format!(" AND ({}) {op} ({})", l.key.join(", "), marks.join(", ")),
+        )
+    }
+}
+
+impl KeyWalk for Walker<'_, '_> {
+    fn keys(
+        &self,
+        near: Option<(bool, &[Value])>,
+        reverse: bool,
+        limit: i64,
+        offset: i64,
+    ) -> Result<Vec<Vec<Value>>, StoreError> {
+        let l = self.list;
+        let (mut args, cond) = self.near(near);
+        let dir = if l.desc != reverse { "DESC" } else { "ASC" };
+        let order: Vec<String> = l.key.iter().map(|k| format!("{k} {dir}")).collect();
+        args.push(Arg::Int(limit));
+        args.push(Arg::Int(offset));
+        let sql = format!(
+            "SELECT {} {}{cond} ORDER BY {} LIMIT ${} OFFSET ${}",
+            l.key.join(", "),
+            l.from,
+            order.join(", "),
+            args.len() - 1,
+            args.len()
+        );
+        let rows = self
+            .tx
+            .borrow_mut()
+            .query(&sql, &refs(&args))
+            .map_err(|e| store_error(self.url, l.what, e))?;
+        Ok(rows.iter().map(values).collect())
+    }
+
+    fn count_to(&self, before: Option<&[Value]>, cap: i64) -> Result<i64, StoreError> {
+        let l = self.list;
+        let (mut args, cond) = self.near(before.map(|k| (false, k)));
+        args.push(Arg::Int(cap.saturating_add(1)));
+        let sql = format!(
+            "SELECT count(*) FROM (SELECT 1 {}{cond} LIMIT ${}) AS t",
+            l.from,
+            args.len()
+        );
+        self.tx
+            .borrow_mut()
+            .query_one(&sql, &refs(&args))
+            .and_then(|r| r.try_get::<_, i64>(0))
+            .map_err(|e| store_error(self.url, l.what, e))
+    }
+}
+
+/// The window of `list` (see `runtime::store::walk`), its rows read by `rows`.
+#[allow(clippy::too_many_arguments)]
+fn window<T>(
+    tx: &mut Transaction<'_>,
+    url: &PgUrl,
+    list: &List,
+    (limit, offset): (i64, i64),
+    anchor: Option<(i64, Vec<Value>)>,
+    end: Option<i64>,
+    cap: Option<i64>,
+    rows: impl FnOnce(&mut Transaction<'_>, &PgUrl, &Window) -> Result<Vec<T>, StoreError>,
+) -> Result<WindowPage<T>, StoreError> {
+    let w = {
+        let walker = Walker {
+            tx: RefCell::new(&mut *tx),
+            url,
+            list,
+        };
+        walk(&walker, offset, limit, anchor, end, cap)?
+    };
+    let items = rows(tx, url, &w)?;
+    Ok(WindowPage {
+        items,
+        offset: w.offset,
+        more: w.more,
+        total: w.total,
+        exact: w.exact,
+    })
+}
+
+/// The exact length of `list`.
+fn count(tx: &mut Transaction<'_>, url: &PgUrl, list: &List) -> Result<i64, StoreError> {
+    tx.query_one(&format!("SELECT count(*) {}", list.from), &refs(&list.args))
+        .and_then(|r| r.try_get::<_, i64>(0))
+        .map_err(|e| store_error(url, list.what, e))
+}
+
+/// The anchor row's key: `sql` (parameters `args`, then the id) reads its key columns.
+fn anchor_of(
+    tx: &mut Transaction<'_>,
+    url: &PgUrl,
+    sql: &str,
+    mut args: Vec<Arg>,
+    anchor: Option<(i64, &str)>,
+) -> Result<Option<(i64, Vec<Value>)>, StoreError> {
+    let Some((index, id)) = anchor.filter(|(i, _)| *i >= 0) else {
+        return Ok(None);
+    };
+    args.push(text(id));
+    let row = tx
+        .query_opt(sql, &refs(&args))
+        .map_err(|e| store_error(url, "anchor", e))?;
+    Ok(row.map(|r| (index, values(&r))))
+}
+
+// ---- capping, as SQLite's page selects cap ----
+
+fn nchars(s: &str) -> i64 {
+    i64::try_from(s.chars().count()).unwrap_or(i64::MAX)
+}
+
+fn head(s: &str, n: i64) -> String {
+    s.chars().take(usize::try_from(n).unwrap_or(0)).collect()
+}
+
+fn txt(v: &[Value], i: usize) -> String {
+    match v.get(i) {
+        Some(Value::Text(s)) => s.clone(),
+        _ => String::new(),
+    }
+}
+
+fn num(v: &[Value], i: usize) -> i64 {
+    v.get(i).map(int).unwrap_or(0)
+}
+
+/// SQLite's JSON cap: over [`MAX_PAGE_TEXT`] characters, `{"truncated":true,"length":N,
+/// "head":…}`; `head` is the first characters read, `len` the column's length.
+fn jc(head: String, len: i64) -> Value {
+    if len > MAX_PAGE_TEXT {
+        let stand_in = serde_json::json!({"truncated": true, "length": len, "head": head});
+        Value::Text(stand_in.to_string())
+    } else {
+        Value::Text(head)
+    }
+}
+
+/// `COALESCE(substr(json_extract(json, path), 1, MAX), '')` of SQLite.
+fn jfield(json: &serde_json::Value, path: &[&str]) -> String {
+    let mut node = json;
+    for p in path {
+        match node.get(p) {
+            Some(n) => node = n,
+            None => return String::new(),
+        }
+    }
+    let s = match node {
+        serde_json::Value::Null => return String::new(),
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Bool(b) => if *b { "1" } else { "0" }.to_string(),
+        other => other.to_string(),
+    };
+    head(&s, MAX_PAGE_TEXT)
+}
+
+/// A JSON column as SQLite's page select gives it: read whole up to `SHOWN_REQUEST_MAX`
+/// bytes (`whole`, `None` past it; `bytes` its size); over the cap its `fields` (picked from
+/// the parsed value), past `SHOWN_REQUEST_MAX` `huge`, and `''` when it is over the cap and not
+/// JSON. Returns the value and the length SQLite's select gives (bytes past
+/// `SHOWN_REQUEST_MAX`, else characters).
+fn json_col(
+    whole: Option<String>,
+    bytes: i64,
+    fields: impl FnOnce(&serde_json::Value) -> serde_json::Value,
+    huge: impl FnOnce() -> serde_json::Value,
+) -> (Value, i64) {
+    let Some(whole) = whole.filter(|_| bytes <= SHOWN_REQUEST_MAX) else {
+        return (Value::Text(huge().to_string()), bytes);
+    };
+    let n = nchars(&whole);
+    if n <= MAX_PAGE_TEXT {
+        return (Value::Text(whole), n);
+    }
+    match serde_json::from_str::<serde_json::Value>(&whole) {
+        Ok(v) => (Value::Text(fields(&v).to_string()), n),
+        Err(_) => (Value::Text(String::new()), n),
+    }
+}
+
+/// The name in a spec read whole (at most [`MAX_PAGE_TEXT`] bytes), `''` when it has none.
+fn spec_name(spec: &str) -> String {
+    serde_json::from_str::<serde_json::Value>(spec)
+        .map(|v| jfield(&v, &["name"]))
+        .unwrap_or_default()
+}
+
+/// A JSON column read whole up to `SHOWN_REQUEST_MAX` bytes, then its size in bytes.
+fn whole(c: &str) -> String {
+    format!(
+        "CASE WHEN octet_length({c}) > {SHOWN_REQUEST_MAX} THEN NULL ELSE {c} END, octet_length({c})::bigint"
+    )
+}
+
+/// A JSON column's head and length, for [`jc`].
+fn head_len(c: &str) -> String {
+    format!("substr({c}, 1, {MAX_PAGE_TEXT}), char_length({c})::bigint")
+}
+
+fn opt_text(v: &[Value], i: usize) -> Option<String> {
+    match v.get(i) {
+        Some(Value::Text(s)) => Some(s.clone()),
+        _ => None,
+    }
+}
+
+/// The approvals select: SQLite's `approval_select` read with heads and lengths.
+fn approval_sql() -> String {
+    format!(
+        "SELECT {}, {}, {}, {}, {}, {}, {}, \
+         (SELECT t.spec_json FROM steps s JOIN tool_specs t ON t.hash = s.spec_hash \
+          WHERE s.id = approvals.step_id AND octet_length(t.spec_json) <= {MAX_PAGE_TEXT} ORDER BY s.ord LIMIT 1), \
+         {}, {}, {}, {}, {}, {}, {} FROM approvals",
+        capped("id"),
+        capped("run_id"),
+        capped("step_id"),
+        capped("kind"),
+        head_len("capability_json"),
+        head_len("presentation_json"),
+        whole("request_json"),
+        capped("hash"),
+        capped("status"),
+        capped("created_at"),
+        capped("decided_at"),
+        capped("decided_by"),
+        capped("note"),
+        capped("expires_at"),
+    )
+}
+
+/// An approval row of [`approval_sql`] as SQLite's capped select gives it, decoded.
+fn approval_row(r: &postgres::Row) -> Approval {
+    let v = values(r);
+    let (run_id, step_id) = (txt(&v, 1), txt(&v, 2));
+    let spec = opt_text(&v, 10).unwrap_or_default();
+    let (request, len) = json_col(
+        opt_text(&v, 8),
+        num(&v, 9),
+        |j| {
+            serde_json::json!({
+                "run_id": jfield(j, &["run_id"]),
+                "step_id": jfield(j, &["step_id"]),
+                "spec": {"name": jfield(j, &["spec", "name"])},
+                "args": {"truncated": true, "length": 0},
+            })
+        },
+        || {
+            serde_json::json!({
+                "run_id": run_id,
+                "step_id": step_id,
+                "spec": {"name": spec_name(&spec)},
+                "args": {"truncated": true, "length": num(&v, 9)},
+            })
+        },
+    );
+    // The stand-in of a request over the cap names its length in characters.
+    let request = match request {
+        Value::Text(s) if len <= SHOWN_REQUEST_MAX && len > MAX_PAGE_TEXT && !s.is_empty() => {
+            let mut j: serde_json::Value = serde_json::from_str(&s).unwrap_or_default();
+            if let Some(args) = j.get_mut("args") {
+                args["length"] = serde_json::json!(len);
+            }
+            Value::Text(j.to_string())
+        }
+        other => other,
+    };
+    let laid = vec![
+        v[0].clone(),
+        v[1].clone(),
+        v[2].clone(),
+        v[3].clone(),
+        jc(txt(&v, 4), num(&v, 5)),
+        jc(txt(&v, 6), num(&v, 7)),
+        request,
+        v[11].clone(),
+        v[12].clone(),
+        v[13].clone(),
+        v[14].clone(),
+        v[15].clone(),
+        v[16].clone(),
+        v[17].clone(),
+        Value::Integer(len),
+    ];
+    capped_approval_values(&laid)
+}
+
+/// The steps select: SQLite's `step_select` read with whole JSON up to its bound.
+fn step_sql() -> String {
+    format!(
+        "SELECT {}, {}, idx, {}, {}, {}, {}, {}, {}, {}, {}, {}, \
+         (SELECT t.spec_json FROM tool_specs t WHERE t.hash = steps.spec_hash \
+          AND octet_length(t.spec_json) <= {MAX_PAGE_TEXT}) FROM steps",
+        capped("id"),
+        capped("run_id"),
+        capped("status"),
+        whole("decision_json"),
+        whole("policy_json"),
+        whole("observation_json"),
+        capped("observation_hash"),
+        capped("started_at"),
+        capped("finished_at"),
+        capped("spec_hash"),
+        capped("policy_id"),
+    )
+}
+
+fn step_row(r: &postgres::Row) -> Step {
+    let v = values(r);
+    let spec = opt_text(&v, 15).unwrap_or_default();
+    let (decision, dl) = json_col(
+        opt_text(&v, 4),
+        num(&v, 5),
+        |j| serde_json::json!({"kind": jfield(j, &["kind"]), "tool": jfield(j, &["tool"])}),
+        || serde_json::json!({"kind": "", "tool": spec_name(&spec)}),
+    );
+    let (policy, pl) = json_col(
+        opt_text(&v, 6),
+        num(&v, 7),
+        |j| serde_json::json!({"outcome": jfield(j, &["outcome"])}),
+        || serde_json::json!({"outcome": ""}),
+    );
+    let (observation, ol) = json_col(
+        opt_text(&v, 8),
+        num(&v, 9),
+        |j| serde_json::json!({"kind": jfield(j, &["kind"]), "summary": jfield(j, &["summary"])}),
+        || serde_json::json!({"kind": "", "summary": ""}),
+    );
+    let laid = vec![
+        v[0].clone(),
+        v[1].clone(),
+        v[2].clone(),
+        v[3].clone(),
+        decision,
+        policy,
+        observation,
+        v[10].clone(),
+        v[11].clone(),
+        v[12].clone(),
+        v[13].clone(),
+        v[14].clone(),
+        Value::Integer(dl),
+        Value::Integer(pl),
+        Value::Integer(ol),
+    ];
+    capped_step_values(&laid)
+}
+
+fn event_sql() -> String {
+    format!(
+        "SELECT seq, {}, {}, {}, {}, {}, {} FROM events",
+        capped("run_id"),
+        capped("step_id"),
+        capped("at"),
+        capped("type"),
+        head_len("payload_json"),
+        capped("hash"),
+    )
+}
+
+fn event_row(r: &postgres::Row) -> crate::runtime::types::Event {
+    let v = values(r);
+    let laid = vec![
+        v[0].clone(),
+        v[1].clone(),
+        v[2].clone(),
+        v[3].clone(),
+        v[4].clone(),
+        jc(txt(&v, 5), num(&v, 6)),
+        v[7].clone(),
+    ];
+    event_values(&laid)
+}
+
+fn model_call_sql() -> String {
+    format!(
+        "SELECT {}, {}, {}, attempt, {}, {}, input_tokens, output_tokens, cached_input_tokens, \
+         cost_micros, latency_ms, {}, {}, {} FROM model_calls",
+        capped("id"),
+        capped("run_id"),
+        capped("step_id"),
+        capped("status"),
+        capped("model"),
+        capped("error"),
+        capped("dispatched_at"),
+        capped("completed_at"),
+    )
+}
+
+// ---- the lists ----
+
+/// The queue's condition on PostgreSQL. `$1` is the lowercased filter (all when empty),
+/// matched on the ids, kind and the request's first 8192 characters as stored: the console
+/// narrows by its own `/` scan (`console::scan`) and always passes an empty filter.
+const QUEUE_FROM: &str = "FROM approvals a JOIN runs r ON r.id = a.run_id \
+    WHERE a.status = 'pending' AND r.status = 'WAITING_FOR_APPROVAL' AND ($1 = '' OR \
+    strpos(lower(a.id || ' ' || a.run_id || ' ' || a.kind || ' ' || left(a.request_json, 8192)), $1) > 0)";
+
+fn queue_list(filter: &str) -> List {
+    List {
+        what: "queue",
+        from: QUEUE_FROM.into(),
+        args: vec![text(&filter.to_lowercase())],
+        key: &["a.ord"],
+        desc: false,
+    }
+}
+
+/// The runs overview: status (all when `''`) and the lowercased filter on id, goal (first
+/// 4096 characters), status and reason.
+fn runs_list(status: &str, filter: &str) -> List {
+    List {
+        what: "runs overview",
+        from: "FROM runs r WHERE ($1 = '' OR r.status = $1) AND ($2 = '' OR \
+               strpos(lower(r.id || ' ' || left(r.goal, 4096) || ' ' || r.status || ' ' || r.reason), $2) > 0)"
+            .into(),
+        args: vec![text(status), text(&filter.to_lowercase())],
+        key: &["r.ord"],
+        desc: true,
+    }
+}
+
+fn run_list(what: &'static str, table: &str, run: &str, key: &'static [&'static str]) -> List {
+    List {
+        what,
+        from: format!("FROM {table} WHERE run_id = $1"),
+        args: vec![text(run)],
+        key,
+        desc: false,
+    }
+}
+
+fn steps_list(run: &str) -> List {
+    run_list("list steps", "steps", run, &["idx", "ord"])
+}
+
+fn events_list(run: &str) -> List {
+    run_list("list events", "events", run, &["seq"])
+}
+
+fn approvals_list(run: &str) -> List {
+    run_list("list approvals", "approvals", run, &["ord"])
+}
+
+fn calls_list(run: &str) -> List {
+    run_list("list model calls", "model_calls", run, &["ord"])
+}
+
+/// Each key's row read by the integer in key column `col`, by `sql` (`$1` the key).
+fn each<T>(
+    tx: &mut Transaction<'_>,
+    url: &PgUrl,
+    w: &Window,
+    col: usize,
+    sql: &str,
+    what: &'static str,
+    row: impl Fn(&mut Transaction<'_>, &postgres::Row) -> Result<T, StoreError>,
+) -> Result<Vec<T>, StoreError> {
+    let stmt = tx.prepare(sql).map_err(|e| store_error(url, what, e))?;
+    let mut out = Vec::with_capacity(w.keys.len());
+    for k in &w.keys {
+        let key = k.get(col).map(int).unwrap_or(0);
+        if let Some(r) = tx
+            .query_opt(&stmt, &[&key])
+            .map_err(|e| store_error(url, what, e))?
+        {
+            out.push(row(tx, &r)?);
+        }
+    }
+    Ok(out)
+}
+
+fn run_status(
+    tx: &mut Transaction<'_>,
+    url: &PgUrl,
+    run: &str,
+) -> Result<Option<RunStatus>, StoreError> {
+    Ok(tx
+        .query_opt("SELECT status FROM runs WHERE id = $1", &[&run])
+        .map_err(|e| store_error(url, "run status", e))?
+        .map(|r| RunStatus::parse(&r.try_get::<_, String>(0).unwrap_or_default())))
+}
+
+fn queue_item(
+    tx: &mut Transaction<'_>,
+    url: &PgUrl,
+    r: &postgres::Row,
+) -> Result<QueueItem, StoreError> {
+    let a = approval_row(r);
+    let idx = match id_text(a.step_id_bytes()) {
+        Some(step) => tx
+            .query_opt(
+                "SELECT idx FROM steps WHERE id = $1 ORDER BY ord LIMIT 1",
+                &[&step],
+            )
+            .map_err(|e| store_error(url, "queue", e))?
+            .and_then(|r| r.try_get::<_, i64>(0).ok()),
+        None => None,
+    };
+    Ok(queue_item_of(a, idx))
+}
+
+/// A step whose columns PostgreSQL does not read as JSON or a time (`s` = steps).
+const STEP_BAD: &str = "(s.decision_json <> '' AND NOT pg_temp.countersign_json_ok(s.decision_json)) OR \
+    (s.policy_json <> '' AND NOT pg_temp.countersign_json_ok(s.policy_json)) OR \
+    (s.observation_json <> '' AND NOT pg_temp.countersign_json_ok(s.observation_json)) OR \
+    NOT pg_temp.countersign_time_ok(s.started_at) OR \
+    (s.finished_at <> '' AND NOT pg_temp.countersign_time_ok(s.finished_at))";
+
+/// An approval whose columns PostgreSQL does not read as JSON or a time (`a` = approvals).
+const APPROVAL_BAD: &str = "NOT pg_temp.countersign_json_ok(a.request_json) OR \
+    NOT pg_temp.countersign_time_ok(a.created_at) OR \
+    (a.expires_at <> '' AND NOT pg_temp.countersign_time_ok(a.expires_at)) OR \
+    (a.decided_at <> '' AND NOT pg_temp.countersign_time_ok(a.decided_at))";
+
+/// A run status the runtime does not know (`r` = runs).
+const RUN_STATUS_BAD: &str = "r.status NOT IN \
+    ('RUNNING','WAITING_FOR_APPROVAL','INTERRUPTED','COMPLETED','FAILED','CANCELLED')";
+
+fn overview(
+    tx: &mut Transaction<'_>,
+    url: &PgUrl,
+    r: &postgres::Row,
+) -> Result<RunOverview, StoreError> {
+    let (ord, run) = run_of_page_row(r);
+    let sql = format!(
+        "SELECT CASE WHEN r.status = 'WAITING_FOR_APPROVAL' THEN \
+         (SELECT count(*) FROM approvals a WHERE a.run_id = r.id AND a.status = 'pending') ELSE 0 END, \
+         ({RUN_STATUS_BAD}) OR \
+         EXISTS (SELECT 1 FROM steps s WHERE s.run_id = r.id AND ({STEP_BAD})) OR \
+         EXISTS (SELECT 1 FROM approvals a WHERE a.run_id = r.id AND ({APPROVAL_BAD})) \
+         FROM runs r WHERE r.ord = $1"
+    );
+    let row = tx
+        .query_one(&sql, &[&ord])
+        .map_err(|e| store_error(url, "runs overview", e))?;
+    Ok(RunOverview {
+        run,
+        pending: row.try_get(0).unwrap_or(0),
+        damaged: row.try_get(1).unwrap_or(false),
+    })
+}
+
+/// The damaged columns' candidates (as SQLite's `damaged.rs` lists them): run, table rank
+/// (steps 1, runs 2, approvals 3), row key, candidate number (1..=10).
+const CANDIDATES: &str = "SELECT s.run_id AS run, 1 AS t, s.ord AS k, c.n AS n FROM steps s \
+    JOIN (VALUES (1), (2), (3), (4), (5)) AS c(n) ON \
+    (c.n = 1 AND s.decision_json <> '' AND NOT pg_temp.countersign_json_ok(s.decision_json)) OR \
+    (c.n = 2 AND s.policy_json <> '' AND NOT pg_temp.countersign_json_ok(s.policy_json)) OR \
+    (c.n = 3 AND s.observation_json <> '' AND NOT pg_temp.countersign_json_ok(s.observation_json)) OR \
+    (c.n = 4 AND NOT pg_temp.countersign_time_ok(s.started_at)) OR \
+    (c.n = 5 AND s.finished_at <> '' AND NOT pg_temp.countersign_time_ok(s.finished_at)) \
+    UNION ALL \
+    SELECT a.run_id, 3, a.ord, c.n FROM approvals a \
+    JOIN (VALUES (6), (7), (8), (9)) AS c(n) ON \
+    (c.n = 6 AND NOT pg_temp.countersign_json_ok(a.request_json)) OR \
+    (c.n = 7 AND NOT pg_temp.countersign_time_ok(a.created_at)) OR \
+    (c.n = 8 AND a.expires_at <> '' AND NOT pg_temp.countersign_time_ok(a.expires_at)) OR \
+    (c.n = 9 AND a.decided_at <> '' AND NOT pg_temp.countersign_time_ok(a.decided_at)) \
+    UNION ALL \
+    SELECT r.id, 2, r.ord, 10 FROM runs r WHERE r.status NOT IN \
+    ('RUNNING','WAITING_FOR_APPROVAL','INTERRUPTED','COMPLETED','FAILED','CANCELLED')";
+
+/// (table, decode-error column name, SQL column) by candidate number, as SQLite's.
+const COLUMNS: [(&str, &str, &str); 10] = [
+    ("steps", "decision", "decision_json"),
+    ("steps", "policy", "policy_json"),
+    ("steps", "observation", "observation_json"),
+    ("steps", "started_at", "started_at"),
+    ("steps", "finished_at", "finished_at"),
+    ("approvals", "request", "request_json"),
+    ("approvals", "created_at", "created_at"),
+    ("approvals", "expires_at", "expires_at"),
+    ("approvals", "decided_at", "decided_at"),
+    ("runs", "status", "status"),
+];
+
+fn damaged_list() -> List {
+    List {
+        what: "damaged rows",
+        from: format!("FROM ({CANDIDATES}) AS d WHERE true"),
+        args: Vec::new(),
+        key: &["t", "k", "n"],
+        desc: false,
+    }
+}
+
+/// The parts of a `"; "`-joined decode error that name `column`.
+fn error_of(decode_error: &str, column: &str) -> Option<String> {
+    let prefix = format!("{column}: ");
+    let parts: Vec<&str> = decode_error
+        .split("; ")
+        .filter_map(|p| p.strip_prefix(prefix.as_str()))
+        .collect();
+    (!parts.is_empty()).then(|| parts.join("; "))
+}
+
+fn damaged_column(
+    tx: &mut Transaction<'_>,
+    url: &PgUrl,
+    ord: i64,
+    n: usize,
+) -> Result<Option<DamagedColumn>, StoreError> {
+    let (table, column, sqlcol) = COLUMNS[n.clamp(1, COLUMNS.len()) - 1];
+    let q = |tx: &mut Transaction<'_>, sql: String| {
+        tx.query_opt(&format!("{sql} WHERE ord = $1"), &[&ord])
+            .map_err(|e| store_error(url, "damaged rows", e))
+    };
+    let decoded = match table {
+        "runs" => q(tx, run_page_select())?.map(|r| {
+            let run = run_of_page_row(&r).1;
+            let id = Key::new(run.id_bytes());
+            (id.clone(), id, run.decode_error)
+        }),
+        "steps" => q(tx, step_sql())?.map(|r| {
+            let s = step_row(&r);
+            (
+                Key::new(s.run_id_bytes()),
+                Key::new(s.id_bytes()),
+                s.decode_error,
+            )
+        }),
+        _ => q(tx, approval_sql())?.map(|r| {
+            let a = approval_row(&r);
+            (
+                Key::new(a.run_id_bytes()),
+                Key::new(a.id_bytes()),
+                a.decode_error,
+            )
+        }),
+    };
+    let Some((run_id, row_id, decode_error)) = decoded else {
+        return Ok(None);
+    };
+    let raw = tx
+        .query_one(
+            &format!(
+                "SELECT substring(convert_to({sqlcol}, 'UTF8') FROM 1 FOR {DAMAGED_RAW_HEAD}), \
+                 octet_length({sqlcol})::bigint FROM {table} WHERE ord = $1"
+            ),
+            &[&ord],
+        )
+        .map_err(|e| store_error(url, "damaged rows", e))?;
+    let error = error_of(&decode_error, column).unwrap_or_else(|| {
+        "PostgreSQL does not read it as JSON or as a time, though the decoder accepts it".into()
+    });
+    Ok(Some(DamagedColumn {
+        run_id,
+        table,
+        row_id,
+        column,
+        error,
+        raw: raw.try_get::<_, Vec<u8>>(0).unwrap_or_default(),
+        raw_len: raw.try_get(1).unwrap_or(0),
+    }))
+}
+
+impl PgStore {
+    /// Makes this session's two functions the damaged-row reads use (`pg_temp`, gone when
+    /// the connection closes; nothing in the database changes).
+    pub fn prepare_console_reads(&self) -> Result<(), StoreError> {
+        self.lock()
+            .batch_execute(
+                "CREATE OR REPLACE FUNCTION pg_temp.countersign_json_ok(t text) RETURNS boolean \
+                 LANGUAGE plpgsql IMMUTABLE AS $f$ BEGIN PERFORM t::json; RETURN true; \
+                 EXCEPTION WHEN others THEN RETURN false; END $f$; \
+                 CREATE OR REPLACE FUNCTION pg_temp.countersign_time_ok(t text) RETURNS boolean \
+                 LANGUAGE plpgsql STABLE AS $f$ BEGIN PERFORM t::timestamptz; RETURN true; \
+                 EXCEPTION WHEN others THEN RETURN false; END $f$;",
+            )
+            .map_err(|e| store_error(&self.url, "prepare the console's reads", e))
+    }
+
+    /// The header's counts: runs by status, pending approvals of waiting runs, the oldest
+    /// one's creation time and the largest `ord` among them.
+    pub fn view_counts(&self) -> Result<ViewCounts, StoreError> {
+        self.snapshot(|tx, url| {
+            let err = |e| store_error(url, "counts", e);
+            let mut out = ViewCounts::default();
+            for r in tx
+                .query("SELECT status, count(*) FROM runs GROUP BY status", &[])
+                .map_err(err)?
+            {
+                let status: String = r.try_get(0).unwrap_or_default();
+                let n: i64 = r.try_get(1).unwrap_or(0);
+                out.runs += n;
+                match status.as_str() {
+                    "WAITING_FOR_APPROVAL" => out.waiting += n,
+                    "RUNNING" | "INTERRUPTED" => out.running += n,
+                    "FAILED" => out.failed += n,
+                    _ => {}
+                }
+            }
+            let pending = "FROM approvals a JOIN runs r ON r.id = a.run_id \
+                           WHERE a.status = 'pending' AND r.status = 'WAITING_FOR_APPROVAL'";
+            let row = tx
+                .query_one(
+                    &format!("SELECT count(*), COALESCE(max(a.ord), 0) {pending}"),
+                    &[],
+                )
+                .map_err(err)?;
+            out.pending = row.try_get(0).unwrap_or(0);
+            out.newest_pending = row.try_get(1).unwrap_or(0);
+            // The oldest by time: the earliest stored seconds first (agentrt writes UTC), then
+            // exactly among the first few; a time that does not parse is left out, as
+            // SQLite's `julianday` leaves it out.
+            let rows = tx
+                .query(
+                    &format!(
+                        "SELECT a.created_at {pending} AND pg_temp.countersign_time_ok(a.created_at) \
+                         ORDER BY left(a.created_at, 19), a.ord LIMIT 64"
+                    ),
+                    &[],
+                )
+                .map_err(err)?;
+            out.oldest_pending = rows
+                .iter()
+                .filter_map(|r| r.try_get::<_, String>(0).ok())
+                .filter_map(|s| Timestamp::parse(&s).ok().map(|t| (t, s)))
+                .min_by_key(|(t, _)| *t)
+                .map(|(_, s)| s);
+            Ok(out)
+        })
+    }
+
+    /// A window of the queue (pending approvals of waiting runs, oldest first), as SQLite's
+    /// `Store::list_queue_rows_near` reads it.
+    pub fn list_queue_rows_near(
+        &self,
+        filter: &str,
+        (limit, offset, anchor, end): Near<'_>,
+    ) -> Result<WindowPage<QueueItem>, StoreError> {
+        check_page("queue", limit, offset)?;
+        let list = queue_list(filter);
+        self.snapshot(|tx, url| {
+            let anchor = anchor_of(
+                tx,
+                url,
+                &format!("SELECT a.ord {QUEUE_FROM} AND a.id = $2 ORDER BY a.ord LIMIT 1"),
+                list.args.clone(),
+                anchor,
+            )?;
+            window(
+                tx,
+                url,
+                &list,
+                (limit, offset),
+                anchor,
+                end,
+                Some(COUNT_CAP),
+                queue_rows,
+            )
+        })
+    }
+
+    /// The queue's first rows after `offset`, and whether more follow.
+    pub fn list_queue_rows(
+        &self,
+        filter: &str,
+        limit: i64,
+        offset: i64,
+    ) -> Result<(Vec<QueueItem>, bool), StoreError> {
+        check_page("queue", limit, offset)?;
+        let list = queue_list(filter);
+        self.snapshot(|tx, url| {
+            let w = window(
+                tx,
+                url,
+                &list,
+                (limit, offset),
+                None,
+                None,
+                None,
+                queue_rows,
+            )?;
+            Ok((w.items, w.more))
+        })
+    }
+
+    /// How many approvals the queue holds for `filter`.
+    pub fn count_queue(&self, filter: &str) -> Result<i64, StoreError> {
+        let list = queue_list(filter);
+        self.snapshot(|tx, url| count(tx, url, &list))
+    }
+
+    /// A window of the runs overview, newest first, as SQLite's reads it.
+    pub fn list_runs_overview_near(
+        &self,
+        status: &str,
+        filter: &str,
+        (limit, offset, anchor, end): Near<'_>,
+    ) -> Result<WindowPage<RunOverview>, StoreError> {
+        check_page("runs", limit, offset)?;
+        let list = runs_list(status, filter);
+        self.snapshot(|tx, url| {
+            let anchor = anchor_of(
+                tx,
+                url,
+                "SELECT ord FROM runs WHERE id = $1",
+                Vec::new(),
+                anchor,
+            )?;
+            window(
+                tx,
+                url,
+                &list,
+                (limit, offset),
+                anchor,
+                end,
+                Some(COUNT_CAP),
+                |tx, url, w| {
+                    let sql = format!("{} WHERE ord = $1", run_page_select());
+                    each(tx, url, w, 0, &sql, "runs overview", |tx, r| {
+                        overview(tx, url, r)
+                    })
+                },
+            )
+        })
+    }
+
+    /// How many runs the overview lists for `status` and `filter`.
+    pub fn count_runs_overview(&self, status: &str, filter: &str) -> Result<i64, StoreError> {
+        let list = runs_list(status, filter);
+        self.snapshot(|tx, url| count(tx, url, &list))
+    }
+
+    /// One run as a page reads it.
+    pub fn get_run_capped(&self, id: &[u8]) -> Result<Run, StoreError> {
+        let missing = || StoreError::NotFound {
+            what: crate::runtime::types::Said::from("run ").id(id),
+        };
+        let id = id_text(id).ok_or_else(missing)?;
+        let sql = format!("{} WHERE id = $1", run_page_select());
+        let row = self
+            .lock()
+            .query_opt(&sql, &[&id])
+            .map_err(|e| store_error(&self.url, "get run", e))?
+            .ok_or_else(missing)?;
+        Ok(run_of_page_row(&row).1)
+    }
+
+    /// One step as a page reads it.
+    pub fn get_step_capped(&self, id: &[u8]) -> Result<Step, StoreError> {
+        self.step_by(
+            id,
+            &format!("{} WHERE id = $1 ORDER BY ord LIMIT 1", step_sql()),
+            step_row,
+        )
+    }
+
+    /// One step, whole.
+    pub fn get_step_whole(&self, id: &[u8]) -> Result<Step, StoreError> {
+        let sql = format!("SELECT {STEP_COLUMNS} FROM steps WHERE id = $1 ORDER BY ord LIMIT 1");
+        self.step_by(id, &sql, |r| step_from_values(&values(r)))
+    }
+
+    fn step_by(
+        &self,
+        id: &[u8],
+        sql: &str,
+        row: impl FnOnce(&postgres::Row) -> Step,
+    ) -> Result<Step, StoreError> {
+        let missing = || StoreError::NotFound {
+            what: crate::runtime::types::Said::from("step ").id(id),
+        };
+        let key = id_text(id).ok_or_else(missing)?;
+        let r = self
+            .lock()
+            .query_opt(sql, &[&key])
+            .map_err(|e| store_error(&self.url, "get step", e))?
+            .ok_or_else(missing)?;
+        Ok(row(&r))
+    }
+
+    /// A window of a run's steps by `(idx, ord)`.
+    pub fn list_steps_page_near(
+        &self,
+        run: &[u8],
+        (limit, offset, anchor, end): Near<'_>,
+    ) -> Result<WindowPage<Step>, StoreError> {
+        check_page("steps", limit, offset)?;
+        let Some(run) = id_text(run) else {
+            return Ok(empty());
+        };
+        let list = steps_list(run);
+        self.snapshot(|tx, url| {
+            let anchor = anchor_of(
+                tx,
+                url,
+                "SELECT idx, ord FROM steps WHERE run_id = $1 AND id = $2 ORDER BY ord LIMIT 1",
+                list.args.clone(),
+                anchor,
+            )?;
+            window(
+                tx,
+                url,
+                &list,
+                (limit, offset),
+                anchor,
+                end,
+                Some(COUNT_CAP),
+                |tx, url, w| {
+                    let sql = format!("{} WHERE ord = $1", step_sql());
+                    each(tx, url, w, 1, &sql, "list steps", |_, r| Ok(step_row(r)))
+                },
+            )
+        })
+    }
+
+    /// A window of a run's events by `seq`, each with its chain mark.
+    pub fn list_marked_events_near(
+        &self,
+        run: &[u8],
+        limit: i64,
+        offset: i64,
+        anchor: Option<(i64, i64)>,
+        end: Option<i64>,
+    ) -> Result<WindowPage<MarkedEvent>, StoreError> {
+        check_page("events", limit, offset)?;
+        let Some(run) = id_text(run) else {
+            return Ok(empty());
+        };
+        let list = events_list(run);
+        self.snapshot(|tx, url| {
+            let anchor = match anchor {
+                Some((ai, seq)) if ai >= 0 => tx
+                    .query_opt(
+                        "SELECT seq FROM events WHERE run_id = $1 AND seq = $2",
+                        &[&run, &seq],
+                    )
+                    .map_err(|e| store_error(url, "list events", e))?
+                    .map(|_| (ai, vec![Value::Integer(seq)])),
+                _ => None,
+            };
+            window(
+                tx,
+                url,
+                &list,
+                (limit, offset),
+                anchor,
+                end,
+                Some(COUNT_CAP),
+                |tx, url, w| marked_events(tx, url, run, w),
+            )
+        })
+    }
+
+    /// A window of a run's approvals by `ord`, and the run's status.
+    pub fn list_run_approvals_near(
+        &self,
+        run: &[u8],
+        (limit, offset, anchor, end): Near<'_>,
+    ) -> Result<(WindowPage<Approval>, Option<RunStatus>), StoreError> {
+        check_page("approvals", limit, offset)?;
+        let Some(run) = id_text(run) else {
+            return Ok((empty(), None));
+        };
+        let list = approvals_list(run);
+        self.snapshot(|tx, url| {
+            let anchor = anchor_of(
+                tx,
+                url,
+                "SELECT ord FROM approvals WHERE run_id = $1 AND id = $2 ORDER BY ord LIMIT 1",
+                list.args.clone(),
+                anchor,
+            )?;
+            let page = window(
+                tx,
+                url,
+                &list,
+                (limit, offset),
+                anchor,
+                end,
+                Some(COUNT_CAP),
+                |tx, url, w| {
+                    let sql = format!("{} WHERE ord = $1", approval_sql());
+                    each(tx, url, w, 0, &sql, "list approvals", |_, r| {
+                        Ok(approval_row(r))
+                    })
+                },
+            )?;
+            Ok((page, run_status(tx, url, run)?))
+        })
+    }
+
+    /// A window of a run's model calls by `ord`.
+    pub fn list_model_calls_near(
+        &self,
+        run: &[u8],
+        (limit, offset, anchor, end): Near<'_>,
+    ) -> Result<WindowPage<ModelCallView>, StoreError> {
+        check_page("model calls", limit, offset)?;
+        let Some(run) = id_text(run) else {
+            return Ok(empty());
+        };
+        let list = calls_list(run);
+        self.snapshot(|tx, url| {
+            let anchor = anchor_of(
+                tx,
+                url,
+                "SELECT ord FROM model_calls WHERE run_id = $1 AND id = $2 ORDER BY ord LIMIT 1",
+                list.args.clone(),
+                anchor,
+            )?;
+            window(
+                tx,
+                url,
+                &list,
+                (limit, offset),
+                anchor,
+                end,
+                Some(COUNT_CAP),
+                |tx, url, w| {
+                    let sql = format!("{} WHERE ord = $1", model_call_sql());
+                    each(tx, url, w, 0, &sql, "list model calls", |_, r| {
+                        Ok(model_call_values(&values(r)))
+                    })
+                },
+            )
+        })
+    }
+
+    /// The exact length of one of a run's lists (`steps`, `events`, `approvals`,
+    /// `model_calls`).
+    pub fn count_of_run(&self, table: &'static str, run: &[u8]) -> Result<i64, StoreError> {
+        let Some(run) = id_text(run) else {
+            return Ok(0);
+        };
+        let list = match table {
+            "steps" => steps_list(run),
+            "events" => events_list(run),
+            "approvals" => approvals_list(run),
+            _ => calls_list(run),
+        };
+        self.snapshot(|tx, url| count(tx, url, &list))
+    }
+
+    /// One approval by id (the first with it), whole or (`capped`) as a page reads it, with
+    /// its run's status and the reason the policy gave.
+    pub fn approval_view_of(
+        &self,
+        id: &[u8],
+        capped: bool,
+    ) -> Result<Option<ApprovalView>, StoreError> {
+        let Some(key) = id_text(id) else {
+            return Ok(None);
+        };
+        let found = self.snapshot(|tx, url| {
+            let sql = if capped {
+                format!("{} WHERE id = $1 ORDER BY ord LIMIT 1", approval_sql())
+            } else {
+                format!(
+                    "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE id = $1 ORDER BY ord LIMIT 1"
+                )
+            };
+            let Some(r) = tx
+                .query_opt(&sql, &[&key])
+                .map_err(|e| store_error(url, "get approval", e))?
+            else {
+                return Ok(None);
+            };
+            let approval = if capped {
+                approval_row(&r)
+            } else {
+                approval_from_values(&values(&r))
+            };
+            let status = match id_text(approval.run_id_bytes()) {
+                Some(run) => run_status(tx, url, run)?,
+                None => None,
+            };
+            Ok(Some((approval, status)))
+        })?;
+        let Some((approval, run_status)) = found else {
+            return Ok(None);
+        };
+        let reason = self
+            .approval_reason(approval.run_id_bytes(), approval.id_bytes())
+            .unwrap_or_default();
+        Ok(Some(ApprovalView {
+            approval,
+            run_status,
+            reason,
+        }))
+    }
+
+    /// A window of the damaged columns (steps, then runs, then approvals; by `ord` and
+    /// column), as SQLite's `Store::list_damaged_near` lists them.
+    pub fn list_damaged_near(
+        &self,
+        limit: i64,
+        offset: i64,
+        anchor: Option<(i64, (&str, &str, &str))>,
+        end: Option<i64>,
+    ) -> Result<WindowPage<DamagedColumn>, StoreError> {
+        check_page("damaged rows", limit, offset)?;
+        let list = damaged_list();
+        self.snapshot(|tx, url| {
+            let anchor = match anchor {
+                Some((ai, (table, row_id, column))) if ai >= 0 => {
+                    let n = COLUMNS
+                        .iter()
+                        .position(|(t, c, _)| *t == table && *c == column);
+                    let t = match table {
+                        "steps" => 1,
+                        "runs" => 2,
+                        _ => 3,
+                    };
+                    let table = COLUMNS[n.unwrap_or(0)].0;
+                    let k = match n {
+                        Some(_) => tx
+                            .query_opt(
+                                &format!(
+                                    "SELECT ord FROM {table} WHERE id = $1 ORDER BY ord LIMIT 1"
+                                ),
+                                &[&row_id],
+                            )
+                            .map_err(|e| store_error(url, "damaged rows", e))?
+                            .and_then(|r| r.try_get::<_, i64>(0).ok()),
+                        None => None,
+                    };
+                    match (k, n) {
+                        (Some(k), Some(n)) => Some((
+                            ai,
+                            vec![
+                                Value::Integer(t),
+                                Value::Integer(k),
+                                Value::Integer(n as i64 + 1),
+                            ],
+                        )),
+                        _ => None,
+                    }
+                }
+                _ => None,
+            };
+            window(
+                tx,
+                url,
+                &list,
+                (limit, offset),
+                anchor,
+                end,
+                Some(COUNT_CAP),
+                |tx, url, w| {
+                    let mut items = Vec::with_capacity(w.keys.len());
+                    for key in &w.keys {
+                        let (k, n) = (
+                            key.get(1).map(int).unwrap_or(0),
+                            key.get(2).map(int).unwrap_or(1),
+                        );
+                        let n = usize::try_from(n.clamp(1, COLUMNS.len() as i64)).unwrap_or(1);
+                        items.extend(damaged_column(tx, url, k, n)?);
+                    }
+                    Ok(items)
+                },
+            )
+        })
+    }
+
+    /// How many columns do not decode.
+    pub fn count_damaged(&self) -> Result<i64, StoreError> {
+        self.snapshot(|tx, url| count(tx, url, &damaged_list()))
+    }
+
+    /// The whole chain, from one snapshot.
+    pub fn verify_chain(&self) -> Result<ChainReport, StoreError> {
+        self.snapshot(|tx, url| {
+            chain::verify(tx, url, 0, 0).map_err(|e| StoreError::Backend(e.to_string()))
+        })
+    }
+}
+
+fn empty<T>() -> WindowPage<T> {
+    WindowPage {
+        items: Vec::new(),
+        offset: 0,
+        more: false,
+        total: 0,
+        exact: true,
+    }
+}
+
+fn queue_rows(
+    tx: &mut Transaction<'_>,
+    url: &PgUrl,
+    w: &Window,
+) -> Result<Vec<QueueItem>, StoreError> {
+    let sql = format!("{} WHERE ord = $1", approval_sql());
+    each(tx, url, w, 0, &sql, "queue", |tx, r| queue_item(tx, url, r))
+}
+
+/// The window's events (its seqs lie in one range of the run's) with their marks.
+fn marked_events(
+    tx: &mut Transaction<'_>,
+    url: &PgUrl,
+    run: &str,
+    w: &Window,
+) -> Result<Vec<MarkedEvent>, StoreError> {
+    let (Some(lo), Some(hi)) = (w.keys.first(), w.keys.last()) else {
+        return Ok(Vec::new());
+    };
+    let (lo, hi) = (
+        lo.first().map(int).unwrap_or(0),
+        hi.first().map(int).unwrap_or(0),
+    );
+    let sql = format!(
+        "{} WHERE run_id = $1 AND seq >= $2 AND seq <= $3 ORDER BY seq",
+        event_sql()
+    );
+    let rows = tx
+        .query(&sql, &[&run, &lo, &hi])
+        .map_err(|e| store_error(url, "list events", e))?;
+    let mut items = Vec::with_capacity(rows.len());
+    for r in &rows {
+        let event = event_row(r);
+        let mark = mark(tx, url, event.seq)?;
+        items.push(MarkedEvent { event, mark });
+    }
+    Ok(items)
+}
+
+/// The chain mark of event `seq`, as SQLite's page marks it.
+fn mark(tx: &mut Transaction<'_>, url: &PgUrl, seq: i64) -> Result<ChainMark, StoreError> {
+    let r = tx
+        .query_one(
+            "SELECT COALESCE(char_length(payload_json), 0)::bigint, \
+             (SELECT max(seq) FROM events WHERE seq < $1) FROM events WHERE seq = $1",
+            &[&seq],
+        )
+        .map_err(|e| store_error(url, "chain mark", e))?;
+    let len: i64 = r.try_get(0).unwrap_or(0);
+    let prev: Option<i64> = r.try_get(1).unwrap_or(None);
+    let prev_ok = match prev {
+        None => seq == 1,
+        Some(p) => p.checked_add(1) == Some(seq),
+    };
+    if len > MAX_PAGE_TEXT || !prev_ok {
+        return Ok(ChainMark::Unknown);
+    }
+    let report =
+        chain::verify(tx, url, seq, seq).map_err(|e| StoreError::Backend(e.to_string()))?;
+    Ok(mark_of(&report))
+}
