@@ -186,3 +186,163 @@ fn pg_console_screens_are_the_sqlite_screens() {
         }
     }
 }
+
+/// Decisions at 03:50, before the queue scenario's approvals expire.
+fn pg_decider(db: &pg_support::TestDb) -> Box<dyn Decider> {
+    let t = Timestamp::parse("2026-01-01T03:50:00Z").unwrap();
+    let store = PgStore::open_existing(&db.pg_url()).unwrap();
+    Box::new(StoreDecider::over(store).with_clock(t))
+}
+
+fn pg_row(db: &pg_support::TestDb, id: &str) -> (String, String) {
+    let r = db
+        .client()
+        .query_one(
+            "SELECT status, decided_by FROM approvals WHERE id = $1",
+            &[&id],
+        )
+        .unwrap();
+    (r.get(0), r.get(1))
+}
+
+fn queue_approval(m: &serde_json::Value, i: usize) -> String {
+    m["scenarios"]["queue"]["runs"][i]["approvals"][0]
+        .as_str()
+        .unwrap()
+        .into()
+}
+
+#[test]
+fn pg_console_approve_lands_and_a_stale_one_is_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let Some((_, m, db)) = both(d.path(), "queue") else {
+        return;
+    };
+    let ap = queue_approval(&m, 0);
+    let mut c = Console::new(pg_reader(&db), Some(pg_decider(&db)), "alice");
+    c.command(&format!("approval {ap}"));
+    c.keys("a");
+    c.key(KeyCode::Enter);
+    assert_eq!(pg_row(&db, &ap), ("approved".into(), "alice".into()));
+    assert!(c.screen().contains("approved by alice"), "{}", c.screen());
+    // Its events wait in the inbox until a sequencer chains them.
+    let mut store = PgStore::open_existing(&db.pg_url()).unwrap();
+    assert!(store.sequence_all().unwrap() > 0);
+
+    // A row changed after it was rendered: refused, nothing decided, the view reloaded.
+    let stale = queue_approval(&m, 1);
+    c.command(&format!("approval {stale}"));
+    c.keys("a");
+    db.client()
+        .execute(
+            "UPDATE approvals SET hash = $1 WHERE id = $2",
+            &[&"0".repeat(64), &stale],
+        )
+        .unwrap();
+    c.key(KeyCode::Enter);
+    assert_eq!(pg_row(&db, &stale).0, "pending", "nothing was decided");
+    let s = c.screen();
+    assert!(s.contains("approval changed since you read it"), "{s}");
+
+    // A second console deciding what the first decided is told who did.
+    let third = queue_approval(&m, 2);
+    let mut a = Console::new(pg_reader(&db), Some(pg_decider(&db)), "alice");
+    let mut b = Console::new(pg_reader(&db), Some(pg_decider(&db)), "bob");
+    for h in [&mut a, &mut b] {
+        h.command(&format!("approval {third}"));
+        h.keys("a");
+    }
+    a.key(KeyCode::Enter);
+    b.key(KeyCode::Enter);
+    assert_eq!(pg_row(&db, &third), ("approved".into(), "alice".into()));
+    assert!(
+        b.screen().contains("already approved by alice"),
+        "{}",
+        b.screen()
+    );
+}
+
+/// The reader's data version after waiting up to `ms` for it to differ from `from`.
+fn version_after(data: &mut dyn ConsoleData, from: i64, ms: u64) -> i64 {
+    let until = std::time::Instant::now() + std::time::Duration::from_millis(ms);
+    loop {
+        let v = data.data_version().unwrap();
+        if v != from || std::time::Instant::now() >= until {
+            return v;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn pg_console_data_version_moves_when_a_sequencer_pass_notifies() {
+    let d = tempfile::tempdir().unwrap();
+    let Some((_, m, db)) = both(d.path(), "queue") else {
+        return;
+    };
+    let mut reader = PgData::open_pg(&db.pg_url()).unwrap();
+    let v0 = reader.data_version().unwrap();
+    let mut store = PgStore::open_existing(&db.pg_url()).unwrap();
+
+    // A commit with nothing chained, and a pass with nothing to chain: no notification.
+    db.client()
+        .execute(
+            "UPDATE runs SET goal = goal WHERE id = $1",
+            &[&m["scenarios"]["queue"]["runs"][0]["id"].as_str().unwrap()],
+        )
+        .unwrap();
+    assert_eq!(store.sequence(10).unwrap().events, 0);
+    assert_eq!(
+        version_after(&mut reader, v0, 300),
+        v0,
+        "nothing was chained"
+    );
+
+    // A decision commits its events to the inbox: still nothing until they are chained.
+    let ap = queue_approval(&m, 0);
+    let mut decider = pg_decider(&db);
+    let run = m["scenarios"]["queue"]["runs"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let hash: String = db
+        .client()
+        .query_one("SELECT hash FROM approvals WHERE id = $1", &[&ap])
+        .unwrap()
+        .get(0);
+    decider
+        .run(&countersign::console::testing::Write::Decide {
+            choice: countersign::console::testing::Choice::Approve,
+            run: countersign::runtime::types::Key::new(run.clone().into_bytes()),
+            approval: countersign::runtime::types::Key::new(ap.clone().into_bytes()),
+            shown_hash: hash,
+            by: "alice".into(),
+            note: String::new(),
+        })
+        .unwrap();
+    assert_eq!(version_after(&mut reader, v0, 300), v0, "not chained yet");
+
+    // The sequencer's pass chains them and notifies once: the version moves.
+    assert!(store.sequence(1000).unwrap().events > 0);
+    let v1 = version_after(&mut reader, v0, 3000);
+    assert_ne!(v1, v0, "a chained batch moves the data version");
+
+    // The console's worker turns it into a reload, with no table polled.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let _jobs = testing::Worker {
+        data: Box::new(PgData::open_pg(&db.pg_url()).unwrap()),
+        decider: None,
+        resume: None,
+        db: Path::new("").to_path_buf(),
+        poll: Some(std::time::Duration::from_millis(50)),
+        log: None,
+    }
+    .spawn(tx);
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    store
+        .enqueue_event(&run, "", "2026-01-01T03:51:00Z", "note", "{}")
+        .unwrap();
+    store.sequence(1000).unwrap();
+    let got = rx.recv_timeout(std::time::Duration::from_secs(5));
+    assert!(matches!(got, Ok(Input::DataChanged)), "{got:?}");
+}

@@ -66,7 +66,9 @@ impl Listener {
     /// How many notifications (and reconnections) so far: takes those that have arrived,
     /// without waiting.
     pub fn version(&mut self) -> Result<i64, PgError> {
-        self.take(None)?;
+        // Waited for, briefly: the client's non-blocking read never turns its runtime's I/O
+        // driver, so it would not see what arrived on the socket since the last wait.
+        self.take(Some(Duration::from_millis(1)))?;
         Ok(self.seen)
     }
 
