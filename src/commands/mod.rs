@@ -22,6 +22,7 @@ pub mod out;
 mod prefix;
 mod recheck;
 mod resume;
+mod run_reads;
 mod runs;
 pub mod shell;
 mod show;
@@ -188,9 +189,21 @@ fn run(cli: Cli) -> Result<(), CommandError> {
             }
             runs::run(open::reading(db, json, &mut out)?, a)
         }
-        Command::Show(a) => show::run(open::reading(database_path(cli.db)?, json, &mut out)?, a),
-        Command::Events(a) => {
-            events::run(open::reading(database_path(cli.db)?, json, &mut out)?, a)
+        Command::Show(a) => 'show: {
+            let db = database_path(cli.db)?;
+            #[cfg(feature = "postgres")]
+            if let Some((store, shown)) = verify_pg::open_named(&db)? {
+                break 'show show::show(&store, &shown, json, &mut out, a);
+            }
+            show::run(open::reading(db, json, &mut out)?, a)
+        }
+        Command::Events(a) => 'events: {
+            let db = database_path(cli.db)?;
+            #[cfg(feature = "postgres")]
+            if let Some(store) = verify_pg::open_reader(&db)? {
+                break 'events events::events(&store, json, &mut out, a);
+            }
+            events::run(open::reading(db, json, &mut out)?, a)
         }
         Command::Verify(a) => {
             let db = database_path(cli.db)?;

@@ -24,7 +24,12 @@ pub fn only_some_on_postgres(db: Option<&Path>, cmd: &Command) -> Option<Command
     let url = db.to_str().filter(|s| is_pg_url(s))?;
     match cmd {
         // The reviewer's decisions on one run, through the same operator code as SQLite.
-        Command::Verify(_) | Command::Copy(_) | Command::Approve(_) | Command::Runs(_) => None,
+        Command::Verify(_)
+        | Command::Copy(_)
+        | Command::Approve(_)
+        | Command::Runs(_)
+        | Command::Show(_)
+        | Command::Events(_) => None,
         Command::Reject(d) | Command::Deny(d) if !d.select.any() => None,
         Command::Cancel(c) if !c.select.any() => None,
         Command::Reject(_) | Command::Deny(_) | Command::Cancel(_) => Some(refused(
@@ -33,7 +38,7 @@ pub fn only_some_on_postgres(db: Option<&Path>, cmd: &Command) -> Option<Command
         )),
         _ => Some(refused(
             url,
-            "on PostgreSQL this build runs verify, copy, runs, approve, reject, deny and cancel only; copy the database to SQLite (countersign copy --from URL --to runs.db) for the rest",
+            "on PostgreSQL this build runs the console, verify, copy, runs, show, events, approve, reject, deny and cancel only; copy the database to SQLite (countersign copy --from URL --to runs.db) for the rest",
         )),
     }
 }
@@ -45,6 +50,14 @@ pub fn open_reader(db: &Path) -> Result<Option<PgStore>, CommandError> {
     };
     let url = PgUrl::parse(url).map_err(|e| CommandError::Usage(clean(&e.to_string(), 600)))?;
     PgStore::open_existing(&url).map(Some).map_err(failed)
+}
+
+/// As [`open_reader`], with the redacted URL the commands it prints name the database by.
+pub fn open_named(db: &Path) -> Result<Option<(PgStore, std::path::PathBuf)>, CommandError> {
+    Ok(open_reader(db)?.map(|s| {
+        let shown = std::path::PathBuf::from(s.url().redacted());
+        (s, shown)
+    }))
 }
 
 /// A usage error naming the URL as it parses (its password hidden), then `why`.

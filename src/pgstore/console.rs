@@ -32,12 +32,12 @@ use super::reads::{capped, run_of_page_row, run_page_select};
 use super::{PgStore, PgUrl, chain};
 use crate::runtime::store::{
     APPROVAL_COLUMNS, ApprovalView, COUNT_CAP, ChainMark, ChainReport, DAMAGED_RAW_HEAD,
-    DamagedColumn, KeyWalk, MAX_PAGE_TEXT, MarkedEvent, ModelCallView, QueueItem, RunOverview,
-    SHOWN_REQUEST_MAX, STEP_COLUMNS, StoreError, ViewCounts, Window, WindowPage,
-    approval_from_values, capped_approval_values, capped_step_values, check_page, event_values,
-    int, mark_of, model_call_values, queue_item_of, step_from_values, walk,
+    DamagedColumn, KeyPage, KeyWalk, MAX_PAGE_TEXT, MarkedEvent, ModelCallView, Page, QueueItem,
+    RunOverview, SHOWN_REQUEST_MAX, STEP_COLUMNS, StepKey, StoreError, ViewCounts, Window,
+    WindowPage, approval_from_values, capped_approval_values, capped_step_values, check_page,
+    event_values, int, mark_of, model_call_values, queue_item_of, step_from_values, walk,
 };
-use crate::runtime::types::{Approval, Key, Run, RunStatus, Step, Timestamp};
+use crate::runtime::types::{Approval, Event, Key, Run, RunStatus, Step, Timestamp};
 
 /// A window's place: limit, offset, the anchor row (its index and id), the list's last length.
 pub type Near<'a> = (i64, i64, Option<(i64, &'a str)>, Option<i64>);
@@ -1285,6 +1285,174 @@ impl PgStore {
         self.snapshot(|tx, url| {
             chain::verify(tx, url, 0, 0).map_err(|e| StoreError::Backend(e.to_string()))
         })
+    }
+}
+
+/// The reads of `show` and `events` (as SQLite's `Store` gives them, for the same output).
+impl PgStore {
+    /// A run's approvals with `status` (`""` for all) in creation order, capped as a page
+    /// caps them, `limit` from `offset`, with the total.
+    pub fn list_approvals_capped(
+        &self,
+        run: &[u8],
+        status: &str,
+        limit: i64,
+        offset: i64,
+    ) -> Result<Page<Approval>, StoreError> {
+        check_page("approvals", limit, offset)?;
+        let Some(run) = id_text(run) else {
+            return Ok(Page {
+                items: Vec::new(),
+                total: 0,
+            });
+        };
+        let list = List {
+            what: "list approvals",
+            from: "FROM approvals WHERE run_id = $1 AND ($2 = '' OR status = $2)".into(),
+            args: vec![text(run), text(status)],
+            key: &["ord"],
+            desc: false,
+        };
+        self.snapshot(|tx, url| {
+            let w = window(
+                tx,
+                url,
+                &list,
+                (limit, offset),
+                None,
+                None,
+                Some(i64::MAX - 1),
+                |tx, url, w| {
+                    let sql = format!("{} WHERE ord = $1", approval_sql());
+                    each(tx, url, w, 0, &sql, "list approvals", |_, r| {
+                        Ok(approval_row(r))
+                    })
+                },
+            )?;
+            Ok(Page {
+                items: w.items,
+                total: w.total,
+            })
+        })
+    }
+
+    /// A run's steps by index, capped, `limit` from `offset`, with the total.
+    pub fn list_steps_page(
+        &self,
+        run: &[u8],
+        limit: i64,
+        offset: i64,
+    ) -> Result<Page<Step>, StoreError> {
+        check_page("steps", limit, offset)?;
+        let Some(run) = id_text(run) else {
+            return Ok(Page {
+                items: Vec::new(),
+                total: 0,
+            });
+        };
+        let list = steps_list(run);
+        self.snapshot(|tx, url| {
+            let w = window(
+                tx,
+                url,
+                &list,
+                (limit, offset),
+                None,
+                None,
+                Some(i64::MAX - 1),
+                |tx, url, w| {
+                    let sql = format!("{} WHERE ord = $1", step_sql());
+                    each(tx, url, w, 1, &sql, "list steps", |_, r| Ok(step_row(r)))
+                },
+            )?;
+            Ok(Page {
+                items: w.items,
+                total: w.total,
+            })
+        })
+    }
+
+    /// A run's steps by `(idx, ord)`: those after `after`, after skipping `skip`, capped.
+    pub fn steps_page_by_key(
+        &self,
+        run: &[u8],
+        after: Option<&StepKey>,
+        skip: i64,
+        limit: i64,
+    ) -> Result<KeyPage<Step, StepKey>, StoreError> {
+        check_page("steps", limit, skip)?;
+        let Some(run) = id_text(run) else {
+            return Ok(key_page(Vec::new(), limit));
+        };
+        let (idx, ord) = match after.map(StepKey::parts) {
+            Some((i, o)) => (Some(i), o),
+            None => (None, 0),
+        };
+        let select = step_sql();
+        let select = select.strip_suffix(" FROM steps").unwrap_or(&select);
+        let after = "($2::bigint IS NULL OR (idx, ord) > ($2::bigint, $3::bigint))";
+        let sql = format!(
+            "{select}, idx, ord FROM steps WHERE run_id = $1 AND {after} AND ($4::bigint = 0 OR \
+             (idx, ord) >= (SELECT idx, ord FROM steps WHERE run_id = $1 AND {after} \
+             ORDER BY idx, ord LIMIT 1 OFFSET $4::bigint)) ORDER BY idx, ord LIMIT $5::bigint"
+        );
+        let rows = self
+            .lock()
+            .query(&sql, &[&run, &idx, &ord, &skip, &(limit.saturating_add(1))])
+            .map_err(|e| store_error(&self.url, "list steps", e))?;
+        let items = rows
+            .iter()
+            .map(|r| {
+                let key = StepKey::of(r.try_get(16).unwrap_or(0), r.try_get(17).unwrap_or(0));
+                (key, step_row(r))
+            })
+            .collect();
+        Ok(key_page(items, limit))
+    }
+
+    /// A run's events by `seq`: those above `after`, after skipping `skip`, capped. Only
+    /// chained events are read; one still in the inbox is not on the run's log yet.
+    pub fn events_page_by_key(
+        &self,
+        run: &[u8],
+        after: Option<i64>,
+        skip: i64,
+        limit: i64,
+    ) -> Result<KeyPage<Event>, StoreError> {
+        check_page("events", limit, skip)?;
+        let Some(run) = id_text(run) else {
+            return Ok(KeyPage::default());
+        };
+        let after = after.unwrap_or(i64::MIN);
+        let sql = format!(
+            "{} WHERE run_id = $1 AND seq > $2::bigint AND ($3::bigint = 0 OR seq >= (SELECT seq FROM events \
+             WHERE run_id = $1 AND seq > $2::bigint ORDER BY seq LIMIT 1 OFFSET $3::bigint)) \
+             ORDER BY seq LIMIT $4::bigint",
+            event_sql()
+        );
+        let rows = self
+            .lock()
+            .query(&sql, &[&run, &after, &skip, &(limit.saturating_add(1))])
+            .map_err(|e| store_error(&self.url, "list events", e))?;
+        let items = rows
+            .iter()
+            .map(|r| {
+                let e = event_row(r);
+                (e.seq, e)
+            })
+            .collect();
+        Ok(key_page(items, limit))
+    }
+}
+
+fn key_page<T, K: Clone>(mut items: Vec<(K, T)>, limit: i64) -> KeyPage<T, K> {
+    let more = items.len() as i64 > limit;
+    items.truncate(usize::try_from(limit).unwrap_or(0));
+    let last_key = items.last().map(|(k, _)| k.clone());
+    KeyPage {
+        items: items.into_iter().map(|(_, t)| t).collect(),
+        more,
+        last_key,
     }
 }
 
