@@ -346,3 +346,43 @@ fn pg_console_data_version_moves_when_a_sequencer_pass_notifies() {
     let got = rx.recv_timeout(std::time::Duration::from_secs(5));
     assert!(matches!(got, Ok(Input::DataChanged)), "{got:?}");
 }
+
+#[test]
+fn pg_console_never_shows_the_password() {
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    // A database that does not exist, named with a password: the console's open error names
+    // it with the password hidden, from the library and from the binary.
+    let url = db.url.replacen("@", ":s3cret-pw@", 1);
+    let (head, tail) = url.split_once("/cs_").unwrap();
+    let missing = format!(
+        "{head}/no_such_db_{}",
+        tail.split_once('?').map_or("", |x| x.0)
+    );
+    let missing = match url.split_once('?') {
+        Some((_, q)) => format!("{missing}?{q}"),
+        None => missing,
+    };
+    let parsed = countersign::pgstore::PgUrl::parse(&missing).unwrap();
+    let e = match PgData::open_pg(&parsed) {
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("opened a database that does not exist"),
+    };
+    assert!(!e.contains("s3cret-pw"), "{e}");
+    assert!(e.contains("***"), "{e}");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_countersign"))
+        .arg("--db")
+        .arg(&missing)
+        .env_remove("COUNTERSIGN_DB")
+        .output()
+        .unwrap();
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(!o.status.success(), "{all}");
+    assert!(!all.contains("s3cret-pw"), "{all}");
+    assert!(all.contains("***"), "{all}");
+}
