@@ -127,3 +127,109 @@ fn pg_show_and_events_print_what_they_print_on_sqlite() {
     assert_eq!(code, Some(0));
     assert!(out.contains(&first), "{out}");
 }
+
+#[test]
+fn pg_watch_existing_prints_what_it_prints_on_sqlite() {
+    let d = tempfile::tempdir().unwrap();
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    let (sqlite, _) = console_support::fixture(d.path(), "f", "all", &[]);
+    copy(
+        &Endpoint::Sqlite(sqlite.clone()),
+        &Endpoint::Pg(db.pg_url()),
+    )
+    .expect("copy");
+    let pending: i64 = rusqlite::Connection::open(&sqlite)
+        .unwrap()
+        .query_row(
+            "SELECT count(*) FROM approvals WHERE status = 'pending'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(pending > 3);
+    let n = pending.to_string();
+    let url = with_password(&db.url);
+    for json in [false, true] {
+        let mut args = vec!["watch", "--existing", "--count", &n];
+        if json {
+            args.insert(0, "--json");
+        }
+        let s = text(&cs(sqlite.to_str().unwrap(), &args));
+        let p = text(&cs(&url, &args));
+        assert_eq!(s, p, "watch {args:?}");
+        assert_eq!(p.0.lines().count() as i64, pending, "{}", p.0);
+        assert!(!p.0.contains("s3cret-pw") && !p.1.contains("s3cret-pw"));
+    }
+}
+
+#[test]
+fn pg_watch_announces_an_approval_once_its_request_is_chained() {
+    let d = tempfile::tempdir().unwrap();
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    let (sqlite, m) = console_support::fixture(d.path(), "f", "waiting", &[]);
+    copy(&Endpoint::Sqlite(sqlite), &Endpoint::Pg(db.pg_url())).expect("copy");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_countersign"))
+        .args(["--db", &db.url, "watch", "--count", "1"])
+        .env_remove("COUNTERSIGN_DB")
+        .env("TZ", "UTC")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    // A new approval of the waiting run, committed with its request event in the inbox.
+    let old = console_support::approval_of(&m, "waiting");
+    let mut c = db.client();
+    c.execute(
+        "INSERT INTO approvals (ord, id, run_id, step_id, kind, capability_json, presentation_json, \
+         request_json, hash, status, created_at, expires_at) \
+         SELECT (SELECT max(ord) + 1 FROM approvals), 'newapproval000000000000000000001', run_id, \
+         step_id, kind, capability_json, presentation_json, request_json, hash, 'pending', \
+         created_at, expires_at FROM approvals WHERE id = $1",
+        &[&old],
+    )
+    .unwrap();
+    let (run, step): (String, String) = {
+        let r = c
+            .query_one(
+                "SELECT run_id, step_id FROM approvals WHERE id = $1",
+                &[&old],
+            )
+            .unwrap();
+        (r.get(0), r.get(1))
+    };
+    let mut store = countersign::pgstore::PgStore::open_existing(&db.pg_url()).unwrap();
+    store
+        .enqueue_event(
+            &run,
+            &step,
+            "2026-01-01T00:30:00Z",
+            "approval.requested",
+            r#"{"approval_id":"newapproval000000000000000000001","reason":"again"}"#,
+        )
+        .unwrap();
+    // Committed but not chained: not announced yet.
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "announced before it was chained"
+    );
+    store.sequence_all().unwrap();
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while child.try_wait().unwrap().is_none() && std::time::Instant::now() < until {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    if child.try_wait().unwrap().is_none() {
+        let _ = child.kill();
+        panic!("the watch did not announce the chained approval");
+    }
+    let o = child.wait_with_output().unwrap();
+    let (out, err, code) = text(&o);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("newapproval000000000000000000001"), "{out}");
+    assert_eq!(out.lines().count(), 1, "{out}");
+}

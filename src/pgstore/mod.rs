@@ -17,6 +17,7 @@ mod sequencer;
 mod tables;
 mod tls;
 mod url;
+mod watch;
 
 pub use chain::{ApprovalCheck, BATCH_BYTES, ChainCheck, Chained, EventRow};
 pub use error::PgError;
