@@ -386,3 +386,131 @@ fn pg_console_never_shows_the_password() {
     assert!(!all.contains("s3cret-pw"), "{all}");
     assert!(all.contains("***"), "{all}");
 }
+
+/// The same change made to both databases (`?1`.. in SQLite, `$1`.. in PostgreSQL).
+fn on_both(sqlite: &Path, db: &pg_support::TestDb, sql: &str, args: &[&str]) {
+    let c = rusqlite::Connection::open(sqlite).unwrap();
+    let lite = (1..=args.len()).rev().fold(sql.to_string(), |s, i| {
+        s.replace(&format!("${i}"), &format!("?{i}"))
+    });
+    c.execute(&lite, rusqlite::params_from_iter(args.iter()))
+        .unwrap();
+    let params: Vec<&(dyn countersign::pgstore::postgres::types::ToSql + Sync)> = args
+        .iter()
+        .map(|a| a as &(dyn countersign::pgstore::postgres::types::ToSql + Sync))
+        .collect();
+    db.client().execute(sql, &params).unwrap();
+}
+
+#[test]
+fn pg_console_screens_match_with_columns_over_the_caps() {
+    let d = tempfile::tempdir().unwrap();
+    let Some((sqlite, m, db)) = both(d.path(), "all") else {
+        return;
+    };
+    let big = |c: char, n: usize| c.to_string().repeat(n);
+    let waiting = console_support::approval_of(&m, "waiting");
+    let queue = queue_approval(&m, 0);
+    let queue2 = queue_approval(&m, 1);
+    let run = console_support::run_of(&m, "completed");
+    // A goal, a reason detail and a model call's error over 64 Ki characters.
+    on_both(
+        &sqlite,
+        &db,
+        "UPDATE runs SET goal = $1, reason_detail = $2 WHERE id = $3",
+        &[
+            &format!("goal é{}", big('g', 70_000)),
+            &big('d', 66_000),
+            &run,
+        ],
+    );
+    on_both(
+        &sqlite,
+        &db,
+        "UPDATE model_calls SET error = $1 WHERE run_id = $2",
+        &[&big('e', 65_537), &run],
+    );
+    // A request over the cap (JSON, its fields picked), one over 1 MiB (never read), and a
+    // presentation over the cap.
+    let request = format!(
+        r#"{{"run_id":"r1","step_id":"s1","spec":{{"name":"issue_refund"}},"args":{{"note":"{}"}}}}"#,
+        big('n', 70_000)
+    );
+    on_both(
+        &sqlite,
+        &db,
+        "UPDATE approvals SET request_json = $1 WHERE id = $2",
+        &[&request, &waiting],
+    );
+    on_both(
+        &sqlite,
+        &db,
+        "UPDATE approvals SET request_json = $1 WHERE id = $2",
+        &[
+            &format!(r#"{{"args":{{"x":"{}"}}}}"#, big('x', 1_100_000)),
+            &queue,
+        ],
+    );
+    on_both(
+        &sqlite,
+        &db,
+        "UPDATE approvals SET presentation_json = $1 WHERE id = $2",
+        &[
+            &format!(r#"{{"title":"t","body":"{}"}}"#, big('p', 70_000)),
+            &queue2,
+        ],
+    );
+    // A step's decision over the cap, another's observation over 1 MiB, text not JSON over
+    // the cap, and an event's payload over the cap.
+    on_both(
+        &sqlite,
+        &db,
+        "UPDATE steps SET decision_json = $1 WHERE run_id = $2 AND idx = 0",
+        &[
+            &format!(
+                r#"{{"kind":"tool_call","tool":"get_order","reason":"{}"}}"#,
+                big('r', 70_000)
+            ),
+            &run,
+        ],
+    );
+    on_both(
+        &sqlite,
+        &db,
+        "UPDATE steps SET observation_json = $1 WHERE run_id = $2 AND idx = 1",
+        &[
+            &format!(r#"{{"kind":"x","summary":"{}"}}"#, big('o', 1_100_000)),
+            &run,
+        ],
+    );
+    on_both(
+        &sqlite,
+        &db,
+        "UPDATE steps SET policy_json = $1 WHERE run_id = $2 AND idx = 0",
+        &[&big('{', 70_000), &run],
+    );
+    on_both(
+        &sqlite,
+        &db,
+        "UPDATE events SET payload_json = $1 WHERE seq = (SELECT min(seq) FROM events WHERE run_id = $2)",
+        &[&format!(r#"{{"p":"{}"}}"#, big('q', 70_000)), &run],
+    );
+    let mut on_sqlite = Console::new(Box::new(SqliteData::open(&sqlite).unwrap()), None, "tester");
+    let mut on_pg = Console::new(pg_reader(&db), None, "tester");
+    let a = walk(&mut on_sqlite, &m);
+    let b = walk(&mut on_pg, &m);
+    let mut differ = Vec::new();
+    for ((name, x), (_, y)) in a.iter().zip(&b) {
+        if x != y {
+            differ.push(format!(
+                "--- {name} on SQLite:\n{x}\n--- on PostgreSQL:\n{y}"
+            ));
+        }
+    }
+    assert!(
+        differ.is_empty(),
+        "{} screens differ:\n{}",
+        differ.len(),
+        differ.join("\n")
+    );
+}

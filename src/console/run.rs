@@ -11,7 +11,7 @@ use ratatui::Terminal;
 use ratatui::backend::CrosstermBackend;
 
 use super::config::{default_config_dir, load_config, load_mouse, load_settings};
-use super::data::{ConsoleData, DataError, Decider};
+use super::data::{ConsoleData, Decider};
 use super::decider::StoreDecider;
 use super::log::Log;
 use super::msg::{Effect, Input, Job};
@@ -133,7 +133,7 @@ fn open_database(opts: &mut ConsoleOptions) -> Result<Opened, ConsoleError> {
     #[cfg(feature = "postgres")]
     if let Some(url) = opts.db.to_str().filter(|s| crate::pgstore::is_pg_url(s)) {
         use super::pg::{PgData, pg_decider};
-        let url = crate::pgstore::PgUrl::parse(url).map_err(|e| DataError::Open {
+        let url = crate::pgstore::PgUrl::parse(url).map_err(|e| super::data::DataError::Open {
             path: "the PostgreSQL URL".into(),
             cause: e.to_string(),
         })?;

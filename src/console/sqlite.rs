@@ -23,6 +23,7 @@ pub type SqliteData = StoreData<Store>;
 
 impl<S: ConsoleReads> StoreData<S> {
     /// A reader over `store`.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     pub fn over(store: S) -> Self {
         StoreData { store }
     }
