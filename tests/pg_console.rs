@@ -514,3 +514,74 @@ fn pg_console_screens_match_with_columns_over_the_caps() {
         differ.join("\n")
     );
 }
+
+#[test]
+fn pg_console_sorted_queues_are_the_sqlite_ones() {
+    let d = tempfile::tempdir().unwrap();
+    let Some((sqlite, _, db)) = both(d.path(), "all") else {
+        return;
+    };
+    // Presentations that name targets and amounts (some twice, some not integers, one with a
+    // bidi control), and a request whose spec is named twice, alike on both databases.
+    let set = [
+        (1, r#"{"amount_cents":8000,"target":"ord_1004"}"#),
+        (
+            2,
+            r#"{"amount_cents":8000,"amount_cents":100,"target":"ord_1337"}"#,
+        ),
+        (3, r#"{"amount_cents":2599,"order":"ord_1011"}"#),
+        (4, "{\"target\":\"b\\u202eevil\"}"),
+        (5, r#"{"amount_cents":125000,"target":"ord_1013"}"#),
+        (6, r#"{"amount_cents":"65"}"#),
+        (7, r#"{"amount_cents":1,"target":"ord_1015","order":"zzz"}"#),
+        (8, r#"{"amount_cents":2.5,"target":["x"]}"#),
+        (11, r#"{"amount_cents":3150,"target":"ord_1010"}"#),
+    ];
+    let lite = rusqlite::Connection::open(&sqlite).unwrap();
+    let id_at = |rowid: i64| -> String {
+        lite.query_row("SELECT id FROM approvals WHERE rowid = ?1", [rowid], |r| {
+            r.get(0)
+        })
+        .unwrap()
+    };
+    for (rowid, p) in set {
+        let id = id_at(rowid);
+        on_both(
+            &sqlite,
+            &db,
+            "UPDATE approvals SET presentation_json = $1 WHERE id = $2",
+            &[p, &id],
+        );
+    }
+    let id = id_at(9);
+    on_both(
+        &sqlite,
+        &db,
+        "UPDATE approvals SET request_json = $1 WHERE id = $2",
+        &[
+            r#"{"spec":{"name":"a"},"spec":{"name":"b"},"args":{}}"#,
+            &id,
+        ],
+    );
+    let mut on_sqlite = Console::new(Box::new(SqliteData::open(&sqlite).unwrap()), None, "tester");
+    let mut on_pg = Console::new(pg_reader(&db), None, "tester");
+    for round in 0..4 {
+        for c in [&mut on_sqlite, &mut on_pg] {
+            c.keys("o");
+            c.keys("jj");
+        }
+        let (a, b) = (on_sqlite.screen(), on_pg.screen());
+        assert_eq!(
+            a, b,
+            "sort {round}:\n--- SQLite:\n{a}\n--- PostgreSQL:\n{b}"
+        );
+        if std::env::var_os("SHOW").is_some() {
+            eprintln!("{b}");
+        }
+    }
+    assert!(
+        on_pg.screen().contains("oldest first"),
+        "{}",
+        on_pg.screen()
+    );
+}

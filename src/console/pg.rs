@@ -88,11 +88,11 @@ impl ConsoleReads for PgReads {
     }
     fn list_queue_sorted_near(
         &self,
-        _filter: &str,
-        _order: &QueueOrder,
-        _near: Near<'_>,
+        filter: &str,
+        order: &QueueOrder,
+        near: Near<'_>,
     ) -> Result<WindowPage<(QueueItem, SortValue)>, StoreError> {
-        Err(unsupported("sorting the queue by anything but age"))
+        self.store.list_queue_sorted_near(filter, order, near)
     }
     fn list_queue_rows(
         &self,

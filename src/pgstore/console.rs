@@ -44,7 +44,7 @@ pub type Near<'a> = (i64, i64, Option<(i64, &'a str)>, Option<i64>);
 
 /// A parameter of a list's SQL.
 #[derive(Debug, Clone)]
-enum Arg {
+pub(super) enum Arg {
     Int(i64),
     Text(String),
 }
@@ -78,12 +78,12 @@ fn id_text(k: &[u8]) -> Option<&str> {
 
 /// A list read by a unique key: `from` is `FROM … WHERE …` with parameters `$1..$n` (`args`),
 /// `key` its key's columns in list order (descending if `desc`).
-struct List {
-    what: &'static str,
-    from: String,
-    args: Vec<Arg>,
-    key: &'static [&'static str],
-    desc: bool,
+pub(super) struct List {
+    pub what: &'static str,
+    pub from: String,
+    pub args: Vec<Arg>,
+    pub key: &'static [&'static str],
+    pub desc: bool,
 }
 
 /// A [`List`] walked inside one transaction.
@@ -171,7 +171,7 @@ impl KeyWalk for Walker<'_, '_> {
 
 /// The window of `list` (see `runtime::store::walk`), its rows read by `rows`.
 #[allow(clippy::too_many_arguments)]
-fn window<T>(
+pub(super) fn window<T>(
     tx: &mut Transaction<'_>,
     url: &PgUrl,
     list: &List,
@@ -207,7 +207,7 @@ fn count(tx: &mut Transaction<'_>, url: &PgUrl, list: &List) -> Result<i64, Stor
 }
 
 /// The anchor row's key: `sql` (parameters `args`, then the id) reads its key columns.
-fn anchor_of(
+pub(super) fn anchor_of(
     tx: &mut Transaction<'_>,
     url: &PgUrl,
     sql: &str,
@@ -514,6 +514,30 @@ fn model_call_sql() -> String {
 const QUEUE_FROM: &str = "FROM approvals a JOIN runs r ON r.id = a.run_id \
     WHERE a.status = 'pending' AND r.status = 'WAITING_FOR_APPROVAL' AND ($1 = '' OR \
     strpos(lower(a.id || ' ' || a.run_id || ' ' || a.kind || ' ' || left(a.request_json, 8192)), $1) > 0)";
+
+/// The queue's condition (after `WHERE`) on `a` and `r`, its filter `$1`.
+pub(super) fn queue_list_cond() -> &'static str {
+    QUEUE_FROM
+        .split_once(" WHERE ")
+        .map(|x| x.1)
+        .unwrap_or("false")
+}
+
+/// The queue item of the approval with this `ord`, if it is still there.
+pub(super) fn queue_item_row(
+    tx: &mut Transaction<'_>,
+    url: &PgUrl,
+    ord: i64,
+) -> Result<Option<QueueItem>, StoreError> {
+    let sql = format!("{} WHERE ord = $1", approval_sql());
+    match tx
+        .query_opt(&sql, &[&ord])
+        .map_err(|e| store_error(url, "queue", e))?
+    {
+        Some(r) => queue_item(tx, url, &r).map(Some),
+        None => Ok(None),
+    }
+}
 
 fn queue_list(filter: &str) -> List {
     List {

@@ -11,6 +11,7 @@ mod error;
 mod notify;
 mod operate;
 mod passfile;
+mod queue_order;
 mod reads;
 mod schema;
 mod sequencer;
