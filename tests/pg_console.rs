@@ -585,3 +585,45 @@ fn pg_console_sorted_queues_are_the_sqlite_ones() {
         on_pg.screen()
     );
 }
+
+#[test]
+fn pg_console_works_as_the_reviewer_role() {
+    let d = tempfile::tempdir().unwrap();
+    let Some((sqlite, m, db)) = both(d.path(), "all") else {
+        return;
+    };
+    let mut c = db.client();
+    c.batch_execute(include_str!("../docs/postgres-roles.sql"))
+        .unwrap();
+    let login = format!("revcon_{}", std::process::id());
+    c.batch_execute(&format!(
+        "DROP ROLE IF EXISTS {login}; CREATE ROLE {login} LOGIN IN ROLE countersign_reviewer"
+    ))
+    .unwrap();
+    let url = countersign::pgstore::PgUrl::parse(&db.url_as(&login)).unwrap();
+    // Every screen reads as the superuser's does (the session's pg_temp functions included).
+    let mut as_reviewer = Console::new(
+        Box::new(PgData::open_pg(&url).expect("the reviewer can open the console")),
+        None,
+        "rev",
+    );
+    let mut on_sqlite = Console::new(Box::new(SqliteData::open(&sqlite).unwrap()), None, "rev");
+    let a = walk(&mut on_sqlite, &m);
+    let b = walk(&mut as_reviewer, &m);
+    for ((name, x), (_, y)) in a.iter().zip(&b) {
+        assert_eq!(x, y, "{name}");
+    }
+    // And decides from it.
+    let t = Timestamp::parse("2026-01-01T03:50:00Z").unwrap();
+    let store = PgStore::open_existing(&url).unwrap();
+    let mut c = Console::new(
+        Box::new(PgData::open_pg(&url).unwrap()),
+        Some(Box::new(StoreDecider::over(store).with_clock(t))),
+        "rev",
+    );
+    let ap = queue_approval(&m, 0);
+    c.command(&format!("approval {ap}"));
+    c.keys("a");
+    c.key(KeyCode::Enter);
+    assert_eq!(pg_row(&db, &ap), ("approved".into(), "rev".into()));
+}
