@@ -627,3 +627,34 @@ fn pg_console_works_as_the_reviewer_role() {
     c.key(KeyCode::Enter);
     assert_eq!(pg_row(&db, &ap), ("approved".into(), "rev".into()));
 }
+
+#[test]
+fn pg_console_listener_reconnects_and_moves_its_version() {
+    let d = tempfile::tempdir().unwrap();
+    let Some((_, m, db)) = both(d.path(), "queue") else {
+        return;
+    };
+    let mut reader = PgData::open_pg(&db.pg_url()).unwrap();
+    let v0 = reader.data_version().unwrap();
+    // The listening connection is ended by the server (a restart, a failover, an admin).
+    let n = db
+        .client()
+        .execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE datname = current_database() AND query LIKE 'LISTEN%' AND pid <> pg_backend_pid()",
+            &[],
+        )
+        .unwrap();
+    assert_eq!(n, 1, "one listening connection");
+    // What was notified meanwhile is not known: the version moves, so the screen reloads.
+    let v1 = version_after(&mut reader, v0, 3000);
+    assert_ne!(v1, v0);
+    // And it listens again: a chained batch moves it once more.
+    let run = m["scenarios"]["queue"]["runs"][0]["id"].as_str().unwrap();
+    let mut store = PgStore::open_existing(&db.pg_url()).unwrap();
+    store
+        .enqueue_event(run, "", "2026-01-01T03:51:00Z", "note", "{}")
+        .unwrap();
+    store.sequence(1000).unwrap();
+    assert_ne!(version_after(&mut reader, v1, 3000), v1);
+}
