@@ -14,7 +14,7 @@ use super::Store;
 use super::column::{bytes, text};
 use super::error::{Ctx, StoreError};
 use super::stats_row::{
-    Outcome, StepFacts, approval_by_sql, approval_fast, step_by_sql, step_fast,
+    HeldStep, Outcome, StepFacts, approval_by_sql, approval_fast, step_by_sql, step_fast,
 };
 use crate::runtime::stats::{NAME_MAX, ReviewerStats, Stats, ToolStats};
 use crate::runtime::types::Timestamp;
@@ -69,13 +69,7 @@ type Tools = BTreeMap<Option<Vec<u8>>, ToolStats>;
 
 /// The steps: per tool, calls, allowed, denied by code and invalid; and the damaged steps.
 fn scan_steps(conn: &Connection, cutoff: Option<&str>) -> Result<(Tools, u64), StoreError> {
-    // Looked up by borrowed bytes while scanning (the last row's tool first), so a row's tool
-    // name is copied only once per tool; the unnamed calls apart.
-    let mut named: Vec<ToolStats> = Vec::new();
-    let mut index: HashMap<Vec<u8>, usize> = HashMap::new();
-    let mut last = usize::MAX;
-    let mut unnamed: Option<ToolStats> = None;
-    let mut damaged = 0u64;
+    let mut tally = StepTally::default();
     let mut stmt = conn.prepare(STEPS).ctx("stats: steps")?;
     let mut rows = stmt.query(rusqlite::params![cutoff]).ctx("stats: steps")?;
     while let Some(r) = rows.next().ctx("stats: steps")? {
@@ -85,43 +79,66 @@ fn scan_steps(conn: &Connection, cutoff: Option<&str>) -> Result<(Tools, u64), S
             Some(f) => f,
             None => step_by_sql(conn, r.get(0).ctx("stats: steps")?)?,
         };
+        let invalid = r
+            .get::<_, Option<bool>>(3)
+            .ctx("stats: steps")?
+            .unwrap_or(false);
+        tally.add(facts, invalid);
+    }
+    Ok(tally.finish())
+}
+
+/// The steps' counts as they are read, one row at a time (either backend's rows).
+#[derive(Default)]
+struct StepTally {
+    // Looked up by borrowed bytes while scanning (the last row's tool first), so a row's tool
+    // name is copied only once per tool; the unnamed calls apart.
+    named: Vec<ToolStats>,
+    index: HashMap<Vec<u8>, usize>,
+    last: Option<usize>,
+    unnamed: Option<ToolStats>,
+    damaged: u64,
+}
+
+impl StepTally {
+    /// Counts one step: what it was, and whether the runtime refused its decision.
+    fn add(&mut self, facts: StepFacts<'_>, invalid: bool) {
         let (tool, cut, outcome) = match facts {
-            StepFacts::Skip => continue,
+            StepFacts::Skip => return,
             StepFacts::Damaged => {
-                damaged += 1;
-                continue;
+                self.damaged += 1;
+                return;
             }
             StepFacts::Call { tool, cut, outcome } => (tool, cut, outcome),
         };
         let t = match tool {
-            None => unnamed.get_or_insert_with(ToolStats::default),
+            None => self.unnamed.get_or_insert_with(ToolStats::default),
             Some(name) => {
                 let same = |t: &ToolStats| t.tool.as_deref() == Some(name.as_ref());
-                if !named.get(last).is_some_and(same) {
-                    last = match index.get(name.as_ref()) {
+                let at = match self.last.filter(|&i| self.named.get(i).is_some_and(same)) {
+                    Some(i) => i,
+                    None => match self.index.get(name.as_ref()) {
                         Some(&i) => i,
                         None => {
-                            named.push(ToolStats {
+                            self.named.push(ToolStats {
                                 tool: Some(name.to_vec()),
                                 ..ToolStats::default()
                             });
-                            index.insert(name.into_owned(), named.len() - 1);
-                            named.len() - 1
+                            self.index.insert(name.into_owned(), self.named.len() - 1);
+                            self.named.len() - 1
                         }
-                    };
-                }
-                match named.get_mut(last) {
+                    },
+                };
+                self.last = Some(at);
+                match self.named.get_mut(at) {
                     Some(t) => t,
-                    None => continue,
+                    None => return,
                 }
             }
         };
         t.tool_cut |= cut;
         t.calls += 1;
-        if r.get::<_, Option<bool>>(3)
-            .ctx("stats: steps")?
-            .unwrap_or(false)
-        {
+        if invalid {
             t.invalid += 1;
         }
         match outcome {
@@ -135,11 +152,18 @@ fn scan_steps(conn: &Connection, cutoff: Option<&str>) -> Result<(Tools, u64), S
             Outcome::Neither => {}
         }
     }
-    let mut tools: Tools = named.into_iter().map(|t| (t.tool.clone(), t)).collect();
-    if let Some(t) = unnamed {
-        tools.insert(None, t);
+
+    fn finish(self) -> (Tools, u64) {
+        let mut tools: Tools = self
+            .named
+            .into_iter()
+            .map(|t| (t.tool.clone(), t))
+            .collect();
+        if let Some(t) = self.unnamed {
+            tools.insert(None, t);
+        }
+        (tools, self.damaged)
     }
-    Ok((tools, damaged))
 }
 
 /// The approvals: per tool, what the reviewers did (taking held-then-allowed calls back out of
@@ -149,11 +173,7 @@ fn scan_approvals(
     cutoff: Option<&str>,
     tools: &mut Tools,
 ) -> Result<(BTreeMap<Vec<u8>, ReviewerStats>, u64), StoreError> {
-    let mut reviewers: BTreeMap<Vec<u8>, ReviewerStats> = BTreeMap::new();
-    // Held steps whose recorded outcome is `allow` (the resume's verdict): counted above as
-    // allowed, taken back out once per step.
-    let mut held_allowed = HashSet::new();
-    let mut unreadable_times = 0u64;
+    let mut tally = ApprovalTally::default();
     let mut stmt = conn.prepare(APPROVALS).ctx("stats: approvals")?;
     let mut rows = stmt
         .query(rusqlite::params![cutoff, NAME_MAX as i64])
@@ -171,29 +191,68 @@ fn scan_approvals(
                 r.get(1).ctx("stats: approvals")?,
             )?,
         };
-        let status = text(r.get_ref(4).ctx("stats: approvals")?).unwrap_or_default();
-        let created = text(r.get_ref(5).ctx("stats: approvals")?).unwrap_or_default();
-        let decided = text(r.get_ref(6).ctx("stats: approvals")?).unwrap_or_default();
-        let by = bytes(r.get_ref(7).ctx("stats: approvals")?);
-        let by_cut: bool = r
-            .get::<_, Option<bool>>(8)
-            .ctx("stats: approvals")?
-            .unwrap_or(false);
-        let step = bytes(r.get_ref(9).ctx("stats: approvals")?);
+        let row = ApprovalRow {
+            status: text(r.get_ref(4).ctx("stats: approvals")?).unwrap_or_default(),
+            created: text(r.get_ref(5).ctx("stats: approvals")?).unwrap_or_default(),
+            decided: text(r.get_ref(6).ctx("stats: approvals")?).unwrap_or_default(),
+            by: bytes(r.get_ref(7).ctx("stats: approvals")?),
+            by_cut: r
+                .get::<_, Option<bool>>(8)
+                .ctx("stats: approvals")?
+                .unwrap_or(false),
+            step: bytes(r.get_ref(9).ctx("stats: approvals")?),
+        };
+        tally.add(tools, held, row);
+    }
+    Ok((tally.reviewers, tally.unreadable_times))
+}
+
+/// What the approvals scan reads of one approval besides its step.
+struct ApprovalRow {
+    status: String,
+    created: String,
+    decided: String,
+    /// The reviewer, cut to [`NAME_MAX`] bytes, and whether it was cut.
+    by: Vec<u8>,
+    by_cut: bool,
+    /// The step's id.
+    step: Vec<u8>,
+}
+
+/// The approvals' counts as they are read, one row at a time (either backend's rows).
+#[derive(Default)]
+struct ApprovalTally {
+    reviewers: BTreeMap<Vec<u8>, ReviewerStats>,
+    // Held steps whose recorded outcome is `allow` (the resume's verdict): counted by the
+    // steps as allowed, taken back out once per step.
+    held_allowed: HashSet<Vec<u8>>,
+    unreadable_times: u64,
+}
+
+impl ApprovalTally {
+    fn add(&mut self, tools: &mut Tools, held: HeldStep<'_>, row: ApprovalRow) {
         let t = entry(tools, held.tool.map(Cow::into_owned), held.cut);
         t.needs_approval += 1;
-        if held.allowed && held_allowed.insert(step) {
+        if held.allowed && self.held_allowed.insert(row.step) {
             t.allowed = t.allowed.saturating_sub(1);
         }
-        let rv = tally_approval(t, &status, &created, &decided, &mut unreadable_times);
+        let rv = tally_approval(
+            t,
+            &row.status,
+            &row.created,
+            &row.decided,
+            &mut self.unreadable_times,
+        );
         if let Some(approved) = rv {
-            let rv = reviewers
+            let by = row.by;
+            let rv = self
+                .reviewers
                 .entry(by.clone())
                 .or_insert_with(|| ReviewerStats {
                     by: by.clone(),
                     ..ReviewerStats::default()
                 });
-            rv.by_cut |= by_cut;
+            rv.by_cut |= row.by_cut;
             if approved {
                 rv.approved += 1;
             } else {
@@ -201,7 +260,6 @@ fn scan_approvals(
             }
         }
     }
-    Ok((reviewers, unreadable_times))
 }
 
 /// Counts one approval's status and times on its tool; `Some(approved)` when a reviewer
