@@ -658,3 +658,80 @@ fn pg_console_listener_reconnects_and_moves_its_version() {
     store.sequence(1000).unwrap();
     assert_ne!(version_after(&mut reader, v1, 3000), v1);
 }
+
+#[test]
+fn pg_stats_are_the_sqlite_stats() {
+    let d = tempfile::tempdir().unwrap();
+    let Some((sqlite, m, db)) = both(d.path(), "all") else {
+        return;
+    };
+    // Rows the fast read leaves to SQLite's JSON functions (an escaped name, a number, a name
+    // named twice, a denial with a code), alike on both databases.
+    let run = console_support::run_of(&m, "completed");
+    let failed = console_support::run_of(&m, "failed");
+    for (idx, decision) in [
+        (0, r#"{"kind":"tool_call","tool":"get\u005forder"}"#),
+        (1, r#"{"kind":"tool_call","tool":123,"tool":"x"}"#),
+    ] {
+        on_both(
+            &sqlite,
+            &db,
+            "UPDATE steps SET decision_json = $1 WHERE run_id = $2 AND CAST(idx AS TEXT) = $3",
+            &[decision, &run, &idx.to_string()],
+        );
+    }
+    on_both(
+        &sqlite,
+        &db,
+        "UPDATE steps SET policy_json = $1 WHERE run_id = $2 AND idx = 0",
+        &[
+            r#"{"outcome":"deny","reason":"\u0062locked: limit"}"#,
+            &failed,
+        ],
+    );
+    let now = Timestamp::parse("2026-01-01T04:10:00Z")
+        .unwrap()
+        .unix_secs();
+    let mut lite = SqliteData::open(&sqlite).unwrap();
+    let mut pg = PgData::open_pg(&db.pg_url()).unwrap();
+    let q = countersign::console::testing::Query::Stats { now };
+    let a = testing::handle(&mut lite, &q);
+    let b = testing::handle(&mut pg, &q);
+    assert!(
+        matches!(a, countersign::console::testing::Reply::Stats(_)),
+        "{a:?}"
+    );
+    assert_eq!(a, b);
+    // The command prints the same report.
+    let url = db.url.clone();
+    for json in [false, true] {
+        let mut args = vec!["stats"];
+        if json {
+            args.insert(0, "--json");
+        }
+        let run = |db: &str| {
+            std::process::Command::new(env!("CARGO_BIN_EXE_countersign"))
+                .arg("--db")
+                .arg(db)
+                .args(&args)
+                .env_remove("COUNTERSIGN_DB")
+                .output()
+                .unwrap()
+        };
+        let (x, y) = (run(sqlite.to_str().unwrap()), run(&url));
+        assert!(
+            x.status.success() && y.status.success(),
+            "{}",
+            String::from_utf8_lossy(&y.stderr)
+        );
+        // The report's own clock (`now`) is each process's.
+        let report = |o: &std::process::Output| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .filter(|l| !l.starts_with("  \"now\":"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        assert_eq!(report(&x), report(&y), "stats {args:?}");
+    }
+}

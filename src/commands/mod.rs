@@ -215,7 +215,14 @@ fn run(cli: Cli) -> Result<(), CommandError> {
         }
         #[cfg(feature = "postgres")]
         Command::Copy(a) => copy::run(json, a, &mut out),
-        Command::Stats(a) => stats::run(open::reading(database_path(cli.db)?, json, &mut out)?, a),
+        Command::Stats(a) => 'stats: {
+            let db = database_path(cli.db)?;
+            #[cfg(feature = "postgres")]
+            if let Some(store) = verify_pg::open_reader(&db)? {
+                break 'stats stats::run_pg(&store, json, &mut out, a);
+            }
+            stats::run(open::reading(db, json, &mut out)?, a)
+        }
         Command::Watch(a) => 'watch: {
             let db = database_path(cli.db)?;
             #[cfg(feature = "postgres")]

@@ -30,7 +30,8 @@ pub fn only_some_on_postgres(db: Option<&Path>, cmd: &Command) -> Option<Command
         | Command::Runs(_)
         | Command::Show(_)
         | Command::Events(_)
-        | Command::Watch(_) => None,
+        | Command::Watch(_)
+        | Command::Stats(_) => None,
         Command::Reject(d) | Command::Deny(d) if !d.select.any() => None,
         Command::Cancel(c) if !c.select.any() => None,
         Command::Reject(_) | Command::Deny(_) | Command::Cancel(_) => Some(refused(
@@ -39,7 +40,7 @@ pub fn only_some_on_postgres(db: Option<&Path>, cmd: &Command) -> Option<Command
         )),
         _ => Some(refused(
             url,
-            "on PostgreSQL this build runs the console, verify, copy, runs, show, events, watch, approve, reject, deny and cancel only; copy the database to SQLite (countersign copy --from URL --to runs.db) for the rest",
+            "on PostgreSQL this build runs the console, verify, copy, runs, show, events, watch, stats, approve, reject, deny and cancel only; copy the database to SQLite (countersign copy --from URL --to runs.db) for the rest",
         )),
     }
 }

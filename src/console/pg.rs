@@ -65,10 +65,6 @@ pub fn pg_decider(url: &PgUrl) -> Result<StoreDecider<PgStore>, String> {
     Ok(StoreDecider::over(store))
 }
 
-fn unsupported(what: &str) -> StoreError {
-    StoreError::Backend(format!("{what} is not on PostgreSQL in this build"))
-}
-
 impl ConsoleReads for PgReads {
     fn data_version(&mut self) -> Result<i64, StoreError> {
         match &mut self.listener {
@@ -197,7 +193,7 @@ impl ConsoleReads for PgReads {
     fn verify_chain(&self) -> Result<ChainReport, StoreError> {
         self.store.verify_chain()
     }
-    fn stats(&self, _since: Option<Timestamp>, _now: Timestamp) -> Result<Stats, StoreError> {
-        Err(unsupported("the queue's numbers (stats)"))
+    fn stats(&self, since: Option<Timestamp>, now: Timestamp) -> Result<Stats, StoreError> {
+        self.store.stats(since, now)
     }
 }

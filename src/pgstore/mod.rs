@@ -15,6 +15,7 @@ mod queue_order;
 mod reads;
 mod schema;
 mod sequencer;
+mod stats;
 mod tables;
 mod tls;
 mod url;

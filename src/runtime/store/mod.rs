@@ -82,6 +82,8 @@ pub(crate) use rows::{
 };
 pub use schema::{DEFAULT_LEASE_TTL_NS, MIGRATIONS, PRE_LEASE_OWNER, SCHEMA_MIGRATIONS_DDL};
 pub use sizes::capped_request;
+#[cfg(feature = "postgres")]
+pub(crate) use stats::StatsFromRows;
 pub use tx::{Transition, Tx};
 #[cfg(feature = "postgres")]
 pub(crate) use views::queue_item_of;

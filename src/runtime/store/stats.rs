@@ -319,3 +319,159 @@ fn entry(
     t.tool_cut |= cut;
     t
 }
+
+/// The queue's numbers from rows another backend reads (PostgreSQL), counted by the same
+/// tallies as SQLite's scans: every step first, then every approval. A row the fast read is
+/// not sure of (escapes, numbers, damaged JSON) is asked of SQLite's own JSON functions on a
+/// scratch in-memory database holding only that row, so the answer is the one SQLite gives.
+#[cfg(feature = "postgres")]
+pub(crate) struct StatsFromRows {
+    since: Option<Timestamp>,
+    now: Timestamp,
+    steps: Option<StepTally>,
+    tools: Tools,
+    damaged_steps: u64,
+    approvals: ApprovalTally,
+    scratch: Connection,
+}
+
+#[cfg(feature = "postgres")]
+fn text_ref(v: Option<&str>) -> rusqlite::types::ValueRef<'_> {
+    v.map_or(rusqlite::types::ValueRef::Null, |s| {
+        rusqlite::types::ValueRef::Text(s.as_bytes())
+    })
+}
+
+#[cfg(feature = "postgres")]
+impl StatsFromRows {
+    pub(crate) fn new(since: Option<Timestamp>, now: Timestamp) -> Result<Self, StoreError> {
+        let scratch = Connection::open_in_memory().ctx("stats: scratch")?;
+        scratch
+            .execute_batch(
+                "CREATE TABLE steps (id, decision_json, policy_json); \
+                 CREATE TABLE approvals (step_id);",
+            )
+            .ctx("stats: scratch")?;
+        Ok(StatsFromRows {
+            since,
+            now,
+            steps: Some(StepTally::default()),
+            tools: Tools::new(),
+            damaged_steps: 0,
+            approvals: ApprovalTally::default(),
+            scratch,
+        })
+    }
+
+    /// The first 19 characters of `since` the scans compare `started_at`/`created_at` with.
+    pub(crate) fn cutoff(&self) -> Option<String> {
+        self.since
+            .map(|t| t.format_always().chars().take(19).collect::<String>())
+    }
+
+    fn put_step(
+        &self,
+        rowid: i64,
+        id: &str,
+        decision: Option<&str>,
+        policy: Option<&str>,
+    ) -> Result<(), StoreError> {
+        self.scratch
+            .execute(
+                "INSERT INTO steps (rowid, id, decision_json, policy_json) VALUES (?1, ?2, ?3, ?4)",
+                rusqlite::params![rowid, id, decision, policy],
+            )
+            .ctx("stats: scratch")?;
+        Ok(())
+    }
+
+    /// Counts one step (`rowid` its key, `invalid` whether the runtime refused its decision).
+    pub(crate) fn step(
+        &mut self,
+        rowid: i64,
+        decision: Option<&str>,
+        policy: Option<&str>,
+        invalid: bool,
+    ) -> Result<(), StoreError> {
+        let facts = match step_fast(text_ref(decision), text_ref(policy)) {
+            Some(f) => f,
+            None => {
+                self.scratch
+                    .execute_batch("DELETE FROM steps;")
+                    .ctx("stats: scratch")?;
+                self.put_step(rowid, "", decision, policy)?;
+                step_by_sql(&self.scratch, rowid)?
+            }
+        };
+        if let Some(t) = self.steps.as_mut() {
+            t.add(facts, invalid);
+        }
+        Ok(())
+    }
+
+    /// Counts one approval: its key, its step's key, id, decision and policy (`None`: no such
+    /// step), status, times, reviewer (cut to `NAME_MAX` bytes, and whether cut).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn approval(
+        &mut self,
+        rowid: i64,
+        step: Option<(i64, Option<&str>, Option<&str>)>,
+        step_id: &str,
+        status: &str,
+        created: &str,
+        decided: &str,
+        by: Vec<u8>,
+        by_cut: bool,
+    ) -> Result<(), StoreError> {
+        if let Some(t) = self.steps.take() {
+            let (tools, damaged) = t.finish();
+            self.tools = tools;
+            self.damaged_steps = damaged;
+        }
+        let (decision, policy) = step.map_or((None, None), |(_, d, p)| (d, p));
+        let held = match approval_fast(text_ref(decision), text_ref(policy)) {
+            Some(h) => h,
+            None => {
+                self.scratch
+                    .execute_batch("DELETE FROM steps; DELETE FROM approvals;")
+                    .ctx("stats: scratch")?;
+                self.scratch
+                    .execute(
+                        "INSERT INTO approvals (rowid, step_id) VALUES (?1, ?2)",
+                        rusqlite::params![rowid, step_id],
+                    )
+                    .ctx("stats: scratch")?;
+                if let Some((s, d, p)) = step {
+                    self.put_step(s, step_id, d, p)?;
+                }
+                approval_by_sql(&self.scratch, rowid, step.map(|s| s.0))?
+            }
+        };
+        let row = ApprovalRow {
+            status: status.to_string(),
+            created: created.to_string(),
+            decided: decided.to_string(),
+            by,
+            by_cut,
+            step: step_id.as_bytes().to_vec(),
+        };
+        self.approvals.add(&mut self.tools, held, row);
+        Ok(())
+    }
+
+    pub(crate) fn finish(mut self) -> Stats {
+        if let Some(t) = self.steps.take() {
+            let (tools, damaged) = t.finish();
+            self.tools = tools;
+            self.damaged_steps = damaged;
+        }
+        Stats {
+            since: self.since,
+            now: self.now,
+            tools: self.tools.into_values().collect(),
+            reviewers: self.approvals.reviewers.into_values().collect(),
+            unreadable_times: self.approvals.unreadable_times,
+            damaged_steps: self.damaged_steps,
+        }
+    }
+}
