@@ -1,6 +1,7 @@
 //! `verify --db postgres://...`: the chain and every approval hash on PostgreSQL, and the line
-//! that says which commands run on PostgreSQL in this build (verify, copy, and a reviewer's
-//! approve, reject, deny and cancel of one named run).
+//! that says which commands run on PostgreSQL in this build (the console, verify, copy, runs,
+//! show, events, watch, stats, and a reviewer's approve, reject, deny and cancel of one named
+//! run).
 
 use std::path::Path;
 

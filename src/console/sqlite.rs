@@ -3,6 +3,8 @@
 //! view refusal, schema version check), read with the store's bounded page reads and decoders
 //! (`runtime::store` pages and views). This file only converts the store's rows into the
 //! console's row types; the bytes of a column that was not valid UTF-8 are passed on as stored.
+//! The conversion is written over [`ConsoleReads`], so PostgreSQL's reads (`console::pg`) fill
+//! the same screens through it (decision 0084).
 
 use std::path::Path;
 

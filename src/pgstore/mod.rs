@@ -1,8 +1,9 @@
 //! PostgreSQL as a second store, beside SQLite (issue 19, first slice; docs/postgres.md and
 //! docs/decisions/0080): the URL and its redacted form, TLS, a versioned schema of its own
 //! holding agentrt schema 6's rows byte for byte, the event chain's verification, and the
-//! whole-database copy between SQLite and PostgreSQL. The runtime, the console and the other
-//! commands do not run on it yet.
+//! whole-database copy between SQLite and PostgreSQL; the operator's decisions (decision
+//! 0082); the console's reads, `show`, `events`, `watch` and `stats`, and LISTEN/NOTIFY
+//! (decision 0084). The runtime does not run on it yet.
 
 mod chain;
 mod console;
