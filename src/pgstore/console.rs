@@ -31,11 +31,12 @@ use super::operate::{store_error, values};
 use super::reads::{capped, run_of_page_row, run_page_select};
 use super::{PgStore, PgUrl, chain};
 use crate::runtime::store::{
-    APPROVAL_COLUMNS, ApprovalView, COUNT_CAP, ChainMark, ChainReport, DAMAGED_RAW_HEAD,
-    DamagedColumn, KeyPage, KeyWalk, MAX_PAGE_TEXT, MarkedEvent, ModelCallView, Page, QueueItem,
-    RunOverview, SHOWN_REQUEST_MAX, STEP_COLUMNS, StepKey, StoreError, ViewCounts, Window,
-    WindowPage, approval_from_values, capped_approval_values, capped_step_values, check_page,
-    event_values, int, mark_of, model_call_values, queue_item_of, step_from_values, walk,
+    APPROVAL_COLUMNS, ApprovalView, COUNT_CAP, ChainMark, ChainReport, DAMAGED_COLUMNS as COLUMNS,
+    DAMAGED_RAW_HEAD, DamagedColumn, KeyPage, KeyWalk, MAX_PAGE_TEXT, MarkedEvent, ModelCallView,
+    Page, QueueItem, RunOverview, SHOWN_REQUEST_MAX, STEP_COLUMNS, StepKey, StoreError, ViewCounts,
+    Window, WindowPage, approval_from_values, capped_approval_values, capped_step_values,
+    check_page, damaged_anchor, damaged_error_of as error_of, event_values, int, mark_of,
+    model_call_values, queue_item_of, step_from_values, walk,
 };
 use crate::runtime::types::{Approval, Event, Key, Run, RunStatus, Step, Timestamp};
 
@@ -169,16 +170,54 @@ impl KeyWalk for Walker<'_, '_> {
     }
 }
 
-/// The window of `list` (see `runtime::store::walk`), its rows read by `rows`.
-#[allow(clippy::too_many_arguments)]
+/// Where a window of a list lies: rows `[offset, offset + limit)`, found from the nearest of
+/// the list's start, the `anchor` row (its index and key) and its end (its length as last
+/// read), the total counted up to `cap` (`None`: not counted).
+pub(super) struct Place {
+    pub limit: i64,
+    pub offset: i64,
+    pub anchor: Option<(i64, Vec<Value>)>,
+    pub end: Option<i64>,
+    pub cap: Option<i64>,
+}
+
+impl Place {
+    /// A screen's window: the anchor named by its id (its key read by `sql`, parameters
+    /// `args` then the id), the total counted up to [`COUNT_CAP`].
+    pub(super) fn near(
+        tx: &mut Transaction<'_>,
+        url: &PgUrl,
+        sql: &str,
+        args: &[Arg],
+        (limit, offset, anchor, end): Near<'_>,
+    ) -> Result<Place, StoreError> {
+        Ok(Place {
+            limit,
+            offset,
+            anchor: anchor_of(tx, url, sql, args.to_vec(), anchor)?,
+            end,
+            cap: Some(COUNT_CAP),
+        })
+    }
+
+    /// Rows from `offset`, with the total counted whole (`count`) or not at all.
+    fn from(limit: i64, offset: i64, count: bool) -> Place {
+        Place {
+            limit,
+            offset,
+            anchor: None,
+            end: None,
+            cap: count.then_some(i64::MAX - 1),
+        }
+    }
+}
+
+/// The window of `list` at `at` (see `runtime::store::walk`), its rows read by `rows`.
 pub(super) fn window<T>(
     tx: &mut Transaction<'_>,
     url: &PgUrl,
     list: &List,
-    (limit, offset): (i64, i64),
-    anchor: Option<(i64, Vec<Value>)>,
-    end: Option<i64>,
-    cap: Option<i64>,
+    at: Place,
     rows: impl FnOnce(&mut Transaction<'_>, &PgUrl, &Window) -> Result<Vec<T>, StoreError>,
 ) -> Result<WindowPage<T>, StoreError> {
     let w = {
@@ -187,7 +226,7 @@ pub(super) fn window<T>(
             url,
             list,
         };
-        walk(&walker, offset, limit, anchor, end, cap)?
+        walk(&walker, at.offset, at.limit, at.anchor, at.end, at.cap)?
     };
     let items = rows(tx, url, &w)?;
     Ok(WindowPage {
@@ -207,7 +246,7 @@ fn count(tx: &mut Transaction<'_>, url: &PgUrl, list: &List) -> Result<i64, Stor
 }
 
 /// The anchor row's key: `sql` (parameters `args`, then the id) reads its key columns.
-pub(super) fn anchor_of(
+fn anchor_of(
     tx: &mut Transaction<'_>,
     url: &PgUrl,
     sql: &str,
@@ -563,30 +602,85 @@ fn runs_list(status: &str, filter: &str) -> List {
     }
 }
 
-fn run_list(what: &'static str, table: &str, run: &str, key: &'static [&'static str]) -> List {
-    List {
-        what,
-        from: format!("FROM {table} WHERE run_id = $1"),
-        args: vec![text(run)],
-        key,
-        desc: false,
+/// One of a run's lists read by key, as SQLite's `RunList` describes it.
+struct RunTab<T> {
+    /// The list as a bad page request names it (`steps`).
+    name: &'static str,
+    /// What its errors say it was doing (`list steps`).
+    what: &'static str,
+    table: &'static str,
+    /// The key's columns in list order; the last is `ord`.
+    key: &'static [&'static str],
+    /// The capped select (`SELECT … FROM <table>`) and the row it gives.
+    select: fn() -> String,
+    row: fn(&postgres::Row) -> T,
+}
+
+impl<T> RunTab<T> {
+    fn list(&self, run: &str) -> List {
+        List {
+            what: self.what,
+            from: format!("FROM {} WHERE run_id = $1", self.table),
+            args: vec![text(run)],
+            key: self.key,
+            desc: false,
+        }
+    }
+
+    /// The window's rows, each read by its `ord`.
+    fn rows(
+        &self,
+        tx: &mut Transaction<'_>,
+        url: &PgUrl,
+        w: &Window,
+    ) -> Result<Vec<T>, StoreError> {
+        let sql = format!("{} WHERE ord = $1", (self.select)());
+        let row = self.row;
+        each(tx, url, w, self.key.len() - 1, &sql, self.what, |_, r| {
+            Ok(row(r))
+        })
     }
 }
 
-fn steps_list(run: &str) -> List {
-    run_list("list steps", "steps", run, &["idx", "ord"])
+const STEPS: RunTab<Step> = RunTab {
+    name: "steps",
+    what: "list steps",
+    table: "steps",
+    key: &["idx", "ord"],
+    select: step_sql,
+    row: step_row,
+};
+
+const APPROVALS: RunTab<Approval> = RunTab {
+    name: "approvals",
+    what: "list approvals",
+    table: "approvals",
+    key: &["ord"],
+    select: approval_sql,
+    row: approval_row,
+};
+
+fn model_call_row(r: &postgres::Row) -> ModelCallView {
+    model_call_values(&values(r))
 }
+
+const CALLS: RunTab<ModelCallView> = RunTab {
+    name: "model calls",
+    what: "list model calls",
+    table: "model_calls",
+    key: &["ord"],
+    select: model_call_sql,
+    row: model_call_row,
+};
 
 fn events_list(run: &str) -> List {
-    run_list("list events", "events", run, &["seq"])
-}
-
-fn approvals_list(run: &str) -> List {
-    run_list("list approvals", "approvals", run, &["ord"])
-}
-
-fn calls_list(run: &str) -> List {
-    run_list("list model calls", "model_calls", run, &["ord"])
+    List {
+        what: "list events",
+        from: "FROM events WHERE run_id = $1".into(),
+        args: vec![text(run)],
+        key: &["seq"],
+        desc: false,
+    }
 }
 
 /// Each key's row read by the integer in key column `col`, by `sql` (`$1` the key).
@@ -704,20 +798,6 @@ const CANDIDATES: &str = "SELECT s.run_id AS run, 1 AS t, s.ord AS k, c.n AS n F
     SELECT r.id, 2, r.ord, 10 FROM runs r WHERE r.status NOT IN \
     ('RUNNING','WAITING_FOR_APPROVAL','INTERRUPTED','COMPLETED','FAILED','CANCELLED')";
 
-/// (table, decode-error column name, SQL column) by candidate number, as SQLite's.
-const COLUMNS: [(&str, &str, &str); 10] = [
-    ("steps", "decision", "decision_json"),
-    ("steps", "policy", "policy_json"),
-    ("steps", "observation", "observation_json"),
-    ("steps", "started_at", "started_at"),
-    ("steps", "finished_at", "finished_at"),
-    ("approvals", "request", "request_json"),
-    ("approvals", "created_at", "created_at"),
-    ("approvals", "expires_at", "expires_at"),
-    ("approvals", "decided_at", "decided_at"),
-    ("runs", "status", "status"),
-];
-
 fn damaged_list() -> List {
     List {
         what: "damaged rows",
@@ -726,16 +806,6 @@ fn damaged_list() -> List {
         key: &["t", "k", "n"],
         desc: false,
     }
-}
-
-/// The parts of a `"; "`-joined decode error that name `column`.
-fn error_of(decode_error: &str, column: &str) -> Option<String> {
-    let prefix = format!("{column}: ");
-    let parts: Vec<&str> = decode_error
-        .split("; ")
-        .filter_map(|p| p.strip_prefix(prefix.as_str()))
-        .collect();
-    (!parts.is_empty()).then(|| parts.join("; "))
 }
 
 fn damaged_column(
@@ -871,28 +941,14 @@ impl PgStore {
     pub fn list_queue_rows_near(
         &self,
         filter: &str,
-        (limit, offset, anchor, end): Near<'_>,
+        near: Near<'_>,
     ) -> Result<WindowPage<QueueItem>, StoreError> {
-        check_page("queue", limit, offset)?;
+        check_page("queue", near.0, near.1)?;
         let list = queue_list(filter);
+        let anchor = format!("SELECT a.ord {QUEUE_FROM} AND a.id = $2 ORDER BY a.ord LIMIT 1");
         self.snapshot(|tx, url| {
-            let anchor = anchor_of(
-                tx,
-                url,
-                &format!("SELECT a.ord {QUEUE_FROM} AND a.id = $2 ORDER BY a.ord LIMIT 1"),
-                list.args.clone(),
-                anchor,
-            )?;
-            window(
-                tx,
-                url,
-                &list,
-                (limit, offset),
-                anchor,
-                end,
-                Some(COUNT_CAP),
-                queue_rows,
-            )
+            let at = Place::near(tx, url, &anchor, &list.args, near)?;
+            window(tx, url, &list, at, queue_rows)
         })
     }
 
@@ -910,10 +966,7 @@ impl PgStore {
                 tx,
                 url,
                 &list,
-                (limit, offset),
-                None,
-                None,
-                None,
+                Place::from(limit, offset, false),
                 queue_rows,
             )?;
             Ok((w.items, w.more))
@@ -931,33 +984,18 @@ impl PgStore {
         &self,
         status: &str,
         filter: &str,
-        (limit, offset, anchor, end): Near<'_>,
+        near: Near<'_>,
     ) -> Result<WindowPage<RunOverview>, StoreError> {
-        check_page("runs", limit, offset)?;
+        check_page("runs", near.0, near.1)?;
         let list = runs_list(status, filter);
         self.snapshot(|tx, url| {
-            let anchor = anchor_of(
-                tx,
-                url,
-                "SELECT ord FROM runs WHERE id = $1",
-                Vec::new(),
-                anchor,
-            )?;
-            window(
-                tx,
-                url,
-                &list,
-                (limit, offset),
-                anchor,
-                end,
-                Some(COUNT_CAP),
-                |tx, url, w| {
-                    let sql = format!("{} WHERE ord = $1", run_page_select());
-                    each(tx, url, w, 0, &sql, "runs overview", |tx, r| {
-                        overview(tx, url, r)
-                    })
-                },
-            )
+            let at = Place::near(tx, url, "SELECT ord FROM runs WHERE id = $1", &[], near)?;
+            let sql = format!("{} WHERE ord = $1", run_page_select());
+            window(tx, url, &list, at, |tx, url, w| {
+                each(tx, url, w, 0, &sql, "runs overview", |tx, r| {
+                    overview(tx, url, r)
+                })
+            })
         })
     }
 
@@ -1015,39 +1053,58 @@ impl PgStore {
         Ok(row(&r))
     }
 
+    /// A window of one of a run's lists (steps, approvals, model calls) by key, and what
+    /// `also` reads in the same snapshot.
+    fn run_tab<T, X>(
+        &self,
+        tab: &RunTab<T>,
+        run: &[u8],
+        near: Near<'_>,
+        also: impl FnOnce(&mut Transaction<'_>, &PgUrl, &str) -> Result<X, StoreError>,
+    ) -> Result<(WindowPage<T>, Option<X>), StoreError> {
+        check_page(tab.name, near.0, near.1)?;
+        let Some(run) = id_text(run) else {
+            return Ok((empty(), None));
+        };
+        let list = tab.list(run);
+        let anchor = format!(
+            "SELECT {} FROM {} WHERE run_id = $1 AND id = $2 ORDER BY ord LIMIT 1",
+            tab.key.join(", "),
+            tab.table
+        );
+        self.snapshot(|tx, url| {
+            let at = Place::near(tx, url, &anchor, &list.args, near)?;
+            let page = window(tx, url, &list, at, |tx, url, w| tab.rows(tx, url, w))?;
+            Ok((page, Some(also(tx, url, run)?)))
+        })
+    }
+
     /// A window of a run's steps by `(idx, ord)`.
     pub fn list_steps_page_near(
         &self,
         run: &[u8],
-        (limit, offset, anchor, end): Near<'_>,
+        near: Near<'_>,
     ) -> Result<WindowPage<Step>, StoreError> {
-        check_page("steps", limit, offset)?;
-        let Some(run) = id_text(run) else {
-            return Ok(empty());
-        };
-        let list = steps_list(run);
-        self.snapshot(|tx, url| {
-            let anchor = anchor_of(
-                tx,
-                url,
-                "SELECT idx, ord FROM steps WHERE run_id = $1 AND id = $2 ORDER BY ord LIMIT 1",
-                list.args.clone(),
-                anchor,
-            )?;
-            window(
-                tx,
-                url,
-                &list,
-                (limit, offset),
-                anchor,
-                end,
-                Some(COUNT_CAP),
-                |tx, url, w| {
-                    let sql = format!("{} WHERE ord = $1", step_sql());
-                    each(tx, url, w, 1, &sql, "list steps", |_, r| Ok(step_row(r)))
-                },
-            )
-        })
+        Ok(self.run_tab(&STEPS, run, near, |_, _, _| Ok(()))?.0)
+    }
+
+    /// A window of a run's approvals by `ord`, and the run's status.
+    pub fn list_run_approvals_near(
+        &self,
+        run: &[u8],
+        near: Near<'_>,
+    ) -> Result<(WindowPage<Approval>, Option<RunStatus>), StoreError> {
+        let (page, status) = self.run_tab(&APPROVALS, run, near, run_status)?;
+        Ok((page, status.flatten()))
+    }
+
+    /// A window of a run's model calls by `ord`.
+    pub fn list_model_calls_near(
+        &self,
+        run: &[u8],
+        near: Near<'_>,
+    ) -> Result<WindowPage<ModelCallView>, StoreError> {
+        Ok(self.run_tab(&CALLS, run, near, |_, _, _| Ok(()))?.0)
     }
 
     /// A window of a run's events by `seq`, each with its chain mark.
@@ -1075,91 +1132,16 @@ impl PgStore {
                     .map(|_| (ai, vec![Value::Integer(seq)])),
                 _ => None,
             };
-            window(
-                tx,
-                url,
-                &list,
-                (limit, offset),
+            let at = Place {
+                limit,
+                offset,
                 anchor,
                 end,
-                Some(COUNT_CAP),
-                |tx, url, w| marked_events(tx, url, run, w),
-            )
-        })
-    }
-
-    /// A window of a run's approvals by `ord`, and the run's status.
-    pub fn list_run_approvals_near(
-        &self,
-        run: &[u8],
-        (limit, offset, anchor, end): Near<'_>,
-    ) -> Result<(WindowPage<Approval>, Option<RunStatus>), StoreError> {
-        check_page("approvals", limit, offset)?;
-        let Some(run) = id_text(run) else {
-            return Ok((empty(), None));
-        };
-        let list = approvals_list(run);
-        self.snapshot(|tx, url| {
-            let anchor = anchor_of(
-                tx,
-                url,
-                "SELECT ord FROM approvals WHERE run_id = $1 AND id = $2 ORDER BY ord LIMIT 1",
-                list.args.clone(),
-                anchor,
-            )?;
-            let page = window(
-                tx,
-                url,
-                &list,
-                (limit, offset),
-                anchor,
-                end,
-                Some(COUNT_CAP),
-                |tx, url, w| {
-                    let sql = format!("{} WHERE ord = $1", approval_sql());
-                    each(tx, url, w, 0, &sql, "list approvals", |_, r| {
-                        Ok(approval_row(r))
-                    })
-                },
-            )?;
-            Ok((page, run_status(tx, url, run)?))
-        })
-    }
-
-    /// A window of a run's model calls by `ord`.
-    pub fn list_model_calls_near(
-        &self,
-        run: &[u8],
-        (limit, offset, anchor, end): Near<'_>,
-    ) -> Result<WindowPage<ModelCallView>, StoreError> {
-        check_page("model calls", limit, offset)?;
-        let Some(run) = id_text(run) else {
-            return Ok(empty());
-        };
-        let list = calls_list(run);
-        self.snapshot(|tx, url| {
-            let anchor = anchor_of(
-                tx,
-                url,
-                "SELECT ord FROM model_calls WHERE run_id = $1 AND id = $2 ORDER BY ord LIMIT 1",
-                list.args.clone(),
-                anchor,
-            )?;
-            window(
-                tx,
-                url,
-                &list,
-                (limit, offset),
-                anchor,
-                end,
-                Some(COUNT_CAP),
-                |tx, url, w| {
-                    let sql = format!("{} WHERE ord = $1", model_call_sql());
-                    each(tx, url, w, 0, &sql, "list model calls", |_, r| {
-                        Ok(model_call_values(&values(r)))
-                    })
-                },
-            )
+                cap: Some(COUNT_CAP),
+            };
+            window(tx, url, &list, at, |tx, url, w| {
+                marked_events(tx, url, run, w)
+            })
         })
     }
 
@@ -1170,10 +1152,10 @@ impl PgStore {
             return Ok(0);
         };
         let list = match table {
-            "steps" => steps_list(run),
+            "steps" => STEPS.list(run),
             "events" => events_list(run),
-            "approvals" => approvals_list(run),
-            _ => calls_list(run),
+            "approvals" => APPROVALS.list(run),
+            _ => CALLS.list(run),
         };
         self.snapshot(|tx, url| count(tx, url, &list))
     }
@@ -1238,64 +1220,39 @@ impl PgStore {
         check_page("damaged rows", limit, offset)?;
         let list = damaged_list();
         self.snapshot(|tx, url| {
-            let anchor = match anchor {
-                Some((ai, (table, row_id, column))) if ai >= 0 => {
-                    let n = COLUMNS
-                        .iter()
-                        .position(|(t, c, _)| *t == table && *c == column);
-                    let t = match table {
-                        "steps" => 1,
-                        "runs" => 2,
-                        _ => 3,
+            let anchor = match anchor.filter(|(ai, _)| *ai >= 0) {
+                Some((ai, (table, row_id, column))) => {
+                    let lookup = |t: &str| {
+                        tx.query_opt(
+                            &format!("SELECT ord FROM {t} WHERE id = $1 ORDER BY ord LIMIT 1"),
+                            &[&row_id],
+                        )
+                        .map(|r| r.and_then(|r| r.try_get::<_, i64>(0).ok()))
+                        .map_err(|e| store_error(url, "damaged rows", e))
                     };
-                    let table = COLUMNS[n.unwrap_or(0)].0;
-                    let k = match n {
-                        Some(_) => tx
-                            .query_opt(
-                                &format!(
-                                    "SELECT ord FROM {table} WHERE id = $1 ORDER BY ord LIMIT 1"
-                                ),
-                                &[&row_id],
-                            )
-                            .map_err(|e| store_error(url, "damaged rows", e))?
-                            .and_then(|r| r.try_get::<_, i64>(0).ok()),
-                        None => None,
-                    };
-                    match (k, n) {
-                        (Some(k), Some(n)) => Some((
-                            ai,
-                            vec![
-                                Value::Integer(t),
-                                Value::Integer(k),
-                                Value::Integer(n as i64 + 1),
-                            ],
-                        )),
-                        _ => None,
-                    }
+                    damaged_anchor(table, column, lookup)?.map(|k| (ai, k))
                 }
-                _ => None,
+                None => None,
             };
-            window(
-                tx,
-                url,
-                &list,
-                (limit, offset),
+            let at = Place {
+                limit,
+                offset,
                 anchor,
                 end,
-                Some(COUNT_CAP),
-                |tx, url, w| {
-                    let mut items = Vec::with_capacity(w.keys.len());
-                    for key in &w.keys {
-                        let (k, n) = (
-                            key.get(1).map(int).unwrap_or(0),
-                            key.get(2).map(int).unwrap_or(1),
-                        );
-                        let n = usize::try_from(n.clamp(1, COLUMNS.len() as i64)).unwrap_or(1);
-                        items.extend(damaged_column(tx, url, k, n)?);
-                    }
-                    Ok(items)
-                },
-            )
+                cap: Some(COUNT_CAP),
+            };
+            window(tx, url, &list, at, |tx, url, w| {
+                let mut items = Vec::with_capacity(w.keys.len());
+                for key in &w.keys {
+                    let (k, n) = (
+                        key.get(1).map(int).unwrap_or(0),
+                        key.get(2).map(int).unwrap_or(1),
+                    );
+                    let n = usize::try_from(n.clamp(1, COLUMNS.len() as i64)).unwrap_or(1);
+                    items.extend(damaged_column(tx, url, k, n)?);
+                }
+                Ok(items)
+            })
         })
     }
 
@@ -1323,41 +1280,7 @@ impl PgStore {
         limit: i64,
         offset: i64,
     ) -> Result<Page<Approval>, StoreError> {
-        check_page("approvals", limit, offset)?;
-        let Some(run) = id_text(run) else {
-            return Ok(Page {
-                items: Vec::new(),
-                total: 0,
-            });
-        };
-        let list = List {
-            what: "list approvals",
-            from: "FROM approvals WHERE run_id = $1 AND ($2 = '' OR status = $2)".into(),
-            args: vec![text(run), text(status)],
-            key: &["ord"],
-            desc: false,
-        };
-        self.snapshot(|tx, url| {
-            let w = window(
-                tx,
-                url,
-                &list,
-                (limit, offset),
-                None,
-                None,
-                Some(i64::MAX - 1),
-                |tx, url, w| {
-                    let sql = format!("{} WHERE ord = $1", approval_sql());
-                    each(tx, url, w, 0, &sql, "list approvals", |_, r| {
-                        Ok(approval_row(r))
-                    })
-                },
-            )?;
-            Ok(Page {
-                items: w.items,
-                total: w.total,
-            })
-        })
+        self.tab_page(&APPROVALS, run, status, limit, offset)
     }
 
     /// A run's steps by index, capped, `limit` from `offset`, with the total.
@@ -1367,28 +1290,34 @@ impl PgStore {
         limit: i64,
         offset: i64,
     ) -> Result<Page<Step>, StoreError> {
-        check_page("steps", limit, offset)?;
+        self.tab_page(&STEPS, run, "", limit, offset)
+    }
+
+    /// Rows `[offset, offset + limit)` of one of a run's lists, of one status or all (`""`),
+    /// with the total counted whole (agentrt's page read).
+    fn tab_page<T>(
+        &self,
+        tab: &RunTab<T>,
+        run: &[u8],
+        status: &str,
+        limit: i64,
+        offset: i64,
+    ) -> Result<Page<T>, StoreError> {
+        check_page(tab.name, limit, offset)?;
         let Some(run) = id_text(run) else {
             return Ok(Page {
                 items: Vec::new(),
                 total: 0,
             });
         };
-        let list = steps_list(run);
+        let mut list = tab.list(run);
+        if !status.is_empty() {
+            list.from.push_str(" AND status = $2");
+            list.args.push(text(status));
+        }
         self.snapshot(|tx, url| {
-            let w = window(
-                tx,
-                url,
-                &list,
-                (limit, offset),
-                None,
-                None,
-                Some(i64::MAX - 1),
-                |tx, url, w| {
-                    let sql = format!("{} WHERE ord = $1", step_sql());
-                    each(tx, url, w, 1, &sql, "list steps", |_, r| Ok(step_row(r)))
-                },
-            )?;
+            let at = Place::from(limit, offset, true);
+            let w = window(tx, url, &list, at, |tx, url, w| tab.rows(tx, url, w))?;
             Ok(Page {
                 items: w.items,
                 total: w.total,

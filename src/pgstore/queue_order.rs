@@ -11,9 +11,9 @@
 use rusqlite::types::Value;
 
 use super::PgStore;
-use super::console::{Arg, List, Near, anchor_of, queue_item_row, queue_list_cond, window};
+use super::console::{Arg, List, Near, Place, queue_item_row, queue_list_cond, window};
 use crate::runtime::store::{
-    COUNT_CAP, QueueItem, QueueOrder, SortValue, StoreError, WindowPage, check_page, int,
+    QueueItem, QueueOrder, SortValue, StoreError, WindowPage, check_page, int,
 };
 
 /// The list's `FROM … WHERE …`: the queue's rows (`rid`, `aid`) with their sort key (`ks`,
@@ -117,9 +117,9 @@ impl PgStore {
         &self,
         filter: &str,
         order: &QueueOrder,
-        (limit, offset, anchor, end): Near<'_>,
+        near: Near<'_>,
     ) -> Result<WindowPage<(QueueItem, SortValue)>, StoreError> {
-        check_page("queue", limit, offset)?;
+        check_page("queue", near.0, near.1)?;
         let mut args = vec![Arg::Text(filter.to_lowercase())];
         args.extend(key_args(order).into_iter().map(Arg::Text));
         let list = List {
@@ -129,39 +129,25 @@ impl PgStore {
             key: &["q.ks", "q.kv", "q.rid"],
             desc: false,
         };
+        let anchor = format!(
+            "SELECT q.ks, q.kv, q.rid {} AND q.aid = ${} LIMIT 1",
+            list.from,
+            list.args.len() + 1
+        );
         self.snapshot(|tx, url| {
-            let anchor = anchor_of(
-                tx,
-                url,
-                &format!(
-                    "SELECT q.ks, q.kv, q.rid {} AND q.aid = ${} LIMIT 1",
-                    list.from,
-                    list.args.len() + 1
-                ),
-                list.args.clone(),
-                anchor,
-            )?;
-            window(
-                tx,
-                url,
-                &list,
-                (limit, offset),
-                anchor,
-                end,
-                Some(COUNT_CAP),
-                |tx, url, w| {
-                    let mut items = Vec::with_capacity(w.keys.len());
-                    for k in &w.keys {
-                        let (Some(s), Some(v), Some(rid)) = (k.first(), k.get(1), k.get(2)) else {
-                            continue;
-                        };
-                        if let Some(item) = queue_item_row(tx, url, int(rid))? {
-                            items.push((item, sort_value(s, v)));
-                        }
+            let at = Place::near(tx, url, &anchor, &list.args, near)?;
+            window(tx, url, &list, at, |tx, url, w| {
+                let mut items = Vec::with_capacity(w.keys.len());
+                for k in &w.keys {
+                    let (Some(s), Some(v), Some(rid)) = (k.first(), k.get(1), k.get(2)) else {
+                        continue;
+                    };
+                    if let Some(item) = queue_item_row(tx, url, int(rid))? {
+                        items.push((item, sort_value(s, v)));
                     }
-                    Ok(items)
-                },
-            )
+                }
+                Ok(items)
+            })
         })
     }
 }

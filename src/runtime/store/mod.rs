@@ -56,6 +56,10 @@ pub(crate) use backend::IN_CRATE;
 #[cfg(feature = "postgres")]
 pub(crate) use backend::sealed;
 pub use backend::{InCrate, RunStore, RunTx};
+#[cfg(feature = "postgres")]
+pub(crate) use damaged::{
+    COLUMNS as DAMAGED_COLUMNS, anchor_key as damaged_anchor, error_of as damaged_error_of,
+};
 pub use damaged::{DAMAGED_RAW_HEAD, DamagedColumn};
 pub use detail::{ApprovalView, ChainMark, MarkedEvent, ModelCallView, RunApprovals};
 #[cfg(feature = "postgres")]
