@@ -735,3 +735,86 @@ fn pg_stats_are_the_sqlite_stats() {
         assert_eq!(report(&x), report(&y), "stats {args:?}");
     }
 }
+
+/// A measurement, not a check (`--ignored`): the reads of the console's first frame (the
+/// queue's first window, and the runs list's) on the `all` fixture, then with 1 000 000 more
+/// runs of which 100 000 wait with a pending approval each, in PostgreSQL. Prints the times.
+#[test]
+#[ignore]
+fn pg_console_first_window_on_a_large_database() {
+    use countersign::console::testing::{Query, Sort};
+    let d = tempfile::tempdir().unwrap();
+    let Some((_, _, db)) = both(d.path(), "all") else {
+        return;
+    };
+    let first = |data: &mut dyn ConsoleData| {
+        let queue = Query::Queue {
+            filter: String::new(),
+            sort: Sort::Age,
+            offset: 0,
+            limit: 40,
+            anchor: None,
+            end: None,
+        };
+        let runs = Query::Runs {
+            status: None,
+            filter: String::new(),
+            offset: 0,
+            limit: 40,
+            anchor: None,
+            end: None,
+        };
+        let mut best = [f64::MAX; 3];
+        for _ in 0..5 {
+            for (i, q) in [&queue, &runs, &Query::Counts].into_iter().enumerate() {
+                let t = std::time::Instant::now();
+                let r = testing::handle(data, q);
+                assert!(
+                    !matches!(r, countersign::console::testing::Reply::Failed(_)),
+                    "{r:?}"
+                );
+                best[i] = best[i].min(t.elapsed().as_secs_f64() * 1000.0);
+            }
+        }
+        best
+    };
+    // `n` more runs from `from`, every `every`-th waiting with a pending approval.
+    let fill = |c: &mut countersign::pgstore::postgres::Client, from: i64, n: i64, every: i64| {
+        c.batch_execute(&format!(
+            "INSERT INTO runs (ord, id, goal, status, reason, reason_detail, limits_json, step_count, \
+             created_at, started_at, finished_at, result_json, model_calls, input_tokens, output_tokens, \
+             cached_input_tokens, estimated_cost_micros, active_ms, lease_owner, lease_expires_at) \
+             SELECT {from} + g, md5(({from} + g)::text), 'a goal ' || g, \
+                    CASE WHEN g % {every} = 0 THEN 'WAITING_FOR_APPROVAL' ELSE 'COMPLETED' END, \
+                    '', '', '{{}}', 2, '2025-12-01T00:00:00Z', '2025-12-01T00:00:00Z', '', '', 0, 0, 0, 0, 0, 0, '', '' \
+             FROM generate_series(1, {n}) g; \
+             INSERT INTO approvals (ord, id, run_id, step_id, kind, capability_json, presentation_json, \
+             request_json, hash, status, created_at, expires_at) \
+             SELECT {from} + g, 'a' || md5(({from} + g)::text), md5(({from} + g)::text), 's' || g, \
+                    'remote_mutation', '{{}}', '{{}}', \
+                    '{{\"spec\":{{\"name\":\"issue_refund\"}},\"args\":{{\"order_id\":\"ord\"}}}}', '', \
+                    'pending', '2025-12-01T00:00:00Z', '' \
+             FROM generate_series({every}, {n}, {every}) g; ANALYZE;"
+        ))
+        .unwrap();
+    };
+    let mut c = db.client();
+    // Small: about 100 runs, 50 of them waiting (more than a window's 40).
+    fill(&mut c, 1000, 100, 2);
+    let small = first(&mut PgData::open_pg(&db.pg_url()).unwrap());
+    let t = std::time::Instant::now();
+    fill(&mut c, 10_000, 1_000_000, 10);
+    eprintln!("filled in {:.1} s", t.elapsed().as_secs_f64());
+    let large = first(&mut PgData::open_pg(&db.pg_url()).unwrap());
+    eprintln!(
+        "best of 5, ms: queue window {:.1} -> {:.1} ({:.2}x), runs window {:.1} -> {:.1} ({:.2}x), counts {:.1} -> {:.1}",
+        small[0],
+        large[0],
+        large[0] / small[0],
+        small[1],
+        large[1],
+        large[1] / small[1],
+        small[2],
+        large[2]
+    );
+}

@@ -547,19 +547,26 @@ fn model_call_sql() -> String {
 
 // ---- the lists ----
 
-/// The queue's condition on PostgreSQL. `$1` is the lowercased filter (all when empty),
-/// matched on the ids, kind and the request's first 8192 characters as stored: the console
-/// narrows by its own `/` scan (`console::scan`) and always passes an empty filter.
-const QUEUE_FROM: &str = "FROM approvals a JOIN runs r ON r.id = a.run_id \
-    WHERE a.status = 'pending' AND r.status = 'WAITING_FOR_APPROVAL' AND ($1 = '' OR \
-    strpos(lower(a.id || ' ' || a.run_id || ' ' || a.kind || ' ' || left(a.request_json, 8192)), $1) > 0)";
+/// The queue on PostgreSQL: pending approvals of waiting runs (the run tested by key, so a
+/// window's count stops at its cap instead of joining every run).
+const QUEUE_FROM: &str = "FROM approvals a \
+    WHERE a.status = 'pending' AND EXISTS (SELECT 1 FROM runs r WHERE r.id = a.run_id \
+    AND r.status = 'WAITING_FOR_APPROVAL')";
 
-/// The queue's condition (after `WHERE`) on `a` and `r`, its filter `$1`.
-pub(super) fn queue_list_cond() -> &'static str {
-    QUEUE_FROM
+/// The queue's text filter, `$1` the lowercased text, matched on the ids, kind and the
+/// request's first 8192 characters as stored: the console narrows by its own `/` scan
+/// (`console::scan`) and always passes an empty filter, which adds no condition (so the
+/// server plans the list without it).
+const QUEUE_FILTER: &str = "strpos(lower(a.id || ' ' || a.run_id || ' ' || a.kind || ' ' || \
+    left(a.request_json, 8192)), $1) > 0";
+
+/// The queue's condition (after `WHERE`) on `a`, its filter `$1` (all when empty).
+pub(super) fn queue_list_cond() -> String {
+    let base = QUEUE_FROM
         .split_once(" WHERE ")
         .map(|x| x.1)
-        .unwrap_or("false")
+        .unwrap_or("false");
+    format!("{base} AND ($1 = '' OR {QUEUE_FILTER})")
 }
 
 /// The queue item of the approval with this `ord`, if it is still there.
@@ -579,27 +586,44 @@ pub(super) fn queue_item_row(
 }
 
 fn queue_list(filter: &str) -> List {
-    List {
+    let mut list = List {
         what: "queue",
         from: QUEUE_FROM.into(),
-        args: vec![text(&filter.to_lowercase())],
+        args: Vec::new(),
         key: &["a.ord"],
         desc: false,
+    };
+    if !filter.is_empty() {
+        list.from = format!("{QUEUE_FROM} AND {QUEUE_FILTER}");
+        list.args.push(text(&filter.to_lowercase()));
     }
+    list
 }
 
-/// The runs overview: status (all when `''`) and the lowercased filter on id, goal (first
-/// 4096 characters), status and reason.
+/// The runs overview: of one status (all when `''`), and with the lowercased filter on id,
+/// goal (first 4096 characters), status and reason (all when `''`); a condition left out is
+/// not in the SQL, so the server plans the list without it.
 fn runs_list(status: &str, filter: &str) -> List {
-    List {
+    let mut list = List {
         what: "runs overview",
-        from: "FROM runs r WHERE ($1 = '' OR r.status = $1) AND ($2 = '' OR \
-               strpos(lower(r.id || ' ' || left(r.goal, 4096) || ' ' || r.status || ' ' || r.reason), $2) > 0)"
-            .into(),
-        args: vec![text(status), text(&filter.to_lowercase())],
+        from: "FROM runs r WHERE true".into(),
+        args: Vec::new(),
         key: &["r.ord"],
         desc: true,
+    };
+    if !status.is_empty() {
+        list.args.push(text(status));
+        list.from
+            .push_str(&format!(" AND r.status = ${}", list.args.len()));
     }
+    if !filter.is_empty() {
+        list.args.push(text(&filter.to_lowercase()));
+        list.from.push_str(&format!(
+            " AND strpos(lower(r.id || ' ' || left(r.goal, 4096) || ' ' || r.status || ' ' || r.reason), ${}) > 0",
+            list.args.len()
+        ));
+    }
+    list
 }
 
 /// One of a run's lists read by key, as SQLite's `RunList` describes it.
@@ -945,7 +969,11 @@ impl PgStore {
     ) -> Result<WindowPage<QueueItem>, StoreError> {
         check_page("queue", near.0, near.1)?;
         let list = queue_list(filter);
-        let anchor = format!("SELECT a.ord {QUEUE_FROM} AND a.id = $2 ORDER BY a.ord LIMIT 1");
+        let anchor = format!(
+            "SELECT a.ord {} AND a.id = ${} ORDER BY a.ord LIMIT 1",
+            list.from,
+            list.args.len() + 1
+        );
         self.snapshot(|tx, url| {
             let at = Place::near(tx, url, &anchor, &list.args, near)?;
             window(tx, url, &list, at, queue_rows)

@@ -25,7 +25,7 @@ fn from_sql(order: &QueueOrder) -> String {
         QueueOrder::Member(k) => ("a.presentation_json", "", k.len(), false, false),
         QueueOrder::Amount(k) => ("a.presentation_json", "", k.len(), true, false),
     };
-    let rows = "FROM approvals a JOIN runs r ON r.id = a.run_id";
+    let rows = "FROM approvals a";
     let cond = queue_list_cond();
     if keys == 0 {
         return format!(
