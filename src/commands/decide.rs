@@ -292,7 +292,7 @@ fn named_run<'a>(run: Option<&'a Key>, name: &str) -> Result<&'a Key, CommandErr
 /// line so what a person copies ends where the line ends.
 fn run_command(db: &Path, run: impl AsRef<[u8]>, verb: &str) -> Result<String, String> {
     #[cfg(feature = "postgres")]
-    if db.to_str().is_some_and(crate::pgstore::is_pg_url) {
+    if db.to_str().is_some_and(crate::pgstore::is_pg_url) && verb != "show" {
         if verb == "resume" {
             // It runs there (decision 0083), but needs the run's order backend, which a
             // command deciding on a server does not know.

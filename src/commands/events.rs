@@ -6,6 +6,7 @@ use super::CommandError;
 use super::cli::PageArgsWithRun;
 use super::open::{Reading, fail};
 use super::out::Raws;
+use super::run_reads::RunReads;
 use super::shell;
 use super::text::{clean_bytes, stamp_ms};
 use crate::runtime::types::Event;
@@ -17,7 +18,17 @@ const PAYLOAD_TEXT: usize = 8000;
 
 pub fn run(r: Reading<'_>, a: &PageArgsWithRun) -> Result<(), CommandError> {
     let (_, store, json_out, out) = r.parts();
-    let r = store.get_run_capped(&a.run).map_err(fail)?;
+    events(&store, json_out, out, a)
+}
+
+/// `events` on the run database `store` reads (on PostgreSQL, the chained events).
+pub fn events(
+    store: &dyn RunReads,
+    json_out: bool,
+    out: &mut super::out::Out,
+    a: &PageArgsWithRun,
+) -> Result<(), CommandError> {
+    let r = store.get_run_capped(a.run.as_bytes()).map_err(fail)?;
     let all = a.limit == 0;
     let limit = if all { PAGE } else { a.limit as i64 };
     // Pages by seq: each continues after the last seq printed, so the whole log streams in

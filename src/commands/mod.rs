@@ -22,6 +22,7 @@ pub mod out;
 mod prefix;
 mod recheck;
 mod resume;
+mod run_reads;
 mod runs;
 pub mod shell;
 mod show;
@@ -166,10 +167,6 @@ fn run(cli: Cli) -> Result<(), CommandError> {
     };
     let Some(cmd) = cli.command else {
         let db = database_path(cli.db)?;
-        #[cfg(feature = "postgres")]
-        if let Some(e) = verify_pg::no_console_on_postgres(&db) {
-            return Err(e);
-        }
         return open_console(&db, &flags);
     };
     validate(&cmd)?;
@@ -192,9 +189,21 @@ fn run(cli: Cli) -> Result<(), CommandError> {
             }
             runs::run(open::reading(db, json, &mut out)?, a)
         }
-        Command::Show(a) => show::run(open::reading(database_path(cli.db)?, json, &mut out)?, a),
-        Command::Events(a) => {
-            events::run(open::reading(database_path(cli.db)?, json, &mut out)?, a)
+        Command::Show(a) => 'show: {
+            let db = database_path(cli.db)?;
+            #[cfg(feature = "postgres")]
+            if let Some((store, shown)) = verify_pg::open_named(&db)? {
+                break 'show show::show(&store, &shown, json, &mut out, a);
+            }
+            show::run(open::reading(db, json, &mut out)?, a)
+        }
+        Command::Events(a) => 'events: {
+            let db = database_path(cli.db)?;
+            #[cfg(feature = "postgres")]
+            if let Some(store) = verify_pg::open_reader(&db)? {
+                break 'events events::events(&store, json, &mut out, a);
+            }
+            events::run(open::reading(db, json, &mut out)?, a)
         }
         Command::Verify(a) => {
             let db = database_path(cli.db)?;
@@ -206,8 +215,22 @@ fn run(cli: Cli) -> Result<(), CommandError> {
         }
         #[cfg(feature = "postgres")]
         Command::Copy(a) => copy::run(json, a, &mut out),
-        Command::Stats(a) => stats::run(open::reading(database_path(cli.db)?, json, &mut out)?, a),
-        Command::Watch(a) => watch::run(open::reading(database_path(cli.db)?, json, &mut out)?, a),
+        Command::Stats(a) => 'stats: {
+            let db = database_path(cli.db)?;
+            #[cfg(feature = "postgres")]
+            if let Some(store) = verify_pg::open_reader(&db)? {
+                break 'stats stats::run_pg(&store, json, &mut out, a);
+            }
+            stats::run(open::reading(db, json, &mut out)?, a)
+        }
+        Command::Watch(a) => 'watch: {
+            let db = database_path(cli.db)?;
+            #[cfg(feature = "postgres")]
+            if let Some(store) = verify_pg::open_reader(&db)? {
+                break 'watch watch::run_pg(&store, json, &mut out, a);
+            }
+            watch::run(open::reading(db, json, &mut out)?, a)
+        }
         Command::Reject(a) | Command::Deny(a) if a.select.any() => {
             let verb = match cmd {
                 Command::Reject(_) => bulk::BulkVerb::Reject,

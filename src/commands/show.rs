@@ -1,6 +1,8 @@
 //! `show <run>`: the run, its usage and lease, every pending approval in full, then its steps.
 //! Reads one bounded page of steps and of pending approvals; totals come from COUNT.
 
+use std::path::Path;
+
 use serde_json::{Value, json};
 
 use super::CommandError;
@@ -8,6 +10,7 @@ use super::approval;
 use super::cli::PageArgsWithRun;
 use super::open::{Reading, fail};
 use super::out::{Out, Raws, approval_json, summary_json};
+use super::run_reads::RunReads;
 use super::text::{clean, col, dash, ident, ident_col, stamp, table};
 use crate::runtime::types::{Run, Step};
 
@@ -15,11 +18,23 @@ const PAGE: i64 = 500;
 
 pub fn run(r: Reading<'_>, a: &PageArgsWithRun) -> Result<(), CommandError> {
     let (db, store, json_out, out) = r.parts();
-    let r = store.get_run_capped(&a.run).map_err(fail)?;
+    show(&store, &db, json_out, out, a)
+}
+
+/// `show` on the run database `store` reads; `db` names it in the commands printed (a
+/// PostgreSQL URL with its password hidden).
+pub fn show(
+    store: &dyn RunReads,
+    db: &Path,
+    json_out: bool,
+    out: &mut Out,
+    a: &PageArgsWithRun,
+) -> Result<(), CommandError> {
+    let r = store.get_run_capped(a.run.as_bytes()).map_err(fail)?;
     let limit = if a.limit == 0 { PAGE } else { a.limit as i64 };
     let offset = a.offset as i64;
     let pending = store
-        .list_approvals_page(r.id_bytes(), "pending", limit, offset)
+        .approvals_page(r.id_bytes(), "pending", limit, offset)
         .map_err(fail)?;
     let waiting = r.status == crate::runtime::types::RunStatus::WaitingForApproval;
     let one = if waiting && pending.total == 1 {
@@ -64,7 +79,7 @@ pub fn run(r: Reading<'_>, a: &PageArgsWithRun) -> Result<(), CommandError> {
         let reason = store
             .approval_reason(r.id_bytes(), ap.id_bytes())
             .unwrap_or_default();
-        let (text, _) = approval::render(ap, &db, &reason);
+        let (text, _) = approval::render(ap, db, &reason);
         out.raw(&text)?;
     }
     let shown_pending = pending.items.len() as i64;

@@ -25,15 +25,44 @@ const NAME_COLS: usize = 40;
 
 pub fn run(r: Reading<'_>, a: &StatsArgs) -> Result<(), CommandError> {
     let (_, store, json_out, out) = r.parts();
+    let (since, now) = window(a);
+    let stats = store.stats(since, now).map_err(fail)?;
+    print(&stats, a, json_out, out)
+}
+
+/// `stats` on PostgreSQL: the same report, counted by the same tallies (decision 0084).
+#[cfg(feature = "postgres")]
+pub fn run_pg(
+    store: &crate::pgstore::PgStore,
+    json_out: bool,
+    out: &mut super::out::Out,
+    a: &StatsArgs,
+) -> Result<(), CommandError> {
+    store.prepare_console_reads().map_err(fail)?;
+    let (since, now) = window(a);
+    let stats = store.stats(since, now).map_err(fail)?;
+    print(&stats, a, json_out, out)
+}
+
+/// Now, and `--since` before it.
+fn window(a: &StatsArgs) -> (Option<Timestamp>, Timestamp) {
     let now = Timestamp::now();
     let since = a
         .since
         .map(|d| now.add_nanos(-(d.as_nanos().min(i64::MAX as u128) as i64)));
-    let stats = store.stats(since, now).map_err(fail)?;
+    (since, now)
+}
+
+fn print(
+    stats: &Stats,
+    a: &StatsArgs,
+    json_out: bool,
+    out: &mut super::out::Out,
+) -> Result<(), CommandError> {
     if json_out {
-        out.json(&to_json(&stats, a), &Raws::default())
+        out.json(&to_json(stats, a), &Raws::default())
     } else {
-        out.raw(&to_text(&stats, a))
+        out.raw(&to_text(stats, a))
     }
 }
 

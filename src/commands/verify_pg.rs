@@ -1,6 +1,7 @@
 //! `verify --db postgres://...`: the chain and every approval hash on PostgreSQL, and the line
-//! that says which commands run on PostgreSQL in this build (verify, copy, and a reviewer's
-//! approve, reject, deny and cancel of one named run).
+//! that says which commands run on PostgreSQL in this build (the console, verify, copy, runs,
+//! show, events, watch, stats, and a reviewer's approve, reject, deny and cancel of one named
+//! run).
 
 use std::path::Path;
 
@@ -24,7 +25,14 @@ pub fn only_some_on_postgres(db: Option<&Path>, cmd: &Command) -> Option<Command
     let url = db.to_str().filter(|s| is_pg_url(s))?;
     match cmd {
         // The reviewer's decisions on one run, through the same operator code as SQLite.
-        Command::Verify(_) | Command::Copy(_) | Command::Approve(_) | Command::Runs(_) => None,
+        Command::Verify(_)
+        | Command::Copy(_)
+        | Command::Approve(_)
+        | Command::Runs(_)
+        | Command::Show(_)
+        | Command::Events(_)
+        | Command::Watch(_)
+        | Command::Stats(_) => None,
         // The example consumer's runs, resumed by the same driver (decision 0083).
         Command::Resume(_) | Command::Worker(_) => None,
         #[cfg(feature = "providers")]
@@ -37,7 +45,7 @@ pub fn only_some_on_postgres(db: Option<&Path>, cmd: &Command) -> Option<Command
         )),
         _ => Some(refused(
             url,
-            "on PostgreSQL this build runs verify, copy, runs, approve, reject, deny, cancel, resume, worker and agent only; copy the database to SQLite (countersign copy --from URL --to runs.db) for the rest",
+            "on PostgreSQL this build runs the console, verify, copy, runs, show, events, watch, stats, approve, reject, deny, cancel, resume, worker and agent only; copy the database to SQLite (countersign copy --from URL --to runs.db) for the rest",
         )),
     }
 }
@@ -51,13 +59,12 @@ pub fn open_reader(db: &Path) -> Result<Option<PgStore>, CommandError> {
     PgStore::open_existing(&url).map(Some).map_err(failed)
 }
 
-/// The refusal for the console given a PostgreSQL URL (it reads SQLite only in this build).
-pub fn no_console_on_postgres(db: &Path) -> Option<CommandError> {
-    let url = db.to_str().filter(|s| is_pg_url(s))?;
-    Some(refused(
-        url,
-        "the console reads SQLite only in this build; copy the database to SQLite (countersign copy --from URL --to runs.db) and open that",
-    ))
+/// As [`open_reader`], with the redacted URL the commands it prints name the database by.
+pub fn open_named(db: &Path) -> Result<Option<(PgStore, std::path::PathBuf)>, CommandError> {
+    Ok(open_reader(db)?.map(|s| {
+        let shown = std::path::PathBuf::from(s.url().redacted());
+        (s, shown)
+    }))
 }
 
 /// A usage error naming the URL as it parses (its password hidden), then `why`.

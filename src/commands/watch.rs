@@ -1,7 +1,8 @@
 //! `watch`: one line per new pending approval, as it arrives, for piping to a chat or paging
 //! tool (issue 21). It sleeps until the database's files change (`ChangeWatch`: inotify), then
 //! reads the approvals past the last rowid it announced; between commits it uses no CPU.
-//! Each line is flushed as it is written.
+//! Each line is flushed as it is written. On PostgreSQL it follows the chain and waits for the
+//! sequencer's NOTIFY instead ([`run_pg`]).
 
 use std::time::Duration;
 
@@ -34,17 +35,8 @@ pub fn run(r: Reading<'_>, a: &WatchArgs) -> Result<(), CommandError> {
     loop {
         loop {
             let (batch, last) = store.approvals_after(after, BATCH).map_err(fail)?;
-            for ap in &batch {
-                if json_out {
-                    out.jsonl(&line_json(ap), &Raws::default())?;
-                } else {
-                    out.line(&line_text(ap))?;
-                }
-                out.flush()?;
-                told += 1;
-                if a.count != 0 && told >= a.count {
-                    return Ok(());
-                }
+            if announce(&batch, json_out, out, a, &mut told)? {
+                return Ok(());
             }
             if last == after {
                 break;
@@ -52,6 +44,68 @@ pub fn run(r: Reading<'_>, a: &WatchArgs) -> Result<(), CommandError> {
             after = last;
         }
         version = store.wait_for_commit(&watch, version, WAKE).map_err(fail)?;
+    }
+}
+
+/// Prints each approval of `batch`, flushed; true once `--count` are told.
+fn announce(
+    batch: &[ArrivedApproval],
+    json_out: bool,
+    out: &mut super::out::Out,
+    a: &WatchArgs,
+    told: &mut u64,
+) -> Result<bool, CommandError> {
+    for ap in batch {
+        if json_out {
+            out.jsonl(&line_json(ap), &Raws::default())?;
+        } else {
+            out.line(&line_text(ap))?;
+        }
+        out.flush()?;
+        *told += 1;
+        if a.count != 0 && *told >= a.count {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// `watch` on PostgreSQL: the approvals announced by their chained `approval.requested`
+/// events, in chain order (commit order there; `ord` is not), waiting between reads for a
+/// sequencer's NOTIFY on a connection of its own (decision 0084). The same lines as on
+/// SQLite; `--existing` follows the chain from its start.
+#[cfg(feature = "postgres")]
+pub fn run_pg(
+    store: &crate::pgstore::PgStore,
+    json_out: bool,
+    out: &mut super::out::Out,
+    a: &WatchArgs,
+) -> Result<(), CommandError> {
+    let pg =
+        |e: crate::pgstore::PgError| CommandError::Failed(super::text::clean(&e.to_string(), 4000));
+    store.prepare_console_reads().map_err(fail)?;
+    // Listening before the first read: a batch chained after it is never missed.
+    let mut listener = crate::pgstore::Listener::open(store.url()).map_err(pg)?;
+    let mut after = if a.existing {
+        0
+    } else {
+        store.watch_start().map_err(fail)?
+    };
+    let mut told = 0u64;
+    loop {
+        loop {
+            let (batch, last) = store
+                .approvals_requested_after(after, BATCH)
+                .map_err(fail)?;
+            if announce(&batch, json_out, out, a, &mut told)? {
+                return Ok(());
+            }
+            if last == after {
+                break;
+            }
+            after = last;
+        }
+        listener.wait(WAKE).map_err(pg)?;
     }
 }
 

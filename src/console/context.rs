@@ -5,7 +5,8 @@
 
 use super::data::{Key, PageContext, QueueRow, RelatedRow};
 use super::facts::Presented;
-use crate::runtime::store::{Store, StoreError, raw_bytes};
+use super::reads::ConsoleReads;
+use crate::runtime::store::{StoreError, raw_bytes};
 use crate::safetext::JsonNode;
 
 /// At most this many pending approvals are compared for related work (a scan: agentrt's
@@ -13,7 +14,7 @@ use crate::safetext::JsonNode;
 pub const RELATED_SCAN: i64 = 500;
 
 /// A run's goal as stored (capped), empty when the run is gone.
-pub fn goal(store: &Store, run: &Key) -> Result<Vec<u8>, StoreError> {
+pub fn goal(store: &dyn ConsoleReads, run: &Key) -> Result<Vec<u8>, StoreError> {
     match store.get_run_capped(run) {
         Ok(r) => Ok(raw_bytes(&r.raw_invalid, "goal", &r.goal)),
         Err(StoreError::NotFound { .. }) => Ok(Vec::new()),
@@ -24,7 +25,10 @@ pub fn goal(store: &Store, run: &Key) -> Result<Vec<u8>, StoreError> {
 /// The reason the model gave for the call of `step` (its recorded decision's `reason`), read
 /// as a page reads the step (a decision too large is not read); empty when the step is gone
 /// or gave none; with why its decision was not read, when it was not.
-pub fn agent_reason(store: &Store, step: &Key) -> Result<(Vec<u8>, Option<String>), StoreError> {
+pub fn agent_reason(
+    store: &dyn ConsoleReads,
+    step: &Key,
+) -> Result<(Vec<u8>, Option<String>), StoreError> {
     match store.get_step_capped(step) {
         Ok(s) => Ok(match s.decision {
             Some(d) => (d.reason.into_bytes(), None),
@@ -38,7 +42,7 @@ pub fn agent_reason(store: &Store, step: &Key) -> Result<(Vec<u8>, Option<String
 
 /// The decision page's context of `approval`.
 pub fn read(
-    store: &Store,
+    store: &dyn ConsoleReads,
     approval: &Key,
     run: &Key,
     step: &Key,
@@ -89,7 +93,7 @@ pub fn read(
 
 /// Fills a queue window's rows with their run's goal and the agent's reason, for the queue's
 /// hostile mark (one bounded read of each per row shown).
-pub fn queue_texts(store: &Store, rows: &mut [QueueRow]) -> Result<(), StoreError> {
+pub fn queue_texts(store: &dyn ConsoleReads, rows: &mut [QueueRow]) -> Result<(), StoreError> {
     for r in rows {
         r.goal = goal(store, &r.run_id)?;
         r.agent_reason = agent_reason(store, &r.step_id)?.0;

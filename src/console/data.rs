@@ -597,10 +597,11 @@ pub enum DataError {
     Read(String),
 }
 
-/// The reads the console needs. Implemented on a read-only SQLite connection; tests of
-/// `update()` may use a fake.
+/// The reads the console needs. Implemented on a read-only SQLite connection and on
+/// PostgreSQL (`console::pg`); tests of `update()` may use a fake.
 pub trait ConsoleData: Send {
-    /// `PRAGMA data_version` of this connection: changes when another connection commits.
+    /// A number that changes when another connection commits: SQLite's `PRAGMA data_version`,
+    /// or on PostgreSQL the count of the sequencer's notifications received (decision 0084).
     fn data_version(&mut self) -> Result<i64, DataError>;
     fn query(&mut self, q: &Query) -> Result<Reply, DataError>;
 }

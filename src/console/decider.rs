@@ -2,34 +2,63 @@
 //! of the row that was rendered (spec 4.4 ApproveShown/RejectShown), deny with feedback bound
 //! the same way (decision 0040), and cancel (spec 8.1), also bound to a shown approval for a
 //! bulk cancel of marked rows (issue 21).
-//! Runs on the worker thread with its own read-write connection.
+//! Runs on the worker thread with its own read-write connection: SQLite's [`Store`], or with
+//! the `postgres` feature PostgreSQL's `PgStore` (the same operator functions over the store
+//! trait both implement, so a decision is the same compare-and-set on either).
 
 use std::path::Path;
 
 use super::data::{Choice, DecideError, Decider, Write, WriteResult};
 use crate::runtime::operator::{self, Decided, OperatorError};
-use crate::runtime::store::{SHOWN_REQUEST_MAX, Store};
+use crate::runtime::store::{RunStore, SHOWN_REQUEST_MAX, Store, StoreError};
 use crate::runtime::types::{Key, Timestamp};
 
 /// `operator::approve_shown`, `reject_shown` or `deny_shown`: a decision bound to the hash the
 /// reviewer was shown.
-type ShownDecision<'k> =
-    fn(&Store, &'k Key, &'k Key, &str, &str, &str, Timestamp) -> Result<Decided, OperatorError>;
+type ShownDecision<'k, S> =
+    fn(&S, &'k Key, &'k Key, &str, &str, &str, Timestamp) -> Result<Decided, OperatorError>;
 
-pub struct StoreDecider {
-    store: Store,
+/// A run database the console decides on: the operator's store, and the size of a request
+/// before it is read.
+pub trait DecidingStore: RunStore + Send {
+    /// The stored size in bytes of an approval's request; `None` if there is no such approval.
+    fn request_size(&self, run: &Key, approval: &Key) -> Result<Option<i64>, StoreError>;
+}
+
+impl DecidingStore for Store {
+    fn request_size(&self, run: &Key, approval: &Key) -> Result<Option<i64>, StoreError> {
+        Store::request_bytes(self, run, approval)
+    }
+}
+
+#[cfg(feature = "postgres")]
+impl DecidingStore for crate::pgstore::PgStore {
+    fn request_size(&self, run: &Key, approval: &Key) -> Result<Option<i64>, StoreError> {
+        crate::pgstore::PgStore::request_bytes(self, run.as_bytes(), approval.as_bytes())
+    }
+}
+
+pub struct StoreDecider<S = Store> {
+    store: S,
     /// A fixed clock for tests; `None` = the wall clock.
     now: Option<Timestamp>,
 }
 
-impl StoreDecider {
+impl StoreDecider<Store> {
     /// Opens the database for writing (never creates or migrates it).
     pub fn open(path: &Path) -> Result<StoreDecider, String> {
         let store = Store::open_existing(path, false).map_err(|e| e.to_string())?;
         Ok(StoreDecider { store, now: None })
     }
+}
 
-    pub fn with_clock(mut self, now: Timestamp) -> StoreDecider {
+impl<S: DecidingStore> StoreDecider<S> {
+    /// A decider over an open store.
+    pub fn over(store: S) -> StoreDecider<S> {
+        StoreDecider { store, now: None }
+    }
+
+    pub fn with_clock(mut self, now: Timestamp) -> StoreDecider<S> {
         self.now = Some(now);
         self
     }
@@ -61,11 +90,11 @@ fn map(e: OperatorError) -> DecideError {
     }
 }
 
-impl StoreDecider {
+impl<S: DecidingStore> StoreDecider<S> {
     /// Refuses, before the operator reads the row whole, a decision on a request the console
     /// did not read (issue 14 item 6): the detail showed none of its arguments.
     fn refuse_huge(&self, run: &Key, approval: &Key) -> Result<(), DecideError> {
-        match self.store.request_bytes(run, approval) {
+        match self.store.request_size(run, approval) {
             Ok(Some(n)) if n > SHOWN_REQUEST_MAX => Err(DecideError::Other(
                 format!(
                     "the request is {n} bytes and none of its arguments were shown; nothing was decided (cancel the run instead)"
@@ -77,7 +106,7 @@ impl StoreDecider {
     }
 }
 
-impl Decider for StoreDecider {
+impl<S: DecidingStore> Decider for StoreDecider<S> {
     fn run(&mut self, cmd: &Write) -> WriteResult {
         let now = self.now();
         match cmd {
@@ -90,7 +119,7 @@ impl Decider for StoreDecider {
                 note,
             } => {
                 self.refuse_huge(run, approval)?;
-                let (decide, done, then): (ShownDecision<'_>, &str, &str) = match choice {
+                let (decide, done, then): (ShownDecision<'_, S>, &str, &str) = match choice {
                     Choice::Approve => (
                         operator::approve_shown,
                         "approved",

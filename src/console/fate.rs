@@ -5,17 +5,22 @@
 //! feedback.
 
 use super::data::{ApprovalStatus, Fate, Key, RunStatus, StepStatus};
-use crate::runtime::store::{Store, StoreError, raw_bytes};
+use super::reads::ConsoleReads;
+use crate::runtime::store::{StoreError, raw_bytes};
 use crate::runtime::types::Approval;
 
 /// The fate of `run`'s latest decided call, if it has one worth showing (`None`: no approval,
 /// or one still pending for the first time, which the queue shows).
-pub fn fate_of(store: &Store, run: &Key, status: &RunStatus) -> Result<Option<Fate>, StoreError> {
+pub fn fate_of(
+    store: &dyn ConsoleReads,
+    run: &Key,
+    status: &RunStatus,
+) -> Result<Option<Fate>, StoreError> {
     let n = store.count_run_approvals(run)?;
     if n <= 0 {
         return Ok(None);
     }
-    let (w, _) = store.list_run_approvals_near(run, 2, (n - 2).max(0), None, Some(n))?;
+    let (w, _) = store.list_run_approvals_near(run, (2, (n - 2).max(0), None, Some(n)))?;
     let mut items = w.items;
     let Some(last) = items.pop() else {
         return Ok(None);
@@ -45,7 +50,7 @@ fn paused_again(last: &Approval, prev: Option<&Approval>) -> Option<Fate> {
 }
 
 /// An approved call: still waiting for its program, in flight, executed, or denied on resume.
-fn approved(store: &Store, a: &Approval) -> Result<Fate, StoreError> {
+fn approved(store: &dyn ConsoleReads, a: &Approval) -> Result<Fate, StoreError> {
     let step = match store.get_step(a.step_id_bytes()) {
         Ok(s) => s,
         Err(StoreError::NotFound { .. }) => {

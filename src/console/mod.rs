@@ -28,6 +28,9 @@ pub(crate) mod nav;
 pub(crate) mod notify;
 pub(crate) mod options;
 pub(crate) mod page;
+#[cfg(feature = "postgres")]
+pub(crate) mod pg;
+pub(crate) mod reads;
 pub(crate) mod run;
 pub(crate) mod scan;
 pub(crate) mod settings;

@@ -11,7 +11,7 @@ use ratatui::Terminal;
 use ratatui::backend::CrosstermBackend;
 
 use super::config::{default_config_dir, load_config, load_mouse, load_settings};
-use super::data::Decider;
+use super::data::{ConsoleData, Decider};
 use super::decider::StoreDecider;
 use super::log::Log;
 use super::msg::{Effect, Input, Job};
@@ -67,15 +67,7 @@ pub fn run(opts: ConsoleOptions) -> Result<(), ConsoleError> {
         .clone()
         .or_else(|| config_dir.as_ref().map(|d| d.join("console.log")));
     let log = log_path.as_deref().map(Log::open);
-    let data = SqliteData::open(&opts.db)?;
-    let counting_data = SqliteData::open_counting(&opts.db)?;
-    let decider: Option<Box<dyn Decider>> = match (opts.read_only, opts.decider) {
-        (true, _) => None,
-        (false, Some(make)) => Some(make(&opts.db).map_err(ConsoleError::Writer)?),
-        (false, None) => Some(Box::new(
-            StoreDecider::open(&opts.db).map_err(ConsoleError::Writer)?,
-        )),
-    };
+    let (data, counting_data, decider) = open_database(&mut opts)?;
     let cfg = AppConfig {
         by,
         read_only: opts.read_only,
@@ -101,7 +93,7 @@ pub fn run(opts: ConsoleOptions) -> Result<(), ConsoleError> {
     let db: PathBuf = opts.db.clone();
     let lanes = Lanes {
         jobs: Worker {
-            data: Box::new(data),
+            data,
             decider,
             resume: opts.resume.clone(),
             db: db.clone(),
@@ -110,7 +102,7 @@ pub fn run(opts: ConsoleOptions) -> Result<(), ConsoleError> {
         }
         .spawn(tx.clone()),
         counts: Worker {
-            data: Box::new(counting_data),
+            data: counting_data,
             decider: None,
             resume: None,
             db,
@@ -124,6 +116,47 @@ pub fn run(opts: ConsoleOptions) -> Result<(), ConsoleError> {
     let fx = app.start();
     perform(&lanes, fx, &mut term, &mut app)?;
     main_loop(&lanes, &rx, &mut term, &mut app)
+}
+
+/// The reading lane's reader, the counting lane's and the decision writer.
+type Opened = (
+    Box<dyn ConsoleData>,
+    Box<dyn ConsoleData>,
+    Option<Box<dyn Decider>>,
+);
+
+/// Opens the run database `opts.db` names: a SQLite path, or (with the `postgres` feature) a
+/// `postgres://` URL, whose errors name it with its password hidden. On PostgreSQL this
+/// build does not resume runs, so the resume hook is dropped.
+fn open_database(opts: &mut ConsoleOptions) -> Result<Opened, ConsoleError> {
+    let make = opts.decider.take();
+    #[cfg(feature = "postgres")]
+    if let Some(url) = opts.db.to_str().filter(|s| crate::pgstore::is_pg_url(s)) {
+        use super::pg::{PgData, pg_decider};
+        let url = crate::pgstore::PgUrl::parse(url).map_err(|e| super::data::DataError::Open {
+            path: "the PostgreSQL URL".into(),
+            cause: e.to_string(),
+        })?;
+        opts.resume = None;
+        let data = PgData::open_pg(&url)?;
+        let counting = PgData::open_pg_counting(&url)?;
+        let decider: Option<Box<dyn Decider>> = match (opts.read_only, make) {
+            (true, _) => None,
+            (false, Some(make)) => Some(make(&opts.db).map_err(ConsoleError::Writer)?),
+            (false, None) => Some(Box::new(pg_decider(&url).map_err(ConsoleError::Writer)?)),
+        };
+        return Ok((Box::new(data), Box::new(counting), decider));
+    }
+    let data = SqliteData::open(&opts.db)?;
+    let counting_data = SqliteData::open_counting(&opts.db)?;
+    let decider: Option<Box<dyn Decider>> = match (opts.read_only, make) {
+        (true, _) => None,
+        (false, Some(make)) => Some(make(&opts.db).map_err(ConsoleError::Writer)?),
+        (false, None) => Some(Box::new(
+            StoreDecider::open(&opts.db).map_err(ConsoleError::Writer)?,
+        )),
+    };
+    Ok((Box::new(data), Box::new(counting_data), decider))
 }
 
 /// The terminal's events as inputs, on a thread of its own.

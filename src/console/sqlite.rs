@@ -3,19 +3,35 @@
 //! view refusal, schema version check), read with the store's bounded page reads and decoders
 //! (`runtime::store` pages and views). This file only converts the store's rows into the
 //! console's row types; the bytes of a column that was not valid UTF-8 are passed on as stored.
+//! The conversion is written over [`ConsoleReads`], so PostgreSQL's reads (`console::pg`) fill
+//! the same screens through it (decision 0084).
 
 use std::path::Path;
 
 use super::data::*;
 use super::fate::fate_of;
+use super::reads::ConsoleReads;
 use crate::runtime::store::{self, Store, StoreError, raw_bytes};
 use crate::runtime::types::{Approval, Run, Step};
 
-pub struct SqliteData {
-    store: Store,
+/// The console's reader over a run database's reads: SQLite's [`Store`] ([`SqliteData`]) or
+/// PostgreSQL's (`console::pg`).
+pub struct StoreData<S> {
+    store: S,
 }
 
-impl SqliteData {
+/// The console's reader on a SQLite run database.
+pub type SqliteData = StoreData<Store>;
+
+impl<S: ConsoleReads> StoreData<S> {
+    /// A reader over `store`.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    pub fn over(store: S) -> Self {
+        StoreData { store }
+    }
+}
+
+impl StoreData<Store> {
     /// Opens the database read-only with the store's hardened open (the console's reader never
     /// writes); refuses what the store refuses, with the store's message.
     /// Keeps a 32 MiB page cache so page reads of a large database stop re-reading the same
@@ -37,7 +53,7 @@ impl SqliteData {
         };
         let store = Store::open_existing(path, true).map_err(err)?;
         store.set_page_cache_kib(kib).map_err(err)?;
-        Ok(SqliteData { store })
+        Ok(StoreData { store })
     }
 }
 
@@ -257,7 +273,7 @@ fn damaged_row(d: store::DamagedColumn) -> DamagedRow {
     }
 }
 
-impl SqliteData {
+impl<S: ConsoleReads> StoreData<S> {
     fn counts(&self) -> Result<Counts, StoreError> {
         let c = self.store.view_counts()?;
         let n = |v: i64| v.max(0) as u64;
@@ -307,7 +323,7 @@ impl SqliteData {
         let anchor = at(anchor).map(|(i, id)| (i, id.as_str()));
         let (w, status) = self
             .store
-            .list_run_approvals_near(run, l, o, anchor, end_of(end))?;
+            .list_run_approvals_near(run, (l, o, anchor, end_of(end)))?;
         Ok(window(limit, w, |a| approval_row(a, status.as_ref())))
     }
 
@@ -378,7 +394,7 @@ impl SqliteData {
     }
 
     fn verify(&self) -> Result<ChainReport, StoreError> {
-        let r = self.store.verify_events(0, 0)?;
+        let r = self.store.verify_chain()?;
         Ok(ChainReport {
             checked: r.checked.max(0) as u64,
             head: r.hash,
@@ -387,7 +403,7 @@ impl SqliteData {
     }
 }
 
-impl ConsoleData for SqliteData {
+impl<S: ConsoleReads> ConsoleData for StoreData<S> {
     fn data_version(&mut self) -> Result<i64, DataError> {
         self.store.data_version().map_err(rd)
     }
@@ -413,7 +429,7 @@ impl ConsoleData for SqliteData {
                         span,
                         anchor,
                         end,
-                        |l, o, a, e| s.list_queue_rows_near(filter, l, o, a, e),
+                        |l, o, a, e| s.list_queue_rows_near(filter, (l, o, a, e)),
                         queue_row,
                     )?
                 } else {
@@ -421,7 +437,7 @@ impl ConsoleData for SqliteData {
                         span,
                         anchor,
                         end,
-                        |l, o, a, e| s.list_queue_sorted_near(filter, &sort.order(), l, o, a, e),
+                        |l, o, a, e| s.list_queue_sorted_near(filter, &sort.order(), (l, o, a, e)),
                         |(q, v)| QueueRow {
                             sorted_by: Some(v),
                             ..queue_row(q)
@@ -456,7 +472,7 @@ impl ConsoleData for SqliteData {
                     (*offset, *limit),
                     anchor,
                     end,
-                    |l, o, a, e| s.list_runs_overview_near(status, filter, l, o, a, e),
+                    |l, o, a, e| s.list_runs_overview_near(status, filter, (l, o, a, e)),
                     run_row,
                 )?;
                 // Each shown run's fate, by key (a window's worth of runs).
@@ -519,7 +535,7 @@ impl ConsoleData for SqliteData {
     }
 }
 
-impl SqliteData {
+impl<S: ConsoleReads> StoreData<S> {
     /// A page of one of the run detail's tabs.
     fn run_tab(&self, q: &Query) -> Result<Reply, DataError> {
         let s = &self.store;
@@ -534,7 +550,7 @@ impl SqliteData {
                 (*offset, *limit),
                 anchor,
                 end,
-                |l, o, a, e| s.list_steps_page_near(run, l, o, a, e),
+                |l, o, a, e| s.list_steps_page_near(run, (l, o, a, e)),
                 step_row,
             )?),
             Query::Events {
@@ -571,7 +587,7 @@ impl SqliteData {
                 (*offset, *limit),
                 anchor,
                 end,
-                |l, o, a, e| s.list_model_calls_near(run, l, o, a, e),
+                |l, o, a, e| s.list_model_calls_near(run, (l, o, a, e)),
                 model_call_row,
             )?),
             _ => return Err(DataError::Read("not a page of a run's tab".into())),

@@ -12,8 +12,11 @@ pub use super::keymap::{Action, Chord, Keymap};
 pub use super::msg::{Effect, Input, Job};
 pub use super::nav::ListView;
 pub use super::notify::{bytes as notify_bytes, send as notify_send, wording as notify_wording};
+#[cfg(feature = "postgres")]
+pub use super::pg::{PgData, PgReads, pg_decider};
 pub use super::settings::{AgeBands, Band, Notify, Settings};
 pub use super::sqlite::SqliteData;
+pub use super::sqlite::StoreData;
 pub use super::state::*;
 pub use super::text::{Marks, TextStyles};
 pub use super::theme::{Depth, Role, Theme};

@@ -383,6 +383,8 @@ pub(crate) fn sequence(
         .ctx(url, "sequence: events")?;
     tx.execute("UPDATE event_chain SET seq = $1, hash = $2", &[&seq, &prev])
         .ctx(url, "sequence: chain head")?;
+    // One notification for the batch, delivered when (and only if) it commits (decision 0084).
+    super::notify::chained(tx, url, seq)?;
     Ok(Chained {
         events: n as i64,
         head: seq,

@@ -1,25 +1,32 @@
 //! PostgreSQL as a second store, beside SQLite (issue 19, first slice; docs/postgres.md and
 //! docs/decisions/0080): the URL and its redacted form, TLS, a versioned schema of its own
 //! holding agentrt schema 6's rows byte for byte, the event chain's verification, and the
-//! whole-database copy between SQLite and PostgreSQL. The runtime, the console and the other
-//! commands do not run on it yet.
+//! whole-database copy between SQLite and PostgreSQL; the operator's decisions (decision
+//! 0082); the console's reads, `show`, `events`, `watch` and `stats`, and LISTEN/NOTIFY
+//! (decision 0084). The runtime does not run on it yet.
 
 mod chain;
+mod console;
 pub mod copy;
 mod drive;
 mod error;
+mod notify;
 mod operate;
 mod passfile;
+mod queue_order;
 mod reads;
 mod schema;
 mod sequencer;
+mod stats;
 mod tables;
 mod tls;
 mod url;
+mod watch;
 
 pub use chain::{ApprovalCheck, BATCH_BYTES, ChainCheck, Chained, EventRow};
 pub use drive::PgLeaseHandle;
 pub use error::PgError;
+pub use notify::{CHANNEL, Listener};
 pub use operate::PgTx;
 pub use schema::{PG_MIGRATIONS, PG_SCHEMA_VERSION};
 pub use sequencer::{BATCH, Sequencer};

@@ -247,7 +247,7 @@ impl PgStore {
 
 /// A text column as a page shows it: over [`MAX_PAGE_TEXT`] characters, its head and
 /// `…[truncated: N characters]` (SQLite's page cap, the same SQL in PostgreSQL's dialect).
-fn capped(c: &str) -> String {
+pub(super) fn capped(c: &str) -> String {
     format!(
         "CASE WHEN char_length({c}) > {MAX_PAGE_TEXT} THEN substr({c}, 1, {MAX_PAGE_TEXT}) || '\u{2026}[truncated: ' || char_length({c}) || ' characters]' ELSE {c} END"
     )
@@ -256,7 +256,7 @@ fn capped(c: &str) -> String {
 /// The runs columns a page reads, in `RUN_COLUMNS` order, each text capped; `result_json` over
 /// the cap is read as `''` and its head and length come after (columns 19 and 20), for the
 /// stand-in SQLite's page gives; `ord` last (21).
-fn run_page_select() -> String {
+pub(super) fn run_page_select() -> String {
     format!(
         "SELECT {}, {}, {}, {}, {}, CASE WHEN char_length(limits_json) > {MAX_PAGE_TEXT} THEN '' ELSE limits_json END, \
          step_count, {}, {}, {}, CASE WHEN char_length(result_json) > {MAX_PAGE_TEXT} THEN '' ELSE result_json END, \
@@ -274,6 +274,30 @@ fn run_page_select() -> String {
         capped("lease_owner"),
         capped("lease_expires_at"),
     )
+}
+
+/// A run read by [`run_page_select`] and its `ord`: a `result_json` over the cap becomes the
+/// stand-in SQLite's page gives.
+pub(super) fn run_of_page_row(r: &postgres::Row) -> (i64, Run) {
+    let mut v = values(r);
+    let ord = match v.get(21) {
+        Some(Value::Integer(n)) => *n,
+        _ => i64::MIN,
+    };
+    let length = match v.get(20) {
+        Some(Value::Integer(n)) => *n,
+        _ => 0,
+    };
+    if length > MAX_PAGE_TEXT {
+        let head = match v.get(19) {
+            Some(Value::Text(s)) => s.clone(),
+            _ => String::new(),
+        };
+        let stand_in = serde_json::json!({"truncated": true, "length": length, "head": head});
+        v[10] = Value::Text(stand_in.to_string());
+    }
+    v.truncate(19);
+    (ord, run_from_values(&v))
 }
 
 impl PgStore {
@@ -297,29 +321,7 @@ impl PgStore {
             .lock()
             .query(&sql, &[&before, &status, &(limit.saturating_add(1)), &skip])
             .map_err(|e| store_error(&self.url, "list runs", e))?;
-        let mut items = Vec::with_capacity(rows.len());
-        for r in &rows {
-            let mut v = values(r);
-            let ord = match v.get(21) {
-                Some(Value::Integer(n)) => *n,
-                _ => i64::MIN,
-            };
-            let length = match v.get(20) {
-                Some(Value::Integer(n)) => *n,
-                _ => 0,
-            };
-            if length > MAX_PAGE_TEXT {
-                let head = match v.get(19) {
-                    Some(Value::Text(s)) => s.clone(),
-                    _ => String::new(),
-                };
-                let stand_in =
-                    serde_json::json!({"truncated": true, "length": length, "head": head});
-                v[10] = Value::Text(stand_in.to_string());
-            }
-            v.truncate(19);
-            items.push((ord, run_from_values(&v)));
-        }
+        let mut items: Vec<(i64, Run)> = rows.iter().map(run_of_page_row).collect();
         let more = items.len() as i64 > limit;
         items.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
         let last_key = items.last().map(|(k, _)| *k);

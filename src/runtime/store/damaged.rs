@@ -39,7 +39,7 @@ pub struct DamagedColumn {
 }
 
 /// (table, decode-error column name, SQL column) by candidate number.
-const COLUMNS: [(&str, &str, &str); 10] = [
+pub(crate) const COLUMNS: [(&str, &str, &str); 10] = [
     ("steps", "decision", "decision_json"),
     ("steps", "policy", "policy_json"),
     ("steps", "observation", "observation_json"),
@@ -73,7 +73,7 @@ const CANDIDATES: &str = "SELECT s.run_id AS run, 'steps' AS tbl, 1 AS t, s.rowi
     ('RUNNING','WAITING_FOR_APPROVAL','INTERRUPTED','COMPLETED','FAILED','CANCELLED')";
 
 /// The parts of a `"; "`-joined decode error that name `column`.
-fn error_of(decode_error: &str, column: &str) -> Option<String> {
+pub(crate) fn error_of(decode_error: &str, column: &str) -> Option<String> {
     let prefix = format!("{column}: ");
     let parts: Vec<&str> = decode_error
         .split("; ")
@@ -150,6 +150,35 @@ fn damaged_column(
     }))
 }
 
+/// The key of a damaged column already read (its table, row id and column) in the list
+/// keyed by (table rank, row key, candidate): `row` finds the row's key in its table (SQLite's
+/// rowid, PostgreSQL's `ord`). `None` when the column is not a candidate or the row is gone.
+pub(crate) fn anchor_key(
+    table: &str,
+    column: &str,
+    row: impl FnOnce(&'static str) -> Result<Option<i64>, StoreError>,
+) -> Result<Option<Vec<Value>>, StoreError> {
+    let Some(n) = COLUMNS
+        .iter()
+        .position(|(t, col, _)| *t == table && *col == column)
+    else {
+        return Ok(None);
+    };
+    let (tbl, _, _) = COLUMNS[n];
+    let rank = match tbl {
+        "steps" => 1,
+        "runs" => 2,
+        _ => 3,
+    };
+    Ok(row(tbl)?.map(|k| {
+        vec![
+            Value::Integer(rank),
+            Value::Integer(k),
+            Value::Integer(n as i64 + 1),
+        ]
+    }))
+}
+
 /// The damaged columns, keyed by (table rank, rowid, candidate): steps, runs, approvals.
 fn damaged_list() -> KeyedList<'static> {
     KeyedList {
@@ -207,47 +236,20 @@ impl Store {
     ) -> Result<WindowPage<DamagedColumn>, StoreError> {
         check_page("damaged rows", limit, offset)?;
         self.read(|c| {
-            let anchor = match anchor {
-                Some((ai, (table, row_id, column))) if ai >= 0 => {
-                    let n = COLUMNS
-                        .iter()
-                        .position(|(t, col, _)| *t == table && *col == column);
-                    let (t, lookup) = match table {
-                        "steps" => (
-                            1,
-                            "SELECT rowid FROM steps WHERE id = ? ORDER BY rowid LIMIT 1",
-                        ),
-                        "runs" => (
-                            2,
-                            "SELECT rowid FROM runs WHERE id = ? ORDER BY rowid LIMIT 1",
-                        ),
-                        _ => (
-                            3,
-                            "SELECT rowid FROM approvals WHERE id = ? ORDER BY rowid LIMIT 1",
-                        ),
+            let anchor = match anchor.filter(|(ai, _)| *ai >= 0) {
+                Some((ai, (table, row_id, column))) => {
+                    let lookup = |t: &str| {
+                        c.prepare_cached(&format!(
+                            "SELECT rowid FROM {t} WHERE id = ? ORDER BY rowid LIMIT 1"
+                        ))
+                        .ctx("damaged rows")?
+                        .query_row([row_id], |r| r.get::<_, i64>(0))
+                        .optional()
+                        .ctx("damaged rows")
                     };
-                    let k: Option<i64> = match n {
-                        Some(_) => c
-                            .prepare_cached(lookup)
-                            .ctx("damaged rows")?
-                            .query_row([row_id], |r| r.get(0))
-                            .optional()
-                            .ctx("damaged rows")?,
-                        None => None,
-                    };
-                    match (k, n) {
-                        (Some(k), Some(n)) => Some((
-                            ai,
-                            vec![
-                                Value::Integer(t),
-                                Value::Integer(k),
-                                Value::Integer(n as i64 + 1),
-                            ],
-                        )),
-                        _ => None,
-                    }
+                    anchor_key(table, column, lookup)?.map(|k| (ai, k))
                 }
-                _ => None,
+                None => None,
             };
             damaged_list().window_page(c, offset, limit, anchor, end, damaged_items)
         })

@@ -332,7 +332,16 @@ fn calls_by_key(c: &Connection, w: &Window) -> Result<Vec<ModelCallView>, StoreE
 }
 
 fn model_call(r: &rusqlite::Row<'_>) -> ModelCallView {
-    let mut c = Cols::new(r);
+    model_call_from(Cols::new(r))
+}
+
+/// A model call from values laid out as `calls_by_key` selects them (another backend's read).
+#[cfg(feature = "postgres")]
+pub(crate) fn model_call_values(v: &[rusqlite::types::Value]) -> ModelCallView {
+    model_call_from(Cols::values(v))
+}
+
+fn model_call_from(mut c: Cols<'_, '_>) -> ModelCallView {
     let mut m = ModelCallView {
         id: c.text(0, "id"),
         run_id: c.text(1, "run_id"),
@@ -410,11 +419,15 @@ fn mark(c: &Connection, seq: i64) -> Result<ChainMark, StoreError> {
     if len > MAX_PAGE_TEXT || !prev_ok {
         return Ok(ChainMark::Unknown);
     }
-    let report = verify(c, seq, seq)?;
-    Ok(match report.chain_break {
+    Ok(mark_of(&verify(c, seq, seq)?))
+}
+
+/// An event's mark from the store's verification of that one event.
+pub(crate) fn mark_of(report: &super::events::ChainReport) -> ChainMark {
+    match &report.chain_break {
         None if report.checked == 1 => ChainMark::Holds,
         None => ChainMark::Unknown,
         Some(b) if b.expected.is_empty() => ChainMark::Unknown,
         Some(_) => ChainMark::Broken,
-    })
+    }
 }

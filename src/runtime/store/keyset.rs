@@ -29,6 +29,19 @@ pub struct KeyPage<T, K = i64> {
 #[derive(Debug, Clone, PartialEq)]
 pub struct StepKey(Value, i64);
 
+#[cfg(feature = "postgres")]
+impl StepKey {
+    /// The key of a step another backend read: its index and insertion order.
+    pub(crate) fn of(idx: i64, ord: i64) -> StepKey {
+        StepKey(Value::Integer(idx), ord)
+    }
+
+    /// The index (0 when not an integer) and insertion order.
+    pub(crate) fn parts(&self) -> (i64, i64) {
+        (super::window::int(&self.0), self.1)
+    }
+}
+
 fn page<T, K: Clone>(mut items: Vec<(K, T)>, limit: i64) -> KeyPage<T, K> {
     let more = items.len() as i64 > limit;
     items.truncate(limit.max(0) as usize);

@@ -56,8 +56,14 @@ pub(crate) use backend::IN_CRATE;
 #[cfg(feature = "postgres")]
 pub(crate) use backend::sealed;
 pub use backend::{InCrate, RunStore, RunTx};
+#[cfg(feature = "postgres")]
+pub(crate) use damaged::{
+    COLUMNS as DAMAGED_COLUMNS, anchor_key as damaged_anchor, error_of as damaged_error_of,
+};
 pub use damaged::{DAMAGED_RAW_HEAD, DamagedColumn};
 pub use detail::{ApprovalView, ChainMark, MarkedEvent, ModelCallView, RunApprovals};
+#[cfg(feature = "postgres")]
+pub(crate) use detail::{mark_of, model_call_values};
 pub use error::{SCHEMA_VERSION, StoreError, go_file_mode, is_locked};
 pub use events::{ChainBreak, ChainReport};
 pub use keyset::{KeyPage, StepKey};
@@ -68,6 +74,8 @@ pub(crate) use pages::capped_note;
 #[cfg(feature = "postgres")]
 pub(crate) use pages::check_page;
 pub use pages::{MAX_PAGE_TEXT, Page, SHOWN_REQUEST_MAX};
+#[cfg(feature = "postgres")]
+pub(crate) use pages::{capped_approval_values, capped_step_values, event_values};
 pub use queue_order::{QueueOrder, SortValue};
 pub use reads::ProxyCall;
 #[cfg(feature = "postgres")]
@@ -80,10 +88,16 @@ pub(crate) use rows::{
 };
 pub use schema::{DEFAULT_LEASE_TTL_NS, MIGRATIONS, PRE_LEASE_OWNER, SCHEMA_MIGRATIONS_DDL};
 pub use sizes::capped_request;
+#[cfg(feature = "postgres")]
+pub(crate) use stats::StatsFromRows;
 pub use tx::{Transition, Tx};
+#[cfg(feature = "postgres")]
+pub(crate) use views::queue_item_of;
 pub use views::{QUEUE_ARGS_HEAD, QueueItem, RunOverview, ViewCounts, raw_bytes};
 pub use watch::{ArrivedApproval, ChangeWatch, PRESENTATION_MAX};
 pub use window::{COUNT_CAP, WindowPage};
+#[cfg(feature = "postgres")]
+pub(crate) use window::{KeyWalk, Window, int, walk};
 #[cfg(feature = "postgres")]
 pub(crate) use writes::run_created;
 pub use writes::{NewApproval, NewModelCall, NewRun, StepUpdate};

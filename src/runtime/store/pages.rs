@@ -205,7 +205,28 @@ pub(super) fn event_select() -> String {
 }
 
 pub(super) fn capped_step(r: &rusqlite::Row<'_>) -> Step {
-    let mut c = Cols::new(r);
+    capped_step_from(Cols::new(r))
+}
+
+/// A step from values laid out as [`step_select`] gives them (another backend's page read).
+#[cfg(feature = "postgres")]
+pub(crate) fn capped_step_values(v: &[Value]) -> Step {
+    capped_step_from(Cols::values(v))
+}
+
+/// An approval from values laid out as [`approval_select`] gives them.
+#[cfg(feature = "postgres")]
+pub(crate) fn capped_approval_values(v: &[Value]) -> Approval {
+    capped_approval_from(Cols::values(v))
+}
+
+/// An event from values laid out as [`event_select`] gives them.
+#[cfg(feature = "postgres")]
+pub(crate) fn event_values(v: &[Value]) -> Event {
+    event_from(&mut Cols::values(v))
+}
+
+fn capped_step_from(mut c: Cols<'_, '_>) -> Step {
     let mut notes = String::new();
     for (i, name) in [(12, "decision"), (13, "policy"), (14, "observation")] {
         let n = c.int(i, name);
@@ -229,7 +250,10 @@ pub(super) fn capped_step(r: &rusqlite::Row<'_>) -> Step {
 }
 
 pub(super) fn capped_approval(r: &rusqlite::Row<'_>) -> Approval {
-    let mut c = Cols::new(r);
+    capped_approval_from(Cols::new(r))
+}
+
+fn capped_approval_from(mut c: Cols<'_, '_>) -> Approval {
     let n = c.int(14, "request");
     let mut a = approval_from(&mut c);
     if n > MAX_PAGE_TEXT {

@@ -14,7 +14,7 @@ use super::Store;
 use super::column::{bytes, text};
 use super::error::{Ctx, StoreError};
 use super::stats_row::{
-    Outcome, StepFacts, approval_by_sql, approval_fast, step_by_sql, step_fast,
+    HeldStep, Outcome, StepFacts, approval_by_sql, approval_fast, step_by_sql, step_fast,
 };
 use crate::runtime::stats::{NAME_MAX, ReviewerStats, Stats, ToolStats};
 use crate::runtime::types::Timestamp;
@@ -69,13 +69,7 @@ type Tools = BTreeMap<Option<Vec<u8>>, ToolStats>;
 
 /// The steps: per tool, calls, allowed, denied by code and invalid; and the damaged steps.
 fn scan_steps(conn: &Connection, cutoff: Option<&str>) -> Result<(Tools, u64), StoreError> {
-    // Looked up by borrowed bytes while scanning (the last row's tool first), so a row's tool
-    // name is copied only once per tool; the unnamed calls apart.
-    let mut named: Vec<ToolStats> = Vec::new();
-    let mut index: HashMap<Vec<u8>, usize> = HashMap::new();
-    let mut last = usize::MAX;
-    let mut unnamed: Option<ToolStats> = None;
-    let mut damaged = 0u64;
+    let mut tally = StepTally::default();
     let mut stmt = conn.prepare(STEPS).ctx("stats: steps")?;
     let mut rows = stmt.query(rusqlite::params![cutoff]).ctx("stats: steps")?;
     while let Some(r) = rows.next().ctx("stats: steps")? {
@@ -85,43 +79,66 @@ fn scan_steps(conn: &Connection, cutoff: Option<&str>) -> Result<(Tools, u64), S
             Some(f) => f,
             None => step_by_sql(conn, r.get(0).ctx("stats: steps")?)?,
         };
+        let invalid = r
+            .get::<_, Option<bool>>(3)
+            .ctx("stats: steps")?
+            .unwrap_or(false);
+        tally.add(facts, invalid);
+    }
+    Ok(tally.finish())
+}
+
+/// The steps' counts as they are read, one row at a time (either backend's rows).
+#[derive(Default)]
+struct StepTally {
+    // Looked up by borrowed bytes while scanning (the last row's tool first), so a row's tool
+    // name is copied only once per tool; the unnamed calls apart.
+    named: Vec<ToolStats>,
+    index: HashMap<Vec<u8>, usize>,
+    last: Option<usize>,
+    unnamed: Option<ToolStats>,
+    damaged: u64,
+}
+
+impl StepTally {
+    /// Counts one step: what it was, and whether the runtime refused its decision.
+    fn add(&mut self, facts: StepFacts<'_>, invalid: bool) {
         let (tool, cut, outcome) = match facts {
-            StepFacts::Skip => continue,
+            StepFacts::Skip => return,
             StepFacts::Damaged => {
-                damaged += 1;
-                continue;
+                self.damaged += 1;
+                return;
             }
             StepFacts::Call { tool, cut, outcome } => (tool, cut, outcome),
         };
         let t = match tool {
-            None => unnamed.get_or_insert_with(ToolStats::default),
+            None => self.unnamed.get_or_insert_with(ToolStats::default),
             Some(name) => {
                 let same = |t: &ToolStats| t.tool.as_deref() == Some(name.as_ref());
-                if !named.get(last).is_some_and(same) {
-                    last = match index.get(name.as_ref()) {
+                let at = match self.last.filter(|&i| self.named.get(i).is_some_and(same)) {
+                    Some(i) => i,
+                    None => match self.index.get(name.as_ref()) {
                         Some(&i) => i,
                         None => {
-                            named.push(ToolStats {
+                            self.named.push(ToolStats {
                                 tool: Some(name.to_vec()),
                                 ..ToolStats::default()
                             });
-                            index.insert(name.into_owned(), named.len() - 1);
-                            named.len() - 1
+                            self.index.insert(name.into_owned(), self.named.len() - 1);
+                            self.named.len() - 1
                         }
-                    };
-                }
-                match named.get_mut(last) {
+                    },
+                };
+                self.last = Some(at);
+                match self.named.get_mut(at) {
                     Some(t) => t,
-                    None => continue,
+                    None => return,
                 }
             }
         };
         t.tool_cut |= cut;
         t.calls += 1;
-        if r.get::<_, Option<bool>>(3)
-            .ctx("stats: steps")?
-            .unwrap_or(false)
-        {
+        if invalid {
             t.invalid += 1;
         }
         match outcome {
@@ -135,11 +152,18 @@ fn scan_steps(conn: &Connection, cutoff: Option<&str>) -> Result<(Tools, u64), S
             Outcome::Neither => {}
         }
     }
-    let mut tools: Tools = named.into_iter().map(|t| (t.tool.clone(), t)).collect();
-    if let Some(t) = unnamed {
-        tools.insert(None, t);
+
+    fn finish(self) -> (Tools, u64) {
+        let mut tools: Tools = self
+            .named
+            .into_iter()
+            .map(|t| (t.tool.clone(), t))
+            .collect();
+        if let Some(t) = self.unnamed {
+            tools.insert(None, t);
+        }
+        (tools, self.damaged)
     }
-    Ok((tools, damaged))
 }
 
 /// The approvals: per tool, what the reviewers did (taking held-then-allowed calls back out of
@@ -149,11 +173,7 @@ fn scan_approvals(
     cutoff: Option<&str>,
     tools: &mut Tools,
 ) -> Result<(BTreeMap<Vec<u8>, ReviewerStats>, u64), StoreError> {
-    let mut reviewers: BTreeMap<Vec<u8>, ReviewerStats> = BTreeMap::new();
-    // Held steps whose recorded outcome is `allow` (the resume's verdict): counted above as
-    // allowed, taken back out once per step.
-    let mut held_allowed = HashSet::new();
-    let mut unreadable_times = 0u64;
+    let mut tally = ApprovalTally::default();
     let mut stmt = conn.prepare(APPROVALS).ctx("stats: approvals")?;
     let mut rows = stmt
         .query(rusqlite::params![cutoff, NAME_MAX as i64])
@@ -171,29 +191,68 @@ fn scan_approvals(
                 r.get(1).ctx("stats: approvals")?,
             )?,
         };
-        let status = text(r.get_ref(4).ctx("stats: approvals")?).unwrap_or_default();
-        let created = text(r.get_ref(5).ctx("stats: approvals")?).unwrap_or_default();
-        let decided = text(r.get_ref(6).ctx("stats: approvals")?).unwrap_or_default();
-        let by = bytes(r.get_ref(7).ctx("stats: approvals")?);
-        let by_cut: bool = r
-            .get::<_, Option<bool>>(8)
-            .ctx("stats: approvals")?
-            .unwrap_or(false);
-        let step = bytes(r.get_ref(9).ctx("stats: approvals")?);
+        let row = ApprovalRow {
+            status: text(r.get_ref(4).ctx("stats: approvals")?).unwrap_or_default(),
+            created: text(r.get_ref(5).ctx("stats: approvals")?).unwrap_or_default(),
+            decided: text(r.get_ref(6).ctx("stats: approvals")?).unwrap_or_default(),
+            by: bytes(r.get_ref(7).ctx("stats: approvals")?),
+            by_cut: r
+                .get::<_, Option<bool>>(8)
+                .ctx("stats: approvals")?
+                .unwrap_or(false),
+            step: bytes(r.get_ref(9).ctx("stats: approvals")?),
+        };
+        tally.add(tools, held, row);
+    }
+    Ok((tally.reviewers, tally.unreadable_times))
+}
+
+/// What the approvals scan reads of one approval besides its step.
+struct ApprovalRow {
+    status: String,
+    created: String,
+    decided: String,
+    /// The reviewer, cut to [`NAME_MAX`] bytes, and whether it was cut.
+    by: Vec<u8>,
+    by_cut: bool,
+    /// The step's id.
+    step: Vec<u8>,
+}
+
+/// The approvals' counts as they are read, one row at a time (either backend's rows).
+#[derive(Default)]
+struct ApprovalTally {
+    reviewers: BTreeMap<Vec<u8>, ReviewerStats>,
+    // Held steps whose recorded outcome is `allow` (the resume's verdict): counted by the
+    // steps as allowed, taken back out once per step.
+    held_allowed: HashSet<Vec<u8>>,
+    unreadable_times: u64,
+}
+
+impl ApprovalTally {
+    fn add(&mut self, tools: &mut Tools, held: HeldStep<'_>, row: ApprovalRow) {
         let t = entry(tools, held.tool.map(Cow::into_owned), held.cut);
         t.needs_approval += 1;
-        if held.allowed && held_allowed.insert(step) {
+        if held.allowed && self.held_allowed.insert(row.step) {
             t.allowed = t.allowed.saturating_sub(1);
         }
-        let rv = tally_approval(t, &status, &created, &decided, &mut unreadable_times);
+        let rv = tally_approval(
+            t,
+            &row.status,
+            &row.created,
+            &row.decided,
+            &mut self.unreadable_times,
+        );
         if let Some(approved) = rv {
-            let rv = reviewers
+            let by = row.by;
+            let rv = self
+                .reviewers
                 .entry(by.clone())
                 .or_insert_with(|| ReviewerStats {
                     by: by.clone(),
                     ..ReviewerStats::default()
                 });
-            rv.by_cut |= by_cut;
+            rv.by_cut |= row.by_cut;
             if approved {
                 rv.approved += 1;
             } else {
@@ -201,7 +260,6 @@ fn scan_approvals(
             }
         }
     }
-    Ok((reviewers, unreadable_times))
 }
 
 /// Counts one approval's status and times on its tool; `Some(approved)` when a reviewer
@@ -260,4 +318,160 @@ fn entry(
     });
     t.tool_cut |= cut;
     t
+}
+
+/// The queue's numbers from rows another backend reads (PostgreSQL), counted by the same
+/// tallies as SQLite's scans: every step first, then every approval. A row the fast read is
+/// not sure of (escapes, numbers, damaged JSON) is asked of SQLite's own JSON functions on a
+/// scratch in-memory database holding only that row, so the answer is the one SQLite gives.
+#[cfg(feature = "postgres")]
+pub(crate) struct StatsFromRows {
+    since: Option<Timestamp>,
+    now: Timestamp,
+    steps: Option<StepTally>,
+    tools: Tools,
+    damaged_steps: u64,
+    approvals: ApprovalTally,
+    scratch: Connection,
+}
+
+#[cfg(feature = "postgres")]
+fn text_ref(v: Option<&str>) -> rusqlite::types::ValueRef<'_> {
+    v.map_or(rusqlite::types::ValueRef::Null, |s| {
+        rusqlite::types::ValueRef::Text(s.as_bytes())
+    })
+}
+
+#[cfg(feature = "postgres")]
+impl StatsFromRows {
+    pub(crate) fn new(since: Option<Timestamp>, now: Timestamp) -> Result<Self, StoreError> {
+        let scratch = Connection::open_in_memory().ctx("stats: scratch")?;
+        scratch
+            .execute_batch(
+                "CREATE TABLE steps (id, decision_json, policy_json); \
+                 CREATE TABLE approvals (step_id);",
+            )
+            .ctx("stats: scratch")?;
+        Ok(StatsFromRows {
+            since,
+            now,
+            steps: Some(StepTally::default()),
+            tools: Tools::new(),
+            damaged_steps: 0,
+            approvals: ApprovalTally::default(),
+            scratch,
+        })
+    }
+
+    /// The first 19 characters of `since` the scans compare `started_at`/`created_at` with.
+    pub(crate) fn cutoff(&self) -> Option<String> {
+        self.since
+            .map(|t| t.format_always().chars().take(19).collect::<String>())
+    }
+
+    fn put_step(
+        &self,
+        rowid: i64,
+        id: &str,
+        decision: Option<&str>,
+        policy: Option<&str>,
+    ) -> Result<(), StoreError> {
+        self.scratch
+            .execute(
+                "INSERT INTO steps (rowid, id, decision_json, policy_json) VALUES (?1, ?2, ?3, ?4)",
+                rusqlite::params![rowid, id, decision, policy],
+            )
+            .ctx("stats: scratch")?;
+        Ok(())
+    }
+
+    /// Counts one step (`rowid` its key, `invalid` whether the runtime refused its decision).
+    pub(crate) fn step(
+        &mut self,
+        rowid: i64,
+        decision: Option<&str>,
+        policy: Option<&str>,
+        invalid: bool,
+    ) -> Result<(), StoreError> {
+        let facts = match step_fast(text_ref(decision), text_ref(policy)) {
+            Some(f) => f,
+            None => {
+                self.scratch
+                    .execute_batch("DELETE FROM steps;")
+                    .ctx("stats: scratch")?;
+                self.put_step(rowid, "", decision, policy)?;
+                step_by_sql(&self.scratch, rowid)?
+            }
+        };
+        if let Some(t) = self.steps.as_mut() {
+            t.add(facts, invalid);
+        }
+        Ok(())
+    }
+
+    /// Counts one approval: its key, its step's key, id, decision and policy (`None`: no such
+    /// step), status, times, reviewer (cut to `NAME_MAX` bytes, and whether cut).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn approval(
+        &mut self,
+        rowid: i64,
+        step: Option<(i64, Option<&str>, Option<&str>)>,
+        step_id: &str,
+        status: &str,
+        created: &str,
+        decided: &str,
+        by: Vec<u8>,
+        by_cut: bool,
+    ) -> Result<(), StoreError> {
+        if let Some(t) = self.steps.take() {
+            let (tools, damaged) = t.finish();
+            self.tools = tools;
+            self.damaged_steps = damaged;
+        }
+        let (decision, policy) = step.map_or((None, None), |(_, d, p)| (d, p));
+        let held = match approval_fast(text_ref(decision), text_ref(policy)) {
+            Some(h) => h,
+            None => {
+                self.scratch
+                    .execute_batch("DELETE FROM steps; DELETE FROM approvals;")
+                    .ctx("stats: scratch")?;
+                self.scratch
+                    .execute(
+                        "INSERT INTO approvals (rowid, step_id) VALUES (?1, ?2)",
+                        rusqlite::params![rowid, step_id],
+                    )
+                    .ctx("stats: scratch")?;
+                if let Some((s, d, p)) = step {
+                    self.put_step(s, step_id, d, p)?;
+                }
+                approval_by_sql(&self.scratch, rowid, step.map(|s| s.0))?
+            }
+        };
+        let row = ApprovalRow {
+            status: status.to_string(),
+            created: created.to_string(),
+            decided: decided.to_string(),
+            by,
+            by_cut,
+            step: step_id.as_bytes().to_vec(),
+        };
+        self.approvals.add(&mut self.tools, held, row);
+        Ok(())
+    }
+
+    pub(crate) fn finish(mut self) -> Stats {
+        if let Some(t) = self.steps.take() {
+            let (tools, damaged) = t.finish();
+            self.tools = tools;
+            self.damaged_steps = damaged;
+        }
+        Stats {
+            since: self.since,
+            now: self.now,
+            tools: self.tools.into_values().collect(),
+            reviewers: self.approvals.reviewers.into_values().collect(),
+            unreadable_times: self.approvals.unreadable_times,
+            damaged_steps: self.damaged_steps,
+        }
+    }
 }

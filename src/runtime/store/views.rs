@@ -141,17 +141,22 @@ pub(super) fn queue_item(c: &Connection, rowid: i64) -> Result<Option<QueueItem>
         return Ok(None);
     };
     let step_index = opt_int(c, "SELECT idx FROM steps WHERE id = ?", &approval.step_id)?;
+    Ok(Some(queue_item_of(approval, step_index)))
+}
+
+/// A queue item of an approval read as a page reads it and its step's index.
+pub(crate) fn queue_item_of(approval: Approval, step_index: Option<i64>) -> QueueItem {
     let tool = approval.request.as_ref().map(|r| r.spec.name.clone());
     let args_head = approval
         .request
         .as_ref()
         .map(|r| head(&r.args, QUEUE_ARGS_HEAD));
-    Ok(Some(QueueItem {
+    QueueItem {
         approval,
         step_index,
         tool,
         args_head,
-    }))
+    }
 }
 
 fn overview(c: &Connection, rowid: i64) -> Result<Option<RunOverview>, StoreError> {

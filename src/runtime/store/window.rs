@@ -33,7 +33,7 @@ pub struct WindowPage<T> {
 }
 
 impl<T> WindowPage<T> {
-    pub(super) fn of(w: Window, items: Vec<T>) -> WindowPage<T> {
+    pub(crate) fn of(w: Window, items: Vec<T>) -> WindowPage<T> {
         WindowPage {
             items,
             offset: w.offset,
@@ -46,7 +46,7 @@ impl<T> WindowPage<T> {
 
 /// One window of keys: indices `[offset, offset + keys.len())` of the list.
 #[derive(Debug, Clone, PartialEq)]
-pub(super) struct Window {
+pub(crate) struct Window {
     pub keys: Vec<Vec<Value>>,
     /// Where the window starts (the index asked for, moved by as many rows as came or left
     /// before the anchor when the list is short enough to count).
@@ -261,91 +261,139 @@ impl KeyedList<'_> {
         end: Option<i64>,
         cap: Option<i64>,
     ) -> Result<Window, StoreError> {
-        let limit = limit.max(1);
-        let mut offset = offset.max(0);
-        let counted = match cap {
-            Some(cap) => {
-                let n = self.count_to(c, None, cap)?;
-                (n <= cap).then_some(n)
-            }
-            None => None,
-        };
-        // A short list is counted, so an anchor's index and the end are known exactly: the
-        // window moves with its anchor row when rows came or left before it.
-        let mut anchor = anchor.filter(|(i, _)| *i >= 0);
-        if let (Some(n), Some((ai, key))) = (counted, anchor.as_mut()) {
-            let before = self.count_to(c, Some(key), n)?;
-            offset = offset.saturating_add(before - *ai).max(0);
-            *ai = before;
-        }
-        let end = match counted {
-            Some(n) => Some(n),
-            None => end.filter(|e| *e >= 0),
-        };
-        // Indices [offset, stop): one row past the window, to say whether more follow.
-        let stop = offset.saturating_add(limit).saturating_add(1);
-        let from_start = offset;
-        let from_row = anchor.as_ref().map(|(ai, _)| ai.abs_diff(offset));
-        let from_end = end.map(|e| e.saturating_sub(stop).max(0));
-        let mut keys = match (from_row, from_end) {
-            (Some(r), e) if r < from_start as u64 && e.is_none_or(|e| r <= e as u64) => {
-                let (ai, key) = anchor
-                    .as_ref()
-                    .map(|(i, k)| (*i, k.as_slice()))
-                    .unwrap_or((0, &[]));
-                let mut keys = Vec::new();
-                let hi = stop.min(ai);
-                if offset < hi {
-                    let mut up = self.keys(c, Some((false, key)), true, hi - offset, ai - hi)?;
-                    up.reverse();
-                    keys.extend(up);
-                }
-                let from = offset.max(ai);
-                if stop > from {
-                    keys.extend(self.keys(c, Some((true, key)), false, stop - from, from - ai)?);
-                }
-                keys
-            }
-            (_, Some(e)) if e < from_start => {
-                // From the end, in reverse: skip the rows after the window, then read it.
-                let len = end.unwrap_or(0);
-                let upto = stop.min(len);
-                let mut keys = if upto > offset {
-                    self.keys(c, None, true, upto - offset, len - upto)?
-                } else {
-                    Vec::new()
-                };
-                keys.reverse();
-                keys
-            }
-            _ => self.keys(c, None, false, stop - offset, offset)?,
-        };
-        let more = keys.len() as i64 > limit;
-        keys.truncate(usize::try_from(limit).unwrap_or(0));
-        let read = offset
-            .saturating_add(keys.len() as i64)
-            .saturating_add(i64::from(more));
-        let (total, exact) = match (counted, cap) {
-            (Some(n), _) => (n, true),
-            // Past the cap the length is known only where the window reached the list's end:
-            // as exactly as its offset is (counted from the start, or from an end or anchor
-            // the caller read).
-            (None, _) if !more && (!keys.is_empty() || offset == 0) => (read, true),
-            (None, Some(cap)) => (read.max(cap.saturating_add(1)), false),
-            (None, None) => (read, false),
-        };
-        Ok(Window {
-            keys,
-            offset,
-            more,
-            total,
-            exact,
-        })
+        walk(&(self, c), offset, limit, anchor, end, cap)
     }
 }
 
+/// A list whose keys can be walked: SQLite's [`KeyedList`] on a connection, or another
+/// backend's list (PostgreSQL's, for the console there), so both find a window the same way.
+pub(crate) trait KeyWalk {
+    /// Keys in list order (or reversed), optionally only those at/after (`true`) or before
+    /// the key, `limit` of them after skipping `offset`.
+    fn keys(
+        &self,
+        near: Option<(bool, &[Value])>,
+        reverse: bool,
+        limit: i64,
+        offset: i64,
+    ) -> Result<Vec<Vec<Value>>, StoreError>;
+
+    /// How many rows, counted up to `cap + 1`; with `before`, only those before that key.
+    fn count_to(&self, before: Option<&[Value]>, cap: i64) -> Result<i64, StoreError>;
+}
+
+impl KeyWalk for (&KeyedList<'_>, &Connection) {
+    fn keys(
+        &self,
+        near: Option<(bool, &[Value])>,
+        reverse: bool,
+        limit: i64,
+        offset: i64,
+    ) -> Result<Vec<Vec<Value>>, StoreError> {
+        self.0.keys(self.1, near, reverse, limit, offset)
+    }
+
+    fn count_to(&self, before: Option<&[Value]>, cap: i64) -> Result<i64, StoreError> {
+        self.0.count_to(self.1, before, cap)
+    }
+}
+
+/// The window `[offset, offset + limit)` of `list`, read from the nearest of the list's start,
+/// the `anchor` row (its index and key, of a row already read) and the list's end (`end`: its
+/// length as last read). The total is counted up to `cap` rows (`None`: not at all; the total
+/// is then what was read).
+pub(crate) fn walk(
+    list: &impl KeyWalk,
+    offset: i64,
+    limit: i64,
+    anchor: Option<(i64, Vec<Value>)>,
+    end: Option<i64>,
+    cap: Option<i64>,
+) -> Result<Window, StoreError> {
+    let limit = limit.max(1);
+    let mut offset = offset.max(0);
+    let counted = match cap {
+        Some(cap) => {
+            let n = list.count_to(None, cap)?;
+            (n <= cap).then_some(n)
+        }
+        None => None,
+    };
+    // A short list is counted, so an anchor's index and the end are known exactly: the
+    // window moves with its anchor row when rows came or left before it.
+    let mut anchor = anchor.filter(|(i, _)| *i >= 0);
+    if let (Some(n), Some((ai, key))) = (counted, anchor.as_mut()) {
+        let before = list.count_to(Some(key), n)?;
+        offset = offset.saturating_add(before - *ai).max(0);
+        *ai = before;
+    }
+    let end = match counted {
+        Some(n) => Some(n),
+        None => end.filter(|e| *e >= 0),
+    };
+    // Indices [offset, stop): one row past the window, to say whether more follow.
+    let stop = offset.saturating_add(limit).saturating_add(1);
+    let from_start = offset;
+    let from_row = anchor.as_ref().map(|(ai, _)| ai.abs_diff(offset));
+    let from_end = end.map(|e| e.saturating_sub(stop).max(0));
+    let mut keys = match (from_row, from_end) {
+        (Some(r), e) if r < from_start as u64 && e.is_none_or(|e| r <= e as u64) => {
+            let (ai, key) = anchor
+                .as_ref()
+                .map(|(i, k)| (*i, k.as_slice()))
+                .unwrap_or((0, &[]));
+            let mut keys = Vec::new();
+            let hi = stop.min(ai);
+            if offset < hi {
+                let mut up = list.keys(Some((false, key)), true, hi - offset, ai - hi)?;
+                up.reverse();
+                keys.extend(up);
+            }
+            let from = offset.max(ai);
+            if stop > from {
+                keys.extend(list.keys(Some((true, key)), false, stop - from, from - ai)?);
+            }
+            keys
+        }
+        (_, Some(e)) if e < from_start => {
+            // From the end, in reverse: skip the rows after the window, then read it.
+            let len = end.unwrap_or(0);
+            let upto = stop.min(len);
+            let mut keys = if upto > offset {
+                list.keys(None, true, upto - offset, len - upto)?
+            } else {
+                Vec::new()
+            };
+            keys.reverse();
+            keys
+        }
+        _ => list.keys(None, false, stop - offset, offset)?,
+    };
+    let more = keys.len() as i64 > limit;
+    keys.truncate(usize::try_from(limit).unwrap_or(0));
+    let read = offset
+        .saturating_add(keys.len() as i64)
+        .saturating_add(i64::from(more));
+    let (total, exact) = match (counted, cap) {
+        (Some(n), _) => (n, true),
+        // Past the cap the length is known only where the window reached the list's end:
+        // as exactly as its offset is (counted from the start, or from an end or anchor
+        // the caller read).
+        (None, _) if !more && (!keys.is_empty() || offset == 0) => (read, true),
+        (None, Some(cap)) => (read.max(cap.saturating_add(1)), false),
+        (None, None) => (read, false),
+    };
+    Ok(Window {
+        keys,
+        offset,
+        more,
+        total,
+        exact,
+    })
+}
+
 /// The integer in a key column (0 for anything else: a key the caller put there is an integer).
-pub(super) fn int(v: &Value) -> i64 {
+pub(crate) fn int(v: &Value) -> i64 {
     match v {
         Value::Integer(i) => *i,
         _ => 0,

@@ -1,0 +1,199 @@
+//! The console on a PostgreSQL run database (issue 19): its reader is the console's own reader
+//! (`console::sqlite`'s row conversions, written once over [`ConsoleReads`]) on PostgreSQL's
+//! bounded page reads (`pgstore::console`), and it learns that something changed by
+//! LISTEN/NOTIFY (decision 0084): `data_version` is the count of notifications a connection of
+//! its own has received from sequencer passes, never a poll of a table. Decisions go through
+//! [`StoreDecider`] on a `PgStore`, the operator's functions over the store trait.
+
+use super::data::DataError;
+use super::decider::StoreDecider;
+use super::reads::{ConsoleReads, Near};
+use super::sqlite::StoreData;
+use crate::pgstore::{Listener, PgStore, PgUrl};
+use crate::runtime::stats::Stats;
+use crate::runtime::store::{
+    ApprovalView, ChainReport, DamagedColumn, MarkedEvent, ModelCallView, ProxyCall, QueueItem,
+    QueueOrder, RunOverview, SortValue, StoreError, ViewCounts, WindowPage,
+};
+use crate::runtime::types::{Approval, Key, Run, RunStatus, Step, Timestamp};
+
+/// PostgreSQL's reads for the console, and (on the reading lane) its listener.
+pub struct PgReads {
+    store: PgStore,
+    listener: Option<Listener>,
+}
+
+/// The console's reader on a PostgreSQL run database.
+pub type PgData = StoreData<PgReads>;
+
+fn open_err(url: &PgUrl, cause: impl ToString) -> DataError {
+    DataError::Open {
+        path: url.to_string(),
+        cause: cause.to_string(),
+    }
+}
+
+impl StoreData<PgReads> {
+    /// Connects (the database must be at this build's schema; it is never migrated), makes
+    /// the session's read functions and LISTENs on a second connection.
+    pub fn open_pg(url: &PgUrl) -> Result<PgData, DataError> {
+        Self::connect(url, true)
+    }
+
+    /// As [`StoreData::open_pg`], for the counting lane: no listener (it does not poll).
+    pub fn open_pg_counting(url: &PgUrl) -> Result<PgData, DataError> {
+        Self::connect(url, false)
+    }
+
+    fn connect(url: &PgUrl, listen: bool) -> Result<PgData, DataError> {
+        let store = PgStore::open_existing(url).map_err(|e| open_err(url, e))?;
+        store
+            .prepare_console_reads()
+            .map_err(|e| open_err(url, e))?;
+        let listener = if listen {
+            Some(Listener::open(url).map_err(|e| open_err(url, e))?)
+        } else {
+            None
+        };
+        Ok(StoreData::over(PgReads { store, listener }))
+    }
+}
+
+/// The console's decisions on PostgreSQL: a connection of its own (never migrated).
+pub fn pg_decider(url: &PgUrl) -> Result<StoreDecider<PgStore>, String> {
+    let store = PgStore::open_existing(url).map_err(|e| e.to_string())?;
+    Ok(StoreDecider::over(store))
+}
+
+impl ConsoleReads for PgReads {
+    fn data_version(&mut self) -> Result<i64, StoreError> {
+        match &mut self.listener {
+            Some(l) => l.version().map_err(|e| StoreError::Backend(e.to_string())),
+            None => Ok(0),
+        }
+    }
+    fn view_counts(&self) -> Result<ViewCounts, StoreError> {
+        self.store.view_counts()
+    }
+    fn list_queue_rows_near(
+        &self,
+        filter: &str,
+        near: Near<'_>,
+    ) -> Result<WindowPage<QueueItem>, StoreError> {
+        self.store.list_queue_rows_near(filter, near)
+    }
+    fn list_queue_sorted_near(
+        &self,
+        filter: &str,
+        order: &QueueOrder,
+        near: Near<'_>,
+    ) -> Result<WindowPage<(QueueItem, SortValue)>, StoreError> {
+        self.store.list_queue_sorted_near(filter, order, near)
+    }
+    fn list_queue_rows(
+        &self,
+        filter: &str,
+        limit: i64,
+        offset: i64,
+    ) -> Result<(Vec<QueueItem>, bool), StoreError> {
+        self.store.list_queue_rows(filter, limit, offset)
+    }
+    fn count_queue(&self, filter: &str) -> Result<i64, StoreError> {
+        self.store.count_queue(filter)
+    }
+    fn list_runs_overview_near(
+        &self,
+        status: &str,
+        filter: &str,
+        near: Near<'_>,
+    ) -> Result<WindowPage<RunOverview>, StoreError> {
+        self.store.list_runs_overview_near(status, filter, near)
+    }
+    fn count_runs_overview(&self, status: &str, filter: &str) -> Result<i64, StoreError> {
+        self.store.count_runs_overview(status, filter)
+    }
+    fn get_run_capped(&self, id: &Key) -> Result<Run, StoreError> {
+        self.store.get_run_capped(id.as_bytes())
+    }
+    fn get_step_capped(&self, id: &Key) -> Result<Step, StoreError> {
+        self.store.get_step_capped(id.as_bytes())
+    }
+    fn get_step(&self, id: &[u8]) -> Result<Step, StoreError> {
+        self.store.get_step_whole(id)
+    }
+    fn proxy_call(&self, _run: &Key) -> Result<Option<ProxyCall>, StoreError> {
+        // The MCP proxy's index (agentrt's `proxy_calls`) is not in the PostgreSQL schema.
+        Ok(None)
+    }
+    fn list_steps_page_near(
+        &self,
+        run: &Key,
+        near: Near<'_>,
+    ) -> Result<WindowPage<Step>, StoreError> {
+        self.store.list_steps_page_near(run.as_bytes(), near)
+    }
+    fn count_steps(&self, run: &Key) -> Result<i64, StoreError> {
+        self.store.count_of_run("steps", run.as_bytes())
+    }
+    fn list_marked_events_near(
+        &self,
+        run: &Key,
+        limit: i64,
+        offset: i64,
+        anchor: Option<(i64, i64)>,
+        end: Option<i64>,
+    ) -> Result<WindowPage<MarkedEvent>, StoreError> {
+        self.store
+            .list_marked_events_near(run.as_bytes(), limit, offset, anchor, end)
+    }
+    fn count_events(&self, run: &Key) -> Result<i64, StoreError> {
+        self.store.count_of_run("events", run.as_bytes())
+    }
+    fn list_run_approvals_near(
+        &self,
+        run: &Key,
+        near: Near<'_>,
+    ) -> Result<(WindowPage<Approval>, Option<RunStatus>), StoreError> {
+        self.store.list_run_approvals_near(run.as_bytes(), near)
+    }
+    fn count_run_approvals(&self, run: &Key) -> Result<i64, StoreError> {
+        self.store.count_of_run("approvals", run.as_bytes())
+    }
+    fn list_model_calls_near(
+        &self,
+        run: &Key,
+        near: Near<'_>,
+    ) -> Result<WindowPage<ModelCallView>, StoreError> {
+        self.store.list_model_calls_near(run.as_bytes(), near)
+    }
+    fn count_model_calls(&self, run: &Key) -> Result<i64, StoreError> {
+        self.store.count_of_run("model_calls", run.as_bytes())
+    }
+    fn approval_view(&self, id: &Key) -> Result<Option<ApprovalView>, StoreError> {
+        self.store.approval_view_of(id.as_bytes(), false)
+    }
+    fn approval_view_capped(&self, id: &Key) -> Result<Option<ApprovalView>, StoreError> {
+        self.store.approval_view_of(id.as_bytes(), true)
+    }
+    fn list_damaged_near(
+        &self,
+        limit: i64,
+        offset: i64,
+        anchor: Option<(i64, (&str, &str, &str))>,
+        end: Option<i64>,
+    ) -> Result<WindowPage<DamagedColumn>, StoreError> {
+        self.store.list_damaged_near(limit, offset, anchor, end)
+    }
+    fn count_damaged(&self) -> Result<i64, StoreError> {
+        self.store.count_damaged()
+    }
+    fn runs_with_prefix(&self, prefix: &[u8], limit: u32) -> Result<Vec<Key>, StoreError> {
+        self.store.runs_with_prefix(prefix, limit)
+    }
+    fn verify_chain(&self) -> Result<ChainReport, StoreError> {
+        self.store.verify_chain()
+    }
+    fn stats(&self, since: Option<Timestamp>, now: Timestamp) -> Result<Stats, StoreError> {
+        self.store.stats(since, now)
+    }
+}

@@ -1,0 +1,226 @@
+//! The store's reads the console's reader is made of, as one trait both run databases give:
+//! SQLite's [`Store`] (its own bounded page reads and decoders) and, with the `postgres`
+//! feature, PostgreSQL's (`console::pg`). The console's reader (`console::sqlite`), the fate
+//! of a run's latest call (`console::fate`) and the decision page's context
+//! (`console::context`) are written once against it, so a screen is filled by the same row
+//! conversions whichever database it reads.
+
+use crate::runtime::stats::Stats;
+use crate::runtime::store::{
+    ApprovalView, ChainReport, DamagedColumn, MarkedEvent, ModelCallView, ProxyCall, QueueItem,
+    QueueOrder, RunOverview, SortValue, Store, StoreError, ViewCounts, WindowPage,
+};
+use crate::runtime::types::{Approval, Key, Run, RunStatus, Step, Timestamp};
+
+/// A window's place: `limit`, `offset`, the anchor row (its index and id) and the list's
+/// length as last read.
+pub type Near<'a> = (i64, i64, Option<(i64, &'a str)>, Option<i64>);
+
+/// The reads a console's reader makes (each a bounded read by key; see `runtime::store`).
+pub trait ConsoleReads: Send {
+    /// A number that changes when another connection commits something a screen shows.
+    fn data_version(&mut self) -> Result<i64, StoreError>;
+    fn view_counts(&self) -> Result<ViewCounts, StoreError>;
+    fn list_queue_rows_near(
+        &self,
+        filter: &str,
+        near: Near<'_>,
+    ) -> Result<WindowPage<QueueItem>, StoreError>;
+    fn list_queue_sorted_near(
+        &self,
+        filter: &str,
+        order: &QueueOrder,
+        near: Near<'_>,
+    ) -> Result<WindowPage<(QueueItem, SortValue)>, StoreError>;
+    /// The queue's first `limit` rows after `offset`, and whether more follow.
+    fn list_queue_rows(
+        &self,
+        filter: &str,
+        limit: i64,
+        offset: i64,
+    ) -> Result<(Vec<QueueItem>, bool), StoreError>;
+    fn count_queue(&self, filter: &str) -> Result<i64, StoreError>;
+    fn list_runs_overview_near(
+        &self,
+        status: &str,
+        filter: &str,
+        near: Near<'_>,
+    ) -> Result<WindowPage<RunOverview>, StoreError>;
+    fn count_runs_overview(&self, status: &str, filter: &str) -> Result<i64, StoreError>;
+    fn get_run_capped(&self, id: &Key) -> Result<Run, StoreError>;
+    fn get_step_capped(&self, id: &Key) -> Result<Step, StoreError>;
+    /// One step, whole.
+    fn get_step(&self, id: &[u8]) -> Result<Step, StoreError>;
+    fn proxy_call(&self, run: &Key) -> Result<Option<ProxyCall>, StoreError>;
+    fn list_steps_page_near(
+        &self,
+        run: &Key,
+        near: Near<'_>,
+    ) -> Result<WindowPage<Step>, StoreError>;
+    fn count_steps(&self, run: &Key) -> Result<i64, StoreError>;
+    fn list_marked_events_near(
+        &self,
+        run: &Key,
+        limit: i64,
+        offset: i64,
+        anchor: Option<(i64, i64)>,
+        end: Option<i64>,
+    ) -> Result<WindowPage<MarkedEvent>, StoreError>;
+    fn count_events(&self, run: &Key) -> Result<i64, StoreError>;
+    fn list_run_approvals_near(
+        &self,
+        run: &Key,
+        near: Near<'_>,
+    ) -> Result<(WindowPage<Approval>, Option<RunStatus>), StoreError>;
+    fn count_run_approvals(&self, run: &Key) -> Result<i64, StoreError>;
+    fn list_model_calls_near(
+        &self,
+        run: &Key,
+        near: Near<'_>,
+    ) -> Result<WindowPage<ModelCallView>, StoreError>;
+    fn count_model_calls(&self, run: &Key) -> Result<i64, StoreError>;
+    /// One approval by id, whole, with its run's status and reason.
+    fn approval_view(&self, id: &Key) -> Result<Option<ApprovalView>, StoreError>;
+    /// As [`ConsoleReads::approval_view`], read as a page reads it (a huge request is not).
+    fn approval_view_capped(&self, id: &Key) -> Result<Option<ApprovalView>, StoreError>;
+    fn list_damaged_near(
+        &self,
+        limit: i64,
+        offset: i64,
+        anchor: Option<(i64, (&str, &str, &str))>,
+        end: Option<i64>,
+    ) -> Result<WindowPage<DamagedColumn>, StoreError>;
+    fn count_damaged(&self) -> Result<i64, StoreError>;
+    fn runs_with_prefix(&self, prefix: &[u8], limit: u32) -> Result<Vec<Key>, StoreError>;
+    /// The whole chain.
+    fn verify_chain(&self) -> Result<ChainReport, StoreError>;
+    fn stats(&self, since: Option<Timestamp>, now: Timestamp) -> Result<Stats, StoreError>;
+}
+
+impl ConsoleReads for Store {
+    fn data_version(&mut self) -> Result<i64, StoreError> {
+        Store::data_version(self)
+    }
+    fn view_counts(&self) -> Result<ViewCounts, StoreError> {
+        Store::view_counts(self)
+    }
+    fn list_queue_rows_near(
+        &self,
+        filter: &str,
+        (l, o, a, e): Near<'_>,
+    ) -> Result<WindowPage<QueueItem>, StoreError> {
+        Store::list_queue_rows_near(self, filter, l, o, a, e)
+    }
+    fn list_queue_sorted_near(
+        &self,
+        filter: &str,
+        order: &QueueOrder,
+        (l, o, a, e): Near<'_>,
+    ) -> Result<WindowPage<(QueueItem, SortValue)>, StoreError> {
+        Store::list_queue_sorted_near(self, filter, order, l, o, a, e)
+    }
+    fn list_queue_rows(
+        &self,
+        filter: &str,
+        limit: i64,
+        offset: i64,
+    ) -> Result<(Vec<QueueItem>, bool), StoreError> {
+        Store::list_queue_rows(self, filter, limit, offset)
+    }
+    fn count_queue(&self, filter: &str) -> Result<i64, StoreError> {
+        Store::count_queue(self, filter)
+    }
+    fn list_runs_overview_near(
+        &self,
+        status: &str,
+        filter: &str,
+        (l, o, a, e): Near<'_>,
+    ) -> Result<WindowPage<RunOverview>, StoreError> {
+        Store::list_runs_overview_near(self, status, filter, l, o, a, e)
+    }
+    fn count_runs_overview(&self, status: &str, filter: &str) -> Result<i64, StoreError> {
+        Store::count_runs_overview(self, status, filter)
+    }
+    fn get_run_capped(&self, id: &Key) -> Result<Run, StoreError> {
+        Store::get_run_capped(self, id)
+    }
+    fn get_step_capped(&self, id: &Key) -> Result<Step, StoreError> {
+        Store::get_step_capped(self, id)
+    }
+    fn get_step(&self, id: &[u8]) -> Result<Step, StoreError> {
+        Store::get_step(self, id)
+    }
+    fn proxy_call(&self, run: &Key) -> Result<Option<ProxyCall>, StoreError> {
+        Store::proxy_call(self, run)
+    }
+    fn list_steps_page_near(
+        &self,
+        run: &Key,
+        (l, o, a, e): Near<'_>,
+    ) -> Result<WindowPage<Step>, StoreError> {
+        Store::list_steps_page_near(self, run, l, o, a, e)
+    }
+    fn count_steps(&self, run: &Key) -> Result<i64, StoreError> {
+        Store::count_steps(self, run)
+    }
+    fn list_marked_events_near(
+        &self,
+        run: &Key,
+        limit: i64,
+        offset: i64,
+        anchor: Option<(i64, i64)>,
+        end: Option<i64>,
+    ) -> Result<WindowPage<MarkedEvent>, StoreError> {
+        Store::list_marked_events_near(self, run, limit, offset, anchor, end)
+    }
+    fn count_events(&self, run: &Key) -> Result<i64, StoreError> {
+        Store::count_events(self, run)
+    }
+    fn list_run_approvals_near(
+        &self,
+        run: &Key,
+        (l, o, a, e): Near<'_>,
+    ) -> Result<(WindowPage<Approval>, Option<RunStatus>), StoreError> {
+        Store::list_run_approvals_near(self, run, l, o, a, e)
+    }
+    fn count_run_approvals(&self, run: &Key) -> Result<i64, StoreError> {
+        Store::count_run_approvals(self, run)
+    }
+    fn list_model_calls_near(
+        &self,
+        run: &Key,
+        (l, o, a, e): Near<'_>,
+    ) -> Result<WindowPage<ModelCallView>, StoreError> {
+        Store::list_model_calls_near(self, run, l, o, a, e)
+    }
+    fn count_model_calls(&self, run: &Key) -> Result<i64, StoreError> {
+        Store::count_model_calls(self, run)
+    }
+    fn approval_view(&self, id: &Key) -> Result<Option<ApprovalView>, StoreError> {
+        Store::approval_view(self, id)
+    }
+    fn approval_view_capped(&self, id: &Key) -> Result<Option<ApprovalView>, StoreError> {
+        Store::approval_view_capped(self, id)
+    }
+    fn list_damaged_near(
+        &self,
+        limit: i64,
+        offset: i64,
+        anchor: Option<(i64, (&str, &str, &str))>,
+        end: Option<i64>,
+    ) -> Result<WindowPage<DamagedColumn>, StoreError> {
+        Store::list_damaged_near(self, limit, offset, anchor, end)
+    }
+    fn count_damaged(&self) -> Result<i64, StoreError> {
+        Store::count_damaged(self)
+    }
+    fn runs_with_prefix(&self, prefix: &[u8], limit: u32) -> Result<Vec<Key>, StoreError> {
+        Store::runs_with_prefix(self, prefix, limit)
+    }
+    fn verify_chain(&self) -> Result<ChainReport, StoreError> {
+        Store::verify_events(self, 0, 0)
+    }
+    fn stats(&self, since: Option<Timestamp>, now: Timestamp) -> Result<Stats, StoreError> {
+        Store::stats(self, since, now)
+    }
+}
