@@ -5,9 +5,18 @@
 //!
 //! `cargo bench --bench console_startup`. Writing the large database takes minutes; set
 //! `COUNTERSIGN_BENCH_BIG_DB=/path/big.db` to reuse one (the bench writes it there if missing).
+//!
+//! Then the same figures on PostgreSQL (issue 19): the small database copied into one database,
+//! and a large one of 1 000 000 runs, 100 000 of them waiting on a pending approval, on a
+//! throwaway cluster (`tests/pg_support`; or the server `COUNTERSIGN_TEST_PG` names).
+//! `COUNTERSIGN_BENCH_PG=0` leaves PostgreSQL out.
 
 mod support;
 use support::{binary, shared};
+
+#[cfg(feature = "postgres")]
+#[path = "../tests/pg_support/mod.rs"]
+mod pg_support;
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -202,25 +211,9 @@ fn measure(bin: &Path, db: &Path) -> Figures {
     }
 }
 
-fn main() {
-    let bin = binary();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let small = dir.path().join("small.db");
-    fixture(&small, &["--big", "85"]);
-    let big = std::env::var_os("COUNTERSIGN_BENCH_BIG_DB")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| dir.path().join("big.db"));
-    if !big.exists() {
-        eprintln!("writing the large database (100 000 runs, 1 000 000 steps): minutes");
-        fixture(&big, &["--big", "100000", "--steps-per-run", "10"]);
-        add_waiting(&big, 10_000);
-    }
-    let s = measure(&bin, &small);
-    let l = measure(&bin, &big);
-    for (name, f) in [
-        ("small (~100 runs)", &s),
-        ("large (100k runs, 1M steps, 10k waiting)", &l),
-    ] {
+/// Prints one line per database and the large/small ratios.
+fn report(small_name: &str, s: &Figures, large_name: &str, l: &Figures) {
+    for (name, f) in [(small_name, s), (large_name, l)] {
         println!(
             "{name:42} first frame {:8.1} ms  page-down {:6.1} ms  idle CPU {:5.2} %  peak {:6.1} MiB",
             f.first_frame_ms, f.page_down_ms, f.idle_pct, f.peak_mib
@@ -232,4 +225,90 @@ fn main() {
         l.page_down_ms / s.page_down_ms,
         l.peak_mib / s.peak_mib
     );
+}
+
+/// Issue 19's console figure on PostgreSQL: the small database copied in, against 1 000 000
+/// runs with 100 000 waiting (the small one's rows plus generated copies of one of its completed
+/// runs and one of its pending approvals; the console's first frame reads runs and approvals,
+/// so the copies have no steps or events). The goal: the first frame within 1.5x.
+#[cfg(feature = "postgres")]
+fn on_postgres(bin: &Path, small_db: &Path) {
+    if std::env::var_os("COUNTERSIGN_BENCH_PG").is_some_and(|v| v == "0") {
+        return;
+    }
+    let (Some(small), Some(big)) = (pg_support::fresh_db(), pg_support::fresh_db()) else {
+        return;
+    };
+    for url in [&small.url, &big.url] {
+        let ok = Command::new(bin)
+            .args(["copy", "--from"])
+            .arg(small_db)
+            .args(["--to", url])
+            .stdout(std::process::Stdio::null())
+            .status()
+            .expect("countersign copy");
+        assert!(ok.success(), "copy into PostgreSQL");
+    }
+    let (runs, waiting) = (1_000_000i64, 100_000i64);
+    eprintln!("writing {runs} runs, {waiting} waiting, into PostgreSQL");
+    let mut c = big.client();
+    c.execute(
+        "INSERT INTO runs (id, goal, status, reason, reason_detail, limits_json, step_count, \
+         created_at, started_at, finished_at, result_json, active_ms) \
+         SELECT 'bench-' || lpad(g::text, 7, '0'), t.goal, \
+         CASE WHEN g <= $2::bigint THEN 'WAITING_FOR_APPROVAL' ELSE t.status END, \
+         CASE WHEN g <= $2::bigint THEN '' ELSE t.reason END, t.reason_detail, t.limits_json, \
+         t.step_count, t.created_at, t.started_at, \
+         CASE WHEN g <= $2::bigint THEN '' ELSE t.finished_at END, t.result_json, t.active_ms \
+         FROM generate_series(1, $1::bigint) g, \
+         (SELECT * FROM runs WHERE status = 'COMPLETED' ORDER BY ord LIMIT 1) t",
+        &[&runs, &waiting],
+    )
+    .expect("generate runs");
+    c.execute(
+        "INSERT INTO approvals (id, run_id, step_id, kind, capability_json, \
+         presentation_json, request_json, hash, status, created_at) \
+         SELECT 'bench-ap-' || lpad(g::text, 7, '0'), 'bench-' || lpad(g::text, 7, '0'), \
+         a.step_id, a.kind, a.capability_json, a.presentation_json, a.request_json, a.hash, \
+         'pending', a.created_at \
+         FROM generate_series(1, $1::bigint) g, \
+         (SELECT * FROM approvals WHERE status = 'pending' ORDER BY ord LIMIT 1) a",
+        &[&waiting],
+    )
+    .expect("generate approvals");
+    c.batch_execute("ANALYZE").expect("analyze");
+    drop(c);
+    let s = measure(bin, Path::new(&small.url));
+    let l = measure(bin, Path::new(&big.url));
+    println!("PostgreSQL:");
+    report("small (~100 runs)", &s, "large (1M runs, 100k waiting)", &l);
+}
+
+fn main() {
+    let bin = binary();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let small = dir.path().join("small.db");
+    fixture(&small, &["--big", "85"]);
+    // `COUNTERSIGN_BENCH_SQLITE=0`: PostgreSQL only.
+    if std::env::var_os("COUNTERSIGN_BENCH_SQLITE").is_none_or(|v| v != "0") {
+        let big = std::env::var_os("COUNTERSIGN_BENCH_BIG_DB")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| dir.path().join("big.db"));
+        if !big.exists() {
+            eprintln!("writing the large database (100 000 runs, 1 000 000 steps): minutes");
+            fixture(&big, &["--big", "100000", "--steps-per-run", "10"]);
+            add_waiting(&big, 10_000);
+        }
+        let s = measure(&bin, &small);
+        let l = measure(&bin, &big);
+        println!("SQLite:");
+        report(
+            "small (~100 runs)",
+            &s,
+            "large (100k runs, 1M steps, 10k waiting)",
+            &l,
+        );
+    }
+    #[cfg(feature = "postgres")]
+    on_postgres(&bin, &small);
 }
