@@ -9,6 +9,8 @@
 //! `COUNTERSIGN_STRESS_SECS=60 COUNTERSIGN_STRESS_PROCS=8 cargo test --test reliability_stress
 //! -- --nocapture` runs the long one (the processes stop by themselves at the deadline).
 
+#[cfg(feature = "postgres")]
+mod pg_support;
 mod reliability_support;
 mod support;
 
@@ -22,7 +24,7 @@ use rand::rngs::StdRng;
 use rand::seq::IndexedRandom;
 use rand::{Rng, SeedableRng};
 
-use countersign::runtime::operator::{self, OperatorError};
+use countersign::runtime::operator::OperatorError;
 use countersign::runtime::store::Store;
 use countersign::runtime::types::{ApprovalStatus, RunStatus, Timestamp};
 use reliability_support::invariants;
@@ -127,21 +129,45 @@ fn store_text(db: &Path, sql: &str) -> String {
     c.query_row(sql, [], |r| r.get(0)).unwrap_or_default()
 }
 
-fn stress(procs: u64, secs: u64, seed: u64) -> (Outcome, Vec<String>) {
+/// Runs the processes on the SQLite file `run.db` in a fresh directory, or (`pg_url`) on that
+/// PostgreSQL database; then checks the outcome. On PostgreSQL the processes form two groups
+/// whose lease owners name two hosts (`host-a.…`, `host-b.…`), there is no console (it does
+/// not read PostgreSQL yet), and the checks run on the URL (`countersign verify`, once the
+/// inbox is drained) and on a copy back to SQLite (the same checks as the SQLite trial, the
+/// Python verifier included).
+fn stress(procs: u64, secs: u64, seed: u64, pg_url: Option<&str>) -> (Outcome, Vec<String>) {
     let dir = support::tempdir();
     if std::env::var_os("COUNTERSIGN_STRESS_KEEP").is_some() {
         eprintln!("stress: keeping {}", dir.path().display());
     }
-    let run_db = dir.path().join("run.db");
+    let mut run_db = dir.path().join("run.db");
     let backend_db = dir.path().join("backend.db");
     drop(countersign::consumer::backend::Backend::create_new(&backend_db).unwrap());
-    drop(Store::open(&run_db).unwrap());
+    let roles: &[&str] = match pg_url {
+        None => {
+            drop(Store::open(&run_db).unwrap());
+            &ROLES
+        }
+        Some(_) => &ROLES[..3],
+    };
+    #[cfg(feature = "postgres")]
+    if let Some(url) = pg_url {
+        let url = countersign::pgstore::PgUrl::parse(url).unwrap();
+        drop(countersign::pgstore::PgStore::open(&url).unwrap());
+    }
     let deadline_ms = Timestamp::now().unix_nanos() / 1_000_000 + (secs * 1000) as i128;
     let mut children = Vec::new();
     for i in 0..procs {
-        let role = ROLES[(i % ROLES.len() as u64) as usize];
-        let name = format!("{role}-{i}");
-        let c = Command::new(std::env::current_exe().unwrap())
+        let role = roles[(i % roles.len() as u64) as usize];
+        let name = match pg_url {
+            None => format!("{role}-{i}"),
+            Some(_) => format!("host-{}.{role}-{i}", if i % 2 == 0 { 'a' } else { 'b' }),
+        };
+        let mut c = Command::new(std::env::current_exe().unwrap());
+        if let Some(url) = pg_url {
+            c.env("COUNTERSIGN_STRESS_PG_URL", url);
+        }
+        let c = c
             .args([
                 "--exact",
                 "stress_child",
@@ -176,6 +202,16 @@ fn stress(procs: u64, secs: u64, seed: u64) -> (Outcome, Vec<String>) {
     }
     let o = read_logs(dir.path());
     violations.extend(o.violations.iter().cloned());
+    #[cfg(feature = "postgres")]
+    if let Some(url) = pg_url {
+        match invariants::pg_checked_copy(url, dir.path()) {
+            Ok(back) => run_db = back,
+            Err(v) => {
+                violations.extend(v);
+                return (o, violations);
+            }
+        }
+    }
     violations.extend(check_winners(&run_db, &o));
     violations.extend(invariants::store_holds(&run_db));
     violations.extend(invariants::ledger_once(&backend_db, &run_db));
@@ -191,7 +227,7 @@ fn stress_holds_single_winners_and_readers_see_events_with_states() {
     let procs = env_u64("COUNTERSIGN_STRESS_PROCS", 4);
     let secs = env_u64("COUNTERSIGN_STRESS_SECS", 3);
     let seed = env_u64("COUNTERSIGN_STRESS_SEED", 20261130);
-    let (o, violations) = stress(procs, secs, seed);
+    let (o, violations) = stress(procs, secs, seed, None);
     eprintln!(
         "stress: {procs} processes, {secs} s, seed {seed}: {} approvals decided, {} runs cancelled, counts {:?}, {} violations",
         o.decided.len(),
@@ -208,6 +244,36 @@ fn stress_holds_single_winners_and_readers_see_events_with_states() {
         o.counts.get("reads").copied().unwrap_or(0) > 0,
         "the consoles read"
     );
+}
+
+/// The same processes on one PostgreSQL database, in two groups whose lease owners stand for
+/// two hosts: single winners, no effect twice, the chain verifies on the URL and, copied back,
+/// by the store's checks and agentrt's Python verifier.
+#[cfg(feature = "postgres")]
+#[test]
+fn stress_on_postgres_holds_single_winners_across_two_hosts() {
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    let procs = env_u64("COUNTERSIGN_STRESS_PROCS", 4);
+    let secs = env_u64("COUNTERSIGN_STRESS_SECS", 3);
+    let seed = env_u64("COUNTERSIGN_STRESS_SEED", 20261130);
+    let (o, violations) = stress(procs, secs, seed, Some(&db.url));
+    eprintln!(
+        "stress on PostgreSQL: {procs} processes, {secs} s, seed {seed}: {} approvals decided, {} runs cancelled, counts {:?}, {} violations",
+        o.decided.len(),
+        o.cancelled.len(),
+        o.counts,
+        violations.len()
+    );
+    assert_eq!(violations, Vec::<String>::new());
+    for kind in ["started", "approved", "resumed"] {
+        assert!(
+            o.counts.get(kind).copied().unwrap_or(0) > 0,
+            "nothing {kind}: {:?}",
+            o.counts
+        );
+    }
 }
 
 // ---- the child processes ----
@@ -255,8 +321,13 @@ fn stress_child() {
     };
     // agentrt's default lease (30 s) unless COUNTERSIGN_STRESS_LEASE_MS says otherwise: nobody
     // here takes runs over, so a lease is lost only if the runtime loses it.
-    let w = World::open_with_ttl(
-        &dir.join("run.db"),
+    let at = match std::env::var("COUNTERSIGN_STRESS_PG_URL") {
+        #[cfg(feature = "postgres")]
+        Ok(url) => world::RunDbAt::Pg(url),
+        _ => world::RunDbAt::Sqlite(dir.join("run.db")),
+    };
+    let w = World::open_at(
+        &at,
         &dir.join("backend.db"),
         &name,
         Duration::from_millis(env_u64("COUNTERSIGN_STRESS_LEASE_MS", 30_000)),
@@ -282,7 +353,7 @@ fn stress_child() {
                     Ok(_) => log.count("started"),
                     Err(e) if e.contains("locked") => log.count("locked"),
                     Err(e) => {
-                        let now = w.store.get_run(&id).map(|r| {
+                        let now = w.get_run(&id).map(|r| {
                             format!(
                                 "{} {} {:?} lease {:?}",
                                 r.status, r.reason, r.reason_detail, r.lease_owner
@@ -294,7 +365,11 @@ fn stress_child() {
             }
             "reviewer" => review(&w, &rt, &mut rng, &mut log),
             "operator" => cancel_one(&w, &mut rng, &mut log),
-            "console" => read_all(&w.store, &mut log),
+            "console" => match w.sqlite() {
+                Some(store) => read_all(store, &mut log),
+                // The console does not read PostgreSQL yet: a PostgreSQL trial has no console.
+                None => return log.violation("a console on PostgreSQL"),
+            },
             other => panic!("unknown role {other}"),
         }
     }
@@ -302,25 +377,17 @@ fn stress_child() {
 }
 
 fn review(w: &World, rt: &tokio::runtime::Runtime, rng: &mut StdRng, log: &mut Log) {
-    let pending = match w.store.pending_approval_ids() {
+    let pairs = match w.pending_pairs() {
         Ok(p) => p,
         Err(e) => return log.violation(&format!("pending approvals: {e}")),
     };
-    let pairs: Vec<(String, String)> = pending
-        .into_iter()
-        .flat_map(|(run, ids)| ids.into_iter().map(move |a| (run.clone(), a)))
-        .collect();
     let Some((run, approval)) = pairs.choose(rng).cloned() else {
         std::thread::sleep(Duration::from_millis(5));
         return;
     };
     let approve = rng.random_bool(0.75);
-    let now = Timestamp::now();
-    let r = if approve {
-        operator::approve(&w.store, &run, &approval, "stress-reviewer", "ok", now)
-    } else {
-        operator::reject(&w.store, &run, &approval, "stress-reviewer", "no", now)
-    };
+    let note = if approve { "ok" } else { "no" };
+    let r = w.decide(&run, &approval, approve, "stress-reviewer", note);
     match r {
         Ok(_) => {
             let how = if approve { "approved" } else { "rejected" };
@@ -347,8 +414,8 @@ fn review(w: &World, rt: &tokio::runtime::Runtime, rng: &mut StdRng, log: &mut L
 }
 
 fn cancel_one(w: &World, rng: &mut StdRng, log: &mut Log) {
-    let runs = match w.store.list_runs_page(200, 0) {
-        Ok(p) => p.items,
+    let runs = match w.runs(200) {
+        Ok(r) => r,
         Err(e) => return log.violation(&format!("list runs: {e}")),
     };
     let open: Vec<_> = runs.iter().filter(|r| !r.status.is_terminal()).collect();
@@ -361,13 +428,7 @@ fn cancel_one(w: &World, rng: &mut StdRng, log: &mut Log) {
         std::thread::sleep(Duration::from_millis(10));
         return;
     }
-    match operator::cancel(
-        &w.store,
-        &run.id,
-        "stress-operator",
-        "stress",
-        Timestamp::now(),
-    ) {
+    match w.cancel(&run.id, "stress-operator", "stress") {
         Ok(_) => {
             log.line(&format!("cancelled {}", run.id));
             log.count("cancelled");
