@@ -32,6 +32,9 @@ use reliability_support::world::{self, World};
 
 const CHILD_ENV: &str = "COUNTERSIGN_STRESS_CHILD";
 const ROLES: [&str; 4] = ["driver", "reviewer", "operator", "console"];
+/// On PostgreSQL: no console (it does not read PostgreSQL yet), two reviewers racing in every
+/// four processes.
+const PG_ROLES: [&str; 4] = ["driver", "reviewer", "reviewer", "operator"];
 
 fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -148,7 +151,7 @@ fn stress(procs: u64, secs: u64, seed: u64, pg_url: Option<&str>) -> (Outcome, V
             drop(Store::open(&run_db).unwrap());
             &ROLES
         }
-        Some(_) => &ROLES[..3],
+        Some(_) => &PG_ROLES,
     };
     #[cfg(feature = "postgres")]
     if let Some(url) = pg_url {
@@ -161,7 +164,8 @@ fn stress(procs: u64, secs: u64, seed: u64, pg_url: Option<&str>) -> (Outcome, V
         let role = roles[(i % roles.len() as u64) as usize];
         let name = match pg_url {
             None => format!("{role}-{i}"),
-            Some(_) => format!("host-{}.{role}-{i}", if i % 2 == 0 { 'a' } else { 'b' }),
+            // Hosts a, b, a, b for the first four, then b, a, b, a: a driver on each host.
+            Some(_) => format!("host-{}.{role}-{i}", ['a', 'b'][((i + i / 4) % 2) as usize]),
         };
         let mut c = Command::new(std::env::current_exe().unwrap());
         if let Some(url) = pg_url {
