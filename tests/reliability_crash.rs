@@ -275,9 +275,25 @@ fn crash_child() {
     let backend_db = PathBuf::from(std::env::var("COUNTERSIGN_CRASH_BACKEND_DB").unwrap());
     let seed = env_u64("COUNTERSIGN_CRASH_CHILD_SEED", 0);
     let rt = world::runtime();
+    // Opened and dropped outside the runtime: PostgreSQL's synchronous client connects and
+    // closes by blocking on a runtime of its own.
     let result = match mode.as_str() {
-        "work" => rt.block_on(work(&run_db, &backend_db, seed)),
-        "recover" => rt.block_on(recover(&run_db, &backend_db, seed)),
+        "work" => World::open_at(
+            &run_db,
+            &backend_db,
+            &format!("crash-work-{seed}"),
+            world::LEASE_TTL,
+        )
+        .and_then(|w| rt.block_on(work(&w, seed))),
+        // Nobody competes with the recovery: agentrt's default 30 s lease, so a slow machine
+        // cannot make it lose its own lease.
+        "recover" => World::open_at(
+            &run_db,
+            &backend_db,
+            &format!("crash-recover-{seed}"),
+            Duration::from_secs(30),
+        )
+        .and_then(|w| rt.block_on(recover(&w, seed))),
         other => Err(format!("unknown child mode {other}")),
     };
     if let Err(e) = result {
@@ -287,13 +303,7 @@ fn crash_child() {
 
 /// Drives a seeded shuffle of every scenario, deciding each pause at random the way an
 /// operator would, until killed.
-async fn work(run_db: &RunDbAt, backend_db: &Path, seed: u64) -> Result<(), String> {
-    let w = World::open_at(
-        run_db,
-        backend_db,
-        &format!("crash-work-{seed}"),
-        world::LEASE_TTL,
-    )?;
+async fn work(w: &World, seed: u64) -> Result<(), String> {
     let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed);
     // Every scenario twice, shuffled: about as long as the kill window when nobody kills it.
     let mut names = world::scenario_names();
@@ -310,7 +320,7 @@ async fn work(run_db: &RunDbAt, backend_db: &Path, seed: u64) -> Result<(), Stri
             Err(e) => return Err(e),
         };
         if run.status == RunStatus::WaitingForApproval {
-            decide(&w, &id, &mut rng).await?;
+            decide(w, &id, &mut rng).await?;
         }
     }
     Ok(())
@@ -349,15 +359,7 @@ async fn decide(w: &World, id: &str, rng: &mut StdRng) -> Result<(), String> {
 /// A fresh process after the crash: resumes what the dead one left behind (runs RUNNING or
 /// INTERRUPTED once its lease lapsed, approved runs it never resumed), and, seeded, approves
 /// some interrupted side effects for a re-run (which the ledger then allows once).
-async fn recover(run_db: &RunDbAt, backend_db: &Path, seed: u64) -> Result<(), String> {
-    // Nobody competes with the recovery: agentrt's default 30 s lease, so a slow machine
-    // cannot make it lose its own lease.
-    let w = World::open_at(
-        run_db,
-        backend_db,
-        &format!("crash-recover-{seed}"),
-        Duration::from_secs(30),
-    )?;
+async fn recover(w: &World, seed: u64) -> Result<(), String> {
     let mut rng = StdRng::seed_from_u64(seed ^ 0xdead);
     for _pass in 0..4 {
         let mut changed = false;

@@ -56,10 +56,21 @@ macro_rules! on_store {
             #[cfg(feature = "postgres")]
             Db::Pg(x) => {
                 let $s = &**x;
-                $body
+                off(|| $body)
             }
         }
     };
+}
+
+/// Runs `f`, a call of PostgreSQL's synchronous client (which blocks on a runtime of its
+/// own), from an async harness too: inside a runtime the thread is handed on first.
+#[cfg(feature = "postgres")]
+fn off<T>(f: impl FnOnce() -> T) -> T {
+    if tokio::runtime::Handle::try_current().is_ok() {
+        tokio::task::block_in_place(f)
+    } else {
+        f()
+    }
 }
 
 /// One process's view of a trial's two databases.
@@ -175,7 +186,7 @@ impl World {
             let now = match &self.db {
                 Db::Lite(_) => Ok(Timestamp::now()),
                 #[cfg(feature = "postgres")]
-                Db::Pg(s) => s.server_clock(),
+                Db::Pg(s) => off(|| s.server_clock()),
             };
             match (self.get_run(run_id), now) {
                 (Ok(r), _) if r.lease_owner.is_empty() || r.lease_owner == self.driver.owner() => {
