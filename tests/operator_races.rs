@@ -207,8 +207,8 @@ fn pg_child_entry() {
 #[cfg(feature = "postgres")]
 #[test]
 fn pg_decisions_and_a_cancel_in_processes_have_single_winners() {
-    use countersign::pgstore::copy::{Endpoint, copy};
     use countersign::pgstore::PgStore;
+    use countersign::pgstore::copy::{Endpoint, copy};
     use countersign::runtime::store::RunStore;
     use countersign::runtime::types::RunStatus;
     use reliability_support::invariants;
@@ -236,7 +236,12 @@ fn pg_decisions_and_a_cancel_in_processes_have_single_winners() {
             .iter()
             .map(|n| {
                 std::process::Command::new(std::env::current_exe().unwrap())
-                    .args(["--exact", "pg_child_entry", "--nocapture", "--test-threads=1"])
+                    .args([
+                        "--exact",
+                        "pg_child_entry",
+                        "--nocapture",
+                        "--test-threads=1",
+                    ])
                     .env("COUNTERSIGN_PG_RACE_CHILD", n)
                     .env("COUNTERSIGN_PG_RACE_URL", &db.url)
                     .env("COUNTERSIGN_PG_RACE_RUN", &run)
@@ -280,10 +285,7 @@ fn pg_decisions_and_a_cancel_in_processes_have_single_winners() {
             .collect();
         let cancelled = landed.contains(&"p3-cancel");
         assert!(decided.len() <= 1, "two decisions landed: {outs:?}");
-        assert!(
-            !decided.is_empty() || cancelled,
-            "nothing landed: {outs:?}"
-        );
+        assert!(!decided.is_empty() || cancelled, "nothing landed: {outs:?}");
         match decided.first() {
             Some(w) => {
                 assert_eq!(a.decided_by, *w, "{outs:?}");

@@ -56,22 +56,21 @@ fn child(
     if let Some(url) = pg_url {
         c.env("COUNTERSIGN_CRASH_PG_URL", url);
     }
-    c
-        .args([
-            "--exact",
-            "crash_child",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD_ENV, mode)
-        .env("COUNTERSIGN_CRASH_RUN_DB", run_db)
-        .env("COUNTERSIGN_CRASH_BACKEND_DB", backend_db)
-        .env("COUNTERSIGN_CRASH_CHILD_SEED", seed.to_string())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn child")
+    c.args([
+        "--exact",
+        "crash_child",
+        "--ignored",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env(CHILD_ENV, mode)
+    .env("COUNTERSIGN_CRASH_RUN_DB", run_db)
+    .env("COUNTERSIGN_CRASH_BACKEND_DB", backend_db)
+    .env("COUNTERSIGN_CRASH_CHILD_SEED", seed.to_string())
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped())
+    .spawn()
+    .expect("spawn child")
 }
 
 /// What one trial did and found.
@@ -191,7 +190,11 @@ fn campaign(trials: u64, seed: u64, pg: bool) -> Option<(Vec<Trial>, Totals)> {
     for i in 0..trials {
         let dir = support::tempdir();
         #[cfg(feature = "postgres")]
-        let db = if pg { Some(pg_support::fresh_db()?) } else { None };
+        let db = if pg {
+            Some(pg_support::fresh_db()?)
+        } else {
+            None
+        };
         #[cfg(feature = "postgres")]
         let url = db.as_ref().map(|d| d.url.as_str());
         #[cfg(not(feature = "postgres"))]

@@ -630,7 +630,11 @@ fn pg_undecodable_rows_do_not_wedge_the_run() {
         .output()
         .unwrap();
     let out = String::from_utf8_lossy(&o.stdout);
-    assert!(o.status.success(), "{out}{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     assert!(out.contains(&waiting), "the damaged run is listed: {out}");
 
     let store = PgStore::open_existing(&db.pg_url()).unwrap();
@@ -639,14 +643,34 @@ fn pg_undecodable_rows_do_not_wedge_the_run() {
     let steps = store.list_steps(waiting.as_bytes()).unwrap();
     let st = steps.iter().find(|s| s.id == step).unwrap();
     assert!(!st.decode_error.is_empty(), "the damaged step is named");
-    let approval = store.list_approvals(waiting.as_bytes()).unwrap().pop().unwrap();
-    assert!(!approval.decode_error.is_empty(), "the damaged approval is named");
-    match operator::approve(&store, waiting.as_str(), approval.id.as_str(), "ops", "", Timestamp::now()) {
+    let approval = store
+        .list_approvals(waiting.as_bytes())
+        .unwrap()
+        .pop()
+        .unwrap();
+    assert!(
+        !approval.decode_error.is_empty(),
+        "the damaged approval is named"
+    );
+    match operator::approve(
+        &store,
+        waiting.as_str(),
+        approval.id.as_str(),
+        "ops",
+        "",
+        Timestamp::now(),
+    ) {
         Err(OperatorError::HashMismatch { .. }) => {}
         other => panic!("a damaged approval cannot be approved (spec 9): {other:?}"),
     }
-    let done = operator::cancel(&store, waiting.as_str(), "ops", "damaged rows", Timestamp::now())
-        .unwrap();
+    let done = operator::cancel(
+        &store,
+        waiting.as_str(),
+        "ops",
+        "damaged rows",
+        Timestamp::now(),
+    )
+    .unwrap();
     assert_eq!(done.steps_failed, 1);
     let run = store.get_run(waiting.as_bytes()).unwrap();
     assert_eq!(

@@ -344,10 +344,10 @@ pub fn store_holds(run_db: &Path) -> Vec<String> {
 /// trial's checks then run (each check above takes the copy).
 #[cfg(feature = "postgres")]
 pub fn pg_checked_copy(url: &str, dir: &Path) -> Result<PathBuf, Vec<String>> {
-    use std::process::Command;
-    use std::time::Duration;
     use countersign::pgstore::copy::{Endpoint, copy};
     use countersign::pgstore::{PgStore, PgUrl};
+    use std::process::Command;
+    use std::time::Duration;
     let pg = PgUrl::parse(url).map_err(|e| vec![e.to_string()])?;
     let mut s = PgStore::open_existing(&pg).map_err(|e| vec![e.to_string()])?;
     for _ in 0..500 {

@@ -122,7 +122,12 @@ impl World {
         )
     }
 
-    fn with_db(db: Db, backend_db: &Path, owner: &str, lease_ttl: Duration) -> Result<World, String> {
+    fn with_db(
+        db: Db,
+        backend_db: &Path,
+        owner: &str,
+        lease_ttl: Duration,
+    ) -> Result<World, String> {
         let backend = Arc::new(Backend::open(backend_db).map_err(|e| e.to_string())?);
         let catalog = Arc::new(Catalog::new()?);
         let dispatcher = Arc::new(Dispatcher::new(
