@@ -92,6 +92,7 @@ pub struct Trial {
 /// on the URL (`countersign verify` once the inbox is drained) and on a copy back to SQLite,
 /// where the SQLite trial's checks run.
 fn trial(dir: &Path, pg_url: Option<&str>, seed: u64, python: bool) -> Trial {
+    #[cfg_attr(not(feature = "postgres"), allow(unused_mut))]
     let mut run_db = dir.join("run.db");
     let backend_db = dir.join("backend.db");
     countersign::consumer::backend::Backend::create_new(&backend_db).expect("backend");

@@ -143,6 +143,7 @@ fn stress(procs: u64, secs: u64, seed: u64, pg_url: Option<&str>) -> (Outcome, V
     if std::env::var_os("COUNTERSIGN_STRESS_KEEP").is_some() {
         eprintln!("stress: keeping {}", dir.path().display());
     }
+    #[cfg_attr(not(feature = "postgres"), allow(unused_mut))]
     let mut run_db = dir.path().join("run.db");
     let backend_db = dir.path().join("backend.db");
     drop(countersign::consumer::backend::Backend::create_new(&backend_db).unwrap());

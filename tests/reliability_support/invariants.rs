@@ -3,7 +3,7 @@
 //! one with its trial and seed instead of stopping at the first.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use rusqlite::{Connection, OpenFlags};
 
@@ -343,7 +343,7 @@ pub fn store_holds(run_db: &Path) -> Vec<String> {
 /// the chain and every approval hash on both sides). Returns the copy, where the SQLite
 /// trial's checks then run (each check above takes the copy).
 #[cfg(feature = "postgres")]
-pub fn pg_checked_copy(url: &str, dir: &Path) -> Result<PathBuf, Vec<String>> {
+pub fn pg_checked_copy(url: &str, dir: &Path) -> Result<std::path::PathBuf, Vec<String>> {
     use countersign::pgstore::copy::{Endpoint, copy};
     use countersign::pgstore::{PgStore, PgUrl};
     use std::process::Command;

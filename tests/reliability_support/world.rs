@@ -18,7 +18,10 @@ use countersign::consumer::session::Session;
 use countersign::consumer::tools::Catalog;
 use countersign::runtime::driver::{Config, Driver, RunDb, default_limits};
 use countersign::runtime::operator::{self, OperatorError};
-use countersign::runtime::store::{RunStore, Store};
+// Without PostgreSQL, SQLite's `Store` has the same reads as inherent methods.
+#[cfg_attr(not(feature = "postgres"), allow(unused_imports))]
+use countersign::runtime::store::RunStore;
+use countersign::runtime::store::Store;
 use countersign::runtime::types::{Approval, Run, Timestamp};
 
 /// The lease of every harness process: short, so recovery after a SIGKILL waits little.
@@ -188,7 +191,7 @@ impl World {
     /// the server's on PostgreSQL).
     pub fn wait_lease_lapsed(&self, run_id: &str) {
         for _ in 0..200 {
-            let now = match &self.db {
+            let now: Result<Timestamp, countersign::runtime::store::StoreError> = match &self.db {
                 Db::Lite(_) => Ok(Timestamp::now()),
                 #[cfg(feature = "postgres")]
                 Db::Pg(s) => off(|| s.server_clock()),
