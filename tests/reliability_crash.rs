@@ -13,6 +13,8 @@
 //! -- --nocapture` runs the long one. Every failure prints its trial and seed; rerun one trial
 //! with `COUNTERSIGN_CRASH_SEED=<seed> COUNTERSIGN_CRASH_TRIALS=1`.
 
+#[cfg(feature = "postgres")]
+mod pg_support;
 mod reliability_support;
 mod support;
 
@@ -24,10 +26,9 @@ use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 
-use countersign::runtime::operator;
-use countersign::runtime::types::{ApprovalStatus, RunStatus, Timestamp};
+use countersign::runtime::types::{ApprovalStatus, RunStatus};
 use reliability_support::invariants;
-use reliability_support::world::{self, World};
+use reliability_support::world::{self, RunDbAt, World};
 
 const CHILD_ENV: &str = "COUNTERSIGN_CRASH_CHILD";
 
@@ -42,24 +43,34 @@ fn env_u64(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-/// Starts this test binary as a child in `mode` (`work` or `recover`).
-fn child(mode: &str, run_db: &Path, backend_db: &Path, seed: u64) -> std::process::Child {
-    Command::new(std::env::current_exe().expect("test binary"))
-        .args([
-            "--exact",
-            "crash_child",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD_ENV, mode)
-        .env("COUNTERSIGN_CRASH_RUN_DB", run_db)
-        .env("COUNTERSIGN_CRASH_BACKEND_DB", backend_db)
-        .env("COUNTERSIGN_CRASH_CHILD_SEED", seed.to_string())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn child")
+/// Starts this test binary as a child in `mode` (`work` or `recover`) on `run_db`, or on the
+/// PostgreSQL database `pg_url` when given.
+fn child(
+    mode: &str,
+    run_db: &Path,
+    pg_url: Option<&str>,
+    backend_db: &Path,
+    seed: u64,
+) -> std::process::Child {
+    let mut c = Command::new(std::env::current_exe().expect("test binary"));
+    if let Some(url) = pg_url {
+        c.env("COUNTERSIGN_CRASH_PG_URL", url);
+    }
+    c.args([
+        "--exact",
+        "crash_child",
+        "--ignored",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env(CHILD_ENV, mode)
+    .env("COUNTERSIGN_CRASH_RUN_DB", run_db)
+    .env("COUNTERSIGN_CRASH_BACKEND_DB", backend_db)
+    .env("COUNTERSIGN_CRASH_CHILD_SEED", seed.to_string())
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped())
+    .spawn()
+    .expect("spawn child")
 }
 
 /// What one trial did and found.
@@ -76,9 +87,13 @@ pub struct Trial {
     pub interrupted: u64,
 }
 
-/// One trial in `dir`: work, SIGKILL at a seeded moment, recover, check.
-fn trial(dir: &Path, seed: u64, python: bool) -> Trial {
-    let run_db = dir.join("run.db");
+/// One trial in `dir` (on the SQLite file `run.db` there, or on the PostgreSQL database
+/// `pg_url`): work, SIGKILL at a seeded moment, recover, check. On PostgreSQL the checks run
+/// on the URL (`countersign verify` once the inbox is drained) and on a copy back to SQLite,
+/// where the SQLite trial's checks run.
+fn trial(dir: &Path, pg_url: Option<&str>, seed: u64, python: bool) -> Trial {
+    #[cfg_attr(not(feature = "postgres"), allow(unused_mut))]
+    let mut run_db = dir.join("run.db");
     let backend_db = dir.join("backend.db");
     countersign::consumer::backend::Backend::create_new(&backend_db).expect("backend");
     let mut rng = StdRng::seed_from_u64(seed);
@@ -88,7 +103,12 @@ fn trial(dir: &Path, seed: u64, python: bool) -> Trial {
         killed_after_ms: delay,
         ..Trial::default()
     };
-    let mut work = child("work", &run_db, &backend_db, seed);
+    #[cfg(feature = "postgres")]
+    if let Some(url) = pg_url {
+        let url = countersign::pgstore::PgUrl::parse(url).expect("test URL");
+        drop(countersign::pgstore::PgStore::open(&url).expect("create the schema"));
+    }
+    let mut work = child("work", &run_db, pg_url, &backend_db, seed);
     let start = Instant::now();
     while start.elapsed() < Duration::from_millis(delay) {
         if let Ok(Some(_)) = work.try_wait() {
@@ -105,10 +125,10 @@ fn trial(dir: &Path, seed: u64, python: bool) -> Trial {
             child_stderr(work)
         ));
     }
-    if !run_db.exists() {
+    if pg_url.is_none() && !run_db.exists() {
         return t; // killed before it created anything: nothing to recover or check
     }
-    let out = child("recover", &run_db, &backend_db, seed)
+    let out = child("recover", &run_db, pg_url, &backend_db, seed)
         .wait_with_output()
         .expect("recover child");
     if !out.status.success() {
@@ -116,6 +136,16 @@ fn trial(dir: &Path, seed: u64, python: bool) -> Trial {
             "recovery failed: {}",
             String::from_utf8_lossy(&out.stderr)
         ));
+    }
+    #[cfg(feature = "postgres")]
+    if let Some(url) = pg_url {
+        match invariants::pg_checked_copy(url, dir) {
+            Ok(back) => run_db = back,
+            Err(v) => {
+                t.violations.extend(v);
+                return t;
+            }
+        }
     }
     t.violations
         .extend(invariants::after_trial(&run_db, Some(&backend_db), python));
@@ -153,13 +183,27 @@ struct Totals {
     interrupted: u64,
 }
 
-/// Runs `trials` trials from `seed` (trial i uses seed + i); returns the failed ones.
-fn campaign(trials: u64, seed: u64) -> (Vec<Trial>, Totals) {
+/// Runs `trials` trials from `seed` (trial i uses seed + i); returns the failed ones. With
+/// `pg`, each trial runs on a fresh PostgreSQL database (`None`: no server, see pg_support).
+fn campaign(trials: u64, seed: u64, pg: bool) -> Option<(Vec<Trial>, Totals)> {
     let mut failed = Vec::new();
     let mut totals = Totals::default();
     for i in 0..trials {
         let dir = support::tempdir();
-        let t = trial(dir.path(), seed + i, i % 10 == 0);
+        #[cfg(feature = "postgres")]
+        let db = if pg {
+            Some(pg_support::fresh_db()?)
+        } else {
+            None
+        };
+        #[cfg(feature = "postgres")]
+        let url = db.as_ref().map(|d| d.url.as_str());
+        #[cfg(not(feature = "postgres"))]
+        let url = {
+            assert!(!pg, "built without the postgres feature");
+            None
+        };
+        let t = trial(dir.path(), url, seed + i, i % 10 == 0);
         totals.finished_first += t.finished_first as u64;
         totals.takeovers += t.takeovers;
         totals.interrupted += t.interrupted;
@@ -171,7 +215,7 @@ fn campaign(trials: u64, seed: u64) -> (Vec<Trial>, Totals) {
             failed.push(t);
         }
     }
-    (failed, totals)
+    Some((failed, totals))
 }
 
 #[test]
@@ -179,7 +223,26 @@ fn crash_injection_keeps_every_invariant() {
     let trials = env_u64("COUNTERSIGN_CRASH_TRIALS", 4);
     let seed = env_u64("COUNTERSIGN_CRASH_SEED", 20261130);
     let started = Instant::now();
-    let (failed, totals) = campaign(trials, seed);
+    let (failed, totals) = campaign(trials, seed, false).expect("SQLite needs no server");
+    report(trials, seed, started, &failed, &totals);
+}
+
+/// The same trials on PostgreSQL: a child driving runs on one PostgreSQL database is SIGKILLed
+/// at a seeded moment, a fresh one resumes what it left, and the invariants hold on the URL
+/// and on a copy back to SQLite. `COUNTERSIGN_CRASH_PG_TRIALS` sets how many (default 3).
+#[cfg(feature = "postgres")]
+#[test]
+fn crash_injection_on_postgres_keeps_every_invariant() {
+    let trials = env_u64("COUNTERSIGN_CRASH_PG_TRIALS", 3);
+    let seed = env_u64("COUNTERSIGN_CRASH_SEED", 20261130);
+    let started = Instant::now();
+    let Some((failed, totals)) = campaign(trials, seed, true) else {
+        return;
+    };
+    report(trials, seed, started, &failed, &totals);
+}
+
+fn report(trials: u64, seed: u64, started: Instant, failed: &[Trial], totals: &Totals) {
     eprintln!(
         "crash injection: {trials} trials from seed {seed}, {} killed mid-work, {} runs taken over, {} interrupted side effects, {} failed, {:?}",
         trials - totals.finished_first,
@@ -206,13 +269,35 @@ fn crash_child() {
     let Ok(mode) = std::env::var(CHILD_ENV) else {
         return;
     };
-    let run_db = PathBuf::from(std::env::var("COUNTERSIGN_CRASH_RUN_DB").unwrap());
+    let run_db = match std::env::var("COUNTERSIGN_CRASH_PG_URL") {
+        #[cfg(feature = "postgres")]
+        Ok(url) => RunDbAt::Pg(url),
+        _ => RunDbAt::Sqlite(PathBuf::from(
+            std::env::var("COUNTERSIGN_CRASH_RUN_DB").unwrap(),
+        )),
+    };
     let backend_db = PathBuf::from(std::env::var("COUNTERSIGN_CRASH_BACKEND_DB").unwrap());
     let seed = env_u64("COUNTERSIGN_CRASH_CHILD_SEED", 0);
     let rt = world::runtime();
+    // Opened and dropped outside the runtime: PostgreSQL's synchronous client connects and
+    // closes by blocking on a runtime of its own.
     let result = match mode.as_str() {
-        "work" => rt.block_on(work(&run_db, &backend_db, seed)),
-        "recover" => rt.block_on(recover(&run_db, &backend_db, seed)),
+        "work" => World::open_at(
+            &run_db,
+            &backend_db,
+            &format!("crash-work-{seed}"),
+            world::LEASE_TTL,
+        )
+        .and_then(|w| rt.block_on(work(&w, seed))),
+        // Nobody competes with the recovery: agentrt's default 30 s lease, so a slow machine
+        // cannot make it lose its own lease.
+        "recover" => World::open_at(
+            &run_db,
+            &backend_db,
+            &format!("crash-recover-{seed}"),
+            Duration::from_secs(30),
+        )
+        .and_then(|w| rt.block_on(recover(&w, seed))),
         other => Err(format!("unknown child mode {other}")),
     };
     if let Err(e) = result {
@@ -222,8 +307,7 @@ fn crash_child() {
 
 /// Drives a seeded shuffle of every scenario, deciding each pause at random the way an
 /// operator would, until killed.
-async fn work(run_db: &Path, backend_db: &Path, seed: u64) -> Result<(), String> {
-    let w = World::open(run_db, backend_db, &format!("crash-work-{seed}"))?;
+async fn work(w: &World, seed: u64) -> Result<(), String> {
     let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed);
     // Every scenario twice, shuffled: about as long as the kill window when nobody kills it.
     let mut names = world::scenario_names();
@@ -240,7 +324,7 @@ async fn work(run_db: &Path, backend_db: &Path, seed: u64) -> Result<(), String>
             Err(e) => return Err(e),
         };
         if run.status == RunStatus::WaitingForApproval {
-            decide(&w, &id, &mut rng).await?;
+            decide(w, &id, &mut rng).await?;
         }
     }
     Ok(())
@@ -249,16 +333,13 @@ async fn work(run_db: &Path, backend_db: &Path, seed: u64) -> Result<(), String>
 /// Approves (and resumes), rejects or cancels a waiting run, or leaves it waiting.
 async fn decide(w: &World, id: &str, rng: &mut StdRng) -> Result<(), String> {
     let pending = w
-        .store
-        .list_approvals(id)
-        .map_err(|e| e.to_string())?
+        .list_approvals(id)?
         .into_iter()
         .rfind(|a| a.status == ApprovalStatus::Pending);
     let Some(a) = pending else { return Ok(()) };
-    let now = Timestamp::now();
     match rng.random_range(0..10) {
         0..=5 => {
-            operator::approve(&w.store, id, &a.id, "crash-op", "ok", now)
+            w.decide(id, &a.id, true, "crash-op", "ok")
                 .map_err(|e| e.to_string())?;
             match w.driver.resume(id).await {
                 Ok(_) => {}
@@ -267,11 +348,11 @@ async fn decide(w: &World, id: &str, rng: &mut StdRng) -> Result<(), String> {
             }
         }
         6 => {
-            operator::reject(&w.store, id, &a.id, "crash-op", "no", now)
+            w.decide(id, &a.id, false, "crash-op", "no")
                 .map_err(|e| e.to_string())?;
         }
         7 => {
-            operator::cancel(&w.store, id, "crash-op", "withdrawn", now)
+            w.cancel(id, "crash-op", "withdrawn")
                 .map_err(|e| e.to_string())?;
         }
         _ => {}
@@ -282,32 +363,16 @@ async fn decide(w: &World, id: &str, rng: &mut StdRng) -> Result<(), String> {
 /// A fresh process after the crash: resumes what the dead one left behind (runs RUNNING or
 /// INTERRUPTED once its lease lapsed, approved runs it never resumed), and, seeded, approves
 /// some interrupted side effects for a re-run (which the ledger then allows once).
-async fn recover(run_db: &Path, backend_db: &Path, seed: u64) -> Result<(), String> {
-    // Nobody competes with the recovery: agentrt's default 30 s lease, so a slow machine
-    // cannot make it lose its own lease.
-    let w = World::open_with_ttl(
-        run_db,
-        backend_db,
-        &format!("crash-recover-{seed}"),
-        Duration::from_secs(30),
-    )?;
+async fn recover(w: &World, seed: u64) -> Result<(), String> {
     let mut rng = StdRng::seed_from_u64(seed ^ 0xdead);
     for _pass in 0..4 {
         let mut changed = false;
-        let runs = w
-            .store
-            .list_runs_page(1000, 0)
-            .map_err(|e| e.to_string())?
-            .items;
+        let runs = w.runs(1000)?;
         for run in runs {
             let resume = match run.status {
                 RunStatus::Running | RunStatus::Interrupted => true,
                 RunStatus::WaitingForApproval => {
-                    let latest = w
-                        .store
-                        .list_approvals(&run.id)
-                        .map_err(|e| e.to_string())?
-                        .pop();
+                    let latest = w.list_approvals(&run.id)?.pop();
                     match latest {
                         Some(a) if a.status == ApprovalStatus::Approved => true,
                         Some(a)
@@ -315,15 +380,8 @@ async fn recover(run_db: &Path, backend_db: &Path, seed: u64) -> Result<(), Stri
                                 && a.kind == "interrupted_side_effect"
                                 && rng.random_bool(0.5) =>
                         {
-                            operator::approve(
-                                &w.store,
-                                &run.id,
-                                &a.id,
-                                "crash-recover-op",
-                                "re-run it",
-                                Timestamp::now(),
-                            )
-                            .map_err(|e| e.to_string())?;
+                            w.decide(&run.id, &a.id, true, "crash-recover-op", "re-run it")
+                                .map_err(|e| e.to_string())?;
                             true
                         }
                         _ => false,

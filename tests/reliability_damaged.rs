@@ -4,6 +4,8 @@
 //! do not decode (spec 8.1, 9). Damaged pages on disk: `reliability_damaged_pages.rs`.
 
 mod console_support;
+#[cfg(feature = "postgres")]
+mod pg_support;
 mod reliability_support;
 mod support;
 
@@ -575,4 +577,120 @@ fn store_unknown_run_status_is_listed_damaged_and_cancellable() {
             .all(|d| d.table != "runs"),
         "nothing damaged is left at the run level"
     );
+}
+
+/// On PostgreSQL: a waiting run whose step decision, step time, approval request and run limits
+/// do not decode (the database is UTF8, so the damage is text that is not JSON or not a time)
+/// is listed by `runs` and read with each damage named, is never wedged: approving its damaged
+/// approval is refused (its hash no longer matches), cancel ends the run (CANCELLED,
+/// `operator_cancelled`, the step failed with its damaged decision kept), a second cancel says
+/// it already ended, and the chain still verifies once the inbox is chained.
+#[cfg(feature = "postgres")]
+#[test]
+fn pg_undecodable_rows_do_not_wedge_the_run() {
+    use countersign::pgstore::PgStore;
+    use countersign::pgstore::copy::{Endpoint, copy};
+    use countersign::runtime::store::RunStore;
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    let dir = support::tempdir();
+    let lite = dir.path().join("waiting.db");
+    let m = support::fixture(&lite, &["--scenario", "waiting"]);
+    let waiting = m["approvals"][0]["run_id"].as_str().unwrap().to_string();
+    copy(&Endpoint::Sqlite(lite), &Endpoint::Pg(db.pg_url())).expect("copy");
+    let mut c = db.client();
+    let step: String = c
+        .query_one(
+            "SELECT id FROM steps WHERE run_id = $1 AND status = 'awaiting_approval'",
+            &[&waiting],
+        )
+        .unwrap()
+        .get(0);
+    c.execute(
+        "UPDATE steps SET decision_json = '{not json', started_at = 'not a time' WHERE id = $1",
+        &[&step],
+    )
+    .unwrap();
+    c.execute(
+        "UPDATE approvals SET request_json = '[[[' WHERE run_id = $1",
+        &[&waiting],
+    )
+    .unwrap();
+    c.execute(
+        "UPDATE runs SET limits_json = '{' WHERE id = $1",
+        &[&waiting],
+    )
+    .unwrap();
+    drop(c);
+
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_countersign"))
+        .args(["--db", &db.url, "runs"])
+        .env_remove("COUNTERSIGN_DB")
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(out.contains(&waiting), "the damaged run is listed: {out}");
+
+    let store = PgStore::open_existing(&db.pg_url()).unwrap();
+    let run = store.get_run(waiting.as_bytes()).unwrap();
+    assert!(run.decode_error.contains("limits"), "{}", run.decode_error);
+    let steps = store.list_steps(waiting.as_bytes()).unwrap();
+    let st = steps.iter().find(|s| s.id == step).unwrap();
+    assert!(!st.decode_error.is_empty(), "the damaged step is named");
+    let approval = store
+        .list_approvals(waiting.as_bytes())
+        .unwrap()
+        .pop()
+        .unwrap();
+    assert!(
+        !approval.decode_error.is_empty(),
+        "the damaged approval is named"
+    );
+    match operator::approve(
+        &store,
+        waiting.as_str(),
+        approval.id.as_str(),
+        "ops",
+        "",
+        Timestamp::now(),
+    ) {
+        Err(OperatorError::HashMismatch { .. }) => {}
+        other => panic!("a damaged approval cannot be approved (spec 9): {other:?}"),
+    }
+    let done = operator::cancel(
+        &store,
+        waiting.as_str(),
+        "ops",
+        "damaged rows",
+        Timestamp::now(),
+    )
+    .unwrap();
+    assert_eq!(done.steps_failed, 1);
+    let run = store.get_run(waiting.as_bytes()).unwrap();
+    assert_eq!(
+        (run.status, run.reason.as_str()),
+        (RunStatus::Cancelled, "operator_cancelled")
+    );
+    let steps = store.list_steps(waiting.as_bytes()).unwrap();
+    let st = steps.iter().find(|s| s.id == step).unwrap();
+    assert_eq!(st.status, StepStatus::Failed);
+    assert_eq!(
+        st.decision_json, "{not json",
+        "cancel left the damaged decision as it was"
+    );
+    match operator::cancel(&store, waiting.as_str(), "ops", "again", Timestamp::now()) {
+        Err(OperatorError::RunFinished { .. }) => {}
+        other => panic!("a second cancel says the run ended: {other:?}"),
+    }
+    drop(store);
+    let mut s = PgStore::open_existing(&db.pg_url()).unwrap();
+    s.sequence_all().unwrap();
+    let report = s.verify_events(1, 0).unwrap();
+    assert!(report.ok(), "{report:?}");
 }

@@ -9,6 +9,8 @@
 //! `COUNTERSIGN_STRESS_SECS=60 COUNTERSIGN_STRESS_PROCS=8 cargo test --test reliability_stress
 //! -- --nocapture` runs the long one (the processes stop by themselves at the deadline).
 
+#[cfg(feature = "postgres")]
+mod pg_support;
 mod reliability_support;
 mod support;
 
@@ -22,7 +24,7 @@ use rand::rngs::StdRng;
 use rand::seq::IndexedRandom;
 use rand::{Rng, SeedableRng};
 
-use countersign::runtime::operator::{self, OperatorError};
+use countersign::runtime::operator::OperatorError;
 use countersign::runtime::store::Store;
 use countersign::runtime::types::{ApprovalStatus, RunStatus, Timestamp};
 use reliability_support::invariants;
@@ -30,6 +32,9 @@ use reliability_support::world::{self, World};
 
 const CHILD_ENV: &str = "COUNTERSIGN_STRESS_CHILD";
 const ROLES: [&str; 4] = ["driver", "reviewer", "operator", "console"];
+/// On PostgreSQL: two reviewers racing in every five processes, and a console's check (the
+/// console itself does not read PostgreSQL yet).
+const PG_ROLES: [&str; 5] = ["driver", "reviewer", "reviewer", "operator", "console"];
 
 fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -127,21 +132,48 @@ fn store_text(db: &Path, sql: &str) -> String {
     c.query_row(sql, [], |r| r.get(0)).unwrap_or_default()
 }
 
-fn stress(procs: u64, secs: u64, seed: u64) -> (Outcome, Vec<String>) {
+/// Runs the processes on the SQLite file `run.db` in a fresh directory, or (`pg_url`) on that
+/// PostgreSQL database; then checks the outcome. On PostgreSQL the processes form two groups
+/// whose lease owners name two hosts (`host-a.…`, `host-b.…`), there is no console (it does
+/// not read PostgreSQL yet), and the checks run on the URL (`countersign verify`, once the
+/// inbox is drained) and on a copy back to SQLite (the same checks as the SQLite trial, the
+/// Python verifier included).
+fn stress(procs: u64, secs: u64, seed: u64, pg_url: Option<&str>) -> (Outcome, Vec<String>) {
     let dir = support::tempdir();
     if std::env::var_os("COUNTERSIGN_STRESS_KEEP").is_some() {
         eprintln!("stress: keeping {}", dir.path().display());
     }
-    let run_db = dir.path().join("run.db");
+    #[cfg_attr(not(feature = "postgres"), allow(unused_mut))]
+    let mut run_db = dir.path().join("run.db");
     let backend_db = dir.path().join("backend.db");
     drop(countersign::consumer::backend::Backend::create_new(&backend_db).unwrap());
-    drop(Store::open(&run_db).unwrap());
+    let roles: &[&str] = match pg_url {
+        None => {
+            drop(Store::open(&run_db).unwrap());
+            &ROLES
+        }
+        Some(_) => &PG_ROLES,
+    };
+    #[cfg(feature = "postgres")]
+    if let Some(url) = pg_url {
+        let url = countersign::pgstore::PgUrl::parse(url).unwrap();
+        drop(countersign::pgstore::PgStore::open(&url).unwrap());
+    }
     let deadline_ms = Timestamp::now().unix_nanos() / 1_000_000 + (secs * 1000) as i128;
     let mut children = Vec::new();
     for i in 0..procs {
-        let role = ROLES[(i % ROLES.len() as u64) as usize];
-        let name = format!("{role}-{i}");
-        let c = Command::new(std::env::current_exe().unwrap())
+        let role = roles[(i % roles.len() as u64) as usize];
+        let name = match pg_url {
+            None => format!("{role}-{i}"),
+            // Hosts a and b in turn: the two reviewers of every five are on different hosts,
+            // and from six processes on each host has a driver.
+            Some(_) => format!("host-{}.{role}-{i}", ['a', 'b'][(i % 2) as usize]),
+        };
+        let mut c = Command::new(std::env::current_exe().unwrap());
+        if let Some(url) = pg_url {
+            c.env("COUNTERSIGN_STRESS_PG_URL", url);
+        }
+        let c = c
             .args([
                 "--exact",
                 "stress_child",
@@ -176,6 +208,16 @@ fn stress(procs: u64, secs: u64, seed: u64) -> (Outcome, Vec<String>) {
     }
     let o = read_logs(dir.path());
     violations.extend(o.violations.iter().cloned());
+    #[cfg(feature = "postgres")]
+    if let Some(url) = pg_url {
+        match invariants::pg_checked_copy(url, dir.path()) {
+            Ok(back) => run_db = back,
+            Err(v) => {
+                violations.extend(v);
+                return (o, violations);
+            }
+        }
+    }
     violations.extend(check_winners(&run_db, &o));
     violations.extend(invariants::store_holds(&run_db));
     violations.extend(invariants::ledger_once(&backend_db, &run_db));
@@ -191,7 +233,7 @@ fn stress_holds_single_winners_and_readers_see_events_with_states() {
     let procs = env_u64("COUNTERSIGN_STRESS_PROCS", 4);
     let secs = env_u64("COUNTERSIGN_STRESS_SECS", 3);
     let seed = env_u64("COUNTERSIGN_STRESS_SEED", 20261130);
-    let (o, violations) = stress(procs, secs, seed);
+    let (o, violations) = stress(procs, secs, seed, None);
     eprintln!(
         "stress: {procs} processes, {secs} s, seed {seed}: {} approvals decided, {} runs cancelled, counts {:?}, {} violations",
         o.decided.len(),
@@ -208,6 +250,38 @@ fn stress_holds_single_winners_and_readers_see_events_with_states() {
         o.counts.get("reads").copied().unwrap_or(0) > 0,
         "the consoles read"
     );
+}
+
+/// The same processes on one PostgreSQL database, in two groups whose lease owners stand for
+/// two hosts: single winners, no effect twice, the chain verifies on the URL and, copied back,
+/// by the store's checks and agentrt's Python verifier.
+#[cfg(feature = "postgres")]
+#[test]
+fn stress_on_postgres_holds_single_winners_across_two_hosts() {
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    // Six: a driver on each host, two reviewers, an operator, a console.
+    let procs = env_u64("COUNTERSIGN_STRESS_PROCS", 6);
+    let secs = env_u64("COUNTERSIGN_STRESS_SECS", 3);
+    let seed = env_u64("COUNTERSIGN_STRESS_SEED", 20261130);
+    let (o, violations) = stress(procs, secs, seed, Some(&db.url));
+    eprintln!(
+        "stress on PostgreSQL: {procs} processes, {secs} s, seed {seed}: {} approvals decided, {} runs cancelled, counts {:?}, {} violations",
+        o.decided.len(),
+        o.cancelled.len(),
+        o.counts,
+        violations.len()
+    );
+    assert_eq!(violations, Vec::<String>::new());
+    // Not "resumed": on a loaded machine the operator may cancel every approved run first.
+    for kind in ["started", "approved", "reads"] {
+        assert!(
+            o.counts.get(kind).copied().unwrap_or(0) > 0,
+            "nothing {kind}: {:?}",
+            o.counts
+        );
+    }
 }
 
 // ---- the child processes ----
@@ -255,13 +329,29 @@ fn stress_child() {
     };
     // agentrt's default lease (30 s) unless COUNTERSIGN_STRESS_LEASE_MS says otherwise: nobody
     // here takes runs over, so a lease is lost only if the runtime loses it.
-    let w = World::open_with_ttl(
-        &dir.join("run.db"),
+    let at = match std::env::var("COUNTERSIGN_STRESS_PG_URL") {
+        #[cfg(feature = "postgres")]
+        Ok(url) => world::RunDbAt::Pg(url),
+        _ => world::RunDbAt::Sqlite(dir.join("run.db")),
+    };
+    let w = World::open_at(
+        &at,
         &dir.join("backend.db"),
         &name,
         Duration::from_millis(env_u64("COUNTERSIGN_STRESS_LEASE_MS", 30_000)),
     )
     .unwrap_or_else(|e| panic!("{name}: open: {e}"));
+    // A console on PostgreSQL reads the events through a connection of its own.
+    #[cfg(feature = "postgres")]
+    let mut pg_reader = match &at {
+        world::RunDbAt::Pg(url) if role == "console" => Some(
+            countersign::pgstore::PgStore::open_existing(
+                &countersign::pgstore::PgUrl::parse(url).unwrap(),
+            )
+            .unwrap(),
+        ),
+        _ => None,
+    };
     let mut rng = StdRng::seed_from_u64(seed);
     let rt = world::runtime();
     let live = || Timestamp::now().unix_nanos() / 1_000_000 < deadline_ms;
@@ -282,7 +372,7 @@ fn stress_child() {
                     Ok(_) => log.count("started"),
                     Err(e) if e.contains("locked") => log.count("locked"),
                     Err(e) => {
-                        let now = w.store.get_run(&id).map(|r| {
+                        let now = w.get_run(&id).map(|r| {
                             format!(
                                 "{} {} {:?} lease {:?}",
                                 r.status, r.reason, r.reason_detail, r.lease_owner
@@ -294,7 +384,17 @@ fn stress_child() {
             }
             "reviewer" => review(&w, &rt, &mut rng, &mut log),
             "operator" => cancel_one(&w, &mut rng, &mut log),
-            "console" => read_all(&w.store, &mut log),
+            "console" => match w.sqlite() {
+                Some(store) => read_all(store, &mut log),
+                #[cfg(feature = "postgres")]
+                None => {
+                    read_all_pg(&w, pg_reader.as_mut().unwrap(), &mut log);
+                    // Two cores: a console reading without pause starves the writers.
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                #[cfg(not(feature = "postgres"))]
+                None => unreachable!("a PostgreSQL world without the postgres feature"),
+            },
             other => panic!("unknown role {other}"),
         }
     }
@@ -302,25 +402,17 @@ fn stress_child() {
 }
 
 fn review(w: &World, rt: &tokio::runtime::Runtime, rng: &mut StdRng, log: &mut Log) {
-    let pending = match w.store.pending_approval_ids() {
+    let pairs = match w.pending_pairs() {
         Ok(p) => p,
         Err(e) => return log.violation(&format!("pending approvals: {e}")),
     };
-    let pairs: Vec<(String, String)> = pending
-        .into_iter()
-        .flat_map(|(run, ids)| ids.into_iter().map(move |a| (run.clone(), a)))
-        .collect();
     let Some((run, approval)) = pairs.choose(rng).cloned() else {
         std::thread::sleep(Duration::from_millis(5));
         return;
     };
     let approve = rng.random_bool(0.75);
-    let now = Timestamp::now();
-    let r = if approve {
-        operator::approve(&w.store, &run, &approval, "stress-reviewer", "ok", now)
-    } else {
-        operator::reject(&w.store, &run, &approval, "stress-reviewer", "no", now)
-    };
+    let note = if approve { "ok" } else { "no" };
+    let r = w.decide(&run, &approval, approve, "stress-reviewer", note);
     match r {
         Ok(_) => {
             let how = if approve { "approved" } else { "rejected" };
@@ -347,8 +439,8 @@ fn review(w: &World, rt: &tokio::runtime::Runtime, rng: &mut StdRng, log: &mut L
 }
 
 fn cancel_one(w: &World, rng: &mut StdRng, log: &mut Log) {
-    let runs = match w.store.list_runs_page(200, 0) {
-        Ok(p) => p.items,
+    let runs = match w.runs(200) {
+        Ok(r) => r,
         Err(e) => return log.violation(&format!("list runs: {e}")),
     };
     let open: Vec<_> = runs.iter().filter(|r| !r.status.is_terminal()).collect();
@@ -361,13 +453,7 @@ fn cancel_one(w: &World, rng: &mut StdRng, log: &mut Log) {
         std::thread::sleep(Duration::from_millis(10));
         return;
     }
-    match operator::cancel(
-        &w.store,
-        &run.id,
-        "stress-operator",
-        "stress",
-        Timestamp::now(),
-    ) {
+    match w.cancel(&run.id, "stress-operator", "stress") {
         Ok(_) => {
             log.line(&format!("cancelled {}", run.id));
             log.count("cancelled");
@@ -395,43 +481,86 @@ fn read_all(store: &Store, log: &mut Log) {
             Ok(p) => p.items,
             Err(e) => return log.violation(&format!("events of {}: {e}", run.id)),
         };
-        log.count("reads");
-        let has = |kind: &str| events.iter().any(|e| e.kind == kind);
-        let started = events.iter().filter(|e| e.kind == "step.started").count() as i64;
-        if started < run.step_count {
+        let events: Vec<(String, String)> =
+            events.into_iter().map(|e| (e.kind, e.payload)).collect();
+        states_have_events(&run, &approvals, &events, log);
+    }
+}
+
+/// What a reader saw first (the run, its approvals) must have its events in what it read
+/// after: `step_count` step.started events, run.finished for a terminal run,
+/// approval.requested for a waiting run and for every approval, approval.decided for every
+/// decided approval. `events` are `(type, payload)`.
+fn states_have_events(
+    run: &countersign::runtime::types::Run,
+    approvals: &[countersign::runtime::types::Approval],
+    events: &[(String, String)],
+    log: &mut Log,
+) {
+    log.count("reads");
+    let has = |kind: &str| events.iter().any(|(k, _)| k == kind);
+    let started = events.iter().filter(|(k, _)| k == "step.started").count() as i64;
+    if started < run.step_count {
+        log.violation(&format!(
+            "run {} has step_count {} but {started} step.started events",
+            run.id, run.step_count
+        ));
+    }
+    if run.status.is_terminal() && !has("run.finished") {
+        log.violation(&format!(
+            "run {} is {} without run.finished",
+            run.id, run.status
+        ));
+    }
+    if run.status == RunStatus::WaitingForApproval && !has("approval.requested") {
+        log.violation(&format!(
+            "run {} is waiting without approval.requested",
+            run.id
+        ));
+    }
+    for a in approvals {
+        let requested = events
+            .iter()
+            .any(|(k, p)| k == "approval.requested" && p.contains(&a.id));
+        let decided = events
+            .iter()
+            .any(|(k, p)| k == "approval.decided" && p.contains(&a.id));
+        if !requested {
+            log.violation(&format!("approval {} without approval.requested", a.id));
+        }
+        if a.status != ApprovalStatus::Pending && !decided {
             log.violation(&format!(
-                "run {} has step_count {} but {started} step.started events",
-                run.id, run.step_count
+                "approval {} is {} without approval.decided",
+                a.id, a.status
             ));
         }
-        if run.status.is_terminal() && !has("run.finished") {
-            log.violation(&format!(
-                "run {} is {} without run.finished",
-                run.id, run.status
-            ));
-        }
-        if run.status == RunStatus::WaitingForApproval && !has("approval.requested") {
-            log.violation(&format!(
-                "run {} is waiting without approval.requested",
-                run.id
-            ));
-        }
-        for a in approvals {
-            let requested = events
-                .iter()
-                .any(|e| e.kind == "approval.requested" && e.payload.contains(&a.id));
-            let decided = events
-                .iter()
-                .any(|e| e.kind == "approval.decided" && e.payload.contains(&a.id));
-            if !requested {
-                log.violation(&format!("approval {} without approval.requested", a.id));
-            }
-            if a.status != ApprovalStatus::Pending && !decided {
-                log.violation(&format!(
-                    "approval {} is {} without approval.decided",
-                    a.id, a.status
-                ));
-            }
-        }
+    }
+}
+
+/// The console's check on PostgreSQL (the console itself does not read PostgreSQL yet): the
+/// runs page and each run's approvals through the store, then the run's events as committed,
+/// chained (`events`) or waiting to be (`event_inbox`), in one statement, so one snapshot: an
+/// event the sequencer moves between the two tables is seen once in either.
+#[cfg(feature = "postgres")]
+fn read_all_pg(w: &World, raw: &mut countersign::pgstore::PgStore, log: &mut Log) {
+    let runs = match w.runs(50) {
+        Ok(r) => r,
+        Err(e) => return log.violation(&format!("list runs: {e}")),
+    };
+    for run in runs {
+        let approvals = match w.list_approvals(&run.id) {
+            Ok(a) => a,
+            Err(e) => return log.violation(&format!("approvals of {}: {e}", run.id)),
+        };
+        let rows = raw.client().query(
+            "SELECT type, payload_json FROM events WHERE run_id = $1 \
+             UNION ALL SELECT type, payload_json FROM event_inbox WHERE run_id = $1",
+            &[&run.id],
+        );
+        let events: Vec<(String, String)> = match rows {
+            Ok(rows) => rows.iter().map(|r| (r.get(0), r.get(1))).collect(),
+            Err(e) => return log.violation(&format!("events of {}: {e}", run.id)),
+        };
+        states_have_events(&run, &approvals, &events, log);
     }
 }

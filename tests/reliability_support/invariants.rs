@@ -338,6 +338,50 @@ pub fn store_holds(run_db: &Path) -> Vec<String> {
     v
 }
 
+/// On PostgreSQL, after a trial: waits until the processes' sequencers have drained the inbox, runs
+/// `countersign verify` on the URL, and copies the database back to SQLite (the copy checks
+/// the chain and every approval hash on both sides). Returns the copy, where the SQLite
+/// trial's checks then run (each check above takes the copy).
+#[cfg(feature = "postgres")]
+pub fn pg_checked_copy(url: &str, dir: &Path) -> Result<std::path::PathBuf, Vec<String>> {
+    use countersign::pgstore::copy::{Endpoint, copy};
+    use countersign::pgstore::{PgStore, PgUrl};
+    use std::process::Command;
+    use std::time::Duration;
+    let pg = PgUrl::parse(url).map_err(|e| vec![e.to_string()])?;
+    let mut s = PgStore::open_existing(&pg).map_err(|e| vec![e.to_string()])?;
+    for _ in 0..500 {
+        match s.unchained() {
+            Ok(0) => break,
+            Ok(_) => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) => return Err(vec![format!("unchained: {e}")]),
+        }
+    }
+    let n = s.unchained().map_err(|e| vec![e.to_string()])?;
+    if n != 0 {
+        return Err(vec![format!(
+            "{n} events still wait in the inbox after every process stopped"
+        )]);
+    }
+    drop(s);
+    let o = Command::new(env!("CARGO_BIN_EXE_countersign"))
+        .args(["--db", url, "verify"])
+        .env_remove("COUNTERSIGN_DB")
+        .output()
+        .map_err(|e| vec![e.to_string()])?;
+    if !o.status.success() {
+        return Err(vec![format!(
+            "countersign verify on the URL failed: {}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        )]);
+    }
+    let back = dir.join("back.db");
+    copy(&Endpoint::Pg(pg), &Endpoint::Sqlite(back.clone()))
+        .map_err(|e| vec![format!("copy back to SQLite: {e}")])?;
+    Ok(back)
+}
+
 /// Distinct violations, sorted (for stable reports).
 pub fn distinct(v: Vec<String>) -> Vec<String> {
     v.into_iter().collect::<BTreeSet<_>>().into_iter().collect()
