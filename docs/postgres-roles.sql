@@ -50,8 +50,7 @@ GRANT UPDATE (status, reason, reason_detail, step_count, started_at, finished_at
 GRANT UPDATE (status, decision_json, policy_json, observation_json, observation_hash,
               started_at, finished_at, spec_hash, policy_id)
     ON steps TO countersign_runtime;
--- The worker's wake-up: the inbox's id sequence moves on every commit that records an event.
-GRANT SELECT ON SEQUENCE event_inbox_id_seq TO countersign_runtime;
+-- The worker's wake-up is LISTEN on the sequencer's channel, which needs no grant.
 GRANT UPDATE (status, decided_at, decided_by, note) ON approvals TO countersign_runtime;
 GRANT UPDATE (status, input_tokens, output_tokens, cached_input_tokens, cost_micros, latency_ms,
               error, completed_at)

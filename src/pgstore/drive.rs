@@ -405,18 +405,17 @@ impl PgStore {
         }))
     }
 
-    /// A number that changes whenever a writer commits an event (the inbox's id sequence:
-    /// every transition appends one): what the worker polls for "something changed".
+    /// A number that moves when a batch of events is chained (every transition appends one,
+    /// and the sequencer NOTIFYs once per chained batch, decision 0084): what the worker checks
+    /// for "something changed", learnt by LISTEN on a connection of its own (opened at the
+    /// first call, made again when lost), not by reading a table.
     pub fn change_mark(&self) -> Result<i64, StoreError> {
-        Ok(self
-            .lock()
-            .query_one(
-                "SELECT last_value + CASE WHEN is_called THEN 1 ELSE 0 END FROM event_inbox_id_seq",
-                &[],
-            )
-            .at(&self.url, "change mark")?
-            .try_get(0)
-            .unwrap_or_default())
+        let mut held = self.listener.lock().unwrap_or_else(|p| p.into_inner());
+        let listener = match held.as_mut() {
+            Some(l) => l,
+            None => held.insert(super::Listener::open(&self.url)?),
+        };
+        Ok(listener.version()?)
     }
 
     /// The tool spec stored under `hash`, checked against it (as SQLite's `Store::tool_spec`).

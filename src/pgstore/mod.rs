@@ -47,6 +47,8 @@ use error::PgCtx;
 pub struct PgStore {
     client: Mutex<postgres::Client>,
     url: PgUrl,
+    /// The connection [`PgStore::change_mark`] LISTENs on, opened at its first call.
+    listener: Mutex<Option<Listener>>,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -89,6 +91,7 @@ impl PgStore {
         Ok(PgStore {
             client: Mutex::new(client),
             url: url.clone(),
+            listener: Mutex::new(None),
         })
     }
 
