@@ -13,7 +13,7 @@ mod pg_support;
 mod providers_support;
 mod runtime_support;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -661,19 +661,10 @@ fn said(o: &std::process::Output) -> String {
     )
 }
 
-/// `countersign resume --db postgres://… RUN --backend PATH`: a demo run copied to PostgreSQL,
-/// approved there by the `approve` command, is resumed by the command with the same driver and
-/// the example consumer's tools: the refund executes exactly once in the order backend, a
-/// second resume is refused and executes nothing, and the chain verifies on the URL and,
-/// copied back, by agentrt's verifier. Without `--backend` the command says to name one.
-#[test]
-fn pg_resume_command_runs_an_approved_demo_refund_once() {
-    let Some(db) = pg_support::fresh_db() else {
-        return;
-    };
-    let dir = tempfile::tempdir().unwrap();
-    let lite = dir.path().join("demo.db");
-    let backend = dir.path().join("demo.orders.db");
+/// A demo database made by `demo --no-tui` in `dir` and copied into `db`: the run whose refund
+/// over the automatic limit waits for a person there, and the demo's order backend.
+fn demo_refund_on(db: &pg_support::TestDb, dir: &Path) -> (String, PathBuf) {
+    let lite = dir.join("demo.db");
     let o = cs(&["--db", lite.to_str().unwrap(), "demo", "--no-tui"]);
     assert!(o.status.success(), "{}", said(&o));
     let run: String = rusqlite::Connection::open(&lite)
@@ -686,17 +677,35 @@ fn pg_resume_command_runs_an_approved_demo_refund_once() {
             |r| r.get(0),
         )
         .expect("a refund waits");
-    copy(&Endpoint::Sqlite(lite.clone()), &Endpoint::Pg(db.pg_url())).expect("copy");
-    let refunds = || -> i64 {
-        rusqlite::Connection::open(&backend)
-            .unwrap()
-            .query_row(
-                "SELECT count(*) FROM effects WHERE session_id = ?1 AND tool = 'issue_refund'",
-                [&run],
-                |r| r.get(0),
-            )
-            .unwrap()
+    copy(&Endpoint::Sqlite(lite), &Endpoint::Pg(db.pg_url())).expect("copy");
+    (run, dir.join("demo.orders.db"))
+}
+
+/// How many refunds the order backend executed for `run`.
+fn refunds_of(backend: &Path, run: &str) -> i64 {
+    rusqlite::Connection::open(backend)
+        .unwrap()
+        .query_row(
+            "SELECT count(*) FROM effects WHERE session_id = ?1 AND tool = 'issue_refund'",
+            [run],
+            |r| r.get(0),
+        )
+        .unwrap()
+}
+
+/// `countersign resume --db postgres://… RUN --backend PATH`: a demo run copied to PostgreSQL,
+/// approved there by the `approve` command, is resumed by the command with the same driver and
+/// the example consumer's tools: the refund executes exactly once in the order backend, a
+/// second resume is refused and executes nothing, and the chain verifies on the URL and,
+/// copied back, by agentrt's verifier. Without `--backend` the command says to name one.
+#[test]
+fn pg_resume_command_runs_an_approved_demo_refund_once() {
+    let Some(db) = pg_support::fresh_db() else {
+        return;
     };
+    let dir = tempfile::tempdir().unwrap();
+    let (run, backend) = demo_refund_on(&db, dir.path());
+    let refunds = || refunds_of(&backend, &run);
     let before = refunds();
     let o = cs(&["--db", &db.url, "approve", &run, "--yes", "--by", "alice"]);
     assert!(o.status.success(), "{}", said(&o));
@@ -778,31 +787,8 @@ fn pg_worker_command_resumes_an_approved_demo_refund_once() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let lite = dir.path().join("demo.db");
-    let backend = dir.path().join("demo.orders.db");
-    let o = cs(&["--db", lite.to_str().unwrap(), "demo", "--no-tui"]);
-    assert!(o.status.success(), "{}", said(&o));
-    let run: String = rusqlite::Connection::open(&lite)
-        .unwrap()
-        .query_row(
-            "SELECT a.run_id FROM approvals a JOIN runs r ON r.id = a.run_id \
-             WHERE r.status = 'WAITING_FOR_APPROVAL' AND a.status = 'pending' \
-             AND a.kind = 'over_auto_limit' AND a.request_json LIKE '%issue_refund%' LIMIT 1",
-            [],
-            |r| r.get(0),
-        )
-        .expect("a refund waits");
-    copy(&Endpoint::Sqlite(lite.clone()), &Endpoint::Pg(db.pg_url())).expect("copy");
-    let refunds = || -> i64 {
-        rusqlite::Connection::open(&backend)
-            .unwrap()
-            .query_row(
-                "SELECT count(*) FROM effects WHERE session_id = ?1 AND tool = 'issue_refund'",
-                [&run],
-                |r| r.get(0),
-            )
-            .unwrap()
-    };
+    let (run, backend) = demo_refund_on(&db, dir.path());
+    let refunds = || refunds_of(&backend, &run);
     let before = refunds();
     let o = cs(&["--db", &db.url, "approve", &run, "--yes", "--by", "alice"]);
     assert!(o.status.success(), "{}", said(&o));
@@ -885,16 +871,7 @@ fn pg_agent_command_runs_the_consumer_on_postgres() {
         .query_one("SELECT id FROM runs", &[])
         .unwrap()
         .get(0);
-    let refunds = || -> i64 {
-        rusqlite::Connection::open(&backend)
-            .unwrap()
-            .query_row(
-                "SELECT count(*) FROM effects WHERE session_id = ?1 AND tool = 'issue_refund'",
-                [&run],
-                |r| r.get(0),
-            )
-            .unwrap()
-    };
+    let refunds = || refunds_of(&backend, &run);
     assert_eq!(refunds(), 0, "the refund waits for a person");
     let o = cs(&["--db", &db.url, "approve", &run, "--yes", "--by", "alice"]);
     assert!(o.status.success(), "{}", said(&o));
