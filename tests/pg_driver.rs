@@ -9,6 +9,7 @@
 #![cfg(feature = "postgres")]
 
 mod pg_support;
+use pg_support::{cs, said};
 #[cfg(feature = "providers")]
 mod providers_support;
 mod runtime_support;
@@ -642,23 +643,6 @@ fn pg_model_calls_are_accounted_as_on_sqlite() {
     wait_chained(&db);
     let (events, _) = chained(&db, "r");
     assert_eq!(blank(events), blank(kinds(&lite.store, "r")));
-}
-
-fn cs(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_countersign"))
-        .args(args)
-        .env_remove("COUNTERSIGN_DB")
-        .env_remove("AGENTRT_DB")
-        .output()
-        .unwrap()
-}
-
-fn said(o: &std::process::Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 /// A demo database made by `demo --no-tui` in `dir` and copied into `db`: the run whose refund

@@ -6,10 +6,10 @@
 #![cfg(feature = "postgres")]
 
 mod pg_support;
+use pg_support::{cs, said};
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 use std::sync::{Arc, Barrier};
 
 use countersign::pgstore::copy::{Endpoint, copy};
@@ -17,23 +17,6 @@ use countersign::pgstore::{PgStore, PgUrl};
 use countersign::runtime::operator::{self, OperatorError, Review, Ruling, Shown};
 use countersign::runtime::store::RunStore;
 use countersign::runtime::types::{ApprovalStatus, RunStatus, Timestamp};
-
-fn cs(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_countersign"))
-        .args(args)
-        .env_remove("COUNTERSIGN_DB")
-        .env_remove("AGENTRT_DB")
-        .output()
-        .expect("countersign runs")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
 
 /// A PostgreSQL database holding the fixture's waiting run (copied from SQLite), the SQLite
 /// file it came from, and the run's and its pending approval's ids and hash.
@@ -94,7 +77,7 @@ fn chain_verify_and_copy_back(w: &Waiting, dir: &Path) {
     assert!(s.sequence_all().unwrap() > 0, "the decision's events chain");
     assert_eq!(s.unchained().unwrap(), 0);
     let o = cs(&["--db", &w.db.url, "verify"]);
-    assert!(o.status.success(), "{}", text(&o));
+    assert!(o.status.success(), "{}", said(&o));
     let back = dir.join("back.db");
     copy(
         &Endpoint::Pg(w.db.pg_url()),
@@ -128,8 +111,8 @@ fn pg_approve_lands_and_the_sequencer_chains_its_events() {
         "--note",
         "checked the order",
     ]);
-    assert!(o.status.success(), "{}", text(&o));
-    assert!(!text(&o).contains("s3cret-pw"), "{}", text(&o));
+    assert!(o.status.success(), "{}", said(&o));
+    assert!(!said(&o).contains("s3cret-pw"), "{}", said(&o));
     let s = PgStore::open_existing(&w.db.pg_url()).unwrap();
     let a = operator::pending_approval(&s, w.run.as_bytes(), None);
     assert!(a.is_err(), "no approval is pending any more");
@@ -166,7 +149,7 @@ fn pg_approve_lands_and_the_sequencer_chains_its_events() {
         "--note",
         "checked the order",
     ]);
-    assert!(sq.status.success(), "{}", text(&sq));
+    assert!(sq.status.success(), "{}", said(&sq));
     let redacted = PgUrl::parse(&url).unwrap().to_string();
     assert!(redacted.contains("***"), "{redacted}");
     let pg_out = String::from_utf8_lossy(&o.stdout).replace(&format!("'{redacted}'"), "DB");
@@ -191,11 +174,11 @@ fn pg_approve_lands_and_the_sequencer_chains_its_events() {
 
     // A second approve finds it decided, as on SQLite (exit 1, who decided it).
     let again = cs(&["--db", &url, "approve", &w.run, "--approval", &w.approval]);
-    assert_eq!(again.status.code(), Some(1), "{}", text(&again));
+    assert_eq!(again.status.code(), Some(1), "{}", said(&again));
     assert!(
-        text(&again).contains("already approved by alice"),
+        said(&again).contains("already approved by alice"),
         "{}",
-        text(&again)
+        said(&again)
     );
     drop(s);
     chain_verify_and_copy_back(&w, dir.path());
@@ -341,12 +324,12 @@ fn pg_cancel_of_a_waiting_run() {
         "--note",
         "customer withdrew",
     ]);
-    assert!(o.status.success(), "{}", text(&o));
+    assert!(o.status.success(), "{}", said(&o));
     assert_eq!(
         String::from_utf8_lossy(&o.stdout),
         format!("run {}: CANCELLED (operator_cancelled)\n", w.run)
     );
-    assert!(!text(&o).contains("s3cret-pw"));
+    assert!(!said(&o).contains("s3cret-pw"));
     let mut c = w.db.client();
     let row = c
         .query_one(
@@ -377,11 +360,11 @@ fn pg_cancel_of_a_waiting_run() {
     );
     // Cancelled is final: a second cancel says so (exit 1).
     let again = cs(&["--db", &w.db.url, "cancel", &w.run, "--note", "again"]);
-    assert_eq!(again.status.code(), Some(1), "{}", text(&again));
+    assert_eq!(again.status.code(), Some(1), "{}", said(&again));
     assert!(
-        text(&again).contains("already finished"),
+        said(&again).contains("already finished"),
         "{}",
-        text(&again)
+        said(&again)
     );
     chain_verify_and_copy_back(&w, dir.path());
 }
@@ -413,11 +396,11 @@ fn pg_reviewer_role_can_decide_and_cancel() {
         "--approval",
         &w.approval,
     ]);
-    assert!(o.status.success(), "approve as the reviewer: {}", text(&o));
+    assert!(o.status.success(), "approve as the reviewer: {}", said(&o));
     let o = cs(&[
         "--db", &url, "--by", "rev", "cancel", &w.run, "--note", "stop",
     ]);
-    assert!(o.status.success(), "cancel as the reviewer: {}", text(&o));
+    assert!(o.status.success(), "cancel as the reviewer: {}", said(&o));
     assert_eq!(kinds(&inbox(&w.db)), ["approval.decided", "run.finished"]);
 
     // Reject (the step fails, the run ends) on a second waiting run.
@@ -439,7 +422,7 @@ fn pg_reviewer_role_can_decide_and_cancel() {
         "--note",
         "no refunds today",
     ]);
-    assert!(o.status.success(), "reject as the reviewer: {}", text(&o));
+    assert!(o.status.success(), "reject as the reviewer: {}", said(&o));
     assert_eq!(kinds(&inbox(&w2.db)), ["approval.decided", "run.finished"]);
     drop((c2, w2));
     let _ = c.batch_execute(&format!("DROP OWNED BY {login}; DROP ROLE {login}"));
@@ -477,8 +460,8 @@ fn pg_runs_lists_as_on_sqlite() {
             cs(&all)
         };
         let (p, s) = (on(&db.url), on(sq));
-        assert!(p.status.success(), "{args:?}: {}", text(&p));
-        assert!(s.status.success(), "{args:?}: {}", text(&s));
+        assert!(p.status.success(), "{args:?}: {}", said(&p));
+        assert!(s.status.success(), "{args:?}: {}", said(&s));
         assert_eq!(
             String::from_utf8_lossy(&p.stdout),
             String::from_utf8_lossy(&s.stdout),
@@ -511,7 +494,7 @@ fn pg_deny_with_feedback_interrupts_the_run() {
         "--note",
         "refund 50 only",
     ]);
-    assert!(o.status.success(), "{}", text(&o));
+    assert!(o.status.success(), "{}", said(&o));
     let mut c = w.db.client();
     let status: String = c
         .query_one("SELECT status FROM runs WHERE id = $1", &[&w.run])
@@ -558,11 +541,11 @@ fn pg_an_expired_approval_is_expired_not_decided() {
         "--approval",
         &w.approval,
     ]);
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(1), "{}", said(&o));
     assert!(
-        text(&o).contains("approval expired before it was decided"),
+        said(&o).contains("approval expired before it was decided"),
         "{}",
-        text(&o)
+        said(&o)
     );
     let r = c
         .query_one(

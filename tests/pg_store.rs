@@ -4,10 +4,11 @@
 #![cfg(feature = "postgres")]
 
 mod pg_support;
+use pg_support::{cs, said};
 mod support;
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use countersign::pgstore::copy::{CopyError, Endpoint, copy};
 use countersign::pgstore::{PgError, PgStore, PgUrl};
@@ -26,23 +27,6 @@ const SCENARIOS: [&str; 11] = [
     "damaged",
     "running",
 ];
-
-fn cs(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_countersign"))
-        .args(args)
-        .env_remove("COUNTERSIGN_DB")
-        .env_remove("AGENTRT_DB")
-        .output()
-        .expect("countersign runs")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
 
 /// Every row of every agentrt table, with its rowid, and `sqlite_sequence`.
 fn rows(db: &Path) -> Vec<(String, Vec<Vec<Value>>)> {
@@ -122,7 +106,7 @@ fn pg_url_redacts_the_password_in_display_debug_and_errors() {
         ],
     ] {
         let o = cs(&args);
-        let all = text(&o);
+        let all = said(&o);
         assert!(!o.status.success(), "{args:?}: {all}");
         assert!(
             !all.contains("s3cret"),
@@ -214,11 +198,11 @@ fn pg_copy_round_trips_every_fixture_scenario_byte_for_byte() {
     support::fixture(&a, &["--big", "300"]);
     let db = pg_support::fresh_db().unwrap();
     let o = cs(&["copy", "--from", a.to_str().unwrap(), "--to", &db.url]);
-    assert!(o.status.success(), "{}", text(&o));
+    assert!(o.status.success(), "{}", said(&o));
     assert!(
-        text(&o).contains("chain intact on both sides"),
+        said(&o).contains("chain intact on both sides"),
         "{}",
-        text(&o)
+        said(&o)
     );
     let o = cs(&[
         "--json",
@@ -228,7 +212,7 @@ fn pg_copy_round_trips_every_fixture_scenario_byte_for_byte() {
         "--to",
         b.to_str().unwrap(),
     ]);
-    assert!(o.status.success(), "{}", text(&o));
+    assert!(o.status.success(), "{}", said(&o));
     let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(doc["rows"]["runs"], 300 + 15, "{doc}");
     support::assert_verifies(&b);
@@ -333,8 +317,8 @@ fn pg_verify_detects_a_changed_event_and_a_deleted_run() {
     let db = pg_support::fresh_db().unwrap();
     copied(&db);
     let o = verify_cli(&db);
-    assert!(o.status.success(), "{}", text(&o));
-    assert!(text(&o).contains("intact:"), "{}", text(&o));
+    assert!(o.status.success(), "{}", said(&o));
+    assert!(said(&o).contains("intact:"), "{}", said(&o));
     // A changed event.
     db.client()
         .batch_execute(
@@ -342,8 +326,8 @@ fn pg_verify_detects_a_changed_event_and_a_deleted_run() {
         )
         .unwrap();
     let o = verify_cli(&db);
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    assert!(text(&o).contains("broken at seq 5"), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(1), "{}", said(&o));
+    assert!(said(&o).contains("broken at seq 5"), "{}", said(&o));
     // A deleted run, in the middle and at the end of the chain.
     let ids: Vec<String> = ["completed", "rejected"]
         .iter()
@@ -364,8 +348,8 @@ fn pg_verify_detects_a_changed_event_and_a_deleted_run() {
                 .unwrap();
         }
         let o = verify_cli(&db);
-        assert_eq!(o.status.code(), Some(1), "deleted {id}: {}", text(&o));
-        assert!(text(&o).contains("missing"), "deleted {id}: {}", text(&o));
+        assert_eq!(o.status.code(), Some(1), "deleted {id}: {}", said(&o));
+        assert!(said(&o).contains("missing"), "deleted {id}: {}", said(&o));
     }
 }
 

@@ -69,6 +69,25 @@ impl Drop for TestDb {
     }
 }
 
+/// The countersign binary run with `args`, the environment's database variables removed.
+pub fn cs(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_countersign"))
+        .args(args)
+        .env_remove("COUNTERSIGN_DB")
+        .env_remove("AGENTRT_DB")
+        .output()
+        .expect("countersign runs")
+}
+
+/// What a run of the binary printed, stdout then stderr.
+pub fn said(o: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
 fn server() -> Result<&'static Server, String> {
     SERVER
         .get_or_init(find_or_start)
