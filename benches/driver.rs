@@ -149,23 +149,25 @@ mod counting {
 #[global_allocator]
 static ALLOC: counting::Counter = counting::Counter;
 
-/// User CPU time of the whole process (every thread), in µs: the system time, mostly the
-/// kernel writing and syncing the WAL, moves with the disk and the machine's load.
-fn cpu_us() -> f64 {
+/// The whole process's resource usage so far (every thread).
+fn usage() -> libc::rusage {
     // SAFETY: getrusage writes the struct it is given.
     let mut u: libc::rusage = unsafe { std::mem::zeroed() };
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
-    let tv = |t: libc::timeval| t.tv_sec as f64 * 1e6 + t.tv_usec as f64;
-    tv(u.ru_utime)
+    u
+}
+
+/// User CPU time of the whole process (every thread), in µs: the system time, mostly the
+/// kernel writing and syncing the WAL, moves with the disk and the machine's load.
+fn cpu_us() -> f64 {
+    let t = usage().ru_utime;
+    t.tv_sec as f64 * 1e6 + t.tv_usec as f64
 }
 
 /// Voluntary context switches of the whole process so far: a thread that waits (on a lock, a
 /// condition, an fsync, a wake-up from another thread) switches once each time.
 fn switches() -> f64 {
-    // SAFETY: getrusage writes the struct it is given.
-    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
-    u.ru_nvcsw as f64
+    usage().ru_nvcsw as f64
 }
 
 /// `BENCH_PROFILE=1`: the driver's runs and the replays of their statements only (no floors),
@@ -187,31 +189,22 @@ fn profile(dir: &std::path::Path, rt: &tokio::runtime::Runtime, reps: usize) {
             let (c, w) = (cpu_us(), switches());
             let (d10, a10, b10) = counting::count(|| run_once(dir, rt, 10, big, 200 + k));
             let (c10, w10) = (cpu_us() - c, switches() - w);
-            let cpu = |tag: &str, stmts: &[String]| {
-                let (r, p) = replay::timed(dir, stmts, tag, cpu_us, |c| cpu_us() - c);
-                r - p
-            };
+            // What `count` (a process-wide counter) moves by while the long and the short
+            // run's statements are replayed, less while they are only prepared.
             // `BENCH_PROFILE=driver`: no replay, so that a profile holds only the driver.
-            let (r400, r10) = if driver_only {
-                (f64::NAN, f64::NAN)
-            } else {
-                (
-                    cpu(&format!("p400-{big}-{k}"), &long),
-                    cpu(&format!("p10-{big}-{k}"), &short),
-                )
+            let replayed = |count: fn() -> f64, tag: &str| {
+                if driver_only {
+                    return (f64::NAN, f64::NAN);
+                }
+                let one = |n: usize, stmts: &[String]| {
+                    let tag = format!("{tag}{n}-{big}-{k}");
+                    let (r, p) = replay::timed(dir, stmts, &tag, count, |c| count() - c);
+                    r - p
+                };
+                (one(400, &long), one(10, &short))
             };
-            let waits = |tag: &str, stmts: &[String]| {
-                let (r, p) = replay::timed(dir, stmts, tag, switches, |w| switches() - w);
-                r - p
-            };
-            let (s400, s10) = if driver_only {
-                (f64::NAN, f64::NAN)
-            } else {
-                (
-                    waits(&format!("s400-{big}-{k}"), &long),
-                    waits(&format!("s10-{big}-{k}"), &short),
-                )
-            };
+            let (r400, r10) = replayed(cpu_us, "p");
+            let (s400, s10) = replayed(switches, "s");
             per.push((
                 marginal(d400.as_secs_f64(), d10.as_secs_f64()) * 1e6,
                 marginal(c400, c10),
