@@ -13,11 +13,11 @@ use rusqlite::types::Value;
 use super::PgStore;
 use super::console::{Arg, List, Near, Place, queue_item_row, queue_list_cond, window};
 use crate::runtime::store::{
-    QueueItem, QueueOrder, SortValue, StoreError, WindowPage, check_page, int,
+    QueueItem, QueueOrder, SortValue, StoreError, WindowPage, check_page, int, queue_key_args,
 };
 
 /// The list's `FROM … WHERE …`: the queue's rows (`rid`, `aid`) with their sort key (`ks`,
-/// `kv`). `$1` is the filter; the keys asked for are `$2`, `$3`, ...
+/// `kv`). `$1` is the filter; the keys asked for ([`queue_key_args`]) are `$2`, `$3`, ...
 fn from_sql(order: &QueueOrder) -> String {
     let (doc, path, keys, amount, spec) = match order {
         QueueOrder::Age => ("", "", 0, false, false),
@@ -91,15 +91,6 @@ fn from_sql(order: &QueueOrder) -> String {
     )
 }
 
-/// The keys the expressions bind after the filter (`$2`, ...).
-fn key_args(order: &QueueOrder) -> Vec<String> {
-    match order {
-        QueueOrder::Age => Vec::new(),
-        QueueOrder::Tool => vec!["name".into(), "spec".into()],
-        QueueOrder::Member(k) | QueueOrder::Amount(k) => k.clone(),
-    }
-}
-
 /// The value a row was sorted by (an amount is stored negated, so the largest sorts first).
 fn sort_value(state: &Value, value: &Value) -> SortValue {
     match (int(state), value) {
@@ -121,7 +112,7 @@ impl PgStore {
     ) -> Result<WindowPage<(QueueItem, SortValue)>, StoreError> {
         check_page("queue", near.0, near.1)?;
         let mut args = vec![Arg::Text(filter.to_lowercase())];
-        args.extend(key_args(order).into_iter().map(Arg::Text));
+        args.extend(queue_key_args(order).into_iter().map(Arg::Text));
         let list = List {
             what: "queue",
             from: from_sql(order),

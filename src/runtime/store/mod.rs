@@ -76,6 +76,8 @@ pub(crate) use pages::check_page;
 pub use pages::{MAX_PAGE_TEXT, Page, SHOWN_REQUEST_MAX};
 #[cfg(feature = "postgres")]
 pub(crate) use pages::{capped_approval_values, capped_step_values, event_values};
+#[cfg(feature = "postgres")]
+pub(crate) use queue_order::key_args as queue_key_args;
 pub use queue_order::{QueueOrder, SortValue};
 pub use reads::ProxyCall;
 #[cfg(feature = "postgres")]

@@ -118,8 +118,8 @@ fn from_sql(order: &QueueOrder) -> String {
     )
 }
 
-/// The keys the expressions bind after the filter (`?2`, ...).
-fn key_args(order: &QueueOrder) -> Vec<String> {
+/// The keys the expressions bind after the filter (`?2`, ... here, `$2`, ... on PostgreSQL).
+pub(crate) fn key_args(order: &QueueOrder) -> Vec<String> {
     match order {
         QueueOrder::Age => Vec::new(),
         QueueOrder::Tool => vec!["name".into(), "spec".into()],
