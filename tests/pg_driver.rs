@@ -866,3 +866,56 @@ fn pg_agent_command_runs_the_consumer_on_postgres() {
     assert_eq!(chained(&db, "").1, 0);
     verify_both(&db, dir.path());
 }
+
+/// The bench's baseline (`benches/drivers.rs`): drivers whose stores append naively
+/// (`PgStore::set_naive_chain`) chain every event in their own transactions, after the head
+/// they lock, with no sequencer anywhere (`chain_events(false)`). Four drivers on four
+/// connections drive a run each at once; every run completes, nothing waits in the inbox,
+/// the chain verifies and holds every event, and each event the observers got carries the
+/// seq and hash the chain stores for it.
+#[test]
+fn pg_naive_chain_drivers_keep_a_verifiable_chain() {
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    let _ = pg(&db); // migrates
+    let seen: Arc<Mutex<Vec<Event>>> = Arc::default();
+    let rtm = rt();
+    let runs: Vec<_> = (0..4)
+        .map(|d| {
+            let mut store = PgStore::open_existing(&db.pg_url()).unwrap();
+            store.set_naive_chain(true);
+            let (tools, _) = echo_registry("look", SideEffect::ReadOnly);
+            let mut script: Vec<_> = (0..6)
+                .map(|i| agent::tool_call("look", &format!(r#"{{"d":{d},"i":{i}}}"#)))
+                .collect();
+            script.push(agent::complete(""));
+            let sink = seen.clone();
+            let driver = Config::new(Arc::new(store), tools, Arc::new(DefaultPolicy))
+                .chain_events(false)
+                .agent(ScriptedAgent::new(script))
+                .observer(Arc::new(move |e: &Event| {
+                    sink.lock().unwrap().push(e.clone())
+                }))
+                .build()
+                .unwrap();
+            rtm.spawn(async move { driver.start_with_id(&format!("n{d}"), "g", limits()).await })
+        })
+        .collect();
+    for r in runs {
+        let run = rtm.block_on(r).unwrap().unwrap();
+        assert_eq!(run.status, RunStatus::Completed, "{}", run.reason_detail);
+        assert_eq!(run.step_count, 7);
+    }
+    let mut s = PgStore::open_existing(&db.pg_url()).unwrap();
+    assert_eq!(s.unchained().unwrap(), 0, "nothing was enqueued");
+    let report = s.verify_events(0, 0).unwrap();
+    assert!(report.ok(), "{report:?}");
+    let seen = seen.lock().unwrap();
+    assert_eq!(report.checked as usize, seen.len(), "every event is chained");
+    assert!(seen.len() >= 4 * 8, "{} events", seen.len());
+    for e in seen.iter() {
+        assert!(e.seq > 0, "{e:?}");
+        assert_eq!(s.event_hash(e.seq).unwrap().as_deref(), Some(e.hash.as_str()));
+    }
+}

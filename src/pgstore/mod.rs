@@ -49,6 +49,10 @@ pub struct PgStore {
     url: PgUrl,
     /// The connection [`PgStore::change_mark`] LISTENs on, opened at its first call.
     listener: Mutex<Option<Listener>>,
+    /// The bench's baseline (`benches/drivers.rs`): a write transaction appends its events
+    /// after the chain head it locks (the naive chain) instead of enqueuing them. Only
+    /// [`PgStore::set_naive_chain`] (feature `testing`) sets it.
+    naive_chain: bool,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -92,6 +96,7 @@ impl PgStore {
             client: Mutex::new(client),
             url: url.clone(),
             listener: Mutex::new(None),
+            naive_chain: false,
         })
     }
 
@@ -115,6 +120,17 @@ impl PgStore {
     #[cfg(feature = "testing")]
     pub fn client(&mut self) -> &mut postgres::Client {
         self.client_mut()
+    }
+
+    /// For the bench's baseline only: `on` makes every write transaction of this store (the
+    /// driver's transitions, the operator's decisions) append its events after the chain head,
+    /// locked until the transaction commits, as [`PgStore::append_event`] does, instead of
+    /// enqueuing them for a sequencer (decision 0081). The chain stays valid (the head is
+    /// locked either way); what it costs is every writer's commit waiting for the one before.
+    #[cfg(feature = "testing")]
+    #[doc(hidden)]
+    pub fn set_naive_chain(&mut self, on: bool) {
+        self.naive_chain = on;
     }
 
     /// The chain head as stored: the highest seq given and its hash (`(0, "")` when empty).

@@ -35,6 +35,9 @@ pub struct PgTx<'c> {
     pub(super) tx: postgres::Transaction<'c>,
     pub(super) url: PgUrl,
     pub(super) events: Vec<Event>,
+    /// Events are appended after the locked chain head, not enqueued
+    /// ([`PgStore::set_naive_chain`], the bench's baseline).
+    pub(super) naive: bool,
 }
 
 impl std::fmt::Debug for PgTx<'_> {
@@ -354,11 +357,17 @@ impl RunTx for PgTx<'_> {
             kind,
             payload,
         };
-        chain::enqueue(&mut self.tx, &self.url, e)
-            .map_err(|e| StoreError::Backend(e.to_string()))?;
+        // Not chained yet: a sequencer gives it its seq and hash (decision 0081); the naive
+        // chain gives them now.
+        let (seq, hash) = if self.naive {
+            chain::append(&mut self.tx, &self.url, e)
+        } else {
+            chain::enqueue(&mut self.tx, &self.url, e).map(|_| (0, String::new()))
+        }
+        .map_err(|e| StoreError::Backend(e.to_string()))?;
         self.events.push(Event {
-            // Not chained yet: a sequencer gives it its seq and hash (decision 0081).
-            seq: 0,
+            seq,
+            hash,
             run_id: run.to_string(),
             step_id: step.to_string(),
             at_text,
@@ -596,6 +605,7 @@ impl RunStore for PgStore {
             tx,
             url: self.url.clone(),
             events: Vec::new(),
+            naive: self.naive_chain,
         };
         let out = f(&mut w)?;
         let PgTx { tx, events, .. } = w;
