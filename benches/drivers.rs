@@ -157,8 +157,9 @@ impl Running {
 }
 
 /// `drivers` processes each drive a run of `steps` steps at once on `db`; returns aggregate
-/// steps per second from "go" to the last "done".
-fn measure(mode: &str, db: &str, drivers: usize, steps: usize, tag: &str) -> f64 {
+/// steps per second from "go" to the last "done", and how busy the machine's CPUs were
+/// meanwhile (percent, every process's work: the drivers, the server, anything else running).
+fn measure(mode: &str, db: &str, drivers: usize, steps: usize, tag: &str) -> (f64, f64) {
     let exe = std::env::current_exe().expect("this bench's path");
     let mut kids: Vec<Running> = (0..drivers)
         .map(|i| {
@@ -185,6 +186,7 @@ fn measure(mode: &str, db: &str, drivers: usize, steps: usize, tag: &str) -> f64
         assert_eq!(k.said(), "ready");
     }
     let start = Instant::now();
+    let cpu = cpu_ticks();
     for k in &mut kids {
         k.stdin.write_all(b"go\n").expect("say go");
         k.stdin.flush().expect("say go");
@@ -194,10 +196,74 @@ fn measure(mode: &str, db: &str, drivers: usize, steps: usize, tag: &str) -> f64
         assert_eq!(done, format!("done COMPLETED {steps}"), "{mode}, {drivers} drivers");
     }
     let elapsed = start.elapsed();
+    let (busy, all) = cpu_ticks();
+    let busy = (busy - cpu.0) as f64 * 100.0 / (all - cpu.1).max(1) as f64;
     for mut k in kids {
         assert!(k.child.wait().expect("a child ends").success());
     }
-    (drivers * steps) as f64 / elapsed.as_secs_f64()
+    ((drivers * steps) as f64 / elapsed.as_secs_f64(), busy)
+}
+
+/// `DRIVERS_WAITS=1`: while a PostgreSQL configuration runs, `pg_stat_activity` is sampled
+/// every 5 ms and each sample of a backend of that database counted by (the role its query
+/// says it plays, its state, what it waits on): where the drivers and sequencers wait.
+struct Waits {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<std::collections::BTreeMap<String, u64>>,
+}
+
+impl Waits {
+    fn start(db: &pg_support::TestDb) -> Waits {
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        let mut c = db.client();
+        let name: String = c
+            .query_one("SELECT current_database()", &[])
+            .expect("database")
+            .get(0);
+        let thread = std::thread::spawn(move || {
+            let mut seen = std::collections::BTreeMap::new();
+            let sql = "SELECT CASE \
+                 WHEN query LIKE '%FROM event_chain FOR UPDATE%' THEN 'head' \
+                 WHEN query LIKE '%event_chain%' OR query LIKE 'DELETE FROM event_inbox%' \
+                   OR query LIKE 'INSERT INTO events%' THEN 'chaining' \
+                 WHEN query LIKE '%lease_expires_at = $%' AND query LIKE 'UPDATE runs%' THEN 'lease' \
+                 ELSE 'driver' END, state, \
+                 coalesce(wait_event_type, 'CPU') || ':' || coalesce(wait_event, '-'), \
+                 left(regexp_replace(query, '\\s+', ' ', 'g'), 40) \
+                 FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()";
+            while !flag.load(std::sync::atomic::Ordering::Acquire) {
+                if let Ok(rows) = c.query(sql, &[&name]) {
+                    for r in rows {
+                        let (who, state, wait, q): (String, Option<String>, String, Option<String>) =
+                            (r.get(0), r.get(1), r.get(2), r.get(3));
+                        let state = state.unwrap_or_default();
+                        let key = if state == "active" {
+                            format!("{who:<9} {wait:<28} {}", q.unwrap_or_default())
+                        } else {
+                            format!("{who:<9} {state}")
+                        };
+                        *seen.entry(key).or_insert(0) += 1;
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            seen
+        });
+        Waits { stop, thread }
+    }
+
+    fn report(self, what: &str) {
+        self.stop.store(true, std::sync::atomic::Ordering::Release);
+        let seen = self.thread.join().expect("sampler");
+        let total: u64 = seen.values().sum();
+        let mut v: Vec<_> = seen.into_iter().collect();
+        v.sort_by(|a, b| b.1.cmp(&a.1));
+        println!("  where {what} waits ({total} backend samples):");
+        for (k, n) in v.iter().take(14) {
+            println!("    {:>5.1}%  {k}", *n as f64 * 100.0 / total.max(1) as f64);
+        }
+    }
 }
 
 /// After a PostgreSQL configuration: nothing waits in the inbox, the chain verifies, and every
@@ -210,6 +276,65 @@ fn check_pg(db: &pg_support::TestDb, runs: i64) -> i64 {
     assert_eq!(s.count_runs("COMPLETED").expect("count"), runs);
     assert_eq!(s.count_runs("").expect("count"), runs);
     report.checked
+}
+
+/// The machine's CPU time so far (every core), busy and in all, in clock ticks (`/proc/stat`).
+fn cpu_ticks() -> (u64, u64) {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let v: Vec<u64> = stat
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    let all: u64 = v.iter().sum();
+    // idle and iowait are the 4th and 5th.
+    let idle = v.get(3).copied().unwrap_or(0) + v.get(4).copied().unwrap_or(0);
+    (all - idle, all)
+}
+
+/// CPU seconds (user and system) of this process's ended children, the drivers.
+fn children_cpu() -> f64 {
+    // SAFETY: getrusage writes the struct it is given.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut u) };
+    let s = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    s(u.ru_utime) + s(u.ru_stime)
+}
+
+/// CPU seconds of the server's ended backends and its own: the postmaster's (of the cluster
+/// whose socket directory `db`'s URL names) cumulative children's time and its own, from
+/// `/proc`. 0 where it cannot be read (a server of `COUNTERSIGN_TEST_PG`, elsewhere).
+fn server_cpu(db: &pg_support::TestDb) -> f64 {
+    let read = || -> Option<f64> {
+        let dir = db.url.split("host=").nth(1)?.split('&').next()?;
+        let pid = std::fs::read_to_string(format!("{dir}/data/postmaster.pid")).ok()?;
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", pid.lines().next()?)).ok()?;
+        let after = stat.rsplit_once(')')?.1;
+        let f: Vec<f64> = after.split_whitespace().filter_map(|x| x.parse().ok()).collect();
+        // utime, stime, cutime, cstime are fields 14-17; `after` starts at field 3 (state),
+        // which does not parse, so they are f[10..14].
+        // SAFETY: sysconf has no preconditions.
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+        Some(f.get(10..14)?.iter().sum::<f64>() / hz)
+    };
+    read().unwrap_or(0.0)
+}
+
+/// Transactions committed or rolled back in `db` so far (`pg_stat_database`).
+fn xacts(db: &pg_support::TestDb) -> i64 {
+    let mut c = db.client();
+    // The statistics of backends that just ended are flushed as they exit.
+    std::thread::sleep(Duration::from_millis(300));
+    c.query_one(
+        "SELECT (xact_commit + xact_rollback)::bigint FROM pg_stat_database \
+         WHERE datname = current_database()",
+        &[],
+    )
+    .map(|r| r.get(0))
+    .unwrap_or(0)
 }
 
 fn loadavg() -> String {
@@ -261,7 +386,7 @@ fn main() {
     let mut base: [Option<f64>; 3] = [None; 3];
     let mut runs = [0i64; 2];
     for &n in &counts {
-        let mut cells = Vec::new();
+        let (mut cells, mut extra) = (Vec::new(), Vec::new());
         for (i, store) in ["sqlite", "naive", "sequenced"].into_iter().enumerate() {
             if !wants(store) {
                 continue;
@@ -270,7 +395,12 @@ fn main() {
                 ("sqlite", _) => {
                     let path = dir.path().join(format!("runs-{n}.db"));
                     drop(Store::open(&path).expect("create the run database"));
+                    let cpu = children_cpu();
                     let r = measure(store, &path.display().to_string(), n, steps, "s");
+                    extra.push(format!(
+                        "sqlite: {:.2} ms CPU a step",
+                        (children_cpu() - cpu) * 1e3 / (n * steps) as f64
+                    ));
                     let s = Store::open(&path).expect("reopen");
                     assert_eq!(s.count_runs("COMPLETED").expect("count"), n as i64);
                     r
@@ -281,20 +411,38 @@ fn main() {
                     } else {
                         (seq, 1)
                     };
+                    let waits = (std::env::var_os("DRIVERS_WAITS").is_some())
+                        .then(|| Waits::start(db));
+                    let (cpu, tx) = ((children_cpu(), server_cpu(db)), xacts(db));
                     let r = measure(store, &db.url, n, steps, &format!("p{n}"));
+                    if let Some(w) = waits {
+                        w.report(&format!("{store} with {n} drivers"));
+                    }
+                    let tx = xacts(db) - tx;
+                    let cpu = (children_cpu() - cpu.0, server_cpu(db) - cpu.1);
+                    let all = (n * steps) as f64;
+                    extra.push(format!(
+                        "{store}: {:.2} ms CPU (drivers {:.2}, server {:.2}), {:.1} transactions a step",
+                        (cpu.0 + cpu.1) * 1e3 / all,
+                        cpu.0 * 1e3 / all,
+                        cpu.1 * 1e3 / all,
+                        tx as f64 / all
+                    ));
                     runs[k] += n as i64;
                     check_pg(db, runs[k]);
                     r
                 }
                 _ => continue,
             };
+            let (rate, busy) = rate;
             let b = *base[i].get_or_insert(rate);
             cells.push(format!(
-                "{store} {rate:>6.0} steps/s ({:.2}x)",
+                "{store} {rate:>6.0} steps/s ({:.2}x, CPU {busy:.0}%)",
                 rate / b
             ));
         }
         println!("drivers {n:>2}: {}", cells.join("   "));
+        println!("            {}", extra.join("; "));
     }
     if let Some((naive, seq)) = &pg {
         let (a, b) = (check_pg(naive, runs[0]), check_pg(seq, runs[1]));
