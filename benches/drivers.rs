@@ -113,7 +113,9 @@ fn child(mode: &str) {
     let mut l = default_limits();
     l.max_steps = steps as i64 + 1;
     let mut out = std::io::stdout();
-    writeln!(out, "{SAYS} ready").and_then(|()| out.flush()).expect("say ready");
+    writeln!(out, "{SAYS} ready")
+        .and_then(|()| out.flush())
+        .expect("say ready");
     let mut go = String::new();
     std::io::stdin().read_line(&mut go).expect("wait for go");
     // The run is a task on the runtime's workers, as a server runs it (as benches/driver.rs).
@@ -193,7 +195,11 @@ fn measure(mode: &str, db: &str, drivers: usize, steps: usize, tag: &str) -> (f6
     }
     for k in &mut kids {
         let done = k.said();
-        assert_eq!(done, format!("done COMPLETED {steps}"), "{mode}, {drivers} drivers");
+        assert_eq!(
+            done,
+            format!("done COMPLETED {steps}"),
+            "{mode}, {drivers} drivers"
+        );
     }
     let elapsed = start.elapsed();
     let (busy, all) = cpu_ticks();
@@ -235,8 +241,12 @@ impl Waits {
             while !flag.load(std::sync::atomic::Ordering::Acquire) {
                 if let Ok(rows) = c.query(sql, &[&name]) {
                     for r in rows {
-                        let (who, state, wait, q): (String, Option<String>, String, Option<String>) =
-                            (r.get(0), r.get(1), r.get(2), r.get(3));
+                        let (who, state, wait, q): (
+                            String,
+                            Option<String>,
+                            String,
+                            Option<String>,
+                        ) = (r.get(0), r.get(1), r.get(2), r.get(3));
                         let state = state.unwrap_or_default();
                         let key = if state == "active" {
                             format!("{who:<9} {wait:<28} {}", q.unwrap_or_default())
@@ -313,7 +323,10 @@ fn server_cpu(db: &pg_support::TestDb) -> f64 {
         let pid = std::fs::read_to_string(format!("{dir}/data/postmaster.pid")).ok()?;
         let stat = std::fs::read_to_string(format!("/proc/{}/stat", pid.lines().next()?)).ok()?;
         let after = stat.rsplit_once(')')?.1;
-        let f: Vec<f64> = after.split_whitespace().filter_map(|x| x.parse().ok()).collect();
+        let f: Vec<f64> = after
+            .split_whitespace()
+            .filter_map(|x| x.parse().ok())
+            .collect();
         // utime, stime, cutime, cstime are fields 14-17; `after` starts at field 3 (state),
         // which does not parse, so they are f[10..14].
         // SAFETY: sysconf has no preconditions.
@@ -411,8 +424,8 @@ fn main() {
                     } else {
                         (seq, 1)
                     };
-                    let waits = (std::env::var_os("DRIVERS_WAITS").is_some())
-                        .then(|| Waits::start(db));
+                    let waits =
+                        (std::env::var_os("DRIVERS_WAITS").is_some()).then(|| Waits::start(db));
                     let (cpu, tx) = ((children_cpu(), server_cpu(db)), xacts(db));
                     let r = measure(store, &db.url, n, steps, &format!("p{n}"));
                     if let Some(w) = waits {

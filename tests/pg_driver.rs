@@ -912,10 +912,17 @@ fn pg_naive_chain_drivers_keep_a_verifiable_chain() {
     let report = s.verify_events(0, 0).unwrap();
     assert!(report.ok(), "{report:?}");
     let seen = seen.lock().unwrap();
-    assert_eq!(report.checked as usize, seen.len(), "every event is chained");
+    assert_eq!(
+        report.checked as usize,
+        seen.len(),
+        "every event is chained"
+    );
     assert!(seen.len() >= 4 * 8, "{} events", seen.len());
     for e in seen.iter() {
         assert!(e.seq > 0, "{e:?}");
-        assert_eq!(s.event_hash(e.seq).unwrap().as_deref(), Some(e.hash.as_str()));
+        assert_eq!(
+            s.event_hash(e.seq).unwrap().as_deref(),
+            Some(e.hash.as_str())
+        );
     }
 }

@@ -361,3 +361,30 @@ fn sequencer_child() {
     s.sequence(countersign::pgstore::BATCH).unwrap();
     panic!("the pass was to be killed before it finished");
 }
+
+/// An idle sequencer looks at the inbox without locking the chain head: polling an empty
+/// inbox for a while leaves the head row's `xmax` (set by any `FOR UPDATE` on it) as it was,
+/// so its passes wrote and flushed nothing (benches/drivers.rs: one sequencer in every runtime
+/// process polls). Once an event waits, it is chained as before.
+#[test]
+fn pg_an_idle_sequencer_does_not_lock_the_chain_head() {
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    with_runs(&db, 1);
+    let xmax = |db: &pg_support::TestDb| -> String {
+        db.client()
+            .query_one("SELECT xmax::text FROM event_chain", &[])
+            .unwrap()
+            .get(0)
+    };
+    let before = xmax(&db);
+    let seq = Sequencer::spawn(&db.pg_url()).unwrap();
+    // The idle backoff starts at 0.25 ms: dozens of polls in this time.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(xmax(&db), before, "an idle poll locked the chain head");
+    let mut s = PgStore::open_existing(&db.pg_url()).unwrap();
+    s.enqueue_event("run-0", "", AT, "t", r#"{"i":0}"#).unwrap();
+    assert_eq!(seq.stop().unwrap(), 1);
+    assert_intact(&mut s, 1);
+}
