@@ -268,7 +268,7 @@ impl Waits {
         let seen = self.thread.join().expect("sampler");
         let total: u64 = seen.values().sum();
         let mut v: Vec<_> = seen.into_iter().collect();
-        v.sort_by(|a, b| b.1.cmp(&a.1));
+        v.sort_by_key(|e| std::cmp::Reverse(e.1));
         println!("  where {what} waits ({total} backend samples):");
         for (k, n) in v.iter().take(14) {
             println!("    {:>5.1}%  {k}", *n as f64 * 100.0 / total.max(1) as f64);
