@@ -476,3 +476,79 @@ fn pg_demo_writes_into_an_empty_database_only() {
     );
     assert_eq!(o.status.code(), Some(2), "{}", said(&o));
 }
+
+/// `demo` on a URL opens the console on the demo's runs in PostgreSQL with the example
+/// consumer's worker beside it: approving the queue's first row there executes its call once,
+/// with no second key (the worker, woken by the sequencer's notification, resumes the run).
+#[test]
+fn pg_demo_console_and_its_worker_run_an_approved_call_once() {
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let backend = dir.path().join("orders.db");
+    let o = on(
+        &db.url,
+        &["--backend", backend.to_str().unwrap(), "demo", "--no-tui"],
+    );
+    assert!(o.status.success(), "{}", said(&o));
+    let run: String = db
+        .client()
+        .query_one(
+            "SELECT a.run_id FROM approvals a JOIN runs r ON r.id = a.run_id \
+             WHERE a.status = 'pending' AND r.status = 'WAITING_FOR_APPROVAL' \
+             ORDER BY a.ord LIMIT 1",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    let effects = || -> i64 {
+        rusqlite::Connection::open(&backend)
+            .unwrap()
+            .query_row(
+                "SELECT count(*) FROM effects WHERE session_id = ?1",
+                [&run],
+                |r| r.get(0),
+            )
+            .unwrap()
+    };
+    let before = effects();
+    let cfg = tempfile::tempdir().unwrap();
+    let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_countersign"));
+    cmd.args([
+        "--db",
+        &db.url,
+        "--backend",
+        backend.to_str().unwrap(),
+        "demo",
+    ]);
+    cmd.env("TERM", "xterm-256color");
+    cmd.env("COUNTERSIGN_BY", "alice");
+    cmd.env("XDG_CONFIG_HOME", cfg.path());
+    cmd.env_remove("COUNTERSIGN_DB");
+    let mut t = Session::start(cmd, 40, 160);
+    t.wait_text("Pending approvals");
+    t.wait_text(&run[..4]);
+    t.send(b"\r");
+    t.wait_text("hash");
+    t.send(b"a");
+    t.wait_text("enter confirm");
+    t.send(b"\r");
+    t.wait_text("approved by alice");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while pg_run_status(&db, &run) == "WAITING_FOR_APPROVAL" {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the worker resumed the run"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    t.send(b"\x03");
+    assert_eq!(t.finish(), 0);
+    assert_eq!(
+        effects(),
+        before + 1,
+        "exactly one effect for the approved call"
+    );
+    verifies(&db, dir.path());
+}
