@@ -8,7 +8,7 @@
 //!
 //! On a `postgres://` URL (`--db`, never `COUNTERSIGN_DB`) the demo is written the same way
 //! into a SQLite file of its own under the temporary directory, then copied into the database
-//! by `copy`, which takes only an empty database (decision 0084, item 12): so the demo never
+//! by `copy`, which takes only an empty database (decision 0083, amendment): so the demo never
 //! writes into a database that holds anything. Its order backend is a local file the runtime
 //! on this host uses, named by `--backend` (a server has nothing beside it).
 
