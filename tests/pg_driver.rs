@@ -14,7 +14,7 @@ use pg_support::{cs, demo_refund_on, refunds_of, said};
 mod providers_support;
 mod runtime_support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -119,7 +119,7 @@ pub fn describe(db: &Path, prepared: &Prepared, out: &mut Out) -> Result<(), Com
 #[cfg(feature = "postgres")]
 pub fn prepare_pg(url: &crate::pgstore::PgUrl, backend: &Path) -> Result<Prepared, CommandError> {
     use crate::pgstore::copy::{Endpoint, copy};
-    let shown = clean(&url.redacted(), 300);
+    let shown = clean(url.redacted(), 300);
     if std::fs::symlink_metadata(backend).is_ok() {
         let runs = crate::pgstore::PgStore::open_existing(url)
             .ok()
@@ -188,7 +188,7 @@ pub fn describe_pg(
     prepared: &Prepared,
     out: &mut Out,
 ) -> Result<(), CommandError> {
-    let shown = clean(&url.redacted(), 300);
+    let shown = clean(url.redacted(), 300);
     let backend_shown = clean(&backend.to_string_lossy(), 400);
     match prepared {
         Prepared::Built(s) => {

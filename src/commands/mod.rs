@@ -318,7 +318,7 @@ fn run(cli: Cli) -> Result<(), CommandError> {
             if !a.no_tui && std::fs::symlink_metadata(&backend).is_err() {
                 eprintln!(
                     "writing the demo into {} ...",
-                    text::clean(&url.redacted(), 300)
+                    text::clean(url.redacted(), 300)
                 );
             }
             let prepared = demo::prepare_pg(&url, &backend)?;
