@@ -366,10 +366,29 @@ fn run(cli: Cli) -> Result<(), CommandError> {
 struct ConsumerResume {
     db: PathBuf,
     backend: Option<PathBuf>,
+    /// On PostgreSQL, the connection the checks of which runs resume are read on (opened at
+    /// the first check, opened again after it broke), rather than one connection per check.
+    #[cfg(feature = "postgres")]
+    checks: std::sync::Mutex<Option<crate::pgstore::PgStore>>,
 }
 
 impl crate::console::data::ResumeHook for ConsumerResume {
     fn can_resume(&self, run_id: &str) -> bool {
+        #[cfg(feature = "postgres")]
+        if self.db.to_str().is_some_and(crate::pgstore::is_pg_url) {
+            let mut kept = self.checks.lock().unwrap_or_else(|p| p.into_inner());
+            if kept.is_none() {
+                *kept = open::pg_store(&self.db).ok().flatten();
+            }
+            let Some(store) = kept.as_ref() else {
+                return false;
+            };
+            let ok = resume::resumable_on(store, run_id.as_bytes()).is_ok();
+            if !ok && store.is_closed() {
+                *kept = None;
+            }
+            return ok;
+        }
         resume::resumable(&self.db, self.backend.as_deref(), run_id.as_bytes()).is_ok()
     }
 
@@ -411,6 +430,8 @@ fn open_console(db: &std::path::Path, cli: &ConsoleFlags) -> Result<(), CommandE
     opts.resume = Some(std::sync::Arc::new(ConsumerResume {
         db: db.to_path_buf(),
         backend: cli.backend.clone(),
+        #[cfg(feature = "postgres")]
+        checks: std::sync::Mutex::new(None),
     }));
     crate::console::run(opts).map_err(|e| CommandError::Failed(text::clean(&e.to_string(), 4000)))
 }

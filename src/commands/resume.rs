@@ -81,6 +81,12 @@ pub fn resumable(db: &Path, backend: Option<&Path>, run_id: &[u8]) -> Result<(),
     resumable_with(db, &backend_or_beside(db, backend), run_id)
 }
 
+/// [`resumable`] on a PostgreSQL store already open (the console keeps one for these checks).
+#[cfg(feature = "postgres")]
+pub fn resumable_on(store: &crate::pgstore::PgStore, run_id: &[u8]) -> Result<(), CommandError> {
+    pg::check(store, run_id).map(drop)
+}
+
 /// The backend named, else the one beside the SQLite database `db`.
 fn backend_or_beside(db: &Path, backend: Option<&Path>) -> std::path::PathBuf {
     backend.map_or_else(|| backend_beside(db), Path::to_path_buf)
