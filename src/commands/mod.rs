@@ -166,8 +166,6 @@ fn run(cli: Cli) -> Result<(), CommandError> {
         mouse: cli.mouse,
         backend: cli.backend.clone(),
     };
-    // A command's own --backend, else the one given before the command.
-    let backend = |own: &Option<PathBuf>| own.clone().or_else(|| cli.backend.clone());
     let Some(cmd) = cli.command else {
         let db = database_path(cli.db)?;
         return open_console(&db, &flags);
@@ -178,6 +176,20 @@ fn run(cli: Cli) -> Result<(), CommandError> {
         return Err(e);
     }
     let mut cmd = cmd;
+    // A command's own --backend, else the one given before the command.
+    if let Some(b) = &cli.backend {
+        let own = match &mut cmd {
+            Command::Resume(a) => Some(&mut a.backend),
+            Command::Recheck(a) => Some(&mut a.backend),
+            Command::Worker(a) => Some(&mut a.backend),
+            #[cfg(feature = "providers")]
+            Command::Agent(a) => Some(&mut a.backend),
+            _ => None,
+        };
+        if let Some(own) = own {
+            own.get_or_insert_with(|| b.clone());
+        }
+    }
     if let Some(run) = prefix::run_arg(&mut cmd) {
         *run = prefix::resolve(&database_path(cli.db.clone())?, run)?;
     }
@@ -277,14 +289,14 @@ fn run(cli: Cli) -> Result<(), CommandError> {
         }
         Command::Resume(a) => resume::run(
             &database_path(cli.db)?,
-            backend(&a.backend).as_deref(),
+            a.backend.as_deref(),
             json,
             a.run.as_bytes(),
             &mut out,
         ),
         Command::Recheck(a) => recheck::run(
             &database_path(cli.db)?,
-            backend(&a.backend).as_deref(),
+            a.backend.as_deref(),
             json,
             a.run.as_bytes(),
             a.all,
@@ -292,7 +304,7 @@ fn run(cli: Cli) -> Result<(), CommandError> {
         ),
         Command::Worker(a) => worker::run(
             &database_path(cli.db)?,
-            backend(&a.backend).as_deref(),
+            a.backend.as_deref(),
             a.once,
         ),
         #[cfg(feature = "providers")]
