@@ -552,3 +552,57 @@ fn pg_demo_console_and_its_worker_run_an_approved_call_once() {
     );
     verifies(&db, dir.path());
 }
+
+/// A login in `countersign_reviewer` (docs/postgres-roles.sql, no new grant) can ask
+/// `recheck` (its driver runs no sequencer, which that role may not run) and decide queue rows
+/// in bulk; the decisions' events wait in the inbox for a sequencer.
+#[test]
+fn pg_reviewer_role_rechecks_and_decides_in_bulk() {
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (lite, backend) = demo_on(&db, dir.path());
+    let run = large_refund(&lite);
+    let mut c = db.client();
+    c.batch_execute(include_str!("../docs/postgres-roles.sql"))
+        .unwrap();
+    let login = format!("revcmds_{}", std::process::id());
+    c.batch_execute(&format!(
+        "DROP ROLE IF EXISTS {login}; CREATE ROLE {login} LOGIN IN ROLE countersign_reviewer"
+    ))
+    .unwrap();
+    let url = db.url_as(&login);
+    let b = backend.to_str().unwrap();
+    let o = on(&url, &["recheck", &run, "--backend", b]);
+    assert_eq!(o.status.code(), Some(0), "{}", said(&o));
+    assert!(said(&o).contains("same as recorded"), "{}", said(&o));
+    let inbox = |c: &mut countersign::pgstore::postgres::Client| -> i64 {
+        c.query_one("SELECT count(*) FROM event_inbox", &[])
+            .unwrap()
+            .get(0)
+    };
+    assert_eq!(inbox(&mut c), 0);
+    let o = on(
+        &url,
+        &[
+            "cancel",
+            "--tool",
+            "issue_refund",
+            "--note",
+            "stop",
+            "--yes",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", said(&o));
+    assert!(said(&o).contains("skipped 0 of"), "{}", said(&o));
+    assert_eq!(pg_run_status(&db, &run), "CANCELLED");
+    let waiting = inbox(&mut c);
+    assert!(waiting > 0, "the cancels' events wait for a sequencer");
+    // Asked by the owner, whose login could chain, the recheck still writes nothing: its
+    // driver runs no sequencer, so the inbox is left as it was.
+    let o = on(&db.url, &["recheck", &run, "--all", "--backend", b]);
+    assert!(o.status.code().is_some(), "{}", said(&o));
+    assert_eq!(inbox(&mut c), waiting, "recheck chained nothing");
+    verifies(&db, dir.path());
+}

@@ -386,8 +386,8 @@ pub fn recheck_demo_run(
 }
 
 /// [`recheck_demo_run`] on a PostgreSQL run database (the same driver's recheck, decision
-/// 0083). It writes nothing, so its driver runs no sequencer: a reviewer's login, which may
-/// not chain, can ask it.
+/// 0083). It writes nothing, so its driver runs no sequencer (which would chain the inbox,
+/// a write).
 #[cfg(feature = "postgres")]
 pub fn recheck_demo_run_pg(
     store: Arc<crate::pgstore::PgStore>,
