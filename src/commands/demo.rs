@@ -149,20 +149,16 @@ pub fn prepare_pg(url: &crate::pgstore::PgUrl, backend: &Path) -> Result<Prepare
         .as_ref()
         .ok()
         .map(|_| copy(&Endpoint::Sqlite(lite.clone()), &Endpoint::Pg(url.clone())));
-    for end in ["", "-wal", "-shm", "-journal"] {
-        let mut p = lite.clone().into_os_string();
-        p.push(end);
-        let _ = std::fs::remove_file(p);
-    }
+    remove_sqlite(&lite);
     let summary = match (built, copied) {
         (Ok(s), Some(Ok(_))) => s,
         (Err(e), _) => {
-            let _ = std::fs::remove_file(backend);
+            remove_sqlite(backend);
             return Err(CommandError::Failed(clean(&e.to_string(), 4000)));
         }
         (Ok(_), copied) => {
             // Nothing was written into the database: the backend made for it goes too.
-            let _ = std::fs::remove_file(backend);
+            remove_sqlite(backend);
             let why = copied
                 .and_then(Result::err)
                 .map(|e| e.to_string())
@@ -177,6 +173,16 @@ pub fn prepare_pg(url: &crate::pgstore::PgUrl, backend: &Path) -> Result<Prepare
         run_db: std::path::PathBuf::from(url.redacted()),
         ..summary
     }))
+}
+
+/// Removes a SQLite file this demo made, with what SQLite may have left beside it.
+#[cfg(feature = "postgres")]
+fn remove_sqlite(path: &Path) {
+    for end in ["", "-wal", "-shm", "-journal"] {
+        let mut p = path.as_os_str().to_owned();
+        p.push(end);
+        let _ = std::fs::remove_file(p);
+    }
 }
 
 /// [`describe`] for a demo in PostgreSQL: the database named by its URL with the password
