@@ -317,6 +317,22 @@ fn pg_recheck_is_the_sqlite_recheck_and_writes_nothing() {
     assert_eq!(pg.status.code(), Some(0), "{}", said(&pg));
     assert_eq!(said(&pg), said(&sqlite));
     assert!(said(&pg).contains("same as recorded"), "{}", said(&pg));
+    // On SQLite too, --backend names the backend asked instead of the one beside the file: a
+    // copy where the order changed answers differently.
+    let other = dir.path().join("other.orders.db");
+    std::fs::copy(&backend, &other).unwrap();
+    rusqlite::Connection::open(&other)
+        .unwrap()
+        .execute(
+            "UPDATE orders SET refunded_cents = total_cents - 3000 WHERE id = 'ord_1004'",
+            [],
+        )
+        .unwrap();
+    let o = on(
+        lite.to_str().unwrap(),
+        &["recheck", &run, "--backend", other.to_str().unwrap()],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", said(&o));
     // An earlier refund on the same order ran: only 30.00 is refundable now.
     rusqlite::Connection::open(&backend)
         .unwrap()
