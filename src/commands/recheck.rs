@@ -71,12 +71,7 @@ fn ask(
     if let Some(store) = super::open::pg_store(db)? {
         use crate::runtime::store::RunStore;
         let run = RunStore::get_run(&store, run_id).map_err(fail)?;
-        let missing: Vec<String> = super::resume::pg::tools_of(&store, run_id)?
-            .iter()
-            .filter(|t| !crate::consumer::tools::TOOL_NAMES.contains(&t.as_str()))
-            .map(|t| clean(t, 80))
-            .collect();
-        let foreign = (!missing.is_empty()).then(|| missing.join(", "));
+        let foreign = super::resume::pg::foreign_tools(&store, run_id)?;
         let Some(backend) = backend else {
             return Err(CommandError::Usage(
                 "recheck: on PostgreSQL, name the example consumer's order backend with --backend PATH (a run database on a server has nothing beside it)".into(),

@@ -14,18 +14,23 @@ use crate::consumer::demo::{backend_beside, resume_demo_run};
 use crate::consumer::tools::TOOL_NAMES;
 use crate::runtime::store::Store;
 
-/// The names of the tools a run was started with (`run.created`'s spec hashes) and proposed.
 /// The tools run `run_id` uses that this build does not register, escaped and listed
 /// (`None` when it registers them all).
 pub(super) fn foreign_tools(store: &Store, run_id: &[u8]) -> Result<Option<String>, CommandError> {
-    let missing: Vec<String> = tools_of(store, run_id)?
+    Ok(foreign(&tools_of(store, run_id)?))
+}
+
+/// The names among `names` (a run's tools) this build does not register, escaped and listed.
+fn foreign(names: &[String]) -> Option<String> {
+    let missing: Vec<String> = names
         .iter()
         .filter(|t| !TOOL_NAMES.contains(&t.as_str()))
         .map(|t| clean(t, 80))
         .collect();
-    Ok((!missing.is_empty()).then(|| missing.join(", ")))
+    (!missing.is_empty()).then(|| missing.join(", "))
 }
 
+/// The names of the tools a run was started with (`run.created`'s spec hashes) and proposed.
 pub(super) fn tools_of(store: &Store, run_id: &[u8]) -> Result<Vec<String>, CommandError> {
     let mut names: Vec<String> = Vec::new();
     let first = store.list_events_page(run_id, 1, 0).map_err(fail)?;
@@ -169,16 +174,12 @@ pub(super) mod pg {
 
     use super::{CommandError, backend_exists, clean, fail, ident, not_ours};
     use crate::consumer::demo::resume_demo_run_pg;
-    use crate::consumer::tools::TOOL_NAMES;
     use crate::pgstore::PgStore;
     use crate::runtime::store::RunStore;
     use crate::runtime::types::Run;
 
     /// The tools `run_id` was started with and proposed (as SQLite's `tools_of`).
-    pub(in crate::commands) fn tools_of(
-        store: &PgStore,
-        run_id: &[u8],
-    ) -> Result<Vec<String>, CommandError> {
+    fn tools_of(store: &PgStore, run_id: &[u8]) -> Result<Vec<String>, CommandError> {
         let mut names = Vec::new();
         if let Some((kind, payload)) = store.first_event(run_id).map_err(fail)?
             && kind == "run.created"
@@ -205,6 +206,14 @@ pub(super) mod pg {
         Ok(names)
     }
 
+    /// As SQLite's [`super::foreign_tools`].
+    pub(in crate::commands) fn foreign_tools(
+        store: &PgStore,
+        run_id: &[u8],
+    ) -> Result<Option<String>, CommandError> {
+        Ok(super::foreign(&tools_of(store, run_id)?))
+    }
+
     /// Why this build cannot resume `run_id` (finished, another program's tools, an id that
     /// is not UTF-8); `Ok`: its id as text.
     pub(super) fn check<'a>(store: &PgStore, run_id: &'a [u8]) -> Result<&'a str, CommandError> {
@@ -216,13 +225,8 @@ pub(super) mod pg {
                 r.status.as_str()
             )));
         }
-        let missing: Vec<String> = tools_of(store, run_id)?
-            .iter()
-            .filter(|t| !TOOL_NAMES.contains(&t.as_str()))
-            .map(|t| clean(t, 80))
-            .collect();
-        if !missing.is_empty() {
-            return Err(not_ours(run_id, &missing.join(", ")));
+        if let Some(list) = foreign_tools(store, run_id)? {
+            return Err(not_ours(run_id, &list));
         }
         std::str::from_utf8(run_id).map_err(|_| {
             CommandError::Failed(format!(
