@@ -76,6 +76,10 @@ fn config_refuses_unknown_fields() {
         ),
         (MIN.replace("\"database\": \"runs.db\", ", ""), "database is required"),
         (
+            MIN.replace("runs.db", "postgresql://alice@db.example/cs"),
+            "database: the MCP proxy runs on a SQLite run database only in this build (its call index, agentrt's proxy_calls, is not in the PostgreSQL schema); name a SQLite file",
+        ),
+        (
             MIN.replace(r#""command": ["srv"], "#, ""),
             "server \"fs\": exactly one of command or endpoint is required",
         ),

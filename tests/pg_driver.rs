@@ -9,12 +9,12 @@
 #![cfg(feature = "postgres")]
 
 mod pg_support;
-use pg_support::{cs, said};
+use pg_support::{cs, demo_refund_on, refunds_of, said};
 #[cfg(feature = "providers")]
 mod providers_support;
 mod runtime_support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -643,38 +643,6 @@ fn pg_model_calls_are_accounted_as_on_sqlite() {
     wait_chained(&db);
     let (events, _) = chained(&db, "r");
     assert_eq!(blank(events), blank(kinds(&lite.store, "r")));
-}
-
-/// A demo database made by `demo --no-tui` in `dir` and copied into `db`: the run whose refund
-/// over the automatic limit waits for a person there, and the demo's order backend.
-fn demo_refund_on(db: &pg_support::TestDb, dir: &Path) -> (String, PathBuf) {
-    let lite = dir.join("demo.db");
-    let o = cs(&["--db", lite.to_str().unwrap(), "demo", "--no-tui"]);
-    assert!(o.status.success(), "{}", said(&o));
-    let run: String = rusqlite::Connection::open(&lite)
-        .unwrap()
-        .query_row(
-            "SELECT a.run_id FROM approvals a JOIN runs r ON r.id = a.run_id \
-             WHERE r.status = 'WAITING_FOR_APPROVAL' AND a.status = 'pending' \
-             AND a.kind = 'over_auto_limit' AND a.request_json LIKE '%issue_refund%' LIMIT 1",
-            [],
-            |r| r.get(0),
-        )
-        .expect("a refund waits");
-    copy(&Endpoint::Sqlite(lite), &Endpoint::Pg(db.pg_url())).expect("copy");
-    (run, dir.join("demo.orders.db"))
-}
-
-/// How many refunds the order backend executed for `run`.
-fn refunds_of(backend: &Path, run: &str) -> i64 {
-    rusqlite::Connection::open(backend)
-        .unwrap()
-        .query_row(
-            "SELECT count(*) FROM effects WHERE session_id = ?1 AND tool = 'issue_refund'",
-            [run],
-            |r| r.get(0),
-        )
-        .unwrap()
 }
 
 /// `countersign resume --db postgres://… RUN --backend PATH`: a demo run copied to PostgreSQL,

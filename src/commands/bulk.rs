@@ -11,6 +11,11 @@
 //!
 //! Exit: 0 when every selected row was decided (or none matched, or a dry run), 1 when any was
 //! skipped, 2 for usage.
+//!
+//! On a `postgres://` URL the same code runs over `PgStore` (issue 19): the queue's windows
+//! are the console's reads of it, and each row's decision is the same operator function over
+//! the store trait (one transaction, the run's row locked, compare-and-set on the listed hash;
+//! decision 0082). Its events go to the inbox, for a sequencer to chain.
 
 use std::io::BufRead;
 use std::path::Path;
@@ -25,11 +30,57 @@ use super::out::{Out, Raws, id_field};
 use super::text::{clean_bytes, ident, said};
 use crate::console::time::span;
 use crate::runtime::operator::{self, OperatorError};
-use crate::runtime::store::{QueueItem, SHOWN_REQUEST_MAX, Store, capped_request};
+use crate::runtime::store::{
+    QueueItem, RunStore, SHOWN_REQUEST_MAX, Store, StoreError, WindowPage, capped_request,
+};
 use crate::runtime::types::{Said, Timestamp};
 
 /// How many queue rows one read takes.
 const WINDOW: i64 = 500;
+
+/// What the bulk decisions work on: the operator's store and the queue read a window at a
+/// time by key. SQLite's [`Store`], and PostgreSQL's `PgStore` with the `postgres` feature.
+trait QueueStore: RunStore {
+    /// The queue's window of `limit` rows from `offset`, kept in place by `anchor` (the last
+    /// row read: its index and approval id). `tool` may narrow the rows read (every row of that
+    /// tool is among them); the exact comparison is the caller's.
+    fn queue_window(
+        &self,
+        tool: Option<&str>,
+        limit: i64,
+        offset: i64,
+        anchor: Option<(i64, &str)>,
+    ) -> Result<WindowPage<QueueItem>, StoreError>;
+}
+
+impl QueueStore for Store {
+    fn queue_window(
+        &self,
+        tool: Option<&str>,
+        limit: i64,
+        offset: i64,
+        anchor: Option<(i64, &str)>,
+    ) -> Result<WindowPage<QueueItem>, StoreError> {
+        // SQLite's queue filter matches the tool's name among the request's fields.
+        let filter = tool.unwrap_or_default();
+        self.list_queue_rows_near(filter, limit, offset, anchor, None)
+    }
+}
+
+#[cfg(feature = "postgres")]
+impl QueueStore for crate::pgstore::PgStore {
+    fn queue_window(
+        &self,
+        _tool: Option<&str>,
+        limit: i64,
+        offset: i64,
+        anchor: Option<(i64, &str)>,
+    ) -> Result<WindowPage<QueueItem>, StoreError> {
+        // PostgreSQL's text filter looks at the request's first 8192 characters only, so a
+        // tool named further in would be missed: every row is read and compared exactly.
+        self.list_queue_rows_near("", (limit, offset, anchor, None))
+    }
+}
 
 /// What is done to each selected row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,9 +150,31 @@ pub fn run(
     (note, yes, by): (&str, bool, &str),
     out: &mut Out,
 ) -> Result<(), CommandError> {
-    let store = open(db, !sel.dry_run)?;
+    #[cfg(feature = "postgres")]
+    if let Some(store) = super::open::pg_store(db)? {
+        return run_on(&store, json_out, verb, sel, (note, yes, by), out);
+    }
+    run_on(
+        &open(db, !sel.dry_run)?,
+        json_out,
+        verb,
+        sel,
+        (note, yes, by),
+        out,
+    )
+}
+
+/// [`run`] on an open store.
+fn run_on<S: QueueStore>(
+    store: &S,
+    json_out: bool,
+    verb: BulkVerb,
+    sel: &Select,
+    (note, yes, by): (&str, bool, &str),
+    out: &mut Out,
+) -> Result<(), CommandError> {
     let now = Timestamp::now();
-    let rows = select(&store, sel, now)?;
+    let rows = select(store, sel, now)?;
     if !json_out {
         let n = rows.len();
         let (name, which) = (verb.name(), describe(sel));
@@ -131,7 +204,7 @@ pub fn run(
     let mut done = Vec::new();
     let mut skipped = Vec::new();
     for r in &rows {
-        match decide_one(&store, verb, r, note, by) {
+        match decide_one(store, verb, r, note, by) {
             Ok(()) => {
                 if !json_out {
                     out.line(&format!("{}: {}", verb.done(), row_ids(r)))?;
@@ -169,23 +242,25 @@ pub fn run(
 }
 
 /// The queue's rows matching every filter, read a window at a time by key.
-fn select(store: &Store, sel: &Select, now: Timestamp) -> Result<Vec<Row>, CommandError> {
+fn select<S: QueueStore>(
+    store: &S,
+    sel: &Select,
+    now: Timestamp,
+) -> Result<Vec<Row>, CommandError> {
     let cutoff = sel
         .older_than
         .map(|d| now.add_nanos(-(d.as_nanos().min(i64::MAX as u128) as i64)));
-    // The queue's own filter narrows by substring; the exact tool is compared below.
-    let filter = sel.tool.clone().unwrap_or_default();
+    // The store may narrow by the tool; the exact tool is compared below.
     let mut rows = Vec::new();
     let mut offset = 0i64;
     let mut anchor: Option<(i64, String)> = None;
     loop {
         let page = store
-            .list_queue_rows_near(
-                &filter,
+            .queue_window(
+                sel.tool.as_deref(),
                 WINDOW,
                 offset,
                 anchor.as_ref().map(|(i, id)| (*i, id.as_str())),
-                None,
             )
             .map_err(fail)?;
         let n = page.items.len() as i64;
@@ -238,7 +313,13 @@ fn row_of(q: QueueItem) -> Row {
     }
 }
 
-fn decide_one(store: &Store, verb: BulkVerb, r: &Row, note: &str, by: &str) -> Result<(), Said> {
+fn decide_one<S: QueueStore>(
+    store: &S,
+    verb: BulkVerb,
+    r: &Row,
+    note: &str,
+    by: &str,
+) -> Result<(), Said> {
     if let Some(n) = r.too_large {
         return Err(format!(
             "its request is {n} bytes, more than the {SHOWN_REQUEST_MAX} countersign reads to check one; cancel that run by name"

@@ -43,6 +43,12 @@ pub struct Cli {
     #[arg(long, global = true)]
     pub mouse: bool,
 
+    /// Console and demo: the example consumer's order backend, to resume and recheck its runs
+    /// (default: beside a SQLite run database, `<stem>.orders.db`; needed with a postgres://
+    /// URL, which has nothing beside it).
+    #[arg(long, value_name = "PATH")]
+    pub backend: Option<std::path::PathBuf>,
+
     #[command(subcommand)]
     pub command: Option<Command>,
 }
@@ -314,6 +320,10 @@ pub struct RecheckArgs {
     /// Every recorded evaluation of the policy, not only the calls waiting on a person.
     #[arg(long)]
     pub all: bool,
+    /// The example consumer's order backend (default: beside a SQLite run database,
+    /// `<stem>.orders.db`; required with a postgres:// URL, which has no "beside").
+    #[arg(long, value_name = "PATH")]
+    pub backend: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -5,6 +5,12 @@
 //! (never `COUNTERSIGN_DB`/`AGENTRT_DB`, which may name a real database), creates both files
 //! exclusively, and on a second run opens the demo it made before (its backend beside it shows
 //! it is one) instead of writing again.
+//!
+//! On a `postgres://` URL (`--db`, never `COUNTERSIGN_DB`) the demo is written the same way
+//! into a SQLite file of its own under the temporary directory, then copied into the database
+//! by `copy`, which takes only an empty database (decision 0083, amendment): so the demo never
+//! writes into a database that holds anything. Its order backend is a local file the runtime
+//! on this host uses, named by `--backend` (a server has nothing beside it).
 
 use std::path::{Path, PathBuf};
 
@@ -102,6 +108,129 @@ pub fn describe(db: &Path, prepared: &Prepared, out: &mut Out) -> Result<(), Com
         }
         Err(why) => out.line(&format!(
             "the database path {} so no command can be printed for it",
+            why.why()
+        ))?,
+    }
+    Ok(())
+}
+
+/// Builds the demo into the empty PostgreSQL database `url`, its order backend at `backend`
+/// (a new file), or recognises one built before (the backend there and runs in the database).
+#[cfg(feature = "postgres")]
+pub fn prepare_pg(url: &crate::pgstore::PgUrl, backend: &Path) -> Result<Prepared, CommandError> {
+    use crate::pgstore::copy::{Endpoint, copy};
+    let shown = clean(url.redacted(), 300);
+    if std::fs::symlink_metadata(backend).is_ok() {
+        let runs = crate::pgstore::PgStore::open_existing(url)
+            .ok()
+            .and_then(|s| s.count_runs_overview("", "").ok());
+        return match runs {
+            Some(n) if n > 0 => Ok(Prepared::Existing),
+            _ => Err(CommandError::Failed(format!(
+                "{} exists but {shown} holds no demo runs; remove it or pass another --backend",
+                clean(&backend.to_string_lossy(), 400)
+            ))),
+        };
+    }
+    if let Some(dir) = backend.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| {
+            CommandError::Failed(format!(
+                "cannot create {}: {e}",
+                clean(&dir.to_string_lossy(), 400)
+            ))
+        })?;
+    }
+    // The runs are written through the runtime into a file of the demo's own, then copied.
+    let mut name = [0u8; 8];
+    rand::RngCore::fill_bytes(&mut rand::rng(), &mut name);
+    let lite = std::env::temp_dir().join(format!("countersign-demo-{}.db", hex::encode(name)));
+    let built = build(&lite, backend);
+    let copied = built
+        .as_ref()
+        .ok()
+        .map(|_| copy(&Endpoint::Sqlite(lite.clone()), &Endpoint::Pg(url.clone())));
+    remove_sqlite(&lite);
+    let summary = match (built, copied) {
+        (Ok(s), Some(Ok(_))) => s,
+        (Err(e), _) => {
+            remove_sqlite(backend);
+            return Err(CommandError::Failed(clean(&e.to_string(), 4000)));
+        }
+        (Ok(_), copied) => {
+            // Nothing was written into the database: the backend made for it goes too.
+            remove_sqlite(backend);
+            let why = copied
+                .and_then(Result::err)
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            return Err(CommandError::Failed(format!(
+                "the demo writes only into an empty database, and {shown} was not written: {}",
+                clean(&why, 4000)
+            )));
+        }
+    };
+    Ok(Prepared::Built(DemoSummary {
+        run_db: std::path::PathBuf::from(url.redacted()),
+        ..summary
+    }))
+}
+
+/// Removes a SQLite file this demo made, with what SQLite may have left beside it.
+#[cfg(feature = "postgres")]
+fn remove_sqlite(path: &Path) {
+    for end in ["", "-wal", "-shm", "-journal"] {
+        let mut p = path.as_os_str().to_owned();
+        p.push(end);
+        let _ = std::fs::remove_file(p);
+    }
+}
+
+/// [`describe`] for a demo in PostgreSQL: the database named by its URL with the password
+/// hidden, and `--backend` in every command printed.
+#[cfg(feature = "postgres")]
+pub fn describe_pg(
+    url: &crate::pgstore::PgUrl,
+    backend: &Path,
+    prepared: &Prepared,
+    out: &mut Out,
+) -> Result<(), CommandError> {
+    let shown = clean(url.redacted(), 300);
+    let backend_shown = clean(&backend.to_string_lossy(), 400);
+    match prepared {
+        Prepared::Built(s) => {
+            out.line(&format!(
+                "wrote the demo into {shown} ({} runs) and its order backend {backend_shown}",
+                s.runs.len(),
+            ))?;
+            let waiting = s
+                .runs
+                .iter()
+                .filter(|r| r.status == "WAITING_FOR_APPROVAL")
+                .count();
+            out.line(&format!("{waiting} runs wait for a person"))?;
+        }
+        Prepared::Existing => out.line(&format!(
+            "the demo in {shown} already exists with its order backend {backend_shown}"
+        ))?,
+    }
+    let redacted = url.redacted();
+    let words = super::shell::db_arg(Path::new(&redacted)).and_then(|d| {
+        use std::os::unix::ffi::OsStrExt;
+        super::shell::word(backend.as_os_str().as_bytes()).map(|b| (d, b))
+    });
+    match words {
+        Ok((d, b)) => {
+            out.line("try:")?;
+            out.line(&format!("  countersign {d} --backend {b}"))?;
+            out.line(&format!(
+                "  countersign {d} runs --status waiting_for_approval"
+            ))?;
+            out.line(&format!("  countersign {d} approve RUN"))?;
+            out.line(&format!("  countersign {d} resume RUN --backend {b}"))?;
+            out.line("  (RUN is a run id; the URL's password is shown as ***: give yours through PGPASSWORD or the password file)")?;
+        }
+        Err(why) => out.line(&format!(
+            "the database URL or the backend's path {} so no command can be printed for it",
             why.why()
         ))?,
     }

@@ -164,6 +164,7 @@ fn run(cli: Cli) -> Result<(), CommandError> {
         read_only: cli.read_only,
         theme: cli.theme.clone(),
         mouse: cli.mouse,
+        backend: cli.backend.clone(),
     };
     let Some(cmd) = cli.command else {
         let db = database_path(cli.db)?;
@@ -175,6 +176,20 @@ fn run(cli: Cli) -> Result<(), CommandError> {
         return Err(e);
     }
     let mut cmd = cmd;
+    // A command's own --backend, else the one given before the command.
+    if let Some(b) = &cli.backend {
+        let own = match &mut cmd {
+            Command::Resume(a) => Some(&mut a.backend),
+            Command::Recheck(a) => Some(&mut a.backend),
+            Command::Worker(a) => Some(&mut a.backend),
+            #[cfg(feature = "providers")]
+            Command::Agent(a) => Some(&mut a.backend),
+            _ => None,
+        };
+        if let Some(own) = own {
+            own.get_or_insert_with(|| b.clone());
+        }
+    }
     if let Some(run) = prefix::run_arg(&mut cmd) {
         *run = prefix::resolve(&database_path(cli.db.clone())?, run)?;
     }
@@ -281,16 +296,55 @@ fn run(cli: Cli) -> Result<(), CommandError> {
         ),
         Command::Recheck(a) => recheck::run(
             &database_path(cli.db)?,
+            a.backend.as_deref(),
             json,
             a.run.as_bytes(),
             a.all,
             &mut out,
         ),
-        Command::Worker(a) => worker::run(&database_path(cli.db)?, a.backend.as_deref(), a.once),
+        Command::Worker(a) => worker::run(
+            &database_path(cli.db)?,
+            a.backend.as_deref(),
+            a.once,
+        ),
         #[cfg(feature = "providers")]
         Command::Agent(a) => agent::run(cli.db.as_deref(), a, &mut out),
         #[cfg(feature = "mcp")]
         Command::McpProxy(a) => mcp_proxy::run(a, json, &mut out),
+        #[cfg(feature = "postgres")]
+        Command::Demo(a)
+            if cli
+                .db
+                .as_deref()
+                .and_then(|d| d.to_str())
+                .is_some_and(crate::pgstore::is_pg_url) =>
+        {
+            let db = cli.db.clone().unwrap_or_default();
+            let url = crate::pgstore::PgUrl::parse(db.to_str().unwrap_or_default())
+                .map_err(|e| CommandError::Usage(text::clean(&e.to_string(), 600)))?;
+            let Some(backend) = cli.backend.clone() else {
+                return Err(CommandError::Usage(
+                    "demo: on PostgreSQL, name where to write the example consumer's order backend with --backend PATH (a run database on a server has nothing beside it)".into(),
+                ));
+            };
+            if !a.no_tui && std::fs::symlink_metadata(&backend).is_err() {
+                eprintln!(
+                    "writing the demo into {} ...",
+                    text::clean(url.redacted(), 300)
+                );
+            }
+            let prepared = demo::prepare_pg(&url, &backend)?;
+            if a.no_tui {
+                demo::describe_pg(&url, &backend, &prepared, &mut out)
+            } else {
+                out.flush()?;
+                let _worker = (!flags.read_only).then(|| worker::beside(&db, Some(&backend)));
+                open_console(&db, &flags)
+            }
+        }
+        Command::Demo(_) if cli.backend.is_some() => Err(CommandError::Usage(
+            "demo: --backend goes with a postgres:// --db; a SQLite demo keeps its order backend beside it".into(),
+        )),
         Command::Demo(a) => {
             // Never COUNTERSIGN_DB/AGENTRT_DB: they may name a real database.
             let db = cli.db.clone().unwrap_or_else(demo::default_path);
@@ -307,7 +361,7 @@ fn run(cli: Cli) -> Result<(), CommandError> {
             } else {
                 out.flush()?;
                 // Approved refunds execute with no second key: a worker resumes them.
-                let _worker = (!flags.read_only).then(|| worker::beside(&db));
+                let _worker = (!flags.read_only).then(|| worker::beside(&db, None));
                 open_console(&db, &flags)
             }
         }
@@ -317,18 +371,41 @@ fn run(cli: Cli) -> Result<(), CommandError> {
     res.and(flushed)
 }
 
-/// Resumes, from the console, the runs this build can resume (the example consumer's).
+/// Resumes, from the console, the runs this build can resume (the example consumer's), and
+/// asks its policy again, with its order backend: `--backend`, else beside a SQLite
+/// database. On PostgreSQL (decision 0083) the same driver resumes them; without `--backend`
+/// a resume or a recheck says in one line to name it.
 struct ConsumerResume {
     db: PathBuf,
+    backend: Option<PathBuf>,
+    /// On PostgreSQL, the connection the checks of which runs resume are read on (opened at
+    /// the first check, opened again after it broke), rather than one connection per check.
+    #[cfg(feature = "postgres")]
+    checks: std::sync::Mutex<Option<crate::pgstore::PgStore>>,
 }
 
 impl crate::console::data::ResumeHook for ConsumerResume {
     fn can_resume(&self, run_id: &str) -> bool {
-        resume::resumable(&self.db, run_id.as_bytes()).is_ok()
+        #[cfg(feature = "postgres")]
+        if self.db.to_str().is_some_and(crate::pgstore::is_pg_url) {
+            let mut kept = self.checks.lock().unwrap_or_else(|p| p.into_inner());
+            if kept.is_none() {
+                *kept = open::pg_store(&self.db).ok().flatten();
+            }
+            let Some(store) = kept.as_ref() else {
+                return false;
+            };
+            let ok = resume::resumable_on(store, run_id.as_bytes()).is_ok();
+            if !ok && store.is_closed() {
+                *kept = None;
+            }
+            return ok;
+        }
+        resume::resumable(&self.db, self.backend.as_deref(), run_id.as_bytes()).is_ok()
     }
 
     fn resume(&self, db_path: &std::path::Path, run_id: &str) -> Result<String, String> {
-        resume::resume_run(db_path, run_id.as_bytes())
+        resume::resume_run(db_path, self.backend.as_deref(), run_id.as_bytes())
             .map(|r| resume::outcome_line(&r))
             .map_err(|e| match e {
                 CommandError::Usage(m) | CommandError::Failed(m) => m,
@@ -340,7 +417,7 @@ impl crate::console::data::ResumeHook for ConsumerResume {
         db_path: &std::path::Path,
         run_id: &str,
     ) -> Result<crate::runtime::driver::RecheckReport, String> {
-        recheck::for_console(db_path, run_id)
+        recheck::for_console(db_path, self.backend.as_deref(), run_id)
     }
 }
 
@@ -350,6 +427,8 @@ struct ConsoleFlags {
     read_only: bool,
     theme: Option<String>,
     mouse: bool,
+    /// The example consumer's order backend (`--backend`).
+    backend: Option<PathBuf>,
 }
 
 /// Opens the review console on `db`. Its errors are printed after the terminal is restored,
@@ -362,6 +441,9 @@ fn open_console(db: &std::path::Path, cli: &ConsoleFlags) -> Result<(), CommandE
     opts.mouse = cli.mouse;
     opts.resume = Some(std::sync::Arc::new(ConsumerResume {
         db: db.to_path_buf(),
+        backend: cli.backend.clone(),
+        #[cfg(feature = "postgres")]
+        checks: std::sync::Mutex::new(None),
     }));
     crate::console::run(opts).map_err(|e| CommandError::Failed(text::clean(&e.to_string(), 4000)))
 }

@@ -16,24 +16,36 @@ use crate::consumer::demo::{backend_beside, recheck_demo_run};
 use crate::runtime::driver::{RecheckReport, RecheckScope};
 use crate::runtime::types::PolicyDecision;
 
-/// Why this build cannot recheck `run_id`: tools it does not register, or no backend.
-fn recheckable(db: &Path, run_id: &[u8]) -> Result<String, CommandError> {
+/// Why this build cannot recheck `run_id` of the SQLite database `db` with the order backend
+/// `backend`: tools it does not register, or no backend. `Ok`: the run's id as text.
+fn recheckable(db: &Path, backend: &Path, run_id: &[u8]) -> Result<String, CommandError> {
     let store = open(db, false)?;
     let run = store.get_run_capped(run_id).map_err(fail)?;
-    if let Some(list) = super::resume::foreign_tools(&store, run_id)? {
+    let foreign = super::resume::foreign_tools(&store, run_id)?;
+    askable(run_id, run.id_bytes(), foreign, backend)
+}
+
+/// The checks both stores make once the run is found: the example consumer's tools only
+/// (`foreign` lists the others), a UTF-8 id, the backend there.
+fn askable(
+    run_id: &[u8],
+    id: &[u8],
+    foreign: Option<String>,
+    backend: &Path,
+) -> Result<String, CommandError> {
+    if let Some(list) = foreign {
         return Err(CommandError::Failed(format!(
             "recheck: run {} uses tools this build does not register ({list}); only the program that owns its policy can ask it again",
             ident(run_id, 64),
         )));
     }
-    let id = std::str::from_utf8(run.id_bytes()).map_err(|_| {
+    let id = std::str::from_utf8(id).map_err(|_| {
         CommandError::Failed(format!(
             "recheck: run {} has an id that is not UTF-8; this build rechecks only runs whose id is UTF-8",
             ident(run_id, 64)
         ))
     })?;
-    let backend = backend_beside(db);
-    if std::fs::symlink_metadata(&backend).is_err() {
+    if std::fs::symlink_metadata(backend).is_err() {
         return Err(CommandError::Failed(format!(
             "recheck: the example consumer's backend {} is missing, so its policy cannot be asked about run {}",
             clean(&backend.to_string_lossy(), 400),
@@ -43,17 +55,50 @@ fn recheckable(db: &Path, run_id: &[u8]) -> Result<String, CommandError> {
     Ok(id.to_string())
 }
 
+/// Asks the example consumer's policy again about `run_id` of `db` (a SQLite path or, with
+/// the `postgres` feature, a `postgres://` URL) with its order backend (`backend`, else beside
+/// a SQLite database; required on PostgreSQL).
+fn ask(
+    db: &Path,
+    backend: Option<&Path>,
+    run_id: &[u8],
+    scope: RecheckScope,
+) -> Result<RecheckReport, CommandError> {
+    let failed = |e: crate::consumer::demo::DemoError| {
+        CommandError::Failed(format!("recheck: {}", clean(&e.to_string(), 4000)))
+    };
+    #[cfg(feature = "postgres")]
+    if let Some(store) = super::open::pg_store(db)? {
+        use crate::runtime::store::RunStore;
+        let run = RunStore::get_run(&store, run_id).map_err(fail)?;
+        let foreign = super::resume::pg::foreign_tools(&store, run_id)?;
+        let Some(backend) = backend else {
+            return Err(CommandError::Usage(
+                "recheck: on PostgreSQL, name the example consumer's order backend with --backend PATH (a run database on a server has nothing beside it)".into(),
+            ));
+        };
+        let id = askable(run_id, run.id_bytes(), foreign, backend)?;
+        let store = std::sync::Arc::new(store);
+        return crate::consumer::demo::recheck_demo_run_pg(store, backend, &id, scope)
+            .map_err(failed);
+    }
+    let backend = backend.map_or_else(|| backend_beside(db), Path::to_path_buf);
+    let id = recheckable(db, &backend, run_id)?;
+    recheck_demo_run(db, &backend, &id, scope).map_err(failed)
+}
+
 /// The console's recheck (its worker thread calls it through the resume hook): the same
 /// read-only question as the command, or the sentence saying why this build cannot ask it.
-pub(super) fn for_console(db: &Path, run_id: &str) -> Result<RecheckReport, String> {
-    let msg = |e: CommandError| match e {
+pub(super) fn for_console(
+    db: &Path,
+    backend: Option<&Path>,
+    run_id: &str,
+) -> Result<RecheckReport, String> {
+    ask(db, backend, run_id.as_bytes(), RecheckScope::Awaiting).map_err(|e| match e {
         CommandError::Usage(m) | CommandError::Failed(m) => {
             m.strip_prefix("recheck: ").unwrap_or(&m).to_string()
         }
-    };
-    let id = recheckable(db, run_id.as_bytes()).map_err(msg)?;
-    recheck_demo_run(db, &backend_beside(db), &id, RecheckScope::Awaiting)
-        .map_err(|e| e.to_string())
+    })
 }
 
 fn answer(d: &PolicyDecision) -> String {
@@ -125,19 +170,18 @@ pub(super) fn print_report(r: &RecheckReport, out: &mut Out) -> Result<(), Comma
 
 pub fn run(
     db: &Path,
+    backend: Option<&Path>,
     json_out: bool,
     run_id: &[u8],
     all: bool,
     out: &mut Out,
 ) -> Result<(), CommandError> {
-    let id = recheckable(db, run_id)?;
     let scope = if all {
         RecheckScope::All
     } else {
         RecheckScope::Awaiting
     };
-    let r = recheck_demo_run(db, &backend_beside(db), &id, scope)
-        .map_err(|e| CommandError::Failed(format!("recheck: {}", clean(&e.to_string(), 4000))))?;
+    let r = ask(db, backend, run_id, scope)?;
     if json_out {
         out.json(&report_json(&r), &Raws::default())?;
     } else {
@@ -197,12 +241,12 @@ mod tests {
             .unwrap();
         drop(store);
         let before = std::fs::read(&db).unwrap();
-        let r = for_console(&db, &run.id).unwrap();
+        let r = for_console(&db, None, &run.id).unwrap();
         assert_eq!(r.checked.len(), 1, "{r:?}");
         assert!(!r.differs(), "{r:?}");
         assert_eq!(std::fs::read(&db).unwrap(), before, "nothing written");
         std::fs::remove_file(backend_beside(&db)).unwrap();
-        let e = for_console(&db, &run.id).unwrap_err();
+        let e = for_console(&db, None, &run.id).unwrap_err();
         assert!(e.starts_with("the example consumer's backend"), "{e}");
     }
 }

@@ -14,18 +14,23 @@ use crate::consumer::demo::{backend_beside, resume_demo_run};
 use crate::consumer::tools::TOOL_NAMES;
 use crate::runtime::store::Store;
 
-/// The names of the tools a run was started with (`run.created`'s spec hashes) and proposed.
 /// The tools run `run_id` uses that this build does not register, escaped and listed
 /// (`None` when it registers them all).
 pub(super) fn foreign_tools(store: &Store, run_id: &[u8]) -> Result<Option<String>, CommandError> {
-    let missing: Vec<String> = tools_of(store, run_id)?
+    Ok(foreign(&tools_of(store, run_id)?))
+}
+
+/// The names among `names` (a run's tools) this build does not register, escaped and listed.
+fn foreign(names: &[String]) -> Option<String> {
+    let missing: Vec<String> = names
         .iter()
         .filter(|t| !TOOL_NAMES.contains(&t.as_str()))
         .map(|t| clean(t, 80))
         .collect();
-    Ok((!missing.is_empty()).then(|| missing.join(", ")))
+    (!missing.is_empty()).then(|| missing.join(", "))
 }
 
+/// The names of the tools a run was started with (`run.created`'s spec hashes) and proposed.
 pub(super) fn tools_of(store: &Store, run_id: &[u8]) -> Result<Vec<String>, CommandError> {
     let mut names: Vec<String> = Vec::new();
     let first = store.list_events_page(run_id, 1, 0).map_err(fail)?;
@@ -69,10 +74,27 @@ fn not_ours(run_id: &[u8], list: &str) -> CommandError {
     ))
 }
 
-/// Why this build cannot resume `run_id`, or `Ok` when it can (the example consumer's tools
-/// and its backend beside the database).
-pub fn resumable(db: &Path, run_id: &[u8]) -> Result<(), CommandError> {
-    resumable_with(db, &backend_beside(db), run_id)
+/// Why this build cannot resume `run_id` of `db`, or `Ok` when it can: the example
+/// consumer's tools, and on SQLite its backend (`backend`, else beside the database). On
+/// PostgreSQL (a `postgres://` URL) the backend is not looked for here: resuming without one
+/// says in one line to name it.
+pub fn resumable(db: &Path, backend: Option<&Path>, run_id: &[u8]) -> Result<(), CommandError> {
+    #[cfg(feature = "postgres")]
+    if let Some(store) = super::open::pg_store(db)? {
+        return pg::check(&store, run_id).map(drop);
+    }
+    resumable_with(db, &backend_or_beside(db, backend), run_id)
+}
+
+/// [`resumable`] on a PostgreSQL store already open (the console keeps one for these checks).
+#[cfg(feature = "postgres")]
+pub fn resumable_on(store: &crate::pgstore::PgStore, run_id: &[u8]) -> Result<(), CommandError> {
+    pg::check(store, run_id).map(drop)
+}
+
+/// The backend named, else the one beside the SQLite database `db`.
+fn backend_or_beside(db: &Path, backend: Option<&Path>) -> std::path::PathBuf {
+    backend.map_or_else(|| backend_beside(db), Path::to_path_buf)
 }
 
 /// [`resumable`] with the backend at `backend`.
@@ -114,9 +136,19 @@ fn backend_exists(run_id: &[u8], backend: &Path) -> Result<(), CommandError> {
     Ok(())
 }
 
-/// Resumes a run of the example consumer to its next pause or end.
-pub fn resume_run(db: &Path, run_id: &[u8]) -> Result<crate::runtime::types::Run, CommandError> {
-    resume_run_with(db, &backend_beside(db), run_id)
+/// Resumes a run of the example consumer in `db` (a SQLite path or a `postgres://` URL) to
+/// its next pause or end, with its order backend (`backend`, else beside a SQLite database;
+/// required on PostgreSQL).
+pub fn resume_run(
+    db: &Path,
+    backend: Option<&Path>,
+    run_id: &[u8],
+) -> Result<crate::runtime::types::Run, CommandError> {
+    #[cfg(feature = "postgres")]
+    if let Some(store) = super::open::pg_store(db)? {
+        return pg::resume_run(store, backend, run_id);
+    }
+    resume_run_with(db, &backend_or_beside(db, backend), run_id)
 }
 
 /// [`resume_run`] with the backend at `backend`.
@@ -136,13 +168,12 @@ fn resume_run_with(
 /// `resume` on a PostgreSQL run database (decision 0083): the same checks (not finished, the
 /// example consumer's tools only, a UTF-8 id, its backend there), then the same driver.
 #[cfg(feature = "postgres")]
-mod pg {
+pub(super) mod pg {
     use std::path::Path;
     use std::sync::Arc;
 
     use super::{CommandError, backend_exists, clean, fail, ident, not_ours};
     use crate::consumer::demo::resume_demo_run_pg;
-    use crate::consumer::tools::TOOL_NAMES;
     use crate::pgstore::PgStore;
     use crate::runtime::store::RunStore;
     use crate::runtime::types::Run;
@@ -175,12 +206,18 @@ mod pg {
         Ok(names)
     }
 
-    pub(super) fn resume_run(
-        store: PgStore,
-        backend: Option<&Path>,
+    /// As SQLite's [`super::foreign_tools`].
+    pub(in crate::commands) fn foreign_tools(
+        store: &PgStore,
         run_id: &[u8],
-    ) -> Result<Run, CommandError> {
-        let r = RunStore::get_run(&store, run_id).map_err(fail)?;
+    ) -> Result<Option<String>, CommandError> {
+        Ok(super::foreign(&tools_of(store, run_id)?))
+    }
+
+    /// Why this build cannot resume `run_id` (finished, another program's tools, an id that
+    /// is not UTF-8); `Ok`: its id as text.
+    pub(super) fn check<'a>(store: &PgStore, run_id: &'a [u8]) -> Result<&'a str, CommandError> {
+        let r = RunStore::get_run(store, run_id).map_err(fail)?;
         if r.status.is_terminal() {
             return Err(CommandError::Failed(format!(
                 "run {} is {} and cannot be resumed",
@@ -188,20 +225,23 @@ mod pg {
                 r.status.as_str()
             )));
         }
-        let missing: Vec<String> = tools_of(&store, run_id)?
-            .iter()
-            .filter(|t| !TOOL_NAMES.contains(&t.as_str()))
-            .map(|t| clean(t, 80))
-            .collect();
-        if !missing.is_empty() {
-            return Err(not_ours(run_id, &missing.join(", ")));
+        if let Some(list) = foreign_tools(store, run_id)? {
+            return Err(not_ours(run_id, &list));
         }
-        let Ok(id) = std::str::from_utf8(run_id) else {
-            return Err(CommandError::Failed(format!(
+        std::str::from_utf8(run_id).map_err(|_| {
+            CommandError::Failed(format!(
                 "run {} has an id that is not UTF-8; this build resumes only runs whose id is UTF-8",
                 ident(run_id, 64)
-            )));
-        };
+            ))
+        })
+    }
+
+    pub(super) fn resume_run(
+        store: PgStore,
+        backend: Option<&Path>,
+        run_id: &[u8],
+    ) -> Result<Run, CommandError> {
+        let id = check(&store, run_id)?;
         let Some(backend) = backend else {
             return Err(CommandError::Usage(
                 "on PostgreSQL, name the example consumer's order backend with --backend PATH (a run database on a server has nothing beside it)".into(),
@@ -232,15 +272,7 @@ pub fn run(
     run_id: &[u8],
     out: &mut Out,
 ) -> Result<(), CommandError> {
-    #[cfg(feature = "postgres")]
-    if let Some(store) = super::open::pg_store(db)? {
-        let r = pg::resume_run(store, backend, run_id)?;
-        return report(&r, json_out, out);
-    }
-    let r = match backend {
-        Some(b) => resume_run_with(db, b, run_id)?,
-        None => resume_run(db, run_id)?,
-    };
+    let r = resume_run(db, backend, run_id)?;
     report(&r, json_out, out)
 }
 

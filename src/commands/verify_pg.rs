@@ -1,7 +1,7 @@
 //! `verify --db postgres://...`: the chain and every approval hash on PostgreSQL, and the line
 //! that says which commands run on PostgreSQL in this build (the console, verify, copy, runs,
-//! show, events, watch, stats, and a reviewer's approve, reject, deny and cancel of one named
-//! run).
+//! show, events, watch, stats, a reviewer's approve, reject, deny and cancel, and the example
+//! consumer's resume, recheck, worker and agent).
 
 use std::path::Path;
 
@@ -24,28 +24,29 @@ pub fn only_some_on_postgres(db: Option<&Path>, cmd: &Command) -> Option<Command
         .or_else(|| std::env::var_os("COUNTERSIGN_DB").filter(|v| !v.is_empty()))?;
     let url = db.to_str().filter(|s| is_pg_url(s))?;
     match cmd {
-        // The reviewer's decisions on one run, through the same operator code as SQLite.
+        // The reviewer's decisions, on one run or on selected queue rows, through the same
+        // operator code as SQLite.
         Command::Verify(_)
         | Command::Copy(_)
         | Command::Approve(_)
+        | Command::Reject(_)
+        | Command::Deny(_)
+        | Command::Cancel(_)
         | Command::Runs(_)
         | Command::Show(_)
         | Command::Events(_)
         | Command::Watch(_)
         | Command::Stats(_) => None,
-        // The example consumer's runs, resumed by the same driver (decision 0083).
-        Command::Resume(_) | Command::Worker(_) => None,
+        // The example consumer's runs, resumed and rechecked by the same driver (decision 0083).
+        Command::Resume(_) | Command::Worker(_) | Command::Recheck(_) => None,
         #[cfg(feature = "providers")]
         Command::Agent(_) => None,
-        Command::Reject(d) | Command::Deny(d) if !d.select.any() => None,
-        Command::Cancel(c) if !c.select.any() => None,
-        Command::Reject(_) | Command::Deny(_) | Command::Cancel(_) => Some(refused(
-            url,
-            "on PostgreSQL this build decides and cancels one named run at a time; name the RUN instead of selecting queue rows",
-        )),
+        // Written into an empty database by `copy` (`demo`'s PostgreSQL path); the demo never
+        // reads COUNTERSIGN_DB, so only its --db counts.
+        Command::Demo(_) => None,
         _ => Some(refused(
             url,
-            "on PostgreSQL this build runs the console, verify, copy, runs, show, events, watch, stats, approve, reject, deny, cancel, resume, worker and agent only; copy the database to SQLite (countersign copy --from URL --to runs.db) for the rest",
+            "on PostgreSQL this build runs the console, verify, copy, runs, show, events, watch, stats, approve, reject, deny, cancel, resume, recheck, worker, agent and demo only; copy the database to SQLite (countersign copy --from URL --to runs.db) for the rest",
         )),
     }
 }

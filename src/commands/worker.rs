@@ -107,15 +107,27 @@ pub struct Beside {
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
-/// Starts a silent worker over `db` beside the console.
-pub fn beside(db: &Path) -> Beside {
+/// Starts a silent worker over `db` beside the console, with the order backend `backend`
+/// (else beside a SQLite database; on PostgreSQL it must be given).
+pub fn beside(db: &Path, backend: Option<&Path>) -> Beside {
     let opts = WorkOptions::default();
     let stop = opts.stop.clone();
     let db = db.to_path_buf();
+    let backend = backend.map(Path::to_path_buf);
     let thread = std::thread::Builder::new()
         .name("countersign-worker".into())
         .spawn(move || {
-            let _ = work(&db, opts);
+            #[cfg(feature = "postgres")]
+            if let Some(b) = &backend
+                && let Ok(Some(store)) = super::open::pg_store(&db)
+            {
+                let _ = crate::consumer::demo::work_demo_runs_pg(Arc::new(store), b, opts);
+                return;
+            }
+            let _ = match &backend {
+                Some(b) => work_demo_runs(&db, b, opts).map(drop).map_err(drop),
+                None => work(&db, opts).map_err(drop),
+            };
         })
         .ok();
     Beside { stop, thread }

@@ -126,8 +126,8 @@ type Opened = (
 );
 
 /// Opens the run database `opts.db` names: a SQLite path, or (with the `postgres` feature) a
-/// `postgres://` URL, whose errors name it with its password hidden. On PostgreSQL this
-/// build does not resume runs, so the resume hook is dropped.
+/// `postgres://` URL, whose errors name it with its password hidden. The resume hook is
+/// kept on either: it resumes through the driver on the same store (decision 0083).
 fn open_database(opts: &mut ConsoleOptions) -> Result<Opened, ConsoleError> {
     let make = opts.decider.take();
     #[cfg(feature = "postgres")]
@@ -137,7 +137,6 @@ fn open_database(opts: &mut ConsoleOptions) -> Result<Opened, ConsoleError> {
             path: "the PostgreSQL URL".into(),
             cause: e.to_string(),
         })?;
-        opts.resume = None;
         let data = PgData::open_pg(&url)?;
         let counting = PgData::open_pg_counting(&url)?;
         let decider: Option<Box<dyn Decider>> = match (opts.read_only, make) {

@@ -381,6 +381,18 @@ pub fn driver(
     lease_owner: &str,
     now: Option<Clock>,
 ) -> Result<Driver, RuntimeError> {
+    config(store, dispatcher, agent, lease_owner, now)?.build()
+}
+
+/// The configuration [`driver`] builds, for a caller that sets more before building (a
+/// read-only recheck on PostgreSQL turns its sequencer off).
+pub fn config(
+    store: impl Into<crate::runtime::driver::RunDb>,
+    dispatcher: &Arc<Dispatcher>,
+    agent: Arc<dyn Agent>,
+    lease_owner: &str,
+    now: Option<Clock>,
+) -> Result<Config<Arc<dyn Agent>>, RuntimeError> {
     let mut cfg = Config::new(
         store,
         registry(dispatcher)?,
@@ -389,5 +401,5 @@ pub fn driver(
     .agent(agent)
     .lease_owner(lease_owner);
     cfg.now = now;
-    cfg.build()
+    Ok(cfg)
 }

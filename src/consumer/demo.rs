@@ -385,6 +385,28 @@ pub fn recheck_demo_run(
     Ok(driver.recheck(run_id, scope)?)
 }
 
+/// [`recheck_demo_run`] on a PostgreSQL run database (the same driver's recheck, decision
+/// 0083). It writes nothing, so its driver runs no sequencer (which would chain the inbox,
+/// a write).
+#[cfg(feature = "postgres")]
+pub fn recheck_demo_run_pg(
+    store: Arc<crate::pgstore::PgStore>,
+    backend_db: &Path,
+    run_id: &str,
+    scope: RecheckScope,
+) -> Result<RecheckReport, DemoError> {
+    let backend = Arc::new(Backend::open_read_only(backend_db)?);
+    let dispatcher = dispatcher(backend.clone())?;
+    let agent = ScenarioAgent::by_session(backend);
+    let id = run_id.to_string();
+    on_runtime(move |_| {
+        let driver = adapter::config(store, &dispatcher, agent, DEMO_OWNER, None)?
+            .chain_events(false)
+            .build()?;
+        Ok(driver.recheck(&id, scope)?)
+    })
+}
+
 /// A driver that writes to the run database `run_db` and the existing demo backend
 /// `backend_db` (refused when it does not exist, rather than created empty), as `owner`.
 fn writing_driver(run_db: &Path, backend_db: &Path, owner: &str) -> Result<Driver, DemoError> {

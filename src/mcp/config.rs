@@ -168,6 +168,12 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<ProxyConfig, String> {
     };
 
     let database = match file.database.as_deref() {
+        // Read as a path it would name a file under a directory `postgres:`: say what it is.
+        Some(d) if is_pg_url(d) => {
+            return Err(
+                "database: the MCP proxy runs on a SQLite run database only in this build (its call index, agentrt's proxy_calls, is not in the PostgreSQL schema); name a SQLite file".into(),
+            );
+        }
         Some(d) if !d.is_empty() => resolve(d),
         _ => return Err("database is required".into()),
     };
@@ -356,4 +362,11 @@ pub fn is_name(s: &str, max: usize) -> bool {
         && s.len() <= max
         && s.bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// Whether `s` is a PostgreSQL URL (`postgres://` or `postgresql://`, any case), as the
+/// commands' `--db` tells one.
+fn is_pg_url(s: &str) -> bool {
+    let lower = s.get(..13).unwrap_or(s).to_ascii_lowercase();
+    lower.starts_with("postgres://") || lower.starts_with("postgresql://")
 }

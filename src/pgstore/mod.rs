@@ -111,6 +111,12 @@ impl PgStore {
         self.client.get_mut().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Whether its connection is gone (the server closed it, or it broke); a store whose
+    /// connection is closed answers every call with an error.
+    pub fn is_closed(&self) -> bool {
+        self.lock().is_closed()
+    }
+
     /// The URL it was opened with (its `Display` is redacted).
     pub fn url(&self) -> &PgUrl {
         &self.url

@@ -337,3 +337,43 @@ fn rand_suffix() -> String {
         .unwrap_or(0);
     format!("{n:08x}")
 }
+
+/// A demo database made by `demo --no-tui` in `dir` (`dir/demo.db`, its backend
+/// `dir/demo.orders.db`) and copied into `db`.
+pub fn demo_on(db: &TestDb, dir: &Path) -> (PathBuf, PathBuf) {
+    let lite = dir.join("demo.db");
+    let o = cs(&["--db", lite.to_str().unwrap(), "demo", "--no-tui"]);
+    assert!(o.status.success(), "{}", said(&o));
+    use countersign::pgstore::copy::{Endpoint, copy};
+    copy(&Endpoint::Sqlite(lite.clone()), &Endpoint::Pg(db.pg_url())).expect("copy");
+    (lite, dir.join("demo.orders.db"))
+}
+
+/// A demo database made by `demo --no-tui` in `dir` and copied into `db`: the run whose refund
+/// over the automatic limit waits for a person there, and the demo's order backend.
+pub fn demo_refund_on(db: &TestDb, dir: &Path) -> (String, PathBuf) {
+    let (lite, backend) = demo_on(db, dir);
+    let run: String = rusqlite::Connection::open(&lite)
+        .unwrap()
+        .query_row(
+            "SELECT a.run_id FROM approvals a JOIN runs r ON r.id = a.run_id \
+             WHERE r.status = 'WAITING_FOR_APPROVAL' AND a.status = 'pending' \
+             AND a.kind = 'over_auto_limit' AND a.request_json LIKE '%issue_refund%' LIMIT 1",
+            [],
+            |r| r.get(0),
+        )
+        .expect("a refund waits");
+    (run, backend)
+}
+
+/// How many refunds the order backend executed for `run`.
+pub fn refunds_of(backend: &Path, run: &str) -> i64 {
+    rusqlite::Connection::open(backend)
+        .unwrap()
+        .query_row(
+            "SELECT count(*) FROM effects WHERE session_id = ?1 AND tool = 'issue_refund'",
+            [run],
+            |r| r.get(0),
+        )
+        .unwrap()
+}
