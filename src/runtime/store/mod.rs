@@ -56,6 +56,7 @@ pub(crate) use backend::IN_CRATE;
 #[cfg(feature = "postgres")]
 pub(crate) use backend::sealed;
 pub use backend::{InCrate, RunStore, RunTx};
+pub(crate) use backend::{store_reads, tx_writes};
 #[cfg(feature = "postgres")]
 pub(crate) use damaged::{
     COLUMNS as DAMAGED_COLUMNS, anchor_key as damaged_anchor, error_of as damaged_error_of,

@@ -7,12 +7,10 @@ use rusqlite::{Connection, params};
 
 use super::bind::key;
 use super::error::{Ctx, StoreError};
-use super::run_state::check_state;
+use super::run_state::{check_state, check_unexpired};
 use super::{Store, events, reads};
 use crate::runtime::json::event_hash_bytes;
-use crate::runtime::types::{
-    Approval, AsKey, Event, Key, Lease, Run, RunStatus, Said, Step, Timestamp,
-};
+use crate::runtime::types::{Approval, AsKey, Event, Key, Lease, Run, RunStatus, Step, Timestamp};
 
 /// A `BEGIN IMMEDIATE` transaction on the writer's connection, begun and committed through
 /// cached statements (rusqlite's `Transaction` has SQLite parse `BEGIN` and `COMMIT` afresh
@@ -308,15 +306,7 @@ impl<'a> Tx<'a> {
     ) -> Result<(), StoreError> {
         let run_id = key(&run_id);
         let (_, lease) = self.checked_state(run_id.0, &[RunStatus::Running], Some(owner))?;
-        if lease.expires_at <= now {
-            return Err(StoreError::LeaseLost {
-                detail: Said::from("run ").id(run_id).text(format!(
-                    ": the lease expired at {}",
-                    lease.expires_at.format_always()
-                )),
-            });
-        }
-        Ok(())
+        check_unexpired(run_id.0, &lease, now)
     }
 
     /// requireStatus then the state change (spec 3.4). A move to RUNNING stamps the writer's
