@@ -1302,7 +1302,7 @@ impl PgStore {
 impl PgStore {
     /// A run's approvals with `status` (`""` for all) in creation order, capped as a page
     /// caps them, `limit` from `offset`, with the total.
-    pub fn list_approvals_capped(
+    pub fn approvals_page(
         &self,
         run: &[u8],
         status: &str,
@@ -1310,6 +1310,11 @@ impl PgStore {
         offset: i64,
     ) -> Result<Page<Approval>, StoreError> {
         self.tab_page(&APPROVALS, run, status, limit, offset)
+    }
+
+    /// How many events a run has.
+    pub fn count_events(&self, run: &[u8]) -> Result<i64, StoreError> {
+        self.count_of_run("events", run)
     }
 
     /// A run's steps by index, capped, `limit` from `offset`, with the total.
