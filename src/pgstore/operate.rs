@@ -23,8 +23,8 @@ use super::{PgStore, PgUrl};
 use crate::runtime::store::KeyPage;
 use crate::runtime::store::{
     APPROVAL_COLUMNS, InCrate, NewApproval, NewModelCall, NewRun, Page, RUN_COLUMNS, RunStore,
-    RunTx, STEP_COLUMNS, StepUpdate, StoreError, Transition, approval_from_values, run_from_values,
-    sealed, step_from_values, store_reads, tx_writes,
+    RunTx, STEP_COLUMNS, StepUpdate, StoreError, Transition, approval_from_values, event_payload,
+    run_from_values, sealed, step_from_values, store_reads, tx_writes,
 };
 use crate::runtime::types::Key;
 use crate::runtime::types::{Approval, Event, Lease, Run, Said, Step, StepStatus, Timestamp};
@@ -334,13 +334,7 @@ impl RunTx for PgTx<'_> {
         kind: &str,
         payload: &[u8],
     ) -> Result<(), StoreError> {
-        let payload = if payload.is_empty() {
-            b"{}".as_slice()
-        } else {
-            payload
-        };
-        let payload = std::str::from_utf8(payload)
-            .map_err(|_| StoreError::Invalid(format!("event {kind} payload is not valid UTF-8")))?;
+        let payload = event_payload(kind, payload)?;
         let (Some(run), Some(step)) = (text_id(run_id), text_id(step_id)) else {
             return Err(StoreError::Invalid(format!(
                 "event {kind}: a run or step id that is not UTF-8 cannot be stored in PostgreSQL"

@@ -339,18 +339,6 @@ impl DbTx<'_, '_> {
         on_tx!(self, t => RunTx::append_event(&mut **t, run_id.as_bytes(), step_id.as_bytes(), at, kind, payload))
     }
 
-    /// [`DbTx::append`] (the model handle's name for it).
-    pub(crate) fn append_event(
-        &mut self,
-        run_id: &str,
-        step_id: &str,
-        at: &Timestamp,
-        kind: &str,
-        payload: &[u8],
-    ) -> Result<(), StoreError> {
-        self.append(run_id, step_id, at, kind, payload)
-    }
-
     pub(crate) fn get_run(&mut self, run_id: &str) -> Result<Run, StoreError> {
         on_tx!(self, t => RunTx::get_run(&mut **t, run_id.as_bytes()))
     }

@@ -66,6 +66,7 @@ pub use detail::{ApprovalView, ChainMark, MarkedEvent, ModelCallView, RunApprova
 #[cfg(feature = "postgres")]
 pub(crate) use detail::{mark_of, model_call_values};
 pub use error::{SCHEMA_VERSION, StoreError, go_file_mode, is_locked};
+pub(crate) use events::event_payload;
 pub use events::{ChainBreak, ChainReport};
 pub use keyset::{KeyPage, StepKey};
 pub use lease::LeaseHandle;

@@ -7,6 +7,7 @@ use rusqlite::{Connection, params};
 
 use super::bind::key;
 use super::error::{Ctx, StoreError};
+use super::events::event_payload;
 use super::run_state::{check_state, check_unexpired};
 use super::{Store, events, reads};
 use crate::runtime::json::event_hash_bytes;
@@ -217,13 +218,7 @@ impl<'a> Tx<'a> {
         payload: &[u8],
     ) -> Result<(), StoreError> {
         let (run_id, step_id) = (key(&run_id), key(&step_id));
-        let payload = if payload.is_empty() {
-            b"{}".as_slice()
-        } else {
-            payload
-        };
-        let payload = std::str::from_utf8(payload)
-            .map_err(|_| StoreError::Invalid(format!("event {kind} payload is not valid UTF-8")))?;
+        let payload = event_payload(kind, payload)?;
         if self.head.is_none() {
             self.head = Some(events::head(&self.tx)?);
         }
