@@ -84,59 +84,23 @@ impl ConsoleReads for PgReads {
             -> Result<WindowPage<RunOverview>, StoreError>;
         fn verify_chain() -> Result<ChainReport, StoreError>;
         fn get_step(id: &[u8]) -> Result<Step, StoreError> = get_step_whole;
+        fn list_steps_page_near(run: &Key, near: Near<'_>) -> Result<WindowPage<Step>, StoreError>;
+        fn list_run_approvals_near(run: &Key, near: Near<'_>)
+            -> Result<(WindowPage<Approval>, Option<RunStatus>), StoreError>;
+        fn list_model_calls_near(run: &Key, near: Near<'_>)
+            -> Result<WindowPage<ModelCallView>, StoreError>;
     }
 
-    // PostgreSQL's reads take a run's id as bytes.
-    fn get_run_capped(&self, id: &Key) -> Result<Run, StoreError> {
-        self.store.get_run_capped(id.as_bytes())
-    }
-    fn get_step_capped(&self, id: &Key) -> Result<Step, StoreError> {
-        self.store.get_step_capped(id.as_bytes())
-    }
     fn proxy_call(&self, _run: &Key) -> Result<Option<ProxyCall>, StoreError> {
         // The MCP proxy's index (agentrt's `proxy_calls`) is not in the PostgreSQL schema.
         Ok(None)
     }
-    fn list_steps_page_near(
-        &self,
-        run: &Key,
-        near: Near<'_>,
-    ) -> Result<WindowPage<Step>, StoreError> {
-        self.store.list_steps_page_near(run.as_bytes(), near)
-    }
+    // The counts are one read of PostgreSQL's, by table.
     fn count_steps(&self, run: &Key) -> Result<i64, StoreError> {
         self.store.count_of_run("steps", run.as_bytes())
     }
-    fn list_marked_events_near(
-        &self,
-        run: &Key,
-        limit: i64,
-        offset: i64,
-        anchor: Option<(i64, i64)>,
-        end: Option<i64>,
-    ) -> Result<WindowPage<MarkedEvent>, StoreError> {
-        self.store
-            .list_marked_events_near(run.as_bytes(), limit, offset, anchor, end)
-    }
-    fn count_events(&self, run: &Key) -> Result<i64, StoreError> {
-        self.store.count_of_run("events", run.as_bytes())
-    }
-    fn list_run_approvals_near(
-        &self,
-        run: &Key,
-        near: Near<'_>,
-    ) -> Result<(WindowPage<Approval>, Option<RunStatus>), StoreError> {
-        self.store.list_run_approvals_near(run.as_bytes(), near)
-    }
     fn count_run_approvals(&self, run: &Key) -> Result<i64, StoreError> {
         self.store.count_of_run("approvals", run.as_bytes())
-    }
-    fn list_model_calls_near(
-        &self,
-        run: &Key,
-        near: Near<'_>,
-    ) -> Result<WindowPage<ModelCallView>, StoreError> {
-        self.store.list_model_calls_near(run.as_bytes(), near)
     }
     fn count_model_calls(&self, run: &Key) -> Result<i64, StoreError> {
         self.store.count_of_run("model_calls", run.as_bytes())

@@ -113,6 +113,12 @@ macro_rules! same_reads {
             fn count_damaged() -> Result<i64, StoreError>;
             fn runs_with_prefix(prefix: &[u8], limit: u32) -> Result<Vec<Key>, StoreError>;
             fn stats(since: Option<Timestamp>, now: Timestamp) -> Result<Stats, StoreError>;
+            fn get_run_capped(id: &Key) -> Result<Run, StoreError>;
+            fn get_step_capped(id: &Key) -> Result<Step, StoreError>;
+            fn list_marked_events_near(run: &Key, limit: i64, offset: i64,
+                anchor: Option<(i64, i64)>, end: Option<i64>)
+                -> Result<WindowPage<MarkedEvent>, StoreError>;
+            fn count_events(run: &Key) -> Result<i64, StoreError>;
         }
     };
 }
@@ -126,15 +132,9 @@ impl ConsoleReads for Store {
     same_reads!(Store);
 
     forward! { &self => Store;
-        fn get_run_capped(id: &Key) -> Result<Run, StoreError>;
-        fn get_step_capped(id: &Key) -> Result<Step, StoreError>;
         fn get_step(id: &[u8]) -> Result<Step, StoreError>;
         fn proxy_call(run: &Key) -> Result<Option<ProxyCall>, StoreError>;
         fn count_steps(run: &Key) -> Result<i64, StoreError>;
-        fn list_marked_events_near(run: &Key, limit: i64, offset: i64,
-            anchor: Option<(i64, i64)>, end: Option<i64>)
-            -> Result<WindowPage<MarkedEvent>, StoreError>;
-        fn count_events(run: &Key) -> Result<i64, StoreError>;
         fn count_run_approvals(run: &Key) -> Result<i64, StoreError>;
         fn count_model_calls(run: &Key) -> Result<i64, StoreError>;
         fn approval_view(id: &Key) -> Result<Option<ApprovalView>, StoreError>;
