@@ -81,6 +81,9 @@ pub(crate) use pages::{capped_approval_values, capped_step_values, event_values}
 #[cfg(feature = "postgres")]
 pub(crate) use queue_order::key_args as queue_key_args;
 pub use queue_order::{QueueOrder, SortValue};
+pub(crate) use queue_order::{
+    QueueSql, sort_value as queue_sort_value, sorted_from as sorted_queue_from,
+};
 pub use reads::ProxyCall;
 #[cfg(feature = "postgres")]
 pub(crate) use reads::spec_of;
