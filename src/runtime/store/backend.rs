@@ -326,6 +326,7 @@ macro_rules! store_reads {
         }
     };
 }
+#[cfg(feature = "postgres")]
 pub(crate) use store_reads;
 
 /// The [`RunTx`] writes of a driver's step every transaction answers with a method of its

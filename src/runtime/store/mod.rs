@@ -55,8 +55,10 @@ use rusqlite::Connection;
 pub(crate) use backend::IN_CRATE;
 #[cfg(feature = "postgres")]
 pub(crate) use backend::sealed;
+#[cfg(feature = "postgres")]
+pub(crate) use backend::store_reads;
+pub(crate) use backend::tx_writes;
 pub use backend::{InCrate, RunStore, RunTx};
-pub(crate) use backend::{store_reads, tx_writes};
 #[cfg(feature = "postgres")]
 pub(crate) use damaged::{
     COLUMNS as DAMAGED_COLUMNS, anchor_key as damaged_anchor, error_of as damaged_error_of,
@@ -66,6 +68,7 @@ pub use detail::{ApprovalView, ChainMark, MarkedEvent, ModelCallView, RunApprova
 #[cfg(feature = "postgres")]
 pub(crate) use detail::{mark_of, model_call_values};
 pub use error::{SCHEMA_VERSION, StoreError, go_file_mode, is_locked};
+#[cfg(feature = "postgres")]
 pub(crate) use events::event_payload;
 pub use events::{ChainBreak, ChainReport};
 pub use keyset::{KeyPage, StepKey};
@@ -81,6 +84,7 @@ pub(crate) use pages::{capped_approval_values, capped_step_values, event_values}
 #[cfg(feature = "postgres")]
 pub(crate) use queue_order::key_args as queue_key_args;
 pub use queue_order::{QueueOrder, SortValue};
+#[cfg(feature = "postgres")]
 pub(crate) use queue_order::{
     QueueSql, sort_value as queue_sort_value, sorted_from as sorted_queue_from,
 };
