@@ -336,15 +336,16 @@ macro_rules! tx_writes {
     ($to:tt $(, $vis:vis)?) => {
         forward! { $($vis)? &mut self => $to;
             fn insert_run(r: &NewRun<'_>) -> Result<(), StoreError>;
-            fn start_step(run_id: &str, step_id: &str, index: i64, lease_owner: &str, now: Timestamp)
-                -> Result<(), StoreError>;
+            fn start_step(run_id: &str, step_id: &str, index: i64, lease_owner: &str,
+                now: Timestamp) -> Result<(), StoreError>;
             fn update_step(step_id: &str, expected: &[StepStatus], u: &StepUpdate<'_>)
                 -> Result<(), StoreError>;
             fn insert_approval(a: &NewApproval<'_>) -> Result<(), StoreError>;
             fn insert_tool_spec(hash: &str, spec_json: &str) -> Result<(), StoreError>;
             fn insert_model_call(m: &NewModelCall<'_>) -> Result<(), StoreError>;
             fn finish_model_call(m: &NewModelCall<'_>) -> Result<(), StoreError>;
-            fn set_lease(run_id: &str, owner: &str, expires_at: Timestamp) -> Result<(), StoreError>;
+            fn set_lease(run_id: &str, owner: &str, expires_at: Timestamp)
+                -> Result<(), StoreError>;
         }
     };
 }
