@@ -48,6 +48,8 @@
 //! opens the console with the caller's own toolkit as its resume hook. All three run under
 //! `cargo test`.
 
+#[macro_use]
+mod forward;
 #[cfg(feature = "cli")]
 pub mod commands;
 #[cfg(feature = "console")]

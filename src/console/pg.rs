@@ -7,7 +7,7 @@
 
 use super::data::DataError;
 use super::decider::StoreDecider;
-use super::reads::{ConsoleReads, Near};
+use super::reads::{ConsoleReads, Near, same_reads};
 use super::sqlite::StoreData;
 use crate::pgstore::{Listener, PgStore, PgUrl};
 use crate::runtime::stats::Stats;
@@ -72,99 +72,35 @@ impl ConsoleReads for PgReads {
             None => Ok(0),
         }
     }
-    fn view_counts(&self) -> Result<ViewCounts, StoreError> {
-        self.store.view_counts()
+
+    same_reads!((self.store));
+
+    forward! { &self => (self.store);
+        fn list_queue_rows_near(filter: &str, near: Near<'_>)
+            -> Result<WindowPage<QueueItem>, StoreError>;
+        fn list_queue_sorted_near(filter: &str, order: &QueueOrder, near: Near<'_>)
+            -> Result<WindowPage<(QueueItem, SortValue)>, StoreError>;
+        fn list_runs_overview_near(status: &str, filter: &str, near: Near<'_>)
+            -> Result<WindowPage<RunOverview>, StoreError>;
+        fn verify_chain() -> Result<ChainReport, StoreError>;
+        fn get_step(id: &[u8]) -> Result<Step, StoreError> = get_step_whole;
+        fn list_steps_page_near(run: &Key, near: Near<'_>) -> Result<WindowPage<Step>, StoreError>;
+        fn list_run_approvals_near(run: &Key, near: Near<'_>)
+            -> Result<(WindowPage<Approval>, Option<RunStatus>), StoreError>;
+        fn list_model_calls_near(run: &Key, near: Near<'_>)
+            -> Result<WindowPage<ModelCallView>, StoreError>;
     }
-    fn list_queue_rows_near(
-        &self,
-        filter: &str,
-        near: Near<'_>,
-    ) -> Result<WindowPage<QueueItem>, StoreError> {
-        self.store.list_queue_rows_near(filter, near)
-    }
-    fn list_queue_sorted_near(
-        &self,
-        filter: &str,
-        order: &QueueOrder,
-        near: Near<'_>,
-    ) -> Result<WindowPage<(QueueItem, SortValue)>, StoreError> {
-        self.store.list_queue_sorted_near(filter, order, near)
-    }
-    fn list_queue_rows(
-        &self,
-        filter: &str,
-        limit: i64,
-        offset: i64,
-    ) -> Result<(Vec<QueueItem>, bool), StoreError> {
-        self.store.list_queue_rows(filter, limit, offset)
-    }
-    fn count_queue(&self, filter: &str) -> Result<i64, StoreError> {
-        self.store.count_queue(filter)
-    }
-    fn list_runs_overview_near(
-        &self,
-        status: &str,
-        filter: &str,
-        near: Near<'_>,
-    ) -> Result<WindowPage<RunOverview>, StoreError> {
-        self.store.list_runs_overview_near(status, filter, near)
-    }
-    fn count_runs_overview(&self, status: &str, filter: &str) -> Result<i64, StoreError> {
-        self.store.count_runs_overview(status, filter)
-    }
-    fn get_run_capped(&self, id: &Key) -> Result<Run, StoreError> {
-        self.store.get_run_capped(id.as_bytes())
-    }
-    fn get_step_capped(&self, id: &Key) -> Result<Step, StoreError> {
-        self.store.get_step_capped(id.as_bytes())
-    }
-    fn get_step(&self, id: &[u8]) -> Result<Step, StoreError> {
-        self.store.get_step_whole(id)
-    }
+
     fn proxy_call(&self, _run: &Key) -> Result<Option<ProxyCall>, StoreError> {
         // The MCP proxy's index (agentrt's `proxy_calls`) is not in the PostgreSQL schema.
         Ok(None)
     }
-    fn list_steps_page_near(
-        &self,
-        run: &Key,
-        near: Near<'_>,
-    ) -> Result<WindowPage<Step>, StoreError> {
-        self.store.list_steps_page_near(run.as_bytes(), near)
-    }
+    // The counts are one read of PostgreSQL's, by table.
     fn count_steps(&self, run: &Key) -> Result<i64, StoreError> {
         self.store.count_of_run("steps", run.as_bytes())
     }
-    fn list_marked_events_near(
-        &self,
-        run: &Key,
-        limit: i64,
-        offset: i64,
-        anchor: Option<(i64, i64)>,
-        end: Option<i64>,
-    ) -> Result<WindowPage<MarkedEvent>, StoreError> {
-        self.store
-            .list_marked_events_near(run.as_bytes(), limit, offset, anchor, end)
-    }
-    fn count_events(&self, run: &Key) -> Result<i64, StoreError> {
-        self.store.count_of_run("events", run.as_bytes())
-    }
-    fn list_run_approvals_near(
-        &self,
-        run: &Key,
-        near: Near<'_>,
-    ) -> Result<(WindowPage<Approval>, Option<RunStatus>), StoreError> {
-        self.store.list_run_approvals_near(run.as_bytes(), near)
-    }
     fn count_run_approvals(&self, run: &Key) -> Result<i64, StoreError> {
         self.store.count_of_run("approvals", run.as_bytes())
-    }
-    fn list_model_calls_near(
-        &self,
-        run: &Key,
-        near: Near<'_>,
-    ) -> Result<WindowPage<ModelCallView>, StoreError> {
-        self.store.list_model_calls_near(run.as_bytes(), near)
     }
     fn count_model_calls(&self, run: &Key) -> Result<i64, StoreError> {
         self.store.count_of_run("model_calls", run.as_bytes())
@@ -174,26 +110,5 @@ impl ConsoleReads for PgReads {
     }
     fn approval_view_capped(&self, id: &Key) -> Result<Option<ApprovalView>, StoreError> {
         self.store.approval_view_of(id.as_bytes(), true)
-    }
-    fn list_damaged_near(
-        &self,
-        limit: i64,
-        offset: i64,
-        anchor: Option<(i64, (&str, &str, &str))>,
-        end: Option<i64>,
-    ) -> Result<WindowPage<DamagedColumn>, StoreError> {
-        self.store.list_damaged_near(limit, offset, anchor, end)
-    }
-    fn count_damaged(&self) -> Result<i64, StoreError> {
-        self.store.count_damaged()
-    }
-    fn runs_with_prefix(&self, prefix: &[u8], limit: u32) -> Result<Vec<Key>, StoreError> {
-        self.store.runs_with_prefix(prefix, limit)
-    }
-    fn verify_chain(&self) -> Result<ChainReport, StoreError> {
-        self.store.verify_chain()
-    }
-    fn stats(&self, since: Option<Timestamp>, now: Timestamp) -> Result<Stats, StoreError> {
-        self.store.stats(since, now)
     }
 }

@@ -97,13 +97,51 @@ pub trait ConsoleReads: Send {
     fn stats(&self, since: Option<Timestamp>, now: Timestamp) -> Result<Stats, StoreError>;
 }
 
+/// The [`ConsoleReads`] both databases answer with a method of the same name and arguments:
+/// listed once for SQLite's `Store` and PostgreSQL's store under `console::pg`.
+macro_rules! same_reads {
+    ($to:tt) => {
+        forward! { &self => $to;
+            fn view_counts() -> Result<ViewCounts, StoreError>;
+            fn list_queue_rows(filter: &str, limit: i64, offset: i64)
+                -> Result<(Vec<QueueItem>, bool), StoreError>;
+            fn count_queue(filter: &str) -> Result<i64, StoreError>;
+            fn count_runs_overview(status: &str, filter: &str) -> Result<i64, StoreError>;
+            fn list_damaged_near(limit: i64, offset: i64,
+                anchor: Option<(i64, (&str, &str, &str))>, end: Option<i64>)
+                -> Result<WindowPage<DamagedColumn>, StoreError>;
+            fn count_damaged() -> Result<i64, StoreError>;
+            fn runs_with_prefix(prefix: &[u8], limit: u32) -> Result<Vec<Key>, StoreError>;
+            fn stats(since: Option<Timestamp>, now: Timestamp) -> Result<Stats, StoreError>;
+            fn get_run_capped(id: &Key) -> Result<Run, StoreError>;
+            fn get_step_capped(id: &Key) -> Result<Step, StoreError>;
+            fn list_marked_events_near(run: &Key, limit: i64, offset: i64,
+                anchor: Option<(i64, i64)>, end: Option<i64>)
+                -> Result<WindowPage<MarkedEvent>, StoreError>;
+            fn count_events(run: &Key) -> Result<i64, StoreError>;
+        }
+    };
+}
+pub(crate) use same_reads;
+
 impl ConsoleReads for Store {
     fn data_version(&mut self) -> Result<i64, StoreError> {
         Store::data_version(self)
     }
-    fn view_counts(&self) -> Result<ViewCounts, StoreError> {
-        Store::view_counts(self)
+
+    same_reads!(Store);
+
+    forward! { &self => Store;
+        fn get_step(id: &[u8]) -> Result<Step, StoreError>;
+        fn proxy_call(run: &Key) -> Result<Option<ProxyCall>, StoreError>;
+        fn count_steps(run: &Key) -> Result<i64, StoreError>;
+        fn count_run_approvals(run: &Key) -> Result<i64, StoreError>;
+        fn count_model_calls(run: &Key) -> Result<i64, StoreError>;
+        fn approval_view(id: &Key) -> Result<Option<ApprovalView>, StoreError>;
+        fn approval_view_capped(id: &Key) -> Result<Option<ApprovalView>, StoreError>;
     }
+
+    // The windows: SQLite's reads take a window's place as four arguments.
     fn list_queue_rows_near(
         &self,
         filter: &str,
@@ -119,17 +157,6 @@ impl ConsoleReads for Store {
     ) -> Result<WindowPage<(QueueItem, SortValue)>, StoreError> {
         Store::list_queue_sorted_near(self, filter, order, l, o, a, e)
     }
-    fn list_queue_rows(
-        &self,
-        filter: &str,
-        limit: i64,
-        offset: i64,
-    ) -> Result<(Vec<QueueItem>, bool), StoreError> {
-        Store::list_queue_rows(self, filter, limit, offset)
-    }
-    fn count_queue(&self, filter: &str) -> Result<i64, StoreError> {
-        Store::count_queue(self, filter)
-    }
     fn list_runs_overview_near(
         &self,
         status: &str,
@@ -138,43 +165,12 @@ impl ConsoleReads for Store {
     ) -> Result<WindowPage<RunOverview>, StoreError> {
         Store::list_runs_overview_near(self, status, filter, l, o, a, e)
     }
-    fn count_runs_overview(&self, status: &str, filter: &str) -> Result<i64, StoreError> {
-        Store::count_runs_overview(self, status, filter)
-    }
-    fn get_run_capped(&self, id: &Key) -> Result<Run, StoreError> {
-        Store::get_run_capped(self, id)
-    }
-    fn get_step_capped(&self, id: &Key) -> Result<Step, StoreError> {
-        Store::get_step_capped(self, id)
-    }
-    fn get_step(&self, id: &[u8]) -> Result<Step, StoreError> {
-        Store::get_step(self, id)
-    }
-    fn proxy_call(&self, run: &Key) -> Result<Option<ProxyCall>, StoreError> {
-        Store::proxy_call(self, run)
-    }
     fn list_steps_page_near(
         &self,
         run: &Key,
         (l, o, a, e): Near<'_>,
     ) -> Result<WindowPage<Step>, StoreError> {
         Store::list_steps_page_near(self, run, l, o, a, e)
-    }
-    fn count_steps(&self, run: &Key) -> Result<i64, StoreError> {
-        Store::count_steps(self, run)
-    }
-    fn list_marked_events_near(
-        &self,
-        run: &Key,
-        limit: i64,
-        offset: i64,
-        anchor: Option<(i64, i64)>,
-        end: Option<i64>,
-    ) -> Result<WindowPage<MarkedEvent>, StoreError> {
-        Store::list_marked_events_near(self, run, limit, offset, anchor, end)
-    }
-    fn count_events(&self, run: &Key) -> Result<i64, StoreError> {
-        Store::count_events(self, run)
     }
     fn list_run_approvals_near(
         &self,
@@ -183,9 +179,6 @@ impl ConsoleReads for Store {
     ) -> Result<(WindowPage<Approval>, Option<RunStatus>), StoreError> {
         Store::list_run_approvals_near(self, run, l, o, a, e)
     }
-    fn count_run_approvals(&self, run: &Key) -> Result<i64, StoreError> {
-        Store::count_run_approvals(self, run)
-    }
     fn list_model_calls_near(
         &self,
         run: &Key,
@@ -193,34 +186,7 @@ impl ConsoleReads for Store {
     ) -> Result<WindowPage<ModelCallView>, StoreError> {
         Store::list_model_calls_near(self, run, l, o, a, e)
     }
-    fn count_model_calls(&self, run: &Key) -> Result<i64, StoreError> {
-        Store::count_model_calls(self, run)
-    }
-    fn approval_view(&self, id: &Key) -> Result<Option<ApprovalView>, StoreError> {
-        Store::approval_view(self, id)
-    }
-    fn approval_view_capped(&self, id: &Key) -> Result<Option<ApprovalView>, StoreError> {
-        Store::approval_view_capped(self, id)
-    }
-    fn list_damaged_near(
-        &self,
-        limit: i64,
-        offset: i64,
-        anchor: Option<(i64, (&str, &str, &str))>,
-        end: Option<i64>,
-    ) -> Result<WindowPage<DamagedColumn>, StoreError> {
-        Store::list_damaged_near(self, limit, offset, anchor, end)
-    }
-    fn count_damaged(&self) -> Result<i64, StoreError> {
-        Store::count_damaged(self)
-    }
-    fn runs_with_prefix(&self, prefix: &[u8], limit: u32) -> Result<Vec<Key>, StoreError> {
-        Store::runs_with_prefix(self, prefix, limit)
-    }
     fn verify_chain(&self) -> Result<ChainReport, StoreError> {
         Store::verify_events(self, 0, 0)
-    }
-    fn stats(&self, since: Option<Timestamp>, now: Timestamp) -> Result<Stats, StoreError> {
-        Store::stats(self, since, now)
     }
 }

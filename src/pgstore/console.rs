@@ -38,7 +38,7 @@ use crate::runtime::store::{
     check_page, damaged_anchor, damaged_error_of as error_of, event_values, int, mark_of,
     model_call_values, queue_item_of, step_from_values, walk,
 };
-use crate::runtime::types::{Approval, Event, Key, Run, RunStatus, Step, Timestamp};
+use crate::runtime::types::{Approval, AsKey, Event, Key, Run, RunStatus, Step, Timestamp};
 
 /// A window's place: limit, offset, the anchor row (its index and id), the list's last length.
 pub type Near<'a> = (i64, i64, Option<(i64, &'a str)>, Option<i64>);
@@ -1035,7 +1035,8 @@ impl PgStore {
     }
 
     /// One run as a page reads it.
-    pub fn get_run_capped(&self, id: &[u8]) -> Result<Run, StoreError> {
+    pub fn get_run_capped(&self, id: impl AsKey) -> Result<Run, StoreError> {
+        let id = id.key_bytes();
         let missing = || StoreError::NotFound {
             what: crate::runtime::types::Said::from("run ").id(id),
         };
@@ -1050,9 +1051,9 @@ impl PgStore {
     }
 
     /// One step as a page reads it.
-    pub fn get_step_capped(&self, id: &[u8]) -> Result<Step, StoreError> {
+    pub fn get_step_capped(&self, id: impl AsKey) -> Result<Step, StoreError> {
         self.step_by(
-            id,
+            id.key_bytes(),
             &format!("{} WHERE id = $1 ORDER BY ord LIMIT 1", step_sql()),
             step_row,
         )
@@ -1111,18 +1112,20 @@ impl PgStore {
     /// A window of a run's steps by `(idx, ord)`.
     pub fn list_steps_page_near(
         &self,
-        run: &[u8],
+        run: impl AsKey,
         near: Near<'_>,
     ) -> Result<WindowPage<Step>, StoreError> {
+        let run = run.key_bytes();
         Ok(self.run_tab(&STEPS, run, near, |_, _, _| Ok(()))?.0)
     }
 
     /// A window of a run's approvals by `ord`, and the run's status.
     pub fn list_run_approvals_near(
         &self,
-        run: &[u8],
+        run: impl AsKey,
         near: Near<'_>,
     ) -> Result<(WindowPage<Approval>, Option<RunStatus>), StoreError> {
+        let run = run.key_bytes();
         let (page, status) = self.run_tab(&APPROVALS, run, near, run_status)?;
         Ok((page, status.flatten()))
     }
@@ -1130,21 +1133,23 @@ impl PgStore {
     /// A window of a run's model calls by `ord`.
     pub fn list_model_calls_near(
         &self,
-        run: &[u8],
+        run: impl AsKey,
         near: Near<'_>,
     ) -> Result<WindowPage<ModelCallView>, StoreError> {
+        let run = run.key_bytes();
         Ok(self.run_tab(&CALLS, run, near, |_, _, _| Ok(()))?.0)
     }
 
     /// A window of a run's events by `seq`, each with its chain mark.
     pub fn list_marked_events_near(
         &self,
-        run: &[u8],
+        run: impl AsKey,
         limit: i64,
         offset: i64,
         anchor: Option<(i64, i64)>,
         end: Option<i64>,
     ) -> Result<WindowPage<MarkedEvent>, StoreError> {
+        let run = run.key_bytes();
         check_page("events", limit, offset)?;
         let Some(run) = id_text(run) else {
             return Ok(empty());
@@ -1302,7 +1307,7 @@ impl PgStore {
 impl PgStore {
     /// A run's approvals with `status` (`""` for all) in creation order, capped as a page
     /// caps them, `limit` from `offset`, with the total.
-    pub fn list_approvals_capped(
+    pub fn approvals_page(
         &self,
         run: &[u8],
         status: &str,
@@ -1310,6 +1315,11 @@ impl PgStore {
         offset: i64,
     ) -> Result<Page<Approval>, StoreError> {
         self.tab_page(&APPROVALS, run, status, limit, offset)
+    }
+
+    /// How many events a run has.
+    pub fn count_events(&self, run: impl AsKey) -> Result<i64, StoreError> {
+        self.count_of_run("events", run.key_bytes())
     }
 
     /// A run's steps by index, capped, `limit` from `offset`, with the total.

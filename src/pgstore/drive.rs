@@ -60,7 +60,7 @@ impl PgTx<'_> {
         server_now(&mut self.tx, &self.url)
     }
 
-    pub(super) fn pg_insert_run(&mut self, r: &NewRun<'_>) -> Result<(), StoreError> {
+    pub(super) fn insert_run(&mut self, r: &NewRun<'_>) -> Result<(), StoreError> {
         let (limits_text, payload) = run_created(r);
         let now = r.now.to_rfc3339();
         self.tx
@@ -83,7 +83,7 @@ impl PgTx<'_> {
         self.append_event(r.id.as_bytes(), b"", &r.now, "run.started", b"{}")
     }
 
-    pub(super) fn pg_start_step(
+    pub(super) fn start_step(
         &mut self,
         run_id: &str,
         step_id: &str,
@@ -130,7 +130,7 @@ impl PgTx<'_> {
         )
     }
 
-    pub(super) fn pg_update_step(
+    pub(super) fn update_step(
         &mut self,
         step_id: &str,
         expected: &[StepStatus],
@@ -189,7 +189,7 @@ impl PgTx<'_> {
         Ok(())
     }
 
-    pub(super) fn pg_insert_approval(&mut self, a: &NewApproval<'_>) -> Result<(), StoreError> {
+    pub(super) fn insert_approval(&mut self, a: &NewApproval<'_>) -> Result<(), StoreError> {
         let or_empty = |s: &'_ str| {
             if s.is_empty() {
                 "{}".to_string()
@@ -219,7 +219,7 @@ impl PgTx<'_> {
         Ok(())
     }
 
-    pub(super) fn pg_insert_tool_spec(
+    pub(super) fn insert_tool_spec(
         &mut self,
         hash: &str,
         spec_json: &str,
@@ -259,7 +259,7 @@ impl PgTx<'_> {
         Ok(())
     }
 
-    pub(super) fn pg_insert_model_call(&mut self, m: &NewModelCall<'_>) -> Result<(), StoreError> {
+    pub(super) fn insert_model_call(&mut self, m: &NewModelCall<'_>) -> Result<(), StoreError> {
         self.tx
             .execute(
                 "INSERT INTO model_calls (id, run_id, step_id, attempt, status, model, input_tokens, \
@@ -286,7 +286,7 @@ impl PgTx<'_> {
         Ok(())
     }
 
-    pub(super) fn pg_finish_model_call(&mut self, m: &NewModelCall<'_>) -> Result<(), StoreError> {
+    pub(super) fn finish_model_call(&mut self, m: &NewModelCall<'_>) -> Result<(), StoreError> {
         self.tx
             .execute(
                 "UPDATE model_calls SET status = $1, input_tokens = $2, output_tokens = $3, \
@@ -308,7 +308,7 @@ impl PgTx<'_> {
         Ok(())
     }
 
-    pub(super) fn pg_set_lease(
+    pub(super) fn set_lease(
         &mut self,
         run_id: &str,
         owner: &str,
@@ -334,35 +334,49 @@ const RESUMABLE: &str = "SELECT r.id, r.status FROM runs r \
      ORDER BY r.ord LIMIT $1";
 
 impl PgStore {
-    pub(super) fn pg_list_steps(&self, run_id: &[u8]) -> Result<Vec<Step>, StoreError> {
-        let Some(id) = text_id(run_id) else {
-            return Ok(Vec::new());
-        };
-        let rows = self
-            .lock()
-            .query(
-                &format!("SELECT {STEP_COLUMNS} FROM steps WHERE run_id = $1 ORDER BY ord"),
-                &[&id],
-            )
-            .at(&self.url, "list steps")?;
-        Ok(rows.iter().map(|r| step_from_values(&values(r))).collect())
+    /// Every step of a run, in insertion order.
+    pub(super) fn list_steps(&self, run_id: &[u8]) -> Result<Vec<Step>, StoreError> {
+        self.all_of_run(
+            run_id,
+            STEP_COLUMNS,
+            "steps",
+            "list steps",
+            step_from_values,
+        )
     }
 
-    pub(super) fn pg_list_approvals(&self, run_id: &[u8]) -> Result<Vec<Approval>, StoreError> {
+    /// Every approval of a run, in insertion order.
+    pub(super) fn list_approvals(&self, run_id: &[u8]) -> Result<Vec<Approval>, StoreError> {
+        self.all_of_run(
+            run_id,
+            APPROVAL_COLUMNS,
+            "approvals",
+            "list approvals",
+            approval_from_values,
+        )
+    }
+
+    /// Every row of one of a run's lists (`steps`, `approvals`) by `ord`, decoded; none for
+    /// an id PostgreSQL cannot hold. `what` names the read in an error.
+    fn all_of_run<T>(
+        &self,
+        run_id: &[u8],
+        columns: &str,
+        table: &str,
+        what: &'static str,
+        decode: fn(&[rusqlite::types::Value]) -> T,
+    ) -> Result<Vec<T>, StoreError> {
         let Some(id) = text_id(run_id) else {
             return Ok(Vec::new());
         };
         let rows = self
             .lock()
             .query(
-                &format!("SELECT {APPROVAL_COLUMNS} FROM approvals WHERE run_id = $1 ORDER BY ord"),
+                &format!("SELECT {columns} FROM {table} WHERE run_id = $1 ORDER BY ord"),
                 &[&id],
             )
-            .at(&self.url, "list approvals")?;
-        Ok(rows
-            .iter()
-            .map(|r| approval_from_values(&values(r)))
-            .collect())
+            .at(&self.url, what)?;
+        Ok(rows.iter().map(|r| decode(&values(r))).collect())
     }
 
     /// At most `limit` runs a worker may resume now, oldest first (as SQLite's).

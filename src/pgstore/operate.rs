@@ -23,8 +23,8 @@ use super::{PgStore, PgUrl};
 use crate::runtime::store::KeyPage;
 use crate::runtime::store::{
     APPROVAL_COLUMNS, InCrate, NewApproval, NewModelCall, NewRun, Page, RUN_COLUMNS, RunStore,
-    RunTx, STEP_COLUMNS, StepUpdate, StoreError, Transition, approval_from_values, run_from_values,
-    sealed, step_from_values,
+    RunTx, STEP_COLUMNS, StepUpdate, StoreError, Transition, approval_from_values, event_payload,
+    run_from_values, sealed, step_from_values, store_reads, tx_writes,
 };
 use crate::runtime::types::Key;
 use crate::runtime::types::{Approval, Event, Lease, Run, Said, Step, StepStatus, Timestamp};
@@ -337,13 +337,7 @@ impl RunTx for PgTx<'_> {
         kind: &str,
         payload: &[u8],
     ) -> Result<(), StoreError> {
-        let payload = if payload.is_empty() {
-            b"{}".as_slice()
-        } else {
-            payload
-        };
-        let payload = std::str::from_utf8(payload)
-            .map_err(|_| StoreError::Invalid(format!("event {kind} payload is not valid UTF-8")))?;
+        let payload = event_payload(kind, payload)?;
         let (Some(run), Some(step)) = (text_id(run_id), text_id(step_id)) else {
             return Err(StoreError::Invalid(format!(
                 "event {kind}: a run or step id that is not UTF-8 cannot be stored in PostgreSQL"
@@ -379,37 +373,7 @@ impl RunTx for PgTx<'_> {
         Ok(())
     }
 
-    fn insert_run(&mut self, r: &NewRun<'_>) -> Result<(), StoreError> {
-        self.pg_insert_run(r)
-    }
-
-    fn start_step(
-        &mut self,
-        run_id: &str,
-        step_id: &str,
-        index: i64,
-        lease_owner: &str,
-        now: Timestamp,
-    ) -> Result<(), StoreError> {
-        self.pg_start_step(run_id, step_id, index, lease_owner, now)
-    }
-
-    fn update_step(
-        &mut self,
-        step_id: &str,
-        expected: &[StepStatus],
-        u: &StepUpdate<'_>,
-    ) -> Result<(), StoreError> {
-        self.pg_update_step(step_id, expected, u)
-    }
-
-    fn insert_approval(&mut self, a: &NewApproval<'_>) -> Result<(), StoreError> {
-        self.pg_insert_approval(a)
-    }
-
-    fn insert_tool_spec(&mut self, hash: &str, spec_json: &str) -> Result<(), StoreError> {
-        self.pg_insert_tool_spec(hash, spec_json)
-    }
+    tx_writes!(PgTx);
 
     fn add_active_ms(&mut self, run_id: &str, ms: i64) -> Result<(), StoreError> {
         self.pg_add_counters(run_id, &[("active_ms", ms)])
@@ -434,23 +398,6 @@ impl RunTx for PgTx<'_> {
                 ("estimated_cost_micros", cost_micros),
             ],
         )
-    }
-
-    fn insert_model_call(&mut self, m: &NewModelCall<'_>) -> Result<(), StoreError> {
-        self.pg_insert_model_call(m)
-    }
-
-    fn finish_model_call(&mut self, m: &NewModelCall<'_>) -> Result<(), StoreError> {
-        self.pg_finish_model_call(m)
-    }
-
-    fn set_lease(
-        &mut self,
-        run_id: &str,
-        owner: &str,
-        expires_at: Timestamp,
-    ) -> Result<(), StoreError> {
-        self.pg_set_lease(run_id, owner, expires_at)
     }
 
     fn lease_now(&mut self, _local: Timestamp) -> Result<Timestamp, StoreError> {
@@ -485,12 +432,9 @@ impl PgStore {
         tx.commit().at(&self.url, "read: end")?;
         Ok(out)
     }
-}
 
-impl RunStore for PgStore {
-    type Tx<'t> = PgTx<'t>;
-
-    fn get_run(&self, run_id: &[u8]) -> Result<Run, StoreError> {
+    /// The run row (the [`RunStore`] read).
+    pub(crate) fn get_run(&self, run_id: &[u8]) -> Result<Run, StoreError> {
         let id = text_id(run_id).ok_or_else(|| run_not_found(run_id))?;
         let row = self
             .lock()
@@ -500,7 +444,12 @@ impl RunStore for PgStore {
         Ok(run_from_values(&values(&row)))
     }
 
-    fn get_approval(&self, run_id: &[u8], approval_id: &[u8]) -> Result<Approval, StoreError> {
+    /// One approval of a run, whole.
+    pub(crate) fn get_approval(
+        &self,
+        run_id: &[u8],
+        approval_id: &[u8],
+    ) -> Result<Approval, StoreError> {
         let missing = || approval_not_found(run_id, approval_id);
         let (Some(run), Some(id)) = (text_id(run_id), text_id(approval_id)) else {
             return Err(missing());
@@ -513,7 +462,9 @@ impl RunStore for PgStore {
         Ok(approval_from_values(&values(&row)))
     }
 
-    fn list_approvals_page(
+    /// A run's approvals with `status` (`""` for all), `limit` from `offset`, with the
+    /// total, from one snapshot.
+    pub(crate) fn list_approvals_page(
         &self,
         run_id: &[u8],
         status: &str,
@@ -559,36 +510,12 @@ impl RunStore for PgStore {
             })
         })
     }
+}
 
-    fn count_runs(&self, status: &str) -> Result<i64, StoreError> {
-        PgStore::count_runs(self, status)
-    }
+impl RunStore for PgStore {
+    type Tx<'t> = PgTx<'t>;
 
-    fn list_steps(&self, run_id: &[u8]) -> Result<Vec<Step>, StoreError> {
-        self.pg_list_steps(run_id)
-    }
-
-    fn list_approvals(&self, run_id: &[u8]) -> Result<Vec<Approval>, StoreError> {
-        self.pg_list_approvals(run_id)
-    }
-
-    fn runs_page_by_key(
-        &self,
-        status: &str,
-        before: Option<i64>,
-        skip: i64,
-        limit: i64,
-    ) -> Result<KeyPage<Run>, StoreError> {
-        PgStore::runs_page_by_key(self, status, before, skip, limit)
-    }
-
-    fn pending_approval_ids_of(
-        &self,
-        run_ids: &[&[u8]],
-        max: i64,
-    ) -> Result<BTreeMap<Key, Vec<Key>>, StoreError> {
-        PgStore::pending_approval_ids_of(self, run_ids, max)
-    }
+    store_reads!(PgStore);
 
     fn write<T, E: From<StoreError>>(
         &self,

@@ -8,97 +8,58 @@
 //! (SQLite's `integer` type reaches 19); a number written with a fraction or an exponent is
 //! not one, as there.
 
-use rusqlite::types::Value;
-
 use super::PgStore;
 use super::console::{Arg, List, Near, Place, queue_item_row, queue_list_cond, window};
 use crate::runtime::store::{
-    QueueItem, QueueOrder, SortValue, StoreError, WindowPage, check_page, int, queue_key_args,
+    QueueItem, QueueOrder, QueueSql, SortValue, StoreError, WindowPage, check_page, int,
+    queue_key_args, queue_sort_value as sort_value, sorted_queue_from as sorted_from,
 };
 
-/// The list's `FROM … WHERE …`: the queue's rows (`rid`, `aid`) with their sort key (`ks`,
-/// `kv`). `$1` is the filter; the keys asked for ([`queue_key_args`]) are `$2`, `$3`, ...
-fn from_sql(order: &QueueOrder) -> String {
-    let (doc, path, keys, amount, spec) = match order {
-        QueueOrder::Age => ("", "", 0, false, false),
-        QueueOrder::Tool => ("a.request_json", " -> 'spec'", 1, false, true),
-        QueueOrder::Member(k) => ("a.presentation_json", "", k.len(), false, false),
-        QueueOrder::Amount(k) => ("a.presentation_json", "", k.len(), true, false),
-    };
-    let rows = "FROM approvals a";
-    let cond = queue_list_cond();
-    if keys == 0 {
-        return format!(
-            "FROM (SELECT a.ord AS rid, a.id AS aid, 0::bigint AS ks, 0::bigint AS kv {rows} WHERE {cond}) q WHERE true"
-        );
-    }
-    let safe = format!(
-        "(CASE WHEN pg_temp.countersign_json_ok({doc}) THEN {doc}::json ELSE '{{}}'::json END)"
-    );
-    let object = |j: String| {
-        format!("(CASE WHEN json_typeof({j}) = 'object' THEN {j} ELSE '{{}}'::json END)")
-    };
-    let marks: Vec<String> = (0..keys).map(|i| format!("${}", i + 2)).collect();
-    let mut cols = String::new();
-    let mut joins = format!(
-        " LEFT JOIN LATERAL json_each({}) WITH ORDINALITY AS j(key, value, n) ON j.key IN ({})",
-        object(format!("{safe}{path}")),
-        marks.join(", ")
-    );
-    let mut state = String::from("CASE");
-    if spec {
-        cols.push_str(", count(DISTINCT s.n) AS ns");
-        joins.push_str(&format!(
-            " LEFT JOIN LATERAL json_each({}) WITH ORDINALITY AS s(key, value, n) ON s.key = ${}",
-            object(safe.clone()),
-            keys + 2
-        ));
-        state.push_str(" WHEN ns > 1 THEN 2");
-    }
-    let mut value = String::from("CASE");
-    for (i, m) in marks.iter().enumerate() {
-        cols.push_str(&format!(
-            ", count(DISTINCT CASE WHEN j.key = {m} THEN j.n END) AS n{i}, \
-             max(CASE WHEN j.key = {m} THEN j.value #>> '{{}}' END) AS v{i}, \
-             max(CASE WHEN j.key = {m} THEN json_typeof(j.value) END) AS t{i}"
-        ));
-        let ok = if amount {
-            format!("t{i} = 'number' AND v{i} ~ '^-?[0-9]{{1,18}}$'")
+/// PostgreSQL's text of the sorted queue: `json_each` over the `json` type WITH ORDINALITY (a
+/// key named twice stays twice), a document that is not an object read as `{}`, values as
+/// text compared by their bytes (`COLLATE "C"`), amounts as `bigint`.
+const PG_QUEUE: QueueSql = QueueSql {
+    rows: "FROM approvals a",
+    rid: "a.ord",
+    group: "a.ord, a.id",
+    zero: "0::bigint",
+    truth: "true",
+    mark: '$',
+    count: "count",
+    max: "max",
+    spec_path: " -> 'spec'",
+    safe: |doc| {
+        format!(
+            "(CASE WHEN pg_temp.countersign_json_ok({doc}) THEN {doc}::json ELSE '{{}}'::json END)"
+        )
+    },
+    each: |doc, alias| {
+        format!(
+            "LATERAL json_each((CASE WHEN json_typeof({doc}) = 'object' THEN {doc} ELSE '{{}}'::json END)) \
+             WITH ORDINALITY AS {alias}(key, value, n)"
+        )
+    },
+    member_n: "j.n",
+    member_value: "j.value #>> '{}'",
+    member_type: "json_typeof(j.value)",
+    is_int: |i| format!("t{i} = 'number' AND v{i} ~ '^-?[0-9]{{1,18}}$'"),
+    negated: |i| format!("-(v{i}::bigint)"),
+    bytes: |i| format!("v{i}"),
+    kv: |value, amount| {
+        if amount {
+            (format!("({value})::bigint"), "0::bigint")
         } else {
-            "true".into()
-        };
-        state.push_str(&format!(
-            " WHEN n{i} > 1 THEN 2 WHEN n{i} = 1 THEN CASE WHEN {ok} THEN 0 ELSE 1 END"
-        ));
-        let v = if amount {
-            format!("-(v{i}::bigint)")
-        } else {
-            format!("v{i}")
-        };
-        value.push_str(&format!(" WHEN n{i} = 1 THEN {v}"));
-    }
-    state.push_str(" ELSE 1 END");
-    value.push_str(" END");
-    let (kv, zero) = if amount {
-        (format!("({value})::bigint"), "0::bigint")
-    } else {
-        (format!("({value}) COLLATE \"C\""), "''::text COLLATE \"C\"")
-    };
-    format!(
-        "FROM (SELECT rid, aid, ks, CASE WHEN ks = 0 THEN {kv} ELSE {zero} END AS kv \
-         FROM (SELECT *, ({state})::bigint AS ks FROM (SELECT a.ord AS rid, a.id AS aid{cols} \
-         {rows}{joins} WHERE {cond} GROUP BY a.ord, a.id) AS t1) AS t2) q WHERE true"
-    )
-}
+            (format!("({value}) COLLATE \"C\""), "''::text COLLATE \"C\"")
+        }
+    },
+    ks: |state| format!("({state})::bigint"),
+    inner: (" AS t1", " AS t2"),
+};
 
-/// The value a row was sorted by (an amount is stored negated, so the largest sorts first).
-fn sort_value(state: &Value, value: &Value) -> SortValue {
-    match (int(state), value) {
-        (0, Value::Integer(i)) => SortValue::Int(i.checked_neg().unwrap_or(i64::MAX)),
-        (0, Value::Text(t)) => SortValue::Bytes(t.clone().into_bytes()),
-        (2, _) => SortValue::Twice,
-        _ => SortValue::Missing,
-    }
+/// The list's `FROM … WHERE …` (SQLite's builder in PostgreSQL's text): `$1` is the filter;
+/// the keys asked for ([`queue_key_args`]) are `$2`, `$3`, ...
+fn from_sql(order: &QueueOrder) -> String {
+    sorted_from(order, &PG_QUEUE, &queue_list_cond())
 }
 
 impl PgStore {

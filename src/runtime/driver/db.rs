@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use crate::runtime::store::{
     LeaseHandle, NewApproval, NewModelCall, NewRun, ResumableRun, RunStore, RunTx, StepUpdate,
-    Store, StoreError, Transition, Tx,
+    Store, StoreError, Transition, Tx, tx_writes,
 };
 use crate::runtime::types::{Approval, Event, Run, RunStatus, Step, StepStatus, Timestamp};
 
@@ -111,6 +111,14 @@ macro_rules! on_tx {
             #[cfg(feature = "postgres")]
             DbTx::Postgres($t) => $e,
         }
+    };
+}
+
+/// `RunTx::$name(tx, args..)` on the backend's transaction: the dispatch `forward!` writes
+/// [`DbTx`]'s methods with.
+macro_rules! tx_call {
+    ($s:expr, $name:ident($($a:expr),*)) => {
+        on_tx!($s, t => RunTx::$name(&mut **t, $($a),*))
     };
 }
 
@@ -331,18 +339,6 @@ impl DbTx<'_, '_> {
         on_tx!(self, t => RunTx::append_event(&mut **t, run_id.as_bytes(), step_id.as_bytes(), at, kind, payload))
     }
 
-    /// [`DbTx::append`] (the model handle's name for it).
-    pub(crate) fn append_event(
-        &mut self,
-        run_id: &str,
-        step_id: &str,
-        at: &Timestamp,
-        kind: &str,
-        payload: &[u8],
-    ) -> Result<(), StoreError> {
-        self.append(run_id, step_id, at, kind, payload)
-    }
-
     pub(crate) fn get_run(&mut self, run_id: &str) -> Result<Run, StoreError> {
         on_tx!(self, t => RunTx::get_run(&mut **t, run_id.as_bytes()))
     }
@@ -358,19 +354,6 @@ impl DbTx<'_, '_> {
         lease_owner: Option<&str>,
     ) -> Result<RunStatus, StoreError> {
         on_tx!(self, t => RunTx::require_status(&mut **t, run_id.as_bytes(), from, lease_owner))
-    }
-
-    pub(crate) fn transition(&mut self, t: &Transition<'_>) -> Result<(), StoreError> {
-        let tr = t;
-        on_tx!(self, t => RunTx::transition(&mut **t, tr))
-    }
-
-    pub(crate) fn expire_approval(
-        &mut self,
-        a: &Approval,
-        at: Timestamp,
-    ) -> Result<bool, StoreError> {
-        on_tx!(self, t => RunTx::expire_approval(&mut **t, a, at))
     }
 
     pub(crate) fn fail_steps_in_flight(
@@ -389,104 +372,19 @@ impl DbTx<'_, '_> {
         ))
     }
 
-    pub(crate) fn insert_run(&mut self, r: &NewRun<'_>) -> Result<(), StoreError> {
-        on_tx!(self, t => RunTx::insert_run(&mut **t, r))
-    }
+    tx_writes!((tx_call!), pub(crate));
 
-    pub(crate) fn start_step(
-        &mut self,
-        run_id: &str,
-        step_id: &str,
-        index: i64,
-        lease_owner: &str,
-        now: Timestamp,
-    ) -> Result<(), StoreError> {
-        on_tx!(self, t => RunTx::start_step(&mut **t, run_id, step_id, index, lease_owner, now))
-    }
-
-    pub(crate) fn update_step(
-        &mut self,
-        step_id: &str,
-        expected: &[StepStatus],
-        u: &StepUpdate<'_>,
-    ) -> Result<(), StoreError> {
-        on_tx!(self, t => RunTx::update_step(&mut **t, step_id, expected, u))
-    }
-
-    pub(crate) fn insert_approval(&mut self, a: &NewApproval<'_>) -> Result<(), StoreError> {
-        on_tx!(self, t => RunTx::insert_approval(&mut **t, a))
-    }
-
-    pub(crate) fn insert_tool_spec(
-        &mut self,
-        hash: &str,
-        spec_json: &str,
-    ) -> Result<(), StoreError> {
-        on_tx!(self, t => RunTx::insert_tool_spec(&mut **t, hash, spec_json))
-    }
-
-    pub(crate) fn add_active_ms(&mut self, run_id: &str, ms: i64) -> Result<(), StoreError> {
-        on_tx!(self, t => RunTx::add_active_ms(&mut **t, run_id, ms))
-    }
-
-    pub(crate) fn add_usage(
-        &mut self,
-        run_id: &str,
-        calls: i64,
-        input_tokens: i64,
-        output_tokens: i64,
-        cached_input_tokens: i64,
-        cost_micros: i64,
-    ) -> Result<(), StoreError> {
-        on_tx!(self, t => RunTx::add_usage(
-            &mut **t,
-            run_id,
-            calls,
-            input_tokens,
-            output_tokens,
-            cached_input_tokens,
-            cost_micros,
-        ))
-    }
-
-    pub(crate) fn insert_model_call(&mut self, m: &NewModelCall<'_>) -> Result<(), StoreError> {
-        on_tx!(self, t => RunTx::insert_model_call(&mut **t, m))
-    }
-
-    pub(crate) fn finish_model_call(&mut self, m: &NewModelCall<'_>) -> Result<(), StoreError> {
-        on_tx!(self, t => RunTx::finish_model_call(&mut **t, m))
-    }
-
-    pub(crate) fn set_lease(
-        &mut self,
-        run_id: &str,
-        owner: &str,
-        expires_at: Timestamp,
-    ) -> Result<(), StoreError> {
-        on_tx!(self, t => RunTx::set_lease(&mut **t, run_id, owner, expires_at))
-    }
-
-    /// The time leases are judged by ([`RunTx::lease_now`]).
-    pub(crate) fn lease_now(&mut self, local: Timestamp) -> Result<Timestamp, StoreError> {
-        on_tx!(self, t => RunTx::lease_now(&mut **t, local))
-    }
-
-    /// The lease expiry to stamp ([`RunTx::lease_until`]).
-    pub(crate) fn lease_until(
-        &mut self,
-        local_until: Timestamp,
-        ttl: Duration,
-    ) -> Result<Timestamp, StoreError> {
-        on_tx!(self, t => RunTx::lease_until(&mut **t, local_until, ttl))
-    }
-
-    /// `requireLease` on the judging clock ([`RunTx::require_lease`]).
-    pub(crate) fn require_lease(
-        &mut self,
-        run_id: &str,
-        owner: &str,
-        local: Timestamp,
-    ) -> Result<(), StoreError> {
-        on_tx!(self, t => RunTx::require_lease(&mut **t, run_id, owner, local))
+    forward! { pub(crate) &mut self => (tx_call!);
+        fn expire_approval(a: &Approval, at: Timestamp) -> Result<bool, StoreError>;
+        fn transition(t: &Transition<'_>) -> Result<(), StoreError>;
+        fn add_active_ms(run_id: &str, ms: i64) -> Result<(), StoreError>;
+        fn add_usage(run_id: &str, calls: i64, input_tokens: i64, output_tokens: i64,
+            cached_input_tokens: i64, cost_micros: i64) -> Result<(), StoreError>;
+        /// The time leases are judged by ([`RunTx::lease_now`]).
+        fn lease_now(local: Timestamp) -> Result<Timestamp, StoreError>;
+        /// The lease expiry to stamp ([`RunTx::lease_until`]).
+        fn lease_until(local_until: Timestamp, ttl: Duration) -> Result<Timestamp, StoreError>;
+        /// `requireLease` on the judging clock ([`RunTx::require_lease`]).
+        fn require_lease(run_id: &str, owner: &str, local: Timestamp) -> Result<(), StoreError>;
     }
 }

@@ -404,7 +404,7 @@ impl ModelCaller {
                     .str("call_id", &call_id)
                     .str("model", &model)
                     .finish();
-                tx.append_event(&s.run_id, &s.step_id, &dispatched, "model.dispatched", &p)
+                tx.append(&s.run_id, &s.step_id, &dispatched, "model.dispatched", &p)
                     .map_err(|e| ModelCallError::Store(e.to_string()))?;
                 self.adjust(&r, 1);
                 reserved_here.set(Some(r));
@@ -531,7 +531,7 @@ impl ModelCaller {
                 rec.usage.cached_input_tokens,
                 cost,
             )?;
-            tx.append_event(&s.run_id, &s.step_id, &completed, kind, &p)?;
+            tx.append(&s.run_id, &s.step_id, &completed, kind, &p)?;
             Ok(())
         });
         self.adjust(&reserve, -1);

@@ -13,7 +13,7 @@
 
 use super::error::StoreError;
 use super::keyset::KeyPage;
-use super::run_state::check_state;
+use super::run_state::{check_state, check_unexpired};
 use super::tx::Transition;
 use super::window::Page;
 use super::writes::{NewApproval, NewModelCall, NewRun, StepUpdate};
@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::runtime::types::{
-    Approval, ApprovalStatus, Event, Key, Lease, Run, RunStatus, Said, Step, StepStatus, Timestamp,
+    Approval, ApprovalStatus, Event, Key, Lease, Run, RunStatus, Step, StepStatus, Timestamp,
 };
 
 pub(crate) mod sealed {
@@ -282,15 +282,7 @@ pub trait RunTx: sealed::Sealed {
             Some(owner),
         )?;
         let now = self.lease_now(local)?;
-        if lease.expires_at <= now {
-            return Err(StoreError::LeaseLost {
-                detail: Said::from("run ").id(run_id).text(format!(
-                    ": the lease expired at {}",
-                    lease.expires_at.format_always()
-                )),
-            });
-        }
-        Ok(())
+        check_unexpired(run_id.as_bytes(), &lease, now)
     }
 
     /// Reads the run's status under the write lock and checks it is one of `from`; with
@@ -315,56 +307,54 @@ pub trait RunTx: sealed::Sealed {
 impl sealed::Sealed for Store {}
 impl sealed::Sealed for Tx<'_> {}
 
+/// The [`RunStore`] reads every store answers with a method of its own of the same name,
+/// listed once for the impls over SQLite's store, an `Arc` of a store and PostgreSQL's.
+macro_rules! store_reads {
+    ($to:tt) => {
+        forward! { &self => $to;
+            fn get_run(run_id: &[u8]) -> Result<Run, StoreError>;
+            fn get_approval(run_id: &[u8], approval_id: &[u8]) -> Result<Approval, StoreError>;
+            fn list_approvals_page(run_id: &[u8], status: &str, limit: i64, offset: i64)
+                -> Result<Page<Approval>, StoreError>;
+            fn count_runs(status: &str) -> Result<i64, StoreError>;
+            fn list_steps(run_id: &[u8]) -> Result<Vec<Step>, StoreError>;
+            fn list_approvals(run_id: &[u8]) -> Result<Vec<Approval>, StoreError>;
+            fn runs_page_by_key(status: &str, before: Option<i64>, skip: i64, limit: i64)
+                -> Result<KeyPage<Run>, StoreError>;
+            fn pending_approval_ids_of(run_ids: &[&[u8]], max: i64)
+                -> Result<BTreeMap<Key, Vec<Key>>, StoreError>;
+        }
+    };
+}
+#[cfg(feature = "postgres")]
+pub(crate) use store_reads;
+
+/// The [`RunTx`] writes of a driver's step every transaction answers with a method of its
+/// own of the same name, listed once for SQLite's, PostgreSQL's and the driver's dispatch
+/// (whose methods are `pub(crate)`: the visibility after the target).
+macro_rules! tx_writes {
+    ($to:tt $(, $vis:vis)?) => {
+        forward! { $($vis)? &mut self => $to;
+            fn insert_run(r: &NewRun<'_>) -> Result<(), StoreError>;
+            fn start_step(run_id: &str, step_id: &str, index: i64, lease_owner: &str,
+                now: Timestamp) -> Result<(), StoreError>;
+            fn update_step(step_id: &str, expected: &[StepStatus], u: &StepUpdate<'_>)
+                -> Result<(), StoreError>;
+            fn insert_approval(a: &NewApproval<'_>) -> Result<(), StoreError>;
+            fn insert_tool_spec(hash: &str, spec_json: &str) -> Result<(), StoreError>;
+            fn insert_model_call(m: &NewModelCall<'_>) -> Result<(), StoreError>;
+            fn finish_model_call(m: &NewModelCall<'_>) -> Result<(), StoreError>;
+            fn set_lease(run_id: &str, owner: &str, expires_at: Timestamp)
+                -> Result<(), StoreError>;
+        }
+    };
+}
+pub(crate) use tx_writes;
+
 impl RunStore for Store {
     type Tx<'t> = Tx<'t>;
 
-    fn get_run(&self, run_id: &[u8]) -> Result<Run, StoreError> {
-        Store::get_run(self, run_id)
-    }
-
-    fn get_approval(&self, run_id: &[u8], approval_id: &[u8]) -> Result<Approval, StoreError> {
-        Store::get_approval(self, run_id, approval_id)
-    }
-
-    fn list_approvals_page(
-        &self,
-        run_id: &[u8],
-        status: &str,
-        limit: i64,
-        offset: i64,
-    ) -> Result<Page<Approval>, StoreError> {
-        Store::list_approvals_page(self, run_id, status, limit, offset)
-    }
-
-    fn count_runs(&self, status: &str) -> Result<i64, StoreError> {
-        Store::count_runs(self, status)
-    }
-
-    fn list_steps(&self, run_id: &[u8]) -> Result<Vec<Step>, StoreError> {
-        Store::list_steps(self, run_id)
-    }
-
-    fn list_approvals(&self, run_id: &[u8]) -> Result<Vec<Approval>, StoreError> {
-        Store::list_approvals(self, run_id)
-    }
-
-    fn runs_page_by_key(
-        &self,
-        status: &str,
-        before: Option<i64>,
-        skip: i64,
-        limit: i64,
-    ) -> Result<KeyPage<Run>, StoreError> {
-        Store::runs_page_by_key(self, status, before, skip, limit)
-    }
-
-    fn pending_approval_ids_of(
-        &self,
-        run_ids: &[&[u8]],
-        max: i64,
-    ) -> Result<BTreeMap<Key, Vec<Key>>, StoreError> {
-        Store::pending_approval_ids_of(self, run_ids, max)
-    }
+    store_reads!(Store);
 
     fn write<T, E: From<StoreError>>(
         &self,
@@ -376,197 +366,33 @@ impl RunStore for Store {
 }
 
 impl RunTx for Tx<'_> {
-    fn run_state(&mut self, run_id: &[u8]) -> Result<(String, Lease), StoreError> {
-        Tx::run_state(self, run_id)
+    forward! { &mut self => Tx;
+        fn run_state(run_id: &[u8]) -> Result<(String, Lease), StoreError>;
+        fn get_run(run_id: &[u8]) -> Result<Run, StoreError>;
+        fn get_step(step_id: &[u8]) -> Result<Step, StoreError>;
+        fn get_approval(run_id: &[u8], approval_id: &[u8]) -> Result<Approval, StoreError>;
+        fn write_transition(t: &Transition<'_>) -> Result<(), StoreError>;
+        fn set_approval_status(approval_id: &[u8], expected_status: &str, hash: &str,
+            status: &str, decided_at: Timestamp, decided_by: Option<&str>, note: &str)
+            -> Result<bool, StoreError>;
+        fn set_approval_status_only(approval_id: &[u8], expected_status: &str, hash: &str,
+            status: &str) -> Result<bool, StoreError>;
+        fn fail_steps_in_flight(run_id: &[u8], observation_json: &str, observation_hash: &str,
+            finished_at: Timestamp) -> Result<usize, StoreError>;
+        fn fail_step_unconditionally(run_id: &[u8], step_id: &[u8], observation_json: &str,
+            observation_hash: &str, finished_at: Timestamp) -> Result<usize, StoreError>;
+        fn add_active_ms(run_id: &str, ms: i64) -> Result<(), StoreError>;
+        fn add_usage(run_id: &str, calls: i64, input_tokens: i64, output_tokens: i64,
+            cached_input_tokens: i64, cost_micros: i64) -> Result<(), StoreError>;
+        fn require_lease(run_id: &str, owner: &str, local: Timestamp) -> Result<(), StoreError>;
+        fn require_status(run_id: &[u8], from: &[RunStatus], lease_owner: Option<&str>)
+            -> Result<RunStatus, StoreError>;
+        fn transition(t: &Transition<'_>) -> Result<(), StoreError>;
+        fn append_event(run_id: &[u8], step_id: &[u8], at: &Timestamp, kind: &str,
+            payload: &[u8]) -> Result<(), StoreError> = append;
     }
 
-    fn get_run(&mut self, run_id: &[u8]) -> Result<Run, StoreError> {
-        Tx::get_run(self, run_id)
-    }
-
-    fn get_step(&mut self, step_id: &[u8]) -> Result<Step, StoreError> {
-        Tx::get_step(self, step_id)
-    }
-
-    fn get_approval(&mut self, run_id: &[u8], approval_id: &[u8]) -> Result<Approval, StoreError> {
-        Tx::get_approval(self, run_id, approval_id)
-    }
-
-    fn write_transition(&mut self, t: &Transition<'_>) -> Result<(), StoreError> {
-        Tx::write_transition(self, t)
-    }
-
-    fn set_approval_status(
-        &mut self,
-        approval_id: &[u8],
-        expected_status: &str,
-        hash: &str,
-        status: &str,
-        decided_at: Timestamp,
-        decided_by: Option<&str>,
-        note: &str,
-    ) -> Result<bool, StoreError> {
-        Tx::set_approval_status(
-            self,
-            approval_id,
-            expected_status,
-            hash,
-            status,
-            decided_at,
-            decided_by,
-            note,
-        )
-    }
-
-    fn set_approval_status_only(
-        &mut self,
-        approval_id: &[u8],
-        expected_status: &str,
-        hash: &str,
-        status: &str,
-    ) -> Result<bool, StoreError> {
-        Tx::set_approval_status_only(self, approval_id, expected_status, hash, status)
-    }
-
-    fn fail_steps_in_flight(
-        &mut self,
-        run_id: &[u8],
-        observation_json: &str,
-        observation_hash: &str,
-        finished_at: Timestamp,
-    ) -> Result<usize, StoreError> {
-        Tx::fail_steps_in_flight(
-            self,
-            run_id,
-            observation_json,
-            observation_hash,
-            finished_at,
-        )
-    }
-
-    fn fail_step_unconditionally(
-        &mut self,
-        run_id: &[u8],
-        step_id: &[u8],
-        observation_json: &str,
-        observation_hash: &str,
-        finished_at: Timestamp,
-    ) -> Result<usize, StoreError> {
-        Tx::fail_step_unconditionally(
-            self,
-            run_id,
-            step_id,
-            observation_json,
-            observation_hash,
-            finished_at,
-        )
-    }
-
-    fn append_event(
-        &mut self,
-        run_id: &[u8],
-        step_id: &[u8],
-        at: &Timestamp,
-        kind: &str,
-        payload: &[u8],
-    ) -> Result<(), StoreError> {
-        Tx::append(self, run_id, step_id, at, kind, payload)
-    }
-
-    fn insert_run(&mut self, r: &NewRun<'_>) -> Result<(), StoreError> {
-        Tx::insert_run(self, r)
-    }
-
-    fn start_step(
-        &mut self,
-        run_id: &str,
-        step_id: &str,
-        index: i64,
-        lease_owner: &str,
-        now: Timestamp,
-    ) -> Result<(), StoreError> {
-        Tx::start_step(self, run_id, step_id, index, lease_owner, now)
-    }
-
-    fn update_step(
-        &mut self,
-        step_id: &str,
-        expected: &[StepStatus],
-        u: &StepUpdate<'_>,
-    ) -> Result<(), StoreError> {
-        Tx::update_step(self, step_id, expected, u)
-    }
-
-    fn insert_approval(&mut self, a: &NewApproval<'_>) -> Result<(), StoreError> {
-        Tx::insert_approval(self, a)
-    }
-
-    fn insert_tool_spec(&mut self, hash: &str, spec_json: &str) -> Result<(), StoreError> {
-        Tx::insert_tool_spec(self, hash, spec_json)
-    }
-
-    fn add_active_ms(&mut self, run_id: &str, ms: i64) -> Result<(), StoreError> {
-        Tx::add_active_ms(self, run_id, ms)
-    }
-
-    fn add_usage(
-        &mut self,
-        run_id: &str,
-        calls: i64,
-        input_tokens: i64,
-        output_tokens: i64,
-        cached_input_tokens: i64,
-        cost_micros: i64,
-    ) -> Result<(), StoreError> {
-        Tx::add_usage(
-            self,
-            run_id,
-            calls,
-            input_tokens,
-            output_tokens,
-            cached_input_tokens,
-            cost_micros,
-        )
-    }
-
-    fn insert_model_call(&mut self, m: &NewModelCall<'_>) -> Result<(), StoreError> {
-        Tx::insert_model_call(self, m)
-    }
-
-    fn finish_model_call(&mut self, m: &NewModelCall<'_>) -> Result<(), StoreError> {
-        Tx::finish_model_call(self, m)
-    }
-
-    fn set_lease(
-        &mut self,
-        run_id: &str,
-        owner: &str,
-        expires_at: Timestamp,
-    ) -> Result<(), StoreError> {
-        Tx::set_lease(self, run_id, owner, expires_at)
-    }
-
-    fn require_lease(
-        &mut self,
-        run_id: &str,
-        owner: &str,
-        local: Timestamp,
-    ) -> Result<(), StoreError> {
-        Tx::require_lease(self, run_id, owner, local)
-    }
-
-    fn require_status(
-        &mut self,
-        run_id: &[u8],
-        from: &[RunStatus],
-        lease_owner: Option<&str>,
-    ) -> Result<RunStatus, StoreError> {
-        Tx::require_status(self, run_id, from, lease_owner)
-    }
-
-    fn transition(&mut self, t: &Transition<'_>) -> Result<(), StoreError> {
-        Tx::transition(self, t)
-    }
+    tx_writes!(Tx);
 }
 
 impl<S: RunStore + ?Sized> sealed::Sealed for std::sync::Arc<S> {}
@@ -578,53 +404,7 @@ impl<S: RunStore + ?Sized> RunStore for std::sync::Arc<S> {
     where
         Self: 't;
 
-    fn get_run(&self, run_id: &[u8]) -> Result<Run, StoreError> {
-        (**self).get_run(run_id)
-    }
-
-    fn get_approval(&self, run_id: &[u8], approval_id: &[u8]) -> Result<Approval, StoreError> {
-        (**self).get_approval(run_id, approval_id)
-    }
-
-    fn list_approvals_page(
-        &self,
-        run_id: &[u8],
-        status: &str,
-        limit: i64,
-        offset: i64,
-    ) -> Result<Page<Approval>, StoreError> {
-        (**self).list_approvals_page(run_id, status, limit, offset)
-    }
-
-    fn count_runs(&self, status: &str) -> Result<i64, StoreError> {
-        (**self).count_runs(status)
-    }
-
-    fn list_steps(&self, run_id: &[u8]) -> Result<Vec<Step>, StoreError> {
-        (**self).list_steps(run_id)
-    }
-
-    fn list_approvals(&self, run_id: &[u8]) -> Result<Vec<Approval>, StoreError> {
-        (**self).list_approvals(run_id)
-    }
-
-    fn runs_page_by_key(
-        &self,
-        status: &str,
-        before: Option<i64>,
-        skip: i64,
-        limit: i64,
-    ) -> Result<KeyPage<Run>, StoreError> {
-        (**self).runs_page_by_key(status, before, skip, limit)
-    }
-
-    fn pending_approval_ids_of(
-        &self,
-        run_ids: &[&[u8]],
-        max: i64,
-    ) -> Result<BTreeMap<Key, Vec<Key>>, StoreError> {
-        (**self).pending_approval_ids_of(run_ids, max)
-    }
+    store_reads!((**self));
 
     fn write<T, E: From<StoreError>>(
         &self,

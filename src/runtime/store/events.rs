@@ -53,6 +53,17 @@ impl ChainReport {
     }
 }
 
+/// An event's payload as stored, on either backend: an empty one is `{}`; it must be UTF-8.
+pub(crate) fn event_payload<'p>(kind: &str, payload: &'p [u8]) -> Result<&'p str, StoreError> {
+    let payload = if payload.is_empty() {
+        b"{}".as_slice()
+    } else {
+        payload
+    };
+    std::str::from_utf8(payload)
+        .map_err(|_| StoreError::Invalid(format!("event {kind} payload is not valid UTF-8")))
+}
+
 /// `(head seq, hash of the event with the highest seq)` as a write transaction reads it: the
 /// higher of `sqlite_sequence`'s entry and the highest seq, and that event's hash, in one
 /// statement (each transaction that appends reads it once).

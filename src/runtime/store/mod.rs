@@ -55,6 +55,9 @@ use rusqlite::Connection;
 pub(crate) use backend::IN_CRATE;
 #[cfg(feature = "postgres")]
 pub(crate) use backend::sealed;
+#[cfg(feature = "postgres")]
+pub(crate) use backend::store_reads;
+pub(crate) use backend::tx_writes;
 pub use backend::{InCrate, RunStore, RunTx};
 #[cfg(feature = "postgres")]
 pub(crate) use damaged::{
@@ -65,6 +68,8 @@ pub use detail::{ApprovalView, ChainMark, MarkedEvent, ModelCallView, RunApprova
 #[cfg(feature = "postgres")]
 pub(crate) use detail::{mark_of, model_call_values};
 pub use error::{SCHEMA_VERSION, StoreError, go_file_mode, is_locked};
+#[cfg(feature = "postgres")]
+pub(crate) use events::event_payload;
 pub use events::{ChainBreak, ChainReport};
 pub use keyset::{KeyPage, StepKey};
 pub use lease::LeaseHandle;
@@ -79,6 +84,10 @@ pub(crate) use pages::{capped_approval_values, capped_step_values, event_values}
 #[cfg(feature = "postgres")]
 pub(crate) use queue_order::key_args as queue_key_args;
 pub use queue_order::{QueueOrder, SortValue};
+#[cfg(feature = "postgres")]
+pub(crate) use queue_order::{
+    QueueSql, sort_value as queue_sort_value, sorted_from as sorted_queue_from,
+};
 pub use reads::ProxyCall;
 #[cfg(feature = "postgres")]
 pub(crate) use reads::spec_of;

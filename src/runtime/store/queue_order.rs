@@ -52,69 +52,132 @@ pub enum SortValue {
     Twice,
 }
 
-/// The list's `FROM … WHERE …`: the queue's rows (`rid`, `aid`) with their sort key (`ks`,
-/// `kv`). Each row's document is read once per window: `json_each` joined on the keys asked
-/// for (a document that is not JSON reads as `{}`), grouped by row, so a member's count, value
-/// and type are aggregates of that one pass. Keys are `?2`, `?3`, ... ([`key_args`]).
-fn from_sql(order: &QueueOrder) -> String {
+/// What the sorted queue's SQL says differently on each database (placeholders, casts,
+/// collation, how `json_each` is joined); [`sorted_from`] writes the rest once. SQLite's is
+/// [`SQLITE_QUEUE`]; PostgreSQL's is in `pgstore::queue_order`.
+pub(crate) struct QueueSql {
+    /// The join of a queue row to its run (and the table's alias `a`).
+    pub rows: &'static str,
+    /// A queue row's key in insertion order, and what the rows are grouped by.
+    pub rid: &'static str,
+    pub group: &'static str,
+    /// An integer zero, true, and the placeholder sign (`?` or `$`).
+    pub zero: &'static str,
+    pub truth: &'static str,
+    pub mark: char,
+    /// `COUNT` and `MAX` as each database's text writes them.
+    pub count: &'static str,
+    pub max: &'static str,
+    /// The path from a request to its `spec`, appended to the request's document.
+    pub spec_path: &'static str,
+    /// A document as JSON, `{}` when it is not JSON.
+    pub safe: fn(&str) -> String,
+    /// `json_each` of a document as the alias `j` or `s` (a member's key, value and number).
+    pub each: fn(String, &str) -> String,
+    /// A member's number, value (as text) and type, of the `j` alias.
+    pub member_n: &'static str,
+    pub member_value: &'static str,
+    pub member_type: &'static str,
+    /// Whether member `i`'s value is an integer; an amount negated; a text as its bytes.
+    pub is_int: fn(usize) -> String,
+    pub negated: fn(usize) -> String,
+    pub bytes: fn(usize) -> String,
+    /// The sort value's column and its zero, by whether the order is an amount.
+    pub kv: fn(&str, bool) -> (String, &'static str),
+    /// The state's column, and the aliases of the two inner selects.
+    pub ks: fn(&str) -> String,
+    pub inner: (&'static str, &'static str),
+}
+
+/// SQLite's text of the sorted queue: `json_each` joined plainly (a member named twice stays
+/// twice), values compared as BLOBs.
+pub(crate) const SQLITE_QUEUE: QueueSql = QueueSql {
+    rows: "FROM approvals a JOIN runs r ON r.id = a.run_id",
+    rid: "a.rowid",
+    group: "a.rowid",
+    zero: "0",
+    truth: "1",
+    mark: '?',
+    count: "COUNT",
+    max: "MAX",
+    spec_path: ", '$.spec'",
+    safe: |doc| format!("CASE WHEN json_valid({doc}) THEN {doc} ELSE '{{}}' END"),
+    each: |doc, alias| format!("json_each({doc}) {alias}"),
+    member_n: "j.id",
+    member_value: "j.value",
+    member_type: "j.type",
+    is_int: |i| format!("t{i} = 'integer'"),
+    negated: |i| format!("-v{i}"),
+    bytes: |i| format!("CAST(v{i} AS BLOB)"),
+    kv: |value, _| (value.to_string(), "0"),
+    ks: |state| state.to_string(),
+    inner: ("", ""),
+};
+
+/// The list's `FROM … WHERE …` in dialect `d`: the queue's rows (`rid`, `aid`) with their sort
+/// key (`ks`, `kv`), `cond` choosing them (the filter is the first placeholder). Each row's
+/// document is read once per window: `json_each` joined on the keys asked for (a document
+/// that is not JSON reads as `{}`), grouped by row, so a member's count, value and type are
+/// aggregates of that one pass. Keys are the second placeholder on ([`key_args`]).
+pub(crate) fn sorted_from(order: &QueueOrder, d: &QueueSql, cond: &str) -> String {
     let (doc, path, keys, amount, spec) = match order {
         QueueOrder::Age => ("", "", 0, false, false),
-        // `spec` named once, and its `name` once: `?2` is `name`, `?3` is `spec`.
-        QueueOrder::Tool => ("a.request_json", ", '$.spec'", 1, false, true),
+        // `spec` named once, and its `name` once: the first key is `name`, the second `spec`.
+        QueueOrder::Tool => ("a.request_json", d.spec_path, 1, false, true),
         QueueOrder::Member(k) => ("a.presentation_json", "", k.len(), false, false),
         QueueOrder::Amount(k) => ("a.presentation_json", "", k.len(), true, false),
     };
-    let rows = "FROM approvals a JOIN runs r ON r.id = a.run_id";
+    let (rows, rid, truth, count, max) = (d.rows, d.rid, d.truth, d.count, d.max);
     if keys == 0 {
+        let zero = d.zero;
         return format!(
-            "FROM (SELECT a.rowid AS rid, a.id AS aid, 0 AS ks, 0 AS kv {rows} WHERE {QUEUE_COND}) q WHERE 1"
+            "FROM (SELECT {rid} AS rid, a.id AS aid, {zero} AS ks, {zero} AS kv {rows} WHERE {cond}) q WHERE {truth}"
         );
     }
-    let safe = format!("CASE WHEN json_valid({doc}) THEN {doc} ELSE '{{}}' END");
-    let marks: Vec<String> = (0..keys).map(|i| format!("?{}", i + 2)).collect();
+    let safe = (d.safe)(doc);
+    let mark = |i: usize| format!("{}{}", d.mark, i + 2);
+    let marks: Vec<String> = (0..keys).map(mark).collect();
     let mut cols = String::new();
     let mut joins = format!(
-        " LEFT JOIN json_each({safe}{path}) j ON j.key IN ({})",
+        " LEFT JOIN {} ON j.key IN ({})",
+        (d.each)(format!("{safe}{path}"), "j"),
         marks.join(", ")
     );
     let mut state = String::from("CASE");
     if spec {
-        cols.push_str(", COUNT(DISTINCT s.id) AS ns");
+        let n = d.member_n.replace("j.", "s.");
+        cols.push_str(&format!(", {count}(DISTINCT {n}) AS ns"));
         joins.push_str(&format!(
-            " LEFT JOIN json_each({safe}) s ON s.key = ?{}",
-            keys + 2
+            " LEFT JOIN {} ON s.key = {}",
+            (d.each)(safe.clone(), "s"),
+            mark(keys)
         ));
         state.push_str(" WHEN ns > 1 THEN 2");
     }
     let mut value = String::from("CASE");
+    let (n, v, t) = (d.member_n, d.member_value, d.member_type);
     for (i, m) in marks.iter().enumerate() {
         cols.push_str(&format!(
-            ", COUNT(DISTINCT CASE WHEN j.key = {m} THEN j.id END) AS n{i}, \
-             MAX(CASE WHEN j.key = {m} THEN j.value END) AS v{i}, \
-             MAX(CASE WHEN j.key = {m} THEN j.type END) AS t{i}"
+            ", {count}(DISTINCT CASE WHEN j.key = {m} THEN {n} END) AS n{i}, \
+             {max}(CASE WHEN j.key = {m} THEN {v} END) AS v{i}, \
+             {max}(CASE WHEN j.key = {m} THEN {t} END) AS t{i}"
         ));
-        let ok = if amount {
-            format!("t{i} = 'integer'")
-        } else {
-            "1".into()
-        };
+        let ok = if amount { (d.is_int)(i) } else { truth.into() };
         state.push_str(&format!(
             " WHEN n{i} > 1 THEN 2 WHEN n{i} = 1 THEN CASE WHEN {ok} THEN 0 ELSE 1 END"
         ));
-        let v = if amount {
-            format!("-v{i}")
-        } else {
-            format!("CAST(v{i} AS BLOB)")
-        };
+        let v = if amount { (d.negated)(i) } else { (d.bytes)(i) };
         value.push_str(&format!(" WHEN n{i} = 1 THEN {v}"));
     }
     state.push_str(" ELSE 1 END");
     value.push_str(" END");
+    let (kv, zero) = (d.kv)(&value, amount);
+    let (ks, group, (t1, t2)) = ((d.ks)(&state), d.group, d.inner);
     // Only a row that has the key sorts by its value: the others keep the queue's order.
     format!(
-        "FROM (SELECT rid, aid, ks, CASE WHEN ks = 0 THEN {value} ELSE 0 END AS kv \
-         FROM (SELECT *, {state} AS ks FROM (SELECT a.rowid AS rid, a.id AS aid{cols} \
-         {rows}{joins} WHERE {QUEUE_COND} GROUP BY a.rowid))) q WHERE 1"
+        "FROM (SELECT rid, aid, ks, CASE WHEN ks = 0 THEN {kv} ELSE {zero} END AS kv \
+         FROM (SELECT *, {ks} AS ks FROM (SELECT {rid} AS rid, a.id AS aid{cols} \
+         {rows}{joins} WHERE {cond} GROUP BY {group}){t1}){t2}) q WHERE {truth}"
     )
 }
 
@@ -128,8 +191,9 @@ pub(crate) fn key_args(order: &QueueOrder) -> Vec<String> {
 }
 
 /// The value a row was sorted by, from its key's `state` and `value` (an amount is stored
-/// negated, so the largest sorts first).
-fn sort_value(state: &Value, value: &Value) -> SortValue {
+/// negated, so the largest sorts first), on either database (PostgreSQL's keys are only
+/// integers and text).
+pub(crate) fn sort_value(state: &Value, value: &Value) -> SortValue {
     match (int(state), value) {
         (0, Value::Integer(i)) => SortValue::Int(i.checked_neg().unwrap_or(i64::MAX)),
         (0, Value::Real(f)) => SortValue::Bytes((-f).to_string().into_bytes()),
@@ -157,7 +221,7 @@ impl Store {
         check_page("queue", limit, offset)?;
         let filter = filter.to_lowercase();
         let keys = key_args(order);
-        let from = from_sql(order);
+        let from = sorted_from(order, &SQLITE_QUEUE, QUEUE_COND);
         self.read(|c| {
             let mut args: Vec<&dyn rusqlite::ToSql> = vec![&filter];
             for k in &keys {

@@ -3,7 +3,7 @@
 //! RUNNING run is leased by the writer when it names itself.
 
 use super::error::StoreError;
-use crate::runtime::types::{Key, Lease, RunStatus, Said};
+use crate::runtime::types::{Key, Lease, RunStatus, Said, Timestamp};
 
 /// `a or b or c`.
 fn or_list(from: &[RunStatus]) -> String {
@@ -41,4 +41,22 @@ pub(crate) fn check_state(
         });
     }
     Ok((status, lease))
+}
+
+/// The end of `requireLease`, on either backend: the lease's stored expiry must be after `now`
+/// (the judging clock's reading), else [`StoreError::LeaseLost`].
+pub(crate) fn check_unexpired(
+    run_id: &[u8],
+    lease: &Lease,
+    now: Timestamp,
+) -> Result<(), StoreError> {
+    if lease.expires_at <= now {
+        return Err(StoreError::LeaseLost {
+            detail: Said::from("run ").id(run_id).text(format!(
+                ": the lease expired at {}",
+                lease.expires_at.format_always()
+            )),
+        });
+    }
+    Ok(())
 }

@@ -7,12 +7,11 @@ use rusqlite::{Connection, params};
 
 use super::bind::key;
 use super::error::{Ctx, StoreError};
-use super::run_state::check_state;
+use super::events::event_payload;
+use super::run_state::{check_state, check_unexpired};
 use super::{Store, events, reads};
 use crate::runtime::json::event_hash_bytes;
-use crate::runtime::types::{
-    Approval, AsKey, Event, Key, Lease, Run, RunStatus, Said, Step, Timestamp,
-};
+use crate::runtime::types::{Approval, AsKey, Event, Key, Lease, Run, RunStatus, Step, Timestamp};
 
 /// A `BEGIN IMMEDIATE` transaction on the writer's connection, begun and committed through
 /// cached statements (rusqlite's `Transaction` has SQLite parse `BEGIN` and `COMMIT` afresh
@@ -219,13 +218,7 @@ impl<'a> Tx<'a> {
         payload: &[u8],
     ) -> Result<(), StoreError> {
         let (run_id, step_id) = (key(&run_id), key(&step_id));
-        let payload = if payload.is_empty() {
-            b"{}".as_slice()
-        } else {
-            payload
-        };
-        let payload = std::str::from_utf8(payload)
-            .map_err(|_| StoreError::Invalid(format!("event {kind} payload is not valid UTF-8")))?;
+        let payload = event_payload(kind, payload)?;
         if self.head.is_none() {
             self.head = Some(events::head(&self.tx)?);
         }
@@ -308,15 +301,7 @@ impl<'a> Tx<'a> {
     ) -> Result<(), StoreError> {
         let run_id = key(&run_id);
         let (_, lease) = self.checked_state(run_id.0, &[RunStatus::Running], Some(owner))?;
-        if lease.expires_at <= now {
-            return Err(StoreError::LeaseLost {
-                detail: Said::from("run ").id(run_id).text(format!(
-                    ": the lease expired at {}",
-                    lease.expires_at.format_always()
-                )),
-            });
-        }
-        Ok(())
+        check_unexpired(run_id.0, &lease, now)
     }
 
     /// requireStatus then the state change (spec 3.4). A move to RUNNING stamps the writer's
