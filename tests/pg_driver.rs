@@ -92,6 +92,45 @@ fn verify_both(db: &pg_support::TestDb, dir: &Path) {
     verify(&back);
 }
 
+/// An event as `(seq, run, step, at, type, payload, hash)`.
+type Row = (i64, String, String, String, String, String, String);
+
+fn row_of(e: &Event) -> Row {
+    (
+        e.seq,
+        e.run_id.clone(),
+        e.step_id.clone(),
+        e.at_text.clone(),
+        e.kind.clone(),
+        e.payload.clone(),
+        e.hash.clone(),
+    )
+}
+
+/// A run's chained events as stored, in seq order.
+fn stored_events(db: &pg_support::TestDb, run_id: &str) -> Vec<Row> {
+    db.client()
+        .query(
+            "SELECT seq, run_id, step_id, at, type, payload_json, hash FROM events \
+             WHERE run_id = $1 ORDER BY seq",
+            &[&run_id],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r.get(0),
+                r.get(1),
+                r.get(2),
+                r.get(3),
+                r.get(4),
+                r.get(5),
+                r.get(6),
+            )
+        })
+        .collect()
+}
+
 /// Waits (at most 10 s) until nothing waits in the inbox: the driver's sequencer chains.
 fn wait_chained(db: &pg_support::TestDb) {
     for _ in 0..1000 {
@@ -108,7 +147,8 @@ fn wait_chained(db: &pg_support::TestDb) {
 /// once. Its events are the ones SQLite records for the same run (same clock and ids), in the
 /// same order; the driver's own sequencer chained them while it lived (nobody started one);
 /// the chain verifies on the URL and, copied back to SQLite, passes agentrt's verifier. The
-/// observer got every event after its commit, in order, unchained (seq 0, no hash).
+/// observer got every event the driver wrote, in order, once chained (decision 0083 item 4):
+/// with the seq and hash `events` holds for it.
 #[test]
 fn pg_run_pauses_is_approved_resumed_and_completes() {
     let Some(db) = pg_support::fresh_db() else {
@@ -208,13 +248,13 @@ fn pg_run_pauses_is_approved_resumed_and_completes() {
         observed, driver_kinds,
         "the observer saw the driver's events in order"
     );
-    assert!(
-        seen.lock()
-            .unwrap()
-            .iter()
-            .all(|e| e.seq == 0 && e.hash.is_empty()),
-        "observers get events as committed, before the sequencer chains them"
-    );
+    let stored = stored_events(&db, "r");
+    for e in seen.lock().unwrap().iter() {
+        assert!(
+            stored.contains(&row_of(e)),
+            "observers get events as chained: {e:?}"
+        );
+    }
     verify_both(&db, dir.path());
 }
 
@@ -893,4 +933,174 @@ fn pg_naive_chain_drivers_keep_a_verifiable_chain() {
             Some(e.hash.as_str())
         );
     }
+}
+
+/// `n` read-only tool calls, then the end of `runs` runs (the script is shared by a
+/// driver's runs).
+fn look_agent(tag: &str, n: usize, runs: usize) -> Arc<ScriptedAgent> {
+    let mut script: Vec<_> = (0..n)
+        .map(|i| agent::tool_call("look", &format!(r#"{{"t":"{tag}","i":{i}}}"#)))
+        .collect();
+    script.extend((0..runs).map(|_| agent::complete("")));
+    ScriptedAgent::new(script)
+}
+
+type Seen = Arc<Mutex<Vec<Event>>>;
+
+/// A driver on its own connection (and its own sequencer unless `chain` is false) whose
+/// observer records what it is handed.
+fn observed_driver(
+    db: &pg_support::TestDb,
+    agent: Arc<ScriptedAgent>,
+    chain: bool,
+) -> (Driver, Seen) {
+    let (tools, _) = echo_registry("look", SideEffect::ReadOnly);
+    let seen: Seen = Arc::default();
+    let sink = seen.clone();
+    let driver = Config::new(pg(db), tools, Arc::new(DefaultPolicy))
+        .chain_events(chain)
+        .agent(agent)
+        .observer(Arc::new(move |e: &Event| {
+            sink.lock().unwrap().push(e.clone())
+        }))
+        .build()
+        .unwrap();
+    (driver, seen)
+}
+
+/// Issue 19's "observers seeing an event once it is chained": as soon as a run on
+/// PostgreSQL returns, its observer has been handed every event of the run, each with a seq
+/// above 0 and the hash `events` holds, in seq order: the very list `events` holds for the run.
+#[test]
+fn pg_observers_get_each_event_once_chained() {
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    let (driver, seen) = observed_driver(&db, look_agent("a", 5, 1), true);
+    let run = rt()
+        .block_on(driver.start_with_id("obs", "g", limits()))
+        .unwrap();
+    assert_eq!(run.status, RunStatus::Completed, "{}", run.reason_detail);
+    // Before the driver is dropped (its drop drains the inbox): what the writes handed on.
+    let got: Vec<Row> = seen.lock().unwrap().iter().map(row_of).collect();
+    let stored = stored_events(&db, "obs");
+    assert!(stored.len() >= 2 + 6 * 2, "{} events", stored.len());
+    assert!(got.iter().all(|r| r.0 > 0 && !r.6.is_empty()), "{got:?}");
+    assert_eq!(
+        got, stored,
+        "the observer got the run's chained events, in seq order"
+    );
+    drop(driver);
+    assert_eq!(
+        seen.lock().unwrap().len(),
+        stored.len(),
+        "nothing more at the drop"
+    );
+}
+
+/// Two drivers on two connections, each with its own sequencer, drive two runs each at once;
+/// the sequencers take turns on the chain. Each observer is handed only chained events: each
+/// with the seq, hash and columns `events` holds at that seq, a run's in seq order, and every
+/// event of its runs by the time the run returns.
+#[test]
+fn pg_two_drivers_observers_get_only_chained_events() {
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    let _ = pg(&db); // migrates
+    let rtm = rt();
+    let drivers: Vec<(Driver, Seen)> = (0..2)
+        .map(|d| observed_driver(&db, look_agent(&format!("d{d}"), 12, 2), true))
+        .collect();
+    let mut tasks = Vec::new();
+    for (d, (driver, _)) in drivers.iter().enumerate() {
+        for r in 0..2 {
+            let driver = driver.clone();
+            tasks.push(rtm.spawn(async move {
+                driver
+                    .start_with_id(&format!("d{d}r{r}"), "g", limits())
+                    .await
+            }));
+        }
+    }
+    for t in tasks {
+        let run = rtm.block_on(t).unwrap().unwrap();
+        assert_eq!(run.status, RunStatus::Completed, "{}", run.reason_detail);
+    }
+    for (d, (_, seen)) in drivers.iter().enumerate() {
+        let seen = seen.lock().unwrap().clone();
+        for r in 0..2 {
+            let id = format!("d{d}r{r}");
+            let got: Vec<Row> = seen.iter().filter(|e| e.run_id == id).map(row_of).collect();
+            assert_eq!(
+                got,
+                stored_events(&db, &id),
+                "driver {d}'s observer got run {id}'s chained events in seq order"
+            );
+        }
+        assert!(seen.iter().all(|e| e.seq > 0), "only chained events");
+    }
+    drop(drivers);
+    let mut s = PgStore::open_existing(&db.pg_url()).unwrap();
+    assert!(s.verify_events(0, 0).unwrap().ok());
+}
+
+/// `chain_events(false)`: another process chains. With a sequencer running elsewhere, the
+/// observer is handed each event chained (woken by the sequencer's NOTIFY), all of them by the
+/// time the run returns. With none running, a write waits at most `CHAINED_WAIT` and hands
+/// nothing unchained: the events stay owed, and once something chains them they are handed
+/// on in order (here at the driver's drop).
+#[test]
+fn pg_observers_wait_for_another_processs_sequencer() {
+    use countersign::pgstore::Sequencer;
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    let _ = pg(&db); // migrates
+    let rtm = rt();
+    let elsewhere = Sequencer::spawn(&db.pg_url()).unwrap();
+    let (driver, seen) = observed_driver(&db, look_agent("x", 3, 1), false);
+    let run = rtm
+        .block_on(driver.start_with_id("x", "g", limits()))
+        .unwrap();
+    assert_eq!(run.status, RunStatus::Completed, "{}", run.reason_detail);
+    let got: Vec<Row> = seen.lock().unwrap().iter().map(row_of).collect();
+    assert_eq!(
+        got,
+        stored_events(&db, "x"),
+        "handed on as chained elsewhere"
+    );
+    drop(driver);
+    elsewhere.stop().unwrap();
+
+    // No sequencer anywhere: nothing is handed on, and nothing unchained.
+    let (driver, seen) = observed_driver(&db, look_agent("y", 2, 1), false);
+    let t0 = std::time::Instant::now();
+    let run = rtm
+        .block_on(driver.start_with_id("y", "g", limits()))
+        .unwrap();
+    assert_eq!(run.status, RunStatus::Completed, "{}", run.reason_detail);
+    let took = t0.elapsed();
+    assert!(
+        seen.lock().unwrap().is_empty(),
+        "nothing chained, nothing handed on"
+    );
+    assert!(
+        took >= countersign::runtime::driver::CHAINED_WAIT,
+        "the first write waited for its events: {took:?}"
+    );
+    assert!(
+        took < countersign::runtime::driver::CHAINED_WAIT * 3,
+        "the writes after it did not wait again: {took:?}"
+    );
+    let mut s = PgStore::open_existing(&db.pg_url()).unwrap();
+    assert!(s.unchained().unwrap() > 0);
+    s.sequence_all().unwrap();
+    drop(driver);
+    let got: Vec<Row> = seen.lock().unwrap().iter().map(row_of).collect();
+    assert_eq!(
+        got,
+        stored_events(&db, "y"),
+        "handed on in order once chained"
+    );
 }

@@ -11,6 +11,7 @@ pub mod copy;
 mod drive;
 mod error;
 mod notify;
+pub(crate) mod observe;
 mod operate;
 mod passfile;
 mod queue_order;
@@ -29,7 +30,7 @@ pub use error::PgError;
 pub use notify::{CHANNEL, Listener};
 pub use operate::PgTx;
 pub use schema::{PG_MIGRATIONS, PG_SCHEMA_VERSION};
-pub use sequencer::{BATCH, Sequencer};
+pub use sequencer::{BATCH, Nudge, Sequencer};
 pub use url::{PgUrl, REDACTED, SslMode, is_pg_url};
 
 /// The client crate, for the crate's own tests and benches.

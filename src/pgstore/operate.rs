@@ -38,6 +38,9 @@ pub struct PgTx<'c> {
     /// Events are appended after the locked chain head, not enqueued
     /// ([`PgStore::set_naive_chain`], the bench's baseline).
     pub(super) naive: bool,
+    /// When the writer wants its events back once chained (the driver's observers), where
+    /// each enqueued event will sit in its run's chain (`observe.rs`).
+    pub(super) place: Option<super::observe::Placing>,
 }
 
 impl std::fmt::Debug for PgTx<'_> {
@@ -353,6 +356,12 @@ impl RunTx for PgTx<'_> {
         };
         // Not chained yet: a sequencer gives it its seq and hash (decision 0081); the naive
         // chain gives them now.
+        if !self.naive
+            && let Some(p) = self.place.as_mut()
+        {
+            // Before the enqueue: the run's events committed so far, this one not among them.
+            p.place(&mut self.tx, &self.url, run)?;
+        }
         let (seq, hash) = if self.naive {
             chain::append(&mut self.tx, &self.url, e)
         } else {
@@ -522,6 +531,20 @@ impl RunStore for PgStore {
         _: InCrate,
         f: impl FnOnce(&mut PgTx<'_>) -> Result<T, E>,
     ) -> Result<(T, Vec<Event>), E> {
+        self.write_placing(false, f)
+            .map(|(v, events, _)| (v, events))
+    }
+}
+
+impl PgStore {
+    /// One write transaction, as [`RunStore::write`]; with `place`, also where each event it
+    /// enqueued will sit in its run's chain (`None` when none was enqueued: the naive chain
+    /// chains them at once).
+    pub(crate) fn write_placing<T, E: From<StoreError>>(
+        &self,
+        place: bool,
+        f: impl FnOnce(&mut PgTx<'_>) -> Result<T, E>,
+    ) -> Result<(T, Vec<Event>, super::observe::Placements), E> {
         let mut client = self.lock();
         let tx = client
             .build_transaction()
@@ -533,10 +556,13 @@ impl RunStore for PgStore {
             url: self.url.clone(),
             events: Vec::new(),
             naive: self.naive_chain,
+            place: (place && !self.naive_chain).then(super::observe::Placing::default),
         };
         let out = f(&mut w)?;
-        let PgTx { tx, events, .. } = w;
+        let PgTx {
+            tx, events, place, ..
+        } = w;
         tx.commit().at(&self.url, "commit")?;
-        Ok((out, events))
+        Ok((out, events, place.map(|p| p.placed)))
     }
 }

@@ -4,8 +4,8 @@
 //! overlap and PostgreSQL's group commit serves them; readers of `events` see an event once it
 //! is chained.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -79,11 +79,47 @@ impl PgStore {
     }
 }
 
+/// Wakes a sequencer that waits out its idle back-off: a writer that has just committed to the
+/// inbox and wants its events chained now (the driver's observers, decision 0083 item 4) nudges
+/// it instead of waiting up to [`IDLE_MAX`]. Cheap to clone; nudging a stopped sequencer does
+/// nothing.
+#[derive(Clone, Default)]
+pub struct Nudge(Arc<(Mutex<bool>, Condvar)>);
+
+impl std::fmt::Debug for Nudge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Nudge")
+    }
+}
+
+impl Nudge {
+    /// Asks the sequencer to look at the inbox now.
+    pub fn nudge(&self) {
+        let (flag, cv) = &*self.0;
+        *flag.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        cv.notify_all();
+    }
+
+    /// Sleeps up to `d`, less if nudged (a nudge since the last sleep ends it at once).
+    fn sleep(&self, d: Duration) {
+        let (flag, cv) = &*self.0;
+        let mut g = flag.lock().unwrap_or_else(|p| p.into_inner());
+        if !*g {
+            g = match cv.wait_timeout(g, d) {
+                Ok((g, _)) => g,
+                Err(p) => p.into_inner().0,
+            };
+        }
+        *g = false;
+    }
+}
+
 /// A sequencer on a thread of its own with its own connection. Several may run, on one host
 /// or many: they take turns on the chain head's lock.
 pub struct Sequencer {
     db: String,
     stop: Arc<AtomicBool>,
+    nudge: Nudge,
     thread: JoinHandle<Result<i64, PgError>>,
 }
 
@@ -106,15 +142,17 @@ impl Sequencer {
         let store = PgStore::open_existing(url)?;
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
+        let nudge = Nudge::default();
+        let woken = nudge.clone();
         let again = url.clone();
         let thread = std::thread::Builder::new()
             .name("pg-sequencer".into())
             .spawn(move || {
                 if retry {
-                    run_retrying(store, &again, &flag)
+                    run_retrying(store, &again, &flag, &woken)
                 } else {
                     let (mut store, mut total) = (store, 0);
-                    run(&mut store, &flag, &mut total).map(|()| total)
+                    run(&mut store, &flag, &woken, &mut total).map(|()| total)
                 }
             })
             .map_err(|e| PgError::Unusable {
@@ -124,14 +162,21 @@ impl Sequencer {
         Ok(Sequencer {
             db: url.to_string(),
             stop,
+            nudge,
             thread,
         })
+    }
+
+    /// What wakes this sequencer out of its idle back-off (see [`Nudge`]).
+    pub fn nudger(&self) -> Nudge {
+        self.nudge.clone()
     }
 
     /// Stops after chaining what is committed by now; returns how many events it chained in
     /// all, or the error that stopped it.
     pub fn stop(self) -> Result<i64, PgError> {
         self.stop.store(true, Ordering::Release);
+        self.nudge.nudge();
         match self.thread.join() {
             Ok(r) => r,
             Err(_) => Err(PgError::Unusable {
@@ -144,7 +189,12 @@ impl Sequencer {
 
 /// [`run`] until stopped, whatever fails: after an error it waits (doubling from 50 ms up to
 /// a second, in steps that notice a stop), reconnects and goes on.
-fn run_retrying(store: PgStore, url: &PgUrl, stop: &AtomicBool) -> Result<i64, PgError> {
+fn run_retrying(
+    store: PgStore,
+    url: &PgUrl,
+    stop: &AtomicBool,
+    nudge: &Nudge,
+) -> Result<i64, PgError> {
     let mut total = 0;
     let mut store = Some(store);
     let mut backoff = Duration::from_millis(50);
@@ -163,7 +213,7 @@ fn run_retrying(store: PgStore, url: &PgUrl, stop: &AtomicBool) -> Result<i64, P
                 }
             },
         };
-        match run(s, stop, &mut total) {
+        match run(s, stop, nudge, &mut total) {
             Ok(()) => return Ok(total),
             Err(e) => {
                 if stop.load(Ordering::Acquire) {
@@ -189,8 +239,13 @@ fn pause(d: Duration, stop: &AtomicBool) {
 }
 
 /// Chains batches while there is work; when the inbox is empty it waits, longer each idle
-/// pass up to [`IDLE_MAX`]. On stop it drains what is committed, then returns.
-fn run(store: &mut PgStore, stop: &AtomicBool, total: &mut i64) -> Result<(), PgError> {
+/// pass up to [`IDLE_MAX`], or until nudged. On stop it drains what is committed, then returns.
+fn run(
+    store: &mut PgStore,
+    stop: &AtomicBool,
+    nudge: &Nudge,
+    total: &mut i64,
+) -> Result<(), PgError> {
     let mut idle = Duration::from_micros(250);
     loop {
         if stop.load(Ordering::Acquire) {
@@ -206,7 +261,7 @@ fn run(store: &mut PgStore, stop: &AtomicBool, total: &mut i64) -> Result<(), Pg
         };
         *total += events;
         if events == 0 {
-            std::thread::sleep(idle);
+            nudge.sleep(idle);
             idle = (idle * 2).min(IDLE_MAX);
         } else {
             idle = Duration::from_micros(250);

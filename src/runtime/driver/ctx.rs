@@ -123,7 +123,7 @@ impl RunCtx {
             }
             Ok(())
         })?;
-        inner.deliver(&events);
+        inner.deliver(events);
         let run = inner.store.get_run(id)?;
         let lease = Lease::hold(
             &inner.store,
@@ -152,7 +152,7 @@ impl RunCtx {
     pub fn write<T>(&self, f: impl FnOnce(&mut DbTx<'_, '_>) -> Result<T, Stop>) -> StepResult<T> {
         match self.inner.store.write(f) {
             Ok((v, events)) => {
-                self.inner.deliver(&events);
+                self.inner.deliver(events);
                 Ok(v)
             }
             Err(Stop::Err(RuntimeError::Store(e))) if e.is_run_state() => Err(self.explain(e)),

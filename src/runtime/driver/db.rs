@@ -20,8 +20,34 @@ use crate::pgstore::{PgLeaseHandle, PgStore, PgTx};
 /// The run database a [`Config`](super::Config) gives the driver: SQLite's [`Store`] (what
 /// `Config::new(Arc<Store>, ..)` makes) or, with the `postgres` feature, a `PgStore` (from an
 /// `Arc<PgStore>`).
+///
+/// The second field says whether a PostgreSQL write records where its events will sit in
+/// their run's chain, so that they can be handed to observers once chained (set by the
+/// driver when it has an observer; decision 0083 item 4).
 #[derive(Clone)]
-pub struct RunDb(Db);
+pub struct RunDb(
+    Db,
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))] bool,
+);
+
+/// The events one write committed, to hand to the driver's observers: chained already on
+/// SQLite (and on PostgreSQL's naive chain); on PostgreSQL, when the driver places them, still
+/// in the inbox, with where each will sit in its run's chain.
+pub(crate) struct Written {
+    pub events: Vec<Event>,
+    #[cfg(feature = "postgres")]
+    pub placed: Option<Vec<crate::pgstore::observe::Placed>>,
+}
+
+impl Written {
+    fn chained(events: Vec<Event>) -> Written {
+        Written {
+            events,
+            #[cfg(feature = "postgres")]
+            placed: None,
+        }
+    }
+}
 
 #[derive(Clone)]
 enum Db {
@@ -45,14 +71,14 @@ impl std::fmt::Debug for RunDb {
 
 impl From<Arc<Store>> for RunDb {
     fn from(s: Arc<Store>) -> RunDb {
-        RunDb(Db::Sqlite(s))
+        RunDb(Db::Sqlite(s), false)
     }
 }
 
 #[cfg(feature = "postgres")]
 impl From<Arc<PgStore>> for RunDb {
     fn from(s: Arc<PgStore>) -> RunDb {
-        RunDb(Db::Postgres(OffTask(Some(s))))
+        RunDb(Db::Postgres(OffTask(Some(s))), false)
     }
 }
 
@@ -71,6 +97,10 @@ impl<T: Send> OffTask<T> {
 
     pub(crate) fn get(&self) -> Option<&T> {
         self.0.as_ref()
+    }
+
+    pub(crate) fn get_mut(&mut self) -> Option<&mut T> {
+        self.0.as_mut()
     }
 }
 
@@ -187,23 +217,28 @@ impl RunDb {
         on_db!(self, s => RunStore::list_approvals(&**s, run_id.as_bytes()))
     }
 
+    #[cfg(feature = "postgres")]
+    /// The same store; on PostgreSQL its writes record where their events will sit in their
+    /// run's chain when `on` (what the driver's observers need, decision 0083 item 4).
+    pub(crate) fn placing(self, on: bool) -> RunDb {
+        RunDb(self.0, on)
+    }
+
     /// Runs `f` in one write transaction (committed on `Ok`), returning the events appended.
     pub(crate) fn write<T, E: From<StoreError>>(
         &self,
         f: impl FnOnce(&mut DbTx<'_, '_>) -> Result<T, E>,
-    ) -> Result<(T, Vec<Event>), E> {
+    ) -> Result<(T, Written), E> {
         match &self.0 {
             Db::Sqlite(s) => RunStore::write(&**s, crate::runtime::store::IN_CRATE, |tx| {
                 f(&mut DbTx::Sqlite(tx))
-            }),
+            })
+            .map(|(v, events)| (v, Written::chained(events))),
             #[cfg(feature = "postgres")]
             Db::Postgres(h) => {
                 let s = h.get().ok_or_else(closed)?;
-                pg(|| {
-                    RunStore::write(&**s, crate::runtime::store::IN_CRATE, |tx| {
-                        f(&mut DbTx::Postgres(tx))
-                    })
-                })
+                pg(|| s.write_placing(self.1, |tx| f(&mut DbTx::Postgres(tx))))
+                    .map(|(v, events, placed)| (v, Written { events, placed }))
             }
         }
     }

@@ -216,7 +216,7 @@ impl RunCtx {
             tx.append(&self.run_id, &a.step_id, &now, "step.tool_finished", &p)?;
             Ok(())
         })?;
-        self.inner.deliver(&events);
+        self.inner.deliver(events);
         Ok(())
     }
 }

@@ -15,6 +15,8 @@ mod execute;
 mod gate;
 pub mod lease;
 pub mod limits;
+#[cfg(feature = "postgres")]
+mod observe;
 mod open;
 mod recheck;
 pub mod record;
@@ -44,12 +46,17 @@ pub(crate) use db::DbTx;
 pub use db::RunDb;
 pub use gate::{Gate, NextStep, Session, Verdict};
 pub use lease::DEFAULT_LEASE_TTL;
+#[cfg(feature = "postgres")]
+pub use observe::CHAINED_WAIT;
 pub use recheck::{NotRechecked, RecheckReport, RecheckScope, RecheckSpecs, Rechecked};
 pub use recover::{INTERRUPTED_NOTICE, Reconcile, ReconcileError, Reconciliation};
 pub use resume::verify_hash;
 pub use worker::{SCAN_LIMIT, WorkEvent, WorkObserver, WorkOptions, WorkReport};
 
-/// Receives every event after its transaction committed.
+/// Receives every event the driver writes, once it is chained: after its transaction
+/// committed on SQLite; on PostgreSQL once a sequencer has chained it, with its seq and hash
+/// as stored in `events` (a write waits for that at most [`CHAINED_WAIT`]; see
+/// decision 0083 item 4).
 pub type Observer = Arc<dyn Fn(&Event) + Send + Sync>;
 
 /// Generates ids (32 lowercase hex by default).
@@ -189,7 +196,7 @@ pub struct Config<A = NoAgent> {
     /// On PostgreSQL, whether the driver runs a sequencer that chains the events committed to
     /// the inbox (decision 0083; default true). Ignored on SQLite, which chains at once.
     pub chain_events: bool,
-    /// Receives events after commit.
+    /// Receives the events the driver writes once they are chained (see [`Observer`]).
     pub observer: Option<Observer>,
     /// Id generator (tests); `None`: random 32 hex.
     pub ids: Option<IdGen>,
@@ -279,7 +286,7 @@ impl<A> Config<A> {
         self
     }
 
-    /// Sets what receives events after commit.
+    /// Sets what receives the driver's events once they are chained (see [`Observer`]).
     pub fn observer(mut self, observer: Observer) -> Self {
         self.observer = Some(observer);
         self
@@ -355,12 +362,37 @@ pub(crate) struct Inner {
     pub claims: Mutex<HashSet<String>>,
     /// On PostgreSQL, the sequencer this driver runs (stopped when the driver is dropped).
     pub _chain: Option<Chainer>,
+    /// On PostgreSQL with an observer, the events written and not yet handed on because they
+    /// are not chained yet.
+    #[cfg(feature = "postgres")]
+    pub owed: Option<observe::Owed>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // What is still owed to the observer is handed on once the driver's own sequencer has
+        // drained the inbox (its drop chains what is committed).
+        #[cfg(feature = "postgres")]
+        if let (Some(owed), Some(o), Some(pg)) = (&self.owed, &self.observer, self.store.postgres())
+        {
+            drop(self._chain.take());
+            db::pg(|| owed.flush(pg, o));
+        }
+    }
 }
 
 /// A sequencer the driver runs on PostgreSQL; dropped, it chains what is committed and stops.
 pub(crate) struct Chainer {
     #[cfg(feature = "postgres")]
     seq: Option<crate::pgstore::Sequencer>,
+}
+
+impl Chainer {
+    /// What wakes the sequencer out of its idle back-off.
+    #[cfg(feature = "postgres")]
+    fn nudger(&self) -> Option<crate::pgstore::Nudge> {
+        self.seq.as_ref().map(crate::pgstore::Sequencer::nudger)
+    }
 }
 
 impl Drop for Chainer {
@@ -398,8 +430,17 @@ impl Inner {
             format!("{}/{}", cfg.lease_owner, &own[..12])
         };
         let chain = chainer(&cfg.store, cfg.chain_events)?;
+        // On PostgreSQL an observer gets events once chained: the writes record where their
+        // events will sit in their run's chain, to read them back from there.
+        #[cfg(feature = "postgres")]
+        let owed = (cfg.observer.is_some() && cfg.store.postgres().is_some())
+            .then(|| observe::Owed::new(chain.as_ref().and_then(Chainer::nudger)));
+        #[cfg(feature = "postgres")]
+        let store = cfg.store.placing(owed.is_some());
+        #[cfg(not(feature = "postgres"))]
+        let store = cfg.store;
         Ok(Inner {
-            store: cfg.store,
+            store,
             tools: cfg.tools,
             policy: cfg.policy,
             policy_id,
@@ -417,6 +458,8 @@ impl Inner {
             reconcile: cfg.reconcile,
             claims: Mutex::new(HashSet::new()),
             _chain: chain,
+            #[cfg(feature = "postgres")]
+            owed,
         })
     }
 
@@ -434,11 +477,19 @@ impl Inner {
     pub fn lease_expiry(&self) -> super::types::Timestamp {
         self.lease_now().add_nanos(lease::ttl_ns(self.lease_ttl))
     }
-    pub fn deliver(&self, events: &[Event]) {
-        if let Some(o) = &self.observer {
-            for e in events {
-                o(e);
-            }
+    /// Hands a write's events to the observer: at once when they are chained (SQLite), else
+    /// once chained (PostgreSQL, `observe`).
+    pub(crate) fn deliver(&self, w: db::Written) {
+        let Some(o) = &self.observer else {
+            return;
+        };
+        #[cfg(feature = "postgres")]
+        if let (Some(placed), Some(owed), Some(pg)) = (w.placed, &self.owed, self.store.postgres())
+        {
+            return db::pg(|| owed.deliver(pg, w.events, placed, o));
+        }
+        for e in &w.events {
+            o(e);
         }
     }
 }

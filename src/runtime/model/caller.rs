@@ -413,7 +413,7 @@ impl ModelCaller {
         );
         let (reserve, deadline) = match written {
             Ok((r, events)) => {
-                s.inner.deliver(&events);
+                s.inner.deliver(events);
                 r
             }
             Err(e) => {
@@ -536,7 +536,7 @@ impl ModelCaller {
         });
         self.adjust(&reserve, -1);
         match written {
-            Ok(((), events)) => s.inner.deliver(&events),
+            Ok(((), events)) => s.inner.deliver(events),
             Err(e) => return Err(ModelCallError::Store(e.to_string())),
         }
         if rec.status != "ok" && !rec.retry && rec.error.starts_with("unusable usage") {

@@ -1,0 +1,169 @@
+//! What the driver's observers get on PostgreSQL (issue 19; decision 0083 item 4, amended):
+//! each event the driver wrote, once a sequencer has chained it, with the seq and hash that
+//! `events` holds for it, never one still in the inbox.
+//!
+//! After a write commits, its events are owed to the observer. The driver nudges its own
+//! sequencer (when it runs one), then reads the events back from `events` by their place in
+//! their run's chain (`pgstore::observe`), waiting between reads for the sequencer's
+//! notification (decision 0084) on a LISTEN connection of its own, opened at the first wait.
+//! The write waits at most [`CHAINED_WAIT`]. If its events are not chained by then (no
+//! sequencer runs, or it is down), the write goes on and hands nothing; what is owed is handed
+//! on, in order, at a later write once chained, without waiting again until something owed has
+//! been handed on, and at the driver's drop after its own sequencer drained the inbox. A read
+//! that fails leaves the events owed too. A row found at an event's place that is not the
+//! event written (a row written around the run's lock) is not handed on, and neither is the
+//! event.
+
+use std::collections::VecDeque;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use super::Observer;
+use super::db::OffTask;
+use crate::pgstore::observe::{Placed, same_event};
+use crate::pgstore::{Listener, Nudge, PgStore};
+use crate::runtime::store::StoreError;
+use crate::runtime::types::Event;
+
+/// How long a write on PostgreSQL waits for its events to be chained before it goes on with
+/// them still owed to the observer (handed on later, once chained).
+pub const CHAINED_WAIT: Duration = Duration::from_secs(2);
+
+/// The longest one wait for a notification lasts before the chain is read again anyway.
+const RECHECK: Duration = Duration::from_millis(100);
+
+/// The events a driver on PostgreSQL owes its observer.
+pub(crate) struct Owed {
+    /// Wakes the driver's own sequencer, if it runs one.
+    nudge: Option<Nudge>,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    /// Written and committed, not yet handed on: in commit order, each with its place.
+    owed: VecDeque<(Event, Placed)>,
+    /// LISTENs for the sequencers' notifications (opened at the first wait).
+    listener: Option<OffTask<Listener>>,
+    /// The listener could not be opened during this delivery: poll instead.
+    no_listener: bool,
+    /// The last wait ran out with events still owed: the next writes do not wait until
+    /// something owed is handed on.
+    stalled: bool,
+}
+
+impl Owed {
+    pub(crate) fn new(nudge: Option<Nudge>) -> Owed {
+        Owed {
+            nudge,
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    /// Owes `events` (placed by `placed`) and hands on what is chained, in order, waiting
+    /// (bounded, see the module) for these to be chained.
+    pub(crate) fn deliver(
+        &self,
+        store: &PgStore,
+        events: Vec<Event>,
+        placed: Vec<Placed>,
+        o: &Observer,
+    ) {
+        // Held while handing on, so that one driver's events reach the observer in order.
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        st.owed.extend(events.into_iter().zip(placed));
+        if st.owed.is_empty() {
+            return;
+        }
+        if let Some(n) = &self.nudge {
+            n.nudge();
+        }
+        st.no_listener = false;
+        let start = Instant::now();
+        loop {
+            match st.hand_on(store, o) {
+                Ok(true) => st.stalled = false,
+                Ok(false) => {}
+                Err(_) => {
+                    st.stalled = true;
+                    return;
+                }
+            }
+            if st.owed.is_empty() {
+                return;
+            }
+            let bound = if st.stalled {
+                Duration::ZERO
+            } else {
+                CHAINED_WAIT
+            };
+            let left = bound.saturating_sub(start.elapsed());
+            if left.is_zero() {
+                st.stalled = true;
+                return;
+            }
+            st.wait(store, left.min(RECHECK));
+        }
+    }
+
+    /// Hands on what is owed and chained by now, without waiting (the driver's drop).
+    pub(crate) fn flush(&self, store: &PgStore, o: &Observer) {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let _ = st.hand_on(store, o);
+    }
+}
+
+impl State {
+    /// Hands on, from the front, every owed event that is chained; true if any was taken off.
+    fn hand_on(&mut self, store: &PgStore, o: &Observer) -> Result<bool, StoreError> {
+        let mut progressed = false;
+        while let Some((_, first)) = self.owed.front() {
+            let (run, pos) = (first.run_id.clone(), first.pos);
+            // The owed events at the front that follow one another in one run: one read.
+            let n = self
+                .owed
+                .iter()
+                .zip(0i64..)
+                .take_while(|((_, p), i)| p.run_id == run && p.pos == pos.saturating_add(*i))
+                .count();
+            let rows = store.chained_from(&run, pos, n as i64)?;
+            let got = rows.len();
+            for row in rows {
+                let Some((mut e, _)) = self.owed.pop_front() else {
+                    break;
+                };
+                progressed = true;
+                if same_event(&row, &e) {
+                    e.seq = row.seq;
+                    e.hash = row.hash;
+                    o(&e);
+                }
+            }
+            if got < n {
+                break;
+            }
+        }
+        Ok(progressed)
+    }
+
+    /// Waits up to `d` for a sequencer's notification (or polls, without a listener).
+    fn wait(&mut self, store: &PgStore, d: Duration) {
+        if self.listener.is_none() && !self.no_listener {
+            match Listener::open(store.url()) {
+                // Opened after the last read: read again before waiting, so that a batch
+                // chained in between is not waited for in vain.
+                Ok(l) => self.listener = Some(OffTask::new(l)),
+                Err(_) => self.no_listener = true,
+            }
+            return;
+        }
+        match self.listener.as_mut().and_then(OffTask::get_mut) {
+            Some(l) => {
+                if l.wait(d).is_err() {
+                    self.listener = None;
+                }
+            }
+            None => std::thread::sleep(d.min(Duration::from_millis(5))),
+        }
+    }
+}
