@@ -1104,3 +1104,51 @@ fn pg_observers_wait_for_another_processs_sequencer() {
         "handed on in order once chained"
     );
 }
+
+/// A Gate on PostgreSQL hands its observer chained events too, placed right when another
+/// writer (a reviewer's cancel, on a connection of its own) writes events of the same run in
+/// between: the observer gets exactly the run's chained events but the cancel's, each as
+/// stored, in seq order.
+#[test]
+fn pg_gate_observer_gets_chained_events_around_a_reviewers_cancel() {
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    let calls = Calls::default();
+    let seen: Seen = Arc::default();
+    let sink = seen.clone();
+    let gate = Config::new(pg(&db), look_tools(&calls), Arc::new(DefaultPolicy))
+        .observer(Arc::new(move |e: &Event| {
+            sink.lock().unwrap().push(e.clone())
+        }))
+        .gate()
+        .unwrap();
+    let rtm = rt();
+    let mut s = rtm.block_on(gate.begin("g", "g", limits())).unwrap();
+    s.step().unwrap();
+    assert!(matches!(
+        s.propose(agent::tool_call("look", "{}")).unwrap(),
+        Verdict::Allowed(_)
+    ));
+    let reviewer = pg(&db);
+    let cancelled = operator::cancel(&*reviewer, "g", "carol", "stop", Timestamp::now()).unwrap();
+    let _ = rtm.block_on(s.execute());
+    drop(s);
+    let got: Vec<Row> = seen.lock().unwrap().iter().map(row_of).collect();
+    let mut s = PgStore::open_existing(&db.pg_url()).unwrap();
+    s.sequence_all().unwrap();
+    let stored = stored_events(&db, "g");
+    let theirs: Vec<(String, String)> = cancelled
+        .events
+        .iter()
+        .map(|e| (e.kind.clone(), e.payload.clone()))
+        .collect();
+    let ours: Vec<Row> = stored
+        .iter()
+        .filter(|r| !theirs.contains(&(r.4.clone(), r.5.clone())))
+        .cloned()
+        .collect();
+    assert!(!theirs.is_empty() && ours.len() + theirs.len() == stored.len());
+    assert_eq!(got, ours, "the Gate's events, chained, in seq order");
+    drop(gate);
+}

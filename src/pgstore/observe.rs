@@ -4,7 +4,8 @@
 //!
 //! `events` does not keep the inbox id an event had, so an event is found by its place in its
 //! run's chain. Every transaction that writes a run's events first locks the run's row
-//! (decision 0082: the driver's and the operator's transitions alike), so one run's
+//! (decision 0082: the driver's and the operator's transitions alike; placing takes it again
+//! before it counts), so one run's
 //! transactions commit one after another; each one's inbox ids are given after the one before
 //! committed, so they are higher, and a sequencer chains committed rows in id order. A run's
 //! events therefore reach the chain in the order its transactions committed, each
@@ -53,15 +54,19 @@ impl Placing {
     ) -> Result<(), StoreError> {
         let pos = match self.placed.iter().rev().find(|p| p.run_id == run) {
             Some(p) => p.pos.saturating_add(1),
-            None => tx
-                .query_one(
-                    "SELECT (SELECT count(*) FROM events WHERE run_id = $1) \
-                     + (SELECT count(*) FROM event_inbox WHERE run_id = $1)",
+            None => {
+                // The run's row lock first (a no-op when this transaction holds it, as every
+                // transition's does), so that no other writer of the run commits between the
+                // count and this commit; then the count, in a statement of its own whose
+                // snapshot is taken after the lock (a locking read's subqueries would keep the
+                // snapshot from before a wait for the lock).
+                tx.execute(
+                    "SELECT 1 FROM runs WHERE id = $1 FOR NO KEY UPDATE",
                     &[&run],
                 )
-                .at(url, "place an event in its run's chain")?
-                .try_get::<_, i64>(0)
-                .map_err(|e| StoreError::Backend(format!("{url}: an event's place: {e}")))?,
+                .at(url, "place an event in its run's chain")?;
+                count_run_events(tx, url, run)?
+            }
         };
         self.placed.push(Placed {
             run_id: run.to_string(),
@@ -69,6 +74,18 @@ impl Placing {
         });
         Ok(())
     }
+}
+
+/// The run's events committed so far (chained or in the inbox), in one snapshot.
+fn count_run_events(tx: &mut Transaction<'_>, url: &PgUrl, run: &str) -> Result<i64, StoreError> {
+    tx.query_one(
+        "SELECT (SELECT count(*) FROM events WHERE run_id = $1) \
+         + (SELECT count(*) FROM event_inbox WHERE run_id = $1)",
+        &[&run],
+    )
+    .at(url, "place an event in its run's chain")?
+    .try_get::<_, i64>(0)
+    .map_err(|e| StoreError::Backend(format!("{url}: an event's place: {e}")))
 }
 
 /// Whether a chained row is the event that was written (all but its seq and hash).

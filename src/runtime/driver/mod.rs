@@ -56,8 +56,8 @@ pub use worker::{SCAN_LIMIT, WorkEvent, WorkObserver, WorkOptions, WorkReport};
 /// Receives every event the driver writes, once it is chained: after its transaction
 /// committed on SQLite; on PostgreSQL once a sequencer has chained it, with its seq and hash
 /// as stored in `events` (a write waits for that at most [`CHAINED_WAIT`]; see
-/// decision 0083 item 4). One driver's calls are made one at a time, and on PostgreSQL with the
-/// driver's delivery lock held: the observer must not write through the same driver or Gate.
+/// decision 0083 item 4). On PostgreSQL one driver's calls are made one at a time, with its
+/// delivery lock held: the observer must not write through the same driver or Gate there.
 pub type Observer = Arc<dyn Fn(&Event) + Send + Sync>;
 
 /// Generates ids (32 lowercase hex by default).
