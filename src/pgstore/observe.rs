@@ -18,7 +18,7 @@
 
 use postgres::Transaction;
 
-use super::operate::StoreCtx;
+use super::error::PgCtx;
 use super::{PgStore, PgUrl};
 use crate::runtime::store::StoreError;
 use crate::runtime::types::Event;
@@ -64,7 +64,7 @@ impl Placing {
                     "SELECT 1 FROM runs WHERE id = $1 FOR NO KEY UPDATE",
                     &[&run],
                 )
-                .at(url, "place an event in its run's chain")?;
+                .ctx(url, "place an event in its run's chain")?;
                 count_run_events(tx, url, run)?
             }
         };
@@ -83,7 +83,7 @@ fn count_run_events(tx: &mut Transaction<'_>, url: &PgUrl, run: &str) -> Result<
          + (SELECT count(*) FROM event_inbox WHERE run_id = $1)",
         &[&run],
     )
-    .at(url, "place an event in its run's chain")?
+    .ctx(url, "place an event in its run's chain")?
     .try_get::<_, i64>(0)
     .map_err(|e| StoreError::Backend(format!("{url}: an event's place: {e}")))
 }
@@ -114,7 +114,7 @@ impl PgStore {
                  WHERE run_id = $1 ORDER BY seq OFFSET $2 LIMIT $3",
                 &[&run_id, &pos.max(0), &n.max(0)],
             )
-            .at(&self.url, "read chained events")?;
+            .ctx(&self.url, "read chained events")?;
         let text = |r: &postgres::Row, i: usize| r.try_get::<_, String>(i).unwrap_or_default();
         Ok(rows
             .iter()

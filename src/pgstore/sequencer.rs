@@ -79,10 +79,9 @@ impl PgStore {
     }
 }
 
-/// Wakes a sequencer that waits out its idle back-off: a writer that has just committed to the
-/// inbox and wants its events chained now (the driver's observers, decision 0083 item 4) nudges
-/// it instead of waiting up to [`IDLE_MAX`]. Cheap to clone; nudging a stopped sequencer does
-/// nothing.
+/// Wakes a sequencer that waits out its idle back-off (up to 20 ms): a writer that has just
+/// committed to the inbox and wants its events chained now (the driver's observers, decision
+/// 0083 item 4) nudges it. Cheap to clone; nudging a stopped sequencer does nothing.
 #[derive(Clone, Default)]
 pub struct Nudge(Arc<(Mutex<bool>, Condvar)>);
 

@@ -9,8 +9,9 @@
 //! The write waits at most [`CHAINED_WAIT`]. If its events are not chained by then (no
 //! sequencer runs, or it is down), the write goes on and hands nothing; what is owed is handed
 //! on, in order, at a later write once chained, without waiting again until something owed has
-//! been handed on, and at the driver's drop after its own sequencer drained the inbox. A read
-//! that fails leaves the events owed too. A row found at an event's place that is not the
+//! been handed on, and at the driver's drop after its own sequencer drained the inbox. At most
+//! [`OWED_MAX`] are kept owed (past that the oldest are dropped). A read that fails leaves the
+//! events owed too. A row found at an event's place that is not the
 //! event written (a row written around the run's lock) is not handed on, and neither is the
 //! event.
 
@@ -28,6 +29,10 @@ use crate::runtime::types::Event;
 /// How long a write on PostgreSQL waits for its events to be chained before it goes on with
 /// them still owed to the observer (handed on later, once chained).
 pub const CHAINED_WAIT: Duration = Duration::from_secs(2);
+
+/// The most events kept owed (nothing chains them): past this the oldest are dropped, not
+/// handed on, so that a driver whose events are never chained does not grow without bound.
+pub const OWED_MAX: usize = 1 << 16;
 
 /// The longest one wait for a notification lasts before the chain is read again anyway.
 const RECHECK: Duration = Duration::from_millis(100);
@@ -72,6 +77,9 @@ impl Owed {
         // Held while handing on, so that one driver's events reach the observer in order.
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         st.owed.extend(events.into_iter().zip(placed));
+        while st.owed.len() > OWED_MAX {
+            st.owed.pop_front();
+        }
         if st.owed.is_empty() {
             return;
         }
