@@ -16,6 +16,9 @@
 //! was written (step, time, kind, payload) before it is handed on: a row written around the
 //! run's lock (raw SQL) shifts the places, and is then found out instead of misattributed.
 
+use std::collections::VecDeque;
+use std::sync::Mutex;
+
 use postgres::Transaction;
 
 use super::error::PgCtx;
@@ -32,9 +35,16 @@ pub(crate) struct Placed {
     pub pos: i64,
 }
 
-/// Where each event a write transaction enqueued will sit (`None` when it enqueued none:
-/// the naive chain chains them at once).
-pub(crate) type Placements = Option<Vec<Placed>>;
+/// Events committed and not yet handed to the observer, each with its place, in the order
+/// their transactions committed on one connection (pushed before its lock is let go).
+pub(crate) type OwedEvents = Mutex<VecDeque<(Event, Placed)>>;
+
+/// Pushes a committed transaction's events, each with its place, to `owed`.
+pub(crate) fn owe(owed: &OwedEvents, events: Vec<Event>, placed: Vec<Placed>) {
+    owed.lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .extend(events.into_iter().zip(placed));
+}
 
 /// The places a write transaction's events will take, as it enqueues them.
 #[derive(Debug, Default)]

@@ -531,20 +531,21 @@ impl RunStore for PgStore {
         _: InCrate,
         f: impl FnOnce(&mut PgTx<'_>) -> Result<T, E>,
     ) -> Result<(T, Vec<Event>), E> {
-        self.write_placing(false, f)
+        self.write_placing(None, f)
             .map(|(v, events, _)| (v, events))
     }
 }
 
 impl PgStore {
-    /// One write transaction, as [`RunStore::write`]; with `place`, also where each event it
-    /// enqueued will sit in its run's chain (`None` when none was enqueued: the naive chain
-    /// chains them at once).
+    /// One write transaction, as [`RunStore::write`]. With `owed`, each event it enqueued is
+    /// placed in its run's chain and, once committed, pushed to `owed` (before this
+    /// connection's lock is let go, so `owed` is in commit order) instead of returned; the
+    /// `bool` says so (false: the events are returned, chained already on the naive chain).
     pub(crate) fn write_placing<T, E: From<StoreError>>(
         &self,
-        place: bool,
+        owed: Option<&super::observe::OwedEvents>,
         f: impl FnOnce(&mut PgTx<'_>) -> Result<T, E>,
-    ) -> Result<(T, Vec<Event>, super::observe::Placements), E> {
+    ) -> Result<(T, Vec<Event>, bool), E> {
         let mut client = self.lock();
         let tx = client
             .build_transaction()
@@ -556,13 +557,19 @@ impl PgStore {
             url: self.url.clone(),
             events: Vec::new(),
             naive: self.naive_chain,
-            place: (place && !self.naive_chain).then(super::observe::Placing::default),
+            place: (owed.is_some() && !self.naive_chain).then(super::observe::Placing::default),
         };
         let out = f(&mut w)?;
         let PgTx {
             tx, events, place, ..
         } = w;
         tx.commit().at(&self.url, "commit")?;
-        Ok((out, events, place.map(|p| p.placed)))
+        match (owed, place) {
+            (Some(owed), Some(p)) => {
+                super::observe::owe(owed, events, p.placed);
+                Ok((out, Vec::new(), true))
+            }
+            _ => Ok((out, events, false)),
+        }
     }
 }

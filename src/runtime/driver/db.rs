@@ -21,22 +21,24 @@ use crate::pgstore::{PgLeaseHandle, PgStore, PgTx};
 /// `Config::new(Arc<Store>, ..)` makes) or, with the `postgres` feature, a `PgStore` (from an
 /// `Arc<PgStore>`).
 ///
-/// The second field says whether a PostgreSQL write records where its events will sit in
-/// their run's chain, so that they can be handed to observers once chained (set by the
-/// driver when it has an observer; decision 0083 item 4).
+/// The second field is where a PostgreSQL write puts its events, placed in their run's chain,
+/// to be handed to observers once chained (set by the driver when it has an observer;
+/// decision 0083 item 4).
 #[derive(Clone)]
-pub struct RunDb(
-    Db,
-    #[cfg_attr(not(feature = "postgres"), allow(dead_code))] bool,
-);
+pub struct RunDb(Db, Owing);
+
+/// Where a PostgreSQL write's events go for the driver's observer (none: returned as written).
+#[derive(Clone, Default)]
+struct Owing(#[cfg(feature = "postgres")] Option<Arc<crate::pgstore::observe::OwedEvents>>);
 
 /// The events one write committed, to hand to the driver's observers: chained already on
-/// SQLite (and on PostgreSQL's naive chain); on PostgreSQL, when the driver places them, still
-/// in the inbox, with where each will sit in its run's chain.
+/// SQLite (and on PostgreSQL's naive chain); on PostgreSQL, when the driver has an observer,
+/// none here: they were owed (`owed`), still in the inbox, with where each will sit in its
+/// run's chain.
 pub(crate) struct Written {
     pub events: Vec<Event>,
     #[cfg(feature = "postgres")]
-    pub placed: Option<Vec<crate::pgstore::observe::Placed>>,
+    pub owed: bool,
 }
 
 impl Written {
@@ -44,7 +46,7 @@ impl Written {
         Written {
             events,
             #[cfg(feature = "postgres")]
-            placed: None,
+            owed: false,
         }
     }
 }
@@ -71,14 +73,14 @@ impl std::fmt::Debug for RunDb {
 
 impl From<Arc<Store>> for RunDb {
     fn from(s: Arc<Store>) -> RunDb {
-        RunDb(Db::Sqlite(s), false)
+        RunDb(Db::Sqlite(s), Owing::default())
     }
 }
 
 #[cfg(feature = "postgres")]
 impl From<Arc<PgStore>> for RunDb {
     fn from(s: Arc<PgStore>) -> RunDb {
-        RunDb(Db::Postgres(OffTask(Some(s))), false)
+        RunDb(Db::Postgres(OffTask(Some(s))), Owing::default())
     }
 }
 
@@ -217,11 +219,12 @@ impl RunDb {
         on_db!(self, s => RunStore::list_approvals(&**s, run_id.as_bytes()))
     }
 
+    /// The same store; on PostgreSQL its writes place their events in their run's chain and
+    /// push them to `owed` once committed (what the driver's observers need, decision 0083
+    /// item 4).
     #[cfg(feature = "postgres")]
-    /// The same store; on PostgreSQL its writes record where their events will sit in their
-    /// run's chain when `on` (what the driver's observers need, decision 0083 item 4).
-    pub(crate) fn placing(self, on: bool) -> RunDb {
-        RunDb(self.0, on)
+    pub(crate) fn owing(self, owed: Arc<crate::pgstore::observe::OwedEvents>) -> RunDb {
+        RunDb(self.0, Owing(Some(owed)))
     }
 
     /// Runs `f` in one write transaction (committed on `Ok`), returning the events appended.
@@ -237,8 +240,9 @@ impl RunDb {
             #[cfg(feature = "postgres")]
             Db::Postgres(h) => {
                 let s = h.get().ok_or_else(closed)?;
-                pg(|| s.write_placing(self.1, |tx| f(&mut DbTx::Postgres(tx))))
-                    .map(|(v, events, placed)| (v, Written { events, placed }))
+                let owed = self.1.0.as_deref();
+                pg(|| s.write_placing(owed, |tx| f(&mut DbTx::Postgres(tx))))
+                    .map(|(v, events, owed)| (v, Written { events, owed }))
             }
         }
     }

@@ -437,7 +437,10 @@ impl Inner {
         let owed = (cfg.observer.is_some() && cfg.store.postgres().is_some())
             .then(|| observe::Owed::new(chain.as_ref().and_then(Chainer::nudger)));
         #[cfg(feature = "postgres")]
-        let store = cfg.store.placing(owed.is_some());
+        let store = match &owed {
+            Some(o) => cfg.store.owing(o.pushed()),
+            None => cfg.store,
+        };
         #[cfg(not(feature = "postgres"))]
         let store = cfg.store;
         Ok(Inner {
@@ -485,9 +488,8 @@ impl Inner {
             return;
         };
         #[cfg(feature = "postgres")]
-        if let (Some(placed), Some(owed), Some(pg)) = (w.placed, &self.owed, self.store.postgres())
-        {
-            return db::pg(|| owed.deliver(pg, w.events, placed, o));
+        if let (true, Some(owed), Some(pg)) = (w.owed, &self.owed, self.store.postgres()) {
+            return db::pg(|| owed.deliver(pg, o));
         }
         for e in &w.events {
             o(e);

@@ -2,7 +2,9 @@
 //! each event the driver wrote, once a sequencer has chained it, with the seq and hash that
 //! `events` holds for it, never one still in the inbox.
 //!
-//! After a write commits, its events are owed to the observer. The driver nudges its own
+//! A write places its events in their run's chain and, once committed and before its
+//! connection's lock is let go, owes them to the observer: so what is owed is in the order
+//! the driver's writes committed, which for one run is the chain's order. The driver nudges its own
 //! sequencer (when it runs one), then reads the events back from `events` by their place in
 //! their run's chain (`pgstore::observe`), waiting between reads for the sequencer's
 //! notification (decision 0084) on a LISTEN connection of its own, opened at the first wait.
@@ -16,12 +18,12 @@
 //! event.
 
 use std::collections::VecDeque;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::Observer;
 use super::db::OffTask;
-use crate::pgstore::observe::{Placed, same_event};
+use crate::pgstore::observe::{OwedEvents, Placed, same_event};
 use crate::pgstore::{Listener, Nudge, PgStore};
 use crate::runtime::store::StoreError;
 use crate::runtime::types::Event;
@@ -41,6 +43,11 @@ const RECHECK: Duration = Duration::from_millis(100);
 pub(crate) struct Owed {
     /// Wakes the driver's own sequencer, if it runs one.
     nudge: Option<Nudge>,
+    /// What the writes pushed, in commit order (a leaf lock: taken briefly, never while
+    /// another lock is waited for, since a write pushes here holding its connection's lock).
+    pushed: Arc<OwedEvents>,
+    /// The delivery lock: held while reading back and handing on (it takes the connection's
+    /// lock to read, never the other way round).
     state: Mutex<State>,
 }
 
@@ -61,25 +68,22 @@ impl Owed {
     pub(crate) fn new(nudge: Option<Nudge>) -> Owed {
         Owed {
             nudge,
+            pushed: Arc::default(),
             state: Mutex::new(State::default()),
         }
     }
 
-    /// Owes `events` (placed by `placed`) and hands on what is chained, in order, waiting
-    /// (bounded, see the module) for these to be chained.
-    pub(crate) fn deliver(
-        &self,
-        store: &PgStore,
-        events: Vec<Event>,
-        placed: Vec<Placed>,
-        o: &Observer,
-    ) {
+    /// Where the driver's writes push what they owe (`RunDb::owing`).
+    pub(crate) fn pushed(&self) -> Arc<OwedEvents> {
+        self.pushed.clone()
+    }
+
+    /// Hands on what is owed and chained, in order, after a write pushed its events, waiting
+    /// (bounded, see the module) for them to be chained.
+    pub(crate) fn deliver(&self, store: &PgStore, o: &Observer) {
         // Held while handing on, so that one driver's events reach the observer in order.
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        st.owed.extend(events.into_iter().zip(placed));
-        while st.owed.len() > OWED_MAX {
-            st.owed.pop_front();
-        }
+        self.take_pushed(&mut st);
         if st.owed.is_empty() {
             return;
         }
@@ -117,7 +121,18 @@ impl Owed {
     /// Hands on what is owed and chained by now, without waiting (the driver's drop).
     pub(crate) fn flush(&self, store: &PgStore, o: &Observer) {
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        self.take_pushed(&mut st);
         let _ = st.hand_on(store, o);
+    }
+
+    /// Moves what the writes pushed behind what is owed, keeping at most [`OWED_MAX`].
+    fn take_pushed(&self, st: &mut State) {
+        let mut pushed = self.pushed.lock().unwrap_or_else(|p| p.into_inner());
+        st.owed.extend(pushed.drain(..));
+        drop(pushed);
+        while st.owed.len() > OWED_MAX {
+            st.owed.pop_front();
+        }
     }
 }
 
