@@ -5,7 +5,8 @@
 //! validate, end), `dispatch` (policy and pause), `execute` (tools), `run_loop` (the loop in
 //! two halves), `gate` (the same halves for an external loop), `attach` (what a resume does
 //! first, routing to) `resume` (8.2) or `recover` (8.3), `recheck` (the policy asked again, read-only), `worker` (resumes decided runs as
-//! they are decided), `lease`, `limits`, `record` (payloads).
+//! they are decided), `lease`, `limits`, `record` (payloads), `observe` (on PostgreSQL, events
+//! handed to the observer once chained).
 
 mod attach;
 mod ctx;
