@@ -1152,3 +1152,47 @@ fn pg_gate_observer_gets_chained_events_around_a_reviewers_cancel() {
     assert_eq!(got, ours, "the Gate's events, chained, in seq order");
     drop(gate);
 }
+
+/// The driver's own sequencer loses its connection between two runs (an administrator's
+/// `pg_terminate_backend`): it connects again, and the observer of the second run is still
+/// handed every event chained by the time the run returns (the wait outlasts the reconnect).
+#[test]
+fn pg_observers_get_chained_events_after_the_sequencer_reconnects() {
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    let (driver, seen) = observed_driver(&db, look_agent("k", 4, 2), true);
+    let rtm = rt();
+    let run = rtm
+        .block_on(driver.start_with_id("k1", "g", limits()))
+        .unwrap();
+    assert_eq!(run.status, RunStatus::Completed, "{}", run.reason_detail);
+    // The sequencer's connection is the one whose last statement is its look at the inbox.
+    let killed: i64 = db
+        .client()
+        .query_one(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+             WHERE datname = current_database() AND pid <> pg_backend_pid() \
+             AND query = 'SELECT EXISTS (SELECT 1 FROM event_inbox)'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(killed, 1, "the sequencer's connection was cut");
+    let run = rtm
+        .block_on(driver.start_with_id("k2", "g", limits()))
+        .unwrap();
+    assert_eq!(run.status, RunStatus::Completed, "{}", run.reason_detail);
+    let got: Vec<Row> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|e| e.run_id == "k2")
+        .map(row_of)
+        .collect();
+    assert_eq!(
+        got,
+        stored_events(&db, "k2"),
+        "handed on once chained again"
+    );
+}
