@@ -818,3 +818,94 @@ fn pg_console_first_window_on_a_large_database() {
         large[2]
     );
 }
+
+/// A window of the queue or of the runs list costs PostgreSQL the same number of round trips
+/// whatever its length: its rows (with their steps' index, or their runs' pending count and
+/// damage), the runs' goals, the steps' stated reasons and each run's last two approvals are
+/// read in one statement each, never one a row. A statement a row made the console's first
+/// frame on 1M runs 4.5x the one on 100 (issue 19's bench), since a window is about three
+/// screens long. Counted by a proxy in front of the server, not by a clock.
+#[test]
+fn pg_a_windows_round_trips_do_not_grow_with_its_rows() {
+    use countersign::console::testing::{Query, Reply, Sort};
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    drop(PgStore::open(&db.pg_url()).expect("migrate"));
+    // 120 runs, every other one waiting with a pending approval.
+    db.client()
+        .batch_execute(
+            "INSERT INTO runs (id, goal, status, reason, reason_detail, limits_json, step_count, \
+             created_at, started_at, finished_at, result_json) \
+             SELECT 'r' || g, 'goal ' || g, \
+                    CASE WHEN g % 2 = 0 THEN 'WAITING_FOR_APPROVAL' ELSE 'COMPLETED' END, \
+                    '', '', '{}', 1, '2025-12-01T00:00:00Z', '2025-12-01T00:00:00Z', '', '' \
+             FROM generate_series(1, 120) g; \
+             INSERT INTO steps (id, run_id, idx, status, decision_json, policy_json, \
+             observation_json, observation_hash, started_at, finished_at, spec_hash, policy_id) \
+             SELECT 's' || g, 'r' || g, 0, 'PENDING', '{\"reason\":\"because ' || g || '\"}', '', \
+                    '', '', '2025-12-01T00:00:00Z', '', '', '' \
+             FROM generate_series(2, 120, 2) g; \
+             INSERT INTO approvals (id, run_id, step_id, kind, capability_json, presentation_json, \
+             request_json, hash, status, created_at, expires_at) \
+             SELECT 'a' || g, 'r' || g, 's' || g, 'remote_mutation', '{}', '{}', \
+                    '{\"spec\":{\"name\":\"issue_refund\"},\"args\":{}}', '', 'pending', \
+                    '2025-12-01T00:00:00Z', '' \
+             FROM generate_series(2, 120, 2) g;",
+        )
+        .expect("fill");
+    let (url, trips, _dir) = pg_support::counting_proxy(&db);
+    let mut data = PgData::open_pg(&url).expect("the reader opens through the proxy");
+    let mut cost = |q: Query| {
+        let before = trips.load(std::sync::atomic::Ordering::SeqCst);
+        let r = testing::handle(&mut data, &q);
+        let n = trips.load(std::sync::atomic::Ordering::SeqCst) - before;
+        let rows = match r {
+            Reply::Queue(p) => {
+                // The batched reads filled what the row-by-row ones did.
+                let last = p.rows.last().expect("a row");
+                assert!(
+                    !last.goal.is_empty() && !last.agent_reason.is_empty(),
+                    "{last:?}"
+                );
+                p.rows.len()
+            }
+            Reply::Runs(p) => p.rows.len(),
+            other => panic!("{other:?}"),
+        };
+        (rows, n)
+    };
+    let queue = |limit| Query::Queue {
+        filter: String::new(),
+        sort: Sort::Age,
+        offset: 0,
+        limit,
+        anchor: None,
+        end: None,
+    };
+    let runs = |limit| Query::Runs {
+        status: None,
+        filter: String::new(),
+        offset: 0,
+        limit,
+        anchor: None,
+        end: None,
+    };
+    // Once first: a connection's first reads also look up the types of their parameters.
+    cost(queue(3));
+    cost(runs(3));
+    let (few, many) = (cost(queue(3)), cost(queue(50)));
+    assert_eq!((few.0, many.0), (3, 50));
+    assert_eq!(
+        few.1, many.1,
+        "the queue's window of 3 rows took {} round trips, of 50 rows {}",
+        few.1, many.1
+    );
+    let (few, many) = (cost(runs(3)), cost(runs(50)));
+    assert_eq!((few.0, many.0), (3, 50));
+    assert_eq!(
+        few.1, many.1,
+        "the runs list's window of 3 rows took {} round trips, of 50 rows {}",
+        few.1, many.1
+    );
+}

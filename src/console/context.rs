@@ -5,8 +5,9 @@
 
 use super::data::{Key, PageContext, QueueRow, RelatedRow};
 use super::facts::Presented;
-use super::reads::ConsoleReads;
+use super::reads::{ConsoleReads, found};
 use crate::runtime::store::{StoreError, raw_bytes};
+use crate::runtime::types::{Run, Step};
 use crate::safetext::JsonNode;
 
 /// At most this many pending approvals are compared for related work (a scan: agentrt's
@@ -15,11 +16,12 @@ pub const RELATED_SCAN: i64 = 500;
 
 /// A run's goal as stored (capped), empty when the run is gone.
 pub fn goal(store: &dyn ConsoleReads, run: &Key) -> Result<Vec<u8>, StoreError> {
-    match store.get_run_capped(run) {
-        Ok(r) => Ok(raw_bytes(&r.raw_invalid, "goal", &r.goal)),
-        Err(StoreError::NotFound { .. }) => Ok(Vec::new()),
-        Err(e) => Err(e),
-    }
+    found(store.get_run_capped(run)).map(|r| goal_of(r.as_ref()))
+}
+
+fn goal_of(run: Option<&Run>) -> Vec<u8> {
+    run.map(|r| raw_bytes(&r.raw_invalid, "goal", &r.goal))
+        .unwrap_or_default()
 }
 
 /// The reason the model gave for the call of `step` (its recorded decision's `reason`), read
@@ -29,14 +31,17 @@ pub fn agent_reason(
     store: &dyn ConsoleReads,
     step: &Key,
 ) -> Result<(Vec<u8>, Option<String>), StoreError> {
-    match store.get_step_capped(step) {
-        Ok(s) => Ok(match s.decision {
+    found(store.get_step_capped(step)).map(reason_of)
+}
+
+fn reason_of(step: Option<Step>) -> (Vec<u8>, Option<String>) {
+    match step {
+        Some(s) => match s.decision {
             Some(d) => (d.reason.into_bytes(), None),
             None if !s.decode_error.is_empty() => (Vec::new(), Some(s.decode_error)),
             None => (Vec::new(), None),
-        }),
-        Err(StoreError::NotFound { .. }) => Ok((Vec::new(), None)),
-        Err(e) => Err(e),
+        },
+        None => (Vec::new(), None),
     }
 }
 
@@ -94,9 +99,12 @@ pub fn read(
 /// Fills a queue window's rows with their run's goal and the agent's reason, for the queue's
 /// hostile mark (one bounded read of each per row shown).
 pub fn queue_texts(store: &dyn ConsoleReads, rows: &mut [QueueRow]) -> Result<(), StoreError> {
-    for r in rows {
-        r.goal = goal(store, &r.run_id)?;
-        r.agent_reason = agent_reason(store, &r.step_id)?.0;
+    let runs: Vec<Key> = rows.iter().map(|r| r.run_id.clone()).collect();
+    let steps: Vec<Key> = rows.iter().map(|r| r.step_id.clone()).collect();
+    let (runs, steps) = (store.runs_capped(&runs)?, store.steps_capped(&steps)?);
+    for ((r, run), step) in rows.iter_mut().zip(runs).zip(steps) {
+        r.goal = goal_of(run.as_ref());
+        r.agent_reason = reason_of(step).0;
     }
     Ok(())
 }

@@ -16,12 +16,20 @@ pub fn fate_of(
     run: &Key,
     status: &RunStatus,
 ) -> Result<Option<Fate>, StoreError> {
-    let n = store.count_run_approvals(run)?;
-    if n <= 0 {
-        return Ok(None);
-    }
-    let (w, _) = store.list_run_approvals_near(run, (2, (n - 2).max(0), None, Some(n)))?;
-    let mut items = w.items;
+    let two = store
+        .last_two_approvals(std::slice::from_ref(run))?
+        .pop()
+        .unwrap_or_default();
+    fate_from(store, two, status)
+}
+
+/// The fate of a run in `status` whose last two approvals (oldest first) are `items`; only an
+/// approved call reads more (its step).
+pub fn fate_from(
+    store: &dyn ConsoleReads,
+    mut items: Vec<Approval>,
+    status: &RunStatus,
+) -> Result<Option<Fate>, StoreError> {
     let Some(last) = items.pop() else {
         return Ok(None);
     };
@@ -36,6 +44,23 @@ pub fn fate_of(
             }))
         }
         _ => Ok(None),
+    }
+}
+
+/// Of a run's last two approvals (oldest first, as [`ConsoleReads::last_two_approvals`] reads
+/// them), the last, when it is pending and asked again after a grant of the same step.
+pub fn asked_again(two: &[Approval]) -> Option<Key> {
+    let (last, prev) = match two {
+        [prev, last] => (last, Some(prev)),
+        [last] => (last, None),
+        _ => return None,
+    };
+    if last.status != ApprovalStatus::Pending {
+        return None;
+    }
+    match paused_again(last, prev) {
+        Some(Fate::PausedAgain { approval }) => Some(approval),
+        _ => None,
     }
 }
 

@@ -89,6 +89,9 @@ impl ConsoleReads for PgReads {
             -> Result<(WindowPage<Approval>, Option<RunStatus>), StoreError>;
         fn list_model_calls_near(run: &Key, near: Near<'_>)
             -> Result<WindowPage<ModelCallView>, StoreError>;
+        fn runs_capped(ids: &[Key]) -> Result<Vec<Option<Run>>, StoreError>;
+        fn steps_capped(ids: &[Key]) -> Result<Vec<Option<Step>>, StoreError>;
+        fn last_two_approvals(runs: &[Key]) -> Result<Vec<Vec<Approval>>, StoreError>;
     }
 
     fn proxy_call(&self, _run: &Key) -> Result<Option<ProxyCall>, StoreError> {

@@ -95,6 +95,45 @@ pub trait ConsoleReads: Send {
     /// The whole chain.
     fn verify_chain(&self) -> Result<ChainReport, StoreError>;
     fn stats(&self, since: Option<Timestamp>, now: Timestamp) -> Result<Stats, StoreError>;
+
+    // A window's worth of rows at once: the queue reads these for every row it shows. SQLite
+    // reads them one by one in its own process; PostgreSQL in one statement each, since a
+    // round trip a row made its first frame as slow as the window is long.
+
+    /// Each of `ids`' run as a page reads it (`None`: not there).
+    fn runs_capped(&self, ids: &[Key]) -> Result<Vec<Option<Run>>, StoreError> {
+        ids.iter()
+            .map(|id| found(self.get_run_capped(id)))
+            .collect()
+    }
+    /// Each of `ids`' step as a page reads it (`None`: not there).
+    fn steps_capped(&self, ids: &[Key]) -> Result<Vec<Option<Step>>, StoreError> {
+        ids.iter()
+            .map(|id| found(self.get_step_capped(id)))
+            .collect()
+    }
+    /// Each of `runs`' last two approvals, oldest first (fewer when it has fewer).
+    fn last_two_approvals(&self, runs: &[Key]) -> Result<Vec<Vec<Approval>>, StoreError> {
+        runs.iter()
+            .map(|run| {
+                let n = self.count_run_approvals(run)?;
+                if n <= 0 {
+                    return Ok(Vec::new());
+                }
+                let near = (2, (n - 2).max(0), None, Some(n));
+                Ok(self.list_run_approvals_near(run, near)?.0.items)
+            })
+            .collect()
+    }
+}
+
+/// A row read by key: `None` when it is not there.
+pub fn found<T>(r: Result<T, StoreError>) -> Result<Option<T>, StoreError> {
+    match r {
+        Ok(v) => Ok(Some(v)),
+        Err(StoreError::NotFound { .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 /// The [`ConsoleReads`] both databases answer with a method of the same name and arguments:

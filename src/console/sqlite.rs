@@ -9,7 +9,7 @@
 use std::path::Path;
 
 use super::data::*;
-use super::fate::fate_of;
+use super::fate::{asked_again, fate_from, fate_of};
 use super::reads::ConsoleReads;
 use crate::runtime::store::{self, Store, StoreError, raw_bytes};
 use crate::runtime::types::{Approval, Run, Step};
@@ -445,12 +445,12 @@ impl<S: ConsoleReads> ConsoleData for StoreData<S> {
                     )?
                 };
                 // Each shown row's run, by key: was this approval asked again after a grant?
-                for r in &mut page.rows {
-                    let fate = fate_of(s, &r.run_id, &RunStatus::WaitingForApproval);
-                    r.paused_again = matches!(
-                        fate,
-                        Ok(Some(Fate::PausedAgain { approval })) if approval == r.approval_id
-                    );
+                // (A read that fails marks none, as a fate that cannot be read marks nothing.)
+                let runs: Vec<Key> = page.rows.iter().map(|r| r.run_id.clone()).collect();
+                if let Ok(lasts) = s.last_two_approvals(&runs) {
+                    for (r, two) in page.rows.iter_mut().zip(lasts) {
+                        r.paused_again = asked_again(&two).as_ref() == Some(&r.approval_id);
+                    }
                 }
                 super::context::queue_texts(s, &mut page.rows).map_err(rd)?;
                 Reply::Queue(page)
@@ -475,9 +475,13 @@ impl<S: ConsoleReads> ConsoleData for StoreData<S> {
                     |l, o, a, e| s.list_runs_overview_near(status, filter, (l, o, a, e)),
                     run_row,
                 )?;
-                // Each shown run's fate, by key (a window's worth of runs).
-                for r in &mut page.rows {
-                    r.fate = fate_of(s, &r.id, &r.status).ok().flatten();
+                // Each shown run's fate, by key (a window's worth of runs, their last two
+                // approvals read at once; a read that fails shows no fate, as before).
+                let runs: Vec<Key> = page.rows.iter().map(|r| r.id.clone()).collect();
+                if let Ok(lasts) = s.last_two_approvals(&runs) {
+                    for (r, two) in page.rows.iter_mut().zip(lasts) {
+                        r.fate = fate_from(s, two, &r.status).ok().flatten();
+                    }
                 }
                 Reply::Runs(page)
             }

@@ -28,7 +28,7 @@ use postgres::types::ToSql;
 use rusqlite::types::Value;
 
 use super::operate::{store_error, values};
-use super::reads::{capped, run_of_page_row, run_page_select};
+use super::reads::{capped, run_of_page_row, run_page_select, run_page_select_with};
 use super::{PgStore, PgUrl, chain};
 use crate::runtime::store::{
     APPROVAL_COLUMNS, ApprovalView, COUNT_CAP, ChainMark, ChainReport, DAMAGED_COLUMNS as COLUMNS,
@@ -365,11 +365,16 @@ fn opt_text(v: &[Value], i: usize) -> Option<String> {
 
 /// The approvals select: SQLite's `approval_select` read with heads and lengths.
 fn approval_sql() -> String {
+    approval_select("")
+}
+
+/// [`approval_sql`] with more columns (`extra`, each after a comma) after its own.
+fn approval_select(extra: &str) -> String {
     format!(
         "SELECT {}, {}, {}, {}, {}, {}, {}, \
          (SELECT t.spec_json FROM steps s JOIN tool_specs t ON t.hash = s.spec_hash \
           WHERE s.id = approvals.step_id AND octet_length(t.spec_json) <= {MAX_PAGE_TEXT} ORDER BY s.ord LIMIT 1), \
-         {}, {}, {}, {}, {}, {}, {} FROM approvals",
+         {}, {}, {}, {}, {}, {}, {}{extra} FROM approvals",
         capped("id"),
         capped("run_id"),
         capped("step_id"),
@@ -575,14 +580,11 @@ pub(super) fn queue_item_row(
     url: &PgUrl,
     ord: i64,
 ) -> Result<Option<QueueItem>, StoreError> {
-    let sql = format!("{} WHERE ord = $1", approval_sql());
-    match tx
+    let sql = format!("{} WHERE ord = $1", queue_sql());
+    Ok(tx
         .query_opt(&sql, &[&ord])
         .map_err(|e| store_error(url, "queue", e))?
-    {
-        Some(r) => queue_item(tx, url, &r).map(Some),
-        None => Ok(None),
-    }
+        .map(|r| queue_item(&r)))
 }
 
 fn queue_list(filter: &str) -> List {
@@ -658,11 +660,8 @@ impl<T> RunTab<T> {
         url: &PgUrl,
         w: &Window,
     ) -> Result<Vec<T>, StoreError> {
-        let sql = format!("{} WHERE ord = $1", (self.select)());
-        let row = self.row;
-        each(tx, url, w, self.key.len() - 1, &sql, self.what, |_, r| {
-            Ok(row(r))
-        })
+        let select = (self.select)();
+        each(tx, url, w, self.key.len() - 1, &select, self.what, self.row)
     }
 }
 
@@ -707,25 +706,95 @@ fn events_list(run: &str) -> List {
     }
 }
 
-/// Each key's row read by the integer in key column `col`, by `sql` (`$1` the key).
+/// The rows of `select` (`SELECT … FROM <table>`) whose `cond` holds for each of `keys` (a
+/// PostgreSQL array of type `array`), in one statement, each with the index of its key in
+/// `keys`: `cond` names the key `k.cs_key` (`WHERE ord = k.cs_key`). A window's rows are read
+/// so, never one statement a row: a round trip a row made the console's first frame as slow
+/// as its window is long times the server's delay (issue 19's first-frame bench).
+fn by_keys(
+    client: &mut impl postgres::GenericClient,
+    url: &PgUrl,
+    (select, cond): (&str, &str),
+    (array, keys): (&str, &(dyn ToSql + Sync)),
+    what: &'static str,
+) -> Result<Vec<(usize, postgres::Row)>, StoreError> {
+    let sql = format!(
+        "SELECT x.*, k.cs_i FROM unnest($1::{array}) WITH ORDINALITY AS k(cs_key, cs_i) \
+         CROSS JOIN LATERAL ({select} {cond}) AS x ORDER BY k.cs_i"
+    );
+    let rows = client
+        .query(&sql, &[keys])
+        .map_err(|e| store_error(url, what, e))?;
+    Ok(rows
+        .into_iter()
+        .filter_map(|r| {
+            let i = r.try_get::<_, i64>(r.len() - 1).ok()?;
+            Some((usize::try_from(i - 1).ok()?, r))
+        })
+        .collect())
+}
+
+/// Each key's row of `select`, read by the integer in key column `col` (matched against the
+/// table's `ord`), in the window's order; a key whose row is gone is left out.
 fn each<T>(
     tx: &mut Transaction<'_>,
     url: &PgUrl,
     w: &Window,
     col: usize,
-    sql: &str,
+    select: &str,
     what: &'static str,
-    row: impl Fn(&mut Transaction<'_>, &postgres::Row) -> Result<T, StoreError>,
+    row: impl Fn(&postgres::Row) -> T,
 ) -> Result<Vec<T>, StoreError> {
-    let stmt = tx.prepare(sql).map_err(|e| store_error(url, what, e))?;
-    let mut out = Vec::with_capacity(w.keys.len());
-    for k in &w.keys {
-        let key = k.get(col).map(int).unwrap_or(0);
-        if let Some(r) = tx
-            .query_opt(&stmt, &[&key])
-            .map_err(|e| store_error(url, what, e))?
-        {
-            out.push(row(tx, &r)?);
+    let keys: Vec<i64> = w
+        .keys
+        .iter()
+        .map(|k| k.get(col).map(int).unwrap_or(0))
+        .collect();
+    let rows = by_keys(
+        tx,
+        url,
+        (select, "WHERE ord = k.cs_key"),
+        ("bigint[]", &keys),
+        what,
+    )?;
+    Ok(rows.iter().map(|(_, r)| row(r)).collect())
+}
+
+/// Each of `ids`' row of `select` by `cond` (`k.cs_key` the id), at the id's place (`None`:
+/// no row).
+fn by_ids<T>(
+    client: &mut impl postgres::GenericClient,
+    url: &PgUrl,
+    ids: &[Key],
+    select: (&str, &str),
+    what: &'static str,
+    row: impl Fn(&postgres::Row) -> T,
+) -> Result<Vec<Option<T>>, StoreError> {
+    Ok(by_ids_all(client, url, ids, select, what, row)?
+        .into_iter()
+        .map(|mut v| v.pop())
+        .collect())
+}
+
+/// Each of `ids`' rows of `select` by `cond` (`k.cs_key` the id), at the id's place; an id
+/// that is not UTF-8 names no row in PostgreSQL.
+fn by_ids_all<T>(
+    client: &mut impl postgres::GenericClient,
+    url: &PgUrl,
+    ids: &[Key],
+    (select, cond): (&str, &str),
+    what: &'static str,
+    row: impl Fn(&postgres::Row) -> T,
+) -> Result<Vec<Vec<T>>, StoreError> {
+    let (places, texts): (Vec<usize>, Vec<&str>) = ids
+        .iter()
+        .enumerate()
+        .filter_map(|(i, k)| Some((i, id_text(k.as_bytes())?)))
+        .unzip();
+    let mut out: Vec<Vec<T>> = ids.iter().map(|_| Vec::new()).collect();
+    for (i, r) in by_keys(client, url, (select, cond), ("text[]", &texts), what)? {
+        if let Some(slot) = places.get(i).and_then(|&p| out.get_mut(p)) {
+            slot.push(row(&r));
         }
     }
     Ok(out)
@@ -742,24 +811,22 @@ fn run_status(
         .map(|r| RunStatus::parse(&r.try_get::<_, String>(0).unwrap_or_default())))
 }
 
-fn queue_item(
-    tx: &mut Transaction<'_>,
-    url: &PgUrl,
-    r: &postgres::Row,
-) -> Result<QueueItem, StoreError> {
-    let a = approval_row(r);
-    let idx = match id_text(a.step_id_bytes()) {
-        Some(step) => tx
-            .query_opt(
-                "SELECT idx FROM steps WHERE id = $1 ORDER BY ord LIMIT 1",
-                &[&step],
-            )
-            .map_err(|e| store_error(url, "queue", e))?
-            .and_then(|r| r.try_get::<_, i64>(0).ok()),
-        None => None,
-    };
-    Ok(queue_item_of(a, idx))
+/// The queue's select: an approval's columns, then its step's `idx` (SQLite's queue reads
+/// it by the step's id).
+fn queue_sql() -> String {
+    approval_select(
+        ", (SELECT s2.idx FROM steps s2 WHERE s2.id = approvals.step_id ORDER BY s2.ord LIMIT 1)",
+    )
 }
+
+/// A queue item of a [`queue_sql`] row.
+fn queue_item(r: &postgres::Row) -> QueueItem {
+    let idx = r.try_get::<_, Option<i64>>(QUEUE_IDX).ok().flatten();
+    queue_item_of(approval_row(r), idx)
+}
+
+/// Where [`queue_sql`] puts the step's `idx`: after the approval's 18 columns.
+const QUEUE_IDX: usize = 18;
 
 /// A step whose columns PostgreSQL does not read as JSON or a time (`s` = steps).
 const STEP_BAD: &str = "(s.decision_json <> '' AND NOT pg_temp.countersign_json_ok(s.decision_json)) OR \
@@ -778,28 +845,26 @@ const APPROVAL_BAD: &str = "NOT pg_temp.countersign_json_ok(a.request_json) OR \
 const RUN_STATUS_BAD: &str = "r.status NOT IN \
     ('RUNNING','WAITING_FOR_APPROVAL','INTERRUPTED','COMPLETED','FAILED','CANCELLED')";
 
-fn overview(
-    tx: &mut Transaction<'_>,
-    url: &PgUrl,
-    r: &postgres::Row,
-) -> Result<RunOverview, StoreError> {
-    let (ord, run) = run_of_page_row(r);
-    let sql = format!(
-        "SELECT CASE WHEN r.status = 'WAITING_FOR_APPROVAL' THEN \
+/// The runs overview's select (`r` = runs): a run's page columns, then how many of its
+/// approvals are pending (while it waits) and whether any of its rows is damaged.
+fn overview_sql() -> String {
+    let extra = format!(
+        ", CASE WHEN r.status = 'WAITING_FOR_APPROVAL' THEN \
          (SELECT count(*) FROM approvals a WHERE a.run_id = r.id AND a.status = 'pending') ELSE 0 END, \
          ({RUN_STATUS_BAD}) OR \
          EXISTS (SELECT 1 FROM steps s WHERE s.run_id = r.id AND ({STEP_BAD})) OR \
-         EXISTS (SELECT 1 FROM approvals a WHERE a.run_id = r.id AND ({APPROVAL_BAD})) \
-         FROM runs r WHERE r.ord = $1"
+         EXISTS (SELECT 1 FROM approvals a WHERE a.run_id = r.id AND ({APPROVAL_BAD}))"
     );
-    let row = tx
-        .query_one(&sql, &[&ord])
-        .map_err(|e| store_error(url, "runs overview", e))?;
-    Ok(RunOverview {
-        run,
-        pending: row.try_get(0).unwrap_or(0),
-        damaged: row.try_get(1).unwrap_or(false),
-    })
+    format!("{} r", run_page_select_with(&extra))
+}
+
+/// A runs overview row of an [`overview_sql`] row.
+fn overview(r: &postgres::Row) -> RunOverview {
+    RunOverview {
+        run: run_of_page_row(r).1,
+        pending: r.try_get(22).unwrap_or(0),
+        damaged: r.try_get(23).unwrap_or(false),
+    }
 }
 
 /// The damaged columns' candidates (as SQLite's `damaged.rs` lists them): run, table rank
@@ -1019,11 +1084,9 @@ impl PgStore {
         let list = runs_list(status, filter);
         self.snapshot(|tx, url| {
             let at = Place::near(tx, url, "SELECT ord FROM runs WHERE id = $1", &[], near)?;
-            let sql = format!("{} WHERE ord = $1", run_page_select());
+            let select = overview_sql();
             window(tx, url, &list, at, |tx, url, w| {
-                each(tx, url, w, 0, &sql, "runs overview", |tx, r| {
-                    overview(tx, url, r)
-                })
+                each(tx, url, w, 0, &select, "runs overview", overview)
             })
         })
     }
@@ -1048,6 +1111,53 @@ impl PgStore {
             .map_err(|e| store_error(&self.url, "get run", e))?
             .ok_or_else(missing)?;
         Ok(run_of_page_row(&row).1)
+    }
+
+    /// Each of `ids`' run as a page reads it (`None`: not there), in one statement.
+    pub fn runs_capped(&self, ids: &[Key]) -> Result<Vec<Option<Run>>, StoreError> {
+        let select = run_page_select();
+        by_ids(
+            &mut *self.lock(),
+            &self.url,
+            ids,
+            (&select, "WHERE id = k.cs_key"),
+            "get runs",
+            |r| run_of_page_row(r).1,
+        )
+    }
+
+    /// Each of `ids`' step as a page reads it (`None`: not there), in one statement.
+    pub fn steps_capped(&self, ids: &[Key]) -> Result<Vec<Option<Step>>, StoreError> {
+        by_ids(
+            &mut *self.lock(),
+            &self.url,
+            ids,
+            (&step_sql(), "WHERE id = k.cs_key ORDER BY ord LIMIT 1"),
+            "get steps",
+            step_row,
+        )
+    }
+
+    /// Each of `runs`' last two approvals, oldest first, as a page reads them, in one
+    /// statement.
+    pub fn last_two_approvals(&self, runs: &[Key]) -> Result<Vec<Vec<Approval>>, StoreError> {
+        // The approval's ord after its 18 columns, to put each run's two in order.
+        let select = approval_select(", approvals.ord");
+        let rows = by_ids_all(
+            &mut *self.lock(),
+            &self.url,
+            runs,
+            (&select, "WHERE run_id = k.cs_key ORDER BY ord DESC LIMIT 2"),
+            "list approvals",
+            |r| (r.try_get::<_, i64>(18).unwrap_or(0), approval_row(r)),
+        )?;
+        Ok(rows
+            .into_iter()
+            .map(|mut two| {
+                two.sort_by_key(|(ord, _)| *ord);
+                two.into_iter().map(|(_, a)| a).collect()
+            })
+            .collect())
     }
 
     /// One step as a page reads it.
@@ -1463,8 +1573,7 @@ fn queue_rows(
     url: &PgUrl,
     w: &Window,
 ) -> Result<Vec<QueueItem>, StoreError> {
-    let sql = format!("{} WHERE ord = $1", approval_sql());
-    each(tx, url, w, 0, &sql, "queue", |tx, r| queue_item(tx, url, r))
+    each(tx, url, w, 0, &queue_sql(), "queue", queue_item)
 }
 
 /// The window's events (its seqs lie in one range of the run's) with their marks.

@@ -257,12 +257,17 @@ pub(super) fn capped(c: &str) -> String {
 /// the cap is read as `''` and its head and length come after (columns 19 and 20), for the
 /// stand-in SQLite's page gives; `ord` last (21).
 pub(super) fn run_page_select() -> String {
+    run_page_select_with("")
+}
+
+/// [`run_page_select`] with more columns (`extra`, each after a comma) after its own 22.
+pub(super) fn run_page_select_with(extra: &str) -> String {
     format!(
         "SELECT {}, {}, {}, {}, {}, CASE WHEN char_length(limits_json) > {MAX_PAGE_TEXT} THEN '' ELSE limits_json END, \
          step_count, {}, {}, {}, CASE WHEN char_length(result_json) > {MAX_PAGE_TEXT} THEN '' ELSE result_json END, \
          model_calls, input_tokens, output_tokens, cached_input_tokens, estimated_cost_micros, active_ms, {}, {}, \
          CASE WHEN char_length(result_json) > {MAX_PAGE_TEXT} THEN substr(result_json, 1, {MAX_PAGE_TEXT}) ELSE '' END, \
-         char_length(result_json)::bigint, ord FROM runs",
+         char_length(result_json)::bigint, ord{extra} FROM runs",
         capped("id"),
         capped("goal"),
         capped("status"),

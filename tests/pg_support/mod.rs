@@ -377,3 +377,153 @@ pub fn refunds_of(backend: &Path, run: &str) -> i64 {
         )
         .unwrap()
 }
+
+/// A proxy in front of `db`'s server that counts the client's round trips: each
+/// extended-protocol `Sync` and each simple `Query` message the client sends (one per
+/// statement the store runs). For tests that bound how many statements a read makes, which no
+/// clock can. It listens on a Unix socket of its own (the client speaks plain text to it) and
+/// forwards to the server's socket or TCP address, so the server must take a connection
+/// without TLS (the test cluster does). Returns the URL to connect through and the count.
+pub fn counting_proxy(
+    db: &TestDb,
+) -> (
+    PgUrl,
+    std::sync::Arc<std::sync::atomic::AtomicU64>,
+    tempfile::TempDir,
+) {
+    use std::io::{Read, Write};
+    use std::os::unix::net::{UnixListener, UnixStream};
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicU64;
+
+    let (user, rest) = db.url.split_once('@').expect("the test URL names a user");
+    let (hostport, rest) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let param = |k: &str| {
+        query
+            .split('&')
+            .find_map(|p| p.strip_prefix(&format!("{k}=")).map(str::to_string))
+    };
+    enum Up {
+        Unix(PathBuf),
+        Tcp(String),
+    }
+    let up = match param("host") {
+        Some(h) if h.starts_with('/') => Up::Unix(PathBuf::from(format!(
+            "{h}/.s.PGSQL.{}",
+            param("port").unwrap_or_else(|| "5432".into())
+        ))),
+        _ if hostport.contains(':') => Up::Tcp(hostport.to_string()),
+        _ => Up::Tcp(format!("{hostport}:5432")),
+    };
+    let dir = tempfile::tempdir().expect("a directory for the proxy's socket");
+    let listener = UnixListener::bind(dir.path().join(".s.PGSQL.5432")).expect("proxy socket");
+    let trips = Arc::new(AtomicU64::new(0));
+    let counted = trips.clone();
+    std::thread::spawn(move || {
+        for client in listener.incoming() {
+            let Ok(client) = client else { return };
+            let server: Box<dyn ReadWrite> = match &up {
+                Up::Unix(p) => Box::new(UnixStream::connect(p).expect("server socket")),
+                Up::Tcp(a) => Box::new(std::net::TcpStream::connect(a).expect("server address")),
+            };
+            let (mut to_server, mut from_server) = server.split();
+            let mut to_client = client.try_clone().expect("clone the client socket");
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut from_server, &mut to_client);
+            });
+            let counted = counted.clone();
+            std::thread::spawn(move || {
+                let mut client = client;
+                let mut frames = Frames::default();
+                let mut buf = [0u8; 16384];
+                while let Ok(n) = client.read(&mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                    // Counted before it is passed on, so a reply never arrives before its count.
+                    counted.fetch_add(frames.feed(&buf[..n]), Ordering::SeqCst);
+                    if to_server.write_all(&buf[..n]).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    let mut url = format!("{user}@{path}?host={}&port=5432", dir.path().display());
+    if let Some(p) = param("password") {
+        url.push_str(&format!("&password={p}"));
+    }
+    (PgUrl::parse(&url).expect("proxy URL"), trips, dir)
+}
+
+/// A stream the proxy can read from and write to on two threads.
+trait ReadWrite: Send {
+    fn split(
+        self: Box<Self>,
+    ) -> (
+        Box<dyn std::io::Write + Send>,
+        Box<dyn std::io::Read + Send>,
+    );
+}
+
+impl ReadWrite for std::os::unix::net::UnixStream {
+    fn split(
+        self: Box<Self>,
+    ) -> (
+        Box<dyn std::io::Write + Send>,
+        Box<dyn std::io::Read + Send>,
+    ) {
+        let r = self.try_clone().expect("clone");
+        (self, Box::new(r))
+    }
+}
+
+impl ReadWrite for std::net::TcpStream {
+    fn split(
+        self: Box<Self>,
+    ) -> (
+        Box<dyn std::io::Write + Send>,
+        Box<dyn std::io::Read + Send>,
+    ) {
+        let r = self.try_clone().expect("clone");
+        (self, Box::new(r))
+    }
+}
+
+/// The client's side of PostgreSQL's protocol, cut into messages: untyped ones (an SSL or GSS
+/// request, then the startup message) and then typed ones (a type byte and a length).
+#[derive(Default)]
+struct Frames {
+    buf: Vec<u8>,
+    started: bool,
+}
+
+impl Frames {
+    /// Takes the next bytes; says how many round trips (`S`ync or `Q`uery) they completed.
+    fn feed(&mut self, bytes: &[u8]) -> u64 {
+        self.buf.extend_from_slice(bytes);
+        let mut trips = 0;
+        loop {
+            let head = if self.started { 1 } else { 0 };
+            let Some(len) = self.buf.get(head..head + 4) else {
+                return trips;
+            };
+            let len = u32::from_be_bytes([len[0], len[1], len[2], len[3]]) as usize;
+            if self.buf.len() < head + len {
+                return trips;
+            }
+            if self.started {
+                trips += u64::from(matches!(self.buf[0], b'S' | b'Q'));
+            } else {
+                // 80877103 asks for SSL, 80877104 for GSS: the startup message follows.
+                let code = self
+                    .buf
+                    .get(4..8)
+                    .map(|c| u32::from_be_bytes([c[0], c[1], c[2], c[3]]));
+                self.started = !matches!(code, Some(80877103 | 80877104));
+            }
+            self.buf.drain(..head + len);
+        }
+    }
+}
