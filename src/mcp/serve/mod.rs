@@ -8,6 +8,8 @@
 pub mod answer;
 pub mod attempt;
 pub mod calls;
+#[cfg(feature = "postgres")]
+mod calls_pg;
 mod decide;
 pub mod host;
 pub mod key;
@@ -15,6 +17,7 @@ pub mod open;
 pub mod policy;
 pub mod recheck;
 mod run;
+pub mod runs;
 pub mod signals;
 pub mod status;
 
