@@ -242,6 +242,21 @@ fn pg_proxy_holds_a_write_until_approved_then_runs_it_once() {
         .get(0);
     assert_eq!(settled, 2, "the run's known outcome is cached on its row");
 
+    // The console names the proxy session whose call the run answers, as on SQLite.
+    {
+        use countersign::console::testing::{ConsoleData, PgData, Query, Reply};
+        let mut data = PgData::open_pg(&db.pg_url()).unwrap();
+        let reply = data
+            .query(&Query::Run {
+                id: run.as_str().into(),
+            })
+            .unwrap();
+        let Reply::Run(Some(h)) = reply else {
+            panic!("the run's header: {reply:?}")
+        };
+        assert_eq!(h.proxy_session.as_deref(), Some(&b"s1"[..]));
+    }
+
     // recheck reads the session's runs from the index on PostgreSQL.
     let o = cs(&["mcp-proxy", "recheck", "--config", cfg_s]);
     assert!(o.status.success(), "{}", said(&o));
@@ -258,4 +273,63 @@ fn pg_proxy_holds_a_write_until_approved_then_runs_it_once() {
     let back = dir.path().join("back.db");
     copy(&Endpoint::Pg(db.pg_url()), &Endpoint::Sqlite(back.clone())).expect("copy back");
     verify(&back);
+}
+
+/// The least-privilege roles (docs/postgres-roles.sql) cover the proxy: a login holding only
+/// `countersign_runtime` and `countersign_sequencer` serves on a database the owner created
+/// (it cannot migrate, and need not), a `countersign_reviewer` login approves, and the retried
+/// call runs the tool once, every event chained.
+#[test]
+fn pg_proxy_runs_as_the_runtime_role_and_a_reviewer_approves() {
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    migrated(&db);
+    let mut c = db.client();
+    c.batch_execute(include_str!("../docs/postgres-roles.sql"))
+        .unwrap();
+    let (agent, reviewer) = (
+        format!("proxy_{}", std::process::id()),
+        format!("rev_{}", std::process::id()),
+    );
+    c.batch_execute(&format!(
+        "DROP ROLE IF EXISTS {agent}; DROP ROLE IF EXISTS {reviewer}; \
+         CREATE ROLE {agent} LOGIN IN ROLE countersign_runtime, countersign_sequencer; \
+         CREATE ROLE {reviewer} LOGIN IN ROLE countersign_reviewer"
+    ))
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = setup(dir.path(), &db.url_as(&agent));
+    let mut h = Host::start(&cfg);
+    let (text, is_err) = h.call("fs_write_file", W);
+    assert!(!is_err && text.starts_with("PENDING_APPROVAL: "), "{text}");
+    let id = approval_in(&text);
+    let run: String = c
+        .query_one("SELECT run_id FROM approvals WHERE id = $1", &[&id])
+        .unwrap()
+        .get(0);
+    let o = cs(&[
+        "--db",
+        &db.url_as(&reviewer),
+        "approve",
+        &run,
+        "--approval",
+        &id,
+        "--yes",
+    ]);
+    assert!(o.status.success(), "{}", said(&o));
+    let (done, is_err) = h.call("fs_write_file", W);
+    assert!(!is_err, "{done}");
+    let (dup, is_err) = h.call("fs_write_file", W);
+    assert!(is_err && dup.starts_with("DUPLICATE: "), "{dup}");
+    assert_eq!(server_calls(dir.path()).len(), 1, "the tool ran once");
+    let (code, err) = h.close();
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("error:"), "{err}");
+    wait_chained(&mut c);
+    let o = cs(&["--db", &db.url, "verify"]);
+    assert!(o.status.success(), "{}", said(&o));
+    let _ = c.batch_execute(&format!(
+        "DROP OWNED BY {agent}; DROP ROLE {agent}; DROP OWNED BY {reviewer}; DROP ROLE {reviewer}"
+    ));
 }
