@@ -9,7 +9,7 @@ use super::CommandError;
 use super::out::Out;
 use crate::mcp::config::{self, ProxyConfig};
 use crate::mcp::manifest::{Annotations, Manifest};
-use crate::mcp::{load, owned, sanitize};
+use crate::mcp::{load, sanitize};
 
 #[derive(Debug, Args)]
 pub struct McpProxyArgs {
@@ -170,7 +170,7 @@ fn short(s: &str, max: usize) -> String {
 /// Opens what serving opens, in agentrt's order, and prints each server's report.
 pub fn check(path: &Path, out: &mut Out) -> Result<(), CommandError> {
     let cfg = read_config(path)?;
-    owned::check_run_database(&cfg.database).map_err(failed)?;
+    cfg.database.check_file().map_err(failed)?;
     crate::mcp::reach::check(&cfg).map_err(failed)?;
     let mut loaded = Vec::new();
     let mut names: Vec<(String, String)> = Vec::new(); // (model-visible name, server)

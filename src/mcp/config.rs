@@ -122,6 +122,16 @@ impl Database {
         }
     }
 
+    /// [`check_database`](super::owned::check_database) on a SQLite file; a PostgreSQL
+    /// database is no file of this machine's, so nothing is checked for it here (decision
+    /// 0085).
+    pub fn check_file(&self) -> Result<(), String> {
+        match self.file() {
+            Some(path) => super::owned::check_database(path),
+            None => Ok(()),
+        }
+    }
+
     /// How an operator line names it (not yet escaped): the path, or the redacted URL.
     pub fn shown(&self) -> String {
         self.db_arg().display().to_string()

@@ -78,15 +78,6 @@ pub fn mode_text(mode: u32) -> String {
     s
 }
 
-/// [`check_database`] on the configured run database: a PostgreSQL database is no file of
-/// this machine's, so nothing is checked for it here (decision 0085).
-pub fn check_run_database(db: &super::config::Database) -> Result<(), String> {
-    match db.file() {
-        Some(path) => check_database(path),
-        None => Ok(()),
-    }
-}
-
 /// The database path's check before and after the store opens it (agentrt mcp 2.2): if it
 /// exists it is no symbolic link, a regular file, the current user's, not writable by others.
 pub fn check_database(path: &Path) -> Result<(), String> {

@@ -10,33 +10,8 @@ use crate::mcp::config::Database;
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
-/// `outcome` codes (0 unseen, 1 none, 2 known, 3 unknown).
-pub const OUTCOME_NONE: i64 = 1;
-pub const OUTCOME_KNOWN: i64 = 2;
-pub const OUTCOME_UNKNOWN: i64 = 3;
-
-/// One row.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Row {
-    pub id: i64,
-    pub request_key: String,
-    pub tool: String,
-    pub side_effect: String,
-    pub run_id: String,
-    pub created_at: i64,
-    pub open: bool,
-    pub closed_at: i64,
-    pub settled_at: i64,
-    pub outcome: i64,
-}
-
-/// What a claim found.
-#[derive(Debug)]
-pub enum Claim {
-    Claimed,
-    /// Another caller claimed or closed the key's open row in between: decide again.
-    Race,
-}
+use super::call_row::{COLS, NewCall};
+pub use super::call_row::{Claim, OUTCOME_KNOWN, OUTCOME_NONE, OUTCOME_UNKNOWN, Row};
 
 /// The index of one session, on the run database's backend: SQLite (the proxy's own
 /// connection to the file) or PostgreSQL (a connection of its own, decision 0085). Each
@@ -52,9 +27,6 @@ enum Back {
     #[cfg(feature = "postgres")]
     Postgres(super::calls_pg::PgCalls),
 }
-
-pub(crate) const COLS: &str =
-    "id, request_key, tool, side_effect, run_id, created_at, open, closed_at, settled_at, outcome";
 
 fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
     Ok(Row {
@@ -200,16 +172,6 @@ impl Calls {
             Back::Postgres(p) => p.unsettle(s, run_id),
         }
     }
-}
-
-/// The row a claim inserts.
-pub(crate) struct NewCall<'a> {
-    pub session: &'a str,
-    pub key: &'a str,
-    pub tool: &'a str,
-    pub side_effect: &'a str,
-    pub run_id: &'a str,
-    pub now: i64,
 }
 
 /// The index on SQLite: the proxy's own connection to the file.

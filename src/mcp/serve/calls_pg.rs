@@ -12,7 +12,7 @@
 use postgres::Client;
 use postgres::error::SqlState;
 
-use super::calls::{COLS, Claim, NewCall, OUTCOME_NONE, OUTCOME_UNKNOWN, Row};
+use super::call_row::{COLS, Claim, NewCall, OUTCOME_NONE, OUTCOME_UNKNOWN, Row};
 use crate::pgstore::PgUrl;
 
 /// The index's connection.

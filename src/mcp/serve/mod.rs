@@ -7,6 +7,7 @@
 
 pub mod answer;
 pub mod attempt;
+mod call_row;
 pub mod calls;
 #[cfg(feature = "postgres")]
 mod calls_pg;

@@ -14,7 +14,7 @@ use crate::mcp::config::ProxyConfig;
 use crate::mcp::load::{self, Report};
 use crate::mcp::manifest::Manifest;
 use crate::mcp::rules::Built;
-use crate::mcp::{DEFAULT_MAX_CONTENT_BYTES, owned, quote};
+use crate::mcp::{DEFAULT_MAX_CONTENT_BYTES, quote};
 use crate::runtime::driver::{Config, Gate};
 use crate::runtime::tools::{Registry, SideEffect, Tool, ToolCall, ToolDef, ToolError, ToolFuture};
 
@@ -91,7 +91,7 @@ pub type Loaded = (Vec<Report>, Vec<Offered>, Vec<Arc<Connection>>);
 
 /// Opens what serving needs, in agentrt's order. On error: the line, and the reports read.
 pub fn open(cfg: ProxyConfig) -> Result<Opened, (String, Vec<Report>)> {
-    owned::check_run_database(&cfg.database).map_err(|e| (e, Vec::new()))?;
+    cfg.database.check_file().map_err(|e| (e, Vec::new()))?;
     crate::mcp::reach::check(&cfg).map_err(|e| (e, Vec::new()))?;
     let (reports, offered, conns) = load_servers(&cfg)?;
     match finish(&cfg, &offered, &conns) {

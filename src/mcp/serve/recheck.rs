@@ -15,8 +15,8 @@ use super::runs::Runs;
 use crate::mcp::config::Database;
 use crate::mcp::config::ProxyConfig;
 use crate::mcp::load::Report;
+use crate::mcp::quote;
 use crate::mcp::rules::Built;
-use crate::mcp::{owned, quote};
 use crate::runtime::driver::{Config, Gate, RecheckReport, RecheckScope, RecheckSpecs};
 use crate::runtime::tools::{Registry, SideEffect, Tool, ToolCall, ToolDef, ToolError, ToolFuture};
 
@@ -202,7 +202,7 @@ fn sqlite_session_runs(
 /// error. On error: the line, and the servers' reports read so far.
 pub fn recheck(cfg: &ProxyConfig, target: &Target, current_tools: bool) -> Result<Checked, Failed> {
     let plain = |e: String| (e, Vec::new());
-    owned::check_run_database(&cfg.database).map_err(plain)?;
+    cfg.database.check_file().map_err(plain)?;
     let (offered, loads) = if current_tools {
         from_servers(cfg)?
     } else {
