@@ -270,9 +270,28 @@ fn pg_proxy_holds_a_write_until_approved_then_runs_it_once() {
     wait_chained(&mut c);
     let o = cs(&["--db", &db.url, "verify"]);
     assert!(o.status.success(), "{}", said(&o));
+    // A copy to SQLite carries the run tables, and says it leaves the call index behind.
     let back = dir.path().join("back.db");
-    copy(&Endpoint::Pg(db.pg_url()), &Endpoint::Sqlite(back.clone())).expect("copy back");
+    let rows: i64 = c
+        .query_one("SELECT count(*) FROM proxy_calls", &[])
+        .unwrap()
+        .get(0);
+    let o = cs(&["copy", "--from", &db.url, "--to", back.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", said(&o));
+    assert!(
+        said(&o).contains(&format!(
+            "  not copied: {rows} rows of the MCP proxy's call index (proxy_calls); a proxy on the target starts with an empty index"
+        )),
+        "{}",
+        said(&o)
+    );
     verify(&back);
+    let report = copy(
+        &Endpoint::Pg(db.pg_url()),
+        &Endpoint::Sqlite(dir.path().join("back2.db")),
+    )
+    .unwrap();
+    assert_eq!(report.proxy_calls_left, rows as u64);
 }
 
 /// The least-privilege roles (docs/postgres-roles.sql) cover the proxy: a login holding only
@@ -332,4 +351,33 @@ fn pg_proxy_runs_as_the_runtime_role_and_a_reviewer_approves() {
     let _ = c.batch_execute(&format!(
         "DROP OWNED BY {agent}; DROP ROLE {agent}; DROP OWNED BY {reviewer}; DROP ROLE {reviewer}"
     ));
+}
+
+/// A copy from a SQLite proxy database to PostgreSQL says how many call-index rows it left
+/// behind (decision 0085: copy carries the run tables only); a database without the index
+/// leaves none.
+#[test]
+fn pg_copy_from_sqlite_says_it_leaves_the_call_index() {
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let plain = dir.path().join("plain.db");
+    drop(countersign::runtime::store::Store::open(&plain).unwrap());
+    let lite = dir.path().join("proxy.db");
+    drop(countersign::runtime::store::Store::open(&lite).unwrap());
+    countersign::mcp::index::migrate(&lite).unwrap();
+    let mut calls = Calls::open(&Database::File(lite.clone()), "s").unwrap();
+    assert!(matches!(
+        calls.claim("k", None, "t", "read_only", "s.1", 1).unwrap(),
+        Claim::Claimed
+    ));
+    drop(calls);
+    let report = copy(&Endpoint::Sqlite(lite), &Endpoint::Pg(db.pg_url())).unwrap();
+    assert_eq!(report.proxy_calls_left, 1);
+    let Some(db2) = pg_support::fresh_db() else {
+        return;
+    };
+    let report = copy(&Endpoint::Sqlite(plain), &Endpoint::Pg(db2.pg_url())).unwrap();
+    assert_eq!(report.proxy_calls_left, 0);
 }
