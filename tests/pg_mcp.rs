@@ -21,6 +21,19 @@ use pg_support::{TestDb, cs, said};
 
 const W: &str = r#"{"path": "/tmp/a", "text": "hi"}"#;
 
+const SECRET: &str = "s3cret-pw";
+
+/// `url` with the password [`SECRET`] when it has none (else as it is).
+fn with_password(url: &str) -> String {
+    let after = url.find("://").map(|i| i + 3).unwrap_or(0);
+    match url[after..].find('@') {
+        Some(at) if !url[after..after + at].contains(':') => {
+            format!("{}:{SECRET}{}", &url[..after + at], &url[after + at..])
+        }
+        _ => url.to_string(),
+    }
+}
+
 /// The test configuration (reads allowed, writes need approval, holds answer at once) on
 /// the database `url`, pinned.
 fn setup(dir: &Path, url: &str) -> PathBuf {
@@ -160,16 +173,23 @@ fn pg_proxy_holds_a_write_until_approved_then_runs_it_once() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let cfg = setup(dir.path(), &db.url);
+    // The configuration's URL carries a password (the test server trusts its socket and
+    // ignores it) unless the server given already needs one: it is never printed.
+    let proxy_url = with_password(&db.url);
+    let shown = countersign::pgstore::PgUrl::parse(&proxy_url)
+        .unwrap()
+        .to_string();
+    let cfg = setup(dir.path(), &proxy_url);
     let cfg_s = cfg.to_str().unwrap();
 
     let o = cs(&["mcp-proxy", "check", "--config", cfg_s]);
     assert!(o.status.success(), "{}", said(&o));
     assert!(
-        said(&o).contains(&format!("database: {}", db.pg_url())),
+        said(&o).contains(&format!("database: {shown}")),
         "{}",
         said(&o)
     );
+    assert!(!said(&o).contains(SECRET), "{}", said(&o));
 
     let mut h = Host::start(&cfg);
     let (text, is_err) = h.call("fs_write_file", W);
@@ -180,12 +200,11 @@ fn pg_proxy_holds_a_write_until_approved_then_runs_it_once() {
         .lines()
         .find(|l| l.contains("decide with"))
         .unwrap_or_else(|| panic!("a decide line: {err}"));
-    // The URL as one shell word (quoted when it holds a `?`), its password never printed.
-    let url = db.pg_url().to_string();
-    let word = if url.contains('?') {
-        format!("'{url}'")
+    // The redacted URL as one shell word (quoted when it holds a `?` or the `***`).
+    let word = if shown.contains(['?', '*']) {
+        format!("'{shown}'")
     } else {
-        url
+        shown.clone()
     };
     assert!(
         line.contains(&format!(": countersign --db {word} approve s1.")),
@@ -226,11 +245,11 @@ fn pg_proxy_holds_a_write_until_approved_then_runs_it_once() {
     assert_eq!(code, 0, "{err}");
     assert!(
         err.contains(&format!(
-            "countersign mcp-proxy: serving session s1 on database {}",
-            db.pg_url()
+            "countersign mcp-proxy: serving session s1 on database {shown}"
         )),
         "{err}"
     );
+    assert!(!err.contains(SECRET), "{err}");
     let status: String = c
         .query_one("SELECT status FROM runs WHERE id = $1", &[&run])
         .unwrap()
