@@ -250,6 +250,12 @@ fn pg_proxy_holds_a_write_until_approved_then_runs_it_once() {
         "{err}"
     );
     assert!(!err.contains(SECRET), "{err}");
+    // The proxy chained what it committed before it exited (no sequencer runs now).
+    let waiting: i64 = c
+        .query_one("SELECT count(*) FROM event_inbox", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(waiting, 0, "events left unchained by the proxy's exit");
     let status: String = c
         .query_one("SELECT status FROM runs WHERE id = $1", &[&run])
         .unwrap()

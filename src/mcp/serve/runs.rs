@@ -71,6 +71,19 @@ impl Runs {
         }
     }
 
+    /// On PostgreSQL, chains every event committed to the inbox so far, on a connection of
+    /// its own (what the Gate's sequencer does when it is dropped); nothing on SQLite.
+    pub fn chain_committed(&self) -> Result<(), String> {
+        match self {
+            Runs::Sqlite(_) => Ok(()),
+            #[cfg(feature = "postgres")]
+            Runs::Postgres(p) => PgStore::open_existing(p.url())
+                .and_then(|mut s| s.sequence_all())
+                .map(|_| ())
+                .map_err(|e| e.to_string()),
+        }
+    }
+
     /// The run row.
     pub fn get_run(&self, run_id: &str) -> Result<Run, StoreError> {
         match self {
