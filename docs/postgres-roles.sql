@@ -5,8 +5,9 @@
 -- can be run again (after a later migration, for instance). The two roles it creates cannot
 -- log in: grant them to login roles, e.g.  GRANT countersign_reviewer TO alice;
 --
---   countersign_runtime   the agents' runtime: creates runs, steps, approvals, model calls and
---                         tool specs, moves them on, commits events to the inbox; never
+--   countersign_runtime   the agents' runtime (and the MCP proxy): creates runs, steps,
+--                         approvals, model calls, tool specs and the proxy's call-index rows,
+--                         moves them on, commits events to the inbox; never
 --                         deletes anything and never writes the chain itself. A runtime
 --                         process chains events too (its driver runs a sequencer, decision
 --                         0083): grant its login countersign_sequencer as well.
@@ -34,11 +35,11 @@ END
 $$;
 
 REVOKE ALL ON countersign_schema, runs, steps, events, event_chain, event_inbox, approvals,
-              model_calls, tool_specs
+              model_calls, tool_specs, proxy_calls
     FROM PUBLIC, countersign_runtime, countersign_reviewer, countersign_sequencer;
 
 GRANT SELECT ON countersign_schema, runs, steps, events, event_chain, event_inbox, approvals,
-                model_calls, tool_specs
+                model_calls, tool_specs, proxy_calls
     TO countersign_runtime, countersign_reviewer, countersign_sequencer;
 
 -- The runtime.
@@ -55,6 +56,10 @@ GRANT UPDATE (status, decided_at, decided_by, note) ON approvals TO countersign_
 GRANT UPDATE (status, input_tokens, output_tokens, cached_input_tokens, cost_micros, latency_ms,
               error, completed_at)
     ON model_calls TO countersign_runtime;
+-- The MCP proxy (`countersign mcp-proxy`, decision 0085) is a runtime process: its call index
+-- claims a request key (a new row, the previous open one closed) and caches a run's outcome.
+GRANT INSERT ON proxy_calls TO countersign_runtime;
+GRANT UPDATE (open, closed_at, settled_at, outcome) ON proxy_calls TO countersign_runtime;
 
 -- The reviewers: decide, deny, cancel.
 GRANT INSERT ON event_inbox TO countersign_reviewer;

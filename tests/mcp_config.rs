@@ -24,7 +24,7 @@ fn with(key: &str, value: &str) -> String {
 #[test]
 fn config_defaults_and_relative_paths() {
     let c = parse(MIN).unwrap();
-    assert_eq!(c.database, Path::new("/etc/cs/runs.db"));
+    assert_eq!(c.database.file(), Some(Path::new("/etc/cs/runs.db")));
     assert_eq!(c.servers[0].manifest, Path::new("/etc/cs/fs.json"));
     assert_eq!(c.hold, Duration::from_secs(15));
     assert_eq!(c.repeat_window, Duration::from_secs(600));
@@ -42,7 +42,25 @@ fn config_defaults_and_relative_paths() {
     assert_eq!(c.policy["destructive"], Outcome::RequireApproval);
     assert_eq!(parse(&with("hold", "\"0s\"")).unwrap().hold, Duration::ZERO);
     let abs = MIN.replace("\"runs.db\"", "\"/var/db/runs.db\"");
-    assert_eq!(parse(&abs).unwrap().database, Path::new("/var/db/runs.db"));
+    assert_eq!(
+        parse(&abs).unwrap().database.file(),
+        Some(Path::new("/var/db/runs.db"))
+    );
+}
+
+/// A `postgres://` database is a PostgreSQL URL (decision 0085), never a path under a
+/// directory `postgres:`; how it is shown never carries its password.
+#[test]
+fn config_takes_a_postgres_url() {
+    let c = parse(&MIN.replace("runs.db", "postgresql://alice:s3cret@db.example/cs")).unwrap();
+    assert_eq!(c.database.file(), None);
+    let shown = c.database.shown();
+    assert!(shown.starts_with("postgresql://alice"), "{shown}");
+    assert!(shown.contains("db.example/cs"), "{shown}");
+    assert!(!shown.contains("s3cret"), "{shown}");
+    assert!(!format!("{:?}", c.database).contains("s3cret"));
+    let c = parse(&MIN.replace("runs.db", "POSTGRES://db.example/cs")).unwrap();
+    assert_eq!(c.database.file(), None);
 }
 
 #[test]
@@ -76,8 +94,8 @@ fn config_refuses_unknown_fields() {
         ),
         (MIN.replace("\"database\": \"runs.db\", ", ""), "database is required"),
         (
-            MIN.replace("runs.db", "postgresql://alice@db.example/cs"),
-            "database: the MCP proxy runs on a SQLite run database only in this build (its call index, agentrt's proxy_calls, is not in the PostgreSQL schema); name a SQLite file",
+            MIN.replace("runs.db", "postgresql://alice@db.example/cs?sslmode=bogus"),
+            "database: sslmode=bogus is not one of disable, prefer, require, verify-full",
         ),
         (
             MIN.replace(r#""command": ["srv"], "#, ""),

@@ -9,7 +9,7 @@ use super::CommandError;
 use super::out::Out;
 use crate::mcp::config::{self, ProxyConfig};
 use crate::mcp::manifest::{Annotations, Manifest};
-use crate::mcp::{load, owned, sanitize};
+use crate::mcp::{load, sanitize};
 
 #[derive(Debug, Args)]
 pub struct McpProxyArgs {
@@ -80,7 +80,7 @@ pub fn serve(path: &Path) -> Result<(), CommandError> {
     log(&format!(
         "{PREFIX}serving session {} on database {}",
         sanitize(&opened.cfg.session),
-        sanitize(&opened.cfg.database.display().to_string())
+        sanitize(&opened.cfg.database.shown())
     ));
     let proxy = Arc::new(Proxy::new(opened, log).map_err(failed)?);
     crate::mcp::serve::signals::watch(signals, proxy.clone());
@@ -170,7 +170,7 @@ fn short(s: &str, max: usize) -> String {
 /// Opens what serving opens, in agentrt's order, and prints each server's report.
 pub fn check(path: &Path, out: &mut Out) -> Result<(), CommandError> {
     let cfg = read_config(path)?;
-    owned::check_database(&cfg.database).map_err(failed)?;
+    cfg.database.check_file().map_err(failed)?;
     crate::mcp::reach::check(&cfg).map_err(failed)?;
     let mut loaded = Vec::new();
     let mut names: Vec<(String, String)> = Vec::new(); // (model-visible name, server)
@@ -208,18 +208,12 @@ pub fn check(path: &Path, out: &mut Out) -> Result<(), CommandError> {
         }
         loaded.push(l);
     }
-    let store = crate::runtime::store::Store::open(&cfg.database)
-        .map_err(|e| failed(format!("database: {e}")))?;
-    owned::check_database(&cfg.database).map_err(failed)?;
-    crate::mcp::index::migrate(&cfg.database).map_err(failed)?;
+    let store = crate::mcp::serve::runs::Runs::open(&cfg.database).map_err(failed)?;
     drop(store);
     for l in &loaded {
         l.conn.close();
     }
     out.line(&format!("status tool: {}", sanitize(&cfg.status_tool)))?;
     out.line(&format!("session: {}", sanitize(&cfg.session)))?;
-    out.line(&format!(
-        "database: {}",
-        sanitize(&cfg.database.display().to_string())
-    ))
+    out.line(&format!("database: {}", sanitize(&cfg.database.shown())))
 }

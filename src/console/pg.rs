@@ -94,9 +94,9 @@ impl ConsoleReads for PgReads {
         fn last_two_approvals(runs: &[Key]) -> Result<Vec<Vec<Approval>>, StoreError>;
     }
 
-    fn proxy_call(&self, _run: &Key) -> Result<Option<ProxyCall>, StoreError> {
-        // The MCP proxy's index (agentrt's `proxy_calls`) is not in the PostgreSQL schema.
-        Ok(None)
+    fn proxy_call(&self, run: &Key) -> Result<Option<ProxyCall>, StoreError> {
+        // The MCP proxy's index (agentrt's `proxy_calls`, schema migration 3, decision 0085).
+        self.store.proxy_call(run.as_bytes())
     }
     // The counts are one read of PostgreSQL's, by table.
     fn count_steps(&self, run: &Key) -> Result<i64, StoreError> {

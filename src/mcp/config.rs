@@ -79,12 +79,71 @@ pub struct ServerConfig {
     pub skip_path_check: bool,
 }
 
+/// The run database a proxy works on: a SQLite file (relative paths resolved against the
+/// configuration's directory) or, with the `postgres` feature, a PostgreSQL database named by
+/// a `postgres://` URL (decision 0085).
+#[derive(Debug, Clone)]
+pub enum Database {
+    File(PathBuf),
+    #[cfg(feature = "postgres")]
+    Postgres(crate::pgstore::PgUrl),
+}
+
+impl PartialEq for Database {
+    fn eq(&self, other: &Database) -> bool {
+        match (self, other) {
+            (Database::File(a), Database::File(b)) => a == b,
+            #[cfg(feature = "postgres")]
+            (Database::Postgres(a), Database::Postgres(b)) => a.redacted() == b.redacted(),
+            #[cfg(feature = "postgres")]
+            _ => false,
+        }
+    }
+}
+
+impl Database {
+    /// The SQLite file, when it is one.
+    pub fn file(&self) -> Option<&Path> {
+        match self {
+            Database::File(p) => Some(p),
+            #[cfg(feature = "postgres")]
+            Database::Postgres(_) => None,
+        }
+    }
+
+    /// What names it to the commands' `--db`: the path, or the URL with its password
+    /// replaced (the password is never printed; a person deciding supplies theirs the way
+    /// every command takes one: `PGPASSWORD` or the password file).
+    pub fn db_arg(&self) -> PathBuf {
+        match self {
+            Database::File(p) => p.clone(),
+            #[cfg(feature = "postgres")]
+            Database::Postgres(u) => PathBuf::from(u.redacted()),
+        }
+    }
+
+    /// [`check_database`](super::owned::check_database) on a SQLite file; a PostgreSQL
+    /// database is no file of this machine's, so nothing is checked for it here (decision
+    /// 0085).
+    pub fn check_file(&self) -> Result<(), String> {
+        match self.file() {
+            Some(path) => super::owned::check_database(path),
+            None => Ok(()),
+        }
+    }
+
+    /// How an operator line names it (not yet escaped): the path, or the redacted URL.
+    pub fn shown(&self) -> String {
+        self.db_arg().display().to_string()
+    }
+}
+
 /// The whole configuration, validated, with defaults applied.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProxyConfig {
     /// The file it was read from.
     pub path: PathBuf,
-    pub database: PathBuf,
+    pub database: Database,
     pub session: String,
     pub servers: Vec<ServerConfig>,
     /// Every class with its outcome (defaults merged with what the file says).
@@ -168,13 +227,19 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<ProxyConfig, String> {
     };
 
     let database = match file.database.as_deref() {
+        #[cfg(feature = "postgres")]
+        Some(d) if is_pg_url(d) => Database::Postgres(
+            crate::pgstore::PgUrl::parse(d).map_err(|e| format!("database: {e}"))?,
+        ),
         // Read as a path it would name a file under a directory `postgres:`: say what it is.
+        #[cfg(not(feature = "postgres"))]
         Some(d) if is_pg_url(d) => {
             return Err(
-                "database: the MCP proxy runs on a SQLite run database only in this build (its call index, agentrt's proxy_calls, is not in the PostgreSQL schema); name a SQLite file".into(),
+                "database: this build has no PostgreSQL (feature `postgres`); name a SQLite file"
+                    .into(),
             );
         }
-        Some(d) if !d.is_empty() => resolve(d),
+        Some(d) if !d.is_empty() => Database::File(resolve(d)),
         _ => return Err("database is required".into()),
     };
     let session = file.session.unwrap_or_default();

@@ -22,7 +22,9 @@ struct Protected {
 pub fn check(cfg: &ProxyConfig) -> Result<(), String> {
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
     let home = std::env::var_os("HOME").map(PathBuf::from);
-    let mut files = vec![cfg.path.clone(), cfg.database.clone()];
+    // A PostgreSQL database is no file here: its protection is its roles (decision 0085).
+    let mut files = vec![cfg.path.clone()];
+    files.extend(cfg.database.file().map(Path::to_path_buf));
     files.extend(cfg.servers.iter().map(|s| s.manifest.clone()));
     let protected: Vec<Protected> = files.iter().map(|f| protect(f, &cwd)).collect();
     for s in &cfg.servers {

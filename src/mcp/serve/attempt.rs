@@ -4,7 +4,6 @@
 
 use super::answer::Earlier;
 use super::policy::{INTERRUPTED_KIND, attempt_of};
-use crate::runtime::store::Store;
 use crate::runtime::types::{Approval, Step, StepStatus};
 
 /// The last attempt of a run.
@@ -78,7 +77,7 @@ fn refused_here(err: &str, name: &str) -> bool {
 
 /// The last attempt of `run_id`, scanning its tool-call steps newest first.
 pub fn last_attempt(
-    store: &Store,
+    store: &super::runs::Runs,
     run_id: &str,
     tool: &super::open::Offered,
     read_only: bool,

@@ -1,48 +1,32 @@
 //! Reads and writes of agentrt's `proxy_calls` index (agentrt mcp 2.7) on the proxy's own
-//! connection. Every write is one IMMEDIATE transaction; a claim compare-and-sets on the open
-//! row it read. The runtime's tables are only read, never written, here.
+//! connection, SQLite's here and PostgreSQL's in `calls_pg.rs`. Every write is one
+//! transaction (IMMEDIATE on SQLite); a claim compare-and-sets on the open row it read. The
+//! runtime's tables are only read, never written, here.
 
 use std::path::Path;
 use std::time::Duration;
 
+use crate::mcp::config::Database;
+
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
-/// `outcome` codes (0 unseen, 1 none, 2 known, 3 unknown).
-pub const OUTCOME_NONE: i64 = 1;
-pub const OUTCOME_KNOWN: i64 = 2;
-pub const OUTCOME_UNKNOWN: i64 = 3;
+use super::call_row::{COLS, NewCall};
+pub use super::call_row::{Claim, OUTCOME_KNOWN, OUTCOME_NONE, OUTCOME_UNKNOWN, Row};
 
-/// One row.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Row {
-    pub id: i64,
-    pub request_key: String,
-    pub tool: String,
-    pub side_effect: String,
-    pub run_id: String,
-    pub created_at: i64,
-    pub open: bool,
-    pub closed_at: i64,
-    pub settled_at: i64,
-    pub outcome: i64,
-}
-
-/// What a claim found.
-#[derive(Debug)]
-pub enum Claim {
-    Claimed,
-    /// Another caller claimed or closed the key's open row in between: decide again.
-    Race,
-}
-
-/// The index of one session.
+/// The index of one session, on the run database's backend: SQLite (the proxy's own
+/// connection to the file) or PostgreSQL (a connection of its own, decision 0085). Each
+/// operation is written once per backend in the `match` below; both keep the same contract:
+/// every write is one transaction, a claim compare-and-sets on the open row it read.
 pub struct Calls {
-    conn: Connection,
+    back: Back,
     session: String,
 }
 
-const COLS: &str =
-    "id, request_key, tool, side_effect, run_id, created_at, open, closed_at, settled_at, outcome";
+enum Back {
+    Sqlite(Connection),
+    #[cfg(feature = "postgres")]
+    Postgres(super::calls_pg::PgCalls),
+}
 
 fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
     Ok(Row {
@@ -68,76 +52,72 @@ pub fn nanos(d: Duration) -> i64 {
     i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)
 }
 
+/// The start of the window `window` before `now`.
+pub(crate) fn since(now: i64, window: i64) -> i64 {
+    now.saturating_sub(window)
+}
+
+/// How long `recent` looks back (an hour).
+pub(crate) const RECENT_NS: i64 = 3_600_000_000_000;
+
 impl Calls {
-    /// Opens the index of `session` in the database at `path` (already migrated).
-    pub fn open(path: &Path, session: &str) -> Result<Calls, String> {
-        let conn = Connection::open_with_flags(
-            path,
-            rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )
-        .map_err(err)?;
-        conn.busy_timeout(Duration::from_secs(5)).map_err(err)?;
+    /// Opens the index of `session` in the run database `db` (already migrated).
+    pub fn open(db: &Database, session: &str) -> Result<Calls, String> {
+        let back = match db {
+            Database::File(path) => Back::Sqlite(open_sqlite(path)?),
+            #[cfg(feature = "postgres")]
+            Database::Postgres(url) => Back::Postgres(super::calls_pg::PgCalls::open(url)?),
+        };
         Ok(Calls {
-            conn,
+            back,
             session: session.to_string(),
         })
     }
 
-    fn query(&self, sql: &str, p: &[&dyn rusqlite::ToSql]) -> Result<Vec<Row>, String> {
-        let mut st = self.conn.prepare_cached(sql).map_err(err)?;
-        let rows = st.query_map(p, row).map_err(err)?;
-        rows.collect::<Result<Vec<_>, _>>().map_err(err)
-    }
-
     /// The key's open row and its rows closed within `window` of `now`, newest first.
-    pub fn for_key(&self, key: &str, now: i64, window: i64) -> Result<Vec<Row>, String> {
-        let since = now.saturating_sub(window);
-        self.query(
-            &format!("SELECT {COLS} FROM proxy_calls WHERE session=?1 AND request_key=?2 AND (open=1 OR closed_at >= ?3) ORDER BY id DESC"),
-            &[&self.session, &key, &since],
-        )
+    pub fn for_key(&mut self, key: &str, now: i64, window: i64) -> Result<Vec<Row>, String> {
+        let s = &self.session;
+        match &mut self.back {
+            Back::Sqlite(c) => c.for_key(s, key, since(now, window)),
+            #[cfg(feature = "postgres")]
+            Back::Postgres(p) => p.for_key(s, key, since(now, window)),
+        }
     }
 
     /// For each other request of `tool` (not `except`), its newest row with an attempt (rows
     /// settled "no attempt", such as an expired re-ask that ran nothing, are passed over), when
     /// that row's outcome is unseen or unknown; oldest first (agentrt's `unknownBlock`
     /// candidates).
-    pub fn unresolved_of_tool(&self, tool: &str, except: &str) -> Result<Vec<Row>, String> {
-        let mut st = self
-            .conn
-            .prepare_cached(&format!(
-                "SELECT {COLS} FROM proxy_calls p WHERE session=?1 AND tool=?2 AND request_key<>?3 AND outcome IN (0, ?4) AND id = (SELECT MAX(id) FROM proxy_calls q WHERE q.session=p.session AND q.request_key=p.request_key AND q.outcome<>?5) ORDER BY id"
-            ))
-            .map_err(err)?;
-        let rows = st
-            .query_map(
-                params![self.session, tool, except, OUTCOME_UNKNOWN, OUTCOME_NONE],
-                row,
-            )
-            .map_err(err)?;
-        rows.collect::<Result<Vec<_>, _>>().map_err(err)
+    pub fn unresolved_of_tool(&mut self, tool: &str, except: &str) -> Result<Vec<Row>, String> {
+        let s = &self.session;
+        match &mut self.back {
+            Back::Sqlite(c) => c.unresolved_of_tool(s, tool, except),
+            #[cfg(feature = "postgres")]
+            Back::Postgres(p) => p.unresolved_of_tool(s, tool, except),
+        }
     }
 
     /// Rows not yet settled, oldest first.
-    pub fn unsettled(&self) -> Result<Vec<Row>, String> {
-        self.query(
-            &format!(
-                "SELECT {COLS} FROM proxy_calls WHERE session=?1 AND settled_at=0 ORDER BY id"
-            ),
-            &[&self.session],
-        )
+    pub fn unsettled(&mut self) -> Result<Vec<Row>, String> {
+        let s = &self.session;
+        match &mut self.back {
+            Back::Sqlite(c) => c.unsettled(s),
+            #[cfg(feature = "postgres")]
+            Back::Postgres(p) => p.unsettled(s),
+        }
     }
 
     /// The session's rows unsettled or settled within the last hour, newest first (≤ 200).
-    pub fn recent(&self, now: i64) -> Result<Vec<Row>, String> {
-        let since = now.saturating_sub(3_600_000_000_000);
-        self.query(
-            &format!("SELECT {COLS} FROM proxy_calls WHERE session=?1 AND (settled_at=0 OR settled_at >= ?2) ORDER BY id DESC LIMIT 200"),
-            &[&self.session, &since],
-        )
+    pub fn recent(&mut self, now: i64) -> Result<Vec<Row>, String> {
+        let s = &self.session;
+        match &mut self.back {
+            Back::Sqlite(c) => c.recent(s, since(now, RECENT_NS)),
+            #[cfg(feature = "postgres")]
+            Back::Postgres(p) => p.recent(s, since(now, RECENT_NS)),
+        }
     }
 
-    /// Claims the key for a new run in one IMMEDIATE transaction: the open row must still be
+    /// Claims the key for a new run in one transaction: the open row must still be
     /// `expected` (or absent), which is then closed; the new row is inserted open.
     #[allow(clippy::too_many_arguments)]
     pub fn claim(
@@ -149,14 +129,118 @@ impl Calls {
         run_id: &str,
         now: i64,
     ) -> Result<Claim, String> {
+        let new = NewCall {
+            session: &self.session,
+            key,
+            tool,
+            side_effect,
+            run_id,
+            now,
+        };
+        match &mut self.back {
+            Back::Sqlite(c) => c.claim(&new, expected),
+            #[cfg(feature = "postgres")]
+            Back::Postgres(p) => p.claim(&new, expected),
+        }
+    }
+
+    /// Caches a terminal run's outcome on its row (only once).
+    pub fn settle(&mut self, run_id: &str, outcome: i64, now: i64) -> Result<(), String> {
+        let s = &self.session;
+        match &mut self.back {
+            Back::Sqlite(c) => c.settle(s, run_id, outcome, now),
+            #[cfg(feature = "postgres")]
+            Back::Postgres(p) => p.settle(s, run_id, outcome, now),
+        }
+    }
+
+    /// A row whose run was never begun is settled as "nothing started".
+    pub fn settle_empty(&mut self, id: i64, now: i64) -> Result<(), String> {
+        match &mut self.back {
+            Back::Sqlite(c) => c.settle_empty(id, now),
+            #[cfg(feature = "postgres")]
+            Back::Postgres(p) => p.settle_empty(id, now),
+        }
+    }
+
+    /// After a successful begin of a row found settled (a reused row): unsettled again.
+    pub fn unsettle(&mut self, run_id: &str) -> Result<(), String> {
+        let s = &self.session;
+        match &mut self.back {
+            Back::Sqlite(c) => c.unsettle(s, run_id),
+            #[cfg(feature = "postgres")]
+            Back::Postgres(p) => p.unsettle(s, run_id),
+        }
+    }
+}
+
+/// The index on SQLite: the proxy's own connection to the file.
+fn open_sqlite(path: &Path) -> Result<Connection, String> {
+    let conn = Connection::open_with_flags(
+        path,
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(err)?;
+    conn.busy_timeout(Duration::from_secs(5)).map_err(err)?;
+    Ok(conn)
+}
+
+/// The SQLite operations, on the proxy's connection; every write one IMMEDIATE transaction.
+trait SqliteOps {
+    fn conn(&mut self) -> &mut Connection;
+
+    fn query(&mut self, sql: &str, p: &[&dyn rusqlite::ToSql]) -> Result<Vec<Row>, String> {
+        let mut st = self.conn().prepare_cached(sql).map_err(err)?;
+        let rows = st.query_map(p, row).map_err(err)?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(err)
+    }
+
+    fn for_key(&mut self, session: &str, key: &str, since: i64) -> Result<Vec<Row>, String> {
+        self.query(
+            &format!("SELECT {COLS} FROM proxy_calls WHERE session=?1 AND request_key=?2 AND (open=1 OR closed_at >= ?3) ORDER BY id DESC"),
+            &[&session, &key, &since],
+        )
+    }
+
+    fn unresolved_of_tool(
+        &mut self,
+        session: &str,
+        tool: &str,
+        except: &str,
+    ) -> Result<Vec<Row>, String> {
+        self.query(
+            &format!(
+                "SELECT {COLS} FROM proxy_calls p WHERE session=?1 AND tool=?2 AND request_key<>?3 AND outcome IN (0, ?4) AND id = (SELECT MAX(id) FROM proxy_calls q WHERE q.session=p.session AND q.request_key=p.request_key AND q.outcome<>?5) ORDER BY id"
+            ),
+            &[&session, &tool, &except, &OUTCOME_UNKNOWN, &OUTCOME_NONE],
+        )
+    }
+
+    fn unsettled(&mut self, session: &str) -> Result<Vec<Row>, String> {
+        self.query(
+            &format!(
+                "SELECT {COLS} FROM proxy_calls WHERE session=?1 AND settled_at=0 ORDER BY id"
+            ),
+            &[&session],
+        )
+    }
+
+    fn recent(&mut self, session: &str, since: i64) -> Result<Vec<Row>, String> {
+        self.query(
+            &format!("SELECT {COLS} FROM proxy_calls WHERE session=?1 AND (settled_at=0 OR settled_at >= ?2) ORDER BY id DESC LIMIT 200"),
+            &[&session, &since],
+        )
+    }
+
+    fn claim(&mut self, new: &NewCall<'_>, expected: Option<i64>) -> Result<Claim, String> {
         let tx = self
-            .conn
+            .conn()
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(err)?;
         let open: Option<i64> = tx
             .query_row(
                 "SELECT id FROM proxy_calls WHERE session=?1 AND request_key=?2 AND open=1",
-                params![self.session, key],
+                params![new.session, new.key],
                 |r| r.get(0),
             )
             .optional()
@@ -167,37 +251,41 @@ impl Calls {
         if let Some(id) = open {
             tx.execute(
                 "UPDATE proxy_calls SET open=0, closed_at=?1 WHERE id=?2 AND open=1",
-                params![now, id],
+                params![new.now, id],
             )
             .map_err(err)?;
         }
         tx.execute(
             "INSERT INTO proxy_calls (session, request_key, tool, side_effect, run_id, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            params![self.session, key, tool, side_effect, run_id, now],
+            params![new.session, new.key, new.tool, new.side_effect, new.run_id, new.now],
         )
         .map_err(err)?;
         tx.commit().map_err(err)?;
         Ok(Claim::Claimed)
     }
 
-    /// Caches a terminal run's outcome on its row (only once).
-    pub fn settle(&mut self, run_id: &str, outcome: i64, now: i64) -> Result<(), String> {
+    fn settle(
+        &mut self,
+        session: &str,
+        run_id: &str,
+        outcome: i64,
+        now: i64,
+    ) -> Result<(), String> {
         let tx = self
-            .conn
+            .conn()
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(err)?;
         tx.execute(
             "UPDATE proxy_calls SET settled_at = CASE WHEN settled_at=0 THEN ?1 ELSE settled_at END, outcome=?2 WHERE run_id=?3 AND session=?4 AND outcome=0",
-            params![now, outcome, run_id, self.session],
+            params![now, outcome, run_id, session],
         )
         .map_err(err)?;
         tx.commit().map_err(err)
     }
 
-    /// A row whose run was never begun is settled as "nothing started".
-    pub fn settle_empty(&mut self, id: i64, now: i64) -> Result<(), String> {
+    fn settle_empty(&mut self, id: i64, now: i64) -> Result<(), String> {
         let tx = self
-            .conn
+            .conn()
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(err)?;
         tx.execute(
@@ -208,15 +296,20 @@ impl Calls {
         tx.commit().map_err(err)
     }
 
-    /// After a successful begin of a row found settled (a reused row): unsettled again.
-    pub fn unsettle(&mut self, run_id: &str) -> Result<(), String> {
-        self.conn
+    fn unsettle(&mut self, session: &str, run_id: &str) -> Result<(), String> {
+        self.conn()
             .execute(
                 "UPDATE proxy_calls SET settled_at=0, outcome=0 WHERE run_id=?1 AND session=?2 AND settled_at != 0",
-                params![run_id, self.session],
+                params![run_id, session],
             )
             .map(|_| ())
             .map_err(err)
+    }
+}
+
+impl SqliteOps for Connection {
+    fn conn(&mut self) -> &mut Connection {
+        self
     }
 }
 
@@ -229,8 +322,9 @@ mod tests {
         let db = dir.path().join("runs.db");
         drop(crate::runtime::store::Store::open(&db).unwrap());
         crate::mcp::index::migrate(&db).unwrap();
-        let a = Calls::open(&db, "s").unwrap();
-        let b = Calls::open(&db, "s").unwrap();
+        let file = Database::File(db);
+        let a = Calls::open(&file, "s").unwrap();
+        let b = Calls::open(&file, "s").unwrap();
         (dir, a, b)
     }
 

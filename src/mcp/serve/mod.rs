@@ -7,7 +7,10 @@
 
 pub mod answer;
 pub mod attempt;
+mod call_row;
 pub mod calls;
+#[cfg(feature = "postgres")]
+mod calls_pg;
 mod decide;
 pub mod host;
 pub mod key;
@@ -15,6 +18,7 @@ pub mod open;
 pub mod policy;
 pub mod recheck;
 mod run;
+pub mod runs;
 pub mod signals;
 pub mod status;
 
@@ -82,10 +86,18 @@ impl Proxy {
             .unwrap_or(self.o.cfg.repeat_window)
     }
 
-    /// Closes every upstream connection.
+    /// Closes every upstream connection; on PostgreSQL, then chains what the calls committed
+    /// (the process exits without dropping the Gate, whose sequencer would otherwise chain it;
+    /// an event left in the inbox waits for the next sequencer, decision 0085).
     pub fn close(&self) {
         for c in &self.o.conns {
             c.close();
+        }
+        if let Err(e) = self.o.store.chain_committed() {
+            self.say(&format!(
+                "the events committed were not all chained (the next sequencer chains them): {}",
+                crate::mcp::sanitize(&e)
+            ));
         }
     }
 }

@@ -8,14 +8,14 @@ use std::time::Duration;
 
 use super::calls::Calls;
 use super::policy::{ProxyPolicy, ToolInfo};
+use super::runs::Runs;
 use crate::mcp::client::Connection;
 use crate::mcp::config::ProxyConfig;
 use crate::mcp::load::{self, Report};
 use crate::mcp::manifest::Manifest;
 use crate::mcp::rules::Built;
-use crate::mcp::{DEFAULT_MAX_CONTENT_BYTES, owned, quote};
+use crate::mcp::{DEFAULT_MAX_CONTENT_BYTES, quote};
 use crate::runtime::driver::{Config, Gate};
-use crate::runtime::store::Store;
 use crate::runtime::tools::{Registry, SideEffect, Tool, ToolCall, ToolDef, ToolError, ToolFuture};
 
 /// A tool the host is offered.
@@ -73,7 +73,7 @@ pub struct Opened {
     pub reports: Vec<Report>,
     pub offered: Vec<Offered>,
     pub conns: Vec<Arc<Connection>>,
-    pub store: Arc<Store>,
+    pub store: Runs,
     pub gate: Gate,
     pub policy: Arc<ProxyPolicy>,
 }
@@ -91,7 +91,7 @@ pub type Loaded = (Vec<Report>, Vec<Offered>, Vec<Arc<Connection>>);
 
 /// Opens what serving needs, in agentrt's order. On error: the line, and the reports read.
 pub fn open(cfg: ProxyConfig) -> Result<Opened, (String, Vec<Report>)> {
-    owned::check_database(&cfg.database).map_err(|e| (e, Vec::new()))?;
+    cfg.database.check_file().map_err(|e| (e, Vec::new()))?;
     crate::mcp::reach::check(&cfg).map_err(|e| (e, Vec::new()))?;
     let (reports, offered, conns) = load_servers(&cfg)?;
     match finish(&cfg, &offered, &conns) {
@@ -165,7 +165,7 @@ pub fn load_servers(cfg: &ProxyConfig) -> Result<Loaded, (String, Vec<Report>)> 
     Ok((reports, offered, conns))
 }
 
-type Finished = (Arc<Store>, Gate, Arc<ProxyPolicy>);
+type Finished = (Runs, Gate, Arc<ProxyPolicy>);
 
 fn finish(
     cfg: &ProxyConfig,
@@ -204,11 +204,11 @@ fn finish(
             ToolInfo::of(o, rule.and_then(|r| r.outcome)),
         );
     }
-    let store = Arc::new(Store::open(&cfg.database).map_err(|e| format!("database: {e}"))?);
-    owned::check_database(&cfg.database)?;
-    crate::mcp::index::migrate(&cfg.database)?;
+    let store = Runs::open(&cfg.database)?;
     let policy = Arc::new(ProxyPolicy::new(cfg, infos));
-    let gate = Config::new(store.clone(), registry, policy.clone())
+    // On PostgreSQL the Gate runs a sequencer that chains the events it commits (decision
+    // 0083).
+    let gate = Config::new(store.run_db(), registry, policy.clone())
         .lease_owner(format!("countersign-mcp-proxy:{}", cfg.session))
         .lease_ttl(cfg.lease_ttl.unwrap_or(Duration::ZERO))
         .reconcile(Arc::new(super::policy::ProxyReconcile(policy.clone())))

@@ -6,18 +6,18 @@
 //! serving would, and a changed description or schema makes an approval differ.
 
 use std::collections::HashMap;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::open::{Offered, close_all, load_servers};
 use super::policy::{ProxyPolicy, ToolInfo, policy_id};
+use super::runs::Runs;
+use crate::mcp::config::Database;
 use crate::mcp::config::ProxyConfig;
 use crate::mcp::load::Report;
+use crate::mcp::quote;
 use crate::mcp::rules::Built;
-use crate::mcp::{owned, quote};
 use crate::runtime::driver::{Config, Gate, RecheckReport, RecheckScope, RecheckSpecs};
-use crate::runtime::store::Store;
 use crate::runtime::tools::{Registry, SideEffect, Tool, ToolCall, ToolDef, ToolError, ToolFuture};
 
 /// Which runs to ask about.
@@ -110,7 +110,7 @@ fn from_servers(cfg: &ProxyConfig) -> Result<(Vec<Offered>, Vec<Report>), Failed
 }
 
 /// A read-only Gate whose policy is the proxy's and whose tools are `offered`.
-fn gate(cfg: &ProxyConfig, store: Arc<Store>, offered: &[Offered]) -> Result<Gate, String> {
+fn gate(cfg: &ProxyConfig, store: &Runs, offered: &[Offered]) -> Result<Gate, String> {
     let mut registry = Registry::new();
     let mut infos = HashMap::new();
     for o in offered {
@@ -139,14 +139,38 @@ fn gate(cfg: &ProxyConfig, store: Arc<Store>, offered: &[Offered]) -> Result<Gat
         );
     }
     let policy = Arc::new(ProxyPolicy::new(cfg, infos));
-    Config::new(store, registry, policy)
+    // It writes nothing: on PostgreSQL it runs no sequencer either (decision 0085).
+    Config::new(store.run_db(), registry, policy)
+        .chain_events(false)
         .gate()
         .map_err(|e| e.to_string())
 }
 
 /// The session's newest `limit` run ids from the call index (none when the index does not
-/// exist yet), read on a read-only connection.
-fn session_runs(db: &Path, session: &str, limit: usize) -> Result<Vec<String>, String> {
+/// exist yet), read on a read-only connection (SQLite) or in a read-only transaction
+/// (PostgreSQL, whose schema always has it).
+fn session_runs(
+    db: &Database,
+    store: &Runs,
+    session: &str,
+    limit: usize,
+) -> Result<Vec<String>, String> {
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    match (db.file(), store) {
+        (Some(path), _) => sqlite_session_runs(path, session, limit),
+        #[cfg(feature = "postgres")]
+        (None, Runs::Postgres(p)) => p
+            .proxy_session_runs(session, limit)
+            .map_err(|e| format!("call index: {e}")),
+        _ => Err("call index: the database is not the one configured".into()),
+    }
+}
+
+fn sqlite_session_runs(
+    db: &std::path::Path,
+    session: &str,
+    limit: i64,
+) -> Result<Vec<String>, String> {
     let conn = rusqlite::Connection::open_with_flags(
         db,
         rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
@@ -162,7 +186,6 @@ fn session_runs(db: &Path, session: &str, limit: usize) -> Result<Vec<String>, S
     if exists == 0 {
         return Ok(Vec::new());
     }
-    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
     let mut st = conn
         .prepare("SELECT run_id FROM proxy_calls WHERE session=?1 ORDER BY id DESC LIMIT ?2")
         .map_err(|e| format!("call index: {e}"))?;
@@ -179,16 +202,15 @@ fn session_runs(db: &Path, session: &str, limit: usize) -> Result<Vec<String>, S
 /// error. On error: the line, and the servers' reports read so far.
 pub fn recheck(cfg: &ProxyConfig, target: &Target, current_tools: bool) -> Result<Checked, Failed> {
     let plain = |e: String| (e, Vec::new());
-    owned::check_database(&cfg.database).map_err(plain)?;
+    cfg.database.check_file().map_err(plain)?;
     let (offered, loads) = if current_tools {
         from_servers(cfg)?
     } else {
         (from_rules(cfg), Vec::new())
     };
     let fail = |e: String| (e, loads.clone());
-    let store =
-        Store::open_existing(&cfg.database, true).map_err(|e| fail(format!("database: {e}")))?;
-    let gate = gate(cfg, Arc::new(store), &offered).map_err(fail)?;
+    let store = Runs::open_read_only(&cfg.database).map_err(fail)?;
+    let gate = gate(cfg, &store, &offered).map_err(fail)?;
     let specs = if current_tools {
         RecheckSpecs::Registered
     } else {
@@ -197,7 +219,7 @@ pub fn recheck(cfg: &ProxyConfig, target: &Target, current_tools: bool) -> Resul
     let ids = match target {
         Target::Run(id) => vec![id.clone()],
         Target::Session { name, limit } => {
-            session_runs(&cfg.database, name, *limit).map_err(fail)?
+            session_runs(&cfg.database, &store, name, *limit).map_err(fail)?
         }
     };
     let mut found = Checked {

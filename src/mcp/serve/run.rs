@@ -110,7 +110,7 @@ impl Proxy {
         use crate::safetext::shell::{command, id_word};
         let line = match (id_word(run.id.as_bytes()), id_word(a.id.as_bytes())) {
             (Ok(r), Ok(ap)) => command(
-                &self.o.cfg.database,
+                &self.o.cfg.database.db_arg(),
                 &format!("approve {r} --approval {ap}"),
             ),
             (Err(why), _) | (_, Err(why)) => Err(format!(

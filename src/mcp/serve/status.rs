@@ -85,7 +85,7 @@ pub fn status(p: &Proxy, raw: &[u8]) -> Answer {
         };
     };
     let rows = {
-        let calls = p.calls.lock().unwrap_or_else(|e| e.into_inner());
+        let mut calls = p.calls.lock().unwrap_or_else(|e| e.into_inner());
         calls.recent(now_ns())
     };
     let Ok(rows) = rows else {

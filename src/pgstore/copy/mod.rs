@@ -106,6 +106,9 @@ pub struct CopyReport {
     pub approvals_verified: i64,
     /// Approvals copied as they are because their fields do not decode: `(id, why)`.
     pub damaged: Vec<(String, String)>,
+    /// Rows of the source's MCP proxy call index (`proxy_calls`), which a copy does not carry
+    /// (decision 0085): a proxy on the target starts with an empty index.
+    pub proxy_calls_left: u64,
 }
 
 /// A database a copy reads from: rows of a table in insertion order, and the highest event
@@ -117,6 +120,8 @@ pub(crate) trait Source {
         f: &mut dyn FnMut(Row) -> Result<(), CopyError>,
     ) -> Result<(), CopyError>;
     fn head_seq(&mut self) -> Result<i64, CopyError>;
+    /// How many rows its MCP proxy call index holds (0 when it has none).
+    fn proxy_calls(&mut self) -> Result<u64, CopyError>;
 }
 
 /// A database a copy writes to, inside its one transaction.
@@ -225,6 +230,7 @@ fn chain_refusal(side: &str, chain: &ChainCheck) -> CopyError {
 /// Copies every row of `src` into `dst` and checks `dst` read back against what was read.
 fn transfer(src: &mut dyn Source, dst: &mut dyn Target) -> Result<CopyReport, CopyError> {
     let read = pass(src, "the source", &mut |t, row| dst.insert(t, row))?;
+    let proxy_calls_left = src.proxy_calls()?;
     let (seq, hash) = (read.chain.last_seq(), read.chain.last_hash().to_string());
     dst.finish(seq, &hash)?;
     let back = pass(dst, "the target, read back", &mut |_, _| Ok(()))?;
@@ -244,6 +250,7 @@ fn transfer(src: &mut dyn Source, dst: &mut dyn Target) -> Result<CopyReport, Co
         head_hash: hash,
         approvals_verified: read.approvals.verified,
         damaged: read.approvals.damaged,
+        proxy_calls_left,
     })
 }
 

@@ -166,6 +166,15 @@ impl Source for PgSide<'_> {
         Ok(())
     }
 
+    fn proxy_calls(&mut self) -> Result<u64, CopyError> {
+        let n: i64 = self
+            .tx
+            .query_one("SELECT count(*) FROM proxy_calls", &[])
+            .ctx(&self.url, "proxy calls")?
+            .get(0);
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
     fn head_seq(&mut self) -> Result<i64, CopyError> {
         Ok(self
             .tx

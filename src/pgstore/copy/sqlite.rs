@@ -81,6 +81,25 @@ impl Source for SqliteSide<'_> {
         Ok(())
     }
 
+    fn proxy_calls(&mut self) -> Result<u64, CopyError> {
+        let has: bool = self
+            .conn
+            .query_row(
+                "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'proxy_calls')",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(db_err("proxy calls"))?;
+        if !has {
+            return Ok(0);
+        }
+        let n: i64 = self
+            .conn
+            .query_row("SELECT count(*) FROM proxy_calls", [], |r| r.get(0))
+            .map_err(db_err("proxy calls"))?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
     fn head_seq(&mut self) -> Result<i64, CopyError> {
         self.conn
             .query_row(

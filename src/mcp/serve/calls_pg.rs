@@ -1,0 +1,185 @@
+//! The `proxy_calls` index on PostgreSQL (decision 0085): the same rows and the same
+//! operations as on SQLite (`calls.rs`), on a connection of the proxy's own. Every write is one
+//! transaction at the server's default isolation (read committed). A claim locks the key's
+//! open row it read (`FOR UPDATE`) and compare-and-sets on it: a claimer that waited on the
+//! lock reads the row again after the other's commit, finds it closed and reports a race. Two
+//! claimers that both found no open row cannot both insert one: the unique open-call index
+//! refuses the second insert, which is a race too.
+//!
+//! The client is synchronous: every call here is made from the proxy's own threads (never a
+//! task of its async runtime), as the proxy's SQLite index is.
+
+use postgres::Client;
+use postgres::error::SqlState;
+
+use super::call_row::{COLS, Claim, NewCall, OUTCOME_NONE, OUTCOME_UNKNOWN, Row};
+use crate::pgstore::PgUrl;
+
+/// The index's connection.
+pub(crate) struct PgCalls {
+    client: Client,
+}
+
+fn err(e: postgres::Error) -> String {
+    // The server's message and detail only: a URL (and its password) never appears here.
+    format!("proxy: call index: {}", crate::pgstore::pg_detail(&e))
+}
+
+fn row(r: &postgres::Row) -> Result<Row, String> {
+    let get = |i: usize| r.try_get::<_, i64>(i).map_err(err);
+    let text = |i: usize| r.try_get::<_, String>(i).map_err(err);
+    Ok(Row {
+        id: get(0)?,
+        request_key: text(1)?,
+        tool: text(2)?,
+        side_effect: text(3)?,
+        run_id: text(4)?,
+        created_at: get(5)?,
+        open: get(6)? == 1,
+        closed_at: get(7)?,
+        settled_at: get(8)?,
+        outcome: get(9)?,
+    })
+}
+
+impl PgCalls {
+    /// Connects to `url` (the schema already migrated by the store's open).
+    pub(crate) fn open(url: &PgUrl) -> Result<PgCalls, String> {
+        let client = crate::pgstore::connect(url).map_err(|e| format!("proxy: call index: {e}"))?;
+        Ok(PgCalls { client })
+    }
+
+    fn query(
+        &mut self,
+        sql: &str,
+        p: &[&(dyn postgres::types::ToSql + Sync)],
+    ) -> Result<Vec<Row>, String> {
+        let rows = self.client.query(sql, p).map_err(err)?;
+        rows.iter().map(row).collect()
+    }
+
+    pub(crate) fn for_key(
+        &mut self,
+        session: &str,
+        key: &str,
+        since: i64,
+    ) -> Result<Vec<Row>, String> {
+        self.query(
+            &format!("SELECT {COLS} FROM proxy_calls WHERE session=$1 AND request_key=$2 AND (open=1 OR closed_at >= $3) ORDER BY id DESC"),
+            &[&session, &key, &since],
+        )
+    }
+
+    pub(crate) fn unresolved_of_tool(
+        &mut self,
+        session: &str,
+        tool: &str,
+        except: &str,
+    ) -> Result<Vec<Row>, String> {
+        self.query(
+            &format!(
+                "SELECT {COLS} FROM proxy_calls p WHERE session=$1 AND tool=$2 AND request_key<>$3 AND outcome IN (0, $4) AND id = (SELECT MAX(id) FROM proxy_calls q WHERE q.session=p.session AND q.request_key=p.request_key AND q.outcome<>$5) ORDER BY id"
+            ),
+            &[&session, &tool, &except, &OUTCOME_UNKNOWN, &OUTCOME_NONE],
+        )
+    }
+
+    pub(crate) fn unsettled(&mut self, session: &str) -> Result<Vec<Row>, String> {
+        self.query(
+            &format!(
+                "SELECT {COLS} FROM proxy_calls WHERE session=$1 AND settled_at=0 ORDER BY id"
+            ),
+            &[&session],
+        )
+    }
+
+    pub(crate) fn recent(&mut self, session: &str, since: i64) -> Result<Vec<Row>, String> {
+        self.query(
+            &format!("SELECT {COLS} FROM proxy_calls WHERE session=$1 AND (settled_at=0 OR settled_at >= $2) ORDER BY id DESC LIMIT 200"),
+            &[&session, &since],
+        )
+    }
+
+    pub(crate) fn claim(
+        &mut self,
+        new: &NewCall<'_>,
+        expected: Option<i64>,
+    ) -> Result<Claim, String> {
+        let mut tx = self.client.transaction().map_err(err)?;
+        let open: Option<i64> = tx
+            .query_opt(
+                "SELECT id FROM proxy_calls WHERE session=$1 AND request_key=$2 AND open=1 FOR UPDATE",
+                &[&new.session, &new.key],
+            )
+            .map_err(err)?
+            .map(|r| r.try_get(0))
+            .transpose()
+            .map_err(err)?;
+        if open != expected {
+            // Dropped without a commit: rolled back, the lock released.
+            return Ok(Claim::Race);
+        }
+        if let Some(id) = open {
+            tx.execute(
+                "UPDATE proxy_calls SET open=0, closed_at=$1 WHERE id=$2 AND open=1",
+                &[&new.now, &id],
+            )
+            .map_err(err)?;
+        }
+        let inserted = tx.execute(
+            "INSERT INTO proxy_calls (session, request_key, tool, side_effect, run_id, created_at) VALUES ($1, $2, $3, $4, $5, $6)",
+            &[&new.session, &new.key, &new.tool, &new.side_effect, &new.run_id, &new.now],
+        );
+        match inserted {
+            Ok(_) => {}
+            // Another claimer inserted the key's open row after this one read none.
+            Err(e) if is_open_conflict(&e) => return Ok(Claim::Race),
+            Err(e) => return Err(err(e)),
+        }
+        tx.commit().map_err(err)?;
+        Ok(Claim::Claimed)
+    }
+
+    pub(crate) fn settle(
+        &mut self,
+        session: &str,
+        run_id: &str,
+        outcome: i64,
+        now: i64,
+    ) -> Result<(), String> {
+        // One statement: one transaction.
+        self.client
+            .execute(
+                "UPDATE proxy_calls SET settled_at = CASE WHEN settled_at=0 THEN $1 ELSE settled_at END, outcome=$2 WHERE run_id=$3 AND session=$4 AND outcome=0",
+                &[&now, &outcome, &run_id, &session],
+            )
+            .map(|_| ())
+            .map_err(err)
+    }
+
+    pub(crate) fn settle_empty(&mut self, id: i64, now: i64) -> Result<(), String> {
+        self.client
+            .execute(
+                "UPDATE proxy_calls SET settled_at=$1, outcome=1 WHERE id=$2 AND settled_at=0 AND NOT EXISTS (SELECT 1 FROM runs WHERE runs.id = proxy_calls.run_id)",
+                &[&now, &id],
+            )
+            .map(|_| ())
+            .map_err(err)
+    }
+
+    pub(crate) fn unsettle(&mut self, session: &str, run_id: &str) -> Result<(), String> {
+        self.client
+            .execute(
+                "UPDATE proxy_calls SET settled_at=0, outcome=0 WHERE run_id=$1 AND session=$2 AND settled_at != 0",
+                &[&run_id, &session],
+            )
+            .map(|_| ())
+            .map_err(err)
+    }
+}
+
+/// A unique violation on the open-call index (`proxy_calls_open`).
+fn is_open_conflict(e: &postgres::Error) -> bool {
+    e.code() == Some(&SqlState::UNIQUE_VIOLATION)
+        && e.as_db_error().and_then(|d| d.constraint()) == Some("proxy_calls_open")
+}
