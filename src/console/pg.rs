@@ -51,6 +51,7 @@ impl StoreData<PgReads> {
             .prepare_console_reads()
             .map_err(|e| open_err(url, e))?;
         let listener = if listen {
+            store.read_serially().map_err(|e| open_err(url, e))?;
             Some(Listener::open(url).map_err(|e| open_err(url, e))?)
         } else {
             None
