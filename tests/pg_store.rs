@@ -425,3 +425,109 @@ fn pg_reviewer_role_cannot_update_or_delete_an_event() {
         let _ = c.batch_execute(&format!("DROP OWNED BY {l}; DROP ROLE {l}"));
     }
 }
+
+/// The console's counts (runs by status, the pending approvals of waiting runs and the
+/// oldest of them) can be read from schema 4's indexes instead of every row (decision 0086):
+/// with sequential scans priced out, each count's plan names its index. Without the
+/// migration the planner has no index to choose and scans the table.
+#[test]
+fn pg_the_consoles_counts_have_indexes_to_read() {
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    drop(PgStore::open(&db.pg_url()).expect("migrate"));
+    let mut c = db.client();
+    c.batch_execute("SET enable_seqscan = off; SET max_parallel_workers_per_gather = 0")
+        .unwrap();
+    let plan = |c: &mut countersign::pgstore::postgres::Client, sql: &str| -> String {
+        c.query(&format!("EXPLAIN {sql}"), &[])
+            .unwrap()
+            .iter()
+            .map(|r| r.get::<_, String>(0))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let pending = "FROM approvals a JOIN runs r ON r.id = a.run_id \
+                   WHERE a.status = 'pending' AND r.status = 'WAITING_FOR_APPROVAL'";
+    for (sql, index) in [
+        (
+            "SELECT status, count(*) FROM runs GROUP BY status",
+            "runs_status",
+        ),
+        (
+            &format!("SELECT count(*), COALESCE(max(a.ord), 0) {pending}") as &str,
+            "approvals_pending",
+        ),
+        (
+            &format!("SELECT count(*), COALESCE(max(a.ord), 0) {pending}"),
+            "runs_waiting",
+        ),
+    ] {
+        let p = plan(&mut c, sql);
+        assert!(p.contains(index), "{sql}\nreads no {index}:\n{p}");
+        assert!(!p.contains("Seq Scan"), "{sql}\nscans a table:\n{p}");
+    }
+}
+
+/// A database an older build wrote (schema 2 here) is refused by readers in one line that says
+/// how to upgrade it, and `countersign migrate` (the owner's login) brings it to this build's
+/// version in one step, saying from which; run again it changes nothing. A SQLite path is a
+/// usage error: agentrt's file is migrated by the runtime that opens it.
+#[test]
+fn pg_an_older_schema_is_migrated_by_the_migrate_command() {
+    use countersign::pgstore::{PG_MIGRATIONS, PG_SCHEMA_VERSION};
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    let mut c = db.client();
+    c.batch_execute(
+        "CREATE TABLE countersign_schema (version integer PRIMARY KEY, applied_at text NOT NULL)",
+    )
+    .unwrap();
+    for (i, script) in PG_MIGRATIONS[..2].iter().enumerate() {
+        c.batch_execute(script).unwrap();
+        c.execute(
+            "INSERT INTO countersign_schema VALUES ($1, 'then')",
+            &[&(i as i32 + 1)],
+        )
+        .unwrap();
+    }
+    let o = cs(&["--db", &db.url, "runs"]);
+    let s = said(&o);
+    assert_eq!(o.status.code(), Some(1), "{s}");
+    assert!(
+        s.contains("schema version 2") && s.contains("countersign --db URL migrate"),
+        "{s}"
+    );
+    assert_eq!(s.trim_end().lines().count(), 1, "{s}");
+    let o = cs(&["--db", &db.url, "--json", "migrate"]);
+    assert_eq!(o.status.code(), Some(0), "{}", said(&o));
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        (doc["from"].as_i64(), doc["to"].as_i64()),
+        (Some(2), Some(PG_SCHEMA_VERSION))
+    );
+    let o = cs(&["--db", &db.url, "migrate"]);
+    assert_eq!(o.status.code(), Some(0), "{}", said(&o));
+    assert!(said(&o).contains("nothing changed"), "{}", said(&o));
+    let o = cs(&["--db", &db.url, "runs"]);
+    assert_eq!(o.status.code(), Some(0), "{}", said(&o));
+    let versions: Vec<i32> = c
+        .query(
+            "SELECT version FROM countersign_schema ORDER BY version",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(versions, (1..=PG_SCHEMA_VERSION as i32).collect::<Vec<_>>());
+    let d = tempfile::tempdir().unwrap();
+    let o = cs(&[
+        "--db",
+        d.path().join("runs.db").to_str().unwrap(),
+        "migrate",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", said(&o));
+    assert!(said(&o).contains("not a postgres:// URL"), "{}", said(&o));
+}

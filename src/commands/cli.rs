@@ -81,6 +81,10 @@ pub enum Command {
     /// checking the chain and every approval hash on both sides.
     #[cfg(feature = "postgres")]
     Copy(CopyArgs),
+    /// Bring a PostgreSQL run database's schema to this build's version (its owner's login);
+    /// one transaction, and a newer schema is refused with nothing changed.
+    #[cfg(feature = "postgres")]
+    Migrate,
     /// Write a demo database of the example consumer and open the console on it.
     ///
     /// The demo is written to --db when given, else to $XDG_DATA_HOME/countersign/demo.db

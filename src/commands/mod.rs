@@ -230,6 +230,8 @@ fn run(cli: Cli) -> Result<(), CommandError> {
         }
         #[cfg(feature = "postgres")]
         Command::Copy(a) => copy::run(json, a, &mut out),
+        #[cfg(feature = "postgres")]
+        Command::Migrate => verify_pg::migrate(&database_path(cli.db)?, json, &mut out),
         Command::Stats(a) => 'stats: {
             let db = database_path(cli.db)?;
             #[cfg(feature = "postgres")]

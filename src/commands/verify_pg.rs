@@ -28,6 +28,7 @@ pub fn only_some_on_postgres(db: Option<&Path>, cmd: &Command) -> Option<Command
         // operator code as SQLite.
         Command::Verify(_)
         | Command::Copy(_)
+        | Command::Migrate
         | Command::Approve(_)
         | Command::Reject(_)
         | Command::Deny(_)
@@ -46,7 +47,7 @@ pub fn only_some_on_postgres(db: Option<&Path>, cmd: &Command) -> Option<Command
         Command::Demo(_) => None,
         _ => Some(refused(
             url,
-            "on PostgreSQL this build runs the console, verify, copy, runs, show, events, watch, stats, approve, reject, deny, cancel, resume, recheck, worker, agent and demo only; copy the database to SQLite (countersign copy --from URL --to runs.db) for the rest",
+            "on PostgreSQL this build runs the console, verify, copy, migrate, runs, show, events, watch, stats, approve, reject, deny, cancel, resume, recheck, worker, agent and demo only; copy the database to SQLite (countersign copy --from URL --to runs.db) for the rest",
         )),
     }
 }
@@ -179,4 +180,33 @@ pub fn run(url: &str, json_out: bool, a: &VerifyArgs, out: &mut Out) -> Result<(
         }
     }
     Ok(())
+}
+
+/// `migrate`: the schema of the PostgreSQL database `db` names brought to this build's version.
+pub fn migrate(db: &Path, json_out: bool, out: &mut Out) -> Result<(), CommandError> {
+    let Some(url) = db.to_str().filter(|s| is_pg_url(s)) else {
+        return Err(CommandError::Usage(format!(
+            "migrate: {} is not a postgres:// URL; a SQLite run database is migrated by the runtime that opens it, as agentrt's is",
+            clean(&db.to_string_lossy(), 300)
+        )));
+    };
+    let url = PgUrl::parse(url).map_err(|e| CommandError::Usage(clean(&e.to_string(), 600)))?;
+    let before = PgStore::upgrade(&url).map_err(failed)?;
+    let now = crate::pgstore::PG_SCHEMA_VERSION;
+    let shown = url.to_string();
+    if json_out {
+        let doc = serde_json::json!({"database": shown, "from": before, "to": now});
+        return out.json(&doc, &Raws::default());
+    }
+    out.line(&if before == now {
+        format!(
+            "{}: at schema version {now} already; nothing changed",
+            clean(&shown, 600)
+        )
+    } else {
+        format!(
+            "{}: migrated from schema version {before} to {now}",
+            clean(&shown, 600)
+        )
+    })
 }

@@ -21,6 +21,11 @@ pub enum PgError {
         "{db} is at countersign PostgreSQL schema version {found}, this build knows {known}: use a newer countersign"
     )]
     SchemaNewer { db: String, found: i64, known: i64 },
+    /// At an older schema version than this build's: its owner must migrate it.
+    #[error(
+        "{db} is at countersign PostgreSQL schema version {found}, this build reads {known}: have the database's owner run `countersign --db URL migrate`"
+    )]
+    SchemaOlder { db: String, found: i64, known: i64 },
     /// Not a countersign database (no version table), or not migrated.
     #[error("{db} holds no countersign schema: {detail}")]
     NotOurs { db: String, detail: String },

@@ -3,7 +3,9 @@
 //! holding agentrt schema 6's rows byte for byte, the event chain's verification, and the
 //! whole-database copy between SQLite and PostgreSQL; the operator's decisions (decision
 //! 0082); the console's reads, `show`, `events`, `watch` and `stats`, and LISTEN/NOTIFY
-//! (decision 0084). The runtime does not run on it yet.
+//! (decision 0084); the runtime's own transitions through [`PgStore`]'s driver (decision
+//! 0083), the MCP proxy's call index (decision 0085) and the console's count indexes
+//! (decision 0086).
 
 mod chain;
 mod console;
@@ -81,6 +83,13 @@ impl PgStore {
     /// refused and nothing changes). Needs the owner role.
     pub fn open(url: &PgUrl) -> Result<PgStore, PgError> {
         PgStore::connect_then(url, schema::migrate)
+    }
+
+    /// Connects, migrates to [`PG_SCHEMA_VERSION`] as [`PgStore::open`] does, and says which
+    /// version the database was at before (0: it had no schema). For `countersign migrate`,
+    /// the owner's upgrade of a database an older build wrote.
+    pub fn upgrade(url: &PgUrl) -> Result<i64, PgError> {
+        schema::upgrade(&mut connect(url)?, url)
     }
 
     /// Connects to a database already at this build's version; never creates or migrates.

@@ -39,7 +39,9 @@ impl Runs {
             #[cfg(feature = "postgres")]
             Database::Postgres(url) => {
                 let store = match PgStore::open_existing(url) {
-                    Err(PgError::NotOurs { .. }) => PgStore::open(url),
+                    Err(PgError::NotOurs { .. } | PgError::SchemaOlder { .. }) => {
+                        PgStore::open(url)
+                    }
                     opened => opened,
                 }
                 .map_err(|e| format!("database: {e}"))?;
