@@ -295,28 +295,97 @@ fn pg_proxy_holds_a_write_until_approved_then_runs_it_once() {
     wait_chained(&mut c);
     let o = cs(&["--db", &db.url, "verify"]);
     assert!(o.status.success(), "{}", said(&o));
-    // A copy to SQLite carries the run tables, and says it leaves the call index behind.
+    // A copy to SQLite carries the call index with the run tables (decision 0087), row for
+    // row, and agentrt's checker accepts the run tables.
     let back = dir.path().join("back.db");
-    let rows: i64 = c
-        .query_one("SELECT count(*) FROM proxy_calls", &[])
-        .unwrap()
-        .get(0);
+    let want = pg_proxy_rows(&mut c);
+    assert!(!want.is_empty());
     let o = cs(&["copy", "--from", &db.url, "--to", back.to_str().unwrap()]);
     assert!(o.status.success(), "{}", said(&o));
     assert!(
-        said(&o).contains(&format!(
-            "  not copied: {rows} rows of the MCP proxy's call index (proxy_calls); a proxy on the target starts with an empty index"
-        )),
+        said(&o).contains(&format!(", {} proxy_calls\n", want.len())),
         "{}",
         said(&o)
     );
+    assert_eq!(sqlite_proxy_rows(&back), want);
     verify(&back);
     let report = copy(
         &Endpoint::Pg(db.pg_url()),
         &Endpoint::Sqlite(dir.path().join("back2.db")),
     )
     .unwrap();
-    assert_eq!(report.proxy_calls_left, rows as u64);
+    assert_eq!(
+        report.rows.last(),
+        Some(&("proxy_calls", want.len() as u64))
+    );
+}
+
+/// One call index row: id, session, request key, tool, side effect, run, created, open,
+/// closed, settled, outcome.
+type ProxyRow = (
+    i64,
+    String,
+    String,
+    String,
+    String,
+    String,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
+);
+
+const PROXY_COLS: &str = "id, session, request_key, tool, side_effect, run_id, created_at, open, closed_at, settled_at, outcome";
+
+fn pg_proxy_rows(c: &mut postgres::Client) -> Vec<ProxyRow> {
+    c.query(
+        &format!("SELECT {PROXY_COLS} FROM proxy_calls ORDER BY id"),
+        &[],
+    )
+    .unwrap()
+    .iter()
+    .map(|r| {
+        (
+            r.get(0),
+            r.get(1),
+            r.get(2),
+            r.get(3),
+            r.get(4),
+            r.get(5),
+            r.get(6),
+            r.get(7),
+            r.get(8),
+            r.get(9),
+            r.get(10),
+        )
+    })
+    .collect()
+}
+
+fn sqlite_proxy_rows(db: &Path) -> Vec<ProxyRow> {
+    let c = rusqlite::Connection::open(db).unwrap();
+    let mut st = c
+        .prepare(&format!("SELECT {PROXY_COLS} FROM proxy_calls ORDER BY id"))
+        .unwrap();
+    st.query_map([], |r| {
+        Ok((
+            r.get(0)?,
+            r.get(1)?,
+            r.get(2)?,
+            r.get(3)?,
+            r.get(4)?,
+            r.get(5)?,
+            r.get(6)?,
+            r.get(7)?,
+            r.get(8)?,
+            r.get(9)?,
+            r.get(10)?,
+        ))
+    })
+    .unwrap()
+    .map(Result::unwrap)
+    .collect()
 }
 
 /// The least-privilege roles (docs/postgres-roles.sql) cover the proxy: a login holding only
@@ -378,31 +447,133 @@ fn pg_proxy_runs_as_the_runtime_role_and_a_reviewer_approves() {
     ));
 }
 
-/// A copy from a SQLite proxy database to PostgreSQL says how many call-index rows it left
-/// behind (decision 0085: copy carries the run tables only); a database without the index
-/// leaves none.
+/// `copy` carries the MCP proxy's call index both ways when the source holds any of its rows
+/// (decision 0087): every row as it was (ids, open, settled, outcome), the next id after the
+/// highest copied, so a proxy on the target finds a held call's row and never reuses an id. An
+/// index at agentrt's version 1 (no `outcome`) arrives as its migration 2 would leave it
+/// (outcome 0). A database without index rows gets no index tables on SQLite (agentrt's file as
+/// before), and a target whose index holds rows is refused, unchanged.
 #[test]
-fn pg_copy_from_sqlite_says_it_leaves_the_call_index() {
+fn pg_copy_carries_the_call_index_both_ways() {
     let Some(db) = pg_support::fresh_db() else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let plain = dir.path().join("plain.db");
-    drop(countersign::runtime::store::Store::open(&plain).unwrap());
     let lite = dir.path().join("proxy.db");
     drop(countersign::runtime::store::Store::open(&lite).unwrap());
     countersign::mcp::index::migrate(&lite).unwrap();
     let mut calls = Calls::open(&Database::File(lite.clone()), "s").unwrap();
+    for (key, run) in [("k1", "s.1"), ("k2", "s.2"), ("k3", "s.3")] {
+        assert!(matches!(
+            calls.claim(key, None, "t", "read_only", run, 1).unwrap(),
+            Claim::Claimed
+        ));
+    }
+    calls.settle("s.2", 2, 7).unwrap();
+    drop(calls);
+    // A gap in the ids (a row agentrt never deletes, taken out here) must survive.
+    rusqlite::Connection::open(&lite)
+        .unwrap()
+        .execute("DELETE FROM proxy_calls WHERE run_id = 's.1'", [])
+        .unwrap();
+    let want = sqlite_proxy_rows(&lite);
+    let report = copy(&Endpoint::Sqlite(lite.clone()), &Endpoint::Pg(db.pg_url())).unwrap();
+    assert_eq!(report.rows.last(), Some(&("proxy_calls", 2)));
+    let mut c = db.client();
+    assert_eq!(pg_proxy_rows(&mut c), want);
+    // A proxy on the target continues after the copied ids and finds the open call.
+    let mut pg_calls = Calls::open(&db_of(&db.url), "s").unwrap();
     assert!(matches!(
-        calls.claim("k", None, "t", "read_only", "s.1", 1).unwrap(),
+        pg_calls
+            .claim("k4", None, "t", "read_only", "s.4", 9)
+            .unwrap(),
         Claim::Claimed
     ));
-    drop(calls);
-    let report = copy(&Endpoint::Sqlite(lite), &Endpoint::Pg(db.pg_url())).unwrap();
-    assert_eq!(report.proxy_calls_left, 1);
+    let next: i64 = c
+        .query_one("SELECT id FROM proxy_calls WHERE run_id = 's.4'", &[])
+        .unwrap()
+        .get(0);
+    assert!(next > want.last().unwrap().0, "{next}");
+    let want = pg_proxy_rows(&mut c);
+    drop(pg_calls);
+
+    // And back to SQLite: the same rows.
+    let back = dir.path().join("back.db");
+    let report = copy(&Endpoint::Pg(db.pg_url()), &Endpoint::Sqlite(back.clone())).unwrap();
+    assert_eq!(report.rows.last(), Some(&("proxy_calls", 3)));
+    assert_eq!(sqlite_proxy_rows(&back), want);
+    verify(&back);
+
+    // A version-1 index (agentrt mcp before `outcome`): its rows arrive with outcome 0.
+    let old = dir.path().join("v1.db");
+    drop(countersign::runtime::store::Store::open(&old).unwrap());
+    rusqlite::Connection::open(&old)
+        .unwrap()
+        .execute_batch(
+            "CREATE TABLE proxy_schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL);
+             INSERT INTO proxy_schema_migrations VALUES (1, 1);
+             CREATE TABLE proxy_calls (id INTEGER PRIMARY KEY AUTOINCREMENT, session TEXT NOT NULL,
+               request_key TEXT NOT NULL, tool TEXT NOT NULL, side_effect TEXT NOT NULL,
+               run_id TEXT NOT NULL UNIQUE, created_at INTEGER NOT NULL,
+               open INTEGER NOT NULL DEFAULT 1, closed_at INTEGER NOT NULL DEFAULT 0,
+               settled_at INTEGER NOT NULL DEFAULT 0);
+             INSERT INTO proxy_calls (session, request_key, tool, side_effect, run_id, created_at)
+               VALUES ('v', 'k', 't', 'read_only', 'v.1', 5);",
+        )
+        .unwrap();
+    let Some(db_old) = pg_support::fresh_db() else {
+        return;
+    };
+    copy(&Endpoint::Sqlite(old), &Endpoint::Pg(db_old.pg_url())).unwrap();
+    assert_eq!(
+        pg_proxy_rows(&mut db_old.client()),
+        vec![(
+            1,
+            "v".into(),
+            "k".into(),
+            "t".into(),
+            "read_only".into(),
+            "v.1".into(),
+            5,
+            1,
+            0,
+            0,
+            0
+        )]
+    );
+
+    // A database without index rows: nothing of the index on the SQLite side.
+    let plain = dir.path().join("plain.db");
+    drop(countersign::runtime::store::Store::open(&plain).unwrap());
     let Some(db2) = pg_support::fresh_db() else {
         return;
     };
     let report = copy(&Endpoint::Sqlite(plain), &Endpoint::Pg(db2.pg_url())).unwrap();
-    assert_eq!(report.proxy_calls_left, 0);
+    assert!(report.rows.iter().all(|(t, _)| *t != "proxy_calls"));
+    let plain_back = dir.path().join("plain_back.db");
+    copy(
+        &Endpoint::Pg(db2.pg_url()),
+        &Endpoint::Sqlite(plain_back.clone()),
+    )
+    .unwrap();
+    let tables: i64 = rusqlite::Connection::open(&plain_back)
+        .unwrap()
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE name LIKE 'proxy%'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(tables, 0);
+
+    // A target whose index holds a row is refused and left as it was.
+    db2.client()
+        .execute(
+            "INSERT INTO proxy_calls (session, request_key, tool, side_effect, run_id, created_at) VALUES ('x', 'k', 't', 'read_only', 'x.1', 1)",
+            &[],
+        )
+        .unwrap();
+    let e = copy(&Endpoint::Sqlite(lite), &Endpoint::Pg(db2.pg_url())).unwrap_err();
+    assert!(e.to_string().contains("proxy_calls table has rows"), "{e}");
+    assert_eq!(pg_proxy_rows(&mut db2.client()).len(), 1);
 }

@@ -33,7 +33,6 @@ pub fn run(json_out: bool, a: &CopyArgs, out: &mut Out) -> Result<(), CommandErr
             "head": {"seq": report.head_seq, "hash": report.head_hash},
             "approvals_verified": report.approvals_verified,
             "damaged": damaged,
-            "proxy_calls_not_copied": report.proxy_calls_left,
         });
         out.json(&doc, &Raws::default())?;
     } else {
@@ -58,12 +57,6 @@ pub fn run(json_out: bool, a: &CopyArgs, out: &mut Out) -> Result<(), CommandErr
                 "  damaged approval {} copied as it is: {}",
                 clean(id, 80),
                 clean(why, 200)
-            ))?;
-        }
-        if report.proxy_calls_left > 0 {
-            out.line(&format!(
-                "  not copied: {} rows of the MCP proxy's call index (proxy_calls); a proxy on the target starts with an empty index",
-                report.proxy_calls_left
             ))?;
         }
     }

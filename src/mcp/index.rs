@@ -48,6 +48,14 @@ pub fn migrate_conn(conn: &mut Connection) -> Result<i64, String> {
     let tx = conn
         .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
         .map_err(|e| format!("proxy: migrate: {e}"))?;
+    let current = migrate_in(&tx)?;
+    tx.commit().map_err(|e| format!("proxy: migrate: {e}"))?;
+    Ok(current)
+}
+
+/// [`migrate`] inside a transaction the caller holds (and commits or rolls back): `copy`
+/// creates the index in the SQLite database it writes, in that copy's one transaction.
+pub fn migrate_in(tx: &Connection) -> Result<i64, String> {
     tx.execute_batch(
         "CREATE TABLE IF NOT EXISTS proxy_schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)",
     )
@@ -78,6 +86,5 @@ pub fn migrate_conn(conn: &mut Connection) -> Result<i64, String> {
         )
         .map_err(|e| format!("proxy: migration {version}: {e}"))?;
     }
-    tx.commit().map_err(|e| format!("proxy: migrate: {e}"))?;
     Ok(current)
 }

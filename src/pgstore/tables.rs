@@ -16,7 +16,8 @@ pub(crate) struct Table {
     pub name: &'static str,
     /// The column that names a row in a message.
     pub key: &'static str,
-    /// True for `events`, whose rowid is `seq` (no `ord` column).
+    /// True where the key column is the insertion order itself (`events`' seq, SQLite's rowid;
+    /// `proxy_calls`' id, likewise): no `ord` column.
     pub seq_keyed: bool,
     pub cols: &'static [(&'static str, Kind)],
 }
@@ -104,6 +105,31 @@ const EVENTS: &[(&str, Kind)] = &[
     ("hash", Text),
 ];
 
+/// agentrt's MCP proxy call index (agentrt mcp 2.7; `src/mcp/index.rs`, PostgreSQL schema
+/// migration 3), which a copy carries when the source has one (decision 0087). Its id is its
+/// insertion order on both sides.
+const PROXY_CALLS_COLS: &[(&str, Kind)] = &[
+    ("id", Int),
+    ("session", Text),
+    ("request_key", Text),
+    ("tool", Text),
+    ("side_effect", Text),
+    ("run_id", Text),
+    ("created_at", Int),
+    ("open", Int),
+    ("closed_at", Int),
+    ("settled_at", Int),
+    ("outcome", Int),
+];
+
+/// The MCP proxy's call index: not one of agentrt's run tables (a database may have none).
+pub(crate) const PROXY_CALLS: Table = Table {
+    name: "proxy_calls",
+    key: "id",
+    seq_keyed: true,
+    cols: PROXY_CALLS_COLS,
+};
+
 /// Every table, parents first.
 pub(crate) const TABLES: [Table; 6] = [
     Table {
@@ -148,6 +174,17 @@ impl Table {
     /// The column list, comma-separated.
     pub fn col_list(&self) -> String {
         self.cols.iter().map(|c| c.0).collect::<Vec<_>>().join(", ")
+    }
+
+    /// The column a scan orders by: the key where it is the insertion order, else `ord`
+    /// (PostgreSQL; SQLite's rowid).
+    pub fn order_col(&self) -> &'static str {
+        if self.seq_keyed { self.key } else { "ord" }
+    }
+
+    /// True for the event log, whose rows form the chain.
+    pub fn is_events(&self) -> bool {
+        self.name == "events"
     }
 
     /// The position of a column.

@@ -9,6 +9,9 @@
 //! the row, and the target is left as it was. An approval whose fields do not decode at all
 //! (agentrt's "damaged" row, which the runtime lists and never wedges on) is copied as it is
 //! and listed in the report.
+//!
+//! The MCP proxy's call index (`proxy_calls`) travels too when the source holds any of its
+//! rows (decision 0087): after the run tables, checked the same way by a digest read back.
 
 mod pg;
 mod sqlite;
@@ -18,7 +21,7 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 
 use super::chain::{ApprovalCheck, ChainCheck, EventRow};
-use super::tables::{TABLES, Table};
+use super::tables::{PROXY_CALLS, TABLES, Table};
 use super::{PgError, PgUrl};
 use crate::runtime::store::StoreError;
 
@@ -106,9 +109,6 @@ pub struct CopyReport {
     pub approvals_verified: i64,
     /// Approvals copied as they are because their fields do not decode: `(id, why)`.
     pub damaged: Vec<(String, String)>,
-    /// Rows of the source's MCP proxy call index (`proxy_calls`), which a copy does not carry
-    /// (decision 0085): a proxy on the target starts with an empty index.
-    pub proxy_calls_left: u64,
 }
 
 /// A database a copy reads from: rows of a table in insertion order, and the highest event
@@ -124,8 +124,17 @@ pub(crate) trait Source {
     fn proxy_calls(&mut self) -> Result<u64, CopyError>;
 }
 
+/// The MCP proxy call index's end on a target.
+pub(crate) trait ProxyTarget {
+    /// Makes sure the target has the index (SQLite: agentrt's index migrations, in the copy's
+    /// transaction) and refuses one that holds rows.
+    fn prepare_proxy_calls(&mut self) -> Result<(), CopyError>;
+    /// Once its rows are in: the next id continues after the highest copied.
+    fn finish_proxy_calls(&mut self) -> Result<(), CopyError>;
+}
+
 /// A database a copy writes to, inside its one transaction.
-pub(crate) trait Target: Source {
+pub(crate) trait Target: Source + ProxyTarget {
     fn insert(&mut self, t: &Table, row: &Row) -> Result<(), CopyError>;
     /// Records the chain head once every row is in.
     fn finish(&mut self, head_seq: i64, head_hash: &str) -> Result<(), CopyError>;
@@ -179,31 +188,8 @@ fn pass(
         approvals: ApprovalCheck::default(),
     };
     for t in &TABLES {
-        let mut h = Sha256::new();
-        h.update(t.name.as_bytes());
-        let mut n = 0u64;
-        db.scan(t, &mut |row| {
-            digest_row(&mut h, &row);
-            n += 1;
-            if t.name == "approvals" {
-                let g = |c| row.text(t, c);
-                p.approvals.push(
-                    g("id"), g("kind"), g("capability_json"), g("presentation_json"),
-                    g("request_json"), g("hash"),
-                );
-                if let Some(id) = p.approvals.mismatched.last() {
-                    return Err(CopyError::Refused(format!(
-                        "{side}: approval {} does not hash to its stored hash: a changed approval; the copy is refused and nothing was written",
-                        crate::safetext::plain_line(id.as_bytes(), 80)
-                    )));
-                }
-            }
-            if t.seq_keyed && !p.chain.push(&event_of(t, &row)) {
-                return Err(chain_refusal(side, &p.chain));
-            }
-            sink(t, &row)
-        })?;
-        p.digests.push(h.finalize().into());
+        let (digest, n) = scan_checked(db, t, side, &mut p, sink)?;
+        p.digests.push(digest);
         p.counts.push(n);
     }
     let head = db.head_seq()?;
@@ -212,6 +198,64 @@ fn pass(
         return Err(chain_refusal(side, &p.chain));
     }
     Ok(p)
+}
+
+/// One table of a pass: its digest and row count; approvals hashed and events chained into `p`
+/// as they go by.
+fn scan_checked(
+    db: &mut dyn Source,
+    t: &Table,
+    side: &str,
+    p: &mut Pass,
+    sink: &mut dyn FnMut(&Table, &Row) -> Result<(), CopyError>,
+) -> Result<([u8; 32], u64), CopyError> {
+    let mut h = Sha256::new();
+    h.update(t.name.as_bytes());
+    let mut n = 0u64;
+    db.scan(t, &mut |row| {
+        digest_row(&mut h, &row);
+        n += 1;
+        if t.name == "approvals" {
+            let g = |c| row.text(t, c);
+            p.approvals.push(
+                g("id"), g("kind"), g("capability_json"), g("presentation_json"),
+                g("request_json"), g("hash"),
+            );
+            if let Some(id) = p.approvals.mismatched.last() {
+                return Err(CopyError::Refused(format!(
+                    "{side}: approval {} does not hash to its stored hash: a changed approval; the copy is refused and nothing was written",
+                    crate::safetext::plain_line(id.as_bytes(), 80)
+                )));
+            }
+        }
+        if t.is_events() && !p.chain.push(&event_of(t, &row)) {
+            return Err(chain_refusal(side, &p.chain));
+        }
+        sink(t, &row)
+    })?;
+    Ok((h.finalize().into(), n))
+}
+
+/// The call index's rows, copied after the run tables and read back: its digest must match.
+fn transfer_proxy_calls(
+    src: &mut dyn Source,
+    dst: &mut dyn Target,
+    scratch: &mut Pass,
+) -> Result<u64, CopyError> {
+    dst.prepare_proxy_calls()?;
+    let t = &PROXY_CALLS;
+    let (read, n) = scan_checked(src, t, "the source", scratch, &mut |t, row| {
+        dst.insert(t, row)
+    })?;
+    dst.finish_proxy_calls()?;
+    let (back, m) = scan_checked(dst, t, "the target, read back", scratch, &mut |_, _| Ok(()))?;
+    if (back, m) != (read, n) {
+        return Err(CopyError::Refused(
+            "the target, read back, does not hold exactly the MCP proxy call index's rows read: the copy is rolled back"
+                .into(),
+        ));
+    }
+    Ok(n)
 }
 
 fn chain_refusal(side: &str, chain: &ChainCheck) -> CopyError {
@@ -230,10 +274,9 @@ fn chain_refusal(side: &str, chain: &ChainCheck) -> CopyError {
 /// Copies every row of `src` into `dst` and checks `dst` read back against what was read.
 fn transfer(src: &mut dyn Source, dst: &mut dyn Target) -> Result<CopyReport, CopyError> {
     let read = pass(src, "the source", &mut |t, row| dst.insert(t, row))?;
-    let proxy_calls_left = src.proxy_calls()?;
     let (seq, hash) = (read.chain.last_seq(), read.chain.last_hash().to_string());
     dst.finish(seq, &hash)?;
-    let back = pass(dst, "the target, read back", &mut |_, _| Ok(()))?;
+    let mut back = pass(dst, "the target, read back", &mut |_, _| Ok(()))?;
     if back.digests != read.digests
         || back.counts != read.counts
         || back.chain.last_hash() != hash
@@ -244,13 +287,17 @@ fn transfer(src: &mut dyn Source, dst: &mut dyn Target) -> Result<CopyReport, Co
                 .into(),
         ));
     }
+    let mut rows: Vec<(&'static str, u64)> =
+        TABLES.iter().map(|t| t.name).zip(read.counts).collect();
+    if src.proxy_calls()? > 0 {
+        rows.push((PROXY_CALLS.name, transfer_proxy_calls(src, dst, &mut back)?));
+    }
     Ok(CopyReport {
-        rows: TABLES.iter().map(|t| t.name).zip(read.counts).collect(),
+        rows,
         head_seq: seq,
         head_hash: hash,
         approvals_verified: read.approvals.verified,
         damaged: read.approvals.damaged,
-        proxy_calls_left,
     })
 }
 

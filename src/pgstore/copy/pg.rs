@@ -7,11 +7,11 @@ use postgres::types::ToSql;
 use postgres::{Client, Statement, Transaction};
 use std::collections::HashMap;
 
-use super::{CopyError, Row, Source, Target, Value};
+use super::{CopyError, ProxyTarget, Row, Source, Target, Value};
 use crate::pgstore::PgUrl;
 use crate::pgstore::error::{PgCtx, detail};
 use crate::pgstore::schema;
-use crate::pgstore::tables::{Kind, TABLES, Table};
+use crate::pgstore::tables::{Kind, PROXY_CALLS, TABLES, Table};
 
 pub(crate) struct PgSide<'a> {
     tx: Transaction<'a>,
@@ -84,7 +84,11 @@ impl<'a> PgSide<'a> {
             }
         }
         schema::migrate_in(&mut tx, url)?;
-        let names: Vec<&str> = TABLES.iter().map(|t| t.name).collect();
+        let names: Vec<&str> = TABLES
+            .iter()
+            .chain([&PROXY_CALLS])
+            .map(|t| t.name)
+            .collect();
         // event_inbox's rows name runs, so an empty runs table means an empty inbox.
         tx.batch_execute(&format!(
             "LOCK TABLE {}, event_chain, event_inbox IN EXCLUSIVE MODE",
@@ -101,7 +105,7 @@ impl<'a> PgSide<'a> {
     }
 
     fn refuse_rows(&mut self) -> Result<(), CopyError> {
-        for t in &TABLES {
+        for t in TABLES.iter().chain([&PROXY_CALLS]) {
             let any: bool = self
                 .tx
                 .query_one(&format!("SELECT EXISTS (SELECT 1 FROM {})", t.name), &[])
@@ -130,17 +134,13 @@ impl<'a> PgSide<'a> {
     }
 }
 
-fn order_col(t: &Table) -> &'static str {
-    if t.seq_keyed { "seq" } else { "ord" }
-}
-
 impl Source for PgSide<'_> {
     fn scan(
         &mut self,
         t: &Table,
         f: &mut dyn FnMut(Row) -> Result<(), CopyError>,
     ) -> Result<(), CopyError> {
-        let ord = order_col(t);
+        let ord = t.order_col();
         let sql = format!(
             "SELECT {ord}, {} FROM {} ORDER BY {ord}",
             t.col_list(),
@@ -181,6 +181,23 @@ impl Source for PgSide<'_> {
             .query_one("SELECT seq FROM event_chain", &[])
             .ctx(&self.url, "chain head")?
             .get(0))
+    }
+}
+
+impl ProxyTarget for PgSide<'_> {
+    /// Schema migration 3 made the table, and `begin_target` found it empty.
+    fn prepare_proxy_calls(&mut self) -> Result<(), CopyError> {
+        Ok(())
+    }
+
+    fn finish_proxy_calls(&mut self) -> Result<(), CopyError> {
+        self.tx
+            .query_one(
+                "SELECT setval(pg_get_serial_sequence('proxy_calls', 'id'), COALESCE(MAX(id), 0) + 1, false) FROM proxy_calls",
+                &[],
+            )
+            .ctx(&self.url, "copy: the call index's next id")?;
+        Ok(())
     }
 }
 

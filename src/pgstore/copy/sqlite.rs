@@ -6,7 +6,7 @@ use std::path::Path;
 use rusqlite::Connection;
 use rusqlite::types::ValueRef;
 
-use super::{CopyError, CopyReport, Row, Source, Target, Value, transfer};
+use super::{CopyError, CopyReport, ProxyTarget, Row, Source, Target, Value, transfer};
 use crate::pgstore::tables::{Kind, TABLES, Table};
 use crate::runtime::store::Store;
 
@@ -58,11 +58,12 @@ impl Source for SqliteSide<'_> {
         t: &Table,
         f: &mut dyn FnMut(Row) -> Result<(), CopyError>,
     ) -> Result<(), CopyError> {
-        let sql = format!(
-            "SELECT rowid, {} FROM {} ORDER BY rowid",
-            t.col_list(),
-            t.name
-        );
+        let mut cols = t.col_list();
+        if t.name == "proxy_calls" && !self.has_outcome()? {
+            // An index at agentrt's version 1: its migration 2 gives every row outcome 0.
+            cols = cols.replace("outcome", "0 AS outcome");
+        }
+        let sql = format!("SELECT rowid, {cols} FROM {} ORDER BY rowid", t.name);
         let mut stmt = self.conn.prepare(&sql).map_err(db_err("read"))?;
         let mut rows = stmt.query([]).map_err(db_err("read"))?;
         while let Some(r) = rows.next().map_err(db_err("read"))? {
@@ -82,16 +83,23 @@ impl Source for SqliteSide<'_> {
     }
 
     fn proxy_calls(&mut self) -> Result<u64, CopyError> {
-        let has: bool = self
-            .conn
-            .query_row(
-                "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'proxy_calls')",
-                [],
-                |r| r.get(0),
-            )
-            .map_err(db_err("proxy calls"))?;
-        if !has {
+        if !self.has_table("proxy_calls")? {
             return Ok(0);
+        }
+        if self.has_table("proxy_schema_migrations")? {
+            let version: i64 = self
+                .conn
+                .query_row(
+                    "SELECT COALESCE(MAX(version), 0) FROM proxy_schema_migrations",
+                    [],
+                    |r| r.get(0),
+                )
+                .map_err(db_err("proxy calls"))?;
+            if version > PROXY_INDEX_KNOWN {
+                return Err(CopyError::Refused(format!(
+                    "SQLite: the MCP proxy's call index is at version {version} and this build knows {PROXY_INDEX_KNOWN}: a newer proxy migrated it; use a newer countersign; nothing was written"
+                )));
+            }
         }
         let n: i64 = self
             .conn
@@ -110,6 +118,66 @@ impl Source for SqliteSide<'_> {
             )
             .map_err(db_err("chain head"))
     }
+}
+
+/// The call index versions this copy reads (agentrt mcp 2.7's two migrations).
+const PROXY_INDEX_KNOWN: i64 = 2;
+#[cfg(feature = "mcp")]
+const _: () = assert!(PROXY_INDEX_KNOWN == crate::mcp::index::KNOWN_VERSION);
+
+impl SqliteSide<'_> {
+    fn has_table(&self, name: &str) -> Result<bool, CopyError> {
+        self.conn
+            .query_row(
+                "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1)",
+                [name],
+                |r| r.get(0),
+            )
+            .map_err(db_err("read the schema"))
+    }
+
+    /// Whether the call index has agentrt's migration 2 (its `outcome` column).
+    fn has_outcome(&self) -> Result<bool, CopyError> {
+        self.conn
+            .query_row(
+                "SELECT EXISTS (SELECT 1 FROM pragma_table_info('proxy_calls') WHERE name = 'outcome')",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(db_err("read the schema"))
+    }
+}
+
+impl ProxyTarget for SqliteSide<'_> {
+    fn prepare_proxy_calls(&mut self) -> Result<(), CopyError> {
+        create_proxy_index(self.conn)?;
+        if self.proxy_calls()? > 0 {
+            return Err(CopyError::Refused(
+                "the target is not empty (its proxy_calls table has rows): copy writes into an empty database only; nothing was written".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// SQLite's AUTOINCREMENT moves `sqlite_sequence` past every id inserted.
+    fn finish_proxy_calls(&mut self) -> Result<(), CopyError> {
+        Ok(())
+    }
+}
+
+/// agentrt's index migrations, in the copy's transaction.
+#[cfg(feature = "mcp")]
+fn create_proxy_index(conn: &Connection) -> Result<(), CopyError> {
+    crate::mcp::index::migrate_in(conn)
+        .map(drop)
+        .map_err(|e| CopyError::Refused(format!("the target: {e}; nothing was written")))
+}
+
+#[cfg(not(feature = "mcp"))]
+fn create_proxy_index(_conn: &Connection) -> Result<(), CopyError> {
+    Err(CopyError::Refused(
+        "the source holds an MCP proxy call index and this build has no MCP proxy (feature `mcp`) to create one in SQLite; nothing was written".into(),
+    ))
 }
 
 impl Target for SqliteSide<'_> {
@@ -201,6 +269,11 @@ pub(crate) fn copy_into(
         }
     }
     let mut side = SqliteSide::new(conn);
+    if side.proxy_calls()? > 0 {
+        return Err(CopyError::Refused(
+            "the target is not empty (its proxy_calls table has rows): copy writes into an empty database only; nothing was written".into(),
+        ));
+    }
     if side.head_seq()? != 0 {
         return Err(CopyError::Refused(
             "the target is not empty (it has given event seqs before): copy writes into an empty database only; nothing was written".into(),
