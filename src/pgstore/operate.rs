@@ -22,9 +22,10 @@ use super::error::{PgError, detail};
 use super::{PgStore, PgUrl};
 use crate::runtime::store::KeyPage;
 use crate::runtime::store::{
-    APPROVAL_COLUMNS, InCrate, NewApproval, NewModelCall, NewRun, Page, RUN_COLUMNS, RunStore,
-    RunTx, STEP_COLUMNS, StepUpdate, StoreError, Transition, approval_from_values, event_payload,
-    run_from_values, sealed, step_from_values, store_reads, tx_writes,
+    APPROVAL_COLUMNS, ApprovalDecision, InCrate, NewApproval, NewModelCall, NewRun, Page,
+    RUN_COLUMNS, RunStore, RunTx, STEP_COLUMNS, StepFailure, StepUpdate, StoreError, Transition,
+    approval_from_values, event_payload, run_from_values, sealed, step_from_values, store_reads,
+    tx_writes,
 };
 use crate::runtime::types::Key;
 use crate::runtime::types::{Approval, Event, Lease, Run, Said, Step, StepStatus, Timestamp};
@@ -230,16 +231,19 @@ impl RunTx for PgTx<'_> {
     fn set_approval_status(
         &mut self,
         approval_id: &[u8],
-        expected_status: &str,
-        hash: &str,
-        status: &str,
-        decided_at: Timestamp,
-        decided_by: Option<&str>,
-        note: &str,
+        d: &ApprovalDecision<'_>,
     ) -> Result<bool, StoreError> {
         let Some(id) = text_id(approval_id) else {
             return Ok(false);
         };
+        let ApprovalDecision {
+            expected_status,
+            hash,
+            status,
+            decided_at,
+            decided_by,
+            note,
+        } = *d;
         let at = decided_at.to_rfc3339();
         let n = match decided_by {
             Some(by) => self.tx.execute(
@@ -280,9 +284,7 @@ impl RunTx for PgTx<'_> {
     fn fail_steps_in_flight(
         &mut self,
         run_id: &[u8],
-        observation_json: &str,
-        observation_hash: &str,
-        finished_at: Timestamp,
+        f: &StepFailure<'_>,
     ) -> Result<usize, StoreError> {
         let Some(id) = text_id(run_id) else {
             return Ok(0);
@@ -294,9 +296,9 @@ impl RunTx for PgTx<'_> {
                  finished_at = $3 WHERE run_id = $4 \
                  AND status IN ('deciding', 'awaiting_approval', 'executing')",
                 &[
-                    &observation_json,
-                    &observation_hash,
-                    &finished_at.to_rfc3339(),
+                    &f.observation_json,
+                    &f.observation_hash,
+                    &f.finished_at.to_rfc3339(),
                     &id,
                 ],
             )
@@ -308,9 +310,7 @@ impl RunTx for PgTx<'_> {
         &mut self,
         run_id: &[u8],
         step_id: &[u8],
-        observation_json: &str,
-        observation_hash: &str,
-        finished_at: Timestamp,
+        f: &StepFailure<'_>,
     ) -> Result<usize, StoreError> {
         let (Some(run), Some(step)) = (text_id(run_id), text_id(step_id)) else {
             return Ok(0);
@@ -321,9 +321,9 @@ impl RunTx for PgTx<'_> {
                 "UPDATE steps SET status = 'failed', observation_json = $1, observation_hash = $2, \
                  finished_at = $3 WHERE id = $4 AND run_id = $5",
                 &[
-                    &observation_json,
-                    &observation_hash,
-                    &finished_at.to_rfc3339(),
+                    &f.observation_json,
+                    &f.observation_hash,
+                    &f.finished_at.to_rfc3339(),
                     &step,
                     &run,
                 ],

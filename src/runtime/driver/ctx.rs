@@ -8,7 +8,7 @@ use super::lease::Lease;
 use super::record;
 use super::{Inner, RuntimeError, validate_limits};
 use crate::runtime::store::StoreError;
-use crate::runtime::store::{NewRun, StepUpdate, Transition};
+use crate::runtime::store::{NewRun, StepFailure, StepUpdate, Transition};
 use crate::runtime::types::{
     Approval, Key, Limits, Run, RunStatus, Said, Step, StepStatus, Timestamp,
 };
@@ -255,12 +255,12 @@ impl RunCtx {
                 context: "observation".into(),
                 err: e,
             })?;
-            tx.fail_steps_in_flight(
-                &self.run_id,
-                &String::from_utf8_lossy(&oj),
-                &obs.content_hash,
-                now,
-            )?;
+            let failure = StepFailure {
+                observation_json: &String::from_utf8_lossy(&oj),
+                observation_hash: &obs.content_hash,
+                finished_at: now,
+            };
+            tx.fail_steps_in_flight(&self.run_id, &failure)?;
             self.finish_in(
                 tx,
                 from,

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::runtime::store::{
-    LeaseHandle, NewApproval, NewModelCall, NewRun, ResumableRun, RunStore, RunTx, StepUpdate,
-    Store, StoreError, Transition, Tx, tx_writes,
+    LeaseHandle, NewApproval, NewModelCall, NewRun, ResumableRun, RunStore, RunTx, StepFailure,
+    StepUpdate, Store, StoreError, Transition, Tx, tx_writes,
 };
 use crate::runtime::types::{Approval, Event, Run, RunStatus, Step, StepStatus, Timestamp};
 
@@ -398,17 +398,9 @@ impl DbTx<'_, '_> {
     pub(crate) fn fail_steps_in_flight(
         &mut self,
         run_id: &str,
-        observation_json: &str,
-        observation_hash: &str,
-        finished_at: Timestamp,
+        f: &StepFailure<'_>,
     ) -> Result<usize, StoreError> {
-        on_tx!(self, t => RunTx::fail_steps_in_flight(
-            &mut **t,
-            run_id.as_bytes(),
-            observation_json,
-            observation_hash,
-            finished_at,
-        ))
+        on_tx!(self, t => RunTx::fail_steps_in_flight(&mut **t, run_id.as_bytes(), f))
     }
 
     tx_writes!((tx_call!), pub(crate));

@@ -5,7 +5,7 @@ use crate::runtime::store::{IN_CRATE, RunStore, RunTx};
 use crate::runtime::types::{ApprovalStatus, AsKey, Event, Key, Run, RunStatus, Timestamp};
 
 use super::OperatorError;
-use super::common::{finish, not_found, not_pending, observation, require_waiting};
+use super::common::{failure, finish, not_found, not_pending, observation, require_waiting};
 
 /// A cancel that landed.
 #[derive(Debug, Clone)]
@@ -129,7 +129,7 @@ fn cancel_checked<S: RunStore + ?Sized>(
             let n = if skip_steps {
                 0
             } else {
-                match tx.fail_steps_in_flight(run_id, &obs, &hash, now) {
+                match tx.fail_steps_in_flight(run_id, &failure(&obs, &hash, now)) {
                     Ok(n) => n,
                     Err(e) => {
                         *steps_corrupt = e.is_corrupt();

@@ -4,7 +4,7 @@
 //! other's helpers.
 
 use crate::runtime::json::{content_hash, gojson::Object};
-use crate::runtime::store::{RunTx, StoreError, Transition};
+use crate::runtime::store::{ApprovalDecision, RunTx, StepFailure, StoreError, Transition};
 use crate::runtime::types::{Approval, ApprovalStatus, Key, Observation, RunStatus, Timestamp};
 
 use super::OperatorError;
@@ -71,6 +71,15 @@ pub(super) fn observation(
     Ok((String::from_utf8_lossy(&json).into_owned(), hash))
 }
 
+/// The failure a step gets with the observation `obs` (Go JSON) hashed `hash`, at `now`.
+pub(super) fn failure<'a>(obs: &'a str, hash: &'a str, now: Timestamp) -> StepFailure<'a> {
+    StepFailure {
+        observation_json: obs,
+        observation_hash: hash,
+        finished_at: now,
+    }
+}
+
 /// The run's terminal transition from WAITING (or the given statuses) and `run.finished`
 /// `{["by",]"detail","reason","status","steps"}`.
 pub(super) fn finish<X: RunTx + ?Sized>(
@@ -124,15 +133,15 @@ pub(super) fn decide_row<X: RunTx + ?Sized>(
 ) -> Result<(), OperatorError> {
     let (by, note, now) = decided;
     let status = status.as_str();
-    if !tx.set_approval_status(
-        a.id_bytes(),
-        "pending",
-        &a.hash,
+    let d = ApprovalDecision {
+        expected_status: "pending",
+        hash: &a.hash,
         status,
-        now,
-        Some(by),
+        decided_at: now,
+        decided_by: Some(by),
         note,
-    )? {
+    };
+    if !tx.set_approval_status(a.id_bytes(), &d)? {
         let cur = tx.get_approval(run_id, a.id_bytes())?;
         return Err(not_pending(&cur));
     }

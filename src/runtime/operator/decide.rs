@@ -7,7 +7,9 @@ use crate::runtime::types::{
 };
 
 use super::OperatorError;
-use super::common::{decide_row, finish, not_found, not_pending, observation, require_waiting};
+use super::common::{
+    decide_row, failure, finish, not_found, not_pending, observation, require_waiting,
+};
 use super::expire;
 
 /// What the decision is bound to.
@@ -240,7 +242,7 @@ fn decide_hooked<S: RunStore + ?Sized>(
                 &content,
                 &format!("approval rejected: {note}"),
             )?;
-            tx.fail_step_unconditionally(run_id, a.step_id_bytes(), &obs, &hash, now)?;
+            tx.fail_step_unconditionally(run_id, a.step_id_bytes(), &failure(&obs, &hash, now))?;
             finish(
                 tx,
                 run_id,

@@ -15,7 +15,7 @@ use crate::runtime::store::{IN_CRATE, RunStore, RunTx, StoreError, Transition};
 use crate::runtime::types::{ApprovalStatus, AsKey, Key, RunStatus, Said, StepStatus, Timestamp};
 
 use super::OperatorError;
-use super::common::{decide_row, observation};
+use super::common::{decide_row, failure, observation};
 use super::decide::{Decided, Shown, precheck, recheck};
 
 /// The observation kind the agent receives (a failure, as Reject's is).
@@ -75,7 +75,7 @@ pub fn deny_shown<S: RunStore + ?Sized>(
             .finish();
         let summary = denied_summary(note);
         let (obs, hash) = observation(DENIED_KIND, &content, &summary)?;
-        tx.fail_step_unconditionally(run_id, a.step_id_bytes(), &obs, &hash, now)?;
+        tx.fail_step_unconditionally(run_id, a.step_id_bytes(), &failure(&obs, &hash, now))?;
         let failed = Object::new()
             .str("content_hash", &hash)
             .str("detail", &summary)

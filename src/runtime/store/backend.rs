@@ -16,7 +16,7 @@ use super::keyset::KeyPage;
 use super::run_state::{check_state, check_unexpired};
 use super::tx::Transition;
 use super::window::Page;
-use super::writes::{NewApproval, NewModelCall, NewRun, StepUpdate};
+use super::writes::{ApprovalDecision, NewApproval, NewModelCall, NewRun, StepFailure, StepUpdate};
 use super::{Store, Tx};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -115,18 +115,12 @@ pub trait RunTx: sealed::Sealed {
     /// The update of a [`RunTx::transition`], once its `from` was checked.
     fn write_transition(&mut self, t: &Transition<'_>) -> Result<(), StoreError>;
 
-    /// Sets an approval's decision only if it is still `expected_status` with `hash`
+    /// Sets an approval's decision only if it is still `d.expected_status` with `d.hash`
     /// (false when no row changed). `decided_by = None` leaves that column.
-    #[allow(clippy::too_many_arguments)]
     fn set_approval_status(
         &mut self,
         approval_id: &[u8],
-        expected_status: &str,
-        hash: &str,
-        status: &str,
-        decided_at: Timestamp,
-        decided_by: Option<&str>,
-        note: &str,
+        d: &ApprovalDecision<'_>,
     ) -> Result<bool, StoreError>;
 
     /// Sets an approval's status only, keeping who and when, if still `expected_status` with
@@ -144,15 +138,15 @@ pub trait RunTx: sealed::Sealed {
     /// `note = "expired"` (decided_by untouched); a grant keeps who decided it and when.
     fn expire_approval(&mut self, a: &Approval, at: Timestamp) -> Result<bool, StoreError> {
         if a.status == ApprovalStatus::Pending {
-            self.set_approval_status(
-                a.id_bytes(),
-                "pending",
-                &a.hash,
-                "expired",
-                at,
-                None,
-                "expired",
-            )
+            let d = ApprovalDecision {
+                expected_status: "pending",
+                hash: &a.hash,
+                status: "expired",
+                decided_at: at,
+                decided_by: None,
+                note: "expired",
+            };
+            self.set_approval_status(a.id_bytes(), &d)
         } else {
             self.set_approval_status_only(a.id_bytes(), a.status.as_str(), &a.hash, "expired")
         }
@@ -163,9 +157,7 @@ pub trait RunTx: sealed::Sealed {
     fn fail_steps_in_flight(
         &mut self,
         run_id: &[u8],
-        observation_json: &str,
-        observation_hash: &str,
-        finished_at: Timestamp,
+        f: &StepFailure<'_>,
     ) -> Result<usize, StoreError>;
 
     /// One step of the run becomes `failed` with this observation, whatever its status.
@@ -173,9 +165,7 @@ pub trait RunTx: sealed::Sealed {
         &mut self,
         run_id: &[u8],
         step_id: &[u8],
-        observation_json: &str,
-        observation_hash: &str,
-        finished_at: Timestamp,
+        f: &StepFailure<'_>,
     ) -> Result<usize, StoreError>;
 
     /// Appends an event (an empty payload is `{}`). SQLite chains it at once; PostgreSQL
@@ -372,15 +362,13 @@ impl RunTx for Tx<'_> {
         fn get_step(step_id: &[u8]) -> Result<Step, StoreError>;
         fn get_approval(run_id: &[u8], approval_id: &[u8]) -> Result<Approval, StoreError>;
         fn write_transition(t: &Transition<'_>) -> Result<(), StoreError>;
-        fn set_approval_status(approval_id: &[u8], expected_status: &str, hash: &str,
-            status: &str, decided_at: Timestamp, decided_by: Option<&str>, note: &str)
+        fn set_approval_status(approval_id: &[u8], d: &ApprovalDecision<'_>)
             -> Result<bool, StoreError>;
         fn set_approval_status_only(approval_id: &[u8], expected_status: &str, hash: &str,
             status: &str) -> Result<bool, StoreError>;
-        fn fail_steps_in_flight(run_id: &[u8], observation_json: &str, observation_hash: &str,
-            finished_at: Timestamp) -> Result<usize, StoreError>;
-        fn fail_step_unconditionally(run_id: &[u8], step_id: &[u8], observation_json: &str,
-            observation_hash: &str, finished_at: Timestamp) -> Result<usize, StoreError>;
+        fn fail_steps_in_flight(run_id: &[u8], f: &StepFailure<'_>) -> Result<usize, StoreError>;
+        fn fail_step_unconditionally(run_id: &[u8], step_id: &[u8], f: &StepFailure<'_>)
+            -> Result<usize, StoreError>;
         fn add_active_ms(run_id: &str, ms: i64) -> Result<(), StoreError>;
         fn add_usage(run_id: &str, calls: i64, input_tokens: i64, output_tokens: i64,
             cached_input_tokens: i64, cost_micros: i64) -> Result<(), StoreError>;

@@ -53,6 +53,37 @@ pub struct StepUpdate<'a> {
     pub policy_id: Option<&'a str>,
 }
 
+/// The observation a step fails with when the operator or the driver fails it
+/// (`fail_steps_in_flight`, `fail_step_unconditionally`).
+#[derive(Debug, Clone, Copy)]
+pub struct StepFailure<'a> {
+    /// `observation_json`, Go JSON.
+    pub observation_json: &'a str,
+    /// `observation_hash` (spec 5.3).
+    pub observation_hash: &'a str,
+    /// `finished_at`.
+    pub finished_at: Timestamp,
+}
+
+/// What `set_approval_status` writes: the approval's decision, set only while it is still
+/// `expected_status` with `hash` (one struct for SQLite's and PostgreSQL's update, so a column
+/// added to one cannot be forgotten in the other).
+#[derive(Debug, Clone, Copy)]
+pub struct ApprovalDecision<'a> {
+    /// The status the approval must still have.
+    pub expected_status: &'a str,
+    /// The hash it must still have.
+    pub hash: &'a str,
+    /// The status set.
+    pub status: &'a str,
+    /// `decided_at`.
+    pub decided_at: Timestamp,
+    /// `decided_by`; `None` leaves that column.
+    pub decided_by: Option<&'a str>,
+    /// `note`.
+    pub note: &'a str,
+}
+
 /// What `insert_approval` writes (status `pending`).
 #[derive(Debug, Clone)]
 pub struct NewApproval<'a> {
@@ -299,9 +330,7 @@ impl Tx<'_> {
     pub fn fail_steps_in_flight(
         &self,
         run_id: impl AsKey,
-        observation_json: &str,
-        observation_hash: &str,
-        finished_at: Timestamp,
+        f: &StepFailure<'_>,
     ) -> Result<usize, StoreError> {
         self.tx
             .prepare_cached(
@@ -309,7 +338,7 @@ impl Tx<'_> {
                  WHERE run_id=? AND status IN ('deciding','awaiting_approval','executing')",
             )
             .ctx("fail steps in flight")?
-            .execute(params![observation_json, observation_hash, finished_at.to_rfc3339(), key(&run_id)])
+            .execute(params![f.observation_json, f.observation_hash, f.finished_at.to_rfc3339(), key(&run_id)])
             .ctx("fail steps in flight")
     }
 
@@ -318,9 +347,7 @@ impl Tx<'_> {
         &self,
         run_id: impl AsKey,
         step_id: impl AsKey,
-        observation_json: &str,
-        observation_hash: &str,
-        finished_at: Timestamp,
+        f: &StepFailure<'_>,
     ) -> Result<usize, StoreError> {
         self.tx
             .prepare_cached(
@@ -328,7 +355,7 @@ impl Tx<'_> {
                  WHERE id=? AND run_id=?",
             )
             .ctx("fail step")?
-            .execute(params![observation_json, observation_hash, finished_at.to_rfc3339(), key(&step_id), key(&run_id)])
+            .execute(params![f.observation_json, f.observation_hash, f.finished_at.to_rfc3339(), key(&step_id), key(&run_id)])
             .ctx("fail step")
     }
 
@@ -356,20 +383,22 @@ impl Tx<'_> {
         Ok(())
     }
 
-    /// Sets an approval's decision only if it is still `expected_status` with `hash`
+    /// Sets an approval's decision only if it is still `d.expected_status` with `d.hash`
     /// (returns false when 0 rows changed). `decided_by = None` leaves that column.
-    #[allow(clippy::too_many_arguments)]
     pub fn set_approval_status(
         &self,
         id: impl AsKey,
-        expected_status: &str,
-        hash: &str,
-        status: &str,
-        decided_at: Timestamp,
-        decided_by: Option<&str>,
-        note: &str,
+        d: &ApprovalDecision<'_>,
     ) -> Result<bool, StoreError> {
         let id = key(&id);
+        let ApprovalDecision {
+            expected_status,
+            hash,
+            status,
+            decided_at,
+            decided_by,
+            note,
+        } = *d;
         let n = match decided_by {
             Some(by) => self
                 .tx
