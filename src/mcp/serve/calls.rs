@@ -10,7 +10,7 @@ use crate::mcp::config::Database;
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
-use super::call_row::{COLS, NewCall};
+use super::call_row::{Arg, CallReads, NewCall};
 pub use super::call_row::{Claim, OUTCOME_KNOWN, OUTCOME_NONE, OUTCOME_UNKNOWN, Row};
 
 /// The index of one session, on the run database's backend: SQLite (the proxy's own
@@ -189,49 +189,6 @@ fn open_sqlite(path: &Path) -> Result<Connection, String> {
 trait SqliteOps {
     fn conn(&mut self) -> &mut Connection;
 
-    fn query(&mut self, sql: &str, p: &[&dyn rusqlite::ToSql]) -> Result<Vec<Row>, String> {
-        let mut st = self.conn().prepare_cached(sql).map_err(err)?;
-        let rows = st.query_map(p, row).map_err(err)?;
-        rows.collect::<Result<Vec<_>, _>>().map_err(err)
-    }
-
-    fn for_key(&mut self, session: &str, key: &str, since: i64) -> Result<Vec<Row>, String> {
-        self.query(
-            &format!("SELECT {COLS} FROM proxy_calls WHERE session=?1 AND request_key=?2 AND (open=1 OR closed_at >= ?3) ORDER BY id DESC"),
-            &[&session, &key, &since],
-        )
-    }
-
-    fn unresolved_of_tool(
-        &mut self,
-        session: &str,
-        tool: &str,
-        except: &str,
-    ) -> Result<Vec<Row>, String> {
-        self.query(
-            &format!(
-                "SELECT {COLS} FROM proxy_calls p WHERE session=?1 AND tool=?2 AND request_key<>?3 AND outcome IN (0, ?4) AND id = (SELECT MAX(id) FROM proxy_calls q WHERE q.session=p.session AND q.request_key=p.request_key AND q.outcome<>?5) ORDER BY id"
-            ),
-            &[&session, &tool, &except, &OUTCOME_UNKNOWN, &OUTCOME_NONE],
-        )
-    }
-
-    fn unsettled(&mut self, session: &str) -> Result<Vec<Row>, String> {
-        self.query(
-            &format!(
-                "SELECT {COLS} FROM proxy_calls WHERE session=?1 AND settled_at=0 ORDER BY id"
-            ),
-            &[&session],
-        )
-    }
-
-    fn recent(&mut self, session: &str, since: i64) -> Result<Vec<Row>, String> {
-        self.query(
-            &format!("SELECT {COLS} FROM proxy_calls WHERE session=?1 AND (settled_at=0 OR settled_at >= ?2) ORDER BY id DESC LIMIT 200"),
-            &[&session, &since],
-        )
-    }
-
     fn claim(&mut self, new: &NewCall<'_>, expected: Option<i64>) -> Result<Claim, String> {
         let tx = self
             .conn()
@@ -310,6 +267,27 @@ trait SqliteOps {
 impl SqliteOps for Connection {
     fn conn(&mut self) -> &mut Connection {
         self
+    }
+}
+
+impl rusqlite::ToSql for Arg<'_> {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        match self {
+            Arg::Text(s) => s.to_sql(),
+            Arg::Int(i) => i.to_sql(),
+        }
+    }
+}
+
+impl CallReads for Connection {
+    const MARK: char = '?';
+
+    fn rows(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<Vec<Row>, String> {
+        let mut st = self.prepare_cached(sql).map_err(err)?;
+        let rows = st
+            .query_map(rusqlite::params_from_iter(args), row)
+            .map_err(err)?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(err)
     }
 }
 

@@ -11,8 +11,9 @@
 
 use postgres::Client;
 use postgres::error::SqlState;
+use postgres::types::ToSql;
 
-use super::call_row::{COLS, Claim, NewCall, OUTCOME_NONE, OUTCOME_UNKNOWN, Row};
+use super::call_row::{Arg, CallReads, Claim, NewCall, Row};
 use crate::pgstore::PgUrl;
 
 /// The index's connection.
@@ -47,57 +48,6 @@ impl PgCalls {
     pub(crate) fn open(url: &PgUrl) -> Result<PgCalls, String> {
         let client = crate::pgstore::connect(url).map_err(|e| format!("proxy: call index: {e}"))?;
         Ok(PgCalls { client })
-    }
-
-    fn query(
-        &mut self,
-        sql: &str,
-        p: &[&(dyn postgres::types::ToSql + Sync)],
-    ) -> Result<Vec<Row>, String> {
-        let rows = self.client.query(sql, p).map_err(err)?;
-        rows.iter().map(row).collect()
-    }
-
-    pub(crate) fn for_key(
-        &mut self,
-        session: &str,
-        key: &str,
-        since: i64,
-    ) -> Result<Vec<Row>, String> {
-        self.query(
-            &format!("SELECT {COLS} FROM proxy_calls WHERE session=$1 AND request_key=$2 AND (open=1 OR closed_at >= $3) ORDER BY id DESC"),
-            &[&session, &key, &since],
-        )
-    }
-
-    pub(crate) fn unresolved_of_tool(
-        &mut self,
-        session: &str,
-        tool: &str,
-        except: &str,
-    ) -> Result<Vec<Row>, String> {
-        self.query(
-            &format!(
-                "SELECT {COLS} FROM proxy_calls p WHERE session=$1 AND tool=$2 AND request_key<>$3 AND outcome IN (0, $4) AND id = (SELECT MAX(id) FROM proxy_calls q WHERE q.session=p.session AND q.request_key=p.request_key AND q.outcome<>$5) ORDER BY id"
-            ),
-            &[&session, &tool, &except, &OUTCOME_UNKNOWN, &OUTCOME_NONE],
-        )
-    }
-
-    pub(crate) fn unsettled(&mut self, session: &str) -> Result<Vec<Row>, String> {
-        self.query(
-            &format!(
-                "SELECT {COLS} FROM proxy_calls WHERE session=$1 AND settled_at=0 ORDER BY id"
-            ),
-            &[&session],
-        )
-    }
-
-    pub(crate) fn recent(&mut self, session: &str, since: i64) -> Result<Vec<Row>, String> {
-        self.query(
-            &format!("SELECT {COLS} FROM proxy_calls WHERE session=$1 AND (settled_at=0 OR settled_at >= $2) ORDER BY id DESC LIMIT 200"),
-            &[&session, &since],
-        )
     }
 
     pub(crate) fn claim(
@@ -175,6 +125,22 @@ impl PgCalls {
             )
             .map(|_| ())
             .map_err(err)
+    }
+}
+
+impl CallReads for PgCalls {
+    const MARK: char = '$';
+
+    fn rows(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<Vec<Row>, String> {
+        let p: Vec<&(dyn ToSql + Sync)> = args
+            .iter()
+            .map(|a| match a {
+                Arg::Text(s) => s as &(dyn ToSql + Sync),
+                Arg::Int(i) => i as &(dyn ToSql + Sync),
+            })
+            .collect();
+        let rows = self.client.query(sql, &p).map_err(err)?;
+        rows.iter().map(row).collect()
     }
 }
 
