@@ -20,7 +20,8 @@ use super::{PgError, PgStore, PgUrl};
 use crate::runtime::json::gojson;
 use crate::runtime::store::{
     APPROVAL_COLUMNS, NewApproval, NewModelCall, NewRun, ResumableRun, RunTx, STEP_COLUMNS,
-    StepUpdate, StoreError, approval_from_values, run_created, spec_of, step_from_values,
+    StepUpdate, StoreError, approval_from_values, resumable_sql, run_created, spec_of,
+    step_from_values,
 };
 use crate::runtime::types::ToolSpec;
 use crate::runtime::types::{Approval, Key, RunStatus, Said, Step, StepStatus, Timestamp};
@@ -324,15 +325,6 @@ impl PgTx<'_> {
     }
 }
 
-/// Resumable runs: as SQLite's query (`ord` for the rowid).
-const RESUMABLE: &str = "SELECT r.id, r.status FROM runs r \
-     WHERE (r.status = 'WAITING_FOR_APPROVAL' AND EXISTS ( \
-        SELECT 1 FROM steps s JOIN approvals a ON a.step_id = s.id AND a.run_id = s.run_id \
-        WHERE s.run_id = r.id AND s.status = 'awaiting_approval' AND a.status = 'approved' \
-          AND a.ord = (SELECT MAX(b.ord) FROM approvals b WHERE b.step_id = s.id AND b.run_id = s.run_id))) \
-        OR r.status = 'INTERRUPTED' \
-     ORDER BY r.ord LIMIT $1";
-
 impl PgStore {
     /// Every step of a run, in insertion order.
     pub(super) fn list_steps(&self, run_id: &[u8]) -> Result<Vec<Step>, StoreError> {
@@ -383,7 +375,7 @@ impl PgStore {
     pub fn resumable_runs(&self, limit: u32) -> Result<Vec<ResumableRun>, StoreError> {
         let rows = self
             .lock()
-            .query(RESUMABLE, &[&i64::from(limit)])
+            .query(&resumable_sql("ord", "$1"), &[&i64::from(limit)])
             .at(&self.url, "resumable runs")?;
         Ok(rows
             .iter()

@@ -93,6 +93,8 @@ pub use reads::ProxyCall;
 pub(crate) use reads::spec_of;
 pub use resumable::ResumableRun;
 #[cfg(feature = "postgres")]
+pub(crate) use resumable::resumable_sql;
+#[cfg(feature = "postgres")]
 pub(crate) use rows::{
     APPROVAL_COLUMNS, RUN_COLUMNS, STEP_COLUMNS, approval_from_values, run_from_values,
     step_from_values,

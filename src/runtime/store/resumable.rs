@@ -18,19 +18,28 @@ pub struct ResumableRun {
     pub status: RunStatus,
 }
 
-const SQL: &str = "SELECT r.id, r.status FROM runs r \
-     WHERE (r.status = 'WAITING_FOR_APPROVAL' AND EXISTS ( \
-        SELECT 1 FROM steps s JOIN approvals a ON a.step_id = s.id AND a.run_id = s.run_id \
-        WHERE s.run_id = r.id AND s.status = 'awaiting_approval' AND a.status = 'approved' \
-          AND a.rowid = (SELECT MAX(b.rowid) FROM approvals b WHERE b.step_id = s.id AND b.run_id = s.run_id))) \
-        OR r.status = 'INTERRUPTED' \
-     ORDER BY r.rowid LIMIT ?";
+/// The resumable runs' query, written once for both databases: `key` is the column of a
+/// row's insertion order (SQLite's `rowid`, PostgreSQL's `ord`), `limit` the limit's
+/// placeholder.
+pub(crate) fn resumable_sql(key: &str, limit: &str) -> String {
+    format!(
+        "SELECT r.id, r.status FROM runs r \
+         WHERE (r.status = 'WAITING_FOR_APPROVAL' AND EXISTS ( \
+            SELECT 1 FROM steps s JOIN approvals a ON a.step_id = s.id AND a.run_id = s.run_id \
+            WHERE s.run_id = r.id AND s.status = 'awaiting_approval' AND a.status = 'approved' \
+              AND a.{key} = (SELECT MAX(b.{key}) FROM approvals b WHERE b.step_id = s.id AND b.run_id = s.run_id))) \
+            OR r.status = 'INTERRUPTED' \
+         ORDER BY r.{key} LIMIT {limit}"
+    )
+}
 
 impl Store {
     /// At most `limit` runs a worker may resume now, oldest first.
     pub fn resumable_runs(&self, limit: u32) -> Result<Vec<ResumableRun>, StoreError> {
         self.read(|conn| {
-            let mut st = conn.prepare_cached(SQL).ctx("resumable runs")?;
+            let mut st = conn
+                .prepare_cached(&resumable_sql("rowid", "?"))
+                .ctx("resumable runs")?;
             let rows = st
                 .query_map(params![limit], |r| {
                     let id: Vec<u8> = match r.get_ref(0)? {
