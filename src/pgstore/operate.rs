@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 
 use postgres::IsolationLevel;
-use postgres::types::Type;
+use postgres::types::{ToSql, Type};
 use rusqlite::types::Value;
 
 use super::chain;
@@ -22,7 +22,7 @@ use super::error::{PgError, detail};
 use super::{PgStore, PgUrl};
 use crate::runtime::store::KeyPage;
 use crate::runtime::store::{
-    APPROVAL_COLUMNS, ApprovalDecision, InCrate, NewApproval, NewModelCall, NewRun, Page,
+    APPROVAL_COLUMNS, ApprovalDecision, Failing, InCrate, NewApproval, NewModelCall, NewRun, Page,
     RUN_COLUMNS, RunStore, RunTx, STEP_COLUMNS, StepFailure, StepUpdate, StoreError, Transition,
     approval_from_values, event_payload, run_from_values, sealed, step_from_values, store_reads,
     tx_writes,
@@ -236,25 +236,25 @@ impl RunTx for PgTx<'_> {
         let Some(id) = text_id(approval_id) else {
             return Ok(false);
         };
-        let ApprovalDecision {
-            expected_status,
-            hash,
-            status,
-            decided_at,
-            decided_by,
-            note,
-        } = *d;
-        let at = decided_at.to_rfc3339();
-        let n = match decided_by {
+        let at = d.decided_at.to_rfc3339();
+        let n = match d.decided_by {
             Some(by) => self.tx.execute(
                 "UPDATE approvals SET status = $1, decided_at = $2, decided_by = $3, note = $4 \
                  WHERE id = $5 AND status = $6 AND hash = $7",
-                &[&status, &at, &by, &note, &id, &expected_status, &hash],
+                &[
+                    &d.status,
+                    &at,
+                    &by,
+                    &d.note,
+                    &id,
+                    &d.expected_status,
+                    &d.hash,
+                ],
             ),
             None => self.tx.execute(
                 "UPDATE approvals SET status = $1, decided_at = $2, note = $3 \
                  WHERE id = $4 AND status = $5 AND hash = $6",
-                &[&status, &at, &note, &id, &expected_status, &hash],
+                &[&d.status, &at, &d.note, &id, &d.expected_status, &d.hash],
             ),
         }
         .at(&self.url, "decide approval")?;
@@ -281,54 +281,35 @@ impl RunTx for PgTx<'_> {
         Ok(n == 1)
     }
 
-    fn fail_steps_in_flight(
+    fn fail_steps(
         &mut self,
         run_id: &[u8],
+        which: Failing<'_>,
         f: &StepFailure<'_>,
     ) -> Result<usize, StoreError> {
-        let Some(id) = text_id(run_id) else {
+        let Some(run) = text_id(run_id) else {
             return Ok(0);
         };
-        let n = self
-            .tx
-            .execute(
-                "UPDATE steps SET status = 'failed', observation_json = $1, observation_hash = $2, \
-                 finished_at = $3 WHERE run_id = $4 \
-                 AND status IN ('deciding', 'awaiting_approval', 'executing')",
-                &[
-                    &f.observation_json,
-                    &f.observation_hash,
-                    &f.finished_at.to_rfc3339(),
-                    &id,
-                ],
-            )
-            .at(&self.url, "fail steps in flight")?;
-        Ok(usize::try_from(n).unwrap_or(usize::MAX))
-    }
-
-    fn fail_step_unconditionally(
-        &mut self,
-        run_id: &[u8],
-        step_id: &[u8],
-        f: &StepFailure<'_>,
-    ) -> Result<usize, StoreError> {
-        let (Some(run), Some(step)) = (text_id(run_id), text_id(step_id)) else {
-            return Ok(0);
+        let (what, cond, step) = match which {
+            Failing::InFlight => (
+                "fail steps in flight",
+                "run_id = $4 AND status IN ('deciding', 'awaiting_approval', 'executing')",
+                None,
+            ),
+            Failing::Step(step_id) => match text_id(step_id) {
+                Some(step) => ("fail step", "id = $4 AND run_id = $5", Some(step)),
+                None => return Ok(0),
+            },
         };
-        let n = self
-            .tx
-            .execute(
-                "UPDATE steps SET status = 'failed', observation_json = $1, observation_hash = $2, \
-                 finished_at = $3 WHERE id = $4 AND run_id = $5",
-                &[
-                    &f.observation_json,
-                    &f.observation_hash,
-                    &f.finished_at.to_rfc3339(),
-                    &step,
-                    &run,
-                ],
-            )
-            .at(&self.url, "fail step")?;
+        let at = f.finished_at.to_rfc3339();
+        let mut p: Vec<&(dyn ToSql + Sync)> = vec![&f.observation_json, &f.observation_hash, &at];
+        p.extend(step.as_ref().map(|s| s as &(dyn ToSql + Sync)));
+        p.push(&run);
+        let sql = format!(
+            "UPDATE steps SET status = 'failed', observation_json = $1, observation_hash = $2, \
+             finished_at = $3 WHERE {cond}"
+        );
+        let n = self.tx.execute(sql.as_str(), &p).at(&self.url, what)?;
         Ok(usize::try_from(n).unwrap_or(usize::MAX))
     }
 

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::runtime::store::{
-    LeaseHandle, NewApproval, NewModelCall, NewRun, ResumableRun, RunStore, RunTx, StepFailure,
-    StepUpdate, Store, StoreError, Transition, Tx, tx_writes,
+    Failing, LeaseHandle, NewApproval, NewModelCall, NewRun, ResumableRun, RunStore, RunTx,
+    StepFailure, StepUpdate, Store, StoreError, Transition, Tx, tx_writes,
 };
 use crate::runtime::types::{Approval, Event, Run, RunStatus, Step, StepStatus, Timestamp};
 
@@ -400,7 +400,7 @@ impl DbTx<'_, '_> {
         run_id: &str,
         f: &StepFailure<'_>,
     ) -> Result<usize, StoreError> {
-        on_tx!(self, t => RunTx::fail_steps_in_flight(&mut **t, run_id.as_bytes(), f))
+        on_tx!(self, t => RunTx::fail_steps(&mut **t, run_id.as_bytes(), Failing::InFlight, f))
     }
 
     tx_writes!((tx_call!), pub(crate));

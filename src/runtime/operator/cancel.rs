@@ -1,7 +1,7 @@
 //! Operator cancel (spec 8.1): any non-terminal run, no lease needed, rows never decoded.
 
 use crate::runtime::json::gojson::Object;
-use crate::runtime::store::{IN_CRATE, RunStore, RunTx};
+use crate::runtime::store::{Failing, IN_CRATE, RunStore, RunTx};
 use crate::runtime::types::{ApprovalStatus, AsKey, Event, Key, Run, RunStatus, Timestamp};
 
 use super::OperatorError;
@@ -129,7 +129,7 @@ fn cancel_checked<S: RunStore + ?Sized>(
             let n = if skip_steps {
                 0
             } else {
-                match tx.fail_steps_in_flight(run_id, &failure(&obs, &hash, now)) {
+                match tx.fail_steps(run_id, Failing::InFlight, &failure(&obs, &hash, now)) {
                     Ok(n) => n,
                     Err(e) => {
                         *steps_corrupt = e.is_corrupt();

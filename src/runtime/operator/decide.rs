@@ -1,7 +1,7 @@
 //! Approve / Reject / ApproveShown / RejectShown (spec 4.4).
 
 use crate::runtime::json::{approval_hash, gojson::Object};
-use crate::runtime::store::{IN_CRATE, RunStore, RunTx};
+use crate::runtime::store::{Failing, IN_CRATE, RunStore, RunTx};
 use crate::runtime::types::{
     Approval, ApprovalStatus, AsKey, Event, Key, Run, RunStatus, Said, Timestamp,
 };
@@ -242,7 +242,7 @@ fn decide_hooked<S: RunStore + ?Sized>(
                 &content,
                 &format!("approval rejected: {note}"),
             )?;
-            tx.fail_step_unconditionally(run_id, a.step_id_bytes(), &failure(&obs, &hash, now))?;
+            tx.fail_steps(run_id, Failing::Step(a.step_id_bytes()), &failure(&obs, &hash, now))?;
             finish(
                 tx,
                 run_id,

@@ -11,7 +11,7 @@
 //! the agent again. The stored request is never edited.
 
 use crate::runtime::json::gojson::Object;
-use crate::runtime::store::{IN_CRATE, RunStore, RunTx, StoreError, Transition};
+use crate::runtime::store::{Failing, IN_CRATE, RunStore, RunTx, StoreError, Transition};
 use crate::runtime::types::{ApprovalStatus, AsKey, Key, RunStatus, Said, StepStatus, Timestamp};
 
 use super::OperatorError;
@@ -75,7 +75,11 @@ pub fn deny_shown<S: RunStore + ?Sized>(
             .finish();
         let summary = denied_summary(note);
         let (obs, hash) = observation(DENIED_KIND, &content, &summary)?;
-        tx.fail_step_unconditionally(run_id, a.step_id_bytes(), &failure(&obs, &hash, now))?;
+        tx.fail_steps(
+            run_id,
+            Failing::Step(a.step_id_bytes()),
+            &failure(&obs, &hash, now),
+        )?;
         let failed = Object::new()
             .str("content_hash", &hash)
             .str("detail", &summary)

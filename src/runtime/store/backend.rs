@@ -16,7 +16,9 @@ use super::keyset::KeyPage;
 use super::run_state::{check_state, check_unexpired};
 use super::tx::Transition;
 use super::window::Page;
-use super::writes::{ApprovalDecision, NewApproval, NewModelCall, NewRun, StepFailure, StepUpdate};
+use super::writes::{
+    ApprovalDecision, Failing, NewApproval, NewModelCall, NewRun, StepFailure, StepUpdate,
+};
 use super::{Store, Tx};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -152,19 +154,13 @@ pub trait RunTx: sealed::Sealed {
         }
     }
 
-    /// Every step of the run in `deciding`, `awaiting_approval` or `executing` becomes
-    /// `failed` with this observation; returns how many.
-    fn fail_steps_in_flight(
+    /// The steps of the run `which` names become `failed` with this observation: every one
+    /// in `deciding`, `awaiting_approval` or `executing`, or one whatever its status; returns
+    /// how many.
+    fn fail_steps(
         &mut self,
         run_id: &[u8],
-        f: &StepFailure<'_>,
-    ) -> Result<usize, StoreError>;
-
-    /// One step of the run becomes `failed` with this observation, whatever its status.
-    fn fail_step_unconditionally(
-        &mut self,
-        run_id: &[u8],
-        step_id: &[u8],
+        which: Failing<'_>,
         f: &StepFailure<'_>,
     ) -> Result<usize, StoreError>;
 
@@ -366,8 +362,7 @@ impl RunTx for Tx<'_> {
             -> Result<bool, StoreError>;
         fn set_approval_status_only(approval_id: &[u8], expected_status: &str, hash: &str,
             status: &str) -> Result<bool, StoreError>;
-        fn fail_steps_in_flight(run_id: &[u8], f: &StepFailure<'_>) -> Result<usize, StoreError>;
-        fn fail_step_unconditionally(run_id: &[u8], step_id: &[u8], f: &StepFailure<'_>)
+        fn fail_steps(run_id: &[u8], which: Failing<'_>, f: &StepFailure<'_>)
             -> Result<usize, StoreError>;
         fn add_active_ms(run_id: &str, ms: i64) -> Result<(), StoreError>;
         fn add_usage(run_id: &str, calls: i64, input_tokens: i64, output_tokens: i64,

@@ -113,7 +113,9 @@ pub use window::{COUNT_CAP, WindowPage};
 pub(crate) use window::{KeyWalk, Window, int, walk};
 #[cfg(feature = "postgres")]
 pub(crate) use writes::run_created;
-pub use writes::{ApprovalDecision, NewApproval, NewModelCall, NewRun, StepFailure, StepUpdate};
+pub use writes::{
+    ApprovalDecision, Failing, NewApproval, NewModelCall, NewRun, StepFailure, StepUpdate,
+};
 
 use crate::runtime::types::Timestamp;
 use error::Ctx;

@@ -2,7 +2,7 @@
 //! a compare-and-set on the state it expects (or, for the cancel/reject/internal bulk updates,
 //! by status as agentrt does).
 
-use rusqlite::params;
+use rusqlite::{ToSql, params};
 
 use super::Tx;
 use super::bind::key;
@@ -54,7 +54,7 @@ pub struct StepUpdate<'a> {
 }
 
 /// The observation a step fails with when the operator or the driver fails it
-/// (`fail_steps_in_flight`, `fail_step_unconditionally`).
+/// (`fail_steps`).
 #[derive(Debug, Clone, Copy)]
 pub struct StepFailure<'a> {
     /// `observation_json`, Go JSON.
@@ -65,23 +65,32 @@ pub struct StepFailure<'a> {
     pub finished_at: Timestamp,
 }
 
+/// Which of a run's steps `fail_steps` fails.
+#[derive(Debug, Clone, Copy)]
+pub enum Failing<'a> {
+    /// Every step in `deciding`, `awaiting_approval` or `executing` (cancel, failInternal).
+    InFlight,
+    /// The step with this id, whatever its status (a rejection's step failure).
+    Step(&'a [u8]),
+}
+
 /// What `set_approval_status` writes: the approval's decision, set only while it is still
 /// `expected_status` with `hash` (one struct for SQLite's and PostgreSQL's update, so a column
 /// added to one cannot be forgotten in the other).
 #[derive(Debug, Clone, Copy)]
 pub struct ApprovalDecision<'a> {
+    /// The status set.
+    pub status: &'a str,
+    /// `note`.
+    pub note: &'a str,
+    /// `decided_by`; `None` leaves that column.
+    pub decided_by: Option<&'a str>,
+    /// `decided_at`.
+    pub decided_at: Timestamp,
     /// The status the approval must still have.
     pub expected_status: &'a str,
     /// The hash it must still have.
     pub hash: &'a str,
-    /// The status set.
-    pub status: &'a str,
-    /// `decided_at`.
-    pub decided_at: Timestamp,
-    /// `decided_by`; `None` leaves that column.
-    pub decided_by: Option<&'a str>,
-    /// `note`.
-    pub note: &'a str,
 }
 
 /// What `insert_approval` writes (status `pending`).
@@ -324,39 +333,35 @@ impl Tx<'_> {
         Ok(())
     }
 
-    /// Cancel / failInternal: every step of the run in `deciding`, `awaiting_approval` or
-    /// `executing` → `failed` with this observation (unconditional by status). Returns how
-    /// many steps changed.
-    pub fn fail_steps_in_flight(
+    /// The steps of the run `which` names become `failed` with `f`'s observation: those in
+    /// flight (cancel, failInternal; unconditional by status) or one by id, whatever its
+    /// status (Reject's step failure). Returns how many steps changed.
+    pub fn fail_steps(
         &self,
         run_id: impl AsKey,
+        which: Failing<'_>,
         f: &StepFailure<'_>,
     ) -> Result<usize, StoreError> {
+        let (what, cond, step) = match which {
+            Failing::InFlight => (
+                "fail steps in flight",
+                "run_id=? AND status IN ('deciding','awaiting_approval','executing')",
+                None,
+            ),
+            Failing::Step(step_id) => ("fail step", "id=? AND run_id=?", Some(key(step_id))),
+        };
+        let at = f.finished_at.to_rfc3339();
+        let run_id = key(&run_id);
+        let mut p: Vec<&dyn ToSql> = vec![&f.observation_json, &f.observation_hash, &at];
+        p.extend(step.as_ref().map(|s| s as &dyn ToSql));
+        p.push(&run_id);
         self.tx
-            .prepare_cached(
-                "UPDATE steps SET status='failed', observation_json=?, observation_hash=?, finished_at=? \
-                 WHERE run_id=? AND status IN ('deciding','awaiting_approval','executing')",
-            )
-            .ctx("fail steps in flight")?
-            .execute(params![f.observation_json, f.observation_hash, f.finished_at.to_rfc3339(), key(&run_id)])
-            .ctx("fail steps in flight")
-    }
-
-    /// Fails one step by id and run, whatever its status (Reject's step failure).
-    pub fn fail_step_unconditionally(
-        &self,
-        run_id: impl AsKey,
-        step_id: impl AsKey,
-        f: &StepFailure<'_>,
-    ) -> Result<usize, StoreError> {
-        self.tx
-            .prepare_cached(
-                "UPDATE steps SET status='failed', observation_json=?, observation_hash=?, finished_at=? \
-                 WHERE id=? AND run_id=?",
-            )
-            .ctx("fail step")?
-            .execute(params![f.observation_json, f.observation_hash, f.finished_at.to_rfc3339(), key(&step_id), key(&run_id)])
-            .ctx("fail step")
+            .prepare_cached(&format!(
+                "UPDATE steps SET status='failed', observation_json=?, observation_hash=?, finished_at=? WHERE {cond}"
+            ))
+            .ctx(what)?
+            .execute(p.as_slice())
+            .ctx(what)
     }
 
     /// Inserts an approval `pending`.
@@ -387,33 +392,25 @@ impl Tx<'_> {
     /// (returns false when 0 rows changed). `decided_by = None` leaves that column.
     pub fn set_approval_status(
         &self,
-        id: impl AsKey,
+        approval_id: &[u8],
         d: &ApprovalDecision<'_>,
     ) -> Result<bool, StoreError> {
-        let id = key(&id);
-        let ApprovalDecision {
-            expected_status,
-            hash,
-            status,
-            decided_at,
-            decided_by,
-            note,
-        } = *d;
-        let n = match decided_by {
+        let id = key(approval_id);
+        let n = match d.decided_by {
             Some(by) => self
                 .tx
                 .prepare_cached(
                     "UPDATE approvals SET status=?, decided_at=?, decided_by=?, note=? WHERE id=? AND status=? AND hash=?",
                 )
                 .ctx("decide approval")?
-                .execute(params![status, decided_at.to_rfc3339(), by, note, id, expected_status, hash]),
+                .execute(params![d.status, d.decided_at.to_rfc3339(), by, d.note, id, d.expected_status, d.hash]),
             None => self
                 .tx
                 .prepare_cached(
                     "UPDATE approvals SET status=?, decided_at=?, note=? WHERE id=? AND status=? AND hash=?",
                 )
                 .ctx("decide approval")?
-                .execute(params![status, decided_at.to_rfc3339(), note, id, expected_status, hash]),
+                .execute(params![d.status, d.decided_at.to_rfc3339(), d.note, id, d.expected_status, d.hash]),
         }
         .ctx("decide approval")?;
         Ok(n == 1)
