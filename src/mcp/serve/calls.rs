@@ -189,6 +189,16 @@ fn open_sqlite(path: &Path) -> Result<Connection, String> {
 trait SqliteOps {
     fn conn(&mut self) -> &mut Connection;
 
+    /// Runs one statement in an IMMEDIATE transaction of its own.
+    fn write_one(&mut self, sql: &str, p: impl rusqlite::Params) -> Result<(), String> {
+        let tx = self
+            .conn()
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(err)?;
+        tx.execute(sql, p).map_err(err)?;
+        tx.commit().map_err(err)
+    }
+
     fn claim(&mut self, new: &NewCall<'_>, expected: Option<i64>) -> Result<Claim, String> {
         let tx = self
             .conn()
@@ -228,29 +238,17 @@ trait SqliteOps {
         outcome: i64,
         now: i64,
     ) -> Result<(), String> {
-        let tx = self
-            .conn()
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(err)?;
-        tx.execute(
+        self.write_one(
             "UPDATE proxy_calls SET settled_at = CASE WHEN settled_at=0 THEN ?1 ELSE settled_at END, outcome=?2 WHERE run_id=?3 AND session=?4 AND outcome=0",
             params![now, outcome, run_id, session],
         )
-        .map_err(err)?;
-        tx.commit().map_err(err)
     }
 
     fn settle_empty(&mut self, id: i64, now: i64) -> Result<(), String> {
-        let tx = self
-            .conn()
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(err)?;
-        tx.execute(
+        self.write_one(
             "UPDATE proxy_calls SET settled_at=?1, outcome=1 WHERE id=?2 AND settled_at=0 AND NOT EXISTS (SELECT 1 FROM runs WHERE runs.id = proxy_calls.run_id)",
             params![now, id],
         )
-        .map_err(err)?;
-        tx.commit().map_err(err)
     }
 
     fn unsettle(&mut self, session: &str, run_id: &str) -> Result<(), String> {

@@ -90,6 +90,11 @@ impl PgCalls {
         Ok(Claim::Claimed)
     }
 
+    /// Runs one statement (one statement: one transaction).
+    fn execute(&mut self, sql: &str, p: &[&(dyn ToSql + Sync)]) -> Result<(), String> {
+        self.client.execute(sql, p).map(|_| ()).map_err(err)
+    }
+
     pub(crate) fn settle(
         &mut self,
         session: &str,
@@ -97,34 +102,24 @@ impl PgCalls {
         outcome: i64,
         now: i64,
     ) -> Result<(), String> {
-        // One statement: one transaction.
-        self.client
-            .execute(
-                "UPDATE proxy_calls SET settled_at = CASE WHEN settled_at=0 THEN $1 ELSE settled_at END, outcome=$2 WHERE run_id=$3 AND session=$4 AND outcome=0",
-                &[&now, &outcome, &run_id, &session],
-            )
-            .map(|_| ())
-            .map_err(err)
+        self.execute(
+            "UPDATE proxy_calls SET settled_at = CASE WHEN settled_at=0 THEN $1 ELSE settled_at END, outcome=$2 WHERE run_id=$3 AND session=$4 AND outcome=0",
+            &[&now, &outcome, &run_id, &session],
+        )
     }
 
     pub(crate) fn settle_empty(&mut self, id: i64, now: i64) -> Result<(), String> {
-        self.client
-            .execute(
-                "UPDATE proxy_calls SET settled_at=$1, outcome=1 WHERE id=$2 AND settled_at=0 AND NOT EXISTS (SELECT 1 FROM runs WHERE runs.id = proxy_calls.run_id)",
-                &[&now, &id],
-            )
-            .map(|_| ())
-            .map_err(err)
+        self.execute(
+            "UPDATE proxy_calls SET settled_at=$1, outcome=1 WHERE id=$2 AND settled_at=0 AND NOT EXISTS (SELECT 1 FROM runs WHERE runs.id = proxy_calls.run_id)",
+            &[&now, &id],
+        )
     }
 
     pub(crate) fn unsettle(&mut self, session: &str, run_id: &str) -> Result<(), String> {
-        self.client
-            .execute(
-                "UPDATE proxy_calls SET settled_at=0, outcome=0 WHERE run_id=$1 AND session=$2 AND settled_at != 0",
-                &[&run_id, &session],
-            )
-            .map(|_| ())
-            .map_err(err)
+        self.execute(
+            "UPDATE proxy_calls SET settled_at=0, outcome=0 WHERE run_id=$1 AND session=$2 AND settled_at != 0",
+            &[&run_id, &session],
+        )
     }
 }
 
