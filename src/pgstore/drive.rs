@@ -26,6 +26,19 @@ use crate::runtime::store::{
 use crate::runtime::types::ToolSpec;
 use crate::runtime::types::{Approval, Key, RunStatus, Said, Step, StepStatus, Timestamp};
 
+/// The outcome columns both writes of a model call set, in the order both bind them: input,
+/// output and cached tokens, cost, latency, error.
+fn outcome_params<'a>(m: &'a NewModelCall<'_>) -> [&'a (dyn ToSql + Sync); 6] {
+    [
+        &m.input_tokens,
+        &m.output_tokens,
+        &m.cached_input_tokens,
+        &m.cost_micros,
+        &m.latency_ms,
+        &m.error,
+    ]
+}
+
 /// A TTL in nanoseconds, saturating.
 fn ttl_nanos(ttl: Duration) -> i64 {
     i64::try_from(ttl.as_nanos()).unwrap_or(i64::MAX)
@@ -261,49 +274,34 @@ impl PgTx<'_> {
     }
 
     pub(super) fn insert_model_call(&mut self, m: &NewModelCall<'_>) -> Result<(), StoreError> {
+        let (dispatched, completed) = (m.dispatched_at.to_rfc3339(), m.completed_at.to_rfc3339());
+        let mut p: Vec<&(dyn ToSql + Sync)> = vec![
+            &m.id, &m.run_id, &m.step_id, &m.attempt, &m.status, &m.model,
+        ];
+        p.extend(outcome_params(m));
+        p.extend([&dispatched as &(dyn ToSql + Sync), &completed]);
         self.tx
             .execute(
                 "INSERT INTO model_calls (id, run_id, step_id, attempt, status, model, input_tokens, \
                  output_tokens, cached_input_tokens, cost_micros, latency_ms, error, dispatched_at, \
                  completed_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
-                &[
-                    &m.id,
-                    &m.run_id,
-                    &m.step_id,
-                    &m.attempt,
-                    &m.status,
-                    &m.model,
-                    &m.input_tokens,
-                    &m.output_tokens,
-                    &m.cached_input_tokens,
-                    &m.cost_micros,
-                    &m.latency_ms,
-                    &m.error,
-                    &m.dispatched_at.to_rfc3339(),
-                    &m.completed_at.to_rfc3339(),
-                ],
+                &p,
             )
             .at(&self.url, "insert model call")?;
         Ok(())
     }
 
     pub(super) fn finish_model_call(&mut self, m: &NewModelCall<'_>) -> Result<(), StoreError> {
+        let completed = m.completed_at.to_rfc3339();
+        let mut p: Vec<&(dyn ToSql + Sync)> = vec![&m.status];
+        p.extend(outcome_params(m));
+        p.extend([&completed as &(dyn ToSql + Sync), &m.id]);
         self.tx
             .execute(
                 "UPDATE model_calls SET status = $1, input_tokens = $2, output_tokens = $3, \
                  cached_input_tokens = $4, cost_micros = $5, latency_ms = $6, error = $7, \
                  completed_at = $8 WHERE id = $9",
-                &[
-                    &m.status,
-                    &m.input_tokens,
-                    &m.output_tokens,
-                    &m.cached_input_tokens,
-                    &m.cost_micros,
-                    &m.latency_ms,
-                    &m.error,
-                    &m.completed_at.to_rfc3339(),
-                    &m.id,
-                ],
+                &p,
             )
             .at(&self.url, "finish model call")?;
         Ok(())

@@ -500,6 +500,12 @@ impl Tx<'_> {
 
     /// Inserts a `model_calls` row.
     pub fn insert_model_call(&self, m: &NewModelCall<'_>) -> Result<(), StoreError> {
+        let (dispatched, completed) = (m.dispatched_at.to_rfc3339(), m.completed_at.to_rfc3339());
+        let mut p: Vec<&dyn ToSql> = vec![
+            &m.id, &m.run_id, &m.step_id, &m.attempt, &m.status, &m.model,
+        ];
+        p.extend(outcome_params(m));
+        p.extend([&dispatched as &dyn ToSql, &completed]);
         self.tx
             .prepare_cached(
                 "INSERT INTO model_calls (id, run_id, step_id, attempt, status, model, input_tokens, output_tokens, \
@@ -507,48 +513,40 @@ impl Tx<'_> {
                  VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             )
             .ctx("insert model call")?
-            .execute(params![
-                m.id,
-                m.run_id,
-                m.step_id,
-                m.attempt,
-                m.status,
-                m.model,
-                m.input_tokens,
-                m.output_tokens,
-                m.cached_input_tokens,
-                m.cost_micros,
-                m.latency_ms,
-                m.error,
-                m.dispatched_at.to_rfc3339(),
-                m.completed_at.to_rfc3339()
-            ])
+            .execute(p.as_slice())
             .ctx("insert model call")?;
         Ok(())
     }
 
     /// Records a model call's outcome (row by id).
     pub fn finish_model_call(&self, m: &NewModelCall<'_>) -> Result<(), StoreError> {
+        let completed = m.completed_at.to_rfc3339();
+        let mut p: Vec<&dyn ToSql> = vec![&m.status];
+        p.extend(outcome_params(m));
+        p.extend([&completed as &dyn ToSql, &m.id]);
         self.tx
             .prepare_cached(
                 "UPDATE model_calls SET status=?, input_tokens=?, output_tokens=?, cached_input_tokens=?, \
                  cost_micros=?, latency_ms=?, error=?, completed_at=? WHERE id=?",
             )
             .ctx("finish model call")?
-            .execute(params![
-                m.status,
-                m.input_tokens,
-                m.output_tokens,
-                m.cached_input_tokens,
-                m.cost_micros,
-                m.latency_ms,
-                m.error,
-                m.completed_at.to_rfc3339(),
-                m.id
-            ])
+            .execute(p.as_slice())
             .ctx("finish model call")?;
         Ok(())
     }
+}
+
+/// The outcome columns both writes of a model call set, in the order both bind them: input,
+/// output and cached tokens, cost, latency, error.
+fn outcome_params<'a>(m: &'a NewModelCall<'_>) -> [&'a dyn ToSql; 6] {
+    [
+        &m.input_tokens,
+        &m.output_tokens,
+        &m.cached_input_tokens,
+        &m.cost_micros,
+        &m.latency_ms,
+        &m.error,
+    ]
 }
 
 /// `col = CASE WHEN col > MAX - ? THEN MAX ELSE col + ? END` (two parameters, same value).
