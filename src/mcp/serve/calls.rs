@@ -14,9 +14,10 @@ use super::call_row::{Arg, CallReads, NewCall};
 pub use super::call_row::{Claim, OUTCOME_KNOWN, OUTCOME_NONE, OUTCOME_UNKNOWN, Row};
 
 /// The index of one session, on the run database's backend: SQLite (the proxy's own
-/// connection to the file) or PostgreSQL (a connection of its own, decision 0085). Each
-/// operation is written once per backend in the `match` below; both keep the same contract:
-/// every write is one transaction, a claim compare-and-sets on the open row it read.
+/// connection to the file) or PostgreSQL (a connection of its own, decision 0085). The reads
+/// are written once for both (`CallReads`), the writes once per backend; the `match` below
+/// picks the backend. Both keep the same contract: every write is one transaction, a claim
+/// compare-and-sets on the open row it read.
 pub struct Calls {
     back: Back,
     session: String,
