@@ -260,15 +260,10 @@ fn approval_row(a: Approval, run_status: Option<&crate::runtime::types::RunStatu
     }
 }
 
-fn damaged_row(d: store::DamagedColumn) -> DamagedRow {
+fn damaged_row(mut d: store::DamagedColumn) -> DamagedRow {
+    d.raw_len = d.raw_len.max(0);
     DamagedRow {
-        run_id: d.run_id,
-        table: d.table,
-        row_id: d.row_id,
-        column: d.column,
-        error: d.error,
-        raw: d.raw,
-        raw_len: d.raw_len.max(0) as u64,
+        damage: d,
         run_status: None,
     }
 }
@@ -504,7 +499,10 @@ impl<S: ConsoleReads> ConsoleData for StoreData<S> {
                 // Each shown row's run status, by key (a window's worth of lookups): the
                 // screen offers cancel only on a run that has not finished.
                 for r in &mut page.rows {
-                    r.run_status = s.get_run_capped(&r.run_id).ok().map(|run| run.status);
+                    r.run_status = s
+                        .get_run_capped(&r.damage.run_id)
+                        .ok()
+                        .map(|run| run.status);
                 }
                 Reply::Damaged(page)
             }

@@ -91,11 +91,7 @@ impl App {
                     id,
                     keep,
                     win,
-                    |r| {
-                        r.row_id
-                            .as_str()
-                            .map(|id| (r.table, id.to_string(), r.column))
-                    },
+                    DamagedRow::anchor,
                     |offset, anchor, end| {
                         narrowed(
                             filter,
