@@ -107,7 +107,7 @@ pub fn interactive() -> bool {
 /// The consent rule, checked before the database is opened: naming the approval or `--yes` is
 /// consent; otherwise a person must be there to type `y`.
 pub fn check_consent(verb: Verb, a: &DecideArgs, json_out: bool) -> Result<(), CommandError> {
-    if a.approval.is_some() || a.yes || (interactive() && !json_out) {
+    if a.consent.approval.is_some() || a.consent.yes || (interactive() && !json_out) {
         return Ok(());
     }
     Err(CommandError::Usage(format!(
@@ -164,7 +164,7 @@ fn decide_on<S: Reviewing>(
     let run_key = named_run(a.select.run.as_ref(), name)?;
     refuse_unshowable(store, db, name, run_key, a, json_out, out)?;
     let run = run_key.as_bytes();
-    let approval = a.approval.as_ref().map(Key::as_bytes);
+    let approval = a.consent.approval.as_ref().map(Key::as_bytes);
     let ap = operator::pending_approval(store, run, approval).map_err(|e| {
         CommandError::Failed(format!(
             "{name}: {}",
@@ -188,7 +188,7 @@ fn decide_on<S: Reviewing>(
             ))?;
         }
     }
-    if a.approval.is_none() && !a.yes {
+    if a.consent.approval.is_none() && !a.consent.yes {
         out.raw(&format!(
             "{name} approval {} of run {}? [y/N] ",
             ident(ap.id_bytes(), 64),
@@ -410,7 +410,7 @@ fn refuse_unshowable<S: Reviewing>(
     out: &mut Out,
 ) -> Result<(), CommandError> {
     use crate::runtime::store::SHOWN_REQUEST_MAX;
-    let candidate = match &a.approval {
+    let candidate = match &a.consent.approval {
         Some(id) => store
             .request_bytes(run.as_bytes(), id.as_bytes())
             .map_err(super::open::fail)?

@@ -255,9 +255,9 @@ fn run(cli: Cli) -> Result<(), CommandError> {
             };
             let db = database_path(cli.db)?;
             let by = who(cli.by.as_deref(), verb.name())?;
-            bulk::check_consent(verb, &a.select, a.yes, json)?;
+            bulk::check_consent(verb, &a.select, a.consent.yes, json)?;
             let note = a.note.as_deref().unwrap_or("");
-            bulk::run(&db, json, verb, &a.select, (note, a.yes, &by), &mut out)
+            bulk::run(&db, json, verb, &a.select, (note, a.consent.yes, &by), &mut out)
         }
         Command::Cancel(a) if a.select.any() => {
             let db = database_path(cli.db)?;
