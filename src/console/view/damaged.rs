@@ -6,7 +6,7 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::Line;
 use ratatui::widgets::{Paragraph, Wrap};
 
-use super::widgets::{self, block, cell, col, position, table};
+use super::widgets::{self, block, cell, col, table};
 use crate::console::data::DamagedRow;
 use crate::console::state::{App, DamagedScreen};
 use crate::console::text;
@@ -21,10 +21,7 @@ pub(super) fn draw(f: &mut Frame, area: Rect, app: &App, s: &DamagedScreen) {
         Constraint::Length(raw_h),
     ])
     .areas(area);
-    let mut t = vec![widgets::styled(
-        format!(" Damaged rows {}", position(&s.list)),
-        th.style(Role::Title),
-    )];
+    let mut t = vec![widgets::list_title(app, "Damaged rows", &s.list)];
     if s.filter.is_empty() {
         t.push(widgets::dim(
             app,
