@@ -233,52 +233,64 @@ impl Parser<'_> {
     }
 
     fn array(&mut self, depth: usize) -> Result<JsonNode, JsonError> {
-        self.expect(b'[', "expected an array")?;
         let mut items = Vec::new();
-        self.skip_ws();
-        if self.peek() == Some(b']') {
-            self.pos += 1;
-            return Ok(JsonNode::Array(items));
-        }
-        loop {
-            self.skip_ws();
-            items.push(self.value(depth + 1)?);
-            self.skip_ws();
-            match self.peek() {
-                Some(b',') => self.pos += 1,
-                Some(b']') => {
-                    self.pos += 1;
-                    return Ok(JsonNode::Array(items));
-                }
-                _ => return Err(self.err("expected ',' or ']'")),
-            }
-        }
+        self.items(
+            (b'[', b']'),
+            "expected an array",
+            "expected ',' or ']'",
+            |p| {
+                items.push(p.value(depth + 1)?);
+                Ok(())
+            },
+        )?;
+        Ok(JsonNode::Array(items))
     }
 
     fn object(&mut self, depth: usize) -> Result<JsonNode, JsonError> {
-        self.expect(b'{', "expected an object")?;
         let mut members = Vec::new();
+        self.items(
+            (b'{', b'}'),
+            "expected an object",
+            "expected ',' or '}'",
+            |p| {
+                let key = p.string()?;
+                p.skip_ws();
+                p.expect(b':', "expected ':'")?;
+                p.skip_ws();
+                members.push((key, p.value(depth + 1)?));
+                Ok(())
+            },
+        )?;
+        Ok(JsonNode::Object(members))
+    }
+
+    /// An array's or object's items between `open` and `close`, separated by `,` and each
+    /// read by `item` (white space around each skipped here); `what` is the error where `open`
+    /// is not next, `missing` where neither `,` nor `close` follows an item.
+    fn items(
+        &mut self,
+        (open, close): (u8, u8),
+        what: &'static str,
+        missing: &'static str,
+        mut item: impl FnMut(&mut Self) -> Result<(), JsonError>,
+    ) -> Result<(), JsonError> {
+        self.expect(open, what)?;
         self.skip_ws();
-        if self.peek() == Some(b'}') {
+        if self.peek() == Some(close) {
             self.pos += 1;
-            return Ok(JsonNode::Object(members));
+            return Ok(());
         }
         loop {
             self.skip_ws();
-            let key = self.string()?;
-            self.skip_ws();
-            self.expect(b':', "expected ':'")?;
-            self.skip_ws();
-            let value = self.value(depth + 1)?;
-            members.push((key, value));
+            item(self)?;
             self.skip_ws();
             match self.peek() {
                 Some(b',') => self.pos += 1,
-                Some(b'}') => {
+                Some(c) if c == close => {
                     self.pos += 1;
-                    return Ok(JsonNode::Object(members));
+                    return Ok(());
                 }
-                _ => return Err(self.err("expected ',' or '}'")),
+                _ => return Err(self.err(missing)),
             }
         }
     }
