@@ -62,6 +62,12 @@ pub fn parse_json(bytes: &[u8]) -> Result<JsonNode, JsonError> {
     Ok(node)
 }
 
+/// An array's or an object's opening and closing bytes, the error where the opening one is
+/// not next, and the error where neither `,` nor the closing one follows an item.
+type Delimited = (u8, u8, &'static str, &'static str);
+const ARRAY: Delimited = (b'[', b']', "expected an array", "expected ',' or ']'");
+const OBJECT: Delimited = (b'{', b'}', "expected an object", "expected ',' or '}'");
+
 struct Parser<'a> {
     bytes: &'a [u8],
     pos: usize,
@@ -234,44 +240,31 @@ impl Parser<'_> {
 
     fn array(&mut self, depth: usize) -> Result<JsonNode, JsonError> {
         let mut items = Vec::new();
-        self.items(
-            (b'[', b']'),
-            "expected an array",
-            "expected ',' or ']'",
-            |p| {
-                items.push(p.value(depth + 1)?);
-                Ok(())
-            },
-        )?;
+        self.items(ARRAY, |p| {
+            items.push(p.value(depth + 1)?);
+            Ok(())
+        })?;
         Ok(JsonNode::Array(items))
     }
 
     fn object(&mut self, depth: usize) -> Result<JsonNode, JsonError> {
         let mut members = Vec::new();
-        self.items(
-            (b'{', b'}'),
-            "expected an object",
-            "expected ',' or '}'",
-            |p| {
-                let key = p.string()?;
-                p.skip_ws();
-                p.expect(b':', "expected ':'")?;
-                p.skip_ws();
-                members.push((key, p.value(depth + 1)?));
-                Ok(())
-            },
-        )?;
+        self.items(OBJECT, |p| {
+            let key = p.string()?;
+            p.skip_ws();
+            p.expect(b':', "expected ':'")?;
+            p.skip_ws();
+            members.push((key, p.value(depth + 1)?));
+            Ok(())
+        })?;
         Ok(JsonNode::Object(members))
     }
 
-    /// An array's or object's items between `open` and `close`, separated by `,` and each
-    /// read by `item` (white space around each skipped here); `what` is the error where `open`
-    /// is not next, `missing` where neither `,` nor `close` follows an item.
+    /// An array's or object's items between its `open` and `close`, separated by `,` and
+    /// each read by `item` (white space around each skipped here).
     fn items(
         &mut self,
-        (open, close): (u8, u8),
-        what: &'static str,
-        missing: &'static str,
+        (open, close, what, missing): Delimited,
         mut item: impl FnMut(&mut Self) -> Result<(), JsonError>,
     ) -> Result<(), JsonError> {
         self.expect(open, what)?;
