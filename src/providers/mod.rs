@@ -9,6 +9,7 @@
 //! need no network and are always built.
 
 /// `Display` for each type as its `Debug` (which shows a key only as [`Secret`] does).
+#[cfg(feature = "providers")]
 macro_rules! display_as_debug {
     ($($t:ty),*) => {$(
         impl std::fmt::Display for $t {
@@ -22,6 +23,7 @@ macro_rules! display_as_debug {
 pub(crate) use display_as_debug;
 
 /// Each type encodes as the string of its `Debug` (which shows a key only as [`Secret`] does).
+#[cfg(feature = "providers")]
 macro_rules! serialize_as_debug {
     ($($t:ty),*) => {$(
         impl serde::Serialize for $t {
