@@ -28,6 +28,7 @@ use super::decide::interactive;
 use super::open::{fail, open};
 use super::out::{Out, Raws, id_field};
 use super::text::{clean_bytes, ident, said};
+use crate::console::reads::Near;
 use crate::console::time::span;
 use crate::runtime::operator::{self, OperatorError};
 use crate::runtime::store::{
@@ -41,44 +42,30 @@ const WINDOW: i64 = 500;
 /// What the bulk decisions work on: the operator's store and the queue read a window at a
 /// time by key. SQLite's [`Store`], and PostgreSQL's `PgStore` with the `postgres` feature.
 trait QueueStore: RunStore {
-    /// The queue's window of `limit` rows from `offset`, kept in place by `anchor` (the last
+    /// The queue's window `near` says (`limit` rows from `offset`, kept in place by the last
     /// row read: its index and approval id). `tool` may narrow the rows read (every row of that
     /// tool is among them); the exact comparison is the caller's.
-    fn queue_window(
-        &self,
-        tool: Option<&str>,
-        limit: i64,
-        offset: i64,
-        anchor: Option<(i64, &str)>,
-    ) -> Result<WindowPage<QueueItem>, StoreError>;
+    fn queue_window(&self, tool: Option<&str>, near: Near<'_>) -> QueuePage;
 }
 
+/// A window of the queue, as a store reads it.
+type QueuePage = Result<WindowPage<QueueItem>, StoreError>;
+
 impl QueueStore for Store {
-    fn queue_window(
-        &self,
-        tool: Option<&str>,
-        limit: i64,
-        offset: i64,
-        anchor: Option<(i64, &str)>,
-    ) -> Result<WindowPage<QueueItem>, StoreError> {
+    fn queue_window(&self, tool: Option<&str>, near: Near<'_>) -> QueuePage {
         // SQLite's queue filter matches the tool's name among the request's fields.
         let filter = tool.unwrap_or_default();
-        self.list_queue_rows_near(filter, limit, offset, anchor, None)
+        let (limit, offset, anchor, end) = near;
+        self.list_queue_rows_near(filter, limit, offset, anchor, end)
     }
 }
 
 #[cfg(feature = "postgres")]
 impl QueueStore for crate::pgstore::PgStore {
-    fn queue_window(
-        &self,
-        _tool: Option<&str>,
-        limit: i64,
-        offset: i64,
-        anchor: Option<(i64, &str)>,
-    ) -> Result<WindowPage<QueueItem>, StoreError> {
+    fn queue_window(&self, _tool: Option<&str>, near: Near<'_>) -> QueuePage {
         // PostgreSQL's text filter looks at the request's first 8192 characters only, so a
         // tool named further in would be missed: every row is read and compared exactly.
-        self.list_queue_rows_near("", (limit, offset, anchor, None))
+        self.list_queue_rows_near("", near)
     }
 }
 
@@ -150,29 +137,41 @@ pub fn run(
     (note, yes, by): (&str, bool, &str),
     out: &mut Out,
 ) -> Result<(), CommandError> {
-    #[cfg(feature = "postgres")]
-    if let Some(store) = super::open::pg_store(db)? {
-        return run_on(&store, json_out, verb, sel, (note, yes, by), out);
-    }
-    run_on(
-        &open(db, !sel.dry_run)?,
-        json_out,
+    let b = Bulk {
         verb,
         sel,
-        (note, yes, by),
-        out,
-    )
+        note,
+        yes,
+        by,
+        json_out,
+    };
+    #[cfg(feature = "postgres")]
+    if let Some(store) = super::open::pg_store(db)? {
+        return run_on(&store, b, out);
+    }
+    run_on(&open(db, !sel.dry_run)?, b, out)
+}
+
+/// One bulk command as given: what is done to which rows, with what note, whether it was
+/// confirmed by `--yes`, by whom, and whether the answer is JSON.
+#[derive(Clone, Copy)]
+struct Bulk<'a> {
+    verb: BulkVerb,
+    sel: &'a Select,
+    note: &'a str,
+    yes: bool,
+    by: &'a str,
+    json_out: bool,
 }
 
 /// [`run`] on an open store.
-fn run_on<S: QueueStore>(
-    store: &S,
-    json_out: bool,
-    verb: BulkVerb,
-    sel: &Select,
-    (note, yes, by): (&str, bool, &str),
-    out: &mut Out,
-) -> Result<(), CommandError> {
+fn run_on<S: QueueStore>(store: &S, b: Bulk<'_>, out: &mut Out) -> Result<(), CommandError> {
+    let Bulk {
+        verb,
+        sel,
+        json_out,
+        ..
+    } = b;
     let now = Timestamp::now();
     let rows = select(store, sel, now)?;
     if !json_out {
@@ -198,13 +197,13 @@ fn run_on<S: QueueStore>(
             "nothing was decided (--dry-run)"
         });
     }
-    if !yes {
+    if !b.yes {
         ask(verb, rows.len(), out)?;
     }
     let mut done = Vec::new();
     let mut skipped = Vec::new();
     for r in &rows {
-        match decide_one(store, verb, r, note, by) {
+        match decide_one(store, verb, r, b.note, b.by) {
             Ok(()) => {
                 if !json_out {
                     out.line(&format!("{}: {}", verb.done(), row_ids(r)))?;
@@ -258,9 +257,12 @@ fn select<S: QueueStore>(
         let page = store
             .queue_window(
                 sel.tool.as_deref(),
-                WINDOW,
-                offset,
-                anchor.as_ref().map(|(i, id)| (*i, id.as_str())),
+                (
+                    WINDOW,
+                    offset,
+                    anchor.as_ref().map(|(i, id)| (*i, id.as_str())),
+                    None,
+                ),
             )
             .map_err(fail)?;
         let n = page.items.len() as i64;

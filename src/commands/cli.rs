@@ -131,14 +131,22 @@ pub struct PageArgsWithRun {
     pub offset: u32,
 }
 
-#[derive(Debug, Args)]
-pub struct DecideArgs {
+/// Which approval of a run is decided, and whether the decision is confirmed without asking:
+/// the options `approve`, `reject` and `deny` share.
+#[derive(Debug, Args, Clone, Default)]
+pub struct Consent {
     /// The approval to decide (naming it is consent); needed when the run has several.
     #[arg(long, value_name = "ID", value_parser = id_parser())]
     pub approval: Option<Key>,
     /// Decide without asking.
     #[arg(long)]
     pub yes: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DecideArgs {
+    #[command(flatten)]
+    pub consent: Consent,
     /// A note recorded with the decision (required for reject and deny; deny tells the agent).
     #[arg(long, value_name = "TEXT")]
     pub note: Option<String>,
@@ -152,12 +160,8 @@ pub struct ApproveArgs {
     /// The run id (or a unique prefix of it).
     #[arg(value_name = "RUN", value_parser = id_parser())]
     pub run: Key,
-    /// The approval to decide (naming it is consent); needed when the run has several.
-    #[arg(long, value_name = "ID", value_parser = id_parser())]
-    pub approval: Option<Key>,
-    /// Decide without asking.
-    #[arg(long)]
-    pub yes: bool,
+    #[command(flatten)]
+    pub consent: Consent,
     /// A note recorded with the decision.
     #[arg(long, value_name = "TEXT")]
     pub note: Option<String>,
@@ -167,8 +171,7 @@ impl ApproveArgs {
     /// The same as the deciding commands' arguments, with no rows selected.
     pub fn decide_args(&self) -> DecideArgs {
         DecideArgs {
-            approval: self.approval.clone(),
-            yes: self.yes,
+            consent: self.consent.clone(),
             note: self.note.clone(),
             select: Select {
                 run: Some(self.run.clone()),

@@ -14,7 +14,7 @@ use super::open::open;
 use super::out::{Out, Raws, approval_json, summary_json};
 use super::shell;
 use super::text::{clean, ident, said};
-use crate::runtime::operator::{self, OperatorError, SelectError};
+use crate::runtime::operator::{self, Cancelled, OperatorError, SelectError};
 use crate::runtime::store::{RunStore, Store, StoreError};
 use crate::runtime::types::{Approval, Event, Key, Run, RunStatus, Timestamp};
 
@@ -107,13 +107,23 @@ pub fn interactive() -> bool {
 /// The consent rule, checked before the database is opened: naming the approval or `--yes` is
 /// consent; otherwise a person must be there to type `y`.
 pub fn check_consent(verb: Verb, a: &DecideArgs, json_out: bool) -> Result<(), CommandError> {
-    if a.approval.is_some() || a.yes || (interactive() && !json_out) {
+    if a.consent.approval.is_some() || a.consent.yes || (interactive() && !json_out) {
         return Ok(());
     }
     Err(CommandError::Usage(format!(
         "{0}: refusing without --approval, --yes, or an interactive terminal to confirm at; pass --approval <id> or --yes",
         verb.name()
     )))
+}
+
+/// One deciding command as given: its verb and arguments, who decides, and whether the answer
+/// is JSON.
+#[derive(Clone, Copy)]
+struct Decision<'a> {
+    verb: Verb,
+    args: &'a DecideArgs,
+    by: &'a str,
+    json_out: bool,
 }
 
 pub fn run(
@@ -124,28 +134,37 @@ pub fn run(
     by: &str,
     out: &mut Out,
 ) -> Result<(), CommandError> {
+    let d = Decision {
+        verb,
+        args: a,
+        by,
+        json_out,
+    };
     #[cfg(feature = "postgres")]
     if let Some((store, shown)) = open_pg(db)? {
-        return decide_on(&store, &shown, json_out, verb, a, by, out);
+        return decide_on(&store, &shown, d, out);
     }
-    decide_on(&open(db, true)?, db, json_out, verb, a, by, out)
+    decide_on(&open(db, true)?, db, d, out)
 }
 
 /// [`run`] on an open store; `db` is how printed commands name the database.
 fn decide_on<S: Reviewing>(
     store: &S,
     db: &Path,
-    json_out: bool,
-    verb: Verb,
-    a: &DecideArgs,
-    by: &str,
+    d: Decision<'_>,
     out: &mut Out,
 ) -> Result<(), CommandError> {
+    let Decision {
+        verb,
+        args: a,
+        by,
+        json_out,
+    } = d;
     let name = verb.name();
     let run_key = named_run(a.select.run.as_ref(), name)?;
     refuse_unshowable(store, db, name, run_key, a, json_out, out)?;
     let run = run_key.as_bytes();
-    let approval = a.approval.as_ref().map(Key::as_bytes);
+    let approval = a.consent.approval.as_ref().map(Key::as_bytes);
     let ap = operator::pending_approval(store, run, approval).map_err(|e| {
         CommandError::Failed(format!(
             "{name}: {}",
@@ -169,7 +188,7 @@ fn decide_on<S: Reviewing>(
             ))?;
         }
     }
-    if a.approval.is_none() && !a.yes {
+    if a.consent.approval.is_none() && !a.consent.yes {
         out.raw(&format!(
             "{name} approval {} of run {}? [y/N] ",
             ident(ap.id_bytes(), 64),
@@ -249,19 +268,13 @@ pub fn cancel(
 ) -> Result<(), CommandError> {
     #[cfg(feature = "postgres")]
     if let Some((store, _)) = open_pg(db)? {
-        return cancel_on(&store, json_out, a, by, out);
+        return print_cancelled(&cancel_on(&store, a, by)?, json_out, out);
     }
-    cancel_on(&open(db, true)?, json_out, a, by, out)
+    print_cancelled(&cancel_on(&open(db, true)?, a, by)?, json_out, out)
 }
 
-/// [`cancel`] on an open store.
-fn cancel_on<S: RunStore>(
-    store: &S,
-    json_out: bool,
-    a: &CancelArgs,
-    by: &str,
-    out: &mut Out,
-) -> Result<(), CommandError> {
+/// [`cancel`] on an open store: the run cancelled, its events traced.
+fn cancel_on<S: RunStore>(store: &S, a: &CancelArgs, by: &str) -> Result<Cancelled, CommandError> {
     let run = named_run(a.select.run.as_ref(), "cancel")?;
     let done =
         operator::cancel(store, run, by, &a.note, Timestamp::now()).map_err(|e| match e {
@@ -272,6 +285,11 @@ fn cancel_on<S: RunStore>(
             other => CommandError::Failed(said(&other.said(), 4000)),
         })?;
     trace(&done.events);
+    Ok(done)
+}
+
+/// What [`cancel`] prints of the run it cancelled.
+fn print_cancelled(done: &Cancelled, json_out: bool, out: &mut Out) -> Result<(), CommandError> {
     if json_out {
         return out.json(
             &json!({"run": summary_json(&done.run, b"")}),
@@ -392,7 +410,7 @@ fn refuse_unshowable<S: Reviewing>(
     out: &mut Out,
 ) -> Result<(), CommandError> {
     use crate::runtime::store::SHOWN_REQUEST_MAX;
-    let candidate = match &a.approval {
+    let candidate = match &a.consent.approval {
         Some(id) => store
             .request_bytes(run.as_bytes(), id.as_bytes())
             .map_err(super::open::fail)?

@@ -62,7 +62,15 @@ pub fn prepare(db: &Path) -> Result<Prepared, CommandError> {
         }
         (false, false) => {}
     }
-    if let Some(dir) = db.parent().filter(|d| !d.as_os_str().is_empty()) {
+    create_parent(db)?;
+    build(db, &backend)
+        .map(Prepared::Built)
+        .map_err(|e| CommandError::Failed(clean(&e.to_string(), 4000)))
+}
+
+/// Creates the folder `path` stands in, when it names one.
+fn create_parent(path: &Path) -> Result<(), CommandError> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|e| {
             CommandError::Failed(format!(
                 "cannot create {}: {e}",
@@ -70,9 +78,32 @@ pub fn prepare(db: &Path) -> Result<Prepared, CommandError> {
             ))
         })?;
     }
-    build(db, &backend)
-        .map(Prepared::Built)
-        .map_err(|e| CommandError::Failed(clean(&e.to_string(), 4000)))
+    Ok(())
+}
+
+/// The line that counts the demo's runs waiting for a person.
+fn say_waiting(s: &DemoSummary, out: &mut Out) -> Result<(), CommandError> {
+    let waiting = s
+        .runs
+        .iter()
+        .filter(|r| r.status == "WAITING_FOR_APPROVAL")
+        .count();
+    out.line(&format!("{waiting} runs wait for a person"))
+}
+
+/// The commands to try on the demo at `d` (a shell word): the console with `open_extra`
+/// after `d`, the waiting runs, an approval, then the lines of `tail`.
+fn say_try(out: &mut Out, d: &str, open_extra: &str, tail: &[String]) -> Result<(), CommandError> {
+    out.line("try:")?;
+    out.line(&format!("  countersign {d}{open_extra}"))?;
+    out.line(&format!(
+        "  countersign {d} runs --status waiting_for_approval"
+    ))?;
+    out.line(&format!("  countersign {d} approve RUN"))?;
+    for line in tail {
+        out.line(line)?;
+    }
+    Ok(())
 }
 
 /// What to print when the console is not opened (`--no-tui`) or after it closes.
@@ -85,12 +116,7 @@ pub fn describe(db: &Path, prepared: &Prepared, out: &mut Out) -> Result<(), Com
                 s.runs.len(),
                 clean(&s.backend_db.to_string_lossy(), 400)
             ))?;
-            let waiting = s
-                .runs
-                .iter()
-                .filter(|r| r.status == "WAITING_FOR_APPROVAL")
-                .count();
-            out.line(&format!("{waiting} runs wait for a person"))?;
+            say_waiting(s, out)?;
         }
         Prepared::Existing => out.line(&format!(
             "the demo at {shown} already exists (remove it and its .orders.db for a fresh one)"
@@ -98,13 +124,12 @@ pub fn describe(db: &Path, prepared: &Prepared, out: &mut Out) -> Result<(), Com
     }
     match super::shell::db_arg(db) {
         Ok(d) => {
-            out.line("try:")?;
-            out.line(&format!("  countersign {d}"))?;
-            out.line(&format!(
-                "  countersign {d} runs --status waiting_for_approval"
-            ))?;
-            out.line(&format!("  countersign {d} approve RUN"))?;
-            out.line("  (then resume RUN with the same --db; RUN is a run id)")?;
+            say_try(
+                out,
+                &d,
+                "",
+                &["  (then resume RUN with the same --db; RUN is a run id)".to_string()],
+            )?;
         }
         Err(why) => out.line(&format!(
             "the database path {} so no command can be printed for it",
@@ -132,14 +157,7 @@ pub fn prepare_pg(url: &crate::pgstore::PgUrl, backend: &Path) -> Result<Prepare
             ))),
         };
     }
-    if let Some(dir) = backend.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| {
-            CommandError::Failed(format!(
-                "cannot create {}: {e}",
-                clean(&dir.to_string_lossy(), 400)
-            ))
-        })?;
-    }
+    create_parent(backend)?;
     // The runs are written through the runtime into a file of the demo's own, then copied.
     let mut name = [0u8; 8];
     rand::RngCore::fill_bytes(&mut rand::rng(), &mut name);
@@ -202,12 +220,7 @@ pub fn describe_pg(
                 "wrote the demo into {shown} ({} runs) and its order backend {backend_shown}",
                 s.runs.len(),
             ))?;
-            let waiting = s
-                .runs
-                .iter()
-                .filter(|r| r.status == "WAITING_FOR_APPROVAL")
-                .count();
-            out.line(&format!("{waiting} runs wait for a person"))?;
+            say_waiting(s, out)?;
         }
         Prepared::Existing => out.line(&format!(
             "the demo in {shown} already exists with its order backend {backend_shown}"
@@ -220,14 +233,15 @@ pub fn describe_pg(
     });
     match words {
         Ok((d, b)) => {
-            out.line("try:")?;
-            out.line(&format!("  countersign {d} --backend {b}"))?;
-            out.line(&format!(
-                "  countersign {d} runs --status waiting_for_approval"
-            ))?;
-            out.line(&format!("  countersign {d} approve RUN"))?;
-            out.line(&format!("  countersign {d} resume RUN --backend {b}"))?;
-            out.line("  (RUN is a run id; the URL's password is shown as ***: give yours through PGPASSWORD or the password file)")?;
+            say_try(
+                out,
+                &d,
+                &format!(" --backend {b}"),
+                &[
+                    format!("  countersign {d} resume RUN --backend {b}"),
+                    "  (RUN is a run id; the URL's password is shown as ***: give yours through PGPASSWORD or the password file)".to_string(),
+                ],
+            )?;
         }
         Err(why) => out.line(&format!(
             "the database URL or the backend's path {} so no command can be printed for it",

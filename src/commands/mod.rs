@@ -195,15 +195,22 @@ fn run(cli: Cli) -> Result<(), CommandError> {
     }
     let mut out = out::Out::stdout();
     let json = cli.json;
-    let res = match &cmd {
-        Command::Runs(a) => 'runs: {
-            let db = database_path(cli.db)?;
-            #[cfg(feature = "postgres")]
-            if let Some(store) = verify_pg::open_reader(&db)? {
-                break 'runs runs::list(&store, json, &mut out, a);
+    // A read-only command: on PostgreSQL's reader for a URL (`$pg`), else on the SQLite
+    // database opened for reading (`$sqlite`).
+    macro_rules! on_reader {
+        ($pg:path, $sqlite:path, $a:expr) => {
+            'read: {
+                let db = database_path(cli.db)?;
+                #[cfg(feature = "postgres")]
+                if let Some(store) = verify_pg::open_reader(&db)? {
+                    break 'read $pg(&store, json, &mut out, $a);
+                }
+                $sqlite(open::reading(db, json, &mut out)?, $a)
             }
-            runs::run(open::reading(db, json, &mut out)?, a)
-        }
+        };
+    }
+    let res = match &cmd {
+        Command::Runs(a) => on_reader!(runs::list, runs::run, a),
         Command::Show(a) => 'show: {
             let db = database_path(cli.db)?;
             #[cfg(feature = "postgres")]
@@ -212,14 +219,7 @@ fn run(cli: Cli) -> Result<(), CommandError> {
             }
             show::run(open::reading(db, json, &mut out)?, a)
         }
-        Command::Events(a) => 'events: {
-            let db = database_path(cli.db)?;
-            #[cfg(feature = "postgres")]
-            if let Some(store) = verify_pg::open_reader(&db)? {
-                break 'events events::events(&store, json, &mut out, a);
-            }
-            events::run(open::reading(db, json, &mut out)?, a)
-        }
+        Command::Events(a) => on_reader!(events::events, events::run, a),
         Command::Verify(a) => {
             let db = database_path(cli.db)?;
             #[cfg(feature = "postgres")]
@@ -232,22 +232,8 @@ fn run(cli: Cli) -> Result<(), CommandError> {
         Command::Copy(a) => copy::run(json, a, &mut out),
         #[cfg(feature = "postgres")]
         Command::Migrate => verify_pg::migrate(&database_path(cli.db)?, json, &mut out),
-        Command::Stats(a) => 'stats: {
-            let db = database_path(cli.db)?;
-            #[cfg(feature = "postgres")]
-            if let Some(store) = verify_pg::open_reader(&db)? {
-                break 'stats stats::run_pg(&store, json, &mut out, a);
-            }
-            stats::run(open::reading(db, json, &mut out)?, a)
-        }
-        Command::Watch(a) => 'watch: {
-            let db = database_path(cli.db)?;
-            #[cfg(feature = "postgres")]
-            if let Some(store) = verify_pg::open_reader(&db)? {
-                break 'watch watch::run_pg(&store, json, &mut out, a);
-            }
-            watch::run(open::reading(db, json, &mut out)?, a)
-        }
+        Command::Stats(a) => on_reader!(stats::run_pg, stats::run, a),
+        Command::Watch(a) => on_reader!(watch::run_pg, watch::run, a),
         Command::Reject(a) | Command::Deny(a) if a.select.any() => {
             let verb = match cmd {
                 Command::Reject(_) => bulk::BulkVerb::Reject,
@@ -255,9 +241,9 @@ fn run(cli: Cli) -> Result<(), CommandError> {
             };
             let db = database_path(cli.db)?;
             let by = who(cli.by.as_deref(), verb.name())?;
-            bulk::check_consent(verb, &a.select, a.yes, json)?;
+            bulk::check_consent(verb, &a.select, a.consent.yes, json)?;
             let note = a.note.as_deref().unwrap_or("");
-            bulk::run(&db, json, verb, &a.select, (note, a.yes, &by), &mut out)
+            bulk::run(&db, json, verb, &a.select, (note, a.consent.yes, &by), &mut out)
         }
         Command::Cancel(a) if a.select.any() => {
             let db = database_path(cli.db)?;

@@ -51,6 +51,13 @@ impl Out {
 }
 
 /// RFC 3339 text, or nothing for the zero time.
+/// A text field that is left out when empty (Go's `omitempty`).
+pub fn text_field(m: &mut Map<String, Value>, key: &str, v: &str) {
+    if !v.is_empty() {
+        m.insert(key.into(), json!(v));
+    }
+}
+
 fn time_field(m: &mut Map<String, Value>, key: &str, t: &Timestamp) {
     if !t.is_zero() {
         m.insert(key.into(), json!(t.to_rfc3339()));
@@ -74,12 +81,8 @@ pub fn summary_json(r: &Run, pending_approval_id: &[u8]) -> Value {
     id_field(&mut m, "id", r.id_bytes());
     m.insert("goal".into(), json!(r.goal));
     m.insert("status".into(), json!(r.status.as_str()));
-    if !r.reason.is_empty() {
-        m.insert("reason".into(), json!(r.reason));
-    }
-    if !r.reason_detail.is_empty() {
-        m.insert("reason_detail".into(), json!(r.reason_detail));
-    }
+    text_field(&mut m, "reason", &r.reason);
+    text_field(&mut m, "reason_detail", &r.reason_detail);
     m.insert("steps".into(), json!(r.step_count));
     m.insert("created_at".into(), json!(r.created_at.to_rfc3339()));
     time_field(&mut m, "finished_at", &r.finished_at);
@@ -108,9 +111,7 @@ pub fn summary_json(r: &Run, pending_approval_id: &[u8]) -> Value {
         m.insert("lease_owner".into(), json!(r.lease_owner));
         time_field(&mut m, "lease_expires_at", &r.lease_expires_at);
     }
-    if !r.decode_error.is_empty() {
-        m.insert("decode_error".into(), json!(r.decode_error));
-    }
+    text_field(&mut m, "decode_error", &r.decode_error);
     Value::Object(m)
 }
 
@@ -189,14 +190,8 @@ pub fn approval_json(a: &Approval, raws: &mut Raws) -> Value {
     m.insert("created_at".into(), json!(a.created_at.to_rfc3339()));
     time_field(&mut m, "expires_at", &a.expires_at);
     time_field(&mut m, "decided_at", &a.decided_at);
-    if !a.decided_by.is_empty() {
-        m.insert("decided_by".into(), json!(a.decided_by));
-    }
-    if !a.note.is_empty() {
-        m.insert("note".into(), json!(a.note));
-    }
-    if !a.decode_error.is_empty() {
-        m.insert("decode_error".into(), json!(a.decode_error));
-    }
+    text_field(&mut m, "decided_by", &a.decided_by);
+    text_field(&mut m, "note", &a.note);
+    text_field(&mut m, "decode_error", &a.decode_error);
     Value::Object(m)
 }

@@ -13,7 +13,7 @@ use super::open::{fail, open};
 use super::out::{Out, Raws};
 use super::text::{clean, ident};
 use crate::consumer::demo::{backend_beside, recheck_demo_run};
-use crate::runtime::driver::{RecheckReport, RecheckScope};
+use crate::runtime::driver::{RecheckReport, RecheckScope, Rechecked};
 use crate::runtime::types::PolicyDecision;
 
 /// Why this build cannot recheck `run_id` of the SQLite database `db` with the order backend
@@ -140,23 +140,13 @@ pub(super) fn report_json(r: &RecheckReport) -> serde_json::Value {
 /// A report's lines: differences first, then what is the same, then what could not be asked.
 pub(super) fn print_report(r: &RecheckReport, out: &mut Out) -> Result<(), CommandError> {
     for c in r.checked.iter().filter(|c| !c.differences.is_empty()) {
-        out.line(&format!(
-            "step {} ({}): DIFFERS from the recorded answer ({})",
-            c.step_index,
-            clean(&c.tool, 80),
-            clean(&answer(&c.recorded), 400)
-        ))?;
+        out.line(&checked_line(c, "DIFFERS from the recorded answer"))?;
         for d in &c.differences {
             out.line(&format!("  {}", clean(d, 4000)))?;
         }
     }
     for c in r.checked.iter().filter(|c| c.differences.is_empty()) {
-        out.line(&format!(
-            "step {} ({}): same as recorded ({})",
-            c.step_index,
-            clean(&c.tool, 80),
-            clean(&answer(&c.recorded), 400)
-        ))?;
+        out.line(&checked_line(c, "same as recorded"))?;
     }
     for s in &r.skipped {
         out.line(&format!(
@@ -217,6 +207,16 @@ pub fn run(
         )));
     }
     Ok(())
+}
+
+/// A checked step's line: its index and tool, `verdict`, then the recorded answer.
+fn checked_line(c: &Rechecked, verdict: &str) -> String {
+    format!(
+        "step {} ({}): {verdict} ({})",
+        c.step_index,
+        clean(&c.tool, 80),
+        clean(&answer(&c.recorded), 400)
+    )
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use super::CommandError;
 use super::approval;
 use super::cli::PageArgsWithRun;
 use super::open::{Reading, fail};
-use super::out::{Out, Raws, approval_json, summary_json};
+use super::out::{Out, Raws, approval_json, summary_json, text_field};
 use super::run_reads::RunReads;
 use super::text::{clean, col, dash, ident, ident_col, stamp, table};
 use crate::runtime::types::{Run, Step};
@@ -224,9 +224,7 @@ fn step_json(s: &Step) -> Value {
     m.insert("index".into(), json!(s.index));
     super::out::id_field(&mut m, "id", s.id_bytes());
     if let Some(d) = &s.decision {
-        if !d.tool.is_empty() {
-            m.insert("tool".into(), json!(d.tool));
-        }
+        text_field(&mut m, "tool", &d.tool);
         if !d.kind.as_str().is_empty() {
             m.insert("decision".into(), json!(d.kind));
         }
@@ -237,12 +235,8 @@ fn step_json(s: &Step) -> Value {
     }
     if let Some(o) = &s.observation {
         m.insert("observation".into(), json!(o.kind));
-        if !o.summary.is_empty() {
-            m.insert("summary".into(), json!(o.summary));
-        }
+        text_field(&mut m, "summary", &o.summary);
     }
-    if !s.decode_error.is_empty() {
-        m.insert("decode_error".into(), json!(s.decode_error));
-    }
+    text_field(&mut m, "decode_error", &s.decode_error);
     Value::Object(m)
 }

@@ -11,7 +11,7 @@
 use std::fmt;
 
 pub use super::sort::Sort;
-pub use crate::runtime::store::SortValue;
+pub use crate::runtime::store::{DamagedColumn, SortValue};
 pub use crate::runtime::types::{ApprovalStatus, Key, RunStatus, Said, StepStatus, Timestamp};
 
 /// One window of a list read by key, with its total: counted up to a bound, and a lower bound
@@ -263,27 +263,32 @@ pub enum Recheck {
     Differs(Vec<String>),
 }
 
-/// One column of one row that does not decode.
+/// One column of one row that does not decode, with its run's status.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DamagedRow {
-    pub run_id: Key,
-    pub table: &'static str,
-    pub row_id: Key,
-    pub column: &'static str,
-    pub error: String,
-    /// The stored bytes (first 4 KiB), shown escaped byte by byte.
-    pub raw: Vec<u8>,
-    pub raw_len: u64,
+    /// The column as the store found it (its stored bytes, first 4 KiB, are shown escaped
+    /// byte by byte; its length is never below 0).
+    pub damage: DamagedColumn,
     /// The run's status when the row was read; `None` when the run could not be read.
     pub run_status: Option<RunStatus>,
 }
 
 impl DamagedRow {
+    /// Where a read by key resumes after this row (table, row id, column); `None` when the
+    /// row id is not UTF-8.
+    pub fn anchor(&self) -> Option<(&'static str, String, &'static str)> {
+        let d = &self.damage;
+        d.row_id
+            .as_str()
+            .map(|id| (d.table, id.to_string(), d.column))
+    }
+
     /// The row's place in the list, to find it again after a reload: table, row id, column.
     pub fn key(&self) -> Key {
-        let mut k = format!("{}/", self.table).into_bytes();
-        k.extend_from_slice(self.row_id.as_bytes());
-        k.extend_from_slice(format!("/{}", self.column).as_bytes());
+        let d = &self.damage;
+        let mut k = format!("{}/", d.table).into_bytes();
+        k.extend_from_slice(d.row_id.as_bytes());
+        k.extend_from_slice(format!("/{}", d.column).as_bytes());
         Key::new(k)
     }
 }

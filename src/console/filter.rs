@@ -87,15 +87,15 @@ pub fn run_shown(r: &RunRow) -> Vec<String> {
 
 /// A damaged row's shown values (its raw bytes as the damaged view escapes them).
 pub fn damaged_shown(r: &DamagedRow) -> Vec<String> {
-    let mut row = format!("{}/", r.table);
-    row.push_str(&text::escaped(r.row_id.as_bytes()));
+    let mut row = format!("{}/", r.damage.table);
+    row.push_str(&text::escaped(r.damage.row_id.as_bytes()));
     row.push('/');
-    row.push_str(r.column);
+    row.push_str(r.damage.column);
     vec![
-        text::escaped(r.run_id.as_bytes()),
+        text::escaped(r.damage.run_id.as_bytes()),
         row,
-        text::escaped(r.error.as_bytes()),
-        text::bytes_escaped(&r.raw),
+        text::escaped(r.damage.error.as_bytes()),
+        text::bytes_escaped(&r.damage.raw),
     ]
 }
 

@@ -80,11 +80,7 @@ pub fn filtered(
                 Reply::Damaged(p) => Ok(p),
                 other => unexpected(other),
             };
-            let key = |r: &DamagedRow| {
-                r.row_id
-                    .as_str()
-                    .map(|id| (r.table, id.to_string(), r.column))
-            };
+            let key = DamagedRow::anchor;
             let keep = |r: &DamagedRow| n.damaged(r);
             Reply::Damaged(scan(data, ask, take, keep, key, (*offset, *limit))?)
         }

@@ -260,15 +260,10 @@ fn approval_row(a: Approval, run_status: Option<&crate::runtime::types::RunStatu
     }
 }
 
-fn damaged_row(d: store::DamagedColumn) -> DamagedRow {
+fn damaged_row(mut d: store::DamagedColumn) -> DamagedRow {
+    d.raw_len = d.raw_len.max(0);
     DamagedRow {
-        run_id: d.run_id,
-        table: d.table,
-        row_id: d.row_id,
-        column: d.column,
-        error: d.error,
-        raw: d.raw,
-        raw_len: d.raw_len.max(0) as u64,
+        damage: d,
         run_status: None,
     }
 }
@@ -297,18 +292,18 @@ impl<S: ConsoleReads> StoreData<S> {
                 let mut h = run_header(r);
                 // A fate that cannot be read leaves the header as it was (never fails it).
                 h.fate = fate_of(&self.store, &h.id, &h.status).ok().flatten();
-                // A proxy's index that cannot be read (a hand-made table) says nothing.
-                h.proxy_session = self
-                    .store
-                    .proxy_call(&h.id)
-                    .ok()
-                    .flatten()
-                    .map(|p| p.session);
+                h.proxy_session = self.proxy_session(&h.id);
                 Ok(Some(h))
             }
             Err(StoreError::NotFound { .. }) => Ok(None),
             Err(e) => Err(e),
         }
+    }
+
+    /// The MCP proxy session whose call `run` answers. A proxy's index that cannot be read (a
+    /// hand-made table) says nothing.
+    fn proxy_session(&self, run: &Key) -> Option<Vec<u8>> {
+        self.store.proxy_call(run).ok().flatten().map(|p| p.session)
     }
 
     fn approvals(
@@ -382,13 +377,7 @@ impl<S: ConsoleReads> StoreData<S> {
             let mut row = approval_row(approval, v.run_status.as_ref());
             row.reason = v.reason.into_bytes();
             row.request_not_shown = not_shown.map(|n| (n, n > store::SHOWN_REQUEST_MAX));
-            // A proxy's index that cannot be read (a hand-made table) says nothing.
-            row.proxy_session = self
-                .store
-                .proxy_call(&row.run_id)
-                .ok()
-                .flatten()
-                .map(|p| p.session);
+            row.proxy_session = self.proxy_session(&row.run_id);
             row
         }))
     }
@@ -504,7 +493,10 @@ impl<S: ConsoleReads> ConsoleData for StoreData<S> {
                 // Each shown row's run status, by key (a window's worth of lookups): the
                 // screen offers cancel only on a run that has not finished.
                 for r in &mut page.rows {
-                    r.run_status = s.get_run_capped(&r.run_id).ok().map(|run| run.status);
+                    r.run_status = s
+                        .get_run_capped(&r.damage.run_id)
+                        .ok()
+                        .map(|run| run.status);
                 }
                 Reply::Damaged(page)
             }

@@ -53,11 +53,7 @@ impl std::fmt::Debug for Config {
     }
 }
 
-impl std::fmt::Display for Config {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        std::fmt::Debug::fmt(self, f)
-    }
-}
+super::display_as_debug!(Config);
 
 pub fn name(model: &str) -> String {
     format!("anthropic:{model}")
@@ -114,17 +110,8 @@ impl std::fmt::Debug for Anthropic {
     }
 }
 
-impl std::fmt::Display for Anthropic {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        std::fmt::Debug::fmt(self, f)
-    }
-}
-
-impl Serialize for Anthropic {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&format!("{self:?}"))
-    }
-}
+super::display_as_debug!(Anthropic);
+super::serialize_as_debug!(Anthropic);
 
 fn cap_fits(model: &str, n: i64) -> Result<(), String> {
     if n > MAX_NON_STREAMING_TOKENS {
@@ -146,9 +133,7 @@ impl Anthropic {
         mut cfg: Config,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Anthropic, String> {
-        if cfg.model.is_empty() {
-            return Err("anthropic: model is required".into());
-        }
+        shared::require_model(P, &cfg.model)?;
         let n = if cfg.name.is_empty() {
             let n = name(&cfg.model);
             if !prices().contains_key(&n) {
@@ -326,11 +311,9 @@ impl Anthropic {
             Header::Secret("x-api-key", &self.inner.key, ""),
             Header::Plain("anthropic-version", API_VERSION),
         ];
-        let ex = http::post(P, &self.inner.client, &self.inner.url, &headers, body).await?;
-        if let Some(f) = ex.failure(P) {
-            return Err(f);
-        }
-        parse_reply(&ex.body)
+        http::post(P, &self.inner.client, &self.inner.url, &headers, body)
+            .await?
+            .read(P, parse_reply)
     }
 }
 

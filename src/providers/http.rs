@@ -174,6 +174,18 @@ impl Exchange {
             &self.body,
         ))
     }
+
+    /// What `parse` reads from a 2xx body; any other status as [`Exchange::failure`] has it.
+    pub fn read<T>(
+        &self,
+        provider: &str,
+        parse: impl FnOnce(&[u8]) -> Result<T, Failure>,
+    ) -> Result<T, Failure> {
+        match self.failure(provider) {
+            Some(f) => Err(f),
+            None => parse(&self.body),
+        }
+    }
 }
 
 /// POSTs a JSON body and reads the reply (status, `Location`, `Retry-After`, body).

@@ -8,6 +8,34 @@
 //! `providers` feature. The conversation types, the endpoint and key rules, render and replay
 //! need no network and are always built.
 
+/// `Display` for each type as its `Debug` (which shows a key only as [`Secret`] does).
+#[cfg(feature = "providers")]
+macro_rules! display_as_debug {
+    ($($t:ty),*) => {$(
+        impl std::fmt::Display for $t {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                std::fmt::Debug::fmt(self, f)
+            }
+        }
+    )*};
+}
+#[cfg(feature = "providers")]
+pub(crate) use display_as_debug;
+
+/// Each type encodes as the string of its `Debug` (which shows a key only as [`Secret`] does).
+#[cfg(feature = "providers")]
+macro_rules! serialize_as_debug {
+    ($($t:ty),*) => {$(
+        impl serde::Serialize for $t {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(&format!("{self:?}"))
+            }
+        }
+    )*};
+}
+#[cfg(feature = "providers")]
+pub(crate) use serialize_as_debug;
+
 pub mod agent;
 pub mod render;
 pub mod replay;

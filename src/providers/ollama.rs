@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use super::http;
-use super::openai::{ReplyMessage, chat_messages, chat_model, function_tools, tool_use};
+use super::openai::{ReplyMessage, chat_body, chat_model, tool_use};
 use super::shared::{self, Failure};
 use super::wire::{ChatRequest, ChatResponse, ContentBlock};
 use crate::runtime::json::gojson::Object;
@@ -85,9 +85,7 @@ impl Ollama {
         cfg: Config,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Ollama, String> {
-        if cfg.model.is_empty() {
-            return Err("ollama: model is required".into());
-        }
+        shared::require_model(P, &cfg.model)?;
         let h = if !cfg.host.is_empty() {
             cfg.host.clone()
         } else {
@@ -98,11 +96,7 @@ impl Ollama {
         let base = host(&h)?;
         Ok(Ollama {
             inner: Arc::new(Inner {
-                name: if cfg.name.is_empty() {
-                    name(&cfg.model)
-                } else {
-                    cfg.name.clone()
-                },
+                name: shared::name_or(&cfg.name, || name(&cfg.model)),
                 model: cfg.model,
                 base,
                 think: cfg.think,
@@ -117,14 +111,7 @@ impl Ollama {
     }
 
     pub fn body(&self, req: &ChatRequest) -> Result<Vec<u8>, String> {
-        let messages = chat_messages(req, tool_call, tool_result)?;
-        let mut o = Object::new();
-        o.str("model", &self.inner.model)
-            .encoded("messages", &messages);
-        if !req.tools.is_empty() {
-            let tools = function_tools(P, &req.tools)?;
-            o.encoded("tools", &tools);
-        }
+        let mut o = chat_body(P, &self.inner.model, req, tool_call, tool_result)?;
         let opts = Object::new()
             .int("temperature", 0)
             .int("num_ctx", self.inner.num_ctx)
@@ -139,11 +126,9 @@ impl Ollama {
     async fn generate_chat(&self, req: ChatRequest) -> Result<ChatResponse, Failure> {
         let body = self.body(&req).map_err(Failure::Permanent)?;
         let url = format!("{}/api/chat", self.inner.base);
-        let ex = http::post(P, &self.inner.client, &url, &[], body).await?;
-        if let Some(f) = ex.failure(P) {
-            return Err(f);
-        }
-        parse_reply(&ex.body)
+        http::post(P, &self.inner.client, &url, &[], body)
+            .await?
+            .read(P, parse_reply)
     }
 }
 

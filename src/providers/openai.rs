@@ -40,11 +40,7 @@ impl std::fmt::Debug for Config {
     }
 }
 
-impl std::fmt::Display for Config {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        std::fmt::Debug::fmt(self, f)
-    }
-}
+super::display_as_debug!(Config);
 
 /// `openai:<model>`.
 pub fn name(model: &str) -> String {
@@ -75,17 +71,8 @@ impl std::fmt::Debug for OpenAi {
     }
 }
 
-impl std::fmt::Display for OpenAi {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        std::fmt::Debug::fmt(self, f)
-    }
-}
-
-impl Serialize for OpenAi {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&format!("{self:?}"))
-    }
-}
+super::display_as_debug!(OpenAi);
+super::serialize_as_debug!(OpenAi);
 
 impl OpenAi {
     /// Builds the adapter; `OPENAI_API_KEY` is read only for the default base.
@@ -98,9 +85,7 @@ impl OpenAi {
         cfg: Config,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<OpenAi, String> {
-        if cfg.model.is_empty() {
-            return Err("openai: model is required".into());
-        }
+        shared::require_model(P, &cfg.model)?;
         let mut key = cfg.api_key.clone();
         let base = cfg.base_url.trim_end_matches('/');
         let base = if base.is_empty() {
@@ -120,11 +105,7 @@ impl OpenAi {
         let client = http::client(loopback)?;
         Ok(OpenAi {
             inner: Arc::new(Inner {
-                name: if cfg.name.is_empty() {
-                    name(&cfg.model)
-                } else {
-                    cfg.name.clone()
-                },
+                name: shared::name_or(&cfg.name, || name(&cfg.model)),
                 model: cfg.model,
                 base: base.to_string(),
                 key,
@@ -135,14 +116,9 @@ impl OpenAi {
 
     /// The request body sent for `req`.
     pub fn body(&self, req: &ChatRequest) -> Result<Vec<u8>, String> {
-        let messages = chat_messages(req, tool_call, tool_result)?;
-        let mut o = Object::new();
-        o.str("model", &self.inner.model)
-            .encoded("messages", &messages);
+        let mut o = chat_body(P, &self.inner.model, req, tool_call, tool_result)?;
         if !req.tools.is_empty() {
-            let tools = function_tools(P, &req.tools)?;
-            o.encoded("tools", &tools)
-                .str("tool_choice", "auto")
+            o.str("tool_choice", "auto")
                 .bool("parallel_tool_calls", false);
         }
         o.int("temperature", 0)
@@ -157,11 +133,9 @@ impl OpenAi {
         if !self.inner.key.is_empty() {
             headers.push(Header::Secret("authorization", &self.inner.key, "Bearer "));
         }
-        let ex = http::post(P, &self.inner.client, &url, &headers, body).await?;
-        if let Some(f) = ex.failure(P) {
-            return Err(f);
-        }
-        parse_reply(&ex.body)
+        http::post(P, &self.inner.client, &url, &headers, body)
+            .await?
+            .read(P, parse_reply)
     }
 }
 
@@ -190,6 +164,25 @@ fn tool_result(b: &ContentBlock) -> Vec<u8> {
         .str_opt("tool_call_id", &b.tool_use_id)
         .str("content", &b.content)
         .finish()
+}
+
+/// The start of a chat-completions body both OpenAI and Ollama send: the model, the messages
+/// (see [`chat_messages`]) and, when the request has tools, `tools` (see [`function_tools`]);
+/// the adapter adds what follows.
+pub(crate) fn chat_body(
+    provider: &str,
+    model: &str,
+    req: &ChatRequest,
+    tool_call: impl Fn(&ContentBlock) -> Result<Vec<u8>, String>,
+    tool_result: impl Fn(&ContentBlock) -> Vec<u8>,
+) -> Result<Object, String> {
+    let messages = chat_messages(req, tool_call, tool_result)?;
+    let mut o = Object::new();
+    o.str("model", model).encoded("messages", &messages);
+    if !req.tools.is_empty() {
+        o.encoded("tools", &function_tools(provider, &req.tools)?);
+    }
+    Ok(o)
 }
 
 /// The `messages` array in the chat-completions shape both OpenAI and Ollama use: the system

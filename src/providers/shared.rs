@@ -111,6 +111,23 @@ fn not_http(provider: &str, base: &str) -> String {
     format!("{provider}: base URL {base:?} is not an http or https URL")
 }
 
+/// Refuses an adapter's config without a model.
+pub fn require_model(provider: &str, model: &str) -> Result<(), String> {
+    if model.is_empty() {
+        return Err(format!("{provider}: model is required"));
+    }
+    Ok(())
+}
+
+/// The configured accounting name, else the adapter's default for its model.
+pub fn name_or(configured: &str, default: impl FnOnce() -> String) -> String {
+    if configured.is_empty() {
+        default()
+    } else {
+        configured.to_string()
+    }
+}
+
 /// Splits a base URL as written; `Err` is the message for a URL that is not http(s).
 pub fn split_url(provider: &str, base: &str) -> Result<(Endpoint, bool), String> {
     let bad = || not_http(provider, base);

@@ -62,6 +62,12 @@ pub fn parse_json(bytes: &[u8]) -> Result<JsonNode, JsonError> {
     Ok(node)
 }
 
+/// An array's or an object's opening and closing bytes, the error where the opening one is
+/// not next, and the error where neither `,` nor the closing one follows an item.
+type Delimited = (u8, u8, &'static str, &'static str);
+const ARRAY: Delimited = (b'[', b']', "expected an array", "expected ',' or ']'");
+const OBJECT: Delimited = (b'{', b'}', "expected an object", "expected ',' or '}'");
+
 struct Parser<'a> {
     bytes: &'a [u8],
     pos: usize,
@@ -233,52 +239,51 @@ impl Parser<'_> {
     }
 
     fn array(&mut self, depth: usize) -> Result<JsonNode, JsonError> {
-        self.expect(b'[', "expected an array")?;
         let mut items = Vec::new();
-        self.skip_ws();
-        if self.peek() == Some(b']') {
-            self.pos += 1;
-            return Ok(JsonNode::Array(items));
-        }
-        loop {
-            self.skip_ws();
-            items.push(self.value(depth + 1)?);
-            self.skip_ws();
-            match self.peek() {
-                Some(b',') => self.pos += 1,
-                Some(b']') => {
-                    self.pos += 1;
-                    return Ok(JsonNode::Array(items));
-                }
-                _ => return Err(self.err("expected ',' or ']'")),
-            }
-        }
+        self.items(ARRAY, |p| {
+            items.push(p.value(depth + 1)?);
+            Ok(())
+        })?;
+        Ok(JsonNode::Array(items))
     }
 
     fn object(&mut self, depth: usize) -> Result<JsonNode, JsonError> {
-        self.expect(b'{', "expected an object")?;
         let mut members = Vec::new();
+        self.items(OBJECT, |p| {
+            let key = p.string()?;
+            p.skip_ws();
+            p.expect(b':', "expected ':'")?;
+            p.skip_ws();
+            members.push((key, p.value(depth + 1)?));
+            Ok(())
+        })?;
+        Ok(JsonNode::Object(members))
+    }
+
+    /// An array's or object's items between its `open` and `close`, separated by `,` and
+    /// each read by `item` (white space around each skipped here).
+    fn items(
+        &mut self,
+        (open, close, what, missing): Delimited,
+        mut item: impl FnMut(&mut Self) -> Result<(), JsonError>,
+    ) -> Result<(), JsonError> {
+        self.expect(open, what)?;
         self.skip_ws();
-        if self.peek() == Some(b'}') {
+        if self.peek() == Some(close) {
             self.pos += 1;
-            return Ok(JsonNode::Object(members));
+            return Ok(());
         }
         loop {
             self.skip_ws();
-            let key = self.string()?;
-            self.skip_ws();
-            self.expect(b':', "expected ':'")?;
-            self.skip_ws();
-            let value = self.value(depth + 1)?;
-            members.push((key, value));
+            item(self)?;
             self.skip_ws();
             match self.peek() {
                 Some(b',') => self.pos += 1,
-                Some(b'}') => {
+                Some(c) if c == close => {
                     self.pos += 1;
-                    return Ok(JsonNode::Object(members));
+                    return Ok(());
                 }
-                _ => return Err(self.err("expected ',' or '}'")),
+                _ => return Err(self.err(missing)),
             }
         }
     }

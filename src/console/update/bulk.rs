@@ -4,6 +4,7 @@
 
 use crossterm::event::{KeyCode, KeyEvent};
 
+use super::keys::reason_required;
 use crate::console::bulk::{BulkRun, Item, Purpose, Verb, item, run_item};
 use crate::console::data::{
     ApprovalRow, Choice, DecideError, Key, Query, RunHeader, Said, Write, WriteResult,
@@ -212,14 +213,10 @@ pub(super) fn scrolled(at: usize, a: Option<Action>, app: &App) -> usize {
 fn accept(app: &mut App, c: Box<BulkConfirm>) -> Vec<Effect> {
     let note = c.reason.text.trim().to_string();
     if note.is_empty() {
-        let what = if c.verb == Verb::Deny {
-            "a note for the agents is required: each is told it instead of its call's result"
-        } else {
-            "a reason is required"
-        };
-        app.notice = Some((Level::Error, what.into()));
-        app.overlay = Some(Overlay::Bulk(c));
-        return vec![];
+        let deny = (c.verb == Verb::Deny).then_some(
+            "a note for the agents is required: each is told it instead of its call's result",
+        );
+        return reason_required(app, deny, Overlay::Bulk(c));
     }
     let by = app.cfg.by.clone();
     let write = |i: &Item| -> Option<Write> {

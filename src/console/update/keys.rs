@@ -59,18 +59,27 @@ fn on_overlay_key(app: &mut App, k: KeyEvent) -> Vec<Effect> {
     }
 }
 
+/// A confirmation given without the reason it asks for, kept open (`keep`) with the error:
+/// `deny_note` where the reason is a denial's note for the agent, else "a reason is required".
+pub(super) fn reason_required(
+    app: &mut App,
+    deny_note: Option<&'static str>,
+    keep: Overlay,
+) -> Vec<Effect> {
+    let what = deny_note.unwrap_or("a reason is required");
+    app.notice = Some((Level::Error, what.into()));
+    app.overlay = Some(keep);
+    vec![]
+}
+
 /// Enter on a confirmation: the write it names (a reason is required where one is asked).
 fn accept(app: &mut App, c: Box<Confirm>) -> Vec<Effect> {
     let reason = c.reason.as_ref().map(|r| r.text.trim().to_string());
     if reason.as_deref() == Some("") {
-        let what = if c.what.is_deny() {
-            "a note for the agent is required: it is told the note instead of the call's result"
-        } else {
-            "a reason is required"
-        };
-        app.notice = Some((Level::Error, what.into()));
-        app.overlay = Some(Overlay::Confirm(c));
-        return vec![];
+        let deny = c.what.is_deny().then_some(
+            "a note for the agent is required: it is told the note instead of the call's result",
+        );
+        return reason_required(app, deny, Overlay::Confirm(c));
     }
     let by = app.cfg.by.clone();
     let note = reason.unwrap_or_default();

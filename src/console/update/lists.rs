@@ -64,9 +64,14 @@ pub(super) fn damaged(s: &mut DamagedScreen, a: Action, cx: &Ctx, out: &mut Outc
     }
     next_match(cx.rows, &mut s.list, &s.filter, a, out, DamagedRow::key);
     match a {
-        Action::Open => out.push = s.list.selected().map(|r| (true, r.run_id.clone())),
+        Action::Open => out.push = s.list.selected().map(|r| (true, r.damage.run_id.clone())),
         Action::Filter => out.overlay = Some(edit(&s.filter)),
-        Action::Copy => out.copy = s.list.selected().map(|r| text::bytes_escaped(&r.raw)),
+        Action::Copy => {
+            out.copy = s
+                .list
+                .selected()
+                .map(|r| text::bytes_escaped(&r.damage.raw))
+        }
         Action::CancelRun => {
             out.confirm = Some(match s.list.selected() {
                 Some(_) if cx.cfg.read_only => Err(READ_ONLY.into()),
@@ -74,7 +79,7 @@ pub(super) fn damaged(s: &mut DamagedScreen, a: Action, cx: &Ctx, out: &mut Outc
                     run_status: Some(st),
                     ..
                 }) if st.is_terminal() => Err(format!("run is already finished ({st})")),
-                Some(r) => Ok(cancel_confirm(&r.run_id, None)),
+                Some(r) => Ok(cancel_confirm(&r.damage.run_id, None)),
                 None => Err("no row selected".into()),
             })
         }

@@ -91,11 +91,7 @@ impl App {
                     id,
                     keep,
                     win,
-                    |r| {
-                        r.row_id
-                            .as_str()
-                            .map(|id| (r.table, id.to_string(), r.column))
-                    },
+                    DamagedRow::anchor,
                     |offset, anchor, end| {
                         narrowed(
                             filter,
@@ -207,63 +203,30 @@ fn narrowed(filter: String, list: Query) -> Query {
 /// The read of the run detail's open tab.
 fn tab_query(s: &mut RunDetailScreen, id: u64, keep: bool, win: u64) -> Query {
     let run = s.id.clone();
+    // The tabs differ only in their list, their query and what anchors a read by key.
+    macro_rules! tab {
+        ($list:ident, $query:ident, $anchor:expr) => {
+            list_query(
+                &mut s.$list,
+                id,
+                keep,
+                win,
+                $anchor,
+                |offset, anchor, end| Query::$query {
+                    run,
+                    offset,
+                    limit: win,
+                    anchor,
+                    end,
+                },
+            )
+        };
+    }
     match s.tab {
-        Tab::Steps => list_query(
-            &mut s.steps,
-            id,
-            keep,
-            win,
-            |r| r.id.as_str().map(str::to_string),
-            |offset, anchor, end| Query::Steps {
-                run,
-                offset,
-                limit: win,
-                anchor,
-                end,
-            },
-        ),
-        Tab::Events => list_query(
-            &mut s.events,
-            id,
-            keep,
-            win,
-            |r| Some(r.seq),
-            |offset, anchor, end| Query::Events {
-                run,
-                offset,
-                limit: win,
-                anchor,
-                end,
-            },
-        ),
-        Tab::Approvals => list_query(
-            &mut s.approvals,
-            id,
-            keep,
-            win,
-            |r| r.id.as_str().map(str::to_string),
-            |offset, anchor, end| Query::Approvals {
-                run,
-                offset,
-                limit: win,
-                anchor,
-                end,
-            },
-        ),
-        Tab::ModelCalls => list_query(
-            &mut s.calls,
-            id,
-            keep,
-            win,
-            |r| r.id.as_str().map(str::to_string),
-            |offset, anchor, end| Query::ModelCalls {
-                run,
-                offset,
-                limit: win,
-                anchor,
-                end,
-            },
-        ),
+        Tab::Steps => tab!(steps, Steps, |r| r.id.as_str().map(str::to_string)),
+        Tab::Events => tab!(events, Events, |r| Some(r.seq)),
+        Tab::Approvals => tab!(approvals, Approvals, |r| r.id.as_str().map(str::to_string)),
+        Tab::ModelCalls => tab!(calls, ModelCalls, |r| r.id.as_str().map(str::to_string)),
     }
 }
 

@@ -6,7 +6,7 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::Line;
 use ratatui::widgets::{Paragraph, Wrap};
 
-use super::widgets::{self, block, cell, col, position, table};
+use super::widgets::{self, block, cell, col, table};
 use crate::console::data::DamagedRow;
 use crate::console::state::{App, DamagedScreen};
 use crate::console::text;
@@ -21,10 +21,7 @@ pub(super) fn draw(f: &mut Frame, area: Rect, app: &App, s: &DamagedScreen) {
         Constraint::Length(raw_h),
     ])
     .areas(area);
-    let mut t = vec![widgets::styled(
-        format!(" Damaged rows {}", position(&s.list)),
-        th.style(Role::Title),
-    )];
+    let mut t = vec![widgets::list_title(app, "Damaged rows", &s.list)];
     if s.filter.is_empty() {
         t.push(widgets::dim(
             app,
@@ -42,9 +39,9 @@ pub(super) fn draw(f: &mut Frame, area: Rect, app: &App, s: &DamagedScreen) {
         &s.list,
         |r, ws| {
             vec![
-                cell(app, r.run_id.as_bytes(), 8),
+                cell(app, r.damage.run_id.as_bytes(), 8),
                 row_cell(app, r, ws[1]).style(th.style(Role::Damaged)),
-                cell(app, r.error.as_bytes(), ws[2]),
+                cell(app, r.damage.error.as_bytes(), ws[2]),
             ]
         },
         if s.filter.is_empty() {
@@ -57,16 +54,16 @@ pub(super) fn draw(f: &mut Frame, area: Rect, app: &App, s: &DamagedScreen) {
         Some(r) => (
             format!(
                 " raw {}.{} ({} bytes{}) ",
-                r.table,
-                r.column,
-                r.raw_len,
-                if r.raw_len as usize > r.raw.len() {
+                r.damage.table,
+                r.damage.column,
+                r.damage.raw_len,
+                if r.damage.raw_len as usize > r.damage.raw.len() {
                     ", first 4096 shown"
                 } else {
                     ""
                 }
             ),
-            Line::styled(text::bytes_escaped(&r.raw), th.style(Role::Text)),
+            Line::styled(text::bytes_escaped(&r.damage.raw), th.style(Role::Text)),
         ),
         None => (" raw ".into(), Line::from("")),
     };
@@ -82,8 +79,8 @@ pub(super) fn draw(f: &mut Frame, area: Rect, app: &App, s: &DamagedScreen) {
 /// `\xNN`); a plain id shows its first 6 characters as before, any other is cut head-and-tail
 /// with a marker in the rest of the column.
 fn row_cell(app: &App, r: &DamagedRow, w: u16) -> Line<'static> {
-    let head = format!("{}.{} ", r.table, r.column);
-    let id = r.row_id.as_bytes();
+    let head = format!("{}.{} ", r.damage.table, r.damage.column);
+    let id = r.damage.row_id.as_bytes();
     let escaped = text::escaped(id);
     let id_line = if escaped.as_bytes() == id {
         Line::from(escaped.chars().take(6).collect::<String>())

@@ -7,7 +7,7 @@ use ratatui::text::Line;
 use ratatui::widgets::Paragraph;
 
 use super::age;
-use super::widgets::{self, Col, cell, col, position, table};
+use super::widgets::{self, Col, cell, col, table};
 use crate::console::data::QueueRow;
 use crate::console::filter;
 use crate::console::sort::Sort;
@@ -23,10 +23,7 @@ pub(super) fn draw(f: &mut Frame, area: Rect, app: &App, s: &QueueScreen) {
     let th = &app.theme;
     let [title, rest] = Layout::vertical([Constraint::Length(1), Constraint::Min(1)]).areas(area);
     let mut t = vec![
-        widgets::styled(
-            format!(" Pending approvals {}", position(&s.list)),
-            th.style(Role::Title),
-        ),
+        widgets::list_title(app, "Pending approvals", &s.list),
         widgets::dim(app, format!("  {}", s.sort.label())),
     ];
     if !s.filter.is_empty() {

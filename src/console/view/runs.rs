@@ -6,7 +6,7 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
-use super::widgets::{self, Col, cell, col, position, run_status_cell, table};
+use super::widgets::{self, Col, cell, col, run_status_cell, table};
 use crate::console::state::{App, RunsScreen};
 use crate::console::theme::Role;
 use crate::console::time;
@@ -15,10 +15,7 @@ pub(super) fn draw(f: &mut Frame, area: Rect, app: &App, s: &RunsScreen) {
     let th = &app.theme;
     let [title, rest] = Layout::vertical([Constraint::Length(1), Constraint::Min(1)]).areas(area);
     let mut t = vec![
-        widgets::styled(
-            format!(" Runs {}", position(&s.list)),
-            th.style(Role::Title),
-        ),
+        widgets::list_title(app, "Runs", &s.list),
         widgets::dim(app, "  newest first"),
     ];
     if let Some(st) = &s.status {

@@ -173,6 +173,14 @@ pub fn position<T>(l: &ListView<T>) -> String {
     }
 }
 
+/// A list screen's title: its name and the cursor's place in the list.
+pub fn list_title<T>(app: &App, name: &str, l: &ListView<T>) -> Span<'static> {
+    styled(
+        format!(" {name} {}", position(l)),
+        app.theme.style(Role::Title),
+    )
+}
+
 pub fn dim(app: &App, s: impl Into<String>) -> Span<'static> {
     Span::styled(s.into(), app.theme.style(Role::Dim))
 }
