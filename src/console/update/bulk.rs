@@ -4,7 +4,7 @@
 
 use crossterm::event::{KeyCode, KeyEvent};
 
-use super::keys::reason_required;
+use super::outcome::reason_required;
 use crate::console::bulk::{BulkRun, Item, Purpose, Verb, item, run_item};
 use crate::console::data::{
     ApprovalRow, Choice, DecideError, Key, Query, RunHeader, Said, Write, WriteResult,

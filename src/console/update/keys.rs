@@ -5,6 +5,7 @@ use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 
 use super::actions::on_action;
 use super::command_line::on_command_key;
+use super::outcome::reason_required;
 use crate::console::data::{Choice, Write};
 use crate::console::msg::Effect;
 use crate::console::state::{App, Confirm, Level, Overlay, Pending, TextInput};
@@ -57,19 +58,6 @@ fn on_overlay_key(app: &mut App, k: KeyEvent) -> Vec<Effect> {
         Overlay::ApproveTable(t) => super::table::on_key(app, t, k),
         ov @ (Overlay::Bulk(_) | Overlay::BulkResult(_)) => super::bulk::on_overlay_key(app, ov, k),
     }
-}
-
-/// A confirmation given without the reason it asks for, kept open (`keep`) with the error:
-/// `deny_note` where the reason is a denial's note for the agent, else "a reason is required".
-pub(super) fn reason_required(
-    app: &mut App,
-    deny_note: Option<&'static str>,
-    keep: Overlay,
-) -> Vec<Effect> {
-    let what = deny_note.unwrap_or("a reason is required");
-    app.notice = Some((Level::Error, what.into()));
-    app.overlay = Some(keep);
-    vec![]
 }
 
 /// Enter on a confirmation: the write it names (a reason is required where one is asked).

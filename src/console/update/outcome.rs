@@ -3,6 +3,7 @@
 
 use crate::console::data::Key;
 use crate::console::keymap::Action;
+use crate::console::msg::Effect;
 use crate::console::nav::ListView;
 use crate::console::state::{App, AppConfig, Confirm, Level, Overlay};
 
@@ -79,3 +80,16 @@ pub(super) fn is_move(a: Action) -> bool {
 
 /// The refusal every write gives in a read-only console.
 pub(super) const READ_ONLY: &str = "read-only: actions are off (started with --read-only)";
+
+/// A confirmation given without the reason it asks for, kept open (`keep`) with the error:
+/// `deny_note` where the reason is a denial's note for the agent, else "a reason is required".
+pub(super) fn reason_required(
+    app: &mut App,
+    deny_note: Option<&'static str>,
+    keep: Overlay,
+) -> Vec<Effect> {
+    let what = deny_note.unwrap_or("a reason is required");
+    app.notice = Some((Level::Error, what.into()));
+    app.overlay = Some(keep);
+    vec![]
+}
