@@ -17,22 +17,9 @@ use countersign::pgstore::copy::{Endpoint, copy};
 use countersign::pgstore::{PgStore, postgres};
 use host::{Host, approval_in, server_calls, verify};
 use mcp_support::*;
-use pg_support::{TestDb, cs, said};
+use pg_support::{SECRET, TestDb, cs, said, with_password};
 
 const W: &str = r#"{"path": "/tmp/a", "text": "hi"}"#;
-
-const SECRET: &str = "s3cret-pw";
-
-/// `url` with the password [`SECRET`] when it has none (else as it is).
-fn with_password(url: &str) -> String {
-    let after = url.find("://").map(|i| i + 3).unwrap_or(0);
-    match url[after..].find('@') {
-        Some(at) if !url[after..after + at].contains(':') => {
-            format!("{}:{SECRET}{}", &url[..after + at], &url[after + at..])
-        }
-        _ => url.to_string(),
-    }
-}
 
 /// The test configuration (reads allowed, writes need approval, holds answer at once) on
 /// the database `url`, pinned.

@@ -10,6 +10,7 @@ mod pg_support;
 use std::process::{Command, Output};
 
 use countersign::pgstore::copy::{Endpoint, copy};
+use pg_support::{SECRET, with_password};
 
 fn cs(db: &str, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_countersign"))
@@ -29,11 +30,6 @@ fn text(o: &Output) -> (String, String, Option<i32>) {
         String::from_utf8_lossy(&o.stderr).into_owned(),
         o.status.code(),
     )
-}
-
-/// The URL with a password in it (the test cluster trusts its socket; it must never print).
-fn with_password(url: &str) -> String {
-    url.replacen("@", ":s3cret-pw@", 1)
 }
 
 #[test]
@@ -99,10 +95,7 @@ fn pg_show_and_events_print_what_they_print_on_sqlite() {
         let (so, se, sc) = text(&cs(path, &args));
         let (po, pe, pc) = text(&cs(&url, &args));
         for t in [&po, &pe] {
-            assert!(
-                !t.contains("s3cret-pw"),
-                "{args:?} printed the password: {t}"
-            );
+            assert!(!t.contains(SECRET), "{args:?} printed the password: {t}");
         }
         // The database is named by its path, or by its URL (password hidden, shell-quoted).
         let norm = |t: &str| {
@@ -160,7 +153,7 @@ fn pg_watch_existing_prints_what_it_prints_on_sqlite() {
         let p = text(&cs(&url, &args));
         assert_eq!(s, p, "watch {args:?}");
         assert_eq!(p.0.lines().count() as i64, pending, "{}", p.0);
-        assert!(!p.0.contains("s3cret-pw") && !p.1.contains("s3cret-pw"));
+        assert!(!p.0.contains(SECRET) && !p.1.contains(SECRET));
     }
 }
 

@@ -79,6 +79,21 @@ pub fn cs(args: &[&str]) -> std::process::Output {
         .expect("countersign runs")
 }
 
+/// The password [`with_password`] puts in a URL: no output may ever show it.
+pub const SECRET: &str = "s3cret-pw";
+
+/// `url` with the password [`SECRET`] when it has none (else as it is). The test cluster
+/// trusts its socket, so the password is accepted and never checked.
+pub fn with_password(url: &str) -> String {
+    let after = url.find("://").map(|i| i + 3).unwrap_or(0);
+    match url[after..].find('@') {
+        Some(at) if !url[after..after + at].contains(':') => {
+            format!("{}:{SECRET}{}", &url[..after + at], &url[after + at..])
+        }
+        _ => url.to_string(),
+    }
+}
+
 /// What a run of the binary printed, stdout then stderr.
 pub fn said(o: &std::process::Output) -> String {
     format!(
