@@ -799,3 +799,76 @@ fn the_decision_pages_recheck_runs_on_the_database_thread() {
         Input::Reply(7, Reply::Recheck(Recheck::Unavailable(_)))
     ));
 }
+
+/// Issue 19's first frame: a list's first read asks for one screen, and once those rows are
+/// shown the whole window around the cursor follows (so the first frame does not wait for the
+/// screens below it); a first read that held the whole list is not read again.
+#[test]
+fn a_lists_first_read_is_one_screen_and_the_whole_window_follows() {
+    let d = tempfile::tempdir().unwrap();
+    let (db, _) = fixture(
+        d.path(),
+        "big",
+        "queue,completed",
+        &["--big", "300", "--steps-per-run", "1"],
+    );
+    let mut h = Harness::open(&db, 80, 24);
+    let screen = u64::from(h.app.list_rows());
+    let limit_of = |q: &Query| match q {
+        Query::Runs { limit, .. } => Some(*limit),
+        _ => None,
+    };
+    h.holding = true;
+    h.keys("2");
+    let firsts: Vec<u64> = h.held.iter().filter_map(|(_, q, _)| limit_of(q)).collect();
+    assert_eq!(firsts, vec![screen], "one read of one screen");
+    let (id, _, r) = h.held.remove(0);
+    let fx = update(&mut h.app, Input::Reply(id, r));
+    let rows_now = |h: &Harness| match h.app.top() {
+        Screen::Runs(s) => s.list.page.rows.len() as u64,
+        _ => panic!("not on the runs"),
+    };
+    // The first screen is shown before the rest is read...
+    assert_eq!(rows_now(&h), screen);
+    assert!(h.screen().contains("COMPLETED"), "{}", h.screen());
+    // ...and the whole window follows.
+    let wides: Vec<u64> = fx
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Query(_, q) => limit_of(q),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(wides.len(), 1, "{fx:?}");
+    assert!(wides[0] >= 3 * screen, "{wides:?} against {screen}");
+    h.holding = false;
+    h.run(fx);
+    assert_eq!(rows_now(&h), wides[0]);
+    // The cursor moves within what was read, no read of one screen again.
+    h.holding = true;
+    h.key(KeyCode::Down);
+    assert!(h.held.is_empty(), "{} reads", h.held.len());
+
+    // A list whose first read held all of it: no second read.
+    let (all, _) = all_db();
+    let mut h = Harness::open(all, 80, 60);
+    h.holding = true;
+    h.keys("2");
+    let (id, _, r) = h.held.remove(0);
+    let fx = update(&mut h.app, Input::Reply(id, r));
+    match h.app.top() {
+        Screen::Runs(s) => {
+            assert!(
+                s.list.page.exact,
+                "the small database's runs fit one screen"
+            );
+            assert!((s.list.page.rows.len() as u64) < u64::from(h.app.list_rows()));
+        }
+        _ => panic!("not on the runs"),
+    }
+    assert!(
+        !fx.iter()
+            .any(|e| matches!(e, Effect::Query(_, q) if limit_of(q).is_some())),
+        "{fx:?}"
+    );
+}

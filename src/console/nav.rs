@@ -9,6 +9,12 @@ pub fn window_for(view_rows: u16) -> u64 {
     (u64::from(view_rows) * 3).max(30)
 }
 
+/// Rows of a list's first read: one screen, so the first frame waits for what it draws and
+/// not for the screens below it; the whole window follows (`ListView::short`).
+pub fn first_window_for(view_rows: u16) -> u64 {
+    u64::from(view_rows).max(10)
+}
+
 #[derive(Debug, Clone)]
 pub struct ListView<T> {
     pub page: Page<T>,
@@ -25,6 +31,9 @@ pub struct ListView<T> {
     /// Set by a jump to the end of a list longer than a window counts: its length is asked
     /// for first, then the cursor goes to the last row and the window is read from the end.
     pub to_end: bool,
+    /// The read in flight (or the page applied) is the list's first, one screen long: once it
+    /// is shown, the whole window around the cursor is read.
+    pub short: bool,
 }
 
 impl<T> Default for ListView<T> {
@@ -43,6 +52,7 @@ impl<T> Default for ListView<T> {
             loaded: false,
             top: 0,
             to_end: false,
+            short: false,
         }
     }
 }
@@ -90,6 +100,20 @@ impl<T> ListView<T> {
         } else {
             None
         }
+    }
+
+    /// Whether the page of a first, one-screen read is shown, nothing else is in flight and
+    /// the list holds more than that page: the whole window is to be read now. The flag is
+    /// cleared once the page is shown.
+    pub fn widen_due(&mut self) -> bool {
+        if !(self.short && self.loaded && self.pending.is_none()) {
+            return false;
+        }
+        self.short = false;
+        let whole = self.page.exact
+            && self.page.offset == 0
+            && self.page.rows.len() as u64 >= self.page.total;
+        !whole
     }
 
     /// Goes to the last row: at once when the length is known, else asks for it first

@@ -5,7 +5,7 @@ use crate::console::data::*;
 use crate::console::fields;
 use crate::console::layout;
 use crate::console::msg::Effect;
-use crate::console::nav::{ListView, window_for};
+use crate::console::nav::{ListView, first_window_for, window_for};
 use crate::console::state::{App, ApprovalScreen, RunDetailScreen, Screen};
 use crate::console::theme::Role;
 
@@ -32,7 +32,7 @@ impl App {
 
     /// Reads the top screen's data; `keep` re-reads the same window (live reload).
     pub(crate) fn load_top(&mut self, keep: bool) -> Vec<Effect> {
-        let win = window_for(self.list_rows());
+        let win = Window::new(self.list_rows());
         let id = self.id();
         let Some(top) = self.stack.last_mut() else {
             return vec![];
@@ -46,14 +46,14 @@ impl App {
                     keep,
                     win,
                     |r| r.approval_id.as_str().map(str::to_string),
-                    |offset, anchor, end| {
+                    |offset, limit, anchor, end| {
                         narrowed(
                             filter,
                             Query::Queue {
                                 filter: String::new(),
                                 sort,
                                 offset,
-                                limit: win,
+                                limit,
                                 anchor,
                                 end,
                             },
@@ -69,14 +69,14 @@ impl App {
                     keep,
                     win,
                     |r| r.id.as_str().map(str::to_string),
-                    |offset, anchor, end| {
+                    |offset, limit, anchor, end| {
                         narrowed(
                             filter,
                             Query::Runs {
                                 status,
                                 filter: String::new(),
                                 offset,
-                                limit: win,
+                                limit,
                                 anchor,
                                 end,
                             },
@@ -92,12 +92,12 @@ impl App {
                     keep,
                     win,
                     DamagedRow::anchor,
-                    |offset, anchor, end| {
+                    |offset, limit, anchor, end| {
                         narrowed(
                             filter,
                             Query::Damaged {
                                 offset,
-                                limit: win,
+                                limit,
                                 anchor,
                                 end,
                             },
@@ -131,7 +131,7 @@ impl App {
     /// changed). The run detail's header is not read again: a read of it still in flight
     /// stays the one it waits for (issue 16: it was replaced by a read never sent).
     pub(crate) fn load_window(&mut self) -> Vec<Effect> {
-        let win = window_for(self.list_rows());
+        let win = Window::new(self.list_rows());
         let id = self.id();
         match self.stack.last_mut() {
             Some(Screen::RunDetail(s)) => vec![Effect::Query(id, tab_query(s, id, false, win))],
@@ -201,7 +201,7 @@ fn narrowed(filter: String, list: Query) -> Query {
 }
 
 /// The read of the run detail's open tab.
-fn tab_query(s: &mut RunDetailScreen, id: u64, keep: bool, win: u64) -> Query {
+fn tab_query(s: &mut RunDetailScreen, id: u64, keep: bool, win: Window) -> Query {
     let run = s.id.clone();
     // The tabs differ only in their list, their query and what anchors a read by key.
     macro_rules! tab {
@@ -212,10 +212,10 @@ fn tab_query(s: &mut RunDetailScreen, id: u64, keep: bool, win: u64) -> Query {
                 keep,
                 win,
                 $anchor,
-                |offset, anchor, end| Query::$query {
+                |offset, limit, anchor, end| Query::$query {
                     run,
                     offset,
-                    limit: win,
+                    limit,
                     anchor,
                     end,
                 },
@@ -230,25 +230,45 @@ fn tab_query(s: &mut RunDetailScreen, id: u64, keep: bool, win: u64) -> Query {
     }
 }
 
+/// How many rows a list's read asks for: a window of a few screens, or one screen when the
+/// list has not been read yet (the first frame waits only for what it draws).
+#[derive(Clone, Copy)]
+struct Window {
+    whole: u64,
+    first: u64,
+}
+
+impl Window {
+    fn new(view_rows: u16) -> Window {
+        Window {
+            whole: window_for(view_rows),
+            first: first_window_for(view_rows),
+        }
+    }
+}
+
 /// The read of a list's window for its cursor (`keep`: the same window again, a live reload):
 /// by key around the first row already read when that row is nearer than the list's start,
 /// or from the end when the length is known and the end is nearer (the store picks the nearest;
 /// issue 14 item 8). After a jump to the end of a list longer than a window counts, its length
-/// is asked first (on the counting lane).
+/// is asked first (on the counting lane). A list's first read is one screen long; the whole
+/// window follows once it is shown (`replies::on_reply`).
 fn list_query<T, K>(
     l: &mut ListView<T>,
     id: u64,
     keep: bool,
-    win: u64,
+    win: Window,
     key: impl Fn(&T) -> Option<K>,
-    build: impl FnOnce(u64, Option<(u64, K)>, Option<u64>) -> Query,
+    build: impl FnOnce(u64, u64, Option<(u64, K)>, Option<u64>) -> Query,
 ) -> Query {
+    l.short = !keep && !l.loaded && !l.to_end;
+    let limit = if l.short { win.first } else { win.whole };
     let off = if keep {
         l.page.offset
     } else {
-        l.window_offset(win)
+        l.window_offset(limit)
     };
-    let q = build(off, l.anchor(off, key), l.end());
+    let q = build(off, limit, l.anchor(off, key), l.end());
     if l.to_end && !l.page.exact {
         l.counting = Some(id);
         Query::Length(Box::new(q))

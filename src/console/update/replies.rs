@@ -84,6 +84,13 @@ pub(super) fn on_reply(app: &mut App, id: u64, r: Reply) -> Vec<Effect> {
     if follow.reload_end {
         fx.extend(app.start());
     }
+    // A list's first read was one screen; it is shown, the whole window around it follows
+    // (and the queue's count with that window's reply, not twice).
+    if app.stack.last_mut().is_some_and(widen_due) {
+        let top = app.stack.len() - 1;
+        follow.count_for.take_if(|(depth, _)| *depth == top);
+        fx.extend(app.load_window());
+    }
     // The rows are shown; the queue's count comes after them (on the counting lane).
     if let Some((depth, filter)) = follow.count_for {
         let cid = app.id();
@@ -97,6 +104,23 @@ pub(super) fn on_reply(app: &mut App, id: u64, r: Reply) -> Vec<Effect> {
         fx.extend(app.load_counts());
     }
     fx
+}
+
+/// Whether the screen's list (the run detail's open tab) showed its first, one-screen read
+/// and is to be read whole now.
+fn widen_due(s: &mut Screen) -> bool {
+    match s {
+        Screen::Queue(s) => s.list.widen_due(),
+        Screen::Runs(s) => s.list.widen_due(),
+        Screen::Damaged(s) => s.list.widen_due(),
+        Screen::RunDetail(s) => match s.tab {
+            Tab::Steps => s.steps.widen_due(),
+            Tab::Events => s.events.widen_due(),
+            Tab::Approvals => s.approvals.widen_due(),
+            Tab::ModelCalls => s.calls.widen_due(),
+        },
+        _ => false,
+    }
 }
 
 /// Closes a decision dialog whose approval a reload found decided (by another console or
