@@ -2,7 +2,6 @@
 //! real server of `pg_support`: the bulk forms of reject, deny and cancel (the same output and
 //! exit codes as on SQLite, compare-and-set per row), `recheck`, resume and recheck from the
 //! console, and `demo` written into an empty PostgreSQL database.
-#![cfg(feature = "postgres")]
 
 mod pg_support;
 mod pty_support;

@@ -3,7 +3,6 @@
 //! both readers; an approve from the console lands through the operator's compare-and-set and
 //! a stale one is refused; the reader's data version moves when a sequencer pass chains a
 //! batch (LISTEN/NOTIFY), and not for a commit with nothing chained.
-#![cfg(feature = "postgres")]
 
 mod console_support;
 mod pg_support;

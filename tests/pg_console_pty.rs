@@ -2,7 +2,6 @@
 //! postgres://…` opens it, and a decision another reviewer makes in another process appears
 //! once a sequencer chains its events (the sequencer's NOTIFY), with no key pressed; the
 //! password in the URL never reaches the screen.
-#![cfg(feature = "postgres")]
 
 mod console_support;
 mod pg_support;

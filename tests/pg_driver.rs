@@ -6,7 +6,6 @@
 //! runs nothing; two owners on two connections contend for one run (one holds it, the other is
 //! refused with `RunLeased`, and takes it over once the lease lapses); and the lease is judged
 //! by the server's clock, whatever the client's clock reads.
-#![cfg(feature = "postgres")]
 
 mod pg_support;
 use pg_support::{cs, demo_refund_on, refunds_of, said};

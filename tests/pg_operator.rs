@@ -3,7 +3,6 @@
 //! the store trait PostgreSQL implements; a decision lands in one transaction, its events go
 //! through the inbox and a sequencer chains them; a stale shown hash is refused; two reviewers
 //! deciding at once on two connections get one winner; the reviewer role can do all of it.
-#![cfg(feature = "postgres")]
 
 mod pg_support;
 use pg_support::{cs, said};

@@ -2,7 +2,6 @@
 //! for the same database, copied from SQLite, they print what they print on SQLite (text and
 //! `--json`, the database named by its URL with the password hidden) and exit the same way; a
 //! password in the URL never appears.
-#![cfg(feature = "postgres")]
 
 mod console_support;
 mod pg_support;

@@ -2,7 +2,6 @@
 //! server: writers commit events to the inbox without waiting on the chain head, sequencers
 //! chain them gap-free in an order that keeps each writer's own order, readers see an event
 //! once it is chained, and a copy never leaves committed events behind.
-#![cfg(feature = "postgres")]
 
 mod pg_support;
 mod support;

@@ -1,7 +1,6 @@
 //! PostgreSQL (issue 19, first slice) against a real server (`tests/pg_support`): the URL's
 //! redaction, the schema's versioning, `copy` between SQLite and PostgreSQL on every fixture
 //! scenario, `verify` on PostgreSQL, and the reviewer role.
-#![cfg(feature = "postgres")]
 
 mod pg_support;
 use pg_support::{cs, said};

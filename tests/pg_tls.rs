@@ -3,7 +3,6 @@
 //! without TLS. `disable` is plain; `prefer` and `require` are encrypted (the server's
 //! `pg_stat_ssl` says so); `verify-full` connects only with the CA that signed the certificate
 //! and the name it was issued for; `require` refuses a server that offers no TLS.
-#![cfg(feature = "postgres")]
 
 mod pg_support;
 

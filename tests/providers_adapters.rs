@@ -2,7 +2,6 @@
 //! mapping, replies (tool use, text only, max tokens, refusal), error classes (429 with
 //! Retry-After, 5xx, 400, a redirect, a body over the cap, a connection dropped mid-body,
 //! implausible usage) and key hygiene. No test reaches beyond this machine.
-#![cfg(feature = "providers")]
 
 mod providers_support;
 

@@ -1,7 +1,6 @@
 //! `countersign agent` end to end: the example consumer on a "live" model served by a local
 //! OpenAI-compatible server on 127.0.0.1; the run database checked by the independent
 //! verifier. Also the one-line failures: no key, a key file others can read, no network.
-#![cfg(feature = "providers")]
 
 mod providers_support;
 mod runtime_support;

@@ -1,6 +1,5 @@
 //! Runs driven by a model through the render layer, and replay: a run recorded against a local
 //! OpenAI-compatible server replays offline, byte for byte.
-#![cfg(feature = "providers")]
 
 mod providers_support;
 mod runtime_support;

@@ -26,15 +26,35 @@ pub fn run(r: Reading<'_>, a: &WatchArgs) -> Result<(), CommandError> {
     let (db, store, json_out, out) = r.parts();
     let watch = ChangeWatch::new(&db, Duration::from_millis(500));
     let mut version = store.data_version().map_err(fail)?;
-    let mut after = if a.existing {
-        0
-    } else {
-        store.last_approval_rowid().map_err(fail)?
-    };
+    follow(
+        || store.last_approval_rowid().map_err(fail),
+        |after| store.approvals_after(after, BATCH).map_err(fail),
+        || {
+            version = store.wait_for_commit(&watch, version, WAKE).map_err(fail)?;
+            Ok(())
+        },
+        json_out,
+        out,
+        a,
+    )
+}
+
+/// Announces the approvals as they arrive, until `--count` are told: from the newest
+/// (`latest`), or from the start with `--existing`. `read` gives the approvals past a mark and
+/// the mark past them; when a read brings nothing new, `wait` waits for a change.
+fn follow(
+    latest: impl FnOnce() -> Result<i64, CommandError>,
+    read: impl Fn(i64) -> Result<(Vec<ArrivedApproval>, i64), CommandError>,
+    mut wait: impl FnMut() -> Result<(), CommandError>,
+    json_out: bool,
+    out: &mut super::out::Out,
+    a: &WatchArgs,
+) -> Result<(), CommandError> {
+    let mut after = if a.existing { 0 } else { latest()? };
     let mut told = 0u64;
     loop {
         loop {
-            let (batch, last) = store.approvals_after(after, BATCH).map_err(fail)?;
+            let (batch, last) = read(after)?;
             if announce(&batch, json_out, out, a, &mut told)? {
                 return Ok(());
             }
@@ -43,7 +63,7 @@ pub fn run(r: Reading<'_>, a: &WatchArgs) -> Result<(), CommandError> {
             }
             after = last;
         }
-        version = store.wait_for_commit(&watch, version, WAKE).map_err(fail)?;
+        wait()?;
     }
 }
 
@@ -86,27 +106,14 @@ pub fn run_pg(
     store.prepare_console_reads().map_err(fail)?;
     // Listening before the first read: a batch chained after it is never missed.
     let mut listener = crate::pgstore::Listener::open(store.url()).map_err(pg)?;
-    let mut after = if a.existing {
-        0
-    } else {
-        store.watch_start().map_err(fail)?
-    };
-    let mut told = 0u64;
-    loop {
-        loop {
-            let (batch, last) = store
-                .approvals_requested_after(after, BATCH)
-                .map_err(fail)?;
-            if announce(&batch, json_out, out, a, &mut told)? {
-                return Ok(());
-            }
-            if last == after {
-                break;
-            }
-            after = last;
-        }
-        listener.wait(WAKE).map_err(pg)?;
-    }
+    follow(
+        || store.watch_start().map_err(fail),
+        |after| store.approvals_requested_after(after, BATCH).map_err(fail),
+        || listener.wait(WAKE).map(|_changed| ()).map_err(pg),
+        json_out,
+        out,
+        a,
+    )
 }
 
 fn field(b: &[u8]) -> String {

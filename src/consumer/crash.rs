@@ -39,7 +39,7 @@ pub const CRASHED_LEASE_TTL: Duration = Duration::from_millis(600);
 struct Crashing {
     inner: Arc<dyn Tool>,
     effect_lands: bool,
-    at_crash: std::sync::mpsc::Sender<()>,
+    at_crash: tokio::sync::mpsc::UnboundedSender<()>,
 }
 
 impl Tool for Crashing {
@@ -71,7 +71,7 @@ pub fn crash_in_tool_call(
     goal: &str,
     effect_lands: bool,
 ) -> Result<(), CrashError> {
-    let (tx, rx) = std::sync::mpsc::channel();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let mut tools = Registry::new();
     for c in dispatcher.catalog().contracts() {
         let inner: Arc<dyn Tool> = Arc::new(ConsumerTool::new(c.clone(), dispatcher.clone()));
@@ -94,17 +94,27 @@ pub fn crash_in_tool_call(
     let (id, goal) = (run_id.to_string(), goal.to_string());
     std::thread::scope(|sc| {
         sc.spawn(move || -> Result<(), CrashError> {
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(1)
+            // One thread runs every task of this "process", and only inside `block_on`: once
+            // that returns, no task is in the middle of a poll. On a multi-thread runtime the
+            // driver could still be inside a step on another worker when the runtime shut
+            // down, see the crashed tool's task cancelled, and finish the run as if the tool
+            // had failed (seen in tests/consumer_approval.rs under load).
+            let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()?;
             rt.spawn(async move {
                 let _ = driver.start_with_id(&id, &goal, default_limits()).await;
             });
-            let reached = rx.recv_timeout(Duration::from_secs(60));
+            let reached = rt
+                .block_on(async { tokio::time::timeout(Duration::from_secs(60), rx.recv()).await });
             // The "process" dies: every task of its runtime is dropped where it stands.
             rt.shutdown_background();
-            reached.map_err(|_| CrashError::Unexpected("the crashing tool was never called".into()))
+            match reached {
+                Ok(Some(())) => Ok(()),
+                _ => Err(CrashError::Unexpected(
+                    "the crashing tool was never called".into(),
+                )),
+            }
         })
         .join()
         .unwrap_or_else(|_| {

@@ -43,17 +43,7 @@ pub struct Config {
     pub raw_assistant_block: String,
 }
 
-impl std::fmt::Debug for Config {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "anthropic.Config{{Model:{:?} Name:{:?} BaseURL:{:?} APIKey:{}}}",
-            self.model, self.name, self.base_url, self.api_key
-        )
-    }
-}
-
-super::display_as_debug!(Config);
+super::keyed_config_debug!(Config, P);
 
 pub fn name(model: &str) -> String {
     format!("anthropic:{model}")

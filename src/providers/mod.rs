@@ -36,6 +36,27 @@ macro_rules! serialize_as_debug {
 #[cfg(feature = "providers")]
 pub(crate) use serialize_as_debug;
 
+/// `Debug` for a keyed adapter's `Config` as its Go client prints it,
+/// `<provider>.Config{Model:… Name:… BaseURL:… APIKey:…}` (the key as [`Secret`] shows it),
+/// and `Display` the same.
+#[cfg(feature = "providers")]
+macro_rules! keyed_config_debug {
+    ($t:ty, $provider:expr) => {
+        impl std::fmt::Debug for $t {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(
+                    f,
+                    "{}.Config{{Model:{:?} Name:{:?} BaseURL:{:?} APIKey:{}}}",
+                    $provider, self.model, self.name, self.base_url, self.api_key
+                )
+            }
+        }
+        crate::providers::display_as_debug!($t);
+    };
+}
+#[cfg(feature = "providers")]
+pub(crate) use keyed_config_debug;
+
 pub mod agent;
 pub mod render;
 pub mod replay;

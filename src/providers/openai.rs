@@ -30,17 +30,7 @@ pub struct Config {
     pub api_key: Secret,
 }
 
-impl std::fmt::Debug for Config {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "openai.Config{{Model:{:?} Name:{:?} BaseURL:{:?} APIKey:{}}}",
-            self.model, self.name, self.base_url, self.api_key
-        )
-    }
-}
-
-super::display_as_debug!(Config);
+super::keyed_config_debug!(Config, P);
 
 /// `openai:<model>`.
 pub fn name(model: &str) -> String {

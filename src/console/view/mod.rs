@@ -181,35 +181,17 @@ const MORE: &str = " · :messages";
 pub(crate) fn hints(app: &App) -> Vec<(String, &'static str)> {
     let k = |a: Action| app.keymap.key(a);
     let mut v: Vec<(String, &'static str)> = Vec::new();
-    match app.overlay {
-        Some(Overlay::Confirm(_)) => {
-            return vec![
-                ("enter".into(), "confirm"),
-                ("esc".into(), "back, nothing changes"),
-            ];
-        }
-        Some(Overlay::Filter(_)) => {
-            return vec![
-                ("enter".into(), "keep"),
-                ("esc".into(), "put back"),
-                ("↑↓".into(), "move"),
-            ];
-        }
-        Some(Overlay::Picker(_)) => {
-            return vec![
-                ("↑↓".into(), "move"),
-                ("enter".into(), "choose"),
-                ("esc".into(), "keep"),
-            ];
-        }
-        Some(Overlay::CommandLine(_)) => {
-            return vec![
-                ("enter".into(), "run"),
-                ("tab".into(), "complete"),
-                ("↑↓".into(), "history"),
-                ("esc".into(), "close"),
-            ];
-        }
+    // An overlay's hints stand alone; most name fixed keys (none: no overlay is up).
+    let fixed: &[(&str, &'static str)] = match app.overlay {
+        Some(Overlay::Confirm(_)) => &[("enter", "confirm"), ("esc", "back, nothing changes")],
+        Some(Overlay::Filter(_)) => &[("enter", "keep"), ("esc", "put back"), ("↑↓", "move")],
+        Some(Overlay::Picker(_)) => &[("↑↓", "move"), ("enter", "choose"), ("esc", "keep")],
+        Some(Overlay::CommandLine(_)) => &[
+            ("enter", "run"),
+            ("tab", "complete"),
+            ("↑↓", "history"),
+            ("esc", "close"),
+        ],
         Some(Overlay::Bulk(_)) => {
             return vec![
                 ("enter".into(), "decide the marked rows"),
@@ -217,7 +199,7 @@ pub(crate) fn hints(app: &App) -> Vec<(String, &'static str)> {
                 ("esc".into(), "back, nothing changes"),
             ];
         }
-        Some(Overlay::BulkResult(_)) => return vec![("enter".into(), "close")],
+        Some(Overlay::BulkResult(_)) => &[("enter", "close")],
         Some(Overlay::ApproveTable(_)) => {
             return vec![
                 (k(Action::Down), "scroll"),
@@ -225,7 +207,13 @@ pub(crate) fn hints(app: &App) -> Vec<(String, &'static str)> {
                 ("esc".into(), "leave, nothing approved"),
             ];
         }
-        None => {}
+        None => &[],
+    };
+    if !fixed.is_empty() {
+        return fixed
+            .iter()
+            .map(|&(key, what)| (key.into(), what))
+            .collect();
     }
     match app.top() {
         Screen::Queue(_) if !app.marks.rows.is_empty() => {
