@@ -1240,14 +1240,23 @@ impl PgStore {
         })
     }
 
+    /// A window of one of a run's lists by key, with nothing else read.
+    fn run_window<T>(
+        &self,
+        tab: &RunTab<T>,
+        run: &[u8],
+        near: Near<'_>,
+    ) -> Result<WindowPage<T>, StoreError> {
+        Ok(self.run_tab(tab, run, near, |_, _, _| Ok(()))?.0)
+    }
+
     /// A window of a run's steps by `(idx, ord)`.
     pub fn list_steps_page_near(
         &self,
         run: impl AsKey,
         near: Near<'_>,
     ) -> Result<WindowPage<Step>, StoreError> {
-        let run = run.key_bytes();
-        Ok(self.run_tab(&STEPS, run, near, |_, _, _| Ok(()))?.0)
+        self.run_window(&STEPS, run.key_bytes(), near)
     }
 
     /// A window of a run's approvals by `ord`, and the run's status.
@@ -1267,8 +1276,7 @@ impl PgStore {
         run: impl AsKey,
         near: Near<'_>,
     ) -> Result<WindowPage<ModelCallView>, StoreError> {
-        let run = run.key_bytes();
-        Ok(self.run_tab(&CALLS, run, near, |_, _, _| Ok(()))?.0)
+        self.run_window(&CALLS, run.key_bytes(), near)
     }
 
     /// A window of a run's events by `seq`, each with its chain mark.
