@@ -11,7 +11,7 @@ use super::error::{Ctx, StoreError};
 use super::events::verify;
 use super::pages::{
     MAX_PAGE_TEXT, Page, RunList, approval_reason, approval_select, approvals_by_key,
-    capped_approval, check_page, events_in, query, tc,
+    capped_approval, check_page, events_in, query, query_opt, tc,
 };
 use super::rows::{APPROVAL_COLUMNS, Cols, approval_from};
 use super::window::{KeyedList, Window, WindowPage};
@@ -264,13 +264,8 @@ fn approval_view(
     id: Text<'_>,
     row: impl FnOnce(&rusqlite::Row<'_>) -> Approval,
 ) -> Result<Option<ApprovalView>, StoreError> {
-    let Some(approval) = c
-        .prepare_cached(&format!("{select} WHERE id = ? ORDER BY rowid LIMIT 1"))
-        .ctx("get approval")?
-        .query_row([id], |r| Ok(row(r)))
-        .optional()
-        .ctx("get approval")?
-    else {
+    let sql = format!("{select} WHERE id = ? ORDER BY rowid LIMIT 1");
+    let Some(approval) = query_opt(c, &sql, &[&id], "get approval", row)? else {
         return Ok(None);
     };
     let reason =
