@@ -350,8 +350,7 @@ fn model_call_from(mut c: Cols<'_, '_>) -> ModelCallView {
         completed_at: c.time(13, "completed_at"),
         ..ModelCallView::default()
     };
-    m.decode_error = std::mem::take(&mut c.decode_error);
-    m.raw_invalid = std::mem::take(&mut c.raw_invalid);
+    (m.decode_error, m.raw_invalid) = c.take_notes();
     m
 }
 
