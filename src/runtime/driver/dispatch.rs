@@ -72,11 +72,7 @@ pub(crate) fn policy_event(
     view: Option<&RunView>,
 ) -> Result<Vec<u8>, json::JsonError> {
     let mut o = Object::new();
-    o.str("outcome", pd.outcome.as_str())
-        .str_opt("reason", &pd.reason)
-        .str_opt("kind", &pd.kind);
-    o.raw_opt("capability", &pd.capability)?;
-    o.raw_opt("presentation", &pd.presentation)?;
+    pd.go_fields(&mut o)?;
     o.str_opt("policy_id", policy_id)
         .str_opt("spec_hash", spec_hash);
     if let Some(v) = view {
