@@ -9,9 +9,9 @@ use rusqlite::{Connection, OptionalExtension, params};
 use super::Store;
 use super::error::{Ctx, StoreError};
 use super::pages::{
-    Page, approval_select, capped_approval, capped_step, check_page, query_opt, run_select,
-    step_select,
+    Page, approval_select, capped_approval, capped_step, check_page, run_select, step_select,
 };
+use super::reads::query_opt;
 use super::rows::{Cols, run_from};
 use super::window::{KeyedList, Window, WindowPage, int};
 use crate::runtime::types::Key;

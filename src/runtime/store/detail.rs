@@ -11,8 +11,9 @@ use super::error::{Ctx, StoreError};
 use super::events::verify;
 use super::pages::{
     MAX_PAGE_TEXT, Page, RunList, approval_reason, approval_select, approvals_by_key,
-    capped_approval, check_page, events_in, query, query_opt, tc,
+    capped_approval, check_page, events_in, query, tc,
 };
+use super::reads::query_opt;
 use super::rows::{APPROVAL_COLUMNS, Cols, approval_from};
 use super::window::{KeyedList, Window, WindowPage};
 use crate::runtime::types::{Approval, AsKey, Event, RawInvalid, RunStatus, Timestamp};

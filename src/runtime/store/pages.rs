@@ -436,21 +436,6 @@ pub(crate) fn count(
         .ctx("count")
 }
 
-/// The first row `sql` gives, decoded by `f`; `None` when it gives none.
-pub(crate) fn query_opt<T>(
-    conn: &Connection,
-    sql: &str,
-    args: &[&dyn rusqlite::ToSql],
-    what: &str,
-    f: impl FnOnce(&rusqlite::Row<'_>) -> T,
-) -> Result<Option<T>, StoreError> {
-    conn.prepare_cached(sql)
-        .ctx(what)?
-        .query_row(args, |r| Ok(f(r)))
-        .optional()
-        .ctx(what)
-}
-
 pub(crate) fn query<T>(
     conn: &Connection,
     sql: &str,

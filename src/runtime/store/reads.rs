@@ -6,7 +6,6 @@ use rusqlite::{Connection, OptionalExtension, params};
 use super::Store;
 use super::bind::{Text, key};
 use super::error::{Ctx, StoreError};
-use super::pages::query_opt;
 use super::rows::{
     APPROVAL_COLUMNS, Cols, RUN_COLUMNS, STEP_COLUMNS, approval_from, run_from, step_from,
 };
@@ -96,6 +95,21 @@ fn of_run<T>(
     let mut stmt = conn.prepare_cached(sql).ctx(what)?;
     let rows = stmt.query_map([run_id], |r| Ok(row(r))).ctx(what)?;
     rows.collect::<Result<Vec<_>, _>>().ctx(what)
+}
+
+/// The first row `sql` gives, decoded by `f`; `None` when it gives none.
+pub(crate) fn query_opt<T>(
+    conn: &Connection,
+    sql: &str,
+    args: &[&dyn rusqlite::ToSql],
+    what: &str,
+    f: impl FnOnce(&rusqlite::Row<'_>) -> T,
+) -> Result<Option<T>, StoreError> {
+    conn.prepare_cached(sql)
+        .ctx(what)?
+        .query_row(args, |r| Ok(f(r)))
+        .optional()
+        .ctx(what)
 }
 
 pub(crate) fn get_step(conn: &Connection, id: impl AsKey) -> Result<Step, StoreError> {

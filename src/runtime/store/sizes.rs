@@ -7,7 +7,8 @@ use rusqlite::{OptionalExtension, params};
 use super::Store;
 use super::bind::key;
 use super::error::{Ctx, StoreError};
-use super::pages::{MAX_PAGE_TEXT, approval_select, capped_approval, query_opt};
+use super::pages::{MAX_PAGE_TEXT, approval_select, capped_approval};
+use super::reads::query_opt;
 use crate::runtime::types::{Approval, AsKey, Key};
 
 /// When a page read replaced this approval's request by its stand-in (the request is over

@@ -9,9 +9,8 @@ use rusqlite::{Connection, OptionalExtension};
 
 use super::Store;
 use super::error::{Ctx, StoreError};
-use super::pages::{
-    Page, approval_select, capped_approval, check_page, count, query, query_opt, run_select,
-};
+use super::pages::{Page, approval_select, capped_approval, check_page, count, query, run_select};
+use super::reads::query_opt;
 use super::rows::{Cols, run_from};
 use super::window::{KeyedList, Window, WindowPage, row_anchor};
 use crate::runtime::types::{Approval, RawInvalid, Run};
