@@ -7,12 +7,10 @@ use postgres::Transaction;
 use super::PgUrl;
 use super::error::{PgCtx, PgError};
 use crate::runtime::json::{approval_hash, event_hash};
-use crate::runtime::store::{ChainBreak, ChainReport};
+use crate::runtime::store::{ChainBreak, ChainReport, cut_hash, event_gap};
 
 /// Events per verification query.
 const PAGE: i64 = 256;
-/// Stored hashes are shown cut at this many characters.
-const HASH_CUT: usize = 128;
 
 /// One stored event.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,10 +42,6 @@ pub struct ChainCheck {
     report: ChainReport,
 }
 
-fn cut(s: &str) -> String {
-    s.chars().take(HASH_CUT).collect()
-}
-
 impl ChainCheck {
     /// A check of `from..=to`; `prev` is the stored hash of the event before `from` (`""`
     /// from the start) and `last` its seq.
@@ -68,17 +62,7 @@ impl ChainCheck {
         if self.report.chain_break.is_some() {
             return false;
         }
-        let missing = match self.last {
-            None if self.report.from <= 1 && e.seq != 1 => Some(format!(
-                "the first event is seq {}: an event is missing",
-                e.seq
-            )),
-            Some(l) if l.checked_add(1) != Some(e.seq) => {
-                Some(format!("seq {} follows {l}: an event is missing", e.seq))
-            }
-            _ => None,
-        };
-        if let Some(detail) = missing {
+        if let Some(detail) = event_gap(self.report.from, self.last, e.seq) {
             self.fail(e.seq, String::new(), String::new(), detail);
             return false;
         }
@@ -86,11 +70,11 @@ impl ChainCheck {
             &self.prev, e.seq, &e.run_id, &e.step_id, &e.at, &e.kind, &e.payload,
         );
         self.report.checked += 1;
-        self.report.hash = cut(&e.hash);
+        self.report.hash = cut_hash(&e.hash);
         self.last = Some(e.seq);
         if want != e.hash {
             let detail = format!("event {} does not hash to its stored hash", e.seq);
-            self.fail(e.seq, want, cut(&e.hash), detail);
+            self.fail(e.seq, want, cut_hash(&e.hash), detail);
             return false;
         }
         self.prev = e.hash.clone();

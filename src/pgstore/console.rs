@@ -27,7 +27,7 @@ use postgres::Transaction;
 use postgres::types::ToSql;
 use rusqlite::types::Value;
 
-use super::operate::{store_error, values};
+use super::operate::{store_error, text_id, values};
 use super::reads::{capped, run_of_page_row, run_page_select, run_page_select_with};
 use super::{PgStore, PgUrl, chain};
 use crate::runtime::store::{
@@ -70,11 +70,6 @@ fn refs(args: &[Arg]) -> Vec<&(dyn ToSql + Sync)> {
 
 fn text(s: &str) -> Arg {
     Arg::Text(s.to_string())
-}
-
-/// An id as PostgreSQL text: one that is not UTF-8 names no row there.
-fn id_text(k: &[u8]) -> Option<&str> {
-    std::str::from_utf8(k).ok()
 }
 
 /// A list read by a unique key: `from` is `FROM … WHERE …` with parameters `$1..$n` (`args`),
@@ -789,7 +784,7 @@ fn by_ids_all<T>(
     let (places, texts): (Vec<usize>, Vec<&str>) = ids
         .iter()
         .enumerate()
-        .filter_map(|(i, k)| Some((i, id_text(k.as_bytes())?)))
+        .filter_map(|(i, k)| Some((i, text_id(k.as_bytes())?)))
         .unzip();
     let mut out: Vec<Vec<T>> = ids.iter().map(|_| Vec::new()).collect();
     for (i, r) in by_keys(client, url, (select, cond), ("text[]", &texts), what)? {
@@ -1124,7 +1119,7 @@ impl PgStore {
         let missing = || StoreError::NotFound {
             what: crate::runtime::types::Said::from("run ").id(id),
         };
-        let id = id_text(id).ok_or_else(missing)?;
+        let id = text_id(id).ok_or_else(missing)?;
         let sql = format!("{} WHERE id = $1", run_page_select());
         let row = self
             .lock()
@@ -1205,7 +1200,7 @@ impl PgStore {
         let missing = || StoreError::NotFound {
             what: crate::runtime::types::Said::from("step ").id(id),
         };
-        let key = id_text(id).ok_or_else(missing)?;
+        let key = text_id(id).ok_or_else(missing)?;
         let r = self
             .lock()
             .query_opt(sql, &[&key])
@@ -1224,7 +1219,7 @@ impl PgStore {
         also: impl FnOnce(&mut Transaction<'_>, &PgUrl, &str) -> Result<X, StoreError>,
     ) -> Result<(WindowPage<T>, Option<X>), StoreError> {
         check_page(tab.name, near.0, near.1)?;
-        let Some(run) = id_text(run) else {
+        let Some(run) = text_id(run) else {
             return Ok((empty(), None));
         };
         let list = tab.list(run);
@@ -1240,14 +1235,23 @@ impl PgStore {
         })
     }
 
+    /// A window of one of a run's lists by key, with nothing else read.
+    fn run_window<T>(
+        &self,
+        tab: &RunTab<T>,
+        run: &[u8],
+        near: Near<'_>,
+    ) -> Result<WindowPage<T>, StoreError> {
+        Ok(self.run_tab(tab, run, near, |_, _, _| Ok(()))?.0)
+    }
+
     /// A window of a run's steps by `(idx, ord)`.
     pub fn list_steps_page_near(
         &self,
         run: impl AsKey,
         near: Near<'_>,
     ) -> Result<WindowPage<Step>, StoreError> {
-        let run = run.key_bytes();
-        Ok(self.run_tab(&STEPS, run, near, |_, _, _| Ok(()))?.0)
+        self.run_window(&STEPS, run.key_bytes(), near)
     }
 
     /// A window of a run's approvals by `ord`, and the run's status.
@@ -1267,8 +1271,7 @@ impl PgStore {
         run: impl AsKey,
         near: Near<'_>,
     ) -> Result<WindowPage<ModelCallView>, StoreError> {
-        let run = run.key_bytes();
-        Ok(self.run_tab(&CALLS, run, near, |_, _, _| Ok(()))?.0)
+        self.run_window(&CALLS, run.key_bytes(), near)
     }
 
     /// A window of a run's events by `seq`, each with its chain mark.
@@ -1282,7 +1285,7 @@ impl PgStore {
     ) -> Result<WindowPage<MarkedEvent>, StoreError> {
         let run = run.key_bytes();
         check_page("events", limit, offset)?;
-        let Some(run) = id_text(run) else {
+        let Some(run) = text_id(run) else {
             return Ok(empty());
         };
         let list = events_list(run);
@@ -1313,7 +1316,7 @@ impl PgStore {
     /// The exact length of one of a run's lists (`steps`, `events`, `approvals`,
     /// `model_calls`).
     pub fn count_of_run(&self, table: &'static str, run: &[u8]) -> Result<i64, StoreError> {
-        let Some(run) = id_text(run) else {
+        let Some(run) = text_id(run) else {
             return Ok(0);
         };
         let list = match table {
@@ -1332,7 +1335,7 @@ impl PgStore {
         id: &[u8],
         capped: bool,
     ) -> Result<Option<ApprovalView>, StoreError> {
-        let Some(key) = id_text(id) else {
+        let Some(key) = text_id(id) else {
             return Ok(None);
         };
         let found = self.snapshot(|tx, url| {
@@ -1354,7 +1357,7 @@ impl PgStore {
             } else {
                 approval_from_values(&values(&r))
             };
-            let status = match id_text(approval.run_id_bytes()) {
+            let status = match text_id(approval.run_id_bytes()) {
                 Some(run) => run_status(tx, url, run)?,
                 None => None,
             };
@@ -1474,7 +1477,7 @@ impl PgStore {
         offset: i64,
     ) -> Result<Page<T>, StoreError> {
         check_page(tab.name, limit, offset)?;
-        let Some(run) = id_text(run) else {
+        let Some(run) = text_id(run) else {
             return Ok(Page {
                 items: Vec::new(),
                 total: 0,
@@ -1504,7 +1507,7 @@ impl PgStore {
         limit: i64,
     ) -> Result<KeyPage<Step, StepKey>, StoreError> {
         check_page("steps", limit, skip)?;
-        let Some(run) = id_text(run) else {
+        let Some(run) = text_id(run) else {
             return Ok(key_page(Vec::new(), limit));
         };
         let (idx, ord) = match after.map(StepKey::parts) {
@@ -1543,7 +1546,7 @@ impl PgStore {
         limit: i64,
     ) -> Result<KeyPage<Event>, StoreError> {
         check_page("events", limit, skip)?;
-        let Some(run) = id_text(run) else {
+        let Some(run) = text_id(run) else {
             return Ok(KeyPage::default());
         };
         let after = after.unwrap_or(i64::MIN);

@@ -13,8 +13,8 @@
 
 use std::collections::BTreeMap;
 
-use postgres::IsolationLevel;
 use postgres::types::{ToSql, Type};
+use postgres::{GenericClient, IsolationLevel};
 use rusqlite::types::Value;
 
 use super::chain;
@@ -24,8 +24,8 @@ use crate::runtime::store::KeyPage;
 use crate::runtime::store::{
     APPROVAL_COLUMNS, ApprovalDecision, Failing, InCrate, NewApproval, NewModelCall, NewRun, Page,
     RUN_COLUMNS, RunStore, RunTx, STEP_COLUMNS, StepFailure, StepUpdate, StoreError, Transition,
-    approval_from_values, event_payload, run_from_values, sealed, step_from_values, store_reads,
-    tx_writes,
+    approval_from_values, check_page, event_payload, run_from_values, sealed, step_from_values,
+    store_reads, tx_writes,
 };
 use crate::runtime::types::Key;
 use crate::runtime::types::{Approval, Event, Lease, Run, Said, Step, StepStatus, Timestamp};
@@ -146,6 +146,39 @@ fn approval_sql() -> String {
     format!("SELECT {APPROVAL_COLUMNS} FROM approvals WHERE id = $1 AND run_id = $2")
 }
 
+/// The run row, read on `c` (a transaction's read takes the row's `lock`).
+fn run_on(
+    c: &mut impl GenericClient,
+    url: &PgUrl,
+    run_id: &[u8],
+    lock: &str,
+) -> Result<Run, StoreError> {
+    let id = text_id(run_id).ok_or_else(|| run_not_found(run_id))?;
+    let row = c
+        .query_opt(&run_sql(lock), &[&id])
+        .at(url, "get run")?
+        .ok_or_else(|| run_not_found(run_id))?;
+    Ok(run_from_values(&values(&row)))
+}
+
+/// One approval of a run, whole, read on `c`.
+fn approval_on(
+    c: &mut impl GenericClient,
+    url: &PgUrl,
+    run_id: &[u8],
+    approval_id: &[u8],
+) -> Result<Approval, StoreError> {
+    let missing = || approval_not_found(run_id, approval_id);
+    let (Some(run), Some(id)) = (text_id(run_id), text_id(approval_id)) else {
+        return Err(missing());
+    };
+    let row = c
+        .query_opt(&approval_sql(), &[&id, &run])
+        .at(url, "get approval")?
+        .ok_or_else(missing)?;
+    Ok(approval_from_values(&values(&row)))
+}
+
 /// The lock a decision holds on its run's row until it commits.
 const ROW_LOCK: &str = " FOR NO KEY UPDATE";
 
@@ -168,13 +201,7 @@ impl RunTx for PgTx<'_> {
     }
 
     fn get_run(&mut self, run_id: &[u8]) -> Result<Run, StoreError> {
-        let id = text_id(run_id).ok_or_else(|| run_not_found(run_id))?;
-        let row = self
-            .tx
-            .query_opt(&run_sql(ROW_LOCK), &[&id])
-            .at(&self.url, "get run")?
-            .ok_or_else(|| run_not_found(run_id))?;
-        Ok(run_from_values(&values(&row)))
+        run_on(&mut self.tx, &self.url, run_id, ROW_LOCK)
     }
 
     fn get_step(&mut self, step_id: &[u8]) -> Result<Step, StoreError> {
@@ -194,16 +221,7 @@ impl RunTx for PgTx<'_> {
     }
 
     fn get_approval(&mut self, run_id: &[u8], approval_id: &[u8]) -> Result<Approval, StoreError> {
-        let missing = || approval_not_found(run_id, approval_id);
-        let (Some(run), Some(id)) = (text_id(run_id), text_id(approval_id)) else {
-            return Err(missing());
-        };
-        let row = self
-            .tx
-            .query_opt(&approval_sql(), &[&id, &run])
-            .at(&self.url, "get approval")?
-            .ok_or_else(missing)?;
-        Ok(approval_from_values(&values(&row)))
+        approval_on(&mut self.tx, &self.url, run_id, approval_id)
     }
 
     fn write_transition(&mut self, t: &Transition<'_>) -> Result<(), StoreError> {
@@ -425,13 +443,7 @@ impl PgStore {
 
     /// The run row (the [`RunStore`] read).
     pub(crate) fn get_run(&self, run_id: &[u8]) -> Result<Run, StoreError> {
-        let id = text_id(run_id).ok_or_else(|| run_not_found(run_id))?;
-        let row = self
-            .lock()
-            .query_opt(&run_sql(""), &[&id])
-            .at(&self.url, "get run")?
-            .ok_or_else(|| run_not_found(run_id))?;
-        Ok(run_from_values(&values(&row)))
+        run_on(&mut *self.lock(), &self.url, run_id, "")
     }
 
     /// One approval of a run, whole.
@@ -440,16 +452,7 @@ impl PgStore {
         run_id: &[u8],
         approval_id: &[u8],
     ) -> Result<Approval, StoreError> {
-        let missing = || approval_not_found(run_id, approval_id);
-        let (Some(run), Some(id)) = (text_id(run_id), text_id(approval_id)) else {
-            return Err(missing());
-        };
-        let row = self
-            .lock()
-            .query_opt(&approval_sql(), &[&id, &run])
-            .at(&self.url, "get approval")?
-            .ok_or_else(missing)?;
-        Ok(approval_from_values(&values(&row)))
+        approval_on(&mut *self.lock(), &self.url, run_id, approval_id)
     }
 
     /// A run's approvals with `status` (`""` for all), `limit` from `offset`, with the
@@ -461,13 +464,7 @@ impl PgStore {
         limit: i64,
         offset: i64,
     ) -> Result<Page<Approval>, StoreError> {
-        if limit <= 0 || offset < 0 {
-            return Err(StoreError::InvalidPage {
-                what: "approvals",
-                limit,
-                offset,
-            });
-        }
+        check_page("approvals", limit, offset)?;
         let Some(run) = text_id(run_id) else {
             return Ok(Page {
                 items: Vec::new(),

@@ -3,6 +3,7 @@
 //! `src/mcp/serve/calls_pg.rs`, on a connection of its own.
 
 use super::error::PgCtx;
+use super::operate::text_id;
 use super::{PgError, PgStore};
 use crate::runtime::store::{ProxyCall, StoreError};
 
@@ -24,7 +25,7 @@ impl PgStore {
     /// The MCP proxy call a run answers: the session and tool of the newest index row naming
     /// it (`None` when no row does), as SQLite's `Store::proxy_call` reads it.
     pub fn proxy_call(&self, run_id: &[u8]) -> Result<Option<ProxyCall>, StoreError> {
-        let Ok(run_id) = std::str::from_utf8(run_id) else {
+        let Some(run_id) = text_id(run_id) else {
             return Ok(None);
         };
         let row = self

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use rusqlite::types::Value;
 
 use super::PgStore;
-use super::operate::{store_error, values};
+use super::operate::{store_error, text_id, values};
 use crate::runtime::store::{
     APPROVAL_COLUMNS, KeyPage, MAX_PAGE_TEXT, SHOWN_REQUEST_MAX, StoreError, approval_from_values,
     capped_note, run_from_values,
@@ -29,7 +29,7 @@ impl PgStore {
     /// Run ids that start with `prefix`, in byte order, at most `limit` (ids are `COLLATE
     /// "C"`, so they sort by bytes and the ones with a prefix lie together from the prefix on).
     pub fn runs_with_prefix(&self, prefix: &[u8], limit: u32) -> Result<Vec<Key>, StoreError> {
-        let Ok(p) = std::str::from_utf8(prefix) else {
+        let Some(p) = text_id(prefix) else {
             return Ok(Vec::new());
         };
         let rows = self
@@ -53,10 +53,7 @@ impl PgStore {
         run_id: &[u8],
         approval_id: &[u8],
     ) -> Result<Option<i64>, StoreError> {
-        let (Ok(run), Ok(id)) = (
-            std::str::from_utf8(run_id),
-            std::str::from_utf8(approval_id),
-        ) else {
+        let (Some(run), Some(id)) = (text_id(run_id), text_id(approval_id)) else {
             return Ok(None);
         };
         Ok(self
@@ -75,7 +72,7 @@ impl PgStore {
         run_id: &[u8],
         max: i64,
     ) -> Result<Vec<(Key, i64)>, StoreError> {
-        let Ok(run) = std::str::from_utf8(run_id) else {
+        let Some(run) = text_id(run_id) else {
             return Ok(Vec::new());
         };
         let rows = self
@@ -106,10 +103,7 @@ impl PgStore {
         run_id: &[u8],
         approval_id: &[u8],
     ) -> Result<Option<Approval>, StoreError> {
-        let (Ok(run), Ok(id)) = (
-            std::str::from_utf8(run_id),
-            std::str::from_utf8(approval_id),
-        ) else {
+        let (Some(run), Some(id)) = (text_id(run_id), text_id(approval_id)) else {
             return Ok(None);
         };
         // The request's column is read only when it can be shown; the tool's name comes from
@@ -203,10 +197,7 @@ impl PgStore {
                 .text(" of run ")
                 .id(run_id),
         };
-        let (Ok(run), Ok(id)) = (
-            std::str::from_utf8(run_id),
-            std::str::from_utf8(approval_id),
-        ) else {
+        let (Some(run), Some(id)) = (text_id(run_id), text_id(approval_id)) else {
             return Err(missing());
         };
         self.snapshot(|tx, url| {
@@ -357,10 +348,7 @@ impl PgStore {
         max: i64,
     ) -> Result<BTreeMap<Key, Vec<Key>>, StoreError> {
         let mut out: BTreeMap<Key, Vec<Key>> = BTreeMap::new();
-        let ids: Vec<&str> = run_ids
-            .iter()
-            .filter_map(|b| std::str::from_utf8(b).ok())
-            .collect();
+        let ids: Vec<&str> = run_ids.iter().filter_map(|b| text_id(b)).collect();
         if ids.is_empty() || max <= 0 {
             return Ok(out);
         }

@@ -14,7 +14,8 @@ pub struct Answer {
 }
 
 impl Answer {
-    fn ok(text: String) -> Answer {
+    /// A successful answer of plain text.
+    pub(super) fn ok(text: String) -> Answer {
         Answer {
             text,
             is_error: false,

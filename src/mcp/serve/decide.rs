@@ -281,18 +281,7 @@ impl Proxy {
                 .as_ref()
                 .is_some_and(|o| o.kind == "tool_error" || o.kind == "interrupted")
         })?;
-        let args = s
-            .decision
-            .as_ref()
-            .map(|d| d.args.clone())
-            .unwrap_or_default();
-        let a = Attempt {
-            run_id: run.id.clone(),
-            step_id: s.id.clone(),
-            started_at: s.started_at.to_rfc3339(),
-            ended,
-        };
-        Some((a, args))
+        Some(Attempt::of_step(&run.id, s, ended))
     }
 
     /// agentrt's `unknownBlock`: another request of this tool whose last attempt's outcome is

@@ -12,7 +12,7 @@ use crate::runtime::json::gojson::Object;
 use crate::runtime::policy::{
     Policy, PolicyDecision, PolicyError, PolicyRequest, RunView, allow, deny,
 };
-use crate::runtime::types::Approval;
+use crate::runtime::types::{Approval, Step};
 
 /// The approval kind of a re-run.
 pub const INTERRUPTED_KIND: &str = "interrupted_side_effect";
@@ -40,6 +40,23 @@ pub struct Attempt {
 }
 
 impl Attempt {
+    /// The attempt step `s` of run `run_id` made (`ended` says how it ended), and the
+    /// arguments its decision called the tool with (empty when it has none).
+    pub(crate) fn of_step(run_id: &str, s: &Step, ended: String) -> (Attempt, Vec<u8>) {
+        let args = s
+            .decision
+            .as_ref()
+            .map(|d| d.args.clone())
+            .unwrap_or_default();
+        let a = Attempt {
+            run_id: run_id.to_string(),
+            step_id: s.id.clone(),
+            started_at: s.started_at.to_rfc3339(),
+            ended,
+        };
+        (a, args)
+    }
+
     /// The clause saying how it ended.
     pub fn how(&self) -> &'static str {
         how(&self.ended)

@@ -476,17 +476,7 @@ impl Proxy {
             s.close();
             return answer::unknown(how, err, None);
         };
-        let args = last
-            .decision
-            .as_ref()
-            .map(|d| d.args.clone())
-            .unwrap_or_default();
-        let attempt = Attempt {
-            run_id: run_id.to_string(),
-            step_id: last.id.clone(),
-            started_at: last.started_at.to_rfc3339(),
-            ended: ended.to_string(),
-        };
+        let (attempt, args) = Attempt::of_step(run_id, last, ended.to_string());
         if let Ok(mut n) = self.o.policy.noted.lock() {
             n.insert(run_id.to_string(), attempt.clone());
         }

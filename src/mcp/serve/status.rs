@@ -13,14 +13,6 @@ struct Args {
     approval_id: Option<String>,
 }
 
-fn ok(text: String) -> Answer {
-    Answer {
-        text,
-        is_error: false,
-        structured: None,
-    }
-}
-
 fn age(since_ns: i128) -> String {
     let secs = (i128::from(now_ns()) - since_ns).max(0) / 1_000_000_000;
     crate::mcp::duration::format(std::time::Duration::from_secs(
@@ -109,7 +101,7 @@ pub fn status(p: &Proxy, raw: &[u8]) -> Answer {
         for a in &approvals {
             match want {
                 Some(id) if a.id == id => {
-                    return ok(format!(
+                    return Answer::ok(format!(
                         "GATE_STATUS: {}",
                         describe(p, a, &r.tool, &recorded(a), run.status.clone())
                     ));
@@ -127,7 +119,7 @@ pub fn status(p: &Proxy, raw: &[u8]) -> Answer {
         }
     }
     if let Some(id) = want {
-        return ok(format!(
+        return Answer::ok(format!(
             "GATE_STATUS: no approval {} is known in this session from the last hour.",
             clean(id, 100)
         ));
@@ -146,5 +138,5 @@ pub fn status(p: &Proxy, raw: &[u8]) -> Answer {
         text.push_str("\n- ");
         text.push_str(&f);
     }
-    ok(text)
+    Answer::ok(text)
 }

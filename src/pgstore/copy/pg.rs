@@ -3,7 +3,7 @@
 //! writes, to write to.
 
 use postgres::fallible_iterator::FallibleIterator;
-use postgres::types::ToSql;
+use postgres::types::{FromSql, ToSql};
 use postgres::{Client, Statement, Transaction};
 use std::collections::HashMap;
 
@@ -50,11 +50,19 @@ impl<'a> PgSide<'a> {
 
     /// Events in the inbox, not chained yet (decision 0081).
     fn unchained(&mut self) -> Result<i64, CopyError> {
-        Ok(self
-            .tx
-            .query_one("SELECT count(*) FROM event_inbox", &[])
-            .ctx(&self.url, "copy: read the event inbox")?
-            .get(0))
+        self.scalar(
+            "SELECT count(*) FROM event_inbox",
+            "copy: read the event inbox",
+        )
+    }
+
+    /// The one value of a one-row, one-column read in the transaction.
+    fn scalar<T: for<'r> FromSql<'r>>(
+        &mut self,
+        sql: &str,
+        what: &'static str,
+    ) -> Result<T, CopyError> {
+        Ok(self.tx.query_one(sql, &[]).ctx(&self.url, what)?.get(0))
     }
 
     /// The target's transaction: an empty database (no relation at all, or this schema
@@ -106,11 +114,8 @@ impl<'a> PgSide<'a> {
 
     fn refuse_rows(&mut self) -> Result<(), CopyError> {
         for t in TABLES.iter().chain([&PROXY_CALLS]) {
-            let any: bool = self
-                .tx
-                .query_one(&format!("SELECT EXISTS (SELECT 1 FROM {})", t.name), &[])
-                .ctx(&self.url, "copy: check the target is empty")?
-                .get(0);
+            let sql = format!("SELECT EXISTS (SELECT 1 FROM {})", t.name);
+            let any: bool = self.scalar(&sql, "copy: check the target is empty")?;
             if any {
                 return Err(CopyError::Refused(format!(
                     "{} is not empty (its {} table has rows): copy writes into an empty database only; nothing was written",
@@ -167,20 +172,12 @@ impl Source for PgSide<'_> {
     }
 
     fn proxy_calls(&mut self) -> Result<u64, CopyError> {
-        let n: i64 = self
-            .tx
-            .query_one("SELECT count(*) FROM proxy_calls", &[])
-            .ctx(&self.url, "proxy calls")?
-            .get(0);
+        let n: i64 = self.scalar("SELECT count(*) FROM proxy_calls", "proxy calls")?;
         Ok(u64::try_from(n).unwrap_or(0))
     }
 
     fn head_seq(&mut self) -> Result<i64, CopyError> {
-        Ok(self
-            .tx
-            .query_one("SELECT seq FROM event_chain", &[])
-            .ctx(&self.url, "chain head")?
-            .get(0))
+        self.scalar("SELECT seq FROM event_chain", "chain head")
     }
 }
 

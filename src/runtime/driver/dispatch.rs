@@ -9,7 +9,7 @@ use super::record;
 use super::step::json_err;
 use crate::runtime::json::{self, gojson::Object};
 use crate::runtime::policy::{Outcome, PolicyError, PolicyRequest, RunView, outcome_of};
-use crate::runtime::store::{NewApproval, StepUpdate, Transition};
+use crate::runtime::store::{NewApproval, StepUpdate, StoreError, Transition};
 use crate::runtime::tools::Registered;
 use crate::runtime::types::{PolicyDecision, Run, RunStatus, StepStatus, Timestamp, ToolRequest};
 
@@ -72,11 +72,7 @@ pub(crate) fn policy_event(
     view: Option<&RunView>,
 ) -> Result<Vec<u8>, json::JsonError> {
     let mut o = Object::new();
-    o.str("outcome", pd.outcome.as_str())
-        .str_opt("reason", &pd.reason)
-        .str_opt("kind", &pd.kind);
-    o.raw_opt("capability", &pd.capability)?;
-    o.raw_opt("presentation", &pd.presentation)?;
+    pd.go_fields(&mut o)?;
     o.str_opt("policy_id", policy_id)
         .str_opt("spec_hash", spec_hash);
     if let Some(v) = view {
@@ -392,6 +388,29 @@ impl RunCtx {
         );
     }
 
+    /// `from` -> RUNNING, the lease stamped for `owner` to `until` (as the judging clock
+    /// reads it) plus the TTL.
+    pub(super) fn to_running(
+        &self,
+        tx: &mut DbTx<'_, '_>,
+        from: &[RunStatus],
+        owner: &str,
+        until: Timestamp,
+    ) -> Result<(), StoreError> {
+        let stamped = tx.lease_until(until, self.inner.lease_ttl)?;
+        tx.transition(&Transition {
+            run_id: self.run_id.as_bytes(),
+            from,
+            to: RunStatus::Running,
+            reason: "",
+            detail: "",
+            finished_at: Timestamp::ZERO,
+            result_json: "",
+            lease_owner: Some(owner),
+            lease_expires_at: stamped,
+        })
+    }
+
     /// WAITING -> RUNNING (lease stamped) with `run.resumed {"approval_id"}`.
     pub fn resume_to_running(
         &self,
@@ -402,18 +421,7 @@ impl RunCtx {
         until: Timestamp,
         at: Timestamp,
     ) -> Result<(), Stop> {
-        let stamped = tx.lease_until(until, self.inner.lease_ttl)?;
-        tx.transition(&Transition {
-            run_id: self.run_id.as_bytes(),
-            from: &[RunStatus::WaitingForApproval],
-            to: RunStatus::Running,
-            reason: "",
-            detail: "",
-            finished_at: Timestamp::ZERO,
-            result_json: "",
-            lease_owner: Some(owner),
-            lease_expires_at: stamped,
-        })?;
+        self.to_running(tx, &[RunStatus::WaitingForApproval], owner, until)?;
         let p = Object::new().str("approval_id", approval_id).finish();
         tx.append(&self.run_id, step_id, &at, "run.resumed", &p)?;
         Ok(())

@@ -11,7 +11,7 @@ use super::record::{self, observation, string_map};
 use super::resume::{Attached, stop_to};
 use super::step::{check_args, json_err};
 use crate::runtime::json::{self, gojson::Object};
-use crate::runtime::store::{StepUpdate, StoreError, Transition};
+use crate::runtime::store::{StepUpdate, StoreError};
 use crate::runtime::tools::SideEffect;
 use crate::runtime::types::{
     Approval, Key, Outcome, PolicyDecision, Run, RunStatus, Step, StepStatus, Timestamp,
@@ -255,18 +255,7 @@ pub(crate) fn resume_interrupted(mut cx: RunCtx) -> Result<Attached, RuntimeErro
         }
     }
     let res = cx.write(|tx| {
-        let stamped = tx.lease_until(until, cx.inner.lease_ttl)?;
-        tx.transition(&Transition {
-            run_id: cx.run_id.as_bytes(),
-            from: &from,
-            to: RunStatus::Running,
-            reason: "",
-            detail: "",
-            finished_at: Timestamp::ZERO,
-            result_json: "",
-            lease_owner: Some(&owner),
-            lease_expires_at: stamped,
-        })?;
+        cx.to_running(tx, &from, &owner, until)?;
         tx.append(
             &cx.run_id,
             "",

@@ -11,6 +11,7 @@ use super::error::{Ctx, StoreError};
 use super::pages::{
     Page, approval_select, capped_approval, capped_step, check_page, run_select, step_select,
 };
+use super::reads::query_opt;
 use super::rows::{Cols, run_from};
 use super::window::{KeyedList, Window, WindowPage, int};
 use crate::runtime::types::Key;
@@ -91,11 +92,8 @@ fn damaged_column(
     let (table, column, sqlcol) = COLUMNS[n.clamp(1, COLUMNS.len()) - 1];
     // The row as a page reads it: (its run's id, its own id, its decode errors).
     let by_rowid = |select: String, row: &dyn Fn(&rusqlite::Row<'_>) -> (Key, Key, String)| {
-        c.prepare_cached(&format!("{select} WHERE rowid = ?"))
-            .ctx("damaged rows")?
-            .query_row([rowid], |r| Ok(row(r)))
-            .optional()
-            .ctx("damaged rows")
+        let sql = format!("{select} WHERE rowid = ?");
+        query_opt(c, &sql, &[&rowid], "damaged rows", row)
     };
     let decoded = match table {
         "runs" => by_rowid(run_select(), &|r| {

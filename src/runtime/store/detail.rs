@@ -11,10 +11,11 @@ use super::error::{Ctx, StoreError};
 use super::events::verify;
 use super::pages::{
     MAX_PAGE_TEXT, Page, RunList, approval_reason, approval_select, approvals_by_key,
-    capped_approval, check_page, event_select, query, tc,
+    capped_approval, check_page, events_in, query, tc,
 };
-use super::rows::{APPROVAL_COLUMNS, Cols, approval_from, event_from};
-use super::window::{KeyedList, Window, WindowPage, int};
+use super::reads::query_opt;
+use super::rows::{APPROVAL_COLUMNS, Cols, approval_from};
+use super::window::{KeyedList, Window, WindowPage};
 use crate::runtime::types::{Approval, AsKey, Event, RawInvalid, RunStatus, Timestamp};
 use rusqlite::types::Value;
 
@@ -124,9 +125,7 @@ impl Store {
         check_page("approvals", limit, offset)?;
         self.read(|c| {
             Ok(RunApprovals {
-                page: APPROVALS
-                    .of(&run_id)
-                    .page(c, offset, limit, approvals_by_key)?,
+                page: APPROVALS.page(c, run_id, limit, offset)?,
                 run_status: run_status(c, run_id)?,
             })
         })
@@ -147,9 +146,7 @@ impl Store {
         let run_id = key(&run_id);
         check_page("approvals", limit, offset)?;
         self.read(|c| {
-            let anchor = APPROVALS.anchor(c, run_id, anchor)?;
-            let list = APPROVALS.of(&run_id);
-            let page = list.window_page(c, offset, limit, anchor, end, approvals_by_key)?;
+            let page = APPROVALS.window_page(c, run_id, limit, offset, anchor, end)?;
             Ok((page, run_status(c, run_id)?))
         })
     }
@@ -268,13 +265,8 @@ fn approval_view(
     id: Text<'_>,
     row: impl FnOnce(&rusqlite::Row<'_>) -> Approval,
 ) -> Result<Option<ApprovalView>, StoreError> {
-    let Some(approval) = c
-        .prepare_cached(&format!("{select} WHERE id = ? ORDER BY rowid LIMIT 1"))
-        .ctx("get approval")?
-        .query_row([id], |r| Ok(row(r)))
-        .optional()
-        .ctx("get approval")?
-    else {
+    let sql = format!("{select} WHERE id = ? ORDER BY rowid LIMIT 1");
+    let Some(approval) = query_opt(c, &sql, &[&id], "get approval", row)? else {
         return Ok(None);
     };
     let reason =
@@ -359,8 +351,7 @@ fn model_call_from(mut c: Cols<'_, '_>) -> ModelCallView {
         completed_at: c.time(13, "completed_at"),
         ..ModelCallView::default()
     };
-    m.decode_error = std::mem::take(&mut c.decode_error);
-    m.raw_invalid = std::mem::take(&mut c.raw_invalid);
+    (m.decode_error, m.raw_invalid) = c.take_notes();
     m
 }
 
@@ -381,19 +372,7 @@ fn marked_events(
     run_id: Text<'_>,
     w: &Window,
 ) -> Result<Vec<MarkedEvent>, StoreError> {
-    let events = match (w.keys.first(), w.keys.last()) {
-        (Some(lo), Some(hi)) => {
-            let sql = format!(
-                "{} WHERE run_id = ? AND seq >= ? AND seq <= ? ORDER BY seq",
-                event_select()
-            );
-            let (lo, hi) = (int(&lo[0]), int(&hi[0]));
-            query(c, &sql, &[&run_id, &lo, &hi], "list events", |r| {
-                event_from(&mut Cols::new(r))
-            })?
-        }
-        _ => Vec::new(),
-    };
+    let events = events_in(c, w, "run_id = ? AND seq >= ? AND seq <= ?", &run_id)?;
     let mut items = Vec::with_capacity(events.len());
     for event in events {
         let mark = mark(c, event.seq)?;

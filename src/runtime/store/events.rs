@@ -83,8 +83,23 @@ pub(crate) fn head(conn: &Connection) -> Result<(i64, String), StoreError> {
     ))
 }
 
-fn cut(s: &str) -> String {
+/// A stored hash as a report shows it: cut at [`HASH_CUT`] characters.
+pub(crate) fn cut(s: &str) -> String {
     s.chars().take(HASH_CUT).collect()
+}
+
+/// What is missing when event `seq` follows `last` (`None`: it is the first read of a check
+/// that starts at `from`): an event before it, said in a sentence, or nothing.
+pub(crate) fn gap(from: i64, last: Option<i64>, seq: i64) -> Option<String> {
+    match last {
+        None if from <= 1 && seq != 1 => {
+            Some(format!("the first event is seq {seq}: an event is missing"))
+        }
+        Some(l) if l.checked_add(1) != Some(seq) => {
+            Some(format!("seq {seq} follows {l}: an event is missing"))
+        }
+        _ => None,
+    }
 }
 
 /// Feeds one netstring field to the hasher: `len:bytes,`.
@@ -165,16 +180,7 @@ pub(crate) fn verify(conn: &Connection, from: i64, to: i64) -> Result<ChainRepor
             // The last possible seq: nothing can follow it.
             let last = seq == i64::MAX;
             cursor = seq.saturating_add(1);
-            let missing = match last_seq {
-                None if from == 1 && seq != 1 => {
-                    Some(format!("the first event is seq {seq}: an event is missing"))
-                }
-                Some(l) if l.checked_add(1) != Some(seq) => {
-                    Some(format!("seq {seq} follows {l}: an event is missing"))
-                }
-                _ => None,
-            };
-            if let Some(detail) = missing {
+            if let Some(detail) = gap(from, last_seq, seq) {
                 report.chain_break = Some(ChainBreak {
                     seq,
                     expected: String::new(),

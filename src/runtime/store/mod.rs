@@ -68,9 +68,9 @@ pub use detail::{ApprovalView, ChainMark, MarkedEvent, ModelCallView, RunApprova
 #[cfg(feature = "postgres")]
 pub(crate) use detail::{mark_of, model_call_values};
 pub use error::{SCHEMA_VERSION, StoreError, go_file_mode, is_locked};
-#[cfg(feature = "postgres")]
-pub(crate) use events::event_payload;
 pub use events::{ChainBreak, ChainReport};
+#[cfg(feature = "postgres")]
+pub(crate) use events::{cut as cut_hash, event_payload, gap as event_gap};
 pub use keyset::{KeyPage, StepKey};
 pub use lease::LeaseHandle;
 pub use open::ConnectionSettings;

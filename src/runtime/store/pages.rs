@@ -311,6 +311,35 @@ impl<T> RunList<T> {
         let (what, sql) = self.anchor;
         row_anchor(c, what, sql, &[&run_id], anchor)
     }
+
+    /// Rows `[offset, offset + limit)` of the run's list inside the caller's transaction (the
+    /// offset skipped on the key, the total counted whole).
+    pub fn page(
+        &self,
+        c: &Connection,
+        run_id: Text<'_>,
+        limit: i64,
+        offset: i64,
+    ) -> Result<Page<T>, StoreError> {
+        self.of(&run_id).page(c, offset, limit, self.rows)
+    }
+
+    /// A window of the run's list inside the caller's transaction, from the nearest of its
+    /// start, the `anchor` row (see [`RunList::anchor`]) and its end, with the total counted
+    /// up to [`super::COUNT_CAP`].
+    pub fn window_page(
+        &self,
+        c: &Connection,
+        run_id: Text<'_>,
+        limit: i64,
+        offset: i64,
+        anchor: Option<(i64, &str)>,
+        end: Option<i64>,
+    ) -> Result<WindowPage<T>, StoreError> {
+        let anchor = self.anchor(c, run_id, anchor)?;
+        self.of(&run_id)
+            .window_page(c, offset, limit, anchor, end, self.rows)
+    }
 }
 
 impl Store {
@@ -325,7 +354,7 @@ impl Store {
     ) -> Result<Page<T>, StoreError> {
         let run_id = key(&run_id);
         check_page(list.name, limit, offset)?;
-        self.read(|c| list.of(&run_id).page(c, offset, limit, list.rows))
+        self.read(|c| list.page(c, run_id, limit, offset))
     }
 
     /// A window of a run's list read by key (issue 14 item 8), from the nearest of the list's
@@ -343,11 +372,7 @@ impl Store {
     ) -> Result<WindowPage<T>, StoreError> {
         let run_id = key(&run_id);
         check_page(list.name, limit, offset)?;
-        self.read(|c| {
-            let anchor = list.anchor(c, run_id, anchor)?;
-            list.of(&run_id)
-                .window_page(c, offset, limit, anchor, end, list.rows)
-        })
+        self.read(|c| list.window_page(c, run_id, limit, offset, anchor, end))
     }
 }
 
@@ -378,6 +403,25 @@ fn steps_by_key(c: &Connection, w: &Window) -> Result<Vec<Step>, StoreError> {
     let sql = format!("{} WHERE rowid = ?", step_select());
     w.each(1, |rowid| {
         query(c, &sql, &[&rowid], "list steps", capped_step)
+    })
+}
+
+/// The events of a window keyed by `seq` (its seqs are one range: consecutive in the run, or
+/// in the table), read in seq order by one select whose `cond` binds the run, then the
+/// range's first and last seq.
+pub(super) fn events_in(
+    c: &Connection,
+    w: &Window,
+    cond: &str,
+    run_id: &dyn rusqlite::ToSql,
+) -> Result<Vec<Event>, StoreError> {
+    let (Some(lo), Some(hi)) = (w.keys.first(), w.keys.last()) else {
+        return Ok(Vec::new());
+    };
+    let sql = format!("{} WHERE {cond} ORDER BY seq", event_select());
+    let (lo, hi) = (int(&lo[0]), int(&hi[0]));
+    query(c, &sql, &[run_id, &lo, &hi], "list events", |r| {
+        event_from(&mut Cols::new(r))
     })
 }
 
@@ -537,19 +581,8 @@ impl Store {
                 desc: false,
             };
             let w = list.window(c, offset, limit, None, None, Some(i64::MAX - 1))?;
-            let items = match (w.keys.first(), w.keys.last()) {
-                (Some(lo), Some(hi)) => {
-                    let (lo, hi) = (int(&lo[0]), int(&hi[0]));
-                    let sql = format!(
-                        "{} WHERE (?1 = '' OR run_id = ?1) AND seq >= ?2 AND seq <= ?3 ORDER BY seq",
-                        event_select()
-                    );
-                    query(c, &sql, &[&run_id, &lo, &hi], "list events", |r| {
-                        event_from(&mut Cols::new(r))
-                    })?
-                }
-                _ => Vec::new(),
-            };
+            let cond = "(?1 = '' OR run_id = ?1) AND seq >= ?2 AND seq <= ?3";
+            let items = events_in(c, &w, cond, &run_id)?;
             Ok(Page {
                 items,
                 total: w.total,

@@ -97,6 +97,21 @@ fn of_run<T>(
     rows.collect::<Result<Vec<_>, _>>().ctx(what)
 }
 
+/// The first row `sql` gives, decoded by `f`; `None` when it gives none.
+pub(crate) fn query_opt<T>(
+    conn: &Connection,
+    sql: &str,
+    args: &[&dyn rusqlite::ToSql],
+    what: &str,
+    f: impl FnOnce(&rusqlite::Row<'_>) -> T,
+) -> Result<Option<T>, StoreError> {
+    conn.prepare_cached(sql)
+        .ctx(what)?
+        .query_row(args, |r| Ok(f(r)))
+        .optional()
+        .ctx(what)
+}
+
 pub(crate) fn get_step(conn: &Connection, id: impl AsKey) -> Result<Step, StoreError> {
     let sql = format!("SELECT {STEP_COLUMNS} FROM steps WHERE id = ?");
     by_id(conn, &sql, "step", key(&id), |r| {
@@ -120,15 +135,10 @@ pub(crate) fn get_approval(
     id: impl AsKey,
 ) -> Result<Approval, StoreError> {
     let (run_id, id) = (key(&run_id), key(&id));
-    conn.prepare_cached(&format!(
-        "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE id = ? AND run_id = ?"
-    ))
-    .ctx("get approval")?
-    .query_row(params![id, run_id], |r| {
-        Ok(approval_from(&mut Cols::new(r)))
-    })
-    .optional()
-    .ctx("get approval")?
+    let sql = format!("SELECT {APPROVAL_COLUMNS} FROM approvals WHERE id = ? AND run_id = ?");
+    query_opt(conn, &sql, params![id, run_id], "get approval", |r| {
+        approval_from(&mut Cols::new(r))
+    })?
     .ok_or_else(|| StoreError::NotFound {
         what: Said::from("approval ").id(id).text(" of run ").id(run_id),
     })
@@ -141,13 +151,16 @@ pub(crate) fn latest_approval_of_step(
     step_id: impl AsKey,
 ) -> Result<Option<Approval>, StoreError> {
     let (run_id, step_id) = (key(&run_id), key(&step_id));
-    conn.prepare_cached(&format!(
+    let sql = format!(
         "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE run_id = ? AND step_id = ? ORDER BY rowid DESC LIMIT 1"
-    ))
-    .ctx("latest approval")?
-    .query_row(params![run_id, step_id], |r| Ok(approval_from(&mut Cols::new(r))))
-    .optional()
-    .ctx("latest approval")
+    );
+    query_opt(
+        conn,
+        &sql,
+        params![run_id, step_id],
+        "latest approval",
+        |r| approval_from(&mut Cols::new(r)),
+    )
 }
 
 pub(crate) fn lease(conn: &Connection, run_id: impl AsKey) -> Result<Lease, StoreError> {

@@ -57,6 +57,15 @@ impl<'r, 's> Cols<'r, 's> {
         }
     }
 
+    /// What decoding the row noted, taken for the record it made: its decode errors and
+    /// the bytes kept of TEXT that was not UTF-8.
+    pub fn take_notes(&mut self) -> (String, RawInvalid) {
+        (
+            std::mem::take(&mut self.decode_error),
+            std::mem::take(&mut self.raw_invalid),
+        )
+    }
+
     fn fail(&mut self, column: &str, err: &dyn std::fmt::Display) {
         push_decode_error(&mut self.decode_error, column, err);
     }
@@ -204,8 +213,7 @@ pub(crate) fn run_from(c: &mut Cols<'_, '_>) -> Run {
     run.limits = c
         .json(&limits_json, "limits", Limits::from_json)
         .unwrap_or_default();
-    run.decode_error = std::mem::take(&mut c.decode_error);
-    run.raw_invalid = std::mem::take(&mut c.raw_invalid);
+    (run.decode_error, run.raw_invalid) = c.take_notes();
     run
 }
 
@@ -237,8 +245,7 @@ pub(crate) fn step_from(c: &mut Cols<'_, '_>) -> Step {
     s.decision = c.json(&d, "decision", Decision::from_json);
     s.policy = c.json(&p, "policy", PolicyDecision::from_json);
     s.observation = c.json(&o, "observation", Observation::from_json);
-    s.decode_error = std::mem::take(&mut c.decode_error);
-    s.raw_invalid = std::mem::take(&mut c.raw_invalid);
+    (s.decode_error, s.raw_invalid) = c.take_notes();
     s
 }
 
@@ -271,8 +278,7 @@ pub(crate) fn approval_from(c: &mut Cols<'_, '_>) -> Approval {
     a.decided_at = c.time(10, "decided_at");
     a.decided_by = c.text(11, "decided_by");
     a.note = c.text(12, "note");
-    a.decode_error = std::mem::take(&mut c.decode_error);
-    a.raw_invalid = std::mem::take(&mut c.raw_invalid);
+    (a.decode_error, a.raw_invalid) = c.take_notes();
     a
 }
 
@@ -296,8 +302,7 @@ pub(crate) fn event_from(c: &mut Cols<'_, '_>) -> Event {
         hash: c.text(6, "hash"),
         ..Event::default()
     };
-    e.decode_error = std::mem::take(&mut c.decode_error);
-    e.raw_invalid = std::mem::take(&mut c.raw_invalid);
+    (e.decode_error, e.raw_invalid) = c.take_notes();
     e
 }
 

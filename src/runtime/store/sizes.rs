@@ -8,6 +8,7 @@ use super::Store;
 use super::bind::key;
 use super::error::{Ctx, StoreError};
 use super::pages::{MAX_PAGE_TEXT, approval_select, capped_approval};
+use super::reads::query_opt;
 use crate::runtime::types::{Approval, AsKey, Key};
 
 /// When a page read replaced this approval's request by its stand-in (the request is over
@@ -39,14 +40,9 @@ impl Store {
     ) -> Result<Option<Approval>, StoreError> {
         let (run_id, approval_id) = (key(&run_id), key(&approval_id));
         self.read(|c| {
-            c.prepare_cached(&format!(
-                "{} WHERE id = ? AND run_id = ?",
-                approval_select()
-            ))
-            .ctx("get approval")?
-            .query_row(params![approval_id, run_id], |r| Ok(capped_approval(r)))
-            .optional()
-            .ctx("get approval")
+            let sql = format!("{} WHERE id = ? AND run_id = ?", approval_select());
+            let args = params![approval_id, run_id];
+            query_opt(c, &sql, args, "get approval", capped_approval)
         })
     }
 

@@ -10,6 +10,7 @@ use rusqlite::{Connection, OptionalExtension};
 use super::Store;
 use super::error::{Ctx, StoreError};
 use super::pages::{Page, approval_select, capped_approval, check_page, count, query, run_select};
+use super::reads::query_opt;
 use super::rows::{Cols, run_from};
 use super::window::{KeyedList, Window, WindowPage, row_anchor};
 use crate::runtime::types::{Approval, RawInvalid, Run};
@@ -131,13 +132,7 @@ const RUNS_COND: &str = "(?1 = '' OR r.status = ?1) AND (?2 = '' OR instr(lower(
 
 pub(super) fn queue_item(c: &Connection, rowid: i64) -> Result<Option<QueueItem>, StoreError> {
     let sql = format!("{} WHERE rowid = ?", approval_select());
-    let Some(approval) = c
-        .prepare_cached(&sql)
-        .ctx("queue")?
-        .query_row([rowid], |r| Ok(capped_approval(r)))
-        .optional()
-        .ctx("queue")?
-    else {
+    let Some(approval) = query_opt(c, &sql, &[&rowid], "queue", capped_approval)? else {
         return Ok(None);
     };
     let step_index = opt_int(c, "SELECT idx FROM steps WHERE id = ?", &approval.step_id)?;

@@ -150,12 +150,19 @@ impl PolicyDecision {
     /// Go JSON in declared field order with `omitempty`.
     pub fn to_go_json(&self) -> Result<Vec<u8>, JsonError> {
         let mut o = Object::new();
+        self.go_fields(&mut o)?;
+        Ok(o.finish())
+    }
+
+    /// Writes the decision's fields into `o` as [`PolicyDecision::to_go_json`] does (the
+    /// start of a `step.policy` event, which adds its own after them).
+    pub(crate) fn go_fields(&self, o: &mut Object) -> Result<(), JsonError> {
         o.str("outcome", self.outcome.as_str())
             .str_opt("reason", &self.reason)
             .str_opt("kind", &self.kind);
         o.raw_opt("capability", &self.capability)?;
         o.raw_opt("presentation", &self.presentation)?;
-        Ok(o.finish())
+        Ok(())
     }
 
     /// Decodes stored JSON into a `PolicyDecision`; unknown keys are ignored, missing ones are empty.
