@@ -908,3 +908,58 @@ fn pg_a_windows_round_trips_do_not_grow_with_its_rows() {
         few.1, many.1
     );
 }
+
+/// A console that quits stops its lanes' reads on the server (decision 0086 item 7): a
+/// count waiting behind another session's lock ends with the server's "canceling statement
+/// due to user request" once the lane's canceller, taken at open, is called from another
+/// thread; without it the count would wait for the lock.
+#[test]
+fn pg_a_lanes_read_in_flight_is_cancelled_from_another_thread() {
+    use countersign::console::testing::Query;
+    use std::time::Duration;
+    let d = tempfile::tempdir().unwrap();
+    let Some((_, _, db)) = both(d.path(), "queue") else {
+        return;
+    };
+    let mut counting = PgData::open_pg_counting(&db.pg_url()).unwrap();
+    let stop = counting.canceller();
+    let mut locker = db.client();
+    let mut tx = locker.transaction().unwrap();
+    tx.batch_execute("LOCK TABLE runs IN ACCESS EXCLUSIVE MODE")
+        .unwrap();
+    let (done, finished) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let r = counting.query(&Query::Counts);
+        let _ = done.send(());
+        r
+    });
+    let mut watcher = db.client();
+    let waiting = (0..2000).any(|_| {
+        let n: i64 = watcher
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity \
+                 WHERE wait_event_type = 'Lock' AND datname = current_database()",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        n > 0 || {
+            std::thread::sleep(Duration::from_millis(5));
+            false
+        }
+    });
+    assert!(waiting, "the count never waited on the lock");
+    stop.cancel().expect("the cancel request is sent");
+    let ended = finished.recv_timeout(Duration::from_secs(20));
+    tx.rollback().unwrap();
+    let r = reader.join().unwrap();
+    assert!(
+        ended.is_ok(),
+        "the count still waited on the lock after the cancel"
+    );
+    let said = match r {
+        Ok(reply) => format!("{reply:?}"),
+        Err(e) => e.to_string(),
+    };
+    assert!(said.contains("canceling statement"), "{said}");
+}

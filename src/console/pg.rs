@@ -9,7 +9,7 @@ use super::data::DataError;
 use super::decider::StoreDecider;
 use super::reads::{ConsoleReads, Near, same_reads};
 use super::sqlite::StoreData;
-use crate::pgstore::{Listener, PgStore, PgUrl};
+use crate::pgstore::{Canceller, Listener, PgStore, PgUrl};
 use crate::runtime::stats::Stats;
 use crate::runtime::store::{
     ApprovalView, ChainReport, DamagedColumn, MarkedEvent, ModelCallView, ProxyCall, QueueItem,
@@ -43,6 +43,12 @@ impl StoreData<PgReads> {
     /// As [`StoreData::open_pg`], for the counting lane: no listener (it does not poll).
     pub fn open_pg_counting(url: &PgUrl) -> Result<PgData, DataError> {
         Self::connect(url, false)
+    }
+
+    /// Cancels the statement this reader's connection is running, from another thread
+    /// (taken at open, before the reader moves to its lane).
+    pub fn canceller(&self) -> Canceller {
+        self.reads().store.canceller()
     }
 
     fn connect(url: &PgUrl, listen: bool) -> Result<PgData, DataError> {

@@ -67,7 +67,7 @@ pub fn run(opts: ConsoleOptions) -> Result<(), ConsoleError> {
         .clone()
         .or_else(|| config_dir.as_ref().map(|d| d.join("console.log")));
     let log = log_path.as_deref().map(Log::open);
-    let (data, counting_data, decider) = open_database(&mut opts)?;
+    let (data, counting_data, decider, stops) = open_database(&mut opts)?;
     let cfg = AppConfig {
         by,
         read_only: opts.read_only,
@@ -114,16 +114,49 @@ pub fn run(opts: ConsoleOptions) -> Result<(), ConsoleError> {
     };
     spawn_input(tx)?;
     let fx = app.start();
-    perform(&lanes, fx, &mut term, &mut app)?;
-    main_loop(&lanes, &rx, &mut term, &mut app)
+    let ran = perform(&lanes, fx, &mut term, &mut app)
+        .map(|_| ())
+        .and_then(|()| main_loop(&lanes, &rx, &mut term, &mut app));
+    stop_lanes(stops);
+    ran
 }
 
-/// The reading lane's reader, the counting lane's and the decision writer.
+/// The reading lane's reader, the counting lane's, the decision writer, and what stops the
+/// lanes' statements on the server when the console quits.
 type Opened = (
     Box<dyn ConsoleData>,
     Box<dyn ConsoleData>,
     Option<Box<dyn Decider>>,
+    Vec<Stop>,
 );
+
+/// Stops a lane's statement in flight (PostgreSQL's cancel request).
+type Stop = Box<dyn FnOnce() + Send>;
+
+/// Runs the stops, each on a thread of its own, and waits for them a little: a console that
+/// quits while a lane's read (a count scanning a million rows) is running asks the server to
+/// stop it rather than leave it to run until the server notices the closed connection
+/// (decision 0086 item 7). SQLite's reads are in this process and end with it.
+fn stop_lanes(stops: Vec<Stop>) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let n = stops.len();
+    for stop in stops {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            stop();
+            let _ = tx.send(());
+        });
+    }
+    let until = Instant::now() + Duration::from_millis(500);
+    for _ in 0..n {
+        if rx
+            .recv_timeout(until.saturating_duration_since(Instant::now()))
+            .is_err()
+        {
+            return;
+        }
+    }
+}
 
 /// Opens the run database `opts.db` names: a SQLite path, or (with the `postgres` feature) a
 /// `postgres://` URL, whose errors name it with its password hidden. The resume hook is
@@ -139,12 +172,20 @@ fn open_database(opts: &mut ConsoleOptions) -> Result<Opened, ConsoleError> {
         })?;
         let data = PgData::open_pg(&url)?;
         let counting = PgData::open_pg_counting(&url)?;
+        let stops: Vec<Stop> = [data.canceller(), counting.canceller()]
+            .into_iter()
+            .map(|c| -> Stop {
+                Box::new(move || {
+                    let _ = c.cancel();
+                })
+            })
+            .collect();
         let decider: Option<Box<dyn Decider>> = match (opts.read_only, make) {
             (true, _) => None,
             (false, Some(make)) => Some(make(&opts.db).map_err(ConsoleError::Writer)?),
             (false, None) => Some(Box::new(pg_decider(&url).map_err(ConsoleError::Writer)?)),
         };
-        return Ok((Box::new(data), Box::new(counting), decider));
+        return Ok((Box::new(data), Box::new(counting), decider, stops));
     }
     let data = SqliteData::open(&opts.db)?;
     let counting_data = SqliteData::open_counting(&opts.db)?;
@@ -155,7 +196,7 @@ fn open_database(opts: &mut ConsoleOptions) -> Result<Opened, ConsoleError> {
             StoreDecider::open(&opts.db).map_err(ConsoleError::Writer)?,
         )),
     };
-    Ok((Box::new(data), Box::new(counting_data), decider))
+    Ok((Box::new(data), Box::new(counting_data), decider, vec![]))
 }
 
 /// The terminal's events as inputs, on a thread of its own.

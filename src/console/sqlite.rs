@@ -29,6 +29,12 @@ impl<S: ConsoleReads> StoreData<S> {
     pub fn over(store: S) -> Self {
         StoreData { store }
     }
+
+    /// The reads it answers from.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    pub(crate) fn reads(&self) -> &S {
+        &self.store
+    }
 }
 
 impl StoreData<Store> {

@@ -78,6 +78,27 @@ pub fn connect(url: &PgUrl) -> Result<postgres::Client, PgError> {
     Ok(client)
 }
 
+/// Cancels the statement a [`PgStore`]'s connection is running ([`PgStore::canceller`]): a
+/// console that quits stops its reads on the server at once instead of leaving them to run
+/// until the server notices the closed connection.
+pub struct Canceller {
+    token: postgres::CancelToken,
+    url: PgUrl,
+}
+
+impl Canceller {
+    /// Sends the cancel request (a connection of its own, with the URL's TLS settings). A
+    /// connection running nothing is unaffected; one running a statement sees it fail with
+    /// SQLSTATE 57014.
+    pub fn cancel(&self) -> Result<(), PgError> {
+        let tls = tls::connector(&self.url)?;
+        self.token.cancel_query(tls).map_err(|e| PgError::Connect {
+            db: self.url.to_string(),
+            detail: error::detail(&e),
+        })
+    }
+}
+
 impl PgStore {
     /// Connects and migrates to [`PG_SCHEMA_VERSION`] (one transaction; a newer schema is
     /// refused and nothing changes). Needs the owner role.
@@ -121,6 +142,16 @@ impl PgStore {
     /// The connection, through the exclusive borrow.
     fn client_mut(&mut self) -> &mut postgres::Client {
         self.client.get_mut().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A handle that asks the server to cancel whatever statement this store's connection
+    /// is running, from any thread, without the connection's lock (which the running
+    /// statement holds). Take it before handing the store to the thread that reads.
+    pub fn canceller(&self) -> Canceller {
+        Canceller {
+            token: self.lock().cancel_token(),
+            url: self.url.clone(),
+        }
     }
 
     /// Whether its connection is gone (the server closed it, or it broke); a store whose
