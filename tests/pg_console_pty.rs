@@ -63,3 +63,77 @@ fn pg_console_in_a_terminal_reloads_when_a_sequencer_notifies() {
     t.send(b"q");
     assert_eq!(t.finish(), 0);
 }
+
+/// A console that quits while its read waits on the server stops that read (decision 0086
+/// item 7): the reading lane's first read is held behind another session's lock, `q` quits,
+/// and the server's log says the backend's statement was cancelled by request; without the
+/// cancel the backend would wait on until the server noticed the closed connection and log
+/// that instead. Needs this suite's own server (its log); skipped loudly on another.
+#[test]
+fn pg_a_console_that_quits_cancels_its_read_on_the_server() {
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    let Some(log) = pg_support::server_log() else {
+        eprintln!("SKIPPED: the server's log is not this suite's to read");
+        return;
+    };
+    let d = tempfile::tempdir().unwrap();
+    let (sqlite, _) = console_support::fixture(d.path(), "q", "queue", &[]);
+    copy(&Endpoint::Sqlite(sqlite), &Endpoint::Pg(db.pg_url())).expect("copy");
+    let mut locker = db.client();
+    let mut tx = locker.transaction().unwrap();
+    tx.batch_execute("LOCK TABLE approvals, runs IN ACCESS EXCLUSIVE MODE")
+        .unwrap();
+    let cfg = tempfile::tempdir().unwrap();
+    let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_countersign"));
+    cmd.arg("--db");
+    cmd.arg(&db.url);
+    cmd.arg("--read-only");
+    cmd.env("TERM", "xterm-256color");
+    cmd.env("XDG_CONFIG_HOME", cfg.path());
+    cmd.env_remove("COUNTERSIGN_DB");
+    let mut t = Session::start(cmd, 24, 100);
+    // The console's read waits on the lock.
+    let mut watcher = db.client();
+    let mut waiting: Vec<i32> = vec![];
+    for _ in 0..2000 {
+        waiting = watcher
+            .query(
+                "SELECT pid FROM pg_stat_activity \
+                 WHERE wait_event_type = 'Lock' AND datname = current_database()",
+                &[],
+            )
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        if !waiting.is_empty() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert!(
+        !waiting.is_empty(),
+        "the console's read never waited on the lock"
+    );
+    t.send(b"q");
+    assert_eq!(t.finish(), 0);
+    let cancelled = |pid: i32| format!("[{pid}] ERROR:  canceling statement due to user request");
+    let mut said = String::new();
+    for _ in 0..2000 {
+        said = std::fs::read_to_string(&log).unwrap_or_default();
+        if waiting.iter().all(|p| said.contains(&cancelled(*p))) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    tx.rollback().unwrap();
+    let about: Vec<&str> = said
+        .lines()
+        .filter(|l| waiting.iter().any(|p| l.contains(&format!("[{p}]"))))
+        .collect();
+    for p in &waiting {
+        assert!(said.contains(&cancelled(*p)), "backend {p}: {about:#?}");
+    }
+}

@@ -26,6 +26,8 @@ struct Server {
     prefix: String,
     /// The query after the database name (the socket directory), or empty.
     query: String,
+    /// The server's log, when this suite started the server.
+    log: Option<PathBuf>,
 }
 
 static SERVER: OnceLock<Result<Server, String>> = OnceLock::new();
@@ -110,6 +112,12 @@ fn server() -> Result<&'static Server, String> {
         .map_err(|e| e.clone())
 }
 
+/// The server's log (its default line prefix names each backend's pid), when this suite
+/// started the server; `None` for a server named by `COUNTERSIGN_TEST_PG` or `PGHOST`.
+pub fn server_log() -> Option<PathBuf> {
+    server().ok()?.log.clone()
+}
+
 /// A fresh database, or `None` after printing `SKIPPED: ...` where no server can be had.
 pub fn fresh_db() -> Option<TestDb> {
     let s = match server() {
@@ -155,7 +163,11 @@ fn find_or_start() -> Result<Server, String> {
             Some(p) => base[..after + p].to_string(),
             None => base,
         };
-        return Ok(Server { prefix, query });
+        return Ok(Server {
+            prefix,
+            query,
+            log: None,
+        });
     }
     if let Ok(host) = std::env::var("PGHOST")
         && !host.is_empty()
@@ -166,11 +178,13 @@ fn find_or_start() -> Result<Server, String> {
             Server {
                 prefix: format!("postgresql://{user}@"),
                 query: format!("?host={host}&port={port}"),
+                log: None,
             }
         } else {
             Server {
                 prefix: format!("postgresql://{user}@{host}:{port}"),
                 query: String::new(),
+                log: None,
             }
         });
     }
@@ -251,6 +265,7 @@ fn start_cluster() -> Result<Server, String> {
     Ok(Server {
         prefix: "postgresql://postgres@".into(),
         query: format!("?host={}", dir.display()),
+        log: Some(dir.join("log")),
     })
 }
 
