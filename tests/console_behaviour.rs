@@ -386,16 +386,23 @@ fn mono_theme_marks_selection_by_reversal() {
     assert_eq!(b[(0, 3)].bg, ratatui::style::Color::Reset, "and no colour");
 }
 
-#[test]
-fn runs_read_by_key_around_an_anchor_equal_runs_read_by_offset() {
-    use countersign::console::testing::{ConsoleData, Query};
-    let d = tempfile::tempdir().unwrap();
+/// The queue's scenarios and 300 completed runs of one step each: a runs list of several
+/// screens.
+fn three_hundred_runs(dir: &std::path::Path) -> std::path::PathBuf {
     let (db, _) = fixture(
-        d.path(),
+        dir,
         "big",
         "queue,completed",
         &["--big", "300", "--steps-per-run", "1"],
     );
+    db
+}
+
+#[test]
+fn runs_read_by_key_around_an_anchor_equal_runs_read_by_offset() {
+    use countersign::console::testing::{ConsoleData, Query};
+    let d = tempfile::tempdir().unwrap();
+    let db = three_hundred_runs(d.path());
     let mut data = countersign::console::testing::SqliteData::open(&db).unwrap();
     let ids = |r: Reply| match r {
         Reply::Runs(p) => (
@@ -806,12 +813,7 @@ fn the_decision_pages_recheck_runs_on_the_database_thread() {
 #[test]
 fn a_lists_first_read_is_one_screen_and_the_whole_window_follows() {
     let d = tempfile::tempdir().unwrap();
-    let (db, _) = fixture(
-        d.path(),
-        "big",
-        "queue,completed",
-        &["--big", "300", "--steps-per-run", "1"],
-    );
+    let db = three_hundred_runs(d.path());
     let mut h = Harness::open(&db, 80, 24);
     let screen = u64::from(h.app.list_rows());
     let limit_of = |q: &Query| match q {

@@ -115,8 +115,7 @@ pub fn run(opts: ConsoleOptions) -> Result<(), ConsoleError> {
     spawn_input(tx)?;
     let fx = app.start();
     let ran = perform(&lanes, fx, &mut term, &mut app)
-        .map(|_| ())
-        .and_then(|()| main_loop(&lanes, &rx, &mut term, &mut app));
+        .and_then(|_| main_loop(&lanes, &rx, &mut term, &mut app));
     stop_lanes(stops);
     ran
 }
