@@ -116,6 +116,8 @@ pub fn run(opts: ConsoleOptions) -> Result<(), ConsoleError> {
     let fx = app.start();
     let ran = perform(&lanes, fx, &mut term, &mut app)
         .and_then(|_| main_loop(&lanes, &rx, &mut term, &mut app));
+    // The shell first; the cancels may take a moment on a distant server.
+    terminal::restore();
     stop_lanes(stops);
     ran
 }
