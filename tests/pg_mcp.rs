@@ -7,14 +7,18 @@
 mod host;
 mod mcp_support;
 mod pg_support;
+#[allow(dead_code)]
+mod support;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use countersign::mcp::config::Database;
 use countersign::mcp::serve::calls::{Calls, Claim};
+use countersign::mcp::serve::runs::Runs;
 use countersign::pgstore::copy::{Endpoint, copy};
 use countersign::pgstore::{PgStore, postgres};
+use countersign::runtime::types::Timestamp;
 use host::{Host, approval_in, server_calls, verify};
 use mcp_support::*;
 use pg_support::{SECRET, TestDb, cs, said, with_password};
@@ -54,6 +58,63 @@ fn wait_chained(c: &mut postgres::Client) {
         std::thread::sleep(Duration::from_millis(10));
     }
     panic!("the inbox was not chained");
+}
+
+/// The proxy's "leased elsewhere" check (a request whose run another process works is in
+/// progress) judges a lease as the Gate does: on PostgreSQL by the server's clock, whatever
+/// this host's clock says (decision 0083), on SQLite by this host's. The same run, copied:
+/// a lease that lapsed in 2020 is live to a host whose clock says 2019 on SQLite only, and
+/// one that lapses in 2999 is live on PostgreSQL even to a host whose clock says 3000.
+#[test]
+fn pg_the_proxys_lease_check_reads_the_servers_clock() {
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let lite = dir.path().join("runs.db");
+    let manifest = support::fixture(
+        &lite,
+        &[
+            "--scenario",
+            "running",
+            "--base-time",
+            "2020-01-01T00:00:00Z",
+        ],
+    );
+    let run = manifest["scenarios"]["running"]["runs"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    copy(&Endpoint::Sqlite(lite.clone()), &Endpoint::Pg(db.pg_url())).unwrap();
+    let behind = Timestamp::parse("2019-06-01T00:00:00Z").unwrap();
+    let ahead = Timestamp::parse("3000-01-01T00:00:00Z").unwrap();
+
+    let sqlite = Runs::open(&Database::File(lite)).unwrap();
+    let pg = Runs::open(&db_of(&db.url)).unwrap();
+    assert!(
+        sqlite.lease_live(&run, behind).unwrap(),
+        "SQLite judges by the host's clock"
+    );
+    assert!(!sqlite.lease_live(&run, Timestamp::now()).unwrap());
+    assert!(
+        !pg.lease_live(&run, behind).unwrap(),
+        "a lease that lapsed by the server's clock is not live on PostgreSQL"
+    );
+
+    db.client()
+        .execute(
+            "UPDATE runs SET lease_expires_at = '2999-01-01T00:00:00Z' WHERE id = $1",
+            &[&run],
+        )
+        .unwrap();
+    assert!(
+        pg.lease_live(&run, ahead).unwrap(),
+        "a lease live by the server's clock is live on PostgreSQL"
+    );
+    db.client()
+        .execute("UPDATE runs SET lease_owner = '' WHERE id = $1", &[&run])
+        .unwrap();
+    assert!(!pg.lease_live(&run, behind).unwrap(), "no holder, no lease");
 }
 
 /// The proxy's index on PostgreSQL compare-and-sets as on SQLite (calls.rs's unit test, on

@@ -175,11 +175,9 @@ impl Proxy {
                 return Some(Next::Answer(answer::in_progress()));
             }
         } else {
-            match self.o.store.lease(&run.id) {
-                Ok(l) if !l.owner.is_empty() && l.expires_at > Timestamp::now() => {
-                    return Some(Next::Answer(answer::in_progress()));
-                }
-                Ok(_) => {}
+            match self.o.store.lease_live(&run.id, Timestamp::now()) {
+                Ok(true) => return Some(Next::Answer(answer::in_progress())),
+                Ok(false) => {}
                 Err(e) => return Some(self.unavailable(&e.to_string(), READ_FAILED)),
             }
         }

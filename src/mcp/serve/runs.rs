@@ -10,7 +10,7 @@ use crate::mcp::config::Database;
 use crate::mcp::owned;
 use crate::runtime::driver::RunDb;
 use crate::runtime::store::{RunStore, Store, StoreError};
-use crate::runtime::types::{Approval, Lease, Run, Step};
+use crate::runtime::types::{Approval, Lease, Run, Step, Timestamp};
 
 #[cfg(feature = "postgres")]
 use crate::pgstore::{PgError, PgStore};
@@ -122,15 +122,23 @@ impl Runs {
         }
     }
 
-    /// Who holds the run's lease, and until when (on PostgreSQL as the run row stores it).
-    pub fn lease(&self, run_id: &str) -> Result<Lease, StoreError> {
-        match self {
-            Runs::Sqlite(s) => s.lease(run_id),
+    /// Whether a lease on the run is live, so that another process is working it: a holder is named and its expiry is after the clock that
+    /// judges leases on this backend. SQLite judges by `here`, this host's clock (agentrt);
+    /// PostgreSQL by its server's clock (decision 0083), so a host whose clock is off neither
+    /// waits on a lease the Gate would take over nor sees one lapse early; `here` is not used.
+    pub fn lease_live(&self, run_id: &str, here: Timestamp) -> Result<bool, StoreError> {
+        let (lease, now) = match self {
+            Runs::Sqlite(s) => (s.lease(run_id)?, here),
             #[cfg(feature = "postgres")]
-            Runs::Postgres(p) => RunStore::get_run(&**p, run_id.as_bytes()).map(|r| Lease {
-                owner: r.lease_owner,
-                expires_at: r.lease_expires_at,
-            }),
-        }
+            Runs::Postgres(p) => {
+                let r = RunStore::get_run(&**p, run_id.as_bytes())?;
+                let lease = Lease {
+                    owner: r.lease_owner,
+                    expires_at: r.lease_expires_at,
+                };
+                (lease, p.server_clock()?)
+            }
+        };
+        Ok(!lease.owner.is_empty() && lease.expires_at > now)
     }
 }
