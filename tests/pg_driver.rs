@@ -997,6 +997,82 @@ fn pg_observers_get_each_event_once_chained() {
     );
 }
 
+/// An observer that writes through the driver it observes (here: when one run finishes it
+/// starts the next one) neither deadlocks nor loses that write's events: the delivery lock
+/// is held during the observer's call, so the nested writes leave their events to the call's
+/// holder, which hands them on, chained and in seq order, once the observer returns, before
+/// the outer run's `start` returns.
+#[test]
+fn pg_an_observer_that_writes_through_its_driver_gets_those_events_after_its_call() {
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    let url = db.pg_url();
+    let (done, finished) = std::sync::mpsc::channel();
+    // On a thread of its own, so that a deadlock fails the test instead of hanging it.
+    std::thread::spawn(move || {
+        let (tools, _) = echo_registry("look", SideEffect::ReadOnly);
+        let seen: Seen = Arc::default();
+        let me: Arc<Mutex<Option<Driver>>> = Arc::default();
+        let inner: Arc<Mutex<Option<RunStatus>>> = Arc::default();
+        let (sink, me2, inner2) = (seen.clone(), me.clone(), inner.clone());
+        let driver = Config::new(
+            Arc::new(PgStore::open(&url).unwrap()),
+            tools,
+            Arc::new(DefaultPolicy),
+        )
+        .agent(look_agent("n", 2, 2))
+        .observer(Arc::new(move |e: &Event| {
+            sink.lock().unwrap().push(e.clone());
+            if e.run_id == "outer" && e.kind == "run.finished" {
+                // Taken once: the driver does not keep itself alive through its observer.
+                let d = me2.lock().unwrap().take();
+                if let Some(d) = d {
+                    let run = tokio::runtime::Handle::current()
+                        .block_on(d.start_with_id("inner", "g", limits()))
+                        .unwrap();
+                    *inner2.lock().unwrap() = Some(run.status);
+                }
+            }
+        }))
+        .build()
+        .unwrap();
+        *me.lock().unwrap() = Some(driver.clone());
+        let outer = rt()
+            .block_on(driver.start_with_id("outer", "g", limits()))
+            .unwrap();
+        let seen: Vec<Event> = seen.lock().unwrap().clone();
+        let inner = inner.lock().unwrap().clone();
+        let _ = done.send((outer.status, inner, seen));
+    });
+    let (outer, inner, seen) = finished
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the observer's write through its own driver hung");
+    assert_eq!(outer, RunStatus::Completed);
+    assert_eq!(inner, Some(RunStatus::Completed), "the observer's run ran");
+    for run in ["outer", "inner"] {
+        let got: Vec<Row> = seen
+            .iter()
+            .filter(|e| e.run_id == run)
+            .map(row_of)
+            .collect();
+        assert_eq!(
+            got,
+            stored_events(&db, run),
+            "run {run}'s chained events, in seq order, by the time the outer run returned"
+        );
+    }
+    let inner_at = seen.iter().position(|e| e.run_id == "inner").unwrap();
+    let outer_end = seen
+        .iter()
+        .position(|e| e.run_id == "outer" && e.kind == "run.finished")
+        .unwrap();
+    assert!(
+        inner_at > outer_end,
+        "the nested run's events come after the call that made them"
+    );
+}
+
 /// Two drivers on two connections, each with its own sequencer, drive two runs each at once;
 /// the sequencers take turns on the chain. Each observer is handed only chained events: each
 /// with the seq, hash and columns `events` holds at that seq, a run's in seq order, and every

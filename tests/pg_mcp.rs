@@ -7,7 +7,6 @@
 mod host;
 mod mcp_support;
 mod pg_support;
-#[allow(dead_code)]
 mod support;
 
 use std::path::{Path, PathBuf};

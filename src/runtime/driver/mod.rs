@@ -58,7 +58,8 @@ pub use worker::{SCAN_LIMIT, WorkEvent, WorkObserver, WorkOptions, WorkReport};
 /// committed on SQLite; on PostgreSQL once a sequencer has chained it, with its seq and hash
 /// as stored in `events` (a write waits for that at most [`CHAINED_WAIT`]; see
 /// decision 0083 item 4). On PostgreSQL one driver's calls are made one at a time, with its
-/// delivery lock held: the observer must not write through the same driver or Gate there.
+/// delivery lock held; an observer that writes through the same driver or Gate there gets that
+/// write's events once its call has returned (the write does not wait for them).
 pub type Observer = Arc<dyn Fn(&Event) + Send + Sync>;
 
 /// Generates ids (32 lowercase hex by default).

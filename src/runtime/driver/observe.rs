@@ -15,10 +15,13 @@
 //! [`OWED_MAX`] are kept owed (past that the oldest are dropped). A read that fails leaves the
 //! events owed too. A row found at an event's place that is not the
 //! event written (a row written around the run's lock) is not handed on, and neither is the
-//! event.
+//! event. A write that finds the delivery lock held by a call in the observer does not wait:
+//! its events are left to that holder, which hands them on after the call (an observer that
+//! writes through the driver it observes would otherwise wait for itself).
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, TryLockError};
 use std::time::{Duration, Instant};
 
 use super::Observer;
@@ -49,6 +52,10 @@ pub(crate) struct Owed {
     /// The delivery lock: held while reading back and handing on (it takes the connection's
     /// lock to read, never the other way round).
     state: Mutex<State>,
+    /// The delivery lock's holder is in the observer's call: a write that finds the lock held
+    /// then leaves its events to the holder instead of waiting, since the observer may be
+    /// what made that write (it wrote through this driver), and would wait for it forever.
+    in_observer: AtomicBool,
 }
 
 #[derive(Default)]
@@ -70,6 +77,7 @@ impl Owed {
             nudge,
             pushed: Arc::default(),
             state: Mutex::new(State::default()),
+            in_observer: AtomicBool::new(false),
         }
     }
 
@@ -80,9 +88,26 @@ impl Owed {
 
     /// Hands on what is owed and chained, in order, after a write pushed its events, waiting
     /// (bounded, see the module) for them to be chained.
+    ///
+    /// When the delivery lock is held by a call in the observer, this write's events (already
+    /// pushed) are left to that holder, which takes what was pushed before it lets go: an
+    /// observer that writes through the driver it observes gets that write's events after its
+    /// call returns, instead of both waiting on each other.
     pub(crate) fn deliver(&self, store: &PgStore, o: &Observer) {
         // Held while handing on, so that one driver's events reach the observer in order.
-        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut st = match self.state.try_lock() {
+            Ok(st) => st,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(TryLockError::WouldBlock) => {
+                if self.in_observer.load(Ordering::SeqCst) {
+                    if let Some(n) = &self.nudge {
+                        n.nudge();
+                    }
+                    return;
+                }
+                self.state.lock().unwrap_or_else(|p| p.into_inner())
+            }
+        };
         self.take_pushed(&mut st);
         if st.owed.is_empty() {
             return;
@@ -91,15 +116,20 @@ impl Owed {
             n.nudge();
         }
         st.no_listener = false;
-        let start = Instant::now();
+        let mut start = Instant::now();
         loop {
-            match st.hand_on(store, o) {
+            match st.hand_on(store, o, &self.in_observer) {
                 Ok(true) => st.stalled = false,
                 Ok(false) => {}
                 Err(_) => {
                     st.stalled = true;
                     return;
                 }
+            }
+            // What writes left to this holder while it was in the observer: waited for as
+            // long as this write's own events were.
+            if self.take_pushed(&mut st) > 0 {
+                start = Instant::now();
             }
             if st.owed.is_empty() {
                 return;
@@ -122,23 +152,32 @@ impl Owed {
     pub(crate) fn flush(&self, store: &PgStore, o: &Observer) {
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         self.take_pushed(&mut st);
-        let _ = st.hand_on(store, o);
+        let _ = st.hand_on(store, o, &self.in_observer);
     }
 
     /// Moves what the writes pushed behind what is owed, keeping at most [`OWED_MAX`].
-    fn take_pushed(&self, st: &mut State) {
+    /// Returns how many it moved.
+    fn take_pushed(&self, st: &mut State) -> usize {
         let mut pushed = self.pushed.lock().unwrap_or_else(|p| p.into_inner());
+        let n = pushed.len();
         st.owed.extend(pushed.drain(..));
         drop(pushed);
         while st.owed.len() > OWED_MAX {
             st.owed.pop_front();
         }
+        n
     }
 }
 
 impl State {
     /// Hands on, from the front, every owed event that is chained; true if any was taken off.
-    fn hand_on(&mut self, store: &PgStore, o: &Observer) -> Result<bool, StoreError> {
+    /// `in_observer` is set around each call of the observer.
+    fn hand_on(
+        &mut self,
+        store: &PgStore,
+        o: &Observer,
+        in_observer: &AtomicBool,
+    ) -> Result<bool, StoreError> {
         let mut progressed = false;
         while let Some((_, first)) = self.owed.front() {
             let (run, pos) = (first.run_id.clone(), first.pos);
@@ -159,6 +198,7 @@ impl State {
                 if same_event(&row, &e) {
                     e.seq = row.seq;
                     e.hash = row.hash;
+                    let _call = InCall::enter(in_observer);
                     o(&e);
                 }
             }
@@ -188,5 +228,21 @@ impl State {
             }
             None => std::thread::sleep(d.min(Duration::from_millis(5))),
         }
+    }
+}
+
+/// Marks a call of the observer; unmarked when dropped, even if the observer panics.
+struct InCall<'a>(&'a AtomicBool);
+
+impl<'a> InCall<'a> {
+    fn enter(flag: &'a AtomicBool) -> InCall<'a> {
+        flag.store(true, Ordering::SeqCst);
+        InCall(flag)
+    }
+}
+
+impl Drop for InCall<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::SeqCst);
     }
 }
