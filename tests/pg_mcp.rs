@@ -223,9 +223,14 @@ fn pg_proxy_holds_a_write_until_approved_then_runs_it_once() {
     // The configuration's URL carries a password (the test server trusts its socket and
     // ignores it) unless the server given already needs one: it is never printed.
     let proxy_url = with_password(&db.url);
+    // Named without the password at all, in lines and in the printed command, so that the
+    // command a person pastes takes theirs from PGPASSWORD or the password file (a password
+    // in the URL, even `***`, would override both).
     let shown = countersign::pgstore::PgUrl::parse(&proxy_url)
         .unwrap()
+        .for_commands()
         .to_string();
+    assert!(!shown.contains("***") && !shown.contains(SECRET), "{shown}");
     let cfg = setup(dir.path(), &proxy_url);
     let cfg_s = cfg.to_str().unwrap();
 
@@ -247,7 +252,11 @@ fn pg_proxy_holds_a_write_until_approved_then_runs_it_once() {
         .lines()
         .find(|l| l.contains("decide with"))
         .unwrap_or_else(|| panic!("a decide line: {err}"));
-    // The redacted URL as one shell word (quoted when it holds a `?` or the `***`).
+    assert!(
+        !line.contains("***"),
+        "no password, not even redacted: {line}"
+    );
+    // The URL as one shell word (quoted when it holds a `?`).
     let word = if shown.contains(['?', '*']) {
         format!("'{shown}'")
     } else {

@@ -55,6 +55,115 @@ fn rows(db: &Path) -> Vec<(String, Vec<Vec<Value>>)> {
     out
 }
 
+/// A URL the client would read otherwise than the redaction does is never shown with its
+/// password: `tokio-postgres` takes everything before the first '@' as user and password, so a
+/// password holding an unencoded '/', '?', '#' or '@' is refused (in one line that does not
+/// repeat it) rather than connected with and printed; an option key written percent-encoded
+/// (`pass%77ord`, which the client decodes) is read as the password it is; and the value of an
+/// option this build does not show (`sslpassword`, or anything unknown) is redacted.
+#[test]
+fn pg_url_the_client_would_read_otherwise_is_refused_or_redacted() {
+    for (raw, secret) in [
+        ("postgresql://erin:Er/inSecret@/leakdb?host=/x", "inSecret"),
+        ("postgresql://alice:Hunt?er2Sek@localhost:1/x", "er2Sek"),
+        ("postgresql://alice:Hunt#er2Sek@localhost:1/x", "er2Sek"),
+        ("postgresql://alice:p@ss@db.example/x", "ss@db"),
+        ("postgresql://db.example/x?user=a@b", "user=a@b"),
+    ] {
+        let e = PgUrl::parse(raw)
+            .map(|u| u.to_string())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("percent-encoded"), "{raw}: {e}");
+        assert!(!e.contains(secret), "{raw}: {e}");
+        let o = cs(&["--db", raw, "runs"]);
+        assert_eq!(o.status.code(), Some(2), "{raw}: {}", said(&o));
+        assert!(!said(&o).contains(secret), "{raw}: {}", said(&o));
+    }
+    for (raw, written, password) in [
+        (
+            "postgresql://dave@/leakdb?host=/x&pass%77ord=DaveSecret9",
+            "DaveSecret9",
+            "DaveSecret9",
+        ),
+        (
+            "postgresql://erin:Er%2FinSecret@/leakdb?host=/x",
+            "Er%2FinSecret",
+            "Er/inSecret",
+        ),
+        ("postgresql://erin:p%40ss@/leakdb?host=/x", "p%40ss", "p@ss"),
+    ] {
+        let u = PgUrl::parse(raw).unwrap();
+        let shown = format!("{u} {u:?} {}", u.redacted());
+        assert!(
+            !shown.contains(written) && !shown.contains(password),
+            "{shown}"
+        );
+        let cfg = u.config().unwrap();
+        assert_eq!(cfg.get_password(), Some(password.as_bytes()), "{raw}");
+    }
+    let u = PgUrl::parse("postgresql://u@h/db?sslpassword=Zed123&application_name=cs").unwrap();
+    assert_eq!(
+        u.to_string(),
+        "postgresql://u@h/db?sslpassword=***&application_name=cs"
+    );
+}
+
+/// The binary with `args` and `env` set (PGSSLMODE and PGSSLROOTCERT removed otherwise).
+fn cs_env(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_countersign"));
+    c.args(args)
+        .env_remove("COUNTERSIGN_DB")
+        .env_remove("PGSSLMODE")
+        .env_remove("PGSSLROOTCERT");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().expect("countersign runs")
+}
+
+/// libpq's TLS settings from the environment: `PGSSLMODE` applies where the URL gives no
+/// `sslmode` (a bad value is a usage error naming the variable; `verify-full` without a CA
+/// is refused as in the URL), the URL's `sslmode` wins over it, `sslmode` given twice is
+/// refused, and a connection over the Unix socket ignores sslmode as libpq does (so a
+/// `PGSSLMODE=require` set for remote servers does not break it).
+#[test]
+fn pg_sslmode_from_the_environment_and_over_a_socket() {
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    drop(PgStore::open(&db.pg_url()).unwrap());
+    let url = db.url.as_str();
+    let o = cs_env(&["--db", url, "runs"], &[("PGSSLMODE", "bogus")]);
+    assert_eq!(o.status.code(), Some(2), "{}", said(&o));
+    assert!(
+        said(&o).contains("PGSSLMODE: sslmode=bogus"),
+        "{}",
+        said(&o)
+    );
+    let o = cs_env(&["--db", url, "runs"], &[("PGSSLMODE", "verify-full")]);
+    assert_eq!(o.status.code(), Some(2), "{}", said(&o));
+    assert!(said(&o).contains("needs sslrootcert"), "{}", said(&o));
+    let sep = if url.contains('?') { '&' } else { '?' };
+    let disabled = format!("{url}{sep}sslmode=disable");
+    let o = cs_env(
+        &["--db", &disabled, "runs"],
+        &[("PGSSLMODE", "verify-full")],
+    );
+    assert!(o.status.success(), "the URL's sslmode wins: {}", said(&o));
+    let twice = format!("{url}{sep}sslmode=require&sslmode=disable");
+    let o = cs_env(&["--db", &twice, "runs"], &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", said(&o));
+    assert!(said(&o).contains("sslmode is given twice"), "{}", said(&o));
+    if url.contains("host=/") && !url.contains("sslmode") {
+        let o = cs_env(&["--db", url, "runs"], &[("PGSSLMODE", "require")]);
+        assert!(o.status.success(), "over the socket: {}", said(&o));
+        let required = format!("{url}{sep}sslmode=require");
+        let o = cs_env(&["--db", &required, "runs"], &[]);
+        assert!(o.status.success(), "over the socket: {}", said(&o));
+    }
+}
+
 #[test]
 fn pg_url_redacts_the_password_in_display_debug_and_errors() {
     for raw in [

@@ -406,7 +406,10 @@ fn open_db(db: &Path) -> Result<(RunDb, Option<PathBuf>), CommandError> {
             .map_err(|e| CommandError::Usage(clean(&e.to_string(), 600)))?;
         let store = crate::pgstore::PgStore::open_existing(&url)
             .map_err(|e| failed(clean(&e.to_string(), 4000)))?;
-        return Ok((Arc::new(store).into(), Some(PathBuf::from(url.redacted()))));
+        return Ok((
+            Arc::new(store).into(),
+            Some(PathBuf::from(url.for_commands())),
+        ));
     }
     let store = Store::open(db).map_err(|e| failed(clean(&e.to_string(), 400)))?;
     Ok((Arc::new(store).into(), None))

@@ -77,7 +77,7 @@ fn open_pg(
         .map_err(|e| CommandError::Usage(clean(&e.to_string(), 600)))?;
     let store = crate::pgstore::PgStore::open_existing(&url)
         .map_err(|e| CommandError::Failed(clean(&e.to_string(), 4000)))?;
-    let shown = std::path::PathBuf::from(url.redacted());
+    let shown = std::path::PathBuf::from(url.for_commands());
     Ok(Some((store, shown)))
 }
 

@@ -188,7 +188,7 @@ pub fn prepare_pg(url: &crate::pgstore::PgUrl, backend: &Path) -> Result<Prepare
         }
     };
     Ok(Prepared::Built(DemoSummary {
-        run_db: std::path::PathBuf::from(url.redacted()),
+        run_db: std::path::PathBuf::from(url.for_commands()),
         ..summary
     }))
 }
@@ -226,8 +226,8 @@ pub fn describe_pg(
             "the demo in {shown} already exists with its order backend {backend_shown}"
         ))?,
     }
-    let redacted = url.redacted();
-    let words = super::shell::db_arg(Path::new(&redacted)).and_then(|d| {
+    let named = url.for_commands();
+    let words = super::shell::db_arg(Path::new(&named)).and_then(|d| {
         use std::os::unix::ffi::OsStrExt;
         super::shell::word(backend.as_os_str().as_bytes()).map(|b| (d, b))
     });

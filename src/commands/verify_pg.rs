@@ -61,10 +61,10 @@ pub fn open_reader(db: &Path) -> Result<Option<PgStore>, CommandError> {
     PgStore::open_existing(&url).map(Some).map_err(failed)
 }
 
-/// As [`open_reader`], with the redacted URL the commands it prints name the database by.
+/// As [`open_reader`], with the URL (no password) the commands it prints name the database by.
 pub fn open_named(db: &Path) -> Result<Option<(PgStore, std::path::PathBuf)>, CommandError> {
     Ok(open_reader(db)?.map(|s| {
-        let shown = std::path::PathBuf::from(s.url().redacted());
+        let shown = std::path::PathBuf::from(s.url().for_commands());
         (s, shown)
     }))
 }

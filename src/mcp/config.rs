@@ -111,14 +111,15 @@ impl Database {
         }
     }
 
-    /// What names it to the commands' `--db`: the path, or the URL with its password
-    /// replaced (the password is never printed; a person deciding supplies theirs the way
-    /// every command takes one: `PGPASSWORD` or the password file).
+    /// What names it to the commands' `--db`: the path, or the URL without its password
+    /// (never printed, not even redacted: a person deciding supplies theirs the way every
+    /// command takes one, `PGPASSWORD` or the password file, which a password in the URL
+    /// would override).
     pub fn db_arg(&self) -> PathBuf {
         match self {
             Database::File(p) => p.clone(),
             #[cfg(feature = "postgres")]
-            Database::Postgres(u) => PathBuf::from(u.redacted()),
+            Database::Postgres(u) => PathBuf::from(u.for_commands()),
         }
     }
 

@@ -36,6 +36,8 @@ pub struct PgUrl {
     /// The URL handed to the client, minus `sslmode`, `sslrootcert` and any password.
     client: String,
     redacted: String,
+    /// The URL printed in a command for a person to run: no password at all.
+    command: String,
     password: Option<String>,
     user: Option<String>,
     /// Hosts and ports as written (for the password file).
@@ -87,26 +89,63 @@ struct Authority<'a> {
     hosts: &'a str,
 }
 
-fn split_authority(auth: &str) -> Authority<'_> {
-    match auth.rfind('@') {
-        Some(at) => {
-            let info = &auth[..at];
-            let (user, password) = match info.find(':') {
-                Some(c) => (&info[..c], Some(&info[c + 1..])),
-                None => (info, None),
-            };
-            Authority {
-                user: Some(user).filter(|u| !u.is_empty()),
-                password,
-                hosts: &auth[at + 1..],
-            }
-        }
-        None => Authority {
-            user: None,
-            password: None,
-            hosts: auth,
-        },
+/// The query options whose values may be shown; any other option's value is shown as
+/// [`REDACTED`] (a password given under another spelling, or an option this build does not
+/// know, is never printed).
+const SHOWN_OPTIONS: &[&str] = &[
+    "host",
+    "hostaddr",
+    "port",
+    "user",
+    "dbname",
+    "sslmode",
+    "sslrootcert",
+    "sslcert",
+    "sslkey",
+    "application_name",
+    "connect_timeout",
+    "keepalives",
+    "keepalives_idle",
+    "keepalives_interval",
+    "keepalives_retries",
+    "tcp_user_timeout",
+    "target_session_attrs",
+    "channel_binding",
+    "load_balance_hosts",
+    "options",
+];
+
+/// Why a URL whose user info the client could read otherwise than this module is refused.
+const AMBIGUOUS: &str = "the URL is ambiguous: a '/', '?', '#' or '@' in the user name or password \
+     must be percent-encoded (%2F, %3F, %23, %40), and an '@' after the host likewise (%40)";
+
+/// Splits what follows `://` into the user info and the rest. The user info ends at the
+/// first '@' of the whole text, as the client (`tokio-postgres`) reads it; so that both read
+/// one URL alike, a user info holding '/', '?' or '#', or a host list holding '@' (a password
+/// with an unencoded '@'), is refused rather than read one way here and another there.
+fn split_authority(after: &str) -> Result<(Authority<'_>, &str), PgError> {
+    let (info, rest) = match after.find('@') {
+        Some(at) => (Some(&after[..at]), &after[at + 1..]),
+        None => (None, after),
+    };
+    let host_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (hosts, rest) = rest.split_at(host_end);
+    if info.is_some_and(|i| i.contains(['/', '?', '#'])) || hosts.contains('@') {
+        return Err(PgError::Url(AMBIGUOUS.into()));
     }
+    let (user, password) = match info {
+        Some(info) => match info.split_once(':') {
+            Some((u, p)) => (Some(u), Some(p)),
+            None => (Some(info), None),
+        },
+        None => (None, None),
+    };
+    let auth = Authority {
+        user: user.filter(|u| !u.is_empty()),
+        password,
+        hosts,
+    };
+    Ok((auth, rest))
 }
 
 impl PgUrl {
@@ -120,18 +159,15 @@ impl PgUrl {
         }
         let after = &s[s.find("://").map(|i| i + 3).unwrap_or(0)..];
         let scheme = &s[..s.len() - after.len()];
-        let (before_query, query) = match after.find('?') {
-            Some(q) => (&after[..q], Some(&after[q + 1..])),
-            None => (after, None),
+        let (a, rest) = split_authority(after)?;
+        let (path, query) = match rest.find('?') {
+            Some(q) => (&rest[..q], Some(&rest[q + 1..])),
+            None => (rest, None),
         };
-        let (auth, path) = match before_query.find('/') {
-            Some(p) => (&before_query[..p], &before_query[p..]),
-            None => (before_query, ""),
-        };
-        let a = split_authority(auth);
         let mut url = PgUrl {
             client: String::new(),
             redacted: String::new(),
+            command: String::new(),
             password: a.password.map(decode).filter(|p| !p.is_empty()),
             user: a.user.map(decode),
             host: decode(a.hosts),
@@ -154,6 +190,11 @@ impl PgUrl {
         url.split_port();
         url.client = join(scheme, &client_auth, path, &client_q);
         url.redacted = join(scheme, &shown_auth, path, &shown_q);
+        let command_q: Vec<String> = shown_q
+            .into_iter()
+            .filter(|p| !p.ends_with(&format!("={REDACTED}")))
+            .collect();
+        url.command = join(scheme, &client_auth, path, &command_q);
         Ok(url)
     }
 
@@ -161,10 +202,18 @@ impl PgUrl {
     /// the query; returns the query for the client and the one shown.
     fn take_options(&mut self, query: Option<&str>) -> Result<(Vec<String>, Vec<String>), PgError> {
         let (mut client, mut shown) = (Vec::new(), Vec::new());
+        let mut ssl_given = false;
         for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
-            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-            match k {
+            let (raw_key, v) = pair.split_once('=').unwrap_or((pair, ""));
+            // The client decodes keys too: `pass%77ord` is `password`.
+            let k = decode(raw_key);
+            match k.as_str() {
                 "sslmode" => {
+                    if std::mem::replace(&mut ssl_given, true) {
+                        return Err(PgError::Url(
+                            "sslmode is given twice in the URL: give it once".into(),
+                        ));
+                    }
                     self.ssl = parse_sslmode(&decode(v))?;
                     shown.push(pair.to_string());
                     continue;
@@ -186,7 +235,18 @@ impl PgUrl {
                 _ => {}
             }
             client.push(pair.to_string());
-            shown.push(pair.to_string());
+            if SHOWN_OPTIONS.contains(&k.as_str()) {
+                shown.push(pair.to_string());
+            } else {
+                shown.push(format!("{raw_key}={REDACTED}"));
+            }
+        }
+        // As libpq: the environment's TLS settings where the URL gives none.
+        if !ssl_given && let Some(mode) = env_var("PGSSLMODE") {
+            self.ssl = parse_sslmode(&mode).map_err(|e| PgError::Url(format!("PGSSLMODE: {e}")))?;
+        }
+        if self.root_cert.is_none() {
+            self.root_cert = env_var("PGSSLROOTCERT");
         }
         if self.ssl == SslMode::VerifyFull && self.root_cert.is_none() {
             return Err(PgError::Url(
@@ -222,6 +282,14 @@ impl PgUrl {
         &self.redacted
     }
 
+    /// The URL as a printed command names the database (`decide with: countersign --db …`):
+    /// without any password or option whose value is not shown, so that the person who runs
+    /// it gives their own password through `PGPASSWORD` or the password file (a password in
+    /// the URL, even a redacted one, would take precedence over both and fail).
+    pub fn for_commands(&self) -> &str {
+        &self.command
+    }
+
     /// The TLS mode asked for.
     pub fn ssl_mode(&self) -> SslMode {
         self.ssl
@@ -239,7 +307,15 @@ impl PgUrl {
             .client
             .parse()
             .map_err(|e: postgres::Error| PgError::Url(format!("{}: {e}", self.redacted)))?;
+        // As libpq, a connection over Unix-domain sockets only ignores sslmode (there is no
+        // TLS on a socket; a `PGSSLMODE=require` set for remote servers must not break it).
+        let sockets_only = !cfg.get_hosts().is_empty()
+            && cfg
+                .get_hosts()
+                .iter()
+                .all(|h| matches!(h, postgres::config::Host::Unix(_)));
         cfg.ssl_mode(match self.ssl {
+            _ if sockets_only => postgres::config::SslMode::Disable,
             SslMode::Disable => postgres::config::SslMode::Disable,
             SslMode::Prefer => postgres::config::SslMode::Prefer,
             SslMode::Require | SslMode::VerifyFull => postgres::config::SslMode::Require,
@@ -271,6 +347,11 @@ impl PgUrl {
             .clone()
             .or_else(|| std::env::var("PGPASSWORD").ok().filter(|p| !p.is_empty()))
     }
+}
+
+/// An environment variable that is set and not empty.
+fn env_var(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
 }
 
 /// The account name, as libpq defaults the user.
