@@ -184,3 +184,42 @@ fn help_texts_are_stable() {
         settings.bind(|| insta::assert_snapshot!(name, String::from_utf8_lossy(&o.stdout)));
     }
 }
+
+/// A database named by something that is neither a `postgres://` URL nor a path (a URL of
+/// another kind or a mistyped scheme, a libpq connection string) is a usage error whose line
+/// hides the password it holds, from `--db` and from `COUNTERSIGN_DB`; nothing is created.
+#[test]
+fn a_database_name_that_is_a_url_or_connection_string_is_refused_with_its_password_hidden() {
+    let dir = tempdir();
+    let secret = "Hunter2Sekrit";
+    for name in [
+        "postgress://alice:Hunter2Sekrit@db.example/x",
+        "postgres:/alice:Hunter2Sekrit@db.example/x",
+        "mysql://u:Hunter2Sekrit@h/x",
+        "host=db.example password=Hunter2Sekrit dbname=x",
+    ] {
+        let o = Command::new(env!("CARGO_BIN_EXE_countersign"))
+            .current_dir(dir.path())
+            .args(["--db", name, "runs"])
+            .env_remove("COUNTERSIGN_DB")
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{name}: {}", err(&o));
+        assert!(!err(&o).contains(secret), "{}", err(&o));
+        assert!(err(&o).contains("postgres://"), "{}", err(&o));
+        let o = Command::new(env!("CARGO_BIN_EXE_countersign"))
+            .current_dir(dir.path())
+            .args(["runs"])
+            .env("COUNTERSIGN_DB", name)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{name}: {}", err(&o));
+        assert!(err(&o).contains("COUNTERSIGN_DB: "), "{}", err(&o));
+        assert!(!err(&o).contains(secret), "{}", err(&o));
+    }
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "nothing created"
+    );
+}

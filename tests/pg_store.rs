@@ -102,6 +102,22 @@ fn pg_url_the_client_would_read_otherwise_is_refused_or_redacted() {
         let cfg = u.config().unwrap();
         assert_eq!(cfg.get_password(), Some(password.as_bytes()), "{raw}");
     }
+    // `copy` takes a URL of another kind for neither end.
+    let dir = tempfile::tempdir().unwrap();
+    let to = dir.path().join("x.db");
+    let o = cs(&[
+        "copy",
+        "--from",
+        "mysql://u:Hunter2Sekrit@h/x",
+        "--to",
+        to.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", said(&o));
+    assert!(
+        !said(&o).contains("Hunter2Sekrit") && !to.exists(),
+        "{}",
+        said(&o)
+    );
     let u = PgUrl::parse("postgresql://u@h/db?sslpassword=Zed123&application_name=cs").unwrap();
     assert_eq!(
         u.to_string(),

@@ -78,15 +78,26 @@ pub fn main_entry() -> i32 {
     }
 }
 
-/// The database path: `--db`, else `COUNTERSIGN_DB`, else `AGENTRT_DB`.
+/// The database path: `--db`, else `COUNTERSIGN_DB`, else `AGENTRT_DB`. A name that is
+/// neither a `postgres://` URL nor plausibly a path (another URL, a libpq connection string)
+/// is a usage error that hides its password.
 pub fn database_path(flag: Option<PathBuf>) -> Result<PathBuf, CommandError> {
-    if let Some(p) = flag {
-        return Ok(p);
-    }
-    for var in ["COUNTERSIGN_DB", "AGENTRT_DB"] {
-        if let Some(v) = std::env::var_os(var).filter(|v| !v.is_empty()) {
-            return Ok(PathBuf::from(v));
+    let named = flag.map(|p| ("--db", p)).or_else(|| {
+        ["COUNTERSIGN_DB", "AGENTRT_DB"]
+            .into_iter()
+            .find_map(|var| {
+                std::env::var_os(var)
+                    .filter(|v| !v.is_empty())
+                    .map(|v| (var, PathBuf::from(v)))
+            })
+    });
+    if let Some((from, p)) = named {
+        if let Some(t) = p.to_str().filter(|t| !crate::runtime::store::is_pg_url(t))
+            && let Some(why) = crate::runtime::store::not_a_path(t)
+        {
+            return Err(CommandError::Usage(format!("{from}: {why}")));
         }
+        return Ok(p);
     }
     Err(CommandError::Usage(
         "no database: pass --db or set COUNTERSIGN_DB (or AGENTRT_DB); to try countersign on an example, run `countersign demo`".into(),

@@ -10,6 +10,7 @@ use serde_json::value::RawValue;
 
 use super::duration;
 use super::owned::read_owned;
+use crate::runtime::store::is_pg_url;
 
 /// What a policy may say about a class or a tool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -240,6 +241,9 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<ProxyConfig, String> {
                     .into(),
             );
         }
+        Some(d) if let Some(why) = crate::runtime::store::not_a_path(d) => {
+            return Err(format!("database: {why}"));
+        }
         Some(d) if !d.is_empty() => Database::File(resolve(d)),
         _ => return Err("database is required".into()),
     };
@@ -428,11 +432,4 @@ pub fn is_name(s: &str, max: usize) -> bool {
         && s.len() <= max
         && s.bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-}
-
-/// Whether `s` is a PostgreSQL URL (`postgres://` or `postgresql://`, any case), as the
-/// commands' `--db` tells one.
-fn is_pg_url(s: &str) -> bool {
-    let lower = s.get(..13).unwrap_or(s).to_ascii_lowercase();
-    lower.starts_with("postgres://") || lower.starts_with("postgresql://")
 }

@@ -10,11 +10,7 @@ use super::passfile;
 /// What replaces a password wherever the URL is shown.
 pub const REDACTED: &str = "***";
 
-/// True when `s` names a PostgreSQL database rather than a SQLite path.
-pub fn is_pg_url(s: &str) -> bool {
-    let lower = s.get(..13).unwrap_or(s).to_ascii_lowercase();
-    lower.starts_with("postgres://") || lower.starts_with("postgresql://")
-}
+pub use crate::runtime::store::is_pg_url;
 
 /// `sslmode`, as libpq names it. `verify-ca` is refused (see `docs/postgres.md`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

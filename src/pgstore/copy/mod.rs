@@ -37,6 +37,9 @@ impl Endpoint {
     pub fn parse(s: &std::ffi::OsStr) -> Result<Endpoint, PgError> {
         match s.to_str() {
             Some(t) if super::is_pg_url(t) => Ok(Endpoint::Pg(PgUrl::parse(t)?)),
+            Some(t) if let Some(why) = crate::runtime::store::not_a_path(t) => {
+                Err(PgError::Url(why))
+            }
             _ => Ok(Endpoint::Sqlite(PathBuf::from(s))),
         }
     }

@@ -1,0 +1,117 @@
+//! What a database's name given as a SQLite path must not be: a URL of another kind, or a
+//! libpq connection string. Read as a path, it would be opened (or created) as a file of that
+//! name and, on failure, printed whole, with any password it holds. Refused instead, shown with
+//! its password hidden.
+
+use crate::safetext::plain_line;
+
+/// True when `s` names a PostgreSQL database (`postgres://` or `postgresql://`, in any case)
+/// rather than a SQLite path.
+pub fn is_pg_url(s: &str) -> bool {
+    let lower = s.get(..13).unwrap_or(s).to_ascii_lowercase();
+    lower.starts_with("postgres://") || lower.starts_with("postgresql://")
+}
+
+/// The password in what follows a `scheme:` (between the user and the last '@'), and any
+/// `…password=VALUE` option, replaced by `***`.
+fn hide_passwords(text: &str) -> String {
+    let scheme_end = text.find(':').filter(|&c| {
+        c > 0
+            && text[..c]
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"+.-".contains(&b))
+    });
+    let shown = match scheme_end {
+        Some(c) => {
+            let start = c + 1 + text[c + 1..].len() - text[c + 1..].trim_start_matches('/').len();
+            let (head, rest) = text.split_at(start);
+            match rest.rfind('@') {
+                Some(at) if rest[..at].contains(':') => {
+                    let user = &rest[..rest.find(':').unwrap_or(0)];
+                    format!("{head}{user}:***{}", &rest[at..])
+                }
+                _ => text.to_string(),
+            }
+        }
+        None => text.to_string(),
+    };
+    let lower = shown.to_ascii_lowercase();
+    let mut out = String::with_capacity(shown.len());
+    let mut from = 0;
+    while let Some(i) = lower[from..].find("password=").map(|i| i + from) {
+        let value = i + "password=".len();
+        let end = shown[value..]
+            .find(['&', ' ', '\t', '\n'])
+            .map_or(shown.len(), |e| e + value);
+        out.push_str(&shown[from..value]);
+        out.push_str("***");
+        from = end;
+    }
+    out.push_str(&shown[from..]);
+    out
+}
+
+/// Why `name` is not taken as a SQLite path, or `None` when it may be one. `name` is not a
+/// `postgres://` or `postgresql://` URL (those are read as PostgreSQL's). The reason names it
+/// escaped for one line, its password hidden.
+pub fn not_a_path(name: &str) -> Option<String> {
+    let lower = name.to_ascii_lowercase();
+    let scheme_like =
+        lower.starts_with("postgres") && lower.find(':').is_some_and(|c| !lower[..c].contains('/'));
+    let what = if name.contains("://") || scheme_like {
+        "looks like a URL, not a SQLite file's path; a PostgreSQL database is named by a URL \
+         beginning postgres:// or postgresql://"
+    } else if lower.contains("password=")
+        || (name.contains(' ')
+            && ["host=", "dbname=", "user="]
+                .iter()
+                .any(|k| lower.starts_with(k)))
+    {
+        "looks like a libpq connection string, not a SQLite file's path; countersign names a \
+         PostgreSQL database by a URL beginning postgres:// or postgresql://"
+    } else {
+        return None;
+    };
+    let shown = plain_line(hide_passwords(name).as_bytes(), 200);
+    Some(format!("{shown} {what}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::not_a_path;
+
+    #[test]
+    fn urls_and_connection_strings_are_refused_with_their_passwords_hidden() {
+        for (name, secret) in [
+            (
+                "postgress://alice:Hunter2Sekrit@db.example/x",
+                "Hunter2Sekrit",
+            ),
+            (
+                "postgresq://alice:Hunter2Sekrit@db.example/x",
+                "Hunter2Sekrit",
+            ),
+            (
+                "postgres:/alice:Hunter2Sekrit@db.example/x",
+                "Hunter2Sekrit",
+            ),
+            ("mysql://u:p/a@ss@h/x", "p/a@ss"),
+            ("host=db password=Hunter2Sekrit dbname=x", "Hunter2Sekrit"),
+            ("host=db PASSWORD=Hunter2Sekrit", "Hunter2Sekrit"),
+            ("x?Password=Hunter2Sekrit&y=1", "Hunter2Sekrit"),
+        ] {
+            let why = not_a_path(name).unwrap_or_else(|| panic!("{name} taken as a path"));
+            assert!(!why.contains(secret), "{why}");
+            assert!(why.contains("postgres://"), "{why}");
+        }
+        for path in [
+            "runs.db",
+            "/var/lib/agents/runs.db",
+            "./postgres/runs.db",
+            "host=x.db",
+            "a b.db",
+        ] {
+            assert_eq!(not_a_path(path), None, "{path}");
+        }
+    }
+}
