@@ -3,7 +3,7 @@
 
 mod support;
 
-use countersign::runtime::store::{MAX_PAGE_TEXT, Store, StoreError};
+use countersign::runtime::store::{MAX_PAGE_TEXT, Near, Store, StoreError};
 use countersign::runtime::types::{RunStatus, Timestamp};
 use support::runs;
 use support::tempdir;
@@ -461,7 +461,13 @@ fn events_read_around_an_anchor_are_the_offset_read() {
         ] {
             for limit in [1i64, 4, 10] {
                 let near = store
-                    .list_marked_events_near("a", limit, off, Some((ai as i64, all[ai])), None)
+                    .list_marked_events_near(
+                        "a",
+                        Near {
+                            anchor: Some((ai as i64, all[ai])),
+                            ..Near::new(limit, off)
+                        },
+                    )
                     .unwrap();
                 let near = (
                     near.items.iter().map(|m| m.event.seq).collect::<Vec<_>>(),
@@ -474,7 +480,13 @@ fn events_read_around_an_anchor_are_the_offset_read() {
     }
     // A gone anchor falls back to the offset read.
     let p = store
-        .list_marked_events_near("a", 3, 2, Some((5, i64::MAX)), None)
+        .list_marked_events_near(
+            "a",
+            Near {
+                anchor: Some((5, i64::MAX)),
+                ..Near::new(3, 2)
+            },
+        )
         .unwrap();
     let p = (
         p.items.iter().map(|m| m.event.seq).collect::<Vec<_>>(),
@@ -509,7 +521,13 @@ fn events_read_around_an_anchor_start_at_the_anchor_not_at_a_count() {
     let ai = 20;
     raw_exec(&db, &format!("DELETE FROM events WHERE seq = {}", all[3]));
     let near = store
-        .list_marked_events_near("a", 4, ai as i64, Some((ai as i64, all[ai])), None)
+        .list_marked_events_near(
+            "a",
+            Near {
+                anchor: Some((ai as i64, all[ai])),
+                ..Near::new(4, ai as i64)
+            },
+        )
         .unwrap();
     let got: Vec<i64> = near.items.iter().map(|m| m.event.seq).collect();
     assert_eq!(got, all[ai..ai + 4], "the window starts at its anchor");
@@ -552,10 +570,10 @@ fn the_queue_read_around_an_anchor_is_the_offset_read() {
                         store
                             .list_queue_rows_near(
                                 filter,
-                                limit,
-                                off,
-                                Some((ai as i64, &all[ai])),
-                                None,
+                                Near {
+                                    anchor: Some((ai as i64, &all[ai])),
+                                    ..Near::new(limit, off)
+                                },
                             )
                             .unwrap(),
                     );
@@ -570,7 +588,13 @@ fn the_queue_read_around_an_anchor_is_the_offset_read() {
     }
     let gone = wids(
         store
-            .list_queue_rows_near("", 3, 2, Some((5, "no such")), None)
+            .list_queue_rows_near(
+                "",
+                Near {
+                    anchor: Some((5, "no such")),
+                    ..Near::new(3, 2)
+                },
+            )
             .unwrap(),
     );
     assert_eq!(gone, ids(store.list_queue_rows("", 3, 2).unwrap()));
@@ -586,7 +610,13 @@ fn the_queue_read_around_an_anchor_is_the_offset_read() {
     );
     let near = wids(
         store
-            .list_queue_rows_near("", 3, 10, Some((10, &all[10])), None)
+            .list_queue_rows_near(
+                "",
+                Near {
+                    anchor: Some((10, &all[10])),
+                    ..Near::new(3, 10)
+                },
+            )
             .unwrap(),
     );
     assert_eq!(near.0, all[10..13], "the window starts at its anchor");
@@ -625,7 +655,13 @@ fn steps_read_around_an_anchor_are_the_offset_read() {
         for off in [0i64, 1, 4, 5, 6, 11, 13, 20] {
             for limit in [1i64, 3, 6] {
                 let near = store
-                    .list_steps_page_near("r", limit, off, Some((ai as i64, &all[ai])), None)
+                    .list_steps_page_near(
+                        "r",
+                        Near {
+                            anchor: Some((ai as i64, &all[ai])),
+                            ..Near::new(limit, off)
+                        },
+                    )
                     .unwrap();
                 let near = (
                     near.items.into_iter().map(|s| s.id).collect::<Vec<_>>(),
@@ -640,7 +676,13 @@ fn steps_read_around_an_anchor_are_the_offset_read() {
     raw_exec(&db, &format!("DELETE FROM steps WHERE id = '{}';", all[1]));
     let store = Store::open_existing(&db, true).unwrap();
     let near = store
-        .list_steps_page_near("r", 3, 8, Some((8, &all[8])), None)
+        .list_steps_page_near(
+            "r",
+            Near {
+                anchor: Some((8, &all[8])),
+                ..Near::new(3, 8)
+            },
+        )
         .unwrap();
     let near = (
         near.items.into_iter().map(|s| s.id).collect::<Vec<_>>(),
@@ -675,7 +717,15 @@ fn window_costs(dir: &std::path::Path, n: i64) -> Vec<(String, u64, bool)> {
             "events",
             steps(ctr, || {
                 let w = store
-                    .list_marked_events_near("a", 30, off, anchor.map(|i| (i, i + 1)), end)
+                    .list_marked_events_near(
+                        "a",
+                        Near {
+                            limit: 30,
+                            offset: off,
+                            anchor: anchor.map(|i| (i, i + 1)),
+                            end,
+                        },
+                    )
                     .unwrap();
                 w.items.first().map(|m| m.event.seq.to_string())
             }),
@@ -687,7 +737,15 @@ fn window_costs(dir: &std::path::Path, n: i64) -> Vec<(String, u64, bool)> {
             steps(ctr, || {
                 let a = anchor.map(|i| id("s", i));
                 let w = store
-                    .list_steps_page_near("a", 30, off, anchor.zip(a.as_deref()), end)
+                    .list_steps_page_near(
+                        "a",
+                        Near {
+                            limit: 30,
+                            offset: off,
+                            anchor: anchor.zip(a.as_deref()),
+                            end,
+                        },
+                    )
                     .unwrap();
                 w.items.first().map(|s| s.id.clone())
             }),
@@ -707,7 +765,15 @@ fn window_costs(dir: &std::path::Path, n: i64) -> Vec<(String, u64, bool)> {
             steps(ctr, || {
                 let a = banchor.map(|i| id("q", i));
                 let (w, _) = store
-                    .list_run_approvals_near("b", 30, boff, banchor.zip(a.as_deref()), bend)
+                    .list_run_approvals_near(
+                        "b",
+                        Near {
+                            limit: 30,
+                            offset: boff,
+                            anchor: banchor.zip(a.as_deref()),
+                            end: bend,
+                        },
+                    )
                     .unwrap();
                 w.items.first().map(|a| a.id.clone())
             }),
@@ -718,7 +784,15 @@ fn window_costs(dir: &std::path::Path, n: i64) -> Vec<(String, u64, bool)> {
             steps(ctr, || {
                 let a = banchor.map(|i| id("n", i));
                 let w = store
-                    .list_model_calls_near("b", 30, boff, banchor.zip(a.as_deref()), bend)
+                    .list_model_calls_near(
+                        "b",
+                        Near {
+                            limit: 30,
+                            offset: boff,
+                            anchor: banchor.zip(a.as_deref()),
+                            end: bend,
+                        },
+                    )
                     .unwrap();
                 w.items.first().map(|m| m.id.clone())
             }),
@@ -729,7 +803,15 @@ fn window_costs(dir: &std::path::Path, n: i64) -> Vec<(String, u64, bool)> {
             steps(ctr, || {
                 let a = anchor.map(|i| id("p", i));
                 let w = store
-                    .list_queue_rows_near("", 30, off, anchor.zip(a.as_deref()), end)
+                    .list_queue_rows_near(
+                        "",
+                        Near {
+                            limit: 30,
+                            offset: off,
+                            anchor: anchor.zip(a.as_deref()),
+                            end,
+                        },
+                    )
                     .unwrap();
                 w.items.first().map(|q| q.approval.id.clone())
             }),
@@ -744,10 +826,12 @@ fn window_costs(dir: &std::path::Path, n: i64) -> Vec<(String, u64, bool)> {
                     .list_runs_overview_near(
                         "",
                         "",
-                        30,
-                        off + 1,
-                        anchor.map(|i| i + 1).zip(a.as_deref()),
-                        end.map(|e| e + 2),
+                        Near {
+                            limit: 30,
+                            offset: off + 1,
+                            anchor: anchor.map(|i| i + 1).zip(a.as_deref()),
+                            end: end.map(|e| e + 2),
+                        },
                     )
                     .unwrap();
                 w.items.first().map(|o| o.run.id.clone())
@@ -805,7 +889,7 @@ fn a_window_counts_up_to_the_cap_and_reads_its_end_in_reverse() {
         support::long::write(&db, n);
         let store = Store::open_existing(&db, true).unwrap();
         let first = store
-            .list_marked_events_near("a", 20, 0, None, None)
+            .list_marked_events_near("a", Near::new(20, 0))
             .unwrap();
         assert!(first.more);
         if n <= COUNT_CAP {
@@ -815,7 +899,13 @@ fn a_window_counts_up_to_the_cap_and_reads_its_end_in_reverse() {
         }
         assert_eq!(store.count_events("a").unwrap(), n);
         let last = store
-            .list_marked_events_near("a", 20, n - 20, None, Some(n))
+            .list_marked_events_near(
+                "a",
+                Near {
+                    end: Some(n),
+                    ..Near::new(20, n - 20)
+                },
+            )
             .unwrap();
         let seqs: Vec<i64> = last.items.iter().map(|m| m.event.seq).collect();
         assert_eq!(seqs, (n - 19..=n).collect::<Vec<_>>(), "{n}");
@@ -827,7 +917,14 @@ fn a_window_counts_up_to_the_cap_and_reads_its_end_in_reverse() {
         );
         // The runs overview, newest first, ends with the oldest run.
         let runs = store
-            .list_runs_overview_near("", "", 5, n - 3, None, Some(n + 2))
+            .list_runs_overview_near(
+                "",
+                "",
+                Near {
+                    end: Some(n + 2),
+                    ..Near::new(5, n - 3)
+                },
+            )
             .unwrap();
         assert_eq!(runs.items.last().map(|o| o.run.id.as_str()), Some("a"));
         assert_eq!(store.count_runs_overview("", "").unwrap(), n + 2);

@@ -108,7 +108,7 @@ pub use tx::{Transition, Tx};
 pub(crate) use views::queue_item_of;
 pub use views::{QUEUE_ARGS_HEAD, QueueItem, RunOverview, ViewCounts, raw_bytes};
 pub use watch::{ArrivedApproval, ChangeWatch, PRESENTATION_MAX};
-pub use window::{COUNT_CAP, WindowPage};
+pub use window::{COUNT_CAP, Near, WindowPage};
 #[cfg(feature = "postgres")]
 pub(crate) use window::{KeyWalk, Window, int, walk};
 #[cfg(feature = "postgres")]

@@ -22,7 +22,7 @@ use super::Store;
 use super::error::StoreError;
 use super::pages::{check_page, query};
 use super::views::{QUEUE_COND, QueueItem, queue_item};
-use super::window::{COUNT_CAP, KeyedList, WindowPage, int};
+use super::window::{COUNT_CAP, KeyedList, Near, WindowPage, int};
 
 /// The order of the queue.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -206,19 +206,16 @@ pub(crate) fn sort_value(state: &Value, value: &Value) -> SortValue {
 
 impl Store {
     /// A window of the queue in `order` (as [`Store::list_queue_rows_near`] reads the queue in
-    /// its own order), each row with the value it was sorted by. `anchor` is the index and
-    /// approval id of a row already read in this same order. The total is counted up to
+    /// its own order), each row with the value it was sorted by. `near`'s anchor is the index
+    /// and approval id of a row already read in this same order. The total is counted up to
     /// [`COUNT_CAP`]; [`Store::count_queue`] counts past it.
     pub fn list_queue_sorted_near(
         &self,
         filter: &str,
         order: &QueueOrder,
-        limit: i64,
-        offset: i64,
-        anchor: Option<(i64, &str)>,
-        end: Option<i64>,
+        near: Near<&str>,
     ) -> Result<WindowPage<(QueueItem, SortValue)>, StoreError> {
-        check_page("queue", limit, offset)?;
+        check_page("queue", near.limit, near.offset)?;
         let filter = filter.to_lowercase();
         let keys = key_args(order);
         let from = sorted_from(order, &SQLITE_QUEUE, QUEUE_COND);
@@ -234,11 +231,8 @@ impl Store {
                 key: &["q.ks", "q.kv", "q.rid"],
                 desc: false,
             };
-            let anchor = match anchor {
-                Some((ai, id)) if ai >= 0 => anchor_key(c, &list, id)?.map(|k| (ai, k)),
-                _ => None,
-            };
-            let w = list.window(c, offset, limit, anchor, end, Some(COUNT_CAP))?;
+            let near = near.anchored(|id| anchor_key(c, &list, id))?;
+            let w = list.window(c, near, Some(COUNT_CAP))?;
             let mut items = Vec::with_capacity(w.keys.len());
             for k in &w.keys {
                 let (Some(s), Some(v), Some(rid)) = (k.first(), k.get(1), k.get(2)) else {
