@@ -201,58 +201,6 @@ impl KeyedList<'_> {
             .join(", ")
     }
 
-    /// Keys in list order (or reversed), optionally only those at/after or before `key`.
-    fn keys(
-        &self,
-        c: &Connection,
-        near: Option<(bool, &[Value])>,
-        reverse: bool,
-        limit: i64,
-        offset: i64,
-    ) -> Result<Vec<Vec<Value>>, StoreError> {
-        let (mut args, cond) = self.near(near);
-        let m = args.len();
-        args.push(&limit);
-        args.push(&offset);
-        let sql = format!(
-            "SELECT {} {}{cond} ORDER BY {} LIMIT ?{} OFFSET ?{}",
-            self.cols(),
-            self.from,
-            self.order(reverse),
-            m + 1,
-            m + 2
-        );
-        let width = self.key.len();
-        let mut stmt = c.prepare_cached(&sql).ctx(self.what)?;
-        let rows = stmt
-            .query_map(args.as_slice(), |r| {
-                (0..width).map(|i| r.get::<_, Value>(i)).collect()
-            })
-            .ctx(self.what)?;
-        rows.collect::<Result<Vec<Vec<Value>>, _>>().ctx(self.what)
-    }
-
-    /// How many rows, counted up to `cap + 1`; with `before`, only those before that key.
-    fn count_to(
-        &self,
-        c: &Connection,
-        before: Option<&[Value]>,
-        cap: i64,
-    ) -> Result<i64, StoreError> {
-        let (mut args, cond) = self.near(before.map(|key| (false, key)));
-        let lim = cap.saturating_add(1);
-        args.push(&lim);
-        let sql = format!(
-            "SELECT COUNT(*) FROM (SELECT 1 {}{cond} LIMIT ?{})",
-            self.from,
-            args.len()
-        );
-        c.prepare_cached(&sql)
-            .ctx(self.what)?
-            .query_row(args.as_slice(), |r| r.get(0))
-            .ctx(self.what)
-    }
-
     /// The exact number of rows: a scan of the list's keys, for callers that ask.
     pub fn count(&self, c: &Connection) -> Result<i64, StoreError> {
         let sql = format!("SELECT COUNT(*) {}", self.from);
@@ -327,11 +275,43 @@ impl KeyWalk for (&KeyedList<'_>, &Connection) {
         limit: i64,
         offset: i64,
     ) -> Result<Vec<Vec<Value>>, StoreError> {
-        self.0.keys(self.1, near, reverse, limit, offset)
+        let (list, c) = *self;
+        let (mut args, cond) = list.near(near);
+        let m = args.len();
+        args.push(&limit);
+        args.push(&offset);
+        let sql = format!(
+            "SELECT {} {}{cond} ORDER BY {} LIMIT ?{} OFFSET ?{}",
+            list.cols(),
+            list.from,
+            list.order(reverse),
+            m + 1,
+            m + 2
+        );
+        let width = list.key.len();
+        let mut stmt = c.prepare_cached(&sql).ctx(list.what)?;
+        let rows = stmt
+            .query_map(args.as_slice(), |r| {
+                (0..width).map(|i| r.get::<_, Value>(i)).collect()
+            })
+            .ctx(list.what)?;
+        rows.collect::<Result<Vec<Vec<Value>>, _>>().ctx(list.what)
     }
 
     fn count_to(&self, before: Option<&[Value]>, cap: i64) -> Result<i64, StoreError> {
-        self.0.count_to(self.1, before, cap)
+        let (list, c) = *self;
+        let (mut args, cond) = list.near(before.map(|key| (false, key)));
+        let lim = cap.saturating_add(1);
+        args.push(&lim);
+        let sql = format!(
+            "SELECT COUNT(*) FROM (SELECT 1 {}{cond} LIMIT ?{})",
+            list.from,
+            args.len()
+        );
+        c.prepare_cached(&sql)
+            .ctx(list.what)?
+            .query_row(args.as_slice(), |r| r.get(0))
+            .ctx(list.what)
     }
 }
 
