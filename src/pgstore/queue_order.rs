@@ -11,8 +11,8 @@
 use super::PgStore;
 use super::console::{Arg, List, Place, queue_item_row, queue_list_cond, window};
 use crate::runtime::store::{
-    Near, QueueItem, QueueOrder, QueueSql, SortValue, StoreError, WindowPage, check_page, int,
-    queue_key_args, queue_sort_value as sort_value, sorted_queue_from as sorted_from,
+    Near, QueueItem, QueueOrder, QueueSql, SortValue, StoreError, WindowPage, check_page,
+    queue_key_args, sorted_queue_from as sorted_from, sorted_queue_items as sorted_items,
 };
 
 /// PostgreSQL's text of the sorted queue: `json_each` over the `json` type WITH ORDINALITY (a
@@ -89,16 +89,7 @@ impl PgStore {
         self.snapshot(|tx, url| {
             let at = Place::by_id(tx, url, &anchor, &list.args, near)?;
             window(tx, url, &list, at, |tx, url, w| {
-                let mut items = Vec::with_capacity(w.keys.len());
-                for k in &w.keys {
-                    let (Some(s), Some(v), Some(rid)) = (k.first(), k.get(1), k.get(2)) else {
-                        continue;
-                    };
-                    if let Some(item) = queue_item_row(tx, url, int(rid))? {
-                        items.push((item, sort_value(s, v)));
-                    }
-                }
-                Ok(items)
+                sorted_items(w, |rid| queue_item_row(tx, url, rid))
             })
         })
     }

@@ -86,7 +86,7 @@ pub(crate) use queue_order::key_args as queue_key_args;
 pub use queue_order::{QueueOrder, SortValue};
 #[cfg(feature = "postgres")]
 pub(crate) use queue_order::{
-    QueueSql, sort_value as queue_sort_value, sorted_from as sorted_queue_from,
+    QueueSql, sorted_from as sorted_queue_from, sorted_items as sorted_queue_items,
 };
 pub use reads::ProxyCall;
 #[cfg(feature = "postgres")]
