@@ -461,13 +461,7 @@ fn events_read_around_an_anchor_are_the_offset_read() {
         ] {
             for limit in [1i64, 4, 10] {
                 let near = store
-                    .list_marked_events_near(
-                        "a",
-                        Near {
-                            anchor: Some((ai as i64, all[ai])),
-                            ..Near::new(limit, off)
-                        },
-                    )
+                    .list_marked_events_near("a", around(limit, off, ai as i64, all[ai]))
                     .unwrap();
                 let near = (
                     near.items.iter().map(|m| m.event.seq).collect::<Vec<_>>(),
@@ -480,13 +474,7 @@ fn events_read_around_an_anchor_are_the_offset_read() {
     }
     // A gone anchor falls back to the offset read.
     let p = store
-        .list_marked_events_near(
-            "a",
-            Near {
-                anchor: Some((5, i64::MAX)),
-                ..Near::new(3, 2)
-            },
-        )
+        .list_marked_events_near("a", around(3, 2, 5, i64::MAX))
         .unwrap();
     let p = (
         p.items.iter().map(|m| m.event.seq).collect::<Vec<_>>(),
@@ -521,13 +509,7 @@ fn events_read_around_an_anchor_start_at_the_anchor_not_at_a_count() {
     let ai = 20;
     raw_exec(&db, &format!("DELETE FROM events WHERE seq = {}", all[3]));
     let near = store
-        .list_marked_events_near(
-            "a",
-            Near {
-                anchor: Some((ai as i64, all[ai])),
-                ..Near::new(4, ai as i64)
-            },
-        )
+        .list_marked_events_near("a", around(4, ai as i64, ai as i64, all[ai]))
         .unwrap();
     let got: Vec<i64> = near.items.iter().map(|m| m.event.seq).collect();
     assert_eq!(got, all[ai..ai + 4], "the window starts at its anchor");
@@ -568,13 +550,7 @@ fn the_queue_read_around_an_anchor_is_the_offset_read() {
                 for limit in [1i64, 3, 8] {
                     let near = wids(
                         store
-                            .list_queue_rows_near(
-                                filter,
-                                Near {
-                                    anchor: Some((ai as i64, &all[ai])),
-                                    ..Near::new(limit, off)
-                                },
-                            )
+                            .list_queue_rows_near(filter, around(limit, off, ai as i64, &all[ai]))
                             .unwrap(),
                     );
                     let by_offset = ids(store.list_queue_rows(filter, limit, off).unwrap());
@@ -588,13 +564,7 @@ fn the_queue_read_around_an_anchor_is_the_offset_read() {
     }
     let gone = wids(
         store
-            .list_queue_rows_near(
-                "",
-                Near {
-                    anchor: Some((5, "no such")),
-                    ..Near::new(3, 2)
-                },
-            )
+            .list_queue_rows_near("", around(3, 2, 5, "no such"))
             .unwrap(),
     );
     assert_eq!(gone, ids(store.list_queue_rows("", 3, 2).unwrap()));
@@ -610,13 +580,7 @@ fn the_queue_read_around_an_anchor_is_the_offset_read() {
     );
     let near = wids(
         store
-            .list_queue_rows_near(
-                "",
-                Near {
-                    anchor: Some((10, &all[10])),
-                    ..Near::new(3, 10)
-                },
-            )
+            .list_queue_rows_near("", around(3, 10, 10, &all[10]))
             .unwrap(),
     );
     assert_eq!(near.0, all[10..13], "the window starts at its anchor");
@@ -655,13 +619,7 @@ fn steps_read_around_an_anchor_are_the_offset_read() {
         for off in [0i64, 1, 4, 5, 6, 11, 13, 20] {
             for limit in [1i64, 3, 6] {
                 let near = store
-                    .list_steps_page_near(
-                        "r",
-                        Near {
-                            anchor: Some((ai as i64, &all[ai])),
-                            ..Near::new(limit, off)
-                        },
-                    )
+                    .list_steps_page_near("r", around(limit, off, ai as i64, &all[ai]))
                     .unwrap();
                 let near = (
                     near.items.into_iter().map(|s| s.id).collect::<Vec<_>>(),
@@ -676,13 +634,7 @@ fn steps_read_around_an_anchor_are_the_offset_read() {
     raw_exec(&db, &format!("DELETE FROM steps WHERE id = '{}';", all[1]));
     let store = Store::open_existing(&db, true).unwrap();
     let near = store
-        .list_steps_page_near(
-            "r",
-            Near {
-                anchor: Some((8, &all[8])),
-                ..Near::new(3, 8)
-            },
-        )
+        .list_steps_page_near("r", around(3, 8, 8, &all[8]))
         .unwrap();
     let near = (
         near.items.into_iter().map(|s| s.id).collect::<Vec<_>>(),
@@ -691,6 +643,24 @@ fn steps_read_around_an_anchor_are_the_offset_read() {
     assert_eq!(near.0, all[8..11], "the window starts at its anchor");
     let shifted = ids(store.list_steps_page("r", 3, 8).unwrap());
     assert_eq!(shifted.0, all[9..12], "an offset read counts rows");
+}
+
+/// `limit` rows from `offset`, near the row at `index` that `row` names.
+fn around<A>(limit: i64, offset: i64, index: i64, row: A) -> Near<A> {
+    Near {
+        anchor: Some((index, row)),
+        ..Near::new(limit, offset)
+    }
+}
+
+/// A window of 30 rows from `offset`, near `anchor` and `end` when known.
+fn thirty<A>(offset: i64, anchor: Option<(i64, A)>, end: Option<i64>) -> Near<A> {
+    Near {
+        limit: 30,
+        offset,
+        anchor,
+        end,
+    }
 }
 
 /// The windows the console reads, at three places of a list of `n` rows (support::long): from
@@ -717,15 +687,7 @@ fn window_costs(dir: &std::path::Path, n: i64) -> Vec<(String, u64, bool)> {
             "events",
             steps(ctr, || {
                 let w = store
-                    .list_marked_events_near(
-                        "a",
-                        Near {
-                            limit: 30,
-                            offset: off,
-                            anchor: anchor.map(|i| (i, i + 1)),
-                            end,
-                        },
-                    )
+                    .list_marked_events_near("a", thirty(off, anchor.map(|i| (i, i + 1)), end))
                     .unwrap();
                 w.items.first().map(|m| m.event.seq.to_string())
             }),
@@ -737,15 +699,7 @@ fn window_costs(dir: &std::path::Path, n: i64) -> Vec<(String, u64, bool)> {
             steps(ctr, || {
                 let a = anchor.map(|i| id("s", i));
                 let w = store
-                    .list_steps_page_near(
-                        "a",
-                        Near {
-                            limit: 30,
-                            offset: off,
-                            anchor: anchor.zip(a.as_deref()),
-                            end,
-                        },
-                    )
+                    .list_steps_page_near("a", thirty(off, anchor.zip(a.as_deref()), end))
                     .unwrap();
                 w.items.first().map(|s| s.id.clone())
             }),
@@ -765,15 +719,7 @@ fn window_costs(dir: &std::path::Path, n: i64) -> Vec<(String, u64, bool)> {
             steps(ctr, || {
                 let a = banchor.map(|i| id("q", i));
                 let (w, _) = store
-                    .list_run_approvals_near(
-                        "b",
-                        Near {
-                            limit: 30,
-                            offset: boff,
-                            anchor: banchor.zip(a.as_deref()),
-                            end: bend,
-                        },
-                    )
+                    .list_run_approvals_near("b", thirty(boff, banchor.zip(a.as_deref()), bend))
                     .unwrap();
                 w.items.first().map(|a| a.id.clone())
             }),
@@ -784,15 +730,7 @@ fn window_costs(dir: &std::path::Path, n: i64) -> Vec<(String, u64, bool)> {
             steps(ctr, || {
                 let a = banchor.map(|i| id("n", i));
                 let w = store
-                    .list_model_calls_near(
-                        "b",
-                        Near {
-                            limit: 30,
-                            offset: boff,
-                            anchor: banchor.zip(a.as_deref()),
-                            end: bend,
-                        },
-                    )
+                    .list_model_calls_near("b", thirty(boff, banchor.zip(a.as_deref()), bend))
                     .unwrap();
                 w.items.first().map(|m| m.id.clone())
             }),
@@ -803,15 +741,7 @@ fn window_costs(dir: &std::path::Path, n: i64) -> Vec<(String, u64, bool)> {
             steps(ctr, || {
                 let a = anchor.map(|i| id("p", i));
                 let w = store
-                    .list_queue_rows_near(
-                        "",
-                        Near {
-                            limit: 30,
-                            offset: off,
-                            anchor: anchor.zip(a.as_deref()),
-                            end,
-                        },
-                    )
+                    .list_queue_rows_near("", thirty(off, anchor.zip(a.as_deref()), end))
                     .unwrap();
                 w.items.first().map(|q| q.approval.id.clone())
             }),
@@ -826,12 +756,11 @@ fn window_costs(dir: &std::path::Path, n: i64) -> Vec<(String, u64, bool)> {
                     .list_runs_overview_near(
                         "",
                         "",
-                        Near {
-                            limit: 30,
-                            offset: off + 1,
-                            anchor: anchor.map(|i| i + 1).zip(a.as_deref()),
-                            end: end.map(|e| e + 2),
-                        },
+                        thirty(
+                            off + 1,
+                            anchor.map(|i| i + 1).zip(a.as_deref()),
+                            end.map(|e| e + 2),
+                        ),
                     )
                     .unwrap();
                 w.items.first().map(|o| o.run.id.clone())
