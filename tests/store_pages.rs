@@ -3,7 +3,7 @@
 
 mod support;
 
-use countersign::runtime::store::{MAX_PAGE_TEXT, Store, StoreError};
+use countersign::runtime::store::{MAX_PAGE_TEXT, Near, Store, StoreError};
 use countersign::runtime::types::{RunStatus, Timestamp};
 use support::runs;
 use support::tempdir;
@@ -461,7 +461,7 @@ fn events_read_around_an_anchor_are_the_offset_read() {
         ] {
             for limit in [1i64, 4, 10] {
                 let near = store
-                    .list_marked_events_near("a", limit, off, Some((ai as i64, all[ai])), None)
+                    .list_marked_events_near("a", around(limit, off, ai as i64, all[ai]))
                     .unwrap();
                 let near = (
                     near.items.iter().map(|m| m.event.seq).collect::<Vec<_>>(),
@@ -474,7 +474,7 @@ fn events_read_around_an_anchor_are_the_offset_read() {
     }
     // A gone anchor falls back to the offset read.
     let p = store
-        .list_marked_events_near("a", 3, 2, Some((5, i64::MAX)), None)
+        .list_marked_events_near("a", around(3, 2, 5, i64::MAX))
         .unwrap();
     let p = (
         p.items.iter().map(|m| m.event.seq).collect::<Vec<_>>(),
@@ -509,7 +509,7 @@ fn events_read_around_an_anchor_start_at_the_anchor_not_at_a_count() {
     let ai = 20;
     raw_exec(&db, &format!("DELETE FROM events WHERE seq = {}", all[3]));
     let near = store
-        .list_marked_events_near("a", 4, ai as i64, Some((ai as i64, all[ai])), None)
+        .list_marked_events_near("a", around(4, ai as i64, ai as i64, all[ai]))
         .unwrap();
     let got: Vec<i64> = near.items.iter().map(|m| m.event.seq).collect();
     assert_eq!(got, all[ai..ai + 4], "the window starts at its anchor");
@@ -550,13 +550,7 @@ fn the_queue_read_around_an_anchor_is_the_offset_read() {
                 for limit in [1i64, 3, 8] {
                     let near = wids(
                         store
-                            .list_queue_rows_near(
-                                filter,
-                                limit,
-                                off,
-                                Some((ai as i64, &all[ai])),
-                                None,
-                            )
+                            .list_queue_rows_near(filter, around(limit, off, ai as i64, &all[ai]))
                             .unwrap(),
                     );
                     let by_offset = ids(store.list_queue_rows(filter, limit, off).unwrap());
@@ -570,7 +564,7 @@ fn the_queue_read_around_an_anchor_is_the_offset_read() {
     }
     let gone = wids(
         store
-            .list_queue_rows_near("", 3, 2, Some((5, "no such")), None)
+            .list_queue_rows_near("", around(3, 2, 5, "no such"))
             .unwrap(),
     );
     assert_eq!(gone, ids(store.list_queue_rows("", 3, 2).unwrap()));
@@ -586,7 +580,7 @@ fn the_queue_read_around_an_anchor_is_the_offset_read() {
     );
     let near = wids(
         store
-            .list_queue_rows_near("", 3, 10, Some((10, &all[10])), None)
+            .list_queue_rows_near("", around(3, 10, 10, &all[10]))
             .unwrap(),
     );
     assert_eq!(near.0, all[10..13], "the window starts at its anchor");
@@ -625,7 +619,7 @@ fn steps_read_around_an_anchor_are_the_offset_read() {
         for off in [0i64, 1, 4, 5, 6, 11, 13, 20] {
             for limit in [1i64, 3, 6] {
                 let near = store
-                    .list_steps_page_near("r", limit, off, Some((ai as i64, &all[ai])), None)
+                    .list_steps_page_near("r", around(limit, off, ai as i64, &all[ai]))
                     .unwrap();
                 let near = (
                     near.items.into_iter().map(|s| s.id).collect::<Vec<_>>(),
@@ -640,7 +634,7 @@ fn steps_read_around_an_anchor_are_the_offset_read() {
     raw_exec(&db, &format!("DELETE FROM steps WHERE id = '{}';", all[1]));
     let store = Store::open_existing(&db, true).unwrap();
     let near = store
-        .list_steps_page_near("r", 3, 8, Some((8, &all[8])), None)
+        .list_steps_page_near("r", around(3, 8, 8, &all[8]))
         .unwrap();
     let near = (
         near.items.into_iter().map(|s| s.id).collect::<Vec<_>>(),
@@ -649,6 +643,24 @@ fn steps_read_around_an_anchor_are_the_offset_read() {
     assert_eq!(near.0, all[8..11], "the window starts at its anchor");
     let shifted = ids(store.list_steps_page("r", 3, 8).unwrap());
     assert_eq!(shifted.0, all[9..12], "an offset read counts rows");
+}
+
+/// `limit` rows from `offset`, near the row at `index` that `row` names.
+fn around<A>(limit: i64, offset: i64, index: i64, row: A) -> Near<A> {
+    Near {
+        anchor: Some((index, row)),
+        ..Near::new(limit, offset)
+    }
+}
+
+/// A window of 30 rows from `offset`, near `anchor` and `end` when known.
+fn thirty<A>(offset: i64, anchor: Option<(i64, A)>, end: Option<i64>) -> Near<A> {
+    Near {
+        limit: 30,
+        offset,
+        anchor,
+        end,
+    }
 }
 
 /// The windows the console reads, at three places of a list of `n` rows (support::long): from
@@ -675,7 +687,7 @@ fn window_costs(dir: &std::path::Path, n: i64) -> Vec<(String, u64, bool)> {
             "events",
             steps(ctr, || {
                 let w = store
-                    .list_marked_events_near("a", 30, off, anchor.map(|i| (i, i + 1)), end)
+                    .list_marked_events_near("a", thirty(off, anchor.map(|i| (i, i + 1)), end))
                     .unwrap();
                 w.items.first().map(|m| m.event.seq.to_string())
             }),
@@ -687,7 +699,7 @@ fn window_costs(dir: &std::path::Path, n: i64) -> Vec<(String, u64, bool)> {
             steps(ctr, || {
                 let a = anchor.map(|i| id("s", i));
                 let w = store
-                    .list_steps_page_near("a", 30, off, anchor.zip(a.as_deref()), end)
+                    .list_steps_page_near("a", thirty(off, anchor.zip(a.as_deref()), end))
                     .unwrap();
                 w.items.first().map(|s| s.id.clone())
             }),
@@ -707,7 +719,7 @@ fn window_costs(dir: &std::path::Path, n: i64) -> Vec<(String, u64, bool)> {
             steps(ctr, || {
                 let a = banchor.map(|i| id("q", i));
                 let (w, _) = store
-                    .list_run_approvals_near("b", 30, boff, banchor.zip(a.as_deref()), bend)
+                    .list_run_approvals_near("b", thirty(boff, banchor.zip(a.as_deref()), bend))
                     .unwrap();
                 w.items.first().map(|a| a.id.clone())
             }),
@@ -718,7 +730,7 @@ fn window_costs(dir: &std::path::Path, n: i64) -> Vec<(String, u64, bool)> {
             steps(ctr, || {
                 let a = banchor.map(|i| id("n", i));
                 let w = store
-                    .list_model_calls_near("b", 30, boff, banchor.zip(a.as_deref()), bend)
+                    .list_model_calls_near("b", thirty(boff, banchor.zip(a.as_deref()), bend))
                     .unwrap();
                 w.items.first().map(|m| m.id.clone())
             }),
@@ -729,7 +741,7 @@ fn window_costs(dir: &std::path::Path, n: i64) -> Vec<(String, u64, bool)> {
             steps(ctr, || {
                 let a = anchor.map(|i| id("p", i));
                 let w = store
-                    .list_queue_rows_near("", 30, off, anchor.zip(a.as_deref()), end)
+                    .list_queue_rows_near("", thirty(off, anchor.zip(a.as_deref()), end))
                     .unwrap();
                 w.items.first().map(|q| q.approval.id.clone())
             }),
@@ -744,10 +756,11 @@ fn window_costs(dir: &std::path::Path, n: i64) -> Vec<(String, u64, bool)> {
                     .list_runs_overview_near(
                         "",
                         "",
-                        30,
-                        off + 1,
-                        anchor.map(|i| i + 1).zip(a.as_deref()),
-                        end.map(|e| e + 2),
+                        thirty(
+                            off + 1,
+                            anchor.map(|i| i + 1).zip(a.as_deref()),
+                            end.map(|e| e + 2),
+                        ),
                     )
                     .unwrap();
                 w.items.first().map(|o| o.run.id.clone())
@@ -805,7 +818,7 @@ fn a_window_counts_up_to_the_cap_and_reads_its_end_in_reverse() {
         support::long::write(&db, n);
         let store = Store::open_existing(&db, true).unwrap();
         let first = store
-            .list_marked_events_near("a", 20, 0, None, None)
+            .list_marked_events_near("a", Near::new(20, 0))
             .unwrap();
         assert!(first.more);
         if n <= COUNT_CAP {
@@ -815,7 +828,13 @@ fn a_window_counts_up_to_the_cap_and_reads_its_end_in_reverse() {
         }
         assert_eq!(store.count_events("a").unwrap(), n);
         let last = store
-            .list_marked_events_near("a", 20, n - 20, None, Some(n))
+            .list_marked_events_near(
+                "a",
+                Near {
+                    end: Some(n),
+                    ..Near::new(20, n - 20)
+                },
+            )
             .unwrap();
         let seqs: Vec<i64> = last.items.iter().map(|m| m.event.seq).collect();
         assert_eq!(seqs, (n - 19..=n).collect::<Vec<_>>(), "{n}");
@@ -827,7 +846,14 @@ fn a_window_counts_up_to_the_cap_and_reads_its_end_in_reverse() {
         );
         // The runs overview, newest first, ends with the oldest run.
         let runs = store
-            .list_runs_overview_near("", "", 5, n - 3, None, Some(n + 2))
+            .list_runs_overview_near(
+                "",
+                "",
+                Near {
+                    end: Some(n + 2),
+                    ..Near::new(5, n - 3)
+                },
+            )
             .unwrap();
         assert_eq!(runs.items.last().map(|o| o.run.id.as_str()), Some("a"));
         assert_eq!(store.count_runs_overview("", "").unwrap(), n + 2);

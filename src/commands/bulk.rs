@@ -28,11 +28,10 @@ use super::decide::interactive;
 use super::open::{fail, open};
 use super::out::{Out, Raws, id_field};
 use super::text::{clean_bytes, ident, said};
-use crate::console::reads::Near;
 use crate::console::time::span;
 use crate::runtime::operator::{self, OperatorError};
 use crate::runtime::store::{
-    QueueItem, RunStore, SHOWN_REQUEST_MAX, Store, StoreError, WindowPage, capped_request,
+    Near, QueueItem, RunStore, SHOWN_REQUEST_MAX, Store, StoreError, WindowPage, capped_request,
 };
 use crate::runtime::types::{Said, Timestamp};
 
@@ -45,24 +44,23 @@ trait QueueStore: RunStore {
     /// The queue's window `near` says (`limit` rows from `offset`, kept in place by the last
     /// row read: its index and approval id). `tool` may narrow the rows read (every row of that
     /// tool is among them); the exact comparison is the caller's.
-    fn queue_window(&self, tool: Option<&str>, near: Near<'_>) -> QueuePage;
+    fn queue_window(&self, tool: Option<&str>, near: Near<&str>) -> QueuePage;
 }
 
 /// A window of the queue, as a store reads it.
 type QueuePage = Result<WindowPage<QueueItem>, StoreError>;
 
 impl QueueStore for Store {
-    fn queue_window(&self, tool: Option<&str>, near: Near<'_>) -> QueuePage {
+    fn queue_window(&self, tool: Option<&str>, near: Near<&str>) -> QueuePage {
         // SQLite's queue filter matches the tool's name among the request's fields.
         let filter = tool.unwrap_or_default();
-        let (limit, offset, anchor, end) = near;
-        self.list_queue_rows_near(filter, limit, offset, anchor, end)
+        self.list_queue_rows_near(filter, near)
     }
 }
 
 #[cfg(feature = "postgres")]
 impl QueueStore for crate::pgstore::PgStore {
-    fn queue_window(&self, _tool: Option<&str>, near: Near<'_>) -> QueuePage {
+    fn queue_window(&self, _tool: Option<&str>, near: Near<&str>) -> QueuePage {
         // PostgreSQL's text filter looks at the request's first 8192 characters only, so a
         // tool named further in would be missed: every row is read and compared exactly.
         self.list_queue_rows_near("", near)
@@ -257,12 +255,10 @@ fn select<S: QueueStore>(
         let page = store
             .queue_window(
                 sel.tool.as_deref(),
-                (
-                    WINDOW,
-                    offset,
-                    anchor.as_ref().map(|(i, id)| (*i, id.as_str())),
-                    None,
-                ),
+                Near {
+                    anchor: anchor.as_ref().map(|(i, id)| (*i, id.as_str())),
+                    ..Near::new(WINDOW, offset)
+                },
             )
             .map_err(fail)?;
         let n = page.items.len() as i64;

@@ -7,13 +7,13 @@
 
 use super::data::DataError;
 use super::decider::StoreDecider;
-use super::reads::{ConsoleReads, Near, same_reads};
+use super::reads::{ConsoleReads, same_reads};
 use super::sqlite::StoreData;
 use crate::pgstore::{Canceller, Listener, PgStore, PgUrl};
 use crate::runtime::stats::Stats;
 use crate::runtime::store::{
-    ApprovalView, ChainReport, DamagedColumn, MarkedEvent, ModelCallView, ProxyCall, QueueItem,
-    QueueOrder, RunOverview, SortValue, StoreError, ViewCounts, WindowPage,
+    ApprovalView, ChainReport, DamagedColumn, MarkedEvent, ModelCallView, Near, ProxyCall,
+    QueueItem, QueueOrder, RunOverview, SortValue, StoreError, ViewCounts, WindowPage,
 };
 use crate::runtime::types::{Approval, Key, Run, RunStatus, Step, Timestamp};
 
@@ -83,19 +83,8 @@ impl ConsoleReads for PgReads {
     same_reads!((self.store));
 
     forward! { &self => (self.store);
-        fn list_queue_rows_near(filter: &str, near: Near<'_>)
-            -> Result<WindowPage<QueueItem>, StoreError>;
-        fn list_queue_sorted_near(filter: &str, order: &QueueOrder, near: Near<'_>)
-            -> Result<WindowPage<(QueueItem, SortValue)>, StoreError>;
-        fn list_runs_overview_near(status: &str, filter: &str, near: Near<'_>)
-            -> Result<WindowPage<RunOverview>, StoreError>;
         fn verify_chain() -> Result<ChainReport, StoreError>;
         fn get_step(id: &[u8]) -> Result<Step, StoreError> = get_step_whole;
-        fn list_steps_page_near(run: &Key, near: Near<'_>) -> Result<WindowPage<Step>, StoreError>;
-        fn list_run_approvals_near(run: &Key, near: Near<'_>)
-            -> Result<(WindowPage<Approval>, Option<RunStatus>), StoreError>;
-        fn list_model_calls_near(run: &Key, near: Near<'_>)
-            -> Result<WindowPage<ModelCallView>, StoreError>;
         fn runs_capped(ids: &[Key]) -> Result<Vec<Option<Run>>, StoreError>;
         fn steps_capped(ids: &[Key]) -> Result<Vec<Option<Step>>, StoreError>;
         fn last_two_approvals(runs: &[Key]) -> Result<Vec<Vec<Approval>>, StoreError>;

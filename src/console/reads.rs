@@ -7,14 +7,10 @@
 
 use crate::runtime::stats::Stats;
 use crate::runtime::store::{
-    ApprovalView, ChainReport, DamagedColumn, MarkedEvent, ModelCallView, ProxyCall, QueueItem,
-    QueueOrder, RunOverview, SortValue, Store, StoreError, ViewCounts, WindowPage,
+    ApprovalView, ChainReport, DamagedColumn, MarkedEvent, ModelCallView, Near, ProxyCall,
+    QueueItem, QueueOrder, RunOverview, SortValue, Store, StoreError, ViewCounts, WindowPage,
 };
 use crate::runtime::types::{Approval, Key, Run, RunStatus, Step, Timestamp};
-
-/// A window's place: `limit`, `offset`, the anchor row (its index and id) and the list's
-/// length as last read.
-pub type Near<'a> = (i64, i64, Option<(i64, &'a str)>, Option<i64>);
 
 /// The reads a console's reader makes (each a bounded read by key; see `runtime::store`).
 pub trait ConsoleReads: Send {
@@ -24,13 +20,13 @@ pub trait ConsoleReads: Send {
     fn list_queue_rows_near(
         &self,
         filter: &str,
-        near: Near<'_>,
+        near: Near<&str>,
     ) -> Result<WindowPage<QueueItem>, StoreError>;
     fn list_queue_sorted_near(
         &self,
         filter: &str,
         order: &QueueOrder,
-        near: Near<'_>,
+        near: Near<&str>,
     ) -> Result<WindowPage<(QueueItem, SortValue)>, StoreError>;
     /// The queue's first `limit` rows after `offset`, and whether more follow.
     fn list_queue_rows(
@@ -44,7 +40,7 @@ pub trait ConsoleReads: Send {
         &self,
         status: &str,
         filter: &str,
-        near: Near<'_>,
+        near: Near<&str>,
     ) -> Result<WindowPage<RunOverview>, StoreError>;
     fn count_runs_overview(&self, status: &str, filter: &str) -> Result<i64, StoreError>;
     fn get_run_capped(&self, id: &Key) -> Result<Run, StoreError>;
@@ -55,28 +51,25 @@ pub trait ConsoleReads: Send {
     fn list_steps_page_near(
         &self,
         run: &Key,
-        near: Near<'_>,
+        near: Near<&str>,
     ) -> Result<WindowPage<Step>, StoreError>;
     fn count_steps(&self, run: &Key) -> Result<i64, StoreError>;
     fn list_marked_events_near(
         &self,
         run: &Key,
-        limit: i64,
-        offset: i64,
-        anchor: Option<(i64, i64)>,
-        end: Option<i64>,
+        near: Near<i64>,
     ) -> Result<WindowPage<MarkedEvent>, StoreError>;
     fn count_events(&self, run: &Key) -> Result<i64, StoreError>;
     fn list_run_approvals_near(
         &self,
         run: &Key,
-        near: Near<'_>,
+        near: Near<&str>,
     ) -> Result<(WindowPage<Approval>, Option<RunStatus>), StoreError>;
     fn count_run_approvals(&self, run: &Key) -> Result<i64, StoreError>;
     fn list_model_calls_near(
         &self,
         run: &Key,
-        near: Near<'_>,
+        near: Near<&str>,
     ) -> Result<WindowPage<ModelCallView>, StoreError>;
     fn count_model_calls(&self, run: &Key) -> Result<i64, StoreError>;
     /// One approval by id, whole, with its run's status and reason.
@@ -85,10 +78,7 @@ pub trait ConsoleReads: Send {
     fn approval_view_capped(&self, id: &Key) -> Result<Option<ApprovalView>, StoreError>;
     fn list_damaged_near(
         &self,
-        limit: i64,
-        offset: i64,
-        anchor: Option<(i64, (&str, &str, &str))>,
-        end: Option<i64>,
+        near: Near<(&str, &str, &str)>,
     ) -> Result<WindowPage<DamagedColumn>, StoreError>;
     fn count_damaged(&self) -> Result<i64, StoreError>;
     fn runs_with_prefix(&self, prefix: &[u8], limit: u32) -> Result<Vec<Key>, StoreError>;
@@ -120,7 +110,10 @@ pub trait ConsoleReads: Send {
                 if n <= 0 {
                     return Ok(Vec::new());
                 }
-                let near = (2, (n - 2).max(0), None, Some(n));
+                let near = Near {
+                    end: Some(n),
+                    ..Near::new(2, (n - 2).max(0))
+                };
                 Ok(self.list_run_approvals_near(run, near)?.0.items)
             })
             .collect()
@@ -146,18 +139,28 @@ macro_rules! same_reads {
                 -> Result<(Vec<QueueItem>, bool), StoreError>;
             fn count_queue(filter: &str) -> Result<i64, StoreError>;
             fn count_runs_overview(status: &str, filter: &str) -> Result<i64, StoreError>;
-            fn list_damaged_near(limit: i64, offset: i64,
-                anchor: Option<(i64, (&str, &str, &str))>, end: Option<i64>)
+            fn list_damaged_near(near: Near<(&str, &str, &str)>)
                 -> Result<WindowPage<DamagedColumn>, StoreError>;
             fn count_damaged() -> Result<i64, StoreError>;
             fn runs_with_prefix(prefix: &[u8], limit: u32) -> Result<Vec<Key>, StoreError>;
             fn stats(since: Option<Timestamp>, now: Timestamp) -> Result<Stats, StoreError>;
             fn get_run_capped(id: &Key) -> Result<Run, StoreError>;
             fn get_step_capped(id: &Key) -> Result<Step, StoreError>;
-            fn list_marked_events_near(run: &Key, limit: i64, offset: i64,
-                anchor: Option<(i64, i64)>, end: Option<i64>)
+            fn list_marked_events_near(run: &Key, near: Near<i64>)
                 -> Result<WindowPage<MarkedEvent>, StoreError>;
             fn count_events(run: &Key) -> Result<i64, StoreError>;
+            fn list_queue_rows_near(filter: &str, near: Near<&str>)
+                -> Result<WindowPage<QueueItem>, StoreError>;
+            fn list_queue_sorted_near(filter: &str, order: &QueueOrder, near: Near<&str>)
+                -> Result<WindowPage<(QueueItem, SortValue)>, StoreError>;
+            fn list_runs_overview_near(status: &str, filter: &str, near: Near<&str>)
+                -> Result<WindowPage<RunOverview>, StoreError>;
+            fn list_steps_page_near(run: &Key, near: Near<&str>)
+                -> Result<WindowPage<Step>, StoreError>;
+            fn list_run_approvals_near(run: &Key, near: Near<&str>)
+                -> Result<(WindowPage<Approval>, Option<RunStatus>), StoreError>;
+            fn list_model_calls_near(run: &Key, near: Near<&str>)
+                -> Result<WindowPage<ModelCallView>, StoreError>;
         }
     };
 }
@@ -180,51 +183,6 @@ impl ConsoleReads for Store {
         fn approval_view_capped(id: &Key) -> Result<Option<ApprovalView>, StoreError>;
     }
 
-    // The windows: SQLite's reads take a window's place as four arguments.
-    fn list_queue_rows_near(
-        &self,
-        filter: &str,
-        (l, o, a, e): Near<'_>,
-    ) -> Result<WindowPage<QueueItem>, StoreError> {
-        Store::list_queue_rows_near(self, filter, l, o, a, e)
-    }
-    fn list_queue_sorted_near(
-        &self,
-        filter: &str,
-        order: &QueueOrder,
-        (l, o, a, e): Near<'_>,
-    ) -> Result<WindowPage<(QueueItem, SortValue)>, StoreError> {
-        Store::list_queue_sorted_near(self, filter, order, l, o, a, e)
-    }
-    fn list_runs_overview_near(
-        &self,
-        status: &str,
-        filter: &str,
-        (l, o, a, e): Near<'_>,
-    ) -> Result<WindowPage<RunOverview>, StoreError> {
-        Store::list_runs_overview_near(self, status, filter, l, o, a, e)
-    }
-    fn list_steps_page_near(
-        &self,
-        run: &Key,
-        (l, o, a, e): Near<'_>,
-    ) -> Result<WindowPage<Step>, StoreError> {
-        Store::list_steps_page_near(self, run, l, o, a, e)
-    }
-    fn list_run_approvals_near(
-        &self,
-        run: &Key,
-        (l, o, a, e): Near<'_>,
-    ) -> Result<(WindowPage<Approval>, Option<RunStatus>), StoreError> {
-        Store::list_run_approvals_near(self, run, l, o, a, e)
-    }
-    fn list_model_calls_near(
-        &self,
-        run: &Key,
-        (l, o, a, e): Near<'_>,
-    ) -> Result<WindowPage<ModelCallView>, StoreError> {
-        Store::list_model_calls_near(self, run, l, o, a, e)
-    }
     fn verify_chain(&self) -> Result<ChainReport, StoreError> {
         Store::verify_events(self, 0, 0)
     }

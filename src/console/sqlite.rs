@@ -11,7 +11,7 @@ use std::path::Path;
 use super::data::*;
 use super::fate::{asked_again, fate_from, fate_of};
 use super::reads::ConsoleReads;
-use crate::runtime::store::{self, Store, StoreError, raw_bytes};
+use crate::runtime::store::{self, Near, Store, StoreError, raw_bytes};
 use crate::runtime::types::{Approval, Run, Step};
 
 /// The console's reader over a run database's reads: SQLite's [`Store`] ([`SqliteData`]) or
@@ -67,10 +67,22 @@ fn rd(e: StoreError) -> DataError {
     DataError::Read(e.to_string())
 }
 
-/// A console page request as the store's arguments: a limit of 0 reads one row and shows none.
-fn args(offset: u64, limit: u64) -> (i64, i64) {
-    let i = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
-    (i(limit).max(1), i(offset))
+/// The console's request for a window of a list as the store's: a limit of 0 reads one row
+/// and shows none, an anchor's index or an end past `i64::MAX` is not used, and `key` names
+/// the anchor row as the store's read of that list names it.
+fn near<'k, K, A>(
+    (offset, limit): (u64, u64),
+    anchor: &'k Option<(u64, K)>,
+    end: &Option<u64>,
+    key: impl FnOnce(&'k K) -> A,
+) -> Near<A> {
+    let i = |n: u64| i64::try_from(n).ok();
+    Near {
+        limit: i(limit).unwrap_or(i64::MAX).max(1),
+        offset: i(offset).unwrap_or(i64::MAX),
+        anchor: anchor.as_ref().and_then(|(ix, k)| Some((i(*ix)?, key(k)))),
+        end: end.and_then(i),
+    }
 }
 
 /// A window the store read by key as the console's page (at most `limit` rows shown).
@@ -88,35 +100,17 @@ fn window<S, T>(limit: u64, w: store::WindowPage<S>, f: impl Fn(S) -> T) -> Page
     }
 }
 
-/// An anchor's index as the store's argument (`None` past `i64::MAX`).
-fn at<K>(a: &Option<(u64, K)>) -> Option<(i64, &K)> {
-    a.as_ref()
-        .and_then(|(i, k)| Some((i64::try_from(*i).ok()?, k)))
-}
-
-fn end_of(e: &Option<u64>) -> Option<i64> {
-    e.and_then(|e| i64::try_from(e).ok())
-}
-
 /// A list the store reads a window at a time by a row's id: `read` is handed the store's
-/// limit, offset, anchor and end for the console's request, and each row it reads is shown
-/// as `row` makes it.
+/// window for the console's request, and each row it reads is shown as `row` makes it.
 fn by_id<S, T>(
-    (offset, limit): (u64, u64),
+    span: (u64, u64),
     anchor: &Option<(u64, String)>,
     end: &Option<u64>,
-    read: impl FnOnce(
-        i64,
-        i64,
-        Option<(i64, &str)>,
-        Option<i64>,
-    ) -> Result<store::WindowPage<S>, StoreError>,
+    read: impl FnOnce(Near<&str>) -> Result<store::WindowPage<S>, StoreError>,
     row: impl Fn(S) -> T,
 ) -> Result<Page<T>, DataError> {
-    let (l, o) = args(offset, limit);
-    let anchor = at(anchor).map(|(i, id)| (i, id.as_str()));
-    let w = read(l, o, anchor, end_of(end)).map_err(rd)?;
-    Ok(window(limit, w, row))
+    let w = read(near(span, anchor, end, String::as_str)).map_err(rd)?;
+    Ok(window(span.1, w, row))
 }
 
 fn some_bytes(s: &str) -> Option<Vec<u8>> {
@@ -320,11 +314,8 @@ impl<S: ConsoleReads> StoreData<S> {
         anchor: &Option<(u64, String)>,
         end: &Option<u64>,
     ) -> Result<Page<ApprovalRow>, StoreError> {
-        let (l, o) = args(offset, limit);
-        let anchor = at(anchor).map(|(i, id)| (i, id.as_str()));
-        let (w, status) = self
-            .store
-            .list_run_approvals_near(run, (l, o, anchor, end_of(end)))?;
+        let near = near((offset, limit), anchor, end, String::as_str);
+        let (w, status) = self.store.list_run_approvals_near(run, near)?;
         Ok(window(limit, w, |a| approval_row(a, status.as_ref())))
     }
 
@@ -424,7 +415,7 @@ impl<S: ConsoleReads> ConsoleData for StoreData<S> {
                         span,
                         anchor,
                         end,
-                        |l, o, a, e| s.list_queue_rows_near(filter, (l, o, a, e)),
+                        |near| s.list_queue_rows_near(filter, near),
                         queue_row,
                     )?
                 } else {
@@ -432,7 +423,7 @@ impl<S: ConsoleReads> ConsoleData for StoreData<S> {
                         span,
                         anchor,
                         end,
-                        |l, o, a, e| s.list_queue_sorted_near(filter, &sort.order(), (l, o, a, e)),
+                        |near| s.list_queue_sorted_near(filter, &sort.order(), near),
                         |(q, v)| QueueRow {
                             sorted_by: Some(v),
                             ..queue_row(q)
@@ -467,7 +458,7 @@ impl<S: ConsoleReads> ConsoleData for StoreData<S> {
                     (*offset, *limit),
                     anchor,
                     end,
-                    |l, o, a, e| s.list_runs_overview_near(status, filter, (l, o, a, e)),
+                    |near| s.list_runs_overview_near(status, filter, near),
                     run_row,
                 )?;
                 // Each shown run's fate, by key (a window's worth of runs, their last two
@@ -492,9 +483,10 @@ impl<S: ConsoleReads> ConsoleData for StoreData<S> {
                 anchor,
                 end,
             } => {
-                let (l, o) = args(*offset, *limit);
-                let anchor = at(anchor).map(|(i, (t, row, col))| (i, (*t, row.as_str(), *col)));
-                let w = s.list_damaged_near(l, o, anchor, end_of(end)).map_err(rd)?;
+                let near = near((*offset, *limit), anchor, end, |(t, row, col)| {
+                    (*t, row.as_str(), *col)
+                });
+                let w = s.list_damaged_near(near).map_err(rd)?;
                 let mut page = window(*limit, w, damaged_row);
                 // Each shown row's run status, by key (a window's worth of lookups): the
                 // screen offers cancel only on a run that has not finished.
@@ -552,7 +544,7 @@ impl<S: ConsoleReads> StoreData<S> {
                 (*offset, *limit),
                 anchor,
                 end,
-                |l, o, a, e| s.list_steps_page_near(run, (l, o, a, e)),
+                |near| s.list_steps_page_near(run, near),
                 step_row,
             )?),
             Query::Events {
@@ -562,11 +554,8 @@ impl<S: ConsoleReads> StoreData<S> {
                 anchor,
                 end,
             } => {
-                let (l, o) = args(*offset, *limit);
-                let anchor = at(anchor).map(|(i, seq)| (i, *seq));
-                let w = s
-                    .list_marked_events_near(run, l, o, anchor, end_of(end))
-                    .map_err(rd)?;
+                let near = near((*offset, *limit), anchor, end, |seq| *seq);
+                let w = s.list_marked_events_near(run, near).map_err(rd)?;
                 Reply::Events(window(*limit, w, event_row))
             }
             Query::Approvals {
@@ -589,7 +578,7 @@ impl<S: ConsoleReads> StoreData<S> {
                 (*offset, *limit),
                 anchor,
                 end,
-                |l, o, a, e| s.list_model_calls_near(run, (l, o, a, e)),
+                |near| s.list_model_calls_near(run, near),
                 model_call_row,
             )?),
             _ => return Err(DataError::Read("not a page of a run's tab".into())),

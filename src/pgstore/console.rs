@@ -33,15 +33,12 @@ use super::{PgStore, PgUrl, chain};
 use crate::runtime::store::{
     APPROVAL_COLUMNS, ApprovalView, COUNT_CAP, ChainMark, ChainReport, DAMAGED_COLUMNS as COLUMNS,
     DAMAGED_RAW_HEAD, DamagedColumn, KeyPage, KeyWalk, MAX_PAGE_TEXT, MarkedEvent, ModelCallView,
-    Page, QueueItem, RunOverview, SHOWN_REQUEST_MAX, STEP_COLUMNS, StepKey, StoreError, ViewCounts,
-    Window, WindowPage, approval_from_values, capped_approval_values, capped_step_values,
-    check_page, damaged_anchor, damaged_error_of as error_of, event_values, int, mark_of,
-    model_call_values, queue_item_of, step_from_values, walk,
+    Near, Page, QueueItem, RunOverview, SHOWN_REQUEST_MAX, STEP_COLUMNS, StepKey, StoreError,
+    ViewCounts, Window, WindowPage, approval_from_values, capped_approval_values,
+    capped_step_values, check_page, damaged_anchor, damaged_error_of as error_of, event_values,
+    int, mark_of, model_call_values, queue_item_of, step_from_values, walk,
 };
 use crate::runtime::types::{Approval, AsKey, Event, Key, Run, RunStatus, Step, Timestamp};
-
-/// A window's place: limit, offset, the anchor row (its index and id), the list's last length.
-pub type Near<'a> = (i64, i64, Option<(i64, &'a str)>, Option<i64>);
 
 /// A parameter of a list's SQL.
 #[derive(Debug, Clone)]
@@ -165,43 +162,42 @@ impl KeyWalk for Walker<'_, '_> {
     }
 }
 
-/// Where a window of a list lies: rows `[offset, offset + limit)`, found from the nearest of
-/// the list's start, the `anchor` row (its index and key) and its end (its length as last
-/// read), the total counted up to `cap` (`None`: not counted).
+/// Where a window of a list lies: the window `near` names (its anchor row named by its key),
+/// the total counted up to `cap` (`None`: not counted).
 pub(super) struct Place {
-    pub limit: i64,
-    pub offset: i64,
-    pub anchor: Option<(i64, Vec<Value>)>,
-    pub end: Option<i64>,
+    pub near: Near<Vec<Value>>,
     pub cap: Option<i64>,
 }
 
 impl Place {
-    /// A screen's window: the anchor named by its id (its key read by `sql`, parameters
-    /// `args` then the id), the total counted up to [`COUNT_CAP`].
-    pub(super) fn near(
+    /// A screen's window, its anchor's key read by `key` (see [`Near::anchored`]), the total
+    /// counted up to [`COUNT_CAP`].
+    fn near<A>(
+        near: Near<A>,
+        key: impl FnOnce(A) -> Result<Option<Vec<Value>>, StoreError>,
+    ) -> Result<Place, StoreError> {
+        Ok(Place {
+            near: near.anchored(key)?,
+            cap: Some(COUNT_CAP),
+        })
+    }
+
+    /// A screen's window whose anchor is named by its id: its key read by `sql`, parameters
+    /// `args` then the id.
+    pub(super) fn by_id(
         tx: &mut Transaction<'_>,
         url: &PgUrl,
         sql: &str,
         args: &[Arg],
-        (limit, offset, anchor, end): Near<'_>,
+        near: Near<&str>,
     ) -> Result<Place, StoreError> {
-        Ok(Place {
-            limit,
-            offset,
-            anchor: anchor_of(tx, url, sql, args.to_vec(), anchor)?,
-            end,
-            cap: Some(COUNT_CAP),
-        })
+        Place::near(near, |id| anchor_key(tx, url, sql, args.to_vec(), id))
     }
 
     /// Rows from `offset`, with the total counted whole (`count`) or not at all.
     fn from(limit: i64, offset: i64, count: bool) -> Place {
         Place {
-            limit,
-            offset,
-            anchor: None,
-            end: None,
+            near: Near::new(limit, offset),
             cap: count.then_some(i64::MAX - 1),
         }
     }
@@ -221,16 +217,10 @@ pub(super) fn window<T>(
             url,
             list,
         };
-        walk(&walker, at.offset, at.limit, at.anchor, at.end, at.cap)?
+        walk(&walker, at.near, at.cap)?
     };
     let items = rows(tx, url, &w)?;
-    Ok(WindowPage {
-        items,
-        offset: w.offset,
-        more: w.more,
-        total: w.total,
-        exact: w.exact,
-    })
+    Ok(WindowPage::of(w, items))
 }
 
 /// The exact length of `list`.
@@ -240,22 +230,20 @@ fn count(tx: &mut Transaction<'_>, url: &PgUrl, list: &List) -> Result<i64, Stor
         .map_err(|e| store_error(url, list.what, e))
 }
 
-/// The anchor row's key: `sql` (parameters `args`, then the id) reads its key columns.
-fn anchor_of(
+/// The key of the anchor row with id `id`: `sql` (parameters `args`, then the id) reads its
+/// key columns; `None` when the row is gone.
+fn anchor_key(
     tx: &mut Transaction<'_>,
     url: &PgUrl,
     sql: &str,
     mut args: Vec<Arg>,
-    anchor: Option<(i64, &str)>,
-) -> Result<Option<(i64, Vec<Value>)>, StoreError> {
-    let Some((index, id)) = anchor.filter(|(i, _)| *i >= 0) else {
-        return Ok(None);
-    };
+    id: &str,
+) -> Result<Option<Vec<Value>>, StoreError> {
     args.push(text(id));
     let row = tx
         .query_opt(sql, &refs(&args))
         .map_err(|e| store_error(url, "anchor", e))?;
-    Ok(row.map(|r| (index, values(&r))))
+    Ok(row.map(|r| values(&r)))
 }
 
 // ---- capping, as SQLite's page selects cap ----
@@ -1047,9 +1035,9 @@ impl PgStore {
     pub fn list_queue_rows_near(
         &self,
         filter: &str,
-        near: Near<'_>,
+        near: Near<&str>,
     ) -> Result<WindowPage<QueueItem>, StoreError> {
-        check_page("queue", near.0, near.1)?;
+        check_page("queue", near.limit, near.offset)?;
         let list = queue_list(filter);
         let anchor = format!(
             "SELECT a.ord {} AND a.id = ${} ORDER BY a.ord LIMIT 1",
@@ -1057,7 +1045,7 @@ impl PgStore {
             list.args.len() + 1
         );
         self.snapshot(|tx, url| {
-            let at = Place::near(tx, url, &anchor, &list.args, near)?;
+            let at = Place::by_id(tx, url, &anchor, &list.args, near)?;
             window(tx, url, &list, at, queue_rows)
         })
     }
@@ -1094,12 +1082,12 @@ impl PgStore {
         &self,
         status: &str,
         filter: &str,
-        near: Near<'_>,
+        near: Near<&str>,
     ) -> Result<WindowPage<RunOverview>, StoreError> {
-        check_page("runs", near.0, near.1)?;
+        check_page("runs", near.limit, near.offset)?;
         let list = runs_list(status, filter);
         self.snapshot(|tx, url| {
-            let at = Place::near(tx, url, "SELECT ord FROM runs WHERE id = $1", &[], near)?;
+            let at = Place::by_id(tx, url, "SELECT ord FROM runs WHERE id = $1", &[], near)?;
             let select = overview_sql();
             window(tx, url, &list, at, |tx, url, w| {
                 each(tx, url, w, 0, &select, "runs overview", overview)
@@ -1215,10 +1203,10 @@ impl PgStore {
         &self,
         tab: &RunTab<T>,
         run: &[u8],
-        near: Near<'_>,
+        near: Near<&str>,
         also: impl FnOnce(&mut Transaction<'_>, &PgUrl, &str) -> Result<X, StoreError>,
     ) -> Result<(WindowPage<T>, Option<X>), StoreError> {
-        check_page(tab.name, near.0, near.1)?;
+        check_page(tab.name, near.limit, near.offset)?;
         let Some(run) = text_id(run) else {
             return Ok((empty(), None));
         };
@@ -1229,7 +1217,7 @@ impl PgStore {
             tab.table
         );
         self.snapshot(|tx, url| {
-            let at = Place::near(tx, url, &anchor, &list.args, near)?;
+            let at = Place::by_id(tx, url, &anchor, &list.args, near)?;
             let page = window(tx, url, &list, at, |tx, url, w| tab.rows(tx, url, w))?;
             Ok((page, Some(also(tx, url, run)?)))
         })
@@ -1240,7 +1228,7 @@ impl PgStore {
         &self,
         tab: &RunTab<T>,
         run: &[u8],
-        near: Near<'_>,
+        near: Near<&str>,
     ) -> Result<WindowPage<T>, StoreError> {
         Ok(self.run_tab(tab, run, near, |_, _, _| Ok(()))?.0)
     }
@@ -1249,7 +1237,7 @@ impl PgStore {
     pub fn list_steps_page_near(
         &self,
         run: impl AsKey,
-        near: Near<'_>,
+        near: Near<&str>,
     ) -> Result<WindowPage<Step>, StoreError> {
         self.run_window(&STEPS, run.key_bytes(), near)
     }
@@ -1258,7 +1246,7 @@ impl PgStore {
     pub fn list_run_approvals_near(
         &self,
         run: impl AsKey,
-        near: Near<'_>,
+        near: Near<&str>,
     ) -> Result<(WindowPage<Approval>, Option<RunStatus>), StoreError> {
         let run = run.key_bytes();
         let (page, status) = self.run_tab(&APPROVALS, run, near, run_status)?;
@@ -1269,7 +1257,7 @@ impl PgStore {
     pub fn list_model_calls_near(
         &self,
         run: impl AsKey,
-        near: Near<'_>,
+        near: Near<&str>,
     ) -> Result<WindowPage<ModelCallView>, StoreError> {
         self.run_window(&CALLS, run.key_bytes(), near)
     }
@@ -1278,35 +1266,24 @@ impl PgStore {
     pub fn list_marked_events_near(
         &self,
         run: impl AsKey,
-        limit: i64,
-        offset: i64,
-        anchor: Option<(i64, i64)>,
-        end: Option<i64>,
+        near: Near<i64>,
     ) -> Result<WindowPage<MarkedEvent>, StoreError> {
         let run = run.key_bytes();
-        check_page("events", limit, offset)?;
+        check_page("events", near.limit, near.offset)?;
         let Some(run) = text_id(run) else {
             return Ok(empty());
         };
         let list = events_list(run);
         self.snapshot(|tx, url| {
-            let anchor = match anchor {
-                Some((ai, seq)) if ai >= 0 => tx
+            let at = Place::near(near, |seq| {
+                Ok(tx
                     .query_opt(
                         "SELECT seq FROM events WHERE run_id = $1 AND seq = $2",
                         &[&run, &seq],
                     )
                     .map_err(|e| store_error(url, "list events", e))?
-                    .map(|_| (ai, vec![Value::Integer(seq)])),
-                _ => None,
-            };
-            let at = Place {
-                limit,
-                offset,
-                anchor,
-                end,
-                cap: Some(COUNT_CAP),
-            };
+                    .map(|_| vec![Value::Integer(seq)]))
+            })?;
             window(tx, url, &list, at, |tx, url, w| {
                 marked_events(tx, url, run, w)
             })
@@ -1380,35 +1357,21 @@ impl PgStore {
     /// column), as SQLite's `Store::list_damaged_near` lists them.
     pub fn list_damaged_near(
         &self,
-        limit: i64,
-        offset: i64,
-        anchor: Option<(i64, (&str, &str, &str))>,
-        end: Option<i64>,
+        near: Near<(&str, &str, &str)>,
     ) -> Result<WindowPage<DamagedColumn>, StoreError> {
-        check_page("damaged rows", limit, offset)?;
+        check_page("damaged rows", near.limit, near.offset)?;
         let list = damaged_list();
         self.snapshot(|tx, url| {
-            let anchor = match anchor.filter(|(ai, _)| *ai >= 0) {
-                Some((ai, (table, row_id, column))) => {
-                    let lookup = |t: &str| {
-                        tx.query_opt(
-                            &format!("SELECT ord FROM {t} WHERE id = $1 ORDER BY ord LIMIT 1"),
-                            &[&row_id],
-                        )
-                        .map(|r| r.and_then(|r| r.try_get::<_, i64>(0).ok()))
-                        .map_err(|e| store_error(url, "damaged rows", e))
-                    };
-                    damaged_anchor(table, column, lookup)?.map(|k| (ai, k))
-                }
-                None => None,
-            };
-            let at = Place {
-                limit,
-                offset,
-                anchor,
-                end,
-                cap: Some(COUNT_CAP),
-            };
+            let at = Place::near(near, |(table, row_id, column)| {
+                damaged_anchor(table, column, |t| {
+                    tx.query_opt(
+                        &format!("SELECT ord FROM {t} WHERE id = $1 ORDER BY ord LIMIT 1"),
+                        &[&row_id],
+                    )
+                    .map(|r| r.and_then(|r| r.try_get::<_, i64>(0).ok()))
+                    .map_err(|e| store_error(url, "damaged rows", e))
+                })
+            })?;
             window(tx, url, &list, at, |tx, url, w| {
                 let mut items = Vec::with_capacity(w.keys.len());
                 for key in &w.keys {

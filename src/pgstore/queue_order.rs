@@ -9,10 +9,10 @@
 //! not one, as there.
 
 use super::PgStore;
-use super::console::{Arg, List, Near, Place, queue_item_row, queue_list_cond, window};
+use super::console::{Arg, List, Place, queue_item_row, queue_list_cond, window};
 use crate::runtime::store::{
-    QueueItem, QueueOrder, QueueSql, SortValue, StoreError, WindowPage, check_page, int,
-    queue_key_args, queue_sort_value as sort_value, sorted_queue_from as sorted_from,
+    Near, QueueItem, QueueOrder, QueueSql, SortValue, StoreError, WindowPage, check_page,
+    queue_key_args, sorted_queue_from as sorted_from, sorted_queue_items as sorted_items,
 };
 
 /// PostgreSQL's text of the sorted queue: `json_each` over the `json` type WITH ORDINALITY (a
@@ -69,9 +69,9 @@ impl PgStore {
         &self,
         filter: &str,
         order: &QueueOrder,
-        near: Near<'_>,
+        near: Near<&str>,
     ) -> Result<WindowPage<(QueueItem, SortValue)>, StoreError> {
-        check_page("queue", near.0, near.1)?;
+        check_page("queue", near.limit, near.offset)?;
         let mut args = vec![Arg::Text(filter.to_lowercase())];
         args.extend(queue_key_args(order).into_iter().map(Arg::Text));
         let list = List {
@@ -87,18 +87,9 @@ impl PgStore {
             list.args.len() + 1
         );
         self.snapshot(|tx, url| {
-            let at = Place::near(tx, url, &anchor, &list.args, near)?;
+            let at = Place::by_id(tx, url, &anchor, &list.args, near)?;
             window(tx, url, &list, at, |tx, url, w| {
-                let mut items = Vec::with_capacity(w.keys.len());
-                for k in &w.keys {
-                    let (Some(s), Some(v), Some(rid)) = (k.first(), k.get(1), k.get(2)) else {
-                        continue;
-                    };
-                    if let Some(item) = queue_item_row(tx, url, int(rid))? {
-                        items.push((item, sort_value(s, v)));
-                    }
-                }
-                Ok(items)
+                sorted_items(w, |rid| queue_item_row(tx, url, rid))
             })
         })
     }

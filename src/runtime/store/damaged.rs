@@ -13,7 +13,7 @@ use super::pages::{
 };
 use super::reads::query_opt;
 use super::rows::{Cols, run_from};
-use super::window::{KeyedList, Window, WindowPage, int};
+use super::window::{KeyedList, Near, Window, WindowPage, int};
 use crate::runtime::types::Key;
 use rusqlite::types::Value;
 
@@ -220,36 +220,29 @@ impl Store {
     }
 
     /// A window of the damaged columns read by key (issue 14 item 8): `(table, rowid, column)`
-    /// walked from the nearest of the list's start, an `anchor` (the index, table, row id and
-    /// column of a damaged column already read) and its end (`end`: its length as last read),
-    /// with the total counted up to [`super::COUNT_CAP`]; [`Store::count_damaged`] counts when asked.
-    /// The rows are still found by a scan (SQLite must look at each column to see it does not
-    /// decode), stopping once the window and one row past it are found.
+    /// walked from the nearest of the list's start, `near`'s anchor (the index, and the table,
+    /// row id and column of a damaged column already read) and its end (its length as last
+    /// read), with the total counted up to [`super::COUNT_CAP`]; [`Store::count_damaged`]
+    /// counts when asked. The rows are still found by a scan (SQLite must look at each column
+    /// to see it does not decode), stopping once the window and one row past it are found.
     pub fn list_damaged_near(
         &self,
-        limit: i64,
-        offset: i64,
-        anchor: Option<(i64, (&str, &str, &str))>,
-        end: Option<i64>,
+        near: Near<(&str, &str, &str)>,
     ) -> Result<WindowPage<DamagedColumn>, StoreError> {
-        check_page("damaged rows", limit, offset)?;
+        check_page("damaged rows", near.limit, near.offset)?;
         self.read(|c| {
-            let anchor = match anchor.filter(|(ai, _)| *ai >= 0) {
-                Some((ai, (table, row_id, column))) => {
-                    let lookup = |t: &str| {
-                        c.prepare_cached(&format!(
-                            "SELECT rowid FROM {t} WHERE id = ? ORDER BY rowid LIMIT 1"
-                        ))
-                        .ctx("damaged rows")?
-                        .query_row([row_id], |r| r.get::<_, i64>(0))
-                        .optional()
-                        .ctx("damaged rows")
-                    };
-                    anchor_key(table, column, lookup)?.map(|k| (ai, k))
-                }
-                None => None,
-            };
-            damaged_list().window_page(c, offset, limit, anchor, end, damaged_items)
+            let near = near.anchored(|(table, row_id, column)| {
+                anchor_key(table, column, |t| {
+                    c.prepare_cached(&format!(
+                        "SELECT rowid FROM {t} WHERE id = ? ORDER BY rowid LIMIT 1"
+                    ))
+                    .ctx("damaged rows")?
+                    .query_row([row_id], |r| r.get::<_, i64>(0))
+                    .optional()
+                    .ctx("damaged rows")
+                })
+            })?;
+            damaged_list().window_page(c, near, damaged_items)
         })
     }
 

@@ -15,7 +15,7 @@ use super::pages::{
 };
 use super::reads::query_opt;
 use super::rows::{APPROVAL_COLUMNS, Cols, approval_from};
-use super::window::{KeyedList, Window, WindowPage};
+use super::window::{KeyedList, Near, Window, WindowPage};
 use crate::runtime::types::{Approval, AsKey, Event, RawInvalid, RunStatus, Timestamp};
 use rusqlite::types::Value;
 
@@ -132,21 +132,18 @@ impl Store {
     }
 
     /// A window of a run's approvals (capped, for showing) read by key (issue 14 item 8): rowid
-    /// walked from the nearest of the run's first approval, an `anchor` (the index and id of an
-    /// approval of the run already read) and the end (`end`: the length as last read), with the
+    /// walked from the nearest of the run's first approval, `near`'s anchor (the index and id of
+    /// an approval of the run already read) and the end (its length as last read), with the
     /// total counted up to [`super::COUNT_CAP`] and the run's status, in one transaction.
     pub fn list_run_approvals_near(
         &self,
         run_id: impl AsKey,
-        limit: i64,
-        offset: i64,
-        anchor: Option<(i64, &str)>,
-        end: Option<i64>,
+        near: Near<&str>,
     ) -> Result<(WindowPage<Approval>, Option<RunStatus>), StoreError> {
         let run_id = key(&run_id);
-        check_page("approvals", limit, offset)?;
+        check_page("approvals", near.limit, near.offset)?;
         self.read(|c| {
-            let page = APPROVALS.window_page(c, run_id, limit, offset, anchor, end)?;
+            let page = APPROVALS.window_page(c, run_id, near)?;
             Ok((page, run_status(c, run_id)?))
         })
     }
@@ -194,8 +191,8 @@ impl Store {
     }
 
     /// A window of a run's events, read by key (issue 14 item 8) from the nearest of the log's
-    /// start, an `anchor` (the index and `seq` of an event of the same run already read) and the
-    /// log's end (`end`: its length as last read, read in reverse): only the window's seqs are
+    /// start, `near`'s anchor (the index and `seq` of an event of the same run already read) and
+    /// the log's end (its length as last read, read in reverse): only the window's seqs are
     /// walked on the `(run_id, seq)` index, so a window deep in a long log costs what one near
     /// its anchor or end does. The total is counted up to [`super::COUNT_CAP`]; past it the window says
     /// so (`exact: false`) and [`Store::count_events`] counts when asked. An anchor that is
@@ -203,26 +200,21 @@ impl Store {
     pub fn list_marked_events_near(
         &self,
         run_id: impl AsKey,
-        limit: i64,
-        offset: i64,
-        anchor: Option<(i64, i64)>,
-        end: Option<i64>,
+        near: Near<i64>,
     ) -> Result<WindowPage<MarkedEvent>, StoreError> {
         let run_id = key(&run_id);
-        check_page("events", limit, offset)?;
+        check_page("events", near.limit, near.offset)?;
         self.read(|c| {
-            let anchor = match anchor {
-                Some((ai, seq)) if ai >= 0 => c
-                    .prepare_cached("SELECT 1 FROM events WHERE run_id = ? AND seq = ?")
-                    .ctx("list events")?
-                    .exists(params![run_id, seq])
-                    .ctx("list events")?
-                    .then_some((ai, vec![Value::Integer(seq)])),
-                _ => None,
-            };
-            events_of(&run_id).window_page(c, offset, limit, anchor, end, |c, w| {
-                marked_events(c, run_id, w)
-            })
+            let near = near.anchored(|seq| {
+                Ok(
+                    c.prepare_cached("SELECT 1 FROM events WHERE run_id = ? AND seq = ?")
+                        .ctx("list events")?
+                        .exists(params![run_id, seq])
+                        .ctx("list events")?
+                        .then_some(vec![Value::Integer(seq)]),
+                )
+            })?;
+            events_of(&run_id).window_page(c, near, |c, w| marked_events(c, run_id, w))
         })
     }
 
@@ -242,12 +234,9 @@ impl Store {
     pub fn list_model_calls_near(
         &self,
         run_id: impl AsKey,
-        limit: i64,
-        offset: i64,
-        anchor: Option<(i64, &str)>,
-        end: Option<i64>,
+        near: Near<&str>,
     ) -> Result<WindowPage<ModelCallView>, StoreError> {
-        self.run_window(&CALLS, run_id, limit, offset, anchor, end)
+        self.run_window(&CALLS, run_id, near)
     }
 
     /// How many model calls a run has, for callers that ask.

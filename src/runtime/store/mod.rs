@@ -88,7 +88,7 @@ pub(crate) use queue_order::key_args as queue_key_args;
 pub use queue_order::{QueueOrder, SortValue};
 #[cfg(feature = "postgres")]
 pub(crate) use queue_order::{
-    QueueSql, sort_value as queue_sort_value, sorted_from as sorted_queue_from,
+    QueueSql, sorted_from as sorted_queue_from, sorted_items as sorted_queue_items,
 };
 pub use reads::ProxyCall;
 #[cfg(feature = "postgres")]
@@ -110,7 +110,7 @@ pub use tx::{Transition, Tx};
 pub(crate) use views::queue_item_of;
 pub use views::{QUEUE_ARGS_HEAD, QueueItem, RunOverview, ViewCounts, raw_bytes};
 pub use watch::{ArrivedApproval, ChangeWatch, PRESENTATION_MAX};
-pub use window::{COUNT_CAP, WindowPage};
+pub use window::{COUNT_CAP, Near, WindowPage};
 #[cfg(feature = "postgres")]
 pub(crate) use window::{KeyWalk, Window, int, walk};
 #[cfg(feature = "postgres")]

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+#[cfg(feature = "postgres")]
 use rusqlite::types::Value;
 use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 
@@ -13,7 +14,7 @@ use super::error::{Ctx, StoreError};
 use super::reads::by_id;
 use super::rows::{Cols, approval_from, event_from, run_from, step_from};
 pub use super::window::Page;
-use super::window::{KeyedList, Window, WindowPage, int, row_anchor};
+use super::window::{KeyedList, Near, Window, WindowPage, int, row_key};
 use crate::runtime::types::{Approval, AsKey, Event, Key, Run, Said, Step};
 
 /// The largest request (bytes) the commands read whole to show and decide on. A larger one
@@ -301,17 +302,6 @@ impl<T> RunList<T> {
         }
     }
 
-    /// The anchor row's `(index, key)` in the run's list (see [`row_anchor`]).
-    pub fn anchor(
-        &self,
-        c: &Connection,
-        run_id: Text<'_>,
-        anchor: Option<(i64, &str)>,
-    ) -> Result<Option<(i64, Vec<Value>)>, StoreError> {
-        let (what, sql) = self.anchor;
-        row_anchor(c, what, sql, &[&run_id], anchor)
-    }
-
     /// Rows `[offset, offset + limit)` of the run's list inside the caller's transaction (the
     /// offset skipped on the key, the total counted whole).
     pub fn page(
@@ -325,20 +315,17 @@ impl<T> RunList<T> {
     }
 
     /// A window of the run's list inside the caller's transaction, from the nearest of its
-    /// start, the `anchor` row (see [`RunList::anchor`]) and its end, with the total counted
-    /// up to [`super::COUNT_CAP`].
+    /// start, the anchor row (its id, its key read by the list's `anchor` SQL; one that is
+    /// gone is not used) and its end, with the total counted up to [`super::COUNT_CAP`].
     pub fn window_page(
         &self,
         c: &Connection,
         run_id: Text<'_>,
-        limit: i64,
-        offset: i64,
-        anchor: Option<(i64, &str)>,
-        end: Option<i64>,
+        near: Near<&str>,
     ) -> Result<WindowPage<T>, StoreError> {
-        let anchor = self.anchor(c, run_id, anchor)?;
-        self.of(&run_id)
-            .window_page(c, offset, limit, anchor, end, self.rows)
+        let (what, sql) = self.anchor;
+        let near = near.anchored(|id| row_key(c, what, sql, &[&run_id], id))?;
+        self.of(&run_id).window_page(c, near, self.rows)
     }
 }
 
@@ -358,21 +345,18 @@ impl Store {
     }
 
     /// A window of a run's list read by key (issue 14 item 8), from the nearest of the list's
-    /// start, an `anchor` (the index and id of a row of the list already read; one that is
-    /// gone is not used) and its end (`end`: its length as last read, read in reverse), with
-    /// the total counted up to [`super::COUNT_CAP`].
+    /// start, `near`'s anchor (the index and id of a row of the list already read; one that is
+    /// gone is not used) and its end (its length as last read, read in reverse), with the
+    /// total counted up to [`super::COUNT_CAP`].
     pub(super) fn run_window<T>(
         &self,
         list: &RunList<T>,
         run_id: impl AsKey,
-        limit: i64,
-        offset: i64,
-        anchor: Option<(i64, &str)>,
-        end: Option<i64>,
+        near: Near<&str>,
     ) -> Result<WindowPage<T>, StoreError> {
         let run_id = key(&run_id);
-        check_page(list.name, limit, offset)?;
-        self.read(|c| list.window_page(c, run_id, limit, offset, anchor, end))
+        check_page(list.name, near.limit, near.offset)?;
+        self.read(|c| list.window_page(c, run_id, near))
     }
 }
 
@@ -473,7 +457,7 @@ impl Store {
                 key: &["rowid"],
                 desc: true,
             };
-            let w = list.window(c, offset, limit, None, None, Some(i64::MAX - 1))?;
+            let w = list.window(c, Near::new(limit, offset), Some(i64::MAX - 1))?;
             let sql = format!("{} WHERE rowid = ?", run_select());
             let items = w.each(0, |rowid| {
                 query(c, &sql, &[&rowid], "list runs", |r| {
@@ -516,20 +500,17 @@ impl Store {
     }
 
     /// A window of a run's steps read by key (issue 14 item 8): `(idx, rowid)` walked from the
-    /// nearest of the run's start, an `anchor` (the index in the list and the id of a step of
-    /// the same run already read; a damaged, repeated or non-integer `idx` still orders once)
-    /// and the run's end (`end`: its length as last read, read in reverse). The total is
+    /// nearest of the run's start, `near`'s anchor (the index in the list and the id of a step
+    /// of the same run already read; a damaged, repeated or non-integer `idx` still orders
+    /// once) and the run's end (its length as last read, read in reverse). The total is
     /// counted up to [`super::COUNT_CAP`]; [`Store::count_steps`] counts when asked. An anchor
     /// that is gone is not used (see `Store::run_window`).
     pub fn list_steps_page_near(
         &self,
         run_id: impl AsKey,
-        limit: i64,
-        offset: i64,
-        anchor: Option<(i64, &str)>,
-        end: Option<i64>,
+        near: Near<&str>,
     ) -> Result<WindowPage<Step>, StoreError> {
-        self.run_window(&STEPS, run_id, limit, offset, anchor, end)
+        self.run_window(&STEPS, run_id, near)
     }
 
     /// A run's approvals in creation order, optionally only those with `status`, capped, with
@@ -580,7 +561,7 @@ impl Store {
                 key: &["seq"],
                 desc: false,
             };
-            let w = list.window(c, offset, limit, None, None, Some(i64::MAX - 1))?;
+            let w = list.window(c, Near::new(limit, offset), Some(i64::MAX - 1))?;
             let cond = "(?1 = '' OR run_id = ?1) AND seq >= ?2 AND seq <= ?3";
             let items = events_in(c, &w, cond, &run_id)?;
             Ok(Page {

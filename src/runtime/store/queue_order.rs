@@ -22,7 +22,7 @@ use super::Store;
 use super::error::StoreError;
 use super::pages::{check_page, query};
 use super::views::{QUEUE_COND, QueueItem, queue_item};
-use super::window::{COUNT_CAP, KeyedList, WindowPage, int};
+use super::window::{KeyedList, Near, Window, WindowPage, int};
 
 /// The order of the queue.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -190,10 +190,29 @@ pub(crate) fn key_args(order: &QueueOrder) -> Vec<String> {
     }
 }
 
+/// The rows of a window of the sorted queue, each with the value it was sorted by, on either
+/// database: a key is `(state, value, rid)`, and `row` reads the queue row with that rid
+/// (`None` when it is gone).
+pub(crate) fn sorted_items(
+    w: &Window,
+    mut row: impl FnMut(i64) -> Result<Option<QueueItem>, StoreError>,
+) -> Result<Vec<(QueueItem, SortValue)>, StoreError> {
+    let mut items = Vec::with_capacity(w.keys.len());
+    for k in &w.keys {
+        let (Some(s), Some(v), Some(rid)) = (k.first(), k.get(1), k.get(2)) else {
+            continue;
+        };
+        if let Some(item) = row(int(rid))? {
+            items.push((item, sort_value(s, v)));
+        }
+    }
+    Ok(items)
+}
+
 /// The value a row was sorted by, from its key's `state` and `value` (an amount is stored
 /// negated, so the largest sorts first), on either database (PostgreSQL's keys are only
 /// integers and text).
-pub(crate) fn sort_value(state: &Value, value: &Value) -> SortValue {
+fn sort_value(state: &Value, value: &Value) -> SortValue {
     match (int(state), value) {
         (0, Value::Integer(i)) => SortValue::Int(i.checked_neg().unwrap_or(i64::MAX)),
         (0, Value::Real(f)) => SortValue::Bytes((-f).to_string().into_bytes()),
@@ -206,19 +225,16 @@ pub(crate) fn sort_value(state: &Value, value: &Value) -> SortValue {
 
 impl Store {
     /// A window of the queue in `order` (as [`Store::list_queue_rows_near`] reads the queue in
-    /// its own order), each row with the value it was sorted by. `anchor` is the index and
-    /// approval id of a row already read in this same order. The total is counted up to
-    /// [`COUNT_CAP`]; [`Store::count_queue`] counts past it.
+    /// its own order), each row with the value it was sorted by. `near`'s anchor is the index
+    /// and approval id of a row already read in this same order. The total is counted up to
+    /// [`super::COUNT_CAP`]; [`Store::count_queue`] counts past it.
     pub fn list_queue_sorted_near(
         &self,
         filter: &str,
         order: &QueueOrder,
-        limit: i64,
-        offset: i64,
-        anchor: Option<(i64, &str)>,
-        end: Option<i64>,
+        near: Near<&str>,
     ) -> Result<WindowPage<(QueueItem, SortValue)>, StoreError> {
-        check_page("queue", limit, offset)?;
+        check_page("queue", near.limit, near.offset)?;
         let filter = filter.to_lowercase();
         let keys = key_args(order);
         let from = sorted_from(order, &SQLITE_QUEUE, QUEUE_COND);
@@ -234,21 +250,8 @@ impl Store {
                 key: &["q.ks", "q.kv", "q.rid"],
                 desc: false,
             };
-            let anchor = match anchor {
-                Some((ai, id)) if ai >= 0 => anchor_key(c, &list, id)?.map(|k| (ai, k)),
-                _ => None,
-            };
-            let w = list.window(c, offset, limit, anchor, end, Some(COUNT_CAP))?;
-            let mut items = Vec::with_capacity(w.keys.len());
-            for k in &w.keys {
-                let (Some(s), Some(v), Some(rid)) = (k.first(), k.get(1), k.get(2)) else {
-                    continue;
-                };
-                if let Some(item) = queue_item(c, int(rid))? {
-                    items.push((item, sort_value(s, v)));
-                }
-            }
-            Ok(WindowPage::of(w, items))
+            let near = near.anchored(|id| anchor_key(c, &list, id))?;
+            list.window_page(c, near, |c, w| sorted_items(w, |rid| queue_item(c, rid)))
         })
     }
 }

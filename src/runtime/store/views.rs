@@ -12,7 +12,7 @@ use super::error::{Ctx, StoreError};
 use super::pages::{Page, approval_select, capped_approval, check_page, count, query, run_select};
 use super::reads::query_opt;
 use super::rows::{Cols, run_from};
-use super::window::{KeyedList, Window, WindowPage, row_anchor};
+use super::window::{KeyedList, Near, Window, WindowPage, row_key};
 use crate::runtime::types::{Approval, RawInvalid, Run};
 use rusqlite::types::Value;
 
@@ -260,40 +260,32 @@ impl Store {
         check_page("queue", limit, offset)?;
         let filter = filter.to_lowercase();
         self.read(|c| {
-            let w = queue_of(&filter).window(c, offset, limit, None, None, None)?;
+            let w = queue_of(&filter).window(c, Near::new(limit, offset), None)?;
             Ok((queue_items(c, &w)?, w.more))
         })
     }
 
     /// A window of the queue read by key (issue 14 item 8): `rowid` walked from the nearest of
-    /// the queue's start, an `anchor` (the index and approval id of a row of the same queue
-    /// already read) and its end (`end`: its length as last read, read in reverse), skipping
-    /// only the distance from there. The total is counted up to [`super::COUNT_CAP`] (past it,
+    /// the queue's start, `near`'s anchor (the index and approval id of a row of the same queue
+    /// already read) and its end (its length as last read, read in reverse), skipping only the
+    /// distance from there. The total is counted up to [`super::COUNT_CAP`] (past it,
     /// [`Store::count_queue`] counts when asked). An anchor that has left the queue is not
     /// used. Finding pending approvals is a scan where few are pending (agentrt's schema
     /// indexes no status), so a window costs what the rows it walks past cost.
     pub fn list_queue_rows_near(
         &self,
         filter: &str,
-        limit: i64,
-        offset: i64,
-        anchor: Option<(i64, &str)>,
-        end: Option<i64>,
+        near: Near<&str>,
     ) -> Result<WindowPage<QueueItem>, StoreError> {
-        check_page("queue", limit, offset)?;
+        check_page("queue", near.limit, near.offset)?;
         let filter = filter.to_lowercase();
         self.read(|c| {
             let from = "FROM approvals a JOIN runs r ON r.id = a.run_id";
-            let anchor = row_anchor(
-                c,
-                "view keys",
-                &format!(
-                    "SELECT a.rowid {from} WHERE {QUEUE_COND} AND a.id = ?2 ORDER BY a.rowid LIMIT 1"
-                ),
-                &[&filter],
-                anchor,
-            )?;
-            queue_of(&filter).window_page(c, offset, limit, anchor, end, queue_items)
+            let sql = format!(
+                "SELECT a.rowid {from} WHERE {QUEUE_COND} AND a.id = ?2 ORDER BY a.rowid LIMIT 1"
+            );
+            let near = near.anchored(|id| row_key(c, "view keys", &sql, &[&filter], id))?;
+            queue_of(&filter).window_page(c, near, queue_items)
         })
     }
 
@@ -327,15 +319,14 @@ impl Store {
         check_page("runs", limit, offset)?;
         let filter = filter.to_lowercase();
         self.read(|c| {
-            let anchor = run_anchor(c, anchor)?;
-            let w = runs_of(&status, &filter).window(
+            let near = run_anchor(
                 c,
-                offset,
-                limit,
-                anchor,
-                None,
-                Some(i64::MAX - 1),
+                Near {
+                    anchor,
+                    ..Near::new(limit, offset)
+                },
             )?;
+            let w = runs_of(&status, &filter).window(c, near, Some(i64::MAX - 1))?;
             Ok(Page {
                 items: overviews(c, &w)?,
                 total: w.total,
@@ -344,24 +335,21 @@ impl Store {
     }
 
     /// A window of the runs overview read by key (issue 14 item 8): `rowid` walked (newest
-    /// first) from the nearest of the list's start, an `anchor` (the index and id of a run of
-    /// the same list already read) and its end (`end`: its length as last read, read in
-    /// reverse), with the total counted up to [`super::COUNT_CAP`]; [`Store::count_runs_overview`]
+    /// first) from the nearest of the list's start, `near`'s anchor (the index and id of a run
+    /// of the same list already read) and its end (its length as last read, read in reverse),
+    /// with the total counted up to [`super::COUNT_CAP`]; [`Store::count_runs_overview`]
     /// counts when asked. A run that is gone is not used as an anchor.
     pub fn list_runs_overview_near(
         &self,
         status: &str,
         filter: &str,
-        limit: i64,
-        offset: i64,
-        anchor: Option<(i64, &str)>,
-        end: Option<i64>,
+        near: Near<&str>,
     ) -> Result<WindowPage<RunOverview>, StoreError> {
-        check_page("runs", limit, offset)?;
+        check_page("runs", near.limit, near.offset)?;
         let filter = filter.to_lowercase();
         self.read(|c| {
-            let anchor = run_anchor(c, anchor)?;
-            runs_of(&status, &filter).window_page(c, offset, limit, anchor, end, overviews)
+            let near = run_anchor(c, near)?;
+            runs_of(&status, &filter).window_page(c, near, overviews)
         })
     }
 
@@ -401,17 +389,9 @@ fn runs_of<'a>(status: &'a &'a str, filter: &'a String) -> KeyedList<'a> {
     }
 }
 
-fn run_anchor(
-    c: &Connection,
-    anchor: Option<(i64, &str)>,
-) -> Result<Option<(i64, Vec<Value>)>, StoreError> {
-    row_anchor(
-        c,
-        "view",
-        "SELECT rowid FROM runs WHERE id = ?",
-        &[],
-        anchor,
-    )
+/// `near` with its anchor run named by its rowid (not used when the run is gone).
+fn run_anchor(c: &Connection, near: Near<&str>) -> Result<Near<Vec<Value>>, StoreError> {
+    near.anchored(|id| row_key(c, "view", "SELECT rowid FROM runs WHERE id = ?", &[], id))
 }
 
 fn overviews(c: &Connection, w: &Window) -> Result<Vec<RunOverview>, StoreError> {

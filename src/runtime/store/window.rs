@@ -15,6 +15,58 @@ use super::error::{Ctx, StoreError};
 /// Rows a window's total is counted up to; past it the total is a lower bound.
 pub const COUNT_CAP: i64 = 1000;
 
+/// Which window of a list to read: `limit` rows from index `offset`, found by walking the
+/// list's key from the nearest of its start, the `anchor` row and its end (`end`). Every
+/// windowed read of both run databases (`Store::list_*_near`, PostgreSQL's of the same names)
+/// takes one, so a front end names a window the same way whatever the list and database.
+///
+/// `A` is what names the anchor row: an id (`&str`) for most lists, an event's `seq` (`i64`)
+/// for a run's events, `(table, row id, column)` for the damaged columns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Near<A> {
+    /// How many rows the window holds (a read refuses 0 or less).
+    pub limit: i64,
+    /// The index of the window's first row (a read refuses a negative one).
+    pub offset: i64,
+    /// A row of the same list already read: its index in the list and what names it. An
+    /// anchor with a negative index, or whose row is gone, is not used.
+    pub anchor: Option<(i64, A)>,
+    /// The list's length as last read, so a window near the end is read from there, in
+    /// reverse (a negative one is not used).
+    pub end: Option<i64>,
+}
+
+impl<A> Near<A> {
+    /// `limit` rows from `offset`, with no anchor and no end known.
+    pub fn new(limit: i64, offset: i64) -> Near<A> {
+        Near {
+            limit,
+            offset,
+            anchor: None,
+            end: None,
+        }
+    }
+
+    /// The same window with its anchor named by its key: `key` is handed what names the
+    /// anchor row and reads the row's key, `None` when the row is gone. An anchor with a
+    /// negative index is not looked up; one whose row is gone is dropped.
+    pub(crate) fn anchored<B>(
+        self,
+        key: impl FnOnce(A) -> Result<Option<B>, StoreError>,
+    ) -> Result<Near<B>, StoreError> {
+        let anchor = match self.anchor.filter(|(i, _)| *i >= 0) {
+            Some((i, a)) => key(a)?.map(|k| (i, k)),
+            None => None,
+        };
+        Ok(Near {
+            limit: self.limit,
+            offset: self.offset,
+            anchor,
+            end: self.end,
+        })
+    }
+}
+
 /// One window of a list as a front end shows it: rows `[offset, offset + items.len())`.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct WindowPage<T> {
@@ -74,30 +126,24 @@ impl Window {
     }
 }
 
-/// The `(index, key)` of an anchor, a row already read (its index in the list and its id):
-/// `sql` reads the row's key columns (the first row it returns), its parameters `args` then
-/// the id. `None` with no anchor, a negative index, or a row that is gone.
-pub(super) fn row_anchor(
+/// The key of an anchor row named by its id: `sql` reads the row's key columns (the first row
+/// it returns), its parameters `args` then the id. `None` for a row that is gone.
+pub(super) fn row_key(
     c: &Connection,
     what: &str,
     sql: &str,
     args: &[&dyn ToSql],
-    anchor: Option<(i64, &str)>,
-) -> Result<Option<(i64, Vec<Value>)>, StoreError> {
-    let Some((index, id)) = anchor.filter(|(i, _)| *i >= 0) else {
-        return Ok(None);
-    };
+    id: &str,
+) -> Result<Option<Vec<Value>>, StoreError> {
     let mut args = args.to_vec();
     args.push(&id);
     let mut stmt = c.prepare_cached(sql).ctx(what)?;
     let width = stmt.column_count();
-    let key = stmt
-        .query_row(args.as_slice(), |r| {
-            (0..width).map(|i| r.get::<_, Value>(i)).collect()
-        })
-        .optional()
-        .ctx(what)?;
-    Ok(key.map(|k| (index, k)))
+    stmt.query_row(args.as_slice(), |r| {
+        (0..width).map(|i| r.get::<_, Value>(i)).collect()
+    })
+    .optional()
+    .ctx(what)
 }
 
 /// A list read by a unique key: `from` is `FROM … WHERE …` with its parameters numbered
@@ -155,58 +201,6 @@ impl KeyedList<'_> {
             .join(", ")
     }
 
-    /// Keys in list order (or reversed), optionally only those at/after or before `key`.
-    fn keys(
-        &self,
-        c: &Connection,
-        near: Option<(bool, &[Value])>,
-        reverse: bool,
-        limit: i64,
-        offset: i64,
-    ) -> Result<Vec<Vec<Value>>, StoreError> {
-        let (mut args, cond) = self.near(near);
-        let m = args.len();
-        args.push(&limit);
-        args.push(&offset);
-        let sql = format!(
-            "SELECT {} {}{cond} ORDER BY {} LIMIT ?{} OFFSET ?{}",
-            self.cols(),
-            self.from,
-            self.order(reverse),
-            m + 1,
-            m + 2
-        );
-        let width = self.key.len();
-        let mut stmt = c.prepare_cached(&sql).ctx(self.what)?;
-        let rows = stmt
-            .query_map(args.as_slice(), |r| {
-                (0..width).map(|i| r.get::<_, Value>(i)).collect()
-            })
-            .ctx(self.what)?;
-        rows.collect::<Result<Vec<Vec<Value>>, _>>().ctx(self.what)
-    }
-
-    /// How many rows, counted up to `cap + 1`; with `before`, only those before that key.
-    fn count_to(
-        &self,
-        c: &Connection,
-        before: Option<&[Value]>,
-        cap: i64,
-    ) -> Result<i64, StoreError> {
-        let (mut args, cond) = self.near(before.map(|key| (false, key)));
-        let lim = cap.saturating_add(1);
-        args.push(&lim);
-        let sql = format!(
-            "SELECT COUNT(*) FROM (SELECT 1 {}{cond} LIMIT ?{})",
-            self.from,
-            args.len()
-        );
-        c.prepare_cached(&sql)
-            .ctx(self.what)?
-            .query_row(args.as_slice(), |r| r.get(0))
-            .ctx(self.what)
-    }
-
     /// The exact number of rows: a scan of the list's keys, for callers that ask.
     pub fn count(&self, c: &Connection) -> Result<i64, StoreError> {
         let sql = format!("SELECT COUNT(*) {}", self.from);
@@ -225,7 +219,7 @@ impl KeyedList<'_> {
         limit: i64,
         rows: impl FnOnce(&Connection, &Window) -> Result<Vec<T>, StoreError>,
     ) -> Result<Page<T>, StoreError> {
-        let w = self.window(c, offset, limit, None, None, Some(i64::MAX - 1))?;
+        let w = self.window(c, Near::new(limit, offset), Some(i64::MAX - 1))?;
         Ok(Page {
             items: rows(c, &w)?,
             total: w.total,
@@ -237,31 +231,22 @@ impl KeyedList<'_> {
     pub fn window_page<T>(
         &self,
         c: &Connection,
-        offset: i64,
-        limit: i64,
-        anchor: Option<(i64, Vec<Value>)>,
-        end: Option<i64>,
+        near: Near<Vec<Value>>,
         rows: impl FnOnce(&Connection, &Window) -> Result<Vec<T>, StoreError>,
     ) -> Result<WindowPage<T>, StoreError> {
-        let w = self.window(c, offset, limit, anchor, end, Some(COUNT_CAP))?;
+        let w = self.window(c, near, Some(COUNT_CAP))?;
         let items = rows(c, &w)?;
         Ok(WindowPage::of(w, items))
     }
 
-    /// The window `[offset, offset + limit)`, read from the nearest of the list's start, the
-    /// `anchor` row (its index and key, of a row already read) and the list's end (`end`: its
-    /// length as last read). The total is counted up to `cap` rows (`None`: not at all; the
-    /// total is then what was read).
+    /// The window `near` names (its anchor named by its key), as [`walk`] finds it.
     pub fn window(
         &self,
         c: &Connection,
-        offset: i64,
-        limit: i64,
-        anchor: Option<(i64, Vec<Value>)>,
-        end: Option<i64>,
+        near: Near<Vec<Value>>,
         cap: Option<i64>,
     ) -> Result<Window, StoreError> {
-        walk(&(self, c), offset, limit, anchor, end, cap)
+        walk(&(self, c), near, cap)
     }
 }
 
@@ -290,26 +275,61 @@ impl KeyWalk for (&KeyedList<'_>, &Connection) {
         limit: i64,
         offset: i64,
     ) -> Result<Vec<Vec<Value>>, StoreError> {
-        self.0.keys(self.1, near, reverse, limit, offset)
+        let (list, c) = *self;
+        let (mut args, cond) = list.near(near);
+        let m = args.len();
+        args.push(&limit);
+        args.push(&offset);
+        let sql = format!(
+            "SELECT {} {}{cond} ORDER BY {} LIMIT ?{} OFFSET ?{}",
+            list.cols(),
+            list.from,
+            list.order(reverse),
+            m + 1,
+            m + 2
+        );
+        let width = list.key.len();
+        let mut stmt = c.prepare_cached(&sql).ctx(list.what)?;
+        let rows = stmt
+            .query_map(args.as_slice(), |r| {
+                (0..width).map(|i| r.get::<_, Value>(i)).collect()
+            })
+            .ctx(list.what)?;
+        rows.collect::<Result<Vec<Vec<Value>>, _>>().ctx(list.what)
     }
 
     fn count_to(&self, before: Option<&[Value]>, cap: i64) -> Result<i64, StoreError> {
-        self.0.count_to(self.1, before, cap)
+        let (list, c) = *self;
+        let (mut args, cond) = list.near(before.map(|key| (false, key)));
+        let lim = cap.saturating_add(1);
+        args.push(&lim);
+        let sql = format!(
+            "SELECT COUNT(*) FROM (SELECT 1 {}{cond} LIMIT ?{})",
+            list.from,
+            args.len()
+        );
+        c.prepare_cached(&sql)
+            .ctx(list.what)?
+            .query_row(args.as_slice(), |r| r.get(0))
+            .ctx(list.what)
     }
 }
 
-/// The window `[offset, offset + limit)` of `list`, read from the nearest of the list's start,
-/// the `anchor` row (its index and key, of a row already read) and the list's end (`end`: its
-/// length as last read). The total is counted up to `cap` rows (`None`: not at all; the total
-/// is then what was read).
+/// The window `[offset, offset + limit)` of `list` that `near` names, read from the nearest of
+/// the list's start, the anchor row (its index and key, of a row already read) and the list's
+/// end (its length as last read). The total is counted up to `cap` rows (`None`: not at all;
+/// the total is then what was read).
 pub(crate) fn walk(
     list: &impl KeyWalk,
-    offset: i64,
-    limit: i64,
-    anchor: Option<(i64, Vec<Value>)>,
-    end: Option<i64>,
+    near: Near<Vec<Value>>,
     cap: Option<i64>,
 ) -> Result<Window, StoreError> {
+    let Near {
+        limit,
+        offset,
+        anchor,
+        end,
+    } = near;
     let limit = limit.max(1);
     let mut offset = offset.max(0);
     let counted = match cap {
