@@ -295,3 +295,65 @@ fn decide_json_includes_the_decided_hash() {
     assert_eq!(v["approval"]["hash"].as_str().map(str::len), Some(64));
     assert_eq!(v["run"]["status"], "WAITING_FOR_APPROVAL");
 }
+
+/// An approval whose stored status is none agentrt writes (here terminal control sequences)
+/// is refused by every decision with that status escaped, never raw to the terminal, and
+/// the row is left as it was.
+#[test]
+fn an_unknown_approval_status_is_refused_escaped() {
+    let dir = tempdir();
+    let (db, run, ap) = waiting(dir.path(), "hostile.db", &[]);
+    let hostile = "weird\u{1b}]0;OWNED-TITLE\u{7}\u{1b}[2J";
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute(
+            "UPDATE approvals SET status = ?1 WHERE id = ?2",
+            rusqlite::params![hostile, ap],
+        )
+        .unwrap();
+    for verb in ["approve", "reject", "deny"] {
+        let o = cs(
+            &db,
+            &[verb, &run, "--approval", &ap, "--yes", "--note", "n"],
+        );
+        assert_eq!(o.status.code(), Some(1), "{verb}: {}", err(&o));
+        let all = [o.stdout.as_slice(), o.stderr.as_slice()].concat();
+        assert!(
+            !all.iter().any(|&b| b == 0x1b || b == 0x07),
+            "{verb}: raw control bytes: {:?}",
+            err(&o)
+        );
+        assert!(err(&o).contains("weird"), "{verb}: {}", err(&o));
+    }
+    assert_eq!(approval_row(&db, &ap).0, hostile, "unchanged");
+}
+
+/// `--approval` names one run's approval: with the filters of a bulk decision (which decide
+/// every row they select) it is a usage error, and nothing is decided.
+#[test]
+fn approval_with_bulk_filters_is_a_usage_error() {
+    let dir = tempdir();
+    let (db, run, ap) = waiting(dir.path(), "bulk.db", &[]);
+    for verb in ["reject", "deny"] {
+        for dry in [false, true] {
+            let mut args = vec![
+                verb,
+                "--tool",
+                "issue_refund",
+                "--approval",
+                ap.as_str(),
+                "--note",
+                "only this one",
+                "--yes",
+            ];
+            if dry {
+                args.push("--dry-run");
+            }
+            let o = cs(&db, &args);
+            assert_eq!(o.status.code(), Some(2), "{verb}: {}", err(&o));
+            assert!(err(&o).contains("--approval"), "{}", err(&o));
+        }
+    }
+    assert_eq!(approval_row(&db, &ap).0, "pending");
+    assert!(run_status(&db, &run).starts_with("WAITING_FOR_APPROVAL"));
+}

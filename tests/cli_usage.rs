@@ -223,3 +223,35 @@ fn a_database_name_that_is_a_url_or_connection_string_is_refused_with_its_passwo
         "nothing created"
     );
 }
+
+/// The refusal of a database other users may write names the `chmod` to run with the path as
+/// one shell word: a file named with `;`, `$(…)` and backticks pastes as that name, and the
+/// pasted command runs no code (it fixes the mode).
+#[test]
+fn the_chmod_in_an_insecure_mode_refusal_pastes_as_the_files_name() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempdir();
+    let name = "a b;$(touch PWNED1)`touch PWNED2`.db";
+    let db = dir.path().join(name);
+    fixture(&db, &["--scenario", "completed"]);
+    std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_countersign"))
+        .current_dir(dir.path())
+        .args(["--db", name, "runs"])
+        .env_remove("COUNTERSIGN_DB")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", err(&o));
+    let e = err(&o);
+    let at = e.find("chmod 600 ").unwrap_or_else(|| panic!("{e}"));
+    let cmd = &e[at..e[at..].find(" and chown").map_or(e.len(), |i| at + i)];
+    let ran = Command::new("bash")
+        .current_dir(dir.path())
+        .args(["-c", cmd])
+        .output()
+        .unwrap();
+    assert!(ran.status.success(), "{cmd}: {}", err(&ran));
+    assert!(!dir.path().join("PWNED1").exists() && !dir.path().join("PWNED2").exists());
+    let mode = std::fs::metadata(&db).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "the pasted command fixed the file: {cmd}");
+}

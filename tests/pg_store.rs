@@ -102,6 +102,16 @@ fn pg_url_the_client_would_read_otherwise_is_refused_or_redacted() {
         let cfg = u.config().unwrap();
         assert_eq!(cfg.get_password(), Some(password.as_bytes()), "{raw}");
     }
+    // SQLite to SQLite is a usage error too.
+    let lite = dir_lite();
+    let o = cs(&[
+        "copy",
+        "--from",
+        lite.1.to_str().unwrap(),
+        "--to",
+        lite.0.path().join("b.db").to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", said(&o));
     // `copy` takes a URL of another kind for neither end.
     let dir = tempfile::tempdir().unwrap();
     let to = dir.path().join("x.db");
@@ -123,6 +133,14 @@ fn pg_url_the_client_would_read_otherwise_is_refused_or_redacted() {
         u.to_string(),
         "postgresql://u@h/db?sslpassword=***&application_name=cs"
     );
+}
+
+/// A temporary directory with a fixture database in it.
+fn dir_lite() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("a.db");
+    support::fixture(&db, &["--scenario", "completed"]);
+    (dir, db)
 }
 
 /// The binary with `args` and `env` set (PGSSLMODE and PGSSLROOTCERT removed otherwise).

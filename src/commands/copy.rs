@@ -16,6 +16,11 @@ pub fn run(json_out: bool, a: &CopyArgs, out: &mut Out) -> Result<(), CommandErr
     let from =
         Endpoint::parse(&a.from).map_err(|e| CommandError::Usage(clean(&e.to_string(), 600)))?;
     let to = Endpoint::parse(&a.to).map_err(|e| CommandError::Usage(clean(&e.to_string(), 600)))?;
+    if matches!(from, Endpoint::Sqlite(_)) == matches!(to, Endpoint::Sqlite(_)) {
+        return Err(CommandError::Usage(
+            "copy goes from SQLite to PostgreSQL or from PostgreSQL to SQLite: one of --from and --to is a postgres:// URL, the other a SQLite file".into(),
+        ));
+    }
     let report = copy(&from, &to).map_err(failed)?;
     if json_out {
         let rows: serde_json::Map<String, serde_json::Value> = report

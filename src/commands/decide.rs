@@ -360,7 +360,7 @@ fn select_message<S: RunStore>(
         let mut s = format!(
             "approval {} is already {}",
             ident(a.id_bytes(), 64),
-            a.status.as_str()
+            clean(a.status.as_str(), 64)
         );
         if !a.decided_by.is_empty() {
             s.push_str(&format!(" by {}", clean(&a.decided_by, 200)));

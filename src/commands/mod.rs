@@ -139,6 +139,11 @@ fn validate(cmd: &Command) -> Result<(), CommandError> {
                 )));
             }
         }
+        Command::Reject(d) | Command::Deny(d) if d.select.any() && d.consent.approval.is_some() => {
+            return Err(CommandError::Usage(
+                "--approval names one run's approval and goes with a RUN, not with --status, --tool or --older-than (which decide every row they select)".into(),
+            ));
+        }
         Command::Reject(d) | Command::Deny(d) if d.select.dry_run && !d.select.any() => {
             return Err(CommandError::Usage(
                 "--dry-run goes with --status, --tool or --older-than (the rows to list)".into(),

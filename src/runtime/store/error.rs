@@ -78,7 +78,7 @@ pub enum StoreError {
     },
 
     /// A file mode (or sidecar owner/type) the runtime refuses.
-    #[error("agentrt: {} is {}, {reason}; the runtime keeps its database readable and writable by its owner only: chmod 600 {} and chown it to the user that runs the runtime", path.display(), go_file_mode(*mode), path.display())]
+    #[error("agentrt: {} is {}, {reason}; the runtime keeps its database readable and writable by its owner only: {} and chown it to the user that runs the runtime", path.display(), go_file_mode(*mode), chmod_hint(path))]
     InsecureMode {
         /// The file refused (the database or one of its sidecars).
         path: PathBuf,
@@ -437,5 +437,16 @@ mod tests {
         assert_eq!(go_file_mode(libc::S_IFREG as u32 | 0o666), "-rw-rw-rw-");
         assert_eq!(go_file_mode(libc::S_IFREG as u32 | 0o600), "-rw-------");
         assert_eq!(go_file_mode(libc::S_IFDIR as u32 | 0o755), "drwxr-xr-x");
+    }
+}
+
+/// `chmod 600 PATH` with the path as one shell word that reads back its bytes (a name holding
+/// `$(…)`, `;` or a space pastes as that name, never as code), or a sentence when no word can
+/// be typed for it.
+fn chmod_hint(path: &std::path::Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    match crate::safetext::shell::word(path.as_os_str().as_bytes()) {
+        Ok(w) => format!("chmod 600 {w}"),
+        Err(_) => "chmod 600 it".to_string(),
     }
 }
