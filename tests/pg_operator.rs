@@ -25,6 +25,8 @@ struct Waiting {
     run: String,
     approval: String,
     hash: String,
+    /// The chain's head as copied: what a decision writes is chained after it.
+    head: i64,
 }
 
 fn waiting(dir: &Path) -> Option<Waiting> {
@@ -37,8 +39,13 @@ fn waiting(dir: &Path) -> Option<Waiting> {
         &Endpoint::Pg(db.pg_url()),
     )
     .expect("copy");
+    let head: i64 = rusqlite::Connection::open(&sqlite)
+        .unwrap()
+        .query_row("SELECT max(seq) FROM events", [], |r| r.get(0))
+        .unwrap();
     Some(Waiting {
         db,
+        head,
         sqlite,
         run: a["run_id"].as_str().unwrap().to_string(),
         approval: a["id"].as_str().unwrap().to_string(),
@@ -65,6 +72,25 @@ fn inbox(db: &pg_support::TestDb) -> Vec<(String, String)> {
         .collect()
 }
 
+/// `(type, payload)` of what was written since the fixture was copied: the events chained
+/// after its head, in seq order, then those still in the inbox. A decision made by the
+/// command chains its own events before it exits (this test's login may chain); one made
+/// through the library leaves them in the inbox.
+fn written(w: &Waiting) -> Vec<(String, String)> {
+    let mut all: Vec<(String, String)> =
+        w.db.client()
+            .query(
+                "SELECT type, payload_json FROM events WHERE seq > $1 ORDER BY seq",
+                &[&w.head],
+            )
+            .unwrap()
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect();
+    all.extend(inbox(&w.db));
+    all
+}
+
 fn kinds(events: &[(String, String)]) -> Vec<&str> {
     events.iter().map(|(k, _)| k.as_str()).collect()
 }
@@ -73,7 +99,7 @@ fn kinds(events: &[(String, String)]) -> Vec<&str> {
 /// copies the database back to SQLite and has agentrt's independent verifier check it.
 fn chain_verify_and_copy_back(w: &Waiting, dir: &Path) {
     let mut s = PgStore::open_existing(&w.db.pg_url()).unwrap();
-    assert!(s.sequence_all().unwrap() > 0, "the decision's events chain");
+    s.sequence_all().unwrap();
     assert_eq!(s.unchained().unwrap(), 0);
     let o = cs(&["--db", &w.db.url, "verify"]);
     assert!(o.status.success(), "{}", said(&o));
@@ -87,8 +113,8 @@ fn chain_verify_and_copy_back(w: &Waiting, dir: &Path) {
 }
 
 /// `approve` on a PostgreSQL URL lands the decision in one transaction: the approval is
-/// approved by the reviewer, the run stays waiting, `approval.decided` waits in the inbox until
-/// a sequencer chains it, after which `verify` and agentrt's verifier (on a copy back to
+/// approved by the reviewer, the run stays waiting, `approval.decided` is chained by the
+/// command before it exits (this login may chain; no runtime runs a sequencer here), after which `verify` and agentrt's verifier (on a copy back to
 /// SQLite) pass. The command prints what it prints on SQLite, the database named by its
 /// redacted URL, and never the password.
 #[test]
@@ -125,7 +151,8 @@ fn pg_approve_lands_and_the_sequencer_chains_its_events() {
     );
     let run = s.get_run(w.run.as_bytes()).unwrap();
     assert_eq!(run.status, RunStatus::WaitingForApproval);
-    let queued = inbox(&w.db);
+    assert!(inbox(&w.db).is_empty(), "the command chained its events");
+    let queued = written(&w);
     assert_eq!(kinds(&queued), ["approval.decided"]);
     assert_eq!(
         queued[0].1,
@@ -355,7 +382,7 @@ fn pg_cancel_of_a_waiting_run() {
         .unwrap()
         .get(0);
     assert_eq!(in_flight, 0);
-    let queued = inbox(&w.db);
+    let queued = written(&w);
     assert_eq!(kinds(&queued), ["run.finished"]);
     assert!(
         queued[0]
@@ -375,7 +402,8 @@ fn pg_cancel_of_a_waiting_run() {
 }
 
 /// A login in `countersign_reviewer` (docs/postgres-roles.sql) can approve, reject and cancel
-/// through the commands; what it cannot do is tested in pg_store.rs.
+/// through the commands, which leave their events to the runtime's sequencers (it may not
+/// chain); what it cannot do is tested in pg_store.rs.
 #[test]
 fn pg_reviewer_role_can_decide_and_cancel() {
     let dir = tempfile::tempdir().unwrap();
@@ -406,7 +434,10 @@ fn pg_reviewer_role_can_decide_and_cancel() {
         "--db", &url, "--by", "rev", "cancel", &w.run, "--note", "stop",
     ]);
     assert!(o.status.success(), "cancel as the reviewer: {}", said(&o));
+    // A reviewer's login may not chain: its events wait for the runtime's sequencers, and
+    // the command says nothing of it.
     assert_eq!(kinds(&inbox(&w.db)), ["approval.decided", "run.finished"]);
+    assert!(!said(&o).contains("note:"), "{}", said(&o));
 
     // Reject (the step fails, the run ends) on a second waiting run.
     let dir2 = tempfile::tempdir().unwrap();
@@ -519,7 +550,7 @@ fn pg_deny_with_feedback_interrupts_the_run() {
         (a_status.as_str(), note.as_str()),
         ("rejected", "refund 50 only")
     );
-    assert_eq!(kinds(&inbox(&w.db)), ["approval.decided", "step.failed"]);
+    assert_eq!(kinds(&written(&w)), ["approval.decided", "step.failed"]);
     chain_verify_and_copy_back(&w, dir.path());
 }
 
@@ -563,5 +594,5 @@ fn pg_an_expired_approval_is_expired_not_decided() {
         (got.0.as_str(), got.1.as_str(), got.2.as_str()),
         ("CANCELLED", "approval_expired", "expired")
     );
-    assert_eq!(kinds(&inbox(&w.db)), ["approval.decided", "run.finished"]);
+    assert_eq!(kinds(&written(&w)), ["approval.decided", "run.finished"]);
 }

@@ -44,10 +44,12 @@ fn pg_show_and_events_print_what_they_print_on_sqlite() {
     )
     .expect("copy");
     let url = with_password(&db.url);
-    let shown = countersign::pgstore::PgUrl::parse(&url)
-        .unwrap()
-        .redacted()
-        .to_string();
+    // Named in lines by the redacted URL, in printed commands by the URL without password.
+    let parsed = countersign::pgstore::PgUrl::parse(&url).unwrap();
+    let (shown, named) = (
+        parsed.redacted().to_string(),
+        parsed.for_commands().to_string(),
+    );
     let path = sqlite.to_str().unwrap();
     let mut runs: Vec<String> = Vec::new();
     for (_, s) in m["scenarios"].as_object().unwrap() {
@@ -101,6 +103,8 @@ fn pg_show_and_events_print_what_they_print_on_sqlite() {
             t.replace(path, "DB")
                 .replace(&format!("'{shown}'"), "DB")
                 .replace(&shown, "DB")
+                .replace(&format!("'{named}'"), "DB")
+                .replace(&named, "DB")
         };
         if (norm(&so), norm(&se), sc) != (norm(&po), norm(&pe), pc) {
             differ.push(format!(

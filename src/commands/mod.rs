@@ -104,6 +104,13 @@ pub fn database_path(flag: Option<PathBuf>) -> Result<PathBuf, CommandError> {
     ))
 }
 
+/// After a decision: on PostgreSQL, what it committed is chained before the command exits
+/// ([`verify_pg::chain_after`]); on SQLite every event is chained as it commits.
+fn chain_after(_db: &std::path::Path) {
+    #[cfg(feature = "postgres")]
+    verify_pg::chain_after(_db);
+}
+
 /// Who decides: the flag, else `COUNTERSIGN_BY`, else `USER`, else the OS account's name;
 /// never empty.
 pub fn who(flag: Option<&str>, verb: &str) -> Result<String, CommandError> {
@@ -259,14 +266,18 @@ fn run(cli: Cli) -> Result<(), CommandError> {
             let by = who(cli.by.as_deref(), verb.name())?;
             bulk::check_consent(verb, &a.select, a.consent.yes, json)?;
             let note = a.note.as_deref().unwrap_or("");
-            bulk::run(&db, json, verb, &a.select, (note, a.consent.yes, &by), &mut out)
+            let r = bulk::run(&db, json, verb, &a.select, (note, a.consent.yes, &by), &mut out);
+            chain_after(&db);
+            r
         }
         Command::Cancel(a) if a.select.any() => {
             let db = database_path(cli.db)?;
             let by = who(cli.by.as_deref(), "cancel")?;
             bulk::check_consent(bulk::BulkVerb::Cancel, &a.select, a.yes, json)?;
             let args = (a.note.as_str(), a.yes, by.as_str());
-            bulk::run(&db, json, bulk::BulkVerb::Cancel, &a.select, args, &mut out)
+            let r = bulk::run(&db, json, bulk::BulkVerb::Cancel, &a.select, args, &mut out);
+            chain_after(&db);
+            r
         }
         Command::Approve(a) => {
             let verb = decide::Verb::Approve;
@@ -274,7 +285,9 @@ fn run(cli: Cli) -> Result<(), CommandError> {
             let db = database_path(cli.db)?;
             let by = who(cli.by.as_deref(), verb.name())?;
             decide::check_consent(verb, &a, json)?;
-            decide::run(&db, json, verb, &a, &by, &mut out)
+            let r = decide::run(&db, json, verb, &a, &by, &mut out);
+            chain_after(&db);
+            r
         }
         Command::Reject(a) | Command::Deny(a) => {
             let verb = match cmd {
@@ -284,12 +297,16 @@ fn run(cli: Cli) -> Result<(), CommandError> {
             let db = database_path(cli.db)?;
             let by = who(cli.by.as_deref(), verb.name())?;
             decide::check_consent(verb, a, json)?;
-            decide::run(&db, json, verb, a, &by, &mut out)
+            let r = decide::run(&db, json, verb, a, &by, &mut out);
+            chain_after(&db);
+            r
         }
         Command::Cancel(a) => {
             let db = database_path(cli.db)?;
             let by = who(cli.by.as_deref(), "cancel")?;
-            decide::cancel(&db, json, a, &by, &mut out)
+            let r = decide::cancel(&db, json, a, &by, &mut out);
+            chain_after(&db);
+            r
         }
         Command::Resume(a) => resume::run(
             &database_path(cli.db)?,

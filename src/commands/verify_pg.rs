@@ -210,3 +210,30 @@ pub fn migrate(db: &Path, json_out: bool, out: &mut Out) -> Result<(), CommandEr
         )
     })
 }
+
+/// After a decision on PostgreSQL: chains every event committed to the inbox (the decision's
+/// and anyone's), when this login may (the owner, or one holding `countersign_sequencer`), so
+/// that `verify`, `events`, `watch` and `copy` see it at once even when no runtime process
+/// runs a sequencer. A reviewer's login without that role leaves it to the runtime's
+/// sequencers, as docs/postgres.md says. A failure here neither undoes nor fails the decision
+/// (it committed): one line on stderr says its events wait.
+pub fn chain_after(db: &Path) {
+    let Some(url) = db.to_str().filter(|s| is_pg_url(s)) else {
+        return;
+    };
+    let Ok(url) = PgUrl::parse(url) else {
+        return;
+    };
+    let Ok(mut store) = PgStore::open_existing(&url) else {
+        return;
+    };
+    if !store.can_chain().unwrap_or(false) {
+        return;
+    }
+    if let Err(e) = store.sequence_all() {
+        eprintln!(
+            "note: the decision is recorded; its events wait in the inbox for a sequencer to chain them: {}",
+            clean(&e.to_string(), 600)
+        );
+    }
+}

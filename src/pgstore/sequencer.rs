@@ -69,6 +69,21 @@ impl PgStore {
             .get(0))
     }
 
+    /// Whether this login may chain (move inbox rows onto the chain): the owner, or a login
+    /// holding `countersign_sequencer`; a reviewer's or the runtime's alone may not.
+    pub fn can_chain(&mut self) -> Result<bool, PgError> {
+        Ok(self
+            .client_mut()
+            .query_one(
+                "SELECT has_table_privilege('event_chain', 'UPDATE') \
+                 AND has_table_privilege('event_inbox', 'DELETE') \
+                 AND has_table_privilege('events', 'INSERT')",
+                &[],
+            )
+            .ctx(&self.url, "may this login chain")?
+            .get(0))
+    }
+
     /// Events committed to the inbox and not chained yet.
     pub fn unchained(&mut self) -> Result<i64, PgError> {
         Ok(self
