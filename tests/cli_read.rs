@@ -268,3 +268,53 @@ fn verify_intact_chain_exits_zero_and_broken_chain_exits_one() {
     assert!(stdout(&o).contains("broken at seq "), "{}", stdout(&o));
     assert!(stderr(&o).starts_with("error: the event chain is broken at seq "));
 }
+
+/// `--limit 0 --json` ("0 prints all") is one JSON value however many pages it takes: the very
+/// bytes of one page large enough for everything (but for `limit`), for `runs` over 1,200 runs
+/// and for `show` of a run of 1,200 steps (also from an offset), and for an empty list.
+#[test]
+fn limit_zero_json_is_one_document_of_every_row() {
+    let dir = tempdir();
+    let same = |db: &Path, args: &[&str], big: &str| {
+        let mut all = args.to_vec();
+        all.extend(["--limit", "0", "--json"]);
+        let got = stdout(&cs(db, &all));
+        let mut one = args.to_vec();
+        one.extend(["--limit", big, "--json"]);
+        let want = stdout(&cs(db, &one)).replace(&format!("\"limit\": {big}"), "\"limit\": 0");
+        assert!(
+            got == want,
+            "{args:?}: {} bytes, one page {} bytes",
+            got.len(),
+            want.len()
+        );
+        serde_json::from_str::<serde_json::Value>(&got).expect("one JSON value")
+    };
+    let runs = dir.path().join("runs.db");
+    fixture(&runs, &["--big", "1200", "--scenario", "none"]);
+    let doc = same(&runs, &["runs"], "5000");
+    assert_eq!(doc["runs"].as_array().unwrap().len(), 1200);
+    let steps = dir.path().join("steps.db");
+    fixture(
+        &steps,
+        &[
+            "--big",
+            "1",
+            "--steps-per-run",
+            "1200",
+            "--scenario",
+            "none",
+        ],
+    );
+    let listed: serde_json::Value =
+        serde_json::from_str(&stdout(&cs(&steps, &["runs", "--json"]))).unwrap();
+    let run = listed["runs"][0]["id"].as_str().unwrap().to_string();
+    let doc = same(&steps, &["show", &run], "5000");
+    assert_eq!(doc["steps"].as_array().unwrap().len(), 1200);
+    let doc = same(&steps, &["show", &run, "--offset", "1190"], "5000");
+    assert_eq!(doc["steps"].as_array().unwrap().len(), 10);
+    let empty = dir.path().join("empty.db");
+    fixture(&empty, &["--scenario", "none", "--no-check"]);
+    let doc = same(&empty, &["runs"], "5000");
+    assert_eq!(doc["runs"], serde_json::json!([]));
+}

@@ -50,6 +50,58 @@ impl Out {
     }
 }
 
+/// One pretty JSON document whose one array is written a page at a time: the same bytes
+/// [`Out::json`] writes for the whole document (`{head fields, "key": [items], tail fields}`),
+/// so `--limit 0 --json` stays one value a script reads, however many pages it takes, without
+/// holding every row at once.
+pub struct JsonArray {
+    /// Items written so far.
+    items: usize,
+}
+
+impl JsonArray {
+    /// Writes the document's opening: the fields of the object `head` (in order), then `key`
+    /// and the array's opening bracket.
+    pub fn begin(
+        out: &mut Out,
+        head: &Value,
+        raws: &Raws,
+        key: &str,
+    ) -> Result<JsonArray, CommandError> {
+        let head = raws.render(head, true)?;
+        // `{\n  "a": 1\n}` → `{\n  "a": 1,\n  "key": [`; `{}` → `{\n  "key": [`.
+        let open = match head.strip_suffix("\n}") {
+            Some(fields) => format!("{fields},\n"),
+            None => "{\n".to_string(),
+        };
+        let key = serde_json::to_string(key)
+            .map_err(|e| CommandError::Failed(format!("encoding JSON: {e}")))?;
+        out.raw(&format!("{open}  {key}: ["))?;
+        Ok(JsonArray { items: 0 })
+    }
+
+    /// Writes one item of the array.
+    pub fn push(&mut self, out: &mut Out, item: &Value, raws: &Raws) -> Result<(), CommandError> {
+        let text = raws.render(item, true)?;
+        out.raw(if self.items == 0 { "\n" } else { ",\n" })?;
+        let indented: Vec<String> = text.lines().map(|l| format!("    {l}")).collect();
+        out.raw(&indented.join("\n"))?;
+        self.items += 1;
+        Ok(())
+    }
+
+    /// Closes the array, writes the fields of the object `tail` (in order) and closes the
+    /// document.
+    pub fn finish(self, out: &mut Out, tail: &Value, raws: &Raws) -> Result<(), CommandError> {
+        out.raw(if self.items == 0 { "]" } else { "\n  ]" })?;
+        let tail = raws.render(tail, true)?;
+        match tail.strip_prefix('{').filter(|t| t.starts_with('\n')) {
+            Some(fields) => out.line(&format!(",{fields}")),
+            None => out.line("\n}"),
+        }
+    }
+}
+
 /// RFC 3339 text, or nothing for the zero time.
 /// A text field that is left out when empty (Go's `omitempty`).
 pub fn text_field(m: &mut Map<String, Value>, key: &str, v: &str) {

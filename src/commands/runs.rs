@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 use super::CommandError;
 use super::cli::RunsArgs;
 use super::open::{Reading, fail};
-use super::out::{Out, summary_json};
+use super::out::{JsonArray, Out, Raws, summary_json};
 use super::text::{clean, col, col_dash, ident_col, ident_dash, stamp, table};
 use crate::runtime::store::RunStore;
 use crate::runtime::types::{Run, RunStatus};
@@ -39,6 +39,8 @@ pub(crate) fn list<S: RunStore>(
     } else {
         0
     };
+    // `--limit 0 --json`: one document, its array written a page at a time.
+    let mut array: Option<JsonArray> = None;
     loop {
         let want = if all { PAGE } else { a.limit as i64 };
         let page = store
@@ -66,6 +68,27 @@ pub(crate) fn list<S: RunStore>(
                 .iter()
                 .map(|r| summary_json(r, &one_pending(r)))
                 .collect();
+            if all {
+                let arr = match &mut array {
+                    Some(arr) => arr,
+                    None => {
+                        array.insert(JsonArray::begin(out, &json!({}), &Raws::default(), "runs")?)
+                    }
+                };
+                for run in &runs {
+                    arr.push(out, run, &Raws::default())?;
+                }
+                if !page.more {
+                    let tail = json!({"total": total, "limit": a.limit, "offset": a.offset});
+                    if let Some(arr) = array.take() {
+                        arr.finish(out, &tail, &Raws::default())?;
+                    }
+                    return Ok(());
+                }
+                first = false;
+                offset += shown;
+                continue;
+            }
             let mut doc = json!({"runs": runs, "total": total, "limit": a.limit, "offset": offset});
             if !all && page.more {
                 doc["truncated"] = json!(true);

@@ -9,7 +9,7 @@ use super::CommandError;
 use super::approval;
 use super::cli::PageArgsWithRun;
 use super::open::{Reading, fail};
-use super::out::{Out, Raws, approval_json, summary_json, text_field};
+use super::out::{JsonArray, Out, Raws, approval_json, summary_json, text_field};
 use super::run_reads::RunReads;
 use super::text::{clean, col, dash, ident, ident_col, stamp, table};
 use crate::runtime::types::{Run, Step};
@@ -46,6 +46,9 @@ pub fn show(
     } else {
         Vec::new()
     };
+    if json_out && a.limit == 0 {
+        return show_all_json(store, out, a, &r, &one, &pending);
+    }
     if json_out {
         let mut raws = Raws::default();
         let steps = store
@@ -239,4 +242,52 @@ fn step_json(s: &Step) -> Value {
     }
     text_field(&mut m, "decode_error", &s.decode_error);
     Value::Object(m)
+}
+
+/// `show --json --limit 0`: one document holding every step from the offset on, its steps
+/// written a page at a time (as the text form prints them), the fields in the order of the
+/// paged document.
+fn show_all_json(
+    store: &dyn RunReads,
+    out: &mut Out,
+    a: &PageArgsWithRun,
+    r: &Run,
+    one: &[u8],
+    pending: &crate::runtime::store::Page<crate::runtime::types::Approval>,
+) -> Result<(), CommandError> {
+    let total = store
+        .list_steps_page(r.id_bytes(), 1, 0)
+        .map_err(fail)?
+        .total;
+    let head = json!({"run": summary_json(r, one)});
+    let mut array = JsonArray::begin(out, &head, &Raws::default(), "steps")?;
+    let (mut after, mut skip) = (None, a.offset as i64);
+    loop {
+        let steps = store
+            .steps_page_by_key(r.id_bytes(), after.as_ref(), skip, PAGE)
+            .map_err(fail)?;
+        skip = 0;
+        after = steps.last_key.clone();
+        for step in &steps.items {
+            array.push(out, &step_json(step), &Raws::default())?;
+        }
+        if !steps.more {
+            break;
+        }
+    }
+    let mut raws = Raws::default();
+    let mut tail = json!({"steps_total": total});
+    if !pending.items.is_empty() {
+        tail["approvals"] = Value::Array(
+            pending
+                .items
+                .iter()
+                .map(|x| approval_json(x, &mut raws))
+                .collect(),
+        );
+    }
+    tail["approvals_total"] = json!(pending.total);
+    tail["limit"] = json!(a.limit);
+    tail["offset"] = json!(a.offset);
+    array.finish(out, &tail, &raws)
 }
