@@ -318,3 +318,30 @@ fn limit_zero_json_is_one_document_of_every_row() {
     let doc = same(&empty, &["runs"], "5000");
     assert_eq!(doc["runs"], serde_json::json!([]));
 }
+
+/// A run whose stored step count is not an integer (text, a real, a blob) is listed with `?`
+/// for it, not a number it does not hold; `--json` says why in `decode_error`.
+#[test]
+fn an_unreadable_step_count_is_listed_as_unread() {
+    let dir = tempdir();
+    let db = dir.path().join("nan.db");
+    fixture(&db, &["--scenario", "completed"]);
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute("UPDATE runs SET step_count = 'NaN'", [])
+        .unwrap();
+    let o = cs(&db, &["runs"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let row = stdout(&o).lines().nth(1).unwrap_or_default().to_string();
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(cells.get(3), Some(&"?"), "{row}");
+    let j: serde_json::Value =
+        serde_json::from_str(&stdout(&cs(&db, &["runs", "--json"]))).unwrap();
+    assert!(
+        j["runs"][0]["decode_error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("step_count"),
+        "{j}"
+    );
+}

@@ -107,7 +107,7 @@ pub(crate) fn list<S: RunStore>(
                         ident_col(&r.raw_invalid, "id", &r.id, 64),
                         clean(r.status.as_str(), 32),
                         col_dash(&r.raw_invalid, "reason", &r.reason, 32),
-                        r.step_count.to_string(),
+                        steps_cell(r),
                         stamp(&r.created_at),
                         ident_dash(&one_pending(r), 64),
                         col(&r.raw_invalid, "goal", &r.goal, 60),
@@ -136,5 +136,19 @@ pub(crate) fn list<S: RunStore>(
         if !all || !page.more {
             return Ok(());
         }
+    }
+}
+
+/// The STEPS cell: the count, or `?` when the stored value is not an integer (it is not shown
+/// as a number it does not hold; `show RUN` says what is there, `--json` in `decode_error`).
+fn steps_cell(r: &Run) -> String {
+    let unread = r
+        .decode_error
+        .split("; ")
+        .any(|e| e.starts_with("step_count:"));
+    if unread {
+        "?".to_string()
+    } else {
+        r.step_count.to_string()
     }
 }
