@@ -357,3 +357,30 @@ fn approval_with_bulk_filters_is_a_usage_error() {
     assert_eq!(approval_row(&db, &ap).0, "pending");
     assert!(run_status(&db, &run).starts_with("WAITING_FOR_APPROVAL"));
 }
+
+/// An approval whose stored time does not parse is refused as a row that could not be read,
+/// the stored text shown in the one escape notation (`\x1b`), not escaped twice.
+#[test]
+fn an_unreadable_approval_time_is_refused_in_one_notation() {
+    let dir = tempdir();
+    let (db, run, ap) = waiting(dir.path(), "time.db", &[]);
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute(
+            "UPDATE approvals SET created_at = ?1 WHERE id = ?2",
+            rusqlite::params!["\u{1b}[31mgarbage", ap],
+        )
+        .unwrap();
+    let o = cs(&db, &["approve", &run, "--approval", &ap, "--yes"]);
+    assert_eq!(o.status.code(), Some(1), "{}", err(&o));
+    let e = err(&o);
+    assert!(
+        e.contains(&format!("approval {ap} could not be read")),
+        "{e}"
+    );
+    assert!(
+        e.contains(r#"created_at: parsing time "\x1b[31mgarbage""#),
+        "{e}"
+    );
+    assert!(!e.contains(r"\\") && !e.contains('\u{1b}'), "{e}");
+}

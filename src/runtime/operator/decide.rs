@@ -342,7 +342,13 @@ pub fn verify_hash(a: &Approval) -> Result<(), OperatorError> {
     // `approval <id>`, the id as stored.
     let named = || Said::from("approval ").id(a.id_bytes());
     if !a.decode_error.is_empty() {
-        return Err(mismatch(a.decode_error.as_str().into()));
+        // agentrt's sentinel, saying that the row could not be read rather than a changed hash.
+        return Err(mismatch(
+            named()
+                .text(" could not be read (")
+                .text(&a.decode_error)
+                .text(")"),
+        ));
     }
     let Some(req) = &a.request else {
         return Err(mismatch(named().text(" has no request")));

@@ -19,7 +19,7 @@ pub struct Timestamp {
 
 /// Why a stored time did not parse.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("parsing time {text:?}: {reason}")]
+#[error("parsing time \"{text}\": {reason}")]
 pub struct TimeError {
     /// The stored text that did not parse.
     pub text: String,
