@@ -175,11 +175,11 @@ fn header(r: &Run, out: &mut Out) -> Result<(), CommandError> {
     out.line(&created)?;
     if r.model_calls != 0 {
         out.line(&format!(
-            "model   {} call(s), {} in, {} out, estimated ${:.4}",
+            "model   {} call(s), {} in, {} out, estimated {}",
             r.model_calls,
             r.input_tokens,
             r.output_tokens,
-            r.estimated_cost_micros as f64 / 1e6
+            crate::runtime::types::dollars(r.estimated_cost_micros)
         ))?;
     }
     if !r.lease_owner.is_empty() {

@@ -17,6 +17,7 @@ use crate::console::state::{App, RunDetailScreen, short};
 const BY_ITS_PROGRAM: &str = "by its own program (this build lacks its tools)";
 use crate::console::theme::Role;
 use crate::console::time;
+use crate::runtime::types::dollars;
 
 fn limit(l: &Value, key: &str) -> i64 {
     l.get(key).and_then(Value::as_i64).unwrap_or(0)
@@ -28,10 +29,6 @@ fn of(used: i64, max: i64) -> String {
     } else {
         format!("{used}")
     }
-}
-
-fn dollars(micros: i64) -> String {
-    format!("${}.{:04}", micros / 1_000_000, (micros % 1_000_000) / 100)
 }
 
 fn header_lines(app: &App, h: &RunHeader, w: u16) -> Vec<Line<'static>> {

@@ -2,6 +2,7 @@
 //! database rows, and Go-compatible timestamps.
 
 mod key;
+mod money;
 mod records;
 mod said;
 mod status;
@@ -9,6 +10,7 @@ pub(crate) mod time;
 mod values;
 
 pub use key::{AsKey, Key, lossy};
+pub use money::dollars;
 pub(crate) use records::push_decode_error;
 pub use records::{Approval, Event, Lease, RawInvalid, Run, Step, stored};
 pub use said::Said;
