@@ -60,7 +60,8 @@ fn rows(db: &Path) -> Vec<(String, Vec<Vec<Value>>)> {
 /// password holding an unencoded '/', '?', '#' or '@' is refused (in one line that does not
 /// repeat it) rather than connected with and printed; an option key written percent-encoded
 /// (`pass%77ord`, which the client decodes) is read as the password it is; and the value of an
-/// option this build does not show (`sslpassword`, or anything unknown) is redacted.
+/// option this build does not show (`sslpassword`, or anything unknown) is redacted where the
+/// refusal of that option names the URL.
 #[test]
 fn pg_url_the_client_would_read_otherwise_is_refused_or_redacted() {
     for (raw, secret) in [
@@ -102,6 +103,21 @@ fn pg_url_the_client_would_read_otherwise_is_refused_or_redacted() {
         let cfg = u.config().unwrap();
         assert_eq!(cfg.get_password(), Some(password.as_bytes()), "{raw}");
     }
+    // What the client would refuse is a usage error that says which part.
+    for (raw, part) in [
+        (
+            "postgresql://u@/x?host=/tmp&sslmod=require",
+            "unknown option `sslmod`",
+        ),
+        (
+            "postgresql://u@localhost:99999/x",
+            "invalid value for option `port`",
+        ),
+    ] {
+        let o = cs(&["--db", raw, "runs"]);
+        assert_eq!(o.status.code(), Some(2), "{}", said(&o));
+        assert!(said(&o).contains(part), "{}", said(&o));
+    }
     // SQLite to SQLite is a usage error too.
     let lite = dir_lite();
     let o = cs(&[
@@ -128,10 +144,15 @@ fn pg_url_the_client_would_read_otherwise_is_refused_or_redacted() {
         "{}",
         said(&o)
     );
-    let u = PgUrl::parse("postgresql://u@h/db?sslpassword=Zed123&application_name=cs").unwrap();
-    assert_eq!(
-        u.to_string(),
-        "postgresql://u@h/db?sslpassword=***&application_name=cs"
+    // An option the client does not know is refused, its value not repeated.
+    let e = PgUrl::parse("postgresql://u@h/db?sslpassword=Zed123&application_name=cs")
+        .map(|u| u.to_string())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("postgresql://u@h/db?sslpassword=***&application_name=cs: ")
+            && e.contains("unknown option `sslpassword`"),
+        "{e}"
     );
 }
 

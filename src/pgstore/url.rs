@@ -95,6 +95,7 @@ const SHOWN_OPTIONS: &[&str] = &[
     "user",
     "dbname",
     "sslmode",
+    "sslnegotiation",
     "sslrootcert",
     "sslcert",
     "sslkey",
@@ -191,6 +192,11 @@ impl PgUrl {
             .filter(|p| !p.ends_with(&format!("={REDACTED}")))
             .collect();
         url.command = join(scheme, &client_auth, path, &command_q);
+        // What the client will refuse (an unknown option, a port out of range), refused now,
+        // as a usage error that says which part.
+        url.client
+            .parse::<postgres::Config>()
+            .map_err(|e| PgError::Url(format!("{}: {}", url.redacted, super::error::detail(&e))))?;
         Ok(url)
     }
 
@@ -299,10 +305,9 @@ impl PgUrl {
     /// The client's settings: the URL's, the password from the URL, else `PGPASSWORD`, else
     /// the password file (`PGPASSFILE`, else `~/.pgpass`).
     pub fn config(&self) -> Result<postgres::Config, PgError> {
-        let mut cfg: postgres::Config = self
-            .client
-            .parse()
-            .map_err(|e: postgres::Error| PgError::Url(format!("{}: {e}", self.redacted)))?;
+        let mut cfg: postgres::Config = self.client.parse().map_err(|e: postgres::Error| {
+            PgError::Url(format!("{}: {}", self.redacted, super::error::detail(&e)))
+        })?;
         // As libpq, a connection over Unix-domain sockets only ignores sslmode (there is no
         // TLS on a socket; a `PGSSLMODE=require` set for remote servers must not break it).
         let sockets_only = !cfg.get_hosts().is_empty()
