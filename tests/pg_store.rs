@@ -689,6 +689,19 @@ fn pg_an_older_schema_is_migrated_by_the_migrate_command() {
         .map(|r| r.get(0))
         .collect();
     assert_eq!(versions, (1..=PG_SCHEMA_VERSION as i32).collect::<Vec<_>>());
+    // A login that may not migrate (a reviewer's) is told the same of a current database,
+    // not "permission denied".
+    c.batch_execute(include_str!("../docs/postgres-roles.sql"))
+        .unwrap();
+    let login = format!("migrev_{}", std::process::id());
+    c.batch_execute(&format!(
+        "DROP ROLE IF EXISTS {login}; CREATE ROLE {login} LOGIN IN ROLE countersign_reviewer"
+    ))
+    .unwrap();
+    let o = cs(&["--db", &db.url_as(&login), "migrate"]);
+    assert_eq!(o.status.code(), Some(0), "{}", said(&o));
+    assert!(said(&o).contains("nothing changed"), "{}", said(&o));
+    let _ = c.batch_execute(&format!("DROP OWNED BY {login}; DROP ROLE {login}"));
     let d = tempfile::tempdir().unwrap();
     let o = cs(&[
         "--db",
