@@ -711,3 +711,28 @@ fn pg_an_older_schema_is_migrated_by_the_migrate_command() {
     assert_eq!(o.status.code(), Some(2), "{}", said(&o));
     assert!(said(&o).contains("not a postgres:// URL"), "{}", said(&o));
 }
+
+/// A login granted none of countersign's roles is told that it may not read the tables and
+/// which roles to grant, not that the database holds no countersign schema.
+#[test]
+fn pg_a_login_without_a_role_is_told_to_grant_one() {
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    drop(PgStore::open(&db.pg_url()).unwrap());
+    let mut c = db.client();
+    let login = format!("nogrant_{}", std::process::id());
+    c.batch_execute(&format!(
+        "DROP ROLE IF EXISTS {login}; CREATE ROLE {login} LOGIN"
+    ))
+    .unwrap();
+    let o = cs(&["--db", &db.url_as(&login), "runs"]);
+    let s = said(&o);
+    assert_eq!(o.status.code(), Some(1), "{s}");
+    assert!(
+        s.contains("may not read countersign's tables") && s.contains("postgres-roles.sql"),
+        "{s}"
+    );
+    assert!(!s.contains("holds no countersign schema"), "{s}");
+    let _ = c.batch_execute(&format!("DROP OWNED BY {login}; DROP ROLE {login}"));
+}

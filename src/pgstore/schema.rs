@@ -251,9 +251,24 @@ pub(crate) fn check_version(client: &mut Client, url: &PgUrl) -> Result<(), PgEr
             "SELECT COALESCE(MAX(version), 0)::bigint FROM countersign_schema",
             &[],
         )
-        .map_err(|e| PgError::NotOurs {
-            db: url.to_string(),
-            detail: super::error::detail(&e),
+        .map_err(|e| {
+            let denied =
+                e.code() == Some(&postgres::error::SqlState::INSUFFICIENT_PRIVILEGE);
+            let detail = super::error::detail(&e);
+            if denied {
+                // The schema is there; this login may not read it.
+                PgError::Unusable {
+                    db: url.to_string(),
+                    detail: format!(
+                        "this login may not read countersign's tables ({detail}): grant it one of the roles in docs/postgres-roles.sql (countersign_reviewer to review, countersign_runtime to run agents)"
+                    ),
+                }
+            } else {
+                PgError::NotOurs {
+                    db: url.to_string(),
+                    detail,
+                }
+            }
         })?;
     let found: i64 = row.get(0);
     if found > PG_SCHEMA_VERSION {
