@@ -2,9 +2,11 @@
 //! loopback TCP port with a certificate this test signs with its own CA (openssl), and one
 //! without TLS. `disable` is plain; `prefer` and `require` are encrypted (the server's
 //! `pg_stat_ssl` says so); `verify-full` connects only with the CA that signed the certificate
-//! and the name it was issued for; `require` refuses a server that offers no TLS.
+//! and the name it was issued for; `require` refuses a server that offers no TLS. And a
+//! server that asks for passwords: the printed commands and the password file.
 
 mod pg_support;
+mod support;
 
 use std::path::Path;
 use std::process::Command;
@@ -179,4 +181,102 @@ fn pg_tls_by_sslmode_against_a_real_server() {
     let e = encrypted(&at("sslmode=require")).expect_err("require needs TLS");
     assert!(!e.is_empty());
     assert_eq!(encrypted(&at("sslmode=prefer")), Ok(false));
+}
+
+/// The binary against `env`, `PGPASSWORD` and `PGPASSFILE` taken from `env` only.
+fn cs_with(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_countersign"));
+    c.args(args)
+        .env_remove("COUNTERSIGN_DB")
+        .env_remove("PGPASSWORD")
+        .env_remove("PGPASSFILE")
+        .env("USER", "ci-user");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().expect("countersign runs")
+}
+
+/// Against a server that asks for a password (scram-sha-256 on TCP): the `decide with:` line
+/// `show` prints for a URL that carried the password names the database without it, and
+/// pasted as it is with the reviewer's own `PGPASSWORD` it decides (a `***` in it would be
+/// sent as the password and fail); a password file that group or others may read is not
+/// used, and the refusal says so and how to fix it; at mode 0600 it is used.
+#[test]
+fn pg_password_auth_the_printed_command_and_the_password_file() {
+    use std::os::unix::fs::PermissionsExt;
+    if pg_support::fresh_db().is_none() {
+        return;
+    }
+    let port = free_port();
+    let hba: &[u8] = b"local all all trust\nhost all postgres 127.0.0.1/32 trust\nhost all all 127.0.0.1/32 scram-sha-256\n";
+    pg_support::start_cluster_with(
+        &format!("-c listen_addresses=127.0.0.1 -c port={port} -c hba_file={{dir}}/hba.conf"),
+        &[("hba.conf", hba)],
+    )
+    .expect("a cluster asking for passwords starts");
+    let mut admin = postgres::Client::connect(
+        &format!("host=127.0.0.1 port={port} user=postgres dbname=postgres"),
+        postgres::NoTls,
+    )
+    .unwrap();
+    for sql in [
+        "CREATE ROLE rev LOGIN PASSWORD 'Sekr1t/pw'",
+        "CREATE DATABASE csauth OWNER rev ENCODING 'UTF8' TEMPLATE template0",
+    ] {
+        admin.batch_execute(sql).unwrap();
+    }
+    let with_pw = format!("postgresql://rev:Sekr1t%2Fpw@127.0.0.1:{port}/csauth");
+    let bare = format!("postgresql://rev@127.0.0.1:{port}/csauth");
+
+    let dir = tempfile::tempdir().unwrap();
+    let lite = dir.path().join("w.db");
+    let man = support::fixture(&lite, &["--scenario", "waiting"]);
+    let (run, ap) = (
+        man["approvals"][0]["run_id"].as_str().unwrap().to_string(),
+        man["approvals"][0]["id"].as_str().unwrap().to_string(),
+    );
+    let o = cs_with(
+        &["copy", "--from", lite.to_str().unwrap(), "--to", &with_pw],
+        &[],
+    );
+    assert!(o.status.success(), "{}", pg_support::said(&o));
+
+    let o = cs_with(&["--db", &with_pw, "show", &run], &[]);
+    assert!(o.status.success(), "{}", pg_support::said(&o));
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    let line = text
+        .lines()
+        .find_map(|l| l.strip_prefix("decide with: "))
+        .unwrap_or_else(|| panic!("a decide line: {text}"));
+    assert!(!line.contains("***") && !line.contains("Sekr1t"), "{line}");
+    assert!(line.contains(&format!("--approval {ap}")), "{line}");
+    let pasted = format!(
+        "{} --yes",
+        line.replacen("countersign", env!("CARGO_BIN_EXE_countersign"), 1)
+    );
+    let ran = Command::new("sh")
+        .args(["-c", &pasted])
+        .env_remove("PGPASSFILE")
+        .env("PGPASSWORD", "Sekr1t/pw")
+        .env("USER", "ci-user")
+        .output()
+        .unwrap();
+    assert!(ran.status.success(), "{pasted}: {}", pg_support::said(&ran));
+
+    // The password file: ignored (and said) while others may read it, used at 0600.
+    let pass = dir.path().join("pgpass");
+    std::fs::write(&pass, format!("127.0.0.1:{port}:csauth:rev:Sekr1t/pw\n")).unwrap();
+    std::fs::set_permissions(&pass, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let file = pass.to_str().unwrap();
+    let o = cs_with(&["--db", &bare, "runs"], &[("PGPASSFILE", file)]);
+    let s = pg_support::said(&o);
+    assert_eq!(o.status.code(), Some(1), "{s}");
+    assert!(
+        s.contains("password file") && s.contains("chmod 600"),
+        "{s}"
+    );
+    std::fs::set_permissions(&pass, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let o = cs_with(&["--db", &bare, "runs"], &[("PGPASSFILE", file)]);
+    assert!(o.status.success(), "{}", pg_support::said(&o));
 }

@@ -70,9 +70,21 @@ impl std::fmt::Debug for PgStore {
 pub fn connect(url: &PgUrl) -> Result<postgres::Client, PgError> {
     let cfg = url.config()?;
     let tls = tls::connector(url)?;
-    let mut client = cfg.connect(tls).map_err(|e| PgError::Connect {
-        db: url.to_string(),
-        detail: error::detail(&e),
+    let mut client = cfg.connect(tls).map_err(|e| {
+        let mut detail = error::detail(&e);
+        // libpq warns of a password file it ignores; say it where it matters.
+        if cfg.get_password().is_none()
+            && let Some((file, mode)) = passfile::ignored()
+        {
+            detail.push_str(&format!(
+                "; the password file {} was not read: group or others may read it (mode {mode:04o}; chmod 600 it)",
+                crate::safetext::plain_line(file.to_string_lossy().as_bytes(), 200)
+            ));
+        }
+        PgError::Connect {
+            db: url.to_string(),
+            detail,
+        }
     })?;
     schema::check_encoding(&mut client, url)?;
     Ok(client)

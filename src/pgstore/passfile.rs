@@ -34,6 +34,15 @@ fn matches(pattern: &str, value: &str) -> bool {
     pattern == "*" || pattern == value
 }
 
+/// The password file, when there is one that [`lookup`] ignores because group or others may
+/// read it (with its permission bits): a connection refused for want of a password says so.
+pub(crate) fn ignored() -> Option<(PathBuf, u32)> {
+    let p = path()?;
+    let meta = std::fs::metadata(&p).ok()?;
+    let mode = meta.permissions().mode() & 0o777;
+    (meta.is_file() && mode & 0o077 != 0).then_some((p, mode))
+}
+
 /// The password the file gives for this connection, if any. A socket directory (or no host)
 /// matches `localhost`, as in libpq.
 pub(crate) fn lookup(host: &str, port: &str, dbname: &str, user: &str) -> Option<String> {
