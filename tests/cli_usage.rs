@@ -18,6 +18,16 @@ fn cs(args: &[&str]) -> Output {
         .expect("countersign runs")
 }
 
+/// The binary run in `dir`, `COUNTERSIGN_DB` set to `db` or removed.
+fn cs_in(dir: &Path, args: &[&str], db: Option<&str>) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_countersign"));
+    c.current_dir(dir).args(args).env_remove("COUNTERSIGN_DB");
+    if let Some(db) = db {
+        c.env("COUNTERSIGN_DB", db);
+    }
+    c.output().expect("countersign runs")
+}
+
 fn with_db(db: &Path, args: &[&str]) -> Output {
     let mut all = vec!["--db", db.to_str().expect("utf8 path")];
     all.extend_from_slice(args);
@@ -198,21 +208,11 @@ fn a_database_name_that_is_a_url_or_connection_string_is_refused_with_its_passwo
         "mysql://u:Hunter2Sekrit@h/x",
         "host=db.example password=Hunter2Sekrit dbname=x",
     ] {
-        let o = Command::new(env!("CARGO_BIN_EXE_countersign"))
-            .current_dir(dir.path())
-            .args(["--db", name, "runs"])
-            .env_remove("COUNTERSIGN_DB")
-            .output()
-            .unwrap();
+        let o = cs_in(dir.path(), &["--db", name, "runs"], None);
         assert_eq!(o.status.code(), Some(2), "{name}: {}", err(&o));
         assert!(!err(&o).contains(secret), "{}", err(&o));
         assert!(err(&o).contains("postgres://"), "{}", err(&o));
-        let o = Command::new(env!("CARGO_BIN_EXE_countersign"))
-            .current_dir(dir.path())
-            .args(["runs"])
-            .env("COUNTERSIGN_DB", name)
-            .output()
-            .unwrap();
+        let o = cs_in(dir.path(), &["runs"], Some(name));
         assert_eq!(o.status.code(), Some(2), "{name}: {}", err(&o));
         assert!(err(&o).contains("COUNTERSIGN_DB: "), "{}", err(&o));
         assert!(!err(&o).contains(secret), "{}", err(&o));
@@ -235,12 +235,7 @@ fn the_chmod_in_an_insecure_mode_refusal_pastes_as_the_files_name() {
     let db = dir.path().join(name);
     fixture(&db, &["--scenario", "completed"]);
     std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o666)).unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_countersign"))
-        .current_dir(dir.path())
-        .args(["--db", name, "runs"])
-        .env_remove("COUNTERSIGN_DB")
-        .output()
-        .unwrap();
+    let o = cs_in(dir.path(), &["--db", name, "runs"], None);
     assert_eq!(o.status.code(), Some(1), "{}", err(&o));
     let e = err(&o);
     let at = e.find("chmod 600 ").unwrap_or_else(|| panic!("{e}"));

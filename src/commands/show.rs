@@ -63,18 +63,7 @@ pub fn show(
         if offset + shown < steps.total {
             doc["steps_truncated"] = json!(true);
         }
-        if !pending.items.is_empty() {
-            doc["approvals"] = Value::Array(
-                pending
-                    .items
-                    .iter()
-                    .map(|x| approval_json(x, &mut raws))
-                    .collect(),
-            );
-        }
-        doc["approvals_total"] = json!(pending.total);
-        doc["limit"] = json!(a.limit);
-        doc["offset"] = json!(a.offset);
+        approvals_and_page(&mut doc, &pending, a, &mut raws);
         return out.json(&doc, &raws);
     }
     header(&r, out)?;
@@ -277,17 +266,28 @@ fn show_all_json(
     }
     let mut raws = Raws::default();
     let mut tail = json!({"steps_total": total});
+    approvals_and_page(&mut tail, pending, a, &mut raws);
+    array.finish(out, &tail, &raws)
+}
+
+/// The fields that follow the steps in `show --json`: the pending approvals (when any), their
+/// total, and the page asked for.
+fn approvals_and_page(
+    doc: &mut Value,
+    pending: &crate::runtime::store::Page<crate::runtime::types::Approval>,
+    a: &PageArgsWithRun,
+    raws: &mut Raws,
+) {
     if !pending.items.is_empty() {
-        tail["approvals"] = Value::Array(
+        doc["approvals"] = Value::Array(
             pending
                 .items
                 .iter()
-                .map(|x| approval_json(x, &mut raws))
+                .map(|x| approval_json(x, raws))
                 .collect(),
         );
     }
-    tail["approvals_total"] = json!(pending.total);
-    tail["limit"] = json!(a.limit);
-    tail["offset"] = json!(a.offset);
-    array.finish(out, &tail, &raws)
+    doc["approvals_total"] = json!(pending.total);
+    doc["limit"] = json!(a.limit);
+    doc["offset"] = json!(a.offset);
 }
