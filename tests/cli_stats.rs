@@ -223,3 +223,39 @@ fn since_counts_only_the_recent_window_and_a_bad_span_is_a_usage_error() {
     let (code, _, _) = cs(&db, &["stats", "--catch", "1.5"]);
     assert_eq!(code, 2);
 }
+
+/// A pending request whose time is the zero time is not given an age it does not have, and
+/// one dated after this clock is said to be ahead of it, not `0s ago`: in `stats` and in a
+/// bulk decision's dry run.
+#[test]
+fn a_zero_or_future_time_is_not_shown_as_an_age() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db");
+    support::fixture(&db, &["--scenario", "waiting", "--base-time", "now"]);
+    let set = |at: &str| {
+        rusqlite::Connection::open(&db)
+            .unwrap()
+            .execute("UPDATE approvals SET created_at = ?1", [at])
+            .unwrap();
+    };
+    set("0001-01-01T00:00:00Z");
+    let (code, out, err) = cs(&db, &["stats"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("oldest pending: at no readable time"), "{out}");
+    set("2099-01-01T00:00:00Z");
+    let (_, out, _) = cs(&db, &["stats"]);
+    assert!(out.contains("d") && out.contains(" from now"), "{out}");
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute("UPDATE runs SET created_at = '2099-01-01T00:00:00Z'", [])
+        .unwrap();
+    let (code, out, err) = cs(
+        &db,
+        &["reject", "--status", "waiting", "--note", "x", "--dry-run"],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains(" from now") && !out.contains("0s ago"),
+        "{out}"
+    );
+}

@@ -399,13 +399,11 @@ fn row_ids(r: &Row) -> String {
 }
 
 fn row_line(r: &Row, now: Timestamp) -> String {
-    let age = ((now.unix_nanos() - r.created.unix_nanos()) / 1_000_000_000)
-        .clamp(0, i64::MAX as i128) as i64;
     let mut s = format!(
-        "{}  {}  {} ago",
+        "{}  {}  {}",
         row_ids(r),
         ident(r.tool.as_bytes(), 40),
-        span(age)
+        crate::console::time::ago(&r.created, &now)
     );
     if !r.title.is_empty() {
         s.push_str("  ");

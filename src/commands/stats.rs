@@ -109,7 +109,10 @@ fn to_text(s: &Stats, a: &StatsArgs) -> String {
         _ => out.push_str("all steps and approvals\n"),
     }
     match s.oldest_pending() {
-        Some(t) => out.push_str(&format!("oldest pending: {} ago\n", span(age(&s.now, &t)))),
+        Some(t) => out.push_str(&format!(
+            "oldest pending: {}\n",
+            crate::console::time::ago(&t, &s.now)
+        )),
         None => out.push_str("oldest pending: none\n"),
     }
     if s.tools.is_empty() {

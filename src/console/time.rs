@@ -20,6 +20,22 @@ pub fn span(secs: i64) -> String {
     }
 }
 
+/// How long ago `at` was at `now`, for a line of text: `3m ago`; a time after `now` (a
+/// clock ahead of this one, or a damaged row) as `5m from now`, never as `0s ago`; the zero
+/// time (not set, or not readable) as `at no readable time`, never as an age it does not have.
+pub fn ago(at: &Timestamp, now: &Timestamp) -> String {
+    if at.is_zero() {
+        return "at no readable time".into();
+    }
+    let secs = (now.unix_nanos() - at.unix_nanos()) / 1_000_000_000;
+    let secs = secs.clamp(i64::MIN as i128 + 1, i64::MAX as i128) as i64;
+    if secs < 0 {
+        format!("{} from now", span(-secs))
+    } else {
+        format!("{} ago", span(secs))
+    }
+}
+
 /// Seconds from `at` to `now`, `None` when `at` is not set.
 pub fn age_secs(at: &Timestamp, now: i64) -> Option<i64> {
     secs(at).map(|t| now.saturating_sub(t))
