@@ -302,6 +302,77 @@ fn process_server_killed_mid_call_blocks_the_tool_until_an_operator_decides() {
     verify(&db);
 }
 
+/// A server that exited during an earlier call is not connected, and the proxy does not reopen
+/// it: a later call is not sent, and it is not an attempt whose outcome is unknown. An approved
+/// write collected then answers UNAVAILABLE (not UNKNOWN_OUTCOME), asks the operator nothing,
+/// blocks nothing and keeps its approval: after a restart (a fresh server) the identical call
+/// runs it, once.
+#[test]
+fn dead_server_call_is_not_sent_and_its_approval_stands() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cfg, db) = setup(dir.path(), "normal", "");
+    let mut h = Host::start(&cfg);
+    // The server exits during a read: that read's own failure.
+    let (e, is_err) = h.call("fs_read_file", r#"{"path": "/die"}"#);
+    assert!(is_err && e.contains("the server closed its output"), "{e}");
+    // A later read is not sent, and says so rather than repeating the earlier failure.
+    let (r, is_err) = h.call("fs_read_file", r#"{"path": "/after"}"#);
+    assert!(
+        is_err
+            && r.starts_with("UNAVAILABLE: the server \"fs\" is not connected since an earlier failure (the server closed its output)")
+            && r.contains("not sent"),
+        "{r}"
+    );
+    // A write that needs approval: asked, approved, collected.
+    let (p, _) = h.call("fs_write_file", W);
+    assert!(p.starts_with("PENDING_APPROVAL: "), "{p}");
+    let id = approval_in(&p);
+    decide(&db, "approve", &id, "");
+    let (u, is_err) = h.call("fs_write_file", W);
+    assert!(
+        is_err && u.starts_with("UNAVAILABLE: the server \"fs\" is not connected"),
+        "not an unknown outcome: {u}"
+    );
+    assert!(u.contains(&format!("(approval {id})")), "{u}");
+    let c = rusqlite::Connection::open(&db).unwrap();
+    let interrupted: i64 = c
+        .query_row(
+            "SELECT COUNT(*) FROM approvals WHERE kind = 'interrupted_side_effect'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(interrupted, 0, "nothing asked of the operator");
+    let started: i64 = c
+        .query_row(
+            "SELECT COUNT(*) FROM events WHERE run_id = ?1 AND type = 'step.tool_started'",
+            [run_of(&db, &id)],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(started, 0, "the write was not started");
+    // Another write of the tool is not blocked: it is asked about on its own.
+    let (p2, _) = h.call("fs_write_file", r#"{"path": "/tmp/b", "text": "hi"}"#);
+    assert!(p2.starts_with("PENDING_APPROVAL: "), "{p2}");
+    let writes = |dir: &Path| {
+        server_calls(dir)
+            .iter()
+            .filter(|c| c["tool"] == "write_file")
+            .count()
+    };
+    assert_eq!(writes(dir.path()), 0, "the server never received a write");
+    h.close();
+    // A restart, a fresh server: the approved write runs, once.
+    let mut h = Host::start(&cfg);
+    let (done, is_err) = h.call("fs_write_file", W);
+    assert!(!is_err && done.contains("\"write_file\""), "{done}");
+    let (dup, is_err) = h.call("fs_write_file", W);
+    assert!(is_err && dup.starts_with("DUPLICATE: "), "{dup}");
+    assert_eq!(writes(dir.path()), 1, "the approved write ran exactly once");
+    h.close();
+    verify(&db);
+}
+
 #[test]
 fn process_two_proxies_on_one_session() {
     let dir = tempfile::tempdir().unwrap();
@@ -416,6 +487,15 @@ fn proxy_bad_input_gets_one_clear_line() {
     assert!(is_err, "{}", &e[..e.len().min(300)]);
     assert!(e.len() < 2000, "one bounded line: {} bytes", e.len());
     assert!(!e.contains('\n'));
+    // That ended the connection (it is not reopened): a later call is not sent, and its answer
+    // says so rather than claiming that reply as its own.
+    let (later, is_err) = h.call("fs_read_file", r#"{"path": "/small"}"#);
+    assert!(
+        is_err
+            && later.starts_with("UNAVAILABLE: the server \"fs\" is not connected since an earlier failure (the server sent a message longer than 16777216 bytes), so this request was not sent"),
+        "{later}"
+    );
+    assert_eq!(server_calls(&d2).len(), 1, "only the huge read was sent");
     // Garbage on stdin gets a JSON-RPC error, and the proxy still answers.
     h.write("this is not json");
     let r = h.request("tools/list", "{}");
@@ -996,13 +1076,15 @@ fn unknown_step_limit_keeps_the_tool_blocked() {
     let db = dir.path().join("runs.db");
     let die = r#"{"path": "/die", "text": "x"}"#;
     let mut h = Host::start(&cfg);
-    // The server dies on the first attempt; every re-run approved after it fails unanswered
-    // too (a dead server is not restarted), so each asks again, until the run's three steps
-    // are spent.
+    // The server dies on the first attempt; every re-run approved after it (sent to a fresh
+    // server: a dead one is not reopened, and a call it could not be sent is no attempt) dies
+    // unanswered too, so each asks again, until the run's three steps are spent.
     let (u, _) = h.call("fs_write_file", die);
     let mut ids = vec![approval_in(&u)];
     for _ in 0..2 {
         decide(&db, "approve", ids.last().unwrap(), "");
+        h.close();
+        h = Host::start(&cfg);
         let (again, _) = h.call("fs_write_file", die);
         assert!(again.starts_with("UNKNOWN_OUTCOME: "), "{again}");
         assert!(
@@ -1044,6 +1126,14 @@ fn unknown_step_limit_keeps_the_tool_blocked() {
     let (b, _) = h.call("fs_write_file", W);
     assert!(b.starts_with("BLOCKED: "), "{b}");
     assert_eq!(approval_in(&b), ids[2]);
+    let writes = server_calls(dir.path())
+        .iter()
+        .filter(|c| c["tool"] == "write_file")
+        .count();
+    assert_eq!(
+        writes, 3,
+        "the attempt and its two re-runs reached a server"
+    );
     h.close();
     verify(&db);
 }

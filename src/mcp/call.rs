@@ -78,13 +78,9 @@ pub fn call(
     params.extend_from_slice(&raw_object(&obj));
     params.push(b'}');
     let deadline = Instant::now() + tool.timeout;
-    let raw = conn.request("tools/call", &params, deadline).map_err(|e| {
-        format!(
-            "mcp: server {}: tool {}: {e}",
-            super::quote(server),
-            super::quote(&tool.tool)
-        )
-    })?;
+    let raw = conn
+        .request("tools/call", &params, deadline)
+        .map_err(|e| format!("{}{e}", failed_prefix(server, &tool.tool)))?;
     let res: CallResult = serde_json::from_slice(&raw).map_err(|e| {
         format!(
             "mcp: server {}: tool {}: the result is not usable: {}",
@@ -149,6 +145,23 @@ pub fn call(
         return Err(format!("{summary}, error: {text}"));
     }
     Ok(ToolOutput { content, summary })
+}
+
+/// How the error of a call the server gave no result to starts: `mcp: server "<server>": tool
+/// "<remote>": `, then the [`CallError`](super::rpc::CallError) as text.
+pub fn failed_prefix(server: &str, remote: &str) -> String {
+    format!(
+        "mcp: server {}: tool {}: ",
+        super::quote(server),
+        super::quote(remote)
+    )
+}
+
+/// Whether a call's error says its request was never written to the server (the connection
+/// was already gone): `failed_prefix`, then [`NOT_SENT`](super::rpc::NOT_SENT).
+pub fn was_not_sent(err: &str, server: &str, remote: &str) -> bool {
+    err.strip_prefix(&failed_prefix(server, remote))
+        .is_some_and(|rest| rest.starts_with(super::rpc::NOT_SENT))
 }
 
 /// The text as a JSON string of at most `cap` encoded bytes: the longest prefix (whole

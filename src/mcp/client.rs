@@ -189,11 +189,13 @@ impl Connection {
         &self.name
     }
 
-    /// Sends a request and waits for its raw `result` until `deadline`.
+    /// Sends a request and waits for its raw `result` until `deadline`. A connection already
+    /// gone is not reopened (decision 0070): the request is not sent ([`CallError::NotSent`],
+    /// naming the failure that ended the connection, which is not this request's).
     pub fn request(&self, method: &str, params: &[u8], deadline: Instant) -> Reply {
         let started = Instant::now();
-        if let Some(why) = self.dead() {
-            return Err(CallError::Closed(why));
+        if let Some(why) = self.lost() {
+            return Err(not_sent(&why));
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         if let Some(h) = &self.http {
@@ -208,7 +210,7 @@ impl Connection {
         line.extend_from_slice(b"}\n");
         if let Err(e) = self.send(&line) {
             lock(&self.shared.pending).remove(&id);
-            return Err(CallError::Closed(e));
+            return Err(e);
         }
         let wait = deadline.saturating_duration_since(Instant::now());
         let got = rx.recv_timeout(wait);
@@ -238,23 +240,42 @@ impl Connection {
         line.extend_from_slice(b",\"params\":");
         line.extend_from_slice(params);
         line.extend_from_slice(b"}\n");
-        self.send(&line)
+        self.send(&line).map_err(|e| match e {
+            CallError::NotSent(why) | CallError::Closed(why) => why,
+            e => e.to_string(),
+        })
     }
 
-    fn send(&self, line: &[u8]) -> Result<(), String> {
+    /// Writes one line: `NotSent` when the server's stdin is already gone (closed), `Closed`
+    /// when the write failed (part of the line may have reached the server).
+    fn send(&self, line: &[u8]) -> Result<(), CallError> {
         let mut stdin = lock(&self.shared.stdin);
         let Some(w) = stdin.as_mut() else {
-            return Err(self
-                .dead()
-                .unwrap_or_else(|| "the connection was closed".into()));
+            return Err(not_sent(
+                &self
+                    .lost()
+                    .unwrap_or_else(|| "the connection was closed".into()),
+            ));
         };
         w.write_all(line)
             .and_then(|()| w.flush())
-            .map_err(|e| format!("write to the server: {e}"))
+            .map_err(|e| CallError::Closed(format!("write to the server: {e}")))
     }
 
     fn dead(&self) -> Option<String> {
         lock(&self.shared.dead).clone()
+    }
+
+    /// Why the connection is gone, `None` while it is up: the failure that ended it (the
+    /// server exited or closed its output, a read failed, a message passed the cap), or its
+    /// close. Nothing is sent on it any more.
+    pub fn lost(&self) -> Option<String> {
+        self.dead().or_else(|| {
+            self.shared
+                .closed
+                .load(Ordering::SeqCst)
+                .then(|| "the connection was closed".to_string())
+        })
     }
 
     /// The `initialize` handshake, then `notifications/initialized`.
@@ -338,6 +359,13 @@ impl Drop for Connection {
     fn drop(&mut self) {
         self.close();
     }
+}
+
+/// A request not written because the connection was already gone (`why`, another failure's).
+fn not_sent(why: &str) -> CallError {
+    CallError::NotSent(format!(
+        "the server is not connected since an earlier failure: {why}"
+    ))
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -13,8 +13,12 @@ use super::sanitize;
 pub enum CallError {
     /// No answer before the deadline.
     TimedOut(Duration),
-    /// The connection is gone (the server exited, closed stdout, or was closed).
+    /// The connection is gone (the server exited, closed stdout, or was closed) after the
+    /// request was written, or while it was being written: the server may have it.
     Closed(String),
+    /// The request was never written: the connection was already gone before it (why). The
+    /// server cannot have it, whatever it does.
+    NotSent(String),
     /// The server answered with a JSON-RPC error (message as sent, not yet sanitised).
     Rpc { code: i64, message: String },
     /// The server answered something that is not a JSON-RPC response.
@@ -26,6 +30,7 @@ impl std::fmt::Display for CallError {
         match self {
             CallError::TimedOut(d) => write!(f, "timed out after {}", super::duration::format(*d)),
             CallError::Closed(why) => write!(f, "{why}"),
+            CallError::NotSent(why) => write!(f, "{NOT_SENT}{why}"),
             CallError::Rpc { code, message } => {
                 write!(f, "jsonrpc error {code}: {}", sanitize(message))
             }
@@ -33,6 +38,10 @@ impl std::fmt::Display for CallError {
         }
     }
 }
+
+/// How a [`CallError::NotSent`] reads, before its reason: a text no answer of a server can
+/// produce in that place (the proxy reads a recorded error that starts with it as "not sent").
+pub const NOT_SENT: &str = "the request was not sent: ";
 
 /// One JSON-RPC message as read: a response (`id` and `result` or `error`), a request from the
 /// server (`id` and `method`) or a notification (`method` alone).

@@ -222,3 +222,21 @@ pub fn blocked_cap(max: usize) -> Answer {
 pub fn unavailable(what: &str) -> Answer {
     Answer::err(format!("UNAVAILABLE: {what}. Tell the user."))
 }
+
+/// A request not sent because its server's connection was already gone (`why`: the failure
+/// that ended it, an earlier call's or the server's own, not this request's). Nothing ran;
+/// an approval it collected (`approval`) stands for an identical call after a restart.
+pub fn not_connected(server: &str, why: &str, approval: Option<&str>) -> Answer {
+    let stands = match approval {
+        Some(id) => format!(
+            "; its approval (approval {}) stands, and an identical call runs it once the proxy has been restarted",
+            clean(id, 100)
+        ),
+        None => String::new(),
+    };
+    unavailable(&format!(
+        "the server {} is not connected since an earlier failure ({}), so this request was not sent to it and nothing was executed{stands}",
+        crate::mcp::quote(server),
+        clean(why, 500)
+    ))
+}

@@ -1,9 +1,11 @@
 //! What became of a run's last attempt (agentrt mcp 2.10): known (a result, an error the
 //! server returned, content the runtime refused), unknown (cut off, timed out, no answer), or
-//! none (the tool never started).
+//! none (the tool never started, or its request was never sent: the server's connection was
+//! already gone, decision 0070's amendment).
 
 use super::answer::Earlier;
 use super::policy::{INTERRUPTED_KIND, attempt_of};
+use crate::mcp::call::was_not_sent;
 use crate::runtime::types::{Approval, Step, StepStatus};
 
 /// The last attempt of a run.
@@ -37,6 +39,20 @@ pub fn classify(content: &[u8], server: &str, remote: &str, name: &str) -> Resul
     } else {
         Err("no_answer".into())
     }
+}
+
+/// Whether a recorded `tool_error` is of a request never written to the server (its
+/// connection was already gone): no attempt, whatever the tool changes.
+pub fn not_sent(content: &[u8], server: &str, remote: &str) -> bool {
+    #[derive(serde::Deserialize)]
+    struct E {
+        #[serde(default)]
+        error: String,
+        #[serde(default)]
+        failure: String,
+    }
+    serde_json::from_slice::<E>(content)
+        .is_ok_and(|e| e.failure == "error" && was_not_sent(&e.error, server, remote))
 }
 
 /// `<server>/<remote>: <digits> bytes[, truncated][, structured content of <digits> bytes
@@ -117,6 +133,9 @@ fn step_attempt(
         }
         Some("tool_error") => {
             let o = obs?;
+            if not_sent(&o.content, &tool.server, &tool.built.tool) {
+                return None; // never sent: no attempt, look further back
+            }
             if read_only {
                 let e = classify(&o.content, &tool.server, &tool.built.tool, &tool.built.name);
                 return Some(Last::Known(match e {
@@ -178,5 +197,33 @@ mod tests {
         assert!(!c("fs/write: 12 bytes, error: x", "timeout"));
         assert!(!c("fs/write: bytes, error: x", "error"));
         assert!(c("whatever", "invalid_content"));
+    }
+
+    #[test]
+    fn a_request_never_sent_is_no_attempt() {
+        let n = |e: &str, f: &str| {
+            let j = serde_json::json!({"error": e, "failure": f, "tool": "fs_write"});
+            not_sent(j.to_string().as_bytes(), "fs", "write")
+        };
+        let e = "mcp: server \"fs\": tool \"write\": the request was not sent: the server is not connected since an earlier failure: the server closed its output";
+        assert!(n(e, "error"));
+        assert!(!n(e, "timeout"));
+        assert!(
+            !n(&e.replace("\"fs\"", "\"db\""), "error"),
+            "another server's"
+        );
+        assert!(!n(
+            "mcp: server \"fs\": tool \"write\": the server closed its output",
+            "error"
+        ));
+        // What a server can make the text say comes after its own prefix.
+        assert!(!n(
+            "mcp: server \"fs\": tool \"write\": jsonrpc error 1: the request was not sent: ",
+            "error"
+        ));
+        assert!(!n(
+            "fs/write: 9 bytes, error: mcp: server \"fs\": tool \"write\": the request was not sent: x",
+            "error"
+        ));
     }
 }

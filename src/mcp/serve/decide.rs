@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::answer::{self, Answer};
-use super::attempt::{Last, last_attempt};
+use super::attempt::{Last, last_attempt, not_sent};
 use super::calls::{Calls, OUTCOME_KNOWN, OUTCOME_NONE, OUTCOME_UNKNOWN, Row, nanos};
 use super::key::request_key;
 use super::open::Offered;
@@ -146,6 +146,15 @@ impl Proxy {
         if let Some(a) = self.session_rules(calls, t, key, now, prior.is_some()) {
             return Next::Answer(a);
         }
+        // A call the policy would run at once is not begun when its server's connection is
+        // gone: it could not be sent. (One that asks an operator first is asked: its approval
+        // stands until the proxy restarts, above.)
+        if prior.is_none()
+            && self.o.policy.decide(&t.built.name).map(|d| d.0) == Some(Outcome::Allow)
+            && let Some(why) = self.lost(t)
+        {
+            return Next::Answer(self.not_connected(t, &why, None));
+        }
         let found = Found {
             expected,
             reuse,
@@ -162,12 +171,14 @@ impl Proxy {
 
     /// Rules 1-3 on the key's open run, not terminal. `None`: it is finished now; go on.
     fn open_run(&self, calls: &mut Calls, t: &Offered, run: &Run) -> Option<Next> {
+        let mut approval = None;
         if run.status == RunStatus::WaitingForApproval {
             let a = match self.o.store.list_approvals(&run.id) {
                 Ok(l) => l.last().cloned(),
                 Err(e) => return Some(self.unavailable(&e.to_string(), READ_FAILED)),
             };
             let a = a?;
+            approval = Some(a.id.clone());
             if live_pending(&a, now_ns()) {
                 return Some(Next::Hold(run.id.clone(), a.id, a.kind));
             }
@@ -183,7 +194,21 @@ impl Proxy {
         }
         let collect = run.status == RunStatus::WaitingForApproval;
         match self.rt.block_on(self.o.gate.attach(&run.id)) {
-            Ok((Some(s), Verdict::Allowed(_))) if collect => Some(Next::Execute(Box::new(s), run.id.clone())),
+            Ok((Some(mut s), Verdict::Allowed(_))) if collect => {
+                // A server whose connection is gone is not sent the approved request: the
+                // session is left unused (nothing is written before `execute`), so the run
+                // keeps waiting on its approval, granted, for an identical call after a
+                // restart. Not an attempt: nobody is asked, nothing is blocked.
+                if let Some(why) = self.lost(t) {
+                    s.close();
+                    return Some(Next::Answer(self.not_connected(
+                        t,
+                        &why,
+                        approval.as_deref(),
+                    )));
+                }
+                Some(Next::Execute(Box::new(s), run.id.clone()))
+            }
             Ok((Some(mut s), Verdict::Allowed(_))) => {
                 s.close();
                 Some(Next::Answer(answer::in_progress()))
@@ -251,7 +276,7 @@ impl Proxy {
             match self.settle_run(calls, t, &run) {
                 Last::Known(_) => return None,
                 Last::None => {}
-                Last::Unknown(ended) => return self.unknown_attempt(&run, ended).map(|a| a.0),
+                Last::Unknown(ended) => return self.unknown_attempt(t, &run, ended).map(|a| a.0),
             }
         }
         None
@@ -272,12 +297,13 @@ impl Proxy {
 
     /// The attempt of `run` whose outcome is unknown (`ended` says how), with the arguments it
     /// was called with.
-    fn unknown_attempt(&self, run: &Run, ended: String) -> Option<(Attempt, Vec<u8>)> {
+    fn unknown_attempt(&self, t: &Offered, run: &Run, ended: String) -> Option<(Attempt, Vec<u8>)> {
         let steps = self.o.store.list_steps(&run.id).ok()?;
         let s = steps.iter().rev().find(|s| {
-            s.observation
-                .as_ref()
-                .is_some_and(|o| o.kind == "tool_error" || o.kind == "interrupted")
+            s.observation.as_ref().is_some_and(|o| {
+                (o.kind == "tool_error" && !not_sent(&o.content, &t.server, &t.built.tool))
+                    || o.kind == "interrupted"
+            })
         })?;
         Some(Attempt::of_step(&run.id, s, ended))
     }
@@ -310,7 +336,7 @@ impl Proxy {
             let Last::Unknown(ended) = self.settle_run(calls, t, &run) else {
                 continue;
             };
-            let Some((attempt, args)) = self.unknown_attempt(&run, ended) else {
+            let Some((attempt, args)) = self.unknown_attempt(t, &run, ended) else {
                 continue;
             };
             let found = Found {

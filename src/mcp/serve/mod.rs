@@ -75,6 +75,34 @@ impl Proxy {
         self.o.offered.iter().find(|t| t.built.name == name)
     }
 
+    /// Why the connection to `t`'s server is gone (`None` while it is up). It is not
+    /// reopened (decision 0070): nothing is sent to that server until the proxy restarts.
+    pub(crate) fn lost(&self, t: &Offered) -> Option<String> {
+        self.o
+            .conns
+            .iter()
+            .find(|c| c.name() == t.server)
+            .and_then(|c| c.lost())
+    }
+
+    /// The answer to a call of `t` not sent because its server's connection is gone (`why`),
+    /// with the operator's line; `approval`: the approval the call collected, which stands.
+    pub(crate) fn not_connected(
+        &self,
+        t: &Offered,
+        why: &str,
+        approval: Option<&str>,
+    ) -> answer::Answer {
+        let s = crate::mcp::sanitize;
+        self.say(&format!(
+            "error: server {} is not connected since an earlier failure ({}): a call to {} was not sent; restart the proxy to connect it again",
+            crate::mcp::quote(&t.server),
+            s(why),
+            s(&t.built.name)
+        ));
+        answer::not_connected(&t.server, why, approval)
+    }
+
     pub(crate) fn window(&self, t: &Offered) -> Duration {
         self.o
             .cfg

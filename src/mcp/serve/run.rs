@@ -3,7 +3,7 @@
 //! `operator`, and keep the question of an unknown outcome open in the same run.
 
 use super::answer::{self, Answer, Earlier};
-use super::attempt::{classify, error_text};
+use super::attempt::{Last, classify, error_text, last_attempt, not_sent};
 use super::calls::{Calls, Claim, OUTCOME_KNOWN, OUTCOME_NONE, OUTCOME_UNKNOWN, nanos};
 use super::open::Offered;
 use super::policy::{Attempt, INTERRUPTED_KIND, how};
@@ -399,6 +399,23 @@ impl Proxy {
 
     fn tool_failed(&self, mut s: Session, run_id: &str, t: &Offered, content: &[u8]) -> Answer {
         let lock = || self.calls.lock().unwrap_or_else(|p| p.into_inner());
+        if not_sent(content, &t.server, &t.built.tool) {
+            // The connection went between the check before executing and the request: it was
+            // never written, so this is no attempt (an earlier one in the run keeps its
+            // outcome, which settles the row). The grant it used is spent.
+            self.end_run(&mut s, CLOSE_ERROR);
+            let ro = t.built.side_effect == "read_only";
+            let code = match last_attempt(&self.o.store, run_id, t, ro) {
+                Ok(Last::Known(_)) => OUTCOME_KNOWN,
+                Ok(Last::Unknown(_)) => OUTCOME_UNKNOWN,
+                Ok(Last::None) | Err(_) => OUTCOME_NONE,
+            };
+            self.settle(&mut lock(), run_id, code);
+            let why = self
+                .lost(t)
+                .unwrap_or_else(|| "the connection was closed".into());
+            return self.not_connected(t, &why, None);
+        }
         if t.built.side_effect == "read_only" {
             self.end_run(&mut s, CLOSE_ERROR);
             self.settle(&mut lock(), run_id, OUTCOME_KNOWN);

@@ -401,6 +401,17 @@ pub fn go_file_mode(mode: u32) -> String {
     s
 }
 
+/// `chmod 600 PATH` with the path as one shell word that reads back its bytes (a name holding
+/// `$(…)`, `;` or a space pastes as that name, never as code), or a sentence when no word can
+/// be typed for it.
+fn chmod_hint(path: &std::path::Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    match crate::safetext::shell::word(path.as_os_str().as_bytes()) {
+        Ok(w) => format!("chmod 600 {w}"),
+        Err(_) => "chmod 600 it".to_string(),
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unnecessary_cast)]
 mod tests {
@@ -437,16 +448,5 @@ mod tests {
         assert_eq!(go_file_mode(libc::S_IFREG as u32 | 0o666), "-rw-rw-rw-");
         assert_eq!(go_file_mode(libc::S_IFREG as u32 | 0o600), "-rw-------");
         assert_eq!(go_file_mode(libc::S_IFDIR as u32 | 0o755), "drwxr-xr-x");
-    }
-}
-
-/// `chmod 600 PATH` with the path as one shell word that reads back its bytes (a name holding
-/// `$(…)`, `;` or a space pastes as that name, never as code), or a sentence when no word can
-/// be typed for it.
-fn chmod_hint(path: &std::path::Path) -> String {
-    use std::os::unix::ffi::OsStrExt;
-    match crate::safetext::shell::word(path.as_os_str().as_bytes()) {
-        Ok(w) => format!("chmod 600 {w}"),
-        Err(_) => "chmod 600 it".to_string(),
     }
 }
