@@ -185,7 +185,9 @@ impl PgUrl {
         };
         let (client_q, shown_q) = url.take_options(query)?;
         url.split_port();
-        url.client = join(scheme, &client_auth, path, &client_q);
+        // The client takes the scheme in lower case only (`POSTGRES://` it reads as a
+        // `key=value` string); this module takes it in any case.
+        url.client = join(&scheme.to_ascii_lowercase(), &client_auth, path, &client_q);
         url.redacted = join(scheme, &shown_auth, path, &shown_q);
         let command_q: Vec<String> = shown_q
             .into_iter()
