@@ -58,7 +58,11 @@ fn pg_console_in_a_terminal_reloads_when_a_sequencer_notifies() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     // Chained and notified: the console reloads by itself.
     let mut store = countersign::pgstore::PgStore::open_existing(&db.pg_url()).unwrap();
-    assert_eq!(store.unchained().unwrap(), 0, "the command chained its events");
+    assert_eq!(
+        store.unchained().unwrap(),
+        0,
+        "the command chained its events"
+    );
     t.wait_text("Pending approvals 1/4");
     assert!(!String::from_utf8_lossy(&t.raw).contains("s3cret-pw"));
     t.send(b"q");
