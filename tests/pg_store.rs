@@ -514,6 +514,30 @@ fn pg_verify_detects_a_changed_event_and_a_deleted_run() {
         assert_eq!(o.status.code(), Some(1), "deleted {id}: {}", said(&o));
         assert!(said(&o).contains("missing"), "deleted {id}: {}", said(&o));
     }
+    // Only a run's row deleted, its foreign keys dropped first (the owner can): the chain is
+    // whole, and the rows naming the run are what tells.
+    let db = pg_support::fresh_db().unwrap();
+    copied(&db);
+    let mut c = db.client();
+    c.batch_execute(
+        "DO $$ DECLARE r record; BEGIN \
+         FOR r IN SELECT conrelid::regclass AS t, conname FROM pg_constraint \
+                  WHERE contype = 'f' AND confrelid = 'runs'::regclass LOOP \
+           EXECUTE format('ALTER TABLE %s DROP CONSTRAINT %I', r.t, r.conname); \
+         END LOOP; END $$",
+    )
+    .unwrap();
+    let id = man["scenarios"]["rejected"]["runs"][0]["id"]
+        .as_str()
+        .unwrap();
+    c.execute("DELETE FROM runs WHERE id = $1", &[&id]).unwrap();
+    let o = verify_cli(&db);
+    assert_eq!(o.status.code(), Some(1), "{}", said(&o));
+    assert!(said(&o).contains("rows of no run:"), "{}", said(&o));
+    assert!(said(&o).contains("a deleted run"), "{}", said(&o));
+    let o = cs(&["--db", &db.url, "--json", "verify"]);
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(doc["orphans"]["events"].as_i64().unwrap_or(0) > 0, "{doc}");
 }
 
 #[test]

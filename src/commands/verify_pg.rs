@@ -87,6 +87,7 @@ pub fn run(url: &str, json_out: bool, a: &VerifyArgs, out: &mut Out) -> Result<(
     let approvals = store.verify_approvals().map_err(failed)?;
     // Committed events a sequencer has not chained yet are not on the chain to verify.
     let unchained = store.unchained().map_err(failed)?;
+    let orphans = store.orphans().map_err(failed)?;
     let reached_to = a.to == 0 || (a.to as i64) <= head_seq;
     if json_out {
         let mut doc = json!({
@@ -99,6 +100,7 @@ pub fn run(url: &str, json_out: bool, a: &VerifyArgs, out: &mut Out) -> Result<(
                 "mismatched": approvals.mismatched,
                 "damaged": approvals.damaged.iter().map(|(id, why)| json!({"id": id, "why": why})).collect::<Vec<_>>(),
             },
+            "orphans": orphans.iter().map(|(t, n)| ((*t).to_string(), json!(n))).collect::<serde_json::Map<_, _>>(),
         });
         if let Some(b) = &report.chain_break {
             doc["break"] =
@@ -148,6 +150,12 @@ pub fn run(url: &str, json_out: bool, a: &VerifyArgs, out: &mut Out) -> Result<(
                 clean(why, 200)
             ))?;
         }
+        if !orphans.is_empty() {
+            out.line(&format!(
+                "rows of no run: {} (their run's row is gone)",
+                orphan_counts(&orphans)
+            ))?;
+        }
     }
     out.flush()?;
     if let Some(b) = &report.chain_break {
@@ -160,6 +168,12 @@ pub fn run(url: &str, json_out: bool, a: &VerifyArgs, out: &mut Out) -> Result<(
         return Err(CommandError::Failed(format!(
             "approval {} does not hash to its stored hash",
             clean(id, 80)
+        )));
+    }
+    if !orphans.is_empty() {
+        return Err(CommandError::Failed(format!(
+            "rows name a run that is not in runs, a deleted run: {}",
+            orphan_counts(&orphans)
         )));
     }
     if !reached_to {
@@ -241,4 +255,13 @@ pub fn chain_after(db: &Path) {
             clean(&e.to_string(), 600)
         );
     }
+}
+
+/// `3 events, 1 approvals` for the tables with rows of no run.
+fn orphan_counts(orphans: &[(&str, i64)]) -> String {
+    orphans
+        .iter()
+        .map(|(t, n)| format!("{n} {t}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }

@@ -216,6 +216,30 @@ impl PgStore {
         self.in_tx(true, steps, chain::verify_approvals)
     }
 
+    /// Rows that name a run `runs` does not hold, by table (only tables with any): a run's row
+    /// deleted with the foreign keys dropped (the owner can), its events left intact on the
+    /// chain, which the chain check alone cannot see.
+    pub fn orphans(&mut self) -> Result<Vec<(&'static str, i64)>, PgError> {
+        let mut found = Vec::new();
+        for table in ["steps", "approvals", "model_calls", "events", "event_inbox"] {
+            let n: i64 = self
+                .client_mut()
+                .query_one(
+                    &format!(
+                        "SELECT count(*) FROM {table} x \
+                         WHERE NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = x.run_id)"
+                    ),
+                    &[],
+                )
+                .ctx(&self.url, "rows of no run")?
+                .get(0);
+            if n > 0 {
+                found.push((table, n));
+            }
+        }
+        Ok(found)
+    }
+
     /// The stored hash of event `seq`, if it exists.
     pub fn event_hash(&mut self, seq: i64) -> Result<Option<String>, PgError> {
         Ok(self
