@@ -384,3 +384,23 @@ fn an_unreadable_approval_time_is_refused_in_one_notation() {
     );
     assert!(!e.contains(r"\\") && !e.contains('\u{1b}'), "{e}");
 }
+
+/// An approval whose status reads as `pending` but is not stored as that text (a blob) is
+/// refused as a damaged row, not as "already pending"; nothing changes.
+#[test]
+fn a_pending_status_not_stored_as_text_is_refused_as_damaged() {
+    let dir = tempdir();
+    let (db, run, ap) = waiting(dir.path(), "blob.db", &[]);
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute(
+            "UPDATE approvals SET status = CAST('pending' AS BLOB) WHERE id = ?1",
+            [&ap],
+        )
+        .unwrap();
+    let o = cs(&db, &["approve", &run, "--approval", &ap, "--yes"]);
+    assert_eq!(o.status.code(), Some(1), "{}", err(&o));
+    assert!(err(&o).contains("a damaged row"), "{}", err(&o));
+    assert!(!err(&o).contains("already pending"), "{}", err(&o));
+    assert!(run_status(&db, &run).starts_with("WAITING_FOR_APPROVAL"));
+}

@@ -382,6 +382,11 @@ fn decide_error(name: &str, approval_id: &[u8], e: OperatorError) -> CommandErro
             "{name}: approval {} changed after it was shown; run the command again and read it before deciding",
             ident(approval_id, 64)
         ),
+        OperatorError::NotPending { status, .. }
+            if *status == crate::runtime::types::ApprovalStatus::Pending =>
+        {
+            format!("approval cannot be decided: {}", said(&e.said(), 4000))
+        }
         OperatorError::NotPending { .. } => {
             format!("approval is already decided: {}", said(&e.said(), 4000))
         }

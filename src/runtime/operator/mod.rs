@@ -150,6 +150,17 @@ impl OperatorError {
                 status,
                 decided_by,
                 decided_at,
+            } if *status == ApprovalStatus::Pending => {
+                Said::from(NOT_PENDING).id(approval_id).text(
+                    " reads as pending but is not stored as the text 'pending' (a damaged row): \
+                     it cannot be decided; cancel the run instead",
+                )
+            }
+            OperatorError::NotPending {
+                approval_id,
+                status,
+                decided_by,
+                decided_at,
             } => Said::from(NOT_PENDING).id(approval_id).text(format!(
                 " is already {status}{}",
                 by_at(decided_by, decided_at)
