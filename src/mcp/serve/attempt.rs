@@ -17,16 +17,18 @@ pub enum Last {
     Unknown(String),
 }
 
+/// A recorded `tool_error`'s content.
+#[derive(serde::Deserialize)]
+struct Recorded {
+    #[serde(default)]
+    error: String,
+    #[serde(default)]
+    failure: String,
+}
+
 /// How a recorded `tool_error` is read: `Ok(earlier)` known, `Err(ended)` unknown.
 pub fn classify(content: &[u8], server: &str, remote: &str, name: &str) -> Result<Earlier, String> {
-    #[derive(serde::Deserialize)]
-    struct E {
-        #[serde(default)]
-        error: String,
-        #[serde(default)]
-        failure: String,
-    }
-    let Ok(e) = serde_json::from_slice::<E>(content) else {
+    let Ok(e) = serde_json::from_slice::<Recorded>(content) else {
         return Err("no_answer".into());
     };
     match e.failure.as_str() {
@@ -44,14 +46,7 @@ pub fn classify(content: &[u8], server: &str, remote: &str, name: &str) -> Resul
 /// Whether a recorded `tool_error` is of a request never written to the server (its
 /// connection was already gone): no attempt, whatever the tool changes.
 pub fn not_sent(content: &[u8], server: &str, remote: &str) -> bool {
-    #[derive(serde::Deserialize)]
-    struct E {
-        #[serde(default)]
-        error: String,
-        #[serde(default)]
-        failure: String,
-    }
-    serde_json::from_slice::<E>(content)
+    serde_json::from_slice::<Recorded>(content)
         .is_ok_and(|e| e.failure == "error" && was_not_sent(&e.error, server, remote))
 }
 
