@@ -404,3 +404,33 @@ fn a_pending_status_not_stored_as_text_is_refused_as_damaged() {
     assert!(!err(&o).contains("already pending"), "{}", err(&o));
     assert!(run_status(&db, &run).starts_with("WAITING_FOR_APPROVAL"));
 }
+
+/// A cancel of a run whose stored step count does not read as an integer records in
+/// `run.finished` the number of the run's step rows, not a 0 it made up.
+#[test]
+fn a_cancel_never_records_a_made_up_step_count() {
+    let dir = tempdir();
+    let (db, run, _) = waiting(dir.path(), "nan.db", &[]);
+    let c = rusqlite::Connection::open(&db).unwrap();
+    c.execute("UPDATE runs SET step_count = 'NaN' WHERE id = ?1", [&run])
+        .unwrap();
+    let rows: i64 = c
+        .query_row(
+            "SELECT count(*) FROM steps WHERE run_id = ?1",
+            [&run],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(rows > 0);
+    let o = cs(&db, &["cancel", &run, "--note", "stop", "--yes"]);
+    assert!(o.status.success(), "{}", err(&o));
+    let payload: String = c
+        .query_row(
+            "SELECT payload_json FROM events WHERE run_id = ?1 AND type = 'run.finished'",
+            [&run],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_str(&payload).unwrap();
+    assert_eq!(v["steps"].as_i64(), Some(rows), "{payload}");
+}

@@ -142,11 +142,7 @@ pub(crate) fn list<S: RunStore>(
 /// The STEPS cell: the count, or `?` when the stored value is not an integer (it is not shown
 /// as a number it does not hold; `show RUN` says what is there, `--json` in `decode_error`).
 fn steps_cell(r: &Run) -> String {
-    let unread = r
-        .decode_error
-        .split("; ")
-        .any(|e| e.starts_with("step_count:"));
-    if unread {
+    if r.unread("step_count") {
         "?".to_string()
     } else {
         r.step_count.to_string()

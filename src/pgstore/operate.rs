@@ -204,6 +204,17 @@ impl RunTx for PgTx<'_> {
         run_on(&mut self.tx, &self.url, run_id, ROW_LOCK)
     }
 
+    fn count_steps(&mut self, run_id: &[u8]) -> Result<i64, StoreError> {
+        let Some(id) = text_id(run_id) else {
+            return Ok(0);
+        };
+        Ok(self
+            .tx
+            .query_one("SELECT count(*) FROM steps WHERE run_id = $1", &[&id])
+            .at(&self.url, "count steps")?
+            .get(0))
+    }
+
     fn get_step(&mut self, step_id: &[u8]) -> Result<Step, StoreError> {
         let missing = || StoreError::NotFound {
             what: Said::from("step ").id(step_id),

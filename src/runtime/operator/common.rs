@@ -106,7 +106,14 @@ pub(super) fn finish<X: RunTx + ?Sized>(
         lease_owner: None,
         lease_expires_at: Timestamp::ZERO,
     })?;
-    let steps = tx.get_run(run_id)?.step_count;
+    let run = tx.get_run(run_id)?;
+    // A stored count that does not read as an integer is not written on as 0: the run's step
+    // rows stand for it.
+    let steps = if run.unread("step_count") {
+        tx.count_steps(run_id)?
+    } else {
+        run.step_count
+    };
     let mut o = Object::new();
     if let Some((who, _)) = by {
         o.str("by", who);

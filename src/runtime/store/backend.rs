@@ -108,6 +108,10 @@ pub trait RunTx: sealed::Sealed {
     /// The run row, read under the write lock.
     fn get_run(&mut self, run_id: &[u8]) -> Result<Run, StoreError>;
 
+    /// How many step rows the run has (what stands for its step count when the stored count
+    /// does not read as an integer).
+    fn count_steps(&mut self, run_id: &[u8]) -> Result<i64, StoreError>;
+
     /// One step, read inside the transaction.
     fn get_step(&mut self, step_id: &[u8]) -> Result<Step, StoreError>;
 
@@ -355,6 +359,7 @@ impl RunTx for Tx<'_> {
     forward! { &mut self => Tx;
         fn run_state(run_id: &[u8]) -> Result<(String, Lease), StoreError>;
         fn get_run(run_id: &[u8]) -> Result<Run, StoreError>;
+        fn count_steps(run_id: &[u8]) -> Result<i64, StoreError>;
         fn get_step(step_id: &[u8]) -> Result<Step, StoreError>;
         fn get_approval(run_id: &[u8], approval_id: &[u8]) -> Result<Approval, StoreError>;
         fn write_transition(t: &Transition<'_>) -> Result<(), StoreError>;

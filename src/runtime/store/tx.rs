@@ -354,6 +354,15 @@ impl<'a> Tx<'a> {
         reads::get_run(&self.tx, id)
     }
 
+    /// How many step rows the run has, read inside this transaction.
+    pub fn count_steps(&self, run_id: impl AsKey) -> Result<i64, StoreError> {
+        self.tx
+            .prepare_cached("SELECT count(*) FROM steps WHERE run_id = ?")
+            .ctx("count steps")?
+            .query_row(params![key(&run_id)], |r| r.get(0))
+            .ctx("count steps")
+    }
+
     /// The run's steps, read inside this transaction.
     pub fn list_steps(&self, run_id: impl AsKey) -> Result<Vec<Step>, StoreError> {
         reads::list_steps(&self.tx, run_id)

@@ -184,6 +184,14 @@ impl Run {
     pub fn id_bytes(&self) -> &[u8] {
         stored(&self.raw_invalid, "id", &self.id)
     }
+
+    /// Whether the stored `column` did not decode (it is named in `decode_error`), so the
+    /// field holds a default, not the stored value.
+    pub fn unread(&self, column: &str) -> bool {
+        self.decode_error
+            .split("; ")
+            .any(|e| e.strip_prefix(column).is_some_and(|r| r.starts_with(':')))
+    }
 }
 
 impl Step {
