@@ -250,3 +250,26 @@ fn the_chmod_in_an_insecure_mode_refusal_pastes_as_the_files_name() {
     let mode = std::fs::metadata(&db).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600, "the pasted command fixed the file: {cmd}");
 }
+
+/// A usage error names the value or argument given, escaped: one holding terminal sequences
+/// is shown with them as `\x1b`, never dropped (clap's rendering strips what looks like
+/// styling, and would name another value) and never raw.
+#[test]
+fn a_usage_error_shows_a_hostile_value_escaped_not_stripped() {
+    let dir = tempdir();
+    let db = dir.path().join("u.db");
+    fixture(&db, &["--scenario", "completed"]);
+    for (args, want) in [
+        (vec!["show", "--", "-\u{1b}]0;T\u{7}x"], r"'-\x1b]0;T\x07x'"),
+        (vec!["runs", "--status", "\u{1b}[31mX"], r"'\x1b[31mX'"),
+        (vec!["--\u{1b}[31mx"], r"'--\x1b[31mx'"),
+    ] {
+        let o = with_db(&db, &args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", err(&o));
+        assert!(err(&o).contains(want), "{args:?}: {}", err(&o));
+        assert!(
+            !o.stderr.iter().any(|&b| b == 0x1b || b == 0x07),
+            "{args:?}: raw control bytes"
+        );
+    }
+}

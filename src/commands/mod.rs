@@ -64,6 +64,10 @@ pub fn main_entry() -> i32 {
         Ok(cli) => cli,
         Err(e) => {
             // clap prints help and version to stdout (exit 0) and usage errors to stderr (exit 2).
+            if let Some(line) = escaped_usage(&e) {
+                eprintln!("{line}");
+                return 2;
+            }
             let code = if e.use_stderr() { 2 } else { 0 };
             let _ = e.print();
             return code;
@@ -75,6 +79,42 @@ pub fn main_entry() -> i32 {
             eprintln!("{e}");
             e.exit_code()
         }
+    }
+}
+
+/// A usage error whose offending value or argument holds characters a terminal acts on or
+/// hides, written here with them escaped: clap's own rendering drops them (it strips what
+/// looks like styling), so it would name a value other than the one given. `None`: clap's
+/// rendering shows the value as given.
+fn escaped_usage(e: &clap::Error) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    let text = |k| match e.get(k) {
+        Some(ContextValue::String(s)) => Some(s.clone()),
+        _ => None,
+    };
+    let hides = |s: &str| {
+        s.chars()
+            .any(|c| c.is_control() || crate::safetext::json_escapes(c))
+    };
+    let quoted = |s: &str| format!("'{}'", text::clean(s, 200));
+    match e.kind() {
+        ErrorKind::InvalidValue | ErrorKind::ValueValidation => {
+            let value = text(ContextKind::InvalidValue).filter(|v| hides(v))?;
+            let arg = text(ContextKind::InvalidArg).unwrap_or_else(|| "an argument".into());
+            let why = std::error::Error::source(e)
+                .map(|s| format!(": {}", text::clean(&s.to_string(), 400)))
+                .unwrap_or_default();
+            Some(format!(
+                "usage: invalid value {} for '{}'{why}",
+                quoted(&value),
+                text::clean(&arg, 80)
+            ))
+        }
+        ErrorKind::UnknownArgument => {
+            let arg = text(ContextKind::InvalidArg).filter(|a| hides(a))?;
+            Some(format!("usage: unexpected argument {}", quoted(&arg)))
+        }
+        _ => None,
     }
 }
 
