@@ -345,3 +345,33 @@ fn an_unreadable_step_count_is_listed_as_unread() {
         "{j}"
     );
 }
+
+/// `--json` writes DEL as `\u007f`, as it writes every C0 control (JSON's own escapes) and C1
+/// control: never the raw byte, in a run's fields of `runs` and `show`.
+#[test]
+fn json_escapes_del_as_every_control() {
+    let dir = tempdir();
+    let db = dir.path().join("del.db");
+    fixture(&db, &["--scenario", "running"]);
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute(
+            "UPDATE runs SET goal = 'g' || char(127), lease_owner = 'o' || char(127) || char(27)",
+            [],
+        )
+        .unwrap();
+    let listed = cs(&db, &["runs", "--json"]);
+    let run: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
+    let id = run["runs"][0]["id"].as_str().unwrap().to_string();
+    for args in [
+        vec!["runs", "--json"],
+        vec!["show", id.as_str(), "--json", "--limit", "0"],
+    ] {
+        let o = cs(&db, &args);
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        assert!(!o.stdout.contains(&0x7f), "{args:?}: a raw DEL");
+        assert!(stdout(&o).contains(r"g\u007f"), "{args:?}: {}", stdout(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("valid JSON");
+        assert!(v.to_string().contains('\u{7f}'), "the value is kept");
+    }
+}

@@ -242,9 +242,25 @@ fn a_zero_or_future_time_is_not_shown_as_an_age() {
     let (code, out, err) = cs(&db, &["stats"]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("oldest pending: at no readable time"), "{out}");
+    assert!(
+        !out.contains("106751d"),
+        "no tool's OLDEST is an age it does not have: {out}"
+    );
     set("2099-01-01T00:00:00Z");
     let (_, out, _) = cs(&db, &["stats"]);
     assert!(out.contains("d") && out.contains(" from now"), "{out}");
+    let tool = out
+        .lines()
+        .find(|l| l.starts_with("issue_refund"))
+        .unwrap_or_default();
+    assert!(
+        tool.trim_end()
+            .rsplit("  ")
+            .next()
+            .unwrap_or("")
+            .starts_with("in "),
+        "{tool}"
+    );
     rusqlite::Connection::open(&db)
         .unwrap()
         .execute("UPDATE runs SET created_at = '2099-01-01T00:00:00Z'", [])

@@ -196,7 +196,9 @@ fn pg_sslmode_from_the_environment_and_over_a_socket() {
         "{}",
         said(&o)
     );
-    let o = cs_env(&["--db", url, "runs"], &[("PGSSLMODE", "verify-full")]);
+    // verify-full without a CA over TCP (the socket ignores sslmode).
+    let tcp = "postgresql://u@127.0.0.1:1/x";
+    let o = cs_env(&["--db", tcp, "runs"], &[("PGSSLMODE", "verify-full")]);
     assert_eq!(o.status.code(), Some(2), "{}", said(&o));
     assert!(said(&o).contains("needs sslrootcert"), "{}", said(&o));
     let sep = if url.contains('?') { '&' } else { '?' };
@@ -215,6 +217,12 @@ fn pg_sslmode_from_the_environment_and_over_a_socket() {
         assert!(o.status.success(), "over the socket: {}", said(&o));
         let required = format!("{url}{sep}sslmode=require");
         let o = cs_env(&["--db", &required, "runs"], &[]);
+        assert!(o.status.success(), "over the socket: {}", said(&o));
+        // verify-full set for remote servers needs no CA for a socket, and reads none.
+        let o = cs_env(&["--db", url, "runs"], &[("PGSSLMODE", "verify-full")]);
+        assert!(o.status.success(), "over the socket: {}", said(&o));
+        let full = format!("{url}{sep}sslmode=verify-full&sslrootcert=/nonexistent/ca.pem");
+        let o = cs_env(&["--db", &full, "runs"], &[]);
         assert!(o.status.success(), "over the socket: {}", said(&o));
     }
 }
@@ -759,4 +767,48 @@ fn pg_a_login_without_a_role_is_told_to_grant_one() {
     );
     assert!(!s.contains("holds no countersign schema"), "{s}");
     let _ = c.batch_execute(&format!("DROP OWNED BY {login}; DROP ROLE {login}"));
+}
+
+/// As libpq, a URL naming no host takes it (and the port) from `PGHOST` and `PGPORT`.
+#[test]
+fn pg_a_url_without_a_host_takes_pghost_and_pgport() {
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    drop(PgStore::open(&db.pg_url()).unwrap());
+    // Only for the suite's own cluster, whose URL names its socket directory in `host=`.
+    let Some(q) = db.url.split_once('?').map(|(_, q)| q.to_string()) else {
+        return;
+    };
+    let param = |k: &str| {
+        q.split('&')
+            .find_map(|p| p.strip_prefix(&format!("{k}=")))
+            .map(str::to_string)
+    };
+    let Some(host) = param("host") else {
+        return;
+    };
+    let port = param("port").unwrap_or_else(|| "5432".into());
+    let name = db
+        .url
+        .split('?')
+        .next()
+        .unwrap()
+        .rsplit('/')
+        .next()
+        .unwrap();
+    let user = db
+        .url
+        .split("://")
+        .nth(1)
+        .unwrap()
+        .split('@')
+        .next()
+        .unwrap();
+    let bare = format!("postgresql:///{name}?user={user}");
+    let o = cs_env(
+        &["--db", &bare, "runs"],
+        &[("PGHOST", &host), ("PGPORT", &port)],
+    );
+    assert!(o.status.success(), "{bare}: {}", said(&o));
 }

@@ -340,7 +340,7 @@ pub fn run(db: Option<&Path>, a: &AgentArgs, out: &mut Out) -> Result<(), Comman
         RunStatus::WaitingForApproval => {
             out.line(&waiting_hint(shown.as_deref().unwrap_or(db), a, &run.id))?;
             if shown.is_some() {
-                out.line("(the URL's password is shown as ***: put yours in its place, or leave it out of the URL and give it through PGPASSWORD or the password file)")?;
+                out.line("(the URL is printed without a password: give yours through PGPASSWORD or the password file)")?;
             }
             Ok(())
         }

@@ -239,7 +239,7 @@ pub fn describe_pg(
                 &format!(" --backend {b}"),
                 &[
                     format!("  countersign {d} resume RUN --backend {b}"),
-                    "  (RUN is a run id; the URL's password is shown as ***: give yours through PGPASSWORD or the password file)".to_string(),
+                    "  (RUN is a run id; the URL is printed without a password: give yours through PGPASSWORD or the password file)".to_string(),
                 ],
             )?;
         }

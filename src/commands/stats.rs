@@ -214,8 +214,21 @@ fn tool_row(s: &Stats, t: &ToolStats) -> Vec<String> {
         t.pending.to_string(),
         opt_span(t.median()),
         opt_span(t.p90()),
-        opt_span(t.oldest_pending.map(|o| age(&s.now, &o))),
+        t.oldest_pending
+            .map_or_else(|| "-".into(), |o| oldest_cell(&s.now, &o)),
     ]
+}
+
+/// The OLDEST cell: the oldest pending request's age; `?` for a time not readable (zero), and
+/// `in 5m` for one after this clock (never an age it does not have).
+fn oldest_cell(now: &Timestamp, oldest: &Timestamp) -> String {
+    if oldest.is_zero() {
+        "?".into()
+    } else if oldest > now {
+        format!("in {}", span(age(oldest, now)))
+    } else {
+        span(age(now, oldest))
+    }
 }
 
 fn money(x: Option<f64>) -> String {

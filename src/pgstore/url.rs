@@ -252,9 +252,9 @@ impl PgUrl {
         if self.root_cert.is_none() {
             self.root_cert = env_var("PGSSLROOTCERT");
         }
-        if self.ssl == SslMode::VerifyFull && self.root_cert.is_none() {
+        if self.ssl == SslMode::VerifyFull && self.root_cert.is_none() && !self.sockets_only() {
             return Err(PgError::Url(
-                "sslmode=verify-full needs sslrootcert=PATH (the CA certificate, PEM) in the URL"
+                "sslmode=verify-full needs sslrootcert=PATH (the CA certificate, PEM) in the URL or PGSSLROOTCERT"
                     .into(),
             ));
         }
@@ -294,9 +294,20 @@ impl PgUrl {
         &self.command
     }
 
-    /// The TLS mode asked for.
+    /// The TLS mode that applies: the one asked for, but `Disable` when every host is a Unix
+    /// socket (as libpq, a socket never uses TLS, so a `PGSSLMODE=verify-full` set for remote
+    /// servers neither needs a CA nor breaks a local connection).
     pub fn ssl_mode(&self) -> SslMode {
-        self.ssl
+        if self.sockets_only() {
+            SslMode::Disable
+        } else {
+            self.ssl
+        }
+    }
+
+    /// Whether every host named is a Unix-socket directory.
+    fn sockets_only(&self) -> bool {
+        !self.host.is_empty() && self.host.split(',').all(|h| h.starts_with('/'))
     }
 
     /// The CA file for `verify-full`.
@@ -310,6 +321,19 @@ impl PgUrl {
         let mut cfg: postgres::Config = self.client.parse().map_err(|e: postgres::Error| {
             PgError::Url(format!("{}: {}", self.redacted, super::error::detail(&e)))
         })?;
+        // As libpq: a URL naming no host or port takes them from PGHOST and PGPORT, else the
+        // default socket directory.
+        if cfg.get_hosts().is_empty() {
+            let hosts = env_var("PGHOST").unwrap_or_else(|| "/var/run/postgresql".into());
+            for h in hosts.split(',') {
+                cfg.host(h);
+            }
+        }
+        if cfg.get_ports().is_empty()
+            && let Some(port) = env_var("PGPORT").and_then(|p| p.parse::<u16>().ok())
+        {
+            cfg.port(port);
+        }
         // As libpq, a connection over Unix-domain sockets only ignores sslmode (there is no
         // TLS on a socket; a `PGSSLMODE=require` set for remote servers must not break it).
         let sockets_only = !cfg.get_hosts().is_empty()

@@ -182,12 +182,13 @@ impl Default for Options {
     }
 }
 
-/// Whether `--json` output writes `c` as a `\u` escape although JSON allows it raw: C1
+/// Whether `--json` output writes `c` as a `\u` escape although JSON allows it raw: DEL, C1
 /// controls, bidi controls, format characters, default-ignorable code points and the line and
 /// paragraph separators, which a terminal may act on, reorder text by, or draw as nothing.
+/// (The C0 controls JSON escapes itself.)
 pub fn json_escapes(c: char) -> bool {
     if c.is_ascii() {
-        return false;
+        return c == '\u{7f}';
     }
     let cp = c as u32;
     (0x80..=0x9F).contains(&cp)

@@ -52,9 +52,13 @@ fn hide_passwords(text: &str) -> String {
 }
 
 /// Why `name` is not taken as a SQLite path, or `None` when it may be one. `name` is not a
-/// `postgres://` or `postgresql://` URL (those are read as PostgreSQL's). The reason names it
+/// `postgres://` or `postgresql://` URL (those are read as PostgreSQL's). Anything that names
+/// an existing file system entry is a path, whatever it looks like. The reason names it
 /// escaped for one line, its password hidden.
 pub fn not_a_path(name: &str) -> Option<String> {
+    if std::fs::symlink_metadata(name).is_ok() {
+        return None;
+    }
     let lower = name.to_ascii_lowercase();
     let scheme_like =
         lower.starts_with("postgres") && lower.find(':').is_some_and(|c| !lower[..c].contains('/'));
@@ -73,7 +77,7 @@ pub fn not_a_path(name: &str) -> Option<String> {
         return None;
     };
     let shown = plain_line(hide_passwords(name).as_bytes(), 200);
-    Some(format!("{shown} {what}"))
+    Some(format!("{shown} {what} (and no file of that name exists)"))
 }
 
 #[cfg(test)]
@@ -113,5 +117,17 @@ mod tests {
         ] {
             assert_eq!(not_a_path(path), None, "{path}");
         }
+        // A file system entry that exists is a path, whatever its name looks like.
+        let dir = tempfile::tempdir().unwrap();
+        for name in ["password=hunter2.db", "mysql:x.db"] {
+            let p = dir.path().join(name);
+            std::fs::write(&p, b"").unwrap();
+            assert_eq!(not_a_path(p.to_str().unwrap()), None, "{name}");
+        }
+        let url = dir.path().join("a://b");
+        std::fs::create_dir_all(&url).unwrap();
+        assert_eq!(not_a_path(url.to_str().unwrap()), None);
+        let gone = dir.path().join("password=other.db");
+        assert!(not_a_path(gone.to_str().unwrap()).is_some());
     }
 }
