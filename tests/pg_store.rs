@@ -113,10 +113,23 @@ fn pg_url_the_client_would_read_otherwise_is_refused_or_redacted() {
             "postgresql://u@localhost:99999/x",
             "invalid value for option `port`",
         ),
+        (
+            "postgresql://u@h/x?password=Sec%zzret&hunter2",
+            "an option with no `=value`",
+        ),
+        (
+            "postgresql://u@h/x?sslmode",
+            "the option `sslmode` with no `=value`",
+        ),
     ] {
         let o = cs(&["--db", raw, "runs"]);
         assert_eq!(o.status.code(), Some(2), "{}", said(&o));
         assert!(said(&o).contains(part), "{}", said(&o));
+        assert!(
+            !said(&o).contains("hunter2") && !said(&o).contains("Sec"),
+            "{}",
+            said(&o)
+        );
     }
     // SQLite to SQLite is a usage error too.
     let lite = dir_lite();

@@ -208,7 +208,18 @@ impl PgUrl {
         let (mut client, mut shown) = (Vec::new(), Vec::new());
         let mut ssl_given = false;
         for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
-            let (raw_key, v) = pair.split_once('=').unwrap_or((pair, ""));
+            let Some((raw_key, v)) = pair.split_once('=') else {
+                // The client's "unterminated parameter" names nothing; a word without `=`
+                // may be a secret typed in the wrong place, so it is named only if harmless.
+                let named = if SHOWN_OPTIONS.contains(&decode(pair).as_str()) {
+                    format!("the option `{pair}`")
+                } else {
+                    "an option".to_string()
+                };
+                return Err(PgError::Url(format!(
+                    "the URL's query has {named} with no `=value`: write key=value pairs joined by `&`"
+                )));
+            };
             // The client decodes keys too: `pass%77ord` is `password`.
             let k = decode(raw_key);
             match k.as_str() {
