@@ -98,3 +98,46 @@ fn the_demo_says_where_it_writes_before_the_console_opens() {
     assert_eq!(s.finish(), 0);
     assert!(!s.raw_mode(), "and gave it back");
 }
+
+/// A console told to end by a signal (SIGTERM from `kill`, `timeout` or a supervisor; SIGINT
+/// from `kill`; SIGHUP) gives the terminal back first: raw mode off, the alternate screen
+/// left, the cursor shown; and exits with 128 + the signal's number.
+#[test]
+fn a_console_ended_by_a_signal_gives_the_terminal_back() {
+    let dir = support::tempdir();
+    let db = dir.path().join("runs.db");
+    support::fixture(&db, &["--scenario", "queue"]);
+    for (sig, name) in [
+        (libc::SIGTERM, "SIGTERM"),
+        (libc::SIGINT, "SIGINT"),
+        (libc::SIGHUP, "SIGHUP"),
+    ] {
+        let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_countersign"));
+        cmd.arg("--db");
+        cmd.arg(&db);
+        cmd.env("TERM", "xterm-256color");
+        cmd.env("COUNTERSIGN_BY", "ana");
+        cmd.env("XDG_CONFIG_HOME", dir.path());
+        cmd.env_remove("COUNTERSIGN_DB");
+        let mut s = Session::start(cmd, 24, 100);
+        s.wait("the console", |_, raw| {
+            raw.windows(8).any(|w| w == b"\x1b[?1049h")
+        });
+        s.wait_text("Pending approvals");
+        assert!(s.raw_mode(), "{name}: the console took the terminal");
+        let pid = s.pid().expect("a pid") as libc::pid_t;
+        // SAFETY: kill only signals the child this test started.
+        assert_eq!(unsafe { libc::kill(pid, sig) }, 0);
+        assert_eq!(s.finish(), 128 + sig as u32, "{name}");
+        assert!(!s.raw_mode(), "{name}: raw mode off again");
+        let raw = &s.raw;
+        let entered = raw.windows(8).rposition(|w| w == b"\x1b[?1049h").unwrap();
+        let left = raw.windows(8).rposition(|w| w == b"\x1b[?1049l");
+        assert!(
+            left.is_some_and(|l| l > entered),
+            "{name}: alternate screen left"
+        );
+        let shown = raw.windows(6).rposition(|w| w == b"\x1b[?25h");
+        assert!(shown.is_some_and(|c| c > entered), "{name}: cursor shown");
+    }
+}

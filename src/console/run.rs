@@ -77,6 +77,7 @@ pub fn run(opts: ConsoleOptions) -> Result<(), ConsoleError> {
     terminal::install_panic_hook(log.clone());
     terminal::want_mouse(mouse);
     let _guard = terminal::Guard;
+    terminal::restore_on_termination()?;
     terminal::enter()?;
     // No `Terminal::clear`: it asks the terminal for the cursor position, which a terminal
     // (or a test's parser) may never answer; the alternate screen starts blank.

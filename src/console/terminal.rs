@@ -117,6 +117,25 @@ pub fn test_fault() -> Option<String> {
     }
 }
 
+/// Gives the terminal back when the process is told to end (SIGTERM from `kill`, `timeout` or
+/// a supervisor; SIGINT sent by `kill`, since raw mode makes ctrl-c a key; SIGHUP; SIGQUIT),
+/// then exits with 128 + the signal's number, as a shell reports a process a signal ended.
+/// Without it such a signal ended the console at once and left the terminal in raw mode on
+/// the alternate screen with the cursor hidden.
+pub fn restore_on_termination() -> io::Result<()> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP, SIGQUIT])?;
+    std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            if let Some(sig) = signals.forever().next() {
+                restore();
+                std::process::exit(128 + sig);
+            }
+        })?;
+    Ok(())
+}
+
 /// ctrl-z: restore, stop the process, and re-enter on SIGCONT.
 pub fn suspend() -> io::Result<()> {
     restore();

@@ -95,6 +95,11 @@ impl Session {
         super::raw_mode(&self.tty)
     }
 
+    /// The program's process id.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.process_id()
+    }
+
     /// Types `b`.
     pub fn send(&mut self, b: &[u8]) {
         self.writer.write_all(b).expect("type");
