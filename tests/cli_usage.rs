@@ -273,3 +273,40 @@ fn a_usage_error_shows_a_hostile_value_escaped_not_stripped() {
         );
     }
 }
+
+/// `--json` with a command that prints text only (demo, worker) is a usage error, not text
+/// where a script expects JSON; `demo --backend PATH` is `--backend PATH demo`.
+#[test]
+fn json_with_a_text_only_command_is_a_usage_error() {
+    let dir = tempdir();
+    for args in [
+        vec!["--json", "demo", "--no-tui"],
+        vec!["demo", "--no-tui", "--json"],
+        vec!["--json", "--db", "x.db", "worker", "--once"],
+    ] {
+        let o = cs_in(dir.path(), &args, None);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", err(&o));
+        assert!(
+            err(&o).contains("prints text only"),
+            "{args:?}: {}",
+            err(&o)
+        );
+    }
+    // After the command: taken (here refused for what it is, not as an unknown argument).
+    let o = cs_in(
+        dir.path(),
+        &["demo", "--no-tui", "--backend", "b.db", "--db", "d.db"],
+        None,
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    assert!(
+        err(&o).contains("--backend goes with a postgres://"),
+        "{}",
+        err(&o)
+    );
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "nothing written"
+    );
+}

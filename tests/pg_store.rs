@@ -825,3 +825,17 @@ fn pg_a_url_without_a_host_takes_pghost_and_pgport() {
     );
     assert!(o.status.success(), "{bare}: {}", said(&o));
 }
+
+/// An empty database (no countersign schema at all) is refused in one line that says how its
+/// schema is made.
+#[test]
+fn pg_an_empty_database_is_pointed_at_migrate() {
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    let o = cs(&["--db", &db.url, "runs"]);
+    let s = said(&o);
+    assert_eq!(o.status.code(), Some(1), "{s}");
+    assert!(s.contains("countersign --db URL migrate"), "{s}");
+    assert_eq!(s.trim_end().lines().count(), 1, "{s}");
+}

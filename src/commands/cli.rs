@@ -349,6 +349,10 @@ pub struct DemoArgs {
     /// Print where the demo was written and what to try instead of opening the console.
     #[arg(long)]
     pub no_tui: bool,
+    /// With a postgres:// --db: where to write the example consumer's order backend (as
+    /// `--backend` before the command).
+    #[arg(long, value_name = "PATH")]
+    pub backend: Option<std::path::PathBuf>,
 }
 
 /// An id argument as the bytes of the argument (argv is bytes on Unix): a run whose id is not

@@ -241,7 +241,11 @@ fn decide_on<S: Reviewing>(
     if verb == Verb::Approve && decided.run.status == RunStatus::WaitingForApproval {
         let id = decided.run.id_bytes();
         out.line(&match run_command(db, id, "resume") {
-            Ok(cmd) => format!("the run stays waiting until it is resumed: {cmd}"),
+            // `resume` runs the example consumer's tools; a run `agent` made is continued by
+            // the `agent ... --resume` line `agent` printed (it knows the model).
+            Ok(cmd) => format!(
+                "the run stays waiting until it is resumed (a run `countersign agent` made: by the `agent ... --resume` it printed): {cmd}"
+            ),
             Err(why) => format!("the run stays waiting until it is resumed; {why}"),
         })?;
     }

@@ -222,6 +222,13 @@ fn validate(cmd: &Command) -> Result<(), CommandError> {
 }
 
 fn run(cli: Cli) -> Result<(), CommandError> {
+    let mut cli = cli;
+    // `demo --backend PATH` is `--backend PATH demo`.
+    if let Some(Command::Demo(a)) = &cli.command
+        && a.backend.is_some()
+    {
+        cli.backend = a.backend.clone();
+    }
     let flags = ConsoleFlags {
         by: cli.by.clone(),
         read_only: cli.read_only,
@@ -234,6 +241,20 @@ fn run(cli: Cli) -> Result<(), CommandError> {
         return open_console(&db, &flags);
     };
     validate(&cmd)?;
+    if cli.json {
+        let text_only = match &cmd {
+            Command::Demo(_) => Some("demo"),
+            Command::Worker(_) => Some("worker"),
+            #[cfg(feature = "providers")]
+            Command::Agent(_) => Some("agent"),
+            _ => None,
+        };
+        if let Some(name) = text_only {
+            return Err(CommandError::Usage(format!(
+                "{name} prints text only: --json goes with the commands that read or decide (runs, show, events, stats, verify, approve, ...)"
+            )));
+        }
+    }
     #[cfg(feature = "postgres")]
     if let Some(e) = verify_pg::only_some_on_postgres(cli.db.as_deref(), &cmd) {
         return Err(e);

@@ -244,6 +244,9 @@ pub(crate) fn migrate_in(tx: &mut Transaction<'_>, url: &PgUrl) -> Result<i64, P
     Ok(current)
 }
 
+/// How a database without countersign's schema gets one.
+const NEVER_CREATED: &str = "its schema was never created; create it with `countersign --db URL migrate` or `countersign copy` (the database's owner)";
+
 /// The version stored, for an opener that never migrates: exactly this build's, else refused.
 pub(crate) fn check_version(client: &mut Client, url: &PgUrl) -> Result<(), PgError> {
     let row = client
@@ -263,6 +266,12 @@ pub(crate) fn check_version(client: &mut Client, url: &PgUrl) -> Result<(), PgEr
                         "this login may not read countersign's tables ({detail}): grant it one of the roles in docs/postgres-roles.sql (countersign_reviewer to review, countersign_runtime to run agents)"
                     ),
                 }
+            } else if e.code() == Some(&postgres::error::SqlState::UNDEFINED_TABLE) {
+                // An empty database: say how its schema is made.
+                PgError::NotOurs {
+                    db: url.to_string(),
+                    detail: format!("{detail}; {NEVER_CREATED}"),
+                }
             } else {
                 PgError::NotOurs {
                     db: url.to_string(),
@@ -281,7 +290,7 @@ pub(crate) fn check_version(client: &mut Client, url: &PgUrl) -> Result<(), PgEr
     if found == 0 {
         return Err(PgError::NotOurs {
             db: url.to_string(),
-            detail: "its schema was never created; create it with `countersign copy` or `countersign --db URL migrate` (the database's owner)".into(),
+            detail: NEVER_CREATED.into(),
         });
     }
     if found < PG_SCHEMA_VERSION {
