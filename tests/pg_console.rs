@@ -224,9 +224,23 @@ fn pg_console_approve_lands_and_a_stale_one_is_refused() {
     c.key(KeyCode::Enter);
     assert_eq!(pg_row(&db, &ap), ("approved".into(), "alice".into()));
     assert!(c.screen().contains("approved by alice"), "{}", c.screen());
-    // Its events wait in the inbox until a sequencer chains them.
+    // The console chained its events after the decision (this login may chain), so they are
+    // on the log with no runtime running.
     let mut store = PgStore::open_existing(&db.pg_url()).unwrap();
-    assert!(store.sequence_all().unwrap() > 0);
+    assert_eq!(
+        store.unchained().unwrap(),
+        0,
+        "the console chained its decision"
+    );
+    let chained: i64 = db
+        .client()
+        .query_one(
+            "SELECT count(*) FROM events WHERE type = 'approval.decided'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert!(chained > 0);
 
     // A row changed after it was rendered: refused, nothing decided, the view reloaded.
     let stale = queue_approval(&m, 1);
@@ -297,9 +311,9 @@ fn pg_console_data_version_moves_when_a_sequencer_pass_notifies() {
         "nothing was chained"
     );
 
-    // A decision commits its events to the inbox: still nothing until they are chained.
+    // A decision commits its events to the inbox (the library's operator function, which
+    // leaves the chaining to a sequencer): still nothing until they are chained.
     let ap = queue_approval(&m, 0);
-    let mut decider = pg_decider(&db);
     let run = m["scenarios"]["queue"]["runs"][0]["id"]
         .as_str()
         .unwrap()
@@ -309,16 +323,17 @@ fn pg_console_data_version_moves_when_a_sequencer_pass_notifies() {
         .query_one("SELECT hash FROM approvals WHERE id = $1", &[&ap])
         .unwrap()
         .get(0);
-    decider
-        .run(&countersign::console::testing::Write::Decide {
-            choice: countersign::console::testing::Choice::Approve,
-            run: countersign::runtime::types::Key::new(run.clone().into_bytes()),
-            approval: countersign::runtime::types::Key::new(ap.clone().into_bytes()),
-            shown_hash: hash,
-            by: "alice".into(),
-            note: String::new(),
-        })
-        .unwrap();
+    let decider_store = PgStore::open_existing(&db.pg_url()).unwrap();
+    countersign::runtime::operator::approve_shown(
+        &decider_store,
+        run.as_bytes(),
+        ap.as_bytes(),
+        &hash,
+        "alice",
+        "",
+        Timestamp::parse("2026-01-01T03:50:00Z").unwrap(),
+    )
+    .unwrap();
     assert_eq!(version_after(&mut reader, v0, 300), v0, "not chained yet");
 
     // The sequencer's pass chains them and notifies once: the version moves.

@@ -23,6 +23,12 @@ type ShownDecision<'k, S> =
 pub trait DecidingStore: RunStore + Send {
     /// The stored size in bytes of an approval's request; `None` if there is no such approval.
     fn request_size(&self, run: &Key, approval: &Key) -> Result<Option<i64>, StoreError>;
+
+    /// After a write committed: on PostgreSQL, chain what is in the inbox when this login may
+    /// (as the decision commands do), so the decision is on the log, and other consoles hear
+    /// of it, with no runtime running; a reviewer-only login leaves it to the runtime's
+    /// sequencers. A failure here changes nothing of the decision (it committed).
+    fn after_write(&mut self) {}
 }
 
 impl DecidingStore for Store {
@@ -35,6 +41,12 @@ impl DecidingStore for Store {
 impl DecidingStore for crate::pgstore::PgStore {
     fn request_size(&self, run: &Key, approval: &Key) -> Result<Option<i64>, StoreError> {
         crate::pgstore::PgStore::request_bytes(self, run.as_bytes(), approval.as_bytes())
+    }
+
+    fn after_write(&mut self) {
+        if self.can_chain().unwrap_or(false) {
+            let _ = self.sequence_all();
+        }
     }
 }
 
@@ -108,6 +120,16 @@ impl<S: DecidingStore> StoreDecider<S> {
 
 impl<S: DecidingStore> Decider for StoreDecider<S> {
     fn run(&mut self, cmd: &Write) -> WriteResult {
+        let done = self.write(cmd);
+        if done.is_ok() {
+            self.store.after_write();
+        }
+        done
+    }
+}
+
+impl<S: DecidingStore> StoreDecider<S> {
+    fn write(&mut self, cmd: &Write) -> WriteResult {
         let now = self.now();
         match cmd {
             Write::Decide {
