@@ -154,6 +154,30 @@ fn openai_maps_the_request_tool_calls_and_usage() {
     assert_eq!(v["temperature"], 0);
 }
 
+/// A tool call whose arguments are a JSON object the runtime refuses (a key twice, a number
+/// past any float) is refused saying so, not as "not a JSON object".
+#[test]
+fn openai_arguments_refused_for_what_they_hold_say_why() {
+    let dup = r#"{"choices":[{"message":{"tool_calls":[{"id":"c","function":{"name":"refund","arguments":"{\"a\":1,\"a\":2}"}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":5,"completion_tokens":3}}"#;
+    let huge = r#"{"choices":[{"message":{"tool_calls":[{"id":"c","function":{"name":"refund","arguments":"{\"a\":1e400}"}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":5,"completion_tokens":3}}"#;
+    let s = Server::start(vec![json(200, dup), json(200, huge)]);
+    let m = openai_at(&s.url(), "");
+    for _ in 0..2 {
+        match call(&m) {
+            Err(ModelError::Served { message, .. }) => {
+                assert!(
+                    message.starts_with(
+                        "openai: tool call refund: arguments are a JSON object the runtime refuses ("
+                    ),
+                    "{message}"
+                );
+                assert!(!message.contains("not a JSON object"), "{message}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
 #[test]
 fn openai_replies_and_errors_are_classified() {
     let text = r#"{"choices":[{"message":{"content":null},"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":2}}"#;

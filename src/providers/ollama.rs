@@ -215,7 +215,11 @@ pub fn parse_reply(body: &[u8]) -> Result<ChatResponse, Failure> {
         } else {
             args
         };
-        let object = args.starts_with('{');
+        let object = if args.starts_with('{') {
+            Ok(())
+        } else {
+            Err("not a JSON object".to_string())
+        };
         uses.push(tool_use(P, i, c.id, c.function.name, &args, object).map_err(served)?);
     }
     let done = r.done_reason.unwrap_or_default();

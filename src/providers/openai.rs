@@ -366,8 +366,7 @@ pub fn parse_reply(body: &[u8]) -> Result<ChatResponse, Failure> {
         let args = c.function.arguments.unwrap_or_default();
         let args = args.trim();
         let args = if args.is_empty() { "{}" } else { args };
-        let object =
-            args.starts_with('{') && crate::runtime::json::check_json(args.as_bytes()).is_ok();
+        let object = object_args(args);
         uses.push(tool_use(P, i, c.id, c.function.name, args, object).map_err(served)?);
     }
     let stop = match finish.as_str() {
@@ -416,20 +415,31 @@ pub(crate) struct ReplyFunction<A> {
     pub arguments: A,
 }
 
+/// Whether a tool call's arguments are a JSON object the runtime takes, or what they are
+/// instead (not an object; an object refused for what it holds, such as a key twice, a number
+/// past any float or nesting past the limit), said as the refusal says it.
+pub(crate) fn object_args(args: &str) -> Result<(), String> {
+    if !args.starts_with('{') {
+        return Err("not a JSON object".into());
+    }
+    crate::runtime::json::check_json(args.as_bytes())
+        .map_err(|e| format!("a JSON object the runtime refuses ({e})"))
+}
+
 /// The `i`th tool call of a chat-completions reply as a [`ToolUse`]. Its arguments must be a
-/// JSON object (`object`: the adapter found them one); if not, the reply is refused with the
-/// message returned. A call without an id is given one made from its place.
+/// JSON object the runtime takes (`object`, [`object_args`]); if not, the reply is refused with
+/// the message returned, which says why. A call without an id is given one made from its place.
 pub(crate) fn tool_use(
     provider: &str,
     i: usize,
     id: Option<String>,
     name: String,
     args: &str,
-    object: bool,
+    object: Result<(), String>,
 ) -> Result<ToolUse, String> {
-    if !object {
+    if let Err(why) = object {
         return Err(format!(
-            "{provider}: tool call {}: arguments are not a JSON object: {}",
+            "{provider}: tool call {}: arguments are {why}: {}",
             shared::truncate(&name, 512),
             shared::truncate(args, 512)
         ));
