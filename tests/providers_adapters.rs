@@ -160,7 +160,8 @@ fn openai_maps_the_request_tool_calls_and_usage() {
 fn openai_arguments_refused_for_what_they_hold_say_why() {
     let dup = r#"{"choices":[{"message":{"tool_calls":[{"id":"c","function":{"name":"refund","arguments":"{\"a\":1,\"a\":2}"}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":5,"completion_tokens":3}}"#;
     let huge = r#"{"choices":[{"message":{"tool_calls":[{"id":"c","function":{"name":"refund","arguments":"{\"a\":1e400}"}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":5,"completion_tokens":3}}"#;
-    let s = Server::start(vec![json(200, dup), json(200, huge)]);
+    let errored = r#"{"error":{"message":"quota exceeded"}}"#;
+    let s = Server::start(vec![json(200, dup), json(200, huge), json(200, errored)]);
     let m = openai_at(&s.url(), "");
     for _ in 0..2 {
         match call(&m) {
@@ -175,6 +176,11 @@ fn openai_arguments_refused_for_what_they_hold_say_why() {
             }
             other => panic!("{other:?}"),
         }
+    }
+    // An error without a type is said without an empty label.
+    match call(&m) {
+        Err(ModelError::Served { message, .. }) => assert_eq!(message, "openai: quota exceeded"),
+        other => panic!("{other:?}"),
     }
 }
 

@@ -344,11 +344,12 @@ pub fn parse_reply(body: &[u8]) -> Result<ChatResponse, Failure> {
     let served = |message: String| Failure::Served { message, usage };
     let r: Reply = serde_json::from_slice(body).map_err(|e| served(format!("{P}: decode: {e}")))?;
     if let Some(e) = r.error {
-        return Err(served(format!(
-            "{P}: {}: {}",
-            shared::truncate(e.kind.as_deref().unwrap_or(""), 512),
-            shared::truncate(e.message.as_deref().unwrap_or(""), 512)
-        )));
+        // The error's type when it names one (`invalid_request_error: …`), else its message.
+        let message = shared::truncate(e.message.as_deref().unwrap_or(""), 512);
+        return Err(served(match e.kind.as_deref().filter(|k| !k.is_empty()) {
+            Some(kind) => format!("{P}: {}: {message}", shared::truncate(kind, 512)),
+            None => format!("{P}: {message}"),
+        }));
     }
     let Some(choice) = r.choices.unwrap_or_default().into_iter().next() else {
         return Err(served(format!("{P}: response carried no choice")));
