@@ -248,7 +248,10 @@ fn a_zero_or_future_time_is_not_shown_as_an_age() {
     );
     set("2099-01-01T00:00:00Z");
     let (_, out, _) = cs(&db, &["stats"]);
-    assert!(out.contains("d") && out.contains(" from now"), "{out}");
+    assert!(
+        out.contains("oldest pending: ") && out.contains(" from now"),
+        "{out}"
+    );
     let tool = out
         .lines()
         .find(|l| l.starts_with("issue_refund"))

@@ -144,11 +144,13 @@ pub fn database_path(flag: Option<PathBuf>) -> Result<PathBuf, CommandError> {
     ))
 }
 
-/// After a decision: on PostgreSQL, what it committed is chained before the command exits
-/// ([`verify_pg::chain_after`]); on SQLite every event is chained as it commits.
-fn chain_after(_db: &std::path::Path) {
+/// A decision's result, after what it committed is chained on PostgreSQL
+/// ([`verify_pg::chain_after`], whether it succeeded or not: a bulk decision may have
+/// committed rows before failing); on SQLite every event is chained as it commits.
+fn chain_after<T>(_db: &std::path::Path, decided: T) -> T {
     #[cfg(feature = "postgres")]
     verify_pg::chain_after(_db);
+    decided
 }
 
 /// Who decides: the flag, else `COUNTERSIGN_BY`, else `USER`, else the OS account's name;
@@ -327,18 +329,14 @@ fn run(cli: Cli) -> Result<(), CommandError> {
             let by = who(cli.by.as_deref(), verb.name())?;
             bulk::check_consent(verb, &a.select, a.consent.yes, json)?;
             let note = a.note.as_deref().unwrap_or("");
-            let r = bulk::run(&db, json, verb, &a.select, (note, a.consent.yes, &by), &mut out);
-            chain_after(&db);
-            r
+            chain_after(&db, bulk::run(&db, json, verb, &a.select, (note, a.consent.yes, &by), &mut out))
         }
         Command::Cancel(a) if a.select.any() => {
             let db = database_path(cli.db)?;
             let by = who(cli.by.as_deref(), "cancel")?;
             bulk::check_consent(bulk::BulkVerb::Cancel, &a.select, a.yes, json)?;
             let args = (a.note.as_str(), a.yes, by.as_str());
-            let r = bulk::run(&db, json, bulk::BulkVerb::Cancel, &a.select, args, &mut out);
-            chain_after(&db);
-            r
+            chain_after(&db, bulk::run(&db, json, bulk::BulkVerb::Cancel, &a.select, args, &mut out))
         }
         Command::Approve(a) => {
             let verb = decide::Verb::Approve;
@@ -346,9 +344,7 @@ fn run(cli: Cli) -> Result<(), CommandError> {
             let db = database_path(cli.db)?;
             let by = who(cli.by.as_deref(), verb.name())?;
             decide::check_consent(verb, &a, json)?;
-            let r = decide::run(&db, json, verb, &a, &by, &mut out);
-            chain_after(&db);
-            r
+            chain_after(&db, decide::run(&db, json, verb, &a, &by, &mut out))
         }
         Command::Reject(a) | Command::Deny(a) => {
             let verb = match cmd {
@@ -358,16 +354,12 @@ fn run(cli: Cli) -> Result<(), CommandError> {
             let db = database_path(cli.db)?;
             let by = who(cli.by.as_deref(), verb.name())?;
             decide::check_consent(verb, a, json)?;
-            let r = decide::run(&db, json, verb, a, &by, &mut out);
-            chain_after(&db);
-            r
+            chain_after(&db, decide::run(&db, json, verb, a, &by, &mut out))
         }
         Command::Cancel(a) => {
             let db = database_path(cli.db)?;
             let by = who(cli.by.as_deref(), "cancel")?;
-            let r = decide::cancel(&db, json, a, &by, &mut out);
-            chain_after(&db);
-            r
+            chain_after(&db, decide::cancel(&db, json, a, &by, &mut out))
         }
         Command::Resume(a) => resume::run(
             &database_path(cli.db)?,

@@ -40,7 +40,11 @@ pub(crate) fn list<S: RunStore>(
         0
     };
     // `--limit 0 --json`: one document, its array written a page at a time.
-    let mut array: Option<JsonArray> = None;
+    let mut array = if json_out && all {
+        Some(JsonArray::begin(out, &json!({}), &Raws::default(), "runs")?)
+    } else {
+        None
+    };
     loop {
         let want = if all { PAGE } else { a.limit as i64 };
         let page = store
@@ -68,32 +72,18 @@ pub(crate) fn list<S: RunStore>(
                 .iter()
                 .map(|r| summary_json(r, &one_pending(r)))
                 .collect();
-            if all {
-                let arr = match &mut array {
-                    Some(arr) => arr,
-                    None => {
-                        array.insert(JsonArray::begin(out, &json!({}), &Raws::default(), "runs")?)
-                    }
-                };
+            if let Some(arr) = &mut array {
                 for run in &runs {
                     arr.push(out, run, &Raws::default())?;
                 }
-                if !page.more {
-                    let tail = json!({"total": total, "limit": a.limit, "offset": a.offset});
-                    if let Some(arr) = array.take() {
-                        arr.finish(out, &tail, &Raws::default())?;
-                    }
-                    return Ok(());
+            } else {
+                let mut doc =
+                    json!({"runs": runs, "total": total, "limit": a.limit, "offset": offset});
+                if page.more {
+                    doc["truncated"] = json!(true);
                 }
-                first = false;
-                offset += shown;
-                continue;
+                out.json(&doc, &Default::default())?;
             }
-            let mut doc = json!({"runs": runs, "total": total, "limit": a.limit, "offset": offset});
-            if !all && page.more {
-                doc["truncated"] = json!(true);
-            }
-            out.json(&doc, &Default::default())?;
         } else {
             if first && page.items.is_empty() && a.offset == 0 {
                 out.line("no runs")?;
@@ -134,6 +124,10 @@ pub(crate) fn list<S: RunStore>(
         first = false;
         offset += shown;
         if !all || !page.more {
+            if let Some(arr) = array.take() {
+                let tail = json!({"total": total, "limit": a.limit, "offset": a.offset});
+                arr.finish(out, &tail, &Raws::default())?;
+            }
             return Ok(());
         }
     }

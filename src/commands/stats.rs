@@ -71,10 +71,6 @@ fn span(d: Duration) -> String {
     crate::console::time::span(d.as_secs().min(i64::MAX as u64) as i64)
 }
 
-fn age(now: &Timestamp, then: &Timestamp) -> Duration {
-    Duration::from_nanos(now.sub(then).max(0) as u64)
-}
-
 fn tool_name(tool: &Option<Vec<u8>>, cut: bool) -> String {
     match tool {
         Some(t) => name(t, cut),
@@ -222,12 +218,11 @@ fn tool_row(s: &Stats, t: &ToolStats) -> Vec<String> {
 /// The OLDEST cell: the oldest pending request's age; `?` for a time not readable (zero), and
 /// `in 5m` for one after this clock (never an age it does not have).
 fn oldest_cell(now: &Timestamp, oldest: &Timestamp) -> String {
-    if oldest.is_zero() {
-        "?".into()
-    } else if oldest > now {
-        format!("in {}", span(age(oldest, now)))
-    } else {
-        span(age(now, oldest))
+    use crate::console::time::{age_secs, span};
+    match age_secs(oldest, now.unix_secs()) {
+        None => "?".into(),
+        Some(s) if s < 0 => format!("in {}", span(s.saturating_neg())),
+        Some(s) => span(s),
     }
 }
 

@@ -246,10 +246,7 @@ pub fn chain_after(db: &Path) {
     let Ok(mut store) = PgStore::open_existing(&url) else {
         return;
     };
-    if !store.can_chain().unwrap_or(false) {
-        return;
-    }
-    if let Err(e) = store.sequence_all() {
+    if let Err(e) = store.chain_if_allowed() {
         eprintln!(
             "note: the decision is recorded; its events wait in the inbox for a sequencer to chain them: {}",
             clean(&e.to_string(), 600)

@@ -44,9 +44,7 @@ impl DecidingStore for crate::pgstore::PgStore {
     }
 
     fn after_write(&mut self) {
-        if self.can_chain().unwrap_or(false) {
-            let _ = self.sequence_all();
-        }
+        let _ = self.chain_if_allowed();
     }
 }
 

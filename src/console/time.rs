@@ -24,15 +24,10 @@ pub fn span(secs: i64) -> String {
 /// clock ahead of this one, or a damaged row) as `5m from now`, never as `0s ago`; the zero
 /// time (not set, or not readable) as `at no readable time`, never as an age it does not have.
 pub fn ago(at: &Timestamp, now: &Timestamp) -> String {
-    if at.is_zero() {
-        return "at no readable time".into();
-    }
-    let secs = (now.unix_nanos() - at.unix_nanos()) / 1_000_000_000;
-    let secs = secs.clamp(i64::MIN as i128 + 1, i64::MAX as i128) as i64;
-    if secs < 0 {
-        format!("{} from now", span(-secs))
-    } else {
-        format!("{} ago", span(secs))
+    match age_secs(at, now.unix_secs()) {
+        None => "at no readable time".into(),
+        Some(s) if s < 0 => format!("{} from now", span(s.saturating_neg())),
+        Some(s) => format!("{} ago", span(s)),
     }
 }
 

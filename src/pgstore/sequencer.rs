@@ -84,6 +84,15 @@ impl PgStore {
             .get(0))
     }
 
+    /// Chains every event committed to the inbox when this login may ([`Self::can_chain`]):
+    /// how many, or `None` when it may not (its events wait for the runtime's sequencers).
+    pub fn chain_if_allowed(&mut self) -> Result<Option<i64>, PgError> {
+        if !self.can_chain()? {
+            return Ok(None);
+        }
+        self.sequence_all().map(Some)
+    }
+
     /// Events committed to the inbox and not chained yet.
     pub fn unchained(&mut self) -> Result<i64, PgError> {
         Ok(self

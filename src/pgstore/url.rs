@@ -316,9 +316,19 @@ impl PgUrl {
         }
     }
 
-    /// Whether every host named is a Unix-socket directory.
+    /// The hosts a connection tries, as libpq: the URL's, else `PGHOST`, else the default
+    /// socket directory.
+    fn hosts(&self) -> String {
+        if self.host.is_empty() {
+            env_var("PGHOST").unwrap_or_else(|| "/var/run/postgresql".into())
+        } else {
+            self.host.clone()
+        }
+    }
+
+    /// Whether every host tried is a Unix-socket directory.
     fn sockets_only(&self) -> bool {
-        !self.host.is_empty() && self.host.split(',').all(|h| h.starts_with('/'))
+        self.hosts().split(',').all(|h| h.starts_with('/'))
     }
 
     /// The CA file for `verify-full`.
@@ -335,8 +345,7 @@ impl PgUrl {
         // As libpq: a URL naming no host or port takes them from PGHOST and PGPORT, else the
         // default socket directory.
         if cfg.get_hosts().is_empty() {
-            let hosts = env_var("PGHOST").unwrap_or_else(|| "/var/run/postgresql".into());
-            for h in hosts.split(',') {
+            for h in self.hosts().split(',') {
                 cfg.host(h);
             }
         }
@@ -345,15 +354,8 @@ impl PgUrl {
         {
             cfg.port(port);
         }
-        // As libpq, a connection over Unix-domain sockets only ignores sslmode (there is no
-        // TLS on a socket; a `PGSSLMODE=require` set for remote servers must not break it).
-        let sockets_only = !cfg.get_hosts().is_empty()
-            && cfg
-                .get_hosts()
-                .iter()
-                .all(|h| matches!(h, postgres::config::Host::Unix(_)));
-        cfg.ssl_mode(match self.ssl {
-            _ if sockets_only => postgres::config::SslMode::Disable,
+        // A connection over Unix-domain sockets only ignores sslmode (`ssl_mode`).
+        cfg.ssl_mode(match self.ssl_mode() {
             SslMode::Disable => postgres::config::SslMode::Disable,
             SslMode::Prefer => postgres::config::SslMode::Prefer,
             SslMode::Require | SslMode::VerifyFull => postgres::config::SslMode::Require,
@@ -394,7 +396,7 @@ fn env_var(name: &str) -> Option<String> {
 
 /// The account name, as libpq defaults the user.
 fn default_user() -> Option<String> {
-    std::env::var("USER").ok().filter(|u| !u.is_empty())
+    env_var("USER")
 }
 
 fn join(scheme: &str, auth: &str, path: &str, query: &[String]) -> String {
