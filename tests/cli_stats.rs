@@ -246,6 +246,14 @@ fn a_zero_or_future_time_is_not_shown_as_an_age() {
         !out.contains("106751d"),
         "no tool's OLDEST is an age it does not have: {out}"
     );
+    let tool = out
+        .lines()
+        .find(|l| l.starts_with("issue_refund"))
+        .unwrap_or_default();
+    assert!(tool.trim_end().ends_with(" ?"), "OLDEST is `?`: {tool}");
+    let doc = stats_json(&db, &[]);
+    assert_eq!(doc["oldest_pending_at"], Value::Null, "{doc}");
+    assert_eq!(doc["unreadable_times"], 1, "{doc}");
     set("2099-01-01T00:00:00Z");
     let (_, out, _) = cs(&db, &["stats"]);
     assert!(

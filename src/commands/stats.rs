@@ -13,6 +13,7 @@ use super::cli::StatsArgs;
 use super::open::{Reading, fail};
 use super::out::Raws;
 use super::text::{clean_bytes, table};
+use crate::console::time::{oldest, oldest_ago};
 use crate::runtime::stats::{Share, Stats, ToolStats, threshold};
 use crate::runtime::types::Timestamp;
 
@@ -104,13 +105,10 @@ fn to_text(s: &Stats, a: &StatsArgs) -> String {
         )),
         _ => out.push_str("all steps and approvals\n"),
     }
-    match s.oldest_pending() {
-        Some(t) => out.push_str(&format!(
-            "oldest pending: {}\n",
-            crate::console::time::ago(&t, &s.now)
-        )),
-        None => out.push_str("oldest pending: none\n"),
-    }
+    out.push_str(&format!(
+        "oldest pending: {}\n",
+        oldest_ago(s.pending(), s.oldest_pending(), s.now.unix_secs())
+    ));
     if s.tools.is_empty() {
         out.push_str("no tool calls\n");
     } else {
@@ -210,20 +208,8 @@ fn tool_row(s: &Stats, t: &ToolStats) -> Vec<String> {
         t.pending.to_string(),
         opt_span(t.median()),
         opt_span(t.p90()),
-        t.oldest_pending
-            .map_or_else(|| "-".into(), |o| oldest_cell(&s.now, &o)),
+        oldest(t.pending, t.oldest_pending, s.now.unix_secs()),
     ]
-}
-
-/// The OLDEST cell: the oldest pending request's age; `?` for a time not readable (zero), and
-/// `in 5m` for one after this clock (never an age it does not have).
-fn oldest_cell(now: &Timestamp, oldest: &Timestamp) -> String {
-    use crate::console::time::{age_secs, span};
-    match age_secs(oldest, now.unix_secs()) {
-        None => "?".into(),
-        Some(s) if s < 0 => format!("in {}", span(s.saturating_neg())),
-        Some(s) => span(s),
-    }
 }
 
 fn money(x: Option<f64>) -> String {

@@ -24,7 +24,12 @@ pub fn span(secs: i64) -> String {
 /// clock ahead of this one, or a damaged row) as `5m from now`, never as `0s ago`; the zero
 /// time (not set, or not readable) as `at no readable time`, never as an age it does not have.
 pub fn ago(at: &Timestamp, now: &Timestamp) -> String {
-    match age_secs(at, now.unix_secs()) {
+    ago_at(at, now.unix_secs())
+}
+
+/// [`ago`] at `now` in Unix seconds (the console's clock).
+pub fn ago_at(at: &Timestamp, now: i64) -> String {
+    match age_secs(at, now) {
         None => "at no readable time".into(),
         Some(s) if s < 0 => format!("{} from now", span(s.saturating_neg())),
         Some(s) => format!("{} ago", span(s)),
@@ -36,9 +41,38 @@ pub fn age_secs(at: &Timestamp, now: i64) -> Option<i64> {
     secs(at).map(|t| now.saturating_sub(t))
 }
 
-/// Age of `at` at `now`, or `?` when `at` is not set.
+/// Age of `at` at `now` for a cell: `3m`; `in 5h` for a time after `now` (never `0s`, an age
+/// it does not have; in its largest unit, so it fits where an age does); `?` when `at` is not
+/// set.
 pub fn age(at: &Timestamp, now: i64) -> String {
-    secs(at).map_or_else(|| "?".into(), |t| span(now - t))
+    match age_secs(at, now) {
+        None => "?".into(),
+        Some(s) if s < 0 => {
+            let ahead = span(s.saturating_neg());
+            let unit = ahead.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(0);
+            format!("in {}", &ahead[..=unit.min(ahead.len() - 1)])
+        }
+        Some(s) => span(s),
+    }
+}
+
+/// The oldest pending request's age for a cell: `-` with nothing pending, `?` when none of the
+/// pending has a readable time (never `-`, which would say nothing waits).
+pub fn oldest(pending: u64, at: Option<Timestamp>, now: i64) -> String {
+    match at {
+        Some(at) => age(&at, now),
+        None if pending > 0 => "?".into(),
+        None => "-".into(),
+    }
+}
+
+/// [`oldest`] for a line of text: `3m ago`, `none`, `at no readable time`.
+pub fn oldest_ago(pending: u64, at: Option<Timestamp>, now: i64) -> String {
+    match at {
+        Some(at) => ago_at(&at, now),
+        None if pending > 0 => "at no readable time".into(),
+        None => "none".into(),
+    }
 }
 
 /// Age of a time kept as its stored text (an event's, which its hash covers), read with the
@@ -93,5 +127,12 @@ mod tests {
         assert_eq!(age_of_text("garbage", 180), "?");
         assert_eq!(age_of_text("", 180), "?");
         assert_eq!(age_of_text("1970-01-01T00:00:00Z", 180), "3m");
+        assert_eq!(age(&at("1970-01-01T00:05:00Z"), 0), "in 5m");
+        assert_eq!(age(&at("1970-01-01T02:05:00Z"), 0), "in 2h");
+        assert_eq!(age(&at("1970-01-04T02:05:00Z"), 0), "in 3d");
+        assert_eq!(age(&at("1970-01-01T00:00:07Z"), 0), "in 7s");
+        assert_eq!(ago_at(&at("1970-01-01T00:05:00Z"), 0), "5m from now");
+        assert_eq!(ago_at(&at("1970-01-01T00:00:00Z"), 300), "5m ago");
+        assert_eq!(ago_at(&Timestamp::ZERO, 300), "at no readable time");
     }
 }

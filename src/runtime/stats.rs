@@ -119,6 +119,11 @@ impl Stats {
     pub fn oldest_pending(&self) -> Option<Timestamp> {
         self.tools.iter().filter_map(|t| t.oldest_pending).min()
     }
+
+    /// Approvals still pending over every tool.
+    pub fn pending(&self) -> u64 {
+        self.tools.iter().map(|t| t.pending).sum()
+    }
 }
 
 /// A proportion `k/n` with Wilson's 95% score interval (sound at small `n` and at 0 or n,

@@ -114,7 +114,8 @@ pub fn stats_by_sql(conn: &Connection, since: Option<Timestamp>, now: Timestamp)
         if step_outcome.as_deref() == Some("allow") && held_allowed.insert(step) {
             t.allowed = t.allowed.saturating_sub(1);
         }
-        let created = Timestamp::parse(&created).ok();
+        let read = |t: &str| Timestamp::parse(t).ok().filter(|t| !t.is_zero());
+        let created = read(&created);
         match status.as_str() {
             "pending" => {
                 t.pending += 1;
@@ -131,7 +132,7 @@ pub fn stats_by_sql(conn: &Connection, since: Option<Timestamp>, now: Timestamp)
                 } else {
                     t.rejected += 1;
                 }
-                match (created, Timestamp::parse(&decided).ok()) {
+                match (created, read(&decided)) {
                     (Some(c), Some(d)) => t
                         .decision_times
                         .push(std::time::Duration::from_nanos(d.sub(&c).max(0) as u64)),

@@ -368,7 +368,7 @@ fn skipped_why(e: &DecideError, now: i64) -> Vec<u8> {
                 s.push_str(&format!(" by {by}"));
             }
             if let Some(at) = at {
-                s.push_str(&format!(" {} ago", time::age(at, now)));
+                s.push_str(&format!(" {}", time::ago_at(at, now)));
             }
             s.into_bytes()
         }

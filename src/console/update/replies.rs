@@ -149,7 +149,7 @@ fn closed_elsewhere(app: &mut App) {
     let when = if a.decided_at.is_zero() {
         String::new()
     } else {
-        format!(" {} ago", time::age(&a.decided_at, app.now))
+        format!(" {}", time::ago_at(&a.decided_at, app.now))
     };
     app.notice = Some((
         Level::Error,
@@ -467,9 +467,7 @@ pub(super) fn on_done(app: &mut App, id: u64, r: WriteResult) -> Vec<Effect> {
             } else {
                 format!(" by {by}")
             };
-            let when = at.map_or_else(String::new, |at| {
-                format!(" {} ago", time::age(&at, app.now))
-            });
+            let when = at.map_or_else(String::new, |at| format!(" {}", time::ago_at(&at, app.now)));
             (
                 Level::Error,
                 format!("already {status}{who}{when}; nothing was changed").into(),

@@ -11,10 +11,12 @@ use crate::console::text;
 use crate::console::theme::Role;
 use crate::console::time;
 
-/// The style of an age's band; `?` (a time not set) is drawn as text.
+/// The style of an age's band; `?` (a time not set) and a time after this clock (`in 3h`, no
+/// age at all) are drawn as text.
 pub(super) fn style(app: &App, at: &Timestamp) -> Style {
     let th = &app.theme;
-    match time::age_secs(at, app.now).map(|a| app.settings.age.band(a)) {
+    let age = time::age_secs(at, app.now).filter(|a| *a >= 0);
+    match age.map(|a| app.settings.age.band(a)) {
         Some(Band::Fresh) => th.style(Role::AgeFresh),
         Some(Band::Warning) => th.style(Role::AgeWarning),
         Some(Band::Stale) => th.style(Role::AgeStale),

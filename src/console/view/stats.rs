@@ -92,9 +92,7 @@ fn lines(app: &App, s: &StatsScreen, width: u16) -> Vec<Line<'static>> {
         v.push(msg);
         return v;
     };
-    let oldest = st.oldest_pending().map_or("none".to_string(), |t| {
-        format!("{} ago", time::age(&t, app.now))
-    });
+    let oldest = time::oldest_ago(st.pending(), st.oldest_pending(), app.now);
     v.push(Line::from(format!(
         " all steps and approvals · oldest pending: {oldest}"
     )));
@@ -182,10 +180,7 @@ fn tools(app: &App, st: &Stats, width: u16) -> Vec<Line<'static>> {
             c.push(span(t.median()));
             c.push(span(t.p90()));
             if wide {
-                c.push(
-                    t.oldest_pending
-                        .map_or("-".into(), |o| time::age(&o, app.now)),
-                );
+                c.push(time::oldest(t.pending, t.oldest_pending, app.now));
             }
             (name(app, t.tool.as_deref(), t.tool_cut, cols[0].1), c)
         })

@@ -286,11 +286,13 @@ fn fate_words<'a>(app: &App, fate: &'a Fate, short: bool) -> (String, Role, &'a 
     let pick = |long: &str, brief: &str| if short { brief } else { long }.to_string();
     match fate {
         Fate::AwaitingResume { decided_at } => {
-            let age = time::age(decided_at, app.now);
             let label = if short {
-                format!("approved {age}, waits")
+                format!("approved {}, waits", time::age(decided_at, app.now))
             } else {
-                format!("approved {age} ago, not yet resumed")
+                format!(
+                    "approved {}, not yet resumed",
+                    time::ago_at(decided_at, app.now)
+                )
             };
             (label, Role::StatusWaiting, b"")
         }

@@ -271,7 +271,9 @@ fn tally_approval(
     decided: &str,
     unreadable_times: &mut u64,
 ) -> Option<bool> {
-    let created = Timestamp::parse(created).ok();
+    // The zero time is a time not set: it has no age and would stand as everyone's oldest.
+    let read = |t: &str| Timestamp::parse(t).ok().filter(|t| !t.is_zero());
+    let created = read(created);
     match status {
         "pending" => {
             t.pending += 1;
@@ -288,7 +290,7 @@ fn tally_approval(
             } else {
                 t.rejected += 1;
             }
-            match (created, Timestamp::parse(decided).ok()) {
+            match (created, read(decided)) {
                 (Some(c), Some(d)) => t
                     .decision_times
                     .push(std::time::Duration::from_nanos(d.sub(&c).max(0) as u64)),
