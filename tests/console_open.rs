@@ -89,3 +89,28 @@ fn console_reads_a_sound_database_through_the_store() {
     w.execute("UPDATE runs SET goal = goal || '!'", []).unwrap();
     assert_ne!(data.data_version().unwrap(), before);
 }
+
+/// A database name that is not UTF-8 is said with its bytes (`\xff`), by the console and by a
+/// command, never as U+FFFD (a character no file is called), and its control bytes escaped.
+#[test]
+fn a_name_that_is_not_utf8_is_said_with_its_bytes() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = tempdir();
+    let db = dir
+        .path()
+        .join(std::ffi::OsStr::from_bytes(b"a\xffb\x1b[31m.db"));
+    for args in [&[][..], &["runs"][..]] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_countersign"))
+            .arg("--db")
+            .arg(&db)
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = String::from_utf8(out.stderr).expect("one line of text");
+        assert!(err.contains("a\\xffb\\x1b[31m.db"), "{args:?}: {err}");
+        assert!(!err.contains('\u{fffd}') && !err.contains('\x1b'), "{err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    }
+}

@@ -519,5 +519,5 @@ fn open_console(db: &std::path::Path, cli: &ConsoleFlags) -> Result<(), CommandE
         #[cfg(feature = "postgres")]
         checks: std::sync::Mutex::new(None),
     }));
-    crate::console::run(opts).map_err(|e| CommandError::Failed(text::clean(&e.to_string(), 4000)))
+    crate::console::run(opts).map_err(|e| CommandError::Failed(text::said(&e.said(), 4000)))
 }

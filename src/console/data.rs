@@ -596,8 +596,10 @@ pub type WriteResult = Result<String, DecideError>;
 /// Errors of the read side; one sentence each.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum DataError {
+    /// The name and the cause keep their bytes (a name that is not UTF-8, an id in the cause);
+    /// [`ConsoleError::said`] has them.
     #[error("cannot open the run database {path}: {cause}")]
-    Open { path: String, cause: String },
+    Open { path: Said, cause: Said },
     #[error("database read failed: {0}")]
     Read(String),
 }

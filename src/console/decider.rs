@@ -11,7 +11,7 @@ use std::path::Path;
 use super::data::{Choice, DecideError, Decider, Write, WriteResult};
 use crate::runtime::operator::{self, Decided, OperatorError};
 use crate::runtime::store::{RunStore, SHOWN_REQUEST_MAX, Store, StoreError};
-use crate::runtime::types::{Key, Timestamp};
+use crate::runtime::types::{Key, Said, Timestamp};
 
 /// `operator::approve_shown`, `reject_shown` or `deny_shown`: a decision bound to the hash the
 /// reviewer was shown.
@@ -56,8 +56,8 @@ pub struct StoreDecider<S = Store> {
 
 impl StoreDecider<Store> {
     /// Opens the database for writing (never creates or migrates it).
-    pub fn open(path: &Path) -> Result<StoreDecider, String> {
-        let store = Store::open_existing(path, false).map_err(|e| e.to_string())?;
+    pub fn open(path: &Path) -> Result<StoreDecider, Said> {
+        let store = Store::open_existing(path, false).map_err(|e| e.said())?;
         Ok(StoreDecider { store, now: None })
     }
 }

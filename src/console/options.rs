@@ -6,6 +6,7 @@ use std::sync::Arc;
 use super::data::{self, Decider, ResumeHook};
 use super::keymap;
 use super::theme;
+use crate::runtime::types::Said;
 
 /// Makes the decision writer for a database path.
 pub type MakeDecider = Box<dyn FnOnce(&Path) -> Result<Box<dyn Decider>, String> + Send>;
@@ -60,9 +61,30 @@ pub enum ConsoleError {
     #[error("config file {file}: {problem}")]
     Config { file: String, problem: String },
     #[error("cannot open the run database for decisions: {0} (use --read-only to only look)")]
-    Writer(String),
+    Writer(Said),
     #[error("terminal: {0}")]
     Terminal(#[from] std::io::Error),
     #[error("the console's database thread stopped on an internal error; the log file has details")]
     WorkerStopped,
+}
+
+impl ConsoleError {
+    /// The message with the bytes of what it names (a database name that is not UTF-8, an id),
+    /// for a sanitiser that shows them as `\xNN`; its `Display` has their lossy form.
+    pub fn said(&self) -> Said {
+        match self {
+            ConsoleError::Data(data::DataError::Open { path, cause }) => {
+                Said::from("cannot open the run database ")
+                    .and(path)
+                    .text(": ")
+                    .and(cause)
+            }
+            ConsoleError::Writer(cause) => {
+                Said::from("cannot open the run database for decisions: ")
+                    .and(cause)
+                    .text(" (use --read-only to only look)")
+            }
+            other => Said::from(other.to_string()),
+        }
+    }
 }

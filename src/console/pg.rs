@@ -28,8 +28,8 @@ pub type PgData = StoreData<PgReads>;
 
 fn open_err(url: &PgUrl, cause: impl ToString) -> DataError {
     DataError::Open {
-        path: url.to_string(),
-        cause: cause.to_string(),
+        path: url.to_string().into(),
+        cause: cause.to_string().into(),
     }
 }
 

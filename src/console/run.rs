@@ -170,7 +170,7 @@ fn open_database(opts: &mut ConsoleOptions) -> Result<Opened, ConsoleError> {
         use super::pg::{PgData, pg_decider};
         let url = crate::pgstore::PgUrl::parse(url).map_err(|e| super::data::DataError::Open {
             path: "the PostgreSQL URL".into(),
-            cause: e.to_string(),
+            cause: e.to_string().into(),
         })?;
         let data = PgData::open_pg(&url)?;
         let counting = PgData::open_pg_counting(&url)?;
@@ -184,8 +184,12 @@ fn open_database(opts: &mut ConsoleOptions) -> Result<Opened, ConsoleError> {
             .collect();
         let decider: Option<Box<dyn Decider>> = match (opts.read_only, make) {
             (true, _) => None,
-            (false, Some(make)) => Some(make(&opts.db).map_err(ConsoleError::Writer)?),
-            (false, None) => Some(Box::new(pg_decider(&url).map_err(ConsoleError::Writer)?)),
+            (false, Some(make)) => {
+                Some(make(&opts.db).map_err(|e| ConsoleError::Writer(e.into()))?)
+            }
+            (false, None) => Some(Box::new(
+                pg_decider(&url).map_err(|e| ConsoleError::Writer(e.into()))?,
+            )),
         };
         return Ok((Box::new(data), Box::new(counting), decider, stops));
     }
@@ -193,7 +197,7 @@ fn open_database(opts: &mut ConsoleOptions) -> Result<Opened, ConsoleError> {
     let counting_data = SqliteData::open_counting(&opts.db)?;
     let decider: Option<Box<dyn Decider>> = match (opts.read_only, make) {
         (true, _) => None,
-        (false, Some(make)) => Some(make(&opts.db).map_err(ConsoleError::Writer)?),
+        (false, Some(make)) => Some(make(&opts.db).map_err(|e| ConsoleError::Writer(e.into()))?),
         (false, None) => Some(Box::new(
             StoreDecider::open(&opts.db).map_err(ConsoleError::Writer)?,
         )),

@@ -6,13 +6,14 @@
 //! The conversion is written over [`ConsoleReads`], so PostgreSQL's reads (`console::pg`) fill
 //! the same screens through it (decision 0084).
 
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use super::data::*;
 use super::fate::{asked_again, fate_from, fate_of};
 use super::reads::ConsoleReads;
 use crate::runtime::store::{self, Near, Store, StoreError, raw_bytes};
-use crate::runtime::types::{Approval, Run, Step};
+use crate::runtime::types::{Approval, Run, Said, Step};
 
 /// The console's reader over a run database's reads: SQLite's [`Store`] ([`SqliteData`]) or
 /// PostgreSQL's (`console::pg`).
@@ -53,9 +54,11 @@ impl StoreData<Store> {
     }
 
     fn open_with_cache(path: &Path, kib: i64) -> Result<Self, DataError> {
+        // The name's and the message's bytes (a name that is not UTF-8 as `\xff`, never as
+        // U+FFFD, a character no file is called).
         let err = |e: StoreError| DataError::Open {
-            path: path.display().to_string(),
-            cause: e.to_string(),
+            path: Said::new().id(path.as_os_str().as_bytes()),
+            cause: e.said(),
         };
         let store = Store::open_existing(path, true).map_err(err)?;
         store.set_page_cache_kib(kib).map_err(err)?;

@@ -67,8 +67,10 @@ pub fn word(bytes: &[u8]) -> Result<String, Untypable> {
         return Err(Untypable::TrailingLineFeed);
     }
     let mut s = String::from("\"$(printf '");
-    for &b in bytes {
+    for (i, &b) in bytes.iter().enumerate() {
         match b {
+            // A format starting with `-` would be read by printf as an option.
+            b'-' if i == 0 => s.push_str("\\055"),
             b'%' => s.push_str("%%"),
             b'\'' | b'\\' => s.push_str(&format!("\\{b:03o}")),
             0x20..=0x7e => s.push(b as char),
@@ -140,5 +142,27 @@ mod tests {
         assert_eq!(word(b"a\n"), Err(Untypable::TrailingLineFeed));
         assert_eq!(id_word(b"-rf"), Err(Untypable::LeadingDash));
         assert_eq!(id_word(b"t-\xff").unwrap(), "\"$(printf 't-\\377')\"");
+    }
+
+    /// What `sh` reads back from a word is the bytes it was made of, whatever they start with.
+    #[test]
+    fn sh_reads_back_the_bytes() {
+        for b in [
+            &b"-a\x1b b"[..],
+            b"--\xff",
+            b"-",
+            b"%s\\'\"$(x)`y`",
+            b"-e \nx",
+            "\u{202e}x".as_bytes(),
+        ] {
+            let w = word(b).unwrap();
+            let out = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(format!("printf %s {w}"))
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{w}: {:?}", out.stderr);
+            assert_eq!(out.stdout, b, "{w}");
+        }
     }
 }

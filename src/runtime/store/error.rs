@@ -91,7 +91,7 @@ pub enum StoreError {
     /// A file SQLite would read into the database on open (a `-journal` it would replay, or
     /// the super-journal one names) that is not a regular file of the database's owner or
     /// that others can write: refused before SQLite opens anything.
-    #[error("agentrt: {} is {}, {reason}; SQLite would replay it into {} and rewrite the database, so nothing was opened: if you did not leave it there yourself, move it away (mv {} {}.suspect) and open the database again", path.display(), go_file_mode(*mode), db.display(), path.display(), path.display())]
+    #[error("agentrt: {} is {}, {reason}; SQLite would replay it into {} and rewrite the database, so nothing was opened: if you did not leave it there yourself, move it away ({}) and open the database again", path.display(), go_file_mode(*mode), db.display(), mv_hint(path))]
     ForeignJournal {
         /// The journal file refused.
         path: PathBuf,
@@ -105,7 +105,7 @@ pub enum StoreError {
 
     /// The database lies in a directory other users can write in and whose sticky bit is
     /// clear: they could rename its journal or `-wal` between any check and SQLite's read.
-    #[error("agentrt: {} is {}: other users can write in it and its sticky bit is not set, so they could swap the database's journal or -wal before SQLite reads it, and nothing was opened; keep run databases in a directory only their owner can write (or set its sticky bit: chmod +t {})", dir.display(), go_file_mode(*mode), dir.display())]
+    #[error("agentrt: {} is {}: other users can write in it and its sticky bit is not set, so they could swap the database's journal or -wal before SQLite reads it, and nothing was opened; keep run databases in a directory only their owner can write (or set its sticky bit: {})", dir.display(), go_file_mode(*mode), command("chmod +t", &[dir], "chmod +t on it"))]
     SharedDirectory {
         /// The directory holding the database.
         dir: PathBuf,
@@ -279,7 +279,31 @@ impl StoreError {
                 expires_at.format_always()
             )),
             StoreError::LeaseLost { detail } => Said::from("agentrt: run lease lost: ").and(detail),
-            other => Said::from(other.to_string()),
+            other => with_paths(&other.to_string(), &other.paths()),
+        }
+    }
+
+    /// The files and directories the message names.
+    fn paths(&self) -> Vec<&std::path::Path> {
+        use StoreError::*;
+        match self {
+            ForeignJournal { path, db, .. } => vec![path, db],
+            SharedDirectory { dir, .. } => vec![dir],
+            SchemaVersion { path, .. }
+            | NotADatabase { path, .. }
+            | UnsafeSchema { path, .. }
+            | InsecureMode { path, .. }
+            | HotJournal { path, .. }
+            | LeftoverWal { path, .. }
+            | MissingColumn { path, .. }
+            | GeneratedColumn { path, .. }
+            | Symlink { path, .. }
+            | NotRegular { path, .. }
+            | Missing { path, .. }
+            | Migration { path, .. }
+            | Hardening { path, .. }
+            | Io { path, .. } => vec![path],
+            _ => vec![],
         }
     }
 
@@ -401,21 +425,150 @@ pub fn go_file_mode(mode: u32) -> String {
     s
 }
 
+/// `message` with each of `paths` that is not UTF-8 put back as its bytes where its lossy
+/// form (U+FFFD per bad sequence) stands, so that a sanitiser shows the name's bytes (`\xff`)
+/// rather than a character no file is called.
+fn with_paths(message: &str, paths: &[&std::path::Path]) -> Said {
+    use std::os::unix::ffi::OsStrExt;
+    let Some(p) = paths.iter().find(|p| p.to_str().is_none()) else {
+        return Said::from(message);
+    };
+    let lossy = p.to_string_lossy();
+    let rest: Vec<&std::path::Path> = paths.iter().copied().filter(|q| q != p).collect();
+    let mut out = Said::new();
+    for (i, part) in message.split(lossy.as_ref()).enumerate() {
+        if i > 0 {
+            out = out.id(p.as_os_str().as_bytes());
+        }
+        out = out.and(&with_paths(part, &rest));
+    }
+    out
+}
+
 /// `chmod 600 PATH` with the path as one shell word that reads back its bytes (a name holding
 /// `$(…)`, `;` or a space pastes as that name, never as code), or a sentence when no word can
 /// be typed for it.
 fn chmod_hint(path: &std::path::Path) -> String {
+    command("chmod 600", &[path], "chmod 600 it")
+}
+
+/// `mv PATH PATH.suspect`, as shell words.
+fn mv_hint(path: &std::path::Path) -> String {
+    let mut away = path.as_os_str().to_owned();
+    away.push(".suspect");
+    command(
+        "mv",
+        &[path, std::path::Path::new(&away)],
+        "mv it to another name",
+    )
+}
+
+/// `head` followed by each of `paths` as one shell word that reads back its bytes (after `--`
+/// when one starts with `-`, which would be read as an option), so a pasted hint acts on these
+/// files and runs nothing else; `fallback` when a name cannot be typed (it holds a NUL or ends
+/// in a line feed).
+fn command(head: &str, paths: &[&std::path::Path], fallback: &str) -> String {
     use std::os::unix::ffi::OsStrExt;
-    match crate::safetext::shell::word(path.as_os_str().as_bytes()) {
-        Ok(w) => format!("chmod 600 {w}"),
-        Err(_) => "chmod 600 it".to_string(),
+    let mut out = head.to_string();
+    if paths
+        .iter()
+        .any(|p| p.as_os_str().as_bytes().starts_with(b"-"))
+    {
+        out.push_str(" --");
     }
+    for p in paths {
+        match crate::safetext::shell::word(p.as_os_str().as_bytes()) {
+            Ok(w) => {
+                out.push(' ');
+                out.push_str(&w);
+            }
+            Err(_) => return fallback.to_string(),
+        }
+    }
+    out
 }
 
 #[cfg(test)]
 #[allow(clippy::unnecessary_cast)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_path_that_is_not_utf8_is_said_with_its_bytes() {
+        use std::os::unix::ffi::OsStrExt;
+        let path = PathBuf::from(std::ffi::OsStr::from_bytes(b"/tmp/a\xffb.db"));
+        let e = StoreError::Missing { path: path.clone() };
+        let said = e.said().bytes();
+        assert!(
+            said.windows(11).any(|w| w == b"/tmp/a\xffb.db"),
+            "{}",
+            String::from_utf8_lossy(&said)
+        );
+        let e = StoreError::ForeignJournal {
+            path: PathBuf::from(std::ffi::OsStr::from_bytes(b"/d/\xfe.db-journal")),
+            mode: 0o644,
+            db: PathBuf::from(std::ffi::OsStr::from_bytes(b"/d/\xfe.db")),
+            reason: "owned by another user".into(),
+        };
+        let said = e.said().bytes();
+        let fffd = "\u{fffd}".as_bytes();
+        assert!(!said.windows(3).any(|w| w == fffd), "{said:?}");
+        assert!(said.windows(8).any(|w| w == b"/d/\xfe.db-"));
+    }
+
+    /// The hints a person pastes (`mv … …suspect`, `chmod +t …`) act on the named files and run
+    /// nothing else, whatever the names hold.
+    #[test]
+    fn pasted_hints_move_the_named_file_and_run_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let name = "-a b;$(touch pwned)`touch pwned2`'\u{1b}.db";
+        // Relative, as named on a command line: the one starting with `-` must not be an option.
+        let journal = dir.path().join(format!("{name}-journal"));
+        std::fs::write(&journal, b"j").unwrap();
+        let e = StoreError::ForeignJournal {
+            path: PathBuf::from(format!("{name}-journal")),
+            db: PathBuf::from(name),
+            mode: 0o100666,
+            reason: "others can write it".into(),
+        };
+        let msg = e.to_string();
+        let mv = msg
+            .split("move it away (")
+            .nth(1)
+            .and_then(|r| r.strip_suffix(") and open the database again"))
+            .unwrap_or_else(|| panic!("{msg}"));
+        let e = StoreError::SharedDirectory {
+            dir: PathBuf::from(name),
+            mode: 0o40777,
+        };
+        std::fs::create_dir(dir.path().join(name)).unwrap();
+        let msg = e.to_string();
+        let chmod = msg
+            .split("set its sticky bit: ")
+            .nth(1)
+            .and_then(|r| r.strip_suffix(')'))
+            .unwrap_or_else(|| panic!("{msg}"));
+        for line in [mv, chmod] {
+            let st = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(line)
+                .current_dir(dir.path())
+                .status()
+                .unwrap();
+            assert!(st.success(), "{line}");
+        }
+        assert!(!journal.exists(), "{mv}");
+        let mut away = journal.into_os_string();
+        away.push(".suspect");
+        assert!(std::path::Path::new(&away).exists(), "{mv}");
+        assert!(!dir.path().join("pwned").exists() && !dir.path().join("pwned2").exists());
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(dir.path().join(name))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_ne!(mode & 0o1000, 0, "{chmod}");
+    }
 
     #[test]
     fn messages_keep_agentrt_text_and_the_ids_bytes() {
