@@ -273,7 +273,23 @@ pub fn run(
     out: &mut Out,
 ) -> Result<(), CommandError> {
     let r = resume_run(db, backend, run_id)?;
-    report(&r, json_out, out)
+    report(&r, json_out, out)?;
+    ended_well(&r)
+}
+
+/// Exit 0 when the resumed run completed or waits for a person again; 1 when it ended FAILED
+/// or CANCELLED (as `agent` does), so a script's `resume && notify` never reports a run that
+/// failed as done.
+pub(super) fn ended_well(r: &crate::runtime::types::Run) -> Result<(), CommandError> {
+    use crate::runtime::types::RunStatus;
+    match r.status {
+        RunStatus::Completed | RunStatus::WaitingForApproval => Ok(()),
+        _ => Err(CommandError::Failed(format!(
+            "run {} ended {}",
+            ident(r.id_bytes(), 64),
+            clean(r.status.as_str(), 64)
+        ))),
+    }
 }
 
 /// Prints where a resumed run is now.
@@ -290,4 +306,28 @@ fn report(
         out.line("the run waits for a person again: see `show` for the new approval")?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ended_well;
+    use crate::runtime::types::{Run, RunStatus};
+
+    /// A resumed run that failed or was cancelled exits 1 naming its end; one that completed
+    /// or waits for a person again exits 0.
+    #[test]
+    fn a_run_that_ended_badly_is_not_reported_as_done() {
+        let run = |status| Run {
+            id: "r1".into(),
+            status,
+            ..Run::default()
+        };
+        assert!(ended_well(&run(RunStatus::Completed)).is_ok());
+        assert!(ended_well(&run(RunStatus::WaitingForApproval)).is_ok());
+        for s in [RunStatus::Failed, RunStatus::Cancelled] {
+            let e = ended_well(&run(s.clone())).unwrap_err();
+            assert_eq!(e.exit_code(), 1);
+            assert_eq!(e.to_string(), format!("error: run r1 ended {}", s.as_str()));
+        }
+    }
 }
