@@ -411,3 +411,95 @@ fn agent_resumes_an_approved_run_with_the_model_and_the_refund_runs_once() {
     assert_eq!(o.status.code(), Some(1), "{}", text(&o.stdout));
     assert_eq!(text(&o.stderr).lines().count(), 1, "{}", text(&o.stderr));
 }
+
+/// Ctrl-C (SIGINT) or a supervisor's SIGTERM while the model is thinking ends `agent` with 128
+/// + the signal and one message naming the run, which stays RUNNING under the lease it held
+/// (agentrt's crash semantics: a resume after the lease lapses reconciles what was in flight),
+/// and the command that continues it with the same model; it was killed silently before, the
+/// run id never printed.
+#[test]
+fn agent_interrupted_during_a_model_call_names_the_run_and_how_to_go_on() {
+    use std::io::Read;
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}/v1", l.local_addr().unwrap());
+    let held = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    {
+        let held = held.clone();
+        std::thread::spawn(move || {
+            for mut c in l.incoming().flatten() {
+                let mut buf = [0u8; 4096];
+                let _ = c.read(&mut buf); // the request arrives; no answer ever comes
+                held.lock().unwrap().push(c);
+            }
+        });
+    }
+    for (signal, code) in [("-INT", 130), ("-TERM", 143)] {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("runs.db");
+        let asked = held.lock().unwrap().len();
+        let child = Command::new(env!("CARGO_BIN_EXE_countersign"))
+            .arg("--db")
+            .arg(&db)
+            .args([
+                "agent",
+                "--model",
+                "openai:gpt-x",
+                "--model-base-url",
+                &base,
+            ])
+            .arg("Where is my order ord_1001?")
+            .env("OPENAI_API_KEY", "sk-local")
+            .env_remove("HTTP_PROXY")
+            .env_remove("http_proxy")
+            .env_remove("ALL_PROXY")
+            .env_remove("all_proxy")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Wait (event-driven, by polling what the server holds) for the model call.
+        for _ in 0..600 {
+            if held.lock().unwrap().len() > asked {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        assert!(held.lock().unwrap().len() > asked, "the model was asked");
+        let st = Command::new("kill")
+            .args([signal, &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(st.success());
+        let out = child.wait_with_output().unwrap();
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{signal}: {stderr}");
+        assert!(stderr.starts_with("interrupted: run "), "{stderr}");
+        let run = stderr["interrupted: run ".len()..]
+            .split(' ')
+            .next()
+            .unwrap()
+            .to_string();
+        assert!(stderr.contains("stays RUNNING"), "{stderr}");
+        let cont = stderr
+            .lines()
+            .skip_while(|l| !l.ends_with("then continue it with:"))
+            .nth(1)
+            .unwrap_or_else(|| panic!("{stderr}"));
+        assert!(
+            cont.contains(" agent --model openai:gpt-x --model-base-url ")
+                && cont.ends_with(&format!(" --resume {run}")),
+            "{cont}"
+        );
+        let runs = Command::new(env!("CARGO_BIN_EXE_countersign"))
+            .arg("--db")
+            .arg(&db)
+            .args(["--json", "runs"])
+            .output()
+            .unwrap();
+        let runs: serde_json::Value = serde_json::from_slice(&runs.stdout).unwrap();
+        let r = &runs["runs"][0];
+        assert_eq!(r["id"], run.as_str());
+        assert_eq!(r["status"], "RUNNING");
+        runtime_support::verify(&db);
+    }
+}

@@ -324,12 +324,23 @@ pub fn run(db: Option<&Path>, a: &AgentArgs, out: &mut Out) -> Result<(), Comman
                 .enable_all()
                 .build()
                 .map_err(|e| failed(e.to_string()))?;
-            let run = if a.resume.is_some() {
-                rt.block_on(driver.resume(&id))
-            } else {
-                rt.block_on(driver.start_with_id(&id, &goal, default_limits()))
-            };
-            run.map_err(|e| failed(said(&e.said(), 400)))
+            let run = rt.block_on(async {
+                let work = async {
+                    if a.resume.is_some() {
+                        driver.resume(&id).await
+                    } else {
+                        driver.start_with_id(&id, &goal, default_limits()).await
+                    }
+                };
+                tokio::select! {
+                    run = work => Ok(run),
+                    signal = stop_signal() => Err(signal),
+                }
+            });
+            match run {
+                Ok(run) => run.map_err(|e| failed(said(&e.said(), 400))),
+                Err(signal) => Err(interrupted(shown.as_deref().unwrap_or(db), a, &id, signal)),
+            }
         })
         .join()
         .unwrap_or_else(|_| Err(failed("the agent's thread panicked")))
@@ -356,11 +367,64 @@ pub fn run(db: Option<&Path>, a: &AgentArgs, out: &mut Out) -> Result<(), Comman
     }
 }
 
+/// The first SIGINT or SIGTERM this process gets (Ctrl-C, `kill`, a supervisor), as its
+/// number; never, where the handlers cannot be installed.
+async fn stop_signal() -> i32 {
+    use tokio::signal::unix::{SignalKind, signal};
+    match (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) {
+        (Ok(mut int), Ok(mut term)) => tokio::select! {
+            _ = int.recv() => 2,
+            _ = term.recv() => 15,
+        },
+        _ => std::future::pending().await,
+    }
+}
+
+/// The run was stopped by `signal` mid-way (a model call or a tool in flight): it stays
+/// RUNNING under this process's lease, which lapses within the lease's TTL, and a resume then
+/// reconciles whatever was in flight (agentrt's crash semantics). Says so, with the run's id
+/// and the command that continues it, and exits 128 + the signal.
+fn interrupted(db: &Path, a: &AgentArgs, run: &str, signal: i32) -> CommandError {
+    let then = match continue_command(db, a, run) {
+        Ok(cmd) => format!("then continue it with:\n  {cmd}"),
+        Err(why) => format!("{why}, so no command can be printed for it"),
+    };
+    CommandError::Signalled {
+        signal,
+        message: format!(
+            "run {} stays RUNNING under this process's lease until it lapses (at most {} s); {then}",
+            clean(run, 64),
+            crate::runtime::driver::DEFAULT_LEASE_TTL.as_secs()
+        ),
+    }
+}
+
+/// `agent … --resume RUN` with the model, its base URL, key file and backend this run was
+/// started with, every word quoted by [`shell`]; `Err`: which part cannot be typed.
+fn continue_command(db: &Path, a: &AgentArgs, run: &str) -> Result<String, String> {
+    Ok(words(db, a, run)?.1)
+}
+
 /// What to run next for a paused run: decide it, then continue it with the same model. Every
 /// word a shell would read is quoted by [`shell`] (never through the terminal escaper), so the
 /// lines run as printed; where the database path cannot be typed, the sentence says so.
 fn waiting_hint(db: &Path, a: &AgentArgs, run: &str) -> String {
-    let words = || -> Result<(String, String), String> {
+    match words(db, a, run) {
+        Ok((decide, resume)) => format!(
+            "the run waits for a person; decide with:\n  {decide}\nthen continue it with:\n  {resume}"
+        ),
+        Err(why) => format!(
+            "the run waits for a person (decide it in the console); {why}, so no command can be printed for it"
+        ),
+    }
+}
+
+/// The decision and the continuation commands for `run`, as shell words.
+fn words(db: &Path, a: &AgentArgs, run: &str) -> Result<(String, String), String> {
+    {
         let r = shell::id_word(run.as_bytes()).map_err(|w| format!("the run id {}", w.why()))?;
         let mut rest = format!(
             "agent --model {}",
@@ -385,14 +449,6 @@ fn waiting_hint(db: &Path, a: &AgentArgs, run: &str) -> String {
         let decide = shell::command(db, &format!("approve {r}"))?;
         let resume = shell::command(db, &format!("{rest} --resume {r}"))?;
         Ok((decide, resume))
-    };
-    match words() {
-        Ok((decide, resume)) => format!(
-            "the run waits for a person; decide with:\n  {decide}\nthen continue it with:\n  {resume}"
-        ),
-        Err(why) => format!(
-            "the run waits for a person (decide it in the console); {why}, so no command can be printed for it"
-        ),
     }
 }
 

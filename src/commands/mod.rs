@@ -47,6 +47,14 @@ pub enum CommandError {
     Usage(String),
     #[error("error: {0}")]
     Failed(String),
+    /// Stopped by a signal (SIGINT, SIGTERM) before it was done; exit 128 + the signal.
+    #[error("interrupted: {message}")]
+    Signalled {
+        /// What was left, and how to go on.
+        message: String,
+        /// The signal's number.
+        signal: i32,
+    },
 }
 
 impl CommandError {
@@ -54,6 +62,15 @@ impl CommandError {
         match self {
             CommandError::Usage(_) => 2,
             CommandError::Failed(_) => 1,
+            CommandError::Signalled { signal, .. } => 128 + signal,
+        }
+    }
+
+    /// What it says, without its `usage:`/`error:` label (for a caller with its own).
+    pub fn into_message(self) -> String {
+        match self {
+            CommandError::Usage(m) | CommandError::Failed(m) => m,
+            CommandError::Signalled { message, .. } => message,
         }
     }
 }
@@ -481,9 +498,7 @@ impl crate::console::data::ResumeHook for ConsumerResume {
     fn resume(&self, db_path: &std::path::Path, run_id: &str) -> Result<String, String> {
         resume::resume_run(db_path, self.backend.as_deref(), run_id.as_bytes())
             .map(|r| resume::outcome_line(&r))
-            .map_err(|e| match e {
-                CommandError::Usage(m) | CommandError::Failed(m) => m,
-            })
+            .map_err(CommandError::into_message)
     }
 
     fn recheck(

@@ -94,10 +94,9 @@ pub(super) fn for_console(
     backend: Option<&Path>,
     run_id: &str,
 ) -> Result<RecheckReport, String> {
-    ask(db, backend, run_id.as_bytes(), RecheckScope::Awaiting).map_err(|e| match e {
-        CommandError::Usage(m) | CommandError::Failed(m) => {
-            m.strip_prefix("recheck: ").unwrap_or(&m).to_string()
-        }
+    ask(db, backend, run_id.as_bytes(), RecheckScope::Awaiting).map_err(|e| {
+        let m = e.into_message();
+        m.strip_prefix("recheck: ").unwrap_or(&m).to_string()
     })
 }
 
