@@ -412,8 +412,8 @@ fn agent_resumes_an_approved_run_with_the_model_and_the_refund_runs_once() {
     assert_eq!(text(&o.stderr).lines().count(), 1, "{}", text(&o.stderr));
 }
 
-/// Ctrl-C (SIGINT) or a supervisor's SIGTERM while the model is thinking ends `agent` with 128
-/// + the signal and one message naming the run, which stays RUNNING under the lease it held
+/// Ctrl-C (SIGINT) or a supervisor's SIGTERM while the model is thinking ends `agent` with
+/// exit 128 plus the signal and one message naming the run, which stays RUNNING under the lease it held
 /// (agentrt's crash semantics: a resume after the lease lapses reconciles what was in flight),
 /// and the command that continues it with the same model; it was killed silently before, the
 /// run id never printed.
