@@ -113,6 +113,7 @@ fn driver_invalid_arguments_become_observation() {
         agent::tool_call("count", r#"{"n": "seven"}"#),
         agent::tool_call("count", r#"{"n": 1"#),
         agent::tool_call("nope", "{}"),
+        agent::tool_call("no\u{1b}[2Jpe\u{202e}", "{}"),
         agent::complete(""),
     ]);
     let driver = driver(&db.store, registry(vec![t]), Arc::new(DefaultPolicy), agent);
@@ -157,7 +158,13 @@ fn driver_invalid_arguments_become_observation() {
         .filter(|e| e.kind == "step.failed")
         .map(|e| e.payload)
         .collect();
-    assert_eq!(failed.len(), 3);
+    assert_eq!(failed.len(), 4);
+    // A name the runtime does not know is quoted as agentrt quotes it (Go's %q), so the
+    // observation and its hash are agentrt's: `\x1b`, `\u202e`, not Rust's `\u{1b}`.
+    assert_eq!(
+        steps[3].observation.as_ref().unwrap().content,
+        br#"{"error":"unknown tool \"no\\x1b[2Jpe\\u202e\""}"#
+    );
     let h = json::content_hash(br#"{"error":"unknown tool \"nope\""}"#);
     assert_eq!(
         failed[2],

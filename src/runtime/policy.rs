@@ -214,7 +214,10 @@ impl Policy for SideEffectPolicy {
             SideEffect::RemoteMutation => &self.remote_mutation,
             SideEffect::Destructive => &self.destructive,
             SideEffect::Unknown(_) => {
-                return Ok(deny(format!("no policy for side effect {class:?}")));
+                return Ok(deny(format!(
+                    "no policy for side effect {}",
+                    crate::runtime::json::go_quote(class)
+                )));
             }
         };
         let reason = format!("side effect {class} is {} by policy", outcome.as_str());

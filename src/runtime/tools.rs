@@ -175,20 +175,20 @@ pub enum RegistryError {
     #[error("agentrt: tool has no name")]
     NoName,
     /// The input schema is empty or blank; holds the tool's name.
-    #[error("agentrt: tool {0:?} has no input schema")]
+    #[error("agentrt: tool {} has no input schema", crate::runtime::json::go_quote(.0))]
     NoSchema(String),
     /// The input schema did not compile (or the spec record could not be encoded); holds the
     /// tool's name and why.
-    #[error("agentrt: tool {0:?}: {1}")]
+    #[error("agentrt: tool {}: {}", crate::runtime::json::go_quote(.0), .1)]
     BadSchema(String, SchemaError),
     /// The timeout is zero; holds the tool's name.
-    #[error("agentrt: tool {0:?} has no timeout; give it one greater than zero")]
+    #[error("agentrt: tool {} has no timeout; give it one greater than zero", crate::runtime::json::go_quote(.0))]
     NoTimeout(String),
     /// The side effect is not one of the four classes; holds the name and the class.
-    #[error("agentrt: tool {0:?} has an unknown side effect {1:?}")]
+    #[error("agentrt: tool {} has an unknown side effect {}", crate::runtime::json::go_quote(.0), crate::runtime::json::go_quote(.1))]
     UnknownSideEffect(String, String),
     /// A tool of that name is already registered; holds the name.
-    #[error("agentrt: tool {0:?} is registered twice")]
+    #[error("agentrt: tool {} is registered twice", crate::runtime::json::go_quote(.0))]
     Duplicate(String),
 }
 

@@ -259,9 +259,13 @@ impl RunCtx {
                 }
                 Ok(Dispatched::Continue)
             }
-            Outcome::Unknown(x) => {
-                Err(self.fail_internal(from_run, &format!("unknown policy outcome {x:?}")))
-            }
+            Outcome::Unknown(x) => Err(self.fail_internal(
+                from_run,
+                &format!(
+                    "unknown policy outcome {}",
+                    crate::runtime::json::go_quote(&x)
+                ),
+            )),
         }
     }
 

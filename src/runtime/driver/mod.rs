@@ -84,7 +84,7 @@ pub enum RuntimeError {
     Config(String),
     /// A resume found an approved request for a tool this driver has not registered; nothing
     /// ran. Holds the tool's name.
-    #[error("agentrt: approved tool {0:?} is not registered")]
+    #[error("agentrt: approved tool {} is not registered", crate::runtime::json::go_quote(.0))]
     ApprovedToolNotRegistered(String),
     /// A resume found the granted approval's stored hash does not match its stored request
     /// (agentrt's `ErrApprovalHash`); nothing ran. Holds why.

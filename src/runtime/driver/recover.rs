@@ -314,7 +314,13 @@ impl RunCtx {
             return conflict(self, "it has no decision");
         };
         let Some(reg) = self.inner.tools.get(&d.tool).cloned() else {
-            return conflict(self, &format!("tool {:?} is not registered", d.tool));
+            return conflict(
+                self,
+                &format!(
+                    "tool {} is not registered",
+                    crate::runtime::json::go_quote(&d.tool)
+                ),
+            );
         };
         if !d.invalid_args.is_empty() {
             return conflict(self, "its arguments were not JSON");

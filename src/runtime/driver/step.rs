@@ -199,7 +199,10 @@ impl RunCtx {
 /// The decision's checks (spec 3.5 step 5); the error is the invalid decision's message.
 pub(crate) fn validate(inner: &Inner, d: &Decision) -> Result<(), String> {
     if let Origin::Unknown(origin) = &d.origin {
-        return Err(format!("unknown decision origin {origin:?}"));
+        return Err(format!(
+            "unknown decision origin {}",
+            crate::runtime::json::go_quote(origin)
+        ));
     }
     match &d.kind {
         DecisionKind::Unknown(k) if k.is_empty() => Err("decision has no kind".into()),
@@ -224,11 +227,17 @@ pub(crate) fn validate(inner: &Inner, d: &Decision) -> Result<(), String> {
                 return Err("tool call has no tool name".into());
             }
             let Some(reg) = inner.tools.get(&d.tool) else {
-                return Err(format!("unknown tool {:?}", d.tool));
+                return Err(format!(
+                    "unknown tool {}",
+                    crate::runtime::json::go_quote(&d.tool)
+                ));
             };
             check_args(reg, d)
         }
-        DecisionKind::Unknown(other) => Err(format!("unknown decision kind {other:?}")),
+        DecisionKind::Unknown(other) => Err(format!(
+            "unknown decision kind {}",
+            crate::runtime::json::go_quote(other)
+        )),
     }
 }
 

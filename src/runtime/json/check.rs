@@ -171,7 +171,7 @@ fn check_numbers(doc: &Doc, raw: &[u8]) -> Result<(), JsonError> {
 /// (`unicode.IsPrint`: letters, marks, numbers, punctuation, symbols and U+0020), `\a \b \f
 /// \n \r \t \v`, other bytes below 0x20 and 0x7F as `\xHH`, other runes as `\uHHHH` or
 /// `\UHHHHHHHH`.
-pub(super) fn go_quote(s: &str) -> String {
+pub fn go_quote(s: &str) -> String {
     use std::fmt::Write;
     use unicode_general_category::{GeneralCategory as G, get_general_category};
     let mut out = String::with_capacity(s.len() + 2);

@@ -23,6 +23,7 @@ mod parse;
 mod tests;
 
 use canon::Escape;
+pub use check::go_quote;
 
 /// Why consumer JSON was refused at the boundary (spec 5.2). `Display` is the bare reason
 /// ("nested deeper than 256 levels", "not valid UTF-8", ...); callers add their prefix
