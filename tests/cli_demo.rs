@@ -153,3 +153,27 @@ fn resume_explains_what_this_build_cannot_resume() {
         "{e}"
     );
 }
+
+/// Two run databases whose names are not UTF-8 (`\xff.db`, `\xfe.db`) have two order backends
+/// beside them, named by their bytes, never one lossy `\u{fffd}.orders.db` that both would
+/// write their effects into; the demo names the database by its bytes (`\xff`).
+#[test]
+fn names_that_are_not_utf8_have_backends_of_their_own() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let dir = tempdir();
+    for b in [0xffu8, 0xfe] {
+        let db = dir.path().join(OsStr::from_bytes(&[b, b'.', b'd', b'b']));
+        let o = cs(&db, &["demo", "--no-tui"]);
+        assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+        let out = String::from_utf8(o.stdout).expect("text");
+        assert!(out.contains(&format!("\\x{b:02x}.db")), "{out}");
+        assert!(!out.contains('\u{fffd}'), "{out}");
+        let backend = dir
+            .path()
+            .join(OsStr::from_bytes(&[&[b][..], b".orders.db"].concat()));
+        assert!(backend.exists(), "{out}");
+    }
+    let lossy = dir.path().join("\u{fffd}.orders.db");
+    assert!(!lossy.exists(), "one backend for both");
+}

@@ -75,7 +75,7 @@ fn failed(m: impl Into<String>) -> CommandError {
 
 /// Reads a key file: a regular file, owned by this user, that nobody else may read or write.
 pub fn read_key_file(path: &Path) -> Result<Secret, CommandError> {
-    let shown = clean(&path.to_string_lossy(), 400);
+    let shown = super::text::path(&path, 400);
     let meta = std::fs::symlink_metadata(path)
         .map_err(|e| failed(format!("cannot read the key file {shown}: {e}")))?;
     if !meta.is_file() {
@@ -255,8 +255,8 @@ pub fn run(db: Option<&Path>, a: &AgentArgs, out: &mut Out) -> Result<(), Comman
     .map_err(|e| {
         failed(format!(
             "order backend {}: {}",
-            clean(&bpath.to_string_lossy(), 400),
-            clean(&e.to_string(), 400)
+            super::text::path(&bpath, 400),
+            super::text::naming(&e, &[&bpath], 400)
         ))
     })?;
     let backend = Arc::new(backend);
@@ -269,7 +269,7 @@ pub fn run(db: Option<&Path>, a: &AgentArgs, out: &mut Out) -> Result<(), Comman
         return Err(failed(format!(
             "no customer {} in the order backend {}",
             clean(&a.customer, 64),
-            clean(&bpath.to_string_lossy(), 400)
+            super::text::path(&bpath, 400)
         )));
     }
     let catalog = Arc::new(Catalog::new().map_err(|e| failed(clean(&e, 400)))?);
@@ -467,7 +467,7 @@ fn open_db(db: &Path) -> Result<(RunDb, Option<PathBuf>), CommandError> {
             Some(PathBuf::from(url.for_commands())),
         ));
     }
-    let store = Store::open(db).map_err(|e| failed(clean(&e.to_string(), 400)))?;
+    let store = Store::open(db).map_err(|e| failed(super::text::said(&e.said(), 400)))?;
     Ok((Arc::new(store).into(), None))
 }
 
@@ -488,4 +488,49 @@ fn parse_id(s: &str) -> Result<String, String> {
         return Err("an id cannot start with '-' (it looks like a flag)".into());
     }
     Ok(s.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args() -> AgentArgs {
+        AgentArgs {
+            model: "openai:m".into(),
+            model_base_url: None,
+            model_key_file: None,
+            customer: "cu_ana".into(),
+            resume: None,
+            goal: None,
+            backend: None,
+        }
+    }
+
+    /// Where no command can be typed (a database name ending in a line feed), the hints say
+    /// why once, not the clause twice; otherwise they print the command.
+    #[test]
+    fn hints_say_why_no_command_is_printed_once() {
+        let db = Path::new("runs.db\n");
+        let wait = waiting_hint(db, &args(), "run_1");
+        assert_eq!(
+            wait.matches("so no command can be printed").count(),
+            1,
+            "{wait}"
+        );
+        assert!(
+            wait.contains("the database path ends with a line feed"),
+            "{wait}"
+        );
+        let msg = interrupted(db, &args(), "run_1", 2).into_message();
+        assert_eq!(
+            msg.matches("so no command can be printed").count(),
+            1,
+            "{msg}"
+        );
+        let msg = interrupted(Path::new("runs.db"), &args(), "run_1", 15).to_string();
+        assert!(
+            msg.ends_with("countersign --db runs.db agent --model openai:m --resume run_1"),
+            "{msg}"
+        );
+    }
 }

@@ -233,14 +233,18 @@ pub fn decide_hint(a: &Approval, db: &Path) -> String {
         Ok(rest) => match shell::command(db, &rest) {
             Ok(cmd) => format!("decide with: {cmd}\n"),
             Err(why) => {
-                format!("decide with: the console or `approve` with the same --db; {why}\n")
+                format!(
+                    "decide with: the console or `approve` with the same --db; {why}, so no command can be printed for it\n"
+                )
             }
         },
         Err((rest, why)) => match shell::command(db, &rest) {
             Ok(cmd) => format!(
                 "decide with: {cmd}\n  ({why}, so the command shows the approval and asks)\n"
             ),
-            Err(dbwhy) => format!("decide with: the console; {dbwhy}\n"),
+            Err(dbwhy) => {
+                format!("decide with: the console; {dbwhy}, so no command can be printed for it\n")
+            }
         },
     }
 }

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use super::CommandError;
 use super::out::Out;
-use super::text::clean;
+use super::text::{clean, naming};
 use crate::consumer::demo::{DemoSummary, backend_beside, build};
 
 /// `$XDG_DATA_HOME/countersign/demo.db`, else `~/.local/share/countersign/demo.db`, else a
@@ -50,14 +50,14 @@ pub fn prepare(db: &Path) -> Result<Prepared, CommandError> {
         (true, false) => {
             return Err(CommandError::Failed(format!(
                 "{} exists and is not a demo countersign wrote (no {} beside it); the demo never writes to a database it did not create: pass --db with a new path",
-                clean(&db.to_string_lossy(), 400),
-                clean(&backend.to_string_lossy(), 400)
+                super::text::path(&db, 400),
+                super::text::path(&backend, 400)
             )));
         }
         (false, true) => {
             return Err(CommandError::Failed(format!(
                 "{} exists without its run database; remove it or pass --db with a new path",
-                clean(&backend.to_string_lossy(), 400)
+                super::text::path(&backend, 400)
             )));
         }
         (false, false) => {}
@@ -65,7 +65,7 @@ pub fn prepare(db: &Path) -> Result<Prepared, CommandError> {
     create_parent(db)?;
     build(db, &backend)
         .map(Prepared::Built)
-        .map_err(|e| CommandError::Failed(clean(&e.to_string(), 4000)))
+        .map_err(|e| CommandError::Failed(naming(&e, &[db, &backend], 4000)))
 }
 
 /// Creates the folder `path` stands in, when it names one.
@@ -74,7 +74,7 @@ fn create_parent(path: &Path) -> Result<(), CommandError> {
         std::fs::create_dir_all(dir).map_err(|e| {
             CommandError::Failed(format!(
                 "cannot create {}: {e}",
-                clean(&dir.to_string_lossy(), 400)
+                super::text::path(&dir, 400)
             ))
         })?;
     }
@@ -108,13 +108,13 @@ fn say_try(out: &mut Out, d: &str, open_extra: &str, tail: &[String]) -> Result<
 
 /// What to print when the console is not opened (`--no-tui`) or after it closes.
 pub fn describe(db: &Path, prepared: &Prepared, out: &mut Out) -> Result<(), CommandError> {
-    let shown = clean(&db.to_string_lossy(), 400);
+    let shown = super::text::path(&db, 400);
     match prepared {
         Prepared::Built(s) => {
             out.line(&format!(
                 "wrote the demo run database {shown} ({} runs) and its order backend {}",
                 s.runs.len(),
-                clean(&s.backend_db.to_string_lossy(), 400)
+                super::text::path(&s.backend_db, 400)
             ))?;
             say_waiting(s, out)?;
         }
@@ -153,7 +153,7 @@ pub fn prepare_pg(url: &crate::pgstore::PgUrl, backend: &Path) -> Result<Prepare
             Some(n) if n > 0 => Ok(Prepared::Existing),
             _ => Err(CommandError::Failed(format!(
                 "{} exists but {shown} holds no demo runs; remove it or pass another --backend",
-                clean(&backend.to_string_lossy(), 400)
+                super::text::path(&backend, 400)
             ))),
         };
     }
@@ -213,7 +213,7 @@ pub fn describe_pg(
     out: &mut Out,
 ) -> Result<(), CommandError> {
     let shown = clean(url.redacted(), 300);
-    let backend_shown = clean(&backend.to_string_lossy(), 400);
+    let backend_shown = super::text::path(&backend, 400);
     match prepared {
         Prepared::Built(s) => {
             out.line(&format!(

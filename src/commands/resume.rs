@@ -9,7 +9,7 @@ use serde_json::json;
 use super::CommandError;
 use super::open::{fail, open};
 use super::out::{Out, Raws, summary_json};
-use super::text::{clean, ident};
+use super::text::{clean, ident, naming};
 use crate::consumer::demo::{backend_beside, resume_demo_run};
 use crate::consumer::tools::TOOL_NAMES;
 use crate::runtime::store::Store;
@@ -130,7 +130,7 @@ fn backend_exists(run_id: &[u8], backend: &Path) -> Result<(), CommandError> {
         return Err(CommandError::Failed(format!(
             "run {} uses the example consumer's tools, but its backend {} is missing: countersign resumes the runs `countersign demo` wrote, whose order backend sits beside the run database (or where --backend names it)",
             ident(run_id, 64),
-            clean(&backend.to_string_lossy(), 400)
+            super::text::path(&backend, 400)
         )));
     }
     Ok(())
@@ -162,7 +162,7 @@ fn resume_run_with(
         CommandError::Failed("this build resumes only runs whose id is UTF-8".into())
     })?;
     resume_demo_run(db, backend, run_id)
-        .map_err(|e| CommandError::Failed(clean(&e.to_string(), 4000)))
+        .map_err(|e| CommandError::Failed(naming(&e, &[db, backend], 4000)))
 }
 
 /// `resume` on a PostgreSQL run database (decision 0083): the same checks (not finished, the
@@ -172,7 +172,7 @@ pub(super) mod pg {
     use std::path::Path;
     use std::sync::Arc;
 
-    use super::{CommandError, backend_exists, clean, fail, ident, not_ours};
+    use super::{CommandError, backend_exists, fail, ident, naming, not_ours};
     use crate::consumer::demo::resume_demo_run_pg;
     use crate::pgstore::PgStore;
     use crate::runtime::store::RunStore;
@@ -249,7 +249,7 @@ pub(super) mod pg {
         };
         backend_exists(run_id, backend)?;
         resume_demo_run_pg(Arc::new(store), backend, id)
-            .map_err(|e| CommandError::Failed(clean(&e.to_string(), 4000)))
+            .map_err(|e| CommandError::Failed(naming(&e, &[backend], 4000)))
     }
 }
 

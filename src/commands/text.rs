@@ -14,6 +14,20 @@ pub fn clean_bytes(bytes: &[u8], max: usize) -> String {
     crate::safetext::plain_line(bytes, max)
 }
 
+/// A file's name made safe as [`clean_bytes`] makes bytes: a name that is not UTF-8 shows its
+/// bytes (`\xff`), never U+FFFD, so two names never print alike.
+pub fn path(p: &std::path::Path, max: usize) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    clean_bytes(p.as_os_str().as_bytes(), max)
+}
+
+/// A message (an error's `Display`) made safe as [`clean`] makes text, with each of `paths`
+/// (the files the command was given) shown by its bytes where the message names it
+/// ([`Said::with_paths`]).
+pub fn naming(message: &impl std::fmt::Display, paths: &[&std::path::Path], max: usize) -> String {
+    said(&Said::with_paths(&message.to_string(), paths), max)
+}
+
 /// A runtime message that names ids ([`Said`], e.g. an error's [`said`](crate::runtime::store::StoreError::said)),
 /// made safe as [`clean`] makes text: its text as text and each id as its stored bytes, so an
 /// id that is not UTF-8 shows as `\xNN` (never as U+FFFD, which may be another run's id) and a

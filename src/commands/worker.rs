@@ -9,7 +9,7 @@ use std::sync::Arc;
 use super::CommandError;
 use super::open::open;
 use super::resume::outcome_line;
-use super::text::clean;
+use super::text::{clean, naming};
 use crate::consumer::demo::{backend_beside, work_demo_runs};
 use crate::runtime::driver::{WorkEvent, WorkOptions};
 
@@ -76,7 +76,7 @@ pub fn run(db: &Path, backend: Option<&Path>, once: bool) -> Result<(), CommandE
         backend_present(backend)?;
         return crate::consumer::demo::work_demo_runs_pg(Arc::new(store), backend, options(once))
             .map(|_| ())
-            .map_err(|e| CommandError::Failed(clean(&e.to_string(), 4000)));
+            .map_err(|e| CommandError::Failed(naming(&e, &[backend], 4000)));
     }
     match backend {
         Some(b) => {
@@ -84,7 +84,7 @@ pub fn run(db: &Path, backend: Option<&Path>, once: bool) -> Result<(), CommandE
             backend_present(b)?;
             work_demo_runs(db, b, options(once))
                 .map(|_| ())
-                .map_err(|e| CommandError::Failed(clean(&e.to_string(), 4000)))
+                .map_err(|e| CommandError::Failed(naming(&e, &[db, b], 4000)))
         }
         None => {
             check(db)?;
@@ -95,9 +95,10 @@ pub fn run(db: &Path, backend: Option<&Path>, once: bool) -> Result<(), CommandE
 
 /// Runs a worker with `opts` over `db` and its backend beside it.
 pub fn work(db: &Path, opts: WorkOptions) -> Result<(), CommandError> {
-    work_demo_runs(db, &backend_beside(db), opts)
+    let backend = backend_beside(db);
+    work_demo_runs(db, &backend, opts)
         .map(|_| ())
-        .map_err(|e| CommandError::Failed(clean(&e.to_string(), 4000)))
+        .map_err(|e| CommandError::Failed(naming(&e, &[db, &backend], 4000)))
 }
 
 /// A worker running on a thread of its own beside the console (`countersign demo`), silent:

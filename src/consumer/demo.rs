@@ -438,11 +438,12 @@ pub const WORKER_OWNER: &str = "countersign-worker";
 
 /// Where the backend of a demo run database lives: beside it, `<stem>.orders.db`
 /// (`demo.db` → `demo.orders.db`). `countersign demo` writes it there and `countersign resume`
-/// looks for it there.
+/// looks for it there. The stem is taken as its bytes: two names that are not UTF-8 (`\xff.db`, `\xfe.db`) have two
+/// backends, never one lossy `\u{fffd}.orders.db` that both would write their effects into.
 pub fn backend_beside(run_db: &Path) -> PathBuf {
-    let stem = run_db
+    let mut name = run_db
         .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "runs".into());
-    run_db.with_file_name(format!("{stem}.orders.db"))
+        .map_or_else(|| std::ffi::OsString::from("runs"), |s| s.to_os_string());
+    name.push(".orders.db");
+    run_db.with_file_name(name)
 }

@@ -108,15 +108,13 @@ pub fn db_arg(db: &Path) -> Result<String, Untypable> {
     Ok(format!("--db {w}"))
 }
 
-/// `countersign --db PATH <rest>`, or the sentence saying why it cannot be printed. `rest` is
-/// built by the caller from [`word`]/[`id_word`] results and our own words.
+/// `countersign --db PATH <rest>`, or why it cannot be typed (`the database path ends with a
+/// line feed`), for the caller's sentence. `rest` is built by the caller from
+/// [`word`]/[`id_word`] results and our own words.
 pub fn command(db: &Path, rest: &str) -> Result<String, String> {
     match db_arg(db) {
         Ok(d) => Ok(format!("countersign {d} {rest}")),
-        Err(why) => Err(format!(
-            "the database path {} so no command can be printed for it",
-            why.why()
-        )),
+        Err(why) => Err(format!("the database path {}", why.why())),
     }
 }
 

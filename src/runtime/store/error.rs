@@ -279,7 +279,7 @@ impl StoreError {
                 expires_at.format_always()
             )),
             StoreError::LeaseLost { detail } => Said::from("agentrt: run lease lost: ").and(detail),
-            other => with_paths(&other.to_string(), &other.paths()),
+            other => Said::with_paths(&other.to_string(), &other.paths()),
         }
     }
 
@@ -423,26 +423,6 @@ pub fn go_file_mode(mode: u32) -> String {
         }
     }
     s
-}
-
-/// `message` with each of `paths` that is not UTF-8 put back as its bytes where its lossy
-/// form (U+FFFD per bad sequence) stands, so that a sanitiser shows the name's bytes (`\xff`)
-/// rather than a character no file is called.
-fn with_paths(message: &str, paths: &[&std::path::Path]) -> Said {
-    use std::os::unix::ffi::OsStrExt;
-    let Some(p) = paths.iter().find(|p| p.to_str().is_none()) else {
-        return Said::from(message);
-    };
-    let lossy = p.to_string_lossy();
-    let rest: Vec<&std::path::Path> = paths.iter().copied().filter(|q| q != p).collect();
-    let mut out = Said::new();
-    for (i, part) in message.split(lossy.as_ref()).enumerate() {
-        if i > 0 {
-            out = out.id(p.as_os_str().as_bytes());
-        }
-        out = out.and(&with_paths(part, &rest));
-    }
-    out
 }
 
 /// `chmod 600 PATH` with the path as one shell word that reads back its bytes (a name holding

@@ -57,6 +57,26 @@ impl Said {
         self
     }
 
+    /// `message` with each of `paths` that is not UTF-8 put back as its bytes where its lossy
+    /// form (`Path::display`: U+FFFD per bad sequence) stands, so that a sanitiser shows the
+    /// name's bytes (`\xff`) rather than a character no file is called (and two names alike).
+    pub fn with_paths(message: &str, paths: &[&std::path::Path]) -> Said {
+        use std::os::unix::ffi::OsStrExt;
+        let Some(p) = paths.iter().find(|p| p.to_str().is_none()) else {
+            return Said::from(message);
+        };
+        let lossy = p.to_string_lossy();
+        let rest: Vec<&std::path::Path> = paths.iter().copied().filter(|q| q != p).collect();
+        let mut out = Said::new();
+        for (i, part) in message.split(lossy.as_ref()).enumerate() {
+            if i > 0 {
+                out = out.id(p.as_os_str().as_bytes());
+            }
+            out = out.and(&Said::with_paths(part, &rest));
+        }
+        out
+    }
+
     /// Whether the message says nothing.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
