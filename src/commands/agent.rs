@@ -75,7 +75,7 @@ fn failed(m: impl Into<String>) -> CommandError {
 
 /// Reads a key file: a regular file, owned by this user, that nobody else may read or write.
 pub fn read_key_file(path: &Path) -> Result<Secret, CommandError> {
-    let shown = super::text::path(&path, 400);
+    let shown = super::text::path(path, 400);
     let meta = std::fs::symlink_metadata(path)
         .map_err(|e| failed(format!("cannot read the key file {shown}: {e}")))?;
     if !meta.is_file() {

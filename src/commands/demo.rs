@@ -50,7 +50,7 @@ pub fn prepare(db: &Path) -> Result<Prepared, CommandError> {
         (true, false) => {
             return Err(CommandError::Failed(format!(
                 "{} exists and is not a demo countersign wrote (no {} beside it); the demo never writes to a database it did not create: pass --db with a new path",
-                super::text::path(&db, 400),
+                super::text::path(db, 400),
                 super::text::path(&backend, 400)
             )));
         }
@@ -74,7 +74,7 @@ fn create_parent(path: &Path) -> Result<(), CommandError> {
         std::fs::create_dir_all(dir).map_err(|e| {
             CommandError::Failed(format!(
                 "cannot create {}: {e}",
-                super::text::path(&dir, 400)
+                super::text::path(dir, 400)
             ))
         })?;
     }
@@ -108,7 +108,7 @@ fn say_try(out: &mut Out, d: &str, open_extra: &str, tail: &[String]) -> Result<
 
 /// What to print when the console is not opened (`--no-tui`) or after it closes.
 pub fn describe(db: &Path, prepared: &Prepared, out: &mut Out) -> Result<(), CommandError> {
-    let shown = super::text::path(&db, 400);
+    let shown = super::text::path(db, 400);
     match prepared {
         Prepared::Built(s) => {
             out.line(&format!(
@@ -153,7 +153,7 @@ pub fn prepare_pg(url: &crate::pgstore::PgUrl, backend: &Path) -> Result<Prepare
             Some(n) if n > 0 => Ok(Prepared::Existing),
             _ => Err(CommandError::Failed(format!(
                 "{} exists but {shown} holds no demo runs; remove it or pass another --backend",
-                super::text::path(&backend, 400)
+                super::text::path(backend, 400)
             ))),
         };
     }
@@ -213,7 +213,7 @@ pub fn describe_pg(
     out: &mut Out,
 ) -> Result<(), CommandError> {
     let shown = clean(url.redacted(), 300);
-    let backend_shown = super::text::path(&backend, 400);
+    let backend_shown = super::text::path(backend, 400);
     match prepared {
         Prepared::Built(s) => {
             out.line(&format!(

@@ -48,7 +48,7 @@ fn askable(
     if std::fs::symlink_metadata(backend).is_err() {
         return Err(CommandError::Failed(format!(
             "recheck: the example consumer's backend {} is missing, so its policy cannot be asked about run {}",
-            super::text::path(&backend, 400),
+            super::text::path(backend, 400),
             ident(run_id, 64)
         )));
     }

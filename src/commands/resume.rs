@@ -130,7 +130,7 @@ fn backend_exists(run_id: &[u8], backend: &Path) -> Result<(), CommandError> {
         return Err(CommandError::Failed(format!(
             "run {} uses the example consumer's tools, but its backend {} is missing: countersign resumes the runs `countersign demo` wrote, whose order backend sits beside the run database (or where --backend names it)",
             ident(run_id, 64),
-            super::text::path(&backend, 400)
+            super::text::path(backend, 400)
         )));
     }
     Ok(())

@@ -201,7 +201,7 @@ pub fn migrate(db: &Path, json_out: bool, out: &mut Out) -> Result<(), CommandEr
     let Some(url) = db.to_str().filter(|s| is_pg_url(s)) else {
         return Err(CommandError::Usage(format!(
             "migrate: {} is not a postgres:// URL; a SQLite run database is migrated by the runtime that opens it, as agentrt's is",
-            super::text::path(&db, 300)
+            super::text::path(db, 300)
         )));
     };
     let url = PgUrl::parse(url).map_err(|e| CommandError::Usage(clean(&e.to_string(), 600)))?;
