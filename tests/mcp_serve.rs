@@ -218,6 +218,65 @@ fn proxy_rejected_is_not_asked_again() {
     verify(&db);
 }
 
+/// `deny --note` on a call the proxy holds (a run with no agent loop to hand the note to)
+/// rejects it with the note: the host's identical call is answered `REJECTED` with the note,
+/// within the window too, and the command says so instead of printing a `resume` that would
+/// fail. `approve` of a proxy's call says the host collects it, not `resume`. (Before: the
+/// note reached nobody, the printed `resume` exited 1, and the identical call asked again.)
+#[test]
+fn proxy_denied_with_a_note_tells_the_host() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cfg, db) = setup(dir.path(), "normal", "");
+    let mut h = Host::start(&cfg);
+    let (text, _) = h.call("fs_write_file", W);
+    let id = approval_in(&text);
+    let run = run_of(&db, &id);
+    let dbs = db.to_str().unwrap();
+    let (code, out, err) = cs(&[
+        "--db",
+        dbs,
+        "deny",
+        &run,
+        "--approval",
+        &id,
+        "--yes",
+        "--note",
+        "use /tmp/b",
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("is answered REJECTED with it") && !out.contains(" resume "),
+        "{out}"
+    );
+    for _ in 0..2 {
+        let (r, is_err) = h.call("fs_write_file", W);
+        assert!(is_err && r.starts_with("REJECTED: "), "{r}");
+        assert!(r.contains("use /tmp/b"), "{r}");
+    }
+    let (status, approvals): (String, i64) = rusqlite::Connection::open(&db)
+        .unwrap()
+        .query_row(
+            "SELECT (SELECT status FROM runs WHERE id = ?1), (SELECT COUNT(*) FROM approvals)",
+            [&run],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!((status.as_str(), approvals), ("CANCELLED", 1));
+    assert!(server_calls(dir.path()).is_empty());
+    // Approving another held call points at the host, not at `resume`.
+    let (text, _) = h.call("fs_write_file", r#"{"path": "/tmp/c", "text": "hi"}"#);
+    let id = approval_in(&text);
+    let run = run_of(&db, &id);
+    let (code, out, err) = cs(&["--db", dbs, "approve", &run, "--approval", &id]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("the host's next identical call") && !out.contains(" resume "),
+        "{out}"
+    );
+    h.close();
+    verify(&db);
+}
+
 #[test]
 fn proxy_denied_and_invalid_run_nothing() {
     let dir = tempfile::tempdir().unwrap();

@@ -238,6 +238,25 @@ fn decide_on<S: Reviewing>(
         clean(by, 200)
     ))?;
     out.line(&run_line(&decided.run))?;
+    if let Some(p) = store.proxy_call(decided.run.id_bytes()).ok().flatten() {
+        // An MCP proxy's call: no resume; its host collects the decision (docs/mcp.md).
+        let session = ident(&p.session, 64);
+        out.line(&match verb {
+            Verb::Approve => format!(
+                "an MCP proxy's call: the host's next identical call (proxy session {session}) runs it once; nothing is resumed"
+            ),
+            Verb::Reject => format!(
+                "an MCP proxy's call: the host (proxy session {session}) is answered REJECTED with the note"
+            ),
+            Verb::Deny if decided.run.status == RunStatus::Cancelled => format!(
+                "an MCP proxy's call has no agent to continue, so it was rejected with your note: the host (proxy session {session}) is answered REJECTED with it, and an identical call within the repeat window the same"
+            ),
+            Verb::Deny => format!(
+                "an MCP proxy's call: the host (proxy session {session}) is told nothing until its next identical call"
+            ),
+        })?;
+        return Ok(());
+    }
     if verb == Verb::Approve && decided.run.status == RunStatus::WaitingForApproval {
         let id = decided.run.id_bytes();
         out.line(&match run_command(db, id, "resume") {

@@ -152,7 +152,25 @@ impl<S: DecidingStore> StoreDecider<S> {
                         "the agent is told your note when its program resumes the run",
                     ),
                 };
-                decide(&self.store, run, approval, shown_hash, by, note, now).map_err(map)?;
+                let d =
+                    decide(&self.store, run, approval, shown_hash, by, note, now).map_err(map)?;
+                // An MCP proxy's call has no program to resume it: its host collects it.
+                if self
+                    .store
+                    .proxy_call(d.run.id_bytes())
+                    .ok()
+                    .flatten()
+                    .is_some()
+                {
+                    return Ok(match choice {
+                        Choice::Approve => format!(
+                            "approved by {by}; the MCP host's next identical call runs it once"
+                        ),
+                        _ => format!(
+                            "rejected by {by} with your note (an MCP proxy's call has no agent to continue): its host is answered REJECTED with it"
+                        ),
+                    });
+                }
                 Ok(format!("{done} by {by}; {then}"))
             }
             Write::Cancel { run, by, reason } => {

@@ -21,6 +21,7 @@ use super::chain;
 use super::error::{PgError, detail};
 use super::{PgStore, PgUrl};
 use crate::runtime::store::KeyPage;
+use crate::runtime::store::ProxyCall;
 use crate::runtime::store::{
     APPROVAL_COLUMNS, ApprovalDecision, Failing, InCrate, NewApproval, NewModelCall, NewRun, Page,
     RUN_COLUMNS, RunStore, RunTx, STEP_COLUMNS, StepFailure, StepUpdate, StoreError, Transition,

@@ -9,6 +9,12 @@
 //! agentrt's Resume (spec 8.3) accepts like RUNNING and its runtime never writes itself: with
 //! no step in flight the resume writes `run.resumed {"after":"interruption"}` and the loop asks
 //! the agent again. The stored request is never edited.
+//!
+//! A run an MCP proxy began (its `proxy_calls` row names it) is one call with no agent loop to
+//! resume: nothing would ever hand it the note, and the host's next identical call would ask
+//! again. Denying such a call rejects it with the note instead (decision 0040, amendment): the
+//! host is answered `REJECTED` with the note, and an identical call within the proxy's repeat
+//! window is refused the same way.
 
 use crate::runtime::json::gojson::Object;
 use crate::runtime::store::{Failing, IN_CRATE, RunStore, RunTx, StoreError, Transition};
@@ -28,7 +34,8 @@ pub fn denied_summary(note: &str) -> String {
 
 /// Denies a pending approval with feedback, bound to the hash the reviewer was shown (compared
 /// under the write lock). `note` is the feedback and must not be blank. The run becomes
-/// INTERRUPTED, for its program to resume.
+/// INTERRUPTED, for its program to resume; a run an MCP proxy began is rejected with the note
+/// instead (CANCELLED, `approval_rejected`: its host is told the note), see the module notes.
 pub fn deny_shown<S: RunStore + ?Sized>(
     store: &S,
     run_id: impl AsKey,
@@ -52,6 +59,11 @@ pub fn deny_shown<S: RunStore + ?Sized>(
                 .into(),
         )
         .into());
+    }
+    // A proxy's call: its host is told through a rejection (a run is a proxy's from its
+    // creation on, so this read needs no lock). An index that cannot be read says "not one".
+    if store.proxy_call(run_id).ok().flatten().is_some() {
+        return super::reject_shown(store, run_id, approval_id, shown_hash, by, note, now);
     }
     // Outside the transaction: the cheap refusals and expiry by the deciding clock.
     precheck(store, run_id, approval_id, shown, now)?;

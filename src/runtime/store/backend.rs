@@ -13,6 +13,7 @@
 
 use super::error::StoreError;
 use super::keyset::KeyPage;
+use super::reads::ProxyCall;
 use super::run_state::{check_state, check_unexpired};
 use super::tx::Transition;
 use super::window::Page;
@@ -82,6 +83,10 @@ pub trait RunStore: sealed::Sealed {
         skip: i64,
         limit: i64,
     ) -> Result<KeyPage<Run>, StoreError>;
+
+    /// The MCP proxy call `run_id` answers, when an MCP proxy began it (its `proxy_calls`
+    /// row); `None` for every other run and a database with no proxy index.
+    fn proxy_call(&self, run_id: &[u8]) -> Result<Option<ProxyCall>, StoreError>;
 
     /// The first `max` pending approvals of each waiting run among `run_ids`.
     fn pending_approval_ids_of(
@@ -313,6 +318,7 @@ macro_rules! store_reads {
                 -> Result<KeyPage<Run>, StoreError>;
             fn pending_approval_ids_of(run_ids: &[&[u8]], max: i64)
                 -> Result<BTreeMap<Key, Vec<Key>>, StoreError>;
+            fn proxy_call(run_id: &[u8]) -> Result<Option<ProxyCall>, StoreError>;
         }
     };
 }
