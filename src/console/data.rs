@@ -597,7 +597,7 @@ pub type WriteResult = Result<String, DecideError>;
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum DataError {
     /// The name and the cause keep their bytes (a name that is not UTF-8, an id in the cause);
-    /// [`ConsoleError::said`] has them.
+    /// [`ConsoleError::said`](crate::console::ConsoleError::said) has them.
     #[error("cannot open the run database {path}: {cause}")]
     Open { path: Said, cause: Said },
     #[error("database read failed: {0}")]
