@@ -213,7 +213,11 @@ impl Report {
             out.push(l);
         }
         for (t, why) in &self.refused {
-            out.push(format!("{s}: refused {}: {}", sanitize(t), sanitize(why)));
+            out.push(format!(
+                "{s}: refused {}: {}",
+                sanitize(t),
+                super::sanitize_message(why)
+            ));
         }
         for t in &self.unclassified {
             out.push(format!("{s}: unclassified {}: no rule", sanitize(t)));

@@ -55,6 +55,20 @@ pub fn sanitize(text: &str) -> String {
     crate::safetext::escape_reversible(text.as_bytes(), crate::safetext::Options::line())
 }
 
+/// A message this proxy built (an error, a refusal), which quotes the server's values with
+/// [`quote`]/[`sanitize`] already, made safe for an operator's line: left as it is when the
+/// only change [`sanitize`] would make is to double its backslashes (so `\x1b` is not shown
+/// `\\x1b`: one notation), else sanitized whole. Never lets a control, bidi or invisible
+/// character through.
+pub fn sanitize_message(text: &str) -> String {
+    let whole = sanitize(text);
+    if whole == text.replace('\\', "\\\\") {
+        text.to_string()
+    } else {
+        whole
+    }
+}
+
 /// Bytes from a server made safe for an operator's line (invalid UTF-8 escaped too).
 pub fn sanitize_bytes(bytes: &[u8]) -> String {
     crate::safetext::escape_reversible(bytes, crate::safetext::Options::line())
@@ -63,4 +77,37 @@ pub fn sanitize_bytes(bytes: &[u8]) -> String {
 /// `"` + [`sanitize`] + `"`: where agentrt writes Go's `%q` of server text.
 pub fn quote(text: &str) -> String {
     format!("\"{}\"", sanitize(text).replace('"', "\\\""))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A refusal that quotes a hostile name is shown with one notation (`\x1b`, not `\\x1b`),
+    /// and a message that still holds a raw control is escaped whole: nothing raw gets out.
+    #[test]
+    fn messages_are_escaped_once_and_never_let_a_control_out() {
+        let name = "h_x\u{1b}[2Jy\u{202e}z";
+        let why = format!("the name {} does not match", quote(name));
+        assert_eq!(
+            sanitize_message(&why),
+            "the name \"h_x\\x1b[2Jy\\u{202e}z\" does not match"
+        );
+        let report = load::Report {
+            server: "s".into(),
+            refused: vec![("t".into(), why)],
+            ..load::Report::default()
+        };
+        assert_eq!(
+            report.lines(),
+            vec!["s: refused t: the name \"h_x\\x1b[2Jy\\u{202e}z\" does not match".to_string()]
+        );
+        let raw = format!("boom \u{1b}[31m and {}", quote(name));
+        let shown = sanitize_message(&raw);
+        assert!(
+            !shown.contains('\u{1b}') && !shown.contains('\u{202e}'),
+            "{shown}"
+        );
+        assert_eq!(shown, sanitize(&raw));
+    }
 }

@@ -317,7 +317,7 @@ impl Proxy {
         let rows = match calls.unresolved_of_tool(&t.built.name, key) {
             Ok(r) => r,
             Err(e) => {
-                self.say(&format!("error: {}", crate::mcp::sanitize(&e)));
+                self.say(&format!("error: {}", crate::mcp::sanitize_message(&e)));
                 return Some(answer::unavailable(READ_FAILED));
             }
         };
@@ -430,7 +430,7 @@ impl Proxy {
         let rows = match calls.unsettled() {
             Ok(r) => r,
             Err(e) => {
-                self.say(&format!("error: {}", crate::mcp::sanitize(&e)));
+                self.say(&format!("error: {}", crate::mcp::sanitize_message(&e)));
                 return Some(answer::unavailable(READ_FAILED));
             }
         };

@@ -124,7 +124,7 @@ impl Proxy {
         if let Err(e) = self.o.store.chain_committed() {
             self.say(&format!(
                 "the events committed were not all chained (the next sequencer chains them): {}",
-                crate::mcp::sanitize(&e)
+                crate::mcp::sanitize_message(&e)
             ));
         }
     }

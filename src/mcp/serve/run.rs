@@ -151,14 +151,14 @@ impl Proxy {
                 )) {
                     self.say(&format!(
                         "run closing: {}",
-                        crate::mcp::sanitize(&e.to_string())
+                        crate::mcp::sanitize_message(&e.to_string())
                     ));
                 }
             }
             Ok(NextStep::Over(_)) => {}
             Err(e) => self.say(&format!(
                 "run closing: {}",
-                crate::mcp::sanitize(&e.to_string())
+                crate::mcp::sanitize_message(&e.to_string())
             )),
         }
         s.close();
@@ -166,7 +166,7 @@ impl Proxy {
 
     fn settle(&self, calls: &mut Calls, run_id: &str, outcome: i64) {
         if let Err(e) = calls.settle(run_id, outcome, now_ns()) {
-            self.say(&format!("error: {}", crate::mcp::sanitize(&e)));
+            self.say(&format!("error: {}", crate::mcp::sanitize_message(&e)));
         }
     }
 
@@ -204,7 +204,7 @@ impl Proxy {
                 Ok(Claim::Claimed) => {}
                 Ok(Claim::Race) => return Next::Retry,
                 Err(e) => {
-                    self.say(&format!("error: {}", crate::mcp::sanitize(&e)));
+                    self.say(&format!("error: {}", crate::mcp::sanitize_message(&e)));
                     return Next::Answer(answer::unavailable(
                         "the gate could not record this request, and nothing was executed",
                     ));
@@ -227,7 +227,10 @@ impl Proxy {
             Err(e) => {
                 // The row stays without a run: "nothing started", begun by the next identical
                 // call under its id.
-                self.say(&format!("error: {}", crate::mcp::sanitize(&e.to_string())));
+                self.say(&format!(
+                    "error: {}",
+                    crate::mcp::sanitize_message(&e.to_string())
+                ));
                 return Next::Answer(answer::unavailable(
                     "the gate could not start this request, and nothing was executed",
                 ));
@@ -307,7 +310,10 @@ impl Proxy {
             }
             Err(e) if e.is_run_state() || e.is_lease_lost() => Next::Answer(answer::in_progress()),
             Err(e) => {
-                self.say(&format!("error: {}", crate::mcp::sanitize(&e.to_string())));
+                self.say(&format!(
+                    "error: {}",
+                    crate::mcp::sanitize_message(&e.to_string())
+                ));
                 Next::Answer(answer::unavailable(
                     "the gate could not record this request, and nothing was executed",
                 ))
@@ -389,7 +395,10 @@ impl Proxy {
             }
             Err(e) if e.is_run_state() || e.is_lease_lost() => answer::in_progress(),
             Err(e) => {
-                self.say(&format!("error: {}", crate::mcp::sanitize(&e.to_string())));
+                self.say(&format!(
+                    "error: {}",
+                    crate::mcp::sanitize_message(&e.to_string())
+                ));
                 answer::unavailable(
                     "the gate could not start this request, and nothing was executed",
                 )
