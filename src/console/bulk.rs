@@ -127,7 +127,7 @@ impl Verb {
         match self {
             Verb::Reject => "each approval is rejected and its run ends as CANCELLED",
             Verb::Deny => {
-                "each call is denied: it does not run, its agent is told your note, its run goes INTERRUPTED"
+                "each call is denied: it does not run, its agent is told your note, its run goes INTERRUPTED (an MCP proxy's call is rejected with the note, which its host is told)"
             }
             Verb::Cancel => "each row's run is cancelled (operator_cancelled)",
             Verb::Approve => "each call is approved and runs when its run resumes",
