@@ -256,6 +256,48 @@ fn deny_from_the_console_needs_a_note_binds_the_hash_and_interrupts_the_run() {
     verify(&db);
 }
 
+/// `d` on a call an MCP proxy holds (its `proxy_calls` row names the run) rejects it with the
+/// note, since no agent loop would ever be handed the note, and the notice says the host is
+/// told (decision 0040, amendment).
+#[test]
+fn deny_of_an_mcp_proxy_call_rejects_it_with_the_note() {
+    let d = tempfile::tempdir().unwrap();
+    let (db, m) = fixture(d.path(), "q", "queue", &[]);
+    let (run, ap) = queue_approval(&m, 1);
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute_batch(&format!(
+            "CREATE TABLE proxy_calls (id INTEGER PRIMARY KEY, run_id TEXT, session TEXT, tool TEXT);
+             INSERT INTO proxy_calls (run_id, session, tool) VALUES ('{run}', 's1', 'fs_write_file');"
+        ))
+        .unwrap();
+    let mut h = harness(&db, "erin");
+    h.command(&format!("approval {ap}"));
+    h.keys("d");
+    h.keys("use /tmp/b");
+    h.key(KeyCode::Enter);
+    assert_eq!(
+        row(&db, &ap),
+        ("rejected".into(), "erin".into(), "use /tmp/b".into())
+    );
+    assert_eq!(
+        run_status(&db, &run),
+        "CANCELLED",
+        "rejected, not left INTERRUPTED"
+    );
+    assert!(
+        h.screen().contains("its host is answered REJECTED"),
+        "{}",
+        h.screen()
+    );
+    // agentrt's verifier knows no proxy index (decision 0070, item 8): checked without it.
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute_batch("DROP TABLE proxy_calls")
+        .unwrap();
+    verify(&db);
+}
+
 #[test]
 fn deny_of_a_changed_approval_is_refused() {
     let d = tempfile::tempdir().unwrap();
