@@ -251,6 +251,116 @@ fn the_chmod_in_an_insecure_mode_refusal_pastes_as_the_files_name() {
     assert_eq!(mode, 0o600, "the pasted command fixed the file: {cmd}");
 }
 
+/// The store's refusals print hints to paste (`chmod 600 F`, `mv J J.suspect`, `chmod +t D`)
+/// as shell words shown as they are, never through the terminal escaper (which doubled their
+/// backslashes: a name holding `'` then pasted as code, a `printf` word named other bytes).
+/// For names holding a quote, a backslash, a control byte or bytes that are not UTF-8, each
+/// pasted hint acts on exactly that file and runs nothing the name holds.
+#[test]
+fn every_store_hint_pastes_as_the_files_name_whatever_it_holds() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::PermissionsExt;
+    let names: [&[u8]; 5] = [
+        b"q'$(touch PWNED1)'.db",
+        b"b\\$(touch PWNED2)\\.db",
+        b"c\x1b[31m'`touch PWNED3`.db",
+        b"\xff'$(touch PWNED4).db",
+        b"-d e.db",
+    ];
+    let run = |dir: &Path, db: &OsStr| {
+        let mut flag = std::ffi::OsString::from("--db=");
+        flag.push(db);
+        Command::new(env!("CARGO_BIN_EXE_countersign"))
+            .current_dir(dir)
+            .arg(flag)
+            .arg("runs")
+            .env_remove("COUNTERSIGN_DB")
+            .output()
+            .unwrap()
+    };
+    let paste = |dir: &Path, e: &str, head: &str, tail: &str| {
+        let at = e.find(head).unwrap_or_else(|| panic!("{head}: {e}"));
+        let cmd = &e[at..e[at..].find(tail).map_or(e.len(), |i| at + i)];
+        let ran = Command::new("sh")
+            .current_dir(dir)
+            .args(["-c", cmd])
+            .output()
+            .unwrap();
+        assert!(ran.status.success(), "{cmd}: {}", err(&ran));
+        cmd.to_string()
+    };
+    // The fixture writer names its file in a JSON manifest: written under a plain name, then
+    // renamed to the hostile one.
+    let scratch = tempdir();
+    let fixture_at = |at: &Path| {
+        let plain = scratch.path().join("plain.db");
+        fixture(&plain, &["--scenario", "completed"]);
+        std::fs::rename(&plain, at).unwrap();
+    };
+    for name in names {
+        let dir = tempdir();
+        let name = OsStr::from_bytes(name);
+        // Group-writable: the chmod 600 hint.
+        let db = dir.path().join(name);
+        fixture_at(&db);
+        std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o660)).unwrap();
+        // The console says it the same way before it opens.
+        let mut flag = std::ffi::OsString::from("--db=");
+        flag.push(name);
+        let console = Command::new(env!("CARGO_BIN_EXE_countersign"))
+            .current_dir(dir.path())
+            .arg(flag)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(console.status.code(), Some(1), "{}", err(&console));
+        let o = run(dir.path(), name);
+        assert_eq!(o.status.code(), Some(1), "{}", err(&o));
+        let hint = |e: &str| e[e.find("chmod 600 ").unwrap_or(0)..].to_string();
+        assert_eq!(hint(&err(&console)), hint(&err(&o)), "one hint in both");
+        let cmd = paste(dir.path(), &err(&o), "chmod 600 ", " and chown");
+        let mode = std::fs::metadata(&db).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "the pasted command fixed the file: {cmd}");
+        // A journal others may write: the mv hint.
+        let mut j = name.to_os_string();
+        j.push("-journal");
+        let journal = dir.path().join(&j);
+        std::fs::write(&journal, b"not a journal").unwrap();
+        std::fs::set_permissions(&journal, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let o = run(dir.path(), name);
+        assert_eq!(o.status.code(), Some(1), "{}", err(&o));
+        let cmd = paste(dir.path(), &err(&o), "mv ", ") and open");
+        assert!(!journal.exists(), "moved away: {cmd}");
+        // A shared directory without the sticky bit: the chmod +t hint.
+        let shared = dir.path().join(name);
+        std::fs::remove_file(&shared).unwrap();
+        let mut sj = j.clone();
+        sj.push(".suspect");
+        std::fs::remove_file(dir.path().join(sj)).unwrap();
+        std::fs::create_dir(&shared).unwrap();
+        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let inner = shared.join("a.db");
+        fixture_at(&inner);
+        let o = run(
+            dir.path(),
+            inner.strip_prefix(dir.path()).unwrap().as_os_str(),
+        );
+        assert_eq!(o.status.code(), Some(1), "{}", err(&o));
+        let e = err(&o);
+        let e = e
+            .trim_end()
+            .strip_suffix(')')
+            .unwrap_or_else(|| panic!("{e}"));
+        let cmd = paste(dir.path(), e, "chmod +t ", "\u{0}");
+        let mode = std::fs::metadata(&shared).unwrap().permissions().mode();
+        assert_ne!(mode & 0o1000, 0, "sticky after: {cmd}");
+        for p in ["PWNED1", "PWNED2", "PWNED3", "PWNED4"] {
+            assert!(!dir.path().join(p).exists(), "{p} ran");
+        }
+    }
+}
+
 /// A usage error names the value or argument given, escaped: one holding terminal sequences
 /// is shown with them as `\x1b`, never dropped (clap's rendering strips what looks like
 /// styling, and would name another value) and never raw.

@@ -256,7 +256,7 @@ pub fn run(db: Option<&Path>, a: &AgentArgs, out: &mut Out) -> Result<(), Comman
         failed(format!(
             "order backend {}: {}",
             super::text::path(&bpath, 400),
-            super::text::naming(&e, &[&bpath], 400)
+            super::text::naming(&e.to_string().into(), &[&bpath], 400)
         ))
     })?;
     let backend = Arc::new(backend);

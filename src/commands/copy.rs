@@ -9,7 +9,11 @@ use super::text::clean;
 use crate::pgstore::copy::{CopyError, Endpoint, copy};
 
 fn failed(e: CopyError) -> CommandError {
-    CommandError::Failed(clean(&e.to_string(), 4000))
+    match e {
+        // The store's refusal keeps its ids' and paths' bytes and its hint to paste.
+        CopyError::Store(e) => CommandError::Failed(super::text::said(&e.said(), 4000)),
+        e => CommandError::Failed(clean(&e.to_string(), 4000)),
+    }
 }
 
 pub fn run(json_out: bool, a: &CopyArgs, out: &mut Out) -> Result<(), CommandError> {

@@ -65,7 +65,7 @@ pub fn prepare(db: &Path) -> Result<Prepared, CommandError> {
     create_parent(db)?;
     build(db, &backend)
         .map(Prepared::Built)
-        .map_err(|e| CommandError::Failed(naming(&e, &[db, &backend], 4000)))
+        .map_err(|e| CommandError::Failed(naming(&e.said(), &[db, &backend], 4000)))
 }
 
 /// Creates the folder `path` stands in, when it names one.

@@ -162,7 +162,7 @@ fn resume_run_with(
         CommandError::Failed("this build resumes only runs whose id is UTF-8".into())
     })?;
     resume_demo_run(db, backend, run_id)
-        .map_err(|e| CommandError::Failed(naming(&e, &[db, backend], 4000)))
+        .map_err(|e| CommandError::Failed(naming(&e.said(), &[db, backend], 4000)))
 }
 
 /// `resume` on a PostgreSQL run database (decision 0083): the same checks (not finished, the
@@ -249,7 +249,7 @@ pub(super) mod pg {
         };
         backend_exists(run_id, backend)?;
         resume_demo_run_pg(Arc::new(store), backend, id)
-            .map_err(|e| CommandError::Failed(naming(&e, &[backend], 4000)))
+            .map_err(|e| CommandError::Failed(naming(&e.said(), &[backend], 4000)))
     }
 }
 

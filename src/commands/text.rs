@@ -24,8 +24,8 @@ pub fn path(p: &std::path::Path, max: usize) -> String {
 /// A message (an error's `Display`) made safe as [`clean`] makes text, with each of `paths`
 /// (the files the command was given) shown by its bytes where the message names it
 /// ([`Said::with_paths`]).
-pub fn naming(message: &impl std::fmt::Display, paths: &[&std::path::Path], max: usize) -> String {
-    said(&Said::with_paths(&message.to_string(), paths), max)
+pub fn naming(message: &Said, paths: &[&std::path::Path], max: usize) -> String {
+    said(&message.naming(paths), max)
 }
 
 /// A runtime message that names ids ([`Said`], e.g. an error's [`said`](crate::runtime::store::StoreError::said)),
@@ -33,8 +33,9 @@ pub fn naming(message: &impl std::fmt::Display, paths: &[&std::path::Path], max:
 /// id that is not UTF-8 shows as `\xNN` (never as U+FFFD, which may be another run's id) and a
 /// backslash in an id as the sanitiser shows it. A message whose ids are UTF-8 shows exactly as
 /// `clean(&message.to_string(), max)`.
+/// A command in it ([`Said::command`]) is shown as it is, so that it pastes as printed.
 pub fn said(message: &Said, max: usize) -> String {
-    clean_bytes(&message.bytes(), max)
+    message.render_escaped(|b| clean_bytes(b, max))
 }
 
 /// As [`clean`] for a TEXT column of a row: the stored bytes when they were not UTF-8 (so

@@ -76,7 +76,7 @@ pub fn run(db: &Path, backend: Option<&Path>, once: bool) -> Result<(), CommandE
         backend_present(backend)?;
         return crate::consumer::demo::work_demo_runs_pg(Arc::new(store), backend, options(once))
             .map(|_| ())
-            .map_err(|e| CommandError::Failed(naming(&e, &[backend], 4000)));
+            .map_err(|e| CommandError::Failed(naming(&e.said(), &[backend], 4000)));
     }
     match backend {
         Some(b) => {
@@ -84,7 +84,7 @@ pub fn run(db: &Path, backend: Option<&Path>, once: bool) -> Result<(), CommandE
             backend_present(b)?;
             work_demo_runs(db, b, options(once))
                 .map(|_| ())
-                .map_err(|e| CommandError::Failed(naming(&e, &[db, b], 4000)))
+                .map_err(|e| CommandError::Failed(naming(&e.said(), &[db, b], 4000)))
         }
         None => {
             check(db)?;
@@ -98,7 +98,7 @@ pub fn work(db: &Path, opts: WorkOptions) -> Result<(), CommandError> {
     let backend = backend_beside(db);
     work_demo_runs(db, &backend, opts)
         .map(|_| ())
-        .map_err(|e| CommandError::Failed(naming(&e, &[db, &backend], 4000)))
+        .map_err(|e| CommandError::Failed(naming(&e.said(), &[db, &backend], 4000)))
 }
 
 /// A worker running on a thread of its own beside the console (`countersign demo`), silent:

@@ -47,6 +47,22 @@ pub enum DemoError {
     Unexpected(String),
 }
 
+impl DemoError {
+    /// The message with the ids and paths it names as bytes and any command to paste kept
+    /// as a command ([`Said`](crate::runtime::types::Said)), for a renderer that escapes text.
+    pub fn said(&self) -> crate::runtime::types::Said {
+        use crate::runtime::types::Said;
+        match self {
+            DemoError::Store(e) => Said::from("the demo run database failed: ").and(&e.said()),
+            DemoError::Runtime(e) => Said::from("the runtime refused or failed: ").and(&e.said()),
+            DemoError::Operator(e) => {
+                Said::from("an operator action of the demo failed: ").and(&e.said())
+            }
+            other => Said::from(other.to_string()),
+        }
+    }
+}
+
 impl From<crash::CrashError> for DemoError {
     fn from(e: crash::CrashError) -> DemoError {
         match e {

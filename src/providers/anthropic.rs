@@ -281,7 +281,8 @@ impl Anthropic {
                     .finish(),
                 other => {
                     return Err(format!(
-                        "anthropic: unsupported content block type {other:?}"
+                        "anthropic: unsupported content block type {}",
+                        crate::runtime::json::go_quote(other)
                     ));
                 }
             });

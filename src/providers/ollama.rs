@@ -42,9 +42,17 @@ pub fn host(h: &str) -> Result<String, String> {
     let (scheme, _) = full.split_once("://").unwrap_or(("", ""));
     let scheme = scheme.to_ascii_lowercase();
     if scheme != "http" && scheme != "https" {
-        return Err(format!("{P}: host {h:?}: the scheme must be http or https"));
+        return Err(format!(
+            "{P}: host {}: the scheme must be http or https",
+            crate::runtime::json::go_quote(h)
+        ));
     }
-    let bad = || format!("{P}: host {h:?} is not a server address");
+    let bad = || {
+        format!(
+            "{P}: host {} is not a server address",
+            crate::runtime::json::go_quote(h)
+        )
+    };
     let (ep, userinfo) = shared::split_url(P, &full).map_err(|_| bad())?;
     if userinfo || full.contains('?') || full.contains('#') {
         return Err(bad());

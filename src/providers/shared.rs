@@ -108,7 +108,10 @@ pub fn ip_loopback(ip: IpAddr) -> bool {
 }
 
 fn not_http(provider: &str, base: &str) -> String {
-    format!("{provider}: base URL {base:?} is not an http or https URL")
+    format!(
+        "{provider}: base URL {} is not an http or https URL",
+        crate::runtime::json::go_quote(base)
+    )
 }
 
 /// Refuses an adapter's config without a model.
@@ -238,7 +241,10 @@ pub fn classify_response(
                         .into()
                 }
                 LocationHost::Host(h) => {
-                    format!("redirects are not followed; the response pointed to host {h:?}")
+                    format!(
+                        "redirects are not followed; the response pointed to host {}",
+                        crate::runtime::json::go_quote(&h)
+                    )
                 }
             },
         };

@@ -288,8 +288,8 @@ pub(crate) fn recheck(
         }
         let Some(reg) = inner.tools.get(&decision.tool) else {
             report.skipped.push(skip(format!(
-                "its tool {:?} is not registered here",
-                decision.tool
+                "its tool {} is not registered here",
+                crate::runtime::json::go_quote(&decision.tool)
             )));
             continue;
         };

@@ -105,7 +105,7 @@ pub enum StoreError {
 
     /// The database lies in a directory other users can write in and whose sticky bit is
     /// clear: they could rename its journal or `-wal` between any check and SQLite's read.
-    #[error("agentrt: {} is {}: other users can write in it and its sticky bit is not set, so they could swap the database's journal or -wal before SQLite reads it, and nothing was opened; keep run databases in a directory only their owner can write (or set its sticky bit: {})", dir.display(), go_file_mode(*mode), command("chmod +t", &[dir], "chmod +t on it"))]
+    #[error("agentrt: {} is {}: other users can write in it and its sticky bit is not set, so they could swap the database's journal or -wal before SQLite reads it, and nothing was opened; keep run databases in a directory only their owner can write (or set its sticky bit: {})", dir.display(), go_file_mode(*mode), sticky_hint(dir))]
     SharedDirectory {
         /// The directory holding the database.
         dir: PathBuf,
@@ -279,7 +279,25 @@ impl StoreError {
                 expires_at.format_always()
             )),
             StoreError::LeaseLost { detail } => Said::from("agentrt: run lease lost: ").and(detail),
-            other => Said::with_paths(&other.to_string(), &other.paths()),
+            other => {
+                let (message, paths) = (other.to_string(), other.paths());
+                // A hint to paste is kept as a command: shown as printed, never escaped.
+                let hint = match other {
+                    StoreError::InsecureMode { path, .. } => Some(chmod_hint(path)),
+                    StoreError::ForeignJournal { path, .. } => Some(mv_hint(path)),
+                    StoreError::SharedDirectory { dir, .. } => Some(sticky_hint(dir)),
+                    _ => None,
+                };
+                match hint
+                    .as_deref()
+                    .and_then(|h| message.split_once(h).map(|s| (h, s)))
+                {
+                    Some((h, (before, after))) => Said::with_paths(before, &paths)
+                        .command(h)
+                        .and(&Said::with_paths(after, &paths)),
+                    None => Said::with_paths(&message, &paths),
+                }
+            }
         }
     }
 
@@ -430,6 +448,11 @@ pub fn go_file_mode(mode: u32) -> String {
 /// be typed for it.
 fn chmod_hint(path: &std::path::Path) -> String {
     command("chmod 600", &[path], "chmod 600 it")
+}
+
+/// `chmod +t DIR`, as shell words.
+fn sticky_hint(dir: &std::path::Path) -> String {
+    command("chmod +t", &[dir], "chmod +t on it")
 }
 
 /// `mv PATH PATH.suspect`, as shell words.

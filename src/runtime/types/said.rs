@@ -19,6 +19,9 @@ pub struct Said(Vec<Piece>);
 enum Piece {
     Text(String),
     Id(Key),
+    /// A command for a person to paste: shell words, printable ASCII only, shown as they are
+    /// (an escaper would double their backslashes and make the paste run something else).
+    Command(String),
 }
 
 impl Said {
@@ -46,12 +49,27 @@ impl Said {
         self
     }
 
+    /// This message followed by a command a person may paste (shell words that read back the
+    /// bytes they name, e.g. `safetext::shell::word`'s): kept apart so that a renderer shows it
+    /// as it is, never through the terminal escaper. Anything but printable ASCII in it is kept
+    /// as text instead (and so escaped).
+    pub fn command(mut self, cmd: impl AsRef<str>) -> Said {
+        let cmd = cmd.as_ref();
+        if cmd.bytes().all(|b| (0x20..=0x7e).contains(&b)) {
+            self.0.push(Piece::Command(cmd.to_string()));
+            self
+        } else {
+            self.text(cmd)
+        }
+    }
+
     /// This message followed by another (its ids kept as bytes).
     pub fn and(mut self, more: &Said) -> Said {
         for p in &more.0 {
             self = match p {
                 Piece::Text(t) => self.text(t),
                 Piece::Id(k) => self.id(k),
+                Piece::Command(c) => self.command(c),
             };
         }
         self
@@ -77,6 +95,19 @@ impl Said {
         out
     }
 
+    /// [`Said::with_paths`] over each text piece of this message (ids and commands kept).
+    pub fn naming(&self, paths: &[&std::path::Path]) -> Said {
+        let mut out = Said::new();
+        for p in &self.0 {
+            out = match p {
+                Piece::Text(t) => out.and(&Said::with_paths(t, paths)),
+                Piece::Id(k) => out.id(k),
+                Piece::Command(c) => out.command(c),
+            };
+        }
+        out
+    }
+
     /// Whether the message says nothing.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
@@ -87,6 +118,7 @@ impl Said {
         self.0.iter().all(|p| match p {
             Piece::Text(_) => true,
             Piece::Id(k) => k.as_str().is_some(),
+            Piece::Command(_) => true,
         })
     }
 
@@ -98,9 +130,33 @@ impl Said {
         let mut out = Vec::new();
         for p in &self.0 {
             match p {
-                Piece::Text(t) => out.extend_from_slice(t.as_bytes()),
+                Piece::Text(t) | Piece::Command(t) => out.extend_from_slice(t.as_bytes()),
                 Piece::Id(k) => out.extend_from_slice(k.as_bytes()),
             }
+        }
+        out
+    }
+
+    /// The message for a terminal: each run of text and ids (as their stored bytes) through
+    /// `escape`, each command as it is.
+    pub fn render_escaped(&self, mut escape: impl FnMut(&[u8]) -> String) -> String {
+        let mut out = String::new();
+        let mut run: Vec<u8> = Vec::new();
+        for p in &self.0 {
+            match p {
+                Piece::Text(t) => run.extend_from_slice(t.as_bytes()),
+                Piece::Id(k) => run.extend_from_slice(k.as_bytes()),
+                Piece::Command(c) => {
+                    if !run.is_empty() {
+                        out.push_str(&escape(&run));
+                        run.clear();
+                    }
+                    out.push_str(c);
+                }
+            }
+        }
+        if !run.is_empty() {
+            out.push_str(&escape(&run));
         }
         out
     }
@@ -115,7 +171,7 @@ impl Said {
         let mut out = String::new();
         for p in &self.0 {
             match p {
-                Piece::Text(t) => out.push_str(&text(t)),
+                Piece::Text(t) | Piece::Command(t) => out.push_str(&text(t)),
                 Piece::Id(k) => out.push_str(&id(k.as_bytes())),
             }
         }
@@ -129,7 +185,7 @@ impl fmt::Display for Said {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for p in &self.0 {
             match p {
-                Piece::Text(t) => f.write_str(t)?,
+                Piece::Text(t) | Piece::Command(t) => f.write_str(t)?,
                 Piece::Id(k) => f.write_str(&lossy(k.as_bytes()))?,
             }
         }
