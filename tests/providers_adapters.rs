@@ -958,3 +958,23 @@ fn a_host_that_does_not_exist_is_permanent_and_a_resolver_failure_is_transient()
         }
     }
 }
+
+/// One stray escaped surrogate in a model's reply (here in its prose) is one U+FFFD, as Go's
+/// decoder reads it, for all three adapters; the reply is kept as received. It failed the
+/// whole run before ("decode: unexpected end of hex escape", "lone leading surrogate").
+#[test]
+fn a_lone_surrogate_in_a_reply_is_one_replacement_character() {
+    let anthropic_body = br#"{"id":"m","type":"message","role":"assistant","content":[{"type":"text","text":"I will look \ud83d it up"},{"type":"tool_use","id":"t","name":"get_order","input":{"order_id":"ord_1004"}}],"stop_reason":"tool_use","usage":{"input_tokens":3,"output_tokens":1}}"#;
+    let r = anthropic::parse_reply(anthropic_body).unwrap_or_else(|e| panic!("{e:?}"));
+    assert_eq!(r.text, "I will look \u{fffd} it up");
+    assert_eq!(r.tool_uses.len(), 1);
+    assert_eq!(r.usage.input_tokens, 3, "usage read too");
+    assert_eq!(r.raw, anthropic_body.to_vec(), "kept as received");
+    let ollama_body = br#"{"model":"m","message":{"role":"assistant","content":"looking \udc00 up","tool_calls":[{"function":{"name":"get_order","arguments":{"order_id":"ord_1004"}}}]},"done":true,"done_reason":"stop","prompt_eval_count":1,"eval_count":1}"#;
+    let r = ollama::parse_reply(ollama_body).unwrap_or_else(|e| panic!("{e:?}"));
+    assert_eq!(r.text, "looking \u{fffd} up");
+    let openai_body = br#"{"choices":[{"message":{"content":"a \ud800\u0041","tool_calls":[]},"finish_reason":"stop"}],"usage":{"prompt_tokens":2,"completion_tokens":1}}"#;
+    let r = openai::parse_reply(openai_body).unwrap_or_else(|e| panic!("{e:?}"));
+    assert_eq!(r.text, "a \u{fffd}A");
+    assert_eq!(r.usage.input_tokens, 2);
+}

@@ -445,6 +445,10 @@ fn fold_usage(body: &[u8]) -> Result<Usage, Failure> {
 }
 
 pub fn parse_reply(body: &[u8]) -> Result<ChatResponse, Failure> {
+    // One stray escaped surrogate is one U+FFFD, as Go decodes it, not an undecodable reply.
+    let received = body;
+    let cleaned = shared::lone_surrogates_as_fffd(body);
+    let body: &[u8] = &cleaned;
     #[derive(Deserialize, Default)]
     #[serde(default)]
     struct Block {
@@ -491,7 +495,7 @@ pub fn parse_reply(body: &[u8]) -> Result<ChatResponse, Failure> {
         tool_uses: uses,
         stop_reason: stop,
         usage,
-        raw: body.to_vec(),
+        raw: received.to_vec(),
     })
 }
 

@@ -166,6 +166,10 @@ fn tool_result(b: &ContentBlock) -> Vec<u8> {
 }
 
 pub fn parse_reply(body: &[u8]) -> Result<ChatResponse, Failure> {
+    // One stray escaped surrogate is one U+FFFD, as Go decodes it, not an undecodable reply.
+    let received = body;
+    let cleaned = shared::lone_surrogates_as_fffd(body);
+    let body: &[u8] = &cleaned;
     #[derive(Deserialize)]
     struct Counts {
         prompt_eval_count: Option<Box<RawValue>>,
@@ -246,7 +250,7 @@ pub fn parse_reply(body: &[u8]) -> Result<ChatResponse, Failure> {
         tool_uses: uses,
         stop_reason: stop,
         usage,
-        raw: body.to_vec(),
+        raw: received.to_vec(),
     })
 }
 

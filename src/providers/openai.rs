@@ -321,6 +321,10 @@ fn read_usage(body: &[u8]) -> Result<Usage, Failure> {
 
 /// Reads a 2xx body (spec §5, response handling 4–8).
 pub fn parse_reply(body: &[u8]) -> Result<ChatResponse, Failure> {
+    // One stray escaped surrogate is one U+FFFD, as Go decodes it, not an undecodable reply.
+    let received = body;
+    let cleaned = shared::lone_surrogates_as_fffd(body);
+    let body: &[u8] = &cleaned;
     #[derive(Deserialize, Default)]
     #[serde(default)]
     struct Choice {
@@ -387,7 +391,7 @@ pub fn parse_reply(body: &[u8]) -> Result<ChatResponse, Failure> {
         tool_uses: uses,
         stop_reason: stop,
         usage,
-        raw: body.to_vec(),
+        raw: received.to_vec(),
     })
 }
 
