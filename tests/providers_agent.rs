@@ -503,3 +503,71 @@ fn agent_interrupted_during_a_model_call_names_the_run_and_how_to_go_on() {
         runtime_support::verify(&db);
     }
 }
+
+/// A key that cannot go into an HTTP header (a line break or control inside it, non-ASCII),
+/// from the key file or the environment, is refused before anything is sent or written, and
+/// a key file is read no further than 16 KiB (a huge file was read whole, then a FAILED run
+/// written).
+#[test]
+fn a_key_no_header_can_carry_is_refused_before_a_run_is_written() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.db");
+    let key = dir.path().join("key");
+    let base = "http://127.0.0.1:9/v1";
+    for (content, want) in [
+        (
+            b"sk-a\r\nX-Evil: 1".to_vec(),
+            "holds a character an API key does not",
+        ),
+        (
+            b"sk-\x1b[2J".to_vec(),
+            "holds a character an API key does not",
+        ),
+        (vec![b'k'; 16 * 1024 + 1], "is larger than 16384 bytes"),
+    ] {
+        std::fs::write(&key, &content).unwrap();
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let args = [
+            "--model",
+            "openai:gpt-x",
+            "--model-base-url",
+            base,
+            "--model-key-file",
+            key.to_str().unwrap(),
+            "hello",
+        ];
+        let out = agent(&db, &args);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(stderr.contains(want), "{stderr}");
+        assert!(
+            !stderr.contains("sk-"),
+            "the key is never printed: {stderr}"
+        );
+    }
+    let out = agent_env(
+        &db,
+        &[
+            "--model",
+            "anthropic:claude-x",
+            "--model-base-url",
+            base,
+            "hello",
+        ],
+        &[("ANTHROPIC_API_KEY", "sk-a\nb")],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("ANTHROPIC_API_KEY holds a character"),
+        "{}",
+        text(&out.stderr)
+    );
+    if db.exists() {
+        let n: i64 = rusqlite::Connection::open(&db)
+            .unwrap()
+            .query_row("SELECT COUNT(*) FROM runs", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(n, 0, "no run was written");
+    }
+}

@@ -100,13 +100,45 @@ pub fn read_key_file(path: &Path) -> Result<Secret, CommandError> {
             )));
         }
     }
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| failed(format!("cannot read the key file {shown}: {e}")))?;
-    let key = text.trim();
+    // A key is a short token: the file is read no further than this, whatever its size.
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(
+        &mut std::io::Read::take(
+            std::fs::File::open(path)
+                .map_err(|e| failed(format!("cannot read the key file {shown}: {e}")))?,
+            KEY_FILE_MAX + 1,
+        ),
+        &mut bytes,
+    )
+    .map_err(|e| failed(format!("cannot read the key file {shown}: {e}")))?;
+    if bytes.len() as u64 > KEY_FILE_MAX {
+        return Err(failed(format!(
+            "the key file {shown} is larger than {KEY_FILE_MAX} bytes, which no API key is: name the file that holds the key"
+        )));
+    }
+    let key = String::from_utf8_lossy(&bytes);
+    let key = key.trim();
     if key.is_empty() {
         return Err(failed(format!("the key file {shown} is empty")));
     }
+    check_key(key, &format!("the key file {shown}"))?;
     Ok(Secret::new(key))
+}
+
+/// The most a key file may hold.
+const KEY_FILE_MAX: u64 = 16 * 1024;
+
+/// A key goes into an HTTP header: anything but visible ASCII (a line break inside it, a
+/// control, a non-ASCII character) is refused before a run is written, naming where it came
+/// from and never the key.
+fn check_key(key: &str, whence: &str) -> Result<(), CommandError> {
+    if key.bytes().all(|b| (0x21..=0x7e).contains(&b)) {
+        Ok(())
+    } else {
+        Err(failed(format!(
+            "{whence} holds a character an API key does not (a line break, space, control or non-ASCII character); nothing was sent"
+        )))
+    }
 }
 
 /// Builds the model named `PROVIDER:MODEL`, with `env` for the environment.
@@ -135,6 +167,11 @@ pub fn model_for(
             return Err(failed(format!(
                 "no API key for {who}: set {var} or pass --model-key-file"
             )));
+        }
+        if key.is_empty()
+            && let Some(k) = env(var)
+        {
+            check_key(&k, var)?;
         }
         Ok(())
     };
