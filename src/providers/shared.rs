@@ -292,9 +292,33 @@ fn location_host(l: &str) -> LocationHost {
     let host = auth.rsplit_once('@').map(|(_, h)| h).unwrap_or(auth);
     if host.is_empty() {
         LocationHost::Relative
+    } else if !host_parses(host) {
+        LocationHost::Unparsable
     } else {
         LocationHost::Host(host.to_string())
     }
+}
+
+/// Whether a URL's `host[:port]` is one Go's `url.Parse` reads: a bracketed IPv6 literal is
+/// closed, a port is digits, and every `%` starts an escape of two hex digits.
+fn host_parses(host: &str) -> bool {
+    let port_ok = |p: &str| p.bytes().all(|b| b.is_ascii_digit());
+    let escapes_ok = |h: &str| {
+        let b = h.as_bytes();
+        b.iter().enumerate().all(|(i, &c)| {
+            c != b'%'
+                || (b.len() > i + 2 && b[i + 1].is_ascii_hexdigit() && b[i + 2].is_ascii_hexdigit())
+        })
+    };
+    if let Some(inner) = host.strip_prefix('[') {
+        return match inner.split_once(']') {
+            Some((_, "")) => true,
+            Some((_, rest)) => rest.strip_prefix(':').is_some_and(port_ok),
+            None => false,
+        };
+    }
+    let (name, port) = host.rsplit_once(':').unwrap_or((host, ""));
+    !name.contains(['[', ']']) && port_ok(port) && escapes_ok(name)
 }
 
 /// agentrt's `RetryAfter`: seconds or an HTTP date; absent, negative, past or over an hour
@@ -621,6 +645,27 @@ mod tests {
                 "openai: 307: redirects are not followed; the response pointed to host \"127.0.0.1:9\"".into()
             )
         );
+        // What Go's url.Parse refuses is said so, never named as a host.
+        for l in [
+            "http://[bad",
+            "http://%zz/",
+            "http://h:abc/",
+            "http://[::1]x/",
+        ] {
+            let f = classify_response("openai", 302, Some(l), Duration::ZERO, b"");
+            assert!(
+                f.to_string()
+                    .ends_with("the Location header does not parse"),
+                "{l}: {f}"
+            );
+        }
+        for (l, host) in [("http://[::1]:8/", "[::1]:8"), ("http://a%41b/", "a%41b")] {
+            let f = classify_response("openai", 302, Some(l), Duration::ZERO, b"");
+            assert!(
+                f.to_string().ends_with(&format!("host \"{host}\"")),
+                "{l}: {f}"
+            );
+        }
         let f = classify_response("openai", 302, Some("/elsewhere?x"), Duration::ZERO, b"");
         assert!(
             f.to_string()
