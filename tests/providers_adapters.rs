@@ -582,6 +582,11 @@ fn ollama_maps_the_request_and_replies() {
     ] {
         assert!(ollama::host(bad).is_err(), "{bad}");
     }
+    // A password in OLLAMA_HOST is never repeated in the refusal.
+    for h in ["http://u:secretpw@box:1", "ftp://u:secretpw@box/"] {
+        let e = ollama::host(h).unwrap_err();
+        assert!(!e.contains("secretpw") && e.contains("***@box"), "{e}");
+    }
 }
 
 /// A 307 to a second local server: not followed; the second server receives nothing; the

@@ -187,7 +187,7 @@ fn to_text(s: &Stats, a: &StatsArgs) -> String {
     out.push('\n');
     if s.damaged_steps > 0 || s.unreadable_times > 0 {
         out.push_str(&format!(
-            "not counted: {} damaged step(s) whose decision is not JSON, {} approval time(s) that do not parse\n",
+            "not counted: {} damaged step(s) whose decision is not JSON, {} approval time(s) not set or that do not parse\n",
             s.damaged_steps, s.unreadable_times
         ));
     }

@@ -272,7 +272,7 @@ fn model(app: &App, st: &Stats) -> Vec<Line<'static>> {
     if st.damaged_steps > 0 || st.unreadable_times > 0 {
         v.push(Line::styled(
             format!(
-                " not counted: {} damaged step(s), {} approval time(s) that do not parse",
+                " not counted: {} damaged step(s), {} approval time(s) not set or that do not parse",
                 st.damaged_steps, st.unreadable_times
             ),
             th.style(Role::Damaged),
