@@ -167,6 +167,30 @@ fn agent_pauses_for_approval_as_the_demo_does() {
     assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
     assert!(stdout.contains(": WAITING_FOR_APPROVAL"), "{stdout}");
     assert!(stdout.contains("the run waits for a person"), "{stdout}");
+    // `resume` and `recheck` of an agent's run point at `agent --resume`, not at "another
+    // program's tools".
+    let run = stdout
+        .split_once("run ")
+        .and_then(|(_, r)| r.split(':').next())
+        .unwrap_or_else(|| panic!("{stdout}"))
+        .to_string();
+    for (verb, want) in [
+        ("resume", "was made by `countersign agent`"),
+        ("recheck", "was made by `countersign agent`"),
+    ] {
+        let o = Command::new(env!("CARGO_BIN_EXE_countersign"))
+            .arg("--db")
+            .arg(&db)
+            .args([verb, run.as_str()])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(1), "{verb}");
+        let e = text(&o.stderr);
+        assert!(
+            e.contains(want) && !e.contains("does not register"),
+            "{verb}: {e}"
+        );
+    }
     let (head, _) = s.request(0);
     assert!(
         head.to_ascii_lowercase()

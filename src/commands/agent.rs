@@ -62,7 +62,7 @@ pub struct AgentArgs {
 }
 
 /// The terminal tool the model ends a run with.
-pub const FINISH: &str = "finish";
+pub const FINISH: &str = super::AGENT_FINISH;
 
 const SYSTEM: &str = "You are an order-support assistant acting for one signed-in customer. \
 Use the tools to look orders up and act on them; every change is checked, and some wait for a \

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use super::CommandError;
 use super::out::Out;
-use super::text::{clean, naming};
+use super::text::naming;
 use crate::consumer::demo::{DemoSummary, backend_beside, build};
 
 /// `$XDG_DATA_HOME/countersign/demo.db`, else `~/.local/share/countersign/demo.db`, else a
@@ -144,7 +144,7 @@ pub fn describe(db: &Path, prepared: &Prepared, out: &mut Out) -> Result<(), Com
 #[cfg(feature = "postgres")]
 pub fn prepare_pg(url: &crate::pgstore::PgUrl, backend: &Path) -> Result<Prepared, CommandError> {
     use crate::pgstore::copy::{Endpoint, copy};
-    let shown = clean(url.redacted(), 300);
+    let shown = super::text::clean(url.redacted(), 300);
     if std::fs::symlink_metadata(backend).is_ok() {
         let runs = crate::pgstore::PgStore::open_existing(url)
             .ok()
@@ -172,7 +172,10 @@ pub fn prepare_pg(url: &crate::pgstore::PgUrl, backend: &Path) -> Result<Prepare
         (Ok(s), Some(Ok(_))) => s,
         (Err(e), _) => {
             remove_sqlite(backend);
-            return Err(CommandError::Failed(clean(&e.to_string(), 4000)));
+            return Err(CommandError::Failed(super::text::clean(
+                &e.to_string(),
+                4000,
+            )));
         }
         (Ok(_), copied) => {
             // Nothing was written into the database: the backend made for it goes too.
@@ -183,7 +186,7 @@ pub fn prepare_pg(url: &crate::pgstore::PgUrl, backend: &Path) -> Result<Prepare
                 .unwrap_or_default();
             return Err(CommandError::Failed(format!(
                 "the demo writes only into an empty database, and {shown} was not written: {}",
-                clean(&why, 4000)
+                super::text::clean(&why, 4000)
             )));
         }
     };
@@ -212,7 +215,7 @@ pub fn describe_pg(
     prepared: &Prepared,
     out: &mut Out,
 ) -> Result<(), CommandError> {
-    let shown = clean(url.redacted(), 300);
+    let shown = super::text::clean(url.redacted(), 300);
     let backend_shown = super::text::path(backend, 400);
     match prepared {
         Prepared::Built(s) => {

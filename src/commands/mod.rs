@@ -5,6 +5,10 @@
 
 #[cfg(feature = "providers")]
 pub mod agent;
+
+/// The terminal tool `agent`'s runs end with (named here too, so that a build without the
+/// providers still tells such a run from another program's).
+pub(crate) const AGENT_FINISH: &str = "finish";
 pub mod approval;
 mod bulk;
 pub mod cli;

@@ -34,6 +34,12 @@ fn askable(
     backend: &Path,
 ) -> Result<String, CommandError> {
     if let Some(list) = foreign {
+        if list == super::AGENT_FINISH {
+            return Err(CommandError::Failed(format!(
+                "recheck: run {} was made by `countersign agent`, whose policy adds its `{list}` tool to the example consumer's; recheck asks the consumer's policy alone, so it does not ask about this run",
+                ident(run_id, 64),
+            )));
+        }
         return Err(CommandError::Failed(format!(
             "recheck: run {} uses tools this build does not register ({list}); only the program that owns its policy can ask it again",
             ident(run_id, 64),

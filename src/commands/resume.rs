@@ -68,6 +68,13 @@ pub(super) fn tools_of(store: &Store, run_id: &[u8]) -> Result<Vec<String>, Comm
 
 /// The refusal of a run that uses tools this build does not register (`list`, escaped).
 fn not_ours(run_id: &[u8], list: &str) -> CommandError {
+    if list == super::AGENT_FINISH {
+        return CommandError::Failed(format!(
+            "run {} was made by `countersign agent` (its `{}` tool): continue it with the `agent ... --resume` line `agent` printed (the model is not stored with the run); `resume` runs the example consumer's scripted runs only",
+            ident(run_id, 64),
+            super::AGENT_FINISH,
+        ));
+    }
     CommandError::Failed(format!(
         "run {} uses tools this build does not register ({list}); countersign resumes only its example consumer's runs. A consumer resumes its own runs by embedding the runtime with its tools registered and calling Driver::resume(run_id) (see docs/architecture.md)",
         ident(run_id, 64),
