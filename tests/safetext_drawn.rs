@@ -46,6 +46,48 @@ fn lone_hangul_jamo_are_escaped_and_syllables_kept() {
     );
 }
 
+/// A leading consonant before another one or before a whole syllable is one grapheme cluster
+/// (two columns by UAX #29) that terminals draw as two glyphs (four columns): the console's
+/// picture of the screen and the terminal's disagreed, and glyphs stayed behind on the next
+/// screen. Such a consonant is escaped; one that begins a syllable (L V) is kept.
+#[test]
+fn a_leading_consonant_that_starts_no_syllable_is_escaped() {
+    for (input, shown) in [
+        ("\u{1100}\u{1100}", "\\u{1100}\u{1100}"),
+        ("\u{1100}\u{ac00}", "\\u{1100}\u{ac00}"),
+        ("\u{1100}\u{1100}\u{1161}", "\\u{1100}\u{1100}\u{1161}"),
+        ("x\u{1100}\u{ac01}y", "x\\u{1100}\u{ac01}y"),
+    ] {
+        let t = escape_str(input, Options::line());
+        assert_eq!(t.to_string(), shown, "{input:?}");
+        // A terminal (glibc's wcwidth): a leading consonant or a syllable two columns, a
+        // vowel or final none, ASCII one.
+        let cols = |c: char| match c as u32 {
+            0x1100..=0x115f | 0xac00..=0xd7a3 => 2,
+            0x1160..=0x11ff => 0,
+            _ => 1,
+        };
+        let drawn: usize = t
+            .segments()
+            .iter()
+            .filter(|s| s.kind() == SegmentKind::Plain)
+            .map(|s| s.text().chars().map(cols).sum::<usize>())
+            .sum();
+        let measured: usize = t
+            .segments()
+            .iter()
+            .filter(|s| s.kind() == SegmentKind::Plain)
+            .map(|s| text_width(s.text()))
+            .sum();
+        assert_eq!(measured, drawn, "as a terminal draws it: {input:?}");
+    }
+    // A syllable written out (L V, L V T) stays one glyph and is kept.
+    assert_eq!(
+        escape_str("\u{1100}\u{1161}\u{11a8}", Options::line()).to_string(),
+        "\u{1100}\u{1161}\u{11a8}"
+    );
+}
+
 #[test]
 fn code_points_newer_than_unicode_14_are_escaped_and_badged() {
     let t = escape_str(&"\u{1fae9}".repeat(6), Options::security());

@@ -409,7 +409,11 @@ impl Iterator for Escaper<'_> {
                 }
                 Ok((c, len)) => {
                     let next = self.input.get(start + len).copied();
-                    (self.token_for(c, next), len)
+                    let following = (start + len < self.input.len())
+                        .then(|| decode_at(self.input, start + len).ok())
+                        .flatten()
+                        .map(|(f, _)| f);
+                    (self.token_for(c, next, following), len)
                 }
             };
             self.pos = start + len;
@@ -432,7 +436,7 @@ impl Iterator for Escaper<'_> {
 impl Escaper<'_> {
     /// The token for `c` in the current context, updating the context; `None` when the
     /// mark joins the dropped run.
-    fn token_for(&mut self, c: char, next: Option<u8>) -> Option<Token> {
+    fn token_for(&mut self, c: char, next: Option<u8>, following: Option<char>) -> Option<Token> {
         let hangul = self.hangul.take();
         if c == '[' && next == Some(b'+') {
             // `[+` starts every cut marker (`…[+9 bytes]…`, `[+3 combining marks dropped]`):
@@ -442,6 +446,20 @@ impl Escaper<'_> {
             return Some(Token::Esc(Esc::Byte(b'['), Reason::Notation));
         }
         match classify(c, &self.opts) {
+            Class::Keep
+                if hangul_type(c) == Some(Hangul::L)
+                    && matches!(
+                        following.and_then(hangul_type),
+                        Some(Hangul::L | Hangul::Lv | Hangul::Lvt)
+                    ) =>
+            {
+                // A leading consonant before another one or a whole syllable: one cluster by
+                // UAX #29 (two columns), but terminals draw each (four), which leaves glyphs
+                // behind on the next screen. Escaped; the syllable after it stands alone.
+                self.base = None;
+                self.run = 0;
+                Some(Token::Esc(Esc::Char(c), Reason::Invisible))
+            }
             Class::Keep => {
                 self.base = Some(c);
                 self.run = 0;
