@@ -97,7 +97,7 @@ fn approve_prints_the_approval_then_records_the_decision() {
     );
     assert!(
         text.ends_with(&format!(
-            "the run stays waiting until it is resumed (a run `countersign agent` made: by the `agent ... --resume` it printed): countersign --db {} resume {run}\n",
+            "the run stays waiting until it is resumed: countersign --db {} resume {run}\n",
             db.display()
         )),
         "{text}"

@@ -373,6 +373,11 @@ fn a_usage_error_shows_a_hostile_value_escaped_not_stripped() {
         (vec!["show", "--", "-\u{1b}]0;T\u{7}x"], r"'-\x1b]0;T\x07x'"),
         (vec!["runs", "--status", "\u{1b}[31mX"], r"'\x1b[31mX'"),
         (vec!["--\u{1b}[31mx"], r"'--\x1b[31mx'"),
+        // The parser's reason names the value in the same notation, once (not `\\u{1b}`).
+        (
+            vec!["stats", "--since", "\u{1b}]0;T\u{7}"],
+            r"'\x1b]0;T\x07' does not start with a whole number",
+        ),
     ] {
         let o = with_db(&db, &args);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", err(&o));

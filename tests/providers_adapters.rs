@@ -587,6 +587,12 @@ fn ollama_maps_the_request_and_replies() {
         let e = ollama::host(h).unwrap_err();
         assert!(!e.contains("secretpw") && e.contains("***@box"), "{e}");
     }
+    // Nor a token in its query or fragment.
+    let e = ollama::host("http://box:1/?token=SEKRITPW#SEKRIT2").unwrap_err();
+    assert!(
+        !e.contains("SEKRIT") && e.contains("\"http://box:1/?***#***\""),
+        "{e}"
+    );
 }
 
 /// A 307 to a second local server: not followed; the second server receives nothing; the

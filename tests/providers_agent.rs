@@ -191,6 +191,19 @@ fn agent_pauses_for_approval_as_the_demo_does() {
             "{verb}: {e}"
         );
     }
+    // Approving it points at `agent ... --resume`, not at a `resume` that would refuse it.
+    let o = Command::new(env!("CARGO_BIN_EXE_countersign"))
+        .arg("--db")
+        .arg(&db)
+        .args(["approve", run.as_str(), "--yes", "--by", "alice"])
+        .output()
+        .unwrap();
+    let out = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{out}{}", text(&o.stderr));
+    assert!(
+        out.contains("a `countersign agent` run") && !out.contains(" resume "),
+        "{out}"
+    );
     let (head, _) = s.request(0);
     assert!(
         head.to_ascii_lowercase()
@@ -581,6 +594,28 @@ fn a_key_no_header_can_carry_is_refused_before_a_run_is_written() {
         ],
         &[("ANTHROPIC_API_KEY", "sk-a\nb")],
     );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("ANTHROPIC_API_KEY holds a character"),
+        "{}",
+        text(&out.stderr)
+    );
+    // Set but not UTF-8: refused for what it holds, not taken as unset.
+    use std::os::unix::ffi::OsStrExt;
+    let out = Command::new(env!("CARGO_BIN_EXE_countersign"))
+        .arg("--db")
+        .arg(&db)
+        .args([
+            "agent",
+            "--model",
+            "anthropic:claude-x",
+            "--model-base-url",
+            base,
+            "hi",
+        ])
+        .env("ANTHROPIC_API_KEY", std::ffi::OsStr::from_bytes(b"sk-\xff"))
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(
         text(&out.stderr).contains("ANTHROPIC_API_KEY holds a character"),

@@ -273,7 +273,13 @@ pub fn run(db: Option<&Path>, a: &AgentArgs, out: &mut Out) -> Result<(), Comman
     if a.resume.is_none() && a.goal.as_deref().is_none_or(|g| g.trim().is_empty()) {
         return Err(CommandError::Usage("agent: the GOAL is empty".into()));
     }
-    let (model, prices) = model_for(a, &|k| std::env::var(k).ok())?;
+    // A variable that is set but not UTF-8 is read as U+FFFD, so it is refused for what it
+    // holds (a key no header carries, a host that is not one) rather than taken as unset.
+    let (model, prices) = model_for(a, &|k| match std::env::var(k) {
+        Ok(v) => Some(v),
+        Err(std::env::VarError::NotUnicode(_)) => Some("\u{fffd}".into()),
+        Err(std::env::VarError::NotPresent) => None,
+    })?;
     let (store, shown) = open_db(db)?;
     let bpath = match (&a.backend, shown.is_some()) {
         (Some(b), _) => b.clone(),

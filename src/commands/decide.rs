@@ -31,6 +31,8 @@ pub(crate) trait Reviewing: RunStore {
     fn approval_capped(&self, run: &[u8], approval: &[u8]) -> Result<Option<Approval>, StoreError>;
     /// The reason the policy gave when it asked for the approval.
     fn approval_reason(&self, run: &[u8], approval: &[u8]) -> Result<String, StoreError>;
+    /// Whether `countersign agent` made the run (its tools include the agent's `finish`).
+    fn agent_made(&self, run: &[u8]) -> bool;
 }
 
 impl Reviewing for Store {
@@ -45,6 +47,9 @@ impl Reviewing for Store {
     }
     fn approval_reason(&self, run: &[u8], approval: &[u8]) -> Result<String, StoreError> {
         Store::approval_reason(self, run, approval)
+    }
+    fn agent_made(&self, run: &[u8]) -> bool {
+        super::resume::tools_of(self, run).is_ok_and(|t| t.iter().any(|n| n == super::AGENT_FINISH))
     }
 }
 
@@ -61,6 +66,10 @@ impl Reviewing for crate::pgstore::PgStore {
     }
     fn approval_reason(&self, run: &[u8], approval: &[u8]) -> Result<String, StoreError> {
         crate::pgstore::PgStore::approval_reason(self, run, approval)
+    }
+    fn agent_made(&self, run: &[u8]) -> bool {
+        super::resume::pg::tools_of(self, run)
+            .is_ok_and(|t| t.iter().any(|n| n == super::AGENT_FINISH))
     }
 }
 
@@ -257,14 +266,18 @@ fn decide_on<S: Reviewing>(
         })?;
         return Ok(());
     }
-    if verb == Verb::Approve && decided.run.status == RunStatus::WaitingForApproval {
+    if verb == Verb::Approve
+        && decided.run.status == RunStatus::WaitingForApproval
+        && store.agent_made(decided.run.id_bytes())
+    {
+        out.line(
+            "the run stays waiting until it is continued: it is a `countersign agent` run, so with the `agent ... --resume` line `agent` printed (the model is not stored with the run)",
+        )?;
+    } else if verb == Verb::Approve && decided.run.status == RunStatus::WaitingForApproval {
         let id = decided.run.id_bytes();
         out.line(&match run_command(db, id, "resume") {
-            // `resume` runs the example consumer's tools; a run `agent` made is continued by
-            // the `agent ... --resume` line `agent` printed (it knows the model).
-            Ok(cmd) => format!(
-                "the run stays waiting until it is resumed (a run `countersign agent` made: by the `agent ... --resume` it printed): {cmd}"
-            ),
+            // `resume` runs the example consumer's tools (an agent's run is told apart above).
+            Ok(cmd) => format!("the run stays waiting until it is resumed: {cmd}"),
             Err(why) => format!("the run stays waiting until it is resumed; {why}"),
         })?;
     }

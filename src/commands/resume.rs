@@ -186,7 +186,10 @@ pub(super) mod pg {
     use crate::runtime::types::Run;
 
     /// The tools `run_id` was started with and proposed (as SQLite's `tools_of`).
-    fn tools_of(store: &PgStore, run_id: &[u8]) -> Result<Vec<String>, CommandError> {
+    pub(in crate::commands) fn tools_of(
+        store: &PgStore,
+        run_id: &[u8],
+    ) -> Result<Vec<String>, CommandError> {
         let mut names = Vec::new();
         if let Some((kind, payload)) = store.first_event(run_id).map_err(fail)?
             && kind == "run.created"

@@ -182,21 +182,21 @@ fn stats_table(file: &str, t: &toml::Table, s: &mut Settings) -> Result<(), Cons
 pub(crate) fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     let split = s
         .find(|c: char| !c.is_ascii_digit())
-        .ok_or_else(|| format!("{s:?} has no unit: use s, m, h, d or w (e.g. 24h)"))?;
+        .ok_or_else(|| format!("'{s}' has no unit: use s, m, h, d or w (e.g. 24h)"))?;
     let (num, unit) = s.split_at(split);
     let n: u64 = num
         .parse()
-        .map_err(|_| format!("{s:?} does not start with a whole number (e.g. 24h)"))?;
+        .map_err(|_| format!("'{s}' does not start with a whole number (e.g. 24h)"))?;
     let secs = match unit {
         "s" => 1,
         "m" => 60,
         "h" => 3600,
         "d" => 86_400,
         "w" => 604_800,
-        _ => return Err(format!("{s:?}: unknown unit {unit:?}; use s, m, h, d or w")),
+        _ => return Err(format!("'{s}': unknown unit '{unit}'; use s, m, h, d or w")),
     };
     n.checked_mul(secs)
         .filter(|&t| t <= 100 * 365 * 86_400)
         .map(std::time::Duration::from_secs)
-        .ok_or_else(|| format!("{s:?} is longer than a hundred years"))
+        .ok_or_else(|| format!("'{s}' is longer than a hundred years"))
 }

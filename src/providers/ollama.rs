@@ -34,7 +34,7 @@ pub fn name(model: &str) -> String {
 
 /// The host as the adapter would use it (`http://` prefixed, trailing `/` removed).
 pub fn host(h: &str) -> Result<String, String> {
-    let shown = crate::runtime::json::go_quote(&without_userinfo(h));
+    let shown = crate::runtime::json::go_quote(&shared::redacted_url(h));
     let full = if h.contains("://") {
         h.to_string()
     } else {
@@ -53,19 +53,6 @@ pub fn host(h: &str) -> Result<String, String> {
         return Err(bad());
     }
     Ok(format!("{}://{}{}", ep.scheme, ep.authority, ep.path))
-}
-
-/// `h` with any user information before the host shown as `***@`: a password in
-/// `OLLAMA_HOST` is never repeated in an error.
-fn without_userinfo(h: &str) -> String {
-    let start = h.find("://").map_or(0, |i| i + 3);
-    let end = h[start..]
-        .find(['/', '?', '#'])
-        .map_or(h.len(), |i| start + i);
-    match h[start..end].rfind('@') {
-        Some(at) => format!("{}***{}", &h[..start], &h[start + at..]),
-        None => h.to_string(),
-    }
 }
 
 struct Inner {

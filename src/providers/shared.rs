@@ -110,8 +110,31 @@ pub fn ip_loopback(ip: IpAddr) -> bool {
 fn not_http(provider: &str, base: &str) -> String {
     format!(
         "{provider}: base URL {} is not an http or https URL",
-        crate::runtime::json::go_quote(base)
+        crate::runtime::json::go_quote(&redacted_url(base))
     )
+}
+
+/// A URL as a refusal may repeat it: user information shown `***@`, a query `?***`, a
+/// fragment `#***` (a password or a token in any of them is never repeated).
+pub fn redacted_url(u: &str) -> String {
+    let start = u.find("://").map_or(0, |i| i + 3);
+    let auth_end = u[start..]
+        .find(['/', '?', '#'])
+        .map_or(u.len(), |i| start + i);
+    let mut out = match u[start..auth_end].rfind('@') {
+        Some(at) => format!("{}***{}", &u[..start], &u[start + at..auth_end]),
+        None => u[..auth_end].to_string(),
+    };
+    let rest = &u[auth_end..];
+    let path_end = rest.find(['?', '#']).unwrap_or(rest.len());
+    out.push_str(&rest[..path_end]);
+    if rest[path_end..].starts_with('?') {
+        out.push_str("?***");
+    }
+    if rest[path_end..].contains('#') {
+        out.push_str("#***");
+    }
+    out
 }
 
 /// Refuses an adapter's config without a model.
