@@ -196,7 +196,7 @@ fn pg_approve_lands_and_the_sequencer_chains_its_events() {
     let (sq_head, sq_last) = sq_out.trim_end().rsplit_once('\n').unwrap();
     assert_eq!(pg_head, sq_head);
     assert!(
-        sq_last.ends_with(&format!("printed): countersign --db DB resume {}", w.run)),
+        sq_last.ends_with(&format!("resumed: countersign --db DB resume {}", w.run)),
         "{sq_last}"
     );
     assert_eq!(
