@@ -241,7 +241,7 @@ fn proxy_denied_with_a_note_tells_the_host() {
         &id,
         "--yes",
         "--note",
-        "use /tmp/b",
+        "use C:\\b\nline2",
     ]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(
@@ -251,7 +251,8 @@ fn proxy_denied_with_a_note_tells_the_host() {
     for _ in 0..2 {
         let (r, is_err) = h.call("fs_write_file", W);
         assert!(is_err && r.starts_with("REJECTED: "), "{r}");
-        assert!(r.contains("use /tmp/b"), "{r}");
+        // The note quoted once: its backslash `\\`, its line break `\n` (before: `\\\\`, `\\n`).
+        assert!(r.contains(r#"note: "use C:\\b\nline2"."#), "{r}");
     }
     let (status, approvals): (String, i64) = rusqlite::Connection::open(&db)
         .unwrap()
@@ -273,6 +274,15 @@ fn proxy_denied_with_a_note_tells_the_host() {
         out.contains("the host's next identical call") && !out.contains(" resume "),
         "{out}"
     );
+    // `resume` and `recheck` say what collects a proxy's call instead.
+    for verb in ["resume", "recheck"] {
+        let (code, out, err) = cs(&["--db", dbs, verb, &run]);
+        assert_eq!(code, 1, "{verb}: {out}{err}");
+        assert!(
+            err.contains("is an MCP proxy's call") && err.contains("mcp-proxy recheck"),
+            "{verb}: {err}"
+        );
+    }
     h.close();
     verify(&db);
 }

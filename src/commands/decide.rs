@@ -281,7 +281,14 @@ fn decide_on<S: Reviewing>(
             Err(why) => format!("the run stays waiting until it is resumed; {why}"),
         })?;
     }
-    if verb == Verb::Deny && decided.run.status == RunStatus::Interrupted {
+    if verb == Verb::Deny
+        && decided.run.status == RunStatus::Interrupted
+        && store.agent_made(decided.run.id_bytes())
+    {
+        out.line(
+            "the call did not run; the agent is told the note when the run is continued: it is a `countersign agent` run, so with the `agent ... --resume` line `agent` printed",
+        )?;
+    } else if verb == Verb::Deny && decided.run.status == RunStatus::Interrupted {
         let id = decided.run.id_bytes();
         out.line(&match run_command(db, id, "resume") {
             Ok(cmd) => format!(

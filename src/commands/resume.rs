@@ -15,9 +15,22 @@ use crate::consumer::tools::TOOL_NAMES;
 use crate::runtime::store::Store;
 
 /// The tools run `run_id` uses that this build does not register, escaped and listed
-/// (`None` when it registers them all).
+/// (`None` when it registers them all). A run an MCP proxy began is refused here with what
+/// collects it instead (its tools are the servers', and no command resumes it).
 pub(super) fn foreign_tools(store: &Store, run_id: &[u8]) -> Result<Option<String>, CommandError> {
+    if let Some(p) = store.proxy_call(run_id).ok().flatten() {
+        return Err(proxy_run(run_id, &p));
+    }
     Ok(foreign(&tools_of(store, run_id)?))
+}
+
+/// Why a command does not resume or recheck a run an MCP proxy began.
+fn proxy_run(run_id: &[u8], p: &crate::runtime::store::ProxyCall) -> CommandError {
+    CommandError::Failed(format!(
+        "run {} is an MCP proxy's call (proxy session {}): nothing resumes it; the host's next identical call collects an approved request, and `countersign mcp-proxy recheck --config FILE --run RUN` asks the proxy's rules again",
+        ident(run_id, 64),
+        ident(&p.session, 64),
+    ))
 }
 
 /// The names among `names` (a run's tools) this build does not register, escaped and listed.
@@ -221,6 +234,9 @@ pub(super) mod pg {
         store: &PgStore,
         run_id: &[u8],
     ) -> Result<Option<String>, CommandError> {
+        if let Some(p) = store.proxy_call(run_id).ok().flatten() {
+            return Err(super::proxy_run(run_id, &p));
+        }
         Ok(super::foreign(&tools_of(store, run_id)?))
     }
 

@@ -113,6 +113,16 @@ impl Verb {
         }
     }
 
+    /// The verb as the footer's `enter rejects 3` says it.
+    pub fn third_person(self) -> &'static str {
+        match self {
+            Verb::Reject => "rejects",
+            Verb::Deny => "denies",
+            Verb::Cancel | Verb::CancelRuns => "cancels",
+            Verb::Approve => "approves",
+        }
+    }
+
     pub fn done(self) -> &'static str {
         match self {
             Verb::Reject => "rejected",

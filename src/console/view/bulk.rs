@@ -145,7 +145,7 @@ pub(super) fn draw_confirm(f: &mut Frame, body: Rect, app: &App, c: &BulkConfirm
     ]));
     tail.push(Line::from(vec![
         Span::styled("enter", th.style(Role::KeyHint)),
-        Span::raw(format!(" {}s {}  ", c.verb.name(), n - skipped)),
+        Span::raw(format!(" {} {}  ", c.verb.third_person(), n - skipped)),
         Span::styled(app.keymap.key(Action::DryRun), th.style(Role::KeyHint)),
         Span::raw(" dry run  "),
         Span::styled("esc", th.style(Role::KeyHint)),

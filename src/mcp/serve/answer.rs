@@ -149,11 +149,15 @@ fn note_text(note: &str) -> String {
     if note.trim().is_empty() {
         String::new()
     } else {
-        format!(
-            " The operator's note: {}.",
-            crate::mcp::quote(&clean(note, 500))
-        )
+        format!(" The operator's note: {}.", quoted_note(note))
     }
+}
+
+/// The operator's note for the host, quoted once (agentrt's `%q` of it): escaped as
+/// [`clean`] escapes and cut at 500 characters, then put in quotes with its own quotes
+/// escaped, never escaped a second time (`C:\refunds`, not `C:\\refunds`).
+pub fn quoted_note(note: &str) -> String {
+    format!("\"{}\"", clean(note, 500).replace('"', "\\\""))
 }
 
 pub fn rejected(id: &str, note: &str, until: i64) -> Answer {

@@ -46,7 +46,7 @@ fn describe(p: &Proxy, a: &Approval, tool: &str, args: &[u8], run: RunStatus) ->
             } else {
                 format!(
                     " The operator's note: {}.",
-                    crate::mcp::quote(&clean(&a.note, 500))
+                    super::answer::quoted_note(&a.note)
                 )
             };
             format!("REJECTED by the operator.{note} It was not executed; do not ask for it again.")
