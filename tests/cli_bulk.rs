@@ -203,6 +203,13 @@ fn bulk_deny_tells_each_agent_and_cancel_ends_each_run() {
         ],
     );
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // The denied runs' next step is said once, after the summary.
+    assert!(
+        String::from_utf8_lossy(&o.stdout)
+            .contains("2 denied run(s) wait INTERRUPTED until resumed: `countersign worker`"),
+        "{}",
+        text(&o)
+    );
     for i in [1, 3] {
         assert_eq!(status_of(&db, &aps[i]), "rejected");
         let show = cs(&db, &["--json", "show", &runs[i]]);

@@ -274,6 +274,24 @@ fn proxy_denied_with_a_note_tells_the_host() {
         out.contains("the host's next identical call") && !out.contains(" resume "),
         "{out}"
     );
+    // A bulk deny names a proxy's call as rejected with the note, not as denied.
+    let (text, _) = h.call("fs_write_file", r#"{"path": "/tmp/d", "text": "hi"}"#);
+    let _ = approval_in(&text);
+    let (code, out, err) = cs(&[
+        "--db",
+        dbs,
+        "deny",
+        "--tool",
+        "fs_write_file",
+        "--note",
+        "not today",
+        "--yes",
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("rejected with the note (an MCP proxy's call"),
+        "{out}"
+    );
     // `resume` and `recheck` say what collects a proxy's call instead.
     for verb in ["resume", "recheck"] {
         let (code, out, err) = cs(&["--db", dbs, verb, &run]);

@@ -33,7 +33,7 @@ use crate::runtime::operator::{self, OperatorError};
 use crate::runtime::store::{
     Near, QueueItem, RunStore, SHOWN_REQUEST_MAX, Store, StoreError, WindowPage, capped_request,
 };
-use crate::runtime::types::{Said, Timestamp};
+use crate::runtime::types::{RunStatus, Said, Timestamp};
 
 /// How many queue rows one read takes.
 const WINDOW: i64 = 500;
@@ -200,10 +200,19 @@ fn run_on<S: QueueStore>(store: &S, b: Bulk<'_>, out: &mut Out) -> Result<(), Co
     }
     let mut done = Vec::new();
     let mut skipped = Vec::new();
+    let mut interrupted = 0;
     for r in &rows {
         match decide_one(store, verb, r, b.note, b.by) {
-            Ok(()) => {
-                if !json_out {
+            Ok(status) => {
+                let rejected = verb == BulkVerb::Deny && status == RunStatus::Cancelled;
+                interrupted += usize::from(status == RunStatus::Interrupted);
+                if !json_out && rejected {
+                    // deny_shown rejects an MCP proxy's call with the note (decision 0040).
+                    out.line(&format!(
+                        "rejected with the note (an MCP proxy's call: its host is told): {}",
+                        row_ids(r)
+                    ))?;
+                } else if !json_out {
                     out.line(&format!("{}: {}", verb.done(), row_ids(r)))?;
                 }
                 done.push(r);
@@ -226,6 +235,11 @@ fn run_on<S: QueueStore>(store: &S, b: Bulk<'_>, out: &mut Out) -> Result<(), Co
             skipped.len(),
             rows.len()
         ))?;
+        if interrupted > 0 {
+            out.line(&format!(
+                "{interrupted} denied run(s) wait INTERRUPTED until resumed: `countersign worker` resumes the example consumer's at once; a run `agent` made goes on with its `agent ... --resume` line"
+            ))?;
+        }
     }
     if skipped.is_empty() {
         Ok(())
@@ -317,7 +331,7 @@ fn decide_one<S: QueueStore>(
     r: &Row,
     note: &str,
     by: &str,
-) -> Result<(), Said> {
+) -> Result<RunStatus, Said> {
     if let Some(n) = r.too_large {
         return Err(format!(
             "its request is {n} bytes, more than the {SHOWN_REQUEST_MAX} countersign reads to check one; cancel that run by name"
@@ -327,9 +341,15 @@ fn decide_one<S: QueueStore>(
     let now = Timestamp::now();
     let (run, ap, hash) = (r.run.as_slice(), r.approval.as_slice(), r.hash.as_str());
     let res = match verb {
-        BulkVerb::Reject => operator::reject_shown(store, run, ap, hash, by, note, now).map(drop),
-        BulkVerb::Deny => operator::deny_shown(store, run, ap, hash, by, note, now).map(drop),
-        BulkVerb::Cancel => operator::cancel_shown(store, run, ap, hash, by, note, now).map(drop),
+        BulkVerb::Reject => {
+            operator::reject_shown(store, run, ap, hash, by, note, now).map(|d| d.run.status)
+        }
+        BulkVerb::Deny => {
+            operator::deny_shown(store, run, ap, hash, by, note, now).map(|d| d.run.status)
+        }
+        BulkVerb::Cancel => {
+            operator::cancel_shown(store, run, ap, hash, by, note, now).map(|c| c.run.status)
+        }
     };
     res.map_err(|e| why(&e))
 }

@@ -252,7 +252,7 @@ fn decide_on<S: Reviewing>(
         let session = ident(&p.session, 64);
         out.line(&match verb {
             Verb::Approve => format!(
-                "an MCP proxy's call: the host's next identical call (proxy session {session}) runs it once; nothing is resumed"
+                "an MCP proxy's call: the host's call still held runs it now, else the host's next identical call (proxy session {session}) does, once; nothing is resumed"
             ),
             Verb::Reject => format!(
                 "an MCP proxy's call: the host (proxy session {session}) is answered REJECTED with the note"

@@ -164,7 +164,7 @@ impl<S: DecidingStore> StoreDecider<S> {
                 {
                     return Ok(match choice {
                         Choice::Approve => format!(
-                            "approved by {by}; the MCP host's next identical call runs it once"
+                            "approved by {by}; the MCP host's call still held runs it now, else its next identical call does, once"
                         ),
                         _ => format!(
                             "rejected by {by} with your note (an MCP proxy's call has no agent to continue): its host is answered REJECTED with it"

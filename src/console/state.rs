@@ -36,7 +36,7 @@ pub const PROXY_COLLECTS: &str = "an MCP proxy's run: the host's next identical 
 
 /// What the console says of a run this build cannot resume (issue 15 item 6).
 pub const PROGRAM_RESUMES: &str =
-    "its own program must resume this run: this build lacks its tools";
+    "its own program must resume this run (a run `agent` made: `agent ... --resume`)";
 
 /// How many notices the message log keeps (the oldest go first).
 pub const MESSAGES_KEPT: usize = 500;
