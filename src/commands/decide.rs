@@ -266,40 +266,31 @@ fn decide_on<S: Reviewing>(
         })?;
         return Ok(());
     }
-    if verb == Verb::Approve
-        && decided.run.status == RunStatus::WaitingForApproval
-        && store.agent_made(decided.run.id_bytes())
-    {
-        out.line(
-            "the run stays waiting until it is continued: it is a `countersign agent` run, so with the `agent ... --resume` line `agent` printed (the model is not stored with the run)",
-        )?;
-    } else if verb == Verb::Approve && decided.run.status == RunStatus::WaitingForApproval {
-        let id = decided.run.id_bytes();
+    // A decision that leaves the run for its program: say what continues it.
+    let head = match (verb, &decided.run.status) {
+        (Verb::Approve, RunStatus::WaitingForApproval) => "the run stays waiting until it is",
+        (Verb::Deny, RunStatus::Interrupted) => {
+            "the call did not run; the agent is told the note when the run is"
+        }
+        _ => return Ok(()),
+    };
+    let id = decided.run.id_bytes();
+    if store.agent_made(id) {
+        out.line(&format!(
+            "{head} continued: it is a `countersign agent` run, so with the `agent ... --resume` line `agent` printed (the model is not stored with the run)"
+        ))
+    } else {
+        // `resume` runs the example consumer's tools.
+        let worker = if verb == Verb::Deny {
+            " (a worker does it at once)"
+        } else {
+            ""
+        };
         out.line(&match run_command(db, id, "resume") {
-            // `resume` runs the example consumer's tools (an agent's run is told apart above).
-            Ok(cmd) => format!("the run stays waiting until it is resumed: {cmd}"),
-            Err(why) => format!("the run stays waiting until it is resumed; {why}"),
-        })?;
+            Ok(cmd) => format!("{head} resumed{worker}: {cmd}"),
+            Err(why) => format!("{head} resumed; {why}"),
+        })
     }
-    if verb == Verb::Deny
-        && decided.run.status == RunStatus::Interrupted
-        && store.agent_made(decided.run.id_bytes())
-    {
-        out.line(
-            "the call did not run; the agent is told the note when the run is continued: it is a `countersign agent` run, so with the `agent ... --resume` line `agent` printed",
-        )?;
-    } else if verb == Verb::Deny && decided.run.status == RunStatus::Interrupted {
-        let id = decided.run.id_bytes();
-        out.line(&match run_command(db, id, "resume") {
-            Ok(cmd) => format!(
-                "the call did not run; the agent is told the note when the run is resumed (a worker does it at once): {cmd}"
-            ),
-            Err(why) => format!(
-                "the call did not run; the agent is told the note when the run is resumed; {why}"
-            ),
-        })?;
-    }
-    Ok(())
 }
 
 pub fn cancel(
