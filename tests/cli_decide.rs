@@ -434,3 +434,39 @@ fn a_cancel_never_records_a_made_up_step_count() {
     let v: serde_json::Value = serde_json::from_str(&payload).unwrap();
     assert_eq!(v["steps"].as_i64(), Some(rows), "{payload}");
 }
+
+/// `deny` of a run `countersign agent` made (its tools include the agent's `finish`) points at
+/// `agent ... --resume`, not at a `resume` that refuses such a run; another run's deny still
+/// prints the `resume` to paste.
+#[test]
+fn deny_of_an_agent_run_points_at_agent_resume() {
+    let dir = tempdir();
+    for agent_made in [false, true] {
+        let (db, run, _) = waiting(dir.path(), &format!("d{agent_made}.db"), &[]);
+        if agent_made {
+            // The run proposed `finish`, as only `agent`'s runs do.
+            rusqlite::Connection::open(&db)
+                .unwrap()
+                .execute(
+                    "UPDATE steps SET decision_json = \
+                     replace(decision_json, '\"issue_refund\"', '\"finish\"') WHERE run_id = ?1",
+                    [&run],
+                )
+                .unwrap();
+        }
+        let o = cs(&db, &["deny", &run, "--note", "not this one", "--yes"]);
+        assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+        let text = out(&o);
+        if agent_made {
+            assert!(
+                text.contains("a `countersign agent` run") && !text.contains(" resume "),
+                "{text}"
+            );
+        } else {
+            assert!(
+                text.contains(&format!("resume {run}")) && !text.contains("countersign agent"),
+                "{text}"
+            );
+        }
+    }
+}
