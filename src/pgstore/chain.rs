@@ -2,10 +2,9 @@
 //! they stream past, whichever database they come from; PostgreSQL's verification and the
 //! naive append (the head row locked until commit).
 
-use postgres::Transaction;
-
 use super::PgUrl;
 use super::error::{PgCtx, PgError};
+use super::stmts::Cached;
 use crate::runtime::json::{approval_hash, event_hash};
 use crate::runtime::store::{ChainBreak, ChainReport, cut_hash, event_gap};
 
@@ -147,21 +146,17 @@ impl ApprovalCheck {
 
 /// Reads events `cursor..=to` a page at a time into `check`.
 pub(crate) fn check_events(
-    tx: &mut Transaction<'_>,
+    tx: &mut impl Cached,
     url: &PgUrl,
     check: &mut ChainCheck,
     mut cursor: i64,
     to: i64,
 ) -> Result<(), PgError> {
-    let stmt = tx
-        .prepare(
-            "SELECT seq, run_id, step_id, at, type, payload_json, hash FROM events \
-             WHERE seq >= $1 AND seq <= $2 ORDER BY seq LIMIT $3",
-        )
-        .ctx(url, "verify events")?;
+    let page = "SELECT seq, run_id, step_id, at, type, payload_json, hash FROM events \
+                WHERE seq >= $1 AND seq <= $2 ORDER BY seq LIMIT $3";
     loop {
         let rows = tx
-            .query(&stmt, &[&cursor, &to, &PAGE])
+            .query(page, &[&cursor, &to, &PAGE])
             .ctx(url, "verify events")?;
         if rows.is_empty() {
             return Ok(());
@@ -186,7 +181,7 @@ pub(crate) fn check_events(
 
 /// The chain over `from..=to` (from < 1 = 1, to < 1 = the recorded head).
 pub(crate) fn verify(
-    tx: &mut Transaction<'_>,
+    tx: &mut impl Cached,
     url: &PgUrl,
     from: i64,
     to: i64,
@@ -219,20 +214,16 @@ pub(crate) fn verify(
 
 /// Every approval's hash, in insertion order.
 pub(crate) fn verify_approvals(
-    tx: &mut Transaction<'_>,
+    tx: &mut impl Cached,
     url: &PgUrl,
 ) -> Result<ApprovalCheck, PgError> {
     let mut check = ApprovalCheck::default();
-    let stmt = tx
-        .prepare(
-            "SELECT ord, id, kind, capability_json, presentation_json, request_json, hash \
-             FROM approvals WHERE ord > $1 ORDER BY ord LIMIT $2",
-        )
-        .ctx(url, "verify approvals")?;
+    let page = "SELECT ord, id, kind, capability_json, presentation_json, request_json, hash \
+                FROM approvals WHERE ord > $1 ORDER BY ord LIMIT $2";
     let mut cursor = i64::MIN;
     loop {
         let rows = tx
-            .query(&stmt, &[&cursor, &PAGE])
+            .query(page, &[&cursor, &PAGE])
             .ctx(url, "verify approvals")?;
         if rows.is_empty() {
             return Ok(check);
@@ -246,7 +237,7 @@ pub(crate) fn verify_approvals(
 
 /// Appends one event after the head, which stays locked until the caller commits.
 pub(crate) fn append(
-    tx: &mut Transaction<'_>,
+    tx: &mut impl Cached,
     url: &PgUrl,
     e: NewEvent<'_>,
 ) -> Result<(i64, String), PgError> {
@@ -275,11 +266,7 @@ pub(crate) fn append(
 
 /// Commits an event to the inbox without touching the chain head (decision 0081): the
 /// writer's transaction takes no lock another writer waits on. Returns the inbox id.
-pub(crate) fn enqueue(
-    tx: &mut Transaction<'_>,
-    url: &PgUrl,
-    e: NewEvent<'_>,
-) -> Result<i64, PgError> {
+pub(crate) fn enqueue(tx: &mut impl Cached, url: &PgUrl, e: NewEvent<'_>) -> Result<i64, PgError> {
     Ok(tx
         .query_one(
             "INSERT INTO event_inbox (run_id, step_id, at, type, payload_json) \
@@ -307,11 +294,7 @@ pub struct Chained {
 /// taken out of the inbox, given the next seqs and their hashes, inserted into `events` in
 /// one statement, and the head moves to the last. Rolled back, nothing is lost: the inbox
 /// rows come back.
-pub(crate) fn sequence(
-    tx: &mut Transaction<'_>,
-    url: &PgUrl,
-    max: i64,
-) -> Result<Chained, PgError> {
+pub(crate) fn sequence(tx: &mut impl Cached, url: &PgUrl, max: i64) -> Result<Chained, PgError> {
     let head = tx
         .query_one("SELECT seq, hash FROM event_chain FOR UPDATE", &[])
         .ctx(url, "sequence: chain head")?;

@@ -29,6 +29,7 @@ use rusqlite::types::Value;
 
 use super::operate::{store_error, text_id, values};
 use super::reads::{capped, run_of_page_row, run_page_select, run_page_select_with};
+use super::stmts::Cached;
 use super::{PgStore, PgUrl, chain};
 use crate::runtime::store::{
     APPROVAL_COLUMNS, ApprovalView, COUNT_CAP, ChainMark, ChainReport, DAMAGED_COLUMNS as COLUMNS,
@@ -1121,7 +1122,7 @@ impl PgStore {
     pub fn runs_capped(&self, ids: &[Key]) -> Result<Vec<Option<Run>>, StoreError> {
         let select = run_page_select();
         by_ids(
-            &mut *self.lock(),
+            &mut **self.lock(),
             &self.url,
             ids,
             (&select, "WHERE id = k.cs_key"),
@@ -1133,7 +1134,7 @@ impl PgStore {
     /// Each of `ids`' step as a page reads it (`None`: not there), in one statement.
     pub fn steps_capped(&self, ids: &[Key]) -> Result<Vec<Option<Step>>, StoreError> {
         by_ids(
-            &mut *self.lock(),
+            &mut **self.lock(),
             &self.url,
             ids,
             (&step_sql(), "WHERE id = k.cs_key ORDER BY ord LIMIT 1"),
@@ -1148,7 +1149,7 @@ impl PgStore {
         // The approval's ord after its 18 columns, to put each run's two in order.
         let select = approval_select(", approvals.ord");
         let rows = by_ids_all(
-            &mut *self.lock(),
+            &mut **self.lock(),
             &self.url,
             runs,
             (&select, "WHERE run_id = k.cs_key ORDER BY ord DESC LIMIT 2"),

@@ -16,6 +16,7 @@ use std::time::Duration;
 use postgres::types::ToSql;
 
 use super::operate::{PgTx, StoreCtx, text_id, values};
+use super::stmts::Cached;
 use super::{PgError, PgStore, PgUrl};
 use crate::runtime::json::gojson;
 use crate::runtime::store::{
@@ -49,10 +50,7 @@ fn ttl_nanos(ttl: Duration) -> i64 {
 const SERVER_NOW: &str = "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint";
 
 /// The server's clock read on `client` (a transaction or a connection).
-fn server_now(
-    client: &mut impl postgres::GenericClient,
-    url: &PgUrl,
-) -> Result<Timestamp, StoreError> {
+fn server_now(client: &mut impl Cached, url: &PgUrl) -> Result<Timestamp, StoreError> {
     let us: i64 = client
         .query_one(SERVER_NOW, &[])
         .at(url, "read the server's clock")?
@@ -444,7 +442,7 @@ impl PgStore {
     pub fn lease_handle(&self) -> Result<PgLeaseHandle, StoreError> {
         let client = super::connect(&self.url).map_err(|e| StoreError::Backend(e.to_string()))?;
         Ok(PgLeaseHandle {
-            client: Mutex::new(client),
+            client: Mutex::new(super::stmts::Conn::new(client)),
             url: self.url.clone(),
         })
     }
@@ -453,7 +451,7 @@ impl PgStore {
 /// The lease connection on PostgreSQL: renews and releases a lease on a connection of its
 /// own, stamping the server's clock plus the TTL.
 pub struct PgLeaseHandle {
-    client: Mutex<postgres::Client>,
+    client: Mutex<super::stmts::Conn>,
     url: PgUrl,
 }
 

@@ -22,6 +22,7 @@ mod reads;
 mod schema;
 mod sequencer;
 mod stats;
+mod stmts;
 mod tables;
 mod tls;
 mod url;
@@ -45,12 +46,13 @@ use std::sync::{Mutex, MutexGuard};
 
 use crate::runtime::store::ChainReport;
 use error::PgCtx;
+use stmts::Cached;
 
 /// An open PostgreSQL run database: one synchronous connection, behind a mutex (as SQLite's
 /// [`Store`](crate::runtime::store::Store) holds its one), so the operator's functions take it
 /// shared through [`RunStore`](crate::runtime::store::RunStore).
 pub struct PgStore {
-    client: Mutex<postgres::Client>,
+    client: Mutex<stmts::Conn>,
     url: PgUrl,
     /// The connection [`PgStore::change_mark`] LISTENs on, opened at its first call.
     listener: Mutex<Option<Listener>>,
@@ -138,7 +140,7 @@ impl PgStore {
         let mut client = connect(url)?;
         prepare(&mut client, url)?;
         Ok(PgStore {
-            client: Mutex::new(client),
+            client: Mutex::new(stmts::Conn::new(client)),
             url: url.clone(),
             listener: Mutex::new(None),
             naive_chain: false,
@@ -147,12 +149,12 @@ impl PgStore {
 
     /// The connection, held alone (a panic in another holder does not wedge the store: the
     /// client rolls back a transaction dropped without its commit).
-    pub(crate) fn lock(&self) -> MutexGuard<'_, postgres::Client> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, stmts::Conn> {
         self.client.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The connection, through the exclusive borrow.
-    fn client_mut(&mut self) -> &mut postgres::Client {
+    fn client_mut(&mut self) -> &mut stmts::Conn {
         self.client.get_mut().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -181,6 +183,36 @@ impl PgStore {
     #[cfg(feature = "testing")]
     pub fn client(&mut self) -> &mut postgres::Client {
         self.client_mut()
+    }
+
+    /// For the crate's tests: runs `sql` (no parameters) on this store's connection through
+    /// its statement cache, and says how many statements the cache keeps after.
+    #[cfg(feature = "testing")]
+    #[doc(hidden)]
+    pub fn run_cached(&self, sql: &str) -> Result<usize, PgError> {
+        let mut conn = self.lock();
+        conn.execute(sql, &[])
+            .ctx(&self.url, "a test's statement")?;
+        Ok(conn.kept())
+    }
+
+    /// For the crate's tests: the statements prepared on this store's connection, as the
+    /// server counts them (`pg_prepared_statements` of its session).
+    #[cfg(feature = "testing")]
+    #[doc(hidden)]
+    pub fn prepared_on_server(&self) -> Result<i64, PgError> {
+        // The simple protocol: a statement of the extended one would count itself.
+        let said = self
+            .lock()
+            .simple_query("SELECT count(*) FROM pg_prepared_statements")
+            .ctx(&self.url, "count prepared statements")?;
+        Ok(said
+            .iter()
+            .find_map(|m| match m {
+                postgres::SimpleQueryMessage::Row(r) => r.get(0)?.parse().ok(),
+                _ => None,
+            })
+            .unwrap_or(-1))
     }
 
     /// For the bench's baseline only: `on` makes every write transaction of this store (the
@@ -213,7 +245,7 @@ impl PgStore {
     /// Recomputes every approval's hash from its stored fields.
     pub fn verify_approvals(&mut self) -> Result<ApprovalCheck, PgError> {
         let steps = ("verify approvals: begin", "verify approvals: end");
-        self.in_tx(true, steps, chain::verify_approvals)
+        self.in_tx(true, steps, |tx, url| chain::verify_approvals(tx, url))
     }
 
     /// Rows that name a run `runs` does not hold, by table (only tables with any): a run's row
@@ -277,19 +309,10 @@ impl PgStore {
         &mut self,
         snapshot: bool,
         steps: (&'static str, &'static str),
-        work: impl FnOnce(&mut postgres::Transaction<'_>, &PgUrl) -> Result<T, PgError>,
+        work: impl FnOnce(&mut stmts::Tx<'_>, &PgUrl) -> Result<T, PgError>,
     ) -> Result<T, PgError> {
         let url = self.url.clone();
-        let begun = if snapshot {
-            self.client_mut()
-                .build_transaction()
-                .isolation_level(postgres::IsolationLevel::RepeatableRead)
-                .read_only(true)
-                .start()
-        } else {
-            self.client_mut().transaction()
-        };
-        let mut tx = begun.ctx(&url, steps.0)?;
+        let mut tx = self.client_mut().begin(snapshot).ctx(&url, steps.0)?;
         let out = work(&mut tx, &url)?;
         tx.commit().ctx(&url, steps.1)?;
         Ok(out)

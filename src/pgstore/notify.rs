@@ -18,7 +18,7 @@ pub const CHANNEL: &str = "countersign_events";
 
 /// Queues the notification of a chained batch in the sequencer's transaction.
 pub(crate) fn chained(
-    tx: &mut postgres::Transaction<'_>,
+    tx: &mut impl super::stmts::Cached,
     url: &PgUrl,
     head: i64,
 ) -> Result<(), PgError> {

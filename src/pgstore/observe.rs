@@ -19,7 +19,7 @@
 use std::collections::VecDeque;
 use std::sync::Mutex;
 
-use postgres::Transaction;
+use super::stmts::Cached;
 
 use super::error::PgCtx;
 use super::{PgStore, PgUrl};
@@ -58,7 +58,7 @@ impl Placing {
     /// event of a run counts the run's events committed so far; the next ones follow it.
     pub(super) fn place(
         &mut self,
-        tx: &mut Transaction<'_>,
+        tx: &mut impl Cached,
         url: &PgUrl,
         run: &str,
     ) -> Result<(), StoreError> {
@@ -87,7 +87,7 @@ impl Placing {
 }
 
 /// The run's events committed so far (chained or in the inbox), in one snapshot.
-fn count_run_events(tx: &mut Transaction<'_>, url: &PgUrl, run: &str) -> Result<i64, StoreError> {
+fn count_run_events(tx: &mut impl Cached, url: &PgUrl, run: &str) -> Result<i64, StoreError> {
     tx.query_one(
         "SELECT (SELECT count(*) FROM events WHERE run_id = $1) \
          + (SELECT count(*) FROM event_inbox WHERE run_id = $1)",

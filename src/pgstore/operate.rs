@@ -13,12 +13,13 @@
 
 use std::collections::BTreeMap;
 
+use postgres::IsolationLevel;
 use postgres::types::{ToSql, Type};
-use postgres::{GenericClient, IsolationLevel};
 use rusqlite::types::Value;
 
 use super::chain;
 use super::error::{PgError, detail};
+use super::stmts::{Cached, Tx};
 use super::{PgStore, PgUrl};
 use crate::runtime::store::KeyPage;
 use crate::runtime::store::ProxyCall;
@@ -34,7 +35,7 @@ use std::time::Duration;
 
 /// A write transaction on PostgreSQL: the operator's [`RunTx`].
 pub struct PgTx<'c> {
-    pub(super) tx: postgres::Transaction<'c>,
+    pub(super) tx: Tx<'c>,
     pub(super) url: PgUrl,
     pub(super) events: Vec<Event>,
     /// Events are appended after the locked chain head, not enqueued
@@ -148,12 +149,7 @@ fn approval_sql() -> String {
 }
 
 /// The run row, read on `c` (a transaction's read takes the row's `lock`).
-fn run_on(
-    c: &mut impl GenericClient,
-    url: &PgUrl,
-    run_id: &[u8],
-    lock: &str,
-) -> Result<Run, StoreError> {
+fn run_on(c: &mut impl Cached, url: &PgUrl, run_id: &[u8], lock: &str) -> Result<Run, StoreError> {
     let id = text_id(run_id).ok_or_else(|| run_not_found(run_id))?;
     let row = c
         .query_opt(&run_sql(lock), &[&id])
@@ -164,7 +160,7 @@ fn run_on(
 
 /// One approval of a run, whole, read on `c`.
 fn approval_on(
-    c: &mut impl GenericClient,
+    c: &mut impl Cached,
     url: &PgUrl,
     run_id: &[u8],
     approval_id: &[u8],
@@ -537,11 +533,7 @@ impl PgStore {
         f: impl FnOnce(&mut PgTx<'_>) -> Result<T, E>,
     ) -> Result<(T, Vec<Event>, bool), E> {
         let mut client = self.lock();
-        let tx = client
-            .build_transaction()
-            .isolation_level(IsolationLevel::ReadCommitted)
-            .start()
-            .at(&self.url, "begin write")?;
+        let tx = client.begin(false).at(&self.url, "begin write")?;
         let mut w = PgTx {
             tx,
             url: self.url.clone(),

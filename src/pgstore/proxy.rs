@@ -4,6 +4,7 @@
 
 use super::error::PgCtx;
 use super::operate::text_id;
+use super::stmts::Cached;
 use super::{PgError, PgStore};
 use crate::runtime::store::{ProxyCall, StoreError};
 

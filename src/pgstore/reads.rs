@@ -11,6 +11,7 @@ use rusqlite::types::Value;
 
 use super::PgStore;
 use super::operate::{store_error, text_id, values};
+use super::stmts::Cached;
 use crate::runtime::store::{
     APPROVAL_COLUMNS, KeyPage, MAX_PAGE_TEXT, SHOWN_REQUEST_MAX, StoreError, approval_from_values,
     capped_note, run_from_values,

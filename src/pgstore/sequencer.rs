@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use super::chain::{self, Chained};
 use super::error::{PgCtx, PgError};
+use super::stmts::Cached;
 use super::{PgStore, PgUrl};
 
 /// Events one sequencer transaction chains at most.

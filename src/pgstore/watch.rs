@@ -8,6 +8,7 @@
 
 use super::PgStore;
 use super::operate::store_error;
+use super::stmts::Cached;
 use crate::runtime::store::{ArrivedApproval, PRESENTATION_MAX, StoreError};
 
 impl PgStore {
