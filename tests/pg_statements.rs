@@ -3,7 +3,9 @@
 //! (what it keeps does not grow with the steps it drives); the cache stays bounded however
 //! many texts go through it, on the client and on the server; a statement prepared in a
 //! transaction that rolled back still serves; and a column another process adds to a table
-//! (a migration) breaks no statement already prepared.
+//! (a migration) breaks no statement already prepared; and a statement whose result type a
+//! migration changed is prepared anew: at once on a connection, from the next transaction on
+//! in one.
 
 mod pg_support;
 mod runtime_support;
@@ -159,4 +161,35 @@ fn pg_a_column_added_by_another_process_breaks_no_prepared_statement() {
         store.get_run(b"after").unwrap().status,
         RunStatus::Completed
     );
+}
+
+#[test]
+fn pg_a_statement_whose_result_type_changed_is_prepared_anew() {
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    let store = PgStore::open(&db.pg_url()).unwrap();
+    let mut admin = db.client();
+    admin
+        .batch_execute("CREATE TABLE t (x integer); INSERT INTO t VALUES (1)")
+        .unwrap();
+    let read = "SELECT x FROM t";
+    store.run_cached(read).unwrap();
+    store.run_cached_in_tx(read).unwrap();
+    admin
+        .batch_execute("ALTER TABLE t ALTER COLUMN x TYPE bigint")
+        .unwrap();
+    // On the connection: the stale statement is let go and the call made again.
+    store
+        .run_cached(read)
+        .expect("the connection's call prepares the statement anew");
+    admin
+        .batch_execute("ALTER TABLE t ALTER COLUMN x TYPE text")
+        .unwrap();
+    // In a transaction the server aborted, the error is the caller's; the next one serves.
+    let e = store.run_cached_in_tx(read).unwrap_err();
+    assert!(e.to_string().contains("cached plan"), "{e}");
+    store
+        .run_cached_in_tx(read)
+        .expect("the next transaction prepares the statement anew");
 }

@@ -196,6 +196,18 @@ impl PgStore {
         Ok(conn.kept())
     }
 
+    /// For the crate's tests: runs `sql` as [`PgStore::run_cached`] does, inside a write
+    /// transaction of this store's connection, and commits.
+    #[cfg(feature = "testing")]
+    #[doc(hidden)]
+    pub fn run_cached_in_tx(&self, sql: &str) -> Result<usize, PgError> {
+        let mut conn = self.lock();
+        let mut tx = conn.begin(false).ctx(&self.url, "a test's begin")?;
+        tx.execute(sql, &[]).ctx(&self.url, "a test's statement")?;
+        tx.commit().ctx(&self.url, "a test's commit")?;
+        Ok(conn.kept())
+    }
+
     /// For the crate's tests: the statements prepared on this store's connection, as the
     /// server counts them (`pg_prepared_statements` of its session).
     #[cfg(feature = "testing")]

@@ -43,31 +43,83 @@ impl Stmts {
 
 /// Runs statements given as text through a statement cache: a connection ([`Conn`]) or a
 /// transaction on one ([`Tx`]).
+///
+/// A statement the server no longer takes as prepared is let go, so that its next call
+/// prepares it again: one whose result type a migration changed ("cached plan must not change
+/// result type", SQLSTATE 0A000), or one the session lost (26000, after a pooler's `DISCARD
+/// ALL`). On a connection the call is then made once more, the statement prepared anew; in a
+/// transaction the server has aborted it, so the error is the caller's and the next
+/// transaction prepares afresh.
 pub(crate) trait Cached {
     /// The statement `sql`, prepared on this connection once.
     fn statement(&mut self, sql: &str) -> Result<Statement, postgres::Error>;
+    /// Lets `sql`'s statement go.
+    fn forget(&mut self, sql: &str);
+    /// Whether a call that failed on a stale statement may be made again (outside a
+    /// transaction only).
+    fn may_retry(&self) -> bool;
     /// The client or transaction it runs on.
     fn raw(&mut self) -> &mut impl GenericClient;
 
-    fn execute(&mut self, sql: &str, params: Params<'_>) -> Result<u64, postgres::Error> {
+    /// Runs `call` on `sql`'s statement, letting a stale statement go (see the trait).
+    fn run<T>(
+        &mut self,
+        sql: &str,
+        call: impl Fn(&mut Self, &Statement) -> Result<T, postgres::Error>,
+    ) -> Result<T, postgres::Error>
+    where
+        Self: Sized,
+    {
         let s = self.statement(sql)?;
-        self.raw().execute(&s, params)
+        match call(self, &s) {
+            Err(e) if stale(&e) => {
+                self.forget(sql);
+                if !self.may_retry() {
+                    return Err(e);
+                }
+                let s = self.statement(sql)?;
+                call(self, &s)
+            }
+            done => done,
+        }
     }
 
-    fn query(&mut self, sql: &str, params: Params<'_>) -> Result<Vec<Row>, postgres::Error> {
-        let s = self.statement(sql)?;
-        self.raw().query(&s, params)
+    fn execute(&mut self, sql: &str, params: Params<'_>) -> Result<u64, postgres::Error>
+    where
+        Self: Sized,
+    {
+        self.run(sql, |c, s| c.raw().execute(s, params))
     }
 
-    fn query_one(&mut self, sql: &str, params: Params<'_>) -> Result<Row, postgres::Error> {
-        let s = self.statement(sql)?;
-        self.raw().query_one(&s, params)
+    fn query(&mut self, sql: &str, params: Params<'_>) -> Result<Vec<Row>, postgres::Error>
+    where
+        Self: Sized,
+    {
+        self.run(sql, |c, s| c.raw().query(s, params))
     }
 
-    fn query_opt(&mut self, sql: &str, params: Params<'_>) -> Result<Option<Row>, postgres::Error> {
-        let s = self.statement(sql)?;
-        self.raw().query_opt(&s, params)
+    fn query_one(&mut self, sql: &str, params: Params<'_>) -> Result<Row, postgres::Error>
+    where
+        Self: Sized,
+    {
+        self.run(sql, |c, s| c.raw().query_one(s, params))
     }
+
+    fn query_opt(&mut self, sql: &str, params: Params<'_>) -> Result<Option<Row>, postgres::Error>
+    where
+        Self: Sized,
+    {
+        self.run(sql, |c, s| c.raw().query_opt(s, params))
+    }
+}
+
+/// Whether the server refused a prepared statement as such: its result type changed since it
+/// was prepared, or the session no longer has it.
+fn stale(e: &postgres::Error) -> bool {
+    use postgres::error::SqlState;
+    e.code().is_some_and(|c| {
+        *c == SqlState::FEATURE_NOT_SUPPORTED || *c == SqlState::INVALID_SQL_STATEMENT_NAME
+    })
 }
 
 /// A connection and the statements prepared on it. It derefs to the client for what is not
@@ -129,6 +181,12 @@ impl Cached for Conn {
     fn statement(&mut self, sql: &str) -> Result<Statement, postgres::Error> {
         self.stmts.get(&mut self.client, sql)
     }
+    fn forget(&mut self, sql: &str) {
+        self.stmts.map.remove(sql);
+    }
+    fn may_retry(&self) -> bool {
+        true
+    }
     fn raw(&mut self) -> &mut impl GenericClient {
         &mut self.client
     }
@@ -151,6 +209,12 @@ impl Cached for Tx<'_> {
     fn statement(&mut self, sql: &str) -> Result<Statement, postgres::Error> {
         self.stmts.get(&mut self.tx, sql)
     }
+    fn forget(&mut self, sql: &str) {
+        self.stmts.map.remove(sql);
+    }
+    fn may_retry(&self) -> bool {
+        false
+    }
     fn raw(&mut self) -> &mut impl GenericClient {
         &mut self.tx
     }
@@ -161,6 +225,10 @@ impl Cached for Tx<'_> {
 impl Cached for Transaction<'_> {
     fn statement(&mut self, sql: &str) -> Result<Statement, postgres::Error> {
         self.prepare(sql)
+    }
+    fn forget(&mut self, _: &str) {}
+    fn may_retry(&self) -> bool {
+        false
     }
     fn raw(&mut self) -> &mut impl GenericClient {
         self
