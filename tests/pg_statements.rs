@@ -22,6 +22,10 @@ use countersign::runtime::tools::SideEffect;
 use countersign::runtime::types::{RunStatus, Timestamp};
 use runtime_support::*;
 
+fn open(db: &pg_support::TestDb) -> Arc<PgStore> {
+    Arc::new(PgStore::open(&db.pg_url()).unwrap())
+}
+
 /// A run of `calls` read-only tool calls and then `complete`, driven on `store` to its end.
 fn drive(store: &Arc<PgStore>, id: &str, calls: usize) {
     let (tools, _) = echo_registry("look", SideEffect::ReadOnly);
@@ -44,7 +48,7 @@ fn pg_a_drivers_steps_reuse_the_statements_its_connection_prepared() {
     let Some(db) = pg_support::fresh_db() else {
         return;
     };
-    let store = Arc::new(PgStore::open(&db.pg_url()).unwrap());
+    let store = open(&db);
     drive(&store, "short", 3);
     let after_short = store.prepared_on_server().unwrap();
     assert!(
@@ -87,7 +91,7 @@ fn pg_a_statement_prepared_in_a_rolled_back_transaction_still_serves() {
     let Some(db) = pg_support::fresh_db() else {
         return;
     };
-    let store = Arc::new(PgStore::open(&db.pg_url()).unwrap());
+    let store = open(&db);
     let (tools, _) = echo_registry("push", SideEffect::RemoteMutation);
     let mut c = Config::new(store.clone(), tools, Arc::new(DefaultPolicy));
     c.now = Some(clock());
@@ -148,7 +152,7 @@ fn pg_a_column_added_by_another_process_breaks_no_prepared_statement() {
     let Some(db) = pg_support::fresh_db() else {
         return;
     };
-    let store = Arc::new(PgStore::open(&db.pg_url()).unwrap());
+    let store = open(&db);
     drive(&store, "before", 3);
     db.client()
         .batch_execute(

@@ -50,31 +50,41 @@ impl Stmts {
 /// ALL`). On a connection the call is then made once more, the statement prepared anew; in a
 /// transaction the server has aborted it, so the error is the caller's and the next
 /// transaction prepares afresh.
-pub(crate) trait Cached {
-    /// The statement `sql`, prepared on this connection once.
-    fn statement(&mut self, sql: &str) -> Result<Statement, postgres::Error>;
-    /// Lets `sql`'s statement go.
-    fn forget(&mut self, sql: &str);
+pub(crate) trait Cached: Sized {
     /// Whether a call that failed on a stale statement may be made again (outside a
     /// transaction only).
-    fn may_retry(&self) -> bool;
-    /// The client or transaction it runs on.
-    fn raw(&mut self) -> &mut impl GenericClient;
+    const MAY_RETRY: bool;
+
+    /// The client or transaction it runs on, and the statements its connection keeps (none:
+    /// nothing is kept).
+    fn parts(&mut self) -> (&mut impl GenericClient, Option<&mut Stmts>);
+
+    /// The statement `sql`, prepared on this connection once.
+    fn statement(&mut self, sql: &str) -> Result<Statement, postgres::Error> {
+        match self.parts() {
+            (c, Some(kept)) => kept.get(c, sql),
+            (c, None) => c.prepare(sql),
+        }
+    }
+
+    /// Lets `sql`'s statement go.
+    fn forget(&mut self, sql: &str) {
+        if let (_, Some(kept)) = self.parts() {
+            kept.map.remove(sql);
+        }
+    }
 
     /// Runs `call` on `sql`'s statement, letting a stale statement go (see the trait).
     fn run<T>(
         &mut self,
         sql: &str,
         call: impl Fn(&mut Self, &Statement) -> Result<T, postgres::Error>,
-    ) -> Result<T, postgres::Error>
-    where
-        Self: Sized,
-    {
+    ) -> Result<T, postgres::Error> {
         let s = self.statement(sql)?;
         match call(self, &s) {
             Err(e) if stale(&e) => {
                 self.forget(sql);
-                if !self.may_retry() {
+                if !Self::MAY_RETRY {
                     return Err(e);
                 }
                 let s = self.statement(sql)?;
@@ -84,32 +94,20 @@ pub(crate) trait Cached {
         }
     }
 
-    fn execute(&mut self, sql: &str, params: Params<'_>) -> Result<u64, postgres::Error>
-    where
-        Self: Sized,
-    {
-        self.run(sql, |c, s| c.raw().execute(s, params))
+    fn execute(&mut self, sql: &str, params: Params<'_>) -> Result<u64, postgres::Error> {
+        self.run(sql, |c, s| c.parts().0.execute(s, params))
     }
 
-    fn query(&mut self, sql: &str, params: Params<'_>) -> Result<Vec<Row>, postgres::Error>
-    where
-        Self: Sized,
-    {
-        self.run(sql, |c, s| c.raw().query(s, params))
+    fn query(&mut self, sql: &str, params: Params<'_>) -> Result<Vec<Row>, postgres::Error> {
+        self.run(sql, |c, s| c.parts().0.query(s, params))
     }
 
-    fn query_one(&mut self, sql: &str, params: Params<'_>) -> Result<Row, postgres::Error>
-    where
-        Self: Sized,
-    {
-        self.run(sql, |c, s| c.raw().query_one(s, params))
+    fn query_one(&mut self, sql: &str, params: Params<'_>) -> Result<Row, postgres::Error> {
+        self.run(sql, |c, s| c.parts().0.query_one(s, params))
     }
 
-    fn query_opt(&mut self, sql: &str, params: Params<'_>) -> Result<Option<Row>, postgres::Error>
-    where
-        Self: Sized,
-    {
-        self.run(sql, |c, s| c.raw().query_opt(s, params))
+    fn query_opt(&mut self, sql: &str, params: Params<'_>) -> Result<Option<Row>, postgres::Error> {
+        self.run(sql, |c, s| c.parts().0.query_opt(s, params))
     }
 }
 
@@ -178,17 +176,9 @@ impl std::ops::DerefMut for Conn {
 }
 
 impl Cached for Conn {
-    fn statement(&mut self, sql: &str) -> Result<Statement, postgres::Error> {
-        self.stmts.get(&mut self.client, sql)
-    }
-    fn forget(&mut self, sql: &str) {
-        self.stmts.map.remove(sql);
-    }
-    fn may_retry(&self) -> bool {
-        true
-    }
-    fn raw(&mut self) -> &mut impl GenericClient {
-        &mut self.client
+    const MAY_RETRY: bool = true;
+    fn parts(&mut self) -> (&mut impl GenericClient, Option<&mut Stmts>) {
+        (&mut self.client, Some(&mut self.stmts))
     }
 }
 
@@ -206,31 +196,17 @@ impl Tx<'_> {
 }
 
 impl Cached for Tx<'_> {
-    fn statement(&mut self, sql: &str) -> Result<Statement, postgres::Error> {
-        self.stmts.get(&mut self.tx, sql)
-    }
-    fn forget(&mut self, sql: &str) {
-        self.stmts.map.remove(sql);
-    }
-    fn may_retry(&self) -> bool {
-        false
-    }
-    fn raw(&mut self) -> &mut impl GenericClient {
-        &mut self.tx
+    const MAY_RETRY: bool = false;
+    fn parts(&mut self) -> (&mut impl GenericClient, Option<&mut Stmts>) {
+        (&mut self.tx, Some(&mut *self.stmts))
     }
 }
 
 /// A transaction of the client crate's own (the console's snapshots, `copy`): nothing is
 /// kept, each call prepares its text as the client crate does.
 impl Cached for Transaction<'_> {
-    fn statement(&mut self, sql: &str) -> Result<Statement, postgres::Error> {
-        self.prepare(sql)
-    }
-    fn forget(&mut self, _: &str) {}
-    fn may_retry(&self) -> bool {
-        false
-    }
-    fn raw(&mut self) -> &mut impl GenericClient {
-        self
+    const MAY_RETRY: bool = false;
+    fn parts(&mut self) -> (&mut impl GenericClient, Option<&mut Stmts>) {
+        (self, None)
     }
 }
