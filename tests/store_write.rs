@@ -4,7 +4,7 @@
 
 mod support;
 
-use countersign::runtime::store::{Store, StoreError, Transition};
+use countersign::runtime::store::{Charge, Store, StoreError, Transition};
 use countersign::runtime::types::{RunStatus, StepStatus, Timestamp};
 use support::runs::{self, OWNER};
 use support::{assert_verifies, tempdir};
@@ -226,9 +226,29 @@ fn store_usage_totals_saturate_rather_than_wrap() {
     let store = Store::open(dir.path().join("u.db")).unwrap();
     runs::create(&store, "r", "g", t0());
     store
-        .write(|tx| tx.add_usage("r", 1, i64::MAX - 5, 3, 0, -50))
+        .write(|tx| {
+            let charge = Charge {
+                calls: 1,
+                input_tokens: i64::MAX - 5,
+                output_tokens: 3,
+                cached_input_tokens: 0,
+                cost_micros: -50,
+            };
+            tx.add_usage("r", &charge)
+        })
         .unwrap();
-    store.write(|tx| tx.add_usage("r", 1, 10, 3, 0, 7)).unwrap();
+    store
+        .write(|tx| {
+            let charge = Charge {
+                calls: 1,
+                input_tokens: 10,
+                output_tokens: 3,
+                cached_input_tokens: 0,
+                cost_micros: 7,
+            };
+            tx.add_usage("r", &charge)
+        })
+        .unwrap();
     store.write(|tx| tx.add_active_ms("r", i64::MAX)).unwrap();
     store.write(|tx| tx.add_active_ms("r", 5)).unwrap();
     let r = store.get_run("r").unwrap();

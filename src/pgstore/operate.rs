@@ -21,7 +21,6 @@ use super::chain;
 use super::error::{PgError, detail};
 use super::stmts::{Cached, Tx};
 use super::{PgStore, PgUrl};
-use crate::runtime::store::KeyPage;
 use crate::runtime::store::ProxyCall;
 use crate::runtime::store::{
     APPROVAL_COLUMNS, ApprovalDecision, Failing, InCrate, NewApproval, NewModelCall, NewRun, Page,
@@ -29,6 +28,7 @@ use crate::runtime::store::{
     approval_from_values, check_page, event_payload, run_from_values, sealed, step_from_values,
     store_reads, tx_writes,
 };
+use crate::runtime::store::{Charge, KeyPage};
 use crate::runtime::types::Key;
 use crate::runtime::types::{Approval, Event, Lease, Run, Said, Step, StepStatus, Timestamp};
 use std::time::Duration;
@@ -395,25 +395,8 @@ impl RunTx for PgTx<'_> {
         self.pg_add_counters(run_id, &[("active_ms", ms)])
     }
 
-    fn add_usage(
-        &mut self,
-        run_id: &str,
-        calls: i64,
-        input_tokens: i64,
-        output_tokens: i64,
-        cached_input_tokens: i64,
-        cost_micros: i64,
-    ) -> Result<(), StoreError> {
-        self.pg_add_counters(
-            run_id,
-            &[
-                ("model_calls", calls),
-                ("input_tokens", input_tokens),
-                ("output_tokens", output_tokens),
-                ("cached_input_tokens", cached_input_tokens),
-                ("estimated_cost_micros", cost_micros),
-            ],
-        )
+    fn add_usage(&mut self, run_id: &str, charge: &Charge) -> Result<(), StoreError> {
+        self.pg_add_counters(run_id, &charge.columns())
     }
 
     fn lease_now(&mut self, _local: Timestamp) -> Result<Timestamp, StoreError> {

@@ -2,7 +2,7 @@
 
 use countersign::runtime::json::{approval_hash, content_hash};
 use countersign::runtime::store::{
-    NewApproval, NewModelCall, NewRun, StepUpdate, Store, StoreError, Transition,
+    Charge, NewApproval, NewModelCall, NewRun, StepUpdate, Store, StoreError, Transition,
 };
 use countersign::runtime::types::{
     Decision, Limits, Observation, PolicyDecision, RunStatus, StepStatus, Timestamp, ToolRequest,
@@ -164,7 +164,16 @@ pub fn tool_step(store: &Store, run_id: &str, step_id: &str, index: i64, now: Ti
                 completed_at: now,
                 ..NewModelCall::default()
             })?;
-            tx.add_usage(run_id, 1, 100, 10, 0, 450)?;
+            tx.add_usage(
+                run_id,
+                &Charge {
+                    calls: 1,
+                    input_tokens: 100,
+                    output_tokens: 10,
+                    cached_input_tokens: 0,
+                    cost_micros: 450,
+                },
+            )?;
             tx.update_step(
                 step_id,
                 &[StepStatus::Executing],

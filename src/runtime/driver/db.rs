@@ -5,6 +5,7 @@
 //! hold a `dyn` store, and an enum keeps the driver's types (Driver, Gate, Config) free of a
 //! store parameter.
 
+use crate::runtime::store::Charge;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -409,8 +410,7 @@ impl DbTx<'_, '_> {
         fn expire_approval(a: &Approval, at: Timestamp) -> Result<bool, StoreError>;
         fn transition(t: &Transition<'_>) -> Result<(), StoreError>;
         fn add_active_ms(run_id: &str, ms: i64) -> Result<(), StoreError>;
-        fn add_usage(run_id: &str, calls: i64, input_tokens: i64, output_tokens: i64,
-            cached_input_tokens: i64, cost_micros: i64) -> Result<(), StoreError>;
+        fn add_usage(run_id: &str, charge: &Charge) -> Result<(), StoreError>;
         /// The time leases are judged by ([`RunTx::lease_now`]).
         fn lease_now(local: Timestamp) -> Result<Timestamp, StoreError>;
         /// The lease expiry to stamp ([`RunTx::lease_until`]).

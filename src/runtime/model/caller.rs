@@ -1,5 +1,6 @@
 //! The accounted model handle an agent is given for one step.
 
+use crate::runtime::store::Charge;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -523,14 +524,14 @@ impl ModelCaller {
                 completed_at: completed,
                 ..NewModelCall::default()
             })?;
-            tx.add_usage(
-                &s.run_id,
-                1,
-                rec.usage.input_tokens,
-                rec.usage.output_tokens,
-                rec.usage.cached_input_tokens,
-                cost,
-            )?;
+            let charge = Charge {
+                calls: 1,
+                input_tokens: rec.usage.input_tokens,
+                output_tokens: rec.usage.output_tokens,
+                cached_input_tokens: rec.usage.cached_input_tokens,
+                cost_micros: cost,
+            };
+            tx.add_usage(&s.run_id, &charge)?;
             tx.append(&s.run_id, &s.step_id, &completed, kind, &p)?;
             Ok(())
         });

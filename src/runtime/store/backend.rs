@@ -18,7 +18,7 @@ use super::run_state::{check_state, check_unexpired};
 use super::tx::Transition;
 use super::window::Page;
 use super::writes::{
-    ApprovalDecision, Failing, NewApproval, NewModelCall, NewRun, StepFailure, StepUpdate,
+    ApprovalDecision, Charge, Failing, NewApproval, NewModelCall, NewRun, StepFailure, StepUpdate,
 };
 use super::{Store, Tx};
 use std::collections::BTreeMap;
@@ -218,15 +218,7 @@ pub trait RunTx: sealed::Sealed {
     fn add_active_ms(&mut self, run_id: &str, ms: i64) -> Result<(), StoreError>;
 
     /// Adds to the run's model accounting (each charge clamped at 0, totals saturating).
-    fn add_usage(
-        &mut self,
-        run_id: &str,
-        calls: i64,
-        input_tokens: i64,
-        output_tokens: i64,
-        cached_input_tokens: i64,
-        cost_micros: i64,
-    ) -> Result<(), StoreError>;
+    fn add_usage(&mut self, run_id: &str, charge: &Charge) -> Result<(), StoreError>;
 
     /// Inserts a `model_calls` row.
     fn insert_model_call(&mut self, m: &NewModelCall<'_>) -> Result<(), StoreError>;
@@ -376,8 +368,7 @@ impl RunTx for Tx<'_> {
         fn fail_steps(run_id: &[u8], which: Failing<'_>, f: &StepFailure<'_>)
             -> Result<usize, StoreError>;
         fn add_active_ms(run_id: &str, ms: i64) -> Result<(), StoreError>;
-        fn add_usage(run_id: &str, calls: i64, input_tokens: i64, output_tokens: i64,
-            cached_input_tokens: i64, cost_micros: i64) -> Result<(), StoreError>;
+        fn add_usage(run_id: &str, charge: &Charge) -> Result<(), StoreError>;
         fn require_lease(run_id: &str, owner: &str, local: Timestamp) -> Result<(), StoreError>;
         fn require_status(run_id: &[u8], from: &[RunStatus], lease_owner: Option<&str>)
             -> Result<RunStatus, StoreError>;

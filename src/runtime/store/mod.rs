@@ -116,7 +116,7 @@ pub(crate) use window::{KeyWalk, Window, int, walk};
 #[cfg(feature = "postgres")]
 pub(crate) use writes::run_created;
 pub use writes::{
-    ApprovalDecision, Failing, NewApproval, NewModelCall, NewRun, StepFailure, StepUpdate,
+    ApprovalDecision, Charge, Failing, NewApproval, NewModelCall, NewRun, StepFailure, StepUpdate,
 };
 
 use crate::runtime::types::Timestamp;

@@ -119,6 +119,36 @@ pub struct NewApproval<'a> {
     pub expires_at: Timestamp,
 }
 
+/// What model calls add to their run's accounting (`add_usage`): each amount clamped at 0,
+/// each total saturating at the largest integer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Charge {
+    /// Model calls made.
+    pub calls: i64,
+    /// Input tokens.
+    pub input_tokens: i64,
+    /// Output tokens.
+    pub output_tokens: i64,
+    /// Input tokens served from the provider's cache.
+    pub cached_input_tokens: i64,
+    /// Estimated cost, in micro-units of the pricing's currency.
+    pub cost_micros: i64,
+}
+
+impl Charge {
+    /// The run's columns it adds to, each with its amount clamped at 0, in one order.
+    pub fn columns(&self) -> [(&'static str, i64); 5] {
+        [
+            ("model_calls", self.calls),
+            ("input_tokens", self.input_tokens),
+            ("output_tokens", self.output_tokens),
+            ("cached_input_tokens", self.cached_input_tokens),
+            ("estimated_cost_micros", self.cost_micros),
+        ]
+        .map(|(c, v)| (c, v.max(0)))
+    }
+}
+
 /// A `model_calls` row: every field for `insert_model_call`; `finish_model_call` uses `id`
 /// to find the row and writes only the outcome fields (status, usage, cost, latency, error,
 /// completion time).
@@ -458,34 +488,10 @@ impl Tx<'_> {
     }
 
     /// Adds to the run's model accounting (each charge clamped >= 0, totals saturating).
-    pub fn add_usage(
-        &self,
-        run_id: &str,
-        calls: i64,
-        input_tokens: i64,
-        output_tokens: i64,
-        cached_input_tokens: i64,
-        cost_micros: i64,
-    ) -> Result<(), StoreError> {
-        let cols = [
-            "model_calls",
-            "input_tokens",
-            "output_tokens",
-            "cached_input_tokens",
-            "estimated_cost_micros",
-        ];
-        let sets: Vec<String> = cols.iter().map(|c| sat_set(c)).collect();
-        let mut args: Vec<i64> = Vec::new();
-        for v in [
-            calls,
-            input_tokens,
-            output_tokens,
-            cached_input_tokens,
-            cost_micros,
-        ] {
-            args.push(v.max(0));
-            args.push(v.max(0));
-        }
+    pub fn add_usage(&self, run_id: &str, charge: &Charge) -> Result<(), StoreError> {
+        let columns = charge.columns();
+        let sets: Vec<String> = columns.iter().map(|(c, _)| sat_set(c)).collect();
+        let args = columns.iter().flat_map(|&(_, v)| [v, v]);
         let sql = format!("UPDATE runs SET {} WHERE id=?", sets.join(", "));
         let mut stmt = self.tx.prepare_cached(&sql).ctx("add usage")?;
         let mut values: Vec<rusqlite::types::Value> = args
