@@ -244,67 +244,48 @@ impl Config<Arc<dyn Agent>> {
     }
 }
 
+/// A builder's setters, one a line: `name(arg: Type) => field = value;`, each taking the
+/// configuration and giving it back with `field` set.
+macro_rules! setters {
+    ($($(#[$doc:meta])* $name:ident($arg:ident: $ty:ty) => $field:ident = $value:expr;)*) => {
+        $(
+            $(#[$doc])*
+            pub fn $name(mut self, $arg: $ty) -> Self {
+                self.$field = $value;
+                self
+            }
+        )*
+    };
+}
+
 impl<A> Config<A> {
     /// Sets the agent: the configuration now builds a [`Driver`].
     pub fn agent(self, agent: Arc<dyn Agent>) -> Config<Arc<dyn Agent>> {
         self.swap_agent(agent).0
     }
 
-    /// Sets the model the agent's handle calls.
-    pub fn model(mut self, model: ModelSetup) -> Self {
-        self.model = Some(model);
-        self
-    }
-
-    /// Sets the lease owner's name (the owner is `name/` + 12 hex of a random id).
-    pub fn lease_owner(mut self, name: impl Into<String>) -> Self {
-        self.lease_owner = name.into();
-        self
-    }
-
-    /// Sets the lease TTL (zero: 30 s).
-    pub fn lease_ttl(mut self, ttl: Duration) -> Self {
-        self.lease_ttl = ttl;
-        self
-    }
-
-    /// Sets the clock for everything recorded (not leases).
-    pub fn clock(mut self, now: Clock) -> Self {
-        self.now = Some(now);
-        self
-    }
-
-    /// Sets this process's clock for leases (tests: a host whose clock is off). SQLite
-    /// judges leases by it; PostgreSQL by its server's clock.
-    pub fn lease_clock(mut self, clock: Clock) -> Self {
-        self.lease_clock = Some(clock);
-        self
-    }
-
-    /// On PostgreSQL, whether this driver chains the events it and others commit (a
-    /// sequencer thread on a connection of its own; default true). Off, another process's
-    /// sequencer must run, or events stay in the inbox unchained.
-    pub fn chain_events(mut self, on: bool) -> Self {
-        self.chain_events = on;
-        self
-    }
-
-    /// Sets what receives the driver's events once they are chained (see [`Observer`]).
-    pub fn observer(mut self, observer: Observer) -> Self {
-        self.observer = Some(observer);
-        self
-    }
-
-    /// Sets the id generator.
-    pub fn ids(mut self, ids: IdGen) -> Self {
-        self.ids = Some(ids);
-        self
-    }
-
-    /// Sets the crash-recovery hook (spec 8.3).
-    pub fn reconcile(mut self, hook: Arc<dyn Reconcile>) -> Self {
-        self.reconcile = Some(hook);
-        self
+    setters! {
+        /// Sets the model the agent's handle calls.
+        model(model: ModelSetup) => model = Some(model);
+        /// Sets the lease owner's name (the owner is `name/` + 12 hex of a random id).
+        lease_owner(name: impl Into<String>) => lease_owner = name.into();
+        /// Sets the lease TTL (zero: 30 s).
+        lease_ttl(ttl: Duration) => lease_ttl = ttl;
+        /// Sets the clock for everything recorded (not leases).
+        clock(now: Clock) => now = Some(now);
+        /// Sets this process's clock for leases (tests: a host whose clock is off). SQLite
+        /// judges leases by it; PostgreSQL by its server's clock.
+        lease_clock(clock: Clock) => lease_clock = Some(clock);
+        /// On PostgreSQL, whether this driver chains the events it and others commit (a
+        /// sequencer thread on a connection of its own; default true). Off, another process's
+        /// sequencer must run, or events stay in the inbox unchained.
+        chain_events(on: bool) => chain_events = on;
+        /// Sets what receives the driver's events once they are chained (see [`Observer`]).
+        observer(observer: Observer) => observer = Some(observer);
+        /// Sets the id generator.
+        ids(ids: IdGen) => ids = Some(ids);
+        /// Sets the crash-recovery hook (spec 8.3).
+        reconcile(hook: Arc<dyn Reconcile>) => reconcile = Some(hook);
     }
 
     /// The configuration without its agent, and the agent.
