@@ -70,6 +70,16 @@ fn pg_url_the_client_would_read_otherwise_is_refused_or_redacted() {
         ("postgresql://alice:Hunt#er2Sek@localhost:1/x", "er2Sek"),
         ("postgresql://alice:p@ss@db.example/x", "ss@db"),
         ("postgresql://db.example/x?user=a@b", "user=a@b"),
+        // An '@' in the password before a '/', '?' or '#': the client would read password
+        // `P` on host `ss` (a DNS query for the password's tail), and the tail was shown.
+        ("postgresql://owner1:P@ss/w@/c_own3?host=/x", "ss/w"),
+        ("postgresql://o:S3cr3t-P@ss/w?rd#1@/c?host=/x", "rd#1"),
+        ("postgresql://owner1:P@ss#w@/c_own3?host=/x", "ss#w"),
+        (
+            "postgresql://owner1:p@secretpart/w@db.example.test/cs",
+            "secretpart",
+        ),
+        ("postgresql://owner1:p@ss?host=x@/c?host=/x", "ss?host"),
     ] {
         let e = PgUrl::parse(raw)
             .map(|u| u.to_string())

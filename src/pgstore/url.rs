@@ -114,11 +114,11 @@ const SHOWN_OPTIONS: &[&str] = &[
 
 /// Why a URL whose user info the client could read otherwise than this module is refused.
 const AMBIGUOUS: &str = "the URL is ambiguous: a '/', '?', '#' or '@' in the user name or password \
-     must be percent-encoded (%2F, %3F, %23, %40), and an '@' after the host likewise (%40)";
+     must be percent-encoded (%2F, %3F, %23, %40), and any '@' after the host likewise (%40)";
 
 /// Splits what follows `://` into the user info and the rest. The user info ends at the
 /// first '@' of the whole text, as the client (`tokio-postgres`) reads it; so that both read
-/// one URL alike, a user info holding '/', '?' or '#', or a host list holding '@' (a password
+/// one URL alike, a user info holding '/', '?' or '#', or any '@' after the first (a password
 /// with an unencoded '@'), is refused rather than read one way here and another there.
 fn split_authority(after: &str) -> Result<(Authority<'_>, &str), PgError> {
     let (info, rest) = match after.find('@') {
@@ -127,7 +127,13 @@ fn split_authority(after: &str) -> Result<(Authority<'_>, &str), PgError> {
     };
     let host_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
     let (hosts, rest) = rest.split_at(host_end);
-    if info.is_some_and(|i| i.contains(['/', '?', '#'])) || hosts.contains('@') {
+    // Any '@' after the first: in the host list, the path, the query or the fragment. A
+    // password `P@ss/w@host` would otherwise be read as password `P` on host `ss`, its tail
+    // shown as a database name and sent to DNS as a host name.
+    if info.is_some_and(|i| i.contains(['/', '?', '#']))
+        || hosts.contains('@')
+        || rest.contains('@')
+    {
         return Err(PgError::Url(AMBIGUOUS.into()));
     }
     let (user, password) = match info {
