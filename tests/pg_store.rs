@@ -838,6 +838,48 @@ fn pg_a_url_without_a_host_takes_pghost_and_pgport() {
 
 /// An empty database (no countersign schema at all) is refused in one line that says how its
 /// schema is made.
+/// A database at schema 3 where one of migration 4's indexes was already made by hand
+/// migrates to this build's version, with all of its indexes (found from outside: it failed
+/// on "relation already exists" and stayed at 3, refused by every reader).
+#[test]
+fn pg_migration_4_takes_an_index_made_ahead_of_it() {
+    use countersign::pgstore::{PG_MIGRATIONS, PG_SCHEMA_VERSION};
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    let mut c = db.client();
+    c.batch_execute(
+        "CREATE TABLE countersign_schema (version integer PRIMARY KEY, applied_at text NOT NULL)",
+    )
+    .unwrap();
+    for (i, script) in PG_MIGRATIONS[..3].iter().enumerate() {
+        c.batch_execute(script).unwrap();
+        c.execute(
+            "INSERT INTO countersign_schema VALUES ($1, 'then')",
+            &[&(i as i32 + 1)],
+        )
+        .unwrap();
+    }
+    c.batch_execute("CREATE INDEX runs_status ON runs (status)")
+        .unwrap();
+    let o = cs(&["--db", &db.url, "migrate"]);
+    assert_eq!(o.status.code(), Some(0), "{}", said(&o));
+    let version: i32 = c
+        .query_one("SELECT max(version) FROM countersign_schema", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(i64::from(version), PG_SCHEMA_VERSION);
+    let n: i64 = c
+        .query_one(
+            "SELECT count(*) FROM pg_indexes WHERE indexname IN \
+             ('runs_status', 'runs_waiting', 'approvals_pending')",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 3);
+}
+
 #[test]
 fn pg_an_empty_database_is_pointed_at_migrate() {
     let Some(db) = pg_support::fresh_db() else {

@@ -171,10 +171,12 @@ CREATE INDEX proxy_calls_outcome ON proxy_calls (session, request_key, outcome, 
 /// tables (about 0.8 s of the server's time a console, on a server every reviewer shares).
 /// Partial indexes keep the pending and waiting ones small; the status index covers the count
 /// by status. agentrt's SQLite schema is not changed (it is agentrt's file byte for byte).
+/// Indexes only, each `IF NOT EXISTS`: a database where one was made by hand (a DBA ahead of
+/// the upgrade) still migrates, instead of failing on "already exists" and staying at 3.
 const MIGRATION_COUNT_INDEXES: &str = r#"
-CREATE INDEX runs_status ON runs (status);
-CREATE INDEX runs_waiting ON runs (id) WHERE status = 'WAITING_FOR_APPROVAL';
-CREATE INDEX approvals_pending ON approvals (run_id, ord) WHERE status = 'pending';
+CREATE INDEX IF NOT EXISTS runs_status ON runs (status);
+CREATE INDEX IF NOT EXISTS runs_waiting ON runs (id) WHERE status = 'WAITING_FOR_APPROVAL';
+CREATE INDEX IF NOT EXISTS approvals_pending ON approvals (run_id, ord) WHERE status = 'pending';
 "#;
 
 /// Text must round-trip byte for byte: only a UTF8 database does that.
