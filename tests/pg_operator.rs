@@ -404,6 +404,43 @@ fn pg_cancel_of_a_waiting_run() {
 /// A login in `countersign_reviewer` (docs/postgres-roles.sql) can approve, reject and cancel
 /// through the commands, which leave their events to the runtime's sequencers (it may not
 /// chain); what it cannot do is tested in pg_store.rs.
+/// A login that may only read (`pg_read_all_data`) is refused a cancel with the server's
+/// reason (permission denied), as an approve is, not with "current transaction is aborted"
+/// (found from outside: the cancel's fallback read ran in the transaction the refused lock
+/// had aborted).
+#[test]
+fn pg_a_read_only_login_is_refused_a_cancel_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(w) = waiting(dir.path()) else {
+        return;
+    };
+    let mut c = w.db.client();
+    let login = format!("ro_{}", std::process::id());
+    c.batch_execute(&format!(
+        "DROP ROLE IF EXISTS {login}; CREATE ROLE {login} LOGIN IN ROLE pg_read_all_data"
+    ))
+    .unwrap();
+    let url = w.db.url_as(&login);
+    for args in [
+        vec!["cancel", w.run.as_str(), "--note", "x"],
+        vec!["approve", w.run.as_str(), "--approval", w.approval.as_str()],
+    ] {
+        let mut all = vec!["--db", url.as_str(), "--by", "ro"];
+        all.extend(args);
+        let o = cs(&all);
+        let s = said(&o);
+        assert_eq!(o.status.code(), Some(1), "{s}");
+        assert!(s.contains("permission denied"), "{s}");
+        assert!(!s.contains("aborted"), "{s}");
+    }
+    let status: String = c
+        .query_one("SELECT status FROM runs WHERE id = $1", &[&w.run])
+        .unwrap()
+        .get(0);
+    assert_eq!(status, "WAITING_FOR_APPROVAL");
+    let _ = c.batch_execute(&format!("DROP OWNED BY {login}; DROP ROLE {login}"));
+}
+
 #[test]
 fn pg_reviewer_role_can_decide_and_cancel() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,7 +1,7 @@
 //! Operator cancel (spec 8.1): any non-terminal run, no lease needed, rows never decoded.
 
 use crate::runtime::json::gojson::Object;
-use crate::runtime::store::{Failing, IN_CRATE, RunStore, RunTx};
+use crate::runtime::store::{Failing, IN_CRATE, RunStore, RunTx, StoreError};
 use crate::runtime::types::{ApprovalStatus, AsKey, Event, Key, Run, RunStatus, Timestamp};
 
 use super::OperatorError;
@@ -109,7 +109,10 @@ fn cancel_checked<S: RunStore + ?Sized>(
             }
             let from: Vec<RunStatus> = match tx.require_status(run_id, &FROM, None) {
                 Ok(_) => FROM.to_vec(),
-                Err(e) => match tx.get_run(run_id)?.status {
+                // Only a status refusal is looked into: after a failed statement (a login
+                // that may not lock the row) PostgreSQL answers nothing more in the
+                // transaction, and its own error is the one to say.
+                Err(e @ StoreError::RunState { .. }) => match tx.get_run(run_id)?.status {
                     status if status.is_terminal() => {
                         return Err(OperatorError::RunFinished {
                             run_id: Key::new(run_id),
@@ -119,6 +122,7 @@ fn cancel_checked<S: RunStore + ?Sized>(
                     status @ RunStatus::Unknown(_) => vec![status],
                     _ => return Err(e.into()),
                 },
+                Err(e) => return Err(e.into()),
             };
             let content = Object::new().str("by", by).str("note", note).finish();
             let (obs, hash) = observation(
