@@ -874,6 +874,107 @@ fn pg_agent_command_runs_the_consumer_on_postgres() {
     verify_both(&db, dir.path());
 }
 
+/// `agent` on PostgreSQL whose connections the server drops while a model call is in flight
+/// (a restart) exits 1 naming the run it started and the `agent ... --resume` line that
+/// continues it (found from outside: it printed only "begin write: connection closed", and
+/// the run's id, which `--resume` needs, nowhere); that line then completes the run.
+#[cfg(feature = "providers")]
+#[test]
+fn pg_agent_that_loses_the_server_names_its_run_and_how_to_go_on() {
+    use std::io::{Read, Write};
+    use std::net::TcpListener;
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    drop(pg(&db));
+    // A model that answers its first call only when told to.
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}/v1", l.local_addr().unwrap());
+    let (go, wait) = std::sync::mpsc::channel::<()>();
+    let (asked, seen) = std::sync::mpsc::channel::<()>();
+    let finish = r#"{"choices":[{"message":{"content":"","tool_calls":[{"id":"c1","type":"function","function":{"name":"finish","arguments":"{\"summary\":\"done\"}"}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":9,"completion_tokens":3}}"#;
+    std::thread::spawn(move || {
+        for (i, s) in l.incoming().enumerate() {
+            let Ok(mut s) = s else { break };
+            s.set_read_timeout(Some(Duration::from_millis(300)))
+                .unwrap();
+            let mut buf = [0u8; 65536];
+            while matches!(s.read(&mut buf), Ok(n) if n > 0) {}
+            if i == 0 {
+                let _ = asked.send(());
+                let _ = wait.recv();
+            }
+            let head = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                finish.len()
+            );
+            let _ = s.write_all(head.as_bytes());
+            let _ = s.write_all(finish.as_bytes());
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let backend = dir.path().join("orders.db");
+    let b = backend.to_str().unwrap().to_string();
+    let url = db.url.clone();
+    let agent = {
+        let (url, base, b) = (url.clone(), base.clone(), b.clone());
+        std::thread::spawn(move || {
+            cs(&[
+                "--db",
+                &url,
+                "agent",
+                "--model",
+                "openai:gpt-x",
+                "--model-base-url",
+                &base,
+                "--backend",
+                &b,
+                "Where is ord_1004?",
+            ])
+        })
+    };
+    seen.recv_timeout(Duration::from_secs(60))
+        .expect("the agent calls the model");
+    // The server drops the agent's connections (as a restart does).
+    db.client()
+        .execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE datname = current_database() AND pid <> pg_backend_pid()",
+            &[],
+        )
+        .unwrap();
+    go.send(()).unwrap();
+    let o = agent.join().unwrap();
+    let s = said(&o);
+    assert_eq!(o.status.code(), Some(1), "{s}");
+    let run: String = db
+        .client()
+        .query_one("SELECT id FROM runs", &[])
+        .unwrap()
+        .get(0);
+    assert!(s.contains(&format!("run {run} ")), "{s}");
+    let line = s
+        .lines()
+        .find(|l| l.contains("--resume"))
+        .unwrap_or_else(|| panic!("no continue line: {s}"))
+        .trim();
+    // Once the lease lapses, the printed line continues the run with the same model.
+    db.client()
+        .execute(
+            "UPDATE runs SET lease_expires_at = '' WHERE id = $1",
+            &[&run],
+        )
+        .unwrap();
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg(line.replacen("countersign", env!("CARGO_BIN_EXE_countersign"), 1))
+        .env_remove("COUNTERSIGN_DB")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{line}: {}", said(&o));
+    assert!(said(&o).contains(": COMPLETED"), "{}", said(&o));
+}
+
 /// The bench's baseline (`benches/drivers.rs`): drivers whose stores append naively
 /// (`PgStore::set_naive_chain`) chain every event in their own transactions, after the head
 /// they lock, with no sequencer anywhere (`chain_events(false)`). Four drivers on four

@@ -26,12 +26,13 @@ use crate::consumer::tools::Catalog;
 use crate::providers::agent::ModelAgent;
 use crate::providers::render::Options;
 use crate::providers::{Secret, anthropic, ollama, openai};
-use crate::runtime::driver::{Config, RunDb, default_limits};
+use crate::runtime::driver::{Config, RunDb, RuntimeError, default_limits};
 use crate::runtime::model::{Model, ModelSetup};
 use crate::runtime::policy::{
     self as rpolicy, Policy, PolicyDecision, PolicyError, PolicyRequest, RunView,
 };
 use crate::runtime::store::Store;
+use crate::runtime::store::StoreError;
 use crate::runtime::tools::{FnTool, SideEffect, ToolDef, ToolOutput};
 use crate::runtime::types::RunStatus;
 
@@ -381,7 +382,15 @@ pub fn run(db: Option<&Path>, a: &AgentArgs, out: &mut Out) -> Result<(), Comman
                 }
             });
             match run {
-                Ok(run) => run.map_err(|e| failed(said(&e.said(), 400))),
+                Ok(run) => run.map_err(|e| {
+                    let db = shown.as_deref().unwrap_or(db);
+                    let what = said(&e.said(), 400);
+                    if left_running(&e) {
+                        failed(format!("{what}\n{}", after_failure(db, a, &id)))
+                    } else {
+                        failed(what)
+                    }
+                }),
                 Err(signal) => Err(interrupted(shown.as_deref().unwrap_or(db), a, &id, signal)),
             }
         })
@@ -443,6 +452,35 @@ fn interrupted(db: &Path, a: &AgentArgs, run: &str, signal: i32) -> CommandError
             crate::runtime::driver::DEFAULT_LEASE_TTL.as_secs()
         ),
     }
+}
+
+/// Whether the database failed under the run (a lost connection, a disk error, a lock never
+/// given), which may leave it RUNNING for a resume, rather than refusing it as it stood.
+fn left_running(e: &RuntimeError) -> bool {
+    matches!(
+        e,
+        RuntimeError::Store(
+            StoreError::Backend(_)
+                | StoreError::Sqlite { .. }
+                | StoreError::Io { .. }
+                | StoreError::Locked { .. }
+        )
+    )
+}
+
+/// After the database failed under the run: its id, and the command that continues it once
+/// the lease this process held has lapsed (the run may not have been written at all, when the
+/// failure came first; the line says so).
+fn after_failure(db: &Path, a: &AgentArgs, run: &str) -> String {
+    let then = match continue_command(db, a, run) {
+        Ok(cmd) => format!("then continue it with:\n  {cmd}"),
+        Err(why) => format!("{why}, so no command can be printed for it"),
+    };
+    format!(
+        "run {} (if it was written before the failure) stays RUNNING under this process's lease until it lapses (at most {} s); {then}",
+        clean(run, 64),
+        crate::runtime::driver::DEFAULT_LEASE_TTL.as_secs()
+    )
 }
 
 /// `agent … --resume RUN` with the model, its base URL, key file and backend this run was
