@@ -801,6 +801,80 @@ fn pg_worker_command_resumes_an_approved_demo_refund_once() {
     verify_both(&db, dir.path());
 }
 
+/// A long-running `worker` on PostgreSQL whose connections the server drops (as a restart
+/// does) says so, connects again and goes on: a refund approved afterwards executes once
+/// (found from outside: it exited 1 on the first restart, though it runs "until stopped").
+#[test]
+fn pg_worker_connects_again_after_the_server_drops_it() {
+    use std::io::Read;
+    use std::process::Stdio;
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (run, backend) = demo_refund_on(&db, dir.path());
+    let before = refunds_of(&backend, &run);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_countersign"))
+        .args(["--db", &db.url, "worker", "--backend"])
+        .arg(&backend)
+        .env_remove("COUNTERSIGN_DB")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut admin = db.client();
+    let others = |c: &mut postgres::Client| -> i64 {
+        c.query_one(
+            "SELECT count(*) FROM pg_stat_activity \
+             WHERE datname = current_database() AND pid <> pg_backend_pid()",
+            &[],
+        )
+        .unwrap()
+        .get(0)
+    };
+    // Bounded waits on what the worker does, never a verdict by the clock.
+    let until = |what: &str, mut done: Box<dyn FnMut() -> bool + '_>| {
+        for _ in 0..600 {
+            if done() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("the worker never {what}");
+    };
+    until("connected", Box::new(|| others(&mut admin) >= 2));
+    admin
+        .execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE datname = current_database() AND pid <> pg_backend_pid()",
+            &[],
+        )
+        .unwrap();
+    until("connected again", Box::new(|| others(&mut admin) >= 2));
+    let o = cs(&["--db", &db.url, "approve", &run, "--yes", "--by", "alice"]);
+    assert!(o.status.success(), "{}", said(&o));
+    until(
+        "resumed the approved refund",
+        Box::new(|| refunds_of(&backend, &run) == before + 1),
+    );
+    assert_eq!(child.try_wait().unwrap(), None, "the worker still runs");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    assert!(out.contains(&format!("resumed run {run}")), "{out}");
+    assert!(
+        out.contains("the database's connection was lost") && out.contains("connected again"),
+        "{out}"
+    );
+    assert_eq!(refunds_of(&backend, &run), before + 1, "one refund");
+}
+
 /// `countersign agent --db postgres://… --backend PATH`: the example consumer on a "live"
 /// model (a local OpenAI-compatible server) runs on PostgreSQL: the refund waits for a person,
 /// the printed lines name the database by its redacted URL (never the password) and the

@@ -74,9 +74,11 @@ pub fn run(db: &Path, backend: Option<&Path>, once: bool) -> Result<(), CommandE
             ));
         };
         backend_present(backend)?;
-        return crate::consumer::demo::work_demo_runs_pg(Arc::new(store), backend, options(once))
-            .map(|_| ())
-            .map_err(|e| CommandError::Failed(naming(&e.said(), &[backend], 4000)));
+        let say = |line: &str| {
+            use std::io::Write;
+            let _ = writeln!(std::io::stdout().lock(), "{line}");
+        };
+        return pg::work(db, Some(store), backend, options(once), &say);
     }
     match backend {
         Some(b) => {
@@ -120,9 +122,9 @@ pub fn beside(db: &Path, backend: Option<&Path>) -> Beside {
         .spawn(move || {
             #[cfg(feature = "postgres")]
             if let Some(b) = &backend
-                && let Ok(Some(store)) = super::open::pg_store(&db)
+                && db.to_str().is_some_and(crate::pgstore::is_pg_url)
             {
-                let _ = crate::consumer::demo::work_demo_runs_pg(Arc::new(store), b, opts);
+                let _ = pg::work(&db, None, b, opts, &|_: &str| {});
                 return;
             }
             let _ = match &backend {
@@ -140,5 +142,105 @@ impl Drop for Beside {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+    }
+}
+
+/// The worker on PostgreSQL, connected again whenever the server drops its connections.
+#[cfg(feature = "postgres")]
+mod pg {
+    use std::path::Path;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Duration;
+
+    use super::super::CommandError;
+    use super::super::open::pg_store;
+    use super::super::text::{clean, naming};
+    use crate::consumer::demo::work_demo_runs_pg;
+    use crate::pgstore::PgStore;
+    use crate::runtime::driver::WorkOptions;
+
+    /// The longest wait between two tries to connect again.
+    const MOST: Duration = Duration::from_secs(30);
+
+    /// Runs the example consumer's worker on `db` (with `store` when already connected) until
+    /// `opts` says. When the server drops the connections (a restart, a failover), it says so
+    /// through `say` and connects again, waiting 1 s, then twice as long each time up to 30 s,
+    /// and goes on: the runs decided meanwhile are found by its first scan. A failure that
+    /// leaves the server reachable (a damaged row, a refusal), or any failure of a one-pass
+    /// worker (`idle_checks`), ends it with that error.
+    pub(super) fn work(
+        db: &Path,
+        store: Option<PgStore>,
+        backend: &Path,
+        opts: WorkOptions,
+        say: &dyn Fn(&str),
+    ) -> Result<(), CommandError> {
+        let failed = |e: crate::consumer::demo::DemoError| {
+            CommandError::Failed(naming(&e.said(), &[backend], 4000))
+        };
+        let mut store = match store {
+            Some(s) => Arc::new(s),
+            None => match reconnect(db, &opts.stop, say) {
+                Some(s) => s,
+                None => return Ok(()),
+            },
+        };
+        loop {
+            let kept = store.clone();
+            let e = match work_demo_runs_pg(store, backend, opts.clone()) {
+                Ok(_) => return Ok(()),
+                Err(e) => e,
+            };
+            // Lost, or refused while the server answers: one plain read tells which.
+            if opts.idle_checks.is_some() || kept.server_clock().is_ok() {
+                return Err(failed(e));
+            }
+            say(&format!(
+                "worker: the database's connection was lost ({}); connecting again",
+                clean(&e.to_string(), 400)
+            ));
+            store = match reconnect(db, &opts.stop, say) {
+                Some(s) => s,
+                None => return Ok(()),
+            };
+            say("worker: connected again; the runs decided meanwhile are resumed now");
+        }
+    }
+
+    /// Connects to `db`, trying again with a growing wait until it answers or `stop` is set
+    /// (then `None`).
+    fn reconnect(db: &Path, stop: &AtomicBool, say: &dyn Fn(&str)) -> Option<Arc<PgStore>> {
+        let mut wait = Duration::from_secs(1);
+        loop {
+            match pg_store(db) {
+                Ok(Some(s)) => return Some(Arc::new(s)),
+                Ok(None) => return None,
+                Err(e) => say(&format!(
+                    "worker: cannot connect yet ({}); trying again in {} s",
+                    clean(&e.to_string(), 400),
+                    wait.as_secs()
+                )),
+            }
+            if sleep_unless(stop, wait) {
+                return None;
+            }
+            wait = (wait * 2).min(MOST);
+        }
+    }
+
+    /// Sleeps `d` in short steps; true as soon as `stop` is set.
+    fn sleep_unless(stop: &AtomicBool, d: Duration) -> bool {
+        let step = Duration::from_millis(50);
+        let mut left = d;
+        while !left.is_zero() {
+            if stop.load(Ordering::SeqCst) {
+                return true;
+            }
+            let now = step.min(left);
+            std::thread::sleep(now);
+            left -= now;
+        }
+        stop.load(Ordering::SeqCst)
     }
 }
