@@ -875,6 +875,91 @@ fn pg_worker_connects_again_after_the_server_drops_it() {
     assert_eq!(refunds_of(&backend, &run), before + 1, "one refund");
 }
 
+/// `watch` on PostgreSQL whose connections the server drops (as a restart does) says so on
+/// stderr, connects again and goes on: an approval requested afterwards is announced
+/// (found from outside: it exited 1 on the first restart, and a pager lost its feed).
+#[test]
+fn pg_watch_connects_again_after_the_server_drops_it() {
+    use std::io::{BufRead, BufReader, Read};
+    use std::process::Stdio;
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    drop(pg(&db));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_countersign"))
+        .args(["--db", &db.url, "watch"])
+        .env_remove("COUNTERSIGN_DB")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, lines) = std::sync::mpsc::channel::<String>();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for l in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(l);
+        }
+    });
+    let mut admin = db.client();
+    let me: i32 = admin
+        .query_one("SELECT pg_backend_pid()", &[])
+        .unwrap()
+        .get(0);
+    let mut others = || -> i64 {
+        admin
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity \
+                 WHERE datname = current_database() AND pid <> pg_backend_pid()",
+                &[],
+            )
+            .unwrap()
+            .get(0)
+    };
+    // Bounded waits on what the watch does, never a verdict by the clock.
+    let connected = |others: &mut dyn FnMut() -> i64| {
+        (0..600).any(|_| {
+            std::thread::sleep(Duration::from_millis(100));
+            others() >= 2
+        })
+    };
+    assert!(connected(&mut others), "the watch connects");
+    db.client()
+        .execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE datname = current_database() AND pid <> pg_backend_pid() AND pid <> $1",
+            &[&me],
+        )
+        .unwrap();
+    assert!(connected(&mut others), "the watch connects again");
+    // A run pauses for approval: its approval.requested is chained by the driver's sequencer.
+    let store = pg(&db);
+    let (tools, _) = echo_registry("push", SideEffect::RemoteMutation);
+    let driver = Driver::new(pg_config(&store, tools, push_agent())).unwrap();
+    let run = rt()
+        .block_on(driver.start_with_id("r-after", "g", limits()))
+        .unwrap();
+    assert_eq!(run.status, RunStatus::WaitingForApproval);
+    drop(driver);
+    let line = lines
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the approval requested after the restart is announced");
+    assert!(line.contains("r-after"), "{line}");
+    assert_eq!(child.try_wait().unwrap(), None, "the watch still runs");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(
+        err.contains("connection was lost") && err.contains("connected again"),
+        "{err}"
+    );
+}
+
 /// `countersign agent --db postgres://… --backend PATH`: the example consumer on a "live"
 /// model (a local OpenAI-compatible server) runs on PostgreSQL: the refund waits for a person,
 /// the printed lines name the database by its redacted URL (never the password) and the

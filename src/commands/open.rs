@@ -53,6 +53,44 @@ pub fn reading(
 /// The PostgreSQL database `db` names (a `postgres://` URL), opened without migrating;
 /// `None` for a SQLite path.
 #[cfg(feature = "postgres")]
+/// Connects to `url` again after the server dropped this process's connections (a restart,
+/// a failover): tries at once, then after 1 s, doubling to 30 s, saying each failure through
+/// `say`, until it connects or `stop` is set (then `None`).
+#[cfg(feature = "postgres")]
+pub fn pg_store_again(
+    url: &crate::pgstore::PgUrl,
+    stop: &std::sync::atomic::AtomicBool,
+    say: &dyn Fn(&str),
+) -> Option<crate::pgstore::PgStore> {
+    use std::sync::atomic::Ordering;
+    use std::time::Duration;
+    let mut wait = Duration::from_secs(1);
+    loop {
+        match crate::pgstore::PgStore::open_existing(url) {
+            Ok(s) => return Some(s),
+            Err(e) => say(&format!(
+                "cannot connect yet ({}); trying again in {} s",
+                super::text::clean(&e.to_string(), 400),
+                wait.as_secs()
+            )),
+        }
+        // Slept in short steps, so that a stop is seen at once.
+        let mut left = wait;
+        while !left.is_zero() {
+            if stop.load(Ordering::SeqCst) {
+                return None;
+            }
+            let step = left.min(Duration::from_millis(50));
+            std::thread::sleep(step);
+            left -= step;
+        }
+        if stop.load(Ordering::SeqCst) {
+            return None;
+        }
+        wait = (wait * 2).min(Duration::from_secs(30));
+    }
+}
+
 pub fn pg_store(db: &Path) -> Result<Option<crate::pgstore::PgStore>, CommandError> {
     let Some(url) = db.to_str().filter(|s| crate::pgstore::is_pg_url(s)) else {
         return Ok(None);

@@ -33,38 +33,50 @@ pub fn run(r: Reading<'_>, a: &WatchArgs) -> Result<(), CommandError> {
             version = store.wait_for_commit(&watch, version, WAKE).map_err(fail)?;
             Ok(())
         },
-        json_out,
-        out,
-        a,
+        (json_out, out, a),
+        &mut Progress::default(),
     )
 }
 
 /// Announces the approvals as they arrive, until `--count` are told: from the newest
 /// (`latest`), or from the start with `--existing`. `read` gives the approvals past a mark and
 /// the mark past them; when a read brings nothing new, `wait` waits for a change.
+/// `at` keeps where it is across calls (a watch that connects again goes on from there).
 fn follow(
     latest: impl FnOnce() -> Result<i64, CommandError>,
     read: impl Fn(i64) -> Result<(Vec<ArrivedApproval>, i64), CommandError>,
     mut wait: impl FnMut() -> Result<(), CommandError>,
-    json_out: bool,
-    out: &mut super::out::Out,
-    a: &WatchArgs,
+    (json_out, out, a): (bool, &mut super::out::Out, &WatchArgs),
+    at: &mut Progress,
 ) -> Result<(), CommandError> {
-    let mut after = if a.existing { 0 } else { latest()? };
-    let mut told = 0u64;
+    let mut after = match at.after {
+        Some(after) => after,
+        None if a.existing => 0,
+        None => latest()?,
+    };
+    at.after = Some(after);
     loop {
         loop {
             let (batch, last) = read(after)?;
-            if announce(&batch, json_out, out, a, &mut told)? {
+            if announce(&batch, json_out, out, a, &mut at.told)? {
                 return Ok(());
             }
             if last == after {
                 break;
             }
             after = last;
+            at.after = Some(after);
         }
         wait()?;
     }
+}
+
+/// Where a watch is: the mark past the last approval announced (`None` before the first
+/// read), and how many it has announced.
+#[derive(Debug, Default)]
+struct Progress {
+    after: Option<i64>,
+    told: u64,
 }
 
 /// Prints each approval of `batch`, flushed; true once `--count` are told.
@@ -93,13 +105,49 @@ fn announce(
 /// `watch` on PostgreSQL: the approvals announced by their chained `approval.requested`
 /// events, in chain order (commit order there; `ord` is not), waiting between reads for a
 /// sequencer's NOTIFY on a connection of its own (decision 0084). The same lines as on
-/// SQLite; `--existing` follows the chain from its start.
+/// SQLite; `--existing` follows the chain from its start. When the server drops its
+/// connections (a restart), it says so on stderr, connects again (waiting 1 s, doubling to
+/// 30 s) and goes on from the last approval it announced: none is missed or told twice.
 #[cfg(feature = "postgres")]
 pub fn run_pg(
     store: &crate::pgstore::PgStore,
     json_out: bool,
     out: &mut super::out::Out,
     a: &WatchArgs,
+) -> Result<(), CommandError> {
+    let say = |line: &str| {
+        use std::io::Write;
+        let _ = writeln!(std::io::stderr().lock(), "watch: {line}");
+    };
+    let never = std::sync::atomic::AtomicBool::new(false);
+    let mut at = Progress::default();
+    let mut again: Option<crate::pgstore::PgStore> = None;
+    loop {
+        let s = again.as_ref().unwrap_or(store);
+        let e = match follow_pg(s, (json_out, out, a), &mut at) {
+            Ok(()) => return Ok(()),
+            Err(e) => e,
+        };
+        // Lost, or refused while the server answers: one plain read tells which.
+        if s.server_clock().is_ok() {
+            return Err(e);
+        }
+        say(&format!(
+            "the database's connection was lost ({}); connecting again",
+            super::text::clean(&e.to_string(), 400)
+        ));
+        again = super::open::pg_store_again(s.url(), &never, &say);
+        say("connected again; going on from the last approval announced");
+    }
+}
+
+/// One connection's share of [`run_pg`]: follows the chain on `store` until `--count` are
+/// told or a read fails.
+#[cfg(feature = "postgres")]
+fn follow_pg(
+    store: &crate::pgstore::PgStore,
+    how: (bool, &mut super::out::Out, &WatchArgs),
+    at: &mut Progress,
 ) -> Result<(), CommandError> {
     let pg =
         |e: crate::pgstore::PgError| CommandError::Failed(super::text::clean(&e.to_string(), 4000));
@@ -110,9 +158,8 @@ pub fn run_pg(
         || store.watch_start().map_err(fail),
         |after| store.approvals_requested_after(after, BATCH).map_err(fail),
         || listener.wait(WAKE).map(|_changed| ()).map_err(pg),
-        json_out,
-        out,
-        a,
+        how,
+        at,
     )
 }
 

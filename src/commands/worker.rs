@@ -150,25 +150,20 @@ impl Drop for Beside {
 mod pg {
     use std::path::Path;
     use std::sync::Arc;
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::time::Duration;
 
     use super::super::CommandError;
-    use super::super::open::pg_store;
+    use super::super::open::pg_store_again;
     use super::super::text::{clean, naming};
     use crate::consumer::demo::work_demo_runs_pg;
-    use crate::pgstore::PgStore;
+    use crate::pgstore::{PgStore, PgUrl};
     use crate::runtime::driver::WorkOptions;
-
-    /// The longest wait between two tries to connect again.
-    const MOST: Duration = Duration::from_secs(30);
 
     /// Runs the example consumer's worker on `db` (with `store` when already connected) until
     /// `opts` says. When the server drops the connections (a restart, a failover), it says so
-    /// through `say` and connects again, waiting 1 s, then twice as long each time up to 30 s,
-    /// and goes on: the runs decided meanwhile are found by its first scan. A failure that
-    /// leaves the server reachable (a damaged row, a refusal), or any failure of a one-pass
-    /// worker (`idle_checks`), ends it with that error.
+    /// through `say` and connects again ([`pg_store_again`]), then goes on: the runs decided
+    /// meanwhile are found by its first scan. A failure that leaves the server reachable (a
+    /// damaged row, a refusal), or any failure of a one-pass worker (`idle_checks`), ends it
+    /// with that error.
     pub(super) fn work(
         db: &Path,
         store: Option<PgStore>,
@@ -179,12 +174,14 @@ mod pg {
         let failed = |e: crate::consumer::demo::DemoError| {
             CommandError::Failed(naming(&e.said(), &[backend], 4000))
         };
-        let mut store = match store {
-            Some(s) => Arc::new(s),
-            None => match reconnect(db, &opts.stop, say) {
-                Some(s) => s,
-                None => return Ok(()),
-            },
+        let url = PgUrl::parse(&db.to_string_lossy())
+            .map_err(|e| CommandError::Usage(clean(&e.to_string(), 600)))?;
+        let again = |say: &dyn Fn(&str)| {
+            pg_store_again(&url, &opts.stop, &|l: &str| say(&format!("worker: {l}"))).map(Arc::new)
+        };
+        let mut store = match store.map(Arc::new).or_else(|| again(say)) {
+            Some(s) => s,
+            None => return Ok(()),
         };
         loop {
             let kept = store.clone();
@@ -200,47 +197,11 @@ mod pg {
                 "worker: the database's connection was lost ({}); connecting again",
                 clean(&e.to_string(), 400)
             ));
-            store = match reconnect(db, &opts.stop, say) {
+            store = match again(say) {
                 Some(s) => s,
                 None => return Ok(()),
             };
             say("worker: connected again; the runs decided meanwhile are resumed now");
         }
-    }
-
-    /// Connects to `db`, trying again with a growing wait until it answers or `stop` is set
-    /// (then `None`).
-    fn reconnect(db: &Path, stop: &AtomicBool, say: &dyn Fn(&str)) -> Option<Arc<PgStore>> {
-        let mut wait = Duration::from_secs(1);
-        loop {
-            match pg_store(db) {
-                Ok(Some(s)) => return Some(Arc::new(s)),
-                Ok(None) => return None,
-                Err(e) => say(&format!(
-                    "worker: cannot connect yet ({}); trying again in {} s",
-                    clean(&e.to_string(), 400),
-                    wait.as_secs()
-                )),
-            }
-            if sleep_unless(stop, wait) {
-                return None;
-            }
-            wait = (wait * 2).min(MOST);
-        }
-    }
-
-    /// Sleeps `d` in short steps; true as soon as `stop` is set.
-    fn sleep_unless(stop: &AtomicBool, d: Duration) -> bool {
-        let step = Duration::from_millis(50);
-        let mut left = d;
-        while !left.is_zero() {
-            if stop.load(Ordering::SeqCst) {
-                return true;
-            }
-            let now = step.min(left);
-            std::thread::sleep(now);
-            left -= now;
-        }
-        stop.load(Ordering::SeqCst)
     }
 }
