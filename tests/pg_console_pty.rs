@@ -1,7 +1,8 @@
 //! The real binary's console on PostgreSQL in a pseudo-terminal (issue 19): `--db
 //! postgres://…` opens it, and a decision another reviewer makes in another process appears
 //! once a sequencer chains its events (the sequencer's NOTIFY), with no key pressed; the
-//! password in the URL never reaches the screen.
+//! password in the URL never reaches the screen; and a console whose connections the server
+//! drops (a restart) connects again, shows what changed meanwhile and decides again.
 
 mod console_support;
 mod pg_support;
@@ -141,4 +142,78 @@ fn pg_a_console_that_quits_cancels_its_read_on_the_server() {
     for p in &waiting {
         assert!(said.contains(&cancelled(*p)), "backend {p}: {about:#?}");
     }
+}
+
+/// A console whose connections the server drops (as a restart does) connects again by
+/// itself: an approval decided elsewhere meanwhile leaves its queue, and a decision made in
+/// it afterwards lands (found from outside: every read failed until the console was quit and
+/// opened again, and its header kept the old counts).
+#[test]
+fn pg_a_console_connects_again_after_the_server_drops_it() {
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    let d = tempfile::tempdir().unwrap();
+    let (sqlite, m) = console_support::fixture(d.path(), "q", "queue", &["--base-time", "now"]);
+    copy(&Endpoint::Sqlite(sqlite), &Endpoint::Pg(db.pg_url())).expect("copy");
+    let cfg = tempfile::tempdir().unwrap();
+    let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_countersign"));
+    cmd.arg("--db");
+    cmd.arg(&db.url);
+    cmd.env("TERM", "xterm-256color");
+    cmd.env("COUNTERSIGN_BY", "lead");
+    cmd.env("XDG_CONFIG_HOME", cfg.path());
+    cmd.env_remove("COUNTERSIGN_DB");
+    let mut t = Session::start(cmd, 24, 100);
+    t.wait_text("Pending approvals 1/5");
+    let mut admin = db.client();
+    admin
+        .execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE datname = current_database() AND pid <> pg_backend_pid()",
+            &[],
+        )
+        .unwrap();
+    // Another reviewer approves one meanwhile (its command chains and notifies).
+    let r = &m["scenarios"]["queue"]["runs"][2];
+    let (run, ap) = (
+        r["id"].as_str().unwrap(),
+        r["approvals"][0].as_str().unwrap(),
+    );
+    let o = Command::new(env!("CARGO_BIN_EXE_countersign"))
+        .args([
+            "--db",
+            &db.url,
+            "approve",
+            run,
+            "--approval",
+            ap,
+            "--by",
+            "ana",
+        ])
+        .env_remove("COUNTERSIGN_DB")
+        .env_remove("COUNTERSIGN_BY")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // The console connects again and shows it, with no key pressed.
+    t.wait_text("Pending approvals 1/4");
+    // A decision made in it now lands: the first row, approved from its page.
+    t.send(b"\r");
+    t.wait_text("approve");
+    t.send(b"a");
+    t.wait_text("enter confirms");
+    t.send(b"\r");
+    t.wait_text("pending 3");
+    let decided: i64 = admin
+        .query_one(
+            "SELECT count(*) FROM approvals WHERE decided_by = 'lead'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(decided, 1, "the console's decision landed");
+    t.send(b"\x03");
+    t.finish();
 }

@@ -68,6 +68,11 @@ impl<S: DecidingStore> StoreDecider<S> {
         StoreDecider { store, now: None }
     }
 
+    /// The store it decides on.
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
     pub fn with_clock(mut self, now: Timestamp) -> StoreDecider<S> {
         self.now = Some(now);
         self

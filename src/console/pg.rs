@@ -5,11 +5,11 @@
 //! its own has received from sequencer passes, never a poll of a table. Decisions go through
 //! [`StoreDecider`] on a `PgStore`, the operator's functions over the store trait.
 
-use super::data::DataError;
+use super::data::{DataError, Decider, Write, WriteResult};
 use super::decider::StoreDecider;
 use super::reads::{ConsoleReads, same_reads};
 use super::sqlite::StoreData;
-use crate::pgstore::{Canceller, Listener, PgStore, PgUrl};
+use crate::pgstore::{Canceller, Listener, PgError, PgStore, PgUrl};
 use crate::runtime::stats::Stats;
 use crate::runtime::store::{
     ApprovalView, ChainReport, DamagedColumn, MarkedEvent, ModelCallView, Near, ProxyCall,
@@ -21,6 +21,59 @@ use crate::runtime::types::{Approval, Key, Run, RunStatus, Step, Timestamp};
 pub struct PgReads {
     store: PgStore,
     listener: Option<Listener>,
+    /// What it connected to, to connect again after the server dropped the connection.
+    url: PgUrl,
+    /// Not before this, the next try to connect again (a server still down is not asked
+    /// at every check).
+    next_try: Option<std::time::Instant>,
+    /// Moves by one each time it connects again, so that `data_version` moves and the
+    /// console reads everything again.
+    reconnects: i64,
+}
+
+/// The least wait between two tries to connect again.
+const RETRY: std::time::Duration = std::time::Duration::from_secs(2);
+
+impl PgReads {
+    /// A connection ready for the console's reads, and its listener on the reading lane.
+    fn connect(url: &PgUrl, listen: bool) -> Result<(PgStore, Option<Listener>), PgError> {
+        let store = PgStore::open_existing(url)?;
+        let backend = |e: StoreError| PgError::Unusable {
+            db: url.to_string(),
+            detail: e.to_string(),
+        };
+        store.prepare_console_reads().map_err(backend)?;
+        let listener = if listen {
+            store.read_serially().map_err(backend)?;
+            Some(Listener::open(url)?)
+        } else {
+            None
+        };
+        Ok((store, listener))
+    }
+
+    /// When the server dropped this reader's connection (a restart, a failover): connects
+    /// again, at most every [`RETRY`]; the console's reads fail in the meantime, saying why.
+    fn reconnect_if_lost(&mut self) -> Result<(), StoreError> {
+        if !self.store.is_closed() {
+            return Ok(());
+        }
+        let now = std::time::Instant::now();
+        if self.next_try.is_some_and(|t| now < t) {
+            return Err(StoreError::Backend(format!(
+                "{}: the connection was lost; connecting again",
+                self.url
+            )));
+        }
+        self.next_try = Some(now + RETRY);
+        let (store, listener) = Self::connect(&self.url, self.listener.is_some())
+            .map_err(|e| StoreError::Backend(format!("connecting again: {e}")))?;
+        self.store = store;
+        self.listener = listener;
+        self.next_try = None;
+        self.reconnects += 1;
+        Ok(())
+    }
 }
 
 /// The console's reader on a PostgreSQL run database.
@@ -52,31 +105,62 @@ impl StoreData<PgReads> {
     }
 
     fn connect(url: &PgUrl, listen: bool) -> Result<PgData, DataError> {
-        let store = PgStore::open_existing(url).map_err(|e| open_err(url, e))?;
-        store
-            .prepare_console_reads()
-            .map_err(|e| open_err(url, e))?;
-        let listener = if listen {
-            store.read_serially().map_err(|e| open_err(url, e))?;
-            Some(Listener::open(url).map_err(|e| open_err(url, e))?)
-        } else {
-            None
-        };
-        Ok(StoreData::over(PgReads { store, listener }))
+        let (store, listener) = PgReads::connect(url, listen).map_err(|e| open_err(url, e))?;
+        Ok(StoreData::over(PgReads {
+            store,
+            listener,
+            url: url.clone(),
+            next_try: None,
+            reconnects: 0,
+        }))
     }
 }
 
 /// The console's decisions on PostgreSQL: a connection of its own (never migrated).
-pub fn pg_decider(url: &PgUrl) -> Result<StoreDecider<PgStore>, String> {
+pub fn pg_decider(url: &PgUrl) -> Result<PgDecider, String> {
     let store = PgStore::open_existing(url).map_err(|e| e.to_string())?;
-    Ok(StoreDecider::over(store))
+    Ok(PgDecider {
+        inner: StoreDecider::over(store),
+        url: url.clone(),
+    })
+}
+
+/// The console's decider on PostgreSQL, connecting again before a decision when the server
+/// has dropped its connection since the last one (one round trip asks; decisions are a
+/// person's pace). A drop during a decision fails it, as any failed write: nothing is
+/// reported decided that was not, and the operator's compare-and-set makes asking again safe.
+pub struct PgDecider {
+    inner: StoreDecider<PgStore>,
+    url: PgUrl,
+}
+
+impl Decider for PgDecider {
+    fn run(&mut self, write: &Write) -> WriteResult {
+        let store = self.inner.store();
+        if (store.is_closed() || store.server_clock().is_err())
+            && let Ok(store) = PgStore::open_existing(&self.url)
+        {
+            self.inner = StoreDecider::over(store);
+        }
+        self.inner.run(write)
+    }
 }
 
 impl ConsoleReads for PgReads {
+    fn ready(&mut self) -> Result<(), StoreError> {
+        self.reconnect_if_lost()
+    }
+
     fn data_version(&mut self) -> Result<i64, StoreError> {
+        self.reconnect_if_lost()?;
+        // Each new connection starts its own count: the reconnections lift it past the old.
+        let base = self.reconnects << 40;
         match &mut self.listener {
-            Some(l) => l.version().map_err(|e| StoreError::Backend(e.to_string())),
-            None => Ok(0),
+            Some(l) => l
+                .version()
+                .map(|v| base + v)
+                .map_err(|e| StoreError::Backend(e.to_string())),
+            None => Ok(base),
         }
     }
 

@@ -16,6 +16,11 @@ use crate::runtime::types::{Approval, Key, Run, RunStatus, Step, Timestamp};
 pub trait ConsoleReads: Send {
     /// A number that changes when another connection commits something a screen shows.
     fn data_version(&mut self) -> Result<i64, StoreError>;
+    /// Called before each query: a reader whose connection the server dropped connects
+    /// again here (PostgreSQL); nothing by default.
+    fn ready(&mut self) -> Result<(), StoreError> {
+        Ok(())
+    }
     fn view_counts(&self) -> Result<ViewCounts, StoreError>;
     fn list_queue_rows_near(
         &self,

@@ -398,6 +398,7 @@ impl<S: ConsoleReads> ConsoleData for StoreData<S> {
     }
 
     fn query(&mut self, q: &Query) -> Result<Reply, DataError> {
+        self.store.ready().map_err(rd)?;
         if let Query::Filtered { filter, list } = q {
             return super::scan::filtered(self, filter, list);
         }
