@@ -143,3 +143,37 @@ fn the_decision_pages_facts_are_escaped_and_a_title_named_twice_is_flagged() {
         );
     }
 }
+
+/// The approval page's title draws the stored hash through the sanitiser (an escape in it is
+/// `\x1b`, never dropped with its `[2J` left behind), and a stored expiry that does not read
+/// as a time is `?` in the queue and on the page, never "never" (found from outside).
+#[test]
+fn a_hostile_hash_and_an_unreadable_expiry_are_shown_for_what_they_are() {
+    let d = tempfile::tempdir().unwrap();
+    let (db, m) = fixture(d.path(), "hx", "waiting", &[]);
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute_batch(
+            "UPDATE approvals SET hash = 'deadbeef' || char(27) || '[2Jcafe', \
+             expires_at = 'yesterday';",
+        )
+        .unwrap();
+    let mut h = Harness::open(&db, 140, 40);
+    let queue = h.screen();
+    let row = queue
+        .lines()
+        .find(|l| l.contains("issue_refund"))
+        .unwrap_or_else(|| panic!("no row: {queue}"));
+    assert_eq!(
+        row.split_whitespace().nth(1),
+        Some("?"),
+        "the EXPIRES cell: {queue}"
+    );
+    assert!(!queue.contains("never"), "{queue}");
+    h.command(&format!("approval {}", approval_of(&m, "waiting")));
+    let page = h.screen();
+    let title = page.lines().nth(1).unwrap_or_default();
+    assert!(title.contains(r"deadbeef\x1b[2"), "{title}");
+    assert!(title.contains("expires ?"), "{title}");
+    assert!(!page.contains("expires never"), "{page}");
+}

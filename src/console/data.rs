@@ -38,6 +38,9 @@ pub struct QueueRow {
     pub kind: Vec<u8>,
     pub created_at: Timestamp,
     pub expires_at: Timestamp,
+    /// The stored expiry does not read as a time (then `expires_at` is zero, which alone would
+    /// read as "never").
+    pub expires_unreadable: bool,
     /// `request.spec.name`, absent when the request does not decode.
     pub tool: Option<Vec<u8>>,
     /// The arguments as stored (capped), absent when the request does not decode.

@@ -170,6 +170,7 @@ mod tests {
             kind: b"tool_call".to_vec(),
             created_at: Default::default(),
             expires_at: Default::default(),
+            expires_unreadable: false,
             tool: Some(
                 if i.is_multiple_of(2) {
                     b"tool_a"

@@ -129,6 +129,7 @@ fn queue_row(q: store::QueueItem) -> QueueRow {
     QueueRow {
         created_at: a.created_at,
         expires_at: a.expires_at,
+        expires_unreadable: super::time::names_column(&a.decode_error, "expires_at"),
         approval_id: Key::new(a.id_bytes()),
         run_id: Key::new(a.run_id_bytes()),
         step_id: Key::new(a.step_id_bytes()),

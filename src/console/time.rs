@@ -90,6 +90,15 @@ pub fn countdown(expires_at: &Timestamp, now: i64) -> String {
     }
 }
 
+/// Whether a row's decode error (`<column>: <why>`, joined by `; `) names `column`: its time
+/// did not read, and the zero time standing for it must not be shown as "never".
+pub fn names_column(decode_error: &str, column: &str) -> bool {
+    decode_error.split("; ").any(|part| {
+        part.strip_prefix(column)
+            .is_some_and(|r| r.starts_with(':'))
+    })
+}
+
 /// Short countdown for tables: `in 56m`, `3m ago`, `never`.
 pub fn countdown_short(expires_at: &Timestamp, now: i64) -> String {
     match secs(expires_at) {

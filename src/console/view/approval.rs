@@ -86,11 +86,10 @@ fn title_spans(app: &App, s: &ApprovalScreen, a: &ApprovalRow) -> Vec<Span<'stat
     } else {
         th.style(Role::Dim)
     };
-    let mut t = vec![
-        Span::styled(" Approval ", th.style(Role::Title)),
-        Span::styled(short(&a.hash).to_string(), th.style(Role::Text)),
-        Span::raw(" "),
-    ];
+    let mut t = vec![Span::styled(" Approval ", th.style(Role::Title))];
+    // The stored hash is the database's text: through the sanitiser, never raw.
+    t.extend(cell_in(app, short(&a.hash).as_bytes(), 48, th.style(Role::Text)).spans);
+    t.push(Span::raw(" "));
     t.extend(cell_in(app, a.status.as_str().as_bytes(), 24, status_style).spans);
     if !s.hostile.is_empty() {
         // Before the countdown: on a narrow terminal the end of this row is cut first.
@@ -100,7 +99,16 @@ fn title_spans(app: &App, s: &ApprovalScreen, a: &ApprovalRow) -> Vec<Span<'stat
             th.style(Role::Badge),
         ));
     }
-    if pending {
+    let unreadable = a
+        .decode_error
+        .as_deref()
+        .is_some_and(|d| time::names_column(d, "expires_at"));
+    if pending && unreadable {
+        t.push(Span::styled(
+            " expires ? (the stored expiry does not read as a time)",
+            th.style(Role::Danger),
+        ));
+    } else if pending {
         let (txt, st) = if time::expired(&a.expires_at, app.now) {
             (
                 format!(" {}", time::countdown(&a.expires_at, app.now)),

@@ -112,10 +112,11 @@ pub(super) fn draw(f: &mut Frame, area: Rect, app: &App, s: &QueueScreen) {
             if grouped.is_some() {
                 v.push(age::group(app, r.sorted_by.as_ref(), repeat(r), ws[1]));
             }
-            v.push(Line::styled(
-                time::countdown_short(&r.expires_at, now),
-                exp_style,
-            ));
+            v.push(if r.expires_unreadable {
+                Line::styled("?", th.style(Role::Danger))
+            } else {
+                Line::styled(time::countdown_short(&r.expires_at, now), exp_style)
+            });
             if !narrow {
                 v.push(cell(app, r.run_id.as_bytes(), 8));
                 v.push(Line::from(
