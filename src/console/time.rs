@@ -27,10 +27,16 @@ pub fn ago(at: &Timestamp, now: &Timestamp) -> String {
     ago_at(at, now.unix_secs())
 }
 
+/// How far after the console's clock a time may be and still read as "just now": the
+/// console's clock moves once a second, so a decision made in the last second is up to one
+/// second ahead of it, and it is not "1s from now".
+const LAG: i64 = 2;
+
 /// [`ago`] at `now` in Unix seconds (the console's clock).
 pub fn ago_at(at: &Timestamp, now: i64) -> String {
     match age_secs(at, now) {
         None => "at no readable time".into(),
+        Some(s) if (-LAG..0).contains(&s) => "just now".into(),
         Some(s) if s < 0 => format!("{} from now", span(s.saturating_neg())),
         Some(s) => format!("{} ago", span(s)),
     }
@@ -143,5 +149,10 @@ mod tests {
         assert_eq!(ago_at(&at("1970-01-01T00:05:00Z"), 0), "5m from now");
         assert_eq!(ago_at(&at("1970-01-01T00:00:00Z"), 300), "5m ago");
         assert_eq!(ago_at(&Timestamp::ZERO, 300), "at no readable time");
+        // Within the console clock's lag, a time just after it is "just now" (found from
+        // outside: "already approved by alice 1s from now").
+        assert_eq!(ago_at(&at("1970-01-01T00:00:01Z"), 0), "just now");
+        assert_eq!(ago_at(&at("1970-01-01T00:00:02Z"), 0), "just now");
+        assert_eq!(ago_at(&at("1970-01-01T00:00:03Z"), 0), "3s from now");
     }
 }
