@@ -69,10 +69,20 @@ fn fixture() -> (tempfile::TempDir, std::path::PathBuf) {
 }
 
 /// Another process's commit of a new approval row, a copy of a pending one with a new id,
-/// run id and status.
+/// run id and status; the run is a waiting one's copy (made once), as a pending approval's
+/// run is.
 fn add_approval(db: &Path, id: &str, run: &str, status: &str) {
     let conn = rusqlite::Connection::open(db).unwrap();
     conn.execute_batch("PRAGMA foreign_keys = OFF").unwrap();
+    conn.execute_batch(
+        "CREATE TEMP TABLE IF NOT EXISTS one_run AS SELECT * FROM runs WHERE 0; \
+         DELETE FROM one_run; \
+         INSERT INTO one_run SELECT * FROM runs WHERE status = 'WAITING_FOR_APPROVAL' LIMIT 1;",
+    )
+    .unwrap();
+    conn.execute("UPDATE one_run SET id = ?1", [run]).unwrap();
+    conn.execute_batch("INSERT OR IGNORE INTO runs SELECT * FROM one_run")
+        .unwrap();
     let n = conn
         .execute(
             "INSERT INTO approvals (id, run_id, step_id, kind, capability_json,
@@ -87,10 +97,12 @@ fn add_approval(db: &Path, id: &str, run: &str, status: &str) {
     assert_eq!(n, 1);
 }
 
+/// Pending approvals of waiting runs: what a person can decide.
 fn pending(db: &Path) -> i64 {
     let conn = rusqlite::Connection::open(db).unwrap();
     conn.query_row(
-        "SELECT COUNT(*) FROM approvals WHERE status = 'pending'",
+        "SELECT COUNT(*) FROM approvals a JOIN runs r ON r.id = a.run_id \
+         WHERE a.status = 'pending' AND r.status = 'WAITING_FOR_APPROVAL'",
         [],
         |r| r.get(0),
     )
@@ -121,9 +133,28 @@ fn each_new_pending_approval_is_one_json_line_and_decided_ones_are_left_out() {
     assert_eq!(v["id"], "ap-next");
 }
 
+/// With `--existing`, a pending approval whose run is no longer waiting (a cancel leaves the
+/// approval pending) is not announced: nobody can decide it (found from outside).
 #[test]
 fn existing_and_count_announce_what_is_pending_and_stop() {
     let (_d, db) = fixture();
+    // The first pending approval's run is cancelled: its approval stays pending.
+    let first: String = rusqlite::Connection::open(&db)
+        .unwrap()
+        .query_row(
+            "SELECT run_id FROM approvals WHERE status = 'pending' ORDER BY rowid LIMIT 1",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_countersign"))
+        .arg("--db")
+        .arg(&db)
+        .args(["--by", "ops", "cancel", &first, "--note", "stop"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let n = pending(&db);
     assert!(n >= 3, "the fixture has pending approvals");
     let out = Command::new(env!("CARGO_BIN_EXE_countersign"))
@@ -136,6 +167,21 @@ fn existing_and_count_announce_what_is_pending_and_stop() {
     let text = String::from_utf8(out.stdout).unwrap();
     assert_eq!(text.lines().count() as i64, n, "{text}");
     assert!(text.lines().all(|l| l.starts_with("pending  ")), "{text}");
+    let out = Command::new(env!("CARGO_BIN_EXE_countersign"))
+        .arg("--db")
+        .arg(&db)
+        .args(["--json", "watch", "--existing", "--count", &n.to_string()])
+        .output()
+        .unwrap();
+    let runs: Vec<String> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["run_id"].to_string())
+        .collect();
+    assert!(
+        !runs.contains(&format!("{first:?}")),
+        "the cancelled run's approval is announced: {runs:?}"
+    );
 }
 
 #[test]

@@ -136,10 +136,12 @@ fn pg_watch_existing_prints_what_it_prints_on_sqlite() {
         &Endpoint::Pg(db.pg_url()),
     )
     .expect("copy");
+    // What a person can decide: pending approvals of waiting runs.
     let pending: i64 = rusqlite::Connection::open(&sqlite)
         .unwrap()
         .query_row(
-            "SELECT count(*) FROM approvals WHERE status = 'pending'",
+            "SELECT count(*) FROM approvals a JOIN runs r ON r.id = a.run_id \
+             WHERE a.status = 'pending' AND r.status = 'WAITING_FOR_APPROVAL'",
             [],
             |r| r.get(0),
         )

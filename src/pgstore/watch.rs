@@ -37,7 +37,8 @@ impl PgStore {
                 .map_err(err)?;
             let rows = tx
                 .query(
-                    "SELECT e.seq, a.ord, a.id, a.run_id, a.step_id, a.kind, a.status, a.created_at, \
+                    "SELECT e.seq, a.ord, a.id, a.run_id, a.step_id, a.kind, \
+                     CASE WHEN r.status = 'WAITING_FOR_APPROVAL' THEN a.status END, a.created_at, \
                      a.expires_at, \
                      CASE WHEN pg_temp.countersign_json_ok(s.decision_json) \
                           THEN substring(convert_to(s.decision_json::json ->> 'tool', 'UTF8') FROM 1 FOR 256) END, \
@@ -48,6 +49,7 @@ impl PgStore {
                        (CASE WHEN pg_temp.countersign_json_ok(e.payload_json) \
                              THEN e.payload_json::json ->> 'approval_id' END) \
                      LEFT JOIN steps s ON s.id = a.step_id \
+                     LEFT JOIN runs r ON r.id = a.run_id \
                      WHERE e.seq > $1 AND e.seq <= $4 AND e.type = 'approval.requested' \
                      ORDER BY e.seq LIMIT $2",
                     &[&after, &limit, &(PRESENTATION_MAX as i32), &head],

@@ -200,13 +200,16 @@ impl Store {
         self.read(|c| {
             let mut stmt = c
                 .prepare_cached(
-                    "SELECT a.rowid, a.id, a.run_id, a.step_id, a.kind, a.status, a.created_at,
+                    "SELECT a.rowid, a.id, a.run_id, a.step_id, a.kind,
+                            CASE WHEN r.status = 'WAITING_FOR_APPROVAL' THEN a.status END,
+                            a.created_at,
                             a.expires_at,
                             CASE WHEN json_valid(s.decision_json)
                                  THEN substr(CAST(json_extract(s.decision_json, '$.tool') AS BLOB), 1, 256) END,
                             substr(CAST(a.presentation_json AS BLOB), 1, ?3),
                             length(CAST(a.presentation_json AS BLOB))
                      FROM approvals a LEFT JOIN steps s ON s.id = a.step_id
+                     LEFT JOIN runs r ON r.id = a.run_id
                      WHERE a.rowid > ?1 ORDER BY a.rowid LIMIT ?2",
                 )
                 .ctx("watch: approvals")?;
