@@ -451,6 +451,48 @@ fn pg_copy_into_a_non_empty_target_is_refused_and_changes_nothing() {
     support::assert_verifies(&a);
 }
 
+/// A source's tables that are neither agentrt's nor countersign's (someone's own) are not
+/// copied, and the copy names them, in text (escaped) and `--json`, both ways (found from
+/// outside: they were left behind without a word).
+#[test]
+fn pg_copy_names_the_tables_it_leaves_behind() {
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a.db");
+    support::fixture(&a, &["--scenario", "waiting"]);
+    rusqlite::Connection::open(&a)
+        .unwrap()
+        .execute_batch("CREATE TABLE notes (x); CREATE TABLE \"t\x1b[2J\" (y);")
+        .unwrap();
+    let from = a.to_str().unwrap();
+    let o = cs(&["copy", "--from", from, "--to", &db.url]);
+    let s = said(&o);
+    assert_eq!(o.status.code(), Some(0), "{s}");
+    assert!(
+        s.contains("not copied, not agentrt's or countersign's: table notes, table t\\x1b[2J"),
+        "{s}"
+    );
+    assert!(!s.contains('\x1b'), "{s}");
+    db.client()
+        .batch_execute("CREATE TABLE mine (z int)")
+        .unwrap();
+    let back = dir.path().join("back.db");
+    let o = cs(&[
+        "--json",
+        "copy",
+        "--from",
+        &db.url,
+        "--to",
+        back.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", said(&o));
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(doc["left_behind"], serde_json::json!(["mine"]));
+    support::assert_verifies(&back);
+}
+
 #[test]
 fn pg_copy_refuses_a_damaged_source_naming_the_row() {
     let Some(db) = pg_support::fresh_db() else {

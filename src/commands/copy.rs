@@ -42,6 +42,7 @@ pub fn run(json_out: bool, a: &CopyArgs, out: &mut Out) -> Result<(), CommandErr
             "head": {"seq": report.head_seq, "hash": report.head_hash},
             "approvals_verified": report.approvals_verified,
             "damaged": damaged,
+            "left_behind": report.left_behind,
         });
         out.json(&doc, &Raws::default())?;
     } else {
@@ -66,6 +67,13 @@ pub fn run(json_out: bool, a: &CopyArgs, out: &mut Out) -> Result<(), CommandErr
                 "  damaged approval {} copied as it is: {}",
                 clean(id, 80),
                 clean(why, 200)
+            ))?;
+        }
+        if !report.left_behind.is_empty() {
+            let names: Vec<String> = report.left_behind.iter().map(|t| clean(t, 80)).collect();
+            out.line(&format!(
+                "  not copied, not agentrt's or countersign's: table {}",
+                names.join(", table ")
             ))?;
         }
     }

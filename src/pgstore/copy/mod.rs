@@ -112,6 +112,9 @@ pub struct CopyReport {
     pub approvals_verified: i64,
     /// Approvals copied as they are because their fields do not decode: `(id, why)`.
     pub damaged: Vec<(String, String)>,
+    /// Tables of the source that are not agentrt's or countersign's (a table someone added),
+    /// which no copy carries: named, so that nothing is left behind unsaid.
+    pub left_behind: Vec<String>,
 }
 
 /// A database a copy reads from: rows of a table in insertion order, and the highest event
@@ -125,6 +128,8 @@ pub(crate) trait Source {
     fn head_seq(&mut self) -> Result<i64, CopyError>;
     /// How many rows its MCP proxy call index holds (0 when it has none).
     fn proxy_calls(&mut self) -> Result<u64, CopyError>;
+    /// Its tables that are not agentrt's or countersign's, by name.
+    fn other_tables(&mut self) -> Result<Vec<String>, CopyError>;
 }
 
 /// The MCP proxy call index's end on a target.
@@ -308,6 +313,7 @@ fn transfer(src: &mut dyn Source, dst: &mut dyn Target) -> Result<CopyReport, Co
         head_hash: hash,
         approvals_verified: read.approvals.verified,
         damaged: read.approvals.damaged,
+        left_behind: src.other_tables()?,
     })
 }
 

@@ -179,6 +179,22 @@ impl Source for PgSide<'_> {
     fn head_seq(&mut self) -> Result<i64, CopyError> {
         self.scalar("SELECT seq FROM event_chain", "chain head")
     }
+
+    fn other_tables(&mut self) -> Result<Vec<String>, CopyError> {
+        let url = self.url.clone();
+        let rows = self
+            .tx
+            .query(
+                "SELECT table_name::text FROM information_schema.tables \
+                 WHERE table_schema = current_schema() AND table_type = 'BASE TABLE' \
+                 AND table_name NOT IN ('runs', 'steps', 'events', 'approvals', 'model_calls', \
+                   'tool_specs', 'proxy_calls', 'event_chain', 'event_inbox', \
+                   'countersign_schema') ORDER BY 1",
+                &[],
+            )
+            .ctx(&url, "copy: read the schema")?;
+        Ok(rows.iter().map(|r| r.get::<_, String>(0)).collect())
+    }
 }
 
 impl ProxyTarget for PgSide<'_> {

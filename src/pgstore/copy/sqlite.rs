@@ -108,6 +108,27 @@ impl Source for SqliteSide<'_> {
         Ok(u64::try_from(n).unwrap_or(0))
     }
 
+    fn other_tables(&mut self) -> Result<Vec<String>, CopyError> {
+        // agentrt's schema, its migrations' table and the MCP proxy's call index with its
+        // migrations; `sqlite_*` are SQLite's own.
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT CAST(name AS BLOB) FROM sqlite_master WHERE type = 'table' \
+                 AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' AND name NOT IN \
+                 ('runs', 'steps', 'events', 'approvals', 'model_calls', 'tool_specs', \
+                  'schema_migrations', 'proxy_calls', 'proxy_schema_migrations') ORDER BY name",
+            )
+            .map_err(db_err("read the schema"))?;
+        let names = stmt
+            .query_map([], |r| r.get::<_, Vec<u8>>(0))
+            .map_err(db_err("read the schema"))?
+            .map(|n| n.map(|b| String::from_utf8_lossy(&b).into_owned()))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(db_err("read the schema"))?;
+        Ok(names)
+    }
+
     fn head_seq(&mut self) -> Result<i64, CopyError> {
         self.conn
             .query_row(
