@@ -1,7 +1,9 @@
 -- Least-privilege roles for countersign on PostgreSQL (docs/postgres.md).
 --
 -- Run it as the owner role (the one that created the tables: the first `countersign copy` into
--- the database, or a first open), in countersign's database, after that first migration. It
+-- the database, or a first open), in countersign's database, after that first migration. The
+-- owner needs CREATEROLE (or a superuser runs it); run it with `psql -v ON_ERROR_STOP=1`, or
+-- psql goes on past a refusal and exits 0. It
 -- can be run again (after a later migration, for instance). The two roles it creates cannot
 -- log in: grant them to login roles, e.g.  GRANT countersign_reviewer TO alice;
 --
