@@ -240,7 +240,10 @@ fn verify_intact_chain_exits_zero_and_broken_chain_exits_one() {
     let kept = cs(&db, &["verify", "--head", &format!("{seq}:{hash}")]);
     assert_eq!(kept.status.code(), Some(0));
     assert!(stdout(&kept).ends_with(&format!("kept head: seq {seq} matches\n")));
-    let wrong = cs(&db, &["verify", "--head", &format!("{seq}:00")]);
+    let wrong = cs(
+        &db,
+        &["verify", "--head", &format!("{seq}:{}", "0".repeat(64))],
+    );
     assert_eq!(wrong.status.code(), Some(1));
     assert!(
         stderr(&wrong).contains("does not match the head kept"),

@@ -42,6 +42,7 @@ fn err(o: &Output) -> String {
 fn bad_flags_exit_two_and_touch_nothing() {
     let dir = tempdir();
     let db = dir.path().join("never.db");
+    let head_before_from = format!("2:{}", "a".repeat(64));
     let cases: &[&[&str]] = &[
         &["runs", "--limit", "x"],
         &["runs", "--status", "DONE"],
@@ -56,7 +57,10 @@ fn bad_flags_exit_two_and_touch_nothing() {
         &["verify", "--from", "5", "--to", "2"],
         &["verify", "--head", "nope"],
         &["verify", "--head", "0:abc"],
-        &["verify", "--from", "3", "--head", "2:abc"],
+        // Not a hash verify prints (64 lowercase hex digits): a mistyped argument.
+        &["verify", "--head", "5:zz"],
+        &["verify", "--head", "5:abc"],
+        &["verify", "--from", "3", "--head", head_before_from.as_str()],
         &["frobnicate"],
         &["resume"],
     ];

@@ -404,5 +404,10 @@ fn parse_head(s: &str) -> Result<(u64, String), String> {
     if hash.is_empty() {
         return Err("the kept head's hash is empty".into());
     }
+    // An event's hash is SHA-256 in lowercase hex, as verify prints it: anything else is a
+    // mistyped argument, not a broken chain.
+    if hash.len() != 64 || !hash.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+        return Err("the kept head's hash is 64 lowercase hex digits, as verify prints it".into());
+    }
     Ok((seq, hash.to_string()))
 }
