@@ -477,7 +477,8 @@ fn pg_demo_writes_into_an_empty_database_only() {
     );
     assert_eq!(o.status.code(), Some(1), "{}", said(&o));
     assert!(
-        said(&o).contains("only into an empty database"),
+        said(&o).contains("the demo was not written into")
+            && said(&o).contains("writes into an empty database only"),
         "{}",
         said(&o)
     );

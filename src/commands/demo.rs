@@ -180,12 +180,14 @@ pub fn prepare_pg(url: &crate::pgstore::PgUrl, backend: &Path) -> Result<Prepare
         (Ok(_), copied) => {
             // Nothing was written into the database: the backend made for it goes too.
             remove_sqlite(backend);
+            // The copy's own refusal says what refused it (a database that is not empty,
+            // events not chained yet) or what failed (a server that went away).
             let why = copied
                 .and_then(Result::err)
                 .map(|e| e.to_string())
                 .unwrap_or_default();
             return Err(CommandError::Failed(format!(
-                "the demo writes only into an empty database, and {shown} was not written: {}",
+                "the demo was not written into {shown}: {}",
                 super::text::clean(&why, 4000)
             )));
         }
