@@ -874,3 +874,24 @@ fn a_lists_first_read_is_one_screen_and_the_whole_window_follows() {
         "{fx:?}"
     );
 }
+
+/// When the database stops answering the change checks (a server gone away), the header's
+/// counts say STALE and a notice says why; the next read of the counts clears it (found from
+/// outside: the header kept its old counts with nothing marking them).
+#[test]
+fn counts_read_before_the_database_stopped_answering_are_marked_stale() {
+    let (db, _) = all_db();
+    let mut h = Harness::open(db, 120, 30);
+    let header = |h: &Harness| h.screen().lines().next().unwrap_or_default().to_string();
+    assert!(!header(&h).contains("STALE"), "{}", header(&h));
+    h.input(Input::DataUnreachable("connection closed".into()));
+    assert!(
+        header(&h).contains("pending") && header(&h).contains("STALE"),
+        "{}",
+        header(&h)
+    );
+    assert!(h.screen().contains("does not answer"), "{}", h.screen());
+    // It answers again: the worker says the data changed, and the counts are read anew.
+    h.input(Input::DataChanged);
+    assert!(!header(&h).contains("STALE"), "{}", header(&h));
+}

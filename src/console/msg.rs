@@ -18,6 +18,9 @@ pub enum Input {
     Reply(u64, Reply),
     /// The database changed (data_version moved).
     DataChanged,
+    /// The database stopped answering the change checks (a server gone away): what the
+    /// screen shows is as of the last read until it answers again. Sent once per outage.
+    DataUnreachable(String),
     Done(u64, WriteResult),
     Progress(u64, String),
     /// The database thread died (a panic); the console cannot go on.

@@ -364,6 +364,9 @@ pub struct App {
     /// The header counts; `None` until the first read of them comes back.
     pub counts: Option<Counts>,
     pub counts_pending: Option<u64>,
+    /// The database stopped answering (or the last count read failed): the header's counts
+    /// are as of the last read, and say so, until a read of them succeeds.
+    pub counts_stale: bool,
     pub notice: Option<(Level, Vec<u8>)>,
     /// Every notice shown, in full, oldest first (at most [`MESSAGES_KEPT`]); `:messages`.
     pub messages: Vec<Message>,
@@ -409,6 +412,7 @@ impl App {
             size,
             counts: None,
             counts_pending: None,
+            counts_stale: false,
             messages: notice
                 .iter()
                 .map(|(level, text)| Message {

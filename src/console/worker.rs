@@ -254,6 +254,8 @@ impl Worker {
     fn run(mut self, rx: Receiver<Job>, out: Sender<Input>) {
         let fault = terminal::test_fault();
         let mut version = self.data.data_version().ok();
+        // Whether the last change check failed (said once, until one succeeds).
+        let mut unreachable = false;
         // Without polling, wake only for jobs (an hour is "never" here).
         let every = self.poll.unwrap_or(Duration::from_secs(3600));
         let mut next_poll = Instant::now() + every;
@@ -276,8 +278,10 @@ impl Worker {
                 Err(RecvTimeoutError::Timeout) => {
                     next_poll = Instant::now() + every;
                     match self.data.data_version() {
-                        Ok(v) if Some(v) != version => {
+                        // After an outage everything is read again, whatever the version.
+                        Ok(v) if Some(v) != version || unreachable => {
                             version = Some(v);
+                            unreachable = false;
                             if out.send(Input::DataChanged).is_err() {
                                 return;
                             }
@@ -286,6 +290,11 @@ impl Worker {
                         Err(e) => {
                             if let Some(l) = &self.log {
                                 l.write(&format!("data_version poll failed: {e}"));
+                            }
+                            if !std::mem::replace(&mut unreachable, true)
+                                && out.send(Input::DataUnreachable(e.to_string())).is_err()
+                            {
+                                return;
                             }
                         }
                     }
@@ -360,5 +369,61 @@ impl Drop for TellIfPanicking {
         if std::thread::panicking() {
             let _ = self.0.send(Input::WorkerStopped);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A reader whose change checks follow a script (then repeat its last answer).
+    struct Scripted(Vec<Result<i64, ()>>);
+
+    impl ConsoleData for Scripted {
+        fn data_version(&mut self) -> Result<i64, DataError> {
+            let next = if self.0.len() > 1 {
+                self.0.remove(0)
+            } else {
+                self.0[0]
+            };
+            next.map_err(|()| DataError::Read("connection closed".into()))
+        }
+        fn query(&mut self, _: &Query) -> Result<Reply, DataError> {
+            Err(DataError::Read("not asked".into()))
+        }
+    }
+
+    /// A database that stops answering is said once, however many checks fail, and when it
+    /// answers again everything is read anew even though its version did not move (found
+    /// from outside: a console kept its counts through an outage with nothing marking them).
+    #[test]
+    fn an_outage_is_said_once_and_its_end_reloads() {
+        let script = vec![Ok(1), Ok(1), Err(()), Err(()), Err(()), Ok(1)];
+        let w = Worker {
+            data: Box::new(Scripted(script)),
+            decider: None,
+            resume: None,
+            db: PathBuf::new(),
+            poll: Some(Duration::from_millis(5)),
+            log: None,
+        };
+        let (out, inputs) = channel();
+        let _jobs = w.spawn(out);
+        let mut seen = Vec::new();
+        // Bounded by what arrives, never judged by the clock.
+        while let Ok(i) = inputs.recv_timeout(Duration::from_secs(30)) {
+            let done = matches!(i, Input::DataChanged);
+            seen.push(match i {
+                Input::DataUnreachable(_) => "unreachable",
+                Input::DataChanged => "changed",
+                _ => "other",
+            });
+            if done {
+                break;
+            }
+        }
+        assert_eq!(seen, ["unreachable", "changed"]);
+        // And nothing more while it keeps answering the same version.
+        assert!(inputs.recv_timeout(Duration::from_millis(200)).is_err());
     }
 }

@@ -70,6 +70,17 @@ fn step(app: &mut App, input: Input) -> Vec<Effect> {
             app.now = now;
             vec![]
         }
+        Input::DataUnreachable(why) => {
+            app.counts_stale = true;
+            app.notice = Some((
+                Level::Error,
+                format!(
+                    "the database does not answer ({why}); what is shown is as of the last read"
+                )
+                .into(),
+            ));
+            vec![]
+        }
         Input::DataChanged => {
             // The screen's rows first: the counts can take a full scan on a large database.
             let mut fx = app.load_top(true);

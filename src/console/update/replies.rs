@@ -40,10 +40,13 @@ pub(super) fn on_reply(app: &mut App, id: u64, r: Reply) -> Vec<Effect> {
             Reply::Counts(c) => {
                 let fx = super::notify::on_counts(app, &c);
                 app.counts = Some(c);
+                app.counts_stale = false;
                 return fx;
             }
-            // The header keeps saying `…`; the next reply asks again.
+            // The header keeps the last counts (or `…`), marked stale; the next change asks
+            // again.
             Reply::Failed(m) => {
+                app.counts_stale = true;
                 app.notice = Some((Level::Error, format!("header counts: {m}").into()))
             }
             _ => {}

@@ -83,6 +83,11 @@ fn draw_header(f: &mut Frame, area: Rect, app: &App) {
             th.style(Role::StatusWaiting),
         ),
     ];
+    // Counts as of a read that is no longer current (the database stopped answering): said
+    // next to the first of them, where a narrow header still shows it.
+    if app.counts_stale && app.counts.is_some() {
+        spans.push(Span::styled(" STALE", th.style(Role::Danger)));
+    }
     // The oldest pending approval's age, in its band (issue 21).
     let oldest = age::oldest(app);
     let kept = spans.len() + oldest.len();
@@ -101,6 +106,7 @@ fn draw_header(f: &mut Frame, area: Rect, app: &App) {
         spans.truncate(kept);
         spans.push(Span::styled(format!(" · runs {}", n(|c| c.runs)), bar));
     }
+
     if !app.marks.rows.is_empty() {
         spans.push(Span::styled(
             format!("  marked {}", app.marks.rows.len()),
