@@ -203,6 +203,60 @@ fn worker_once_resumes_what_is_decided_and_exits() {
     );
 }
 
+/// A resume that fails (here: another process holds the database's write lock past the busy
+/// wait) is tried again by itself, with no other change to wake the worker: the approved run
+/// completes once the lock is let go (found from outside: it stayed approved and waiting until
+/// some unrelated write happened, which on a quiet database is never).
+#[test]
+fn a_failed_resume_is_tried_again_without_another_change() {
+    let dir = tempdir();
+    let db = demo(dir.path());
+    let store = Store::open_existing(&db, false).unwrap();
+    let run = waiting(&store).remove(0);
+    let a = operator::pending_approval(&store, &run, None).unwrap();
+    operator::approve_shown(&store, &run, &a.id, &a.hash, "ci", "", Timestamp::now()).unwrap();
+    drop(store);
+    // Another process's write, held: the worker's first resume waits out its busy timeout.
+    let holder = rusqlite::Connection::open(&db).unwrap();
+    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let out = dir.path().join("worker.out");
+    let mut w = worker(&db, &out);
+    let said = || std::fs::read_to_string(&out).unwrap_or_default();
+    // Bounded waits on what the worker does, never a verdict by the clock.
+    let until = |what: &str, done: &dyn Fn() -> bool| {
+        let start = Instant::now();
+        while !done() {
+            assert!(
+                start.elapsed() < Duration::from_secs(120),
+                "the worker never {what}: {}",
+                said()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    until("failed its first resume", &|| {
+        said().contains("resume failed")
+    });
+    holder.execute_batch("ROLLBACK").unwrap();
+    drop(holder);
+    let status = || {
+        Store::open_existing(&db, true)
+            .unwrap()
+            .get_run(run.as_bytes())
+            .unwrap()
+            .status
+    };
+    until("tried again", &|| status() == RunStatus::Completed);
+    let _ = w.kill();
+    let _ = w.wait();
+    assert!(
+        said().contains(&format!("resumed run {run}: COMPLETED")),
+        "{}",
+        said()
+    );
+    verify(&db);
+}
+
 #[test]
 fn worker_without_the_consumers_backend_says_what_is_missing() {
     let dir = tempdir();

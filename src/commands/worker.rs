@@ -24,7 +24,7 @@ pub fn event_line(e: &WorkEvent) -> Option<String> {
             clean(why, 400)
         )),
         WorkEvent::Failed { run_id, error } => Some(format!(
-            "run {}: resume failed, tried again after the next change: {}",
+            "run {}: resume failed, tried again soon (after 1 s, doubling to 30 s) or at the next change: {}",
             clean(run_id, 64),
             clean(error, 4000)
         )),

@@ -17,6 +17,12 @@ use crate::runtime::types::{Key, Run};
 /// At most this many runs are read per scan (the rest come with the next one).
 pub const SCAN_LIMIT: u32 = 1000;
 
+/// The first wait before a failed resume is tried again; it doubles up to [`RETRY_MOST`].
+pub const RETRY_FIRST: Duration = Duration::from_secs(1);
+
+/// The longest wait between two tries of a failed resume.
+pub const RETRY_MOST: Duration = Duration::from_secs(30);
+
 /// What the worker did, as it happens.
 #[derive(Debug, Clone)]
 pub enum WorkEvent {
@@ -34,7 +40,9 @@ pub enum WorkEvent {
         /// The refusal (`ErrRunState` or `ErrRunLeased` text).
         why: String,
     },
-    /// The resume failed; the run is tried again after the next change.
+    /// The resume failed; the run is tried again after [`RETRY_FIRST`], doubling to
+    /// [`RETRY_MOST`] (or at the next change, if sooner) until a try ends it one way or the
+    /// other.
     Failed {
         /// The run.
         run_id: String,
@@ -107,8 +115,13 @@ impl Driver {
 
     /// Resumes the runs this driver serves as soon as they are decided (a granted approval, or
     /// a denial with feedback), until `opts.stop` is set or `opts.idle_checks` checks in a row
-    /// saw no change. A failed resume is reported and tried again after the next change; it
-    /// never ends the worker. Errors are the store's, reading the version or the candidates.
+    /// saw no change. A failed resume is reported and tried again, after 1 s, doubling to
+    /// 30 s, or at the next change if sooner, until a try ends it one way or the other; it
+    /// never ends the worker. The run is tried again by its id, also when the failure left it
+    /// RUNNING under this worker's lease (the database failed while its call was in flight),
+    /// which no scan for decided runs would find: the resume then reconciles the call in
+    /// flight as agentrt does (its outcome unknown, a person is asked). Errors are the
+    /// store's, reading the version or the candidates.
     pub async fn work(&self, opts: WorkOptions) -> Result<WorkReport, RuntimeError> {
         let mut report = WorkReport::default();
         let emit = |e: WorkEvent| {
@@ -123,6 +136,10 @@ impl Driver {
         };
         let mut served: HashMap<Key, bool> = HashMap::new();
         let mut last = self.data_version().await?;
+        // Runs whose last resume failed, tried again by id; when, and the next wait.
+        let mut failed: Vec<String> = Vec::new();
+        let mut retry_at: Option<std::time::Instant>;
+        let mut backoff = RETRY_FIRST;
         loop {
             if opts.stop.load(Ordering::SeqCst) {
                 return Ok(report);
@@ -133,22 +150,28 @@ impl Driver {
             emit(WorkEvent::Scanned {
                 candidates: found.len(),
             });
-            for c in found {
+            // The failed ones the scan does not list again (left RUNNING) come after it.
+            let listed: Vec<Key> = found.iter().map(|c| c.id.clone()).collect();
+            let again = std::mem::take(&mut failed)
+                .into_iter()
+                .map(|id| Key::new(id.as_bytes()))
+                .filter(|k| !listed.contains(k));
+            for c_id in listed.clone().into_iter().chain(again) {
                 if opts.stop.load(Ordering::SeqCst) {
                     return Ok(report);
                 }
-                let serves = match served.get(&c.id) {
+                let serves = match served.get(&c_id) {
                     Some(s) => *s,
                     None => {
-                        let (d, id) = (self.clone(), c.id.clone());
+                        let (d, id) = (self.clone(), c_id.clone());
                         let s = blocking(move || d.serves(id.as_bytes())).await??;
-                        served.insert(c.id.clone(), s);
+                        served.insert(c_id.clone(), s);
                         s
                     }
                 };
                 // The driver names runs by text; a run whose id is not UTF-8 is not served.
                 let Some(id) = serves
-                    .then(|| std::str::from_utf8(c.id.as_bytes()).ok())
+                    .then(|| std::str::from_utf8(c_id.as_bytes()).ok())
                     .flatten()
                 else {
                     continue;
@@ -162,11 +185,20 @@ impl Driver {
                         run_id: id.to_string(),
                         why: e.to_string(),
                     }),
-                    Err(e) => emit(WorkEvent::Failed {
-                        run_id: id.to_string(),
-                        error: e.to_string(),
-                    }),
+                    Err(e) => {
+                        failed.push(id.to_string());
+                        emit(WorkEvent::Failed {
+                            run_id: id.to_string(),
+                            error: e.to_string(),
+                        })
+                    }
                 }
+            }
+            if failed.is_empty() {
+                (retry_at, backoff) = (None, RETRY_FIRST);
+            } else {
+                retry_at = Some(std::time::Instant::now() + backoff);
+                backoff = (backoff * 2).min(RETRY_MOST);
             }
             // Wait for another connection's commit.
             let mut idle = 0u64;
@@ -179,6 +211,9 @@ impl Driver {
                 let now = self.data_version().await?;
                 if now != last {
                     last = now;
+                    break;
+                }
+                if retry_at.is_some_and(|t| std::time::Instant::now() >= t) {
                     break;
                 }
                 idle += 1;
