@@ -285,6 +285,13 @@ fn store_tightens_a_database_others_can_read() {
     std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o640)).unwrap();
     drop(Store::open_existing(&db, false).unwrap());
     assert_eq!(mode(&db), 0o600);
+    // A database its owner made read-only stays read-only for the owner: only group and
+    // others lose their bits (found from outside: 0444 became 0600, and was written).
+    for (given, kept) in [(0o444, 0o400), (0o440, 0o400), (0o604, 0o600)] {
+        std::fs::set_permissions(&db, std::fs::Permissions::from_mode(given)).unwrap();
+        let _ = Store::open_existing(&db, false);
+        assert_eq!(mode(&db), kept, "{given:o}");
+    }
 }
 
 #[test]

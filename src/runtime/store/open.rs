@@ -24,8 +24,8 @@ const SQLITE_CANTOPEN: i32 = 14;
 /// The mode rules of spec 1.3 for the database and its `-wal`/`-shm` sidecars, and the same
 /// rules for every other file SQLite may read beside it before it reads the database: a
 /// `-journal` (SQLite replays a hot journal into the database before it looks at WAL) and the
-/// super-journal a journal names. A writer then tightens (`chmod 0600`) the files it owns that
-/// group or others can read.
+/// super-journal a journal names. A writer then tightens the files it owns that group or
+/// others can read, clearing those bits and keeping the owner's (decision 0104).
 pub(crate) fn check_modes(path: &Path, writer: bool) -> Result<(), StoreError> {
     let io = |err| StoreError::Io {
         path: path.to_path_buf(),
@@ -72,7 +72,11 @@ pub(crate) fn check_modes(path: &Path, writer: bool) -> Result<(), StoreError> {
         let me = unsafe { libc::geteuid() };
         for (p, mode, uid) in &files {
             if *uid == me && mode & 0o077 != 0 {
-                fs::set_permissions(p, fs::Permissions::from_mode(0o600)).map_err(|err| {
+                // Group and other bits cleared, the owner's kept: agentrt's `chmod 0600` would
+                // also give write back to an owner who took it away (a 0444 database made
+                // writable and then written; decision 0104).
+                let owner_only = mode & 0o700;
+                fs::set_permissions(p, fs::Permissions::from_mode(owner_only)).map_err(|err| {
                     StoreError::Io {
                         path: p.clone(),
                         err,
