@@ -176,4 +176,7 @@ fn a_hostile_hash_and_an_unreadable_expiry_are_shown_for_what_they_are() {
     assert!(title.contains(r"deadbeef\x1b[2"), "{title}");
     assert!(title.contains("expires ?"), "{title}");
     assert!(!page.contains("expires never"), "{page}");
+    // The fields, whole, say it too: never "expires: never" (found from outside).
+    assert!(!page.contains("never"), "{page}");
+    assert!(page.contains("? (does not read as a time"), "{page}");
 }

@@ -157,6 +157,28 @@ pub fn tool_of(a: &ApprovalRow) -> Option<Vec<u8>> {
     Some(v.get("spec")?.get("name")?.as_str()?.as_bytes().to_vec())
 }
 
+/// A stored time as the fields show it: `?` when the column does not read as a time (its
+/// DAMAGED line says why; the zero time standing for it is not `zero`'s meaning), `zero`
+/// for the zero time, else RFC 3339.
+fn time_field(
+    a: &ApprovalRow,
+    column: &str,
+    t: &crate::runtime::types::Timestamp,
+    zero: &str,
+) -> String {
+    let unreadable = a
+        .decode_error
+        .as_deref()
+        .is_some_and(|d| super::time::names_column(d, column));
+    if unreadable {
+        "? (does not read as a time: see DAMAGED)".into()
+    } else if t.is_zero() {
+        zero.into()
+    } else {
+        t.to_rfc3339()
+    }
+}
+
 /// Every field of an approval, in reading order.
 pub fn fields(a: &ApprovalRow) -> Vec<ApprovalField> {
     let mut out = vec![
@@ -168,14 +190,13 @@ pub fn fields(a: &ApprovalRow) -> Vec<ApprovalField> {
         meta("status", a.status.as_str()),
         meta("run", a.run_id.as_bytes().to_vec()),
         meta("step", a.step_id.as_bytes().to_vec()),
-        meta("asked", a.created_at.to_rfc3339()),
+        meta(
+            "asked",
+            time_field(a, "created_at", &a.created_at, "(not set)"),
+        ),
         meta(
             "expires",
-            if a.expires_at.is_zero() {
-                "never".into()
-            } else {
-                a.expires_at.to_rfc3339()
-            },
+            time_field(a, "expires_at", &a.expires_at, "never"),
         ),
         meta("hash", a.hash.clone()),
     ];
