@@ -441,3 +441,43 @@ fn open_existing_refuses_what_is_not_a_run_database() {
         "{err}"
     );
 }
+
+/// A store whose path later names another file (one moved over it) or none (removed) refuses
+/// its next write and its next change check, saying so, instead of going on in a file no one
+/// opening the path can read (found from outside: a console's decision landed in the removed
+/// file, and a worker never saw approvals made in the new one).
+#[test]
+fn a_database_moved_over_or_removed_under_a_store_is_refused() {
+    let dir = tempdir();
+    let db = dir.path().join("a.db");
+    let other = dir.path().join("b.db");
+    drop(Store::open(&other).unwrap());
+    for how in ["moved over", "removed"] {
+        let _ = std::fs::remove_file(&db);
+        let store = Store::open(&db).unwrap();
+        store.data_version().unwrap();
+        store
+            .write(|tx| tx.insert_tool_spec("h-before", "{}"))
+            .unwrap();
+        if how == "removed" {
+            std::fs::remove_file(&db).unwrap();
+        } else {
+            std::fs::copy(&other, dir.path().join("c.db")).unwrap();
+            std::fs::rename(dir.path().join("c.db"), &db).unwrap();
+        }
+        let e = store.data_version().unwrap_err().to_string();
+        assert!(e.contains("since it was opened"), "{how}: {e}");
+        let e = store
+            .write(|tx| tx.insert_tool_spec("h-after", "{}"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(if how == "removed" {
+                "was removed"
+            } else {
+                "is another file"
+            }),
+            "{how}: {e}"
+        );
+    }
+}

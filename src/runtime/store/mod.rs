@@ -128,6 +128,16 @@ pub struct Store {
     conn: Mutex<Connection>,
     path: PathBuf,
     read_only: bool,
+    /// The file the path named when it was opened (device, inode): a path that names another
+    /// file later (one moved over it) or none (removed) is refused at the next write and
+    /// change check, instead of writing into a file no one can open any more.
+    file: Option<(u64, u64)>,
+}
+
+/// The device and inode `path` names now (following links, as SQLite does).
+fn file_id(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
 }
 
 impl std::fmt::Debug for Store {
@@ -160,6 +170,7 @@ impl Store {
             conn: Mutex::new(conn),
             path: path.to_path_buf(),
             read_only: false,
+            file: file_id(path),
         })
     }
 
@@ -183,12 +194,31 @@ impl Store {
             conn: Mutex::new(conn),
             path: path.to_path_buf(),
             read_only,
+            file: file_id(path),
         })
     }
 
     /// The path it was opened with.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Refuses when the path no longer names the file this store opened: another file was
+    /// moved over it, or it was removed. Its connection would go on in the old file, which
+    /// nobody opening the path reads.
+    pub(crate) fn check_same_file(&self) -> Result<(), StoreError> {
+        match (self.file, file_id(&self.path)) {
+            (Some(then), now) if now != Some(then) => Err(StoreError::Invalid(format!(
+                "{} {} since it was opened: nothing more is read from or written to the old file; open the database again",
+                self.path.display(),
+                if now.is_some() {
+                    "is another file"
+                } else {
+                    "was removed"
+                }
+            ))),
+            _ => Ok(()),
+        }
     }
 
     /// True when opened read-only.
@@ -216,6 +246,7 @@ impl Store {
 
     /// SQLite's `PRAGMA data_version`: changes when another connection commits (live reload).
     pub fn data_version(&self) -> Result<i64, StoreError> {
+        self.check_same_file()?;
         self.lock()
             .query_row("PRAGMA data_version", [], |r| r.get(0))
             .ctx("data_version")

@@ -121,6 +121,7 @@ impl Store {
             ))
             .into());
         }
+        self.check_same_file()?;
         let conn = self.lock();
         let tx = Immediate::begin(&conn).ctx("begin write")?;
         let mut w = Tx {
