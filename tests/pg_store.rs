@@ -90,6 +90,12 @@ fn pg_url_the_client_would_read_otherwise_is_refused_or_redacted() {
         let o = cs(&["--db", raw, "runs"]);
         assert_eq!(o.status.code(), Some(2), "{raw}: {}", said(&o));
         assert!(!said(&o).contains(secret), "{raw}: {}", said(&o));
+        // The console (no subcommand) says it as every command does (found from outside:
+        // exit 1 and "cannot open the run database the PostgreSQL URL").
+        let o = cs(&["--db", raw]);
+        assert_eq!(o.status.code(), Some(2), "{raw}: {}", said(&o));
+        assert!(said(&o).starts_with("usage:"), "{raw}: {}", said(&o));
+        assert!(!said(&o).contains(secret), "{raw}: {}", said(&o));
     }
     for (raw, written, password) in [
         (

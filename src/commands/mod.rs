@@ -527,6 +527,12 @@ struct ConsoleFlags {
 /// Opens the review console on `db`. Its errors are printed after the terminal is restored,
 /// escaped like every other message.
 fn open_console(db: &std::path::Path, cli: &ConsoleFlags) -> Result<(), CommandError> {
+    // A URL that does not read is a usage error, as for every command (exit 2).
+    #[cfg(feature = "postgres")]
+    if let Some(url) = db.to_str().filter(|s| crate::pgstore::is_pg_url(s)) {
+        crate::pgstore::PgUrl::parse(url)
+            .map_err(|e| CommandError::Usage(text::clean(&e.to_string(), 600)))?;
+    }
     let mut opts = crate::console::ConsoleOptions::new(db);
     opts.by = cli.by.clone();
     opts.read_only = cli.read_only;

@@ -40,8 +40,8 @@ pub enum WorkEvent {
         /// The refusal (`ErrRunState` or `ErrRunLeased` text).
         why: String,
     },
-    /// The resume failed; the run is tried again after [`RETRY_FIRST`], doubling to
-    /// [`RETRY_MOST`] (or at the next change, if sooner) until a try ends it one way or the
+    /// The resume failed; the run is tried again after 1 s, doubling to 30 s
+    /// (or at the next change, if sooner) until a try ends it one way or the
     /// other.
     Failed {
         /// The run.
