@@ -630,3 +630,69 @@ fn a_key_no_header_can_carry_is_refused_before_a_run_is_written() {
         assert_eq!(n, 0, "no run was written");
     }
 }
+
+/// A resumed run acts for the customer its session records, and its prompt says so too: the
+/// printed `--resume` line carries no `--customer`, and a `--customer` naming another is a
+/// usage error before any model call (found from outside: `--customer` was taken for the
+/// prompt while the tools acted for the run's own customer, and the default `cu_ana` named
+/// the customer of every resumed run).
+#[test]
+fn a_resumed_run_acts_and_is_prompted_for_its_own_customer() {
+    let s = Server::start(vec![
+        json(
+            200,
+            &call(
+                "issue_refund",
+                "c1",
+                r#"{"order_id":"ord_1002","amount_cents":15900,"reason":"damaged"}"#,
+            ),
+        ),
+        json(
+            200,
+            &call("finish", "c2", r#"{"summary":"Refunded 159.00 USD."}"#),
+        ),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.db");
+    let base = format!("{}/v1", s.url());
+    let model = ["--model", "openai:gpt-x", "--model-base-url", base.as_str()];
+    let mut first = model.to_vec();
+    first.extend(["--customer", "cu_ben", "Refund ord_1002, it broke"]);
+    let out = agent(&db, &first);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains(": WAITING_FOR_APPROVAL"), "{stdout}");
+    let run = stdout
+        .split_once("run ")
+        .and_then(|(_, r)| r.split(':').next())
+        .unwrap_or_else(|| panic!("{stdout}"))
+        .to_string();
+    let mut wrong = model.to_vec();
+    wrong.extend(["--resume", run.as_str(), "--customer", "cu_ana"]);
+    let o = agent(&db, &wrong);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("acts for customer cu_ben"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert_eq!(
+        s.requests.lock().unwrap().len(),
+        1,
+        "no model call was made"
+    );
+    let o = Command::new(env!("CARGO_BIN_EXE_countersign"))
+        .arg("--db")
+        .arg(&db)
+        .args(["approve", run.as_str(), "--yes", "--by", "alice"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let mut again = model.to_vec();
+    again.extend(["--resume", run.as_str()]);
+    let o = agent(&db, &again);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let resumed = s.body_json(1).to_string();
+    assert!(resumed.contains("Customer cu_ben asks"), "{resumed}");
+    assert!(!resumed.contains("cu_ana"), "{resumed}");
+}

@@ -47,9 +47,10 @@ pub struct AgentArgs {
     /// A file holding the API key (readable by its owner only).
     #[arg(long, value_name = "PATH")]
     pub model_key_file: Option<PathBuf>,
-    /// The customer the assistant acts for.
-    #[arg(long, value_name = "ID", default_value = "cu_ana")]
-    pub customer: String,
+    /// The customer the assistant acts for (default cu_ana; with --resume, the run's own,
+    /// which a different --customer may not replace).
+    #[arg(long, value_name = "ID")]
+    pub customer: Option<String>,
     /// Continue this run (after a person decided its approval) instead of starting one.
     #[arg(long, value_name = "RUN", conflicts_with = "goal", value_parser = parse_id)]
     pub resume: Option<String>,
@@ -304,15 +305,16 @@ pub fn run(db: Option<&Path>, a: &AgentArgs, out: &mut Out) -> Result<(), Comman
         ))
     })?;
     let backend = Arc::new(backend);
+    let customer = customer_of(a, &backend)?;
     let known = backend
         .owners()
         .map_err(|e| failed(clean(&e.to_string(), 400)))?
         .iter()
-        .any(|(_, c)| *c == a.customer);
+        .any(|(_, c)| *c == customer);
     if !known {
         return Err(failed(format!(
             "no customer {} in the order backend {}",
-            clean(&a.customer, 64),
+            clean(&customer, 64),
             super::text::path(&bpath, 400)
         )));
     }
@@ -328,7 +330,6 @@ pub fn run(db: Option<&Path>, a: &AgentArgs, out: &mut Out) -> Result<(), Comman
     tools
         .register(finish_tool())
         .map_err(|e| failed(e.to_string()))?;
-    let customer = a.customer.clone();
     let mut setup = ModelSetup::new(model);
     setup.prices = prices.into_iter().collect();
     setup.max_retries = 2;
@@ -340,8 +341,9 @@ pub fn run(db: Option<&Path>, a: &AgentArgs, out: &mut Out) -> Result<(), Comman
         }),
     )
     .agent(Arc::new(ModelAgent {
-        options: Options::new(Arc::new(move |i| {
-            format!("Customer {customer} asks: {}", i.goal)
+        options: Options::new(Arc::new({
+            let customer = customer.clone();
+            move |i| format!("Customer {customer} asks: {}", i.goal)
         })),
         system: SYSTEM.into(),
         max_output_tokens: 1024,
@@ -355,7 +357,7 @@ pub fn run(db: Option<&Path>, a: &AgentArgs, out: &mut Out) -> Result<(), Comman
         None => {
             let id = random_id();
             backend
-                .put_session(&Session::full(&id, &a.customer), "")
+                .put_session(&Session::full(&id, &customer), "")
                 .map_err(|e| failed(clean(&e.to_string(), 400)))?;
             id
         }
@@ -416,6 +418,30 @@ pub fn run(db: Option<&Path>, a: &AgentArgs, out: &mut Out) -> Result<(), Comman
             clean(&run.id, 64),
             clean(run.status.as_str(), 64)
         ))),
+    }
+}
+
+/// The customer a run acts for: `--customer` (default `cu_ana`) for a new run; for a resumed
+/// one, the customer its session records (the tools act for it whatever the prompt says, so
+/// the prompt must say it too), and a `--customer` naming another is refused.
+fn customer_of(a: &AgentArgs, backend: &Backend) -> Result<String, CommandError> {
+    const DEFAULT: &str = "cu_ana";
+    let given = || a.customer.clone().unwrap_or_else(|| DEFAULT.into());
+    let Some(id) = &a.resume else {
+        return Ok(given());
+    };
+    let session = backend
+        .session(id)
+        .map_err(|e| failed(clean(&e.to_string(), 400)))?;
+    match (session, &a.customer) {
+        (Some(s), Some(c)) if *c != s.user_id => Err(CommandError::Usage(format!(
+            "run {} acts for customer {}; --customer {} names another (leave --customer out with --resume)",
+            clean(id, 64),
+            clean(&s.user_id, 64),
+            clean(c, 64)
+        ))),
+        (Some(s), _) => Ok(s.user_id),
+        (None, _) => Ok(given()),
     }
 }
 
@@ -580,7 +606,7 @@ mod tests {
             model: "openai:m".into(),
             model_base_url: None,
             model_key_file: None,
-            customer: "cu_ana".into(),
+            customer: None,
             resume: None,
             goal: None,
             backend: None,
