@@ -253,6 +253,27 @@ fn verify_intact_chain_exits_zero_and_broken_chain_exits_one() {
     let beyond = cs(&db, &["verify", "--to", &(seq + 5).to_string()]);
     assert_eq!(beyond.status.code(), Some(1));
     assert!(stderr(&beyond).contains("shorter than asked"));
+    // `--from` the head's next seq is "nothing new since"; past it, events the caller counts
+    // on are not there, and nothing is said intact.
+    let next = cs(&db, &["verify", "--from", &(seq + 1).to_string()]);
+    assert_eq!(next.status.code(), Some(0), "{}", stderr(&next));
+    assert!(stdout(&next).contains("intact: no events in the range"));
+    let past = cs(&db, &["verify", "--from", &(seq + 2).to_string()]);
+    assert_eq!(past.status.code(), Some(1), "{}", stdout(&past));
+    assert_eq!(
+        stderr(&past),
+        format!(
+            "error: the event chain is shorter than asked: --from {} is past its end; the head is seq {seq}\n",
+            seq + 2
+        )
+    );
+    let past = cs(&db, &["--json", "verify", "--from", &(seq + 2).to_string()]);
+    assert_eq!(past.status.code(), Some(1));
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&past)).expect("one JSON value");
+    assert_eq!(
+        doc["requested"],
+        serde_json::json!({"from": seq + 2, "reached": false})
+    );
 
     let bad = dir.path().join("broken.db");
     fixture(

@@ -96,6 +96,43 @@ fn verifies(db: &TestDb, dir: &Path) {
     support::assert_verifies(&back);
 }
 
+/// `verify --from` past the head fails on PostgreSQL as on SQLite (the same words and exit
+/// code), and `--from` the head's next seq is intact on both: the copy keeps the seqs.
+#[test]
+fn pg_verify_from_past_the_head_fails_as_on_sqlite() {
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (lite, _, _) = queue_on(&db, dir.path());
+    let lite = lite.to_str().unwrap().to_string();
+    let head: i64 = db
+        .client()
+        .query_one("SELECT max(seq) FROM events", &[])
+        .unwrap()
+        .get(0);
+    for (from, code) in [(head + 1, 0), (head + 2, 1), (head + 50, 1)] {
+        let args = ["verify", "--from", &from.to_string()];
+        let (l, p) = (on(&lite, &args), on(&db.url, &args));
+        assert_eq!(
+            l.status.code(),
+            Some(code),
+            "SQLite --from {from}: {}",
+            said(&l)
+        );
+        assert_eq!(
+            p.status.code(),
+            Some(code),
+            "PostgreSQL --from {from}: {}",
+            said(&p)
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&p.stderr),
+            String::from_utf8_lossy(&l.stderr)
+        );
+    }
+}
+
 /// The same bulk commands on a SQLite file and on its copy in PostgreSQL print the same text
 /// and JSON and exit the same way, and decide the same rows with the same columns.
 #[test]

@@ -255,7 +255,8 @@ pub struct ResumeArgs {
 
 #[derive(Debug, Args)]
 pub struct VerifyArgs {
-    /// First seq to check (chains from the stored hash of the event before it).
+    /// First seq to check (chains from the stored hash of the event before it); past the
+    /// head's next seq, the chain is shorter than asked (exit 1).
     #[arg(long, default_value_t = 0, value_name = "SEQ")]
     pub from: u64,
     /// Last seq to check (0: the head as read when verify starts).

@@ -21,6 +21,8 @@ pub fn run(r: Reading<'_>, a: &VerifyArgs) -> Result<(), CommandError> {
         0
     };
     let reached_to = a.to == 0 || (a.to as i64) <= head_seq;
+    // `--from` one past the head is "nothing new since"; further is a seq that is not there.
+    let reached_from = (a.from as i64) <= head_seq.saturating_add(1);
     let kept = match &a.head {
         Some((seq, hash)) if (*seq as i64) <= head_seq => {
             let found = store.event_hash(*seq as i64).map_err(fail)?;
@@ -39,8 +41,15 @@ pub fn run(r: Reading<'_>, a: &VerifyArgs) -> Result<(), CommandError> {
             doc["break"] =
                 json!({"seq": b.seq, "expected": b.expected, "found": b.found, "detail": b.detail});
         }
-        if a.to != 0 {
-            doc["requested"] = json!({"to": a.to, "reached": reached_to});
+        if a.to != 0 || !reached_from {
+            let mut asked = json!({"reached": reached_to && reached_from});
+            if a.to != 0 {
+                asked["to"] = json!(a.to);
+            }
+            if !reached_from {
+                asked["from"] = json!(a.from);
+            }
+            doc["requested"] = asked;
         }
         if let Some((seq, hash, found)) = &kept {
             doc["kept_head"] = json!({
@@ -98,6 +107,9 @@ pub fn run(r: Reading<'_>, a: &VerifyArgs) -> Result<(), CommandError> {
             b.seq
         )));
     }
+    if !reached_from {
+        return Err(CommandError::Failed(past_from(a.from, head_seq)));
+    }
     if !reached_to {
         return Err(CommandError::Failed(format!(
             "the event chain is shorter than asked: --to {} was not reached; the last event checked is seq {head_seq}",
@@ -115,4 +127,12 @@ pub fn run(r: Reading<'_>, a: &VerifyArgs) -> Result<(), CommandError> {
         ))),
         _ => Ok(()),
     }
+}
+
+/// The refusal of a `--from` past the head's next seq: the events before it that the caller
+/// counts on are not there (a log cut short, or another database), so nothing is "intact".
+pub(super) fn past_from(from: u64, head_seq: i64) -> String {
+    format!(
+        "the event chain is shorter than asked: --from {from} is past its end; the head is seq {head_seq}"
+    )
 }

@@ -89,6 +89,7 @@ pub fn run(url: &str, json_out: bool, a: &VerifyArgs, out: &mut Out) -> Result<(
     let unchained = store.unchained().map_err(failed)?;
     let orphans = store.orphans().map_err(failed)?;
     let reached_to = a.to == 0 || (a.to as i64) <= head_seq;
+    let reached_from = (a.from as i64) <= head_seq.saturating_add(1);
     if json_out {
         let mut doc = json!({
             "database": url.to_string(),
@@ -174,6 +175,11 @@ pub fn run(url: &str, json_out: bool, a: &VerifyArgs, out: &mut Out) -> Result<(
         return Err(CommandError::Failed(format!(
             "rows name a run that is not in runs, a deleted run: {}",
             orphan_counts(&orphans)
+        )));
+    }
+    if !reached_from {
+        return Err(CommandError::Failed(super::verify::past_from(
+            a.from, head_seq,
         )));
     }
     if !reached_to {
