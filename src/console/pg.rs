@@ -29,6 +29,8 @@ pub struct PgReads {
     /// Moves by one each time it connects again, so that `data_version` moves and the
     /// console reads everything again.
     reconnects: i64,
+    /// The handle [`StoreData::canceller`] gives out, moved to each new connection.
+    canceller: Canceller,
 }
 
 /// The least wait between two tries to connect again.
@@ -68,6 +70,7 @@ impl PgReads {
         self.next_try = Some(now + RETRY);
         let (store, listener) = Self::connect(&self.url, self.listener.is_some())
             .map_err(|e| StoreError::Backend(format!("connecting again: {e}")))?;
+        self.canceller.follow(&store);
         self.store = store;
         self.listener = listener;
         self.next_try = None;
@@ -99,14 +102,16 @@ impl StoreData<PgReads> {
     }
 
     /// Cancels the statement this reader's connection is running, from another thread
-    /// (taken at open, before the reader moves to its lane).
+    /// (taken at open, before the reader moves to its lane); it follows the reader to each
+    /// connection it opens after the server dropped one.
     pub fn canceller(&self) -> Canceller {
-        self.reads().store.canceller()
+        self.reads().canceller.clone()
     }
 
     fn connect(url: &PgUrl, listen: bool) -> Result<PgData, DataError> {
         let (store, listener) = PgReads::connect(url, listen).map_err(|e| open_err(url, e))?;
         Ok(StoreData::over(PgReads {
+            canceller: store.canceller(),
             store,
             listener,
             url: url.clone(),

@@ -94,9 +94,11 @@ pub fn connect(url: &PgUrl) -> Result<postgres::Client, PgError> {
 
 /// Cancels the statement a [`PgStore`]'s connection is running ([`PgStore::canceller`]): a
 /// console that quits stops its reads on the server at once instead of leaving them to run
-/// until the server notices the closed connection.
+/// until the server notices the closed connection. Clones share one target, which
+/// [`Canceller::follow`] moves to the connection of a store opened anew.
+#[derive(Clone)]
 pub struct Canceller {
-    token: postgres::CancelToken,
+    token: std::sync::Arc<Mutex<postgres::CancelToken>>,
     url: PgUrl,
 }
 
@@ -105,11 +107,20 @@ impl Canceller {
     /// connection running nothing is unaffected; one running a statement sees it fail with
     /// SQLSTATE 57014.
     pub fn cancel(&self) -> Result<(), PgError> {
+        let token = self.token.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let tls = tls::connector(&self.url)?;
-        self.token.cancel_query(tls).map_err(|e| PgError::Connect {
+        token.cancel_query(tls).map_err(|e| PgError::Connect {
             db: self.url.to_string(),
             detail: error::detail(&e),
         })
+    }
+
+    /// Points this handle and all its clones at `store`'s connection: a reader that
+    /// connected again after the server dropped it keeps the handle it gave out, which
+    /// would otherwise cancel on a connection that is gone.
+    pub fn follow(&self, store: &PgStore) {
+        let token = store.lock().cancel_token();
+        *self.token.lock().unwrap_or_else(|p| p.into_inner()) = token;
     }
 }
 
@@ -163,7 +174,7 @@ impl PgStore {
     /// statement holds). Take it before handing the store to the thread that reads.
     pub fn canceller(&self) -> Canceller {
         Canceller {
-            token: self.lock().cancel_token(),
+            token: std::sync::Arc::new(Mutex::new(self.lock().cancel_token())),
             url: self.url.clone(),
         }
     }
