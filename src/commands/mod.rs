@@ -244,6 +244,8 @@ fn validate(cmd: &Command) -> Result<(), CommandError> {
     Ok(())
 }
 
+// Without PostgreSQL the readers' labelled blocks have no early exit.
+#[cfg_attr(not(feature = "postgres"), allow(unused_labels))]
 fn run(cli: Cli) -> Result<(), CommandError> {
     let mut cli = cli;
     // `demo --backend PATH` is `--backend PATH demo`.

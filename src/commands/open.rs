@@ -50,9 +50,6 @@ pub fn reading(
     })
 }
 
-/// The PostgreSQL database `db` names (a `postgres://` URL), opened without migrating;
-/// `None` for a SQLite path.
-#[cfg(feature = "postgres")]
 /// Connects to `url` again after the server dropped this process's connections (a restart,
 /// a failover): tries at once, then after 1 s, doubling to 30 s, saying each failure through
 /// `say`, until it connects or `stop` is set (then `None`).
@@ -91,6 +88,9 @@ pub fn pg_store_again(
     }
 }
 
+/// The PostgreSQL database `db` names (a `postgres://` URL), opened without migrating;
+/// `None` for a SQLite path.
+#[cfg(feature = "postgres")]
 pub fn pg_store(db: &Path) -> Result<Option<crate::pgstore::PgStore>, CommandError> {
     let Some(url) = db.to_str().filter(|s| crate::pgstore::is_pg_url(s)) else {
         return Ok(None);

@@ -169,6 +169,7 @@ macro_rules! same_reads {
         }
     };
 }
+#[cfg(feature = "postgres")]
 pub(crate) use same_reads;
 
 impl ConsoleReads for Store {

@@ -23,6 +23,7 @@ pub fn span(secs: i64) -> String {
 /// How long ago `at` was at `now`, for a line of text: `3m ago`; a time after `now` (a
 /// clock ahead of this one, or a damaged row) as `5m from now`, never as `0s ago`; the zero
 /// time (not set, or not readable) as `at no readable time`, never as an age it does not have.
+#[cfg(feature = "cli")]
 pub fn ago(at: &Timestamp, now: &Timestamp) -> String {
     ago_at(at, now.unix_secs())
 }

@@ -31,6 +31,7 @@ mod watch;
 pub use chain::{ApprovalCheck, BATCH_BYTES, ChainCheck, Chained, EventRow};
 pub use drive::PgLeaseHandle;
 pub use error::PgError;
+#[cfg(feature = "mcp")]
 pub(crate) use error::detail as pg_detail;
 pub use notify::{CHANNEL, Listener};
 pub use operate::PgTx;

@@ -10,10 +10,12 @@ use crate::mcp::config::Database;
 use crate::mcp::owned;
 use crate::runtime::driver::RunDb;
 use crate::runtime::store::{RunStore, Store, StoreError};
-use crate::runtime::types::{Approval, Lease, Run, Step, Timestamp};
+use crate::runtime::types::{Approval, Run, Step, Timestamp};
 
 #[cfg(feature = "postgres")]
 use crate::pgstore::{PgError, PgStore};
+#[cfg(feature = "postgres")]
+use crate::runtime::types::Lease;
 
 /// An open run database.
 #[derive(Clone)]
