@@ -202,6 +202,8 @@ fn help_texts_are_stable() {
 /// A database named by something that is neither a `postgres://` URL nor a path (a URL of
 /// another kind or a mistyped scheme, a libpq connection string) is a usage error whose line
 /// hides the password it holds, from `--db` and from `COUNTERSIGN_DB`; nothing is created.
+/// Every command that takes `--db` refuses it, also `demo` and `agent`, which read `--db`
+/// themselves (they created it as directories and a file and printed it whole).
 #[test]
 fn a_database_name_that_is_a_url_or_connection_string_is_refused_with_its_password_hidden() {
     let dir = tempdir();
@@ -212,14 +214,43 @@ fn a_database_name_that_is_a_url_or_connection_string_is_refused_with_its_passwo
         "mysql://u:Hunter2Sekrit@h/x",
         "host=db.example password=Hunter2Sekrit dbname=x",
     ] {
-        let o = cs_in(dir.path(), &["--db", name, "runs"], None);
-        assert_eq!(o.status.code(), Some(2), "{name}: {}", err(&o));
-        assert!(!err(&o).contains(secret), "{}", err(&o));
-        assert!(err(&o).contains("postgres://"), "{}", err(&o));
+        for cmd in [
+            &["runs"][..],
+            &["demo", "--no-tui"],
+            &["agent", "--model", "ollama:m", "hi"],
+            &["worker"],
+            &[],
+        ] {
+            let mut args = vec!["--db", name];
+            args.extend(cmd);
+            let o = cs_in(dir.path(), &args, None);
+            assert_eq!(o.status.code(), Some(2), "{name} {cmd:?}: {}", err(&o));
+            assert!(!err(&o).contains(secret), "{}", err(&o));
+            assert!(!String::from_utf8_lossy(&o.stdout).contains(secret));
+            assert!(err(&o).contains("postgres://"), "{}", err(&o));
+        }
         let o = cs_in(dir.path(), &["runs"], Some(name));
         assert_eq!(o.status.code(), Some(2), "{name}: {}", err(&o));
         assert!(err(&o).contains("COUNTERSIGN_DB: "), "{}", err(&o));
         assert!(!err(&o).contains(secret), "{}", err(&o));
+    }
+    // The order backend is always a SQLite file: a URL there, PostgreSQL's too, is refused
+    // the same way.
+    for name in [
+        "postgres://alice:Hunter2Sekrit@db.example/x",
+        "postgress://alice:Hunter2Sekrit@db.example/x",
+        "host=db.example password=Hunter2Sekrit dbname=x",
+    ] {
+        for args in [
+            &["--db", "r.db", "worker", "--backend", name][..],
+            &["--db", "r.db", "--backend", name, "resume", "run_1"],
+            &["--db", "r.db", "recheck", "run_1", "--backend", name],
+        ] {
+            let o = cs_in(dir.path(), args, None);
+            assert_eq!(o.status.code(), Some(2), "{args:?}: {}", err(&o));
+            assert!(err(&o).starts_with("usage: --backend: "), "{}", err(&o));
+            assert!(!err(&o).contains(secret), "{}", err(&o));
+        }
     }
     assert_eq!(
         std::fs::read_dir(dir.path()).unwrap().count(),

@@ -39,7 +39,7 @@ mod watch;
 pub mod worker;
 
 use clap::Parser;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 pub use cli::{Cli, Command};
 
@@ -153,16 +153,58 @@ pub fn database_path(flag: Option<PathBuf>) -> Result<PathBuf, CommandError> {
             })
     });
     if let Some((from, p)) = named {
-        if let Some(t) = p.to_str().filter(|t| !crate::runtime::store::is_pg_url(t))
-            && let Some(why) = crate::runtime::store::not_a_path(t)
-        {
-            return Err(CommandError::Usage(format!("{from}: {why}")));
-        }
+        check_db_name(from, &p)?;
         return Ok(p);
     }
     Err(CommandError::Usage(
         "no database: pass --db or set COUNTERSIGN_DB (or AGENTRT_DB); to try countersign on an example, run `countersign demo`".into(),
     ))
+}
+
+/// Refuses a database name (from `from`: `--db` or a variable) that is neither a SQLite path
+/// nor, in this build, a PostgreSQL URL: a URL of another kind or a libpq string, and a
+/// `postgres://` URL in a build without the `postgres` feature. Read as a path, it would be
+/// created as directories and a file of that name and printed, password and all.
+fn check_db_name(from: &str, p: &Path) -> Result<(), CommandError> {
+    let Some(t) = p.to_str() else {
+        return Ok(());
+    };
+    let why = if crate::runtime::store::is_pg_url(t) {
+        #[cfg(feature = "postgres")]
+        let why = None;
+        #[cfg(not(feature = "postgres"))]
+        let why = crate::runtime::store::no_postgres_here(t);
+        why
+    } else {
+        crate::runtime::store::not_a_path(t)
+    };
+    match why {
+        Some(why) => Err(CommandError::Usage(format!("{from}: {why}"))),
+        None => Ok(()),
+    }
+}
+
+/// Refuses an order backend (`--backend`, always a SQLite file) named by a URL or a libpq
+/// string that names no file: it would be reported missing, or created, under that name,
+/// password and all.
+fn check_backend_name(p: &Path) -> Result<(), CommandError> {
+    let Some(t) = p.to_str() else {
+        return Ok(());
+    };
+    let why = if crate::runtime::store::is_pg_url(t) {
+        std::fs::symlink_metadata(t).is_err().then(|| {
+            format!(
+                "{} is a URL; the example consumer's order backend is a SQLite file's path, also beside a PostgreSQL run database",
+                crate::runtime::store::name_shown(t)
+            )
+        })
+    } else {
+        crate::runtime::store::not_a_path(t)
+    };
+    match why {
+        Some(why) => Err(CommandError::Usage(format!("--backend: {why}"))),
+        None => Ok(()),
+    }
 }
 
 /// A decision's result, after what it committed is chained on PostgreSQL
@@ -248,6 +290,11 @@ fn validate(cmd: &Command) -> Result<(), CommandError> {
 #[cfg_attr(not(feature = "postgres"), allow(unused_labels))]
 fn run(cli: Cli) -> Result<(), CommandError> {
     let mut cli = cli;
+    // Every command takes --db through the same check as the variables (demo and agent,
+    // which read --db themselves, created a mistyped URL as a file and printed it whole).
+    if let Some(db) = &cli.db {
+        check_db_name("--db", db)?;
+    }
     // `demo --backend PATH` is `--backend PATH demo`.
     if let Some(Command::Demo(a)) = &cli.command
         && a.backend.is_some()
@@ -286,18 +333,24 @@ fn run(cli: Cli) -> Result<(), CommandError> {
     }
     let mut cmd = cmd;
     // A command's own --backend, else the one given before the command.
-    if let Some(b) = &cli.backend {
-        let own = match &mut cmd {
-            Command::Resume(a) => Some(&mut a.backend),
-            Command::Recheck(a) => Some(&mut a.backend),
-            Command::Worker(a) => Some(&mut a.backend),
-            #[cfg(feature = "providers")]
-            Command::Agent(a) => Some(&mut a.backend),
-            _ => None,
-        };
-        if let Some(own) = own {
+    let own = match &mut cmd {
+        Command::Resume(a) => Some(&mut a.backend),
+        Command::Recheck(a) => Some(&mut a.backend),
+        Command::Worker(a) => Some(&mut a.backend),
+        #[cfg(feature = "providers")]
+        Command::Agent(a) => Some(&mut a.backend),
+        _ => None,
+    };
+    if let Some(own) = own {
+        if let Some(b) = &cli.backend {
             own.get_or_insert_with(|| b.clone());
         }
+        if let Some(b) = own.as_deref() {
+            check_backend_name(b)?;
+        }
+    }
+    if let Some(b) = &cli.backend {
+        check_backend_name(b)?;
     }
     if let Some(run) = prefix::run_arg(&mut cmd) {
         *run = prefix::resolve(&database_path(cli.db.clone())?, run)?;

@@ -74,7 +74,7 @@ pub use events::{ChainBreak, ChainReport};
 pub(crate) use events::{cut as cut_hash, event_payload, gap as event_gap};
 pub use keyset::{KeyPage, StepKey};
 pub use lease::LeaseHandle;
-pub use naming::{is_pg_url, not_a_path};
+pub use naming::{is_pg_url, name_shown, no_postgres_here, not_a_path};
 pub use open::ConnectionSettings;
 #[cfg(any(feature = "console", feature = "postgres"))]
 pub(crate) use pages::capped_note;

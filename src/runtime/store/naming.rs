@@ -76,13 +76,53 @@ pub fn not_a_path(name: &str) -> Option<String> {
     } else {
         return None;
     };
-    let shown = plain_line(hide_passwords(name).as_bytes(), 200);
-    Some(format!("{shown} {what} (and no file of that name exists)"))
+    Some(format!(
+        "{} {what} (and no file of that name exists)",
+        name_shown(name)
+    ))
+}
+
+/// A database's name as the refusals here show it: escaped for one line, at most 200
+/// characters, any password hidden.
+pub fn name_shown(name: &str) -> String {
+    plain_line(hide_passwords(name).as_bytes(), 200)
+}
+
+/// Why a `postgres://` or `postgresql://` URL cannot be opened by a build without
+/// PostgreSQL, or `None` when `name` is an existing file system entry (then it is a path,
+/// as in [`not_a_path`]). The reason names it escaped for one line, its password hidden.
+pub fn no_postgres_here(name: &str) -> Option<String> {
+    if std::fs::symlink_metadata(name).is_ok() {
+        return None;
+    }
+    let shown = name_shown(name);
+    Some(format!(
+        "{shown} is a PostgreSQL URL, and this build has no PostgreSQL (it was built without \
+         the feature `postgres`); name a SQLite file, or build countersign with its default \
+         features"
+    ))
 }
 
 #[cfg(test)]
 mod tests {
-    use super::not_a_path;
+    use super::{no_postgres_here, not_a_path};
+
+    #[test]
+    fn a_postgres_url_without_postgres_is_refused_with_its_password_hidden() {
+        for url in [
+            "postgres://alice:Hunter2Sekrit@db.example/x",
+            "POSTGRESQL://alice:Hunter2Sekrit@db.example/x?password=Hunter2Sekrit",
+        ] {
+            let why = no_postgres_here(url).expect("refused");
+            assert!(!why.contains("Hunter2Sekrit"), "{why}");
+            assert!(why.contains("alice:***@db.example/x"), "{why}");
+            assert!(why.contains("without the feature `postgres`"), "{why}");
+        }
+        let d = tempfile::tempdir().unwrap();
+        let there = d.path().join("postgres:");
+        std::fs::write(&there, b"").unwrap();
+        assert_eq!(no_postgres_here(there.to_str().unwrap()), None);
+    }
 
     #[test]
     fn urls_and_connection_strings_are_refused_with_their_passwords_hidden() {
