@@ -470,3 +470,64 @@ fn deny_of_an_agent_run_points_at_agent_resume() {
         }
     }
 }
+
+/// The name a decision records stays in the audit trail for good: one holding a control, a
+/// bidi or an invisible character, or over 256 bytes, is a usage error (exit 2) from `--by`,
+/// `COUNTERSIGN_BY` or `USER`, for approve, reject, deny, cancel, a bulk decision and the
+/// console, and the database is not touched; a backslash (`DOMAIN\user`) is a name.
+#[test]
+fn an_operator_name_with_a_control_or_invisible_character_is_refused_and_nothing_is_written() {
+    let dir = tempdir();
+    let (db, run, ap) = waiting(dir.path(), "by.db", &[]);
+    let before = std::fs::read(&db).unwrap();
+    let with = |by: (&str, &str), args: &[&str]| -> Output {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_countersign"));
+        c.arg("--db")
+            .arg(&db)
+            .args(args)
+            .env_remove("COUNTERSIGN_BY")
+            .env("USER", "ci-user")
+            .stdin(Stdio::null());
+        match by.0 {
+            "--by" => c.args(["--by", by.1]),
+            var => c.env(var, by.1),
+        };
+        c.output().expect("countersign runs")
+    };
+    let long = "x".repeat(257);
+    for name in [
+        "ev\u{1b}[31mil",
+        "al\u{202e}ice",
+        "bob\u{200b}",
+        "a\tb",
+        &long,
+    ] {
+        for from in ["--by", "COUNTERSIGN_BY", "USER"] {
+            for args in [
+                &["approve", &run, "--yes"][..],
+                &["reject", &run, "--note", "n", "--yes"],
+                &["deny", &run, "--note", "n", "--yes"],
+                &["cancel", &run, "--note", "n"],
+                &["reject", "--tool", "issue_refund", "--note", "n", "--yes"],
+                &[],
+            ] {
+                let o = with((from, name), args);
+                assert_eq!(
+                    o.status.code(),
+                    Some(2),
+                    "{from}={name:?} {args:?}: {}",
+                    err(&o)
+                );
+                assert!(err(&o).contains("cannot be recorded"), "{}", err(&o));
+                assert!(!err(&o).contains('\u{1b}'), "{}", err(&o));
+            }
+        }
+    }
+    assert!(
+        std::fs::read(&db).unwrap() == before,
+        "the database changed"
+    );
+    let o = with(("--by", "CORP\\bob"), &["approve", &run, "--yes"]);
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    assert_eq!(approval_row(&db, &ap).1, "CORP\\bob");
+}

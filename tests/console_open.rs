@@ -114,3 +114,28 @@ fn a_name_that_is_not_utf8_is_said_with_its_bytes() {
         assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     }
 }
+
+/// A program embedding the console gets the same refusal of an operator name decisions could
+/// not record (a control, bidi or invisible character, over 256 bytes) as the binary, before
+/// the database or the terminal is touched; its message shows the name escaped.
+#[test]
+fn the_console_refuses_an_operator_name_it_could_not_record() {
+    use countersign::console::{ConsoleError, ConsoleOptions};
+    let dir = tempdir();
+    let db = dir.path().join("by.db");
+    fixture(&db, &["--scenario", "waiting"]);
+    let before = std::fs::read(&db).unwrap();
+    for name in ["ev\u{1b}[2Jil", "al\u{202e}ice", &"y".repeat(300)] {
+        let mut opts = ConsoleOptions::new(&db);
+        opts.by = Some(name.to_string());
+        opts.config_dir = Some(dir.path().join("no-config"));
+        match countersign::console::run(opts) {
+            Err(e @ ConsoleError::Operator { .. }) => {
+                assert!(!e.to_string().contains('\u{1b}'), "{e}");
+                assert!(e.to_string().contains("cannot be recorded"), "{e}");
+            }
+            other => panic!("{name:?}: {other:?}"),
+        }
+    }
+    assert!(std::fs::read(&db).unwrap() == before);
+}

@@ -223,13 +223,28 @@ pub fn who(flag: Option<&str>, verb: &str) -> Result<String, CommandError> {
         if b.trim().is_empty() {
             return Err(CommandError::Usage(format!("{verb}: --by is empty")));
         }
+        name_checked(b, "--by", verb)?;
         return Ok(b.to_string());
     }
-    crate::runtime::operator::default_operator().ok_or_else(|| {
+    let name = crate::runtime::operator::default_operator().ok_or_else(|| {
         CommandError::Usage(format!(
             "{verb}: no operator name: neither COUNTERSIGN_BY nor USER is set and this account has no name; pass --by"
         ))
-    })
+    })?;
+    name_checked(&name, "the operator name (COUNTERSIGN_BY, else USER)", verb)?;
+    Ok(name)
+}
+
+/// A usage error when `name` (from `from`) cannot be recorded as who decided
+/// ([`crate::runtime::operator::name_refused`]); the name is shown escaped.
+fn name_checked(name: &str, from: &str, verb: &str) -> Result<(), CommandError> {
+    match crate::runtime::operator::name_refused(name) {
+        Some(why) => Err(CommandError::Usage(format!(
+            "{verb}: {from} {} cannot be recorded: {why}",
+            text::clean(name, 80)
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// Checks what clap cannot: relations between arguments. Runs before anything is opened.
@@ -587,6 +602,11 @@ fn open_console(db: &std::path::Path, cli: &ConsoleFlags) -> Result<(), CommandE
     if let Some(url) = db.to_str().filter(|s| crate::pgstore::is_pg_url(s)) {
         crate::pgstore::PgUrl::parse(url)
             .map_err(|e| CommandError::Usage(text::clean(&e.to_string(), 600)))?;
+    }
+    // Decisions record the name: one that cannot be recorded is refused before the console
+    // opens (none at all still opens it, read-only).
+    if cli.by.is_some() || crate::runtime::operator::default_operator().is_some() {
+        who(cli.by.as_deref(), "console")?;
     }
     let mut opts = crate::console::ConsoleOptions::new(db);
     opts.by = cli.by.clone();

@@ -64,6 +64,13 @@ pub enum ConsoleError {
     Writer(Said),
     #[error("terminal: {0}")]
     Terminal(#[from] std::io::Error),
+    /// The name decisions would record cannot be (`runtime::operator::name_refused`): the
+    /// name as given, and why. Its `Display` shows the name escaped.
+    #[error(
+        "the operator name {} cannot be recorded: {why}",
+        crate::safetext::plain_line(name.as_bytes(), 80)
+    )]
+    Operator { name: String, why: String },
     #[error("the console's database thread stopped on an internal error; the log file has details")]
     WorkerStopped,
 }
@@ -84,6 +91,9 @@ impl ConsoleError {
                     .and(cause)
                     .text(" (use --read-only to only look)")
             }
+            ConsoleError::Operator { name, why } => Said::from("the operator name ")
+                .id(name.as_str())
+                .text(format!(" cannot be recorded: {why}")),
             other => Said::from(other.to_string()),
         }
     }

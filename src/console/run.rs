@@ -55,6 +55,14 @@ pub fn run(opts: ConsoleOptions) -> Result<(), ConsoleError> {
         .filter(|b| !b.trim().is_empty())
         .or_else(crate::runtime::operator::default_operator);
     let mut opts = opts;
+    if let Some(b) = &by
+        && let Some(why) = crate::runtime::operator::name_refused(b)
+    {
+        return Err(ConsoleError::Operator {
+            name: b.clone(),
+            why,
+        });
+    }
     let by = match by {
         Some(b) => b,
         None => {

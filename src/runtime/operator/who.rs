@@ -45,8 +45,38 @@ pub fn account_name() -> Option<String> {
     }
 }
 
+/// The longest operator name recorded, in bytes.
+pub const NAME_MAX: usize = 256;
+
+/// Why `name` cannot be recorded as who decided or cancelled (`decided_by`, the events' `by`),
+/// or `None` when it can. A name is kept in the audit trail for good: one that is blank,
+/// longer than [`NAME_MAX`] bytes, or holds a character every screen shows escaped (a
+/// control, DEL, a C1 control, a bidi control, a format or default-ignorable character, a
+/// line or paragraph separator) is a mistake or a forgery, never a person's name. A
+/// backslash (`DOMAIN\user`) and any other printable character are kept.
+pub fn name_refused(name: &str) -> Option<String> {
+    if name.trim().is_empty() {
+        return Some("it is empty".into());
+    }
+    if name.len() > NAME_MAX {
+        return Some(format!(
+            "it is {} bytes long; a name is at most {NAME_MAX}",
+            name.len()
+        ));
+    }
+    let odd = name
+        .chars()
+        .find(|&c| c.is_control() || crate::safetext::json_escapes(c))?;
+    Some(format!(
+        "it holds U+{:04X}, a character shown escaped: a name holds no control, bidi or invisible character",
+        odd as u32
+    ))
+}
+
 #[cfg(test)]
 mod tests {
+    use super::name_refused;
+
     #[test]
     fn the_account_name_is_the_passwd_name_of_the_effective_user() {
         // The test process's own account (root in CI containers) has a passwd entry.
@@ -56,5 +86,32 @@ mod tests {
             .output()
             .unwrap();
         assert_eq!(name, String::from_utf8_lossy(&out.stdout).trim());
+    }
+
+    #[test]
+    fn a_name_is_printable_text_of_at_most_256_bytes() {
+        for ok in [
+            "alice",
+            "DOMAIN\\bob",
+            "Zoë O'Brien",
+            "李雷",
+            &"x".repeat(256),
+        ] {
+            assert_eq!(name_refused(ok), None, "{ok}");
+        }
+        for bad in [
+            "",
+            "  ",
+            "ev\u{1b}[31mil",
+            "al\u{202e}ice",
+            "bob\u{200b}",
+            "eve\u{7f}",
+            "a\nb",
+            "c\u{85}",
+            "d\u{2028}",
+            &"x".repeat(257),
+        ] {
+            assert!(name_refused(bad).is_some(), "{bad:?}");
+        }
     }
 }
