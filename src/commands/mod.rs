@@ -316,6 +316,10 @@ fn run(cli: Cli) -> Result<(), CommandError> {
     {
         cli.backend = a.backend.clone();
     }
+    // And --backend before the command (or demo's), for the console too (no command at all).
+    if let Some(b) = &cli.backend {
+        check_backend_name(b)?;
+    }
     let flags = ConsoleFlags {
         by: cli.by.clone(),
         read_only: cli.read_only,
@@ -363,9 +367,6 @@ fn run(cli: Cli) -> Result<(), CommandError> {
         if let Some(b) = own.as_deref() {
             check_backend_name(b)?;
         }
-    }
-    if let Some(b) = &cli.backend {
-        check_backend_name(b)?;
     }
     if let Some(run) = prefix::run_arg(&mut cmd) {
         *run = prefix::resolve(&database_path(cli.db.clone())?, run)?;

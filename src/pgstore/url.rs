@@ -116,6 +116,10 @@ const SHOWN_OPTIONS: &[&str] = &[
 const AMBIGUOUS: &str = "the URL is ambiguous: a '/', '?', '#' or '@' in the user name or password \
      must be percent-encoded (%2F, %3F, %23, %40), and any '@' after the host likewise (%40)";
 
+const NOT_A_PORT: &str = "what follows ':' in the host is not a port number, and the URL has no \
+     '@': a password goes between the user name and '@' (postgres://user:password@host/db); \
+     the URL is not shown, in case that was one";
+
 /// Splits what follows `://` into the user info and the rest. The user info ends at the
 /// first '@' of the whole text, as the client (`tokio-postgres`) reads it; so that both read
 /// one URL alike, a user info holding '/', '?' or '#', or any '@' after the first (a password
@@ -135,6 +139,21 @@ fn split_authority(after: &str) -> Result<(Authority<'_>, &str), PgError> {
         || rest.contains('@')
     {
         return Err(PgError::Url(AMBIGUOUS.into()));
+    }
+    // With no '@', a ':' in the host list followed by what is not a port number is most
+    // likely `user:password` without its host; the client would print it in its error.
+    if info.is_none()
+        && hosts.split(',').any(|h| {
+            let port = if h.starts_with('[') {
+                h.find(']').map_or("", |e| &h[e + 1..])
+            } else {
+                h
+            };
+            port.rfind(':')
+                .is_some_and(|c| !port[c + 1..].bytes().all(|b| b.is_ascii_digit()))
+        })
+    {
+        return Err(PgError::Url(NOT_A_PORT.into()));
     }
     let (user, password) = match info {
         Some(info) => match info.split_once(':') {

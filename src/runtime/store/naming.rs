@@ -12,40 +12,81 @@ pub fn is_pg_url(s: &str) -> bool {
     lower.starts_with("postgres://") || lower.starts_with("postgresql://")
 }
 
-/// The password in what follows a `scheme:` (between the user and the last '@'), and any
-/// `…password=VALUE` option, replaced by `***`.
+/// The password in what follows a `scheme:` (between the user and the last '@'; with no '@',
+/// whatever follows a ':' in the host part that is not a port number, in case it is one), and
+/// any `…password = VALUE` option (a quoted value to its closing quote), replaced by `***`.
+/// White space before the scheme does not hide it.
 fn hide_passwords(text: &str) -> String {
-    let scheme_end = text.find(':').filter(|&c| {
+    let lead = text.len() - text.trim_start().len();
+    let body = &text[lead..];
+    let scheme_end = body.find(':').filter(|&c| {
         c > 0
-            && text[..c]
+            && body[..c]
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b"+.-".contains(&b))
     });
     let shown = match scheme_end {
         Some(c) => {
-            let start = c + 1 + text[c + 1..].len() - text[c + 1..].trim_start_matches('/').len();
-            let (head, rest) = text.split_at(start);
+            let start = c + 1 + body[c + 1..].len() - body[c + 1..].trim_start_matches('/').len();
+            let (head, rest) = text.split_at(lead + start);
+            let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
             match rest.rfind('@') {
                 Some(at) if rest[..at].contains(':') => {
                     let user = &rest[..rest.find(':').unwrap_or(0)];
                     format!("{head}{user}:***{}", &rest[at..])
                 }
+                None => match authority.rfind(':') {
+                    Some(colon)
+                        if !authority[colon + 1..].bytes().all(|b| b.is_ascii_digit())
+                            && !authority.ends_with(']') =>
+                    {
+                        format!("{head}{}:***{}", &rest[..colon], &rest[authority.len()..])
+                    }
+                    _ => text.to_string(),
+                },
                 _ => text.to_string(),
             }
         }
         None => text.to_string(),
     };
+    hide_password_options(&shown)
+}
+
+/// Every `password = VALUE` option in `shown` (any case, white space around `=`) with its
+/// value replaced by `***`: a value in single quotes to its closing quote (a backslash
+/// escapes the next character, as libpq reads it), else to the next white space or `&`.
+fn hide_password_options(shown: &str) -> String {
     let lower = shown.to_ascii_lowercase();
     let mut out = String::with_capacity(shown.len());
     let mut from = 0;
-    while let Some(i) = lower[from..].find("password=").map(|i| i + from) {
-        let value = i + "password=".len();
-        let end = shown[value..]
-            .find(['&', ' ', '\t', '\n'])
-            .map_or(shown.len(), |e| e + value);
+    let mut at = 0;
+    while let Some(i) = lower[at..].find("password").map(|i| i + at) {
+        let after = i + "password".len();
+        let eq = after + lower[after..].len() - lower[after..].trim_start().len();
+        if !lower[eq..].starts_with('=') {
+            at = after;
+            continue;
+        }
+        let value = eq + 1 + lower[eq + 1..].len() - lower[eq + 1..].trim_start().len();
+        let end = if shown[value..].starts_with('\'') {
+            let mut escaped = false;
+            shown[value + 1..]
+                .char_indices()
+                .find(|&(_, c)| {
+                    let closes = c == '\'' && !escaped;
+                    escaped = c == '\\' && !escaped;
+                    closes
+                })
+                .map_or(shown.len(), |(j, _)| value + 1 + j + 1)
+        } else {
+            shown[value..]
+                .find(|c: char| c == '&' || c.is_whitespace())
+                .map_or(shown.len(), |e| e + value)
+        };
         out.push_str(&shown[from..value]);
         out.push_str("***");
         from = end;
+        at = end;
     }
     out.push_str(&shown[from..]);
     out
@@ -143,6 +184,15 @@ mod tests {
             ("host=db password=Hunter2Sekrit dbname=x", "Hunter2Sekrit"),
             ("host=db PASSWORD=Hunter2Sekrit", "Hunter2Sekrit"),
             ("x?Password=Hunter2Sekrit&y=1", "Hunter2Sekrit"),
+            // White space before the scheme, around '=', a quoted value, no '@'.
+            (" postgres://u:Hunter2Sekrit@h/x", "Hunter2Sekrit"),
+            ("\tmysql://u:Hunter2Sekrit@h/x", "Hunter2Sekrit"),
+            ("host=db password = Hunter2Sekrit", "Hunter2Sekrit"),
+            ("host=db password= Hunter2Sekrit", "Hunter2Sekrit"),
+            ("host=db password='Hunter2 Sekrit' user=u", "Sekrit"),
+            ("password='Hunter2\\' Sekrit' user=u", "Sekrit"),
+            ("postgress://u:Hunter2Sekrit", "Hunter2Sekrit"),
+            ("postgress://u:Hunter2Sekrit/x", "Hunter2Sekrit"),
         ] {
             let why = not_a_path(name).unwrap_or_else(|| panic!("{name} taken as a path"));
             assert!(!why.contains(secret), "{why}");
