@@ -267,6 +267,34 @@ fn verify_intact_chain_exits_zero_and_broken_chain_exits_one() {
             seq + 2
         )
     );
+    assert_eq!(
+        stdout(&past),
+        format!(
+            "head: seq {seq} {hash}\nnot checked: --from {} is past the head's next seq\n",
+            seq + 2
+        )
+    );
+    // Seqs past i64::MAX (which no log reaches) are past the head too, never wrapped to
+    // negative numbers: --from fails, --to is not reached, a kept head is not reached.
+    let huge = u64::MAX.to_string();
+    for args in [
+        vec!["verify", "--from", &huge],
+        vec!["verify", "--from", "9223372036854775808"],
+        vec!["verify", "--to", &huge],
+        vec!["verify", "--to", "9223372036854775808"],
+    ] {
+        let o = cs(&db, &args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", stdout(&o));
+        assert!(stderr(&o).contains("shorter than asked"), "{}", stderr(&o));
+        assert!(!stdout(&o).contains("seq -"), "{args:?}: {}", stdout(&o));
+    }
+    let o = cs(&db, &["verify", "--head", &format!("{huge}:{hash}")]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(&format!("the kept head, seq {huge}, was not reached")),
+        "{}",
+        stderr(&o)
+    );
     let past = cs(&db, &["--json", "verify", "--from", &(seq + 2).to_string()]);
     assert_eq!(past.status.code(), Some(1));
     let doc: serde_json::Value = serde_json::from_str(&stdout(&past)).expect("one JSON value");

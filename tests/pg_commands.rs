@@ -111,8 +111,17 @@ fn pg_verify_from_past_the_head_fails_as_on_sqlite() {
         .query_one("SELECT max(seq) FROM events", &[])
         .unwrap()
         .get(0);
-    for (from, code) in [(head + 1, 0), (head + 2, 1), (head + 50, 1)] {
-        let args = ["verify", "--from", &from.to_string()];
+    let huge = [u64::MAX.to_string(), (1u64 << 63).to_string()];
+    let near = [(head + 1).to_string(), (head + 2).to_string()];
+    for (flag, from, code) in [
+        ("--from", &near[0], 0),
+        ("--from", &near[1], 1),
+        ("--from", &huge[0], 1),
+        ("--from", &huge[1], 1),
+        ("--to", &huge[0], 1),
+        ("--to", &huge[1], 1),
+    ] {
+        let args = ["verify", flag, from];
         let (l, p) = (on(&lite, &args), on(&db.url, &args));
         assert_eq!(
             l.status.code(),

@@ -260,9 +260,13 @@ fn validate(cmd: &Command) -> Result<(), CommandError> {
             if let Some((seq, _)) = &v.head
                 && ((v.to != 0 && *seq > v.to) || *seq < v.from)
             {
+                let to = match v.to {
+                    0 => "the head".to_string(),
+                    to => to.to_string(),
+                };
                 return Err(CommandError::Usage(format!(
-                    "verify: --head seq {seq} is outside --from {} --to {}",
-                    v.from, v.to
+                    "verify: --head seq {seq} is outside the range checked, --from {} to {to}",
+                    v.from
                 )));
             }
         }

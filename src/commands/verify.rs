@@ -12,23 +12,23 @@ pub fn run(r: Reading<'_>, a: &VerifyArgs) -> Result<(), CommandError> {
     let (_, store, json_out, out) = r.parts();
     // The head is read first: events committed meanwhile are not checked.
     let (head_seq, head_hash) = store.chain_head().map_err(fail)?;
-    let from = a.from as i64;
-    let to = if a.to == 0 { head_seq } else { a.to as i64 };
+    let from = seq(a.from);
+    let to = if a.to == 0 { head_seq } else { seq(a.to) };
     let report = store.verify_events(from, to).map_err(fail)?;
     let last = if report.checked > 0 {
         to.min(head_seq)
     } else {
         0
     };
-    let reached_to = a.to == 0 || (a.to as i64) <= head_seq;
+    let reached_to = a.to == 0 || seq(a.to) <= head_seq;
     // `--from` one past the head is "nothing new since"; further is a seq that is not there.
-    let reached_from = (a.from as i64) <= head_seq.saturating_add(1);
+    let reached_from = seq(a.from) <= head_seq.saturating_add(1);
     let kept = match &a.head {
-        Some((seq, hash)) if (*seq as i64) <= head_seq => {
-            let found = store.event_hash(*seq as i64).map_err(fail)?;
-            Some((*seq as i64, hash.clone(), Some(found)))
+        Some((kept, hash)) if seq(*kept) <= head_seq => {
+            let found = store.event_hash(seq(*kept)).map_err(fail)?;
+            Some((*kept, hash.clone(), Some(found)))
         }
-        Some((seq, hash)) => Some((*seq as i64, hash.clone(), None)),
+        Some((kept, hash)) => Some((*kept, hash.clone(), None)),
         None => None,
     };
     if json_out {
@@ -82,6 +82,10 @@ pub fn run(r: Reading<'_>, a: &VerifyArgs) -> Result<(), CommandError> {
                 out.line(&format!("  expected {}", hash(&b.expected)))?;
                 out.line(&format!("  found    {}", hash(&b.found)))?;
             }
+            None if !reached_from => out.line(&format!(
+                "not checked: --from {} is past the head's next seq",
+                a.from
+            ))?,
             None if report.checked == 0 => out.line("intact: no events in the range")?,
             None => {
                 out.line(&format!(
@@ -135,4 +139,10 @@ pub(super) fn past_from(from: u64, head_seq: i64) -> String {
     format!(
         "the event chain is shorter than asked: --from {from} is past its end; the head is seq {head_seq}"
     )
+}
+
+/// A seq given on the command line as the store counts them: one past `i64::MAX` (which no
+/// log reaches) is `i64::MAX`, never a negative number.
+pub(super) fn seq(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
 }

@@ -11,6 +11,7 @@ use super::CommandError;
 use super::cli::{Command, VerifyArgs};
 use super::out::{Out, Raws};
 use super::text::clean;
+use super::verify::seq;
 use crate::pgstore::{PgStore, PgUrl, is_pg_url};
 
 fn failed(e: crate::pgstore::PgError) -> CommandError {
@@ -84,14 +85,14 @@ pub fn run(url: &str, json_out: bool, a: &VerifyArgs, out: &mut Out) -> Result<(
     let mut store = PgStore::open_existing(&url).map_err(failed)?;
     let (head_seq, head_hash) = store.chain_head().map_err(failed)?;
     let report = store
-        .verify_events(a.from as i64, a.to as i64)
+        .verify_events(seq(a.from), seq(a.to))
         .map_err(failed)?;
     let approvals = store.verify_approvals().map_err(failed)?;
     // Committed events a sequencer has not chained yet are not on the chain to verify.
     let unchained = store.unchained().map_err(failed)?;
     let orphans = store.orphans().map_err(failed)?;
-    let reached_to = a.to == 0 || (a.to as i64) <= head_seq;
-    let reached_from = (a.from as i64) <= head_seq.saturating_add(1);
+    let reached_to = a.to == 0 || seq(a.to) <= head_seq;
+    let reached_from = seq(a.from) <= head_seq.saturating_add(1);
     if json_out {
         let mut doc = json!({
             "database": url.to_string(),
@@ -122,6 +123,10 @@ pub fn run(url: &str, json_out: bool, a: &VerifyArgs, out: &mut Out) -> Result<(
                 "broken at seq {}: {}",
                 b.seq,
                 clean(&b.detail, 400)
+            ))?,
+            None if !reached_from => out.line(&format!(
+                "not checked: --from {} is past the head's next seq",
+                a.from
             ))?,
             None if report.checked == 0 => out.line("intact: no events in the range")?,
             None => out.line(&format!(
@@ -186,12 +191,12 @@ pub fn run(url: &str, json_out: bool, a: &VerifyArgs, out: &mut Out) -> Result<(
     }
     if !reached_to {
         return Err(CommandError::Failed(format!(
-            "the event chain is shorter than asked: --to {} was not reached; the head is seq {head_seq}",
+            "the event chain is shorter than asked: --to {} was not reached; the last event checked is seq {head_seq}",
             a.to
         )));
     }
     if let Some((seq, hash)) = &a.head {
-        let found = store.event_hash(*seq as i64).map_err(failed)?;
+        let found = store.event_hash(super::verify::seq(*seq)).map_err(failed)?;
         if found.as_deref() != Some(hash.as_str()) {
             return Err(CommandError::Failed(format!(
                 "the event chain does not reach the head kept: seq {seq} is {}",
