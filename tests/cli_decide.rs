@@ -498,6 +498,8 @@ fn an_operator_name_with_a_control_or_invisible_character_is_refused_and_nothing
     for name in [
         "ev\u{1b}[31mil",
         "al\u{202e}ice",
+        "\u{2800}",
+        "alice\u{a0}",
         "bob\u{200b}",
         "a\tb",
         &long,
@@ -527,6 +529,36 @@ fn an_operator_name_with_a_control_or_invisible_character_is_refused_and_nothing
         std::fs::read(&db).unwrap() == before,
         "the database changed"
     );
+    // A variable that is set but holds no usable name is refused, not stepped over to the
+    // next source (which would record another person): bytes that are not UTF-8, blanks.
+    use std::os::unix::ffi::OsStrExt;
+    let bad: [(&str, &std::ffi::OsStr); 4] = [
+        ("COUNTERSIGN_BY", std::ffi::OsStr::from_bytes(b"\xffeve")),
+        ("COUNTERSIGN_BY", std::ffi::OsStr::new("   ")),
+        ("USER", std::ffi::OsStr::from_bytes(b"\xffeve")),
+        ("USER", std::ffi::OsStr::new(" \t ")),
+    ];
+    for (var, value) in bad {
+        for args in [
+            &["approve", &run, "--yes"][..],
+            &["cancel", &run, "--note", "n"],
+            &[],
+        ] {
+            let o = Command::new(env!("CARGO_BIN_EXE_countersign"))
+                .arg("--db")
+                .arg(&db)
+                .args(args)
+                .env_remove("COUNTERSIGN_BY")
+                .env("USER", "fallback-user")
+                .env(var, value)
+                .stdin(Stdio::null())
+                .output()
+                .unwrap();
+            assert_eq!(o.status.code(), Some(2), "{var} {args:?}: {}", err(&o));
+            assert!(err(&o).contains(var), "{}", err(&o));
+        }
+    }
+    assert!(std::fs::read(&db).unwrap() == before);
     let o = with(("--by", "CORP\\bob"), &["approve", &run, "--yes"]);
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
     assert_eq!(approval_row(&db, &ap).1, "CORP\\bob");

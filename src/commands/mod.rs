@@ -226,7 +226,9 @@ pub fn who(flag: Option<&str>, verb: &str) -> Result<String, CommandError> {
         name_checked(b, "--by", verb)?;
         return Ok(b.to_string());
     }
-    let name = crate::runtime::operator::default_operator().ok_or_else(|| {
+    let name = crate::runtime::operator::default_operator_checked()
+        .map_err(|why| CommandError::Usage(format!("{verb}: {why}; pass --by NAME")))?
+        .ok_or_else(|| {
         CommandError::Usage(format!(
             "{verb}: no operator name: neither COUNTERSIGN_BY nor USER is set and this account has no name; pass --by"
         ))
@@ -610,7 +612,12 @@ fn open_console(db: &std::path::Path, cli: &ConsoleFlags) -> Result<(), CommandE
     }
     // Decisions record the name: one that cannot be recorded is refused before the console
     // opens (none at all still opens it, read-only).
-    if cli.by.is_some() || crate::runtime::operator::default_operator().is_some() {
+    if cli.by.is_some()
+        || !matches!(
+            crate::runtime::operator::default_operator_checked(),
+            Ok(None)
+        )
+    {
         who(cli.by.as_deref(), "console")?;
     }
     let mut opts = crate::console::ConsoleOptions::new(db);

@@ -49,11 +49,15 @@ pub fn run(opts: ConsoleOptions) -> Result<(), ConsoleError> {
     let mouse = opts.mouse || load_mouse(config_dir.as_deref())?;
     // Without any name (no --by, no COUNTERSIGN_BY or USER, an account without a passwd
     // entry), the console still opens, for reading: decisions record who made them.
-    let by = opts
-        .by
-        .clone()
-        .filter(|b| !b.trim().is_empty())
-        .or_else(crate::runtime::operator::default_operator);
+    let by = match opts.by.clone().filter(|b| !b.trim().is_empty()) {
+        Some(b) => Some(b),
+        None => crate::runtime::operator::default_operator_checked().map_err(|why| {
+            ConsoleError::Operator {
+                name: "(from the environment)".into(),
+                why,
+            }
+        })?,
+    };
     let mut opts = opts;
     if let Some(b) = &by
         && let Some(why) = crate::runtime::operator::name_refused(b)

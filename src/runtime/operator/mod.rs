@@ -28,7 +28,7 @@ pub use decide::{
 pub use deny::{DENIED_KIND, denied_summary, deny_shown};
 pub use expire::{expire, expire_in};
 pub use select::{MAX_NAMED, SelectError, pending_approval};
-pub use who::{NAME_MAX, account_name, default_operator, name_refused};
+pub use who::{NAME_MAX, account_name, default_operator, default_operator_checked, name_refused};
 
 /// Why an operator action did not happen. Messages keep agentrt's text first and say what to
 /// do. Ids are kept as stored ([`Key`]); [`OperatorError::said`] is the message with their

@@ -3,16 +3,30 @@
 //! records this name (`decided_by`).
 
 /// `COUNTERSIGN_BY`, else `USER`, else the OS account's name; `None` when none is known (no
-/// variable set and no passwd entry for the process's user).
+/// variable set and no passwd entry for the process's user), or when a variable holds what
+/// cannot be a name ([`default_operator_checked`] says which).
 pub fn default_operator() -> Option<String> {
+    default_operator_checked().ok().flatten()
+}
+
+/// As [`default_operator`], but a variable that is set and not empty yet cannot be a name
+/// (bytes that are not UTF-8, only white space) is an error naming it and its bytes escaped,
+/// rather than a silent step to the next source, which would record another person.
+pub fn default_operator_checked() -> Result<Option<String>, String> {
     for var in ["COUNTERSIGN_BY", "USER"] {
-        if let Ok(v) = std::env::var(var)
-            && !v.trim().is_empty()
-        {
-            return Some(v);
-        }
+        let Some(v) = std::env::var_os(var).filter(|v| !v.is_empty()) else {
+            continue;
+        };
+        return match v.into_string() {
+            Ok(v) if !v.trim().is_empty() => Ok(Some(v)),
+            Ok(_) => Err(format!("{var} is set to white space only")),
+            Err(v) => Err(format!(
+                "{var} is set to {}, which is not UTF-8",
+                crate::safetext::plain_line(v.as_encoded_bytes(), 80)
+            )),
+        };
     }
-    account_name()
+    Ok(account_name())
 }
 
 /// The passwd name of the process's effective user (`getpwuid_r`), if it has one that is
@@ -64,13 +78,27 @@ pub fn name_refused(name: &str) -> Option<String> {
             name.len()
         ));
     }
-    let odd = name
-        .chars()
-        .find(|&c| c.is_control() || crate::safetext::json_escapes(c))?;
-    Some(format!(
-        "it holds U+{:04X}, a character shown escaped: a name holds no control, bidi or invisible character",
-        odd as u32
-    ))
+    // What every screen would show escaped (a backslash only doubled) is not a name's.
+    let opts = crate::safetext::Options::line();
+    let shown = crate::safetext::escape_reversible(name.as_bytes(), opts);
+    if shown == name.replace('\\', "\\\\") {
+        return None;
+    }
+    let odd = name.chars().find(|&c| {
+        c != '\\'
+            && crate::safetext::escape_reversible(c.to_string().as_bytes(), opts) != c.to_string()
+    });
+    Some(match odd {
+        Some(c) => format!(
+            "it holds U+{:04X}, which every screen shows escaped: a name holds no control, \
+             bidi, invisible, blank-looking, private-use or unassigned character",
+            c as u32
+        ),
+        None => format!(
+            "it is shown escaped ({}): a name is text every screen shows as it is",
+            crate::safetext::plain_line(name.as_bytes(), 80)
+        ),
+    })
 }
 
 #[cfg(test)]
@@ -109,6 +137,11 @@ mod tests {
             "a\nb",
             "c\u{85}",
             "d\u{2028}",
+            "\u{2800}",
+            "alice\u{a0}",
+            "\u{e000}",
+            "a\u{378}",
+            "a\u{fffe}",
             &"x".repeat(257),
         ] {
             assert!(name_refused(bad).is_some(), "{bad:?}");
