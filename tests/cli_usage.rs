@@ -468,3 +468,102 @@ fn json_with_a_text_only_command_is_a_usage_error() {
         "nothing written"
     );
 }
+
+/// A refusal whose stderr cannot be written (`2>/dev/full`, a closed pipe) still exits with
+/// its own code, never 101 from a panic in the print.
+#[test]
+fn an_unwritable_stderr_does_not_turn_a_refusal_into_a_panic() {
+    let dir = tempdir();
+    let db = dir.path().join("q.db");
+    fixture(&db, &["--scenario", "completed"]);
+    let full = || {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .expect("/dev/full")
+    };
+    for (args, code) in [
+        (&["show", "nosuch"][..], 1),
+        (&["verify", "--to", "999999"], 1),
+        (&["runs", "--limit", "x"], 2),
+        (&["approve", "nosuch", "--by", "a\u{1b}"], 2),
+    ] {
+        let o = Command::new(env!("CARGO_BIN_EXE_countersign"))
+            .arg("--db")
+            .arg(&db)
+            .args(args)
+            .env_remove("COUNTERSIGN_DB")
+            .stderr(full())
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(code), "{args:?}");
+    }
+}
+
+/// `--read-only` is the console's flag: on a command that writes it is a usage error and
+/// nothing is written (before, it was ignored and the decision landed); the commands that
+/// only read take it and read.
+#[test]
+fn read_only_on_a_command_that_writes_is_refused_and_nothing_is_written() {
+    let dir = tempdir();
+    let db = dir.path().join("w.db");
+    let m = fixture(&db, &["--scenario", "waiting"]);
+    let run = m
+        .pointer("/scenarios/waiting/runs/0/id")
+        .and_then(|v| v.as_str())
+        .unwrap()
+        .to_string();
+    let before = std::fs::read(&db).unwrap();
+    for args in [
+        &["approve", run.as_str(), "--yes", "--by", "a"][..],
+        &["reject", &run, "--note", "n", "--yes", "--by", "a"],
+        &["deny", &run, "--note", "n", "--yes", "--by", "a"],
+        &["cancel", &run, "--note", "n", "--by", "a"],
+        &["resume", &run],
+        &["worker", "--once"],
+    ] {
+        let o = with_db(&db, &[args, &["--read-only"]].concat());
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", err(&o));
+        assert!(
+            err(&o).contains("--read-only is the console's"),
+            "{}",
+            err(&o)
+        );
+    }
+    assert!(
+        std::fs::read(&db).unwrap() == before,
+        "the database changed"
+    );
+    let o = with_db(&db, &["runs", "--read-only"]);
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+}
+
+/// The console without a terminal (a script, a CI job) says that it needs one and what to
+/// use instead, and makes nothing: no log file in the configuration directory (before, it
+/// made `console.log` and then failed with "No such device or address").
+#[test]
+fn the_console_without_a_terminal_says_so_and_makes_nothing() {
+    let dir = tempdir();
+    let db = dir.path().join("q.db");
+    fixture(&db, &["--scenario", "waiting"]);
+    let config = dir.path().join("cfg");
+    for db in [db.clone(), dir.path().join("missing.db")] {
+        let o = Command::new(env!("CARGO_BIN_EXE_countersign"))
+            .arg("--db")
+            .arg(&db)
+            .env("XDG_CONFIG_HOME", &config)
+            .env("USER", "ci-user")
+            .env_remove("COUNTERSIGN_DB")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(1), "{}", err(&o));
+        assert!(!config.exists(), "the console made {}", config.display());
+        if db.exists() {
+            assert_eq!(
+                err(&o),
+                "error: the console needs a terminal on standard input and output; in a script, use a command instead (runs, show, approve, ...; see --help)\n"
+            );
+        }
+    }
+}

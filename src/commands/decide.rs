@@ -376,7 +376,7 @@ fn run_line(r: &Run) -> String {
 /// The decision's events, one escaped line each, on stderr (stdout stays the report).
 fn trace(events: &[Event]) {
     for e in events {
-        eprintln!("{}", event_line(e));
+        crate::commands::say_err!("{}", event_line(e));
     }
 }
 

@@ -69,7 +69,7 @@ pub fn run(a: &RecheckArgs, json: bool, out: &mut Out) -> Result<(), CommandErro
 
 fn loads_to_stderr(loads: &[crate::mcp::load::Report]) {
     for l in loads.iter().flat_map(|r| r.lines()) {
-        eprintln!("{}{l}", crate::mcp::serve::PREFIX);
+        crate::commands::say_err!("{}{l}", crate::mcp::serve::PREFIX);
     }
 }
 

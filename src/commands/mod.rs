@@ -79,6 +79,17 @@ impl CommandError {
     }
 }
 
+/// A line to stderr that cannot panic: `eprintln!` panics when stderr is closed or full
+/// (`2>/dev/full`, `2>&1 | head -1`), which turned a refusal into exit 101; a line that cannot
+/// be written is lost, and the exit code still says what happened.
+macro_rules! say_err {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+pub(crate) use say_err;
+
 /// Entry point of the binary; returns the process exit code.
 pub fn main_entry() -> i32 {
     let cli = match Cli::try_parse() {
@@ -86,7 +97,7 @@ pub fn main_entry() -> i32 {
         Err(e) => {
             // clap prints help and version to stdout (exit 0) and usage errors to stderr (exit 2).
             if let Some(line) = escaped_usage(&e) {
-                eprintln!("{line}");
+                crate::commands::say_err!("{line}");
                 return 2;
             }
             let code = if e.use_stderr() { 2 } else { 0 };
@@ -97,7 +108,7 @@ pub fn main_entry() -> i32 {
     match run(cli) {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("{e}");
+            crate::commands::say_err!("{e}");
             e.exit_code()
         }
     }
@@ -338,6 +349,32 @@ fn run(cli: Cli) -> Result<(), CommandError> {
         return open_console(&db, &flags);
     };
     validate(&cmd)?;
+    if cli.read_only {
+        // The console's flag: on a command that writes it would be ignored, and a person who
+        // asked for nothing to be written would see a decision land.
+        let writes = match &cmd {
+            Command::Approve(_) => Some("approve"),
+            Command::Reject(_) => Some("reject"),
+            Command::Deny(_) => Some("deny"),
+            Command::Cancel(_) => Some("cancel"),
+            Command::Resume(_) => Some("resume"),
+            Command::Worker(_) => Some("worker"),
+            #[cfg(feature = "postgres")]
+            Command::Copy(_) => Some("copy"),
+            #[cfg(feature = "postgres")]
+            Command::Migrate => Some("migrate"),
+            #[cfg(feature = "providers")]
+            Command::Agent(_) => Some("agent"),
+            #[cfg(feature = "mcp")]
+            Command::McpProxy(_) => Some("mcp-proxy"),
+            _ => None,
+        };
+        if let Some(name) = writes {
+            return Err(CommandError::Usage(format!(
+                "{name} writes, and --read-only is the console's (it opens the database with actions off); leave it out, or open the console to look"
+            )));
+        }
+    }
     if cli.json {
         let text_only = match &cmd {
             Command::Demo(_) => Some("demo"),
@@ -500,7 +537,7 @@ fn run(cli: Cli) -> Result<(), CommandError> {
                 ));
             };
             if !a.no_tui && std::fs::symlink_metadata(&backend).is_err() {
-                eprintln!(
+                crate::commands::say_err!(
                     "writing the demo into {} ...",
                     text::clean(url.redacted(), 300)
                 );
@@ -522,7 +559,7 @@ fn run(cli: Cli) -> Result<(), CommandError> {
             let db = cli.db.clone().unwrap_or_else(demo::default_path);
             if !a.no_tui && !db.exists() {
                 // Writing takes a few seconds: say so rather than leave the screen blank.
-                eprintln!(
+                crate::commands::say_err!(
                     "writing the demo to {} ...",
                     text::clean_bytes(db.as_os_str().as_encoded_bytes(), 300)
                 );

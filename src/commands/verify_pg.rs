@@ -260,7 +260,7 @@ pub fn chain_after(db: &Path) {
         return;
     };
     if let Err(e) = store.chain_if_allowed() {
-        eprintln!(
+        crate::commands::say_err!(
             "note: the decision is recorded; its events wait in the inbox for a sequencer to chain them: {}",
             clean(&e.to_string(), 600)
         );

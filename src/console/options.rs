@@ -64,6 +64,11 @@ pub enum ConsoleError {
     Writer(Said),
     #[error("terminal: {0}")]
     Terminal(#[from] std::io::Error),
+    /// Standard input or output is not a terminal (a pipe, a file, a CI job).
+    #[error(
+        "the console needs a terminal on standard input and output; in a script, use a command instead (runs, show, approve, ...; see --help)"
+    )]
+    NoTerminal,
     /// The name decisions would record cannot be (`runtime::operator::name_refused`): the
     /// name as given, and why. Its `Display` shows the name escaped.
     #[error(

@@ -74,12 +74,20 @@ pub fn run(opts: ConsoleOptions) -> Result<(), ConsoleError> {
             String::new()
         }
     };
+    let (data, counting_data, decider, stops) = open_database(&mut opts)?;
+    // Said before anything is drawn or written (the log file is made only for a console that
+    // opens), instead of the terminal library's "No such device or address".
+    {
+        use std::io::IsTerminal;
+        if !(std::io::stdin().is_terminal() && std::io::stdout().is_terminal()) {
+            return Err(ConsoleError::NoTerminal);
+        }
+    }
     let log_path = opts
         .log_file
         .clone()
         .or_else(|| config_dir.as_ref().map(|d| d.join("console.log")));
     let log = log_path.as_deref().map(Log::open);
-    let (data, counting_data, decider, stops) = open_database(&mut opts)?;
     let cfg = AppConfig {
         by,
         read_only: opts.read_only,
