@@ -146,8 +146,33 @@ fn escaped_usage(e: &clap::Error) -> Option<String> {
             let arg = text(ContextKind::InvalidArg).filter(|a| hides(a))?;
             Some(format!("usage: unexpected argument {}", quoted(&arg)))
         }
+        // A command of a feature this build was made without: say so, rather than suggest a
+        // command of a similar name.
+        ErrorKind::InvalidSubcommand => {
+            let name = text(ContextKind::InvalidSubcommand)?;
+            let feature = not_built(&name)?;
+            Some(format!(
+                "usage: {name} is not in this build (it was built without the feature `{feature}`); build countersign with its default features to have it"
+            ))
+        }
         _ => None,
     }
+}
+
+/// The feature a command needs when this build was made without it.
+fn not_built(name: &str) -> Option<&'static str> {
+    let needs = match name {
+        "copy" | "migrate" => "postgres",
+        "agent" => "providers",
+        "mcp-proxy" => "mcp",
+        _ => return None,
+    };
+    let built = match needs {
+        "postgres" => cfg!(feature = "postgres"),
+        "providers" => cfg!(feature = "providers"),
+        _ => cfg!(feature = "mcp"),
+    };
+    (!built).then_some(needs)
 }
 
 /// The database path: `--db`, else `COUNTERSIGN_DB`, else `AGENTRT_DB`. A name that is
