@@ -416,6 +416,11 @@ fn a_usage_error_shows_a_hostile_value_escaped_not_stripped() {
         (vec!["show", "--", "-\u{1b}]0;T\u{7}x"], r"'-\x1b]0;T\x07x'"),
         (vec!["runs", "--status", "\u{1b}[31mX"], r"'\x1b[31mX'"),
         (vec!["--\u{1b}[31mx"], r"'--\x1b[31mx'"),
+        // An unknown command and a value a flag does not take, likewise (found from outside:
+        // clap printed U+202E raw and dropped `\e[31mRED`).
+        (vec!["xx\u{1b}[31mRED"], r"'xx\x1b[31mRED'"),
+        (vec!["ru\u{202e}ns"], r"'ru\u{202e}ns'"),
+        (vec!["runs", "--json=x\u{202e}y"], r"'x\u{202e}y'"),
         // The parser's reason names the value in the same notation, once (not `\\u{1b}`).
         (
             vec!["stats", "--since", "\u{1b}]0;T\u{7}"],
@@ -426,7 +431,7 @@ fn a_usage_error_shows_a_hostile_value_escaped_not_stripped() {
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", err(&o));
         assert!(err(&o).contains(want), "{args:?}: {}", err(&o));
         assert!(
-            !o.stderr.iter().any(|&b| b == 0x1b || b == 0x07),
+            !o.stderr.iter().any(|&b| b == 0x1b || b == 0x07) && !err(&o).contains('\u{202e}'),
             "{args:?}: raw control bytes"
         );
     }

@@ -182,6 +182,14 @@ fn cli_recheck_of_nothing_fails_and_usage_errors_exit_two() {
     let (code, _, err) = recheck(&cfg, &["--run", "s1.missing"]);
     assert_eq!(code, 1);
     assert!(err.contains("recheck: run \"s1.missing\": "), "{err}");
+    // A run id that would retitle the terminal and reverse the line is escaped wherever the
+    // message names it, never written raw (the store's "not found" named it raw).
+    let (code, _, err) = recheck(&cfg, &["--run", "x\u{1b}]0;TITLE\u{7}\u{202e}y"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        !err.contains(['\u{1b}', '\u{7}', '\u{202e}']),
+        "a raw control reached stderr: {err:?}"
+    );
     let (code, _, _) = recheck(&cfg, &["--limit", "0"]);
     assert_eq!(code, 2);
     let (code, _, _) = recheck(&cfg, &["--run", "a", "--session", "b"]);

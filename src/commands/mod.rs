@@ -108,10 +108,30 @@ pub fn main_entry() -> i32 {
     match run(cli) {
         Ok(()) => 0,
         Err(e) => {
-            crate::commands::say_err!("{e}");
+            crate::commands::say_err!("{}", never_raw(&e.to_string()));
             e.exit_code()
         }
     }
+}
+
+/// The last guard before an error line reaches the terminal: each of its lines that still
+/// holds a control, bidi or invisible character (a message that quoted a value without
+/// escaping it) is escaped whole; a line already escaped is left as it is, so that `\x1b`
+/// is not shown `\\x1b`.
+fn never_raw(message: &str) -> String {
+    let opts = crate::safetext::Options::line();
+    message
+        .split('\n')
+        .map(|line| {
+            let whole = crate::safetext::escape_reversible(line.as_bytes(), opts);
+            if whole == line.replace('\\', "\\\\") {
+                line.to_string()
+            } else {
+                whole
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// A usage error whose offending value or argument holds characters a terminal acts on or
@@ -148,14 +168,34 @@ fn escaped_usage(e: &clap::Error) -> Option<String> {
         }
         // A command of a feature this build was made without: say so, rather than suggest a
         // command of a similar name.
-        ErrorKind::InvalidSubcommand => {
-            let name = text(ContextKind::InvalidSubcommand)?;
-            let feature = not_built(&name)?;
+        ErrorKind::InvalidSubcommand
+            if let Some(feature) = text(ContextKind::InvalidSubcommand)
+                .as_deref()
+                .and_then(not_built) =>
+        {
+            let name = text(ContextKind::InvalidSubcommand).unwrap_or_default();
             Some(format!(
                 "usage: {name} is not in this build (it was built without the feature `{feature}`); build countersign with its default features to have it"
             ))
         }
-        _ => None,
+        // Any other error that names what was given (an unknown command, a value a flag does
+        // not take): clap would print it raw, or strip what looks like styling.
+        kind => {
+            let named: Vec<String> = [
+                ContextKind::InvalidSubcommand,
+                ContextKind::InvalidValue,
+                ContextKind::InvalidArg,
+            ]
+            .into_iter()
+            .filter_map(text)
+            .collect();
+            if !named.iter().any(|v| hides(v)) {
+                return None;
+            }
+            let what = kind.as_str().unwrap_or("invalid arguments");
+            let named: Vec<String> = named.iter().map(|v| quoted(v)).collect();
+            Some(format!("usage: {what}: {}", named.join(", ")))
+        }
     }
 }
 
