@@ -182,3 +182,60 @@ fn the_queue_table_sets_age_bands_and_notifications_and_refuses_bad_values() {
         assert!(e.contains("config.toml") && e.contains(key), "{bad}: {e}");
     }
 }
+
+/// A theme is named, not pathed: `../x` or `/abs/x` does not read a file outside `themes/`
+/// (found from outside: `--theme ../../elsewhere` loaded `elsewhere.toml`, and a name
+/// pointing at a copy of /etc/passwd was parsed). A FIFO in place of `config.toml` or of a
+/// theme file is refused at once instead of waited on, and a file over 1 MiB is refused
+/// without being read whole.
+#[test]
+fn theme_names_are_names_and_config_files_are_small_regular_files() {
+    let d = dir_with("");
+    let outside = d.path().join("elsewhere.toml");
+    std::fs::write(&outside, "[roles]\n").unwrap();
+    let abs = d.path().join("elsewhere");
+    for name in ["../elsewhere", abs.to_str().unwrap(), "a/b", "", "x.y"] {
+        let e = load_config(Some(d.path()), Some(name), Depth::TrueColor).unwrap_err();
+        assert!(e.to_string().contains("no theme named"), "{name:?}: {e}");
+    }
+    std::fs::create_dir_all(d.path().join("themes")).unwrap();
+    let fifo = |p: &std::path::Path| {
+        let c = std::ffi::CString::new(p.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    };
+    fifo(&d.path().join("themes/pipe.toml"));
+    let (done, finished) = std::sync::mpsc::channel();
+    let dir = d.path().to_path_buf();
+    std::thread::spawn(move || {
+        let _ = done.send(
+            load_config(Some(&dir), Some("pipe"), Depth::TrueColor)
+                .err()
+                .map(|e| e.to_string()),
+        );
+    });
+    let said = finished
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .expect("a FIFO theme was waited on");
+    assert!(said.unwrap().contains("not a regular file"));
+    let big = d.path().join("themes/big.toml");
+    std::fs::write(&big, vec![b'#'; (1 << 20) + 1]).unwrap();
+    let e = load_config(Some(d.path()), Some("big"), Depth::TrueColor).unwrap_err();
+    assert!(e.to_string().contains("at most 1048576"), "{e}");
+    let cfg = d.path().join("config.toml");
+    std::fs::remove_file(&cfg).ok();
+    fifo(&cfg);
+    let (done, finished) = std::sync::mpsc::channel();
+    let dir = d.path().to_path_buf();
+    std::thread::spawn(move || {
+        let _ = done.send(
+            load_config(Some(&dir), None, Depth::TrueColor)
+                .err()
+                .map(|e| e.to_string()),
+        );
+    });
+    let said = finished
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .expect("a FIFO config.toml was waited on");
+    assert!(said.unwrap().contains("not a regular file"));
+}

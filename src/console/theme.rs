@@ -124,11 +124,30 @@ impl Theme {
     /// The embedded theme `name`, or the user's `<config_dir>/themes/<name>.toml` if present.
     pub fn load(name: &str, config_dir: Option<&Path>, depth: Depth) -> Result<Theme, ThemeError> {
         let name = if depth == Depth::Mono { "mono" } else { name };
+        // A name, not a path: `../x` or `/etc/x` would read a file outside `themes/`.
+        let plain = !name.is_empty()
+            && name.len() <= 64
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+        if !plain {
+            return Err(ThemeError::Unknown {
+                name: name.to_string(),
+                builtin: EMBEDDED
+                    .iter()
+                    .map(|(n, _)| *n)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                looked: "file for it: a theme's name is 1 to 64 letters, digits, '-' or '_' \
+                         (its file is themes/NAME.toml in the configuration directory)"
+                    .into(),
+            });
+        }
         if let Some(dir) = config_dir {
             let p: PathBuf = dir.join("themes").join(format!("{name}.toml"));
             if p.exists() {
                 let file = p.display().to_string();
-                let src = std::fs::read_to_string(&p).map_err(|e| ThemeError::File {
+                let src = super::config::read_small(&p).map_err(|e| ThemeError::File {
                     file: file.clone(),
                     key: "-".into(),
                     problem: format!("cannot read it: {e}"),
