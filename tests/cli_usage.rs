@@ -446,6 +446,9 @@ fn json_with_a_text_only_command_is_a_usage_error() {
         vec!["--json", "demo", "--no-tui"],
         vec!["demo", "--no-tui", "--json"],
         vec!["--json", "--db", "x.db", "worker", "--once"],
+        vec!["--json", "mcp-proxy", "check", "--config", "p.json"],
+        vec!["mcp-proxy", "pin", "--config", "p.json", "--json"],
+        vec!["--json", "mcp-proxy", "--config", "p.json"],
     ] {
         let o = cs_in(dir.path(), &args, None);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", err(&o));

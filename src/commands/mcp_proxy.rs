@@ -40,6 +40,18 @@ pub struct ConfigArg {
 }
 
 pub fn run(a: &McpProxyArgs, json: bool, out: &mut Out) -> Result<(), CommandError> {
+    // Only recheck has a JSON form; the others would print text where a script expects JSON.
+    let text_only = match &a.action {
+        Some(McpAction::Recheck(_)) => None,
+        Some(McpAction::Pin(_)) => Some("mcp-proxy pin"),
+        Some(McpAction::Check(_)) => Some("mcp-proxy check"),
+        None => Some("mcp-proxy"),
+    };
+    if let Some(name) = text_only.filter(|_| json) {
+        return Err(CommandError::Usage(format!(
+            "{name} prints text only: --json goes with mcp-proxy recheck"
+        )));
+    }
     match &a.action {
         Some(McpAction::Recheck(r)) => super::mcp_recheck::run(r, json, out),
         Some(McpAction::Pin(c)) => pin(&c.config, out),
