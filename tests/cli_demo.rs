@@ -177,3 +177,42 @@ fn names_that_are_not_utf8_have_backends_of_their_own() {
     let lossy = dir.path().join("\u{fffd}.orders.db");
     assert!(!lossy.exists(), "one backend for both");
 }
+
+/// A demo that would open the console refuses before it writes anything when the console
+/// could not open: no terminal, or a configuration the console refuses (an unknown theme, a
+/// bad config.toml). Before, both databases were written and then left behind.
+#[test]
+fn a_demo_whose_console_cannot_open_writes_nothing() {
+    let dir = tempdir();
+    let cfg = dir.path().join("cfg");
+    std::fs::create_dir_all(cfg.join("countersign")).unwrap();
+    let run = |db: &Path, args: &[&str], config: &str| -> Output {
+        std::fs::write(cfg.join("countersign/config.toml"), config).unwrap();
+        Command::new(env!("CARGO_BIN_EXE_countersign"))
+            .arg("--db")
+            .arg(db)
+            .args(args)
+            .env("XDG_CONFIG_HOME", &cfg)
+            .env_remove("COUNTERSIGN_DB")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    for (args, config, says) in [
+        (&["demo"][..], "", "needs a terminal"),
+        (&["demo", "--theme", "nosuch"], "", "needs a terminal"),
+        (&["demo"], "foo = 1\n", "needs a terminal"),
+    ] {
+        let db = dir.path().join("d.db");
+        let o = run(&db, args, config);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", err(&o));
+        assert!(err(&o).contains(says), "{args:?}: {}", err(&o));
+        assert!(!db.exists(), "{args:?}: the demo was written");
+        assert!(!dir.path().join("d.orders.db").exists());
+    }
+    // --no-tui opens no console: it writes the demo whatever the configuration says.
+    let db = dir.path().join("d.db");
+    let o = run(&db, &["demo", "--no-tui"], "foo = 1\n");
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    assert!(db.exists());
+}

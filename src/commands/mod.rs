@@ -596,6 +596,9 @@ fn run(cli: Cli) -> Result<(), CommandError> {
             let db = cli.db.clone().unwrap_or_default();
             let url = crate::pgstore::PgUrl::parse(db.to_str().unwrap_or_default())
                 .map_err(|e| CommandError::Usage(text::clean(&e.to_string(), 600)))?;
+            if !a.no_tui {
+                console_config_checked(&flags)?;
+            }
             let Some(backend) = cli.backend.clone() else {
                 return Err(CommandError::Usage(
                     "demo: on PostgreSQL, name where to write the example consumer's order backend with --backend PATH (a run database on a server has nothing beside it)".into(),
@@ -622,6 +625,9 @@ fn run(cli: Cli) -> Result<(), CommandError> {
         Command::Demo(a) => {
             // Never COUNTERSIGN_DB/AGENTRT_DB: they may name a real database.
             let db = cli.db.clone().unwrap_or_else(demo::default_path);
+            if !a.no_tui {
+                console_config_checked(&flags)?;
+            }
             if !a.no_tui && !db.exists() {
                 // Writing takes a few seconds: say so rather than leave the screen blank.
                 crate::commands::say_err!(
@@ -701,6 +707,20 @@ struct ConsoleFlags {
     mouse: bool,
     /// The example consumer's order backend (`--backend`).
     backend: Option<PathBuf>,
+}
+
+/// The console's configuration refused as [`open_console`] would, before anything is
+/// written (a demo that then could not open its console left its files behind).
+fn console_config_checked(cli: &ConsoleFlags) -> Result<(), CommandError> {
+    use std::io::IsTerminal;
+    if !(std::io::stdin().is_terminal() && std::io::stdout().is_terminal()) {
+        return Err(CommandError::Failed(format!(
+            "{}; demo --no-tui writes the demo and says what to try",
+            crate::console::ConsoleError::NoTerminal
+        )));
+    }
+    crate::console::check_config(cli.theme.as_deref())
+        .map_err(|e| CommandError::Failed(text::said(&e.said(), 4000)))
 }
 
 /// Opens the review console on `db`. Its errors are printed after the terminal is restored,

@@ -40,6 +40,19 @@ struct Lanes {
     log: Option<Log>,
 }
 
+/// Reads and checks the console's configuration (`config.toml`, the theme `theme` or the
+/// configured one, the key bindings) as [`run`] will, without opening anything: for a
+/// command that writes before it opens the console (`demo`) to refuse a bad configuration
+/// before it writes.
+pub fn check_config(theme: Option<&str>) -> Result<(), ConsoleError> {
+    let config_dir = default_config_dir();
+    let depth = Depth::detect(|k| std::env::var(k).ok());
+    load_config(config_dir.as_deref(), theme, depth)?;
+    load_settings(config_dir.as_deref())?;
+    load_mouse(config_dir.as_deref())?;
+    Ok(())
+}
+
 /// Runs the console until the operator quits.
 pub fn run(opts: ConsoleOptions) -> Result<(), ConsoleError> {
     let config_dir = opts.config_dir.clone().or_else(default_config_dir);
