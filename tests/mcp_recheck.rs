@@ -223,3 +223,22 @@ fn recheck_re_run_of_an_unknown_outcome_is_the_same() {
         "the re-run's question is re-checked, from its recorded interruption: {out}"
     );
 }
+
+/// Rules without a timeout of their own take the server's `default_timeout` in recheck as
+/// they do when serving (found from outside: check and serving took the configuration, and
+/// recheck refused it with "has no timeout").
+#[test]
+fn recheck_takes_the_servers_default_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = r#"{"read_file": {"side_effect": "read_only", "outcome": "require_approval"},
+  "write_file": {"side_effect": "remote_mutation"}}, "default_timeout": "5s""#;
+    let cfg = config(dir.path(), "normal", rules, r#""hold": "0s""#);
+    pin(&cfg);
+    let mut h = Host::start(&cfg);
+    let (r, _) = h.call("fs_read_file", r#"{"path": "/etc/hostname"}"#);
+    assert!(r.starts_with("PENDING_APPROVAL: "), "{r}");
+    let (code, err) = h.close();
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = recheck(&cfg, &[]);
+    assert_eq!(code, 0, "{out}{err}");
+}

@@ -86,7 +86,7 @@ fn from_rules(cfg: &ProxyConfig) -> Vec<Offered> {
                     description: r.description.clone().unwrap_or_default(),
                     input_schema: b"{}".to_vec(),
                     side_effect: r.side_effect.clone(),
-                    timeout: r.timeout.unwrap_or(Duration::ZERO),
+                    timeout: r.timeout.or(s.default_timeout).unwrap_or(Duration::ZERO),
                     deny: r.deny.clone(),
                     fixed: r.fixed.clone(),
                     hint_mismatch: None,
