@@ -239,3 +239,27 @@ fn theme_names_are_names_and_config_files_are_small_regular_files() {
         .expect("a FIFO config.toml was waited on");
     assert!(said.unwrap().contains("not a regular file"));
 }
+
+/// A key the screens would show escaped (a control, a bidi or invisible character) is not a
+/// key the footer can name: refused, as `f13` is; and a binding that takes another action's
+/// only key is refused unless that action is given keys too (found from outside:
+/// `approve = "q"` left quit with no key while the console said quit kept its other keys).
+#[test]
+fn keys_are_visible_and_no_action_is_left_without_one() {
+    for (config, key) in [
+        ("[keys]\nquit = \"\\u202e\"\n", "keys.quit"),
+        ("[keys]\nhelp = \"\\u0007\"\n", "keys.help"),
+        ("[keys]\nhelp = \"f13\"\n", "keys.help"),
+        ("[keys]\napprove = \"q\"\n", "keys.approve"),
+    ] {
+        let d = dir_with(config);
+        let e = load_config(Some(d.path()), None, Depth::TrueColor).unwrap_err();
+        assert!(e.to_string().contains(key), "{config}: {e}");
+    }
+    let d = dir_with("[keys]\napprove = \"q\"\nquit = \"ctrl-q\"\n");
+    let (_, keys) = load_config(Some(d.path()), None, Depth::TrueColor).unwrap();
+    let q = KeyEvent::new(KeyCode::Char('q'), KeyModifiers::NONE);
+    let x = KeyEvent::new(KeyCode::Char('q'), KeyModifiers::CONTROL);
+    assert_eq!(keys.action(&q), Some(Action::Approve));
+    assert_eq!(keys.action(&x), Some(Action::Quit));
+}

@@ -153,10 +153,21 @@ impl Chord {
             "delete" => C::Delete,
             "insert" => C::Insert,
             "space" => C::Char(' '),
-            f if f.len() >= 2 && f.starts_with('f') && f[1..].parse::<u8>().is_ok() => {
+            f if f.len() >= 2
+                && f.starts_with('f')
+                && f[1..].parse::<u8>().is_ok_and(|n| (1..=12).contains(&n)) =>
+            {
                 C::F(f[1..].parse().unwrap_or(1))
             }
-            c if c.chars().count() == 1 => C::Char(c.chars().next().unwrap_or(' ')),
+            // A character the screens show escaped (a control, a bidi or invisible one) would
+            // be drawn as nothing in the footer and the help.
+            c if c.chars().count() == 1
+                && (c == "\\"
+                    || crate::safetext::escape_reversible(c.as_bytes(), Default::default())
+                        == c) =>
+            {
+                C::Char(c.chars().next().unwrap_or(' '))
+            }
             _ => {
                 return Err(format!(
                     "{s:?} is not a key: use a character, ctrl-x, alt-x, enter, esc, tab, up, pagedown, f1..."
@@ -326,17 +337,33 @@ impl Keymap {
                 user.insert(c, a);
             }
         }
+        let mut taken = Vec::new();
         for (c, a) in user {
             if let Some(prev) = km.by_key.insert(c, a)
                 && prev != a
             {
-                km.warnings.push(format!(
-                    "{file}: key {c} now does {} (it did {}); {} keeps its other keys",
-                    a.name(),
-                    prev.name(),
-                    prev.name()
+                taken.push((c, prev, a));
+            }
+        }
+        for (c, prev, a) in taken {
+            // An action whose every key another took is left with none: refused unless the
+            // file gives it keys of its own (or none, on purpose, by naming it).
+            if !km.by_key.values().any(|v| *v == prev) && !keys.contains_key(prev.name()) {
+                return Err(err(
+                    format!("keys.{}", a.name()),
+                    format!(
+                        "{c} is {}'s only key; give {} another key in [keys] too",
+                        prev.name(),
+                        prev.name()
+                    ),
                 ));
             }
+            km.warnings.push(format!(
+                "{file}: key {c} now does {} (it did {}); {} keeps its other keys",
+                a.name(),
+                prev.name(),
+                prev.name()
+            ));
         }
         Ok(km)
     }
