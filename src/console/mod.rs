@@ -19,6 +19,7 @@ pub(crate) mod decider;
 pub(crate) mod facts;
 pub(crate) mod fate;
 pub(crate) mod fields;
+mod files;
 pub(crate) mod filter;
 pub(crate) mod keymap;
 pub(crate) mod layout;

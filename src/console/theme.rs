@@ -147,7 +147,7 @@ impl Theme {
             let p: PathBuf = dir.join("themes").join(format!("{name}.toml"));
             if p.exists() {
                 let file = p.display().to_string();
-                let src = super::config::read_small(&p).map_err(|e| ThemeError::File {
+                let src = super::files::read_small(&p).map_err(|e| ThemeError::File {
                     file: file.clone(),
                     key: "-".into(),
                     problem: format!("cannot read it: {e}"),
