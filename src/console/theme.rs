@@ -133,11 +133,7 @@ impl Theme {
         if !plain {
             return Err(ThemeError::Unknown {
                 name: name.to_string(),
-                builtin: EMBEDDED
-                    .iter()
-                    .map(|(n, _)| *n)
-                    .collect::<Vec<_>>()
-                    .join(", "),
+                builtin: builtin_names(),
                 looked: "file for it: a theme's name is 1 to 64 letters, digits, '-' or '_' \
                          (its file is themes/NAME.toml in the configuration directory)"
                     .into(),
@@ -161,11 +157,7 @@ impl Theme {
                 .find(|(n, _)| *n == name)
                 .ok_or_else(|| ThemeError::Unknown {
                     name: name.to_string(),
-                    builtin: EMBEDDED
-                        .iter()
-                        .map(|(n, _)| *n)
-                        .collect::<Vec<_>>()
-                        .join(", "),
+                    builtin: builtin_names(),
                     looked: match config_dir {
                         Some(dir) => dir
                             .join("themes")
@@ -360,6 +352,15 @@ fn nearest_256(r: u8, g: u8, b: u8) -> u8 {
     } else {
         16 + 36 * ri as u8 + 6 * gi as u8 + bi as u8
     }
+}
+
+/// The built-in themes' names, for a message.
+fn builtin_names() -> String {
+    EMBEDDED
+        .iter()
+        .map(|(n, _)| *n)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 #[cfg(test)]
