@@ -14,27 +14,22 @@ use countersign::pgstore::copy::{Endpoint, copy};
 use portable_pty::CommandBuilder;
 use pty_support::session::Session;
 
-#[test]
-fn pg_console_in_a_terminal_reloads_when_a_sequencer_notifies() {
-    let Some(db) = pg_support::fresh_db() else {
-        return;
-    };
-    let d = tempfile::tempdir().unwrap();
-    let (sqlite, m) = console_support::fixture(d.path(), "q", "queue", &["--base-time", "now"]);
-    copy(&Endpoint::Sqlite(sqlite), &Endpoint::Pg(db.pg_url())).expect("copy");
-    let url = db.url.replacen("@", ":s3cret-pw@", 1);
-    let cfg = tempfile::tempdir().unwrap();
+/// The real console on `url` in a 24x100 terminal, as reviewer `lead`, its configuration
+/// directory `cfg`.
+fn console_on(url: &str, cfg: &std::path::Path) -> Session {
     let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_countersign"));
     cmd.arg("--db");
-    cmd.arg(&url);
+    cmd.arg(url);
     cmd.env("TERM", "xterm-256color");
     cmd.env("COUNTERSIGN_BY", "lead");
-    cmd.env("XDG_CONFIG_HOME", cfg.path());
+    cmd.env("XDG_CONFIG_HOME", cfg);
     cmd.env_remove("COUNTERSIGN_DB");
-    let mut t = Session::start(cmd, 24, 100);
-    t.wait_text("Pending approvals 1/5");
-    // Another reviewer approves one, in another process (whose login may chain: the command
-    // chains its events before it exits, and that pass notifies).
+    Session::start(cmd, 24, 100)
+}
+
+/// Another reviewer, `ana`, approves the queue's third run in a process of her own (the
+/// command chains its events and notifies).
+fn approve_as_ana(db: &pg_support::TestDb, m: &serde_json::Value) {
     let r = &m["scenarios"]["queue"]["runs"][2];
     let (run, ap) = (
         r["id"].as_str().unwrap(),
@@ -57,6 +52,23 @@ fn pg_console_in_a_terminal_reloads_when_a_sequencer_notifies() {
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+#[test]
+fn pg_console_in_a_terminal_reloads_when_a_sequencer_notifies() {
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    let d = tempfile::tempdir().unwrap();
+    let (sqlite, m) = console_support::fixture(d.path(), "q", "queue", &["--base-time", "now"]);
+    copy(&Endpoint::Sqlite(sqlite), &Endpoint::Pg(db.pg_url())).expect("copy");
+    let url = db.url.replacen("@", ":s3cret-pw@", 1);
+    let cfg = tempfile::tempdir().unwrap();
+    let mut t = console_on(&url, cfg.path());
+    t.wait_text("Pending approvals 1/5");
+    // Another reviewer approves one, in another process (whose login may chain: the command
+    // chains its events before it exits, and that pass notifies).
+    approve_as_ana(&db, &m);
     // Chained and notified: the console reloads by itself.
     let mut store = countersign::pgstore::PgStore::open_existing(&db.pg_url()).unwrap();
     assert_eq!(
@@ -157,14 +169,7 @@ fn pg_a_console_connects_again_after_the_server_drops_it() {
     let (sqlite, m) = console_support::fixture(d.path(), "q", "queue", &["--base-time", "now"]);
     copy(&Endpoint::Sqlite(sqlite), &Endpoint::Pg(db.pg_url())).expect("copy");
     let cfg = tempfile::tempdir().unwrap();
-    let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_countersign"));
-    cmd.arg("--db");
-    cmd.arg(&db.url);
-    cmd.env("TERM", "xterm-256color");
-    cmd.env("COUNTERSIGN_BY", "lead");
-    cmd.env("XDG_CONFIG_HOME", cfg.path());
-    cmd.env_remove("COUNTERSIGN_DB");
-    let mut t = Session::start(cmd, 24, 100);
+    let mut t = console_on(&db.url, cfg.path());
     t.wait_text("Pending approvals 1/5");
     let mut admin = db.client();
     admin
@@ -175,28 +180,7 @@ fn pg_a_console_connects_again_after_the_server_drops_it() {
         )
         .unwrap();
     // Another reviewer approves one meanwhile (its command chains and notifies).
-    let r = &m["scenarios"]["queue"]["runs"][2];
-    let (run, ap) = (
-        r["id"].as_str().unwrap(),
-        r["approvals"][0].as_str().unwrap(),
-    );
-    let o = Command::new(env!("CARGO_BIN_EXE_countersign"))
-        .args([
-            "--db",
-            &db.url,
-            "approve",
-            run,
-            "--approval",
-            ap,
-            "--by",
-            "ana",
-        ])
-        .env_remove("COUNTERSIGN_DB")
-        .env_remove("COUNTERSIGN_BY")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    approve_as_ana(&db, &m);
     // The console connects again and shows it, with no key pressed.
     t.wait_text("Pending approvals 1/4");
     // A decision made in it now lands: the first row, approved from its page.

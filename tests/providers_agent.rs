@@ -324,25 +324,24 @@ fn agent_without_a_key_or_a_network_says_what_is_missing_in_one_line() {
     assert_eq!(out.status.code(), Some(2));
 }
 
+/// A model that asks for `issue_refund` with `args`, then finishes with `summary`.
+fn refund_then_finish(args: &str, summary: &str) -> Server {
+    let finish = serde_json::json!({ "summary": summary }).to_string();
+    Server::start(vec![
+        json(200, &call("issue_refund", "c1", args)),
+        json(200, &call("finish", "c2", &finish)),
+    ])
+}
+
 /// A paused run is continued with the model: the two lines `agent` prints (decide it, then
 /// continue it) run as printed in `sh`; the approved refund executes once, the model's next
 /// reply ends the run, and the database passes the independent verifier.
 #[test]
 fn agent_resumes_an_approved_run_with_the_model_and_the_refund_runs_once() {
-    let s = Server::start(vec![
-        json(
-            200,
-            &call(
-                "issue_refund",
-                "c1",
-                r#"{"order_id":"ord_1004","amount_cents":9000,"reason":"damaged"}"#,
-            ),
-        ),
-        json(
-            200,
-            &call("finish", "c2", r#"{"summary":"Refunded 90.00 USD."}"#),
-        ),
-    ]);
+    let s = refund_then_finish(
+        r#"{"order_id":"ord_1004","amount_cents":9000,"reason":"damaged"}"#,
+        "Refunded 90.00 USD.",
+    );
     // A directory name a shell would act on, so the printed lines must quote it.
     let dir = tempfile::tempdir().unwrap();
     let home = dir.path().join("a b'$(touch X)'");
@@ -638,20 +637,10 @@ fn a_key_no_header_can_carry_is_refused_before_a_run_is_written() {
 /// the customer of every resumed run).
 #[test]
 fn a_resumed_run_acts_and_is_prompted_for_its_own_customer() {
-    let s = Server::start(vec![
-        json(
-            200,
-            &call(
-                "issue_refund",
-                "c1",
-                r#"{"order_id":"ord_1002","amount_cents":15900,"reason":"damaged"}"#,
-            ),
-        ),
-        json(
-            200,
-            &call("finish", "c2", r#"{"summary":"Refunded 159.00 USD."}"#),
-        ),
-    ]);
+    let s = refund_then_finish(
+        r#"{"order_id":"ord_1002","amount_cents":15900,"reason":"damaged"}"#,
+        "Refunded 159.00 USD.",
+    );
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("runs.db");
     let base = format!("{}/v1", s.url());
