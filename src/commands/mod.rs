@@ -119,17 +119,9 @@ pub fn main_entry() -> i32 {
 /// escaping it) is escaped whole; a line already escaped is left as it is, so that `\x1b`
 /// is not shown `\\x1b`.
 fn never_raw(message: &str) -> String {
-    let opts = crate::safetext::Options::line();
     message
         .split('\n')
-        .map(|line| {
-            let whole = crate::safetext::escape_reversible(line.as_bytes(), opts);
-            if whole == line.replace('\\', "\\\\") {
-                line.to_string()
-            } else {
-                whole
-            }
-        })
+        .map(crate::safetext::escaped_once)
         .collect::<Vec<_>>()
         .join("\n")
 }

@@ -161,11 +161,7 @@ impl Chord {
             }
             // A character the screens show escaped (a control, a bidi or invisible one) would
             // be drawn as nothing in the footer and the help.
-            c if c.chars().count() == 1
-                && (c == "\\"
-                    || crate::safetext::escape_reversible(c.as_bytes(), Default::default())
-                        == c) =>
-            {
+            c if c.chars().count() == 1 && crate::safetext::shows_as_is(c) => {
                 C::Char(c.chars().next().unwrap_or(' '))
             }
             _ => {

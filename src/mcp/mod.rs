@@ -61,12 +61,7 @@ pub fn sanitize(text: &str) -> String {
 /// `\\x1b`: one notation), else sanitized whole. Never lets a control, bidi or invisible
 /// character through.
 pub fn sanitize_message(text: &str) -> String {
-    let whole = sanitize(text);
-    if whole == text.replace('\\', "\\\\") {
-        text.to_string()
-    } else {
-        whole
-    }
+    crate::safetext::escaped_once(text)
 }
 
 /// Bytes from a server made safe for an operator's line (invalid UTF-8 escaped too).

@@ -212,6 +212,24 @@ pub fn escape_str(text: &str, opts: Options) -> SafeText {
     escape(text.as_bytes(), opts)
 }
 
+/// Whether `text` reaches a line as it is: escaping it for one line would change nothing but
+/// double its backslashes (no control, bidi, invisible or blank-looking character in it).
+pub fn shows_as_is(text: &str) -> bool {
+    escape_reversible(text.as_bytes(), Options::line()) == text.replace('\\', "\\\\")
+}
+
+/// `text` for one line, escaped once: as it is when it [`shows_as_is`] (a message that
+/// quoted its values escaped already keeps one notation, `\x1b` and not `\\x1b`), else
+/// escaped whole. Nothing raw gets through either way.
+pub fn escaped_once(text: &str) -> String {
+    let whole = escape_reversible(text.as_bytes(), Options::line());
+    if whole == text.replace('\\', "\\\\") {
+        text.to_string()
+    } else {
+        whole
+    }
+}
+
 /// The reversible escaped text of `bytes` as a `String`: no width cut, excess combining marks
 /// escaped rather than dropped. `decode(&escape_reversible(b, o)) == b` for all bytes.
 pub fn escape_reversible(bytes: &[u8], opts: Options) -> String {

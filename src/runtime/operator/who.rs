@@ -79,15 +79,12 @@ pub fn name_refused(name: &str) -> Option<String> {
         ));
     }
     // What every screen would show escaped (a backslash only doubled) is not a name's.
-    let opts = crate::safetext::Options::line();
-    let shown = crate::safetext::escape_reversible(name.as_bytes(), opts);
-    if shown == name.replace('\\', "\\\\") {
+    if crate::safetext::shows_as_is(name) {
         return None;
     }
-    let odd = name.chars().find(|&c| {
-        c != '\\'
-            && crate::safetext::escape_reversible(c.to_string().as_bytes(), opts) != c.to_string()
-    });
+    let odd = name
+        .chars()
+        .find(|c| !crate::safetext::shows_as_is(c.encode_utf8(&mut [0; 4])));
     Some(match odd {
         Some(c) => format!(
             "it holds U+{:04X}, which every screen shows escaped: a name holds no control, \
