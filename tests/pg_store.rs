@@ -80,6 +80,17 @@ fn pg_url_the_client_would_read_otherwise_is_refused_or_redacted() {
             "secretpart",
         ),
         ("postgresql://owner1:p@ss?host=x@/c?host=/x", "ss?host"),
+        // A fragment (found from outside: the client took it into the database name, and the
+        // error printed it).
+        (
+            "postgresql://u@127.0.0.1:1/db#Hunter2Sekrit",
+            "Hunter2Sekrit",
+        ),
+        (
+            "postgresql://u@127.0.0.1:1/db?sslmode=disable#Hunter2Sekrit",
+            "Hunter2Sekrit",
+        ),
+        ("postgresql://u@127.0.0.1:1#Hunter2Sekrit", "Hunter2Sekrit"),
     ] {
         let e = PgUrl::parse(raw)
             .map(|u| u.to_string())
@@ -111,6 +122,43 @@ fn pg_url_the_client_would_read_otherwise_is_refused_or_redacted() {
         ("postgresql://erin:p%40ss@/leakdb?host=/x", "p%40ss", "p@ss"),
     ] {
         let u = PgUrl::parse(raw).unwrap();
+        let shown = format!("{u} {u:?} {}", u.redacted());
+        assert!(
+            !shown.contains(written) && !shown.contains(password),
+            "{shown}"
+        );
+        let cfg = u.config().unwrap();
+        assert_eq!(cfg.get_password(), Some(password.as_bytes()), "{raw}");
+    }
+    // A shown option whose value names a password is hidden like one (found from outside:
+    // `options=-c password=...` was printed in the connection error).
+    for (raw, secret) in [
+        (
+            "postgresql://u@127.0.0.1:1/db?options=-c%20password%3DHunter2Sekrit",
+            "Hunter2Sekrit",
+        ),
+        (
+            "postgresql://u@127.0.0.1:1/db?application_name=PASSWORD:Hunter2Sekrit",
+            "Hunter2Sekrit",
+        ),
+    ] {
+        let u = PgUrl::parse(raw).unwrap();
+        assert!(!format!("{u} {u:?}").contains(secret), "{u}");
+        let o = cs(&["--db", raw, "runs"]);
+        assert_eq!(o.status.code(), Some(1), "{raw}: {}", said(&o));
+        assert!(!said(&o).contains(secret), "{raw}: {}", said(&o));
+        assert!(said(&o).contains("cannot connect"), "{raw}: {}", said(&o));
+    }
+    for (raw, written, password) in [(
+        "postgresql://u:Hunter2Sekrit@h/x?options=-c%20search_path%3Dx",
+        "Hunter2Sekrit",
+        "Hunter2Sekrit",
+    )] {
+        let u = PgUrl::parse(raw).unwrap();
+        assert!(
+            u.to_string().contains("options=-c%20search_path%3Dx"),
+            "{u}"
+        );
         let shown = format!("{u} {u:?} {}", u.redacted());
         assert!(
             !shown.contains(written) && !shown.contains(password),

@@ -112,6 +112,11 @@ const SHOWN_OPTIONS: &[&str] = &[
     "options",
 ];
 
+/// Why a URL with a '#' after its host is refused.
+const FRAGMENT: &str = "the URL has a '#' after its host: a PostgreSQL URL has no fragment, and a \
+     '#' in a database name or an option's value must be percent-encoded (%23); the URL is not \
+     shown, in case what follows the '#' is a secret";
+
 /// Why a URL whose user info the client could read otherwise than this module is refused.
 const AMBIGUOUS: &str = "the URL is ambiguous: a '/', '?', '#' or '@' in the user name or password \
      must be percent-encoded (%2F, %3F, %23, %40), and any '@' after the host likewise (%40)";
@@ -182,6 +187,11 @@ impl PgUrl {
         let after = &s[s.find("://").map(|i| i + 3).unwrap_or(0)..];
         let scheme = &s[..s.len() - after.len()];
         let (a, rest) = split_authority(after)?;
+        // The client reads a '#' as part of the database name or an option's value; a person
+        // may have meant a fragment, or typed a secret after it. Refused, the URL not shown.
+        if rest.contains('#') {
+            return Err(PgError::Url(FRAGMENT.into()));
+        }
         let (path, query) = match rest.find('?') {
             Some(q) => (&rest[..q], Some(&rest[q + 1..])),
             None => (rest, None),
@@ -275,7 +285,9 @@ impl PgUrl {
                 _ => {}
             }
             client.push(pair.to_string());
-            if SHOWN_OPTIONS.contains(&k.as_str()) {
+            // `options=-c password=…` or any other value that names a password is hidden too.
+            let names_a_password = decode(v).to_ascii_lowercase().contains("password");
+            if SHOWN_OPTIONS.contains(&k.as_str()) && !names_a_password {
                 shown.push(pair.to_string());
             } else {
                 shown.push(format!("{raw_key}={REDACTED}"));
