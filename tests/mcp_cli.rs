@@ -92,6 +92,64 @@ fn cli_pin_and_check() {
     assert_eq!(runs, 0);
 }
 
+/// A server that cannot be listed fails the pin before any manifest is written: the servers
+/// before it keep the manifests they had (found from outside: they were re-pinned).
+#[test]
+fn a_pin_that_fails_on_one_server_writes_no_manifest() {
+    let dir = tempfile::tempdir().unwrap();
+    let argv = serde_json::to_string(&server_argv("normal")).unwrap();
+    let text = format!(
+        r#"{{"database": "runs.db", "session": "s1", "servers": [
+  {{"name": "fs", "command": {argv}, "manifest": "fs.manifest.json", "connect_timeout": "10s"}},
+  {{"name": "gone", "command": ["{}"], "manifest": "gone.manifest.json", "connect_timeout": "10s"}}]}}"#,
+        dir.path().join("no-such-server").display()
+    );
+    let cfg = dir.path().join("proxy.json");
+    write_file(&cfg, &text, 0o600);
+    let before = "{\"server\": \"fs\", \"pinned_at\": \"2026-01-01T00:00:00Z\", \"tools\": {}}\n";
+    let manifest = dir.path().join("fs.manifest.json");
+    write_file(&manifest, before, 0o600);
+    let (code, out, err) = cs(&["mcp-proxy", "pin", "--config", cfg.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(err.contains("gone"), "{err}");
+    assert_eq!(out, "", "nothing is reported pinned");
+    assert_eq!(std::fs::read_to_string(&manifest).unwrap(), before);
+    assert!(!dir.path().join("gone.manifest.json").exists());
+    // With the second server's command there, the same pin writes both.
+    let argv = server_argv("normal");
+    write_file(
+        &dir.path().join("no-such-server"),
+        &format!("#!/bin/sh\nexec '{}' '{}' normal\n", argv[0], argv[1]),
+        0o700,
+    );
+    let (code, out, err) = cs(&["mcp-proxy", "pin", "--config", cfg.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_ne!(std::fs::read_to_string(&manifest).unwrap(), before);
+    assert!(dir.path().join("gone.manifest.json").exists());
+}
+
+/// Listed entries without a string name cannot be pinned (agentrt skips them); pin says how
+/// many it skipped instead of dropping them silently (found from outside).
+#[test]
+fn pin_says_how_many_entries_had_no_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), "nameless", RULES, "");
+    let (code, out, err) = cs(&["mcp-proxy", "pin", "--config", cfg.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("server fs: 2 tools pinned"), "{out}");
+    assert!(
+        out.contains("  and 2 listed entries without a string name, not pinned"),
+        "{out}"
+    );
+    let (_, out, _) = cs(&[
+        "mcp-proxy",
+        "pin",
+        "--config",
+        config(dir.path(), "normal", RULES, "").to_str().unwrap(),
+    ]);
+    assert!(!out.contains("without a string name"), "{out}");
+}
+
 #[test]
 fn cli_check_refuses_what_would_not_serve() {
     let dir = tempfile::tempdir().unwrap();

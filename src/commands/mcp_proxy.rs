@@ -110,12 +110,17 @@ fn read_config(path: &Path) -> Result<ProxyConfig, CommandError> {
 }
 
 /// Pins every server: writes each manifest 0600 and lists what was pinned with the server's
-/// own hints, which classify nothing.
+/// own hints, which classify nothing. Every server is listed before any manifest is written,
+/// so a server that fails leaves every manifest as it was (agentrt writes each as it goes: a
+/// failure part-way left the earlier servers re-pinned, found from outside).
 pub fn pin(path: &Path, out: &mut Out) -> Result<(), CommandError> {
     let cfg = read_config(path)?;
+    let mut pinned = Vec::with_capacity(cfg.servers.len());
     for s in &cfg.servers {
         let now = crate::runtime::types::Timestamp::now().to_rfc3339();
-        let m = load::pin(s, &now).map_err(failed)?;
+        pinned.push(load::pin_counting(s, &now).map_err(failed)?);
+    }
+    for (s, (m, nameless)) in cfg.servers.iter().zip(&pinned) {
         m.write(&s.manifest).map_err(failed)?;
         out.line(&format!(
             "server {}: {} tools pinned in {}, with the server's own hints, which classify nothing:",
@@ -129,6 +134,13 @@ pub fn pin(path: &Path, out: &mut Out) -> Result<(), CommandError> {
                 sanitize(&t.name),
                 hints(t.annotations.as_ref()),
                 short(&t.description, 72)
+            ))?;
+        }
+        if *nameless > 0 {
+            out.line(&format!(
+                "  and {nameless} listed {} without a string name, not pinned (agentrt skips them too): the server cannot offer {}",
+                if *nameless == 1 { "entry" } else { "entries" },
+                if *nameless == 1 { "it" } else { "them" },
             ))?;
         }
     }

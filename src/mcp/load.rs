@@ -31,6 +31,8 @@ impl From<&ServerConfig> for ServerSpec {
 pub struct Listed {
     pub conn: Connection,
     pub tools: Vec<LiveTool>,
+    /// Entries without a string `name`, skipped as agentrt's SDK skips them.
+    pub nameless: usize,
 }
 
 /// Starts a server, initializes and reads the whole listing under one deadline. Errors carry
@@ -62,7 +64,11 @@ pub fn connect(spec: &ServerSpec, endpoint: Option<&str>) -> Result<Listed, Stri
         return Err(phase(&conn, "connect", e));
     }
     match list_tools(&conn, deadline) {
-        Ok(tools) => Ok(Listed { conn, tools }),
+        Ok((tools, nameless)) => Ok(Listed {
+            conn,
+            tools,
+            nameless,
+        }),
         Err(e) => Err(phase(&conn, "list tools", e)),
     }
 }
@@ -75,10 +81,15 @@ struct Page {
 }
 
 /// Every page of `tools/list`, bounded (100 pages, 1000 tools, no repeating cursor, no name
-/// twice), each tool's schema canonicalised from the raw bytes.
-pub fn list_tools(conn: &Connection, deadline: Instant) -> Result<Vec<LiveTool>, CallError> {
+/// twice), each tool's schema canonicalised from the raw bytes; with the number of entries
+/// skipped for having no string name.
+pub fn list_tools(
+    conn: &Connection,
+    deadline: Instant,
+) -> Result<(Vec<LiveTool>, usize), CallError> {
     let p = CallError::Protocol;
     let mut out: Vec<LiveTool> = Vec::new();
+    let mut nameless = 0;
     let mut names: HashSet<String> = HashSet::new();
     let mut seen: HashSet<String> = HashSet::new();
     let mut cursor = String::new();
@@ -104,7 +115,8 @@ pub fn list_tools(conn: &Connection, deadline: Instant) -> Result<Vec<LiveTool>,
                 .get("name")
                 .and_then(|n| serde_json::from_str::<String>(n.get()).ok())
             else {
-                continue; // no string name: skipped, as the SDK skips it
+                nameless += 1; // no string name: skipped, as the SDK skips it
+                continue;
             };
             if !names.insert(name.clone()) {
                 return Err(p(format!(
@@ -148,14 +160,23 @@ pub fn list_tools(conn: &Connection, deadline: Instant) -> Result<Vec<LiveTool>,
         }
         cursor = next;
     }
-    Ok(out)
+    Ok((out, nameless))
 }
 
 /// A pin of everything the server lists now.
 pub fn pin(server: &ServerConfig, now: &str) -> Result<Manifest, String> {
+    pin_counting(server, now).map(|(m, _)| m)
+}
+
+/// [`pin`], with the number of listed entries skipped for having no string name (which a pin
+/// cannot record, and a person pinning should hear of).
+pub fn pin_counting(server: &ServerConfig, now: &str) -> Result<(Manifest, usize), String> {
     let listed = connect(&server.into(), server.endpoint.as_deref())?;
     listed.conn.close();
-    Ok(manifest_of(&server.name, now, &listed.tools))
+    Ok((
+        manifest_of(&server.name, now, &listed.tools),
+        listed.nameless,
+    ))
 }
 
 /// The manifest recording these tools.

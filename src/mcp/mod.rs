@@ -69,9 +69,16 @@ pub fn sanitize_bytes(bytes: &[u8]) -> String {
     crate::safetext::escape_reversible(bytes, crate::safetext::Options::line())
 }
 
-/// `"` + [`sanitize`] + `"`: where agentrt writes Go's `%q` of server text.
+/// The most columns a value [`quote`] shows; a longer one is cut head-and-tail with a marker
+/// saying how many bytes were left out (a server or a configuration can name anything at any
+/// length, and a refusal is one line a person reads).
+pub const QUOTED_MAX: usize = 200;
+
+/// `"` + [`sanitize`] + `"`, cut visibly to [`QUOTED_MAX`] columns: where agentrt writes Go's
+/// `%q` of server text.
 pub fn quote(text: &str) -> String {
-    format!("\"{}\"", sanitize(text).replace('"', "\\\""))
+    let shown = crate::safetext::plain_line(text.as_bytes(), QUOTED_MAX);
+    format!("\"{}\"", shown.replace('"', "\\\""))
 }
 
 #[cfg(test)]
@@ -104,5 +111,17 @@ mod tests {
             "{shown}"
         );
         assert_eq!(shown, sanitize(&raw));
+    }
+
+    /// A long value is cut visibly, head and tail kept, never echoed whole (found from outside:
+    /// a 100 000-character session name came back whole in its refusal).
+    #[test]
+    fn a_long_value_is_quoted_cut_with_a_marker() {
+        let long = format!("head{}tail", "x".repeat(100_000));
+        let q = quote(&long);
+        assert!(q.chars().count() <= QUOTED_MAX + 2, "{}", q.len());
+        assert!(q.starts_with("\"head") && q.ends_with("tail\""), "{q}");
+        assert!(q.contains("bytes]"), "{q}");
+        assert_eq!(quote("a\nb"), "\"a\\nb\"");
     }
 }

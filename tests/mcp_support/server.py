@@ -72,6 +72,9 @@ def tools(page):
         if page is None:
             return '{"tools":[%s],"nextCursor":"p2"}' % read
         return '{"tools":[%s,%s]}' % (write, read)
+    if mode == "nameless":
+        return ('{"tools":[%s,{"description":"no name"},{"name":7,"inputSchema":{}},%s]}'
+                % (read, write))
     return '{"tools":[%s,%s,%s]}' % (read, write, setd)
 
 
