@@ -149,24 +149,13 @@ fn pg_url_the_client_would_read_otherwise_is_refused_or_redacted() {
         assert!(!said(&o).contains(secret), "{raw}: {}", said(&o));
         assert!(said(&o).contains("cannot connect"), "{raw}: {}", said(&o));
     }
-    for (raw, written, password) in [(
-        "postgresql://u:Hunter2Sekrit@h/x?options=-c%20search_path%3Dx",
-        "Hunter2Sekrit",
-        "Hunter2Sekrit",
-    )] {
-        let u = PgUrl::parse(raw).unwrap();
-        assert!(
-            u.to_string().contains("options=-c%20search_path%3Dx"),
-            "{u}"
-        );
-        let shown = format!("{u} {u:?} {}", u.redacted());
-        assert!(
-            !shown.contains(written) && !shown.contains(password),
-            "{shown}"
-        );
-        let cfg = u.config().unwrap();
-        assert_eq!(cfg.get_password(), Some(password.as_bytes()), "{raw}");
-    }
+    // An option that names no password is still shown (it helps a person see what was meant).
+    let u = PgUrl::parse("postgresql://u:Hunter2Sekrit@h/x?options=-c%20search_path%3Dx").unwrap();
+    assert!(
+        u.to_string().contains("options=-c%20search_path%3Dx")
+            && !u.to_string().contains("Hunter2"),
+        "{u}"
+    );
     // What the client would refuse is a usage error that says which part.
     for (raw, part) in [
         (
