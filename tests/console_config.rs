@@ -263,3 +263,74 @@ fn keys_are_visible_and_no_action_is_left_without_one() {
     assert_eq!(keys.action(&q), Some(Action::Approve));
     assert_eq!(keys.action(&x), Some(Action::Quit));
 }
+
+/// Found from outside, each a configuration the console read wrongly or explained badly: a
+/// dangling `config.toml` link was taken for no file (the defaults, silently); `queue = 5`
+/// named the key `queue.`; `quit = ["q", "q"]` said q was "also bound to quit"; `approve =
+/// []` left approve keyless without a word; a colour written as a number (`fg = 255`, which
+/// the documentation allows) was refused; a theme's `name` held anything; and a hostile value
+/// was quoted in two notations (`\\u{1b}` beside `\x1b`).
+#[test]
+fn configuration_mistakes_are_named_plainly() {
+    let d = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(d.path().join("gone.toml"), d.path().join("config.toml")).unwrap();
+    let e = load_config(Some(d.path()), None, Depth::TrueColor).unwrap_err();
+    assert!(e.to_string().contains("config.toml"), "{e}");
+    assert!(countersign::console::load_settings(Some(d.path())).is_err());
+
+    let d = dir_with("queue = 5\n");
+    let e = countersign::console::load_settings(Some(d.path()))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("key `queue`: must be a table"), "{e}");
+
+    let d = dir_with("[keys]\nquit = [\"q\", \"q\"]\n");
+    let e = load_config(Some(d.path()), None, Depth::TrueColor).unwrap_err();
+    assert!(e.to_string().contains("q is listed twice"), "{e}");
+
+    let d = dir_with("[keys]\napprove = []\n");
+    let (_, keys) = load_config(Some(d.path()), None, Depth::TrueColor).unwrap();
+    assert!(
+        keys.warnings
+            .iter()
+            .any(|w| w.contains("keys.approve = [] leaves approve with no key")),
+        "{:?}",
+        keys.warnings
+    );
+
+    std::fs::create_dir_all(d.path().join("themes")).unwrap();
+    let theme = |text: &str| {
+        std::fs::write(d.path().join("themes/t.toml"), text).unwrap();
+        load_config(Some(d.path()), Some("t"), Depth::Ansi256)
+    };
+    let (t, _) = theme("[palette]\nx = 17\n[roles]\ntext = { fg = 255, bg = \"x\" }\n").unwrap();
+    let st = t.style(Role::Text);
+    assert_eq!(
+        (st.fg, st.bg),
+        (
+            Some(ratatui::style::Color::Indexed(255)),
+            Some(ratatui::style::Color::Indexed(17))
+        )
+    );
+    for (text, says) in [
+        (
+            "[roles]\ntext = { fg = 256 }\n",
+            "256 is not a colour number",
+        ),
+        ("[roles]\ntext = { fg = true }\n", "must be a colour"),
+        ("name = 3\n[roles]\n", "key `name`"),
+        ("name = \"a\\u202eb\"\n[roles]\n", "key `name`"),
+        (
+            "[roles]\ntext = { fg = \"re\\u001bd\" }\n",
+            "\"re\\x1bd\" is not a colour",
+        ),
+    ] {
+        let e = theme(text).unwrap_err().to_string();
+        assert!(e.contains(says), "{text}: {e}");
+    }
+    theme("name = \"My theme\"\n[roles]\n").unwrap();
+    let e = load_config(Some(d.path()), Some("a\u{1b}b"), Depth::TrueColor)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("no theme named \"a\\x1bb\""), "{e}");
+}

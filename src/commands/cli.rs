@@ -299,14 +299,20 @@ pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
 fn parse_positive(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
-        _ => Err(format!("{s:?} is not a positive number")),
+        _ => Err(format!(
+            "{} is not a positive number",
+            crate::safetext::quoted_line(s, 80)
+        )),
     }
 }
 
 fn parse_share(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(x) if x.is_finite() && x > 0.0 && x <= 1.0 => Ok(x),
-        _ => Err(format!("{s:?} is not a share between 0 (excluded) and 1")),
+        _ => Err(format!(
+            "{} is not a share between 0 (excluded) and 1",
+            crate::safetext::quoted_line(s, 80)
+        )),
     }
 }
 

@@ -28,8 +28,8 @@ pub fn load_config(
     let mut keymap = Keymap::default();
     if let Some(dir) = dir {
         let p = dir.join("config.toml");
-        if p.exists() {
-            let file = p.display().to_string();
+        if super::files::present(&p) {
+            let file = super::files::shown(&p);
             let t = read_table(&p, &file)?;
             if theme_name.is_none()
                 && let Some(v) = t.get("theme")
@@ -59,10 +59,13 @@ pub fn load_config(
 /// Reads `config.toml`'s `[queue]` table (age bands, notifications); absent file or table =
 /// defaults. A file that does not parse is refused as [`load_config`] refuses it.
 pub fn load_settings(dir: Option<&Path>) -> Result<Settings, ConsoleError> {
-    let Some(p) = dir.map(|d| d.join("config.toml")).filter(|p| p.exists()) else {
+    let Some(p) = dir
+        .map(|d| d.join("config.toml"))
+        .filter(|p| super::files::present(p))
+    else {
         return Ok(Settings::default());
     };
-    let file = p.display().to_string();
+    let file = super::files::shown(&p);
     let t = read_table(&p, &file)?;
     super::settings::from_table(&file, &t)
 }
@@ -70,10 +73,13 @@ pub fn load_settings(dir: Option<&Path>) -> Result<Settings, ConsoleError> {
 /// `mouse = true` in `config.toml`: clicks select and open rows, the wheel scrolls (off when
 /// the file or the key is absent).
 pub fn load_mouse(dir: Option<&Path>) -> Result<bool, ConsoleError> {
-    let Some(p) = dir.map(|d| d.join("config.toml")).filter(|p| p.exists()) else {
+    let Some(p) = dir
+        .map(|d| d.join("config.toml"))
+        .filter(|p| super::files::present(p))
+    else {
         return Ok(false);
     };
-    let file = p.display().to_string();
+    let file = super::files::shown(&p);
     match read_table(&p, &file)?.get("mouse") {
         None => Ok(false),
         Some(toml::Value::Boolean(b)) => Ok(*b),

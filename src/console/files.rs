@@ -6,6 +6,21 @@ use std::path::Path;
 /// The most a configuration or theme file may hold: these are a few kilobytes by hand.
 pub const FILE_MAX: u64 = 1 << 20;
 
+/// How a message names the file `p`: escaped for one line in the reversible notation, so that
+/// a value the message quotes (already escaped) keeps one notation beside it.
+pub fn shown(p: &Path) -> String {
+    crate::safetext::escape_reversible(
+        p.as_os_str().as_encoded_bytes(),
+        crate::safetext::Options::line(),
+    )
+}
+
+/// Whether `p` names a file system entry at all: a dangling link or an unreadable entry is
+/// there, so that reading it fails loudly instead of the console taking the defaults.
+pub fn present(p: &Path) -> bool {
+    std::fs::symlink_metadata(p).is_ok()
+}
+
 /// A configuration or theme file's text: a regular file (a FIFO is refused, not waited on:
 /// it is opened without blocking and looked at before any read), at most [`FILE_MAX`] bytes,
 /// UTF-8.

@@ -166,7 +166,8 @@ impl Chord {
             }
             _ => {
                 return Err(format!(
-                    "{s:?} is not a key: use a character, ctrl-x, alt-x, enter, esc, tab, up, pagedown, f1..."
+                    "{} is not a key: use a character, ctrl-x, alt-x, enter, esc, tab, up, pagedown, f1...",
+                    crate::safetext::quoted_line(s, 80)
                 ));
             }
         };
@@ -325,10 +326,27 @@ impl Keymap {
                 _ => return Err(err(key, "must be a key or a list of keys".into())),
             };
             km.by_key.retain(|_, v| *v != a);
+            if list.is_empty() {
+                km.warnings.push(format!(
+                    "{file}: {key} = [] leaves {} with no key{}",
+                    a.name(),
+                    if a == Action::Quit {
+                        " (ctrl-c still quits)"
+                    } else {
+                        ""
+                    }
+                ));
+            }
             for s in list {
                 let c = Chord::parse(s).map_err(|p| err(key.clone(), p))?;
-                if let Some(other) = user.get(&c) {
-                    return Err(err(key, format!("{c} is also bound to {}", other.name())));
+                match user.get(&c) {
+                    Some(other) if *other == a => {
+                        return Err(err(key, format!("{c} is listed twice")));
+                    }
+                    Some(other) => {
+                        return Err(err(key, format!("{c} is also bound to {}", other.name())));
+                    }
+                    None => {}
                 }
                 user.insert(c, a);
             }

@@ -96,9 +96,10 @@ pub(crate) fn from_table(file: &str, t: &toml::Table) -> Result<Settings, Consol
         file: file.to_string(),
         problem: format!("key `queue.{key}`: {problem}"),
     };
-    let q = q
-        .as_table()
-        .ok_or_else(|| bad("", "must be a table".into()))?;
+    let q = q.as_table().ok_or_else(|| ConsoleError::Config {
+        file: file.to_string(),
+        problem: "key `queue`: must be a table ([queue])".into(),
+    })?;
     for (k, v) in q {
         match k.as_str() {
             "warn_after" | "stale_after" => {

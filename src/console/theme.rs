@@ -80,7 +80,10 @@ pub enum ThemeError {
         problem: String,
     },
     /// No built-in theme and no file of the user's has that name.
-    #[error("no theme named {name:?}: the built-in ones are {builtin}, and there is no {looked}")]
+    #[error(
+        "no theme named {}: the built-in ones are {builtin}, and there is no {looked}",
+        crate::safetext::quoted_line(name, 80)
+    )]
     Unknown {
         name: String,
         builtin: String,
@@ -141,8 +144,8 @@ impl Theme {
         }
         if let Some(dir) = config_dir {
             let p: PathBuf = dir.join("themes").join(format!("{name}.toml"));
-            if p.exists() {
-                let file = p.display().to_string();
+            if super::files::present(&p) {
+                let file = super::files::shown(&p);
                 let src = super::files::read_small(&p).map_err(|e| ThemeError::File {
                     file: file.clone(),
                     key: "-".into(),
@@ -159,11 +162,9 @@ impl Theme {
                     name: name.to_string(),
                     builtin: builtin_names(),
                     looked: match config_dir {
-                        Some(dir) => dir
-                            .join("themes")
-                            .join(format!("{name}.toml"))
-                            .display()
-                            .to_string(),
+                        Some(dir) => {
+                            super::files::shown(&dir.join("themes").join(format!("{name}.toml")))
+                        }
                         None => "configuration directory to look for one in".into(),
                     },
                 })?;
@@ -186,7 +187,21 @@ impl Theme {
             if k != "palette" && k != "roles" && k != "name" {
                 return Err(err(k, "unknown section; expected palette or roles".into()));
             }
-            let _ = v;
+            // `name` is for the reader of the file (the console names a theme by its file):
+            // a short string that shows as it is.
+            if k == "name"
+                && !v.as_str().is_some_and(|n| {
+                    !n.trim().is_empty()
+                        && n.chars().count() <= 64
+                        && crate::safetext::shows_as_is(n)
+                })
+            {
+                return Err(err(
+                    k,
+                    "must be a string of 1 to 64 characters with no control, bidi or invisible one"
+                        .into(),
+                ));
+            }
         }
         if let Some(p) = doc.get("palette") {
             let t = p
@@ -194,10 +209,12 @@ impl Theme {
                 .ok_or_else(|| err("palette", "must be a table".into()))?;
             for (k, v) in t {
                 let key = format!("palette.{k}");
-                let s = v
-                    .as_str()
-                    .ok_or_else(|| err(&key, "must be a colour string".into()))?;
-                palette.insert(k.clone(), parse_color(s).map_err(|p| err(&key, p))?);
+                let c = match v {
+                    toml::Value::Integer(i) => indexed(*i),
+                    toml::Value::String(s) => parse_color(s),
+                    _ => Err(NOT_A_COLOUR.into()),
+                };
+                palette.insert(k.clone(), c.map_err(|p| err(&key, p))?);
             }
         }
         let mut styles = vec![Style::default(); Role::ALL.len()];
@@ -221,14 +238,15 @@ impl Theme {
                 let key = format!("roles.{k}.{f}");
                 match f.as_str() {
                     "fg" | "bg" => {
-                        let s = val
-                            .as_str()
-                            .ok_or_else(|| err(&key, "must be a colour string".into()))?;
-                        let c = palette
-                            .get(s)
-                            .copied()
-                            .map_or_else(|| parse_color(s), Ok)
-                            .map_err(|p| err(&key, p))?;
+                        let c = match val {
+                            toml::Value::Integer(i) => indexed(*i),
+                            toml::Value::String(s) => palette
+                                .get(s.as_str())
+                                .copied()
+                                .map_or_else(|| parse_color(s), Ok),
+                            _ => Err(NOT_A_COLOUR.into()),
+                        }
+                        .map_err(|p| err(&key, p))?;
                         let c = degrade(c, depth);
                         if let Some(c) = c {
                             st = if f == "fg" { st.fg(c) } else { st.bg(c) };
@@ -279,19 +297,37 @@ fn parse_modifier(m: &str) -> Result<Modifier, String> {
 }
 
 /// `#rrggbb`, an ANSI name (`red`, `lightblue`, `gray`, `reset`...) or a 0-255 index as a string.
+/// Why a colour value of another TOML type is refused.
+const NOT_A_COLOUR: &str =
+    "must be a colour: \"#rrggbb\", an ANSI name such as \"red\", or a number 0-255";
+
+/// A colour given as a TOML number: an index of the 256-colour palette.
+fn indexed(i: i64) -> Result<Color, String> {
+    u8::try_from(i)
+        .map(Color::Indexed)
+        .map_err(|_| format!("{i} is not a colour number: use 0-255"))
+}
+
 pub fn parse_color(s: &str) -> Result<Color, String> {
     if let Some(h) = s.strip_prefix('#') {
         if h.len() == 6 && h.bytes().all(|b| b.is_ascii_hexdigit()) {
             let v = u32::from_str_radix(h, 16).map_err(|e| e.to_string())?;
             return Ok(Color::Rgb((v >> 16) as u8, (v >> 8) as u8, v as u8));
         }
-        return Err(format!("{s:?} is not a #rrggbb colour"));
+        return Err(format!(
+            "{} is not a #rrggbb colour",
+            crate::safetext::quoted_line(s, 80)
+        ));
     }
     if let Ok(i) = s.parse::<u8>() {
         return Ok(Color::Indexed(i));
     }
-    s.parse::<Color>()
-        .map_err(|_| format!("{s:?} is not a colour: use #rrggbb, an ANSI name or 0-255"))
+    s.parse::<Color>().map_err(|_| {
+        format!(
+            "{} is not a colour: use #rrggbb, an ANSI name or 0-255",
+            crate::safetext::quoted_line(s, 80)
+        )
+    })
 }
 
 const ANSI16: [(u8, u8, u8, Color); 16] = [

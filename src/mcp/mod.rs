@@ -77,8 +77,7 @@ pub const QUOTED_MAX: usize = 200;
 /// `"` + [`sanitize`] + `"`, cut visibly to [`QUOTED_MAX`] columns: where agentrt writes Go's
 /// `%q` of server text.
 pub fn quote(text: &str) -> String {
-    let shown = crate::safetext::plain_line(text.as_bytes(), QUOTED_MAX);
-    format!("\"{}\"", shown.replace('"', "\\\""))
+    crate::safetext::quoted_line(text, QUOTED_MAX)
 }
 
 #[cfg(test)]
@@ -123,5 +122,6 @@ mod tests {
         assert!(q.starts_with("\"head") && q.ends_with("tail\""), "{q}");
         assert!(q.contains("bytes]"), "{q}");
         assert_eq!(quote("a\nb"), "\"a\\nb\"");
+        assert_eq!(quote("a\\x1b\"q"), "\"a\\\\x1b\\\"q\"");
     }
 }

@@ -230,6 +230,15 @@ pub fn escaped_once(text: &str) -> String {
     }
 }
 
+/// `text` as a message quotes a value it was given, as a `String`: [`quoted`] in the one-line
+/// reversible notation (a `"` inside as `\"`, a backslash doubled), cut head-and-tail to
+/// `max_width` columns with a marker of the bytes left out. One notation with the rest of a
+/// message passed through [`escaped_once`], where Rust's `{:?}` writes `\u{1b}` and a line's
+/// escaping shows it again as `\\u{1b}`.
+pub fn quoted_line(text: &str, max_width: usize) -> String {
+    quoted(text.as_bytes(), Options::line().reversible(), max_width).to_string()
+}
+
 /// The reversible escaped text of `bytes` as a `String`: no width cut, excess combining marks
 /// escaped rather than dropped. `decode(&escape_reversible(b, o)) == b` for all bytes.
 pub fn escape_reversible(bytes: &[u8], opts: Options) -> String {
