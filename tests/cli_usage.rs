@@ -508,6 +508,67 @@ fn an_unwritable_stderr_does_not_turn_a_refusal_into_a_panic() {
     }
 }
 
+/// clap's usage errors are one line like every other refusal (found from outside: five lines
+/// with a tip, the usage and a pointer to `--help`), keeping the tip and the usage.
+#[test]
+fn usage_errors_are_one_line_with_their_tip() {
+    for (args, says) in [
+        (
+            &["runz"][..],
+            "usage: unrecognized subcommand 'runz'; a similar subcommand exists: 'runs' (countersign ",
+        ),
+        (
+            &["runs", "--limt", "5"],
+            "usage: unexpected argument '--limt' found; a similar argument exists: '--limit' (countersign runs",
+        ),
+        (
+            &["show"],
+            "usage: the following required arguments were not provided: <RUN> (countersign show <RUN>; --help says more)",
+        ),
+        (
+            &["runs", "--limit", "x"],
+            "usage: invalid value 'x' for '--limit <N>'",
+        ),
+    ] {
+        let o = Command::new(env!("CARGO_BIN_EXE_countersign"))
+            .args(args)
+            .env_remove("COUNTERSIGN_DB")
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.starts_with(says), "{args:?}: {err}");
+    }
+}
+
+/// Help and version that cannot be written to stdout (`>/dev/full`) fail with exit 1 and say
+/// why, as any command's output does (found from outside: exit 0, nothing said).
+#[test]
+fn help_that_cannot_be_written_is_a_failure() {
+    for args in [&["--help"][..], &["--version"], &["runs", "--help"]] {
+        let o = Command::new(env!("CARGO_BIN_EXE_countersign"))
+            .args(args)
+            .stdout(
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open("/dev/full")
+                    .expect("/dev/full"),
+            )
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.starts_with("error: writing output:"), "{args:?}: {err}");
+        let o = Command::new(env!("CARGO_BIN_EXE_countersign"))
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{args:?}");
+        assert!(!o.stdout.is_empty() && o.stderr.is_empty(), "{args:?}");
+    }
+}
+
 /// `--read-only` is the console's flag: on a command that writes it is a usage error and
 /// nothing is written (before, it was ignored and the decision landed); the commands that
 /// only read take it and read.

@@ -100,9 +100,24 @@ pub fn main_entry() -> i32 {
                 crate::commands::say_err!("{line}");
                 return 2;
             }
-            let code = if e.use_stderr() { 2 } else { 0 };
-            let _ = e.print();
-            return code;
+            if e.use_stderr() {
+                let line = one_line_usage(&e.render().to_string());
+                crate::commands::say_err!("{}", never_raw(&line));
+                return 2;
+            }
+            // Help and version go to stdout: one that cannot be written is a failure, as
+            // every command's output is (found from outside: `--help >/dev/full` exited 0).
+            return match e
+                .print()
+                .and_then(|()| std::io::Write::flush(&mut std::io::stdout()))
+            {
+                Ok(()) => 0,
+                Err(w) => {
+                    let e = CommandError::Failed(format!("writing output: {w}"));
+                    crate::commands::say_err!("{}", never_raw(&e.to_string()));
+                    e.exit_code()
+                }
+            };
         }
     };
     match run(cli) {
@@ -189,6 +204,36 @@ fn escaped_usage(e: &clap::Error) -> Option<String> {
             Some(format!("usage: {what}: {}", named.join(", ")))
         }
     }
+}
+
+/// clap's usage error, rendered over several lines (the error, a tip, the usage, a pointer to
+/// `--help`), as the one line every other refusal is: `usage: ERROR; TIP (USAGE; --help says
+/// more)`.
+fn one_line_usage(rendered: &str) -> String {
+    let (mut head, mut tips, mut usage) = (Vec::new(), Vec::new(), None);
+    for l in rendered.lines().map(str::trim) {
+        if l.is_empty() || l.starts_with("For more information") {
+            continue;
+        }
+        if let Some(x) = l.strip_prefix("error: ") {
+            head.push(x);
+        } else if let Some(x) = l.strip_prefix("tip: ") {
+            tips.push(x);
+        } else if let Some(x) = l.strip_prefix("Usage: ") {
+            usage = Some(x);
+        } else {
+            head.push(l);
+        }
+    }
+    let mut line = format!("usage: {}", head.join(" "));
+    for t in tips {
+        line.push_str("; ");
+        line.push_str(t);
+    }
+    if let Some(u) = usage {
+        line.push_str(&format!(" ({u}; --help says more)"));
+    }
+    line
 }
 
 /// The feature a command needs when this build was made without it.
