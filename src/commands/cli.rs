@@ -43,9 +43,17 @@ pub struct Cli {
     #[arg(long, global = true)]
     pub mouse: bool,
 
-    /// Console and demo: the example consumer's order backend, to resume and recheck its runs
-    /// (default: beside a SQLite run database, `<stem>.orders.db`; needed with a postgres://
-    /// URL, which has nothing beside it).
+    #[cfg_attr(
+        feature = "postgres",
+        doc = "Console and demo: the example consumer's order backend, to resume and recheck its \
+               runs (default: beside a SQLite run database, `<stem>.orders.db`; needed with a \
+               postgres:// URL, which has nothing beside it)."
+    )]
+    #[cfg_attr(
+        not(feature = "postgres"),
+        doc = "Console and demo: the example consumer's order backend, to resume and recheck its \
+               runs (default: beside the run database, `<stem>.orders.db`)."
+    )]
     #[arg(long, value_name = "PATH")]
     pub backend: Option<std::path::PathBuf>,
 
@@ -75,7 +83,15 @@ pub enum Command {
     Recheck(RecheckArgs),
     /// Resume the example consumer's runs as soon as they are decided, until stopped.
     Worker(WorkerArgs),
-    /// Check the hash chain over every run's events (and, on PostgreSQL, every approval hash).
+    #[cfg_attr(
+        feature = "postgres",
+        doc = "Check the hash chain over every run's events (and, on PostgreSQL, every approval \
+               hash)."
+    )]
+    #[cfg_attr(
+        not(feature = "postgres"),
+        doc = "Check the hash chain over every run's events."
+    )]
     Verify(VerifyArgs),
     /// Copy a whole run database between SQLite and PostgreSQL, into an empty target,
     /// checking the chain and every approval hash on both sides.
@@ -247,8 +263,16 @@ pub struct ResumeArgs {
     /// The run id.
     #[arg(value_name = "RUN", value_parser = id_parser())]
     pub run: Key,
-    /// The example consumer's order backend (default: beside a SQLite run database,
-    /// `<stem>.orders.db`; required with a postgres:// URL, which has no "beside").
+    #[cfg_attr(
+        feature = "postgres",
+        doc = "The example consumer's order backend (default: beside a SQLite run database, \
+               `<stem>.orders.db`; required with a postgres:// URL, which has no \"beside\")."
+    )]
+    #[cfg_attr(
+        not(feature = "postgres"),
+        doc = "The example consumer's order backend (default: beside the run database, \
+               `<stem>.orders.db`)."
+    )]
     #[arg(long, value_name = "PATH")]
     pub backend: Option<std::path::PathBuf>,
 }
@@ -334,8 +358,16 @@ pub struct RecheckArgs {
     /// Every recorded evaluation of the policy, not only the calls waiting on a person.
     #[arg(long)]
     pub all: bool,
-    /// The example consumer's order backend (default: beside a SQLite run database,
-    /// `<stem>.orders.db`; required with a postgres:// URL, which has no "beside").
+    #[cfg_attr(
+        feature = "postgres",
+        doc = "The example consumer's order backend (default: beside a SQLite run database, \
+               `<stem>.orders.db`; required with a postgres:// URL, which has no \"beside\")."
+    )]
+    #[cfg_attr(
+        not(feature = "postgres"),
+        doc = "The example consumer's order backend (default: beside the run database, \
+               `<stem>.orders.db`)."
+    )]
     #[arg(long, value_name = "PATH")]
     pub backend: Option<std::path::PathBuf>,
 }
@@ -345,8 +377,16 @@ pub struct WorkerArgs {
     /// Resume what is decided now, then exit (instead of waiting for decisions).
     #[arg(long)]
     pub once: bool,
-    /// The example consumer's order backend (default: beside a SQLite run database,
-    /// `<stem>.orders.db`; required with a postgres:// URL, which has no "beside").
+    #[cfg_attr(
+        feature = "postgres",
+        doc = "The example consumer's order backend (default: beside a SQLite run database, \
+               `<stem>.orders.db`; required with a postgres:// URL, which has no \"beside\")."
+    )]
+    #[cfg_attr(
+        not(feature = "postgres"),
+        doc = "The example consumer's order backend (default: beside the run database, \
+               `<stem>.orders.db`)."
+    )]
     #[arg(long, value_name = "PATH")]
     pub backend: Option<std::path::PathBuf>,
 }
@@ -356,8 +396,16 @@ pub struct DemoArgs {
     /// Print where the demo was written and what to try instead of opening the console.
     #[arg(long)]
     pub no_tui: bool,
-    /// With a postgres:// --db: where to write the example consumer's order backend (as
-    /// `--backend` before the command).
+    #[cfg_attr(
+        feature = "postgres",
+        doc = "With a postgres:// --db: where to write the example consumer's order backend (as \
+               `--backend` before the command)."
+    )]
+    #[cfg_attr(
+        not(feature = "postgres"),
+        doc = "Where to write the example consumer's order backend (as `--backend` before the \
+               command)."
+    )]
     #[arg(long, value_name = "PATH")]
     pub backend: Option<std::path::PathBuf>,
 }
@@ -417,4 +465,32 @@ fn parse_head(s: &str) -> Result<(u64, String), String> {
         return Err("the kept head's hash is 64 lowercase hex digits, as verify prints it".into());
     }
     Ok((seq, hash.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every help text, the top level's and each command's, in one string.
+    fn all_help() -> String {
+        use clap::CommandFactory;
+        let mut top = super::Cli::command();
+        let mut text = top.render_long_help().to_string();
+        for sub in top.get_subcommands_mut() {
+            text.push_str(&sub.render_long_help().to_string());
+        }
+        text
+    }
+
+    /// A build without PostgreSQL does not offer it in its help (found from outside: the
+    /// SQLite-only binary's `--backend` and `verify` help spoke of postgres:// URLs and
+    /// PostgreSQL's approval hashes); the full build does. `.ci/run` runs this test in the
+    /// SQLite-only build too.
+    #[test]
+    fn help_offers_postgresql_only_where_it_is_built() {
+        let text = all_help().to_ascii_lowercase();
+        assert_eq!(
+            text.contains("postgres"),
+            cfg!(feature = "postgres"),
+            "{text}"
+        );
+    }
 }
