@@ -179,6 +179,57 @@ CREATE INDEX IF NOT EXISTS runs_waiting ON runs (id) WHERE status = 'WAITING_FOR
 CREATE INDEX IF NOT EXISTS approvals_pending ON approvals (run_id, ord) WHERE status = 'pending';
 "#;
 
+/// Migration 4's indexes as the server describes them (`pg_get_indexdef` from ` USING ` on),
+/// each on its table.
+const COUNT_INDEXES: [(&str, &str, &str); 3] = [
+    ("runs_status", "runs", "btree (status)"),
+    (
+        "runs_waiting",
+        "runs",
+        "btree (id) WHERE (status = 'WAITING_FOR_APPROVAL'::text)",
+    ),
+    (
+        "approvals_pending",
+        "approvals",
+        "btree (run_id, ord) WHERE (status = 'pending'::text)",
+    ),
+];
+
+/// After migration 4's `IF NOT EXISTS`: each of its names is an index of that definition,
+/// valid and not unique. A relation made by hand under one of the names with another
+/// definition (another column, no predicate, unique, a table) was skipped by `IF NOT EXISTS`
+/// and would have been taken for the index (found from outside); the migration is refused
+/// instead, nothing changed, naming what to drop.
+fn check_count_indexes(tx: &mut Transaction<'_>, url: &PgUrl) -> Result<(), PgError> {
+    for (name, table, tail) in COUNT_INDEXES {
+        let row = tx
+            .query_opt(
+                "SELECT pg_get_indexdef(i.indexrelid), COALESCE(i.indrelid = to_regclass($2), false), \
+                        i.indisunique, i.indisvalid \
+                 FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid \
+                 WHERE c.relname = $1 AND c.relnamespace = current_schema()::regnamespace",
+                &[&name, &table],
+            )
+            .ctx(url, "migrate: check the indexes")?;
+        let fits = row.as_ref().is_some_and(|r| {
+            let def: String = r.get(0);
+            let (on, unique, valid): (bool, bool, bool) = (r.get(1), r.get(2), r.get(3));
+            on && !unique && valid && def.ends_with(&format!(" USING {tail}"))
+        });
+        if !fits {
+            return Err(PgError::Unusable {
+                db: url.to_string(),
+                detail: format!(
+                    "migration 4 needs the index {name} on {table} USING {tail}, and the database \
+                     has a relation of that name that is not it (made by hand?): drop it \
+                     (DROP INDEX {name}) and migrate again; nothing was changed"
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// Text must round-trip byte for byte: only a UTF8 database does that.
 pub(crate) fn check_encoding(client: &mut Client, url: &PgUrl) -> Result<(), PgError> {
     let enc: String = client
@@ -236,6 +287,9 @@ pub(crate) fn migrate_in(tx: &mut Transaction<'_>, url: &PgUrl) -> Result<i64, P
     for version in (current + 1)..=PG_SCHEMA_VERSION {
         let script = PG_MIGRATIONS[(version - 1) as usize];
         tx.batch_execute(script).ctx(url, "migrate: apply")?;
+        if version == 4 {
+            check_count_indexes(tx, url)?;
+        }
         let now = crate::runtime::types::Timestamp::now().to_rfc3339();
         tx.execute(
             "INSERT INTO countersign_schema (version, applied_at) VALUES ($1, $2)",
