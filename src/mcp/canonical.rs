@@ -10,8 +10,11 @@ use crate::runtime::json::{policy_form_first, sha256_hex};
 
 /// The canonical form of a schema as a server sent it, or why it cannot be pinned.
 pub fn canonical_schema(raw: &[u8]) -> Result<Vec<u8>, String> {
-    let (form, trailing) =
-        policy_form_first(raw).ok_or_else(|| "the schema is not JSON".to_string())?;
+    let (form, trailing) = policy_form_first(raw).ok_or_else(|| {
+        "the schema is not JSON that Go's decoder reads (malformed, truncated, or nested more \
+         than 10000 levels deep)"
+            .to_string()
+    })?;
     if trailing {
         return Err("trailing data after the schema".into());
     }

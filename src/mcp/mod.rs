@@ -112,6 +112,17 @@ mod tests {
         assert_eq!(shown, sanitize(&raw));
     }
 
+    /// A schema nested past Go's bound says so, not only "not JSON" (found from outside: a
+    /// 100 000-deep schema was reported as not JSON, which it is).
+    #[test]
+    fn a_schema_nested_too_deep_says_so() {
+        let deep = format!("{}{}", "[".repeat(10_001), "]".repeat(10_001));
+        let e = canonical::canonical_schema(deep.as_bytes()).unwrap_err();
+        assert!(e.contains("nested more than 10000 levels deep"), "{e}");
+        let ok = format!("{}{}", "[".repeat(100), "]".repeat(100));
+        assert!(canonical::canonical_schema(ok.as_bytes()).is_ok());
+    }
+
     /// A long value is cut visibly, head and tail kept, never echoed whole (found from outside:
     /// a 100 000-character session name came back whole in its refusal).
     #[test]
