@@ -321,6 +321,50 @@ fn verify_intact_chain_exits_zero_and_broken_chain_exits_one() {
     assert!(stderr(&o).starts_with("error: the event chain is broken at seq "));
 }
 
+/// An event below seq 1 (planted outside the chain: `events` lists it first) breaks the chain
+/// whatever range is checked, a full check or an incremental one (found from outside: verify
+/// started at seq 1 and said intact, while `events` showed a planted `approval.decided` first).
+#[test]
+fn verify_fails_on_an_event_planted_below_seq_one() {
+    let dir = tempdir();
+    for planted in [0_i64, -5, i64::MIN] {
+        let db = dir.path().join(format!("p{}.db", planted.unsigned_abs()));
+        fixture(&db, &FIXED);
+        let c = rusqlite::Connection::open(&db).unwrap();
+        let run: String = c
+            .query_row("SELECT run_id FROM events ORDER BY seq LIMIT 1", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        c.execute(
+            "INSERT INTO events (seq, run_id, step_id, at, type, payload_json, hash) \
+             VALUES (?1, ?2, '', '2020-01-01T00:00:00Z', 'approval.decided', \
+             '{\"status\":\"approved\",\"by\":\"ceo\"}', 'zz')",
+            rusqlite::params![planted, run],
+        )
+        .unwrap();
+        drop(c);
+        for args in [
+            &["verify"][..],
+            &["verify", "--from", "3"],
+            &["verify", "--json"],
+        ] {
+            let o = cs(&db, args);
+            assert_eq!(
+                o.status.code(),
+                Some(1),
+                "{planted} {args:?}: {}",
+                stdout(&o)
+            );
+            assert!(
+                stderr(&o).contains(&format!("broken at seq {planted}")),
+                "{planted} {args:?}: {}",
+                stderr(&o)
+            );
+        }
+    }
+}
+
 /// `--limit 0 --json` ("0 prints all") is one JSON value however many pages it takes: the very
 /// bytes of one page large enough for everything (but for `limit`), for `runs` over 1,200 runs
 /// and for `show` of a run of 1,200 steps (also from an offset), and for an empty list.

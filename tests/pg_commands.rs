@@ -142,6 +142,52 @@ fn pg_verify_from_past_the_head_fails_as_on_sqlite() {
     }
 }
 
+/// An event below seq 1 (the table's CHECK dropped by someone who owns it) breaks the chain
+/// on PostgreSQL as on SQLite, whatever range is checked, with the same message.
+#[test]
+fn pg_verify_fails_on_an_event_planted_below_seq_one_as_on_sqlite() {
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (lite, _, _) = queue_on(&db, dir.path());
+    let lite = lite.to_str().unwrap().to_string();
+    let mut c = db.client();
+    let run: String = c
+        .query_one("SELECT run_id FROM events ORDER BY seq LIMIT 1", &[])
+        .unwrap()
+        .get(0);
+    let constraint: String = c
+        .query_one(
+            "SELECT conname::text FROM pg_constraint WHERE conrelid = 'events'::regclass AND contype = 'c'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    c.batch_execute(&format!("ALTER TABLE events DROP CONSTRAINT {constraint}"))
+        .unwrap();
+    let plant = "INSERT INTO events (seq, run_id, step_id, at, type, payload_json, hash) \
+                 VALUES (0, $1, '', '2020-01-01T00:00:00Z', 'approval.decided', '{}', 'zz')";
+    c.execute(plant, &[&run]).unwrap();
+    rusqlite::Connection::open(&lite)
+        .unwrap()
+        .execute(&plant.replace("$1", "?1"), [&run])
+        .unwrap();
+    for args in [&["verify"][..], &["verify", "--from", "3"]] {
+        let (l, p) = (on(&lite, args), on(&db.url, args));
+        assert_eq!(p.status.code(), Some(1), "{args:?}: {}", said(&p));
+        assert!(
+            said(&p).contains("broken at seq 0"),
+            "{args:?}: {}",
+            said(&p)
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&p.stderr),
+            String::from_utf8_lossy(&l.stderr)
+        );
+    }
+}
+
 /// The same bulk commands on a SQLite file and on its copy in PostgreSQL print the same text
 /// and JSON and exit the same way, and decide the same rows with the same columns.
 #[test]

@@ -6,7 +6,7 @@ use super::PgUrl;
 use super::error::{PgCtx, PgError};
 use super::stmts::Cached;
 use crate::runtime::json::{approval_hash, event_hash};
-use crate::runtime::store::{ChainBreak, ChainReport, cut_hash, event_gap};
+use crate::runtime::store::{ChainBreak, ChainReport, below_one, cut_hash, event_gap};
 
 /// Events per verification query.
 const PAGE: i64 = 256;
@@ -207,6 +207,17 @@ pub(crate) fn verify(
         (String::new(), None)
     };
     let mut check = ChainCheck::new(from, to, prev, last);
+    // The table's CHECK (seq > 0) keeps such an event out unless someone dropped it.
+    if let Some(r) = tx
+        .query_opt(
+            "SELECT seq FROM events WHERE seq < 1 ORDER BY seq LIMIT 1",
+            &[],
+        )
+        .ctx(url, "verify events")?
+    {
+        check.report.chain_break = Some(below_one(r.get(0)));
+        return Ok(check.into_report());
+    }
     check_events(tx, url, &mut check, from, to)?;
     check.reaches(head.min(to));
     Ok(check.into_report())

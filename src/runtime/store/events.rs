@@ -102,6 +102,21 @@ pub(crate) fn gap(from: i64, last: Option<i64>, seq: i64) -> Option<String> {
     }
 }
 
+/// The break an event below seq 1 is, wherever a check starts: the chain starts at seq 1, so
+/// such an event was put there outside it (found from outside: a planted `seq 0` approval was
+/// listed first by `events` while `verify`, which starts at 1, said intact). Checked whatever
+/// range was asked, since an incremental check would never reach it.
+pub(crate) fn below_one(seq: i64) -> ChainBreak {
+    ChainBreak {
+        seq,
+        expected: String::new(),
+        found: String::new(),
+        detail: format!(
+            "event seq {seq} is below 1, where no event can be (the chain starts at seq 1): it was put there outside the chain"
+        ),
+    }
+}
+
 /// Feeds one netstring field to the hasher: `len:bytes,`.
 fn ns(h: &mut Sha256, len: i64, bytes: &[u8]) {
     h.update(len.to_string().as_bytes());
@@ -125,6 +140,18 @@ pub(crate) fn verify(conn: &Connection, from: i64, to: i64) -> Result<ChainRepor
         to,
         ..ChainReport::default()
     };
+    let planted: Option<i64> = conn
+        .query_row(
+            "SELECT seq FROM events WHERE seq < 1 ORDER BY seq LIMIT 1",
+            [],
+            |r| r.get(0),
+        )
+        .optional()
+        .ctx("verify events")?;
+    if let Some(seq) = planted {
+        report.chain_break = Some(below_one(seq));
+        return Ok(report);
+    }
     // A range not starting at 1 chains from the stored hash of the previous event.
     let (mut last_seq, mut prev): (Option<i64>, String) = if from > 1 {
         match conn

@@ -71,7 +71,7 @@ pub(crate) use detail::{mark_of, model_call_values};
 pub use error::{SCHEMA_VERSION, StoreError, go_file_mode, is_locked};
 pub use events::{ChainBreak, ChainReport};
 #[cfg(feature = "postgres")]
-pub(crate) use events::{cut as cut_hash, event_payload, gap as event_gap};
+pub(crate) use events::{below_one, cut as cut_hash, event_payload, gap as event_gap};
 pub use keyset::{KeyPage, StepKey};
 pub use lease::LeaseHandle;
 pub use naming::{is_pg_url, name_shown, no_postgres_here, not_a_path};
