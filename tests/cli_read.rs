@@ -365,6 +365,67 @@ fn verify_fails_on_an_event_planted_below_seq_one() {
     }
 }
 
+/// An approval whose stored fields no longer give its stored hash fails `verify` (exit 1, one
+/// line naming it; `--json` lists it under `approvals.mismatched`), and `show` says approve and
+/// reject refuse it and offers the run's cancel instead of a decision (found from outside: the
+/// tampered approval passed `verify` and `show` printed `decide with: ... approve`).
+#[test]
+fn a_tampered_approval_fails_verify_and_is_not_offered_for_a_decision() {
+    let dir = tempdir();
+    let db = dir.path().join("t.db");
+    fixture(&db, &FIXED);
+    let clean_run = cs(&db, &["verify", "--json"]);
+    assert_eq!(clean_run.status.code(), Some(0), "{}", stderr(&clean_run));
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&clean_run)).unwrap();
+    assert_eq!(doc["approvals"]["mismatched"], serde_json::json!([]));
+    assert!(doc["approvals"]["verified"].as_i64().unwrap() > 0, "{doc}");
+    let c = rusqlite::Connection::open(&db).unwrap();
+    let (id, run): (String, String) = c
+        .query_row(
+            "SELECT id, run_id FROM approvals WHERE status = 'pending' \
+             AND json_valid(request_json) ORDER BY rowid LIMIT 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    let shown = cs(&db, &["show", &run]);
+    assert!(
+        stdout(&shown).contains("decide with: "),
+        "{}",
+        stdout(&shown)
+    );
+    c.execute(
+        "UPDATE approvals SET presentation_json = '{\"amount\":\"1.00 USD\"}' WHERE id = ?1",
+        [&id],
+    )
+    .unwrap();
+    drop(c);
+    let o = cs(&db, &["verify"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stdout(&o).contains(&format!("approval {id} does not hash to its stored hash")),
+        "{}",
+        stdout(&o)
+    );
+    assert_eq!(
+        stderr(&o),
+        format!("error: approval {id} does not hash to its stored hash\n")
+    );
+    let o = cs(&db, &["verify", "--json"]);
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(doc["approvals"]["mismatched"], serde_json::json!([id]));
+    assert_eq!(
+        doc["intact"],
+        serde_json::json!(true),
+        "the chain itself holds"
+    );
+    let shown = cs(&db, &["show", &run]);
+    let text = stdout(&shown);
+    assert!(!text.contains("decide with: "), "{text}");
+    assert!(text.contains("REFUSED by approve and reject: "), "{text}");
+    assert!(text.contains(&format!(" cancel {run}")), "{text}");
+}
+
 /// `--limit 0 --json` ("0 prints all") is one JSON value however many pages it takes: the very
 /// bytes of one page large enough for everything (but for `limit`), for `runs` over 1,200 runs
 /// and for `show` of a run of 1,200 steps (also from an offset), and for an empty list.

@@ -96,7 +96,19 @@ pub fn render(a: &Approval, db: &Path, reason: &str) -> (String, Shown) {
         "hash    {}\n",
         col(&a.raw_invalid, "hash", &a.hash, 128)
     ));
-    s.push_str(&decide_hint(a, db));
+    // A row approve and reject would refuse (its hash does not recompute from what is stored,
+    // or a field could not be read) is said to be one, and no decision is offered for it
+    // (found from outside: a tampered approval was shown with `decide with: ... approve`).
+    // A request a page read capped is not all here, so it is left to the decision to judge.
+    let refused = if crate::runtime::store::capped_request(a).is_none() {
+        crate::runtime::operator::verify_hash(a).err()
+    } else {
+        None
+    };
+    match refused {
+        Some(e) => s.push_str(&refused_hint(a, db, &e)),
+        None => s.push_str(&decide_hint(a, db)),
+    }
     s.push_str(&format!(
         "----- end of approval {id} for tool {tool} -----\n"
     ));
@@ -207,6 +219,19 @@ fn count(t: &crate::safetext::SafeText, shown: &mut Shown) {
         shown.cut += 1;
     }
     shown.escapes += t.escape_count();
+}
+
+/// What replaces the `decide with:` line for an approval that approve and reject refuse: why,
+/// and the cancel that ends its run (a command when one can be typed).
+fn refused_hint(a: &Approval, db: &Path, e: &crate::runtime::operator::OperatorError) -> String {
+    let why = super::text::said(&e.said(), 400);
+    let run = shell::id_word(shell::stored(&a.raw_invalid, "run_id", &a.run_id))
+        .ok()
+        .and_then(|r| shell::command(db, &format!("cancel {r}")).ok());
+    match run {
+        Some(cmd) => format!("REFUSED by approve and reject: {why}\ncancel its run with: {cmd}\n"),
+        None => format!("REFUSED by approve and reject: {why}\ncancel its run in the console\n"),
+    }
 }
 
 /// The `decide with:` line: a command a POSIX shell runs with exactly the stored ids and path

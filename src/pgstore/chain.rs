@@ -5,7 +5,8 @@
 use super::PgUrl;
 use super::error::{PgCtx, PgError};
 use super::stmts::Cached;
-use crate::runtime::json::{approval_hash, event_hash};
+use crate::runtime::json::event_hash;
+pub use crate::runtime::store::ApprovalCheck;
 use crate::runtime::store::{ChainBreak, ChainReport, below_one, cut_hash, event_gap};
 
 /// Events per verification query.
@@ -119,28 +120,6 @@ impl ChainCheck {
     /// What was checked, owned.
     pub fn into_report(self) -> ChainReport {
         self.report
-    }
-}
-
-/// Approval hashes recomputed from the stored kind, capability, presentation and request.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ApprovalCheck {
-    /// Approvals whose stored hash is the one their fields give.
-    pub verified: i64,
-    /// Approvals whose fields do not decode (a damaged row, listed as such): `(id, why)`.
-    pub damaged: Vec<(String, String)>,
-    /// Approvals whose fields decode to another hash than the stored one.
-    pub mismatched: Vec<String>,
-}
-
-impl ApprovalCheck {
-    /// Checks one approval row.
-    pub fn push(&mut self, id: &str, kind: &str, cap: &str, pres: &str, req: &str, hash: &str) {
-        match approval_hash(kind, cap.as_bytes(), pres.as_bytes(), req.as_bytes()) {
-            Ok(h) if h == hash => self.verified += 1,
-            Ok(_) => self.mismatched.push(id.to_string()),
-            Err(e) => self.damaged.push((id.to_string(), e.to_string())),
-        }
     }
 }
 

@@ -6,6 +6,7 @@
 //! it can be shared between threads; every write is one `BEGIN IMMEDIATE` transaction
 //! (`Store::write`).
 
+mod approval_check;
 mod backend;
 mod bind;
 mod column;
@@ -53,6 +54,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use rusqlite::Connection;
 
+pub use approval_check::ApprovalCheck;
 pub(crate) use backend::IN_CRATE;
 #[cfg(feature = "postgres")]
 pub(crate) use backend::sealed;
