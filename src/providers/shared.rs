@@ -167,6 +167,16 @@ pub fn split_url(provider: &str, base: &str) -> Result<(Endpoint, bool), String>
     if tail.starts_with('?') || tail.starts_with('#') {
         return Err(bad());
     }
+    // The endpoint's path is appended to the base, so a query or fragment in it would end up
+    // before that path (found from outside: `…/v1?api-key=K` was called as
+    // `…/v1?api-key=K/chat/completions`, and printed in the resume hint).
+    if tail.contains(['?', '#']) {
+        return Err(format!(
+            "{provider}: base URL {} has a query or a fragment: the endpoint's path is appended \
+             to the base URL, so it cannot carry either",
+            crate::runtime::json::go_quote(&redacted_url(base))
+        ));
+    }
     let (userinfo, hostport) = match authority.rsplit_once('@') {
         Some((_, h)) => (true, h),
         None => (false, authority),
@@ -529,6 +539,20 @@ mod tests {
         ] {
             assert!(!loopback(h), "{h}");
         }
+    }
+
+    #[test]
+    fn a_base_url_with_a_query_or_fragment_after_its_path_is_refused_unrepeated() {
+        for base in [
+            "http://127.0.0.1:18950/v1?api-key=AZURESECRET",
+            "https://gw.example/openai/deployments/x?api-version=2024-01-01&key=AZURESECRET",
+            "http://127.0.0.1/v1#AZURESECRET",
+        ] {
+            let e = check_endpoint("openai", base, true).unwrap_err();
+            assert!(e.contains("has a query or a fragment"), "{e}");
+            assert!(!e.contains("AZURESECRET"), "{e}");
+        }
+        assert!(check_endpoint("openai", "http://127.0.0.1:18950/v1", true).is_ok());
     }
 
     #[test]
