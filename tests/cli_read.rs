@@ -426,6 +426,45 @@ fn a_tampered_approval_fails_verify_and_is_not_offered_for_a_decision() {
     assert!(text.contains(&format!(" cancel {run}")), "{text}");
 }
 
+/// A waiting run whose approval's status is damaged (not `pending`, not any status agentrt
+/// writes) is not shown as if nothing were the matter: `show` says no approval is pending and
+/// how to cancel the run, `--json` says `no_pending_approval` (found from outside: the
+/// approval vanished, the run still waiting, nothing said).
+#[test]
+fn a_waiting_run_without_a_pending_approval_says_so() {
+    let dir = tempdir();
+    let db = dir.path().join("w.db");
+    fixture(&db, &FIXED);
+    let c = rusqlite::Connection::open(&db).unwrap();
+    let run: String = c
+        .query_row(
+            "SELECT a.run_id FROM approvals a JOIN runs r ON r.id = a.run_id \
+             WHERE a.status = 'pending' AND r.status = 'WAITING_FOR_APPROVAL' \
+             GROUP BY a.run_id HAVING count(*) = 1 LIMIT 1",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let before = stdout(&cs(&db, &["show", &run]));
+    assert!(!before.contains("NO PENDING APPROVAL"), "{before}");
+    c.execute(
+        "UPDATE approvals SET status = 'maybe\u{1b}[31m' WHERE run_id = ?1",
+        [&run],
+    )
+    .unwrap();
+    drop(c);
+    let text = stdout(&cs(&db, &["show", &run]));
+    assert!(
+        text.contains("NO PENDING APPROVAL: the run waits for approval"),
+        "{text}"
+    );
+    assert!(text.contains(&format!(" cancel {run}")), "{text}");
+    let doc: serde_json::Value =
+        serde_json::from_str(&stdout(&cs(&db, &["show", &run, "--json"]))).unwrap();
+    assert_eq!(doc["no_pending_approval"], serde_json::json!(true));
+    assert_eq!(doc["approvals_total"], serde_json::json!(0));
+}
+
 /// `--limit 0 --json` ("0 prints all") is one JSON value however many pages it takes: the very
 /// bytes of one page large enough for everything (but for `limit`), for `runs` over 1,200 runs
 /// and for `show` of a run of 1,200 steps (also from an offset), and for an empty list.

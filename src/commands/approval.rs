@@ -225,12 +225,21 @@ fn count(t: &crate::safetext::SafeText, shown: &mut Shown) {
 /// and the cancel that ends its run (a command when one can be typed).
 fn refused_hint(a: &Approval, db: &Path, e: &crate::runtime::operator::OperatorError) -> String {
     let why = super::text::said(&e.said(), 400);
-    let run = shell::id_word(shell::stored(&a.raw_invalid, "run_id", &a.run_id))
+    format!(
+        "REFUSED by approve and reject: {why}\n{}",
+        cancel_line(shell::stored(&a.raw_invalid, "run_id", &a.run_id), db)
+    )
+}
+
+/// `cancel its run with: countersign --db … cancel RUN`, or where to cancel it when no
+/// command line can name the run or the database.
+pub fn cancel_line(run_id: &[u8], db: &Path) -> String {
+    match shell::id_word(run_id)
         .ok()
-        .and_then(|r| shell::command(db, &format!("cancel {r}")).ok());
-    match run {
-        Some(cmd) => format!("REFUSED by approve and reject: {why}\ncancel its run with: {cmd}\n"),
-        None => format!("REFUSED by approve and reject: {why}\ncancel its run in the console\n"),
+        .and_then(|r| shell::command(db, &format!("cancel {r}")).ok())
+    {
+        Some(cmd) => format!("cancel its run with: {cmd}\n"),
+        None => "cancel its run in the console\n".to_string(),
     }
 }
 

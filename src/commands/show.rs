@@ -67,6 +67,14 @@ pub fn show(
         return out.json(&doc, &raws);
     }
     header(&r, out)?;
+    if waiting && pending.total == 0 {
+        // Found from outside: an approval whose status was damaged vanished from `show`, the
+        // run still waiting, with nothing said.
+        out.raw(&format!(
+            "\nNO PENDING APPROVAL: the run waits for approval, but none of its approvals is stored as pending (a damaged row?); approve and reject cannot decide it\n{}",
+            approval::cancel_line(r.id_bytes(), db)
+        ))?;
+    }
     for ap in &pending.items {
         let reason = store
             .approval_reason(r.id_bytes(), ap.id_bytes())
@@ -288,6 +296,9 @@ fn approvals_and_page(
         );
     }
     doc["approvals_total"] = json!(pending.total);
+    if pending.total == 0 && doc["run"]["status"] == json!("WAITING_FOR_APPROVAL") {
+        doc["no_pending_approval"] = json!(true);
+    }
     doc["limit"] = json!(a.limit);
     doc["offset"] = json!(a.offset);
 }
