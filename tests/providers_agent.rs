@@ -685,3 +685,47 @@ fn a_resumed_run_acts_and_is_prompted_for_its_own_customer() {
     assert!(resumed.contains("Customer cu_ben asks"), "{resumed}");
     assert!(!resumed.contains("cu_ana"), "{resumed}");
 }
+
+/// What could only fail after the databases were made is refused before either is (found from
+/// outside: `--resume nope` on a mistyped `--db`, or an unknown `--customer`, left a new run
+/// database and a new order backend behind and blamed the run id).
+#[test]
+fn a_refusal_before_the_run_creates_no_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("typo.db");
+    for (args, says) in [
+        (
+            &["--model", "ollama:llama3", "--resume", "run_nope"][..],
+            "no run database at",
+        ),
+        (
+            &["--model", "ollama:llama3", "--customer", "cu_zed", "refund"],
+            "no customer cu_zed in a new order backend (its customers are cu_ana, cu_ben)",
+        ),
+    ] {
+        let o = agent(&db, args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", text(&o.stderr));
+        assert!(
+            text(&o.stderr).contains(says),
+            "{args:?}: {}",
+            text(&o.stderr)
+        );
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            0,
+            "{args:?}: nothing created"
+        );
+    }
+    // An existing run database with no backend beside it: a resume does not make one.
+    rusqlite::Connection::open(&db).unwrap();
+    let before = std::fs::read(&db).unwrap();
+    let o = agent(&db, &["--model", "ollama:llama3", "--resume", "run_nope"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        text(&o.stderr).contains("no order backend at"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert_eq!(std::fs::read(&db).unwrap(), before);
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+}

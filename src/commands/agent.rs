@@ -282,6 +282,7 @@ pub fn run(db: Option<&Path>, a: &AgentArgs, out: &mut Out) -> Result<(), Comman
         Err(std::env::VarError::NotUnicode(_)) => Some("\u{fffd}".into()),
         Err(std::env::VarError::NotPresent) => None,
     })?;
+    refuse_before_creating(db, a)?;
     let (store, shown) = open_db(db)?;
     let bpath = match (&a.backend, shown.is_some()) {
         (Some(b), _) => b.clone(),
@@ -557,6 +558,51 @@ fn words(db: &Path, a: &AgentArgs, run: &str) -> Result<(String, String), String
         let resume = shell::command(db, &format!("{rest} --resume {r}"))?;
         Ok((decide, resume))
     }
+}
+
+/// What would fail only after the run database and the order backend were created, refused
+/// before either is (found from outside: `--resume nope` with a mistyped `--db`, or an unknown
+/// `--customer`, left two new empty databases behind and blamed the run id): a resume needs
+/// the database and the backend its run is in, and a new backend holds only the seeded
+/// customers.
+fn refuse_before_creating(db: &Path, a: &AgentArgs) -> Result<(), CommandError> {
+    let exists = |p: &Path| std::fs::symlink_metadata(p).is_ok();
+    let on_pg = db.to_str().is_some_and(crate::runtime::store::is_pg_url);
+    if a.resume.is_some() && !on_pg && !exists(db) {
+        return Err(failed(format!(
+            "no run database at {}: --resume continues a run in the database it started in; nothing was created",
+            super::text::path(db, 400)
+        )));
+    }
+    let bpath = match &a.backend {
+        Some(b) => b.clone(),
+        None if on_pg => return Ok(()),
+        None => backend_beside(db),
+    };
+    if exists(&bpath) {
+        return Ok(());
+    }
+    if a.resume.is_some() {
+        return Err(failed(format!(
+            "no order backend at {}: a resumed run's orders are in the backend it started with (--backend); nothing was created",
+            super::text::path(&bpath, 400)
+        )));
+    }
+    if let Some(c) = &a.customer
+        && !crate::consumer::backend::SEED
+            .iter()
+            .any(|(_, who, _, _)| who == c)
+    {
+        let mut seeded: Vec<&str> = crate::consumer::backend::SEED.iter().map(|s| s.1).collect();
+        seeded.sort_unstable();
+        seeded.dedup();
+        return Err(failed(format!(
+            "no customer {} in a new order backend (its customers are {}); nothing was created",
+            clean(c, 64),
+            seeded.join(", ")
+        )));
+    }
+    Ok(())
 }
 
 /// The run database `db` names: SQLite's (opened or created), or with a postgres:// URL
