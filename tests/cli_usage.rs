@@ -542,6 +542,44 @@ fn usage_errors_are_one_line_with_their_tip() {
     }
 }
 
+/// A long value cut in a refusal keeps its cut marker as every screen writes it (found from
+/// outside: the error line's last guard escaped the marker's `[` as `\x5b`).
+#[test]
+fn a_value_cut_in_a_refusal_keeps_its_marker() {
+    let dir = tempdir();
+    let db = dir.path().join("q.db");
+    fixture(&db, &["--scenario", "completed"]);
+    let db = db.to_str().unwrap();
+    let long = "a".repeat(300);
+    let o = Command::new(env!("CARGO_BIN_EXE_countersign"))
+        .args(["--db", db, "approve", "r1", "--by", &long])
+        .env_remove("COUNTERSIGN_DB")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("…[+234 bytes]…"), "{err}");
+    assert!(!err.contains("x5b"), "{err}");
+    // A raw control in the same line is still escaped, marker and all.
+    let o = Command::new(env!("CARGO_BIN_EXE_countersign"))
+        .args([
+            "--db",
+            "/nonexistent/x.db",
+            "approve",
+            "r1",
+            "--by",
+            &format!("{long}\u{1b}"),
+        ])
+        .env_remove("COUNTERSIGN_DB")
+        .output()
+        .unwrap();
+    assert!(
+        !o.stderr.contains(&0x1b),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
 /// Help and version that cannot be written to stdout (`>/dev/full`) fail with exit 1 and say
 /// why, as any command's output does (found from outside: exit 0, nothing said).
 #[test]

@@ -223,7 +223,10 @@ pub fn shows_as_is(text: &str) -> bool {
 /// escaped whole. Nothing raw gets through either way.
 pub fn escaped_once(text: &str) -> String {
     let whole = escape_reversible(text.as_bytes(), Options::line());
-    if whole == text.replace('\\', "\\\\") {
+    // A cut marker's `[+` (the escaper writes `\x5b+` for one in data) came from a value
+    // already cut and escaped here: it is left as it is too (found from outside: a long name
+    // in a refusal showed its marker as `…\x5b+234 bytes]…`).
+    if whole == text.replace('\\', "\\\\").replace("[+", "\\x5b+") {
         text.to_string()
     } else {
         whole
