@@ -729,3 +729,75 @@ fn a_refusal_before_the_run_creates_no_database() {
     assert_eq!(std::fs::read(&db).unwrap(), before);
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
 }
+
+/// A new run is capped in tokens (and, on a priced model, in cost) by default: a server that
+/// reports more tokens than the cap in one reply ends the run `limit_tokens` before the next
+/// call, instead of running on to COMPLETED (found from outside: 2^63 tokens a reply, bounded
+/// only by the step count). `--max-tokens 0` lifts the cap; a resume may not set one.
+#[test]
+fn a_new_run_is_capped_in_tokens_by_default() {
+    let huge = call("get_order", "c1", r#"{"order_id":"ord_1001"}"#)
+        .replace(r#""prompt_tokens":900"#, r#""prompt_tokens":3000000"#);
+    let finish = call("finish", "c2", r#"{"summary":"Delivered."}"#);
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.db");
+    let s = Server::start(vec![json(200, &huge), json(200, &finish)]);
+    let base = format!("{}/v1", s.url());
+    let o = agent(
+        &db,
+        &[
+            "--model",
+            "openai:gpt-x",
+            "--model-base-url",
+            &base,
+            "Where is ord_1001?",
+        ],
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}{}",
+        text(&o.stdout),
+        text(&o.stderr)
+    );
+    assert!(
+        text(&o.stdout).contains("limit_tokens"),
+        "{}",
+        text(&o.stdout)
+    );
+    assert_eq!(s.requests.lock().unwrap().len(), 1, "no call past the cap");
+    runtime_support::verify(&db);
+    let s = Server::start(vec![json(200, &huge), json(200, &finish)]);
+    let base = format!("{}/v1", s.url());
+    let o = agent(
+        &db,
+        &[
+            "--model",
+            "openai:gpt-x",
+            "--model-base-url",
+            &base,
+            "--max-tokens",
+            "0",
+            "Where is ord_1001?",
+        ],
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}{}",
+        text(&o.stdout),
+        text(&o.stderr)
+    );
+    let o = agent(
+        &db,
+        &[
+            "--model",
+            "openai:gpt-x",
+            "--resume",
+            "run_x",
+            "--max-cost",
+            "1",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+}

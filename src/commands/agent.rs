@@ -61,6 +61,38 @@ pub struct AgentArgs {
     /// with a postgres:// URL, which has no "beside"). Created with its seeded orders if missing.
     #[arg(long, value_name = "PATH")]
     pub backend: Option<PathBuf>,
+    /// A new run's cap on input plus output tokens over all its model calls (default
+    /// 2000000; 0: none). The run ends `limit_tokens` before a call that would pass it. A
+    /// resumed run keeps the limits it started with.
+    #[arg(long, value_name = "N")]
+    pub max_tokens: Option<u64>,
+    /// A new run's cap on its estimated cost in dollars (default 5.00; 0: none), for a model
+    /// with prices in this build (Anthropic's); the run ends `limit_cost` before a call that
+    /// would pass it. A resumed run keeps the limits it started with.
+    #[arg(long, value_name = "DOLLARS", value_parser = parse_cost)]
+    pub max_cost: Option<i64>,
+}
+
+/// Tokens a new run may use unless `--max-tokens` says otherwise.
+pub const DEFAULT_MAX_TOKENS: i64 = 2_000_000;
+/// A new run's cost cap in micros unless `--max-cost` says otherwise.
+pub const DEFAULT_MAX_COST_MICROS: i64 = 5_000_000;
+
+fn parse_cost(s: &str) -> Result<i64, String> {
+    crate::providers::shared::parse_dollars(s)
+        .map_err(|_| "not a dollar amount such as 5 or 2.50".to_string())
+}
+
+/// The limits of a new run: agentrt's defaults, with a cap on tokens and on cost (found from
+/// outside: a server reporting 2^63 tokens a reply was bounded only by the step count, the run
+/// ending COMPLETED at an estimated $9 trillion).
+fn new_run_limits(a: &AgentArgs) -> crate::runtime::types::Limits {
+    let mut l = default_limits();
+    l.max_total_tokens = a
+        .max_tokens
+        .map_or(DEFAULT_MAX_TOKENS, |n| i64::try_from(n).unwrap_or(i64::MAX));
+    l.max_estimated_cost_micros = a.max_cost.unwrap_or(DEFAULT_MAX_COST_MICROS);
+    l
 }
 
 /// The terminal tool the model ends a run with.
@@ -275,6 +307,11 @@ pub fn run(db: Option<&Path>, a: &AgentArgs, out: &mut Out) -> Result<(), Comman
     if a.resume.is_none() && a.goal.as_deref().is_none_or(|g| g.trim().is_empty()) {
         return Err(CommandError::Usage("agent: the GOAL is empty".into()));
     }
+    if a.resume.is_some() && (a.max_tokens.is_some() || a.max_cost.is_some()) {
+        return Err(CommandError::Usage(
+            "agent: --max-tokens and --max-cost set a new run's limits; a resumed run keeps the limits it started with".into(),
+        ));
+    }
     // A variable that is set but not UTF-8 is read as U+FFFD, so it is refused for what it
     // holds (a key no header carries, a host that is not one) rather than taken as unset.
     let (model, prices) = model_for(a, &|k| match std::env::var(k) {
@@ -376,7 +413,7 @@ pub fn run(db: Option<&Path>, a: &AgentArgs, out: &mut Out) -> Result<(), Comman
                     if a.resume.is_some() {
                         driver.resume(&id).await
                     } else {
-                        driver.start_with_id(&id, &goal, default_limits()).await
+                        driver.start_with_id(&id, &goal, new_run_limits(a)).await
                     }
                 };
                 tokio::select! {
@@ -656,6 +693,8 @@ mod tests {
             resume: None,
             goal: None,
             backend: None,
+            max_tokens: None,
+            max_cost: None,
         }
     }
 
