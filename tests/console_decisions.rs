@@ -869,3 +869,35 @@ fn a_deny_dialog_whose_approval_another_console_decided_closes_too() {
     a.key(KeyCode::Enter);
     assert!(a.commands.is_empty(), "alice's console wrote nothing");
 }
+
+/// An approval whose stored fields no longer give its stored hash says so on its screen
+/// (`HASH MISMATCH: cancel run`) before anyone presses approve, which refuses it and writes
+/// nothing; an intact approval shows no such mark (found from outside: the tampered approval
+/// was offered like any other).
+#[test]
+fn a_tampered_approval_is_marked_before_a_decision_and_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let (db, m) = fixture(d.path(), "q", "queue", &[]);
+    let (_, intact) = queue_approval(&m, 1);
+    let (_, ap) = queue_approval(&m, 0);
+    let mut h = harness(&db, "alice");
+    h.command(&format!("approval {intact}"));
+    assert!(!h.screen().contains("HASH MISMATCH"), "{}", h.screen());
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute(
+            "UPDATE approvals SET presentation_json = '{\"amount\":\"1.00 USD\"}' WHERE id = ?1",
+            [&ap],
+        )
+        .unwrap();
+    let mut h = harness(&db, "alice");
+    h.command(&format!("approval {ap}"));
+    assert!(
+        h.screen().contains("HASH MISMATCH: cancel run"),
+        "{}",
+        h.screen()
+    );
+    h.keys("a");
+    h.key(KeyCode::Enter);
+    assert_eq!(row(&db, &ap).0, "pending", "{}", h.screen());
+}

@@ -221,6 +221,30 @@ pub struct ApprovalRow {
     pub proxy_session: Option<Vec<u8>>,
 }
 
+impl ApprovalRow {
+    /// Whether the stored hash recomputes from the stored kind, capability, presentation and
+    /// request (what approve and reject check before deciding): `None` when the request was
+    /// not read in full (a stand-in cannot be hashed; the decision judges it).
+    pub fn hash_holds(&self) -> Option<bool> {
+        if self.request_not_shown.is_some() {
+            return None;
+        }
+        let Ok(kind) = std::str::from_utf8(&self.kind) else {
+            return Some(false);
+        };
+        Some(
+            self.decode_error.is_none()
+                && crate::runtime::json::approval_hash(
+                    kind,
+                    &self.capability,
+                    &self.presentation,
+                    &self.request,
+                )
+                .is_ok_and(|h| h == self.hash),
+        )
+    }
+}
+
 /// What the decision page reads beside the approval row (issue 15 items 1 and 2): the run's
 /// goal, the agent's stated reason for the call, and the other pending approvals it relates to.
 /// Every byte here is untrusted and drawn through the sanitiser.

@@ -91,6 +91,15 @@ fn title_spans(app: &App, s: &ApprovalScreen, a: &ApprovalRow) -> Vec<Span<'stat
     t.extend(cell_in(app, short(&a.hash).as_bytes(), 48, th.style(Role::Text)).spans);
     t.push(Span::raw(" "));
     t.extend(cell_in(app, a.status.as_str().as_bytes(), 24, status_style).spans);
+    // First, so a narrow terminal cuts other marks before it (found from outside: a tampered
+    // approval was offered for a decision that approve then refused): its stored hash does not
+    // recompute from what is stored, so approve and reject refuse it; cancel is what is left.
+    if pending && a.hash_holds() == Some(false) {
+        t.push(Span::styled(
+            " HASH MISMATCH: cancel run",
+            th.style(Role::Danger),
+        ));
+    }
     if !s.hostile.is_empty() {
         // Before the countdown: on a narrow terminal the end of this row is cut first.
         t.push(Span::raw(" "));
