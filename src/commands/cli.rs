@@ -258,11 +258,9 @@ pub struct RunArg {
     pub run: Key,
 }
 
+/// `--backend PATH` of the commands that resume or recheck the example consumer's runs.
 #[derive(Debug, Args)]
-pub struct ResumeArgs {
-    /// The run id.
-    #[arg(value_name = "RUN", value_parser = id_parser())]
-    pub run: Key,
+pub struct BackendArg {
     #[cfg_attr(
         feature = "postgres",
         doc = "The example consumer's order backend (default: beside a SQLite run database, \
@@ -275,6 +273,15 @@ pub struct ResumeArgs {
     )]
     #[arg(long, value_name = "PATH")]
     pub backend: Option<std::path::PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct ResumeArgs {
+    /// The run id.
+    #[arg(value_name = "RUN", value_parser = id_parser())]
+    pub run: Key,
+    #[command(flatten)]
+    pub orders: BackendArg,
 }
 
 #[derive(Debug, Args)]
@@ -358,18 +365,8 @@ pub struct RecheckArgs {
     /// Every recorded evaluation of the policy, not only the calls waiting on a person.
     #[arg(long)]
     pub all: bool,
-    #[cfg_attr(
-        feature = "postgres",
-        doc = "The example consumer's order backend (default: beside a SQLite run database, \
-               `<stem>.orders.db`; required with a postgres:// URL, which has no \"beside\")."
-    )]
-    #[cfg_attr(
-        not(feature = "postgres"),
-        doc = "The example consumer's order backend (default: beside the run database, \
-               `<stem>.orders.db`)."
-    )]
-    #[arg(long, value_name = "PATH")]
-    pub backend: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub orders: BackendArg,
 }
 
 #[derive(Debug, Args)]
@@ -377,18 +374,8 @@ pub struct WorkerArgs {
     /// Resume what is decided now, then exit (instead of waiting for decisions).
     #[arg(long)]
     pub once: bool,
-    #[cfg_attr(
-        feature = "postgres",
-        doc = "The example consumer's order backend (default: beside a SQLite run database, \
-               `<stem>.orders.db`; required with a postgres:// URL, which has no \"beside\")."
-    )]
-    #[cfg_attr(
-        not(feature = "postgres"),
-        doc = "The example consumer's order backend (default: beside the run database, \
-               `<stem>.orders.db`)."
-    )]
-    #[arg(long, value_name = "PATH")]
-    pub backend: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub orders: BackendArg,
 }
 
 #[derive(Debug, Args)]

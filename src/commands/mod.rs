@@ -498,9 +498,9 @@ fn run(cli: Cli) -> Result<(), CommandError> {
     let mut cmd = cmd;
     // A command's own --backend, else the one given before the command.
     let own = match &mut cmd {
-        Command::Resume(a) => Some(&mut a.backend),
-        Command::Recheck(a) => Some(&mut a.backend),
-        Command::Worker(a) => Some(&mut a.backend),
+        Command::Resume(a) => Some(&mut a.orders.backend),
+        Command::Recheck(a) => Some(&mut a.orders.backend),
+        Command::Worker(a) => Some(&mut a.orders.backend),
         #[cfg(feature = "providers")]
         Command::Agent(a) => Some(&mut a.backend),
         _ => None,
@@ -600,14 +600,14 @@ fn run(cli: Cli) -> Result<(), CommandError> {
         }
         Command::Resume(a) => resume::run(
             &database_path(cli.db)?,
-            a.backend.as_deref(),
+            a.orders.backend.as_deref(),
             json,
             a.run.as_bytes(),
             &mut out,
         ),
         Command::Recheck(a) => recheck::run(
             &database_path(cli.db)?,
-            a.backend.as_deref(),
+            a.orders.backend.as_deref(),
             json,
             a.run.as_bytes(),
             a.all,
@@ -615,7 +615,7 @@ fn run(cli: Cli) -> Result<(), CommandError> {
         ),
         Command::Worker(a) => worker::run(
             &database_path(cli.db)?,
-            a.backend.as_deref(),
+            a.orders.backend.as_deref(),
             a.once,
         ),
         #[cfg(feature = "providers")]
