@@ -778,23 +778,11 @@ fn pg_the_consoles_counts_have_indexes_to_read() {
 /// usage error: agentrt's file is migrated by the runtime that opens it.
 #[test]
 fn pg_an_older_schema_is_migrated_by_the_migrate_command() {
-    use countersign::pgstore::{PG_MIGRATIONS, PG_SCHEMA_VERSION};
+    use countersign::pgstore::PG_SCHEMA_VERSION;
     let Some(db) = pg_support::fresh_db() else {
         return;
     };
-    let mut c = db.client();
-    c.batch_execute(
-        "CREATE TABLE countersign_schema (version integer PRIMARY KEY, applied_at text NOT NULL)",
-    )
-    .unwrap();
-    for (i, script) in PG_MIGRATIONS[..2].iter().enumerate() {
-        c.batch_execute(script).unwrap();
-        c.execute(
-            "INSERT INTO countersign_schema VALUES ($1, 'then')",
-            &[&(i as i32 + 1)],
-        )
-        .unwrap();
-    }
+    let mut c = at_schema(&db, 2);
     let o = cs(&["--db", &db.url, "runs"]);
     let s = said(&o);
     assert_eq!(o.status.code(), Some(1), "{s}");
@@ -921,21 +909,16 @@ fn pg_a_url_without_a_host_takes_pghost_and_pgport() {
     assert!(o.status.success(), "{bare}: {}", said(&o));
 }
 
-/// A database at schema 3 where one of migration 4's indexes was already made by hand
-/// migrates to this build's version, with all of its indexes (found from outside: it failed
-/// on "relation already exists" and stayed at 3, refused by every reader).
-#[test]
-fn pg_migration_4_takes_an_index_made_ahead_of_it() {
-    use countersign::pgstore::{PG_MIGRATIONS, PG_SCHEMA_VERSION};
-    let Some(db) = pg_support::fresh_db() else {
-        return;
-    };
+/// A fresh database brought to countersign's schema `version` by its own scripts, as an
+/// older build left it.
+fn at_schema(db: &pg_support::TestDb, version: usize) -> postgres::Client {
+    use countersign::pgstore::PG_MIGRATIONS;
     let mut c = db.client();
     c.batch_execute(
         "CREATE TABLE countersign_schema (version integer PRIMARY KEY, applied_at text NOT NULL)",
     )
     .unwrap();
-    for (i, script) in PG_MIGRATIONS[..3].iter().enumerate() {
+    for (i, script) in PG_MIGRATIONS[..version].iter().enumerate() {
         c.batch_execute(script).unwrap();
         c.execute(
             "INSERT INTO countersign_schema VALUES ($1, 'then')",
@@ -943,6 +926,19 @@ fn pg_migration_4_takes_an_index_made_ahead_of_it() {
         )
         .unwrap();
     }
+    c
+}
+
+/// A database at schema 3 where one of migration 4's indexes was already made by hand
+/// migrates to this build's version, with all of its indexes (found from outside: it failed
+/// on "relation already exists" and stayed at 3, refused by every reader).
+#[test]
+fn pg_migration_4_takes_an_index_made_ahead_of_it() {
+    use countersign::pgstore::PG_SCHEMA_VERSION;
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    let mut c = at_schema(&db, 3);
     c.batch_execute("CREATE INDEX runs_status ON runs (status)")
         .unwrap();
     let o = cs(&["--db", &db.url, "migrate"]);
@@ -969,7 +965,6 @@ fn pg_migration_4_takes_an_index_made_ahead_of_it() {
 /// EXISTS` skipped it and the console's counts went without their index).
 #[test]
 fn pg_migration_4_refuses_an_index_of_its_name_with_another_definition() {
-    use countersign::pgstore::PG_MIGRATIONS;
     for (made, name) in [
         ("CREATE INDEX runs_status ON runs (goal)", "runs_status"),
         ("CREATE INDEX runs_waiting ON runs (id)", "runs_waiting"),
@@ -982,19 +977,7 @@ fn pg_migration_4_refuses_an_index_of_its_name_with_another_definition() {
         let Some(db) = pg_support::fresh_db() else {
             return;
         };
-        let mut c = db.client();
-        c.batch_execute(
-            "CREATE TABLE countersign_schema (version integer PRIMARY KEY, applied_at text NOT NULL)",
-        )
-        .unwrap();
-        for (i, script) in PG_MIGRATIONS[..3].iter().enumerate() {
-            c.batch_execute(script).unwrap();
-            c.execute(
-                "INSERT INTO countersign_schema VALUES ($1, 'then')",
-                &[&(i as i32 + 1)],
-            )
-            .unwrap();
-        }
+        let mut c = at_schema(&db, 3);
         c.batch_execute(made).unwrap();
         let o = cs(&["--db", &db.url, "migrate"]);
         assert_eq!(o.status.code(), Some(1), "{made}: {}", said(&o));

@@ -741,53 +741,25 @@ fn a_new_run_is_capped_in_tokens_by_default() {
     let finish = call("finish", "c2", r#"{"summary":"Delivered."}"#);
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("runs.db");
-    let s = Server::start(vec![json(200, &huge), json(200, &finish)]);
-    let base = format!("{}/v1", s.url());
-    let o = agent(
-        &db,
-        &[
-            "--model",
-            "openai:gpt-x",
-            "--model-base-url",
-            &base,
-            "Where is ord_1001?",
-        ],
-    );
-    assert_eq!(
-        o.status.code(),
-        Some(1),
-        "{}{}",
-        text(&o.stdout),
-        text(&o.stderr)
-    );
-    assert!(
-        text(&o.stdout).contains("limit_tokens"),
-        "{}",
-        text(&o.stdout)
-    );
-    assert_eq!(s.requests.lock().unwrap().len(), 1, "no call past the cap");
+    // One run against a server that reports 3M prompt tokens on its first reply: its exit
+    // code, its output and how many calls the server got.
+    let run = |extra: &[&str]| {
+        let s = Server::start(vec![json(200, &huge), json(200, &finish)]);
+        let base = format!("{}/v1", s.url());
+        let mut args = vec!["--model", "openai:gpt-x", "--model-base-url", &base];
+        args.extend_from_slice(extra);
+        args.push("Where is ord_1001?");
+        let o = agent(&db, &args);
+        let calls = s.requests.lock().unwrap().len();
+        (o.status.code(), text(&o.stdout) + &text(&o.stderr), calls)
+    };
+    let (code, said, calls) = run(&[]);
+    assert_eq!(code, Some(1), "{said}");
+    assert!(said.contains("limit_tokens"), "{said}");
+    assert_eq!(calls, 1, "no call past the cap");
     runtime_support::verify(&db);
-    let s = Server::start(vec![json(200, &huge), json(200, &finish)]);
-    let base = format!("{}/v1", s.url());
-    let o = agent(
-        &db,
-        &[
-            "--model",
-            "openai:gpt-x",
-            "--model-base-url",
-            &base,
-            "--max-tokens",
-            "0",
-            "Where is ord_1001?",
-        ],
-    );
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}{}",
-        text(&o.stdout),
-        text(&o.stderr)
-    );
+    let (code, said, calls) = run(&["--max-tokens", "0"]);
+    assert_eq!((code, calls), (Some(0), 2), "{said}");
     let o = agent(
         &db,
         &[
