@@ -40,11 +40,7 @@ pub fn run(r: Reading<'_>, a: &VerifyArgs) -> Result<(), CommandError> {
             "head": {"seq": head_seq, "hash": head_hash},
             "from": report.from, "to": report.to, "hash": report.hash,
             "checked": report.checked, "intact": report.ok(),
-            "approvals": {
-                "verified": approvals.verified,
-                "mismatched": approvals.mismatched,
-                "damaged": approvals.damaged.iter().map(|(id, why)| json!({"id": id, "why": why})).collect::<Vec<_>>(),
-            },
+            "approvals": approvals_json(&approvals),
         });
         if let Some(b) = &report.chain_break {
             doc["break"] =
@@ -113,27 +109,13 @@ pub fn run(r: Reading<'_>, a: &VerifyArgs) -> Result<(), CommandError> {
             out.line(&format!("kept head: seq {seq} matches"))?;
         }
         for id in &approvals.mismatched {
-            out.line(&format!(
-                "approval {} does not hash to its stored hash",
-                clean(id, 80)
-            ))?;
+            out.line(&mismatch(id))?;
         }
         // A damaged approval (a field that does not decode) is listed by `show`, the console's
         // damaged rows and `--json` here; agentrt's text stays as it is for it.
     }
     out.flush()?;
-    if let Some(b) = &report.chain_break {
-        return Err(CommandError::Failed(format!(
-            "the event chain is broken at seq {}",
-            b.seq
-        )));
-    }
-    if let Some(id) = approvals.mismatched.first() {
-        return Err(CommandError::Failed(format!(
-            "approval {} does not hash to its stored hash",
-            clean(id, 80)
-        )));
-    }
+    broken(&report, &approvals)?;
     if !reached_from {
         return Err(CommandError::Failed(past_from(a.from, head_seq)));
     }
@@ -154,6 +136,40 @@ pub fn run(r: Reading<'_>, a: &VerifyArgs) -> Result<(), CommandError> {
         ))),
         _ => Ok(()),
     }
+}
+
+/// What `--json` says of the approvals' hashes, on either backend.
+pub(super) fn approvals_json(a: &crate::runtime::store::ApprovalCheck) -> serde_json::Value {
+    json!({
+        "verified": a.verified,
+        "mismatched": a.mismatched,
+        "damaged": a.damaged.iter().map(|(id, why)| json!({"id": id, "why": why})).collect::<Vec<_>>(),
+    })
+}
+
+/// The first of the chain's break and the approvals' mismatches, as the command's error.
+pub(super) fn broken(
+    report: &crate::runtime::store::ChainReport,
+    approvals: &crate::runtime::store::ApprovalCheck,
+) -> Result<(), CommandError> {
+    if let Some(b) = &report.chain_break {
+        return Err(CommandError::Failed(format!(
+            "the event chain is broken at seq {}",
+            b.seq
+        )));
+    }
+    match approvals.mismatched.first() {
+        Some(id) => Err(CommandError::Failed(mismatch(id))),
+        None => Ok(()),
+    }
+}
+
+/// The line, and the error, for an approval whose hash does not recompute.
+pub(super) fn mismatch(id: &str) -> String {
+    format!(
+        "approval {} does not hash to its stored hash",
+        clean(id, 80)
+    )
 }
 
 /// The refusal of a `--from` past the head's next seq: the events before it that the caller

@@ -99,11 +99,7 @@ pub fn run(url: &str, json_out: bool, a: &VerifyArgs, out: &mut Out) -> Result<(
             "head": {"seq": head_seq, "hash": head_hash},
             "from": report.from, "to": report.to, "hash": report.hash,
             "checked": report.checked, "intact": report.ok(), "unchained": unchained,
-            "approvals": {
-                "verified": approvals.verified,
-                "mismatched": approvals.mismatched,
-                "damaged": approvals.damaged.iter().map(|(id, why)| json!({"id": id, "why": why})).collect::<Vec<_>>(),
-            },
+            "approvals": super::verify::approvals_json(&approvals),
             "orphans": orphans.iter().map(|(t, n)| ((*t).to_string(), json!(n))).collect::<serde_json::Map<_, _>>(),
         });
         if let Some(b) = &report.chain_break {
@@ -146,10 +142,7 @@ pub fn run(url: &str, json_out: bool, a: &VerifyArgs, out: &mut Out) -> Result<(
             approvals.verified
         ))?;
         for id in &approvals.mismatched {
-            out.line(&format!(
-                "approval {} does not hash to its stored hash",
-                clean(id, 80)
-            ))?;
+            out.line(&super::verify::mismatch(id))?;
         }
         for (id, why) in &approvals.damaged {
             out.line(&format!(
@@ -166,18 +159,7 @@ pub fn run(url: &str, json_out: bool, a: &VerifyArgs, out: &mut Out) -> Result<(
         }
     }
     out.flush()?;
-    if let Some(b) = &report.chain_break {
-        return Err(CommandError::Failed(format!(
-            "the event chain is broken at seq {}",
-            b.seq
-        )));
-    }
-    if let Some(id) = approvals.mismatched.first() {
-        return Err(CommandError::Failed(format!(
-            "approval {} does not hash to its stored hash",
-            clean(id, 80)
-        )));
-    }
+    super::verify::broken(&report, &approvals)?;
     if !orphans.is_empty() {
         return Err(CommandError::Failed(format!(
             "rows name a run that is not in runs, a deleted run: {}",
