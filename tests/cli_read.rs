@@ -459,10 +459,61 @@ fn a_waiting_run_without_a_pending_approval_says_so() {
         "{text}"
     );
     assert!(text.contains(&format!(" cancel {run}")), "{text}");
-    let doc: serde_json::Value =
-        serde_json::from_str(&stdout(&cs(&db, &["show", &run, "--json"]))).unwrap();
-    assert_eq!(doc["no_pending_approval"], serde_json::json!(true));
-    assert_eq!(doc["approvals_total"], serde_json::json!(0));
+    for args in [
+        &["show", &run, "--json"][..],
+        &["show", &run, "--json", "--limit", "0"],
+    ] {
+        let doc: serde_json::Value = serde_json::from_str(&stdout(&cs(&db, args))).unwrap();
+        assert_eq!(
+            doc["no_pending_approval"],
+            serde_json::json!(true),
+            "{args:?}"
+        );
+        assert_eq!(doc["approvals_total"], serde_json::json!(0), "{args:?}");
+    }
+}
+
+/// A model call dispatched with no recorded outcome (its process killed mid-call) is in none of
+/// the run's totals: `show` says how many there are, `--json` as `model_calls_unrecorded`
+/// (found from outside: `model 1 call(s)` after two requests).
+#[test]
+fn show_counts_model_calls_with_no_recorded_outcome() {
+    let dir = tempdir();
+    let db = dir.path().join("m.db");
+    fixture(&db, &FIXED);
+    let c = rusqlite::Connection::open(&db).unwrap();
+    let run: String = c
+        .query_row(
+            "SELECT run_id FROM model_calls ORDER BY rowid LIMIT 1",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let before = stdout(&cs(&db, &["show", &run]));
+    assert!(!before.contains("no recorded outcome"), "{before}");
+    c.execute(
+        "UPDATE model_calls SET status = 'dispatched' WHERE rowid = \
+         (SELECT min(rowid) FROM model_calls WHERE run_id = ?1)",
+        [&run],
+    )
+    .unwrap();
+    drop(c);
+    let text = stdout(&cs(&db, &["show", &run]));
+    assert!(
+        text.contains("model   1 more call(s) dispatched with no recorded outcome"),
+        "{text}"
+    );
+    for args in [
+        &["show", &run, "--json"][..],
+        &["show", &run, "--json", "--limit", "0"],
+    ] {
+        let doc: serde_json::Value = serde_json::from_str(&stdout(&cs(&db, args))).unwrap();
+        assert_eq!(
+            doc["model_calls_unrecorded"],
+            serde_json::json!(1),
+            "{args:?}"
+        );
+    }
 }
 
 /// `--limit 0 --json` ("0 prints all") is one JSON value however many pages it takes: the very

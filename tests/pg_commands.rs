@@ -188,6 +188,43 @@ fn pg_verify_fails_on_an_event_planted_below_seq_one_as_on_sqlite() {
     }
 }
 
+/// A model call with no recorded outcome is counted by `show` on PostgreSQL as on SQLite.
+#[test]
+fn pg_show_counts_unrecorded_model_calls_as_sqlite_does() {
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (lite, runs, _) = queue_on(&db, dir.path());
+    let lite = lite.to_str().unwrap().to_string();
+    let mark = "UPDATE model_calls SET status = 'dispatched' WHERE run_id = $1";
+    let n = db.client().execute(mark, &[&runs[0]]).unwrap();
+    let m = rusqlite::Connection::open(&lite)
+        .unwrap()
+        .execute(&mark.replace("$1", "?1"), [&runs[0]])
+        .unwrap();
+    assert_eq!(n as usize, m);
+    for args in [&["show", &runs[0]][..], &["show", &runs[0], "--json"]] {
+        let (l, p) = (on(&lite, args), on(&db.url, args));
+        // The printed commands name each database as it was given.
+        let lines = |o: &Output| -> Vec<String> {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .filter(|l| !l.contains("--db"))
+                .map(str::to_string)
+                .collect()
+        };
+        assert_eq!(lines(&p), lines(&l), "{args:?}");
+        if n > 0 && args.len() == 2 {
+            assert!(
+                String::from_utf8_lossy(&p.stdout).contains("no recorded outcome"),
+                "{}",
+                said(&p)
+            );
+        }
+    }
+}
+
 /// The same bulk commands on a SQLite file and on its copy in PostgreSQL print the same text
 /// and JSON and exit the same way, and decide the same rows with the same columns.
 #[test]

@@ -39,6 +39,8 @@ pub trait RunReads {
         limit: i64,
     ) -> Result<KeyPage<Event>, StoreError>;
     fn count_events(&self, run: &[u8]) -> Result<i64, StoreError>;
+    /// A run's model calls dispatched without a recorded outcome.
+    fn count_unrecorded_model_calls(&self, run: &[u8]) -> Result<i64, StoreError>;
 }
 
 /// The [`RunReads`] both databases answer with a method of the same name and arguments,
@@ -55,6 +57,7 @@ macro_rules! same_reads {
             fn events_page_by_key(run: &[u8], after: Option<i64>, skip: i64, limit: i64)
                 -> Result<KeyPage<Event>, StoreError>;
             fn count_events(run: &[u8]) -> Result<i64, StoreError>;
+            fn count_unrecorded_model_calls(run: &[u8]) -> Result<i64, StoreError>;
         }
     };
 }

@@ -37,6 +37,11 @@ pub fn show(
         .approvals_page(r.id_bytes(), "pending", limit, offset)
         .map_err(fail)?;
     let waiting = r.status == crate::runtime::types::RunStatus::WaitingForApproval;
+    // Found from outside: a call whose process was killed mid-call stays `dispatched`, in no
+    // total, so the run's model line under-counted the calls made.
+    let unrecorded = store
+        .count_unrecorded_model_calls(r.id_bytes())
+        .map_err(fail)?;
     let one = if waiting && pending.total == 1 {
         pending
             .items
@@ -47,7 +52,7 @@ pub fn show(
         Vec::new()
     };
     if json_out && a.limit == 0 {
-        return show_all_json(store, out, a, &r, &one, &pending);
+        return show_all_json(store, out, a, &r, &one, (&pending, unrecorded));
     }
     if json_out {
         let mut raws = Raws::default();
@@ -63,10 +68,10 @@ pub fn show(
         if offset + shown < steps.total {
             doc["steps_truncated"] = json!(true);
         }
-        approvals_and_page(&mut doc, &pending, a, &mut raws);
+        approvals_and_page(&mut doc, (&pending, waiting, unrecorded), a, &mut raws);
         return out.json(&doc, &raws);
     }
-    header(&r, out)?;
+    header(&r, unrecorded, out)?;
     if waiting && pending.total == 0 {
         // Found from outside: an approval whose status was damaged vanished from `show`, the
         // run still waiting, with nothing said.
@@ -141,7 +146,7 @@ pub fn show(
     }
 }
 
-fn header(r: &Run, out: &mut Out) -> Result<(), CommandError> {
+fn header(r: &Run, unrecorded: i64, out: &mut Out) -> Result<(), CommandError> {
     out.line(&format!(
         "run     {}",
         ident_col(&r.raw_invalid, "id", &r.id, 200)
@@ -177,6 +182,11 @@ fn header(r: &Run, out: &mut Out) -> Result<(), CommandError> {
             r.input_tokens,
             r.output_tokens,
             crate::runtime::types::dollars(r.estimated_cost_micros)
+        ))?;
+    }
+    if unrecorded > 0 {
+        out.line(&format!(
+            "model   {unrecorded} more call(s) dispatched with no recorded outcome (in flight, or its process stopped mid-call): in none of these totals"
         ))?;
     }
     if !r.lease_owner.is_empty() {
@@ -250,7 +260,7 @@ fn show_all_json(
     a: &PageArgsWithRun,
     r: &Run,
     one: &[u8],
-    pending: &crate::runtime::store::Page<crate::runtime::types::Approval>,
+    (pending, unrecorded): (&Pending, i64),
 ) -> Result<(), CommandError> {
     let total = store
         .list_steps_page(r.id_bytes(), 1, 0)
@@ -274,15 +284,20 @@ fn show_all_json(
     }
     let mut raws = Raws::default();
     let mut tail = json!({"steps_total": total});
-    approvals_and_page(&mut tail, pending, a, &mut raws);
+    let waiting = r.status == crate::runtime::types::RunStatus::WaitingForApproval;
+    approvals_and_page(&mut tail, (pending, waiting, unrecorded), a, &mut raws);
     array.finish(out, &tail, &raws)
 }
 
+/// A run's pending approvals as `show` reads them.
+type Pending = crate::runtime::store::Page<crate::runtime::types::Approval>;
+
 /// The fields that follow the steps in `show --json`: the pending approvals (when any), their
-/// total, and the page asked for.
+/// total, `no_pending_approval` for a waiting run with none, `model_calls_unrecorded` when a
+/// call has no recorded outcome, and the page asked for.
 fn approvals_and_page(
     doc: &mut Value,
-    pending: &crate::runtime::store::Page<crate::runtime::types::Approval>,
+    (pending, waiting, unrecorded): (&Pending, bool, i64),
     a: &PageArgsWithRun,
     raws: &mut Raws,
 ) {
@@ -296,8 +311,11 @@ fn approvals_and_page(
         );
     }
     doc["approvals_total"] = json!(pending.total);
-    if pending.total == 0 && doc["run"]["status"] == json!("WAITING_FOR_APPROVAL") {
+    if pending.total == 0 && waiting {
         doc["no_pending_approval"] = json!(true);
+    }
+    if unrecorded > 0 {
+        doc["model_calls_unrecorded"] = json!(unrecorded);
     }
     doc["limit"] = json!(a.limit);
     doc["offset"] = json!(a.offset);

@@ -1293,6 +1293,20 @@ impl PgStore {
 
     /// The exact length of one of a run's lists (`steps`, `events`, `approvals`,
     /// `model_calls`).
+    /// How many of a run's model calls were dispatched without a recorded outcome, as SQLite's
+    /// `Store::count_unrecorded_model_calls`.
+    pub fn count_unrecorded_model_calls(&self, run: &[u8]) -> Result<i64, StoreError> {
+        let Some(run) = text_id(run) else {
+            return Ok(0);
+        };
+        let sql = crate::runtime::store::UNRECORDED_CALLS.replace("?1", "$1");
+        self.snapshot(|tx, url| {
+            tx.query_one(sql.as_str(), &[&run])
+                .map(|r| r.get::<_, i64>(0))
+                .map_err(|e| store_error(url, "count model calls", e))
+        })
+    }
+
     pub fn count_of_run(&self, table: &'static str, run: &[u8]) -> Result<i64, StoreError> {
         let Some(run) = text_id(run) else {
             return Ok(0);

@@ -244,7 +244,24 @@ impl Store {
         let run_id = key(&run_id);
         self.read(|c| CALLS.of(&run_id).count(c))
     }
+
+    /// How many of a run's model calls were dispatched and have no recorded outcome: in
+    /// flight, or their process stopped mid-call (agentrt charges a call when it returns, so
+    /// such a call is in none of the run's totals).
+    pub fn count_unrecorded_model_calls(&self, run_id: impl AsKey) -> Result<i64, StoreError> {
+        let run_id = key(&run_id);
+        self.read(|c| {
+            c.prepare_cached(UNRECORDED_CALLS)
+                .and_then(|mut s| s.query_row([&run_id], |r| r.get(0)))
+                .ctx("count model calls")
+        })
+    }
 }
+
+/// A run's model calls dispatched without a recorded outcome (the same text on PostgreSQL,
+/// `?1` read as `$1`).
+pub(crate) const UNRECORDED_CALLS: &str =
+    "SELECT count(*) FROM model_calls WHERE run_id = ?1 AND status = 'dispatched'";
 
 /// The first approval with this id as `select` (`SELECT … FROM approvals`) reads it and `row`
 /// decodes it, with its run's status and its reason; `None` if there is none.

@@ -67,6 +67,8 @@ pub(crate) use damaged::{
     COLUMNS as DAMAGED_COLUMNS, anchor_key as damaged_anchor, error_of as damaged_error_of,
 };
 pub use damaged::{DAMAGED_RAW_HEAD, DamagedColumn};
+#[cfg(feature = "postgres")]
+pub(crate) use detail::UNRECORDED_CALLS;
 pub use detail::{ApprovalView, ChainMark, MarkedEvent, ModelCallView, RunApprovals};
 #[cfg(feature = "postgres")]
 pub(crate) use detail::{mark_of, model_call_values};
