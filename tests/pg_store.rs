@@ -578,6 +578,59 @@ fn pg_copy_refuses_a_damaged_source_naming_the_row() {
     assert_eq!(count_runs(&db), -1);
 }
 
+/// A chain whose recorded head does not match its last event is refused by `copy` in both
+/// directions, as PostgreSQL's `verify` refuses it (found from outside: out of PostgreSQL, a
+/// deleted last event or a head moved on went through and the SQLite file verified; into
+/// PostgreSQL, a SQLite file whose `sqlite_sequence` is past its last event lost that trace).
+/// A head moved back is refused by `verify` too.
+#[test]
+fn pg_copy_and_verify_refuse_a_chain_that_does_not_reach_its_head() {
+    let Some(_) = pg_support::fresh_db() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a.db");
+    support::fixture(&a, &["--scenario", "completed,waiting"]);
+    for (n, damage) in [
+        "DELETE FROM events WHERE seq = (SELECT max(seq) FROM events)",
+        "UPDATE event_chain SET seq = seq + 5",
+        "UPDATE event_chain SET seq = seq - 2",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let db = pg_support::fresh_db().unwrap();
+        copy(&Endpoint::Sqlite(a.clone()), &Endpoint::Pg(db.pg_url())).unwrap();
+        db.client().batch_execute(damage).unwrap();
+        let o = verify_cli(&db);
+        assert_eq!(o.status.code(), Some(1), "{damage}: {}", said(&o));
+        let out = dir.path().join(format!("out{n}.db"));
+        let e = copy(&Endpoint::Pg(db.pg_url()), &Endpoint::Sqlite(out.clone())).unwrap_err();
+        assert!(
+            matches!(e, CopyError::Refused(_)) && e.to_string().contains("the chain head records"),
+            "{damage}: {e}"
+        );
+        assert!(
+            !out.exists() || std::fs::metadata(&out).unwrap().len() == 0,
+            "{damage}"
+        );
+    }
+    // Into PostgreSQL: the SQLite file's sqlite_sequence says one more event than it holds.
+    let cut = dir.path().join("cut.db");
+    std::fs::copy(&a, &cut).unwrap();
+    rusqlite::Connection::open(&cut)
+        .unwrap()
+        .execute(
+            "DELETE FROM events WHERE seq = (SELECT max(seq) FROM events)",
+            [],
+        )
+        .unwrap();
+    let db = pg_support::fresh_db().unwrap();
+    let e = copy(&Endpoint::Sqlite(cut), &Endpoint::Pg(db.pg_url())).unwrap_err();
+    assert!(e.to_string().contains("the chain head records"), "{e}");
+    assert_eq!(count_runs(&db), -1, "the target was left as it was");
+}
+
 fn verify_cli(db: &pg_support::TestDb) -> Output {
     cs(&["--db", &db.url, "verify"])
 }

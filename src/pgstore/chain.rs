@@ -85,11 +85,26 @@ impl ChainCheck {
     /// records as given (a cut tail, such as a deleted last run, is a break).
     pub fn reaches(&mut self, head: i64) {
         let last = self.last.unwrap_or(0);
-        if self.report.chain_break.is_none() && self.report.to >= head && last < head {
+        // `to` below 1 is a check to the end (a copy's): it covers the head too (found from
+        // outside: a copy out of PostgreSQL with its last event deleted went through, and the
+        // SQLite file it wrote verified).
+        let covers = self.report.to < 1 || self.report.to >= head;
+        if self.report.chain_break.is_none() && covers && last < head {
             let detail = format!(
                 "the events end at seq {last} but the chain head records seq {head}: events are missing"
             );
             self.fail(last + 1, String::new(), String::new(), detail);
+        }
+    }
+
+    /// After the last event: no stored event may lie past `head`, the highest seq the database
+    /// records as given (a head moved back would hide them from a check that stops at it).
+    pub fn within(&mut self, highest: i64, head: i64) {
+        if self.report.chain_break.is_none() && highest > head {
+            let detail = format!(
+                "the events go on to seq {highest} but the chain head records seq {head}: the head was moved back"
+            );
+            self.fail(head.saturating_add(1), String::new(), String::new(), detail);
         }
     }
 
@@ -199,6 +214,13 @@ pub(crate) fn verify(
     }
     check_events(tx, url, &mut check, from, to)?;
     check.reaches(head.min(to));
+    if to >= head {
+        let highest: i64 = tx
+            .query_one("SELECT COALESCE(MAX(seq), 0)::bigint FROM events", &[])
+            .ctx(url, "verify events")?
+            .get(0);
+        check.within(highest, head);
+    }
     Ok(check.into_report())
 }
 

@@ -209,6 +209,8 @@ fn pass(
     }
     let head = db.head_seq()?;
     p.chain.reaches(head);
+    let last = p.chain.last_seq();
+    p.chain.within(last, head);
     if p.chain.report().chain_break.is_some() {
         return Err(chain_refusal(side, &p.chain));
     }
