@@ -65,6 +65,18 @@ fn different_requests_never_render_alike_in_the_detail() {
         assert!(flat.contains(label), "{label} is shown whole:\n{s}");
     }
     assert!(s.contains("DUPLICATE KEY"), "{s}");
+    // And the title says so before any field is read (found from outside: no mark there).
+    let mut wide = Harness::open(&db, 120, 40);
+    wide.command(&format!("approval {}", approval_of(&m, "waiting")));
+    let screen = wide.screen();
+    let title = screen
+        .lines()
+        .find(|l| l.contains(" Approval "))
+        .unwrap_or_default();
+    assert!(
+        title.contains("HOSTILE") && title.contains("duplicate-key"),
+        "{screen}"
+    );
 }
 
 /// Issue 16: a stored status is database text like any other. A run and an approval whose

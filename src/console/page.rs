@@ -311,7 +311,8 @@ fn short_id(id: &[u8]) -> Vec<u8> {
 }
 
 /// Which untrusted texts of the page carry a warning badge (bidi, hidden, control, mixed
-/// scripts...): `goal`, `reason` (the agent's), `args` (a key or value of the arguments).
+/// scripts...): `goal`, `reason` (the agent's), `args` (a key or value of the arguments), and
+/// `duplicate-key` when the arguments repeat a key.
 pub fn hostile(fields: &[ApprovalField], c: Option<&PageContext>) -> Vec<&'static str> {
     let mut out = Vec::new();
     if let Some(c) = c {
@@ -328,6 +329,15 @@ pub fn hostile(fields: &[ApprovalField], c: Option<&PageContext>) -> Vec<&'stati
         .any(|f| text::marks(&f.label).any() || text::marks(&f.value).any());
     if args {
         out.push("args");
+    }
+    // A key the arguments repeat: a decoder keeps one of its values (Go's the last), so what
+    // a reviewer reads first may not be what runs (found from outside: `amount_cents` 1, then
+    // 9999999, with no mark in the title).
+    if fields
+        .iter()
+        .any(|f| f.label == b"DUPLICATE KEY" && f.value.starts_with(b"args"))
+    {
+        out.push("duplicate-key");
     }
     out
 }
