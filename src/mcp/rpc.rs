@@ -28,7 +28,14 @@ pub enum CallError {
 impl std::fmt::Display for CallError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            CallError::TimedOut(d) => write!(f, "timed out after {}", super::duration::format(*d)),
+            // To the millisecond: the bound a person set, not the nanoseconds the clock
+            // read between computing the deadline and sending (found from outside:
+            // "timed out after 4.999999559s" for a 5s bound).
+            CallError::TimedOut(d) => {
+                let ms = d.as_nanos().saturating_add(500_000) / 1_000_000;
+                let d = std::time::Duration::from_millis(u64::try_from(ms).unwrap_or(u64::MAX));
+                write!(f, "timed out after {}", super::duration::format(d))
+            }
             CallError::Closed(why) => write!(f, "{why}"),
             CallError::NotSent(why) => write!(f, "{NOT_SENT}{why}"),
             CallError::Rpc { code, message } => {
@@ -76,5 +83,17 @@ pub fn answer_of(
         (None, None) => Err(CallError::Protocol(
             "a response with neither result nor error".into(),
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// A timeout is said to the millisecond of the bound.
+    #[test]
+    fn a_timeout_is_said_to_the_millisecond() {
+        let e = super::CallError::TimedOut(std::time::Duration::from_nanos(4_999_999_559));
+        assert_eq!(e.to_string(), "timed out after 5s");
+        let e = super::CallError::TimedOut(std::time::Duration::from_millis(1_250));
+        assert_eq!(e.to_string(), "timed out after 1.25s");
     }
 }
