@@ -192,3 +192,31 @@ fn a_hostile_hash_and_an_unreadable_expiry_are_shown_for_what_they_are() {
     assert!(!page.contains("never"), "{page}");
     assert!(page.contains("? (does not read as a time"), "{page}");
 }
+
+/// A queue row whose arguments repeat a key carries the list's warning mark, as one with
+/// hidden characters does (found from outside: `{"amount_cents":1,…,"amount_cents":9999999}`
+/// read as an ordinary row); the same row without the repeat has none.
+#[test]
+fn a_queue_row_whose_arguments_repeat_a_key_is_marked() {
+    let d = tempfile::tempdir().unwrap();
+    let (db, _) = fixture(d.path(), "dup", "waiting", &[]);
+    let row = |db: &std::path::Path| {
+        let mut h = Harness::open(db, 120, 30);
+        h.keys("1");
+        h.screen()
+            .lines()
+            .find(|l| l.contains("issue_refund") || l.contains('{'))
+            .unwrap_or_default()
+            .to_string()
+    };
+    let before = row(&db);
+    assert!(!before.contains('⚠'), "{before}");
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute_batch(
+            r#"UPDATE approvals SET request_json = replace(request_json, '"args":{', '"args":{"amount_cents":1,');"#,
+        )
+        .unwrap();
+    let after = row(&db);
+    assert!(after.contains('⚠'), "{after}");
+}

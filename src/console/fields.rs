@@ -94,6 +94,22 @@ fn key_step(key: &[u8]) -> Vec<u8> {
     out
 }
 
+/// Whether JSON `bytes` repeat a key in any object (false when they are not JSON, such as a
+/// preview cut short): the queue marks such a row, since a decoder keeps one of the values.
+pub fn repeats_a_key(bytes: &[u8]) -> bool {
+    fn walk(n: &JsonNode) -> bool {
+        match n {
+            JsonNode::Object(m) => m
+                .iter()
+                .enumerate()
+                .any(|(i, (k, v))| m[..i].iter().any(|(seen, _)| seen == k) || walk(v)),
+            JsonNode::Array(a) => a.iter().any(walk),
+            _ => false,
+        }
+    }
+    parse_json(bytes).is_ok_and(|n| walk(&n))
+}
+
 /// Every leaf of a JSON value in stored order, duplicate keys kept and flagged.
 fn flatten(prefix: &[u8], v: &JsonNode, out: &mut Vec<ApprovalField>) {
     let join = |sep: &[u8], k: &[u8]| {

@@ -83,7 +83,12 @@ pub(super) fn draw(f: &mut Frame, area: Rect, app: &App, s: &QueueScreen) {
                         w = w.saturating_sub(AGAIN.len() as u16);
                     }
                     // Warn in the list too: the cut cell may hide what the detail will show.
-                    if hostile_text || text::marks(a).any() {
+                    // A repeated key too (found from outside: `amount_cents` 1 then 9999999
+                    // read as an ordinary row).
+                    if hostile_text
+                        || text::marks(a).any()
+                        || crate::console::fields::repeats_a_key(a)
+                    {
                         l.spans
                             .push(ratatui::text::Span::styled("⚠", th.style(Role::Badge)));
                         l.spans.push(ratatui::text::Span::raw(" "));
