@@ -219,30 +219,11 @@ pub struct ApprovalRow {
     /// The MCP proxy session whose call the approval's run answers, as
     /// [`RunHeader::proxy_session`].
     pub proxy_session: Option<Vec<u8>>,
-}
-
-impl ApprovalRow {
-    /// Whether the stored hash recomputes from the stored kind, capability, presentation and
-    /// request (what approve and reject check before deciding): `None` when the request was
-    /// not read in full (a stand-in cannot be hashed; the decision judges it).
-    pub fn hash_holds(&self) -> Option<bool> {
-        if self.request_not_shown.is_some() {
-            return None;
-        }
-        let Ok(kind) = std::str::from_utf8(&self.kind) else {
-            return Some(false);
-        };
-        Some(
-            self.decode_error.is_none()
-                && crate::runtime::json::approval_hash(
-                    kind,
-                    &self.capability,
-                    &self.presentation,
-                    &self.request,
-                )
-                .is_ok_and(|h| h == self.hash),
-        )
-    }
+    /// Approve and reject would refuse this approval: its stored hash does not recompute from
+    /// what is stored, or a field could not be read (`runtime::operator::verify_hash`, run once
+    /// when the row is read whole; never for a request a page read left out, which the
+    /// decision judges).
+    pub hash_refused: bool,
 }
 
 /// What the decision page reads beside the approval row (issue 15 items 1 and 2): the run's

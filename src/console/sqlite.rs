@@ -256,6 +256,7 @@ fn approval_row(a: Approval, run_status: Option<&crate::runtime::types::RunStatu
         request_not_shown: None,
         resumable: false,
         proxy_session: None,
+        hash_refused: false,
         id: Key::new(a.id_bytes()),
         run_id: Key::new(a.run_id_bytes()),
         step_id: Key::new(a.step_id_bytes()),
@@ -366,6 +367,9 @@ impl<S: ConsoleReads> StoreData<S> {
         Ok(Some(v).map(|v| {
             let mut approval = v.approval;
             let not_shown = store::capped_request(&approval);
+            // The decision's own check, once here rather than on every frame that draws it.
+            let hash_refused = not_shown.is_none()
+                && crate::runtime::operator::verify_hash(&approval).is_err();
             if let Some(n) = not_shown {
                 // The store's note is what this screen says instead, not a damaged column.
                 // The note contains "; " itself: remove it whole (it is joined last).
@@ -379,6 +383,7 @@ impl<S: ConsoleReads> StoreData<S> {
             row.reason = v.reason.into_bytes();
             row.request_not_shown = not_shown.map(|n| (n, n > store::SHOWN_REQUEST_MAX));
             row.proxy_session = self.proxy_session(&row.run_id);
+            row.hash_refused = hash_refused;
             row
         }))
     }

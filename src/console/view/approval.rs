@@ -94,7 +94,7 @@ fn title_spans(app: &App, s: &ApprovalScreen, a: &ApprovalRow) -> Vec<Span<'stat
     // First, so a narrow terminal cuts other marks before it (found from outside: a tampered
     // approval was offered for a decision that approve then refused): its stored hash does not
     // recompute from what is stored, so approve and reject refuse it; cancel is what is left.
-    if pending && a.hash_holds() == Some(false) {
+    if pending && a.hash_refused {
         t.push(Span::styled(
             " HASH MISMATCH: cancel run",
             th.style(Role::Danger),
