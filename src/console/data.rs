@@ -45,6 +45,9 @@ pub struct QueueRow {
     pub tool: Option<Vec<u8>>,
     /// The arguments as stored (capped), absent when the request does not decode.
     pub args: Option<Vec<u8>>,
+    /// The arguments repeat a key ([`super::fields::repeats_a_key`], judged once when the row
+    /// is read; false for arguments cut short, which do not parse).
+    pub args_repeat_a_key: bool,
     /// The call was approved before and its resume paused again for this approval (issue 15
     /// item 5): the policy, asked again, wanted a new one.
     pub paused_again: bool,

@@ -180,6 +180,7 @@ mod tests {
                 .to_vec(),
             ),
             args: Some(b"{}".to_vec()),
+            args_repeat_a_key: false,
             hash: String::new(),
             sorted_by: None,
             paused_again: false,

@@ -136,6 +136,10 @@ fn queue_row(q: store::QueueItem) -> QueueRow {
         step_index: q.step_index,
         kind: raw_bytes(&a.raw_invalid, "kind", &a.kind),
         tool: q.tool.map(String::into_bytes),
+        args_repeat_a_key: q
+            .args_head
+            .as_deref()
+            .is_some_and(super::fields::repeats_a_key),
         args: q.args_head,
         paused_again: false,
         goal: Vec::new(),
@@ -368,8 +372,8 @@ impl<S: ConsoleReads> StoreData<S> {
             let mut approval = v.approval;
             let not_shown = store::capped_request(&approval);
             // The decision's own check, once here rather than on every frame that draws it.
-            let hash_refused = not_shown.is_none()
-                && crate::runtime::operator::verify_hash(&approval).is_err();
+            let hash_refused =
+                not_shown.is_none() && crate::runtime::operator::verify_hash(&approval).is_err();
             if let Some(n) = not_shown {
                 // The store's note is what this screen says instead, not a damaged column.
                 // The note contains "; " itself: remove it whole (it is joined last).

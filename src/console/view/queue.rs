@@ -85,10 +85,7 @@ pub(super) fn draw(f: &mut Frame, area: Rect, app: &App, s: &QueueScreen) {
                     // Warn in the list too: the cut cell may hide what the detail will show.
                     // A repeated key too (found from outside: `amount_cents` 1 then 9999999
                     // read as an ordinary row).
-                    if hostile_text
-                        || text::marks(a).any()
-                        || crate::console::fields::repeats_a_key(a)
-                    {
+                    if hostile_text || text::marks(a).any() || r.args_repeat_a_key {
                         l.spans
                             .push(ratatui::text::Span::styled("⚠", th.style(Role::Badge)));
                         l.spans.push(ratatui::text::Span::raw(" "));
