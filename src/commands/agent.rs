@@ -319,9 +319,8 @@ pub fn run(db: Option<&Path>, a: &AgentArgs, out: &mut Out) -> Result<(), Comman
         Err(std::env::VarError::NotUnicode(_)) => Some("\u{fffd}".into()),
         Err(std::env::VarError::NotPresent) => None,
     })?;
-    refuse_before_creating(db, a)?;
-    let (store, shown) = open_db(db)?;
-    let bpath = match (&a.backend, shown.is_some()) {
+    let on_pg = db.to_str().is_some_and(crate::runtime::store::is_pg_url);
+    let bpath = match (&a.backend, on_pg) {
         (Some(b), _) => b.clone(),
         (None, false) => backend_beside(db),
         (None, true) => {
@@ -330,6 +329,8 @@ pub fn run(db: Option<&Path>, a: &AgentArgs, out: &mut Out) -> Result<(), Comman
             ));
         }
     };
+    refuse_before_creating(db, on_pg, &bpath, a)?;
+    let (store, shown) = open_db(db)?;
     let backend = if std::fs::symlink_metadata(&bpath).is_ok() {
         Backend::open(&bpath)
     } else {
@@ -602,27 +603,26 @@ fn words(db: &Path, a: &AgentArgs, run: &str) -> Result<(String, String), String
 /// `--customer`, left two new empty databases behind and blamed the run id): a resume needs
 /// the database and the backend its run is in, and a new backend holds only the seeded
 /// customers.
-fn refuse_before_creating(db: &Path, a: &AgentArgs) -> Result<(), CommandError> {
+fn refuse_before_creating(
+    db: &Path,
+    on_pg: bool,
+    bpath: &Path,
+    a: &AgentArgs,
+) -> Result<(), CommandError> {
     let exists = |p: &Path| std::fs::symlink_metadata(p).is_ok();
-    let on_pg = db.to_str().is_some_and(crate::runtime::store::is_pg_url);
     if a.resume.is_some() && !on_pg && !exists(db) {
         return Err(failed(format!(
             "no run database at {}: --resume continues a run in the database it started in; nothing was created",
             super::text::path(db, 400)
         )));
     }
-    let bpath = match &a.backend {
-        Some(b) => b.clone(),
-        None if on_pg => return Ok(()),
-        None => backend_beside(db),
-    };
-    if exists(&bpath) {
+    if exists(bpath) {
         return Ok(());
     }
     if a.resume.is_some() {
         return Err(failed(format!(
             "no order backend at {}: a resumed run's orders are in the backend it started with (--backend); nothing was created",
-            super::text::path(&bpath, 400)
+            super::text::path(bpath, 400)
         )));
     }
     if let Some(c) = &a.customer
