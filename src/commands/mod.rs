@@ -749,13 +749,11 @@ struct ConsoleFlags {
 /// The console's configuration refused as [`open_console`] would, before anything is
 /// written (a demo that then could not open its console left its files behind).
 fn console_config_checked(cli: &ConsoleFlags) -> Result<(), CommandError> {
-    use std::io::IsTerminal;
-    if !(std::io::stdin().is_terminal() && std::io::stdout().is_terminal()) {
-        return Err(CommandError::Failed(format!(
-            "{}; demo --no-tui writes the demo and says what to try",
-            crate::console::ConsoleError::NoTerminal
-        )));
-    }
+    crate::console::check_terminal().map_err(|e| {
+        CommandError::Failed(format!(
+            "{e}; demo --no-tui writes the demo and says what to try"
+        ))
+    })?;
     crate::console::check_config(cli.theme.as_deref())
         .map_err(|e| CommandError::Failed(text::said(&e.said(), 4000)))
 }

@@ -55,6 +55,6 @@ pub use data::{DataError, DecideError, Decider, Key, ResumeHook, Write, WriteRes
 pub use decider::StoreDecider;
 pub use keymap::KeymapError;
 pub use options::{ConsoleError, ConsoleOptions, MakeDecider};
-pub use run::{check_config, run};
+pub use run::{check_config, check_terminal, run};
 pub use settings::{AgeBands, Notify, Settings};
 pub use theme::{Depth, ThemeError};

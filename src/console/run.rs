@@ -53,6 +53,17 @@ pub fn check_config(theme: Option<&str>) -> Result<(), ConsoleError> {
     Ok(())
 }
 
+/// Standard input and output are a terminal, as the console needs ([`ConsoleError::NoTerminal`]
+/// otherwise).
+pub fn check_terminal() -> Result<(), ConsoleError> {
+    use std::io::IsTerminal;
+    if std::io::stdin().is_terminal() && std::io::stdout().is_terminal() {
+        Ok(())
+    } else {
+        Err(ConsoleError::NoTerminal)
+    }
+}
+
 /// Runs the console until the operator quits.
 pub fn run(opts: ConsoleOptions) -> Result<(), ConsoleError> {
     let config_dir = opts.config_dir.clone().or_else(default_config_dir);
@@ -90,12 +101,7 @@ pub fn run(opts: ConsoleOptions) -> Result<(), ConsoleError> {
     let (data, counting_data, decider, stops) = open_database(&mut opts)?;
     // Said before anything is drawn or written (the log file is made only for a console that
     // opens), instead of the terminal library's "No such device or address".
-    {
-        use std::io::IsTerminal;
-        if !(std::io::stdin().is_terminal() && std::io::stdout().is_terminal()) {
-            return Err(ConsoleError::NoTerminal);
-        }
-    }
+    check_terminal()?;
     let log_path = opts
         .log_file
         .clone()
