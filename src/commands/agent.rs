@@ -320,17 +320,19 @@ pub fn run(db: Option<&Path>, a: &AgentArgs, out: &mut Out) -> Result<(), Comman
         Err(std::env::VarError::NotPresent) => None,
     })?;
     let on_pg = db.to_str().is_some_and(crate::runtime::store::is_pg_url);
-    let bpath = match (&a.backend, on_pg) {
-        (Some(b), _) => b.clone(),
-        (None, false) => backend_beside(db),
-        (None, true) => {
-            return Err(CommandError::Usage(
-                "agent: on PostgreSQL, name the order backend with --backend PATH (a run database on a server has nothing beside it)".into(),
-            ));
-        }
-    };
-    refuse_before_creating(db, on_pg, &bpath, a)?;
+    // Beside a SQLite file by default; a server has nothing beside it.
+    let bpath = a
+        .backend
+        .clone()
+        .or_else(|| (!on_pg).then(|| backend_beside(db)));
+    refuse_before_creating(db, on_pg, bpath.as_deref(), a)?;
+    // The URL is judged (and named, its password hidden) before a missing --backend is.
     let (store, shown) = open_db(db)?;
+    let bpath = bpath.ok_or_else(|| {
+        CommandError::Usage(
+            "agent: on PostgreSQL, name the order backend with --backend PATH (a run database on a server has nothing beside it)".into(),
+        )
+    })?;
     let backend = if std::fs::symlink_metadata(&bpath).is_ok() {
         Backend::open(&bpath)
     } else {
@@ -606,7 +608,7 @@ fn words(db: &Path, a: &AgentArgs, run: &str) -> Result<(String, String), String
 fn refuse_before_creating(
     db: &Path,
     on_pg: bool,
-    bpath: &Path,
+    bpath: Option<&Path>,
     a: &AgentArgs,
 ) -> Result<(), CommandError> {
     let exists = |p: &Path| std::fs::symlink_metadata(p).is_ok();
@@ -616,9 +618,9 @@ fn refuse_before_creating(
             super::text::path(db, 400)
         )));
     }
-    if exists(bpath) {
+    let Some(bpath) = bpath.filter(|b| !exists(b)) else {
         return Ok(());
-    }
+    };
     if a.resume.is_some() {
         return Err(failed(format!(
             "no order backend at {}: a resumed run's orders are in the backend it started with (--backend); nothing was created",
