@@ -209,6 +209,47 @@ fn events_json_keeps_the_stored_payload_bytes() {
     assert_eq!(lines.len(), stored.lines().count());
 }
 
+/// A stored payload holding an escaped lone surrogate (which Go reads as U+FFFD) is not JSON a
+/// strict parser reads: `events --json` emits it as a string marked `invalid_payload`, so every
+/// line still parses (found from outside: `events --json | jq` stopped at that line).
+#[test]
+fn events_json_lines_stay_strict_json_with_a_lone_surrogate_payload() {
+    let dir = tempdir();
+    let db = dir.path().join("s.db");
+    fixture(&db, &FIXED);
+    let c = rusqlite::Connection::open(&db).unwrap();
+    let (run, seq): (String, i64) = c
+        .query_row(
+            "SELECT run_id, seq FROM events ORDER BY seq LIMIT 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    let planted = r#"{"note":"\ud800 then \ud83d\ude00"}"#;
+    c.execute(
+        "UPDATE events SET payload_json = ?1 WHERE seq = ?2",
+        rusqlite::params![planted, seq],
+    )
+    .unwrap();
+    drop(c);
+    let o = cs(&db, &["--json", "events", &run]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    let mut seen = false;
+    for line in out.lines() {
+        let v: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        if v["seq"] == seq {
+            assert_eq!(v["payload"], serde_json::json!(planted), "{line}");
+            assert_eq!(v["invalid_payload"], true, "{line}");
+            seen = true;
+        } else {
+            assert!(v["payload"].is_object(), "{line}");
+        }
+    }
+    assert!(seen, "{out}");
+}
+
 #[test]
 fn verify_intact_chain_exits_zero_and_broken_chain_exits_one() {
     let dir = tempdir();

@@ -175,11 +175,13 @@ pub struct Raws {
 }
 
 impl Raws {
-    /// A slot for stored JSON text; text that is not valid JSON stays a string (nothing is
-    /// dropped), and empty text is `{}`.
+    /// A slot for stored JSON text; text that is not strict JSON stays a string (nothing is
+    /// dropped), and empty text is `{}`. Strict: an escaped lone surrogate (`"\ud800"`, which
+    /// Go reads as U+FFFD) is not, since strict parsers (jq, serde) refuse the whole line that
+    /// holds one.
     pub fn slot(&mut self, text: &str) -> Value {
         let text = if text.is_empty() { "{}" } else { text };
-        if serde_json::from_str::<serde::de::IgnoredAny>(text).is_err() {
+        if !strict_json(text) {
             return Value::String(text.to_string());
         }
         self.texts.push(text.to_string());
@@ -203,6 +205,49 @@ impl Raws {
         }
         Ok(terminal_safe_json(&s))
     }
+}
+
+/// Whether `text` is one JSON value every strict parser reads: valid JSON (serde's skipping
+/// reader) whose `\u` escapes pair every surrogate, which that reader does not check.
+fn strict_json(text: &str) -> bool {
+    serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok() && surrogates_paired(text)
+}
+
+/// In valid JSON text, whether each escaped high surrogate is followed by an escaped low one
+/// and each escaped low one follows a high one. Backslashes occur only in strings there, each
+/// starting an escape, so walking escape by escape finds every `\u`.
+fn surrogates_paired(text: &str) -> bool {
+    let b = text.as_bytes();
+    let unit = |at: usize| {
+        b.get(at..at + 4)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u16::from_str_radix(h, 16).ok())
+    };
+    let mut i = 0;
+    let mut high_open = false;
+    while i < b.len() {
+        if b[i] != b'\\' {
+            if high_open {
+                return false;
+            }
+            i += 1;
+            continue;
+        }
+        let u = if b.get(i + 1) == Some(&b'u') {
+            unit(i + 2)
+        } else {
+            None
+        };
+        match u {
+            Some(0xD800..=0xDBFF) if !high_open => high_open = true,
+            Some(0xDC00..=0xDFFF) if high_open => high_open = false,
+            Some(0xD800..=0xDFFF) => return false,
+            _ if high_open => return false,
+            _ => {}
+        }
+        i += if u.is_some() { 6 } else { 2 };
+    }
+    !high_open
 }
 
 /// Valid JSON text with every character a terminal may act on or hide (C1 controls, bidi
@@ -246,4 +291,43 @@ pub fn approval_json(a: &Approval, raws: &mut Raws) -> Value {
     text_field(&mut m, "note", &a.note);
     text_field(&mut m, "decode_error", &a.decode_error);
     Value::Object(m)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stored_json_with_a_lone_surrogate_escape_stays_a_string() {
+        for kept in [
+            r#"{"a":"\ud83d\ude00"}"#,
+            r#"{"a":"\\ud800"}"#,
+            r#"{"a":"\u00e9\n","b":1e999}"#,
+            r#"["\uD83D\uDE00x"]"#,
+        ] {
+            let mut raws = Raws::default();
+            let doc = json!({ "p": raws.slot(kept) });
+            let out = raws.render(&doc, false).unwrap();
+            assert_eq!(
+                out,
+                format!("{{\"p\":{kept}}}"),
+                "{kept} is embedded as stored"
+            );
+        }
+        for lone in [
+            r#"{"a":"\ud800"}"#,
+            r#"{"a":"\udc00x"}"#,
+            r#"{"a":"\ud83dx"}"#,
+            r#"{"a":"\ud83d\n"}"#,
+            r#"{"a":"\ud83d\ud83d"}"#,
+            r#"{"a":"\ude00\ud83d"}"#,
+            r#"{"\ud800":1}"#,
+        ] {
+            let mut raws = Raws::default();
+            let doc = json!({ "p": raws.slot(lone) });
+            let out = raws.render(&doc, false).unwrap();
+            let back: Value = serde_json::from_str(&out).expect("strict JSON");
+            assert_eq!(back["p"], json!(lone), "{lone} is kept whole as a string");
+        }
+    }
 }
