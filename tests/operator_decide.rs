@@ -383,6 +383,75 @@ fn errors_operator_paths_are_typed() {
     assert!(matches!(err, OperatorError::NotPending { .. }), "{err}");
 }
 
+/// Every deciding call refuses a name the audit trail must not keep (blank, over 256 bytes, a
+/// control, bidi or invisible character), before anything is written: the approval stays
+/// pending, the run waiting, no event (found from outside: the library recorded them; only
+/// the commands and the console refused them).
+#[test]
+fn every_deciding_call_refuses_a_name_the_audit_trail_must_not_keep() {
+    let dir = tempdir();
+    let db = dir.path().join("n.db");
+    let store = Store::open(&db).unwrap();
+    let (aid, hash) = runs::waiting_run(&store, "r", t0());
+    let events_before = store.count_events("r").unwrap();
+    let long = "a".repeat(257);
+    for by in [
+        "",
+        "   ",
+        "\u{1b}[31mmallory",
+        "\u{202e}evil",
+        "a\nb",
+        "x\u{200b}",
+        &long,
+    ] {
+        let calls: [(&str, Result<(), OperatorError>); 5] = [
+            (
+                "approve_shown",
+                approve_shown(&store, "r", &aid, &hash, by, "", later(1)).map(|_| ()),
+            ),
+            (
+                "reject_shown",
+                reject_shown(&store, "r", &aid, &hash, by, "no", later(1)).map(|_| ()),
+            ),
+            (
+                "deny_shown",
+                operator::deny_shown(&store, "r", &aid, &hash, by, "no", later(1)).map(|_| ()),
+            ),
+            (
+                "cancel",
+                operator::cancel(&store, "r", by, "", later(1)).map(|_| ()),
+            ),
+            (
+                "cancel_shown",
+                operator::cancel_shown(&store, "r", &aid, &hash, by, "", later(1)).map(|_| ()),
+            ),
+        ];
+        for (call, res) in calls {
+            match res {
+                Err(e @ OperatorError::NameRefused { .. }) => {
+                    let said = e.to_string();
+                    assert!(said.contains("cannot be recorded"), "{call} {by:?}: {said}");
+                    assert!(
+                        by.trim().is_empty() || !said.contains(by),
+                        "{call}: the name is not repeated"
+                    );
+                }
+                other => panic!("{call} {by:?}: {other:?}"),
+            }
+        }
+    }
+    let a = store.get_approval("r", &aid).unwrap();
+    assert_eq!(a.status, ApprovalStatus::Pending);
+    assert_eq!(
+        store.get_run("r").unwrap().status,
+        RunStatus::WaitingForApproval
+    );
+    assert_eq!(store.count_events("r").unwrap(), events_before);
+    // A name with a backslash and any printable character is kept.
+    let d = approve_shown(&store, "r", &aid, &hash, "DOMAIN\\Zoë O'Neil", "", later(2)).unwrap();
+    assert_eq!(d.approval.decided_by, "DOMAIN\\Zoë O'Neil");
+}
+
 #[test]
 fn pending_approval_selection_rule() {
     let dir = tempdir();

@@ -72,6 +72,7 @@ fn cancel_checked<S: RunStore + ?Sized>(
     note: &str,
     now: Timestamp,
 ) -> Result<Cancelled, OperatorError> {
+    super::check_name(by)?;
     let run = store.get_run(run_id)?;
     if run.status.is_terminal() {
         return Err(OperatorError::RunFinished {

@@ -105,7 +105,11 @@ ruling_fn!(
 ///
 /// The decision is one compare-and-set: a hash that is not the stored one (the request was
 /// changed after it was read, or another request was shown) decides nothing, and an approval
-/// already decided cannot be decided again.
+/// already decided cannot be decided again. A `by` that [`super::name_refused`] refuses is
+/// [`OperatorError::NameRefused`], with nothing written.
+///
+/// Its five text arguments are run id, approval id, shown hash, who and note, in that order;
+/// [`decide`] with a [`Review`] names each part where a call site should say which is which.
 ///
 /// ```
 /// # use std::sync::Arc;
@@ -219,6 +223,7 @@ fn decide_hooked<S: RunStore + ?Sized>(
     // stored); messages keep them as stored.
     let (run_id, approval_id) = (run_id.key_bytes(), approval_id.key_bytes());
     let status = ruling.status();
+    super::check_name(by)?;
     if shown == Shown::Hash("") {
         return Err(OperatorError::Changed {
             approval_id: Key::new(approval_id),

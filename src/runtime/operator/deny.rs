@@ -47,6 +47,7 @@ pub fn deny_shown<S: RunStore + ?Sized>(
 ) -> Result<Decided, OperatorError> {
     let (run_id, approval_id) = (run_id.key_bytes(), approval_id.key_bytes());
     let shown = Shown::Hash(shown_hash);
+    super::check_name(by)?;
     if shown_hash.is_empty() {
         return Err(OperatorError::Changed {
             approval_id: Key::new(approval_id),

@@ -108,6 +108,15 @@ pub enum OperatorError {
         detail: Said,
     },
 
+    /// The name to record as who decided or cancelled is not one ([`name_refused`]: blank,
+    /// over [`NAME_MAX`] bytes, or holding a character every screen shows escaped). The audit
+    /// trail keeps it for good, so nothing is written; the name itself is not repeated.
+    #[error("{}", self.said())]
+    NameRefused {
+        /// Why, as [`name_refused`] says it.
+        why: String,
+    },
+
     /// Another writer held the database past the busy timeout.
     #[error("database is locked by another consumer: {detail}; try again when its write finishes")]
     Locked {
@@ -118,6 +127,14 @@ pub enum OperatorError {
     /// Any other store failure.
     #[error(transparent)]
     Store(StoreError),
+}
+
+/// Refuses a name the audit trail must not keep, before anything is read or written.
+fn check_name(by: &str) -> Result<(), OperatorError> {
+    match name_refused(by) {
+        Some(why) => Err(OperatorError::NameRefused { why }),
+        None => Ok(()),
+    }
 }
 
 /// agentrt's sentinel for a run in another state (spec 2.1).
@@ -186,6 +203,9 @@ impl OperatorError {
                     .and(detail)
                     .text("; it cannot be approved or rejected, cancel the run instead")
             }
+            OperatorError::NameRefused { why } => Said::from(format!(
+                "the name to record as who decides cannot be recorded: {why}; nothing was written"
+            )),
             OperatorError::Store(e) => e.said(),
             other @ OperatorError::Locked { .. } => Said::from(other.to_string()),
         }
