@@ -523,6 +523,78 @@ fn driver_agent_error_fails_run() {
     verify(&db.path);
 }
 
+/// A panic in the agent's `decide` or in its future is an agent error: the run ends FAILED
+/// (`agent error: panic: …`) instead of the panic unwinding through `start` with the run left
+/// RUNNING (found from outside).
+#[test]
+fn driver_agent_panic_fails_the_run_as_an_agent_error() {
+    struct Sync;
+    impl countersign::runtime::agent::Agent for Sync {
+        fn decide(
+            &self,
+            _: countersign::runtime::agent::StepInput,
+        ) -> countersign::runtime::agent::DecideFuture {
+            panic!("sync boom")
+        }
+    }
+    let in_future = ScriptedAgent::new([countersign::runtime::agent::Scripted::With(Box::new(
+        |_| Box::pin(async { panic!("async boom") }),
+    ))]);
+    let agents: [(Arc<dyn countersign::runtime::agent::Agent>, &str); 2] =
+        [(Arc::new(Sync), "sync boom"), (in_future, "async boom")];
+    for (agent, said) in agents {
+        let db = db();
+        let d = Driver::new(config(
+            &db.store,
+            registry(vec![]),
+            Arc::new(DefaultPolicy),
+            agent,
+        ))
+        .unwrap();
+        let run = start_r(&d);
+        assert_eq!(
+            (run.status, run.reason.as_str()),
+            (RunStatus::Failed, "agent_error"),
+            "{said}"
+        );
+        assert_eq!(run.reason_detail, format!("panic: {said}"));
+        assert!(run.lease_owner.is_empty(), "{said}: the lease is let go");
+        let stored = db.store.get_run("r").unwrap();
+        assert_eq!(stored.status, RunStatus::Failed);
+        verify(&db.path);
+    }
+}
+
+/// A panicking observer misses the events it panicked on; the run goes on and every event is
+/// written (before, the panic unwound through `start`, the run left RUNNING).
+#[test]
+fn driver_observer_panic_does_not_stop_the_run() {
+    let db = db();
+    let (tools, calls) = echo_registry("lookup", SideEffect::ReadOnly);
+    let agent = ScriptedAgent::new([
+        agent::tool_call("lookup", r#"{"q":1}"#),
+        agent::complete(""),
+    ]);
+    let mut cfg = config(&db.store, tools, Arc::new(DefaultPolicy), agent);
+    let handed = Arc::new(Mutex::new(0));
+    let h = handed.clone();
+    cfg.observer = Some(Arc::new(move |_| {
+        *h.lock().unwrap() += 1;
+        panic!("observer boom")
+    }));
+    let d = Driver::new(cfg).unwrap();
+    let run = start_r(&d);
+    assert_eq!(run.status, RunStatus::Completed);
+    assert_eq!(calls.lock().unwrap().len(), 1);
+    let written = events(&db.store, "r").len();
+    assert_eq!(
+        *handed.lock().unwrap(),
+        written,
+        "each event was handed once"
+    );
+    verify(&db.path);
+}
+
 #[test]
 fn driver_unusable_tool_content_is_tool_error() {
     let db = db();

@@ -381,22 +381,22 @@ fn cancel_through_the_driver_uses_its_clock_and_refuses_a_terminal_run() {
 
 #[test]
 fn lease_heartbeat_stops_when_a_panic_unwinds_the_loop() {
-    // An agent whose decide panics (a bug in the consumer's code): the panic unwinds the loop,
-    // and the run keeps the lease row it had, but nobody renews it any more, so another process
-    // can take the run over once it expires. `lease_long_tool_call_keeps_the_lease` shows the
-    // same heartbeat renewing while the loop lives.
+    // The id generator panics (a bug in the consumer's code, called where the driver opens a
+    // step): the panic unwinds the loop, and the run keeps the lease row it had, but nobody
+    // renews it any more, so another process can take the run over once it expires.
+    // `lease_long_tool_call_keeps_the_lease` shows the same heartbeat renewing while the loop
+    // lives. (An agent's panic no longer unwinds: it is the run's agent error, decision 0107.)
     let db = db();
-    let agent = ScriptedAgent::new([Scripted::With(Box::new(|_i| -> DecideFuture {
-        panic!("a bug in the agent")
-    }))]);
+    let agent = ScriptedAgent::new([agent::complete("")]);
     let mut cfg = config(&db.store, registry(vec![]), Arc::new(DefaultPolicy), agent);
+    cfg.ids = Some(Arc::new(|| panic!("a bug in the id generator")));
     cfg.lease_ttl = std::time::Duration::from_millis(300);
     let d = countersign::runtime::driver::Driver::new(cfg).unwrap();
     let rtm = rt();
     let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         rtm.block_on(d.start_with_id("r", "g", limits()))
     }));
-    assert!(out.is_err(), "the agent's panic unwound the loop");
+    assert!(out.is_err(), "the id generator's panic unwound the loop");
     let read = || -> (String, String) {
         rusqlite::Connection::open(&db.path)
             .unwrap()

@@ -327,7 +327,8 @@ fn policy_loop_and_resume_handed_the_same_bytes() {
 fn resume_reconcile_outcomes() {
     use countersign::runtime::driver::{Reconcile, ReconcileError, Reconciliation};
     use countersign::runtime::types::{Approval, Run, Step};
-    struct Hook(Reconciliation);
+    // `None`: the hook panics, which ends the run as its error does.
+    struct Hook(Option<Reconciliation>);
     impl Reconcile for Hook {
         fn reconcile(
             &self,
@@ -336,30 +337,31 @@ fn resume_reconcile_outcomes() {
             _a: &[Approval],
         ) -> Result<Reconciliation, ReconcileError> {
             assert!(!steps.is_empty());
-            Ok(self.0.clone())
+            Ok(self.0.clone().expect("the hook's own bug"))
         }
     }
     for (rec, status, reason) in [
+        (None, RunStatus::Failed, "internal_error"),
         (
-            Reconciliation::Completed {
+            Some(Reconciliation::Completed {
                 result: br#"{"ok":1}"#.to_vec(),
                 detail: "did it".into(),
-            },
+            }),
             RunStatus::Completed,
             "goal_completed",
         ),
         (
-            Reconciliation::Conflict {
+            Some(Reconciliation::Conflict {
                 detail: "two truths".into(),
-            },
+            }),
             RunStatus::Failed,
             "reconcile_conflict",
         ),
         (
-            Reconciliation::Waiting {
+            Some(Reconciliation::Waiting {
                 pause: None,
                 detail: String::new(),
-            },
+            }),
             RunStatus::Failed,
             "reconcile_conflict",
         ),
@@ -393,6 +395,9 @@ fn resume_reconcile_outcomes() {
             (status, reason),
             "{rec:?}"
         );
+        if rec.is_none() {
+            assert_eq!(run.reason_detail, "reconcile: panic: the hook's own bug");
+        }
         if reason == "goal_completed" {
             assert_eq!(run.reason_detail, "completed by reconciliation: did it");
             assert_eq!(run.result_json, r#"{"ok":1}"#);

@@ -61,7 +61,8 @@ from_message!(AgentError);
 pub type DecideFuture = Pin<Box<dyn Future<Output = Result<Decision, AgentError>> + Send>>;
 
 /// An agent. An `Err` ends the run FAILED (`agent_error`, or the model's reason when its
-/// model handle hit a limit or the model was unavailable).
+/// model handle hit a limit or the model was unavailable). A panic in `decide` or in its
+/// future is such an error (`panic: <message>`): it does not unwind through the driver.
 pub trait Agent: Send + Sync + 'static {
     /// Decides the step described by `input`. The decision is recorded (arguments or a result
     /// that are not usable JSON kept aside in `invalid_args`/`invalid_result`, spec 3.5 step 4)

@@ -307,18 +307,47 @@ impl<T: Send + 'static> Future for Detachable<T> {
         let Some(work) = self.work.as_mut() else {
             return Poll::Ready(Err("polled again after it finished".into()));
         };
-        let polled = std::panic::catch_unwind(AssertUnwindSafe(|| work.as_mut().poll(cx)));
-        match polled {
-            Ok(Poll::Pending) => Poll::Pending,
-            Ok(Poll::Ready(v)) => {
-                self.work = None;
-                Poll::Ready(Ok(v))
-            }
-            Err(p) => {
-                self.work = None;
-                Poll::Ready(Err(panic_text(p.as_ref())))
-            }
+        let polled = poll_caught(work.as_mut(), cx);
+        if polled.is_ready() {
+            self.work = None;
         }
+        polled
+    }
+}
+
+/// Polls `work` once, a panic in it caught and given as its message.
+fn poll_caught<T>(
+    work: Pin<&mut (dyn Future<Output = T> + Send)>,
+    cx: &mut Context<'_>,
+) -> Poll<Result<T, String>> {
+    match std::panic::catch_unwind(AssertUnwindSafe(|| work.poll(cx))) {
+        Ok(Poll::Pending) => Poll::Pending,
+        Ok(Poll::Ready(v)) => Poll::Ready(Ok(v)),
+        Err(p) => Poll::Ready(Err(panic_text(p.as_ref()))),
+    }
+}
+
+/// A future whose panic is caught (and not polled again after it): its message.
+pub(super) struct Caught<T>(Option<Pin<Box<dyn Future<Output = T> + Send>>>);
+
+impl<T> Caught<T> {
+    pub(super) fn new(work: Pin<Box<dyn Future<Output = T> + Send>>) -> Self {
+        Caught(Some(work))
+    }
+}
+
+impl<T> Future for Caught<T> {
+    type Output = Result<T, String>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let Some(work) = self.0.as_mut() else {
+            return Poll::Ready(Err("polled again after it finished".into()));
+        };
+        let polled = poll_caught(work.as_mut(), cx);
+        if polled.is_ready() {
+            self.0 = None;
+        }
+        polled
     }
 }
 
@@ -332,7 +361,7 @@ impl<T: Send + 'static> Drop for Detachable<T> {
 }
 
 /// A panic's message, when it is a string.
-fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
+pub(super) fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
     p.downcast_ref::<&str>()
         .map(|s| s.to_string())
         .or_else(|| p.downcast_ref::<String>().cloned())

@@ -56,10 +56,11 @@ pub use worker::{SCAN_LIMIT, WorkEvent, WorkObserver, WorkOptions, WorkReport};
 
 /// Receives every event the driver writes, once it is chained: after its transaction
 /// committed on SQLite; on PostgreSQL once a sequencer has chained it, with its seq and hash
-/// as stored in `events` (a write waits for that at most [`CHAINED_WAIT`]; see
+/// as stored in `events` (a write waits for that at most two seconds, `CHAINED_WAIT`; see
 /// decision 0083 item 4). On PostgreSQL one driver's calls are made one at a time, with its
 /// delivery lock held; an observer that writes through the same driver or Gate there gets that
-/// write's events once its call has returned (the write does not wait for them).
+/// write's events once its call has returned (the write does not wait for them). A panic in
+/// the observer is caught: that event is not handed to it again, and the run goes on.
 pub type Observer = Arc<dyn Fn(&Event) + Send + Sync>;
 
 /// Generates ids (32 lowercase hex by default).
@@ -475,9 +476,16 @@ impl Inner {
             return db::pg(|| owed.deliver(pg, o));
         }
         for e in &w.events {
-            o(e);
+            hand_on(o, e);
         }
     }
+}
+
+/// Hands one event to the observer. A panic in it is caught (the panic hook has reported it):
+/// that event is not handed on again, and the write it observed, committed already, stands
+/// and the run goes on.
+pub(crate) fn hand_on(o: &Observer, e: &Event) {
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| o(e)));
 }
 
 /// Runs store work (each commit fsyncs; a lock wait can last the busy timeout) off the

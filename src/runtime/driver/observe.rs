@@ -199,7 +199,7 @@ impl State {
                     e.seq = row.seq;
                     e.hash = row.hash;
                     let _call = InCall::enter(in_observer);
-                    o(&e);
+                    super::hand_on(o, &e);
                 }
             }
             if got < n {

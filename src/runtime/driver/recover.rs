@@ -67,7 +67,8 @@ from_message!(ReconcileError);
 /// The crash-recovery hook (spec 8.3 step 6), handed copies of the run, steps, approvals.
 pub trait Reconcile: Send + Sync + 'static {
     /// Called once per recovering resume, after the in-flight steps were marked interrupted
-    /// and the lease taken. An `Err` ends the run `internal_error` (`reconcile: <err>`).
+    /// and the lease taken. An `Err` ends the run `internal_error` (`reconcile: <err>`), and
+    /// so does a panic (`reconcile: panic: <message>`).
     fn reconcile(
         &self,
         run: &Run,
@@ -195,7 +196,17 @@ pub(crate) fn resume_interrupted(mut cx: RunCtx) -> Result<Attached, RuntimeErro
         let steps: Vec<Step> = cx.steps.iter().map(|s| (**s).clone()).collect();
         let approvals: Vec<Approval> = cx.approvals.iter().map(|a| (**a).clone()).collect();
         let run = cx.inner.store.get_run(&cx.run_id)?;
-        match hook.reconcile(&run, &steps, &approvals) {
+        // A panic in the hook is its error, as a policy's is.
+        let reconciled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            hook.reconcile(&run, &steps, &approvals)
+        }))
+        .unwrap_or_else(|p| {
+            Err(ReconcileError::Message(format!(
+                "panic: {}",
+                super::execute::panic_text(p.as_ref())
+            )))
+        });
+        match reconciled {
             Err(e) => return stop_to(cx.fail_internal(&from, &format!("reconcile: {e}"))),
             Ok(Reconciliation::Continue) => {}
             Ok(Reconciliation::Completed { result, detail }) => {

@@ -1,6 +1,7 @@
 //! The loop (spec 3.5): read the run, check damage and limits, start a step, ask the agent,
 //! record, validate, dispatch, execute; until the run ends or pauses.
 
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
 use super::RuntimeError;
@@ -10,8 +11,8 @@ use super::execute::execute;
 use super::lease::release;
 use super::open::{Open, open_step};
 use super::step::validate;
-use crate::runtime::agent::{Agent, AgentError};
-use crate::runtime::types::{DecisionKind, Run, RunStatus, StepStatus};
+use crate::runtime::agent::{Agent, AgentError, StepInput};
+use crate::runtime::types::{Decision, DecisionKind, Run, RunStatus, StepStatus};
 
 pub(crate) enum Next {
     Continue,
@@ -155,7 +156,7 @@ async fn step_once(
         Err(s) => return Ok((cx, Err(s), None)),
     };
     let input = cx.input(&open);
-    let d = agent.decide(input).await;
+    let d = decide_caught(agent, input).await;
     super::blocking(move || {
         let mut next = decided(&mut cx, open, d);
         if let Ok(Next::Execute(a)) = &mut next
@@ -173,6 +174,20 @@ async fn step_once(
         (cx, next, ahead)
     })
     .await
+}
+
+/// Asks the agent. A panic in `decide` or in the future it returns is an agent error
+/// (`panic: <message>`), which fails the run as an `Err` does, as a tool's or a policy's panic
+/// is caught: it never unwinds through the driver with the run left RUNNING.
+async fn decide_caught(agent: &Arc<dyn Agent>, input: StepInput) -> Result<Decision, AgentError> {
+    let panicked = |p: String| AgentError::Message(format!("panic: {p}"));
+    let work = match catch_unwind(AssertUnwindSafe(|| agent.decide(input))) {
+        Ok(work) => work,
+        Err(p) => return Err(panicked(super::execute::panic_text(p.as_ref()))),
+    };
+    super::execute::Caught::new(work)
+        .await
+        .unwrap_or_else(|p| Err(panicked(p)))
 }
 
 impl RunCtx {
