@@ -389,6 +389,42 @@ fn pg_two_owners_contend_for_one_run() {
     assert!(taken.1.contains("host-a/"), "{}", taken.1);
 }
 
+/// A run id that is taken is `StoreError::RunExists` on PostgreSQL too, nothing written.
+#[test]
+fn pg_a_run_id_that_is_taken_is_refused_with_a_typed_error() {
+    use countersign::runtime::driver::RuntimeError;
+    use countersign::runtime::store::StoreError;
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    let store = pg(&db);
+    let first = Driver::new(pg_config(
+        &store,
+        Registry::new(),
+        ScriptedAgent::new([agent::complete("")]),
+    ))
+    .unwrap();
+    let rtm = rt();
+    let done = rtm
+        .block_on(first.start_with_id("r", "g", limits()))
+        .unwrap();
+    assert_eq!(done.status, RunStatus::Completed);
+    let again = Driver::new(pg_config(
+        &store,
+        Registry::new(),
+        ScriptedAgent::new([agent::complete("")]),
+    ))
+    .unwrap();
+    let e = rtm
+        .block_on(again.start_with_id("r", "another goal", limits()))
+        .unwrap_err();
+    assert!(
+        matches!(&e, RuntimeError::Store(StoreError::RunExists { run_id }) if run_id.as_bytes() == b"r"),
+        "{e:?}"
+    );
+    assert_eq!(store.get_run(b"r").unwrap().goal, "g");
+}
+
 /// The server's clock judges a lease, not a client's: a contender whose clock reads a day
 /// ahead (to which the live lease looks long expired) is refused with `RunLeased`; and a
 /// holder whose clock reads a day behind stamps an expiry on the server's clock, so its lease

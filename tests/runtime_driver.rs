@@ -595,6 +595,49 @@ fn driver_observer_panic_does_not_stop_the_run() {
     verify(&db.path);
 }
 
+/// A run id that is taken is a typed error (`StoreError::RunExists`) from `start_with_id` and
+/// `Gate::begin`, and the run that has it is left as it was (it was SQLite's raw "UNIQUE
+/// constraint failed", found from outside).
+#[test]
+fn a_run_id_that_is_taken_is_refused_with_a_typed_error() {
+    use countersign::runtime::driver::RuntimeError;
+    use countersign::runtime::store::StoreError;
+    let db = db();
+    let done = start_r(&driver(
+        &db.store,
+        registry(vec![]),
+        Arc::new(DefaultPolicy),
+        ScriptedAgent::new([agent::complete("")]),
+    ));
+    let events_before = db.store.count_events("r").unwrap();
+    let again = driver(
+        &db.store,
+        registry(vec![]),
+        Arc::new(DefaultPolicy),
+        ScriptedAgent::new([agent::complete("")]),
+    );
+    let e = rt()
+        .block_on(again.start_with_id("r", "another goal", limits()))
+        .unwrap_err();
+    assert!(
+        matches!(&e, RuntimeError::Store(StoreError::RunExists { run_id }) if run_id.as_bytes() == b"r"),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains("run r exists already"), "{e}");
+    let gate = gate(&db.store, registry(vec![]), Arc::new(DefaultPolicy));
+    let Err(e) = rt().block_on(gate.begin("r", "g", limits())) else {
+        panic!("a Gate began a second run r");
+    };
+    assert!(
+        matches!(&e, RuntimeError::Store(StoreError::RunExists { .. })),
+        "{e:?}"
+    );
+    let after = db.store.get_run("r").unwrap();
+    assert_eq!((after.status, after.goal), (done.status, done.goal));
+    assert_eq!(db.store.count_events("r").unwrap(), events_before);
+    verify(&db.path);
+}
+
 #[test]
 fn driver_unusable_tool_content_is_tool_error() {
     let db = db();

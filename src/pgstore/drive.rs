@@ -90,7 +90,15 @@ impl PgTx<'_> {
                     &r.lease_expires_at.to_rfc3339(),
                 ],
             )
-            .at(&self.url, "insert run")?;
+            .map_err(|e| {
+                if e.code() == Some(&postgres::error::SqlState::UNIQUE_VIOLATION) {
+                    StoreError::RunExists {
+                        run_id: Key::new(r.id.as_bytes()),
+                    }
+                } else {
+                    super::operate::store_error(&self.url, "insert run", e)
+                }
+            })?;
         self.append_event(r.id.as_bytes(), b"", &r.now, "run.created", &payload)?;
         self.append_event(r.id.as_bytes(), b"", &r.now, "run.started", b"{}")
     }

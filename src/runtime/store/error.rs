@@ -29,6 +29,14 @@ pub enum StoreError {
         detail: Said,
     },
 
+    /// A new run was asked for under an id a run already has (`Driver::start_with_id`,
+    /// `Gate::begin`, an id generator that repeated itself): nothing was written.
+    #[error("{}", self.said())]
+    RunExists {
+        /// The id asked for, as given.
+        run_id: Key,
+    },
+
     /// A driver write to a RUNNING run whose lease another owner holds (a kind of RunState):
     /// `agentrt: run <id> is leased by <owner> until <time>`.
     #[error("{}", self.said())]
@@ -278,6 +286,9 @@ impl StoreError {
                 " is leased by {owner} until {}",
                 expires_at.format_always()
             )),
+            StoreError::RunExists { run_id } => Said::from("agentrt: insert run: run ")
+                .id(run_id)
+                .text(" exists already, so nothing was written; choose another id, or resume it"),
             StoreError::LeaseLost { detail } => Said::from("agentrt: run lease lost: ").and(detail),
             other => {
                 let (message, paths) = (other.to_string(), other.paths());

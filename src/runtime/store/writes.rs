@@ -8,7 +8,7 @@ use super::Tx;
 use super::bind::key;
 use super::error::{Ctx, StoreError};
 use crate::runtime::json::gojson;
-use crate::runtime::types::{AsKey, Limits, RunStatus, Said, StepStatus, Timestamp};
+use crate::runtime::types::{AsKey, Key, Limits, RunStatus, Said, StepStatus, Timestamp};
 
 /// What `insert_run` writes.
 #[derive(Debug, Clone)]
@@ -229,7 +229,17 @@ impl Tx<'_> {
                 r.lease_owner,
                 r.lease_expires_at.to_rfc3339()
             ])
-            .ctx("insert run")?;
+            .map_err(|e| match e {
+                rusqlite::Error::SqliteFailure(f, _)
+                    if f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY
+                        || f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE =>
+                {
+                    StoreError::RunExists {
+                        run_id: Key::new(r.id.as_bytes()),
+                    }
+                }
+                e => StoreError::sqlite("insert run", e),
+            })?;
         self.append(r.id, "", &r.now, "run.created", &payload)?;
         self.append(r.id, "", &r.now, "run.started", b"{}")?;
         Ok(())
