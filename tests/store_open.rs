@@ -411,6 +411,20 @@ fn open_existing_read_only_never_writes_even_in_an_unwritable_directory() {
     assert_eq!(std::fs::read(&db).unwrap(), before);
 }
 
+/// `Store::open` names a file that is not SQLite with the same typed error as `open_existing`
+/// (it was a `Sqlite` error about `synchronous`, found from outside), and leaves it as it was.
+#[test]
+fn open_refuses_a_file_that_is_not_sqlite_as_not_a_database() {
+    let dir = tempdir();
+    let db = dir.path().join("notes.txt");
+    let text = "not a database at all, just some text that is long enough to be a header";
+    std::fs::write(&db, text).unwrap();
+    std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let err = Store::open(&db).unwrap_err();
+    assert!(matches!(err, StoreError::NotADatabase { .. }), "{err:?}");
+    assert_eq!(std::fs::read_to_string(&db).unwrap(), text);
+}
+
 #[test]
 fn open_existing_refuses_what_is_not_a_run_database() {
     let dir = tempdir();

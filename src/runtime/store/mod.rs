@@ -157,7 +157,10 @@ impl Store {
     /// agentrt's `OpenStore`: creates the file (exclusively, mode 0600) if missing, applies the
     /// mode rules (tightening what it owns), opens a hardened writer connection, switches to
     /// WAL, refuses triggers and views, and migrates to version 6 in one IMMEDIATE
-    /// transaction. Follows symbolic links.
+    /// transaction. Follows symbolic links. A file that is not SQLite is
+    /// [`StoreError::NotADatabase`], as for [`Store::open_existing`]. Like agentrt's, it adds
+    /// its tables to any SQLite database it is given, another program's too: give the runtime
+    /// a file of its own, or use `open_existing`, which never migrates.
     pub fn open(path: impl AsRef<Path>) -> Result<Store, StoreError> {
         let path = path.as_ref();
         open::create_exclusive(path)?;
@@ -165,11 +168,15 @@ impl Store {
         // those.
         let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
         open::check_modes(&real, true)?;
-        let mut conn = open::connect(path, Access::Writer)?;
-        open::enable_wal(&conn, path)?;
-        open::refuse_triggers_and_views(&conn, path)?;
-        schema::migrate(&mut conn, path, Timestamp::now())?;
-        schema::check_columns(&conn, path)?;
+        let conn = (|| {
+            let mut conn = open::connect(path, Access::Writer)?;
+            open::enable_wal(&conn, path)?;
+            open::refuse_triggers_and_views(&conn, path)?;
+            schema::migrate(&mut conn, path, Timestamp::now())?;
+            schema::check_columns(&conn, path)?;
+            Ok(conn)
+        })()
+        .map_err(|e| open::not_a_database(path, e))?;
         Ok(Store {
             conn: Mutex::new(conn),
             path: path.to_path_buf(),

@@ -602,6 +602,21 @@ pub(crate) fn enable_wal(conn: &Connection, path: &Path) -> Result<(), StoreErro
     }
 }
 
+/// SQLite's "file is not a database", met at any step of opening, as the typed
+/// [`StoreError::NotADatabase`] that `open_existing` gives for the same file.
+pub(crate) fn not_a_database(path: &Path, e: StoreError) -> StoreError {
+    match e {
+        StoreError::Sqlite {
+            err: rusqlite::Error::SqliteFailure(f, msg),
+            ..
+        } if f.code == rusqlite::ErrorCode::NotADatabase => StoreError::NotADatabase {
+            path: path.to_path_buf(),
+            detail: msg.unwrap_or_else(|| f.to_string()),
+        },
+        other => other,
+    }
+}
+
 /// Refuses a schema holding a trigger or view.
 pub(crate) fn refuse_triggers_and_views(conn: &Connection, path: &Path) -> Result<(), StoreError> {
     match schema::trigger_or_view(conn) {
