@@ -56,8 +56,7 @@ impl Schema {
             // boundary refuses is refused here too.
             return Err(SchemaError::NotJson(e.to_string()));
         }
-        let value: Value =
-            serde_json::from_slice(raw).map_err(|e| SchemaError::NotJson(e.to_string()))?;
+        let value = decode_within_depth(raw).map_err(SchemaError::NotJson)?;
         if let Some(r) = external_ref(&value) {
             return Err(SchemaError::ExternalRef(r));
         }
@@ -74,7 +73,7 @@ impl Schema {
     /// Checks arguments (already through the boundary check) against the schema. The error is
     /// the sentence an invalid decision records.
     pub fn check(&self, args: &[u8]) -> Result<(), String> {
-        let value: Value = match serde_json::from_slice(args) {
+        let value = match decode_within_depth(args) {
             Ok(v) => v,
             Err(e) => {
                 return Err(format!(
@@ -95,6 +94,17 @@ impl Schema {
             ),
         }
     }
+}
+
+/// Decodes one JSON value nested as deep as the boundary check allows (256 levels; serde's
+/// own limit of 128 would refuse what agentrt accepts), refusing deeper input before decoding.
+fn decode_within_depth(raw: &[u8]) -> Result<Value, String> {
+    crate::runtime::json::depth_within_bound(raw).map_err(|e| e.to_string())?;
+    let mut de = serde_json::Deserializer::from_slice(raw);
+    de.disable_recursion_limit();
+    let value = <Value as serde::Deserialize>::deserialize(&mut de).map_err(|e| e.to_string())?;
+    de.end().map_err(|e| e.to_string())?;
+    Ok(value)
 }
 
 /// The first reference keyword in `v` whose target is outside the document.
@@ -163,5 +173,36 @@ mod tests {
         let e = s.check(br#"{"n":1e400}"#).unwrap_err();
         assert!(e.starts_with("arguments cannot be checked"), "{e}");
         assert!(s.check(br#"{"n":1e300}"#).is_ok());
+    }
+
+    /// What the boundary check accepts (256 levels) is checked against the schema, not
+    /// refused at serde's 128 (found from outside: 129 levels were an invalid decision naming
+    /// serde's "recursion limit exceeded"); deeper input is refused before decoding.
+    #[test]
+    fn arguments_and_schemas_as_deep_as_the_boundary_allows_are_checked() {
+        let nest = |n: usize, leaf: &str| format!("{}{leaf}{}", "[".repeat(n), "]".repeat(n));
+        let any = Schema::compile(b"{}").unwrap();
+        for n in [129, 200, 255] {
+            let args = nest(n, "1");
+            assert!(crate::runtime::json::check_json(args.as_bytes()).is_ok());
+            assert_eq!(any.check(args.as_bytes()), Ok(()), "{n} levels");
+        }
+        let e = any.check(nest(257, "1").as_bytes()).unwrap_err();
+        assert!(e.contains("nested deeper than 256 levels"), "{e}");
+        // A schema nested 250 levels deep, and arguments as deep judged against it.
+        let mut schema = String::from(r#"{"type":"integer","maximum":3}"#);
+        let mut ok = String::from("3");
+        let mut bad = String::from("4");
+        for _ in 0..124 {
+            schema = format!(r#"{{"type":"object","properties":{{"a":{schema}}}}}"#);
+            ok = format!(r#"{{"a":{ok}}}"#);
+            bad = format!(r#"{{"a":{bad}}}"#);
+        }
+        let deep = Schema::compile(schema.as_bytes()).unwrap();
+        assert_eq!(deep.check(ok.as_bytes()), Ok(()));
+        let e = deep.check(bad.as_bytes()).unwrap_err();
+        assert!(e.starts_with("arguments do not match schema"), "{e}");
+        let nots = format!("{}{{}}{}", r#"{"not":"#.repeat(200), "}".repeat(200));
+        assert!(Schema::compile(nots.as_bytes()).is_ok());
     }
 }

@@ -27,6 +27,11 @@ pub(super) fn check(raw: &[u8]) -> Result<Doc, JsonError> {
     Ok(doc)
 }
 
+/// Check 1 alone: refuses input nested deeper than [`MAX_DEPTH`], valid or not.
+pub(super) fn depth_within_bound(raw: &[u8]) -> Result<(), JsonError> {
+    check_depth(raw)
+}
+
 /// Check 1, depth: `[`/`{` outside strings (escape-aware), closers decrement. Needs no valid input.
 /// A stray closer may take the count below zero; it is not clamped (such input is refused as
 /// not valid JSON anyway, only the reason could differ).

@@ -83,6 +83,12 @@ pub fn check_json(raw: &[u8]) -> Result<(), JsonError> {
     check::check(raw).map(|_| ())
 }
 
+/// The boundary check's first step alone: input nested deeper than 256 levels is refused,
+/// valid JSON or not (what may then be decoded recursively).
+pub(crate) fn depth_within_bound(raw: &[u8]) -> Result<(), JsonError> {
+    check::depth_within_bound(raw)
+}
+
 /// `check_json` then [`canonical_json`] (agentrt's exported `CanonicalJSON`).
 pub fn checked_canonical_json(raw: &[u8]) -> Result<Vec<u8>, JsonError> {
     let doc = check::check(raw)?;
