@@ -79,7 +79,6 @@ pub fn run(dir: &Path) -> Result<Outcome, Box<dyn Error>> {
         },
     ))?;
 
-    // A Gate is a driver without an agent: the configuration has none.
     // No agent: the loop below is the caller's own, so the configuration builds a Gate.
     let gate = Config::new(store, tools, Arc::new(DefaultPolicy))
         .lease_owner("gate-example")

@@ -36,9 +36,14 @@
 //! - `cli` (default): the commands and the binary; brings clap, and needs `console`.
 //! - `providers` (default): the HTTP adapters and `countersign agent`; brings reqwest, rustls
 //!   and hyper.
+//! - `mcp` (default): the MCP proxy and its pins and rules (`countersign mcp-proxy`); brings
+//!   reqwest and rustls.
+//! - `postgres` (default): PostgreSQL as a second store (`pgstore`); brings the `postgres`
+//!   client and its rustls TLS.
 //!
-//! With `default-features = false` the crate is the runtime, safe text and the example
-//! consumer alone, without any terminal UI or argument parser.
+//! With `default-features = false` the crate is the runtime, safe text, the example consumer
+//! and the providers' render and replay layer (no HTTP), without any terminal UI, argument
+//! parser, network client or PostgreSQL.
 //!
 //! # Examples
 //!
