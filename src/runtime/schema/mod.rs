@@ -10,6 +10,13 @@
 //!   an invalid decision ("arguments cannot be checked against the schema: ...") rather than
 //!   validated approximately; Go's decoder refuses the same numbers.
 //! - A panic inside the validation library is caught and becomes a refusal, never a crash.
+//! - The validation library compares numbers as doubles. Where a schema compares numbers (a
+//!   bound, `multipleOf`, `const`, `enum`), arguments holding a number written with more
+//!   significant digits than a double holds (`10.0000000000000000001`, which would pass
+//!   `maximum: 10` while the tool is handed the literal) are refused as an invalid decision,
+//!   never judged on a rounded value. Integers within 64 bits are exact already.
+
+mod exact;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
@@ -36,6 +43,9 @@ pub enum SchemaError {
 /// A compiled input schema.
 pub struct Schema {
     validator: jsonschema::Validator,
+    /// The schema compares numbers (a bound, `multipleOf`, `const` or `enum`): arguments
+    /// holding a number a double does not hold exactly are then refused (see [`exact`]).
+    compares_numbers: bool,
 }
 
 impl std::fmt::Debug for Schema {
@@ -62,7 +72,10 @@ impl Schema {
         }
         let built = catch_unwind(AssertUnwindSafe(|| jsonschema::validator_for(&value)));
         match built {
-            Ok(Ok(validator)) => Ok(Schema { validator }),
+            Ok(Ok(validator)) => Ok(Schema {
+                validator,
+                compares_numbers: exact::compares_numbers(&value),
+            }),
             Ok(Err(e)) => Err(SchemaError::Invalid(e.to_string())),
             Err(_) => Err(SchemaError::Invalid(
                 "the schema library panicked while compiling it".into(),
@@ -81,6 +94,15 @@ impl Schema {
                 ));
             }
         };
+        if self.compares_numbers
+            && let Some(n) = exact::inexact_number(args)
+        {
+            return Err(format!(
+                "arguments cannot be checked against the schema: number {} has more significant \
+                 digits than a double holds, so the schema cannot compare it exactly",
+                n.chars().take(40).collect::<String>()
+            ));
+        }
         let res = catch_unwind(AssertUnwindSafe(|| {
             self.validator
                 .validate(&value)
@@ -173,6 +195,50 @@ mod tests {
         let e = s.check(br#"{"n":1e400}"#).unwrap_err();
         assert!(e.starts_with("arguments cannot be checked"), "{e}");
         assert!(s.check(br#"{"n":1e300}"#).is_ok());
+    }
+
+    /// Bounds are never judged on a rounded value (found from outside:
+    /// `10.0000000000000000001` passed `maximum: 10`, and the tool got the literal): where the
+    /// schema compares numbers, a number a double does not hold exactly is refused.
+    #[test]
+    fn number_bounds_are_never_judged_on_a_rounded_value() {
+        let s = Schema::compile(
+            br#"{"type":"object","properties":{"n":{"maximum":10},"m":{"exclusiveMinimum":9007199254740992},"c":{"multipleOf":0.01}}}"#,
+        )
+        .unwrap();
+        for ok in [
+            r#"{"n":10}"#,
+            r#"{"n":10.0}"#,
+            r#"{"n":-1e300}"#,
+            r#"{"m":9007199254740993}"#,
+            r#"{"c":0.07}"#,
+            r#"{"c":1234.56}"#,
+        ] {
+            assert_eq!(s.check(ok.as_bytes()), Ok(()), "{ok}");
+        }
+        for out in [
+            r#"{"n":10.5}"#,
+            r#"{"m":9007199254740992}"#,
+            r#"{"c":0.071}"#,
+        ] {
+            let e = s.check(out.as_bytes()).unwrap_err();
+            assert!(e.starts_with("arguments do not match schema"), "{out}: {e}");
+        }
+        for inexact in [
+            r#"{"n":10.0000000000000000001}"#,
+            r#"{"n":9.99999999999999999999}"#,
+            r#"{"other":1.00000000000000000001}"#,
+            r#"{"m":18446744073709551617}"#,
+        ] {
+            let e = s.check(inexact.as_bytes()).unwrap_err();
+            assert!(
+                e.contains("more significant digits than a double holds"),
+                "{inexact}: {e}"
+            );
+        }
+        // A schema that compares no number leaves such a number to the tool, as agentrt does.
+        let plain = Schema::compile(br#"{"type":"object"}"#).unwrap();
+        assert_eq!(plain.check(br#"{"n":10.0000000000000000001}"#), Ok(()));
     }
 
     /// What the boundary check accepts (256 levels) is checked against the schema, not
