@@ -445,10 +445,11 @@ fn fold_usage(body: &[u8]) -> Result<Usage, Failure> {
 }
 
 pub fn parse_reply(body: &[u8]) -> Result<ChatResponse, Failure> {
-    // One stray escaped surrogate is one U+FFFD, as Go decodes it, not an undecodable reply.
-    let received = body;
-    let cleaned = shared::lone_surrogates_as_fffd(body);
-    let body: &[u8] = &cleaned;
+    shared::read_as_go(body, read_reply)
+}
+
+/// [`parse_reply`] on the body as Go's decoder reads it; the bytes received are the caller's.
+fn read_reply(body: &[u8]) -> Result<ChatResponse, Failure> {
     #[derive(Deserialize, Default)]
     #[serde(default)]
     struct Block {
@@ -495,7 +496,7 @@ pub fn parse_reply(body: &[u8]) -> Result<ChatResponse, Failure> {
         tool_uses: uses,
         stop_reason: stop,
         usage,
-        raw: received.to_vec(),
+        raw: Vec::new(),
     })
 }
 

@@ -321,10 +321,11 @@ fn read_usage(body: &[u8]) -> Result<Usage, Failure> {
 
 /// Reads a 2xx body (spec §5, response handling 4–8).
 pub fn parse_reply(body: &[u8]) -> Result<ChatResponse, Failure> {
-    // One stray escaped surrogate is one U+FFFD, as Go decodes it, not an undecodable reply.
-    let received = body;
-    let cleaned = shared::lone_surrogates_as_fffd(body);
-    let body: &[u8] = &cleaned;
+    shared::read_as_go(body, read_reply)
+}
+
+/// [`parse_reply`] on the body as Go's decoder reads it; the bytes received are the caller's.
+fn read_reply(body: &[u8]) -> Result<ChatResponse, Failure> {
     #[derive(Deserialize, Default)]
     #[serde(default)]
     struct Choice {
@@ -391,7 +392,7 @@ pub fn parse_reply(body: &[u8]) -> Result<ChatResponse, Failure> {
         tool_uses: uses,
         stop_reason: stop,
         usage,
-        raw: received.to_vec(),
+        raw: Vec::new(),
     })
 }
 

@@ -8,6 +8,7 @@ use std::time::{Duration, SystemTime};
 
 use thiserror::Error;
 
+use super::wire::ChatResponse;
 use crate::runtime::model::{ModelError, Price, Usage};
 
 /// The most of any response body that is read (16 MiB).
@@ -723,6 +724,17 @@ mod tests {
             Failure::Transient { ref message, retry_after } if message == "anthropic: 529: overloaded" && retry_after == Duration::from_secs(3)
         ));
     }
+}
+
+/// Reads a 2xx reply as Go's decoder reads it (one stray escaped surrogate is one U+FFFD, not
+/// an undecodable reply) with `read`; the response keeps the bytes as received.
+pub fn read_as_go(
+    body: &[u8],
+    read: impl FnOnce(&[u8]) -> Result<ChatResponse, Failure>,
+) -> Result<ChatResponse, Failure> {
+    let mut reply = read(&lone_surrogates_as_fffd(body))?;
+    reply.raw = body.to_vec();
+    Ok(reply)
 }
 
 /// A reply body with each escaped lone surrogate (`\ud83d` not followed by an escaped low
