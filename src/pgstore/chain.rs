@@ -34,6 +34,24 @@ pub(crate) struct NewEvent<'a> {
     pub payload: &'a str,
 }
 
+impl<'a> NewEvent<'a> {
+    pub(crate) fn new(
+        run_id: &'a str,
+        step_id: &'a str,
+        at: &'a str,
+        kind: &'a str,
+        payload: &'a str,
+    ) -> Self {
+        NewEvent {
+            run_id,
+            step_id,
+            at,
+            kind,
+            payload,
+        }
+    }
+}
+
 /// The chain checked one event at a time, in seq order; it stops at the first break.
 #[derive(Debug, Clone, Default)]
 pub struct ChainCheck {

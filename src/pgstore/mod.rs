@@ -315,13 +315,7 @@ impl PgStore {
         kind: &str,
         payload: &str,
     ) -> Result<(i64, String), PgError> {
-        let e = chain::NewEvent {
-            run_id,
-            step_id,
-            at,
-            kind,
-            payload,
-        };
+        let e = chain::NewEvent::new(run_id, step_id, at, kind, payload);
         let steps = ("append: begin", "append: commit");
         self.in_tx(false, steps, |tx, url| chain::append(tx, url, e))
     }

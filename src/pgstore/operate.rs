@@ -354,13 +354,7 @@ impl RunTx for PgTx<'_> {
             )));
         };
         let at_text = at.to_rfc3339();
-        let e = chain::NewEvent {
-            run_id: run,
-            step_id: step,
-            at: &at_text,
-            kind,
-            payload,
-        };
+        let e = chain::NewEvent::new(run, step, &at_text, kind, payload);
         // Not chained yet: a sequencer gives it its seq and hash (decision 0081); the naive
         // chain gives them now.
         if !self.naive

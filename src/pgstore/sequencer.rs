@@ -31,13 +31,7 @@ impl PgStore {
         kind: &str,
         payload: &str,
     ) -> Result<i64, PgError> {
-        let e = chain::NewEvent {
-            run_id,
-            step_id,
-            at,
-            kind,
-            payload,
-        };
+        let e = chain::NewEvent::new(run_id, step_id, at, kind, payload);
         let steps = ("enqueue: begin", "enqueue: commit");
         self.in_tx(false, steps, |tx, url| chain::enqueue(tx, url, e))
     }
