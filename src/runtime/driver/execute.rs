@@ -285,7 +285,7 @@ pub(crate) async fn execute(
 /// the outcome is still recorded, with `wanted` cleared first so that no next step is opened.
 /// A panic in it becomes an error, as a task's join would make it.
 struct Detachable<T: Send + 'static> {
-    work: Option<Pin<Box<dyn Future<Output = T> + Send>>>,
+    work: Caught<T>,
     wanted: Arc<AtomicBool>,
     runtime: Option<tokio::runtime::Handle>,
 }
@@ -293,7 +293,7 @@ struct Detachable<T: Send + 'static> {
 impl<T: Send + 'static> Detachable<T> {
     fn new(wanted: Arc<AtomicBool>, work: impl Future<Output = T> + Send + 'static) -> Self {
         Detachable {
-            work: Some(Box::pin(work)),
+            work: Caught::new(Box::pin(work)),
             wanted,
             runtime: tokio::runtime::Handle::try_current().ok(),
         }
@@ -304,30 +304,21 @@ impl<T: Send + 'static> Future for Detachable<T> {
     type Output = Result<T, String>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let Some(work) = self.work.as_mut() else {
-            return Poll::Ready(Err("polled again after it finished".into()));
-        };
-        let polled = poll_caught(work.as_mut(), cx);
-        if polled.is_ready() {
-            self.work = None;
+        Pin::new(&mut self.work).poll(cx)
+    }
+}
+
+impl<T: Send + 'static> Drop for Detachable<T> {
+    fn drop(&mut self) {
+        self.wanted.store(false, Ordering::Release);
+        if let (Some(work), Some(rt)) = (self.work.0.take(), &self.runtime) {
+            drop(rt.spawn(work));
         }
-        polled
     }
 }
 
-/// Polls `work` once, a panic in it caught and given as its message.
-fn poll_caught<T>(
-    work: Pin<&mut (dyn Future<Output = T> + Send)>,
-    cx: &mut Context<'_>,
-) -> Poll<Result<T, String>> {
-    match std::panic::catch_unwind(AssertUnwindSafe(|| work.poll(cx))) {
-        Ok(Poll::Pending) => Poll::Pending,
-        Ok(Poll::Ready(v)) => Poll::Ready(Ok(v)),
-        Err(p) => Poll::Ready(Err(panic_text(p.as_ref()))),
-    }
-}
-
-/// A future whose panic is caught (and not polled again after it): its message.
+/// A future whose panic is caught and given as its message; it is not polled again once it
+/// finished or panicked.
 pub(super) struct Caught<T>(Option<Pin<Box<dyn Future<Output = T> + Send>>>);
 
 impl<T> Caught<T> {
@@ -343,20 +334,13 @@ impl<T> Future for Caught<T> {
         let Some(work) = self.0.as_mut() else {
             return Poll::Ready(Err("polled again after it finished".into()));
         };
-        let polled = poll_caught(work.as_mut(), cx);
-        if polled.is_ready() {
-            self.0 = None;
-        }
-        polled
-    }
-}
-
-impl<T: Send + 'static> Drop for Detachable<T> {
-    fn drop(&mut self) {
-        self.wanted.store(false, Ordering::Release);
-        if let (Some(work), Some(rt)) = (self.work.take(), &self.runtime) {
-            drop(rt.spawn(work));
-        }
+        let polled = match std::panic::catch_unwind(AssertUnwindSafe(|| work.as_mut().poll(cx))) {
+            Ok(Poll::Pending) => return Poll::Pending,
+            Ok(Poll::Ready(v)) => Ok(v),
+            Err(p) => Err(panic_text(p.as_ref())),
+        };
+        self.0 = None;
+        Poll::Ready(polled)
     }
 }
 
