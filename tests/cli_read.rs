@@ -250,6 +250,58 @@ fn events_json_lines_stay_strict_json_with_a_lone_surrogate_payload() {
     assert!(seen, "{out}");
 }
 
+/// A payload that is not UTF-8 is read lossily for `payload`, so `events --json` also gives its
+/// stored bytes (`payload_hex`) and the row's `decode_error`: it no longer looks like a stored
+/// U+FFFD (found from outside).
+#[test]
+fn events_json_gives_the_stored_bytes_of_a_payload_that_is_not_utf8() {
+    let dir = tempdir();
+    let db = dir.path().join("u.db");
+    fixture(&db, &FIXED);
+    let c = rusqlite::Connection::open(&db).unwrap();
+    let (run, seq): (String, i64) = c
+        .query_row(
+            "SELECT run_id, seq FROM events ORDER BY seq LIMIT 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    c.execute(
+        "UPDATE events SET payload_json = CAST(x'7b2267223a2261ff62227d' AS TEXT) WHERE seq = ?1",
+        [seq],
+    )
+    .unwrap();
+    c.execute(
+        "UPDATE events SET payload_json = '{\"g\":\"a\u{fffd}b\"}' WHERE seq = ?1 + 1",
+        [seq],
+    )
+    .unwrap();
+    drop(c);
+    let o = cs(&db, &["--json", "events", &run]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let lines: Vec<serde_json::Value> = stdout(&o)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let bad = lines
+        .iter()
+        .find(|v| v["seq"] == seq)
+        .expect("the damaged event");
+    assert_eq!(bad["payload_hex"], "7b2267223a2261ff62227d", "{bad}");
+    assert!(
+        bad["decode_error"].as_str().is_some_and(|e| !e.is_empty()),
+        "{bad}"
+    );
+    let real = lines
+        .iter()
+        .find(|v| v["seq"] == seq + 1)
+        .expect("the U+FFFD event");
+    assert!(
+        real.get("payload_hex").is_none() && real.get("decode_error").is_none(),
+        "{real}"
+    );
+}
+
 #[test]
 fn verify_intact_chain_exits_zero_and_broken_chain_exits_one() {
     let dir = tempdir();

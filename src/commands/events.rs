@@ -145,12 +145,12 @@ pub fn event_json(e: &Event, raws: &mut Raws) -> Value {
     }
     m.insert("at".into(), json!(e.at_text));
     super::out::id_field(&mut m, "type", e.kind_bytes());
-    let payload = raws.slot(&e.payload);
-    let invalid = matches!(&payload, Value::String(s) if !s.starts_with('\u{0}'));
-    m.insert("payload".into(), payload);
-    if invalid {
-        m.insert("invalid_payload".into(), json!(true));
+    raws.put(&mut m, "payload", &e.payload);
+    // A payload that is not UTF-8 was read lossily: its stored bytes too, as ids get.
+    if let Some((_, stored)) = e.raw_invalid.iter().find(|(k, _)| *k == "payload") {
+        m.insert("payload_hex".into(), json!(hex::encode(stored)));
     }
+    super::out::text_field(&mut m, "decode_error", &e.decode_error);
     Value::Object(m)
 }
 

@@ -169,12 +169,46 @@ pub fn summary_json(r: &Run, pending_approval_id: &[u8]) -> Value {
 
 /// Stored JSON kept exactly as stored (number literals and key order included) inside a
 /// document built as a `Value`: the value holds a placeholder that [`Raws::render`] replaces.
-#[derive(Default)]
 pub struct Raws {
     texts: Vec<String>,
+    /// Random per document, in every placeholder, so that no stored string can be one.
+    nonce: u64,
 }
 
+impl Default for Raws {
+    fn default() -> Self {
+        Raws {
+            texts: Vec::new(),
+            nonce: rand::random(),
+        }
+    }
+}
+
+/// Stored JSON nested deeper than this is emitted as a string: the document around it then
+/// stays within serde_json's default 128 levels (jq allows 256, Python about 1 000).
+pub const EMBED_DEPTH: i64 = 100;
+
 impl Raws {
+    /// Puts stored JSON text under `key` (see [`Raws::slot`]); when it stays a string (not
+    /// strict JSON), `invalid_<key>: true` says so, so that it is not read as a stored JSON
+    /// string.
+    pub fn put(&mut self, m: &mut Map<String, Value>, key: &str, text: &str) {
+        let v = self.slot(text);
+        let invalid = matches!(&v, Value::String(_)) && !self.is_placeholder(&v);
+        m.insert(key.into(), v);
+        if invalid {
+            m.insert(format!("invalid_{key}"), json!(true));
+        }
+    }
+
+    fn placeholder(&self, i: usize) -> String {
+        format!("\u{0}countersign-raw-{:016x}-{i}\u{0}", self.nonce)
+    }
+
+    fn is_placeholder(&self, v: &Value) -> bool {
+        matches!(v, Value::String(s) if self.texts.len().checked_sub(1).is_some_and(|i| *s == self.placeholder(i)))
+    }
+
     /// A slot for stored JSON text; text that is not strict JSON stays a string (nothing is
     /// dropped), and empty text is `{}`. Strict: an escaped lone surrogate (`"\ud800"`, which
     /// Go reads as U+FFFD) is not, since strict parsers (jq, serde) refuse the whole line that
@@ -185,10 +219,7 @@ impl Raws {
             return Value::String(text.to_string());
         }
         self.texts.push(text.to_string());
-        Value::String(format!(
-            "\u{0}countersign-raw-{}\u{0}",
-            self.texts.len() - 1
-        ))
+        Value::String(self.placeholder(self.texts.len() - 1))
     }
 
     /// The document as text, placeholders replaced by the stored JSON.
@@ -200,17 +231,20 @@ impl Raws {
         };
         let mut s = enc.map_err(|e| CommandError::Failed(format!("encoding JSON: {e}")))?;
         for (i, t) in self.texts.iter().enumerate() {
-            let needle = format!("\"\\u0000countersign-raw-{i}\\u0000\"");
+            let needle = format!("\"\\u0000countersign-raw-{:016x}-{i}\\u0000\"", self.nonce);
             s = s.replacen(&needle, t, 1);
         }
         Ok(terminal_safe_json(&s))
     }
 }
 
-/// Whether `text` is one JSON value every strict parser reads: valid JSON (serde's skipping
-/// reader) whose `\u` escapes pair every surrogate, which that reader does not check.
+/// Whether `text` is one JSON value every strict parser reads: nested at most [`EMBED_DEPTH`]
+/// levels, valid JSON (serde's skipping reader) whose `\u` escapes pair every surrogate,
+/// which that reader does not check.
 fn strict_json(text: &str) -> bool {
-    serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok() && surrogates_paired(text)
+    crate::runtime::json::depth_at_most(text.as_bytes(), EMBED_DEPTH)
+        && serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok()
+        && surrogates_paired(text)
 }
 
 /// In valid JSON text, whether each escaped high surrogate is followed by an escaped low one
@@ -279,9 +313,9 @@ pub fn approval_json(a: &Approval, raws: &mut Raws) -> Value {
     id_field(&mut m, "run_id", a.run_id_bytes());
     id_field(&mut m, "step_id", a.step_id_bytes());
     m.insert("kind".into(), json!(a.kind));
-    m.insert("capability".into(), raws.slot(&a.capability));
-    m.insert("presentation".into(), raws.slot(&a.presentation));
-    m.insert("request".into(), raws.slot(&a.request_json));
+    raws.put(&mut m, "capability", &a.capability);
+    raws.put(&mut m, "presentation", &a.presentation);
+    raws.put(&mut m, "request", &a.request_json);
     m.insert("hash".into(), json!(a.hash));
     m.insert("status".into(), json!(a.status.as_str()));
     m.insert("created_at".into(), json!(a.created_at.to_rfc3339()));
@@ -329,5 +363,58 @@ mod tests {
             let back: Value = serde_json::from_str(&out).expect("strict JSON");
             assert_eq!(back["p"], json!(lone), "{lone} is kept whole as a string");
         }
+    }
+
+    /// A stored string shaped like a placeholder is not one: stored values never swap (found
+    /// from outside: a goal of `\0countersign-raw-0\0` took the approval's capability).
+    #[test]
+    fn a_stored_string_never_stands_for_stored_json() {
+        let mut raws = Raws::default();
+        let forged = [
+            "\u{0}countersign-raw-0\u{0}".to_string(),
+            format!("\u{0}countersign-raw-{:016x}-0\u{0}", 0),
+        ];
+        let doc = json!({
+            "goal": forged[0],
+            "other": forged[1],
+            "capability": raws.slot(r#"{"tool":"x"}"#),
+        });
+        let back: Value = serde_json::from_str(&raws.render(&doc, false).unwrap()).unwrap();
+        assert_eq!(back["goal"], json!(forged[0]));
+        assert_eq!(back["other"], json!(forged[1]));
+        assert_eq!(back["capability"], json!({"tool": "x"}));
+    }
+
+    /// Stored JSON nested past [`EMBED_DEPTH`] is a string flagged `invalid_<key>`, so the
+    /// document stays within serde_json's default 128 levels (found from outside: jq and
+    /// Python refused a 5 000-deep presentation's whole `show --json`).
+    #[test]
+    fn stored_json_deeper_than_the_embed_depth_is_a_flagged_string() {
+        let nest = |n: usize| format!("{}1{}", "[".repeat(n), "]".repeat(n));
+        let mut raws = Raws::default();
+        let mut m = Map::new();
+        raws.put(&mut m, "shallow", &nest(EMBED_DEPTH as usize));
+        raws.put(&mut m, "deep", &nest(EMBED_DEPTH as usize + 1));
+        raws.put(&mut m, "text", "not json");
+        raws.put(&mut m, "string", r#""not json""#);
+        let doc = json!({ "a": { "b": Value::Object(m) } });
+        let out = raws.render(&doc, false).unwrap();
+        let back: Value = serde_json::from_str(&out).expect("serde's default depth reads it");
+        let b = &back["a"]["b"];
+        assert!(
+            b["shallow"].is_array() && b.get("invalid_shallow").is_none(),
+            "{b}"
+        );
+        assert_eq!(b["deep"], json!(nest(EMBED_DEPTH as usize + 1)));
+        assert_eq!(b["invalid_deep"], true);
+        assert_eq!(
+            (&b["text"], &b["invalid_text"]),
+            (&json!("not json"), &json!(true))
+        );
+        assert_eq!(b["string"], json!("not json"));
+        assert!(
+            b.get("invalid_string").is_none(),
+            "a stored JSON string is not flagged"
+        );
     }
 }

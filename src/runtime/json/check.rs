@@ -32,10 +32,20 @@ pub(super) fn depth_within_bound(raw: &[u8]) -> Result<(), JsonError> {
     check_depth(raw)
 }
 
+/// Whether `raw` opens at most `max` levels at once (the count check 1 makes).
+pub(super) fn depth_at_most(raw: &[u8], max: i64) -> bool {
+    walk_depth(raw, max).is_ok()
+}
+
 /// Check 1, depth: `[`/`{` outside strings (escape-aware), closers decrement. Needs no valid input.
 /// A stray closer may take the count below zero; it is not clamped (such input is refused as
 /// not valid JSON anyway, only the reason could differ).
 fn check_depth(raw: &[u8]) -> Result<(), JsonError> {
+    walk_depth(raw, MAX_DEPTH)
+}
+
+/// Check 1's count, against `max`.
+fn walk_depth(raw: &[u8], max: i64) -> Result<(), JsonError> {
     let mut depth = 0i64;
     let mut strings = Strings::default();
     let mut i = 0;
@@ -57,7 +67,7 @@ fn check_depth(raw: &[u8]) -> Result<(), JsonError> {
         match c {
             b'[' | b'{' => {
                 depth += 1;
-                if depth > MAX_DEPTH {
+                if depth > max {
                     return Err(JsonError::TooDeep);
                 }
             }

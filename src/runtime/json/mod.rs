@@ -89,6 +89,11 @@ pub(crate) fn depth_within_bound(raw: &[u8]) -> Result<(), JsonError> {
     check::depth_within_bound(raw)
 }
 
+/// Whether `raw` (valid JSON or not) is nested at most `max` levels deep.
+pub(crate) fn depth_at_most(raw: &[u8], max: i64) -> bool {
+    check::depth_at_most(raw, max)
+}
+
 /// `check_json` then [`canonical_json`] (agentrt's exported `CanonicalJSON`).
 pub fn checked_canonical_json(raw: &[u8]) -> Result<Vec<u8>, JsonError> {
     let doc = check::check(raw)?;
