@@ -184,6 +184,74 @@ fn existing_and_count_announce_what_is_pending_and_stop() {
     );
 }
 
+/// `watch` and `stats` read a decision that names `tool` twice as the runtime reads it, the
+/// last (SQLite's `json_extract` takes the first: `watch` announced `get_order` for an
+/// `issue_refund` call, found from outside), and a tool name past 256 bytes is said to be cut.
+#[test]
+fn a_repeated_tool_is_read_as_the_runtime_reads_it_and_a_long_name_is_marked_cut() {
+    let (_d, db) = fixture();
+    let c = rusqlite::Connection::open(&db).unwrap();
+    let held: Vec<(String, String)> = c
+        .prepare(
+            "SELECT a.id, a.step_id FROM approvals a JOIN runs r ON r.id = a.run_id \
+             WHERE a.status = 'pending' AND r.status = 'WAITING_FOR_APPROVAL' ORDER BY a.rowid LIMIT 2",
+        )
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(held.len(), 2);
+    let twice = r#"{"kind":"tool_call","tool":"get_order","tool":"zz_last_tool","args":{}}"#;
+    let long = "t".repeat(311);
+    let long_decision = format!(r#"{{"kind":"tool_call","tool":"{long}","args":{{}}}}"#);
+    for (decision, step) in [(twice, &held[0].1), (long_decision.as_str(), &held[1].1)] {
+        c.execute(
+            "UPDATE steps SET decision_json = ?1 WHERE id = ?2",
+            [decision, step.as_str()],
+        )
+        .unwrap();
+    }
+    drop(c);
+    let n = pending(&db);
+    let out = Command::new(env!("CARGO_BIN_EXE_countersign"))
+        .arg("--db")
+        .arg(&db)
+        .args(["--json", "watch", "--existing", "--count", &n.to_string()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let line = |id: &str| {
+        lines
+            .iter()
+            .find(|v| v["id"] == id)
+            .expect("announced")
+            .clone()
+    };
+    assert_eq!(line(&held[0].0)["tool"], "zz_last_tool");
+    let cut = line(&held[1].0);
+    assert_eq!(cut["tool"], "t".repeat(256));
+    assert_eq!(cut["tool_bytes"], 311, "{cut}");
+    let out = Command::new(env!("CARGO_BIN_EXE_countersign"))
+        .arg("--db")
+        .arg(&db)
+        .args(["--json", "stats"])
+        .output()
+        .unwrap();
+    let stats: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let tools = stats["tools"].as_array().unwrap();
+    let last = tools.iter().find(|t| t["tool"] == "zz_last_tool");
+    assert!(
+        last.is_some_and(|t| t["pending"] == 1),
+        "the held call is counted under the tool the runtime reads: {tools:?}"
+    );
+}
+
 #[test]
 fn a_hostile_run_id_is_escaped_in_the_text_line() {
     let (_d, db) = fixture();

@@ -177,10 +177,20 @@ fn title(ap: &ArrivedApproval) -> Option<String> {
     v.get("title")?.as_str().map(str::to_string)
 }
 
+/// A tool's name, marked when the read cut it (the name is longer than the bytes it holds).
+fn tool_text(tool: &[u8], len: u64) -> String {
+    let cut = len.saturating_sub(tool.len() as u64);
+    if cut == 0 {
+        field(tool)
+    } else {
+        format!("{} [cut: {cut} more bytes]", field(tool))
+    }
+}
+
 fn line_text(ap: &ArrivedApproval) -> String {
     let what = match (title(ap), &ap.tool) {
         (Some(t), _) => clean_bytes(t.as_bytes(), 120),
-        (None, Some(tool)) => field(tool),
+        (None, Some(tool)) => tool_text(tool, ap.tool_len),
         (None, None) => "(no readable tool)".into(),
     };
     format!(
@@ -205,7 +215,12 @@ fn line_json(ap: &ArrivedApproval) -> Value {
         id_field(&mut m, "expires_at", &ap.expires_at);
     }
     match &ap.tool {
-        Some(t) => id_field(&mut m, "tool", t),
+        Some(t) => {
+            id_field(&mut m, "tool", t);
+            if ap.tool_len > t.len() as u64 {
+                m.insert("tool_bytes".into(), json!(ap.tool_len));
+            }
+        }
         None => {
             m.insert("tool".into(), Value::Null);
         }

@@ -42,6 +42,8 @@ impl PgStore {
                      a.expires_at, \
                      CASE WHEN pg_temp.countersign_json_ok(s.decision_json) \
                           THEN substring(convert_to(s.decision_json::json ->> 'tool', 'UTF8') FROM 1 FOR 256) END, \
+                     CASE WHEN pg_temp.countersign_json_ok(s.decision_json) \
+                          THEN octet_length(convert_to(s.decision_json::json ->> 'tool', 'UTF8'))::bigint END, \
                      substring(convert_to(a.presentation_json, 'UTF8') FROM 1 FOR $3::int), \
                      octet_length(a.presentation_json)::bigint \
                      FROM events e \
@@ -81,13 +83,19 @@ impl PgStore {
                     created_at: text(7),
                     expires_at: text(8),
                     tool: r.try_get::<_, Option<Vec<u8>>>(9).ok().flatten(),
+                    tool_len: r
+                        .try_get::<_, Option<i64>>(10)
+                        .ok()
+                        .flatten()
+                        .unwrap_or(0)
+                        .max(0) as u64,
                     presentation: r
-                        .try_get::<_, Option<Vec<u8>>>(10)
+                        .try_get::<_, Option<Vec<u8>>>(11)
                         .ok()
                         .flatten()
                         .unwrap_or_default(),
                     presentation_len: r
-                        .try_get::<_, Option<i64>>(11)
+                        .try_get::<_, Option<i64>>(12)
                         .ok()
                         .flatten()
                         .unwrap_or(0)

@@ -1,7 +1,9 @@
 //! The scan `stats` (issue 21) used before it read the columns in Rust: every count through
 //! SQLite's JSON functions, which parse each step's decision and policy four to six times.
 //! Kept as the oracle the faster scan must agree with (`tests/stats_scan.rs`) and as the "old"
-//! figure of `benches/stats.rs`. Not the crate's code: a copy of it as it was.
+//! figure of `benches/stats.rs`. Not the crate's code: a copy of it as it was, but for one
+//! change the crate made since: a member named twice is read as Go reads it, the last one
+//! (`json_each`; `json_extract` takes the first).
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
@@ -21,12 +23,12 @@ FROM (
   SELECT
     json_valid(decision_json) AS v,
     decision_json != '' AS ne,
-    CASE WHEN json_valid(decision_json) THEN json_extract(decision_json, '$.kind') END AS dk,
-    CASE WHEN json_valid(decision_json) THEN json_extract(decision_json, '$.tool') END AS t,
-    CASE WHEN json_valid(policy_json) THEN json_extract(policy_json, '$.outcome') END AS o,
+    CASE WHEN json_valid(decision_json) THEN (SELECT value FROM json_each(decision_json) WHERE key = 'kind' ORDER BY id DESC LIMIT 1) END AS dk,
+    CASE WHEN json_valid(decision_json) THEN (SELECT value FROM json_each(decision_json) WHERE key = 'tool' ORDER BY id DESC LIMIT 1) END AS t,
+    CASE WHEN json_valid(policy_json) THEN (SELECT value FROM json_each(policy_json) WHERE key = 'outcome' ORDER BY id DESC LIMIT 1) END AS o,
     CASE WHEN json_valid(policy_json)
-           AND json_extract(policy_json, '$.outcome') IN ('deny', 'abort')
-         THEN substr(CAST(json_extract(policy_json, '$.reason') AS TEXT), 1, 48) END AS r,
+           AND (SELECT value FROM json_each(policy_json) WHERE key = 'outcome' ORDER BY id DESC LIMIT 1) IN ('deny', 'abort')
+         THEN substr(CAST((SELECT value FROM json_each(policy_json) WHERE key = 'reason' ORDER BY id DESC LIMIT 1) AS TEXT), 1, 48) END AS r,
     CASE WHEN policy_json = '' AND status = 'failed' AND json_valid(observation_json)
          THEN json_extract(observation_json, '$.kind') = 'invalid_decision' ELSE 0 END AS inv
   FROM steps
@@ -44,8 +46,8 @@ SELECT substr(CAST(t AS BLOB), 1, ?2), length(CAST(t AS BLOB)) > ?2, status, cre
        step_id, o
 FROM (
   SELECT a.status, a.created_at, a.decided_at, a.decided_by, a.step_id,
-    CASE WHEN json_valid(s.decision_json) THEN json_extract(s.decision_json, '$.tool') END AS t,
-    CASE WHEN json_valid(s.policy_json) THEN json_extract(s.policy_json, '$.outcome') END AS o
+    CASE WHEN json_valid(s.decision_json) THEN (SELECT value FROM json_each(s.decision_json) WHERE key = 'tool' ORDER BY id DESC LIMIT 1) END AS t,
+    CASE WHEN json_valid(s.policy_json) THEN (SELECT value FROM json_each(s.policy_json) WHERE key = 'outcome' ORDER BY id DESC LIMIT 1) END AS o
   FROM approvals a LEFT JOIN steps s ON s.id = a.step_id
   WHERE ?1 IS NULL OR substr(a.created_at, 1, 19) >= ?1
 )";

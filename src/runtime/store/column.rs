@@ -28,3 +28,12 @@ pub(super) fn text(v: ValueRef<'_>) -> Option<String> {
         other => Some(String::from_utf8_lossy(&bytes(other)).into_owned()),
     }
 }
+
+/// SQL reading top-level member `key` of the JSON text `doc` as Go's decoder reads it: the
+/// last of two members with that name (`json_extract(doc, '$.key')` takes the first, so a
+/// decision repeating `tool` would name one tool here and another to the runtime). `doc` must
+/// be valid JSON where this is evaluated (a `CASE WHEN json_valid(doc)` guard); `key` is a
+/// literal of this crate.
+pub(super) fn last_member(doc: &str, key: &str) -> String {
+    format!("(SELECT value FROM json_each({doc}) WHERE key = '{key}' ORDER BY id DESC LIMIT 1)")
+}

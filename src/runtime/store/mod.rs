@@ -113,7 +113,7 @@ pub use tx::{Transition, Tx};
 #[cfg(feature = "postgres")]
 pub(crate) use views::queue_item_of;
 pub use views::{QUEUE_ARGS_HEAD, QueueItem, RunOverview, ViewCounts, raw_bytes};
-pub use watch::{ArrivedApproval, ChangeWatch, PRESENTATION_MAX};
+pub use watch::{ArrivedApproval, ChangeWatch, PRESENTATION_MAX, TOOL_MAX};
 pub use window::{COUNT_CAP, Near, WindowPage};
 #[cfg(feature = "postgres")]
 pub(crate) use window::{KeyWalk, Window, int, walk};
@@ -197,7 +197,9 @@ impl Store {
         } else {
             Access::Writer
         };
-        let conn = open::connect(path, access)?;
+        // A writer's connection sets its pragmas first, where a file that is not SQLite is
+        // found: named as the read-only open names it.
+        let conn = open::connect(path, access).map_err(|e| open::not_a_database(path, e))?;
         open::refuse_triggers_and_views(&conn, path)?;
         open::check_version(&conn, path)?;
         schema::check_columns(&conn, path)?;

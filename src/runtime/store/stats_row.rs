@@ -10,7 +10,7 @@ use std::borrow::Cow;
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OptionalExtension};
 
-use super::column::{opt_bytes, text};
+use super::column::{last_member, opt_bytes, text};
 use super::error::{Ctx, StoreError};
 use crate::runtime::json::members::{Member, top_members};
 use crate::runtime::stats::{NAME_MAX, reason_code};
@@ -143,26 +143,35 @@ fn code_fast(reason: Option<&[u8]>) -> Option<Cow<'_, str>> {
     Some(Cow::Borrowed(reason_code(std::str::from_utf8(head).ok()?)))
 }
 
-/// One step row as SQLite's JSON functions read it (the definition the fast read follows).
-const STEP_SQL: &str = "
+/// One step row as SQLite's JSON functions read it (the definition the fast read follows);
+/// a member named twice is read as Go reads it, the last one ([`last_member`]).
+fn step_sql() -> String {
+    let m = last_member;
+    format!(
+        "
 SELECT v = 0 AND ne, dk = 'tool_call', substr(CAST(t AS BLOB), 1, ?2),
        length(CAST(t AS BLOB)) > ?2, o, r
 FROM (
   SELECT
     json_valid(decision_json) AS v,
     decision_json != '' AS ne,
-    CASE WHEN json_valid(decision_json) THEN json_extract(decision_json, '$.kind') END AS dk,
-    CASE WHEN json_valid(decision_json) THEN json_extract(decision_json, '$.tool') END AS t,
-    CASE WHEN json_valid(policy_json) THEN json_extract(policy_json, '$.outcome') END AS o,
-    CASE WHEN json_valid(policy_json)
-           AND json_extract(policy_json, '$.outcome') IN ('deny', 'abort')
-         THEN substr(CAST(json_extract(policy_json, '$.reason') AS TEXT), 1, 48) END AS r
+    CASE WHEN json_valid(decision_json) THEN {dk} END AS dk,
+    CASE WHEN json_valid(decision_json) THEN {t} END AS t,
+    CASE WHEN json_valid(policy_json) THEN {o} END AS o,
+    CASE WHEN json_valid(policy_json) AND {o} IN ('deny', 'abort')
+         THEN substr(CAST({r} AS TEXT), 1, 48) END AS r
   FROM steps WHERE rowid = ?1
-)";
+)",
+        dk = m("decision_json", "kind"),
+        t = m("decision_json", "tool"),
+        o = m("policy_json", "outcome"),
+        r = m("policy_json", "reason"),
+    )
+}
 
 /// A step the fast read left to SQLite (`Skip` when the row is gone).
 pub(super) fn step_by_sql(conn: &Connection, rowid: i64) -> Result<StepFacts<'static>, StoreError> {
-    let mut stmt = conn.prepare_cached(STEP_SQL).ctx("stats: step")?;
+    let mut stmt = conn.prepare_cached(&step_sql()).ctx("stats: step")?;
     let row = stmt
         .query_row(rusqlite::params![rowid, NAME_MAX as i64], |r| {
             let damaged: Option<bool> = r.get(0)?;
@@ -192,16 +201,22 @@ pub(super) fn step_by_sql(conn: &Connection, rowid: i64) -> Result<StepFacts<'st
     Ok(row.unwrap_or(StepFacts::Skip))
 }
 
-/// One approval's step as SQLite's JSON functions read it.
-const APPROVAL_SQL: &str = "
+/// One approval's step as SQLite's JSON functions read it (members as [`step_sql`] reads them).
+fn approval_sql() -> String {
+    format!(
+        "
 SELECT substr(CAST(t AS BLOB), 1, ?3), length(CAST(t AS BLOB)) > ?3, o
 FROM (
   SELECT
-    CASE WHEN json_valid(s.decision_json) THEN json_extract(s.decision_json, '$.tool') END AS t,
-    CASE WHEN json_valid(s.policy_json) THEN json_extract(s.policy_json, '$.outcome') END AS o
+    CASE WHEN json_valid(s.decision_json) THEN {t} END AS t,
+    CASE WHEN json_valid(s.policy_json) THEN {o} END AS o
   FROM approvals a LEFT JOIN steps s ON s.id = a.step_id
   WHERE a.rowid = ?1 AND s.rowid IS ?2
-)";
+)",
+        t = last_member("s.decision_json", "tool"),
+        o = last_member("s.policy_json", "outcome"),
+    )
+}
 
 /// An approval's step the fast read left to SQLite.
 pub(super) fn approval_by_sql(
@@ -209,7 +224,9 @@ pub(super) fn approval_by_sql(
     rowid: i64,
     step_rowid: Option<i64>,
 ) -> Result<HeldStep<'static>, StoreError> {
-    let mut stmt = conn.prepare_cached(APPROVAL_SQL).ctx("stats: approval")?;
+    let mut stmt = conn
+        .prepare_cached(&approval_sql())
+        .ctx("stats: approval")?;
     let row = stmt
         .query_row(rusqlite::params![rowid, step_rowid, NAME_MAX as i64], |r| {
             Ok(HeldStep {

@@ -146,6 +146,10 @@ impl Store {
 /// length given.
 pub const PRESENTATION_MAX: usize = 64 * 1024;
 
+/// The most bytes of a tool's name a watched approval carries; [`ArrivedApproval::tool_len`]
+/// says how long it was.
+pub const TOOL_MAX: usize = 256;
+
 /// An approval row as `watch` announces it: the fields a person or a paging tool needs to
 /// find it, never its request (which may be huge).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -166,8 +170,11 @@ pub struct ArrivedApproval {
     pub created_at: Vec<u8>,
     /// When it expires, as stored (empty: never).
     pub expires_at: Vec<u8>,
-    /// The call's tool, from its step's decision (`None` when that is not readable JSON).
+    /// The call's tool, from its step's decision (`None` when that is not readable JSON; a
+    /// repeated `tool` member read as Go reads it, the last), its first [`TOOL_MAX`] bytes.
     pub tool: Option<Vec<u8>>,
+    /// The tool name's whole length in bytes (more than `tool` holds when it was cut).
+    pub tool_len: u64,
     /// The presentation's first [`PRESENTATION_MAX`] bytes.
     pub presentation: Vec<u8>,
     /// The presentation's whole length in bytes.
@@ -198,20 +205,23 @@ impl Store {
         use super::column::{bytes as b, opt_bytes};
         use super::error::Ctx;
         self.read(|c| {
+            let tool = super::column::last_member("s.decision_json", "tool");
             let mut stmt = c
-                .prepare_cached(
+                .prepare_cached(&format!(
                     "SELECT a.rowid, a.id, a.run_id, a.step_id, a.kind,
                             CASE WHEN r.status = 'WAITING_FOR_APPROVAL' THEN a.status END,
                             a.created_at,
                             a.expires_at,
                             CASE WHEN json_valid(s.decision_json)
-                                 THEN substr(CAST(json_extract(s.decision_json, '$.tool') AS BLOB), 1, 256) END,
+                                 THEN substr(CAST({tool} AS BLOB), 1, {TOOL_MAX}) END,
+                            CASE WHEN json_valid(s.decision_json)
+                                 THEN length(CAST({tool} AS BLOB)) END,
                             substr(CAST(a.presentation_json AS BLOB), 1, ?3),
                             length(CAST(a.presentation_json AS BLOB))
                      FROM approvals a LEFT JOIN steps s ON s.id = a.step_id
                      LEFT JOIN runs r ON r.id = a.run_id
-                     WHERE a.rowid > ?1 ORDER BY a.rowid LIMIT ?2",
-                )
+                     WHERE a.rowid > ?1 ORDER BY a.rowid LIMIT ?2"
+                ))
                 .ctx("watch: approvals")?;
             let mut rows = stmt
                 .query(rusqlite::params![after, limit, PRESENTATION_MAX as i64])
@@ -227,7 +237,8 @@ impl Store {
                     continue;
                 }
                 let tool = opt_bytes(r.get_ref(8).ctx("watch: approvals")?);
-                let len: Option<i64> = r.get(10).ctx("watch: approvals")?;
+                let tool_len: Option<i64> = r.get(9).ctx("watch: approvals")?;
+                let len: Option<i64> = r.get(11).ctx("watch: approvals")?;
                 out.push(ArrivedApproval {
                     rowid,
                     id: g(1)?,
@@ -238,7 +249,8 @@ impl Store {
                     created_at: g(6)?,
                     expires_at: g(7)?,
                     tool,
-                    presentation: g(9)?,
+                    tool_len: tool_len.unwrap_or(0).max(0) as u64,
+                    presentation: g(10)?,
                     presentation_len: len.unwrap_or(0).max(0) as u64,
                 });
             }
