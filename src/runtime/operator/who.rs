@@ -72,6 +72,10 @@ pub fn name_refused(name: &str) -> Option<String> {
     if name.trim().is_empty() {
         return Some("it is empty".into());
     }
+    if name.trim() != name {
+        // `alice ` beside `alice` would read as one reviewer in every list.
+        return Some("it starts or ends with a blank; a name is recorded as typed".into());
+    }
     if name.len() > NAME_MAX {
         return Some(format!(
             "it is {} bytes long; a name is at most {NAME_MAX}",
@@ -136,6 +140,9 @@ mod tests {
             "d\u{2028}",
             "\u{2800}",
             "alice\u{a0}",
+            " alice",
+            "alice ",
+            "\talice",
             "\u{e000}",
             "a\u{378}",
             "a\u{fffe}",
