@@ -423,6 +423,9 @@ fn open_refuses_a_file_that_is_not_sqlite_as_not_a_database() {
     let err = Store::open(&db).unwrap_err();
     assert!(matches!(err, StoreError::NotADatabase { .. }), "{err:?}");
     assert_eq!(std::fs::read_to_string(&db).unwrap(), text);
+    // A writing `open_existing` (bulk decisions) names it so too, not by a pragma's failure.
+    let err = Store::open_existing(&db, false).unwrap_err();
+    assert!(matches!(err, StoreError::NotADatabase { .. }), "{err:?}");
 }
 
 #[test]
