@@ -69,6 +69,14 @@ impl PgStore {
                         .unwrap_or_default()
                         .into_bytes()
                 };
+                // A length in bytes; none (a row that is not there) is 0.
+                let length = |i: usize| {
+                    r.try_get::<_, Option<i64>>(i)
+                        .ok()
+                        .flatten()
+                        .unwrap_or(0)
+                        .max(0) as u64
+                };
                 let status = text(6);
                 if status != b"pending" {
                     continue;
@@ -83,23 +91,13 @@ impl PgStore {
                     created_at: text(7),
                     expires_at: text(8),
                     tool: r.try_get::<_, Option<Vec<u8>>>(9).ok().flatten(),
-                    tool_len: r
-                        .try_get::<_, Option<i64>>(10)
-                        .ok()
-                        .flatten()
-                        .unwrap_or(0)
-                        .max(0) as u64,
+                    tool_len: length(10),
                     presentation: r
                         .try_get::<_, Option<Vec<u8>>>(11)
                         .ok()
                         .flatten()
                         .unwrap_or_default(),
-                    presentation_len: r
-                        .try_get::<_, Option<i64>>(12)
-                        .ok()
-                        .flatten()
-                        .unwrap_or(0)
-                        .max(0) as u64,
+                    presentation_len: length(12),
                 });
             }
             if (rows.len() as i64) < limit {

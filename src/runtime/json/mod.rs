@@ -89,8 +89,9 @@ pub(crate) fn depth_within_bound(raw: &[u8]) -> Result<(), JsonError> {
     check::depth_within_bound(raw)
 }
 
-/// Whether `raw` (valid JSON or not) is nested at most `max` levels deep.
-pub(crate) fn depth_at_most(raw: &[u8], max: i64) -> bool {
+/// Whether `raw` (valid JSON or not) is nested at most `max` levels deep, counting `[` and `{`
+/// outside strings as the boundary check's first step does (without decoding anything).
+pub fn depth_at_most(raw: &[u8], max: i64) -> bool {
     check::depth_at_most(raw, max)
 }
 
