@@ -302,6 +302,66 @@ fn events_json_gives_the_stored_bytes_of_a_payload_that_is_not_utf8() {
     );
 }
 
+/// `events` shows an `at` that does not parse as stored (escaped), not as the `-` of an empty
+/// one (found from outside).
+#[test]
+fn events_text_shows_an_unreadable_at_as_stored() {
+    let dir = tempdir();
+    let db = dir.path().join("a.db");
+    fixture(&db, &FIXED);
+    let c = rusqlite::Connection::open(&db).unwrap();
+    let (run, seq): (String, i64) = c
+        .query_row(
+            "SELECT run_id, seq FROM events ORDER BY seq LIMIT 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    c.execute(
+        "UPDATE events SET at = '2030' || char(13) || 'X' WHERE seq = ?1",
+        [seq],
+    )
+    .unwrap();
+    drop(c);
+    let o = cs(&db, &["events", &run]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("(unread at: 2030\\rX)"), "{out}");
+    assert!(!out.contains('\r'), "{out:?}");
+}
+
+/// `show` prints `?` for a counter that is not an integer, as `runs` does, not the 0 it was
+/// read as (found from outside: `steps 0` and `estimated $0.0000` read as real values).
+#[test]
+fn show_text_prints_an_unreadable_counter_as_a_question_mark() {
+    let dir = tempdir();
+    let db = dir.path().join("c.db");
+    fixture(&db, &FIXED);
+    let c = rusqlite::Connection::open(&db).unwrap();
+    let run: String = c
+        .query_row("SELECT id FROM runs ORDER BY rowid LIMIT 1", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    let before = cs(&db, &["show", &run]);
+    assert!(
+        !stdout(&before).contains("steps   ?"),
+        "{}",
+        stdout(&before)
+    );
+    c.execute(
+        "UPDATE runs SET step_count = 'abc', estimated_cost_micros = 1e308 WHERE id = ?1",
+        [&run],
+    )
+    .unwrap();
+    drop(c);
+    let o = cs(&db, &["show", &run]);
+    let out = stdout(&o);
+    assert!(out.contains("steps   ?"), "{out}");
+    assert!(out.contains("estimated ?"), "{out}");
+    assert!(out.contains("unread  "), "{out}");
+}
+
 #[test]
 fn verify_intact_chain_exits_zero_and_broken_chain_exits_one() {
     let dir = tempdir();

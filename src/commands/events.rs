@@ -9,7 +9,7 @@ use super::out::Raws;
 use super::run_reads::RunReads;
 use super::shell;
 use super::text::{clean_bytes, stamp_ms};
-use crate::runtime::types::Event;
+use crate::runtime::types::{Event, Timestamp};
 use crate::safetext::{JsonOptions, Options, parse_json, render_json};
 
 const PAGE: i64 = 500;
@@ -80,9 +80,14 @@ pub fn event_line(e: &Event) -> String {
         clean_bytes(b, 60)
     });
     let pad = 22usize.saturating_sub(unicode_width::UnicodeWidthStr::width(kind.as_str()));
+    // An `at` that does not parse is shown as stored (escaped), not as the `-` of an empty one.
+    let at = if e.at.is_zero() && Timestamp::parse(&e.at_text).is_err() && !e.at_text.is_empty() {
+        format!("(unread at: {})", clean_bytes(e.at_text.as_bytes(), 40))
+    } else {
+        stamp_ms(&e.at)
+    };
     format!(
-        "{}  {kind}{} {}",
-        stamp_ms(&e.at),
+        "{at}  {kind}{} {}",
         " ".repeat(pad),
         payload_text(shell::stored(&e.raw_invalid, "payload", &e.payload))
     )

@@ -169,19 +169,39 @@ fn header(r: &Run, unrecorded: i64, out: &mut Out) -> Result<(), CommandError> {
         ));
     }
     out.line(&format!("status  {status}"))?;
-    out.line(&format!("steps   {}", r.step_count))?;
+    // A counter that is not an integer is `?`, not the 0 it was read as (`unread` names it).
+    let num = |column: &str, n: i64| {
+        if r.unread(column) {
+            "?".to_string()
+        } else {
+            n.to_string()
+        }
+    };
+    out.line(&format!("steps   {}", num("step_count", r.step_count)))?;
     let mut created = format!("created {}", stamp(&r.created_at));
     if !r.finished_at.is_zero() {
         created.push_str(&format!("  finished {}", stamp(&r.finished_at)));
     }
     out.line(&created)?;
-    if r.model_calls != 0 {
-        out.line(&format!(
-            "model   {} call(s), {} in, {} out, estimated {}",
-            r.model_calls,
-            r.input_tokens,
-            r.output_tokens,
+    let usage_unread = [
+        "model_calls",
+        "input_tokens",
+        "output_tokens",
+        "estimated_cost_micros",
+    ]
+    .iter()
+    .any(|c| r.unread(c));
+    if r.model_calls != 0 || usage_unread {
+        let cost = if r.unread("estimated_cost_micros") {
+            "?".to_string()
+        } else {
             crate::runtime::types::dollars(r.estimated_cost_micros)
+        };
+        out.line(&format!(
+            "model   {} call(s), {} in, {} out, estimated {cost}",
+            num("model_calls", r.model_calls),
+            num("input_tokens", r.input_tokens),
+            num("output_tokens", r.output_tokens),
         ))?;
     }
     if unrecorded > 0 {
