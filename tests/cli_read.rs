@@ -3,7 +3,7 @@
 
 mod support;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use support::{fixture, s, tempdir};
@@ -209,22 +209,37 @@ fn events_json_keeps_the_stored_payload_bytes() {
     assert_eq!(lines.len(), stored.lines().count());
 }
 
-/// A stored payload holding an escaped lone surrogate (which Go reads as U+FFFD) is not JSON a
-/// strict parser reads: `events --json` emits it as a string marked `invalid_payload`, so every
-/// line still parses (found from outside: `events --json | jq` stopped at that line).
-#[test]
-fn events_json_lines_stay_strict_json_with_a_lone_surrogate_payload() {
+/// A fixture database named `name` in a new directory, a connection to it, and its first
+/// event's run and seq (the tests below plant a damaged value there).
+fn first_event(
+    name: &str,
+) -> (
+    tempfile::TempDir,
+    PathBuf,
+    rusqlite::Connection,
+    String,
+    i64,
+) {
     let dir = tempdir();
-    let db = dir.path().join("s.db");
+    let db = dir.path().join(name);
     fixture(&db, &FIXED);
     let c = rusqlite::Connection::open(&db).unwrap();
-    let (run, seq): (String, i64) = c
+    let (run, seq) = c
         .query_row(
             "SELECT run_id, seq FROM events ORDER BY seq LIMIT 1",
             [],
             |r| Ok((r.get(0)?, r.get(1)?)),
         )
         .unwrap();
+    (dir, db, c, run, seq)
+}
+
+/// A stored payload holding an escaped lone surrogate (which Go reads as U+FFFD) is not JSON a
+/// strict parser reads: `events --json` emits it as a string marked `invalid_payload`, so every
+/// line still parses (found from outside: `events --json | jq` stopped at that line).
+#[test]
+fn events_json_lines_stay_strict_json_with_a_lone_surrogate_payload() {
+    let (_dir, db, c, run, seq) = first_event("s.db");
     let planted = r#"{"note":"\ud800 then \ud83d\ude00"}"#;
     c.execute(
         "UPDATE events SET payload_json = ?1 WHERE seq = ?2",
@@ -255,17 +270,7 @@ fn events_json_lines_stay_strict_json_with_a_lone_surrogate_payload() {
 /// U+FFFD (found from outside).
 #[test]
 fn events_json_gives_the_stored_bytes_of_a_payload_that_is_not_utf8() {
-    let dir = tempdir();
-    let db = dir.path().join("u.db");
-    fixture(&db, &FIXED);
-    let c = rusqlite::Connection::open(&db).unwrap();
-    let (run, seq): (String, i64) = c
-        .query_row(
-            "SELECT run_id, seq FROM events ORDER BY seq LIMIT 1",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .unwrap();
+    let (_dir, db, c, run, seq) = first_event("u.db");
     c.execute(
         "UPDATE events SET payload_json = CAST(x'7b2267223a2261ff62227d' AS TEXT) WHERE seq = ?1",
         [seq],
@@ -306,17 +311,7 @@ fn events_json_gives_the_stored_bytes_of_a_payload_that_is_not_utf8() {
 /// one (found from outside).
 #[test]
 fn events_text_shows_an_unreadable_at_as_stored() {
-    let dir = tempdir();
-    let db = dir.path().join("a.db");
-    fixture(&db, &FIXED);
-    let c = rusqlite::Connection::open(&db).unwrap();
-    let (run, seq): (String, i64) = c
-        .query_row(
-            "SELECT run_id, seq FROM events ORDER BY seq LIMIT 1",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .unwrap();
+    let (_dir, db, c, run, seq) = first_event("a.db");
     c.execute(
         "UPDATE events SET at = '2030' || char(13) || 'X' WHERE seq = ?1",
         [seq],

@@ -97,6 +97,16 @@ fn add_approval(db: &Path, id: &str, run: &str, status: &str) {
     assert_eq!(n, 1);
 }
 
+/// The command run to its end on `db` with `args`.
+fn run(db: &Path, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_countersign"))
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
 /// Pending approvals of waiting runs: what a person can decide.
 fn pending(db: &Path) -> i64 {
     let conn = rusqlite::Connection::open(db).unwrap();
@@ -157,22 +167,15 @@ fn existing_and_count_announce_what_is_pending_and_stop() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let n = pending(&db);
     assert!(n >= 3, "the fixture has pending approvals");
-    let out = Command::new(env!("CARGO_BIN_EXE_countersign"))
-        .arg("--db")
-        .arg(&db)
-        .args(["watch", "--existing", "--count", &n.to_string()])
-        .output()
-        .unwrap();
+    let out = run(&db, &["watch", "--existing", "--count", &n.to_string()]);
     assert_eq!(out.status.code(), Some(0));
     let text = String::from_utf8(out.stdout).unwrap();
     assert_eq!(text.lines().count() as i64, n, "{text}");
     assert!(text.lines().all(|l| l.starts_with("pending  ")), "{text}");
-    let out = Command::new(env!("CARGO_BIN_EXE_countersign"))
-        .arg("--db")
-        .arg(&db)
-        .args(["--json", "watch", "--existing", "--count", &n.to_string()])
-        .output()
-        .unwrap();
+    let out = run(
+        &db,
+        &["--json", "watch", "--existing", "--count", &n.to_string()],
+    );
     let runs: Vec<String> = String::from_utf8(out.stdout)
         .unwrap()
         .lines()
@@ -214,12 +217,10 @@ fn a_repeated_tool_is_read_as_the_runtime_reads_it_and_a_long_name_is_marked_cut
     }
     drop(c);
     let n = pending(&db);
-    let out = Command::new(env!("CARGO_BIN_EXE_countersign"))
-        .arg("--db")
-        .arg(&db)
-        .args(["--json", "watch", "--existing", "--count", &n.to_string()])
-        .output()
-        .unwrap();
+    let out = run(
+        &db,
+        &["--json", "watch", "--existing", "--count", &n.to_string()],
+    );
     assert_eq!(out.status.code(), Some(0));
     let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
         .unwrap()
@@ -237,12 +238,7 @@ fn a_repeated_tool_is_read_as_the_runtime_reads_it_and_a_long_name_is_marked_cut
     let cut = line(&held[1].0);
     assert_eq!(cut["tool"], "t".repeat(256));
     assert_eq!(cut["tool_bytes"], 311, "{cut}");
-    let out = Command::new(env!("CARGO_BIN_EXE_countersign"))
-        .arg("--db")
-        .arg(&db)
-        .args(["--json", "stats"])
-        .output()
-        .unwrap();
+    let out = run(&db, &["--json", "stats"]);
     let stats: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let tools = stats["tools"].as_array().unwrap();
     let last = tools.iter().find(|t| t["tool"] == "zz_last_tool");
