@@ -222,6 +222,19 @@ fn since_counts_only_the_recent_window_and_a_bad_span_is_a_usage_error() {
     }
     let (code, _, _) = cs(&db, &["stats", "--catch", "1.5"]);
     assert_eq!(code, 2);
+    // Values that made L* infinite (printed `inf`, written `null`) are refused as usage.
+    for bad in [
+        &["--review-cost", "1e308"][..],
+        &["--catch", "1e-308"],
+        &["--catch", "5e-324"],
+        &["--review-cost", "1e13"],
+    ] {
+        let (code, _, err) = cs(&db, &[&["stats"][..], bad].concat());
+        assert_eq!(code, 2, "{bad:?}: {err}");
+    }
+    let edge = stats_json(&db, &["--review-cost", "1e12", "--catch", "1e-6"]);
+    let text = edge.to_string();
+    assert!(!text.contains("inf") && !text.contains("NaN"), "{text}");
 }
 
 /// A pending request whose time is the zero time is not given an age it does not have, and

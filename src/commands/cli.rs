@@ -327,11 +327,17 @@ pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     crate::console::settings::parse_duration(s)
 }
 
+/// The bounds keep L* = c / (q·p) a finite number for every share of wrong calls a count can
+/// give: `1e308` and `1e-308` made it infinite, printed `inf` and written `null`, the null
+/// that also means "no review data" (found from outside).
+const REVIEW_COST_MAX: f64 = 1e12;
+const CATCH_MIN: f64 = 1e-6;
+
 fn parse_positive(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
-        Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
+        Ok(x) if x.is_finite() && x > 0.0 && x <= REVIEW_COST_MAX => Ok(x),
         _ => Err(format!(
-            "{} is not a positive number",
+            "{} is not a positive number of at most {REVIEW_COST_MAX:e}",
             crate::safetext::quoted_line(s, 80)
         )),
     }
@@ -339,9 +345,9 @@ fn parse_positive(s: &str) -> Result<f64, String> {
 
 fn parse_share(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
-        Ok(x) if x.is_finite() && x > 0.0 && x <= 1.0 => Ok(x),
+        Ok(x) if x.is_finite() && (CATCH_MIN..=1.0).contains(&x) => Ok(x),
         _ => Err(format!(
-            "{} is not a share between 0 (excluded) and 1",
+            "{} is not a share between {CATCH_MIN:e} and 1",
             crate::safetext::quoted_line(s, 80)
         )),
     }

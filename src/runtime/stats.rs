@@ -174,7 +174,7 @@ pub fn threshold(review_cost: f64, catch: f64, p_wrong: f64) -> Option<f64> {
     if !(ok(review_cost) && ok(catch) && ok(p_wrong)) || catch > 1.0 || p_wrong > 1.0 {
         return None;
     }
-    Some(review_cost / (catch * p_wrong))
+    Some(review_cost / (catch * p_wrong)).filter(|l| l.is_finite())
 }
 
 /// The nearest-rank quantile of unsorted durations.
