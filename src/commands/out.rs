@@ -244,44 +244,10 @@ impl Raws {
 fn strict_json(text: &str) -> bool {
     crate::runtime::json::depth_at_most(text.as_bytes(), EMBED_DEPTH)
         && serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok()
-        && surrogates_paired(text)
-}
-
-/// In valid JSON text, whether each escaped high surrogate is followed by an escaped low one
-/// and each escaped low one follows a high one. Backslashes occur only in strings there, each
-/// starting an escape, so walking escape by escape finds every `\u`.
-fn surrogates_paired(text: &str) -> bool {
-    let b = text.as_bytes();
-    let unit = |at: usize| {
-        b.get(at..at + 4)
-            .and_then(|h| std::str::from_utf8(h).ok())
-            .and_then(|h| u16::from_str_radix(h, 16).ok())
-    };
-    let mut i = 0;
-    let mut high_open = false;
-    while i < b.len() {
-        if b[i] != b'\\' {
-            if high_open {
-                return false;
-            }
-            i += 1;
-            continue;
-        }
-        let u = if b.get(i + 1) == Some(&b'u') {
-            unit(i + 2)
-        } else {
-            None
-        };
-        match u {
-            Some(0xD800..=0xDBFF) if !high_open => high_open = true,
-            Some(0xDC00..=0xDFFF) if high_open => high_open = false,
-            Some(0xD800..=0xDFFF) => return false,
-            _ if high_open => return false,
-            _ => {}
-        }
-        i += if u.is_some() { 6 } else { 2 };
-    }
-    !high_open
+        && matches!(
+            crate::runtime::json::lone_surrogates_as_fffd(text.as_bytes()),
+            std::borrow::Cow::Borrowed(_)
+        )
 }
 
 /// Valid JSON text with every character a terminal may act on or hide (C1 controls, bidi

@@ -737,64 +737,7 @@ pub fn read_as_go(
     Ok(reply)
 }
 
-/// A reply body with each escaped lone surrogate (`\ud83d` not followed by an escaped low
-/// one, or a low one alone) written `\ufffd`, as Go's `encoding/json` decodes it (one U+FFFD),
-/// so that one stray escape in a model's prose does not make the whole reply undecodable
-/// (serde refuses it). Escaped pairs, `\\u…` (an escaped backslash) and everything outside
-/// strings are left as they are; the input is returned borrowed when nothing changes.
-pub fn lone_surrogates_as_fffd(body: &[u8]) -> std::borrow::Cow<'_, [u8]> {
-    fn hex4(b: &[u8]) -> Option<u16> {
-        let s = std::str::from_utf8(b.get(..4)?).ok()?;
-        u16::from_str_radix(s, 16).ok()
-    }
-    let surrogate = |at: usize| -> Option<u16> {
-        (body.get(at) == Some(&b'\\') && body.get(at + 1) == Some(&b'u'))
-            .then(|| hex4(&body[at + 2..]))
-            .flatten()
-            .filter(|u| (0xD800..=0xDFFF).contains(u))
-    };
-    let mut out: Option<Vec<u8>> = None;
-    let (mut i, mut inside) = (0, false);
-    while i < body.len() {
-        let c = body[i];
-        if !inside {
-            inside = c == b'"';
-        } else if c == b'"' {
-            inside = false;
-        } else if c == b'\\' {
-            if let Some(u) = surrogate(i) {
-                let paired = (0xD800..=0xDBFF).contains(&u)
-                    && surrogate(i + 6).is_some_and(|l| (0xDC00..=0xDFFF).contains(&l));
-                if paired {
-                    if let Some(o) = out.as_mut() {
-                        o.extend_from_slice(&body[i..i + 12]);
-                    }
-                    i += 12;
-                } else {
-                    out.get_or_insert_with(|| body[..i].to_vec())
-                        .extend_from_slice(b"\\ufffd");
-                    i += 6;
-                }
-                continue;
-            }
-            // Any other escape: copy it and the byte it escapes.
-            let end = (i + 2).min(body.len());
-            if let Some(o) = out.as_mut() {
-                o.extend_from_slice(&body[i..end]);
-            }
-            i = end;
-            continue;
-        }
-        if let Some(o) = out.as_mut() {
-            o.push(c);
-        }
-        i += 1;
-    }
-    match out {
-        Some(o) => std::borrow::Cow::Owned(o),
-        None => std::borrow::Cow::Borrowed(body),
-    }
-}
+pub use crate::runtime::json::lone_surrogates_as_fffd;
 
 #[cfg(test)]
 mod surrogate_tests {
