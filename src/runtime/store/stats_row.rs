@@ -6,6 +6,7 @@
 //! answers only where it is certain to agree with it.
 
 use std::borrow::Cow;
+use std::sync::LazyLock;
 
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OptionalExtension};
@@ -144,8 +145,8 @@ fn code_fast(reason: Option<&[u8]>) -> Option<Cow<'_, str>> {
 }
 
 /// One step row as SQLite's JSON functions read it (the definition the fast read follows);
-/// a member named twice is read as Go reads it, the last one ([`last_member`]).
-fn step_sql() -> String {
+/// a member named twice is read as Go reads it, the last one ([`last_member`]). Written once.
+static STEP_SQL: LazyLock<String> = LazyLock::new(|| {
     let m = last_member;
     format!(
         "
@@ -167,11 +168,11 @@ FROM (
         o = m("policy_json", "outcome"),
         r = m("policy_json", "reason"),
     )
-}
+});
 
 /// A step the fast read left to SQLite (`Skip` when the row is gone).
 pub(super) fn step_by_sql(conn: &Connection, rowid: i64) -> Result<StepFacts<'static>, StoreError> {
-    let mut stmt = conn.prepare_cached(&step_sql()).ctx("stats: step")?;
+    let mut stmt = conn.prepare_cached(&STEP_SQL).ctx("stats: step")?;
     let row = stmt
         .query_row(rusqlite::params![rowid, NAME_MAX as i64], |r| {
             let damaged: Option<bool> = r.get(0)?;
@@ -201,8 +202,8 @@ pub(super) fn step_by_sql(conn: &Connection, rowid: i64) -> Result<StepFacts<'st
     Ok(row.unwrap_or(StepFacts::Skip))
 }
 
-/// One approval's step as SQLite's JSON functions read it (members as [`step_sql`] reads them).
-fn approval_sql() -> String {
+/// One approval's step as SQLite's JSON functions read it (members as [`STEP_SQL`] reads them).
+static APPROVAL_SQL: LazyLock<String> = LazyLock::new(|| {
     format!(
         "
 SELECT substr(CAST(t AS BLOB), 1, ?3), length(CAST(t AS BLOB)) > ?3, o
@@ -216,7 +217,7 @@ FROM (
         t = last_member("s.decision_json", "tool"),
         o = last_member("s.policy_json", "outcome"),
     )
-}
+});
 
 /// An approval's step the fast read left to SQLite.
 pub(super) fn approval_by_sql(
@@ -224,9 +225,7 @@ pub(super) fn approval_by_sql(
     rowid: i64,
     step_rowid: Option<i64>,
 ) -> Result<HeldStep<'static>, StoreError> {
-    let mut stmt = conn
-        .prepare_cached(&approval_sql())
-        .ctx("stats: approval")?;
+    let mut stmt = conn.prepare_cached(&APPROVAL_SQL).ctx("stats: approval")?;
     let row = stmt
         .query_row(rusqlite::params![rowid, step_rowid, NAME_MAX as i64], |r| {
             Ok(HeldStep {
