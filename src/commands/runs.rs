@@ -6,7 +6,7 @@ use super::CommandError;
 use super::cli::RunsArgs;
 use super::open::{Reading, fail};
 use super::out::{JsonArray, Out, Raws, summary_json};
-use super::text::{clean, col, col_dash, ident_col, ident_dash, stamp, table};
+use super::text::{clean, col, col_dash, count_cell, ident_col, ident_dash, stamp, table};
 use crate::runtime::store::RunStore;
 use crate::runtime::types::{Run, RunStatus};
 
@@ -97,7 +97,7 @@ pub(crate) fn list<S: RunStore>(
                         ident_col(&r.raw_invalid, "id", &r.id, 64),
                         clean(r.status.as_str(), 32),
                         col_dash(&r.raw_invalid, "reason", &r.reason, 32),
-                        steps_cell(r),
+                        count_cell(r, "step_count", r.step_count),
                         stamp(&r.created_at),
                         ident_dash(&one_pending(r), 64),
                         col(&r.raw_invalid, "goal", &r.goal, 60),
@@ -130,15 +130,5 @@ pub(crate) fn list<S: RunStore>(
             }
             return Ok(());
         }
-    }
-}
-
-/// The STEPS cell: the count, or `?` when the stored value is not an integer (it is not shown
-/// as a number it does not hold; `show RUN` says what is there, `--json` in `decode_error`).
-fn steps_cell(r: &Run) -> String {
-    if r.unread("step_count") {
-        "?".to_string()
-    } else {
-        r.step_count.to_string()
     }
 }

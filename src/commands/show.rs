@@ -11,7 +11,7 @@ use super::cli::PageArgsWithRun;
 use super::open::{Reading, fail};
 use super::out::{JsonArray, Out, Raws, approval_json, summary_json, text_field};
 use super::run_reads::RunReads;
-use super::text::{clean, col, dash, ident, ident_col, stamp, table};
+use super::text::{clean, col, count_cell, dash, ident, ident_col, stamp, table};
 use crate::runtime::types::{Run, Step};
 
 const PAGE: i64 = 500;
@@ -169,15 +169,10 @@ fn header(r: &Run, unrecorded: i64, out: &mut Out) -> Result<(), CommandError> {
         ));
     }
     out.line(&format!("status  {status}"))?;
-    // A counter that is not an integer is `?`, not the 0 it was read as (`unread` names it).
-    let num = |column: &str, n: i64| {
-        if r.unread(column) {
-            "?".to_string()
-        } else {
-            n.to_string()
-        }
-    };
-    out.line(&format!("steps   {}", num("step_count", r.step_count)))?;
+    out.line(&format!(
+        "steps   {}",
+        count_cell(r, "step_count", r.step_count)
+    ))?;
     let mut created = format!("created {}", stamp(&r.created_at));
     if !r.finished_at.is_zero() {
         created.push_str(&format!("  finished {}", stamp(&r.finished_at)));
@@ -199,9 +194,9 @@ fn header(r: &Run, unrecorded: i64, out: &mut Out) -> Result<(), CommandError> {
         };
         out.line(&format!(
             "model   {} call(s), {} in, {} out, estimated {cost}",
-            num("model_calls", r.model_calls),
-            num("input_tokens", r.input_tokens),
-            num("output_tokens", r.output_tokens),
+            count_cell(r, "model_calls", r.model_calls),
+            count_cell(r, "input_tokens", r.input_tokens),
+            count_cell(r, "output_tokens", r.output_tokens),
         ))?;
     }
     if unrecorded > 0 {

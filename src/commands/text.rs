@@ -197,6 +197,17 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     out
 }
 
+/// A run's counter as a cell: the number, or `?` when the stored value is not an integer (it
+/// is not shown as the 0 it was read as; `show RUN` names the column, `--json` in
+/// `decode_error`).
+pub fn count_cell(r: &crate::runtime::types::Run, column: &str, n: i64) -> String {
+    if r.unread(column) {
+        "?".to_string()
+    } else {
+        n.to_string()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
