@@ -110,7 +110,8 @@ pub enum OperatorError {
 
     /// The name to record as who decided or cancelled is not one ([`name_refused`]: blank,
     /// over [`NAME_MAX`] bytes, or holding a character every screen shows escaped). The audit
-    /// trail keeps it for good, so nothing is written; the name itself is not repeated.
+    /// trail keeps it for good, so nothing is written; the name is repeated only
+    /// escaped, where the reason needs it (`name_refused`), never as typed.
     #[error("{}", self.said())]
     NameRefused {
         /// Why, as [`name_refused`] says it.
