@@ -7,24 +7,13 @@ mod pty_support;
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::Duration;
 
 use portable_pty::CommandBuilder;
 use pty_support::session::Session;
+use support::bin::cs;
 use support::{assert_verifies, fixture, s, tempdir};
-
-fn cs(db: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_countersign"))
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .env_remove("COUNTERSIGN_BY")
-        .env("USER", "ci-user")
-        .stdin(Stdio::null())
-        .output()
-        .expect("countersign runs")
-}
 
 fn text(o: &Output) -> String {
     format!(

@@ -6,19 +6,8 @@ mod support;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
+use support::bin::{cs, on};
 use support::{assert_verifies, fixture, s, tempdir};
-
-fn cs(db: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_countersign"))
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .env_remove("COUNTERSIGN_BY")
-        .env("USER", "ci-user")
-        .stdin(Stdio::null())
-        .output()
-        .expect("countersign runs")
-}
 
 fn out(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
@@ -198,16 +187,12 @@ fn two_reviewers_racing_in_two_processes_decide_once() {
     for round in 0..6 {
         let (db, run, ap) = waiting(dir.path(), &format!("race{round}.db"), &[]);
         let spawn = |verb: &str, who: &str| {
-            let mut c = Command::new(env!("CARGO_BIN_EXE_countersign"));
-            c.arg("--db")
-                .arg(&db)
-                .args([verb, &run, "--approval", &ap, "--by", who]);
+            let mut c = on(&db);
+            c.args([verb, &run, "--approval", &ap, "--by", who]);
             if verb == "reject" {
                 c.args(["--note", "race"]);
             }
-            c.stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped());
+            c.stdout(Stdio::piped()).stderr(Stdio::piped());
             c.spawn().expect("spawn")
         };
         let a = spawn("approve", "alice");
@@ -481,13 +466,8 @@ fn an_operator_name_with_a_control_or_invisible_character_is_refused_and_nothing
     let (db, run, ap) = waiting(dir.path(), "by.db", &[]);
     let before = std::fs::read(&db).unwrap();
     let with = |by: (&str, &str), args: &[&str]| -> Output {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_countersign"));
-        c.arg("--db")
-            .arg(&db)
-            .args(args)
-            .env_remove("COUNTERSIGN_BY")
-            .env("USER", "ci-user")
-            .stdin(Stdio::null());
+        let mut c = on(&db);
+        c.args(args);
         match by.0 {
             "--by" => c.args(["--by", by.1]),
             var => c.env(var, by.1),
@@ -544,14 +524,10 @@ fn an_operator_name_with_a_control_or_invisible_character_is_refused_and_nothing
             &["cancel", &run, "--note", "n"],
             &[],
         ] {
-            let o = Command::new(env!("CARGO_BIN_EXE_countersign"))
-                .arg("--db")
-                .arg(&db)
+            let o = on(&db)
                 .args(args)
-                .env_remove("COUNTERSIGN_BY")
                 .env("USER", "fallback-user")
                 .env(var, value)
-                .stdin(Stdio::null())
                 .output()
                 .unwrap();
             assert_eq!(o.status.code(), Some(2), "{var} {args:?}: {}", err(&o));

@@ -5,20 +5,10 @@
 mod support;
 
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
+use support::bin::{cs, on};
 use support::{fixture, s, tempdir, verify};
-
-fn cs(db: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_countersign"))
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .env("USER", "ci-user")
-        .stdin(Stdio::null())
-        .output()
-        .expect("countersign runs")
-}
 
 fn err(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
@@ -188,13 +178,9 @@ fn a_demo_whose_console_cannot_open_writes_nothing() {
     std::fs::create_dir_all(cfg.join("countersign")).unwrap();
     let run = |db: &Path, args: &[&str], config: &str| -> Output {
         std::fs::write(cfg.join("countersign/config.toml"), config).unwrap();
-        Command::new(env!("CARGO_BIN_EXE_countersign"))
-            .arg("--db")
-            .arg(db)
+        on(db)
             .args(args)
             .env("XDG_CONFIG_HOME", &cfg)
-            .env_remove("COUNTERSIGN_DB")
-            .stdin(Stdio::null())
             .output()
             .unwrap()
     };

@@ -9,28 +9,16 @@ mod support;
 use std::ffi::OsStr;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Command;
 
 use countersign::runtime::store::Store;
 use countersign::runtime::types::Timestamp;
+use support::bin::{countersign, cs, on};
 use support::{hostile, runs, tempdir};
 
 /// Now, so the approval (one hour to live) is still pending when it is approved.
 fn t0() -> Timestamp {
     Timestamp::now()
-}
-
-fn cs(db: &Path, args: &[&OsStr]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_countersign"))
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .env_remove("COUNTERSIGN_DB")
-        .env_remove("AGENTRT_DB")
-        .env("USER", "ci-user")
-        .stdin(Stdio::null())
-        .output()
-        .expect("countersign runs")
 }
 
 /// A directory holding a stub `countersign` that writes its argv (NUL-separated) to a file.
@@ -186,16 +174,11 @@ fn printed_commands_pass_exactly_the_stored_ids_to_a_shell() {
             .into_iter()
             .map(std::ffi::OsString::from_vec)
             .collect();
-        let o = Command::new(env!("CARGO_BIN_EXE_countersign"))
-            .args(&argv)
-            .output()
-            .unwrap();
+        let o = countersign().args(&argv).output().unwrap();
         assert_eq!(o.status.code(), Some(0), "the real binary takes {argv:?}");
         // The decide line's command, given to the real binary, approves; then the resume hint.
-        let ap = Command::new(env!("CARGO_BIN_EXE_countersign"))
+        let ap = countersign()
             .args(decide_argv.into_iter().map(std::ffi::OsString::from_vec))
-            .env("USER", "ci-user")
-            .stdin(Stdio::null())
             .output()
             .unwrap();
         assert_eq!(
@@ -229,13 +212,7 @@ fn the_demo_hints_quote_the_database_path() {
     ));
     std::fs::create_dir_all(&dir).unwrap();
     let db = dir.join("d.db");
-    let o = Command::new(env!("CARGO_BIN_EXE_countersign"))
-        .arg("--db")
-        .arg(&db)
-        .args(["demo", "--no-tui"])
-        .env_remove("COUNTERSIGN_DB")
-        .output()
-        .unwrap();
+    let o = on(&db).args(["demo", "--no-tui"]).output().unwrap();
     assert_eq!(
         o.status.code(),
         Some(0),
@@ -293,10 +270,8 @@ fn printed_commands_pass_ids_that_are_not_utf8_exactly() {
         let decide_argv = run_in_sh(tmp.path(), &bin, &lines[0]);
         assert_eq!(decide_argv, want("approve", true), "{}", lines[0]);
         // Pasted, the line approves exactly this run; then its resume hint.
-        let ap = Command::new(env!("CARGO_BIN_EXE_countersign"))
+        let ap = countersign()
             .args(decide_argv.into_iter().map(std::ffi::OsString::from_vec))
-            .env("USER", "ci-user")
-            .stdin(Stdio::null())
             .output()
             .unwrap();
         assert_eq!(

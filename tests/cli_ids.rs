@@ -8,24 +8,12 @@ mod support;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
 use countersign::runtime::store::Store;
 use countersign::runtime::types::Timestamp;
+use support::bin::cs;
 use support::{hostile, runs, tempdir};
-
-fn cs(db: &Path, args: &[&OsStr]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_countersign"))
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .env_remove("COUNTERSIGN_DB")
-        .env_remove("AGENTRT_DB")
-        .env("USER", "ci-user")
-        .stdin(Stdio::null())
-        .output()
-        .expect("countersign runs")
-}
 
 fn os(b: &[u8]) -> &OsStr {
     OsStr::from_bytes(b)

@@ -108,10 +108,7 @@ fn a_request_of_a_hundred_megabytes_is_never_read_whole_to_be_shown_or_decided()
         assert!(peak_kib < 64 * 1024, "{args:?} peaked at {peak_kib} KiB");
     }
     // What show prints: the request's own fields, never the stand-in as arguments.
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_countersign"))
-        .args([OsStr::new("--db"), dbs, arg("show"), arg(&run)])
-        .output()
-        .unwrap();
+    let out = support::bin::cs(dbs, &[arg("show"), arg(&run)]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("  NOT SHOWN: the request is "), "{text}");
     assert!(
@@ -119,17 +116,7 @@ fn a_request_of_a_hundred_megabytes_is_never_read_whole_to_be_shown_or_decided()
         "{text}"
     );
     // approve says what was and was not shown, and decides nothing.
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_countersign"))
-        .args([
-            OsStr::new("--db"),
-            dbs,
-            arg("approve"),
-            arg(&run),
-            arg("--yes"),
-        ])
-        .env("USER", "ci-user")
-        .output()
-        .unwrap();
+    let out = support::bin::cs(dbs, &[arg("approve"), arg(&run), arg("--yes")]);
     assert_eq!(out.status.code(), Some(1));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(

@@ -7,23 +7,12 @@
 mod support;
 
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
 use countersign::runtime::store::Store;
 use countersign::runtime::types::Timestamp;
+use support::bin::cs;
 use support::{runs, tempdir};
-
-fn cs(db: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_countersign"))
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .env_remove("COUNTERSIGN_DB")
-        .env_remove("AGENTRT_DB")
-        .stdin(Stdio::null())
-        .output()
-        .expect("countersign runs")
-}
 
 fn text(o: &Output) -> String {
     assert_eq!(

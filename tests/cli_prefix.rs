@@ -5,22 +5,12 @@
 mod support;
 
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
 use countersign::runtime::store::Store;
 use countersign::runtime::types::{RunStatus, Timestamp};
+use support::bin::cs;
 use support::{runs, tempdir, verify};
-
-fn cs(db: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_countersign"))
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .env("USER", "ci-user")
-        .stdin(Stdio::null())
-        .output()
-        .expect("countersign runs")
-}
 
 fn out(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()

@@ -86,10 +86,7 @@ fn decide_interactive_confirmation() {
     let (code, text) = answer_prompt(&db, yes_run, "y\r");
     assert_eq!(code, 0, "{text}");
     assert!(text.contains(": approved by alice"), "{text}");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_countersign"))
-        .args(["--db", db.to_str().expect("utf8"), "--json", "show", no_run])
-        .output()
-        .expect("show");
+    let out = support::bin::cs(&db, &["--json", "show", no_run]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
     assert_eq!(
         v["approvals"][0]["status"], "pending",

@@ -6,18 +6,8 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use support::bin::cs;
 use support::{fixture, s, tempdir};
-
-fn cs(db: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_countersign"))
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .env_remove("COUNTERSIGN_DB")
-        .env_remove("AGENTRT_DB")
-        .output()
-        .expect("countersign runs")
-}
 
 fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()

@@ -5,17 +5,11 @@
 mod support;
 
 use std::path::Path;
-use std::process::Command;
 
 use serde_json::Value;
 
 fn cs(db: &Path, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_countersign"))
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .output()
-        .unwrap();
+    let out = support::bin::cs(db, args);
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),

@@ -6,9 +6,10 @@ mod support;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::mpsc::{Receiver, channel};
 use std::time::Duration;
+use support::bin::on;
 
 /// A liveness bound, not a timing assertion: how long a line may take on a loaded machine.
 const PATIENCE: Duration = Duration::from_secs(120);
@@ -20,9 +21,7 @@ struct Watch {
 
 impl Watch {
     fn start(db: &Path, args: &[&str]) -> Watch {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_countersign"))
-            .arg("--db")
-            .arg(db)
+        let mut child = on(db)
             .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -98,14 +97,7 @@ fn add_approval(db: &Path, id: &str, run: &str, status: &str) {
 }
 
 /// The command run to its end on `db` with `args`.
-fn run(db: &Path, args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_countersign"))
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .output()
-        .unwrap()
-}
+use support::bin::cs as run;
 
 /// Pending approvals of waiting runs: what a person can decide.
 fn pending(db: &Path) -> i64 {
@@ -157,13 +149,7 @@ fn existing_and_count_announce_what_is_pending_and_stop() {
             |r| r.get(0),
         )
         .unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_countersign"))
-        .arg("--db")
-        .arg(&db)
-        .args(["--by", "ops", "cancel", &first, "--note", "stop"])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let o = run(&db, &["--by", "ops", "cancel", &first, "--note", "stop"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let n = pending(&db);
     assert!(n >= 3, "the fixture has pending approvals");

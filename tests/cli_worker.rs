@@ -7,31 +7,18 @@
 mod support;
 
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use countersign::runtime::operator;
 use countersign::runtime::store::Store;
 use countersign::runtime::types::{RunStatus, Timestamp};
+use support::bin::{cs, on};
 use support::{tempdir, verify};
 
-fn cs(db: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_countersign"))
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .env("USER", "ci-user")
-        .stdin(Stdio::null())
-        .output()
-        .expect("countersign runs")
-}
-
 fn worker(db: &Path, out: &Path) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_countersign"))
-        .arg("--db")
-        .arg(db)
+    on(db)
         .arg("worker")
-        .stdin(Stdio::null())
         .stdout(std::fs::File::create(out).unwrap())
         .stderr(Stdio::null())
         .spawn()

@@ -100,13 +100,7 @@ fn a_name_that_is_not_utf8_is_said_with_its_bytes() {
         .path()
         .join(std::ffi::OsStr::from_bytes(b"a\xffb\x1b[31m.db"));
     for args in [&[][..], &["runs"][..]] {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_countersign"))
-            .arg("--db")
-            .arg(&db)
-            .args(args)
-            .stdin(std::process::Stdio::null())
-            .output()
-            .unwrap();
+        let out = support::bin::cs(&db, args);
         assert_eq!(out.status.code(), Some(1), "{args:?}");
         let err = String::from_utf8(out.stderr).expect("one line of text");
         assert!(err.contains("a\\xffb\\x1b[31m.db"), "{args:?}: {err}");

@@ -8,28 +8,14 @@ mod pty_support;
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
 use countersign::pgstore::PgStore;
 use countersign::pgstore::copy::{Endpoint, copy};
-use pg_support::{TestDb, cs, demo_on, demo_refund_on, refunds_of, said};
+use pg_support::{TestDb, demo_on, demo_refund_on, refunds_of, said};
 use portable_pty::CommandBuilder;
 use pty_support::session::Session;
-
-/// The binary on `db` (a path or a URL), stdin empty, the operator's name from `USER`.
-fn on(db: &str, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_countersign"))
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .env_remove("COUNTERSIGN_DB")
-        .env_remove("AGENTRT_DB")
-        .env_remove("COUNTERSIGN_BY")
-        .env("USER", "ci-user")
-        .stdin(Stdio::null())
-        .output()
-        .expect("countersign runs")
-}
+use support::bin::{cli, cs};
 
 /// The fixture's `queue` scenario (five waiting runs: refund, email, refund, email, refund,
 /// requested 50, 42, 33, 23 and 12 minutes ago) as a SQLite file, the same rows copied into
@@ -89,7 +75,7 @@ fn verifies(db: &TestDb, dir: &Path) {
         .unwrap()
         .sequence_all()
         .unwrap();
-    let o = cs(&["--db", &db.url, "verify"]);
+    let o = cli(&["--db", &db.url, "verify"]);
     assert!(o.status.success(), "{}", said(&o));
     let back = dir.join("back.db");
     copy(&Endpoint::Pg(db.pg_url()), &Endpoint::Sqlite(back.clone())).expect("copy back");
@@ -122,7 +108,7 @@ fn pg_verify_from_past_the_head_fails_as_on_sqlite() {
         ("--to", &huge[1], 1),
     ] {
         let args = ["verify", flag, from];
-        let (l, p) = (on(&lite, &args), on(&db.url, &args));
+        let (l, p) = (cs(&lite, &args), cs(&db.url, &args));
         assert_eq!(
             l.status.code(),
             Some(code),
@@ -174,7 +160,7 @@ fn pg_verify_fails_on_an_event_planted_below_seq_one_as_on_sqlite() {
         .execute(&plant.replace("$1", "?1"), [&run])
         .unwrap();
     for args in [&["verify"][..], &["verify", "--from", "3"]] {
-        let (l, p) = (on(&lite, args), on(&db.url, args));
+        let (l, p) = (cs(&lite, args), cs(&db.url, args));
         assert_eq!(p.status.code(), Some(1), "{args:?}: {}", said(&p));
         assert!(
             said(&p).contains("broken at seq 0"),
@@ -206,7 +192,7 @@ fn pg_show_counts_unrecorded_model_calls_as_sqlite_does() {
     assert_eq!(n as usize, m);
     assert!(n > 0, "the fixture's run has model calls to mark");
     for args in [&["show", &runs[0]][..], &["show", &runs[0], "--json"]] {
-        let (l, p) = (on(&lite, args), on(&db.url, args));
+        let (l, p) = (cs(&lite, args), cs(&db.url, args));
         // The printed commands name each database as it was given.
         let lines = |o: &Output| -> Vec<String> {
             String::from_utf8_lossy(&o.stdout)
@@ -236,7 +222,7 @@ fn pg_bulk_decisions_are_the_sqlite_ones() {
     let dir = tempfile::tempdir().unwrap();
     let (lite, runs, aps) = queue_on(&db, dir.path());
     let lite = lite.to_str().unwrap().to_string();
-    let both = |args: &[&str]| -> (Output, Output) { (on(&lite, args), on(&db.url, args)) };
+    let both = |args: &[&str]| -> (Output, Output) { (cs(&lite, args), cs(&db.url, args)) };
     let same = |(l, p): &(Output, Output)| {
         assert_eq!(
             String::from_utf8_lossy(&p.stdout),
@@ -356,7 +342,7 @@ fn pg_bulk_skips_a_row_decided_after_the_listing() {
     term.wait("the prompt", |_, raw| {
         String::from_utf8_lossy(raw).contains("? [y/N] ")
     });
-    let o = on(
+    let o = cs(
         &db.url,
         &["approve", &runs[2], "--approval", &aps[2], "--by", "ana"],
     );
@@ -437,12 +423,12 @@ fn pg_recheck_is_the_sqlite_recheck_and_writes_nothing() {
     let (lite, backend) = demo_on(&db, dir.path());
     let run = large_refund(&lite);
     let b = backend.to_str().unwrap();
-    let o = on(&db.url, &["recheck", &run]);
+    let o = cs(&db.url, &["recheck", &run]);
     assert_eq!(o.status.code(), Some(2), "{}", said(&o));
     assert!(said(&o).contains("--backend"), "{}", said(&o));
     let before = rows_digest(&db);
-    let sqlite = on(lite.to_str().unwrap(), &["recheck", &run]);
-    let pg = on(&db.url, &["recheck", &run, "--backend", b]);
+    let sqlite = cs(lite.to_str().unwrap(), &["recheck", &run]);
+    let pg = cs(&db.url, &["recheck", &run, "--backend", b]);
     assert_eq!(pg.status.code(), Some(0), "{}", said(&pg));
     assert_eq!(said(&pg), said(&sqlite));
     assert!(said(&pg).contains("same as recorded"), "{}", said(&pg));
@@ -457,7 +443,7 @@ fn pg_recheck_is_the_sqlite_recheck_and_writes_nothing() {
             [],
         )
         .unwrap();
-    let o = on(
+    let o = cs(
         lite.to_str().unwrap(),
         &["recheck", &run, "--backend", other.to_str().unwrap()],
     );
@@ -470,17 +456,17 @@ fn pg_recheck_is_the_sqlite_recheck_and_writes_nothing() {
             [],
         )
         .unwrap();
-    let sqlite = on(
+    let sqlite = cs(
         lite.to_str().unwrap(),
         &["--json", "recheck", &run, "--all"],
     );
-    let pg = on(
+    let pg = cs(
         &db.url,
         &["--json", "recheck", &run, "--all", "--backend", b],
     );
     assert_eq!(pg.status.code(), Some(1), "{}", said(&pg));
     assert_eq!(said(&pg), said(&sqlite));
-    let pg = on(&db.url, &["--backend", b, "recheck", &run[..8]]);
+    let pg = cs(&db.url, &["--backend", b, "recheck", &run[..8]]);
     assert_eq!(pg.status.code(), Some(1), "{}", said(&pg));
     assert!(
         said(&pg).contains("policy now: deny: invalid_state"),
@@ -529,7 +515,7 @@ fn pg_console_rechecks_and_resumes_with_the_backend() {
     t.send(b"\x03");
     assert_eq!(t.finish(), 0);
     let before = refunds_of(&backend, &run);
-    let o = on(&db.url, &["approve", &run, "--yes", "--by", "alice"]);
+    let o = cs(&db.url, &["approve", &run, "--yes", "--by", "alice"]);
     assert!(o.status.success(), "{}", said(&o));
     // Without the backend: one line says to name it, and nothing runs.
     let mut t = console(&[]);
@@ -570,10 +556,10 @@ fn pg_demo_writes_into_an_empty_database_only() {
     let dir = tempfile::tempdir().unwrap();
     let backend = dir.path().join("orders.db");
     let b = backend.to_str().unwrap();
-    let o = on(&db.url, &["demo", "--no-tui"]);
+    let o = cs(&db.url, &["demo", "--no-tui"]);
     assert_eq!(o.status.code(), Some(2), "{}", said(&o));
     assert!(said(&o).contains("--backend"), "{}", said(&o));
-    let o = on(&db.url, &["--backend", b, "demo", "--no-tui"]);
+    let o = cs(&db.url, &["--backend", b, "demo", "--no-tui"]);
     assert!(o.status.success(), "{}", said(&o));
     let t = said(&o);
     assert!(t.contains("wrote the demo into postgresql://"), "{t}");
@@ -588,10 +574,10 @@ fn pg_demo_writes_into_an_empty_database_only() {
         .unwrap()
         .get(0);
     assert!(waiting >= 3, "{waiting} runs wait");
-    let o = on(&db.url, &["runs", "--status", "WAITING_FOR_APPROVAL"]);
+    let o = cs(&db.url, &["runs", "--status", "WAITING_FOR_APPROVAL"]);
     assert!(o.status.success(), "{}", said(&o));
     verifies(&db, dir.path());
-    let o = on(&db.url, &["--backend", b, "demo", "--no-tui"]);
+    let o = cs(&db.url, &["--backend", b, "demo", "--no-tui"]);
     assert!(o.status.success(), "{}", said(&o));
     assert!(said(&o).contains("already exists"), "{}", said(&o));
     // A database with rows in it is never written.
@@ -601,7 +587,7 @@ fn pg_demo_writes_into_an_empty_database_only() {
     let _ = queue_on(&other, dir.path());
     let before = rows_digest(&other);
     let b2 = dir.path().join("other.orders.db");
-    let o = on(
+    let o = cs(
         &other.url,
         &["--backend", b2.to_str().unwrap(), "demo", "--no-tui"],
     );
@@ -621,7 +607,7 @@ fn pg_demo_writes_into_an_empty_database_only() {
     assert_eq!(rows_digest(&other), before, "nothing was written");
     // A SQLite demo keeps its backend beside it.
     let lite = dir.path().join("d.db");
-    let o = on(
+    let o = cs(
         lite.to_str().unwrap(),
         &["--backend", b, "demo", "--no-tui"],
     );
@@ -638,7 +624,7 @@ fn pg_demo_console_and_its_worker_run_an_approved_call_once() {
     };
     let dir = tempfile::tempdir().unwrap();
     let backend = dir.path().join("orders.db");
-    let o = on(
+    let o = cs(
         &db.url,
         &["--backend", backend.to_str().unwrap(), "demo", "--no-tui"],
     );
@@ -725,7 +711,7 @@ fn pg_reviewer_role_rechecks_and_decides_in_bulk() {
     .unwrap();
     let url = db.url_as(&login);
     let b = backend.to_str().unwrap();
-    let o = on(&url, &["recheck", &run, "--backend", b]);
+    let o = cs(&url, &["recheck", &run, "--backend", b]);
     assert_eq!(o.status.code(), Some(0), "{}", said(&o));
     assert!(said(&o).contains("same as recorded"), "{}", said(&o));
     let inbox = |c: &mut countersign::pgstore::postgres::Client| -> i64 {
@@ -734,7 +720,7 @@ fn pg_reviewer_role_rechecks_and_decides_in_bulk() {
             .get(0)
     };
     assert_eq!(inbox(&mut c), 0);
-    let o = on(
+    let o = cs(
         &url,
         &[
             "cancel",
@@ -752,7 +738,7 @@ fn pg_reviewer_role_rechecks_and_decides_in_bulk() {
     assert!(waiting > 0, "the cancels' events wait for a sequencer");
     // Asked by the owner, whose login could chain, the recheck still writes nothing: its
     // driver runs no sequencer, so the inbox is left as it was.
-    let o = on(&db.url, &["recheck", &run, "--all", "--backend", b]);
+    let o = cs(&db.url, &["recheck", &run, "--all", "--backend", b]);
     assert!(o.status.code().is_some(), "{}", said(&o));
     assert_eq!(inbox(&mut c), waiting, "recheck chained nothing");
     verifies(&db, dir.path());

@@ -6,6 +6,7 @@
 
 mod console_support;
 mod pg_support;
+mod support;
 
 use std::path::Path;
 
@@ -385,12 +386,7 @@ fn pg_console_never_shows_the_password() {
     };
     assert!(!e.contains("s3cret-pw"), "{e}");
     assert!(e.contains("***"), "{e}");
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_countersign"))
-        .arg("--db")
-        .arg(&missing)
-        .env_remove("COUNTERSIGN_DB")
-        .output()
-        .unwrap();
+    let o = support::bin::on(&missing).output().unwrap();
     let all = format!(
         "{}{}",
         String::from_utf8_lossy(&o.stdout),
@@ -723,15 +719,7 @@ fn pg_stats_are_the_sqlite_stats() {
         if json {
             args.insert(0, "--json");
         }
-        let run = |db: &str| {
-            std::process::Command::new(env!("CARGO_BIN_EXE_countersign"))
-                .arg("--db")
-                .arg(db)
-                .args(&args)
-                .env_remove("COUNTERSIGN_DB")
-                .output()
-                .unwrap()
-        };
+        let run = |db: &str| support::bin::cs(db, &args);
         let (x, y) = (run(sqlite.to_str().unwrap()), run(&url));
         assert!(
             x.status.success() && y.status.success(),

@@ -8,7 +8,9 @@
 //! by the server's clock, whatever the client's clock reads.
 
 mod pg_support;
-use pg_support::{cs, demo_refund_on, refunds_of, said};
+mod support;
+use pg_support::{demo_refund_on, refunds_of, said};
+use support::bin::cli;
 #[cfg(feature = "providers")]
 mod providers_support;
 mod runtime_support;
@@ -734,17 +736,17 @@ fn pg_resume_command_runs_an_approved_demo_refund_once() {
     let (run, backend) = demo_refund_on(&db, dir.path());
     let refunds = || refunds_of(&backend, &run);
     let before = refunds();
-    let o = cs(&["--db", &db.url, "approve", &run, "--yes", "--by", "alice"]);
+    let o = cli(&["--db", &db.url, "approve", &run, "--yes", "--by", "alice"]);
     assert!(o.status.success(), "{}", said(&o));
-    let o = cs(&["--db", &db.url, "resume", &run]);
+    let o = cli(&["--db", &db.url, "resume", &run]);
     assert!(!o.status.success());
     assert!(said(&o).contains("--backend"), "{}", said(&o));
     assert_eq!(refunds(), before, "nothing ran");
     let b = backend.to_str().unwrap();
-    let o = cs(&["--db", &db.url, "resume", &run, "--backend", b]);
+    let o = cli(&["--db", &db.url, "resume", &run, "--backend", b]);
     assert!(o.status.success(), "{}", said(&o));
     assert_eq!(refunds(), before + 1, "exactly one refund executed");
-    let again = cs(&["--db", &db.url, "resume", &run, "--backend", b]);
+    let again = cli(&["--db", &db.url, "resume", &run, "--backend", b]);
     assert_eq!(again.status.code(), Some(1), "{}", said(&again));
     assert!(
         said(&again).contains("cannot be resumed"),
@@ -817,13 +819,13 @@ fn pg_worker_command_resumes_an_approved_demo_refund_once() {
     let (run, backend) = demo_refund_on(&db, dir.path());
     let refunds = || refunds_of(&backend, &run);
     let before = refunds();
-    let o = cs(&["--db", &db.url, "approve", &run, "--yes", "--by", "alice"]);
+    let o = cli(&["--db", &db.url, "approve", &run, "--yes", "--by", "alice"]);
     assert!(o.status.success(), "{}", said(&o));
-    let o = cs(&["--db", &db.url, "worker", "--once"]);
+    let o = cli(&["--db", &db.url, "worker", "--once"]);
     assert!(!o.status.success());
     assert!(said(&o).contains("--backend"), "{}", said(&o));
     let b = backend.to_str().unwrap();
-    let o = cs(&["--db", &db.url, "worker", "--once", "--backend", b]);
+    let o = cli(&["--db", &db.url, "worker", "--once", "--backend", b]);
     assert!(o.status.success(), "{}", said(&o));
     assert!(
         String::from_utf8_lossy(&o.stdout).contains(&format!("resumed run {run}")),
@@ -831,7 +833,7 @@ fn pg_worker_command_resumes_an_approved_demo_refund_once() {
         said(&o)
     );
     assert_eq!(refunds(), before + 1, "exactly one refund executed");
-    let o = cs(&["--db", &db.url, "worker", "--once", "--backend", b]);
+    let o = cli(&["--db", &db.url, "worker", "--once", "--backend", b]);
     assert!(o.status.success(), "{}", said(&o));
     assert_eq!(refunds(), before + 1, "a second pass runs nothing");
     verify_both(&db, dir.path());
@@ -887,7 +889,7 @@ fn pg_worker_connects_again_after_the_server_drops_it() {
         )
         .unwrap();
     until("connected again", Box::new(|| others(&mut admin) >= 2));
-    let o = cs(&["--db", &db.url, "approve", &run, "--yes", "--by", "alice"]);
+    let o = cli(&["--db", &db.url, "approve", &run, "--yes", "--by", "alice"]);
     assert!(o.status.success(), "{}", said(&o));
     until(
         "resumed the approved refund",
@@ -1038,7 +1040,7 @@ fn pg_agent_command_runs_the_consumer_on_postgres() {
         let mut args = vec!["--db", url.as_str(), "agent", "--model", "openai:gpt-x"];
         args.extend_from_slice(&["--model-base-url", &base]);
         args.extend_from_slice(extra);
-        cs(&args)
+        cli(&args)
     };
     let o = agent(&["Refund ord_1004, it broke"]);
     assert!(!o.status.success());
@@ -1059,7 +1061,7 @@ fn pg_agent_command_runs_the_consumer_on_postgres() {
         .get(0);
     let refunds = || refunds_of(&backend, &run);
     assert_eq!(refunds(), 0, "the refund waits for a person");
-    let o = cs(&["--db", &db.url, "approve", &run, "--yes", "--by", "alice"]);
+    let o = cli(&["--db", &db.url, "approve", &run, "--yes", "--by", "alice"]);
     assert!(o.status.success(), "{}", said(&o));
     let o = agent(&["--backend", b, "--resume", &run]);
     assert!(o.status.success(), "{}", said(&o));
@@ -1114,7 +1116,7 @@ fn pg_agent_that_loses_the_server_names_its_run_and_how_to_go_on() {
     let agent = {
         let (url, base, b) = (url.clone(), base.clone(), b.clone());
         std::thread::spawn(move || {
-            cs(&[
+            cli(&[
                 "--db",
                 &url,
                 "agent",

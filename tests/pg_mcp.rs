@@ -20,7 +20,8 @@ use countersign::pgstore::{PgStore, postgres};
 use countersign::runtime::types::Timestamp;
 use host::{Host, approval_in, server_calls, verify};
 use mcp_support::*;
-use pg_support::{SECRET, TestDb, cs, said, with_password};
+use pg_support::{SECRET, TestDb, said, with_password};
+use support::bin::cli;
 
 const W: &str = r#"{"path": "/tmp/a", "text": "hi"}"#;
 
@@ -234,7 +235,7 @@ fn pg_proxy_holds_a_write_until_approved_then_runs_it_once() {
     let cfg = setup(dir.path(), &proxy_url);
     let cfg_s = cfg.to_str().unwrap();
 
-    let o = cs(&["mcp-proxy", "check", "--config", cfg_s]);
+    let o = cli(&["mcp-proxy", "check", "--config", cfg_s]);
     assert!(o.status.success(), "{}", said(&o));
     assert!(
         said(&o).contains(&format!("database: {shown}")),
@@ -288,7 +289,7 @@ fn pg_proxy_holds_a_write_until_approved_then_runs_it_once() {
     let (again, _) = h.call("fs_write_file", W);
     assert_eq!(approval_in(&again), id, "{again}");
 
-    let o = cs(&["--db", &db.url, "approve", &run, "--approval", &id, "--yes"]);
+    let o = cli(&["--db", &db.url, "approve", &run, "--approval", &id, "--yes"]);
     assert!(o.status.success(), "{}", said(&o));
 
     let (done, is_err) = h.call("fs_write_file", W);
@@ -339,7 +340,7 @@ fn pg_proxy_holds_a_write_until_approved_then_runs_it_once() {
     }
 
     // recheck reads the session's runs from the index on PostgreSQL.
-    let o = cs(&["mcp-proxy", "recheck", "--config", cfg_s]);
+    let o = cli(&["mcp-proxy", "recheck", "--config", cfg_s]);
     assert!(o.status.success(), "{}", said(&o));
     let out = said(&o);
     assert!(
@@ -349,14 +350,14 @@ fn pg_proxy_holds_a_write_until_approved_then_runs_it_once() {
     );
 
     wait_chained(&mut c);
-    let o = cs(&["--db", &db.url, "verify"]);
+    let o = cli(&["--db", &db.url, "verify"]);
     assert!(o.status.success(), "{}", said(&o));
     // A copy to SQLite carries the call index with the run tables (decision 0087), row for
     // row, and agentrt's checker accepts the run tables.
     let back = dir.path().join("back.db");
     let want = pg_proxy_rows(&mut c);
     assert!(!want.is_empty());
-    let o = cs(&["copy", "--from", &db.url, "--to", back.to_str().unwrap()]);
+    let o = cli(&["copy", "--from", &db.url, "--to", back.to_str().unwrap()]);
     assert!(o.status.success(), "{}", said(&o));
     assert!(
         said(&o).contains(&format!(", {} proxy_calls\n", want.len())),
@@ -477,7 +478,7 @@ fn pg_proxy_runs_as_the_runtime_role_and_a_reviewer_approves() {
         .query_one("SELECT run_id FROM approvals WHERE id = $1", &[&id])
         .unwrap()
         .get(0);
-    let o = cs(&[
+    let o = cli(&[
         "--db",
         &db.url_as(&reviewer),
         "approve",
@@ -496,7 +497,7 @@ fn pg_proxy_runs_as_the_runtime_role_and_a_reviewer_approves() {
     assert_eq!(code, 0, "{err}");
     assert!(!err.contains("error:"), "{err}");
     wait_chained(&mut c);
-    let o = cs(&["--db", &db.url, "verify"]);
+    let o = cli(&["--db", &db.url, "verify"]);
     assert!(o.status.success(), "{}", said(&o));
     let _ = c.batch_execute(&format!(
         "DROP OWNED BY {agent}; DROP ROLE {agent}; DROP OWNED BY {reviewer}; DROP ROLE {reviewer}"

@@ -5,7 +5,8 @@
 //! deciding at once on two connections get one winner; the reviewer role can do all of it.
 
 mod pg_support;
-use pg_support::{cs, said};
+use pg_support::said;
+use support::bin::cli;
 mod support;
 
 use std::path::{Path, PathBuf};
@@ -101,7 +102,7 @@ fn chain_verify_and_copy_back(w: &Waiting, dir: &Path) {
     let mut s = PgStore::open_existing(&w.db.pg_url()).unwrap();
     s.sequence_all().unwrap();
     assert_eq!(s.unchained().unwrap(), 0);
-    let o = cs(&["--db", &w.db.url, "verify"]);
+    let o = cli(&["--db", &w.db.url, "verify"]);
     assert!(o.status.success(), "{}", said(&o));
     let back = dir.join("back.db");
     copy(
@@ -124,7 +125,7 @@ fn pg_approve_lands_and_the_sequencer_chains_its_events() {
         return;
     };
     let url = with_password(&w.db.url);
-    let o = cs(&[
+    let o = cli(&[
         "--db",
         &url,
         "--by",
@@ -163,7 +164,7 @@ fn pg_approve_lands_and_the_sequencer_chains_its_events() {
     );
 
     // The same command on the SQLite file prints the same lines, bar the database's name.
-    let sq = cs(&[
+    let sq = cli(&[
         "--db",
         w.sqlite.to_str().unwrap(),
         "--by",
@@ -205,7 +206,7 @@ fn pg_approve_lands_and_the_sequencer_chains_its_events() {
     );
 
     // A second approve finds it decided, as on SQLite (exit 1, who decided it).
-    let again = cs(&["--db", &url, "approve", &w.run, "--approval", &w.approval]);
+    let again = cli(&["--db", &url, "approve", &w.run, "--approval", &w.approval]);
     assert_eq!(again.status.code(), Some(1), "{}", said(&again));
     assert!(
         said(&again).contains("already approved by alice"),
@@ -345,7 +346,7 @@ fn pg_cancel_of_a_waiting_run() {
     let Some(w) = waiting(dir.path()) else {
         return;
     };
-    let o = cs(&[
+    let o = cli(&[
         "--db",
         &with_password(&w.db.url),
         "--by",
@@ -391,7 +392,7 @@ fn pg_cancel_of_a_waiting_run() {
         "{queued:?}"
     );
     // Cancelled is final: a second cancel says so (exit 1).
-    let again = cs(&["--db", &w.db.url, "cancel", &w.run, "--note", "again"]);
+    let again = cli(&["--db", &w.db.url, "cancel", &w.run, "--note", "again"]);
     assert_eq!(again.status.code(), Some(1), "{}", said(&again));
     assert!(
         said(&again).contains("already finished"),
@@ -427,7 +428,7 @@ fn pg_a_read_only_login_is_refused_a_cancel_with_the_reason() {
     ] {
         let mut all = vec!["--db", url.as_str(), "--by", "ro"];
         all.extend(args);
-        let o = cs(&all);
+        let o = cli(&all);
         let s = said(&o);
         assert_eq!(o.status.code(), Some(1), "{s}");
         assert!(s.contains("permission denied"), "{s}");
@@ -456,7 +457,7 @@ fn pg_reviewer_role_can_decide_and_cancel() {
     ))
     .unwrap();
     let url = w.db.url_as(&login);
-    let o = cs(&[
+    let o = cli(&[
         "--db",
         &url,
         "--by",
@@ -467,7 +468,7 @@ fn pg_reviewer_role_can_decide_and_cancel() {
         &w.approval,
     ]);
     assert!(o.status.success(), "approve as the reviewer: {}", said(&o));
-    let o = cs(&[
+    let o = cli(&[
         "--db", &url, "--by", "rev", "cancel", &w.run, "--note", "stop",
     ]);
     assert!(o.status.success(), "cancel as the reviewer: {}", said(&o));
@@ -483,7 +484,7 @@ fn pg_reviewer_role_can_decide_and_cancel() {
     c2.batch_execute(include_str!("../docs/postgres-roles.sql"))
         .unwrap();
     let url2 = w2.db.url_as(&login);
-    let o = cs(&[
+    let o = cli(&[
         "--db",
         &url2,
         "--by",
@@ -530,7 +531,7 @@ fn pg_runs_lists_as_on_sqlite() {
         let on = |d: &str| {
             let mut all = vec!["--db", d];
             all.extend_from_slice(args);
-            cs(&all)
+            cli(&all)
         };
         let (p, s) = (on(&db.url), on(sq));
         assert!(p.status.success(), "{args:?}: {}", said(&p));
@@ -542,7 +543,7 @@ fn pg_runs_lists_as_on_sqlite() {
         );
     }
     // The waiting runs show their pending approval, the one `approve` then decides.
-    let o = cs(&["--db", &db.url, "runs", "--status", "WAITING_FOR_APPROVAL"]);
+    let o = cli(&["--db", &db.url, "runs", "--status", "WAITING_FOR_APPROVAL"]);
     assert!(String::from_utf8_lossy(&o.stdout).contains("WAITING_FOR_APPROVAL"));
 }
 
@@ -555,7 +556,7 @@ fn pg_deny_with_feedback_interrupts_the_run() {
     let Some(w) = waiting(dir.path()) else {
         return;
     };
-    let o = cs(&[
+    let o = cli(&[
         "--db",
         &w.db.url,
         "--by",
@@ -606,7 +607,7 @@ fn pg_an_expired_approval_is_expired_not_decided() {
         &[&w.approval],
     )
     .unwrap();
-    let o = cs(&[
+    let o = cli(&[
         "--db",
         &w.db.url,
         "approve",

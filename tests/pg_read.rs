@@ -5,23 +5,13 @@
 
 mod console_support;
 mod pg_support;
+mod support;
 
-use std::process::{Command, Output};
+use std::process::Output;
 
 use countersign::pgstore::copy::{Endpoint, copy};
 use pg_support::{SECRET, with_password};
-
-fn cs(db: &str, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_countersign"))
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .env_remove("COUNTERSIGN_DB")
-        .env_remove("AGENTRT_DB")
-        .env("TZ", "UTC")
-        .output()
-        .expect("countersign runs")
-}
+use support::bin::cs;
 
 fn text(o: &Output) -> (String, String, Option<i32>) {
     (
@@ -170,10 +160,8 @@ fn pg_watch_announces_an_approval_once_its_request_is_chained() {
     };
     let (sqlite, m) = console_support::fixture(d.path(), "f", "waiting", &[]);
     copy(&Endpoint::Sqlite(sqlite), &Endpoint::Pg(db.pg_url())).expect("copy");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_countersign"))
-        .args(["--db", &db.url, "watch", "--count", "1"])
-        .env_remove("COUNTERSIGN_DB")
-        .env("TZ", "UTC")
+    let mut child = support::bin::on(&db.url)
+        .args(["watch", "--count", "1"])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()

@@ -206,11 +206,7 @@ fn pg_verify_names_the_events_not_chained_yet() {
             args.push("--json");
         }
         args.push("verify");
-        std::process::Command::new(env!("CARGO_BIN_EXE_countersign"))
-            .args(&args)
-            .env_remove("COUNTERSIGN_DB")
-            .output()
-            .unwrap()
+        support::bin::countersign().args(&args).output().unwrap()
     };
     let o = run(false);
     let text = String::from_utf8_lossy(&o.stdout);

@@ -3,7 +3,8 @@
 //! scenario, `verify` on PostgreSQL, and the reviewer role.
 
 mod pg_support;
-use pg_support::{cs, said};
+use pg_support::said;
+use support::bin::cli;
 mod support;
 
 use std::path::Path;
@@ -98,12 +99,12 @@ fn pg_url_the_client_would_read_otherwise_is_refused_or_redacted() {
             .to_string();
         assert!(e.contains("percent-encoded"), "{raw}: {e}");
         assert!(!e.contains(secret), "{raw}: {e}");
-        let o = cs(&["--db", raw, "runs"]);
+        let o = cli(&["--db", raw, "runs"]);
         assert_eq!(o.status.code(), Some(2), "{raw}: {}", said(&o));
         assert!(!said(&o).contains(secret), "{raw}: {}", said(&o));
         // The console (no subcommand) says it as every command does (found from outside:
         // exit 1 and "cannot open the run database the PostgreSQL URL").
-        let o = cs(&["--db", raw]);
+        let o = cli(&["--db", raw]);
         assert_eq!(o.status.code(), Some(2), "{raw}: {}", said(&o));
         assert!(said(&o).starts_with("usage:"), "{raw}: {}", said(&o));
         assert!(!said(&o).contains(secret), "{raw}: {}", said(&o));
@@ -144,7 +145,7 @@ fn pg_url_the_client_would_read_otherwise_is_refused_or_redacted() {
     ] {
         let u = PgUrl::parse(raw).unwrap();
         assert!(!format!("{u} {u:?}").contains(secret), "{u}");
-        let o = cs(&["--db", raw, "runs"]);
+        let o = cli(&["--db", raw, "runs"]);
         assert_eq!(o.status.code(), Some(1), "{raw}: {}", said(&o));
         assert!(!said(&o).contains(secret), "{raw}: {}", said(&o));
         assert!(said(&o).contains("cannot connect"), "{raw}: {}", said(&o));
@@ -175,7 +176,7 @@ fn pg_url_the_client_would_read_otherwise_is_refused_or_redacted() {
             "the option `sslmode` with no `=value`",
         ),
     ] {
-        let o = cs(&["--db", raw, "runs"]);
+        let o = cli(&["--db", raw, "runs"]);
         assert_eq!(o.status.code(), Some(2), "{}", said(&o));
         assert!(said(&o).contains(part), "{}", said(&o));
         assert!(
@@ -186,7 +187,7 @@ fn pg_url_the_client_would_read_otherwise_is_refused_or_redacted() {
     }
     // SQLite to SQLite is a usage error too.
     let lite = dir_lite();
-    let o = cs(&[
+    let o = cli(&[
         "copy",
         "--from",
         lite.1.to_str().unwrap(),
@@ -197,7 +198,7 @@ fn pg_url_the_client_would_read_otherwise_is_refused_or_redacted() {
     // `copy` takes a URL of another kind for neither end.
     let dir = tempfile::tempdir().unwrap();
     let to = dir.path().join("x.db");
-    let o = cs(&[
+    let o = cli(&[
         "copy",
         "--from",
         "mysql://u:Hunter2Sekrit@h/x",
@@ -342,7 +343,7 @@ fn pg_url_redacts_the_password_in_display_debug_and_errors() {
             url,
         ],
     ] {
-        let o = cs(&args);
+        let o = cli(&args);
         let all = said(&o);
         assert!(!o.status.success(), "{args:?}: {all}");
         assert!(
@@ -434,14 +435,14 @@ fn pg_copy_round_trips_every_fixture_scenario_byte_for_byte() {
     let b = dir.path().join("all.back.db");
     support::fixture(&a, &["--big", "300"]);
     let db = pg_support::fresh_db().unwrap();
-    let o = cs(&["copy", "--from", a.to_str().unwrap(), "--to", &db.url]);
+    let o = cli(&["copy", "--from", a.to_str().unwrap(), "--to", &db.url]);
     assert!(o.status.success(), "{}", said(&o));
     assert!(
         said(&o).contains("chain intact on both sides"),
         "{}",
         said(&o)
     );
-    let o = cs(&[
+    let o = cli(&[
         "--json",
         "copy",
         "--from",
@@ -510,7 +511,7 @@ fn pg_copy_names_the_tables_it_leaves_behind() {
         .execute_batch("CREATE TABLE notes (x); CREATE TABLE \"t\x1b[2J\" (y);")
         .unwrap();
     let from = a.to_str().unwrap();
-    let o = cs(&["copy", "--from", from, "--to", &db.url]);
+    let o = cli(&["copy", "--from", from, "--to", &db.url]);
     let s = said(&o);
     assert_eq!(o.status.code(), Some(0), "{s}");
     assert!(
@@ -522,7 +523,7 @@ fn pg_copy_names_the_tables_it_leaves_behind() {
         .batch_execute("CREATE TABLE mine (z int)")
         .unwrap();
     let back = dir.path().join("back.db");
-    let o = cs(&[
+    let o = cli(&[
         "--json",
         "copy",
         "--from",
@@ -632,7 +633,7 @@ fn pg_copy_and_verify_refuse_a_chain_that_does_not_reach_its_head() {
 }
 
 fn verify_cli(db: &pg_support::TestDb) -> Output {
-    cs(&["--db", &db.url, "verify"])
+    cli(&["--db", &db.url, "verify"])
 }
 
 #[test]
@@ -704,7 +705,7 @@ fn pg_verify_detects_a_changed_event_and_a_deleted_run() {
     assert_eq!(o.status.code(), Some(1), "{}", said(&o));
     assert!(said(&o).contains("rows of no run:"), "{}", said(&o));
     assert!(said(&o).contains("a deleted run"), "{}", said(&o));
-    let o = cs(&["--db", &db.url, "--json", "verify"]);
+    let o = cli(&["--db", &db.url, "--json", "verify"]);
     let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert!(doc["orphans"]["events"].as_i64().unwrap_or(0) > 0, "{doc}");
 }
@@ -836,7 +837,7 @@ fn pg_an_older_schema_is_migrated_by_the_migrate_command() {
         return;
     };
     let mut c = at_schema(&db, 2);
-    let o = cs(&["--db", &db.url, "runs"]);
+    let o = cli(&["--db", &db.url, "runs"]);
     let s = said(&o);
     assert_eq!(o.status.code(), Some(1), "{s}");
     assert!(
@@ -846,7 +847,7 @@ fn pg_an_older_schema_is_migrated_by_the_migrate_command() {
     assert_eq!(s.trim_end().lines().count(), 1, "{s}");
     // The owner's URL may carry a password: neither the JSON nor the line shows it.
     let owner = pg_support::with_password(&db.url);
-    let o = cs(&["--db", &owner, "--json", "migrate"]);
+    let o = cli(&["--db", &owner, "--json", "migrate"]);
     assert_eq!(o.status.code(), Some(0), "{}", said(&o));
     assert!(!said(&o).contains(pg_support::SECRET), "{}", said(&o));
     let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
@@ -854,11 +855,11 @@ fn pg_an_older_schema_is_migrated_by_the_migrate_command() {
         (doc["from"].as_i64(), doc["to"].as_i64()),
         (Some(2), Some(PG_SCHEMA_VERSION))
     );
-    let o = cs(&["--db", &owner, "migrate"]);
+    let o = cli(&["--db", &owner, "migrate"]);
     assert_eq!(o.status.code(), Some(0), "{}", said(&o));
     assert!(said(&o).contains("nothing changed"), "{}", said(&o));
     assert!(!said(&o).contains(pg_support::SECRET), "{}", said(&o));
-    let o = cs(&["--db", &db.url, "runs"]);
+    let o = cli(&["--db", &db.url, "runs"]);
     assert_eq!(o.status.code(), Some(0), "{}", said(&o));
     let versions: Vec<i32> = c
         .query(
@@ -879,12 +880,12 @@ fn pg_an_older_schema_is_migrated_by_the_migrate_command() {
         "DROP ROLE IF EXISTS {login}; CREATE ROLE {login} LOGIN IN ROLE countersign_reviewer"
     ))
     .unwrap();
-    let o = cs(&["--db", &db.url_as(&login), "migrate"]);
+    let o = cli(&["--db", &db.url_as(&login), "migrate"]);
     assert_eq!(o.status.code(), Some(0), "{}", said(&o));
     assert!(said(&o).contains("nothing changed"), "{}", said(&o));
     let _ = c.batch_execute(&format!("DROP OWNED BY {login}; DROP ROLE {login}"));
     let d = tempfile::tempdir().unwrap();
-    let o = cs(&[
+    let o = cli(&[
         "--db",
         d.path().join("runs.db").to_str().unwrap(),
         "migrate",
@@ -907,7 +908,7 @@ fn pg_a_login_without_a_role_is_told_to_grant_one() {
         "DROP ROLE IF EXISTS {login}; CREATE ROLE {login} LOGIN"
     ))
     .unwrap();
-    let o = cs(&["--db", &db.url_as(&login), "runs"]);
+    let o = cli(&["--db", &db.url_as(&login), "runs"]);
     let s = said(&o);
     assert_eq!(o.status.code(), Some(1), "{s}");
     assert!(
@@ -994,7 +995,7 @@ fn pg_migration_4_takes_an_index_made_ahead_of_it() {
     let mut c = at_schema(&db, 3);
     c.batch_execute("CREATE INDEX runs_status ON runs (status)")
         .unwrap();
-    let o = cs(&["--db", &db.url, "migrate"]);
+    let o = cli(&["--db", &db.url, "migrate"]);
     assert_eq!(o.status.code(), Some(0), "{}", said(&o));
     let version: i32 = c
         .query_one("SELECT max(version) FROM countersign_schema", &[])
@@ -1032,7 +1033,7 @@ fn pg_migration_4_refuses_an_index_of_its_name_with_another_definition() {
         };
         let mut c = at_schema(&db, 3);
         c.batch_execute(made).unwrap();
-        let o = cs(&["--db", &db.url, "migrate"]);
+        let o = cli(&["--db", &db.url, "migrate"]);
         assert_eq!(o.status.code(), Some(1), "{made}: {}", said(&o));
         assert!(
             said(&o).contains(&format!("DROP INDEX {name}")),
@@ -1054,7 +1055,7 @@ fn pg_an_empty_database_is_pointed_at_migrate() {
     let Some(db) = pg_support::fresh_db() else {
         return;
     };
-    let o = cs(&["--db", &db.url, "runs"]);
+    let o = cli(&["--db", &db.url, "runs"]);
     let s = said(&o);
     assert_eq!(o.status.code(), Some(1), "{s}");
     assert!(s.contains("countersign --db URL migrate"), "{s}");

@@ -461,8 +461,7 @@ fn surfaces_hold(db: &std::path::Path, runs: &[&str]) {
     }
     for args in &cmds {
         for json in [false, true] {
-            let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_countersign"));
-            c.arg("--db").arg(db);
+            let mut c = support::bin::on(db);
             if json {
                 c.arg("--json");
             }
@@ -625,11 +624,7 @@ fn pg_undecodable_rows_do_not_wedge_the_run() {
     .unwrap();
     drop(c);
 
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_countersign"))
-        .args(["--db", &db.url, "runs"])
-        .env_remove("COUNTERSIGN_DB")
-        .output()
-        .unwrap();
+    let o = support::bin::cs(&db.url, &["runs"]);
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(
         o.status.success(),

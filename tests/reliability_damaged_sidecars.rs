@@ -235,12 +235,7 @@ fn a_hot_journal_owned_by_another_user_is_refused_and_the_database_is_untouched(
     assert!(j.exists(), "the journal is left for the person to look at");
     assert!(request_of(&a.db, &a.approval).contains("\"amount_cents\":8000"));
     // The command says the same in one line and exits 1.
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_countersign"))
-        .arg("--db")
-        .arg(&a.db)
-        .args(["show", &a.run])
-        .output()
-        .unwrap();
+    let out = support::bin::cs(&a.db, &["show", &a.run]);
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
@@ -762,14 +757,7 @@ fn a_hot_journal_a_reader_cannot_roll_back_is_named() {
 
 /// `countersign --db <db> <args>` as this user, stdin closed.
 fn cs(db: &Path, args: &[&str]) -> (i32, String, String) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_countersign"))
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .env("USER", "ci-user")
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap();
+    let out = support::bin::cs(db, args);
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),

@@ -20,6 +20,13 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use countersign::pgstore::{PgUrl, postgres};
 
+// The binary as tests start it. A test that also declares `mod support;` loads this file a
+// second time, as `support::bin`: the benches that use this module have a `support` of
+// their own, so it cannot be reached through `crate::support`.
+#[allow(clippy::duplicate_mod)]
+#[path = "../support/bin.rs"]
+mod bin;
+
 /// Where a server is, as a URL whose path is replaced by each test's database name.
 struct Server {
     /// `postgresql://USER@HOST[:PORT]` or `...@/?host=DIR` (no path).
@@ -69,16 +76,6 @@ impl Drop for TestDb {
             ));
         }
     }
-}
-
-/// The countersign binary run with `args`, the environment's database variables removed.
-pub fn cs(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_countersign"))
-        .args(args)
-        .env_remove("COUNTERSIGN_DB")
-        .env_remove("AGENTRT_DB")
-        .output()
-        .expect("countersign runs")
 }
 
 /// The password [`with_password`] puts in a URL: no output may ever show it.
@@ -372,7 +369,7 @@ fn rand_suffix() -> String {
 /// `dir/demo.orders.db`) and copied into `db`.
 pub fn demo_on(db: &TestDb, dir: &Path) -> (PathBuf, PathBuf) {
     let lite = dir.join("demo.db");
-    let o = cs(&["--db", lite.to_str().unwrap(), "demo", "--no-tui"]);
+    let o = bin::cs(&lite, &["demo", "--no-tui"]);
     assert!(o.status.success(), "{}", said(&o));
     use countersign::pgstore::copy::{Endpoint, copy};
     copy(&Endpoint::Sqlite(lite.clone()), &Endpoint::Pg(db.pg_url())).expect("copy");

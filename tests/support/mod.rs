@@ -2,6 +2,7 @@
 //! independent Python implementation, and its verifier.
 #![allow(dead_code)]
 
+pub mod bin;
 pub mod hostile;
 
 use std::path::{Path, PathBuf};
