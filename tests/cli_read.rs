@@ -597,6 +597,7 @@ fn a_waiting_run_without_a_pending_approval_says_so() {
         "{text}"
     );
     assert!(text.contains(&format!(" cancel {run}")), "{text}");
+    assert!(text.contains("is stored as maybe\\x1b[31m"), "{text}");
     for args in [
         &["show", &run, "--json"][..],
         &["show", &run, "--json", "--limit", "0"],
@@ -608,6 +609,39 @@ fn a_waiting_run_without_a_pending_approval_says_so() {
             "{args:?}"
         );
         assert_eq!(doc["approvals_total"], serde_json::json!(0), "{args:?}");
+    }
+}
+
+/// A waiting run whose latest approval was approved is a granted call waiting for its resume
+/// (agentrt leaves the run waiting from the decision to the resume), not a damaged row:
+/// `show` says who approved it and that the call runs when the run is resumed, and offers no
+/// cancel; `--json` says `awaiting_resume` with that approval (found from outside: the
+/// reviewer was told the row might be damaged and to cancel the run).
+#[test]
+fn an_approved_run_not_resumed_yet_is_not_called_damaged() {
+    let dir = tempdir();
+    let db = dir.path().join("a.db");
+    let m = fixture(&db, &["--scenario", "approved"]);
+    let run = s(&m, "/scenarios/approved/runs/0/id");
+    let approval = s(&m, "/scenarios/approved/runs/0/approvals/0");
+    let text = stdout(&cs(&db, &["show", run]));
+    assert!(
+        text.contains(&format!(
+            "APPROVED, NOT RESUMED YET: approval {approval} was approved by alice at "
+        )),
+        "{text}"
+    );
+    assert!(!text.contains("NO PENDING APPROVAL"), "{text}");
+    assert!(!text.contains(" cancel "), "{text}");
+    for args in [
+        &["show", run, "--json"][..],
+        &["show", run, "--json", "--limit", "0"],
+    ] {
+        let doc: serde_json::Value = serde_json::from_str(&stdout(&cs(&db, args))).unwrap();
+        assert_eq!(doc["awaiting_resume"], serde_json::json!(true), "{args:?}");
+        assert_eq!(doc["latest_approval"]["id"], approval, "{args:?}");
+        assert_eq!(doc["latest_approval"]["status"], "approved", "{args:?}");
+        assert!(doc.get("no_pending_approval").is_none(), "{args:?}");
     }
 }
 

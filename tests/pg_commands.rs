@@ -743,3 +743,48 @@ fn pg_reviewer_role_rechecks_and_decides_in_bulk() {
     assert_eq!(inbox(&mut c), waiting, "recheck chained nothing");
     verifies(&db, dir.path());
 }
+
+/// `worker --once` whose resumes fail exits 1 and promises no retry it will not make (found
+/// from outside: a login that may read but not write the runs got "tried again soon" for each
+/// decided run and exit 0, so a job running it never learnt the runs were left).
+#[test]
+fn pg_worker_once_with_failed_resumes_exits_1() {
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (run, backend) = demo_refund_on(&db, dir.path());
+    let o = cs(&db.url, &["approve", &run, "--yes", "--by", "alice"]);
+    assert_eq!(o.status.code(), Some(0), "{}", said(&o));
+    let login = format!("ro_{}", std::process::id());
+    let mut c = db.client();
+    c.batch_execute(include_str!("../docs/postgres-roles.sql"))
+        .unwrap();
+    c.batch_execute(&format!(
+        "DROP ROLE IF EXISTS {login}; CREATE ROLE {login} LOGIN IN ROLE countersign_reviewer"
+    ))
+    .unwrap();
+    let once = |url: &str| {
+        cs(
+            url,
+            &["worker", "--once", "--backend", backend.to_str().unwrap()],
+        )
+    };
+    let o = once(&db.url_as(&login));
+    let (out, err) = (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    );
+    assert_eq!(o.status.code(), Some(1), "{out}{err}");
+    assert!(
+        out.contains(&format!("run {run}: resume failed: ")),
+        "{out}"
+    );
+    assert!(!out.contains("tried again"), "{out}");
+    assert!(err.contains("1 resume(s) failed"), "{err}");
+    assert_eq!(refunds_of(&backend, &run), 0, "nothing ran");
+    // The run's own role resumes it.
+    let o = once(&db.url);
+    assert_eq!(o.status.code(), Some(0), "{}", said(&o));
+    assert_eq!(refunds_of(&backend, &run), 1);
+}

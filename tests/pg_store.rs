@@ -1061,3 +1061,80 @@ fn pg_an_empty_database_is_pointed_at_migrate() {
     assert!(s.contains("countersign --db URL migrate"), "{s}");
     assert_eq!(s.trim_end().lines().count(), 1, "{s}");
 }
+
+/// A trigger, a rule or row-level security on countersign's tables is refused by every open,
+/// as SQLite refuses a trigger or a view (found from outside: a trigger turned a reviewer's
+/// `reject` into `approved`, `reject` exited 0 and `verify` said intact). Nothing is decided
+/// while it is there; once its owner removes it, the same command works.
+#[test]
+fn pg_a_trigger_rule_or_row_security_on_our_tables_is_refused() {
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let lite = dir.path().join("q.db");
+    support::fixture(&lite, &["--scenario", "queue", "--base-time", "now"]);
+    copy(&Endpoint::Sqlite(lite), &Endpoint::Pg(db.pg_url())).unwrap();
+    let mut c = db.client();
+    let run: String = c
+        .query_one(
+            "SELECT run_id FROM approvals WHERE status = 'pending' ORDER BY ord LIMIT 1",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    let status = |c: &mut postgres::Client| -> String {
+        c.query_one(
+            "SELECT status FROM approvals WHERE run_id = $1 ORDER BY ord DESC LIMIT 1",
+            &[&run],
+        )
+        .unwrap()
+        .get(0)
+    };
+    c.batch_execute(
+        "CREATE FUNCTION flip() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN \
+           IF NEW.status = 'rejected' THEN NEW.status := 'approved'; END IF; RETURN NEW; END $$; \
+         CREATE TRIGGER flip BEFORE UPDATE ON approvals FOR EACH ROW EXECUTE FUNCTION flip()",
+    )
+    .unwrap();
+    let reject = ["--db", &db.url, "reject", &run, "--yes", "--note", "no"];
+    let o = cli(&reject);
+    assert_eq!(o.status.code(), Some(1), "{}", said(&o));
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(
+        err.contains("countersign's table approvals has a trigger \"flip\"")
+            && err.trim_end().lines().count() == 1,
+        "{err}"
+    );
+    assert_eq!(status(&mut c), "pending", "nothing was decided");
+    let Err(e) = PgStore::open_existing(&db.pg_url()) else {
+        panic!("a database with a trigger on approvals was opened");
+    };
+    assert!(matches!(e, PgError::Unusable { .. }), "{e:?}");
+    for (add, drop, says) in [
+        (
+            "CREATE RULE also AS ON UPDATE TO runs DO ALSO NOTIFY elsewhere",
+            "DROP RULE also ON runs",
+            "countersign's table runs has a rule \"also\"",
+        ),
+        (
+            "ALTER TABLE steps ENABLE ROW LEVEL SECURITY",
+            "ALTER TABLE steps DISABLE ROW LEVEL SECURITY",
+            "countersign's table steps has row-level security turned on",
+        ),
+    ] {
+        c.batch_execute("DROP TRIGGER IF EXISTS flip ON approvals")
+            .unwrap();
+        c.batch_execute(add).unwrap();
+        let o = cli(&["--db", &db.url, "runs"]);
+        assert_eq!(o.status.code(), Some(1), "{add}: {}", said(&o));
+        assert!(said(&o).contains(says), "{add}: {}", said(&o));
+        // A copy from it is refused too (row-level security would hide rows from it).
+        let back = dir.path().join(format!("back{}.db", says.len()));
+        assert!(copy(&Endpoint::Pg(db.pg_url()), &Endpoint::Sqlite(back)).is_err());
+        c.batch_execute(drop).unwrap();
+    }
+    let o = cli(&reject);
+    assert_eq!(o.status.code(), Some(0), "{}", said(&o));
+    assert_eq!(status(&mut c), "rejected");
+}

@@ -12,7 +12,7 @@ use super::open::{Reading, fail};
 use super::out::{JsonArray, Out, Raws, approval_json, summary_json, text_field};
 use super::run_reads::RunReads;
 use super::text::{clean, col, count_cell, dash, ident, ident_col, stamp, table};
-use crate::runtime::types::{Run, Step};
+use crate::runtime::types::{Approval, ApprovalStatus, Run, Step};
 
 const PAGE: i64 = 500;
 
@@ -42,6 +42,7 @@ pub fn show(
     let unrecorded = store
         .count_unrecorded_model_calls(r.id_bytes())
         .map_err(fail)?;
+    let unasked = unasked(store, &r, waiting && pending.total == 0)?;
     let one = if waiting && pending.total == 1 {
         pending
             .items
@@ -52,7 +53,7 @@ pub fn show(
         Vec::new()
     };
     if json_out && a.limit == 0 {
-        return show_all_json(store, out, a, &r, &one, (&pending, unrecorded));
+        return show_all_json(store, out, a, &r, &one, (&pending, &unasked, unrecorded));
     }
     if json_out {
         let mut raws = Raws::default();
@@ -68,17 +69,12 @@ pub fn show(
         if offset + shown < steps.total {
             doc["steps_truncated"] = json!(true);
         }
-        approvals_and_page(&mut doc, (&pending, waiting, unrecorded), a, &mut raws);
+        approvals_and_page(&mut doc, (&pending, &unasked, unrecorded), a, &mut raws);
         return out.json(&doc, &raws);
     }
     header(&r, unrecorded, out)?;
-    if waiting && pending.total == 0 {
-        // Found from outside: an approval whose status was damaged vanished from `show`, the
-        // run still waiting, with nothing said.
-        out.raw(&format!(
-            "\nNO PENDING APPROVAL: the run waits for approval, but none of its approvals is stored as pending (a damaged row?); approve and reject cannot decide it\n{}",
-            approval::cancel_line(r.id_bytes(), db)
-        ))?;
+    if let Some(u) = &unasked {
+        out.raw(&unasked_text(u, r.id_bytes(), db))?;
     }
     for ap in &pending.items {
         let reason = store
@@ -275,7 +271,7 @@ fn show_all_json(
     a: &PageArgsWithRun,
     r: &Run,
     one: &[u8],
-    (pending, unrecorded): (&Pending, i64),
+    (pending, unasked, unrecorded): (&Pending, &Option<Unasked>, i64),
 ) -> Result<(), CommandError> {
     let total = store
         .list_steps_page(r.id_bytes(), 1, 0)
@@ -299,20 +295,81 @@ fn show_all_json(
     }
     let mut raws = Raws::default();
     let mut tail = json!({"steps_total": total});
-    let waiting = r.status == crate::runtime::types::RunStatus::WaitingForApproval;
-    approvals_and_page(&mut tail, (pending, waiting, unrecorded), a, &mut raws);
+    approvals_and_page(&mut tail, (pending, unasked, unrecorded), a, &mut raws);
     array.finish(out, &tail, &raws)
 }
 
 /// A run's pending approvals as `show` reads them.
 type Pending = crate::runtime::store::Page<crate::runtime::types::Approval>;
 
+/// Why a waiting run has no pending approval.
+enum Unasked {
+    /// Its latest approval was approved: the run waits for its program to resume it (agentrt
+    /// leaves it `WAITING_FOR_APPROVAL` from the decision to the resume).
+    Granted(Approval),
+    /// Anything else (a damaged status, or no approval at all): its latest approval, if any.
+    Damaged(Option<Approval>),
+}
+
+/// [`Unasked`] for a run that waits with no pending approval (`without`), else `None`.
+fn unasked(store: &dyn RunReads, r: &Run, without: bool) -> Result<Option<Unasked>, CommandError> {
+    if !without {
+        return Ok(None);
+    }
+    let total = store
+        .approvals_page(r.id_bytes(), "", 1, 0)
+        .map_err(fail)?
+        .total;
+    // A count cut at the cap does not say which approval is the last: read none.
+    let latest = if total > 0 && total < crate::runtime::store::COUNT_CAP {
+        store
+            .approvals_page(r.id_bytes(), "", 1, total - 1)
+            .map_err(fail)?
+            .items
+            .into_iter()
+            .next()
+    } else {
+        None
+    };
+    Ok(Some(match latest {
+        Some(ap) if ap.status == ApprovalStatus::Approved && ap.decode_error.is_empty() => {
+            Unasked::Granted(ap)
+        }
+        latest => Unasked::Damaged(latest),
+    }))
+}
+
+/// What `show` prints for [`Unasked`]: a granted call waiting for its resume (found from
+/// outside: it was called a damaged row, with the run's cancel offered), or a damaged row.
+fn unasked_text(u: &Unasked, run: &[u8], db: &Path) -> String {
+    match u {
+        Unasked::Granted(ap) => format!(
+            "\nAPPROVED, NOT RESUMED YET: approval {} was approved by {} at {}; the run waits for its program to resume it, and the approved call runs then, once\n",
+            ident(ap.id_bytes(), 64),
+            col(&ap.raw_invalid, "decided_by", &ap.decided_by, 200),
+            stamp(&ap.decided_at),
+        ),
+        // Found from outside: an approval whose status was damaged vanished from `show`, the
+        // run still waiting, with nothing said.
+        Unasked::Damaged(latest) => format!(
+            "\nNO PENDING APPROVAL: the run waits for approval, but none of its approvals is stored as pending (a damaged row?){}; approve and reject cannot decide it\n{}",
+            latest.as_ref().map_or(String::new(), |ap| format!(
+                "; its latest, {}, is stored as {}",
+                ident(ap.id_bytes(), 64),
+                col(&ap.raw_invalid, "status", ap.status.as_str(), 64)
+            )),
+            approval::cancel_line(run, db)
+        ),
+    }
+}
+
 /// The fields that follow the steps in `show --json`: the pending approvals (when any), their
-/// total, `no_pending_approval` for a waiting run with none, `model_calls_unrecorded` when a
-/// call has no recorded outcome, and the page asked for.
+/// total, for a waiting run with none `awaiting_resume` (its latest approval approved) or
+/// `no_pending_approval` (anything else) with that `latest_approval`, `model_calls_unrecorded`
+/// when a call has no recorded outcome, and the page asked for.
 fn approvals_and_page(
     doc: &mut Value,
-    (pending, waiting, unrecorded): (&Pending, bool, i64),
+    (pending, unasked, unrecorded): (&Pending, &Option<Unasked>, i64),
     a: &PageArgsWithRun,
     raws: &mut Raws,
 ) {
@@ -326,8 +383,19 @@ fn approvals_and_page(
         );
     }
     doc["approvals_total"] = json!(pending.total);
-    if pending.total == 0 && waiting {
-        doc["no_pending_approval"] = json!(true);
+    let latest = match unasked {
+        Some(Unasked::Granted(ap)) => {
+            doc["awaiting_resume"] = json!(true);
+            Some(ap)
+        }
+        Some(Unasked::Damaged(latest)) => {
+            doc["no_pending_approval"] = json!(true);
+            latest.as_ref()
+        }
+        None => None,
+    };
+    if let Some(ap) = latest {
+        doc["latest_approval"] = approval_json(ap, raws);
     }
     if unrecorded > 0 {
         doc["model_calls_unrecorded"] = json!(unrecorded);

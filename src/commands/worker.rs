@@ -11,10 +11,11 @@ use super::open::open;
 use super::resume::outcome_line;
 use super::text::{clean, naming};
 use crate::consumer::demo::{backend_beside, work_demo_runs};
-use crate::runtime::driver::{WorkEvent, WorkOptions};
+use crate::runtime::driver::{WorkEvent, WorkOptions, WorkReport};
 
-/// One line for a worker event, or `None` for what is not worth a line (a scan).
-pub fn event_line(e: &WorkEvent) -> Option<String> {
+/// One line for a worker event, or `None` for what is not worth a line (a scan). A one-pass
+/// worker (`once`) does not try a failed resume again, so its line promises no retry.
+pub fn event_line(e: &WorkEvent, once: bool) -> Option<String> {
     match e {
         WorkEvent::Scanned { .. } => None,
         WorkEvent::Resumed(run) => Some(format!("resumed {}", outcome_line(run))),
@@ -24,8 +25,13 @@ pub fn event_line(e: &WorkEvent) -> Option<String> {
             clean(why, 400)
         )),
         WorkEvent::Failed { run_id, error } => Some(format!(
-            "run {}: resume failed, tried again soon (after 1 s, doubling to 30 s) or at the next change: {}",
+            "run {}: resume failed{}: {}",
             clean(run_id, 64),
+            if once {
+                ""
+            } else {
+                ", tried again soon (after 1 s, doubling to 30 s) or at the next change"
+            },
             clean(error, 4000)
         )),
     }
@@ -35,8 +41,8 @@ pub fn event_line(e: &WorkEvent) -> Option<String> {
 fn options(once: bool) -> WorkOptions {
     WorkOptions {
         idle_checks: once.then_some(0),
-        observer: Some(Arc::new(|e: &WorkEvent| {
-            if let Some(line) = event_line(e) {
+        observer: Some(Arc::new(move |e: &WorkEvent| {
+            if let Some(line) = event_line(e, once) {
                 // Not println!: a reader that went away (`worker | head -1`) would make it
                 // panic; the lines are a report, the resumes go on without them.
                 use std::io::Write;
@@ -85,21 +91,32 @@ pub fn run(db: &Path, backend: Option<&Path>, once: bool) -> Result<(), CommandE
             drop(open(db, false)?);
             backend_present(b)?;
             work_demo_runs(db, b, options(once))
-                .map(|_| ())
                 .map_err(|e| CommandError::Failed(naming(&e.said(), &[db, b], 4000)))
+                .and_then(failures)
         }
         None => {
             check(db)?;
-            work(db, options(once))
+            work(db, options(once)).and_then(failures)
         }
     }
 }
 
+/// A worker that returned (a one-pass worker, or one stopped) with failed resumes failed:
+/// exit 1, so a job running `worker --once` sees that decided runs were left (found from
+/// outside: it exited 0 with every resume refused).
+fn failures(report: WorkReport) -> Result<(), CommandError> {
+    match report.failed {
+        0 => Ok(()),
+        n => Err(CommandError::Failed(format!(
+            "{n} resume(s) failed (each said above)"
+        ))),
+    }
+}
+
 /// Runs a worker with `opts` over `db` and its backend beside it.
-pub fn work(db: &Path, opts: WorkOptions) -> Result<(), CommandError> {
+pub fn work(db: &Path, opts: WorkOptions) -> Result<WorkReport, CommandError> {
     let backend = backend_beside(db);
     work_demo_runs(db, &backend, opts)
-        .map(|_| ())
         .map_err(|e| CommandError::Failed(naming(&e.said(), &[db, &backend], 4000)))
 }
 
@@ -129,7 +146,7 @@ pub fn beside(db: &Path, backend: Option<&Path>) -> Beside {
             }
             let _ = match &backend {
                 Some(b) => work_demo_runs(&db, b, opts).map(drop).map_err(drop),
-                None => work(&db, opts).map_err(drop),
+                None => work(&db, opts).map(drop).map_err(drop),
             };
         })
         .ok();
@@ -186,7 +203,7 @@ mod pg {
         loop {
             let kept = store.clone();
             let e = match work_demo_runs_pg(store, backend, opts.clone()) {
-                Ok(_) => return Ok(()),
+                Ok(report) => return super::failures(report),
                 Err(e) => e,
             };
             // Lost, or refused while the server answers: one plain read tells which.

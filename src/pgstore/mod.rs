@@ -151,6 +151,7 @@ impl PgStore {
     ) -> Result<PgStore, PgError> {
         let mut client = connect(url)?;
         prepare(&mut client, url)?;
+        schema::check_no_foreign_code(&mut client, url)?;
         Ok(PgStore {
             client: Mutex::new(stmts::Conn::new(client)),
             url: url.clone(),

@@ -300,6 +300,65 @@ pub(crate) fn migrate_in(tx: &mut Transaction<'_>, url: &PgUrl) -> Result<i64, P
     Ok(current)
 }
 
+/// Every table countersign's schema makes.
+const OUR_TABLES: [&str; 10] = [
+    "runs",
+    "steps",
+    "events",
+    "event_chain",
+    "approvals",
+    "model_calls",
+    "tool_specs",
+    "event_inbox",
+    "proxy_calls",
+    "countersign_schema",
+];
+
+/// The first trigger, rule or row-level security on one of countersign's tables (in the
+/// current schema), or one of those names that is not a plain table: what the schema never
+/// makes. Each would run SQL nobody reviewed inside the runtime's statements (a trigger that
+/// turns a `rejected` into `approved`, found from outside) or hide rows from a reviewer.
+const FOREIGN_CODE: &str = "\
+WITH ours AS ( \
+    SELECT c.oid, c.relname::text AS name, c.relkind, c.relrowsecurity FROM pg_class c \
+    WHERE c.relname = ANY($1) AND c.relnamespace = current_schema()::regnamespace) \
+SELECT o.name, 'trigger', t.tgname::text FROM ours o \
+    JOIN pg_trigger t ON t.tgrelid = o.oid AND NOT t.tgisinternal \
+UNION ALL SELECT o.name, 'rule', r.rulename::text FROM ours o \
+    JOIN pg_rewrite r ON r.ev_class = o.oid \
+UNION ALL SELECT o.name, 'row-level security', '' FROM ours o WHERE o.relrowsecurity \
+UNION ALL SELECT o.name, 'relation kind', o.relkind::text FROM ours o WHERE o.relkind <> 'r' \
+LIMIT 1";
+
+/// Refuses a database whose tables carry code or policies countersign's schema never makes
+/// (see [`FOREIGN_CODE`]), as the SQLite store refuses a trigger or a view (spec 1.3).
+pub(crate) fn check_no_foreign_code(client: &mut Client, url: &PgUrl) -> Result<(), PgError> {
+    let tables: Vec<&str> = OUR_TABLES.to_vec();
+    let found = client
+        .query_opt(FOREIGN_CODE, &[&tables])
+        .ctx(url, "look for triggers, rules and row-level security")?;
+    let Some(row) = found else {
+        return Ok(());
+    };
+    let (table, kind, name): (String, String, String) = (row.get(0), row.get(1), row.get(2));
+    let shown = |t: &str| crate::safetext::plain_line(t.as_bytes(), 120);
+    let what = match kind.as_str() {
+        "row-level security" => "row-level security turned on".to_string(),
+        "relation kind" => format!(
+            "a relation of kind '{}' where a table belongs",
+            shown(&name)
+        ),
+        _ => format!("a {kind} \"{}\"", shown(&name)),
+    };
+    Err(PgError::Unusable {
+        db: url.to_string(),
+        detail: format!(
+            "countersign's table {} has {what}; a trigger, a rule or row-level security could change what the runtime writes or what a reviewer reads with SQL nobody reviewed, so the database is refused: have its owner remove it",
+            shown(&table)
+        ),
+    })
+}
+
 /// How a database without countersign's schema gets one.
 const NEVER_CREATED: &str = "its schema was never created; create it with `countersign --db URL migrate` or `countersign copy` (the database's owner)";
 

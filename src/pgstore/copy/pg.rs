@@ -27,6 +27,8 @@ impl<'a> PgSide<'a> {
     /// A consistent snapshot of a database at this build's schema version.
     pub fn begin_source(client: &'a mut Client, url: &PgUrl) -> Result<PgSide<'a>, CopyError> {
         schema::check_version(client, url)?;
+        // Row-level security would hide rows from the copy, which would say it copied all.
+        schema::check_no_foreign_code(client, url)?;
         let tx = client
             .build_transaction()
             .isolation_level(postgres::IsolationLevel::RepeatableRead)

@@ -88,6 +88,9 @@ pub struct WorkReport {
     pub checks: u64,
     /// Runs this worker resumed.
     pub resumed: u64,
+    /// Resumes that failed (each try counts; a run tried again and resumed counts here and
+    /// in `resumed`).
+    pub failed: u64,
 }
 
 impl Driver {
@@ -186,6 +189,7 @@ impl Driver {
                         why: e.to_string(),
                     }),
                     Err(e) => {
+                        report.failed += 1;
                         failed.push(id.to_string());
                         emit(WorkEvent::Failed {
                             run_id: id.to_string(),
