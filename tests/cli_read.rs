@@ -645,6 +645,38 @@ fn an_approved_run_not_resumed_yet_is_not_called_damaged() {
     }
 }
 
+/// A RUNNING run whose lease has run out (its holder stopped renewing it: the process died?)
+/// says so in `show` (the lease line), `runs` (its status) and `--json` (`lease_expired`);
+/// one whose lease still runs does not (found from outside: a run left by a killed worker
+/// showed its dead lease as any other, a minute after it ran out).
+#[test]
+fn a_running_run_whose_lease_ran_out_says_so() {
+    let dir = tempdir();
+    for (base, expired) in [
+        ("2020-01-01T00:00:00Z", true),
+        ("2099-01-01T00:00:00Z", false),
+    ] {
+        let db = dir.path().join(format!("r{expired}.db"));
+        let m = fixture(&db, &["--scenario", "running", "--base-time", base]);
+        let run = s(&m, "/scenarios/running/runs/0/id");
+        let text = stdout(&cs(&db, &["show", run]));
+        assert!(
+            text.contains("lease   worker/abc123def456 until "),
+            "{text}"
+        );
+        assert_eq!(
+            text.contains(" (EXPIRED: its holder stopped renewing it"),
+            expired,
+            "{text}"
+        );
+        let list = stdout(&cs(&db, &["runs"]));
+        assert_eq!(list.contains("RUNNING (lease expired)"), expired, "{list}");
+        let doc: serde_json::Value =
+            serde_json::from_str(&stdout(&cs(&db, &["show", run, "--json"]))).unwrap();
+        assert_eq!(doc["run"].get("lease_expired").is_some(), expired, "{doc}");
+    }
+}
+
 /// A model call dispatched with no recorded outcome (its process killed mid-call) is in none of
 /// the run's totals: `show` says how many there are, `--json` as `model_calls_unrecorded`
 /// (found from outside: `model 1 call(s)` after two requests).

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use countersign::runtime::agent::{self, ScriptedAgent};
-use countersign::runtime::driver::{Config, Driver, INTERRUPTED_NOTICE};
+use countersign::runtime::driver::{Config, Driver, INTERRUPTED_NOTICE, WorkOptions};
 use countersign::runtime::policy::DefaultPolicy;
 use countersign::runtime::store::Store;
 use countersign::runtime::tools::{FnTool, SideEffect, ToolOutput};
@@ -252,7 +252,9 @@ fn resume_concurrent_resume_executes_once() {
     verify(&db.path);
 }
 
-fn crashed_run(db: &Db, count: &Path) -> countersign::runtime::types::Approval {
+/// Starts `crash-run` in a child process whose `write` tool hangs, and SIGKILLs the child while
+/// the tool runs: the run is left RUNNING under the dead process's 600 ms lease.
+fn kill_mid_tool(db: &Db, count: &Path) {
     let path = db.path.to_string_lossy().into_owned();
     let cnt = count.to_string_lossy().into_owned();
     let mut k = child(
@@ -281,6 +283,10 @@ fn crashed_run(db: &Db, count: &Path) -> countersign::runtime::types::Approval {
         "the dead process left the run RUNNING"
     );
     assert!(run.lease_owner.starts_with("doomed/"));
+}
+
+fn crashed_run(db: &Db, count: &Path) -> countersign::runtime::types::Approval {
+    kill_mid_tool(db, count);
     // Wait out the dead owner's short lease.
     while db.store.get_run("crash-run").unwrap().lease_expires_at
         > countersign::runtime::types::Timestamp::now()
@@ -323,6 +329,53 @@ fn crashed_run(db: &Db, count: &Path) -> countersign::runtime::types::Approval {
         ]
     );
     a
+}
+
+/// A worker takes over a run whose process died mid-tool once the dead holder's lease runs
+/// out, though nothing commits after the death to wake it: the run pauses for an operator
+/// (`interrupted_side_effect`) and the call does not run again (found from outside, with the
+/// binary's worker on PostgreSQL: such a run stayed RUNNING under a dead lease for good, and
+/// no worker touched it).
+#[test]
+fn worker_takes_over_a_run_whose_holder_died_once_its_lease_runs_out() {
+    let db = db();
+    let count = db.dir.path().join("count.txt");
+    kill_mid_tool(&db, &count);
+    let tools = registry(vec![counting_tool(
+        "write",
+        SideEffect::LocalMutation,
+        count.clone(),
+        false,
+    )]);
+    let d = driver2(
+        &db.store,
+        tools,
+        Arc::new(DefaultPolicy),
+        ScriptedAgent::new([agent::complete("")]),
+    );
+    let opts = WorkOptions::default();
+    let stop = opts.stop.clone();
+    let rt = rt();
+    let worker = rt.spawn(async move { d.work(opts).await });
+    // Bounded wait for the takeover (the lease runs out 600 ms after the tool started).
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while db.store.get_run("crash-run").unwrap().status != RunStatus::WaitingForApproval {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the worker never took the run over"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let report = rt.block_on(worker).unwrap().unwrap();
+    assert_eq!(report.resumed, 1, "{report:?}");
+    assert_eq!(lines(&count).len(), 1, "nothing ran again");
+    assert_eq!(
+        latest_approval(&db.store, "crash-run").kind,
+        "interrupted_side_effect"
+    );
+    assert!(types(&db.store, "crash-run").contains(&"lease.taken_over".to_string()));
+    verify(&db.path);
 }
 
 #[test]

@@ -81,7 +81,7 @@ pub enum Command {
     Resume(ResumeArgs),
     /// Ask the policy again, read-only, about a run's waiting calls; exit 1 if it now differs.
     Recheck(RecheckArgs),
-    /// Resume the example consumer's runs as soon as they are decided, until stopped.
+    /// Resume the example consumer's runs as soon as they are decided, and those whose process died, until stopped.
     Worker(WorkerArgs),
     #[cfg_attr(
         feature = "postgres",

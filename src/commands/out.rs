@@ -162,6 +162,9 @@ pub fn summary_json(r: &Run, pending_approval_id: &[u8]) -> Value {
     if !r.lease_owner.is_empty() {
         m.insert("lease_owner".into(), json!(r.lease_owner));
         time_field(&mut m, "lease_expires_at", &r.lease_expires_at);
+        if super::text::lease_ran_out(r) {
+            m.insert("lease_expired".into(), json!(true));
+        }
     }
     text_field(&mut m, "decode_error", &r.decode_error);
     Value::Object(m)

@@ -6,7 +6,9 @@ use super::CommandError;
 use super::cli::RunsArgs;
 use super::open::{Reading, fail};
 use super::out::{JsonArray, Out, Raws, summary_json};
-use super::text::{clean, col, col_dash, count_cell, ident_col, ident_dash, stamp, table};
+use super::text::{
+    clean, col, col_dash, count_cell, ident_col, ident_dash, lease_ran_out, stamp, table,
+};
 use crate::runtime::store::RunStore;
 use crate::runtime::types::{Run, RunStatus};
 
@@ -95,7 +97,11 @@ pub(crate) fn list<S: RunStore>(
                 .map(|r| {
                     vec![
                         ident_col(&r.raw_invalid, "id", &r.id, 64),
-                        clean(r.status.as_str(), 32),
+                        if lease_ran_out(r) {
+                            format!("{} (lease expired)", clean(r.status.as_str(), 32))
+                        } else {
+                            clean(r.status.as_str(), 32)
+                        },
                         col_dash(&r.raw_invalid, "reason", &r.reason, 32),
                         count_cell(r, "step_count", r.step_count),
                         stamp(&r.created_at),

@@ -11,7 +11,7 @@ use super::cli::PageArgsWithRun;
 use super::open::{Reading, fail};
 use super::out::{JsonArray, Out, Raws, approval_json, summary_json, text_field};
 use super::run_reads::RunReads;
-use super::text::{clean, col, count_cell, dash, ident, ident_col, stamp, table};
+use super::text::{clean, col, count_cell, dash, ident, ident_col, lease_ran_out, stamp, table};
 use crate::runtime::types::{Approval, ApprovalStatus, Run, Step};
 
 const PAGE: i64 = 500;
@@ -202,9 +202,14 @@ fn header(r: &Run, unrecorded: i64, out: &mut Out) -> Result<(), CommandError> {
     }
     if !r.lease_owner.is_empty() {
         out.line(&format!(
-            "lease   {} until {}",
+            "lease   {} until {}{}",
             col(&r.raw_invalid, "lease_owner", &r.lease_owner, 200),
-            stamp(&r.lease_expires_at)
+            stamp(&r.lease_expires_at),
+            if lease_ran_out(r) {
+                " (EXPIRED: its holder stopped renewing it, the process died?; a worker or `resume` takes the run over)"
+            } else {
+                ""
+            }
         ))?;
     }
     if !r.decode_error.is_empty() {

@@ -99,6 +99,15 @@ pub fn dash(text: &str, max: usize) -> String {
     }
 }
 
+/// Whether a RUNNING run's lease has run out by this machine's clock: its holder stopped
+/// renewing it (the process died?), and a worker or `resume` takes the run over.
+pub fn lease_ran_out(r: &crate::runtime::types::Run) -> bool {
+    r.status == crate::runtime::types::RunStatus::Running
+        && !r.lease_owner.is_empty()
+        && !r.lease_expires_at.is_zero()
+        && r.lease_expires_at.sub(&Timestamp::now()) < 0
+}
+
 /// Local time as `2006-01-02 15:04:05 -0700` (`-` for the zero time).
 pub fn stamp(ts: &Timestamp) -> String {
     stamp_with(ts, false)

@@ -20,9 +20,9 @@ use super::stmts::Cached;
 use super::{PgError, PgStore, PgUrl};
 use crate::runtime::json::gojson;
 use crate::runtime::store::{
-    APPROVAL_COLUMNS, NewApproval, NewModelCall, NewRun, ResumableRun, RunTx, STEP_COLUMNS,
-    StepUpdate, StoreError, approval_from_values, resumable_sql, run_created, spec_of,
-    step_from_values,
+    APPROVAL_COLUMNS, LeasedRun, NewApproval, NewModelCall, NewRun, ResumableRun, RunTx,
+    STEP_COLUMNS, StepUpdate, StoreError, approval_from_values, leased_sql, resumable_sql,
+    run_created, spec_of, step_from_values,
 };
 use crate::runtime::types::ToolSpec;
 use crate::runtime::types::{Approval, Key, RunStatus, Said, Step, StepStatus, Timestamp};
@@ -386,6 +386,21 @@ impl PgStore {
             .map(|r| ResumableRun {
                 id: Key::new(r.try_get::<_, String>(0).unwrap_or_default().as_bytes()),
                 status: RunStatus::parse(&r.try_get::<_, String>(1).unwrap_or_default()),
+            })
+            .collect())
+    }
+
+    /// At most `limit` RUNNING runs that hold a lease, oldest first (as SQLite's).
+    pub fn leased_runs(&self, limit: u32) -> Result<Vec<LeasedRun>, StoreError> {
+        let rows = self
+            .lock()
+            .query(&leased_sql("ord", "$1"), &[&i64::from(limit)])
+            .at(&self.url, "leased runs")?;
+        Ok(rows
+            .iter()
+            .map(|r| LeasedRun {
+                id: Key::new(r.try_get::<_, String>(0).unwrap_or_default().as_bytes()),
+                lease_expires_at: r.try_get::<_, String>(1).unwrap_or_default(),
             })
             .collect())
     }

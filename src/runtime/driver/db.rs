@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::runtime::store::{
-    Failing, LeaseHandle, NewApproval, NewModelCall, NewRun, ResumableRun, RunStore, RunTx,
-    StepFailure, StepUpdate, Store, StoreError, Transition, Tx, tx_writes,
+    Failing, LeaseHandle, LeasedRun, NewApproval, NewModelCall, NewRun, ResumableRun, RunStore,
+    RunTx, StepFailure, StepUpdate, Store, StoreError, Transition, Tx, tx_writes,
 };
 use crate::runtime::types::{Approval, Event, Run, RunStatus, Step, StepStatus, Timestamp};
 
@@ -277,6 +277,11 @@ impl RunDb {
     /// At most `limit` runs a worker may resume now, oldest first.
     pub(crate) fn resumable_runs(&self, limit: u32) -> Result<Vec<ResumableRun>, StoreError> {
         on_db!(self, s => s.resumable_runs(limit))
+    }
+
+    /// At most `limit` RUNNING runs that hold a lease, oldest first.
+    pub(crate) fn leased_runs(&self, limit: u32) -> Result<Vec<LeasedRun>, StoreError> {
+        on_db!(self, s => s.leased_runs(limit))
     }
 
     /// A number that changes when another connection commits (the worker's wake-up).

@@ -5,6 +5,8 @@
 //! resume is an ordinary [`Driver::resume`], whose lease and compare-and-set transactions make
 //! several workers (and consoles) on one database execute each approved request exactly once:
 //! the loser of a race gets agentrt's `ErrRunState`/`ErrRunLeased` and moves on.
+//! It also takes over a RUNNING run whose lease has run out (the process holding it died),
+//! as `resume` does, waking when the soonest lease it saw runs out: a death commits nothing.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -12,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use super::{Driver, RuntimeError, blocking};
-use crate::runtime::types::{Key, Run};
+use crate::runtime::types::{Key, Run, Timestamp};
 
 /// At most this many runs are read per scan (the rest come with the next one).
 pub const SCAN_LIMIT: u32 = 1000;
@@ -22,6 +24,10 @@ pub const RETRY_FIRST: Duration = Duration::from_secs(1);
 
 /// The longest wait between two tries of a failed resume.
 pub const RETRY_MOST: Duration = Duration::from_secs(30);
+
+/// How long after a lease runs out the worker looks again (a lease is expired only once its
+/// time has passed).
+pub const LEASE_MARGIN: Duration = Duration::from_millis(50);
 
 /// What the worker did, as it happens.
 #[derive(Debug, Clone)]
@@ -123,8 +129,11 @@ impl Driver {
     /// never ends the worker. The run is tried again by its id, also when the failure left it
     /// RUNNING under this worker's lease (the database failed while its call was in flight),
     /// which no scan for decided runs would find: the resume then reconciles the call in
-    /// flight as agentrt does (its outcome unknown, a person is asked). Errors are the
-    /// store's, reading the version or the candidates.
+    /// flight as agentrt does (its outcome unknown, a person is asked). A RUNNING run whose
+    /// lease has run out (its holder died or stopped renewing it) is taken over the same way,
+    /// as `resume` takes it over; the worker wakes when the soonest lease runs out, since no
+    /// commit says a holder died. Errors are the store's, reading the version or the
+    /// candidates.
     pub async fn work(&self, opts: WorkOptions) -> Result<WorkReport, RuntimeError> {
         let mut report = WorkReport::default();
         let emit = |e: WorkEvent| {
@@ -142,6 +151,8 @@ impl Driver {
         // Runs whose last resume failed, tried again by id; when, and the next wait.
         let mut failed: Vec<String> = Vec::new();
         let mut retry_at: Option<std::time::Instant>;
+        // When the soonest lease still running runs out: nothing commits when its holder dies.
+        let mut lease_wake: Option<std::time::Instant>;
         let mut backoff = RETRY_FIRST;
         loop {
             if opts.stop.load(Ordering::SeqCst) {
@@ -153,8 +164,16 @@ impl Driver {
             emit(WorkEvent::Scanned {
                 candidates: found.len(),
             });
-            // The failed ones the scan does not list again (left RUNNING) come after it.
-            let listed: Vec<Key> = found.iter().map(|c| c.id.clone()).collect();
+            // Then the RUNNING runs whose lease ran out, and the failed ones neither lists
+            // (left RUNNING under this worker's lease).
+            let (expired, wake) = self.expired_leases().await?;
+            lease_wake = wake;
+            let mut listed: Vec<Key> = found.iter().map(|c| c.id.clone()).collect();
+            for id in expired {
+                if !listed.contains(&id) {
+                    listed.push(id);
+                }
+            }
             let again = std::mem::take(&mut failed)
                 .into_iter()
                 .map(|id| Key::new(id.as_bytes()))
@@ -217,12 +236,46 @@ impl Driver {
                     last = now;
                     break;
                 }
-                if retry_at.is_some_and(|t| std::time::Instant::now() >= t) {
+                let due = |t: Option<std::time::Instant>| {
+                    t.is_some_and(|t| std::time::Instant::now() >= t)
+                };
+                if due(retry_at) || due(lease_wake) {
                     break;
                 }
                 idle += 1;
             }
         }
+    }
+
+    /// The RUNNING runs whose lease has run out by the time leases are judged by (this
+    /// process's lease clock on SQLite, the server's on PostgreSQL), and when the soonest one
+    /// still running runs out (plus [`LEASE_MARGIN`]). An expiry that does not parse is
+    /// neither: `resume` is the way to such a run.
+    async fn expired_leases(&self) -> Result<(Vec<Key>, Option<std::time::Instant>), RuntimeError> {
+        let store = self.inner.store.clone();
+        let local = self.inner.lease_now();
+        let (leased, now) = blocking(move || {
+            Ok::<_, crate::runtime::store::StoreError>((
+                store.leased_runs(SCAN_LIMIT)?,
+                store.lease_now(local)?,
+            ))
+        })
+        .await??;
+        let mut expired = Vec::new();
+        let mut soonest: Option<i64> = None;
+        for l in leased {
+            let Ok(at) = Timestamp::parse(&l.lease_expires_at) else {
+                continue;
+            };
+            match at.sub(&now) {
+                left if left < 0 => expired.push(l.id),
+                left => soonest = Some(soonest.map_or(left, |s| s.min(left))),
+            }
+        }
+        let wake = soonest.map(|ns| {
+            std::time::Instant::now() + Duration::from_nanos(ns.unsigned_abs()) + LEASE_MARGIN
+        });
+        Ok((expired, wake))
     }
 
     async fn data_version(&self) -> Result<i64, RuntimeError> {

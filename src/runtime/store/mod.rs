@@ -97,9 +97,9 @@ pub(crate) use queue_order::{
 pub use reads::ProxyCall;
 #[cfg(feature = "postgres")]
 pub(crate) use reads::spec_of;
-pub use resumable::ResumableRun;
+pub use resumable::{LeasedRun, ResumableRun};
 #[cfg(feature = "postgres")]
-pub(crate) use resumable::resumable_sql;
+pub(crate) use resumable::{leased_sql, resumable_sql};
 #[cfg(feature = "postgres")]
 pub(crate) use rows::{
     APPROVAL_COLUMNS, RUN_COLUMNS, STEP_COLUMNS, approval_from_values, run_from_values,

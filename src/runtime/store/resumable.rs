@@ -1,7 +1,8 @@
 //! The runs a worker may resume now (issue 15 item 6): WAITING runs whose awaiting step's
 //! latest approval is granted (spec 4.9: only the latest approval of a step can be a grant),
 //! and INTERRUPTED runs (a denial with feedback hands the run back to its program so; spec 8.3).
-//! One read transaction, oldest run first, bounded by `limit`.
+//! One read transaction, oldest run first, bounded by `limit`. Also the RUNNING runs that hold
+//! a lease, which a worker takes over when the lease runs out (their holder died).
 
 use rusqlite::params;
 
@@ -33,7 +34,59 @@ pub(crate) fn resumable_sql(key: &str, limit: &str) -> String {
     )
 }
 
+/// A RUNNING run that holds a lease, and the lease's expiry as stored: a worker takes the run
+/// over once that time has passed (its holder died or stopped renewing), as `resume` does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeasedRun {
+    /// The run's id as stored.
+    pub id: Key,
+    /// `lease_expires_at` as stored (the reader judges it; an unreadable one is no expiry).
+    pub lease_expires_at: String,
+}
+
+/// The leased RUNNING runs' query, for both databases as [`resumable_sql`].
+pub(crate) fn leased_sql(key: &str, limit: &str) -> String {
+    format!(
+        "SELECT r.id, r.lease_expires_at FROM runs r \
+         WHERE r.status = 'RUNNING' AND r.lease_owner <> '' ORDER BY r.{key} LIMIT {limit}"
+    )
+}
+
+/// A run id as SQLite stored it (text or a blob), by its bytes.
+fn stored_key(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Key> {
+    Ok(Key::new(match r.get_ref(i)? {
+        rusqlite::types::ValueRef::Text(b) | rusqlite::types::ValueRef::Blob(b) => b.to_vec(),
+        _ => Vec::new(),
+    }))
+}
+
+/// A text column, lossily (a status or a time: compared, never shown).
+fn stored_text(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<String> {
+    Ok(match r.get_ref(i)? {
+        rusqlite::types::ValueRef::Text(b) => String::from_utf8_lossy(b).into_owned(),
+        _ => String::new(),
+    })
+}
+
 impl Store {
+    /// At most `limit` RUNNING runs that hold a lease, oldest first.
+    pub fn leased_runs(&self, limit: u32) -> Result<Vec<LeasedRun>, StoreError> {
+        self.read(|conn| {
+            let mut st = conn
+                .prepare_cached(&leased_sql("rowid", "?"))
+                .ctx("leased runs")?;
+            let rows = st
+                .query_map(params![limit], |r| {
+                    Ok(LeasedRun {
+                        id: stored_key(r, 0)?,
+                        lease_expires_at: stored_text(r, 1)?,
+                    })
+                })
+                .ctx("leased runs")?;
+            rows.map(|row| row.ctx("leased runs")).collect()
+        })
+    }
+
     /// At most `limit` runs a worker may resume now, oldest first.
     pub fn resumable_runs(&self, limit: u32) -> Result<Vec<ResumableRun>, StoreError> {
         self.read(|conn| {
@@ -42,31 +95,13 @@ impl Store {
                 .ctx("resumable runs")?;
             let rows = st
                 .query_map(params![limit], |r| {
-                    let id: Vec<u8> = match r.get_ref(0)? {
-                        rusqlite::types::ValueRef::Text(b) | rusqlite::types::ValueRef::Blob(b) => {
-                            b.to_vec()
-                        }
-                        _ => Vec::new(),
-                    };
-                    let text = |i: usize| -> rusqlite::Result<String> {
-                        Ok(match r.get_ref(i)? {
-                            rusqlite::types::ValueRef::Text(b) => {
-                                String::from_utf8_lossy(b).into_owned()
-                            }
-                            _ => String::new(),
-                        })
-                    };
                     Ok(ResumableRun {
-                        id: Key::new(id),
-                        status: RunStatus::parse(&text(1)?),
+                        id: stored_key(r, 0)?,
+                        status: RunStatus::parse(&stored_text(r, 1)?),
                     })
                 })
                 .ctx("resumable runs")?;
-            let mut out = Vec::new();
-            for row in rows {
-                out.push(row.ctx("resumable runs")?);
-            }
-            Ok(out)
+            rows.map(|row| row.ctx("resumable runs")).collect()
         })
     }
 }
