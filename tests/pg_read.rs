@@ -219,3 +219,79 @@ fn pg_watch_announces_an_approval_once_its_request_is_chained() {
     assert!(out.contains("newapproval000000000000000000001"), "{out}");
     assert_eq!(out.lines().count(), 1, "{out}");
 }
+
+/// A `watch` already running on a database announces the pending approvals a `copy` brings
+/// into it at the copy's commit, as it announces those the runtime writes (found from outside:
+/// a copy sent no notification, so a watch learnt of them only at its 30 s read, and a paging
+/// tool's 12 s `watch` announced none).
+#[test]
+fn pg_watch_announces_the_pending_approvals_a_copy_brings() {
+    let d = tempfile::tempdir().unwrap();
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    countersign::pgstore::PgStore::open(&db.pg_url()).expect("migrate");
+    let (sqlite, _) = console_support::fixture(d.path(), "q", "queue", &[]);
+    let pending: i64 = rusqlite::Connection::open(&sqlite)
+        .unwrap()
+        .query_row(
+            "SELECT count(*) FROM approvals WHERE status = 'pending'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(pending >= 2, "the queue scenario has pending approvals");
+    let mut child = support::bin::on(&db.url)
+        .args(["watch", "--json", "--count", &pending.to_string()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The watch has read where the chain stood and waits: after its listening connection ran
+    // LISTEN, its reading connection committed a read (of the approvals after that point) and
+    // is idle.
+    let mut c = db.client();
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let waiting: i64 = c
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity r, pg_stat_activity l \
+                 WHERE r.datname = current_database() AND l.datname = current_database() \
+                 AND l.state = 'idle' AND l.query = 'LISTEN countersign_events' \
+                 AND r.state = 'idle' AND r.query = 'COMMIT' AND r.query_start > l.query_start",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        if waiting > 0 {
+            break;
+        }
+        if std::time::Instant::now() >= until {
+            let rows = c
+                .query(
+                    "SELECT state, left(query, 120) FROM pg_stat_activity WHERE datname = current_database()",
+                    &[],
+                )
+                .unwrap();
+            let seen: Vec<(Option<String>, Option<String>)> =
+                rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+            panic!("the watch never started: {seen:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    copy(&Endpoint::Sqlite(sqlite), &Endpoint::Pg(db.pg_url())).expect("copy");
+    // Without a notification the watch reads again only every 30 s; the copy's notification
+    // wakes it at once. 10 s tells the two apart with room for a loaded machine.
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while child.try_wait().unwrap().is_none() && std::time::Instant::now() < until {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    if child.try_wait().unwrap().is_none() {
+        let _ = child.kill();
+        panic!("the watch did not announce the approvals the copy brought");
+    }
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    let lines = String::from_utf8(o.stdout).unwrap();
+    assert_eq!(lines.lines().count() as i64, pending, "{lines}");
+}

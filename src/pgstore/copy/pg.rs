@@ -274,6 +274,15 @@ impl Target for PgSide<'_> {
                 &[&head_seq, &head_hash],
             )
             .ctx(&self.url, "copy: chain head")?;
+        // The rows arrive chained, as the sequencer's batches do: say so as it says so, at the
+        // commit, so a `watch` or a worker already listening reads them (found from outside:
+        // a running `watch` announced none of the pending approvals a copy brought).
+        self.tx
+            .execute(
+                "SELECT pg_notify($1, $2)",
+                &[&crate::pgstore::CHANNEL, &head_seq.to_string()],
+            )
+            .ctx(&self.url, "copy: notify")?;
         Ok(())
     }
 }
