@@ -315,6 +315,46 @@ fn events_text_shows_an_unreadable_at_as_stored() {
     assert!(!out.contains('\r'), "{out:?}");
 }
 
+/// A negative counter, which no runtime writes, is shown with that said in `show` and `runs`,
+/// not as a real value (found from outside: `steps -5` and `estimated -$0.0000`).
+#[test]
+fn a_negative_counter_is_said_to_be_impossible() {
+    let dir = tempdir();
+    let db = dir.path().join("n.db");
+    fixture(&db, &FIXED);
+    let c = rusqlite::Connection::open(&db).unwrap();
+    let run: String = c
+        .query_row(
+            "SELECT id FROM runs WHERE model_calls > 0 ORDER BY rowid LIMIT 1",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(!stdout(&cs(&db, &["show", &run])).contains("negative"));
+    c.execute(
+        "UPDATE runs SET step_count = -5, model_calls = -3, estimated_cost_micros = -1 \
+         WHERE id = ?1",
+        [&run],
+    )
+    .unwrap();
+    drop(c);
+    let out = stdout(&cs(&db, &["show", &run]));
+    assert!(
+        out.contains("steps   -5 (negative: a damaged row?)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("model   -3 (negative: a damaged row?) call(s)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("estimated -$0.0000 (negative: a damaged row?)"),
+        "{out}"
+    );
+    let list = stdout(&cs(&db, &["runs"]));
+    assert!(list.contains("-5 (negative: a damaged row?)"), "{list}");
+}
+
 /// `show` prints `?` for a counter that is not an integer, as `runs` does, not the 0 it was
 /// read as (found from outside: `steps 0` and `estimated $0.0000` read as real values).
 #[test]

@@ -11,7 +11,9 @@ use super::cli::PageArgsWithRun;
 use super::open::{Reading, fail};
 use super::out::{JsonArray, Out, Raws, approval_json, summary_json, text_field};
 use super::run_reads::RunReads;
-use super::text::{clean, col, count_cell, dash, ident, ident_col, lease_ran_out, stamp, table};
+use super::text::{
+    clean, col, count_cell, dash, ident, ident_col, lease_ran_out, negative_said, stamp, table,
+};
 use crate::runtime::types::{Approval, ApprovalStatus, Run, Step};
 
 const PAGE: i64 = 500;
@@ -186,7 +188,10 @@ fn header(r: &Run, unrecorded: i64, out: &mut Out) -> Result<(), CommandError> {
         let cost = if r.unread("estimated_cost_micros") {
             "?".to_string()
         } else {
-            crate::runtime::types::dollars(r.estimated_cost_micros)
+            negative_said(
+                r.estimated_cost_micros,
+                crate::runtime::types::dollars(r.estimated_cost_micros),
+            )
         };
         out.line(&format!(
             "model   {} call(s), {} in, {} out, estimated {cost}",

@@ -208,12 +208,22 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
 
 /// A run's counter as a cell: the number, or `?` when the stored value is not an integer (it
 /// is not shown as the 0 it was read as; `show RUN` names the column, `--json` in
-/// `decode_error`).
+/// `decode_error`). A negative one, which no runtime writes (agentrt's totals only grow from
+/// 0), is shown with that said.
 pub fn count_cell(r: &crate::runtime::types::Run, column: &str, n: i64) -> String {
     if r.unread(column) {
         "?".to_string()
     } else {
-        n.to_string()
+        negative_said(n, n.to_string())
+    }
+}
+
+/// `shown`, followed by ` (negative: a damaged row?)` when `n` is below 0.
+pub fn negative_said(n: i64, shown: String) -> String {
+    if n < 0 {
+        format!("{shown} (negative: a damaged row?)")
+    } else {
+        shown
     }
 }
 
