@@ -1134,6 +1134,39 @@ fn pg_a_trigger_rule_or_row_security_on_our_tables_is_refused() {
         assert!(copy(&Endpoint::Pg(db.pg_url()), &Endpoint::Sqlite(back)).is_err());
         c.batch_execute(drop).unwrap();
     }
+    // The names are resolved as the statements resolve them, through the search path: an
+    // empty schema before `public` does not hide a trigger on `public.approvals`, and a
+    // look-alike `approvals` in it (which the statements would use) is refused (found from
+    // outside: a schema named after the login turned the check off, and a look-alike table of
+    // approvals "approved by mallory" had workers pay refunds nobody approved).
+    c.batch_execute(
+        "CREATE SCHEMA shadow; \
+         DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET search_path = shadow, public', \
+         current_database()); END $$; \
+         CREATE TRIGGER flip BEFORE UPDATE ON public.approvals FOR EACH ROW EXECUTE FUNCTION flip()",
+    )
+    .unwrap();
+    let o = cli(&reject);
+    assert_eq!(o.status.code(), Some(1), "{}", said(&o));
+    assert!(
+        said(&o).contains("countersign's table approvals has a trigger \"flip\""),
+        "{}",
+        said(&o)
+    );
+    c.batch_execute(
+        "DROP TRIGGER flip ON public.approvals; \
+         CREATE TABLE shadow.approvals AS SELECT * FROM public.approvals; \
+         UPDATE shadow.approvals SET status = 'approved', decided_by = 'mallory'",
+    )
+    .unwrap();
+    let o = cli(&["--db", &db.url, "runs"]);
+    assert_eq!(o.status.code(), Some(1), "{}", said(&o));
+    assert!(
+        said(&o).contains("finds countersign's table approvals in the schema shadow"),
+        "{}",
+        said(&o)
+    );
+    c.batch_execute("DROP TABLE shadow.approvals").unwrap();
     let o = cli(&reject);
     assert_eq!(o.status.code(), Some(0), "{}", said(&o));
     assert_eq!(status(&mut c), "rejected");

@@ -314,20 +314,27 @@ const OUR_TABLES: [&str; 10] = [
     "countersign_schema",
 ];
 
-/// The first trigger, rule or row-level security on one of countersign's tables (in the
-/// current schema), or one of those names that is not a plain table: what the schema never
-/// makes. Each would run SQL nobody reviewed inside the runtime's statements (a trigger that
-/// turns a `rejected` into `approved`, found from outside) or hide rows from a reviewer.
+/// The first trigger, rule or row-level security on one of countersign's tables, or one of
+/// their names that is not a plain table or not in the schema the others are in: what the
+/// schema never makes. Each name is resolved as the runtime's statements resolve it (through
+/// the search path: a table of that name in an earlier schema is the one they use). A trigger
+/// or rule runs SQL nobody reviewed inside the runtime's statements (a trigger that turns a
+/// `rejected` into `approved`, found from outside), row-level security hides rows from a
+/// reviewer, and a look-alike table in another schema splits the tables the runtime reads.
+/// The catalog is named with its schema: a search path may put another schema before it.
 const FOREIGN_CODE: &str = "\
 WITH ours AS ( \
-    SELECT c.oid, c.relname::text AS name, c.relkind, c.relrowsecurity FROM pg_class c \
-    WHERE c.relname = ANY($1) AND c.relnamespace = current_schema()::regnamespace) \
+    SELECT c.oid, c.relname::text AS name, c.relkind, c.relrowsecurity, c.relnamespace \
+    FROM pg_catalog.unnest($1::text[]) AS n(name) JOIN pg_catalog.pg_class c ON c.oid = pg_catalog.to_regclass(n.name)) \
 SELECT o.name, 'trigger', t.tgname::text FROM ours o \
-    JOIN pg_trigger t ON t.tgrelid = o.oid AND NOT t.tgisinternal \
+    JOIN pg_catalog.pg_trigger t ON t.tgrelid = o.oid AND NOT t.tgisinternal \
 UNION ALL SELECT o.name, 'rule', r.rulename::text FROM ours o \
-    JOIN pg_rewrite r ON r.ev_class = o.oid \
+    JOIN pg_catalog.pg_rewrite r ON r.ev_class = o.oid \
 UNION ALL SELECT o.name, 'row-level security', '' FROM ours o WHERE o.relrowsecurity \
 UNION ALL SELECT o.name, 'relation kind', o.relkind::text FROM ours o WHERE o.relkind <> 'r' \
+UNION ALL SELECT o.name, 'schema', o.relnamespace::regnamespace::text FROM ours o \
+    WHERE o.relnamespace <> (SELECT c.relnamespace FROM pg_catalog.pg_class c \
+                             WHERE c.oid = pg_catalog.to_regclass('countersign_schema')) \
 LIMIT 1";
 
 /// Refuses a database whose tables carry code or policies countersign's schema never makes
@@ -348,6 +355,16 @@ pub(crate) fn check_no_foreign_code(client: &mut Client, url: &PgUrl) -> Result<
             "a relation of kind '{}' where a table belongs",
             shown(&name)
         ),
+        "schema" => {
+            return Err(PgError::Unusable {
+                db: url.to_string(),
+                detail: format!(
+                    "the search path finds countersign's table {} in the schema {}, apart from the others: a look-alike table would split what the runtime reads and writes, so the database is refused; countersign's tables must all be in one schema (drop the other, or set the login's search_path)",
+                    shown(&table),
+                    shown(&name)
+                ),
+            });
+        }
         _ => format!("a {kind} \"{}\"", shown(&name)),
     };
     Err(PgError::Unusable {
