@@ -293,3 +293,75 @@ fn recheck_exits_one_when_the_facts_shown_are_stale() {
     assert!(text.contains("policy now: deny: invalid_state"), "{text}");
     assert_eq!(std::fs::read(&db).unwrap(), before, "recheck wrote nothing");
 }
+
+/// A row set to approved without the decision's `approval.decided` event (by hand, by a
+/// trigger, in a look-alike table) runs nothing: `resume` and `worker --once` refuse it
+/// (exit 1, saying why), the run stays waiting and its tool does not start; decided through
+/// `approve`, the same call then runs (found from outside: workers paid refunds whose
+/// approvals had been set to approved in the table).
+#[test]
+fn an_approval_granted_outside_the_operator_runs_nothing() {
+    let dir = tempdir();
+    let db = demo(dir.path());
+    let store = Store::open_existing(&db, true).unwrap();
+    let run = waiting(&store)[0].clone();
+    let a = operator::pending_approval(&store, &run, None).unwrap();
+    let started = |store: &Store| {
+        store
+            .list_events_after(&run, 0, 10_000)
+            .unwrap()
+            .iter()
+            .filter(|e| e.kind == "step.tool_started")
+            .count()
+    };
+    let before = started(&store);
+    drop(store);
+    let c = rusqlite::Connection::open(&db).unwrap();
+    let set = |status: &str| {
+        c.execute(
+            "UPDATE approvals SET status = ?1, decided_by = 'mallory', decided_at = created_at \
+             WHERE id = ?2",
+            [status, &a.id],
+        )
+        .unwrap();
+    };
+    set("approved");
+    for args in [&["resume", &run][..], &["worker", "--once"]] {
+        let o = cs(&db, args);
+        let all = format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {all}");
+        assert!(
+            all.contains(
+                "is stored as approved, but no approval.decided event records a decision of it; nothing ran"
+            ),
+            "{args:?}: {all}"
+        );
+    }
+    let store = Store::open_existing(&db, true).unwrap();
+    assert_eq!(
+        store.get_run(&run).unwrap().status,
+        RunStatus::WaitingForApproval
+    );
+    assert_eq!(started(&store), before, "the tool did not start");
+    // Decided through the operator, the call runs.
+    set("pending");
+    let o = cs(&db, &["approve", &run, "--yes"]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let o = cs(&db, &["resume", &run]);
+    assert!(
+        o.status.code() == Some(0),
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(started(&store), before + 1);
+}

@@ -405,6 +405,30 @@ impl PgStore {
             .collect())
     }
 
+    /// The payloads of a run's `approval.decided` events: the chained ones in seq order, then
+    /// those still in the inbox in commit order (as SQLite's).
+    pub fn decision_payloads(&self, run_id: &[u8]) -> Result<Vec<String>, StoreError> {
+        let Some(id) = text_id(run_id) else {
+            return Ok(Vec::new());
+        };
+        let rows = self
+            .lock()
+            .query(
+                "SELECT payload_json FROM ( \
+                   SELECT 0 AS src, seq AS k, payload_json FROM events \
+                   WHERE run_id = $1 AND type = 'approval.decided' \
+                   UNION ALL \
+                   SELECT 1, id, payload_json FROM event_inbox \
+                   WHERE run_id = $1 AND type = 'approval.decided') AS d ORDER BY src, k",
+                &[&id],
+            )
+            .at(&self.url, "decision events")?;
+        Ok(rows
+            .iter()
+            .map(|r| r.try_get::<_, String>(0).unwrap_or_default())
+            .collect())
+    }
+
     /// The kind and payload of a run's first event, chained or still in the inbox.
     pub fn first_event(&self, run_id: &[u8]) -> Result<Option<(String, String)>, StoreError> {
         let Some(id) = text_id(run_id) else {

@@ -296,6 +296,11 @@ impl RunDb {
         }
     }
 
+    /// The payloads of the run's `approval.decided` events, oldest first.
+    pub(crate) fn decision_payloads(&self, run_id: &[u8]) -> Result<Vec<String>, StoreError> {
+        on_db!(self, s => s.decision_payloads(run_id))
+    }
+
     /// The kind and payload of the run's first event.
     pub(crate) fn first_event(
         &self,

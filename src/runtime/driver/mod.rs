@@ -91,6 +91,12 @@ pub enum RuntimeError {
     /// (agentrt's `ErrApprovalHash`); nothing ran. Holds why.
     #[error("agentrt: approval hash does not match its recorded request: {0}")]
     ApprovalHash(String),
+    /// A resume found a granted approval that no `approval.decided` event records as granted
+    /// by the name its row holds (a row changed by hand, by a trigger, or read from another
+    /// table than the runtime's); nothing ran. Holds why. Not agentrt's: the record a
+    /// decision leaves in its own transaction is the event, the row only its state.
+    #[error("agentrt: approval is not granted on record: {0}")]
+    GrantNotRecorded(String),
     /// A value the driver had to record would not encode as Go does. Inside a run the driver
     /// ends the run `internal_error` on it, so nothing more executes and the run is not left
     /// RUNNING.

@@ -95,6 +95,7 @@ pub(crate) fn resume_waiting(mut cx: RunCtx, defer: bool) -> Result<Attached, Ru
         )));
     }
     verify_hash(&a)?;
+    granted_on_record(&cx, &a)?;
     let req: ToolRequest = a.request.clone().unwrap_or_default();
     let Some(reg) = cx.inner.tools.get(&req.spec.name).cloned() else {
         return Err(RuntimeError::ApprovedToolNotRegistered(
@@ -260,4 +261,36 @@ impl RunCtx {
         });
         self.end_result(res)
     }
+}
+
+/// A grant runs only when the run's events record it: the last `approval.decided` event of the
+/// approval says `approved`, by the name the row holds. Deciding writes the row and that event
+/// in one transaction (spec 4.4 step 4), and the events are hash-chained while the row is not:
+/// a row approved with no such event was not decided through the runtime's operator (changed
+/// by hand, by a trigger, or read from a look-alike table; found from outside, where workers
+/// then paid refunds nobody approved). Nothing runs, and the run stays waiting.
+fn granted_on_record(cx: &RunCtx, a: &Approval) -> Result<(), RuntimeError> {
+    let payloads = cx.inner.store.decision_payloads(cx.run_id.as_bytes())?;
+    let last = payloads
+        .iter()
+        .rev()
+        .filter_map(|p| serde_json::from_str::<serde_json::Value>(p).ok())
+        .find(|v| v.get("approval_id").and_then(|x| x.as_str()) == Some(a.id.as_str()));
+    let why = match &last {
+        None => "no approval.decided event records a decision of it".to_string(),
+        Some(v) if v.get("status").and_then(|x| x.as_str()) != Some("approved") => format!(
+            "its last approval.decided event says {}",
+            v.get("status")
+                .map(|x| x.to_string())
+                .unwrap_or_else(|| "no status".into())
+        ),
+        Some(v) if v.get("by").and_then(|x| x.as_str()) != Some(a.decided_by.as_str()) => {
+            "its approval.decided event names another approver than its row".to_string()
+        }
+        Some(_) => return Ok(()),
+    };
+    Err(RuntimeError::GrantNotRecorded(format!(
+        "approval {} is stored as approved, but {why}; nothing ran",
+        a.id
+    )))
 }

@@ -286,4 +286,25 @@ impl Store {
     pub fn tool_spec(&self, hash: &str) -> Result<ToolSpec, StoreError> {
         self.read(|c| tool_spec(c, hash))
     }
+
+    /// The payloads of a run's `approval.decided` events, in seq order (text as stored; a
+    /// payload that is not UTF-8 is read lossily, and so matches no decision).
+    pub fn decision_payloads(&self, run_id: impl AsKey) -> Result<Vec<String>, StoreError> {
+        let run_id = key(&run_id);
+        self.read(|c| {
+            let mut st = c
+                .prepare_cached(
+                    "SELECT CAST(payload_json AS BLOB) FROM events \
+                     WHERE run_id = ?1 AND type = 'approval.decided' ORDER BY seq",
+                )
+                .ctx("decision events")?;
+            let rows = st
+                .query_map(params![run_id], |r| {
+                    let b: Option<Vec<u8>> = r.get(0)?;
+                    Ok(String::from_utf8_lossy(&b.unwrap_or_default()).into_owned())
+                })
+                .ctx("decision events")?;
+            rows.map(|r| r.ctx("decision events")).collect()
+        })
+    }
 }
