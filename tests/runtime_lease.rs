@@ -416,3 +416,77 @@ fn lease_heartbeat_stops_when_a_panic_unwinds_the_loop() {
     std::thread::sleep(std::time::Duration::from_millis(700));
     assert_eq!(read(), before, "nothing renewed the lease after the panic");
 }
+
+/// A loop stopped by a store error mid-step (the database locked past the store's busy
+/// timeout while the tool's outcome is written) keeps its lease until it runs out, and then
+/// another owner takes the run over: the call's outcome was never recorded, so a person is
+/// asked. Found from outside: the lease was given back, leaving a RUNNING run with no holder,
+/// which no worker took over and `show` did not flag.
+#[test]
+fn lease_a_loop_stopped_by_a_store_error_keeps_its_lease_until_it_runs_out() {
+    let db = db();
+    let marker = db.dir.path().join("started");
+    let m = marker.clone();
+    let t = FnTool::new(def("slow", SideEffect::LocalMutation, OBJ), move |_c| {
+        let m = m.clone();
+        Box::pin(async move {
+            std::fs::write(&m, b"x").unwrap();
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+            Ok(ToolOutput::default())
+        })
+    });
+    let mut cfg = config(
+        &db.store,
+        registry(vec![t]),
+        Arc::new(DefaultPolicy),
+        ScriptedAgent::new([agent::tool_call("slow", "{}"), agent::complete("")]),
+    );
+    cfg.lease_ttl = std::time::Duration::from_millis(1000);
+    let d = countersign::runtime::driver::Driver::new(cfg).unwrap();
+    let rtm = rt();
+    let h = rtm.spawn(async move { d.start_with_id("r", "g", limits()).await });
+    while !marker.exists() {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    // SQLite's write lock, held past the store's busy timeout (5 s) while the outcome is
+    // written (that write starts 0.5 s in and fails at about 5.5 s), then let go at 7.5 s,
+    // inside the busy timeout of what the loop does next on its way out.
+    let path = db.path.clone();
+    let holder = std::thread::spawn(move || {
+        let lock = rusqlite::Connection::open(&path).unwrap();
+        lock.execute_batch("BEGIN IMMEDIATE").unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(7500));
+        lock.execute_batch("ROLLBACK").unwrap();
+    });
+    let e = rtm
+        .block_on(h)
+        .unwrap()
+        .expect_err("the outcome's write could not take the lock");
+    holder.join().unwrap();
+    let run = db.store.get_run("r").unwrap();
+    assert_eq!(run.status, RunStatus::Running, "{e}");
+    assert!(
+        run.lease_owner.starts_with("test/"),
+        "the lease is kept: {:?} ({e})",
+        run.lease_owner
+    );
+    while db.store.get_run("r").unwrap().lease_expires_at
+        > countersign::runtime::types::Timestamp::now()
+    {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let (tools, calls) = echo_registry("slow", SideEffect::LocalMutation);
+    let d2 = driver2(
+        &db.store,
+        tools,
+        Arc::new(DefaultPolicy),
+        ScriptedAgent::new([agent::complete("")]),
+    );
+    let run = rtm.block_on(d2.resume("r")).unwrap();
+    assert_eq!(run.status, RunStatus::WaitingForApproval);
+    assert_eq!(
+        latest_approval(&db.store, "r").kind,
+        "interrupted_side_effect"
+    );
+    assert!(calls.lock().unwrap().is_empty(), "nothing ran again");
+}

@@ -71,7 +71,14 @@ pub(crate) async fn drive_from(
     let res = super::blocking(move || {
         let res = cx.fail_encoding(res);
         cx.lease.stop();
-        release(&cx.inner.store, &cx.run_id, &cx.inner.owner);
+        // A run that ended or paused gives its lease back. A loop stopped by an error (a
+        // store that failed mid-step) keeps it until it runs out: the run is left RUNNING,
+        // and a worker takes it over once the lease has run out (decision 0109). Given back,
+        // it was a RUNNING run with no holder, which nothing would ever come back for (found
+        // from outside). The same owner may resume it at once.
+        if matches!(res, Stop::Ended(_)) {
+            release(&cx.inner.store, &cx.run_id, &cx.inner.owner);
+        }
         res
     })
     .await?;
