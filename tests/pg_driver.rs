@@ -1569,3 +1569,78 @@ fn pg_observers_get_chained_events_after_the_sequencer_reconnects() {
         "handed on once chained again"
     );
 }
+
+/// On PostgreSQL, two resumes of one grant that the policy, asked again, no longer accepts ask
+/// one new question, not two (the second's pause finds the grant superseded: `ErrRunState`).
+/// Found from outside: three workers left two pending approvals for one step, and approving
+/// one of them did nothing.
+#[test]
+fn pg_two_resumes_of_a_grant_the_policy_no_longer_accepts_ask_one_question() {
+    use countersign::runtime::policy::{self, FnPolicy};
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    let store = pg(&db);
+    let asked = Arc::new(AtomicUsize::new(0));
+    let (a2, s2) = (asked.clone(), store.clone());
+    let policy = Arc::new(FnPolicy(
+        move |_r: &policy::PolicyRequest, _v: &policy::RunView| {
+            let n = a2.fetch_add(1, SeqCst);
+            let until = std::time::Instant::now() + Duration::from_secs(30);
+            let wait = |done: &dyn Fn() -> bool| {
+                while !done() && std::time::Instant::now() < until {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+            };
+            match n {
+                1 => wait(&|| a2.load(SeqCst) >= 3),
+                2 => wait(&|| s2.list_approvals(b"r").unwrap().len() >= 2),
+                _ => {}
+            }
+            policy::need_approval("ask", "asked", b"{}", format!(r#"{{"n":{n}}}"#).as_bytes())
+        },
+    ));
+    let (tools, calls) = echo_registry("push", SideEffect::RemoteMutation);
+    let config = |agent: Arc<ScriptedAgent>| {
+        let mut c = pg_config(&store, tools.clone(), agent);
+        c.policy = policy.clone();
+        c.ids = None;
+        Driver::new(c).unwrap()
+    };
+    let rtm = rt();
+    let d = config(push_agent());
+    let run = rtm.block_on(d.start_with_id("r", "g", limits())).unwrap();
+    assert_eq!(run.status, RunStatus::WaitingForApproval);
+    let a = operator::pending_approval(&*store, "r", None).unwrap();
+    operator::approve_shown(
+        &*store,
+        "r",
+        &a.id,
+        &a.hash,
+        "alice",
+        "ok",
+        Timestamp::now(),
+    )
+    .unwrap();
+    let (d1, d2) = (config(push_agent()), config(push_agent()));
+    let h1 = rtm.spawn(async move { d1.resume("r").await });
+    let h2 = rtm.spawn(async move { d2.resume("r").await });
+    let results = [rtm.block_on(h1).unwrap(), rtm.block_on(h2).unwrap()];
+    assert_eq!(asked.load(SeqCst), 3, "both resumes asked the policy");
+    let waiting = results
+        .iter()
+        .filter(|r| {
+            r.as_ref()
+                .is_ok_and(|run| run.status == RunStatus::WaitingForApproval)
+        })
+        .count();
+    let refused = results
+        .iter()
+        .filter(|r| r.as_ref().is_err_and(|e| e.is_run_state()))
+        .count();
+    assert_eq!((waiting, refused), (1, 1), "{results:?}");
+    let approvals = store.list_approvals(b"r").unwrap();
+    assert_eq!(approvals.len(), 2, "the grant and one new question");
+    assert!(calls.lock().unwrap().is_empty(), "nothing ran");
+}

@@ -861,3 +861,84 @@ fn resume_and_attach_leave_failed_and_cancelled_runs_terminal() {
     assert!(calls.lock().unwrap().is_empty());
     verify(&db.path);
 }
+
+/// Two resumes of one grant that the policy, asked again, no longer accepts ask one new
+/// question, not two: the pause of the one that comes second finds the grant is no longer its
+/// step's latest approval and is refused (`ErrRunState`), leaving one pending approval. Found
+/// from outside: three workers on PostgreSQL left two pending approvals for one step, and
+/// approving one of them did nothing.
+#[test]
+fn two_resumes_of_a_grant_the_policy_no_longer_accepts_ask_one_question() {
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    let db = db();
+    let asked = Arc::new(AtomicUsize::new(0));
+    let (a2, s2) = (asked.clone(), db.store.clone());
+    let policy = Arc::new(FnPolicy(
+        move |_r: &policy::PolicyRequest, _v: &policy::RunView| {
+            let n = a2.fetch_add(1, SeqCst);
+            let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+            let wait = |done: &dyn Fn() -> bool| {
+                while !done() && std::time::Instant::now() < until {
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+            };
+            match n {
+                // The first resume answers once the second is asking too: both read the grant
+                // before either pauses.
+                1 => wait(&|| a2.load(SeqCst) >= 3),
+                // The second answers once the first one's question is committed.
+                2 => wait(&|| s2.list_approvals("r").unwrap().len() >= 2),
+                _ => {}
+            }
+            policy::need_approval("ask", "asked", b"{}", format!(r#"{{"n":{n}}}"#).as_bytes())
+        },
+    ));
+    let (tools, calls) = echo_registry("push", SideEffect::RemoteMutation);
+    let d = driver(
+        &db.store,
+        tools.clone(),
+        policy.clone(),
+        ScriptedAgent::new([agent::tool_call("push", "{}")]),
+    );
+    assert_eq!(start_r(&d).status, RunStatus::WaitingForApproval);
+    let granted = latest_approval(&db.store, "r");
+    approve(&db.store, "r", &granted.id, "alice");
+    let d1 = driver2(
+        &db.store,
+        tools.clone(),
+        policy.clone(),
+        ScriptedAgent::new([agent::complete("")]),
+    );
+    let d2 = driver2(
+        &db.store,
+        tools,
+        policy,
+        ScriptedAgent::new([agent::complete("")]),
+    );
+    let rtm = rt();
+    let h1 = rtm.spawn(async move { d1.resume("r").await });
+    let h2 = rtm.spawn(async move { d2.resume("r").await });
+    let results = [rtm.block_on(h1).unwrap(), rtm.block_on(h2).unwrap()];
+    assert_eq!(asked.load(SeqCst), 3, "both resumes asked the policy");
+    let waiting = results
+        .iter()
+        .filter(|r| {
+            r.as_ref()
+                .is_ok_and(|run| run.status == RunStatus::WaitingForApproval)
+        })
+        .count();
+    let refused = results
+        .iter()
+        .filter(|r| r.as_ref().is_err_and(|e| e.is_run_state()))
+        .count();
+    assert_eq!((waiting, refused), (1, 1), "{results:?}");
+    let approvals = db.store.list_approvals("r").unwrap();
+    let pending: Vec<_> = approvals
+        .iter()
+        .filter(|a| a.status == countersign::runtime::types::ApprovalStatus::Pending)
+        .collect();
+    assert_eq!(approvals.len(), 2, "the grant and one new question");
+    assert_eq!(pending.len(), 1);
+    assert!(calls.lock().unwrap().is_empty(), "nothing ran");
+    verify(&db.path);
+}

@@ -232,6 +232,25 @@ impl RunTx for PgTx<'_> {
         approval_on(&mut self.tx, &self.url, run_id, approval_id)
     }
 
+    fn latest_approval_id(
+        &mut self,
+        run_id: &[u8],
+        step_id: &[u8],
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        let (Some(run), Some(step)) = (text_id(run_id), text_id(step_id)) else {
+            return Ok(None);
+        };
+        let row = self
+            .tx
+            .query_opt(
+                "SELECT id FROM approvals WHERE run_id = $1 AND step_id = $2 \
+                 ORDER BY ord DESC LIMIT 1",
+                &[&run, &step],
+            )
+            .at(&self.url, "latest approval")?;
+        Ok(row.map(|r| r.try_get::<_, String>(0).unwrap_or_default().into_bytes()))
+    }
+
     fn write_transition(&mut self, t: &Transition<'_>) -> Result<(), StoreError> {
         let id = text_id(t.run_id).ok_or_else(|| run_not_found(t.run_id))?;
         let (owner, expires) = t.lease_written();

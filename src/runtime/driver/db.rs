@@ -397,6 +397,14 @@ impl DbTx<'_, '_> {
         on_tx!(self, t => RunTx::get_step(&mut **t, step_id.as_bytes()))
     }
 
+    pub(crate) fn latest_approval_id(
+        &mut self,
+        run_id: &str,
+        step_id: &str,
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        on_tx!(self, t => RunTx::latest_approval_id(&mut **t, run_id.as_bytes(), step_id.as_bytes()))
+    }
+
     pub(crate) fn require_status(
         &mut self,
         run_id: &str,

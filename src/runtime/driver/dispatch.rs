@@ -187,6 +187,7 @@ impl RunCtx {
                     }
                 }
                 let pid = self.inner.policy_id.clone();
+                let superseded = grant.as_ref().map(|g| g.approval_id.clone());
                 let run = self.pause(
                     step_id,
                     &[from_step],
@@ -196,6 +197,7 @@ impl RunCtx {
                     policy_at,
                     &ev,
                     &pid,
+                    superseded.as_deref(),
                 )?;
                 Err(Stop::Ended(Box::new(run)))
             }
@@ -431,7 +433,10 @@ impl RunCtx {
         Ok(())
     }
 
-    /// Pauses the step on an approval (spec 4.3): one transaction.
+    /// Pauses the step on an approval (spec 4.3): one transaction. On a resume whose grant the
+    /// policy no longer accepts, `superseded` is that grant: the pause writes only while it is
+    /// still the step's latest approval, so two resumes of one grant (two workers, found from
+    /// outside on PostgreSQL) ask one new question, not two; the other gets `ErrRunState`.
     #[allow(clippy::too_many_arguments)]
     pub fn pause(
         &mut self,
@@ -443,6 +448,7 @@ impl RunCtx {
         policy_at: Timestamp,
         policy_ev: &[u8],
         policy_id: &str,
+        superseded: Option<&str>,
     ) -> StepResult<Run> {
         let now = self.inner.now();
         let aid = self.inner.id();
@@ -495,6 +501,18 @@ impl RunCtx {
                 lease_owner: Some(&owner),
                 lease_expires_at: Timestamp::ZERO,
             })?;
+            // After the writes above took their locks: another resume of this grant that
+            // committed first has added its own question.
+            if let Some(g) = superseded
+                && tx.latest_approval_id(&self.run_id, step_id)?.as_deref() != Some(g.as_bytes())
+            {
+                return Err(StoreError::RunState {
+                    detail: crate::runtime::types::Said::from("approval ")
+                        .id(g.as_bytes())
+                        .text(" is no longer its step's latest: another resume asked again"),
+                }
+                .into());
+            }
             tx.append(&self.run_id, step_id, &policy_at, "step.policy", policy_ev)?;
             tx.insert_approval(&NewApproval {
                 id: &aid,

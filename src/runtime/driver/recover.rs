@@ -384,6 +384,7 @@ impl RunCtx {
             at,
             &ev,
             "",
+            None,
         );
         match res {
             Ok(run) => Ok(Attached::Done(Box::new(run))),

@@ -123,6 +123,14 @@ pub trait RunTx: sealed::Sealed {
     /// One approval of a run, read inside the transaction.
     fn get_approval(&mut self, run_id: &[u8], approval_id: &[u8]) -> Result<Approval, StoreError>;
 
+    /// The id of a step's latest approval (by insertion order), read inside the transaction,
+    /// after the writes before it took their locks.
+    fn latest_approval_id(
+        &mut self,
+        run_id: &[u8],
+        step_id: &[u8],
+    ) -> Result<Option<Vec<u8>>, StoreError>;
+
     /// The update of a [`RunTx::transition`], once its `from` was checked.
     fn write_transition(&mut self, t: &Transition<'_>) -> Result<(), StoreError>;
 
@@ -360,6 +368,8 @@ impl RunTx for Tx<'_> {
         fn count_steps(run_id: &[u8]) -> Result<i64, StoreError>;
         fn get_step(step_id: &[u8]) -> Result<Step, StoreError>;
         fn get_approval(run_id: &[u8], approval_id: &[u8]) -> Result<Approval, StoreError>;
+        fn latest_approval_id(run_id: &[u8], step_id: &[u8])
+            -> Result<Option<Vec<u8>>, StoreError>;
         fn write_transition(t: &Transition<'_>) -> Result<(), StoreError>;
         fn set_approval_status(approval_id: &[u8], d: &ApprovalDecision<'_>)
             -> Result<bool, StoreError>;

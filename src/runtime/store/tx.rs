@@ -384,6 +384,26 @@ impl<'a> Tx<'a> {
         reads::get_approval(&self.tx, run_id, id)
     }
 
+    /// The id of a step's last-inserted approval, as stored, read inside this transaction.
+    pub fn latest_approval_id(
+        &self,
+        run_id: impl AsKey,
+        step_id: impl AsKey,
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        use rusqlite::OptionalExtension;
+        self.tx
+            .prepare_cached(
+                "SELECT CAST(id AS BLOB) FROM approvals WHERE run_id = ?1 AND step_id = ?2 \
+                 ORDER BY rowid DESC LIMIT 1",
+            )
+            .ctx("latest approval")?
+            .query_row(rusqlite::params![key(&run_id), key(&step_id)], |r| {
+                r.get::<_, Vec<u8>>(0)
+            })
+            .optional()
+            .ctx("latest approval")
+    }
+
     /// The last-inserted approval of a step, read inside this transaction.
     pub fn latest_approval_of_step(
         &self,
