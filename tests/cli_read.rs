@@ -387,6 +387,65 @@ fn show_text_prints_an_unreadable_counter_as_a_question_mark() {
     assert!(out.contains("unread  "), "{out}");
 }
 
+/// `verify` compares every approval's stored status and approver with the decision its
+/// events record: every scenario agentrt writes passes; a pending row set to approved (no
+/// decision event), a rejected one set to approved, and an approver renamed are each named,
+/// exit 1, in text and `--json` (found from outside: such rows said "intact", and workers then
+/// paid refunds nobody approved).
+#[test]
+fn verify_names_an_approval_whose_status_is_not_the_decision_on_record() {
+    let dir = tempdir();
+    let db = dir.path().join("d.db");
+    fixture(&db, &FIXED);
+    let o = cs(&db, &["verify"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    let c = rusqlite::Connection::open(&db).unwrap();
+    let one = |status: &str| -> String {
+        c.query_row(
+            "SELECT id FROM approvals WHERE status = ?1 ORDER BY rowid LIMIT 1",
+            [status],
+            |r| r.get(0),
+        )
+        .unwrap()
+    };
+    let (pending, rejected, approved) = (one("pending"), one("rejected"), one("approved"));
+    c.execute_batch(&format!(
+        "UPDATE approvals SET status = 'approved', decided_by = 'mallory' WHERE id = '{pending}'; \
+         UPDATE approvals SET status = 'approved' WHERE id = '{rejected}'; \
+         UPDATE approvals SET decided_by = 'mallory' WHERE id = '{approved}';"
+    ))
+    .unwrap();
+    drop(c);
+    let o = cs(&db, &["verify"]);
+    let text = stdout(&o);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    for line in [
+        format!(
+            "approval {pending}: stored as approved, but no approval.decided event records a decision of it"
+        ),
+        format!(
+            "approval {rejected}: stored as approved, but its last approval.decided event says rejected"
+        ),
+        format!(
+            "approval {approved}: its approver is not the one its approval.decided event names"
+        ),
+    ] {
+        assert!(text.contains(&line), "{line}\n{text}");
+    }
+    let doc: serde_json::Value =
+        serde_json::from_str(&stdout(&cs(&db, &["verify", "--json"]))).expect("one JSON document");
+    let named: Vec<&str> = doc["approvals"]["unrecorded"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(named.len(), 3, "{doc}");
+    for id in [&pending, &rejected, &approved] {
+        assert!(named.contains(&id.as_str()), "{id}: {doc}");
+    }
+}
+
 #[test]
 fn verify_intact_chain_exits_zero_and_broken_chain_exits_one() {
     let dir = tempdir();

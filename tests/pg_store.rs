@@ -1171,3 +1171,40 @@ fn pg_a_trigger_rule_or_row_security_on_our_tables_is_refused() {
     assert_eq!(o.status.code(), Some(0), "{}", said(&o));
     assert_eq!(status(&mut c), "rejected");
 }
+
+/// On PostgreSQL too, `verify` names an approval whose stored status is not the decision its
+/// events record (found from outside: a pending row set to approved said "intact").
+#[test]
+fn pg_verify_names_an_approval_whose_status_is_not_the_decision_on_record() {
+    let Some(db) = pg_support::fresh_db() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let lite = dir.path().join("all.db");
+    support::fixture(&lite, &["--seed", "7"]);
+    copy(&Endpoint::Sqlite(lite), &Endpoint::Pg(db.pg_url())).unwrap();
+    let o = cli(&["--db", &db.url, "verify"]);
+    assert_eq!(o.status.code(), Some(0), "{}", said(&o));
+    let mut c = db.client();
+    let pending: String = c
+        .query_one(
+            "SELECT id FROM approvals WHERE status = 'pending' ORDER BY ord LIMIT 1",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    c.execute(
+        "UPDATE approvals SET status = 'approved', decided_by = 'mallory' WHERE id = $1",
+        &[&pending],
+    )
+    .unwrap();
+    let o = cli(&["--db", &db.url, "verify"]);
+    assert_eq!(o.status.code(), Some(1), "{}", said(&o));
+    assert!(
+        said(&o).contains(&format!(
+            "approval {pending}: stored as approved, but no approval.decided event records a decision of it"
+        )),
+        "{}",
+        said(&o)
+    );
+}

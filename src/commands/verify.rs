@@ -111,6 +111,9 @@ pub fn run(r: Reading<'_>, a: &VerifyArgs) -> Result<(), CommandError> {
         for id in &approvals.mismatched {
             out.line(&mismatch(id))?;
         }
+        for (id, why) in &approvals.unrecorded {
+            out.line(&unrecorded(id, why))?;
+        }
         // A damaged approval (a field that does not decode) is listed by `show`, the console's
         // damaged rows and `--json` here; agentrt's text stays as it is for it.
     }
@@ -143,6 +146,7 @@ pub(super) fn approvals_json(a: &crate::runtime::store::ApprovalCheck) -> serde_
     json!({
         "verified": a.verified,
         "mismatched": a.mismatched,
+        "unrecorded": a.unrecorded.iter().map(|(id, why)| json!({"id": id, "why": why})).collect::<Vec<_>>(),
         "damaged": a.damaged.iter().map(|(id, why)| json!({"id": id, "why": why})).collect::<Vec<_>>(),
     })
 }
@@ -158,10 +162,22 @@ pub(super) fn broken(
             b.seq
         )));
     }
-    match approvals.mismatched.first() {
-        Some(id) => Err(CommandError::Failed(mismatch(id))),
+    if let Some(id) = approvals.mismatched.first() {
+        return Err(CommandError::Failed(mismatch(id)));
+    }
+    match approvals.unrecorded.first() {
+        Some((id, why)) => Err(CommandError::Failed(unrecorded(id, why))),
         None => Ok(()),
     }
+}
+
+/// The line, and the error, for an approval whose status is not the decision on record.
+pub(super) fn unrecorded(id: &str, why: &str) -> String {
+    format!(
+        "approval {}: {} (its row was changed outside the runtime's decisions)",
+        clean(id, 80),
+        clean(why, 400)
+    )
 }
 
 /// The line, and the error, for an approval whose hash does not recompute.

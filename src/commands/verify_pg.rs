@@ -144,6 +144,9 @@ pub fn run(url: &str, json_out: bool, a: &VerifyArgs, out: &mut Out) -> Result<(
         for id in &approvals.mismatched {
             out.line(&super::verify::mismatch(id))?;
         }
+        for (id, why) in &approvals.unrecorded {
+            out.line(&super::verify::unrecorded(id, why))?;
+        }
         for (id, why) in &approvals.damaged {
             out.line(&format!(
                 "approval {} is damaged: {}",

@@ -256,13 +256,48 @@ pub(crate) fn verify_approvals(
             .query(page, &[&cursor, &PAGE])
             .ctx(url, "verify approvals")?;
         if rows.is_empty() {
-            return Ok(check);
+            break;
         }
         for r in &rows {
             cursor = r.get(0);
             check.push(r.get(1), r.get(2), r.get(3), r.get(4), r.get(5), r.get(6));
         }
     }
+    // Each status against its last decision: the chained ones in seq order, then those
+    // committed to the inbox and not chained yet.
+    let mut decisions = crate::runtime::store::Decisions::default();
+    let rows = tx
+        .query(
+            "SELECT run_id, payload_json FROM ( \
+               SELECT 0 AS src, seq AS k, run_id, payload_json FROM events \
+               WHERE type = 'approval.decided' \
+               UNION ALL \
+               SELECT 1, id, run_id, payload_json FROM event_inbox \
+               WHERE type = 'approval.decided') AS d ORDER BY src, k",
+            &[],
+        )
+        .ctx(url, "verify decisions")?;
+    for r in &rows {
+        let (run, payload): (String, String) = (r.get(0), r.get(1));
+        decisions.push(run.as_bytes(), payload.as_bytes());
+    }
+    let rows = tx
+        .query(
+            "SELECT run_id, id, status, decided_by FROM approvals ORDER BY ord",
+            &[],
+        )
+        .ctx(url, "verify decisions")?;
+    for r in &rows {
+        let f: [String; 4] = [r.get(0), r.get(1), r.get(2), r.get(3)];
+        check.push_decision(
+            &decisions,
+            f[0].as_bytes(),
+            f[1].as_bytes(),
+            f[2].as_bytes(),
+            f[3].as_bytes(),
+        );
+    }
+    Ok(check)
 }
 
 /// Appends one event after the head, which stays locked until the caller commits.

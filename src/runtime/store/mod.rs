@@ -54,7 +54,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use rusqlite::Connection;
 
-pub use approval_check::ApprovalCheck;
+pub use approval_check::{ApprovalCheck, Decisions};
 pub(crate) use backend::IN_CRATE;
 #[cfg(feature = "postgres")]
 pub(crate) use backend::sealed;
