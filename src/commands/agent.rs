@@ -389,7 +389,7 @@ pub fn run(db: Option<&Path>, a: &AgentArgs, out: &mut Out) -> Result<(), Comman
         system: SYSTEM.into(),
         max_output_tokens: 1024,
     }))
-    .lease_owner("countersign-agent")
+    .lease_owner(crate::consumer::adapter::on_this_host("countersign-agent"))
     .model(setup)
     .build()
     .map_err(|e| failed(clean(&e.to_string(), 400)))?;

@@ -399,7 +399,49 @@ pub fn config(
         Arc::new(ConsumerPolicy::new(dispatcher.clone())),
     )
     .agent(agent)
-    .lease_owner(lease_owner);
+    .lease_owner(on_this_host(lease_owner));
     cfg.now = now;
     Ok(cfg)
+}
+
+/// `base@host`: a lease owner's name with this machine's host name, so that a team reading
+/// `leased by countersign-worker@build-7/3f2a…` knows which machine holds a run (found from
+/// outside: owners of many hosts looked alike). The host name is kept only when it is a plain
+/// name (ASCII letters, digits, `-` and `.`, at most 64 bytes); otherwise `base` alone.
+pub fn on_this_host(base: &str) -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: gethostname writes at most `buf.len()` bytes into the buffer we own.
+    let ok = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } == 0;
+    let host = buf.split(|&b| b == 0).next().unwrap_or_default();
+    let plain = !host.is_empty()
+        && host.len() <= 64
+        && host
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || *b == b'-' || *b == b'.');
+    match (ok && plain, std::str::from_utf8(host)) {
+        (true, Ok(h)) => format!("{base}@{h}"),
+        _ => base.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::on_this_host;
+
+    #[test]
+    fn an_owner_name_carries_this_machines_host_name() {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+        let host = host.trim();
+        let plain = !host.is_empty()
+            && host.len() <= 64
+            && host
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.');
+        let want = if plain {
+            format!("countersign-worker@{host}")
+        } else {
+            "countersign-worker".to_string()
+        };
+        assert_eq!(on_this_host("countersign-worker"), want);
+    }
 }
