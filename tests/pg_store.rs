@@ -1167,6 +1167,51 @@ fn pg_a_trigger_rule_or_row_security_on_our_tables_is_refused() {
         said(&o)
     );
     c.batch_execute("DROP TABLE shadow.approvals").unwrap();
+    // A CHECK constraint that calls a function runs it inside the runtime's UPDATE; a default
+    // or a domain likewise (found from outside: a CHECK on approvals approved another run's
+    // refund along with the one the reviewer approved).
+    for (add, drop, says) in [
+        (
+            "CREATE FUNCTION public.ok(text) RETURNS boolean LANGUAGE sql AS 'SELECT true'; \
+             ALTER TABLE approvals ADD CONSTRAINT harmless CHECK (public.ok(status))",
+            "ALTER TABLE approvals DROP CONSTRAINT harmless; DROP FUNCTION public.ok(text)",
+            "calls the function \"ok\" of another schema than pg_catalog",
+        ),
+        (
+            "CREATE DOMAIN public.note_text AS text; \
+             ALTER TABLE approvals ALTER COLUMN note TYPE public.note_text",
+            "ALTER TABLE approvals ALTER COLUMN note TYPE text; DROP DOMAIN public.note_text",
+            "a column of the type \"note_text\" of another schema than pg_catalog",
+        ),
+    ] {
+        c.batch_execute(add).unwrap();
+        let o = cli(&reject);
+        assert_eq!(o.status.code(), Some(1), "{add}: {}", said(&o));
+        assert!(said(&o).contains(says), "{add}: {}", said(&o));
+        c.batch_execute(drop).unwrap();
+    }
+    // A schema holding functions placed before pg_catalog in the search path: its functions
+    // would stand for the built-in ones in every statement (found from outside: a
+    // `char_length` of its own ran 154 times). This one refuses to run.
+    c.batch_execute(
+        "CREATE FUNCTION shadow.char_length(text) RETURNS integer LANGUAGE plpgsql \
+           AS $$ BEGIN RAISE EXCEPTION 'the shadow ran'; END $$; \
+         DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET search_path = shadow, pg_catalog, public', \
+         current_database()); END $$",
+    )
+    .unwrap();
+    let o = cli(&["--db", &db.url, "runs"]);
+    assert_eq!(o.status.code(), Some(1), "{}", said(&o));
+    assert!(
+        said(&o).contains("the search path puts the schema shadow, which holds functions or operators, before pg_catalog"),
+        "{}",
+        said(&o)
+    );
+    c.batch_execute(
+        "DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET search_path = shadow, public', \
+         current_database()); END $$",
+    )
+    .unwrap();
     let o = cli(&reject);
     assert_eq!(o.status.code(), Some(0), "{}", said(&o));
     assert_eq!(status(&mut c), "rejected");

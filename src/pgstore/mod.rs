@@ -90,6 +90,7 @@ pub fn connect(url: &PgUrl) -> Result<postgres::Client, PgError> {
         }
     })?;
     schema::check_encoding(&mut client, url)?;
+    schema::check_search_path(&mut client, url)?;
     Ok(client)
 }
 

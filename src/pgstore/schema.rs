@@ -314,9 +314,11 @@ const OUR_TABLES: [&str; 10] = [
     "countersign_schema",
 ];
 
-/// The first trigger, rule or row-level security on one of countersign's tables, or one of
-/// their names that is not a plain table or not in the schema the others are in: what the
-/// schema never makes. Each name is resolved as the runtime's statements resolve it (through
+/// The first trigger, rule or row-level security on one of countersign's tables, a
+/// constraint, default or index of one that calls a function of another schema than
+/// `pg_catalog` (a CHECK runs its function inside the runtime's UPDATE, found from outside), a
+/// column of such a type, or one of their names that is not a plain table or not in the schema
+/// the others are in: what the schema never makes. Each name is resolved as the runtime's statements resolve it (through
 /// the search path: a table of that name in an earlier schema is the one they use). A trigger
 /// or rule runs SQL nobody reviewed inside the runtime's statements (a trigger that turns a
 /// `rejected` into `approved`, found from outside), row-level security hides rows from a
@@ -332,10 +334,67 @@ UNION ALL SELECT o.name, 'rule', r.rulename::text FROM ours o \
     JOIN pg_catalog.pg_rewrite r ON r.ev_class = o.oid \
 UNION ALL SELECT o.name, 'row-level security', '' FROM ours o WHERE o.relrowsecurity \
 UNION ALL SELECT o.name, 'relation kind', o.relkind::text FROM ours o WHERE o.relkind <> 'r' \
+UNION ALL SELECT o.name, 'function', p.proname::text FROM ours o \
+    JOIN pg_catalog.pg_depend d ON \
+       (d.classid = 'pg_catalog.pg_constraint'::pg_catalog.regclass AND d.objid IN \
+          (SELECT k.oid FROM pg_catalog.pg_constraint k WHERE k.conrelid = o.oid)) \
+    OR (d.classid = 'pg_catalog.pg_attrdef'::pg_catalog.regclass AND d.objid IN \
+          (SELECT a.oid FROM pg_catalog.pg_attrdef a WHERE a.adrelid = o.oid)) \
+    OR (d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND d.objid IN \
+          (SELECT i.indexrelid FROM pg_catalog.pg_index i WHERE i.indrelid = o.oid)) \
+    JOIN pg_catalog.pg_proc p ON d.refclassid = 'pg_catalog.pg_proc'::pg_catalog.regclass \
+       AND d.refobjid = p.oid AND p.pronamespace <> 'pg_catalog'::pg_catalog.regnamespace \
+UNION ALL SELECT o.name, 'type', t.typname::text FROM ours o \
+    JOIN pg_catalog.pg_attribute a ON a.attrelid = o.oid AND a.attnum > 0 AND NOT a.attisdropped \
+    JOIN pg_catalog.pg_type t ON t.oid = a.atttypid \
+       AND t.typnamespace <> 'pg_catalog'::pg_catalog.regnamespace \
 UNION ALL SELECT o.name, 'schema', o.relnamespace::regnamespace::text FROM ours o \
     WHERE o.relnamespace <> (SELECT c.relnamespace FROM pg_catalog.pg_class c \
                              WHERE c.oid = pg_catalog.to_regclass('countersign_schema')) \
 LIMIT 1";
+
+/// Refuses a session whose search path puts a schema holding functions or operators before
+/// `pg_catalog`: they would stand for the built-in ones every statement countersign sends
+/// calls unqualified (`char_length`, `=`, `||`), running SQL nobody reviewed inside them
+/// (found from outside). Left out of the path, `pg_catalog` is searched first, as by default.
+/// This query names every function and operator with its schema, since it runs before the
+/// path is known to be safe.
+pub(crate) fn check_search_path(client: &mut Client, url: &PgUrl) -> Result<(), PgError> {
+    let path: Vec<String> = client
+        .query_one(
+            "SELECT pg_catalog.current_schemas(true)::pg_catalog.text[]",
+            &[],
+        )
+        .ctx(url, "read the search path")?
+        .get(0);
+    // A session's temporary schema is never searched for functions or operators.
+    let before = path
+        .iter()
+        .take_while(|s| s.as_str() != "pg_catalog")
+        .filter(|s| !s.starts_with("pg_temp"));
+    for schema in before {
+        let held: i64 = client
+            .query_one(
+                "SELECT (SELECT pg_catalog.count(*) FROM pg_catalog.pg_proc \
+                   WHERE pronamespace OPERATOR(pg_catalog.=) $1::pg_catalog.text::pg_catalog.regnamespace) \
+                 OPERATOR(pg_catalog.+) (SELECT pg_catalog.count(*) FROM pg_catalog.pg_operator \
+                   WHERE oprnamespace OPERATOR(pg_catalog.=) $1::pg_catalog.text::pg_catalog.regnamespace)",
+                &[schema],
+            )
+            .ctx(url, "read the search path")?
+            .get(0);
+        if held > 0 {
+            return Err(PgError::Unusable {
+                db: url.to_string(),
+                detail: format!(
+                    "the search path puts the schema {}, which holds functions or operators, before pg_catalog: they would stand for the built-in ones in countersign's statements, so the database is refused; put pg_catalog first in the login's search_path (or leave it out: it is then searched first)",
+                    crate::safetext::plain_line(schema.as_bytes(), 120)
+                ),
+            });
+        }
+    }
+    Ok(())
+}
 
 /// Refuses a database whose tables carry code or policies countersign's schema never makes
 /// (see [`FOREIGN_CODE`]), as the SQLite store refuses a trigger or a view (spec 1.3).
@@ -351,6 +410,14 @@ pub(crate) fn check_no_foreign_code(client: &mut Client, url: &PgUrl) -> Result<
     let shown = |t: &str| crate::safetext::plain_line(t.as_bytes(), 120);
     let what = match kind.as_str() {
         "row-level security" => "row-level security turned on".to_string(),
+        "function" => format!(
+            "a constraint, default or index that calls the function \"{}\" of another schema than pg_catalog",
+            shown(&name)
+        ),
+        "type" => format!(
+            "a column of the type \"{}\" of another schema than pg_catalog (a domain may check with SQL of its own)",
+            shown(&name)
+        ),
         "relation kind" => format!(
             "a relation of kind '{}' where a table belongs",
             shown(&name)
