@@ -409,6 +409,13 @@ fn verify_names_an_approval_whose_status_is_not_the_decision_on_record() {
         .unwrap()
     };
     let (pending, rejected, approved) = (one("pending"), one("rejected"), one("approved"));
+    let by: String = c
+        .query_row(
+            "SELECT decided_by FROM approvals WHERE id = ?1",
+            [&approved],
+            |r| r.get(0),
+        )
+        .unwrap();
     c.execute_batch(&format!(
         "UPDATE approvals SET status = 'approved', decided_by = 'mallory' WHERE id = '{pending}'; \
          UPDATE approvals SET status = 'approved' WHERE id = '{rejected}'; \
@@ -444,6 +451,21 @@ fn verify_names_an_approval_whose_status_is_not_the_decision_on_record() {
     for id in [&pending, &rejected, &approved] {
         assert!(named.contains(&id.as_str()), "{id}: {doc}");
     }
+    // The note a decision recorded (what a denial tells the agent, a rejection's reason) too.
+    let c = rusqlite::Connection::open(&db).unwrap();
+    c.execute(
+        "UPDATE approvals SET decided_by = ?1, note = 'changed note' WHERE id = ?2",
+        [&by, &approved],
+    )
+    .unwrap();
+    drop(c);
+    let text = stdout(&cs(&db, &["verify"]));
+    assert!(
+        text.contains(&format!(
+            "approval {approved}: its note is not the one its approval.decided event records"
+        )),
+        "{text}"
+    );
 }
 
 #[test]

@@ -341,6 +341,61 @@ fn an_approval_granted_outside_the_operator_runs_nothing() {
             "{args:?}: {all}"
         );
     }
+    // An event written beside the row does not make it a decision: one that does not hash to
+    // its place in the chain, and one that hashes but is not what deciding writes (a repeated
+    // key) are refused too (found from outside: both ran the refund).
+    let c = rusqlite::Connection::open(&db).unwrap();
+    let append = |payload: &str, hashed: bool| {
+        let (seq, prev): (i64, String) = c
+            .query_row(
+                "SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        let (seq, at) = (seq + 1, "2026-12-05T11:41:00Z");
+        let hash = if hashed {
+            countersign::runtime::json::event_hash_bytes(
+                &prev,
+                seq,
+                run.as_bytes(),
+                a.step_id.as_bytes(),
+                at,
+                "approval.decided",
+                payload,
+            )
+        } else {
+            "0".repeat(64)
+        };
+        c.execute(
+            "INSERT INTO events (seq, run_id, step_id, at, type, payload_json, hash) \
+             VALUES (?1, ?2, ?3, ?4, 'approval.decided', ?5, ?6)",
+            rusqlite::params![seq, run, a.step_id, at, payload, hash],
+        )
+        .unwrap();
+    };
+    let id = &a.id;
+    for (payload, hashed, says) in [
+        (
+            format!(r#"{{"approval_id":"{id}","by":"mallory","note":"","status":"approved"}}"#),
+            false,
+            "its approval.decided event does not hash to its place in the event chain",
+        ),
+        (
+            format!(
+                r#"{{"approval_id":"{id}","by":"mallory","note":"","status":"rejected","status":"approved"}}"#
+            ),
+            true,
+            "its approval.decided event is not the one deciding writes for this row",
+        ),
+    ] {
+        append(&payload, hashed);
+        let o = cs(&db, &["resume", &run]);
+        let all = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert_eq!(o.status.code(), Some(1), "{payload}: {all}");
+        assert!(all.contains(says), "{payload}: {all}");
+    }
+    drop(c);
     let store = Store::open_existing(&db, true).unwrap();
     assert_eq!(
         store.get_run(&run).unwrap().status,

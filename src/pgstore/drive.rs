@@ -20,8 +20,8 @@ use super::stmts::Cached;
 use super::{PgError, PgStore, PgUrl};
 use crate::runtime::json::gojson;
 use crate::runtime::store::{
-    APPROVAL_COLUMNS, LeasedRun, NewApproval, NewModelCall, NewRun, ResumableRun, RunTx,
-    STEP_COLUMNS, StepUpdate, StoreError, approval_from_values, leased_sql, resumable_sql,
+    APPROVAL_COLUMNS, DecisionEvent, LeasedRun, NewApproval, NewModelCall, NewRun, ResumableRun,
+    RunTx, STEP_COLUMNS, StepUpdate, StoreError, approval_from_values, leased_sql, resumable_sql,
     run_created, spec_of, step_from_values,
 };
 use crate::runtime::types::ToolSpec;
@@ -405,27 +405,52 @@ impl PgStore {
             .collect())
     }
 
-    /// The payloads of a run's `approval.decided` events: the chained ones in seq order, then
-    /// those still in the inbox in commit order (as SQLite's).
-    pub fn decision_payloads(&self, run_id: &[u8]) -> Result<Vec<String>, StoreError> {
+    /// A run's `approval.decided` events: the chained ones in seq order, each with whether its
+    /// hash is its link in the chain, then those still in the inbox (not hashed yet) in commit
+    /// order (as SQLite's).
+    pub fn decision_events(&self, run_id: &[u8]) -> Result<Vec<DecisionEvent>, StoreError> {
         let Some(id) = text_id(run_id) else {
             return Ok(Vec::new());
         };
         let rows = self
             .lock()
             .query(
-                "SELECT payload_json FROM ( \
-                   SELECT 0 AS src, seq AS k, payload_json FROM events \
-                   WHERE run_id = $1 AND type = 'approval.decided' \
-                   UNION ALL \
-                   SELECT 1, id, payload_json FROM event_inbox \
-                   WHERE run_id = $1 AND type = 'approval.decided') AS d ORDER BY src, k",
+                "SELECT 0 AS src, e.seq, e.step_id, e.payload_json, e.at, e.hash, \
+                   COALESCE((SELECT p.hash FROM events p WHERE p.seq = e.seq - 1), '') \
+                 FROM events e WHERE e.run_id = $1 AND e.type = 'approval.decided' \
+                 UNION ALL \
+                 SELECT 1, id, step_id, payload_json, '', '', '' \
+                 FROM event_inbox WHERE run_id = $1 AND type = 'approval.decided' \
+                 ORDER BY 1, 2",
                 &[&id],
             )
             .at(&self.url, "decision events")?;
         Ok(rows
             .iter()
-            .map(|r| r.try_get::<_, String>(0).unwrap_or_default())
+            .map(|r| {
+                let text = |i: usize| r.try_get::<_, String>(i).unwrap_or_default();
+                let (chained, seq) = (
+                    r.try_get::<_, i32>(0).unwrap_or(1) == 0,
+                    r.try_get::<_, i64>(1).unwrap_or(0),
+                );
+                let (step, payload) = (text(2), text(3));
+                let linked = chained.then(|| {
+                    crate::runtime::json::event_hash(
+                        &text(6),
+                        seq,
+                        id,
+                        &step,
+                        &text(4),
+                        "approval.decided",
+                        &payload,
+                    ) == text(5)
+                });
+                DecisionEvent {
+                    step_id: step.into_bytes(),
+                    payload,
+                    linked,
+                }
+            })
             .collect())
     }
 

@@ -296,9 +296,12 @@ impl RunDb {
         }
     }
 
-    /// The payloads of the run's `approval.decided` events, oldest first.
-    pub(crate) fn decision_payloads(&self, run_id: &[u8]) -> Result<Vec<String>, StoreError> {
-        on_db!(self, s => s.decision_payloads(run_id))
+    /// The run's `approval.decided` events, oldest first, with their links in the chain.
+    pub(crate) fn decision_events(
+        &self,
+        run_id: &[u8],
+    ) -> Result<Vec<crate::runtime::store::DecisionEvent>, StoreError> {
+        on_db!(self, s => s.decision_events(run_id))
     }
 
     /// The kind and payload of the run's first event.

@@ -264,28 +264,48 @@ impl RunCtx {
 }
 
 /// A grant runs only when the run's events record it: the last `approval.decided` event of the
-/// approval says `approved`, by the name the row holds. Deciding writes the row and that event
-/// in one transaction (spec 4.4 step 4), and the events are hash-chained while the row is not:
-/// a row approved with no such event was not decided through the runtime's operator (changed
-/// by hand, by a trigger, or read from a look-alike table; found from outside, where workers
+/// approval is, byte for byte, the one deciding writes for this row (`approved`, by the name,
+/// with the note, the row holds), on the approval's step, and, once chained, its hash is its
+/// link in the chain. Deciding writes the row and that event in one transaction (spec 4.4 step
+/// 4); the events are hash-chained while the row is not. A row approved otherwise was not
+/// decided through the runtime's operator (changed by hand, by a trigger, read from a
+/// look-alike table, or with an event written beside it; found from outside, where workers
 /// then paid refunds nobody approved). Nothing runs, and the run stays waiting.
 fn granted_on_record(cx: &RunCtx, a: &Approval) -> Result<(), RuntimeError> {
-    let payloads = cx.inner.store.decision_payloads(cx.run_id.as_bytes())?;
-    let last = payloads
-        .iter()
-        .rev()
-        .filter_map(|p| serde_json::from_str::<serde_json::Value>(p).ok())
-        .find(|v| v.get("approval_id").and_then(|x| x.as_str()) == Some(a.id.as_str()));
-    let why = match &last {
+    let events = cx.inner.store.decision_events(cx.run_id.as_bytes())?;
+    let names = |e: &crate::runtime::store::DecisionEvent| {
+        serde_json::from_str::<serde_json::Value>(&e.payload)
+            .ok()
+            .and_then(|v| {
+                let id = v.get("approval_id")?.as_str()?.to_string();
+                Some((id, v.get("status").map(|s| s.to_string())))
+            })
+    };
+    let last = events.iter().rev().find_map(|e| {
+        names(e)
+            .filter(|(id, _)| id == &a.id)
+            .map(|(_, st)| (e, st))
+    });
+    let expected = Object::new()
+        .str_bytes("approval_id", a.id_bytes())
+        .str("by", &a.decided_by)
+        .str("note", &a.note)
+        .str("status", "approved")
+        .finish();
+    let why = match last {
         None => "no approval.decided event records a decision of it".to_string(),
-        Some(v) if v.get("status").and_then(|x| x.as_str()) != Some("approved") => format!(
+        Some((_, st)) if st.as_deref() != Some("\"approved\"") => format!(
             "its last approval.decided event says {}",
-            v.get("status")
-                .map(|x| x.to_string())
-                .unwrap_or_else(|| "no status".into())
+            st.unwrap_or_else(|| "no status".into())
         ),
-        Some(v) if v.get("by").and_then(|x| x.as_str()) != Some(a.decided_by.as_str()) => {
-            "its approval.decided event names another approver than its row".to_string()
+        Some((e, _)) if e.linked == Some(false) => {
+            "its approval.decided event does not hash to its place in the event chain".to_string()
+        }
+        Some((e, _)) if e.step_id != a.step_id_bytes() => {
+            "its approval.decided event names another step".to_string()
+        }
+        Some((e, _)) if e.payload.as_bytes() != expected.as_slice() => {
+            "its approval.decided event is not the one deciding writes for this row (its approver, note or form differ)".to_string()
         }
         Some(_) => return Ok(()),
     };

@@ -8,22 +8,54 @@ use super::error::Ctx as _;
 use super::{Store, StoreError};
 use crate::runtime::json::approval_hash;
 
-/// The last `approval.decided` event of each approval, by `(run id, approval id)`: its status
-/// and, for a person's decision, its approver. Fed in seq order, so the last one stays.
+/// What one `approval.decided` event records: its status, its step and, for a person's
+/// decision, the approver and the note.
+#[derive(Debug, Clone)]
+struct Decided {
+    status: String,
+    step_id: Vec<u8>,
+    by: Option<String>,
+    note: Option<String>,
+}
+
+/// The last `approval.decided` event of each approval, by `(run id, approval id)`. Fed in seq
+/// order, so the last one stays.
 #[derive(Debug, Clone, Default)]
-pub struct Decisions(HashMap<(Vec<u8>, String), (String, Option<String>)>);
+pub struct Decisions(HashMap<(Vec<u8>, String), Decided>);
 
 impl Decisions {
-    /// Reads one `approval.decided` event's payload (one that does not decode is no decision).
-    pub fn push(&mut self, run_id: &[u8], payload: &[u8]) {
+    /// Reads one `approval.decided` event (a payload that does not decode is no decision).
+    pub fn push(&mut self, run_id: &[u8], step_id: &[u8], payload: &[u8]) {
         let Ok(v) = serde_json::from_slice::<serde_json::Value>(payload) else {
             return;
         };
         let text = |k: &str| v.get(k).and_then(|x| x.as_str()).map(str::to_string);
         if let (Some(id), Some(status)) = (text("approval_id"), text("status")) {
-            self.0.insert((run_id.to_vec(), id), (status, text("by")));
+            let d = Decided {
+                status,
+                step_id: step_id.to_vec(),
+                by: text("by"),
+                note: text("note"),
+            };
+            self.0.insert((run_id.to_vec(), id), d);
         }
     }
+}
+
+/// One approval row as `verify` compares it with its decision: all as stored.
+pub struct ApprovalRow<'a> {
+    /// Its run.
+    pub run_id: &'a [u8],
+    /// Its id.
+    pub id: &'a [u8],
+    /// Its step.
+    pub step_id: &'a [u8],
+    /// Its status.
+    pub status: &'a [u8],
+    /// Who decided it.
+    pub decided_by: &'a [u8],
+    /// The decision's note.
+    pub note: &'a [u8],
 }
 
 /// Approval hashes recomputed from the stored kind, capability, presentation and request, and
@@ -79,42 +111,71 @@ impl ApprovalCheck {
     }
 }
 
+impl<'a> ApprovalRow<'a> {
+    /// The row from its columns in this order: run, id, step, status, approver, note.
+    pub fn of(f: &'a [Vec<u8>; 6]) -> ApprovalRow<'a> {
+        ApprovalRow {
+            run_id: &f[0],
+            id: &f[1],
+            step_id: &f[2],
+            status: &f[3],
+            decided_by: &f[4],
+            note: &f[5],
+        }
+    }
+}
+
 impl ApprovalCheck {
-    /// Compares one approval's stored status and approver with its last decision in `d`. A
-    /// row whose fields are not UTF-8 is left to the hash check, which lists it as damaged.
-    pub fn push_decision(
-        &mut self,
-        d: &Decisions,
-        run_id: &[u8],
-        id: &[u8],
-        status: &[u8],
-        decided_by: &[u8],
-    ) {
-        let (Ok(id), Ok(status), Ok(by)) = (
-            std::str::from_utf8(id),
-            std::str::from_utf8(status),
-            std::str::from_utf8(decided_by),
+    /// Compares one approval's stored status, step, approver and note with its last decision
+    /// in `d`. A row whose fields are not UTF-8 is left to the hash check, which lists it as
+    /// damaged.
+    pub fn push_decision(&mut self, d: &Decisions, row: &ApprovalRow<'_>) {
+        let text = |b: &[u8]| std::str::from_utf8(b).map(str::to_string);
+        let (Ok(id), Ok(status), Ok(by), Ok(note)) = (
+            text(row.id),
+            text(row.status),
+            text(row.decided_by),
+            text(row.note),
         ) else {
             return;
         };
-        let why = match (status, d.0.get(&(run_id.to_vec(), id.to_string()))) {
+        let why = match (status.as_str(), d.0.get(&(row.run_id.to_vec(), id.clone()))) {
             ("pending", None) => return,
-            ("pending", Some((s, _))) => {
-                format!("stored as pending, but its approval.decided event says {s}")
+            ("pending", Some(e)) => {
+                format!(
+                    "stored as pending, but its approval.decided event says {}",
+                    e.status
+                )
             }
             (st, None) => {
                 format!("stored as {st}, but no approval.decided event records a decision of it")
             }
-            (st, Some((s, _))) if s != st => {
-                format!("stored as {st}, but its last approval.decided event says {s}")
+            (st, Some(e)) if e.status != st => {
+                format!(
+                    "stored as {st}, but its last approval.decided event says {}",
+                    e.status
+                )
             }
-            (_, Some((_, Some(named)))) if named != by => {
+            (_, Some(e)) if e.step_id != row.step_id => {
+                "its approval.decided event names another step".to_string()
+            }
+            (_, Some(e)) if e.by.as_ref().is_some_and(|named| *named != by) => {
                 "its approver is not the one its approval.decided event names".to_string()
+            }
+            (_, Some(e)) if e.note.as_ref().is_some_and(|said| *said != note) => {
+                "its note is not the one its approval.decided event records".to_string()
             }
             _ => return,
         };
-        self.unrecorded.push((id.to_string(), why));
+        self.unrecorded.push((id, why));
     }
+}
+
+/// Column `i` of a row as its stored bytes (NULL: none).
+fn blob(r: &rusqlite::Row<'_>, i: usize, what: &str) -> Result<Vec<u8>, StoreError> {
+    Ok(r.get::<_, Option<Vec<u8>>>(i)
+        .ctx(what)?
+        .unwrap_or_default())
 }
 
 /// Rows read a query at a time (each row is read and dropped before the next: a request may
@@ -141,11 +202,7 @@ impl Store {
                 while let Some(r) = rows.next().ctx("verify approvals")? {
                     read += 1;
                     cursor = r.get(0).ctx("verify approvals")?;
-                    let col = |i: usize| -> Result<Vec<u8>, StoreError> {
-                        Ok(r.get::<_, Option<Vec<u8>>>(i)
-                            .ctx("verify approvals")?
-                            .unwrap_or_default())
-                    };
+                    let col = |i: usize| blob(r, i, "verify approvals");
                     let id = col(1)?;
                     let f = [col(2)?, col(3)?, col(4)?, col(5)?, col(6)?];
                     check.push_bytes(&id, [&f[0], &f[1], &f[2], &f[3], &f[4]]);
@@ -157,33 +214,28 @@ impl Store {
             let mut decisions = Decisions::default();
             let mut stmt = c
                 .prepare(
-                    "SELECT CAST(run_id AS BLOB), CAST(payload_json AS BLOB) FROM events \
+                    "SELECT CAST(run_id AS BLOB), CAST(step_id AS BLOB), \
+                     CAST(payload_json AS BLOB) FROM events \
                      WHERE type = 'approval.decided' ORDER BY seq",
                 )
                 .ctx("verify decisions")?;
             let mut rows = stmt.query([]).ctx("verify decisions")?;
             while let Some(r) = rows.next().ctx("verify decisions")? {
-                let col = |i: usize| -> Result<Vec<u8>, StoreError> {
-                    Ok(r.get::<_, Option<Vec<u8>>>(i)
-                        .ctx("verify decisions")?
-                        .unwrap_or_default())
-                };
-                decisions.push(&col(0)?, &col(1)?);
+                let col = |i: usize| blob(r, i, "verify decisions");
+                decisions.push(&col(0)?, &col(1)?, &col(2)?);
             }
             let mut stmt = c
                 .prepare(
-                    "SELECT CAST(run_id AS BLOB), CAST(id AS BLOB), CAST(status AS BLOB), \
-                     CAST(decided_by AS BLOB) FROM approvals ORDER BY rowid",
+                    "SELECT CAST(run_id AS BLOB), CAST(id AS BLOB), CAST(step_id AS BLOB), \
+                     CAST(status AS BLOB), CAST(decided_by AS BLOB), CAST(note AS BLOB) \
+                     FROM approvals ORDER BY rowid",
                 )
                 .ctx("verify decisions")?;
             let mut rows = stmt.query([]).ctx("verify decisions")?;
             while let Some(r) = rows.next().ctx("verify decisions")? {
-                let col = |i: usize| -> Result<Vec<u8>, StoreError> {
-                    Ok(r.get::<_, Option<Vec<u8>>>(i)
-                        .ctx("verify decisions")?
-                        .unwrap_or_default())
-                };
-                check.push_decision(&decisions, &col(0)?, &col(1)?, &col(2)?, &col(3)?);
+                let col = |i: usize| blob(r, i, "verify decisions");
+                let f = [col(0)?, col(1)?, col(2)?, col(3)?, col(4)?, col(5)?];
+                check.push_decision(&decisions, &ApprovalRow::of(&f));
             }
             Ok(check)
         })

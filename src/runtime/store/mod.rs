@@ -54,7 +54,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use rusqlite::Connection;
 
-pub use approval_check::{ApprovalCheck, Decisions};
+pub use approval_check::{ApprovalCheck, ApprovalRow, Decisions};
 pub(crate) use backend::IN_CRATE;
 #[cfg(feature = "postgres")]
 pub(crate) use backend::sealed;
@@ -94,9 +94,9 @@ pub use queue_order::{QueueOrder, SortValue};
 pub(crate) use queue_order::{
     QueueSql, sorted_from as sorted_queue_from, sorted_items as sorted_queue_items,
 };
-pub use reads::ProxyCall;
 #[cfg(feature = "postgres")]
 pub(crate) use reads::spec_of;
+pub use reads::{DecisionEvent, ProxyCall};
 pub use resumable::{LeasedRun, ResumableRun};
 #[cfg(feature = "postgres")]
 pub(crate) use resumable::{leased_sql, resumable_sql};

@@ -234,6 +234,18 @@ pub(crate) fn spec_of(hash: &str, json: &[u8]) -> Result<ToolSpec, StoreError> {
     ToolSpec::from_json(json).map_err(|e| StoreError::Invalid(format!("tool spec {hash}: {e}")))
 }
 
+/// One `approval.decided` event of a run, for a resume that checks a grant's record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecisionEvent {
+    /// The step it names, as stored.
+    pub step_id: Vec<u8>,
+    /// Its payload (lossily, when not UTF-8: it then matches no decision).
+    pub payload: String,
+    /// Whether its hash is its link in the chain: `None` for an event not chained yet
+    /// (PostgreSQL's inbox, which the sequencer hashes).
+    pub linked: Option<bool>,
+}
+
 impl Store {
     /// One run, whole ([`StoreError::NotFound`] if absent). One statement, which SQLite runs
     /// in a read transaction of its own, so no `BEGIN`/`COMMIT` around it (the driver reads
@@ -287,21 +299,43 @@ impl Store {
         self.read(|c| tool_spec(c, hash))
     }
 
-    /// The payloads of a run's `approval.decided` events, in seq order (text as stored; a
-    /// payload that is not UTF-8 is read lossily, and so matches no decision).
-    pub fn decision_payloads(&self, run_id: impl AsKey) -> Result<Vec<String>, StoreError> {
+    /// A run's `approval.decided` events in seq order, each with whether its stored hash is
+    /// the one its fields and the previous event's hash give (its link in the chain).
+    pub fn decision_events(&self, run_id: impl AsKey) -> Result<Vec<DecisionEvent>, StoreError> {
         let run_id = key(&run_id);
         self.read(|c| {
             let mut st = c
                 .prepare_cached(
-                    "SELECT CAST(payload_json AS BLOB) FROM events \
-                     WHERE run_id = ?1 AND type = 'approval.decided' ORDER BY seq",
+                    "SELECT CAST(e.step_id AS BLOB), CAST(e.payload_json AS BLOB), e.seq, \
+                     CAST(e.at AS BLOB), CAST(e.hash AS BLOB), \
+                     (SELECT CAST(p.hash AS BLOB) FROM events p WHERE p.seq < e.seq \
+                      ORDER BY p.seq DESC LIMIT 1), CAST(e.run_id AS BLOB) \
+                     FROM events e WHERE e.run_id = ?1 AND e.type = 'approval.decided' \
+                     ORDER BY e.seq",
                 )
                 .ctx("decision events")?;
             let rows = st
                 .query_map(params![run_id], |r| {
-                    let b: Option<Vec<u8>> = r.get(0)?;
-                    Ok(String::from_utf8_lossy(&b.unwrap_or_default()).into_owned())
+                    let b = |i: usize| -> rusqlite::Result<Vec<u8>> {
+                        Ok(r.get::<_, Option<Vec<u8>>>(i)?.unwrap_or_default())
+                    };
+                    let text = |v: Vec<u8>| String::from_utf8_lossy(&v).into_owned();
+                    let (step, payload, seq) = (b(0)?, text(b(1)?), r.get::<_, i64>(2)?);
+                    let (at, hash, prev) = (text(b(3)?), text(b(4)?), text(b(5)?));
+                    let linked = crate::runtime::json::event_hash_bytes(
+                        &prev,
+                        seq,
+                        &b(6)?,
+                        &step,
+                        &at,
+                        "approval.decided",
+                        &payload,
+                    ) == hash;
+                    Ok(DecisionEvent {
+                        step_id: step,
+                        payload,
+                        linked: Some(linked),
+                    })
                 })
                 .ctx("decision events")?;
             rows.map(|r| r.ctx("decision events")).collect()
