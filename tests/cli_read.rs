@@ -409,11 +409,11 @@ fn verify_names_an_approval_whose_status_is_not_the_decision_on_record() {
         .unwrap()
     };
     let (pending, rejected, approved) = (one("pending"), one("rejected"), one("approved"));
-    let by: String = c
+    let (by, note): (String, String) = c
         .query_row(
-            "SELECT decided_by FROM approvals WHERE id = ?1",
+            "SELECT decided_by, note FROM approvals WHERE id = ?1",
             [&approved],
-            |r| r.get(0),
+            |r| Ok((r.get(0)?, r.get(1)?)),
         )
         .unwrap();
     c.execute_batch(&format!(
@@ -463,6 +463,21 @@ fn verify_names_an_approval_whose_status_is_not_the_decision_on_record() {
     assert!(
         text.contains(&format!(
             "approval {approved}: its note is not the one its approval.decided event records"
+        )),
+        "{text}"
+    );
+    // And the decision time, which a grant's time to live runs from.
+    let c = rusqlite::Connection::open(&db).unwrap();
+    c.execute(
+        "UPDATE approvals SET note = ?1, decided_at = '2099-01-01T00:00:00Z' WHERE id = ?2",
+        [&note, &approved],
+    )
+    .unwrap();
+    drop(c);
+    let text = stdout(&cs(&db, &["verify"]));
+    assert!(
+        text.contains(&format!(
+            "approval {approved}: its decision time is not the one its approval.decided event records"
         )),
         "{text}"
     );

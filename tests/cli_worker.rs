@@ -353,7 +353,15 @@ fn an_approval_granted_outside_the_operator_runs_nothing() {
                 |r| Ok((r.get(0)?, r.get(1)?)),
             )
             .unwrap();
-        let (seq, at) = (seq + 1, "2026-12-05T11:41:00Z");
+        // At the row's decision time, so that only what each case changes is wrong.
+        let at: String = c
+            .query_row(
+                "SELECT decided_at FROM approvals WHERE id = ?1",
+                [&a.id],
+                |r| r.get(0),
+            )
+            .unwrap();
+        let (seq, at) = (seq + 1, at.as_str());
         let hash = if hashed {
             countersign::runtime::json::event_hash_bytes(
                 &prev,
@@ -411,6 +419,33 @@ fn an_approval_granted_outside_the_operator_runs_nothing() {
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
+    // Its decision time moved (a grant's time to live runs from it) runs nothing either (found
+    // from outside: an expired grant ran after its row's decided_at was moved).
+    let c = rusqlite::Connection::open(&db).unwrap();
+    let at: String = c
+        .query_row(
+            "SELECT decided_at FROM approvals WHERE id = ?1",
+            [&a.id],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let move_to = |t: &str| {
+        c.execute(
+            "UPDATE approvals SET decided_at = ?1 WHERE id = ?2",
+            [t, &a.id],
+        )
+        .unwrap();
+    };
+    move_to("2099-01-01T00:00:00Z");
+    let o = cs(&db, &["resume", &run]);
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("its decision time is not the one its approval.decided event records"),
+        "{err}"
+    );
+    move_to(&at);
+    drop(c);
     let o = cs(&db, &["resume", &run]);
     assert!(
         o.status.code() == Some(0),

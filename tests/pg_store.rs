@@ -1092,9 +1092,10 @@ fn pg_a_trigger_rule_or_row_security_on_our_tables_is_refused() {
         .get(0)
     };
     c.batch_execute(
-        "CREATE FUNCTION flip() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN \
+        "CREATE SCHEMA attic; \
+         CREATE FUNCTION attic.flip() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN \
            IF NEW.status = 'rejected' THEN NEW.status := 'approved'; END IF; RETURN NEW; END $$; \
-         CREATE TRIGGER flip BEFORE UPDATE ON approvals FOR EACH ROW EXECUTE FUNCTION flip()",
+         CREATE TRIGGER flip BEFORE UPDATE ON approvals FOR EACH ROW EXECUTE FUNCTION attic.flip()",
     )
     .unwrap();
     let reject = ["--db", &db.url, "reject", &run, "--yes", "--note", "no"];
@@ -1143,7 +1144,7 @@ fn pg_a_trigger_rule_or_row_security_on_our_tables_is_refused() {
         "CREATE SCHEMA shadow; \
          DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET search_path = shadow, public', \
          current_database()); END $$; \
-         CREATE TRIGGER flip BEFORE UPDATE ON public.approvals FOR EACH ROW EXECUTE FUNCTION flip()",
+         CREATE TRIGGER flip BEFORE UPDATE ON public.approvals FOR EACH ROW EXECUTE FUNCTION attic.flip()",
     )
     .unwrap();
     let o = cli(&reject);
@@ -1172,15 +1173,23 @@ fn pg_a_trigger_rule_or_row_security_on_our_tables_is_refused() {
     // refund along with the one the reviewer approved).
     for (add, drop, says) in [
         (
-            "CREATE FUNCTION public.ok(text) RETURNS boolean LANGUAGE sql AS 'SELECT true'; \
-             ALTER TABLE approvals ADD CONSTRAINT harmless CHECK (public.ok(status))",
-            "ALTER TABLE approvals DROP CONSTRAINT harmless; DROP FUNCTION public.ok(text)",
-            "calls the function \"ok\" of another schema than pg_catalog",
+            "CREATE FUNCTION attic.ok(text) RETURNS boolean LANGUAGE sql AS 'SELECT true'; \
+             ALTER TABLE approvals ADD CONSTRAINT harmless CHECK (attic.ok(status))",
+            "ALTER TABLE approvals DROP CONSTRAINT harmless; DROP FUNCTION attic.ok(text)",
+            "calls the function or operator \"ok\" of another schema than pg_catalog",
         ),
         (
-            "CREATE DOMAIN public.note_text AS text; \
-             ALTER TABLE approvals ALTER COLUMN note TYPE public.note_text",
-            "ALTER TABLE approvals ALTER COLUMN note TYPE text; DROP DOMAIN public.note_text",
+            "CREATE FUNCTION attic.yes(text, text) RETURNS boolean LANGUAGE sql AS 'SELECT true'; \
+             CREATE OPERATOR attic.@~@ (leftarg = text, rightarg = text, function = attic.yes); \
+             ALTER TABLE approvals ADD CONSTRAINT innocuous CHECK (status OPERATOR(attic.@~@) 'x')",
+            "ALTER TABLE approvals DROP CONSTRAINT innocuous; \
+             DROP OPERATOR attic.@~@ (text, text); DROP FUNCTION attic.yes(text, text)",
+            "calls the function or operator \"@~@\" of another schema than pg_catalog",
+        ),
+        (
+            "CREATE DOMAIN attic.note_text AS text; \
+             ALTER TABLE approvals ALTER COLUMN note TYPE attic.note_text",
+            "ALTER TABLE approvals ALTER COLUMN note TYPE text; DROP DOMAIN attic.note_text",
             "a column of the type \"note_text\" of another schema than pg_catalog",
         ),
     ] {
@@ -1203,15 +1212,46 @@ fn pg_a_trigger_rule_or_row_security_on_our_tables_is_refused() {
     let o = cli(&["--db", &db.url, "runs"]);
     assert_eq!(o.status.code(), Some(1), "{}", said(&o));
     assert!(
-        said(&o).contains("the search path puts the schema shadow, which holds functions or operators, before pg_catalog"),
+        said(&o).contains(
+            "the schema shadow, on the login's search path, holds functions or operators"
+        ),
         "{}",
         said(&o)
     );
+    // Also after pg_catalog, and in the schema of the tables: PostgreSQL picks the candidate
+    // whose types fit best across the whole path (found from outside: an operator
+    // `public.=(oid, regclass)` turned the trigger check off, a `public.unnest(bigint[])`
+    // chose which approval `show` printed).
     c.batch_execute(
-        "DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET search_path = shadow, public', \
+        "DROP FUNCTION shadow.char_length(text); \
+         DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET search_path = public', \
          current_database()); END $$",
     )
     .unwrap();
+    for (add, drop) in [
+        (
+            "CREATE FUNCTION public.no(oid, regclass) RETURNS boolean LANGUAGE sql AS 'SELECT false'; \
+             CREATE OPERATOR public.= (leftarg = oid, rightarg = regclass, function = public.no)",
+            "DROP OPERATOR public.= (oid, regclass); DROP FUNCTION public.no(oid, regclass)",
+        ),
+        (
+            "CREATE FUNCTION public.unnest(a bigint[]) RETURNS SETOF bigint LANGUAGE sql \
+               AS 'SELECT pg_catalog.unnest(a)'",
+            "DROP FUNCTION public.unnest(bigint[])",
+        ),
+    ] {
+        c.batch_execute(add).unwrap();
+        let o = cli(&["--db", &db.url, "runs"]);
+        assert_eq!(o.status.code(), Some(1), "{add}: {}", said(&o));
+        assert!(
+            said(&o).contains(
+                "the schema public, on the login's search path, holds functions or operators"
+            ),
+            "{add}: {}",
+            said(&o)
+        );
+        c.batch_execute(drop).unwrap();
+    }
     let o = cli(&reject);
     assert_eq!(o.status.code(), Some(0), "{}", said(&o));
     assert_eq!(status(&mut c), "rejected");

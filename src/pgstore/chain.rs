@@ -268,27 +268,33 @@ pub(crate) fn verify_approvals(
     let mut decisions = crate::runtime::store::Decisions::default();
     let rows = tx
         .query(
-            "SELECT run_id, step_id, payload_json FROM ( \
-               SELECT 0 AS src, seq AS k, run_id, step_id, payload_json FROM events \
+            "SELECT run_id, step_id, at, payload_json FROM ( \
+               SELECT 0 AS src, seq AS k, run_id, step_id, at, payload_json FROM events \
                WHERE type = 'approval.decided' \
                UNION ALL \
-               SELECT 1, id, run_id, step_id, payload_json FROM event_inbox \
+               SELECT 1, id, run_id, step_id, at, payload_json FROM event_inbox \
                WHERE type = 'approval.decided') AS d ORDER BY src, k",
             &[],
         )
         .ctx(url, "verify decisions")?;
     for r in &rows {
-        let (run, step, payload): (String, String, String) = (r.get(0), r.get(1), r.get(2));
-        decisions.push(run.as_bytes(), step.as_bytes(), payload.as_bytes());
+        let f: [String; 4] = std::array::from_fn(|i| r.get(i));
+        decisions.push(
+            f[0].as_bytes(),
+            f[1].as_bytes(),
+            f[2].as_bytes(),
+            f[3].as_bytes(),
+        );
     }
     let rows = tx
         .query(
-            "SELECT run_id, id, step_id, status, decided_by, note FROM approvals ORDER BY ord",
+            "SELECT run_id, id, step_id, status, decided_by, note, decided_at FROM approvals \
+             ORDER BY ord",
             &[],
         )
         .ctx(url, "verify decisions")?;
     for r in &rows {
-        let f: [Vec<u8>; 6] = std::array::from_fn(|i| r.get::<_, String>(i).into_bytes());
+        let f: [Vec<u8>; 7] = std::array::from_fn(|i| r.get::<_, String>(i).into_bytes());
         check.push_decision(&decisions, &crate::runtime::store::ApprovalRow::of(&f));
     }
     Ok(check)

@@ -419,7 +419,7 @@ impl PgStore {
                    COALESCE((SELECT p.hash FROM events p WHERE p.seq = e.seq - 1), '') \
                  FROM events e WHERE e.run_id = $1 AND e.type = 'approval.decided' \
                  UNION ALL \
-                 SELECT 1, id, step_id, payload_json, '', '', '' \
+                 SELECT 1, id, step_id, payload_json, at, '', '' \
                  FROM event_inbox WHERE run_id = $1 AND type = 'approval.decided' \
                  ORDER BY 1, 2",
                 &[&id],
@@ -449,6 +449,7 @@ impl PgStore {
                     step_id: step.into_bytes(),
                     payload,
                     linked,
+                    at: text(4),
                 }
             })
             .collect())

@@ -344,6 +344,16 @@ UNION ALL SELECT o.name, 'function', p.proname::text FROM ours o \
           (SELECT i.indexrelid FROM pg_catalog.pg_index i WHERE i.indrelid = o.oid)) \
     JOIN pg_catalog.pg_proc p ON d.refclassid = 'pg_catalog.pg_proc'::pg_catalog.regclass \
        AND d.refobjid = p.oid AND p.pronamespace <> 'pg_catalog'::pg_catalog.regnamespace \
+UNION ALL SELECT o.name, 'function', r.oprname::text FROM ours o \
+    JOIN pg_catalog.pg_depend d ON \
+       (d.classid = 'pg_catalog.pg_constraint'::pg_catalog.regclass AND d.objid IN \
+          (SELECT k.oid FROM pg_catalog.pg_constraint k WHERE k.conrelid = o.oid)) \
+    OR (d.classid = 'pg_catalog.pg_attrdef'::pg_catalog.regclass AND d.objid IN \
+          (SELECT a.oid FROM pg_catalog.pg_attrdef a WHERE a.adrelid = o.oid)) \
+    OR (d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND d.objid IN \
+          (SELECT i.indexrelid FROM pg_catalog.pg_index i WHERE i.indrelid = o.oid)) \
+    JOIN pg_catalog.pg_operator r ON d.refclassid = 'pg_catalog.pg_operator'::pg_catalog.regclass \
+       AND d.refobjid = r.oid AND r.oprnamespace <> 'pg_catalog'::pg_catalog.regnamespace \
 UNION ALL SELECT o.name, 'type', t.typname::text FROM ours o \
     JOIN pg_catalog.pg_attribute a ON a.attrelid = o.oid AND a.attnum > 0 AND NOT a.attisdropped \
     JOIN pg_catalog.pg_type t ON t.oid = a.atttypid \
@@ -353,12 +363,15 @@ UNION ALL SELECT o.name, 'schema', o.relnamespace::regnamespace::text FROM ours 
                              WHERE c.oid = pg_catalog.to_regclass('countersign_schema')) \
 LIMIT 1";
 
-/// Refuses a session whose search path puts a schema holding functions or operators before
-/// `pg_catalog`: they would stand for the built-in ones every statement countersign sends
-/// calls unqualified (`char_length`, `=`, `||`), running SQL nobody reviewed inside them
-/// (found from outside). Left out of the path, `pg_catalog` is searched first, as by default.
-/// This query names every function and operator with its schema, since it runs before the
-/// path is known to be safe.
+/// Refuses a session whose search path holds a schema, other than `pg_catalog`, with functions
+/// or operators in it. Every statement countersign sends calls built-ins unqualified
+/// (`char_length`, `unnest`, `=`, `||`), and PostgreSQL picks, across the whole path, the
+/// candidate whose argument types fit best: a function or operator of such a schema can stand
+/// for the built-in one even when `pg_catalog` comes first (found from outside: a
+/// `public.unnest(bigint[])` chose which approval `show` printed, and a `public.=(oid,
+/// regclass)` turned the trigger check off). A session's temporary schema is never searched
+/// for them. This query names every function and operator with its schema, since it runs
+/// before the path is known to be safe.
 pub(crate) fn check_search_path(client: &mut Client, url: &PgUrl) -> Result<(), PgError> {
     let path: Vec<String> = client
         .query_one(
@@ -367,12 +380,10 @@ pub(crate) fn check_search_path(client: &mut Client, url: &PgUrl) -> Result<(), 
         )
         .ctx(url, "read the search path")?
         .get(0);
-    // A session's temporary schema is never searched for functions or operators.
-    let before = path
+    let others = path
         .iter()
-        .take_while(|s| s.as_str() != "pg_catalog")
-        .filter(|s| !s.starts_with("pg_temp"));
-    for schema in before {
+        .filter(|s| s.as_str() != "pg_catalog" && !s.starts_with("pg_temp"));
+    for schema in others {
         let held: i64 = client
             .query_one(
                 "SELECT (SELECT pg_catalog.count(*) FROM pg_catalog.pg_proc \
@@ -387,7 +398,7 @@ pub(crate) fn check_search_path(client: &mut Client, url: &PgUrl) -> Result<(), 
             return Err(PgError::Unusable {
                 db: url.to_string(),
                 detail: format!(
-                    "the search path puts the schema {}, which holds functions or operators, before pg_catalog: they would stand for the built-in ones in countersign's statements, so the database is refused; put pg_catalog first in the login's search_path (or leave it out: it is then searched first)",
+                    "the schema {}, on the login's search path, holds functions or operators: PostgreSQL may pick them over the built-in ones in countersign's statements, so the database is refused; keep countersign's tables in a schema without functions or operators, with the login's search_path on it alone",
                     crate::safetext::plain_line(schema.as_bytes(), 120)
                 ),
             });
@@ -411,7 +422,7 @@ pub(crate) fn check_no_foreign_code(client: &mut Client, url: &PgUrl) -> Result<
     let what = match kind.as_str() {
         "row-level security" => "row-level security turned on".to_string(),
         "function" => format!(
-            "a constraint, default or index that calls the function \"{}\" of another schema than pg_catalog",
+            "a constraint, default or index that calls the function or operator \"{}\" of another schema than pg_catalog",
             shown(&name)
         ),
         "type" => format!(

@@ -265,7 +265,8 @@ impl RunCtx {
 
 /// A grant runs only when the run's events record it: the last `approval.decided` event of the
 /// approval is, byte for byte, the one deciding writes for this row (`approved`, by the name,
-/// with the note, the row holds), on the approval's step, and, once chained, its hash is its
+/// with the note, the row holds), at the row's decision time (which a grant's time to live is
+/// measured from), on the approval's step, and, once chained, its hash is its
 /// link in the chain. Deciding writes the row and that event in one transaction (spec 4.4 step
 /// 4); the events are hash-chained while the row is not. A row approved otherwise was not
 /// decided through the runtime's operator (changed by hand, by a trigger, read from a
@@ -303,6 +304,9 @@ fn granted_on_record(cx: &RunCtx, a: &Approval) -> Result<(), RuntimeError> {
         }
         Some((e, _)) if e.step_id != a.step_id_bytes() => {
             "its approval.decided event names another step".to_string()
+        }
+        Some((e, _)) if Timestamp::parse(&e.at).ok() != Some(a.decided_at) => {
+            "its decision time is not the one its approval.decided event records".to_string()
         }
         Some((e, _)) if e.payload.as_bytes() != expected.as_slice() => {
             "its approval.decided event is not the one deciding writes for this row (its approver, note or form differ)".to_string()

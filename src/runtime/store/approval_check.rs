@@ -16,6 +16,7 @@ struct Decided {
     step_id: Vec<u8>,
     by: Option<String>,
     note: Option<String>,
+    at: Vec<u8>,
 }
 
 /// The last `approval.decided` event of each approval, by `(run id, approval id)`. Fed in seq
@@ -25,7 +26,7 @@ pub struct Decisions(HashMap<(Vec<u8>, String), Decided>);
 
 impl Decisions {
     /// Reads one `approval.decided` event (a payload that does not decode is no decision).
-    pub fn push(&mut self, run_id: &[u8], step_id: &[u8], payload: &[u8]) {
+    pub fn push(&mut self, run_id: &[u8], step_id: &[u8], at: &[u8], payload: &[u8]) {
         let Ok(v) = serde_json::from_slice::<serde_json::Value>(payload) else {
             return;
         };
@@ -36,6 +37,7 @@ impl Decisions {
                 step_id: step_id.to_vec(),
                 by: text("by"),
                 note: text("note"),
+                at: at.to_vec(),
             };
             self.0.insert((run_id.to_vec(), id), d);
         }
@@ -56,6 +58,8 @@ pub struct ApprovalRow<'a> {
     pub decided_by: &'a [u8],
     /// The decision's note.
     pub note: &'a [u8],
+    /// When it was decided.
+    pub decided_at: &'a [u8],
 }
 
 /// Approval hashes recomputed from the stored kind, capability, presentation and request, and
@@ -112,8 +116,9 @@ impl ApprovalCheck {
 }
 
 impl<'a> ApprovalRow<'a> {
-    /// The row from its columns in this order: run, id, step, status, approver, note.
-    pub fn of(f: &'a [Vec<u8>; 6]) -> ApprovalRow<'a> {
+    /// The row from its columns in this order: run, id, step, status, approver, note,
+    /// decided at.
+    pub fn of(f: &'a [Vec<u8>; 7]) -> ApprovalRow<'a> {
         ApprovalRow {
             run_id: &f[0],
             id: &f[1],
@@ -121,6 +126,7 @@ impl<'a> ApprovalRow<'a> {
             status: &f[3],
             decided_by: &f[4],
             note: &f[5],
+            decided_at: &f[6],
         }
     }
 }
@@ -165,10 +171,24 @@ impl ApprovalCheck {
             (_, Some(e)) if e.note.as_ref().is_some_and(|said| *said != note) => {
                 "its note is not the one its approval.decided event records".to_string()
             }
+            // A person's decision: its time is the row's (a grant's time to live runs from it).
+            (_, Some(e)) if e.by.is_some() && same_time(&e.at, row.decided_at) == Some(false) => {
+                "its decision time is not the one its approval.decided event records".to_string()
+            }
             _ => return,
         };
         self.unrecorded.push((id, why));
     }
+}
+
+/// Whether two stored times are the same instant (`None` when either does not parse).
+fn same_time(a: &[u8], b: &[u8]) -> Option<bool> {
+    let t = |x: &[u8]| {
+        std::str::from_utf8(x)
+            .ok()
+            .and_then(|x| crate::runtime::types::Timestamp::parse(x).ok())
+    };
+    Some(t(a)? == t(b)?)
 }
 
 /// Column `i` of a row as its stored bytes (NULL: none).
@@ -214,7 +234,7 @@ impl Store {
             let mut decisions = Decisions::default();
             let mut stmt = c
                 .prepare(
-                    "SELECT CAST(run_id AS BLOB), CAST(step_id AS BLOB), \
+                    "SELECT CAST(run_id AS BLOB), CAST(step_id AS BLOB), CAST(at AS BLOB), \
                      CAST(payload_json AS BLOB) FROM events \
                      WHERE type = 'approval.decided' ORDER BY seq",
                 )
@@ -222,19 +242,27 @@ impl Store {
             let mut rows = stmt.query([]).ctx("verify decisions")?;
             while let Some(r) = rows.next().ctx("verify decisions")? {
                 let col = |i: usize| blob(r, i, "verify decisions");
-                decisions.push(&col(0)?, &col(1)?, &col(2)?);
+                decisions.push(&col(0)?, &col(1)?, &col(2)?, &col(3)?);
             }
             let mut stmt = c
                 .prepare(
                     "SELECT CAST(run_id AS BLOB), CAST(id AS BLOB), CAST(step_id AS BLOB), \
-                     CAST(status AS BLOB), CAST(decided_by AS BLOB), CAST(note AS BLOB) \
-                     FROM approvals ORDER BY rowid",
+                     CAST(status AS BLOB), CAST(decided_by AS BLOB), CAST(note AS BLOB), \
+                     CAST(decided_at AS BLOB) FROM approvals ORDER BY rowid",
                 )
                 .ctx("verify decisions")?;
             let mut rows = stmt.query([]).ctx("verify decisions")?;
             while let Some(r) = rows.next().ctx("verify decisions")? {
                 let col = |i: usize| blob(r, i, "verify decisions");
-                let f = [col(0)?, col(1)?, col(2)?, col(3)?, col(4)?, col(5)?];
+                let f = [
+                    col(0)?,
+                    col(1)?,
+                    col(2)?,
+                    col(3)?,
+                    col(4)?,
+                    col(5)?,
+                    col(6)?,
+                ];
                 check.push_decision(&decisions, &ApprovalRow::of(&f));
             }
             Ok(check)

@@ -244,6 +244,8 @@ pub struct DecisionEvent {
     /// Whether its hash is its link in the chain: `None` for an event not chained yet
     /// (PostgreSQL's inbox, which the sequencer hashes).
     pub linked: Option<bool>,
+    /// Its time as stored (the decision's, which the approval row repeats as `decided_at`).
+    pub at: String,
 }
 
 impl Store {
@@ -335,6 +337,7 @@ impl Store {
                         step_id: step,
                         payload,
                         linked: Some(linked),
+                        at,
                     })
                 })
                 .ctx("decision events")?;
