@@ -327,33 +327,27 @@ const OUR_TABLES: [&str; 10] = [
 const FOREIGN_CODE: &str = "\
 WITH ours AS ( \
     SELECT c.oid, c.relname::text AS name, c.relkind, c.relrowsecurity, c.relnamespace \
-    FROM pg_catalog.unnest($1::text[]) AS n(name) JOIN pg_catalog.pg_class c ON c.oid = pg_catalog.to_regclass(n.name)) \
+    FROM pg_catalog.unnest($1::text[]) AS n(name) JOIN pg_catalog.pg_class c ON c.oid = pg_catalog.to_regclass(n.name)), \
+uses AS ( \
+    SELECT o.name, d.refclassid, d.refobjid FROM ours o JOIN pg_catalog.pg_depend d ON \
+       (d.classid = 'pg_catalog.pg_constraint'::pg_catalog.regclass AND d.objid IN \
+          (SELECT k.oid FROM pg_catalog.pg_constraint k WHERE k.conrelid = o.oid)) \
+    OR (d.classid = 'pg_catalog.pg_attrdef'::pg_catalog.regclass AND d.objid IN \
+          (SELECT a.oid FROM pg_catalog.pg_attrdef a WHERE a.adrelid = o.oid)) \
+    OR (d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND d.objid IN \
+          (SELECT i.indexrelid FROM pg_catalog.pg_index i WHERE i.indrelid = o.oid))) \
 SELECT o.name, 'trigger', t.tgname::text FROM ours o \
     JOIN pg_catalog.pg_trigger t ON t.tgrelid = o.oid AND NOT t.tgisinternal \
 UNION ALL SELECT o.name, 'rule', r.rulename::text FROM ours o \
     JOIN pg_catalog.pg_rewrite r ON r.ev_class = o.oid \
 UNION ALL SELECT o.name, 'row-level security', '' FROM ours o WHERE o.relrowsecurity \
 UNION ALL SELECT o.name, 'relation kind', o.relkind::text FROM ours o WHERE o.relkind <> 'r' \
-UNION ALL SELECT o.name, 'function', p.proname::text FROM ours o \
-    JOIN pg_catalog.pg_depend d ON \
-       (d.classid = 'pg_catalog.pg_constraint'::pg_catalog.regclass AND d.objid IN \
-          (SELECT k.oid FROM pg_catalog.pg_constraint k WHERE k.conrelid = o.oid)) \
-    OR (d.classid = 'pg_catalog.pg_attrdef'::pg_catalog.regclass AND d.objid IN \
-          (SELECT a.oid FROM pg_catalog.pg_attrdef a WHERE a.adrelid = o.oid)) \
-    OR (d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND d.objid IN \
-          (SELECT i.indexrelid FROM pg_catalog.pg_index i WHERE i.indrelid = o.oid)) \
-    JOIN pg_catalog.pg_proc p ON d.refclassid = 'pg_catalog.pg_proc'::pg_catalog.regclass \
-       AND d.refobjid = p.oid AND p.pronamespace <> 'pg_catalog'::pg_catalog.regnamespace \
-UNION ALL SELECT o.name, 'function', r.oprname::text FROM ours o \
-    JOIN pg_catalog.pg_depend d ON \
-       (d.classid = 'pg_catalog.pg_constraint'::pg_catalog.regclass AND d.objid IN \
-          (SELECT k.oid FROM pg_catalog.pg_constraint k WHERE k.conrelid = o.oid)) \
-    OR (d.classid = 'pg_catalog.pg_attrdef'::pg_catalog.regclass AND d.objid IN \
-          (SELECT a.oid FROM pg_catalog.pg_attrdef a WHERE a.adrelid = o.oid)) \
-    OR (d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND d.objid IN \
-          (SELECT i.indexrelid FROM pg_catalog.pg_index i WHERE i.indrelid = o.oid)) \
-    JOIN pg_catalog.pg_operator r ON d.refclassid = 'pg_catalog.pg_operator'::pg_catalog.regclass \
-       AND d.refobjid = r.oid AND r.oprnamespace <> 'pg_catalog'::pg_catalog.regnamespace \
+UNION ALL SELECT x.name, 'function', p.proname::text FROM uses x \
+    JOIN pg_catalog.pg_proc p ON x.refclassid = 'pg_catalog.pg_proc'::pg_catalog.regclass \
+       AND x.refobjid = p.oid AND p.pronamespace <> 'pg_catalog'::pg_catalog.regnamespace \
+UNION ALL SELECT x.name, 'function', r.oprname::text FROM uses x \
+    JOIN pg_catalog.pg_operator r ON x.refclassid = 'pg_catalog.pg_operator'::pg_catalog.regclass \
+       AND x.refobjid = r.oid AND r.oprnamespace <> 'pg_catalog'::pg_catalog.regnamespace \
 UNION ALL SELECT o.name, 'type', t.typname::text FROM ours o \
     JOIN pg_catalog.pg_attribute a ON a.attrelid = o.oid AND a.attnum > 0 AND NOT a.attisdropped \
     JOIN pg_catalog.pg_type t ON t.oid = a.atttypid \
