@@ -275,6 +275,8 @@ fn pg_watch_announces_the_pending_approvals_a_copy_brings() {
                 .unwrap();
             let seen: Vec<(Option<String>, Option<String>)> =
                 rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+            // Not left running after the test (it would wait for its approvals for good).
+            let _ = child.kill();
             panic!("the watch never started: {seen:?}");
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
