@@ -880,6 +880,24 @@ fn pg_worker_connects_again_after_the_server_drops_it() {
         }
         panic!("the worker never {what}");
     };
+    // What the worker prints, read as it comes: the test waits for its report of the resume,
+    // which follows the refund (a kill right after the refund could land before the print).
+    let printed = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let reader = {
+        let (printed, mut stdout) = (printed.clone(), child.stdout.take().unwrap());
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = stdout.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                printed
+                    .lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        })
+    };
     until("connected", Box::new(|| others(&mut admin) >= 2));
     admin
         .execute(
@@ -895,16 +913,16 @@ fn pg_worker_connects_again_after_the_server_drops_it() {
         "resumed the approved refund",
         Box::new(|| refunds_of(&backend, &run) == before + 1),
     );
+    let resumed = format!("resumed run {run}");
+    until(
+        "reported the resume",
+        Box::new(|| printed.lock().unwrap().contains(&resumed)),
+    );
     assert_eq!(child.try_wait().unwrap(), None, "the worker still runs");
     child.kill().unwrap();
     child.wait().unwrap();
-    let mut out = String::new();
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut out)
-        .unwrap();
+    reader.join().unwrap();
+    let out = printed.lock().unwrap().clone();
     assert!(out.contains(&format!("resumed run {run}")), "{out}");
     assert!(
         out.contains("the database's connection was lost") && out.contains("connected again"),
