@@ -37,6 +37,16 @@ fn demo(dir: &Path) -> std::path::PathBuf {
     db
 }
 
+/// An approval's `decided_at` as stored.
+fn decided_at(c: &rusqlite::Connection, id: &str) -> String {
+    c.query_row(
+        "SELECT decided_at FROM approvals WHERE id = ?1",
+        [id],
+        |r| r.get(0),
+    )
+    .unwrap()
+}
+
 fn waiting(store: &Store) -> Vec<String> {
     store
         .list_runs_page(1000, 0)
@@ -354,13 +364,7 @@ fn an_approval_granted_outside_the_operator_runs_nothing() {
             )
             .unwrap();
         // At the row's decision time, so that only what each case changes is wrong.
-        let at: String = c
-            .query_row(
-                "SELECT decided_at FROM approvals WHERE id = ?1",
-                [&a.id],
-                |r| r.get(0),
-            )
-            .unwrap();
+        let at = decided_at(&c, &a.id);
         let (seq, at) = (seq + 1, at.as_str());
         let hash = if hashed {
             countersign::runtime::json::event_hash_bytes(
@@ -422,13 +426,7 @@ fn an_approval_granted_outside_the_operator_runs_nothing() {
     // Its decision time moved (a grant's time to live runs from it) runs nothing either (found
     // from outside: an expired grant ran after its row's decided_at was moved).
     let c = rusqlite::Connection::open(&db).unwrap();
-    let at: String = c
-        .query_row(
-            "SELECT decided_at FROM approvals WHERE id = ?1",
-            [&a.id],
-            |r| r.get(0),
-        )
-        .unwrap();
+    let at = decided_at(&c, &a.id);
     let move_to = |t: &str| {
         c.execute(
             "UPDATE approvals SET decided_at = ?1 WHERE id = ?2",

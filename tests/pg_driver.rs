@@ -1646,18 +1646,7 @@ fn pg_two_resumes_of_a_grant_the_policy_no_longer_accepts_ask_one_question() {
     let h2 = rtm.spawn(async move { d2.resume("r").await });
     let results = [rtm.block_on(h1).unwrap(), rtm.block_on(h2).unwrap()];
     assert_eq!(asked.load(SeqCst), 3, "both resumes asked the policy");
-    let waiting = results
-        .iter()
-        .filter(|r| {
-            r.as_ref()
-                .is_ok_and(|run| run.status == RunStatus::WaitingForApproval)
-        })
-        .count();
-    let refused = results
-        .iter()
-        .filter(|r| r.as_ref().is_err_and(|e| e.is_run_state()))
-        .count();
-    assert_eq!((waiting, refused), (1, 1), "{results:?}");
+    assert_eq!(paused_and_refused(&results), (1, 1), "{results:?}");
     let approvals = store.list_approvals(b"r").unwrap();
     assert_eq!(approvals.len(), 2, "the grant and one new question");
     assert!(calls.lock().unwrap().is_empty(), "nothing ran");

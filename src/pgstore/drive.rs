@@ -377,31 +377,44 @@ impl PgStore {
 
     /// At most `limit` runs a worker may resume now, oldest first (as SQLite's).
     pub fn resumable_runs(&self, limit: u32) -> Result<Vec<ResumableRun>, StoreError> {
-        let rows = self
-            .lock()
-            .query(&resumable_sql("ord", "$1"), &[&i64::from(limit)])
-            .at(&self.url, "resumable runs")?;
+        let rows = self.id_and_text(&resumable_sql("ord", "$1"), "resumable runs", limit)?;
         Ok(rows
-            .iter()
-            .map(|r| ResumableRun {
-                id: Key::new(r.try_get::<_, String>(0).unwrap_or_default().as_bytes()),
-                status: RunStatus::parse(&r.try_get::<_, String>(1).unwrap_or_default()),
+            .into_iter()
+            .map(|(id, status)| ResumableRun {
+                id,
+                status: RunStatus::parse(&status),
             })
             .collect())
     }
 
     /// At most `limit` RUNNING runs that hold a lease, oldest first (as SQLite's).
     pub fn leased_runs(&self, limit: u32) -> Result<Vec<LeasedRun>, StoreError> {
+        let rows = self.id_and_text(&leased_sql("ord", "$1"), "leased runs", limit)?;
+        Ok(rows
+            .into_iter()
+            .map(|(id, lease_expires_at)| LeasedRun {
+                id,
+                lease_expires_at,
+            })
+            .collect())
+    }
+
+    /// The rows of one of the worker's queries (`sql`, its limit bound as `$1`): a run id and
+    /// one text column each.
+    fn id_and_text(
+        &self,
+        sql: &str,
+        what: &'static str,
+        limit: u32,
+    ) -> Result<Vec<(Key, String)>, StoreError> {
         let rows = self
             .lock()
-            .query(&leased_sql("ord", "$1"), &[&i64::from(limit)])
-            .at(&self.url, "leased runs")?;
+            .query(sql, &[&i64::from(limit)])
+            .at(&self.url, what)?;
+        let text = |r: &postgres::Row, i: usize| r.try_get::<_, String>(i).unwrap_or_default();
         Ok(rows
             .iter()
-            .map(|r| LeasedRun {
-                id: Key::new(r.try_get::<_, String>(0).unwrap_or_default().as_bytes()),
-                lease_expires_at: r.try_get::<_, String>(1).unwrap_or_default(),
-            })
+            .map(|r| (Key::new(text(r, 0).as_bytes()), text(r, 1)))
             .collect())
     }
 

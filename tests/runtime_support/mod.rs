@@ -231,3 +231,23 @@ pub fn rt() -> tokio::runtime::Runtime {
         .build()
         .unwrap()
 }
+
+/// How racing resumes of one run ended: how many paused it for a person again, and how many
+/// were refused as `ErrRunState` (another resume got there first).
+pub fn paused_and_refused(
+    results: &[Result<Run, countersign::runtime::driver::RuntimeError>],
+) -> (usize, usize) {
+    let paused = results
+        .iter()
+        .filter(|r| {
+            r.as_ref().is_ok_and(|run| {
+                run.status == countersign::runtime::types::RunStatus::WaitingForApproval
+            })
+        })
+        .count();
+    let refused = results
+        .iter()
+        .filter(|r| r.as_ref().is_err_and(|e| e.is_run_state()))
+        .count();
+    (paused, refused)
+}

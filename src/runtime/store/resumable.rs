@@ -71,37 +71,37 @@ fn stored_text(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<String> {
 impl Store {
     /// At most `limit` RUNNING runs that hold a lease, oldest first.
     pub fn leased_runs(&self, limit: u32) -> Result<Vec<LeasedRun>, StoreError> {
-        self.read(|conn| {
-            let mut st = conn
-                .prepare_cached(&leased_sql("rowid", "?"))
-                .ctx("leased runs")?;
-            let rows = st
-                .query_map(params![limit], |r| {
-                    Ok(LeasedRun {
-                        id: stored_key(r, 0)?,
-                        lease_expires_at: stored_text(r, 1)?,
-                    })
-                })
-                .ctx("leased runs")?;
-            rows.map(|row| row.ctx("leased runs")).collect()
+        self.runs_read(&leased_sql("rowid", "?"), "leased runs", limit, |r| {
+            Ok(LeasedRun {
+                id: stored_key(r, 0)?,
+                lease_expires_at: stored_text(r, 1)?,
+            })
         })
     }
 
     /// At most `limit` runs a worker may resume now, oldest first.
     pub fn resumable_runs(&self, limit: u32) -> Result<Vec<ResumableRun>, StoreError> {
+        self.runs_read(&resumable_sql("rowid", "?"), "resumable runs", limit, |r| {
+            Ok(ResumableRun {
+                id: stored_key(r, 0)?,
+                status: RunStatus::parse(&stored_text(r, 1)?),
+            })
+        })
+    }
+
+    /// The rows of one of the worker's queries (`sql`, its limit bound as `?`), each made by
+    /// `row`, in one read transaction.
+    fn runs_read<T>(
+        &self,
+        sql: &str,
+        what: &'static str,
+        limit: u32,
+        row: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+    ) -> Result<Vec<T>, StoreError> {
         self.read(|conn| {
-            let mut st = conn
-                .prepare_cached(&resumable_sql("rowid", "?"))
-                .ctx("resumable runs")?;
-            let rows = st
-                .query_map(params![limit], |r| {
-                    Ok(ResumableRun {
-                        id: stored_key(r, 0)?,
-                        status: RunStatus::parse(&stored_text(r, 1)?),
-                    })
-                })
-                .ctx("resumable runs")?;
-            rows.map(|row| row.ctx("resumable runs")).collect()
+            let mut st = conn.prepare_cached(sql).ctx(what)?;
+            let rows = st.query_map(params![limit], row).ctx(what)?;
+            rows.map(|r| r.ctx(what)).collect()
         })
     }
 }
